@@ -1,0 +1,64 @@
+"""Every path Cove reads or writes: data dir, database, models, logs, caches.
+
+All of them come from platformdirs, and all of them move under one folder when
+`COVE_HOME` is set (tests point it at a temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "cove"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Resolved locations for one run. Directories are created on first use by `ensure()`."""
+
+    data_dir: Path
+    models_dir: Path
+    logs_dir: Path
+    cache_dir: Path
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "cove.db"
+
+    @property
+    def partial_downloads_dir(self) -> Path:
+        return self.cache_dir / "downloads"
+
+    @property
+    def tools_dir(self) -> Path:
+        """Where built helper tools (e.g. llama-bench) are kept, outside the repository."""
+        return self.cache_dir / "tools"
+
+    def ensure(self) -> "Paths":
+        for d in (self.data_dir, self.models_dir, self.logs_dir, self.cache_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def resolve_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Paths:
+    """Answer every path from platformdirs, or from `COVE_HOME` when it is set."""
+    env = os.environ if environ is None else environ
+    home = env.get("COVE_HOME")
+    if home:
+        root = Path(home).expanduser().resolve()
+        return Paths(
+            data_dir=root / "data",
+            models_dir=root / "models",
+            logs_dir=root / "logs",
+            cache_dir=root / "cache",
+        )
+    data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    return Paths(
+        data_dir=data,
+        models_dir=data / "models",
+        logs_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
+        cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
+    )
