@@ -29,6 +29,10 @@ class Paths:
         return self.data_dir / "cove.db"
 
     @property
+    def settings_file(self) -> Path:
+        return self.data_dir / "settings.json"
+
+    @property
     def partial_downloads_dir(self) -> Path:
         return self.cache_dir / "downloads"
 

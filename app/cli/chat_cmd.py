@@ -1,0 +1,145 @@
+"""`cove chat`: stream a reply to stdout and keep both messages in the history."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+from app.chat import ChatService, TurnResult
+from app.cli.output import metrics_line
+from app.core import Core
+from app.engine.client import EngineClient
+from app.settings import SamplingParams
+
+EXIT_INTERRUPTED = 130
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chat", help="chat with a local model; the reply streams to stdout")
+    p.add_argument("prompt", nargs="?", help="your message (omit it to read standard input, or to chat interactively in a terminal)")
+    p.add_argument("--model", "-m", help="model name from `cove models list`, or a path to a .gguf file")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--conversation", "-c", help="continue this conversation (id or a unique prefix of it)")
+    which.add_argument("--new", action="store_true", help="start a new conversation (default: continue the last one)")
+    p.add_argument("--system", help="system prompt for this conversation")
+    p.add_argument("--max-tokens", type=_positive_int, help="longest reply in tokens (default 512)")
+    p.add_argument("--temperature", type=_non_negative_float, help="sampling temperature (0 = always the likeliest token)")
+    p.add_argument("--seed", type=int, help="random seed, for a repeatable reply")
+    p.add_argument("--ctx", type=_positive_int, help="context size in tokens (default: the model's, at most 8192)")
+    p.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming text")
+    p.set_defaults(run=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _params(core: Core, args: argparse.Namespace) -> SamplingParams:
+    params = core.settings.sampling
+    changes = {}
+    if args.max_tokens is not None:
+        changes["max_tokens"] = args.max_tokens
+    if args.temperature is not None:
+        changes["temperature"] = args.temperature
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    if args.ctx is not None:
+        changes["n_ctx"] = args.ctx
+    return replace(params, **changes)
+
+
+def run(core: Core, args: argparse.Namespace) -> int:
+    if core.read_only:
+        raise RuntimeError(core.notice or "the history is open read-only, so a new chat cannot be saved")
+    interactive = args.prompt is None and sys.stdin.isatty() and not args.json
+    prompt = args.prompt
+    if prompt is None and not interactive:
+        prompt = sys.stdin.read()
+    if prompt is not None and not prompt.strip():
+        raise ValueError("the message is empty; type something to send")
+
+    model = core.resolve_model(args.model)
+    params = _params(core, args)
+    if args.conversation:
+        conversation = core.history.get_conversation(args.conversation)
+    else:
+        last = None if args.new else core.history.last_conversation()
+        conversation = last or core.history.create_conversation(model=model.name, system_prompt=args.system)
+    if args.system is not None and args.system != conversation.system_prompt:
+        core.history.update_conversation(conversation.id, system_prompt=args.system)
+    system_prompt = args.system if args.system is not None else conversation.system_prompt
+
+    with EngineClient() as engine:
+        service = ChatService(core.history, engine)
+        core.remember_model(model)
+        if interactive:
+            return _interactive(core, service, conversation.id, model, params, system_prompt)
+        stream = None if args.json else _stream_to_stdout
+        result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream)
+    if args.json:
+        print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
+    else:
+        _print_footer(model.name, result)
+    if result.interrupted_by_user:
+        return EXIT_INTERRUPTED
+    return 1 if result.status == "error" else 0
+
+
+def _interactive(core, service, conversation_id, model, params, system_prompt) -> int:
+    print(f"Chatting with {model.name} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr)
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        except KeyboardInterrupt:
+            print(file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if not line.strip():
+            continue
+        result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt, on_text=_stream_to_stdout)
+        _print_footer(model.name, result)
+
+
+def _stream_to_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _print_footer(model_name: str, result: TurnResult) -> None:
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    if result.error:
+        print(f"cove: {result.error}", file=sys.stderr)
+    print(f"[{metrics_line(model_name, result.status, result.metrics)}]", file=sys.stderr)
+
+
+def _result_json(result: TurnResult) -> dict:
+    return {
+        "text": result.text,
+        "conversation_id": result.conversation_id,
+        "message_ids": {"user": result.user_message.id, "assistant": result.assistant_message.id},
+        "status": result.status,
+        "error": result.error,
+        "model": result.assistant_message.model_name,
+        "metrics": result.metrics,
+    }

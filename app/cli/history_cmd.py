@@ -1,0 +1,107 @@
+"""`cove history list|show|search|export|delete`: the saved conversations from the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from app.cli.output import metrics_line, print_json
+from app.core import Core
+from app.store.export import export_conversation
+from app.store.search import search_messages
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("history", help="list, read, search, export and delete saved conversations")
+    hsub = p.add_subparsers(dest="history_command", metavar="COMMAND", required=True)
+
+    ls = hsub.add_parser("list", help="conversations, pinned first, newest first")
+    ls.add_argument("--limit", type=int, default=None)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(run=run_list)
+
+    show = hsub.add_parser("show", help="one conversation with every message and its metrics")
+    show.add_argument("id", help="conversation id or a unique prefix (4+ characters)")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(run=run_show)
+
+    search = hsub.add_parser("search", help="full-text search over every message")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=50)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(run=run_search)
+
+    export = hsub.add_parser("export", help="write a conversation as Markdown or JSON")
+    export.add_argument("id")
+    export.add_argument("--format", choices=("md", "json"), default="md")
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    export.set_defaults(run=run_export)
+
+    delete = hsub.add_parser("delete", help="delete a conversation and its messages")
+    delete.add_argument("id")
+    delete.set_defaults(run=run_delete)
+
+
+def run_list(core: Core, args: argparse.Namespace) -> int:
+    conversations = core.history.list_conversations(limit=args.limit)
+    if args.json:
+        print_json(conversations)
+        return 0
+    if not conversations:
+        print("No conversations yet. Start one with `cove chat \"hello\"`.")
+        return 0
+    for c in conversations:
+        pin = "📌 " if c.pinned else ""
+        print(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{c.title or '(untitled)'}")
+    return 0
+
+
+def run_show(core: Core, args: argparse.Namespace) -> int:
+    conversation = core.history.get_conversation(args.id)
+    messages = core.history.messages(conversation.id)
+    if args.json:
+        print_json({"conversation": conversation, "messages": messages})
+        return 0
+    print(f"# {conversation.title or '(untitled)'}  [{conversation.id}]")
+    if conversation.system_prompt:
+        print(f"system: {conversation.system_prompt}")
+    for m in messages:
+        print()
+        print(f"{m.role}:")
+        print(m.content)
+        if m.role == "assistant":
+            extra = f" — {m.error}" if m.error else ""
+            print(f"[{metrics_line(m.model_name or '?', m.status, m.metrics)}{extra}]")
+    return 0
+
+
+def run_search(core: Core, args: argparse.Namespace) -> int:
+    hits = search_messages(core.db, args.query, limit=args.limit)
+    if args.json:
+        print_json(hits)
+        return 0
+    if not hits:
+        print("No messages match.")
+        return 0
+    for h in hits:
+        print(f"{h.conversation_id[:8]}  {h.role:<9} {h.conversation_title or '(untitled)'}: {h.snippet}")
+    return 0
+
+
+def run_export(core: Core, args: argparse.Namespace) -> int:
+    conversation = core.history.get_conversation(args.id)
+    text = export_conversation(core.history, conversation.id, args.format)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"Wrote {args.output}.", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def run_delete(core: Core, args: argparse.Namespace) -> int:
+    conversation = core.history.get_conversation(args.id)
+    core.history.delete_conversation(conversation.id)
+    print(f"Deleted conversation {conversation.id[:8]} ({conversation.title or 'untitled'}).")
+    return 0

@@ -1,0 +1,88 @@
+"""Entry point of the `cove` command: parse arguments, open the core, run one subcommand.
+
+Exit status: 0 success, 2 usage error, 1 any other error (one readable line on stderr, no
+traceback unless --debug), 130 when Ctrl-C stopped a reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import traceback
+from typing import Sequence
+
+from app import __version__
+from app.cli import bench_cmd, chat_cmd, history_cmd, models_cmd
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cove",
+        description="Cove: chat with local GGUF models. Your prompts never leave this machine.",
+    )
+    parser.add_argument("--version", action="version", version=f"cove {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chat_cmd.add_parser(sub)
+    models_cmd.add_parser(sub)
+    history_cmd.add_parser(sub)
+    bench_cmd.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with a usage line on bad arguments
+    if args.command is None:
+        # Until the window exists, `cove` alone is an interactive chat in the terminal.
+        args = parser.parse_args(["chat", *argv])
+    try:
+        from app.core import open_core
+
+        core = open_core()
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one sentence
+        return _report(exc, args.debug)
+    try:
+        if core.notice:
+            print(f"cove: {core.notice}", file=sys.stderr)
+        if core.repaired:
+            print(f"cove: {core.repaired} reply that was cut off last time is kept, marked interrupted.", file=sys.stderr)
+        return int(args.run(core, args) or 0)
+    except KeyboardInterrupt:
+        print("\ncove: stopped.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001
+        return _report(exc, args.debug)
+    finally:
+        core.close()
+
+
+def _report(exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"cove: {describe_error(exc)}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def describe_error(exc: BaseException) -> str:
+    """One sentence for the person; our own exceptions already carry one."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return f"the history database could not be used ({exc}); nothing was changed"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or exc}"
+    if isinstance(exc, FileNotFoundError):
+        return f"no such file: {exc.filename or exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""`cove models list|info|import|remove`: the local model library from the terminal."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.cli.output import human_size, print_json
+from app.core import Core
+from models.gguf_info import read_gguf_info
+from models.starter import STARTER_NAME, starter_available
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list, inspect, import and remove local models")
+    msub = p.add_subparsers(dest="models_command", metavar="COMMAND", required=True)
+
+    ls = msub.add_parser("list", help="installed models")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(run=run_list)
+
+    info = msub.add_parser("info", help="everything Cove knows about one model")
+    info.add_argument("name", help="model name or path")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(run=run_info)
+
+    imp = msub.add_parser("import", help="register a .gguf file (in place, or --copy into Cove's models folder)")
+    imp.add_argument("path")
+    imp.add_argument("--copy", action="store_true", help="copy the file into Cove's models folder")
+    imp.add_argument("--json", action="store_true")
+    imp.set_defaults(run=run_import)
+
+    rm = msub.add_parser("remove", help="forget a model (and with --delete-file, delete its file)")
+    rm.add_argument("name")
+    rm.add_argument("--delete-file", action="store_true", help="also delete the model file from disk")
+    rm.set_defaults(run=run_remove)
+
+
+def run_list(core: Core, args: argparse.Namespace) -> int:
+    models = core.library.list()
+    last = core.settings.last_model
+    if args.json:
+        print_json([_model_dict(m, last) for m in models])
+        return 0
+    if not models:
+        hint = " (the starter model is installed and will be added on first `cove chat`)" if starter_available() else ""
+        print(f"No models yet{hint}. Add one with `cove models import PATH`.")
+        return 0
+    width = max(len(m.name) for m in models)
+    for m in models:
+        mark = "*" if m.name == last else " "
+        print(f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} ctx {m.context_length or '?'}  {m.source}")
+    return 0
+
+
+def run_info(core: Core, args: argparse.Namespace) -> int:
+    model = core.library.get(args.name)
+    info = read_gguf_info(model.path)
+    data = _model_dict(model, core.settings.last_model)
+    data.update(
+        {
+            "general_name": info.name,
+            "block_count": info.block_count,
+            "head_count": info.head_count,
+            "head_count_kv": info.head_count_kv,
+            "embedding_length": info.embedding_length,
+            "vocab_size": info.vocab_size,
+        }
+    )
+    if args.json:
+        print_json(data)
+        return 0
+    for key, value in data.items():
+        if key == "size":
+            value = f"{human_size(value)} ({value} bytes)"
+        print(f"{key:>18}: {value if value is not None else '-'}")
+    return 0
+
+
+def run_import(core: Core, args: argparse.Namespace) -> int:
+    model = core.library.import_file(args.path, copy=args.copy)
+    if args.json:
+        print_json(_model_dict(model, core.settings.last_model))
+    else:
+        where = "copied into the models folder" if args.copy else "registered in place"
+        print(f"Imported {model.name} ({model.quant or '?'}, {human_size(model.size)}), {where}.")
+    return 0
+
+
+def run_remove(core: Core, args: argparse.Namespace) -> int:
+    model = core.library.remove(args.name, delete_file=args.delete_file)
+    tail = " and deleted its file" if args.delete_file else f"; the file stays at {model.path}"
+    print(f"Removed {model.name}{tail}.")
+    if model.source == "starter" and not args.delete_file:
+        print(f"(The starter model {STARTER_NAME} is added back the next time no other model is chosen.)")
+    return 0
+
+
+def _model_dict(model, last: str | None) -> dict:
+    return {
+        "name": model.name,
+        "path": model.path,
+        "quant": model.quant,
+        "size": model.size,
+        "architecture": model.architecture,
+        "parameter_count": model.parameter_count,
+        "context_length": model.context_length,
+        "has_chat_template": model.has_chat_template,
+        "sha256": model.sha256,
+        "source": model.source,
+        "repo": model.repo,
+        "file": model.file,
+        "added_at": model.added_at,
+        "last_used_at": model.last_used_at,
+        "last_used": model.name == last,
+    }

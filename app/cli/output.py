@@ -1,0 +1,60 @@
+"""Small printing helpers shared by the `cove` subcommands (JSON, sizes, metric lines)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Any, TextIO
+
+
+def to_jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: to_jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    return obj
+
+
+def print_json(obj: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    json.dump(to_jsonable(obj), out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+def metrics_line(model_name: str, status: str, metrics: dict) -> str:
+    """One line a person can read: model · status · TTFT · prompt speed · generation speed · context."""
+
+    def num(key: str, fmt: str) -> str | None:
+        value = metrics.get(key)
+        return fmt.format(value) if isinstance(value, (int, float)) else None
+
+    parts = [model_name, status]
+    ttft = num("ttft_ms", "TTFT {:.0f} ms")
+    if ttft:
+        parts.append(ttft)
+    if isinstance(metrics.get("prompt_tokens"), int):
+        cached = metrics.get("cached_tokens") or 0
+        pp = num("prompt_tps", "{:.1f} tok/s")
+        parts.append(f"prompt {metrics['prompt_tokens']} tok ({cached} cached)" + (f" at {pp}" if pp else ""))
+    if isinstance(metrics.get("gen_tokens"), int):
+        tg = num("gen_tps", "{:.1f} tok/s")
+        parts.append(f"reply {metrics['gen_tokens']} tok" + (f" at {tg}" if tg else ""))
+    if isinstance(metrics.get("context_used"), int) and isinstance(metrics.get("n_ctx"), int):
+        parts.append(f"context {metrics['context_used']}/{metrics['n_ctx']}")
+    if isinstance(metrics.get("engine_uss_bytes"), int):
+        parts.append(f"engine {human_size(metrics['engine_uss_bytes'])} private")
+    return " · ".join(parts)

