@@ -1,0 +1,212 @@
+"""The history file's disk format: the append-only list of named schema migrations, the
+runner that applies each one atomically, and the write-transaction and timestamp
+conventions every writer of the file follows."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+import sqlite_utils
+from sqlite_utils.db import ForeignKey
+
+Migration = tuple[str, Callable[[sqlite_utils.Database], None]]
+
+MIGRATIONS_TABLE = "_migrations"
+
+
+class MigrationError(Exception):
+    """A migration failed; its transaction was rolled back and the schema is unchanged."""
+
+
+def utc_timestamp(now: datetime | None = None) -> str:
+    """ISO 8601 UTC with milliseconds, e.g. `2025-05-01T09:30:00.123Z`.
+
+    Disk-format invariant: every stored timestamp has this fixed-width form, so sorting
+    the text sorts by time (list order and "newest first" rely on it).
+    """
+    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@contextmanager
+def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One write transaction, committed on success and rolled back on any exception.
+
+    The outermost level uses BEGIN IMMEDIATE, so the write lock is taken up front and
+    waits on busy_timeout instead of failing when another process (the CLI) wrote in
+    between. Nested inside an open transaction it becomes a savepoint, and then the
+    outer transaction decides when the data is durable.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    try:
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise
+
+
+# ---------------------------------------------------------------------------
+# The migrations. Disk-format invariant: names are recorded in `_migrations` and
+# PRAGMA user_version counts them, so this list is append-only. Never rename, reorder,
+# edit or remove an entry once released; change the schema by appending a new one.
+# ---------------------------------------------------------------------------
+
+
+def _m0001_conversations(db: sqlite_utils.Database) -> None:
+    db["conversations"].create(
+        {
+            "id": str,  # uuid4 hex
+            "title": str,
+            "created_at": str,  # utc_timestamp()
+            "updated_at": str,  # utc_timestamp(); last activity (a message added or finished)
+            "model": str,  # name of the last model used
+            "system_prompt": str,
+            "params": str,  # JSON object of sampling parameters
+            "pinned": int,
+        },
+        pk="id",
+        not_null={"created_at", "updated_at", "pinned"},
+        defaults={"pinned": 0},
+    )
+    db["conversations"].create_index(["pinned", "updated_at"])
+
+
+def _m0002_messages(db: sqlite_utils.Database) -> None:
+    # Disk-format invariant: messages is an ordinary rowid table (never WITHOUT ROWID);
+    # its implicit rowid keys the external-content index messages_fts. Anything that
+    # could renumber rowids must be followed by a messages_fts 'rebuild'.
+    db["messages"].create(
+        {
+            "id": str,  # uuid4 hex
+            "conversation_id": str,
+            "parent_id": str,  # NULL for a root; branches share a parent
+            "role": str,  # 'system' | 'user' | 'assistant'
+            "content": str,
+            # 'complete' | 'streaming' | 'cancelled' | 'length' | 'error' | 'interrupted'
+            "status": str,
+            "error": str,
+            "created_at": str,
+            "updated_at": str,
+            "model_name": str,
+            "model_sha256": str,
+            "model_quant": str,
+            "params": str,  # JSON object
+            "metrics": str,  # JSON object
+            "seq": int,  # order of creation within the conversation, from 0
+        },
+        pk="id",
+        not_null={"conversation_id", "role", "content", "status", "created_at", "updated_at", "seq"},
+        defaults={"content": "", "status": "complete"},
+        foreign_keys=[
+            ForeignKey("messages", "conversation_id", "conversations", "id", on_delete="CASCADE"),
+            ForeignKey("messages", "parent_id", "messages", "id", on_delete="CASCADE"),
+        ],
+    )
+    db["messages"].create_index(["conversation_id", "seq"])
+    db["messages"].create_index(["parent_id"])
+    db["messages"].create_index(["status"])
+
+
+def _m0003_messages_fts(db: sqlite_utils.Database) -> None:
+    # External-content FTS5 over messages.content, kept in step by triggers.
+    db["messages"].enable_fts(["content"], create_triggers=True)
+
+
+def _m0004_models(db: sqlite_utils.Database) -> None:
+    # Imported here: models.library is owned by the models package, and importing it
+    # lazily keeps `import app.store` light.
+    from models.library import create_models_table
+
+    create_models_table(db)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    ("0001_conversations", _m0001_conversations),
+    ("0002_messages", _m0002_messages),
+    ("0003_messages_fts", _m0003_messages_fts),
+    ("0004_models", _m0004_models),
+)
+
+
+# ---------------------------------------------------------------------------
+# The runner
+# ---------------------------------------------------------------------------
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    """PRAGMA user_version: how many migrations this file has had applied."""
+    return int(db.conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def applied_migrations(db: sqlite_utils.Database) -> list[str]:
+    """Names recorded in `_migrations`, in the order they were applied."""
+    if not db[MIGRATIONS_TABLE].exists():
+        return []
+    rows = db.conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid").fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def _ensure_migrations_table(db: sqlite_utils.Database) -> None:
+    with write_transaction(db):
+        db.conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+            "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+
+
+def apply_migrations(db: sqlite_utils.Database, migrations: Sequence[Migration]) -> list[str]:
+    """Apply the pending migrations in order; return the names applied now.
+
+    Each migration, its `_migrations` row and the user_version bump share ONE
+    transaction: a crash or an exception leaves the file entirely before or entirely
+    after that migration. Foreign keys are switched off around the run (PRAGMA
+    foreign_keys is a no-op inside a transaction, and table rebuilds need it off) and
+    checked with foreign_key_check before each commit. Must be called outside a
+    transaction.
+    """
+    names = [name for name, _ in migrations]
+    if len(set(names)) != len(names):
+        raise ValueError("migration names must be unique")
+    _ensure_migrations_table(db)
+    applied_now: list[str] = []
+    db.conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        for name, migrate in migrations:
+            with write_transaction(db):
+                # Re-read inside the write lock: another process may have just applied it.
+                if name in applied_migrations(db):
+                    continue
+                try:
+                    migrate(db)
+                except Exception as exc:
+                    raise MigrationError(f"migration '{name}' failed: {exc}") from exc
+                violations = db.conn.execute("PRAGMA foreign_key_check").fetchall()
+                if violations:
+                    raise MigrationError(
+                        f"migration '{name}' left {len(violations)} broken foreign key(s)"
+                    )
+                db.conn.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
+                    (name, utc_timestamp()),
+                )
+                count = db.conn.execute(f"SELECT count(*) FROM {MIGRATIONS_TABLE}").fetchone()[0]
+                # PRAGMA user_version is transactional: it commits or rolls back with the rest.
+                db.conn.execute(f"PRAGMA user_version = {int(count)}")
+                applied_now.append(name)
+    except sqlite3.Error as exc:
+        raise MigrationError(f"could not update the history schema: {exc}") from exc
+    finally:
+        db.conn.execute("PRAGMA foreign_keys=ON")
+    return applied_now
