@@ -1,0 +1,66 @@
+"""Exporting one conversation as Markdown or JSON: the current branch, with each reply's
+model, status and metrics, so the file is a record of what was asked and answered."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from app.store.history import History, Message
+
+FORMATS = ("md", "json")
+
+
+def export_conversation(history: History, conversation_id: str, fmt: str) -> str:
+    """The conversation as text in `fmt` ('md' or 'json')."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format '{fmt}'; use md or json")
+    conversation = history.get_conversation(conversation_id)
+    messages = history.messages(conversation.id)
+    if fmt == "json":
+        return json.dumps(
+            {
+                "conversation": asdict(conversation),
+                "messages": [asdict(message) for message in messages],
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    lines = [f"# {conversation.title or 'Untitled conversation'}", ""]
+    about = [f"Started {conversation.created_at}"]
+    if conversation.model:
+        about.append(f"model {conversation.model}")
+    lines += ["*" + ", ".join(about) + "*", ""]
+    if conversation.system_prompt:
+        lines += ["## System prompt", "", conversation.system_prompt, ""]
+    for message in messages:
+        lines += [_heading(message), ""]
+        lines += [message.content if message.content else "*(no text)*", ""]
+        if message.error:
+            lines += [f"> Error: {message.error}", ""]
+        if message.metrics:
+            lines += [f"*{format_metrics(message.metrics)}*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _heading(message: Message) -> str:
+    parts = [message.role.capitalize()]
+    if message.role == "assistant" and message.model_name:
+        parts.append(message.model_name)
+    if message.status != "complete":
+        parts.append(message.status)
+    return "## " + " · ".join(parts)
+
+
+def format_metrics(metrics: dict[str, Any]) -> str:
+    """One line, `key value · key value`, numbers rounded for reading."""
+    return " · ".join(f"{key} {_number(value)}" for key, value in metrics.items())
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".") if value == value else "nan"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)

@@ -1,0 +1,404 @@
+"""Conversations and messages in the history file: the records, the writes of a chat turn
+(user message, streaming assistant row, checkpoints, final result) and start-up repair."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Final
+
+import sqlite_utils
+
+from app.store.checkpoint import Checkpointer
+from app.store.migrations import utc_timestamp, write_transaction
+
+__all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]
+
+ROLES: Final = frozenset({"system", "user", "assistant"})
+FINAL_STATUSES: Final = frozenset({"complete", "cancelled", "length", "error"})
+TITLE_MAX_CHARS: Final = 60
+MIN_PREFIX_CHARS: Final = 4
+
+
+class ConversationNotFound(Exception):
+    """No conversation has that id (or the prefix matches none, or several)."""
+
+
+class MessageNotFound(Exception):
+    """No message has that id."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    title: str | None
+    created_at: str
+    updated_at: str
+    model: str | None
+    system_prompt: str | None
+    params: dict[str, Any]
+    pinned: bool
+    message_count: int  # every stored message, all branches
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    role: str
+    content: str
+    status: str
+    error: str | None
+    created_at: str
+    updated_at: str
+    model_name: str | None
+    model_sha256: str | None
+    model_quant: str | None
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    seq: int
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+_CONVERSATION_SELECT = """
+SELECT c.*, (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count
+FROM conversations c
+"""
+
+
+def _to_json(value: dict[str, Any] | None) -> str:
+    return json.dumps(value or {}, ensure_ascii=False)
+
+
+def _from_json(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _title_from(content: str) -> str | None:
+    """First line of the text, at most TITLE_MAX_CHARS characters, or None if blank."""
+    line = next((ln.strip() for ln in content.splitlines() if ln.strip()), "")
+    line = " ".join(line.split())
+    if not line:
+        return None
+    if len(line) <= TITLE_MAX_CHARS:
+        return line
+    cut = line[:TITLE_MAX_CHARS].rsplit(" ", 1)[0] or line[:TITLE_MAX_CHARS]
+    return cut.rstrip() + "…"
+
+
+def _conversation(row: dict[str, Any]) -> Conversation:
+    values = {f.name: row[f.name] for f in fields(Conversation)}
+    values.update(params=_from_json(row["params"]), pinned=bool(row["pinned"]))
+    return Conversation(**values)
+
+
+def _message(row: dict[str, Any]) -> Message:
+    # Record fields are named exactly as the columns; extra columns a later migration
+    # adds are ignored here until the record grows a field for them.
+    values = {f.name: row[f.name] for f in fields(Message)}
+    values.update(params=_from_json(row["params"]), metrics=_from_json(row["metrics"]))
+    return Message(**values)
+
+
+class History:
+    """Reads and writes conversations through one connection.
+
+    Thread invariant: sqlite3 connections belong to the thread that made them; call a
+    History only from the thread that opened its database (the UI/storage thread).
+    Every write method commits before it returns, unless the caller wrapped it in an
+    outer transaction, in which case that transaction's commit makes it durable.
+    """
+
+    def __init__(
+        self, db: sqlite_utils.Database, *, now: Callable[[], datetime] | None = None
+    ) -> None:
+        self.db = db
+        self._now = now
+
+    # -- conversations ---------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        system_prompt: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Conversation:
+        stamp = self._stamp()
+        conversation_id = uuid.uuid4().hex
+        with write_transaction(self.db):
+            self.db["conversations"].insert(
+                {"id": conversation_id, "title": title, "created_at": stamp, "updated_at": stamp,
+                 "model": model, "system_prompt": system_prompt, "params": _to_json(params), "pinned": 0}
+            )
+        return self.get_conversation(conversation_id)
+
+    def get_conversation(self, conversation_id: str) -> Conversation:
+        """Look up by full id, or by a unique id prefix of at least 4 characters."""
+        return _conversation(self._conversation_row(conversation_id))
+
+    def list_conversations(self, limit: int | None = None) -> list[Conversation]:
+        """Pinned first, then the most recently active first."""
+        sql = _CONVERSATION_SELECT + " ORDER BY c.pinned DESC, c.updated_at DESC, c.rowid DESC"
+        params: list[Any] = []
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        return [_conversation(row) for row in self.db.query(sql, params)]
+
+    def last_conversation(self) -> Conversation | None:
+        """The most recently active conversation, pinned or not."""
+        rows = list(
+            self.db.query(_CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT 1")
+        )
+        return _conversation(rows[0]) if rows else None
+
+    def rename_conversation(self, conversation_id: str, title: str) -> Conversation:
+        return self._update_conversation(conversation_id, {"title": title.strip() or None})
+
+    def set_pinned(self, conversation_id: str, pinned: bool) -> Conversation:
+        return self._update_conversation(conversation_id, {"pinned": 1 if pinned else 0})
+
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        model: str | None | _Unset = UNSET,
+        system_prompt: str | None | _Unset = UNSET,
+        params: dict[str, Any] | None | _Unset = UNSET,
+    ) -> Conversation:
+        """Change only the fields given; None clears a field."""
+        given = {"model": model, "system_prompt": system_prompt, "params": params}
+        changes = {k: v for k, v in given.items() if not isinstance(v, _Unset)}
+        if "params" in changes:
+            changes["params"] = _to_json(changes["params"])
+        return self._update_conversation(conversation_id, changes)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation; its messages (and their search entries) go with it."""
+        full_id = self._conversation_row(conversation_id)["id"]
+        with write_transaction(self.db):
+            # messages go by ON DELETE CASCADE; the messages_ad trigger clears messages_fts.
+            self.db.execute("DELETE FROM conversations WHERE id = ?", [full_id])
+
+    # -- messages --------------------------------------------------------------------
+
+    def messages(self, conversation_id: str) -> list[Message]:
+        """The current branch, oldest first: from the newest root, follow the newest child."""
+        full_id = self._conversation_row(conversation_id)["id"]
+        rows = self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [full_id])
+        newest_child: dict[str | None, Message] = {}
+        for row in rows:  # seq ascending, so the last one written per parent wins
+            newest_child[row["parent_id"]] = _message(row)
+        branch: list[Message] = []
+        seen: set[str] = set()
+        node = newest_child.get(None)
+        while node is not None and node.id not in seen:
+            branch.append(node)
+            seen.add(node.id)
+            node = newest_child.get(node.id)
+        return branch
+
+    def get_message(self, message_id: str) -> Message:
+        rows = list(self.db.query("SELECT * FROM messages WHERE id = ?", [message_id]))
+        if not rows:
+            raise MessageNotFound(f"no message '{message_id}'")
+        return _message(rows[0])
+
+    def add_user_message(
+        self, conversation_id: str, content: str, *, parent_id: str | None = None
+    ) -> Message:
+        """Store the person's message, committed before this returns.
+
+        With no parent_id it follows the last message of the current branch. The first
+        user message names an untitled conversation.
+        """
+        with write_transaction(self.db):
+            conversation = self._conversation_row(conversation_id)
+            untitled = conversation["title"] is None
+            message_id = self._insert_message(
+                conversation["id"],
+                parent_id if parent_id is not None else self._branch_tip(conversation["id"]),
+                {"role": "user", "content": content, "status": "complete"},
+                {"title": _title_from(content)} if untitled else {},
+            )
+        return self.get_message(message_id)
+
+    def start_assistant_message(
+        self,
+        conversation_id: str,
+        *,
+        parent_id: str,
+        model_name: str,
+        model_sha256: str | None,
+        model_quant: str | None,
+        params: dict[str, Any],
+    ) -> Message:
+        """Create the reply's row before the first token: status 'streaming', empty text."""
+        with write_transaction(self.db):
+            message_id = self._insert_message(
+                self._conversation_row(conversation_id)["id"],
+                parent_id,
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "status": "streaming",
+                    "model_name": model_name,
+                    "model_sha256": model_sha256,
+                    "model_quant": model_quant,
+                    "params": _to_json(params),
+                },
+                {"model": model_name},
+            )
+        return self.get_message(message_id)
+
+    def checkpoint_assistant(self, message_id: str, content: str) -> None:
+        """Save the partial reply in one small transaction. Only a 'streaming' row is
+        touched, so a late checkpoint can never overwrite a finished reply."""
+        with write_transaction(self.db):
+            self.db.execute(
+                "UPDATE messages SET content = ?, updated_at = ? "
+                "WHERE id = ? AND status = 'streaming'",
+                [content, self._stamp(), message_id],
+            )
+
+    def finish_assistant(
+        self,
+        message_id: str,
+        content: str,
+        *,
+        status: str,
+        metrics: dict[str, Any],
+        error: str | None = None,
+    ) -> Message:
+        """Final text, status and metrics in ONE transaction."""
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"unknown final status '{status}'; use one of {sorted(FINAL_STATUSES)}")
+        stamp = self._stamp()
+        with write_transaction(self.db):
+            row = self.db.execute(
+                "SELECT conversation_id FROM messages WHERE id = ?", [message_id]
+            ).fetchone()
+            if row is None:
+                raise MessageNotFound(f"no message '{message_id}'")
+            self.db["messages"].update(
+                message_id,
+                {
+                    "content": content,
+                    "status": status,
+                    "error": error,
+                    "metrics": _to_json(metrics),
+                    "updated_at": stamp,
+                },
+            )
+            self.db["conversations"].update(row[0], {"updated_at": stamp})
+        return self.get_message(message_id)
+
+    def repair_interrupted(self) -> int:
+        """At start-up: replies left 'streaming' by a crash become 'interrupted', text kept.
+
+        Returns how many rows were repaired (0 on a read-only database).
+        """
+        if self.db.conn.execute("PRAGMA query_only").fetchone()[0]:
+            return 0
+        with write_transaction(self.db):
+            cursor = self.db.execute(
+                "UPDATE messages SET status = 'interrupted', updated_at = ? "
+                "WHERE status = 'streaming'",
+                [self._stamp()],
+            )
+            return int(cursor.rowcount)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _stamp(self) -> str:
+        return utc_timestamp(self._now() if self._now else None)
+
+    def _conversation_row(self, conversation_id: str) -> dict[str, Any]:
+        key = conversation_id.strip()
+        rows = list(self.db.query(_CONVERSATION_SELECT + " WHERE c.id = ?", [key]))
+        if not rows and len(key) >= MIN_PREFIX_CHARS:
+            prefix = key.lower()
+            rows = list(
+                self.db.query(
+                    _CONVERSATION_SELECT + " WHERE substr(c.id, 1, ?) = ? LIMIT 2",
+                    [len(prefix), prefix],
+                )
+            )
+            if len(rows) > 1:
+                raise ConversationNotFound(
+                    f"more than one conversation starts with '{key}'; give more of the id"
+                )
+        if not rows:
+            raise ConversationNotFound(
+                f"no conversation '{key}'; `cove history list` shows them"
+            )
+        return rows[0]
+
+    def _branch_tip(self, conversation_id: str) -> str | None:
+        branch = self.messages(conversation_id)
+        return branch[-1].id if branch else None
+
+    def _insert_message(
+        self,
+        conversation_id: str,
+        parent_id: str | None,
+        fields_: dict[str, Any],
+        conversation_changes: dict[str, Any],
+    ) -> str:
+        """Insert a message with the next seq and bump the conversation; returns its id.
+
+        Call inside a write transaction: seq is read and written under the same lock, so
+        it is unique and increasing within a conversation.
+        """
+        if fields_["role"] not in ROLES:
+            raise ValueError(f"unknown role '{fields_['role']}'")
+        if parent_id is not None:
+            owner = self.db.execute(
+                "SELECT conversation_id FROM messages WHERE id = ?", [parent_id]
+            ).fetchone()
+            if owner is None or owner[0] != conversation_id:
+                raise MessageNotFound(f"no message '{parent_id}' in conversation '{conversation_id}'")
+        next_seq = self.db.execute(
+            "SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE conversation_id = ?",
+            [conversation_id],
+        ).fetchone()[0]
+        stamp = self._stamp()
+        message_id = uuid.uuid4().hex
+        self.db["messages"].insert(
+            {
+                **fields_,
+                "id": message_id,
+                "conversation_id": conversation_id,
+                "parent_id": parent_id,
+                "created_at": stamp,
+                "updated_at": stamp,
+                "seq": int(next_seq),
+            }
+        )
+        self.db["conversations"].update(conversation_id, {**conversation_changes, "updated_at": stamp})
+        return message_id
+
+    def _update_conversation(self, conversation_id: str, changes: dict[str, Any]) -> Conversation:
+        full_id = self._conversation_row(conversation_id)["id"]
+        if changes:
+            with write_transaction(self.db):
+                self.db["conversations"].update(full_id, changes)
+        return self.get_conversation(full_id)
