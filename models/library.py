@@ -1,0 +1,335 @@
+"""The local model library: which GGUF files Cove knows, where they are, and what they were when checked.
+
+Rows live in the `models` table of the history database (a sqlite_utils.Database the
+caller opens and hands in). A file is validated, described and hashed once when it is
+imported; before each load `check_unchanged` compares size and mtime with what was checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from models.gguf_info import GGUFInfo, info_from_header, sha256_file
+from models.gguf_validate import InvalidModelFile, read_gguf_header
+
+TABLE = "models"
+SOURCES = ("imported", "copied", "starter", "download")
+_COPY_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class InstalledModel:
+    name: str  # unique display name
+    path: str  # absolute; symlinks are kept as given (split GGUFs find their siblings by name)
+    sha256: str
+    size: int
+    mtime: float
+    quant: str | None
+    architecture: str | None
+    parameter_count: int | None
+    context_length: int | None
+    has_chat_template: bool
+    source: str  # one of SOURCES
+    repo: str | None
+    file: str | None
+    revision: str | None
+    added_at: str  # ISO 8601 UTC, e.g. 2025-05-01T09:30:00.123Z
+    last_used_at: str | None
+
+
+class ModelNotFound(Exception):
+    """No installed model matches; str(exc) is one sentence."""
+
+
+class FileNotOwned(Exception):
+    """remove(delete_file=True) on a file Cove did not put in its models folder; nothing was changed."""
+
+
+def create_models_table(db: sqlite_utils.Database) -> None:
+    """Create the `models` table. Disk format: the app's migration list calls this once."""
+    with _write(db):
+        db.table(TABLE).create(
+            {
+                "name": str, "path": str, "sha256": str, "size": int, "mtime": float, "quant": str,
+                "architecture": str, "parameter_count": int, "context_length": int, "has_chat_template": int,
+                "source": str, "repo": str, "file": str, "revision": str, "added_at": str, "last_used_at": str,
+            },
+            pk="name",
+            not_null=["path", "sha256", "size", "mtime", "has_chat_template", "source", "added_at"],
+            if_not_exists=True,
+        )
+        db.table(TABLE).create_index(["path"], unique=True, if_not_exists=True)
+
+
+_Models = list[InstalledModel]  # spelled once here: inside the class, `list` is the method
+
+
+class ModelLibrary:
+    def __init__(self, db: sqlite_utils.Database, models_dir: Path) -> None:
+        self.db = db
+        self.models_dir = Path(models_dir)
+
+    def import_file(
+        self,
+        path: str | Path,
+        *,
+        copy: bool = False,
+        source: str | None = None,
+        name: str | None = None,
+        sha256: str | None = None,
+        repo: str | None = None,
+        file: str | None = None,
+        revision: str | None = None,
+    ) -> InstalledModel:
+        """Validate, describe, hash and register a GGUF file; with copy=True, into models_dir first.
+
+        `sha256` may be passed when the caller has just verified the file's hash (the starter,
+        a download checked against its etag), so the file is not read twice. Re-importing a
+        registered path returns its entry, refreshed if the file changed. Raises InvalidModelFile
+        with nothing registered and no copy left behind.
+        """
+        src = _abspath(path)
+        if source is not None and source not in SOURCES:
+            raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+        extra = {"repo": repo, "file": file, "revision": revision}
+        if copy and not self._owns(src):
+            return self._import_copy(src, source or "copied", name, extra)
+        existing = self._find("path = ?", [str(src)])
+        before = _stat(src)
+        if existing is not None and (existing.size, existing.mtime) == (before.st_size, before.st_mtime):
+            return existing
+        info = info_from_header(read_gguf_header(src))
+        digest = sha256 or sha256_file(src)
+        _check_still(src, before)
+        if existing is not None:
+            given = {k: v for k, v in {"source": source, **extra}.items() if v is not None}
+            row = {**_info_columns(info, digest, before), **given}
+            with _write(self.db):
+                self.db.table(TABLE).update(existing.name, row)
+            return self.get(existing.name)
+        return self._insert(src, info, digest, before, source or "imported", name, extra)
+
+    def list(self) -> _Models:
+        """Every installed model, by name (case-insensitive)."""
+        return [_model(r) for r in self.db.table(TABLE).rows_where(order_by="name COLLATE NOCASE, name")]
+
+    def get(self, name_or_path: str) -> InstalledModel:
+        """By exact name, then case-insensitive name, then path (as given, then with symlinks resolved)."""
+        found = self._find("name = ?", [name_or_path])
+        if found is None:
+            rows = [*self.db.table(TABLE).rows_where("name = ? COLLATE NOCASE", [name_or_path], limit=2)]
+            found = _model(rows[0]) if len(rows) == 1 else None
+        if found is None and name_or_path.strip():
+            as_path = _abspath(name_or_path)
+            found = self._find("path = ?", [str(as_path)]) or self._find("path = ?", [str(as_path.resolve())])
+        if found is None:
+            raise ModelNotFound(f"no model named '{name_or_path}'; `cove models list` shows what is installed")
+        return found
+
+    def remove(self, name: str, *, delete_file: bool = False) -> InstalledModel:
+        """Forget a model. delete_file=True also deletes its file, but only a file inside the
+        models folder or one Cove copied there; for any other file it raises FileNotOwned and
+        changes nothing, because that file belongs to the person, not to Cove."""
+        model = self.get(name)
+        if delete_file and not (self._owns(Path(model.path)) or model.source == "copied"):
+            raise FileNotOwned(
+                f"'{model.name}' was registered in place, so its file {model.path} is not Cove's to delete; "
+                "remove the model without deleting the file, or delete the file yourself"
+            )
+        with _write(self.db):
+            self.db.table(TABLE).delete(model.name)
+            if delete_file:
+                # Inside the transaction: if the delete fails, the entry stays.
+                Path(model.path).unlink(missing_ok=True)
+        return model
+
+    def mark_used(self, name: str) -> None:
+        model = self.get(name)
+        with _write(self.db):
+            latest = self.last_used()
+            now = datetime.now(timezone.utc)
+            if latest is not None and latest.last_used_at is not None and _timestamp(now) <= latest.last_used_at:
+                # Keep "last used" strictly ordered even for two calls within one millisecond.
+                now = _parse_timestamp(latest.last_used_at) + timedelta(milliseconds=1)
+            self.db.table(TABLE).update(model.name, {"last_used_at": _timestamp(now)})
+
+    def last_used(self) -> InstalledModel | None:
+        rows = self.db.table(TABLE).rows_where("last_used_at IS NOT NULL", order_by="last_used_at DESC", limit=1)
+        return next((_model(r) for r in rows), None)
+
+    def check_unchanged(self, model: InstalledModel) -> None:
+        """Raise InvalidModelFile if the file is gone or its size or mtime differ from when it was checked."""
+        try:
+            st = os.stat(model.path)
+        except FileNotFoundError:
+            raise InvalidModelFile(
+                f"the model file {model.path} is gone; import it again or remove '{model.name}'"
+            ) from None
+        except OSError as exc:
+            raise InvalidModelFile(f"cannot read the model file {model.path}: {exc.strerror or exc}") from None
+        if (st.st_size, st.st_mtime) != (model.size, model.mtime):
+            raise InvalidModelFile(f"the file changed since it was checked; import it again ({model.path})")
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _import_copy(self, src: Path, source: str, name: str | None, extra: dict[str, str | None]) -> InstalledModel:
+        read_gguf_header(src)  # fail before copying gigabytes
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        dest = _free_path(self.models_dir, src.name)
+        part = dest.with_name(dest.name + ".part")
+        try:
+            digest = _copy_with_sha256(src, part)  # the one read of the data: copied and hashed together
+            info = info_from_header(read_gguf_header(part))  # describe exactly the bytes we keep
+            same = [m for m in self._where("sha256 = ?", [digest]) if self._owns(Path(m.path)) and self._intact(m)]
+            if same:
+                part.unlink()
+                return same[0]
+            os.replace(part, dest)  # atomic: a crash never leaves a half file under the final name
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        try:
+            return self._insert(dest, info, digest, os.stat(dest), source, name, extra)
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+
+    def _insert(
+        self, path: Path, info: GGUFInfo, digest: str, st: os.stat_result, source: str,
+        name: str | None, extra: dict[str, str | None],
+    ) -> InstalledModel:
+        with _write(self.db):
+            raced = self._find("path = ?", [str(path)])
+            if raced is not None:  # another process registered it meanwhile
+                return raced
+            unique = self._unique_name((name or "").strip() or _stem(path))
+            row = {
+                "name": unique, "path": str(path), **_info_columns(info, digest, st), "source": source, **extra,
+                "added_at": _timestamp(datetime.now(timezone.utc)), "last_used_at": None,
+            }
+            self.db.table(TABLE).insert(row)
+        return self.get(unique)
+
+    def _unique_name(self, base: str) -> str:
+        taken = {str(r[0]).lower() for r in self.db.execute(f"SELECT name FROM [{TABLE}]").fetchall()}
+        candidate, i = base, 1
+        while candidate.lower() in taken:
+            i += 1
+            candidate = f"{base}-{i}"
+        return candidate
+
+    def _owns(self, path: Path) -> bool:
+        return path.resolve().is_relative_to(self.models_dir.resolve())
+
+    def _intact(self, model: InstalledModel) -> bool:
+        try:
+            self.check_unchanged(model)
+        except InvalidModelFile:
+            return False
+        return True
+
+    def _where(self, where: str, args: Sequence[Any]) -> _Models:
+        return [_model(r) for r in self.db.table(TABLE).rows_where(where, args)]
+
+    def _find(self, where: str, args: Sequence[Any]) -> InstalledModel | None:
+        found = self._where(where, args)
+        return found[0] if found else None
+
+
+@contextmanager
+def _write(db: sqlite_utils.Database) -> Iterator[None]:
+    """One write transaction, as the app's history writer does it: BEGIN IMMEDIATE takes the
+    write lock up front (so another process writing makes us wait on busy_timeout rather than
+    fail on a lock upgrade); nested inside an open transaction it becomes a savepoint."""
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.rollback()
+        raise
+    try:
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def _timestamp(moment: datetime) -> str:
+    # Disk-format invariant shared with the history tables: fixed-width ISO UTC with milliseconds.
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _parse_timestamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+
+
+def _model(row: dict[str, Any]) -> InstalledModel:
+    # Only the known columns: a later migration may add more.
+    values: dict[str, Any] = {f.name: row.get(f.name) for f in fields(InstalledModel)}
+    values["has_chat_template"] = bool(values["has_chat_template"])
+    return InstalledModel(**values)
+
+
+def _info_columns(info: GGUFInfo, digest: str, st: os.stat_result) -> dict[str, Any]:
+    return {
+        "sha256": digest, "size": st.st_size, "mtime": st.st_mtime, "quant": info.quant,
+        "architecture": info.architecture, "parameter_count": info.parameter_count,
+        "context_length": info.context_length, "has_chat_template": int(info.has_chat_template),
+    }
+
+
+def _abspath(path: str | Path) -> Path:
+    return Path(os.path.abspath(Path(path).expanduser()))
+
+
+def _stem(path: Path) -> str:
+    return path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.stem or path.name
+
+
+def _stat(path: Path) -> os.stat_result:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise InvalidModelFile(f"no such file: {path}") from None
+    except OSError as exc:
+        raise InvalidModelFile(f"cannot read the file {path}: {exc.strerror or exc}") from None
+
+
+def _check_still(path: Path, before: os.stat_result) -> None:
+    after = _stat(path)
+    if (after.st_size, after.st_mtime) != (before.st_size, before.st_mtime):
+        raise InvalidModelFile(f"the file changed while it was being checked; try again when it is complete ({path})")
+
+
+def _free_path(folder: Path, filename: str) -> Path:
+    stem, suffix = (filename[:-5], filename[-5:]) if filename.lower().endswith(".gguf") else (filename, "")
+    candidate, i = folder / filename, 1
+    while candidate.exists():
+        i += 1
+        candidate = folder / f"{stem}-{i}{suffix}"
+    return candidate
+
+
+def _copy_with_sha256(src: Path, dest: Path) -> str:
+    digest = hashlib.sha256()
+    with src.open("rb") as fin, dest.open("wb") as fout:
+        while chunk := fin.read(_COPY_CHUNK):
+            digest.update(chunk)
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())  # the bytes are on disk before the rename and the database row
+    return digest.hexdigest()
