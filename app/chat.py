@@ -1,23 +1,25 @@
-"""One chat turn, end to end (DESIGN.md section 3): commit the person's message, stream the
-reply from the engine host, checkpoint it, and finish it with its status and metrics.
+"""One chat turn, end to end (DESIGN.md section 3), split by thread so every front end shares it.
 
-This is the one code path both `cove chat` and the window use. It is Qt-free and calls back
-with text as it arrives; the caller decides how to show it.
+- `TurnRecord` is the history side, used only on the thread that owns the database: it
+  commits the person's message first, creates the assistant row as `streaming`, takes text
+  as it arrives (checkpointed at most every ~1 s) and finishes the row with its status and
+  metrics in one transaction.
+- `start_generation` is the engine side: load the model (blocking, may take seconds) and
+  start the reply. A window runs it off the UI thread; `cove chat` runs it inline.
+- `ChatService.send` ties both together for a blocking caller (the command line).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
-from app.engine.client import EngineClient, EngineError
+from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import SamplingParams
-from app.store.history import Checkpointer, History, Message
+from app.store.checkpoint import Checkpointer
+from app.store.history import History, Message
 from models.library import InstalledModel
-
-# Statuses an assistant row can end with (the disk format; see app/store/migrations.py).
-FINAL_STATUSES = ("complete", "cancelled", "length", "error")
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
 _RESENDABLE = {"complete", "cancelled", "length", "interrupted"}
@@ -34,38 +36,142 @@ class TurnResult:
     assistant_message: Message
     text: str
     status: str
-    metrics: dict
+    metrics: dict[str, Any]
     error: str | None
     interrupted_by_user: bool
 
 
-def build_prompt_messages(history: History, conversation_id: str, system_prompt: str | None) -> list[dict]:
-    """The conversation as the engine should see it: system prompt, then each kept message."""
+def build_prompt_messages(history: History, conversation_id: str, system_prompt: str | None, *, upto: str | None = None) -> list[dict]:
+    """The conversation as the engine should see it: system prompt, then each kept message of
+    the current branch, ending at message `upto` when given (for a regenerated reply)."""
     out: list[dict] = []
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
     for m in history.messages(conversation_id):
-        if m.role == "system":
-            continue
-        if m.role == "assistant" and (m.status not in _RESENDABLE or not m.content):
-            continue
-        out.append({"role": m.role, "content": m.content})
+        if m.role == "assistant" and m.status in _RESENDABLE and m.content:
+            out.append({"role": "assistant", "content": m.content})
+        elif m.role == "user":
+            out.append({"role": "user", "content": m.content})
+        if upto is not None and m.id == upto:
+            break
     return out
 
 
-class ChatService:
-    """Runs turns against one engine client and one history store."""
+class TurnRecord:
+    """The history side of one turn. Not thread-safe: call it from the database's thread."""
 
-    def __init__(
-        self,
+    def __init__(self, history: History, conversation_id: str, user: Message, assistant: Message, checkpoint_interval_s: float) -> None:
+        self.history = history
+        self.conversation_id = conversation_id
+        self.user = user
+        self.assistant = assistant
+        self._parts: list[str] = []
+        self._checkpoint = Checkpointer(history, assistant.id, interval_s=checkpoint_interval_s)
+        self.final: Message | None = None
+
+    @classmethod
+    def begin(
+        cls,
         history: History,
-        engine: EngineClient,
+        conversation_id: str,
+        text: str,
         *,
+        model: InstalledModel,
+        params: SamplingParams,
+        edit_of: str | None = None,
         checkpoint_interval_s: float = 1.0,
-    ) -> None:
+    ) -> "TurnRecord":
+        """Commit the person's message, then the empty `streaming` reply. With `edit_of` the
+        message becomes a new version beside that earlier one (the old one is kept).
+        Invariant: the user's words are on disk before anything else can fail."""
+        if not text.strip():
+            raise ValueError("the message is empty; type something to send")
+        if edit_of is None:
+            user = history.add_user_message(conversation_id, text)
+        else:
+            original = history.get_message(edit_of)
+            if original.role != "user" or original.conversation_id != conversation_id:
+                raise ValueError("only one of your own messages in this conversation can be edited")
+            user = history.add_user_message(conversation_id, text, parent_id=original.parent_id)
+        return cls._with_reply(history, conversation_id, user, model, params, checkpoint_interval_s)
+
+    @classmethod
+    def regenerate(
+        cls,
+        history: History,
+        user_message_id: str,
+        *,
+        model: InstalledModel,
+        params: SamplingParams,
+        checkpoint_interval_s: float = 1.0,
+    ) -> "TurnRecord":
+        """A new reply to an existing user message, beside the old one (nothing is replaced)."""
+        user = history.get_message(user_message_id)
+        if user.role != "user":
+            raise ValueError("only a reply to one of your messages can be regenerated")
+        return cls._with_reply(history, user.conversation_id, user, model, params, checkpoint_interval_s)
+
+    @classmethod
+    def _with_reply(cls, history, conversation_id, user, model, params, interval) -> "TurnRecord":
+        history.update_conversation(conversation_id, model=model.name)
+        assistant = history.start_assistant_message(
+            conversation_id,
+            parent_id=user.id,
+            model_name=model.name,
+            model_sha256=model.sha256,
+            model_quant=model.quant,
+            params=params.to_dict(),
+        )
+        return cls(history, conversation_id, user, assistant, interval)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def append(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+            self._checkpoint.update(self.text)
+
+    def finish(self, status: str, metrics: dict[str, Any], error: str | None = None, text: str | None = None) -> Message:
+        final = self.text if text is None else text
+        self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error)
+        return self.final
+
+
+def start_generation(
+    engine: EngineClient,
+    messages: list[dict],
+    *,
+    model: InstalledModel,
+    params: SamplingParams,
+    conversation_id: str,
+    on_loaded: Callable[[LoadedModel], None] | None = None,
+) -> Generation:
+    """Load the model if needed (blocking) and start the reply. Raises EngineError."""
+    loaded = engine.load(model.path, n_ctx=params.n_ctx)
+    if on_loaded is not None:
+        on_loaded(loaded)
+    return engine.generate(
+        messages,
+        conversation_id=conversation_id,
+        max_tokens=params.max_tokens,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        top_k=params.top_k,
+        min_p=params.min_p,
+        repeat_penalty=params.repeat_penalty,
+        seed=params.seed,
+    )
+
+
+class ChatService:
+    """Blocking turns for the command line: record, generate, stream, finish."""
+
+    def __init__(self, history: History, engine: EngineClient, *, checkpoint_interval_s: float = 1.0) -> None:
         self._history = history
         self._engine = engine
-        self._checkpoint_interval_s = checkpoint_interval_s
+        self._interval = checkpoint_interval_s
 
     def send(
         self,
@@ -76,44 +182,14 @@ class ChatService:
         params: SamplingParams,
         system_prompt: str | None = None,
         on_text: TextSink | None = None,
-        on_loaded: Callable[[object], None] | None = None,
     ) -> TurnResult:
-        history = self._history
-        # Invariant: the person's words are on disk before anything else can fail.
-        user = history.add_user_message(conversation_id, text)
-        history.update_conversation(conversation_id, model=model.name)
-        assistant = history.start_assistant_message(
-            conversation_id,
-            parent_id=user.id,
-            model_name=model.name,
-            model_sha256=model.sha256,
-            model_quant=model.quant,
-            params=params.to_dict(),
-        )
-        checkpoint = Checkpointer(history, assistant.id, interval_s=self._checkpoint_interval_s)
-        parts: list[str] = []
+        record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
+        t0 = time.perf_counter()
         interrupted = False
-        status, metrics, error = "error", {}, None
-        t_request = time.perf_counter()
+        generation: Generation | None = None
         try:
-            try:
-                loaded = self._engine.load(model.path, n_ctx=params.n_ctx)
-            except EngineError as exc:
-                raise _TurnFailed(str(exc)) from None
-            if on_loaded is not None:
-                on_loaded(loaded)
-            generation = self._engine.generate(
-                build_prompt_messages(history, conversation_id, system_prompt),
-                conversation_id=conversation_id,
-                max_tokens=params.max_tokens,
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=params.top_k,
-                min_p=params.min_p,
-                repeat_penalty=params.repeat_penalty,
-                seed=params.seed,
-            )
-            finished = None
+            messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
+            generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id)
             events = iter(generation)
             while True:
                 try:
@@ -121,44 +197,41 @@ class ChatService:
                 except StopIteration:
                     break
                 except KeyboardInterrupt:
-                    # Ctrl-C: stop generating, keep what arrived, finish the row as cancelled.
+                    # Ctrl-C: stop generating, keep reading to the end so the partial reply is kept.
                     interrupted = True
                     generation.cancel()
                     continue
                 if hasattr(event, "status"):
-                    finished = event
+                    metrics = dict(event.metrics)
+                    metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
+                    record.finish(event.status, metrics, event.error, text=event.text)
                     break
-                parts.append(event.text)
+                record.append(event.text)
                 if on_text is not None:
                     on_text(event.text)
-                checkpoint.update("".join(parts))
-            if finished is None:
-                raise _TurnFailed("the engine ended the reply without a result")
-            status = finished.status
-            metrics = dict(finished.metrics or {})
-            error = finished.error
-            final_text = finished.text if finished.text is not None else "".join(parts)
-        except _TurnFailed as exc:
-            status, error, final_text = "error", str(exc), "".join(parts)
+        except EngineError as exc:
+            record.finish("error", {}, str(exc))
         except KeyboardInterrupt:
+            # Interrupted while loading: nothing was generated; the turn ends cancelled.
             interrupted = True
-            status, final_text = "cancelled", "".join(parts)
-        except BaseException as exc:  # keep the row consistent, then let the caller report it
-            history.finish_assistant(assistant.id, "".join(parts), status="error", metrics={}, error=str(exc) or type(exc).__name__)
+            if generation is not None:
+                generation.cancel()
+            record.finish("cancelled", {}, None)
+        except BaseException as exc:
+            if record.final is None:
+                record.finish("error", {}, str(exc) or type(exc).__name__)
             raise
-        metrics.setdefault("turn_ms", round((time.perf_counter() - t_request) * 1000, 1))
-        done = history.finish_assistant(assistant.id, final_text, status=status, metrics=metrics, error=error)
+        if record.final is None:
+            record.finish("error", {}, "the engine ended the reply without a result")
+        final = record.final
+        assert final is not None
         return TurnResult(
             conversation_id=conversation_id,
-            user_message=user,
-            assistant_message=done,
-            text=final_text,
-            status=status,
-            metrics=metrics,
-            error=error,
+            user_message=record.user,
+            assistant_message=final,
+            text=final.content,
+            status=final.status,
+            metrics=final.metrics,
+            error=final.error,
             interrupted_by_user=interrupted,
         )
-
-
-class _TurnFailed(Exception):
-    """A failure that ends the turn with status 'error' and a readable sentence."""

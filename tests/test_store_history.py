@@ -381,3 +381,31 @@ def test_export_unknown_format(history: History) -> None:
     with pytest.raises(ValueError) as error:
         export_conversation(history, conversation.id, "pdf")
     assert str(error.value) == "unknown format 'pdf'; use md or json"
+
+
+def test_branches_keep_every_version_and_switch(tmp_path) -> None:
+    from app.store.database import open_database
+    from app.store.history import History
+
+    history = History(open_database(tmp_path / "b.db").db)
+    c = history.create_conversation()
+    u1 = history.add_user_message(c.id, "first question")
+    a1 = history.start_assistant_message(c.id, parent_id=u1.id, model_name="m", model_sha256=None, model_quant=None, params={})
+    history.finish_assistant(a1.id, "answer one", status="complete", metrics={})
+    # Regenerate: a second reply to the same question.
+    a2 = history.start_assistant_message(c.id, parent_id=u1.id, model_name="m", model_sha256=None, model_quant=None, params={})
+    history.finish_assistant(a2.id, "answer two", status="complete", metrics={})
+    assert [m.content for m in history.messages(c.id)] == ["first question", "answer two"]
+    assert [m.id for m in history.siblings(a2.id)] == [a1.id, a2.id]
+    # Switch back to version one; a follow-up continues that version.
+    assert [m.content for m in history.select_branch(a1.id)] == ["first question", "answer one"]
+    u2 = history.add_user_message(c.id, "follow-up")
+    assert u2.parent_id == a1.id
+    assert [m.content for m in history.messages(c.id)] == ["first question", "answer one", "follow-up"]
+    # Edit the first question: a new root beside the old one; nothing is destroyed.
+    edited = history.add_user_message(c.id, "first question, edited", parent_id=None)
+    assert [m.content for m in history.messages(c.id)] == ["first question, edited"]
+    assert [m.id for m in history.siblings(edited.id)] == [u1.id, edited.id]
+    # Selecting the old question shows its newest path, including the follow-up.
+    assert [m.content for m in history.select_branch(u1.id)] == ["first question", "answer one", "follow-up"]
+    assert history.get_conversation(c.id).message_count == 5

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import sqlite_utils
 
+from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.migrations import utc_timestamp, write_transaction
 
@@ -201,20 +202,28 @@ class History:
     # -- messages --------------------------------------------------------------------
 
     def messages(self, conversation_id: str) -> list[Message]:
-        """The current branch, oldest first: from the newest root, follow the newest child."""
-        full_id = self._conversation_row(conversation_id)["id"]
-        rows = self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [full_id])
-        newest_child: dict[str | None, Message] = {}
-        for row in rows:  # seq ascending, so the last one written per parent wins
-            newest_child[row["parent_id"]] = _message(row)
-        branch: list[Message] = []
-        seen: set[str] = set()
-        node = newest_child.get(None)
-        while node is not None and node.id not in seen:
-            branch.append(node)
-            seen.add(node.id)
-            node = newest_child.get(node.id)
-        return branch
+        """The current branch, oldest first (see app/store/branches.py for how it is chosen)."""
+        conversation = self._conversation_row(conversation_id)
+        rows = self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [conversation["id"]])
+        return branch_path([_message(row) for row in rows], conversation.get("current_leaf_id"))
+
+    def siblings(self, message_id: str) -> list[Message]:
+        """Every version of a message (same parent, same role), oldest first; itself included."""
+        message = self.get_message(message_id)
+        rows = self.db.query(
+            "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? ORDER BY seq",
+            [message.conversation_id, message.parent_id, message.role],
+        )
+        return [_message(row) for row in rows]
+
+    def select_branch(self, message_id: str) -> list[Message]:
+        """Show the version of the conversation that goes through this message; returns it."""
+        message = self.get_message(message_id)
+        rows = self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [message.conversation_id])
+        leaf = deepest_newest_descendant([_message(row) for row in rows], message.id)
+        with write_transaction(self.db):
+            self.db["conversations"].update(message.conversation_id, {"current_leaf_id": leaf})
+        return self.messages(message.conversation_id)
 
     def get_message(self, message_id: str) -> Message:
         rows = list(self.db.query("SELECT * FROM messages WHERE id = ?", [message_id]))
@@ -223,19 +232,20 @@ class History:
         return _message(rows[0])
 
     def add_user_message(
-        self, conversation_id: str, content: str, *, parent_id: str | None = None
+        self, conversation_id: str, content: str, *, parent_id: str | None | _Unset = UNSET
     ) -> Message:
         """Store the person's message, committed before this returns.
 
-        With no parent_id it follows the last message of the current branch. The first
-        user message names an untitled conversation.
+        With no parent_id it follows the last message of the current branch; an explicit
+        None makes it a new root (an edit of the first message). The first user message
+        names an untitled conversation.
         """
         with write_transaction(self.db):
             conversation = self._conversation_row(conversation_id)
             untitled = conversation["title"] is None
             message_id = self._insert_message(
                 conversation["id"],
-                parent_id if parent_id is not None else self._branch_tip(conversation["id"]),
+                self._branch_tip(conversation["id"]) if isinstance(parent_id, _Unset) else parent_id,
                 {"role": "user", "content": content, "status": "complete"},
                 {"title": _title_from(content)} if untitled else {},
             )
@@ -393,7 +403,10 @@ class History:
                 "seq": int(next_seq),
             }
         )
-        self.db["conversations"].update(conversation_id, {**conversation_changes, "updated_at": stamp})
+        # The newest message is what the conversation shows next (its branch becomes current).
+        self.db["conversations"].update(
+            conversation_id, {**conversation_changes, "updated_at": stamp, "current_leaf_id": message_id}
+        )
         return message_id
 
     def _update_conversation(self, conversation_id: str, changes: dict[str, Any]) -> Conversation:

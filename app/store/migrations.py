@@ -132,11 +132,18 @@ def _m0004_models(db: sqlite_utils.Database) -> None:
     create_models_table(db)
 
 
+def _m0005_current_leaf(db: sqlite_utils.Database) -> None:
+    # Which branch a conversation shows: the last message of the version the person chose
+    # (or wrote last). NULL means "follow the newest child from the newest root".
+    db.execute("ALTER TABLE conversations ADD COLUMN current_leaf_id TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
     ("0003_messages_fts", _m0003_messages_fts),
     ("0004_models", _m0004_models),
+    ("0005_current_leaf", _m0005_current_leaf),
 )
 
 
