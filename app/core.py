@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sqlite_utils
 
 from app.paths import Paths, resolve_paths
-from app.settings import Settings, load_settings, save_settings
+from app.settings import SamplingParams, Settings, load_settings, save_settings
 from app.store.database import close_database, open_database
 from app.store.history import History
 from models.gguf_validate import InvalidModelFile
@@ -48,6 +48,10 @@ class Core:
             return
         save_settings(self.paths.settings_file, self.settings.with_last_model(model.name))
         self.library.mark_used(model.name)
+
+    def save_sampling_defaults(self, params: "SamplingParams") -> None:
+        if not self.read_only:
+            save_settings(self.paths.settings_file, replace(self.settings, sampling=params))
 
     def resolve_model(self, name_or_path: str | None) -> InstalledModel:
         """A named model, a path to a GGUF (registered in place), the last used one, or the starter."""

@@ -19,7 +19,8 @@ from app.store.migrations import utc_timestamp, write_transaction
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]
 
 ROLES: Final = frozenset({"system", "user", "assistant"})
-FINAL_STATUSES: Final = frozenset({"complete", "cancelled", "length", "error"})
+# "interrupted" is final too: the app quit (or crashed, see repair_interrupted) mid-reply.
+FINAL_STATUSES: Final = frozenset({"complete", "cancelled", "length", "error", "interrupted"})
 TITLE_MAX_CHARS: Final = 60
 MIN_PREFIX_CHARS: Final = 4
 
@@ -215,6 +216,20 @@ class History:
             [message.conversation_id, message.parent_id, message.role],
         )
         return [_message(row) for row in rows]
+
+    def messages_with_versions(self, conversation_id: str) -> list[tuple[Message, int, int]]:
+        """The current branch with, per message, its version number and how many versions
+        it has (1-based), read in one query: cheap enough for thousands of messages."""
+        conversation = self._conversation_row(conversation_id)
+        rows = [_message(r) for r in self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [conversation["id"]])]
+        groups: dict[tuple[str | None, str], list[str]] = {}
+        for m in rows:
+            groups.setdefault((m.parent_id, m.role), []).append(m.id)
+        out = []
+        for m in branch_path(rows, conversation.get("current_leaf_id")):
+            ids = groups[(m.parent_id, m.role)]
+            out.append((m, ids.index(m.id) + 1, len(ids)))
+        return out
 
     def select_branch(self, message_id: str) -> list[Message]:
         """Show the version of the conversation that goes through this message; returns it."""

@@ -1,0 +1,303 @@
+"""The window's side of a chat turn: it owns the turn in progress, drains engine events once
+per frame on the UI thread, writes the history (the UI thread is its only writer), and tells
+the widgets what happened through past-tense signals.
+
+Per-token invariant: the engine's reader thread only appends to a deque; a 16 ms QTimer on
+the UI thread drains it and emits ONE `reply_text_received` per frame with the text that
+arrived, so the cost per frame is bounded whatever the token rate (performance.md section 4).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.chat import TurnRecord, build_prompt_messages
+from app.core import Core, NoModelError
+from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEvent
+from app.settings import SamplingParams
+from app.store.history import Conversation, Message
+from models.library import InstalledModel
+from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
+
+FRAME_MS = 16
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    """One message as the conversation view shows it."""
+
+    message: Message
+    version_index: int
+    version_count: int
+    seen_by_model: bool
+
+
+class ChatController(QObject):
+    conversations_changed = Signal()
+    conversation_opened = Signal(str)  # conversation id
+    messages_reloaded = Signal(list)  # list[ShownMessage], the current branch
+    reply_started = Signal(object)  # the assistant Message (status 'streaming')
+    reply_text_received = Signal(str, str)  # message id, text that arrived this frame
+    reply_finished = Signal(object)  # the final assistant Message
+    busy_changed = Signal(bool)
+    model_load_started = Signal(str)  # model name
+    model_loaded = Signal(object)  # LoadedModel
+    model_load_failed = Signal(str)  # sentence
+    error_reported = Signal(str)  # sentence for the person
+    first_text_shown = Signal(float)  # ms from send to the first visible character
+
+    def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.core = core
+        self.engine = engine
+        self.conversation_id: str | None = None
+        self.model: InstalledModel | None = None
+        self.loaded: LoadedModel | None = None
+        self._worker: TurnWorker | None = None
+        self._record: TurnRecord | None = None
+        self._t_send = 0.0
+        self._first_shown = False
+        self._drain = QTimer(self)
+        self._drain.setInterval(FRAME_MS)
+        self._drain.timeout.connect(self._drain_events)
+
+    # ---- state -------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._record is not None
+
+    @property
+    def streaming_message_id(self) -> str | None:
+        return self._record.assistant.id if self._record is not None else None
+
+    def conversation(self) -> Conversation | None:
+        return self.core.history.get_conversation(self.conversation_id) if self.conversation_id else None
+
+    def params(self) -> SamplingParams:
+        conversation = self.conversation()
+        base = self.core.settings.sampling
+        if conversation is None or not conversation.params:
+            return base
+        return SamplingParams.from_dict({**base.to_dict(), **conversation.params})
+
+    def system_prompt(self) -> str | None:
+        conversation = self.conversation()
+        return conversation.system_prompt if conversation else None
+
+    # ---- conversations -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """At window start: the last conversation and the last (else the starter) model."""
+        try:
+            self.model = self.core.resolve_model(None)
+        except NoModelError as exc:
+            self.error_reported.emit(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a sentence, the window stays up
+            self.error_reported.emit(str(exc))
+        last = self.core.history.last_conversation()
+        if last is not None:
+            self.open_conversation(last.id)
+        self.conversations_changed.emit()
+
+    def open_conversation(self, conversation_id: str) -> None:
+        self.conversation_id = self.core.history.get_conversation(conversation_id).id
+        self.conversation_opened.emit(self.conversation_id)
+        self.reload_messages()
+
+    def new_conversation(self) -> None:
+        """A fresh, empty chat; it is written to the history with its first message."""
+        self.conversation_id = None
+        self.conversation_opened.emit("")
+        self.messages_reloaded.emit([])
+
+    def reload_messages(self) -> None:
+        self.messages_reloaded.emit(self.shown_messages())
+
+    def shown_messages(self) -> list[ShownMessage]:
+        if self.conversation_id is None:
+            return []
+        rows = self.core.history.messages_with_versions(self.conversation_id)
+        unseen = _unseen_ids([m for m, _, _ in rows])
+        return [ShownMessage(m, i, n, m.id not in unseen) for m, i, n in rows]
+
+    def update_settings(self, params: SamplingParams, system_prompt: str | None) -> None:
+        if self.conversation_id is None:
+            self.conversation_id = self.core.history.create_conversation(model=self.model.name if self.model else None).id
+            self.conversation_opened.emit(self.conversation_id)
+        self.core.history.update_conversation(self.conversation_id, params=params.to_dict(), system_prompt=system_prompt)
+        self.core.save_sampling_defaults(params)
+
+    # ---- turns -------------------------------------------------------------------------
+
+    def send(self, text: str) -> bool:
+        """Start a turn with the person's text. False (and a sentence) if it cannot start;
+        True once the message is safely in the history (the composer may clear then)."""
+        if not text.strip() or self.busy:
+            return False
+        model = self._model_or_report()
+        if model is None:
+            return False
+        if self.conversation_id is None:
+            conversation = self.core.history.create_conversation(model=model.name, params=None)
+            self.conversation_id = conversation.id
+            self.conversation_opened.emit(conversation.id)
+        record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params())
+        self._start(record)
+        return True
+
+    def regenerate(self, assistant_message_id: str) -> None:
+        """A new version of a reply (Retry for a failed one): the old version is kept."""
+        if self.busy:
+            return
+        model = self._model_or_report()
+        if model is None:
+            return
+        reply = self.core.history.get_message(assistant_message_id)
+        if reply.parent_id is None:
+            return
+        self._start(TurnRecord.regenerate(self.core.history, reply.parent_id, model=model, params=self.params()))
+
+    def edit_and_resend(self, user_message_id: str, text: str) -> bool:
+        """The edited message becomes a new version beside the original, then gets a reply."""
+        if self.busy or not text.strip() or self.conversation_id is None:
+            return False
+        model = self._model_or_report()
+        if model is None:
+            return False
+        record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params(), edit_of=user_message_id)
+        self._start(record)
+        return True
+
+    def switch_version(self, message_id: str, delta: int) -> None:
+        siblings = self.core.history.siblings(message_id)
+        ids = [m.id for m in siblings]
+        if message_id not in ids or self.busy:
+            return
+        target = ids[max(0, min(len(ids) - 1, ids.index(message_id) + delta))]
+        self.core.history.select_branch(target)
+        self.reload_messages()
+
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+
+    def choose_model(self, name: str) -> None:
+        """Use this model from the next turn on; it loads in the background now."""
+        try:
+            model = self.core.library.get(name)
+        except Exception as exc:  # noqa: BLE001
+            self.error_reported.emit(str(exc))
+            return
+        self.model = model
+        self.core.remember_model(model)
+
+    def _model_or_report(self) -> InstalledModel | None:
+        if self.model is None:
+            try:
+                self.model = self.core.resolve_model(None)
+            except Exception as exc:  # noqa: BLE001
+                self.error_reported.emit(str(exc))
+                return None
+        return self.model
+
+    def _start(self, record: TurnRecord) -> None:
+        assert self.model is not None and self.conversation_id is not None
+        self._record = record
+        self._t_send = time.perf_counter()
+        self._first_shown = False
+        messages = build_prompt_messages(self.core.history, self.conversation_id, self.system_prompt(), upto=record.user.id)
+        self.reload_messages()
+        self.reply_started.emit(record.assistant)
+        self.busy_changed.emit(True)
+        if self.loaded is None or self.loaded.path != self.model.path:
+            self.model_load_started.emit(self.model.name)
+        self._worker = TurnWorker(self.engine, messages, model=self.model, params=self.params(), conversation_id=self.conversation_id)
+        self._worker.start()
+        self._drain.start()
+
+    def _drain_events(self) -> None:
+        worker, record = self._worker, self._record
+        if worker is None or record is None:
+            self._drain.stop()
+            return
+        parts: list[str] = []
+        finished: FinishedEvent | FailedEvent | None = None
+        while worker.events:
+            event = worker.events.popleft()
+            if isinstance(event, TokenEvent):
+                parts.append(event.text)
+            elif isinstance(event, LoadedEvent):
+                self.loaded = event.loaded
+                self.model_loaded.emit(event.loaded)
+            else:
+                finished = event
+                break
+        if parts:
+            text = "".join(parts)
+            record.append(text)  # checkpointed at most once a second
+            self.reply_text_received.emit(record.assistant.id, text)
+            if not self._first_shown and text:
+                self._first_shown = True
+                self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)
+        if finished is not None:
+            self._finish(finished)
+
+    def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
+        record = self._record
+        assert record is not None
+        if isinstance(event, FailedEvent):
+            if self.loaded is None or (self.model and self.loaded.path != self.model.path):
+                self.model_load_failed.emit(event.error)
+            final = record.finish(status_override or "error", {}, event.error)
+        else:
+            metrics: dict[str, Any] = dict(event.metrics)
+            metrics["turn_ms"] = round((time.perf_counter() - self._t_send) * 1000.0, 1)
+            final = record.finish(status_override or event.status, metrics, event.error, text=event.text)
+        self._record, self._worker = None, None
+        self._drain.stop()
+        self.reply_finished.emit(final)
+        self.busy_changed.emit(False)
+        self.conversations_changed.emit()
+        self.reload_messages()
+
+    # ---- quitting ----------------------------------------------------------------------
+
+    def shutdown(self, grace_s: float = 1.5) -> None:
+        """On quit: stop the reply, keep its text as 'interrupted', stop the engine host."""
+        worker, record = self._worker, self._record
+        if worker is not None and record is not None:
+            worker.cancel()
+            deadline = time.monotonic() + grace_s
+            while worker.is_alive() and time.monotonic() < deadline:
+                worker.join(0.05)
+            text_parts = [e.text for e in list(worker.events) if isinstance(e, TokenEvent)]
+            final = next((e for e in worker.events if isinstance(e, FinishedEvent)), None)
+            text = final.text if final is not None else record.text + "".join(text_parts)
+            metrics = dict(final.metrics) if final is not None else {}
+            record.finish("interrupted", metrics, None, text=text)
+            self._record, self._worker = None, None
+        self._drain.stop()
+        self.engine.close()
+
+
+def _unseen_ids(branch: list[Message]) -> set[str]:
+    """Messages the model no longer saw in the latest reply: the oldest whole turns that the
+    context policy dropped (the reply's metrics say how many)."""
+    latest = next((m for m in reversed(branch) if m.role == "assistant" and m.metrics), None)
+    dropped = int(latest.metrics.get("dropped_turns", 0) or 0) if latest else 0
+    if dropped <= 0:
+        return set()
+    unseen: set[str] = set()
+    turns = 0
+    for m in branch:
+        if m.role == "user":
+            turns += 1
+            if turns > dropped:
+                break
+        unseen.add(m.id)
+    return unseen
