@@ -1,0 +1,209 @@
+"""Performance panel (throttled repaint, figures in labels), sparkline, and the memory poller."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
+
+from ui.memory_poller import MemoryPoller, MemorySample  # noqa: E402
+from ui.perf_panel import REFRESH_MS, PerfPanel  # noqa: E402
+from ui.sparkline import Sparkline  # noqa: E402
+
+
+class PaintCounter(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Paint:
+            self.count += 1
+        return False
+
+
+@pytest.fixture
+def panel(qtbot) -> PerfPanel:
+    widget = PerfPanel()
+    qtbot.addWidget(widget)
+    widget.resize(300, 320)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def test_repaints_are_throttled_while_samples_stream(qtbot, panel: PerfPanel) -> None:
+    counter = PaintCounter()
+    panel.sparkline.installEventFilter(counter)
+    panel.reply_started()
+    fed = 0
+
+    def feed() -> None:  # one sample per event-loop turn, like a 1 ms token drain
+        nonlocal fed
+        panel.add_rate_sample(20.0 + fed % 7)
+        fed += 1
+        if fed == 1000:
+            timer.stop()
+
+    timer = QTimer()
+    timer.setInterval(1)
+    timer.timeout.connect(feed)
+    timer.start()
+    qtbot.waitUntil(lambda: fed == 1000, timeout=20_000)
+    qtbot.wait(REFRESH_MS * 2)
+    assert counter.count < 50  # unthrottled this is ~1000 paints (one per sample)
+    assert panel.sparkline.values()[-1] == 20.0 + 999 % 7
+    assert panel.label_text("gen") == f"{20.0 + 999 % 7:.1f} tok/s"
+
+
+def test_tight_loop_only_stores_values_until_the_tick(qtbot, panel: PerfPanel) -> None:
+    panel.reply_started()
+    qtbot.wait(REFRESH_MS * 2)  # let the reset render and the timer go idle
+    before = panel.label_text("gen")
+    for i in range(1000):
+        panel.add_rate_sample(float(i))
+    assert panel.label_text("gen") == before  # nothing rendered inside the loop
+    qtbot.waitUntil(lambda: panel.label_text("gen") == "999 tok/s", timeout=2000)
+    assert len(panel.sparkline.values()) == 240  # a bounded window
+    qtbot.wait(REFRESH_MS * 2)
+    assert not panel._timer.isActive()  # idle again: no timer while nothing changes
+
+
+def test_tokens_arrived_become_rate_samples(qtbot, panel: PerfPanel) -> None:
+    panel.reply_started()
+    t = 100.0
+    panel.tokens_arrived(1, t)  # starts the clock
+    for _ in range(40):  # 40 tokens per second for 2 s, in 50 ms drains
+        t += 0.05
+        panel.tokens_arrived(2, t)
+    qtbot.wait(REFRESH_MS * 2)
+    samples = panel.sparkline.values()
+    assert len(samples) >= 6
+    assert all(abs(s - 40.0) < 1.0 for s in samples)
+
+
+def test_turn_metrics_model_info_and_memory_show_in_labels(qtbot, panel: PerfPanel) -> None:
+    panel.set_turn_metrics(
+        {"ttft_ms": 312.4, "prompt_tps": 512.0, "gen_tps": 42.13, "context_used": 1234, "n_ctx": 8192, "gen_tokens": 128}
+    )
+    panel.set_model_info(file_size=253_000_000, backend="CPU", gpu_layers=0)
+    panel.set_memory(ui_uss=85_000_000, engine_uss=412_000_000)
+    qtbot.waitUntil(lambda: panel.label_text("engine_mem") == "412 MB", timeout=2000)
+    assert panel.label_text("gen") == "42.1 tok/s · 128 tokens"
+    assert panel.label_text("ttft") == "312 ms"
+    assert panel.label_text("prompt") == "512 tok/s"
+    assert panel.label_text("context") == "1,234 / 8,192 tokens (15%)"
+    assert panel.label_text("ui_mem") == "85 MB"
+    assert panel.label_text("model_file") == "253 MB"
+    assert panel.label_text("vram") == "n/a (no GPU)"
+    assert panel.label_text("backend") == "CPU · all layers on CPU"
+    assert "42.1 tok/s" in panel._header.text()
+
+    panel.set_model_info(file_size=None, backend="CUDA", gpu_layers=33, vram_bytes=2_100_000_000)
+    panel.set_memory(ui_uss=None, engine_uss=None)
+    qtbot.waitUntil(lambda: panel.label_text("vram") == "2.1 GB", timeout=2000)
+    assert panel.label_text("backend") == "CUDA · 33 layers on GPU"
+    assert panel.label_text("engine_mem") == "no engine running"
+    assert panel.label_text("model_file") == "no model loaded"
+
+
+def test_header_collapses_the_body(qtbot, panel: PerfPanel) -> None:
+    states: list[bool] = []
+    panel.expanded_changed.connect(states.append)
+    assert panel.is_expanded() and panel._body.isVisible()
+    panel._header.click()
+    assert not panel.is_expanded() and not panel._body.isVisible()
+    panel._header.click()
+    assert panel._body.isVisible()
+    assert states == [False, True]
+
+
+def test_every_label_has_an_accessible_name(panel: PerfPanel) -> None:
+    assert panel._header.accessibleName() and panel.sparkline.accessibleName()
+    assert all(label.accessibleName() for label in panel._labels.values())
+
+
+def test_sparkline_paints_any_values(qtbot) -> None:
+    spark = Sparkline()
+    qtbot.addWidget(spark)
+    spark.show()
+    for values in ([], [5.0], [0.0, 0.0], [1.0, -2.0, 3.0], [float(i) for i in range(500)]):
+        spark.set_values(values)
+        assert not spark.grab().isNull()
+
+
+# ---- memory poller ---------------------------------------------------------------------------
+
+
+def test_poller_reads_this_process_and_none_for_a_dead_pid() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    poller = MemoryPoller(lambda sample: None)
+    poller.set_engine_pid(child.pid)
+    sample = poller.sample_now()
+    assert sample.ui_uss is not None and sample.ui_uss > 0
+    assert sample.engine_uss is None
+    assert sample.engine_pid == child.pid
+
+
+def test_poller_follows_a_live_engine_and_its_exit() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        poller = MemoryPoller(lambda sample: None)
+        poller.set_engine_pid(child.pid)
+        assert (poller.sample_now().engine_uss or 0) > 0
+    finally:
+        child.kill()
+        child.wait()
+    assert poller.sample_now().engine_uss is None
+    poller.set_engine_pid(None)
+    sample = poller.sample_now()
+    assert (sample.engine_uss, sample.engine_pid) == (None, None)
+
+
+def test_poller_thread_calls_back_and_stops() -> None:
+    samples: list[MemorySample] = []
+    got_two = threading.Event()
+
+    def receive(sample: MemorySample) -> None:
+        assert threading.current_thread().name == "cove-memory-poller"
+        samples.append(sample)
+        if len(samples) >= 2:
+            got_two.set()
+
+    poller = MemoryPoller(receive, interval=0.05)
+    assert poller.daemon
+    poller.start()
+    assert got_two.wait(5)
+    poller.stop()
+    assert not poller.is_alive()
+    count = len(samples)
+    assert all(s.ui_uss and s.ui_uss > 0 for s in samples)
+    threading.Event().wait(0.2)
+    assert len(samples) == count  # nothing after stop()
+
+
+def test_a_failing_callback_does_not_end_polling() -> None:
+    calls = threading.Semaphore(0)
+
+    def explode(sample: MemorySample) -> None:
+        calls.release()
+        raise RuntimeError("receiver is gone")
+
+    poller = MemoryPoller(explode, interval=0.02)
+    poller.start()
+    try:
+        assert calls.acquire(timeout=5) and calls.acquire(timeout=5)
+    finally:
+        poller.stop()
+    assert not poller.is_alive()
+
+
+def test_stop_before_start_is_harmless() -> None:
+    MemoryPoller(lambda sample: None).stop()

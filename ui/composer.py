@@ -1,0 +1,264 @@
+"""The message composer: a multi-line input where Enter sends and Shift+Enter breaks the line,
+a Send button that turns into Stop while a reply streams, and the context-window meter.
+
+The composer never clears itself on send: the owner calls `clear()` once the message is
+saved, so a failure never loses what the person typed.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QPainter, QPaintEvent, QPalette, QTextCursor
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ui.theme import format_int, warning_color
+
+WARN_FRACTION = 0.9  # the meter turns warning-colored above this share of the window
+MIN_LINES = 2
+MAX_LINES = 10
+
+
+class _InputEdit(QPlainTextEdit):
+    """Plain text input: Enter submits, Shift+Enter inserts a line break, Esc goes to the parent."""
+
+    submitted = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        key = event.key()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self.textCursor().insertText("\n")
+            else:
+                self.submitted.emit()
+            event.accept()
+            return
+        if key == Qt.Key.Key_Escape:
+            event.ignore()  # the composer decides what Esc means (stop while busy)
+            return
+        super().keyPressEvent(event)
+
+
+class _MeterBar(QWidget):
+    """A thin bar painted from the palette: the share of the context window in use."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._fraction = 0.0
+        self._warning = False
+        self.setFixedHeight(4)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_fraction(self, fraction: float, warning: bool) -> None:
+        fraction = min(1.0, max(0.0, fraction))
+        if fraction != self._fraction or warning != self._warning:
+            self._fraction, self._warning = fraction, warning
+            self.update()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(120, 4)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        palette = self.palette()
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        rect = QRectF(self.rect())
+        radius = rect.height() / 2
+        painter.setBrush(palette.color(QPalette.ColorRole.Mid))
+        painter.drawRoundedRect(rect, radius, radius)
+        if self._fraction > 0:
+            fill = warning_color(palette) if self._warning else palette.color(QPalette.ColorRole.Highlight)
+            painter.setBrush(fill)
+            painter.drawRoundedRect(QRectF(rect.x(), rect.y(), rect.width() * self._fraction, rect.height()), radius, radius)
+        painter.end()
+
+
+class Composer(QWidget):
+    """Where the person writes. Emits `send_requested(text)` and `stop_requested()`."""
+
+    send_requested = Signal(str)
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._busy = False
+        self._send_enabled = True
+        self._send_disabled_reason = ""
+        self._context_warning = False
+
+        self._input = _InputEdit(self)
+        self._input.setAccessibleName("Message")
+        self._input.setAccessibleDescription("Enter sends, Shift+Enter starts a new line")
+        self._input.setPlaceholderText("Message the model…  (Enter to send, Shift+Enter for a new line)")
+        self._input.setTabChangesFocus(True)
+        self._input.submitted.connect(self._submit)
+        self._input.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+
+        self._button = QPushButton("Send", self)
+        self._button.setAccessibleName("Send message")
+        self._button.setDefault(False)
+        self._button.setAutoDefault(False)
+        self._button.clicked.connect(self._on_button)
+
+        self._meter_label = QLabel(self)
+        self._meter_label.setAccessibleName("Context used")
+        self._meter_bar = _MeterBar(self)
+        self._meter_bar.setAccessibleName("Context used bar")
+
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self._input, 1)
+        row.addWidget(self._button, 0, Qt.AlignmentFlag.AlignBottom)
+
+        self._meter_bar.setFixedWidth(120)
+        meter = QHBoxLayout()
+        meter.setContentsMargins(0, 0, 0, 0)
+        meter.addStretch(1)
+        meter.addWidget(self._meter_label, 0)
+        meter.addWidget(self._meter_bar, 0, Qt.AlignmentFlag.AlignVCenter)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 8)
+        layout.setSpacing(4)
+        layout.addLayout(row)
+        layout.addLayout(meter)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+
+        self.set_context(None, None, approximate=False)
+        self._set_context_warning(False, force=True)
+        self._fit_height()
+
+    # ---- commands from the owner -------------------------------------------------------
+
+    def text(self) -> str:
+        """What is typed now, exactly as typed."""
+        return self._input.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        """Replace the typed text (e.g. to edit an earlier message) and put the cursor at its end."""
+        self._input.setPlainText(text)
+        self._input.moveCursor(QTextCursor.MoveOperation.End)
+
+    def clear(self) -> None:
+        """Empty the input; the owner calls this once the sent message is safely stored."""
+        self._input.clear()
+
+    def focus_input(self) -> None:
+        self._input.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def is_busy(self) -> bool:
+        return self._busy
+
+    def set_busy(self, busy: bool) -> None:
+        """While a reply streams the button reads Stop, and Enter does not send."""
+        self._busy = busy
+        if busy:
+            self._button.setText("Stop")
+            self._button.setAccessibleName("Stop reply")
+            self._button.setToolTip("Stop the reply (Esc)")
+        else:
+            self._button.setText("Send")
+            self._button.setAccessibleName("Send message")
+            self._button.setToolTip(self._send_disabled_reason or "Send (Enter)")
+        self._update_button_enabled()
+
+    def set_send_enabled(self, enabled: bool, reason: str = "") -> None:
+        """Allow or refuse sending (e.g. no model loaded); `reason` becomes the button's tooltip."""
+        self._send_enabled = enabled
+        self._send_disabled_reason = "" if enabled else reason
+        if not self._busy:
+            self._button.setToolTip(self._send_disabled_reason or "Send (Enter)")
+        self._update_button_enabled()
+
+    def set_context(self, used: int | None, size: int | None, approximate: bool) -> None:
+        """Show how much of the context window the conversation fills, e.g. '≈ 1,234 / 8,192 tokens'."""
+        if used is None and size is None:
+            self._meter_label.setText("")
+            self._meter_label.setToolTip("")
+            self._meter_bar.set_fraction(0.0, warning=False)
+            self._meter_bar.setVisible(False)
+            self._set_context_warning(False)
+            return
+        self._meter_bar.setVisible(True)
+        prefix = "≈ " if approximate else ""
+        used_text = format_int(used) if used is not None else "?"
+        size_text = format_int(size) if size else "?"
+        self._meter_label.setText(f"{prefix}{used_text} / {size_text} tokens")
+        if used is not None and size:
+            fraction = used / size
+            warning = fraction > WARN_FRACTION
+            tip = f"{fraction:.0%} of the context window is in use."
+            if warning:
+                tip += " The oldest turns will be left out of the next reply."
+            self._meter_label.setToolTip(tip)
+            self._meter_bar.setToolTip(tip)
+        else:
+            fraction, warning = 0.0, False
+            self._meter_label.setToolTip("")
+            self._meter_bar.setToolTip("")
+        self._meter_bar.set_fraction(fraction, warning)
+        self._set_context_warning(warning)
+
+    # ---- internals ---------------------------------------------------------------------
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        if event.key() == Qt.Key.Key_Escape and self._busy:
+            self.stop_requested.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._set_context_warning(self._context_warning, force=True)
+        super().changeEvent(event)
+
+    def _submit(self) -> None:
+        if self._busy or not self._send_enabled:
+            return
+        text = self.text()
+        if not text.strip():
+            return
+        self.send_requested.emit(text)
+
+    def _on_button(self) -> None:
+        if self._busy:
+            self.stop_requested.emit()
+        else:
+            self._submit()
+
+    def _update_button_enabled(self) -> None:
+        self._button.setEnabled(self._busy or self._send_enabled)
+
+    def _set_context_warning(self, warning: bool, force: bool = False) -> None:
+        if warning == self._context_warning and not force:
+            return
+        self._context_warning = warning
+        palette = self.palette()
+        color = warning_color(palette) if warning else palette.color(QPalette.ColorRole.PlaceholderText)
+        label_palette = self._meter_label.palette()
+        label_palette.setColor(QPalette.ColorRole.WindowText, color)
+        self._meter_label.setPalette(label_palette)
+
+    def _fit_height(self, *_: object) -> None:
+        # QPlainTextDocumentLayout reports its height in lines, wrapped lines included.
+        lines = int(self._input.document().documentLayout().documentSize().height())
+        lines = max(MIN_LINES, min(MAX_LINES, lines))
+        margins = self._input.contentsMargins()
+        doc_margin = self._input.document().documentMargin()
+        height = (
+            lines * self._input.fontMetrics().lineSpacing()
+            + int(2 * doc_margin)
+            + 3  # QPlainTextEdit needs a pixel or so beyond whole lines to show no scroll bar
+            + margins.top()
+            + margins.bottom()  # the frame: QFrame reports it as contents margins
+        )
+        self._input.setFixedHeight(height)

@@ -1,0 +1,220 @@
+"""The top-bar model picker: installed models with quant and size, which one is loaded, load
+progress with a Cancel button, and the last load error."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
+
+from models.library import InstalledModel
+from ui.theme import blank_icon, dot_icon, error_color, format_bytes, format_int
+
+NAME_ROLE = Qt.ItemDataRole.UserRole
+
+
+def model_label(model: InstalledModel) -> str:
+    """'gemma-3-270m-q4_k_m · Q4_K_M · 253 MB'."""
+    parts = [model.name]
+    if model.quant:
+        parts.append(model.quant)
+    parts.append(format_bytes(model.size))
+    return " · ".join(parts)
+
+
+def _model_tooltip(model: InstalledModel) -> str:
+    lines = [model.path]
+    if model.architecture:
+        lines.append(f"Architecture: {model.architecture}")
+    if model.parameter_count:
+        lines.append(f"Parameters: {model.parameter_count / 1e9:.2f} B")
+    if model.context_length:
+        lines.append(f"Trained context: {format_int(model.context_length)} tokens")
+    if model.repo:
+        lines.append(f"From: {model.repo}")
+    if not model.has_chat_template:
+        lines.append("No chat template in the file: a plain fallback format is used.")
+    return "\n".join(lines)
+
+
+class _ElidedLabel(QLabel):
+    """One line that ends in '…' when it does not fit; the full text stays in `full_text()`."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setMinimumWidth(40)
+
+    def full_text(self) -> str:
+        return self._full
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self._elide()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(0, self.width())))
+
+
+class ModelPicker(QWidget):
+    """Lists models; emits `model_chosen(name)` when the person picks one that is not loaded,
+    and `load_cancel_requested()` from the Cancel button shown while loading."""
+
+    model_chosen = Signal(str)
+    load_cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._loaded: str | None = None
+        self._loading: str | None = None
+        self._names: list[str] = []
+
+        self._combo = QComboBox(self)
+        self._combo.setAccessibleName("Model")
+        self._combo.setPlaceholderText("Choose a model…")
+        self._combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self._combo.setMinimumContentsLength(24)
+        self._combo.activated.connect(self._on_activated)
+
+        self._progress = QProgressBar(self)
+        self._progress.setAccessibleName("Loading model")
+        self._progress.setRange(0, 0)  # indeterminate: llama.cpp reports no load progress
+        self._progress.setTextVisible(False)
+        self._progress.setFixedWidth(80)
+        self._progress.setMaximumHeight(8)
+
+        self._cancel = QPushButton("Cancel", self)
+        self._cancel.setAccessibleName("Cancel loading")
+        self._cancel.setToolTip("Stop loading this model")
+        self._cancel.clicked.connect(self.load_cancel_requested)
+
+        self._status = _ElidedLabel(self)
+        self._status.setAccessibleName("Model status")
+
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addWidget(self._combo)
+        layout.addWidget(self._progress)
+        layout.addWidget(self._cancel)
+        layout.addWidget(self._status, 1)
+        self._show_loading(False)
+        self._apply_status_palette()
+
+    # ---- commands ----------------------------------------------------------------------
+
+    def set_models(self, models: Sequence[InstalledModel], current: str | None) -> None:
+        """Replace the list; `current` is the loaded model's name (None when nothing is loaded)."""
+        self._loaded = current
+        self._names = [m.name for m in models]
+        self._combo.blockSignals(True)
+        self._combo.clear()
+        if not models:
+            self._combo.setPlaceholderText("No models installed")
+        else:
+            self._combo.setPlaceholderText("Choose a model…")
+        for model in models:
+            self._combo.addItem(blank_icon(), model_label(model), model.name)
+            index = self._combo.count() - 1
+            self._combo.setItemData(index, _model_tooltip(model), Qt.ItemDataRole.ToolTipRole)
+            self._combo.setItemData(index, model_label(model), Qt.ItemDataRole.AccessibleTextRole)
+        self._combo.setEnabled(bool(models) and self._loading is None)
+        self._combo.blockSignals(False)
+        self._refresh_marks()
+
+    def set_loading(self, name: str, loading: bool) -> None:
+        """Show (or hide) the indeterminate progress and the Cancel button for `name`."""
+        if loading:
+            self._loading = name
+            self._select(name)
+            self._set_status(f"Loading {name}…", error=False)
+        else:
+            if self._loading == name or self._loading is None:
+                self._loading = None
+            if self._status.property("isError") is not True:
+                self._set_status("", error=False)
+            self._select(self._loaded)
+        self._show_loading(self._loading is not None)
+
+    def set_loaded(self, name: str | None) -> None:
+        """`name` is now loaded (None: no model loaded); clears loading state and any error."""
+        self._loaded = name
+        self._loading = None
+        self._show_loading(False)
+        self._set_status("", error=False)
+        self._refresh_marks()
+
+    def set_error(self, sentence: str) -> None:
+        """Show why the last load failed; the combo returns to the model that is still loaded."""
+        self._loading = None
+        self._show_loading(False)
+        self._set_status(sentence, error=True)
+        self._select(self._loaded)
+
+    def loaded(self) -> str | None:
+        return self._loaded
+
+    def status_text(self) -> str:
+        return self._status.full_text()
+
+    # ---- internals ---------------------------------------------------------------------
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_status_palette()
+            self._refresh_marks()
+        super().changeEvent(event)
+
+    def _on_activated(self, index: int) -> None:
+        name = self._combo.itemData(index, NAME_ROLE)
+        if isinstance(name, str) and name != self._loaded and name != self._loading:
+            self.model_chosen.emit(name)
+
+    def _select(self, name: str | None) -> None:
+        index = self._names.index(name) if name in self._names else -1
+        self._combo.blockSignals(True)
+        self._combo.setCurrentIndex(index)
+        self._combo.blockSignals(False)
+
+    def _refresh_marks(self) -> None:
+        palette = self.palette()
+        mark = dot_icon(
+            palette.color(QPalette.ColorRole.Highlight),
+            selected_color=palette.color(QPalette.ColorRole.HighlightedText),
+        )
+        for index, name in enumerate(self._names):
+            loaded = name == self._loaded
+            self._combo.setItemIcon(index, mark if loaded else blank_icon())
+            label = self._combo.itemData(index, Qt.ItemDataRole.AccessibleTextRole) or ""
+            suffix = " (loaded)"
+            base = label[: -len(suffix)] if label.endswith(suffix) else label
+            self._combo.setItemData(index, base + (suffix if loaded else ""), Qt.ItemDataRole.AccessibleTextRole)
+        if self._loading is None:
+            self._select(self._loaded)
+
+    def _show_loading(self, loading: bool) -> None:
+        self._progress.setVisible(loading)
+        self._cancel.setVisible(loading)
+        self._combo.setEnabled(not loading and bool(self._names))
+
+    def _set_status(self, text: str, error: bool) -> None:
+        self._status.set_full_text(text)
+        self._status.setToolTip(text)
+        self._status.setAccessibleDescription(text)
+        self._status.setProperty("isError", error)
+        self._status.setVisible(bool(text))
+        self._apply_status_palette()
+
+    def _apply_status_palette(self) -> None:
+        palette = self.palette()
+        color = error_color(palette) if self._status.property("isError") else palette.color(QPalette.ColorRole.PlaceholderText)
+        status_palette = self._status.palette()
+        status_palette.setColor(QPalette.ColorRole.WindowText, color)
+        self._status.setPalette(status_palette)

@@ -1,0 +1,79 @@
+"""A small line chart of recent values (generation speed over the current reply), painted with QPainter.
+
+It holds only the values it was last given; the owner decides how often to give new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPalette, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+
+class Sparkline(QWidget):
+    """Draws `values` left to right, scaled from 0 to their maximum; the last point is marked."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._values: tuple[float, ...] = ()
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMinimumSize(60, 28)
+
+    def values(self) -> tuple[float, ...]:
+        return self._values
+
+    def set_values(self, values: Sequence[float]) -> None:
+        """Replace the plotted values and schedule one repaint (only if they changed)."""
+        new = tuple(float(v) for v in values)
+        if new != self._values:
+            self._values = new
+            self.update()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(160, 36)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        palette = self.palette()
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        area = QRectF(self.rect()).adjusted(2, 3, -4, -3)
+
+        baseline = palette.color(QPalette.ColorRole.Mid)
+        painter.setPen(QPen(baseline, 1))
+        painter.drawLine(area.bottomLeft(), area.bottomRight())
+
+        points = self._points(area)
+        if not points:
+            painter.end()
+            return
+        line_color = palette.color(QPalette.ColorRole.Highlight)
+        if len(points) > 1:
+            fill = QColor(line_color)
+            fill.setAlpha(50)
+            under = QPainterPath(QPointF(points[0].x(), area.bottom()))
+            for point in points:
+                under.lineTo(point)
+            under.lineTo(QPointF(points[-1].x(), area.bottom()))
+            under.closeSubpath()
+            painter.fillPath(under, fill)
+            painter.setPen(QPen(line_color, 1.5, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin))
+            painter.drawPolyline(points)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(line_color)
+        painter.drawEllipse(points[-1], 2.5, 2.5)
+        painter.end()
+
+    def _points(self, area: QRectF) -> list[QPointF]:
+        values = self._values
+        if not values:
+            return []
+        top = max(values)
+        top = top if top > 0 else 1.0
+        step = area.width() / (len(values) - 1) if len(values) > 1 else 0.0
+        x0 = area.left() if len(values) > 1 else area.right()
+        return [
+            QPointF(x0 + i * step, area.bottom() - area.height() * max(0.0, v) / top)
+            for i, v in enumerate(values)
+        ]
