@@ -1,0 +1,409 @@
+"""The parent's handle on the engine: load a model, generate replies, cancel, survive crashes.
+
+Used by the command line and (through a thin Qt bridge) by the window, so it has no Qt:
+every method is thread-safe, events reach the caller through each Generation's queue, and
+the reader thread never waits on the consumer.
+
+Cross-process invariants:
+- One host process at a time, one request in flight at a time (a load or a reply).
+- A host that dies is noticed at once (its event pipe closes): the reply in progress ends
+  as 'error' with the text so far and a sentence, a pending load raises EngineError, and
+  the next load()/generate() starts a new host, reloading the last model for generate().
+- cancel() asks the host to stop between tokens; if it has not stopped after
+  `cancel_grace_s` (e.g. a long prompt evaluation, which llama.cpp cannot interrupt),
+  the host is killed and replaced on the next request.
+- A chat template that hangs the host is remembered per model file; the model is then
+  loaded with its architecture's fallback format.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.engine.generation import FinishedEvent, Generation, StartedInfo, TokenEvent
+from app.engine.process import HostGone, HostProcess, host_environment, process_memory
+from app.engine.protocol import (
+    Cancel,
+    Failed,
+    Finished,
+    Generate,
+    Load,
+    Loaded,
+    Message,
+    Shutdown,
+    Started,
+    Token,
+    Unload,
+    Unloaded,
+)
+
+__all__ = ["EngineClient", "EngineError", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]
+
+_STATUS = {"stop": "complete", "length": "length", "cancelled": "cancelled"}
+
+
+class EngineError(Exception):
+    """Something the person can read: one sentence, no traceback."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    path: str
+    n_ctx: int
+    n_ctx_train: int
+    n_threads: int
+    n_gpu_layers: int
+    backend: str
+    template_source: str
+    template_note: str
+    load_ms: float
+    n_batch: int = 0
+    n_ubatch: int = 0
+    flash_attn: str = "auto"
+    architecture: str = ""
+    n_vocab: int = 0
+
+
+@dataclass(frozen=True)
+class _LoadSettings:
+    path: str
+    n_ctx: int | None
+    n_threads: int | None
+    n_gpu_layers: int
+    flash_attn: bool | None
+
+
+@dataclass(frozen=True)
+class _Exited:
+    cause: str
+
+
+class EngineClient:
+    def __init__(
+        self,
+        *,
+        python: str = sys.executable,
+        host_argv: list[str] | None = None,
+        cancel_grace_s: float = 2.0,
+        load_timeout_s: float = 300.0,
+    ) -> None:
+        self._argv = list(host_argv) if host_argv else [python, "-m", "app.engine.host"]
+        self._cancel_grace_s = cancel_grace_s
+        self._load_timeout_s = load_timeout_s
+        self._lock = threading.RLock()  # guards the fields below; never held while waiting
+        self._op_lock = threading.Lock()  # serializes spawn + load sequences
+        self._ids = itertools.count(1)
+        self._proc: HostProcess | None = None
+        self._loaded: LoadedModel | None = None
+        self._settings: _LoadSettings | None = None  # what load() was last asked for
+        self._template_fallback: dict[str, str] = {}  # model path -> why its template is skipped
+        self._pending: dict[str, tuple[HostProcess, queue.SimpleQueue[Message | _Exited]]] = {}
+        self._gen: Generation | None = None
+        self._last_exit = ""
+        self._closed = False
+
+    # ---- public API ---------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> LoadedModel | None:
+        return self._loaded
+
+    @property
+    def host_pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
+    def load(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int | None = None,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        flash_attn: bool | None = None,
+    ) -> LoadedModel:
+        """Load a model (blocking). Returns at once if it is already loaded with these settings."""
+        settings = _LoadSettings(os.path.abspath(os.fspath(model_path)), n_ctx, n_threads, n_gpu_layers, flash_attn)
+        with self._op_lock:
+            with self._lock:
+                self._check_open()
+                if self._gen is not None and not self._gen.done:
+                    raise EngineError("a reply is still being generated; cancel it before loading a model")
+                proc, loaded = self._proc, self._loaded
+                if loaded is not None and self._settings == settings and proc is not None and proc.alive:
+                    return loaded
+                self._settings = settings
+            try:
+                return self._load_locked(settings)
+            except EngineError:
+                with self._lock:
+                    if self._settings == settings:
+                        self._settings = None  # nothing to reload automatically
+                raise
+
+    def generate(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        conversation_id: str | None,
+        max_tokens: int | None = None,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        ignore_eos: bool = False,
+        prompt_tokens: list[int] | None = None,
+        no_cache: bool = False,
+    ) -> Generation:
+        """Start a reply and return at once; iterate the Generation for its events."""
+        rid = f"g{next(self._ids)}"
+        req = Generate(
+            rid, conversation_id, [{"role": str(m.get("role", "")), "content": str(m.get("content") or "")} for m in messages],
+            max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
+            min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
+            ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
+            no_cache=no_cache,
+        )
+        gen = Generation(rid, self._cancel_generation)
+        with self._lock:
+            self._check_open()
+            if self._gen is not None and not self._gen.done:
+                raise EngineError("a reply is already being generated; wait for it or cancel it first")
+            if self._settings is None:
+                raise EngineError("no model is loaded; load one before generating")
+            self._gen = gen
+            proc = self._proc
+            ready = proc is not None and proc.alive and self._loaded is not None and not self._op_lock.locked()
+            if ready:
+                gen.host = proc  # bound before sending, so a crash from here on ends this reply
+        if ready:
+            assert proc is not None
+            try:
+                proc.send(req)
+                return gen
+            except HostGone:  # died before it got the request: restart below, as after any crash
+                with self._lock:
+                    gen.host = None
+        threading.Thread(target=self._restart_and_send, args=(gen, req), name="engine-restart", daemon=True).start()
+        return gen
+
+    def cancel(self) -> None:
+        """Cancel the reply in progress, if any (same as Generation.cancel())."""
+        gen = self._gen
+        if gen is not None:
+            gen.cancel()
+
+    def unload(self) -> None:
+        """Free the model (the host process stays up)."""
+        with self._op_lock:
+            with self._lock:
+                proc = self._proc
+                self._loaded = None
+                self._settings = None
+            if proc is not None and proc.alive:
+                self._request(proc, Unload(f"u{next(self._ids)}"), 30.0)
+
+    def close(self) -> None:
+        """Stop the host (politely, then by force). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            proc, self._proc, self._loaded = self._proc, None, None
+            gen = self._gen
+        if gen is not None:
+            gen._finish(None, "cancelled", {"stop_reason": "cancelled"}, None)
+        if proc is not None:
+            proc.expected_exit = True
+            try:
+                proc.send(Shutdown())
+            except HostGone:
+                pass
+            proc.stop(timeout_s=self._cancel_grace_s)
+
+    def __enter__(self) -> EngineClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- loading ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineError("the engine has been shut down")
+
+    def _ensure_proc(self) -> HostProcess:
+        with self._lock:
+            self._check_open()
+            if self._proc is not None and self._proc.alive:
+                return self._proc
+            self._loaded = None
+            try:
+                self._proc = HostProcess(self._argv, on_message=self._on_message, on_exit=self._on_exit, env=host_environment())
+            except OSError as exc:
+                raise EngineError(f"the engine could not be started ({exc})") from None
+            return self._proc
+
+    def _load_locked(self, s: _LoadSettings) -> LoadedModel:
+        """Spawn if needed and load; the caller holds _op_lock."""
+        name = Path(s.path).name
+        for attempt in range(2):
+            proc = self._ensure_proc()
+            reason = self._template_fallback.get(s.path)
+            req = Load(f"l{next(self._ids)}", s.path, s.n_ctx, s.n_threads, s.n_gpu_layers, s.flash_attn,
+                       use_model_template=reason is None, fallback_reason=reason)
+            reply = self._request(proc, req, self._load_timeout_s)
+            if isinstance(reply, Loaded):
+                loaded = LoadedModel(
+                    path=s.path, n_ctx=reply.n_ctx, n_ctx_train=reply.n_ctx_train, n_threads=reply.n_threads,
+                    n_gpu_layers=reply.n_gpu_layers, backend=reply.backend, template_source=reply.template_source,
+                    template_note=reply.template_note, load_ms=reply.load_ms, n_batch=reply.n_batch,
+                    n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
+                    n_vocab=reply.n_vocab,
+                )
+                with self._lock:
+                    if self._proc is proc:
+                        self._loaded = loaded
+                return loaded
+            if isinstance(reply, Failed) and reply.kind == "template" and attempt == 0:
+                # The host exits after a hung template; start afresh without the template.
+                self._template_fallback[s.path] = reply.message
+                self._drop_proc(proc)
+                continue
+            if isinstance(reply, Failed):
+                raise EngineError(reply.message)
+            if isinstance(reply, _Exited):
+                raise EngineError(f"the engine stopped unexpectedly ({reply.cause}) while loading {name}")
+            self._drop_proc(proc)
+            raise EngineError(f"loading {name} took longer than {self._load_timeout_s:g} s; the engine was stopped")
+        raise EngineError(f"could not load {name}")
+
+    def _request(self, proc: HostProcess, req: Load | Unload, timeout_s: float) -> Message | _Exited | None:
+        box: queue.SimpleQueue[Message | _Exited] = queue.SimpleQueue()
+        with self._lock:
+            if proc is not self._proc:
+                return _Exited(self._last_exit or "it had already stopped")
+            self._pending[req.request_id] = (proc, box)
+        try:
+            try:
+                proc.send(req)
+            except HostGone:
+                timeout_s = 10.0  # on_exit is about to deliver the cause
+            return box.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        finally:
+            with self._lock:
+                self._pending.pop(req.request_id, None)
+
+    def _drop_proc(self, proc: HostProcess) -> None:
+        proc.kill()
+        with self._lock:
+            if self._proc is proc:
+                self._proc, self._loaded = None, None
+
+    def _restart_and_send(self, gen: Generation, req: Generate) -> None:
+        """Background path of generate(): (re)start the host and reload the model first."""
+        try:
+            with self._op_lock:
+                if gen.done:
+                    return
+                with self._lock:
+                    settings = self._settings
+                    ready = self._proc is not None and self._proc.alive and self._loaded is not None
+                if not ready:
+                    if settings is None:
+                        raise EngineError("no model is loaded")
+                    self._load_locked(settings)
+                with self._lock:
+                    proc = self._proc
+                    if gen.done or proc is None:
+                        return
+                    gen.host = proc
+                proc.send(req)
+        except EngineError as exc:
+            gen._finish(None, "error", {}, f"the engine could not be restarted: {exc}")
+        except HostGone:
+            gen._finish(None, "error", {}, "the engine stopped unexpectedly before the reply started")
+
+    # ---- cancel -------------------------------------------------------------------------
+
+    def _cancel_generation(self, gen: Generation) -> None:
+        proc = gen.host
+        if not isinstance(proc, HostProcess):  # not sent yet (a restart is under way)
+            gen._finish(None, "cancelled", {"stop_reason": "cancelled"}, None)
+            return
+        try:
+            proc.send(Cancel(gen.request_id))
+        except HostGone:
+            return  # on_exit ends the reply
+        timer = threading.Timer(self._cancel_grace_s, self._cancel_overdue, args=(gen, proc))
+        timer.daemon = True
+        timer.start()
+
+    def _cancel_overdue(self, gen: Generation, proc: HostProcess) -> None:
+        if gen.done:
+            return
+        # The host did not stop in time (llama.cpp cannot interrupt a prompt evaluation):
+        # replace it. The model is reloaded on the next request.
+        self._drop_proc(proc)
+        gen._finish(None, "cancelled", {"stop_reason": "cancelled", "engine_restarted": True}, None)
+
+    # ---- events (reader thread) -----------------------------------------------------------
+
+    def _on_message(self, proc: HostProcess, msg: Message) -> None:
+        rid = getattr(msg, "request_id", "")
+        with self._lock:
+            gen = self._gen if self._gen is not None and self._gen.host is proc else None
+            pending = self._pending.get(rid)
+        if gen is not None and rid == gen.request_id:
+            self._on_generation_event(proc, gen, msg)
+        elif pending is not None and pending[0] is proc:
+            pending[1].put(msg)
+        # anything else is a late event of an old request: dropped
+
+    def _on_generation_event(self, proc: HostProcess, gen: Generation, msg: Message) -> None:
+        if isinstance(msg, Token):
+            gen._token(msg.text)
+        elif isinstance(msg, Started):
+            gen._start(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source))
+        elif isinstance(msg, Finished):
+            metrics = dict(msg.metrics)
+            metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
+            metrics.update(process_memory(proc.pid))
+            gen._finish(msg.text, _STATUS.get(msg.stop_reason, "complete"), metrics, None)
+        elif isinstance(msg, Failed):
+            if msg.kind == "template" and self._settings is not None:
+                self._template_fallback[self._settings.path] = msg.message
+            gen._finish(None, "error", {"error_kind": msg.kind}, msg.message)
+        elif isinstance(msg, Unloaded):
+            pass
+
+    def _on_exit(self, proc: HostProcess, cause: str) -> None:
+        with self._lock:
+            if self._proc is proc:
+                self._proc, self._loaded = None, None
+            self._last_exit = cause
+            gen = self._gen if self._gen is not None and self._gen.host is proc else None
+            pendings = [box for p, box in self._pending.values() if p is proc]
+        for box in pendings:
+            box.put(_Exited(cause))
+        if gen is not None:
+            if proc.expected_exit:
+                gen._finish(None, "cancelled", {"stop_reason": "cancelled", "engine_restarted": True}, None)
+            else:
+                gen._finish(None, "error", {"error_kind": "crash"},
+                            f"the engine stopped unexpectedly ({cause}) while generating")
+

@@ -1,0 +1,141 @@
+"""One reply being generated, as the caller sees it: a thread-safe stream of events.
+
+The engine side (the client's reader thread) feeds it; any thread may iterate it, wait for
+it or cancel it. It always ends with exactly one FinishedEvent, whatever happens to the
+engine (the client guarantees that), so a consumer never hangs.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("complete", "cancelled", "length", "error")
+
+
+@dataclass(frozen=True)
+class StartedInfo:
+    prompt_tokens: int
+    cached_tokens: int
+    dropped_turns: int
+    prefill_ms: float | None = None
+    template_source: str = ""
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    text: str
+    t: float  # time.perf_counter() when the text reached this process
+
+
+@dataclass(frozen=True)
+class FinishedEvent:
+    text: str
+    status: str  # one of STATUSES
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    started: StartedInfo | None = None
+
+
+class Generation:
+    """Iterate for TokenEvents then one FinishedEvent; `wait()` for the end; `cancel()` any time."""
+
+    def __init__(self, request_id: str, on_cancel: Callable[[Generation], None]) -> None:
+        self.request_id = request_id
+        self.t_request = time.perf_counter()
+        self.started: StartedInfo | None = None
+        self._on_cancel = on_cancel
+        self._events: queue.SimpleQueue[TokenEvent | FinishedEvent] = queue.SimpleQueue()
+        self._parts: list[str] = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._finished: FinishedEvent | None = None
+        self._end_consumed = False
+        self._cancel_requested = False
+        self.ttft_ms: float | None = None
+        # Set by the client: the host process this request was sent to (None until sent).
+        self.host: object | None = None
+
+    # ---- consumer side ------------------------------------------------------------------
+
+    def __iter__(self) -> Generation:
+        return self
+
+    def __next__(self) -> TokenEvent | FinishedEvent:
+        # A method rather than a generator: a KeyboardInterrupt while waiting leaves the
+        # iteration usable (the caller can cancel() and keep reading to the end).
+        if self._end_consumed:
+            raise StopIteration
+        while True:
+            try:
+                event = self._events.get(timeout=0.25)
+                break
+            except queue.Empty:
+                continue
+        if isinstance(event, FinishedEvent):
+            self._end_consumed = True
+        return event
+
+    def wait(self, timeout: float | None = None) -> FinishedEvent:
+        """Block until the reply has ended; returns its FinishedEvent (does not consume events)."""
+        if not self._done.wait(timeout):
+            raise TimeoutError("the reply has not finished yet")
+        assert self._finished is not None
+        return self._finished
+
+    def cancel(self) -> None:
+        """Stop the reply; it ends as 'cancelled' with the text so far. Safe from any thread."""
+        with self._lock:
+            if self._done.is_set() or self._cancel_requested:
+                return
+            self._cancel_requested = True
+        self._on_cancel(self)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
+
+    @property
+    def finished(self) -> FinishedEvent | None:
+        return self._finished
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        with self._lock:
+            return "".join(self._parts)
+
+    # ---- engine side (called by the client) ---------------------------------------------
+
+    def _start(self, info: StartedInfo) -> None:
+        self.started = info
+
+    def _token(self, text: str) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            if self._done.is_set():
+                return
+            if self.ttft_ms is None and text:
+                self.ttft_ms = (now - self.t_request) * 1000.0
+            self._parts.append(text)
+        self._events.put(TokenEvent(text, now))
+
+    def _finish(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None) -> bool:
+        """End the reply once; later calls are ignored. `text=None` keeps the text so far."""
+        with self._lock:
+            if self._done.is_set():
+                return False
+            final = "".join(self._parts) if text is None else text
+            event = FinishedEvent(final, status, metrics, error, self.started)
+            self._finished = event
+            self._done.set()
+        self._events.put(event)
+        return True

@@ -1,0 +1,229 @@
+"""The engine host process: owns one llama.cpp model and answers requests from the parent.
+
+Run as `python -m app.engine.host --in-fd N --out-fd M`. Requests arrive as JSON lines on
+fd N and events leave on fd M (see protocol.py); stdout and stderr are left to native
+code, which may print. A reader thread takes requests off the pipe so that Cancel is seen
+while the main thread is generating; everything else runs in order on the main thread.
+
+Cross-process invariants:
+- Every request gets exactly one final answer (Loaded/Unloaded/Finished/Failed) with its
+  id, and nothing on the pipe is ever a traceback.
+- If a chat template will not stop rendering, the host reports Failed(kind="template")
+  and exits; the parent starts a new host (a Python thread cannot be killed).
+- End of input (the parent went away) ends the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
+
+from app.engine.protocol import (
+    Cancel,
+    Failed,
+    Generate,
+    Load,
+    Loaded,
+    ProtocolError,
+    Ready,
+    Request,
+    Shutdown,
+    Unload,
+    Unloaded,
+    decode,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from app.engine.session import ModelSession
+
+TEMPLATE_HUNG_EXIT = 70
+
+
+def scrub_environment(env: dict[str, str] | os._Environ[str]) -> None:
+    """No credentials, no network from Hugging Face code: applied to the host's environment."""
+    for key in list(env):
+        upper = key.upper()
+        if "TOKEN" in upper or "SECRET" in upper or "PASSWORD" in upper or upper.endswith("API_KEY"):
+            del env[key]
+    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    env["DO_NOT_TRACK"] = "1"
+
+
+class _Writer:
+    """Thread-safe, unbuffered writes of whole lines to the event pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def __call__(self, data: bytes) -> None:
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+
+
+class Host:
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+        self._requests: queue.Queue[Request | None] = queue.Queue()
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._current: str | None = None  # id of the Generate being run
+        self._cancelled: set[str] = set()  # Cancel that arrived before its Generate started
+        self._session: ModelSession | None = None  # imported lazily: llama_cpp loads native code
+
+    def send(self, msg: object) -> None:
+        try:
+            self._write(encode(msg))  # type: ignore[arg-type]
+        except OSError:
+            pass  # the parent is gone; the reader will see end of input
+
+    def serve(self, reader: BinaryIO) -> int:
+        threading.Thread(target=self._read, args=(reader,), name="requests", daemon=True).start()
+        self.send(Ready(pid=os.getpid()))
+        while True:
+            req = self._requests.get()
+            if req is None or isinstance(req, Shutdown):
+                break
+            self._dispatch(req)
+        self._close_session()
+        return 0
+
+    def _read(self, reader: BinaryIO) -> None:
+        for line in reader:
+            if not line.strip():
+                continue
+            try:
+                req = decode(line)
+            except ProtocolError as exc:
+                self.send(Failed("", f"the engine received a malformed request ({exc})", "protocol"))
+                continue
+            if isinstance(req, Cancel):
+                with self._lock:
+                    if req.request_id == self._current:
+                        self._cancel.set()
+                    else:
+                        self._cancelled.add(req.request_id)
+                continue
+            self._requests.put(req)  # type: ignore[arg-type]
+        self._cancel.set()
+        self._requests.put(None)
+
+    def _dispatch(self, req: Request) -> None:
+        try:
+            if isinstance(req, Load):
+                self._load(req)
+            elif isinstance(req, Generate):
+                self._generate(req)
+            elif isinstance(req, Unload):
+                self._close_session()
+                self.send(Unloaded(req.request_id))
+            else:
+                self.send(Failed(req.request_id, f"the engine cannot handle {type(req).__name__}", "protocol"))
+        except Exception as exc:  # last resort: a sentence, never a traceback on the pipe
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            self.send(Failed(req.request_id, f"the engine hit an unexpected error: {type(exc).__name__}: {exc}", "internal"))
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    def _template_hung(self, request_id: str, message: str) -> None:
+        self.send(Failed(request_id, message, "template"))
+        os._exit(TEMPLATE_HUNG_EXIT)  # the render thread cannot be stopped; the parent respawns us
+
+    def _load(self, req: Load) -> None:
+        self._close_session()
+        try:
+            from app.engine.session import LoadError, ModelSession
+            from app.engine.templates import TemplateHung
+        except ImportError as exc:
+            self.send(Failed(req.request_id, f"the engine cannot start llama.cpp ({exc})", "load"))
+            return
+        try:
+            session = ModelSession(req)
+        except LoadError as exc:
+            self.send(Failed(req.request_id, str(exc), "load"))
+            return
+        except TemplateHung as exc:
+            self._template_hung(req.request_id, str(exc))
+            return
+        self._session = session
+        self.send(Loaded(
+            request_id=req.request_id,
+            model_path=req.model_path,
+            n_ctx=session.n_ctx,
+            n_ctx_train=session.n_ctx_train,
+            n_threads=session.n_threads,
+            n_gpu_layers=session.n_gpu_layers,
+            backend=session.backend,
+            template_source=session.format.source,
+            template_note=session.format.note,
+            load_ms=round(session.load_ms, 3),
+            n_batch=session.n_batch,
+            n_ubatch=session.n_ubatch,
+            flash_attn=session.flash_attn,
+            architecture=session.architecture,
+            n_vocab=session.n_vocab,
+        ))
+
+    def _generate(self, req: Generate) -> None:
+        from app.engine.templates import TemplateHung
+
+        if self._session is None:
+            self.send(Failed(req.request_id, "no model is loaded in the engine", "generate"))
+            return
+        with self._lock:
+            self._current = req.request_id
+            self._cancel.clear()
+            if req.request_id in self._cancelled:
+                self._cancelled.discard(req.request_id)
+                self._cancel.set()
+        try:
+            result = self._session.generate(req, self._write, self._cancel)
+        except TemplateHung as exc:
+            self._template_hung(req.request_id, str(exc))
+            return
+        finally:
+            with self._lock:
+                self._current = None
+        self.send(result)
+
+
+def _open_fd(value: int, mode: str) -> int:
+    if sys.platform == "win32":  # the parent passes inheritable handles, not C runtime fds
+        import msvcrt
+
+        return msvcrt.open_osfhandle(value, os.O_RDONLY if mode == "r" else os.O_WRONLY)
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="app.engine.host", description=__doc__.splitlines()[0])
+    parser.add_argument("--in-fd", type=int, required=True, help="pipe to read requests from")
+    parser.add_argument("--out-fd", type=int, required=True, help="pipe to write events to")
+    args = parser.parse_args(argv)
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides what a
+    # Ctrl-C means (usually: cancel the reply), so the host must not die of it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    scrub_environment(os.environ)
+    in_fd, out_fd = _open_fd(args.in_fd, "r"), _open_fd(args.out_fd, "w")
+    with os.fdopen(in_fd, "rb") as reader:
+        return Host(_Writer(out_fd)).serve(reader)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The messages between the UI/CLI process and the engine host, and their wire format.
+
+Wire format (an invariant shared by both processes): one JSON object per line, UTF-8,
+with a "type" tag naming the dataclass. JSON, never pickle: the host runs native code on
+untrusted model files, so nothing it sends may be able to run code in the parent.
+Unknown keys are ignored on decode, so either side may add optional fields.
+
+Every request carries a `request_id`; every event names the request it belongs to, and the
+client drops events whose id is not the one it is waiting for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message."""
+
+
+# ---- down: parent -> host -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    request_id: str
+    model_path: str
+    n_ctx: int | None = None  # None: min(training context, 8192), at least 256
+    n_threads: int | None = None  # None: physical cores
+    n_gpu_layers: int = 0
+    flash_attn: bool | None = None  # None: llama.cpp's "auto"
+    use_model_template: bool = True  # False: skip the GGUF template, use the fallback
+    fallback_reason: str | None = None  # why the GGUF template is skipped (for the note)
+
+
+@dataclass(frozen=True)
+class Generate:
+    request_id: str
+    conversation_id: str | None
+    messages: list[dict[str, Any]]
+    max_tokens: int | None = None
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False  # benchmarks: do not stop on end-of-generation tokens
+    prompt_tokens: list[int] | None = None  # benchmarks: raw token ids, no template
+    no_cache: bool = False  # benchmarks: clear the KV cache first
+
+
+@dataclass(frozen=True)
+class Cancel:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Unload:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    request_id: str = ""
+
+
+# ---- up: host -> parent ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Sent once when the host has started and can take requests."""
+
+    request_id: str = ""
+    pid: int = 0
+
+
+@dataclass(frozen=True)
+class Loaded:
+    request_id: str
+    model_path: str
+    n_ctx: int
+    n_ctx_train: int
+    n_threads: int
+    n_gpu_layers: int
+    backend: str
+    template_source: str  # "gguf" or "fallback:<name>"
+    template_note: str
+    load_ms: float
+    n_batch: int = 0
+    n_ubatch: int = 0
+    flash_attn: str = "auto"  # "auto" | "on" | "off", as llama-bench spells it
+    architecture: str = ""
+    n_vocab: int = 0
+
+
+@dataclass(frozen=True)
+class Unloaded:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Started:
+    """Sent when the first token has been sampled (the prompt is evaluated)."""
+
+    request_id: str
+    prompt_tokens: int
+    cached_tokens: int
+    dropped_turns: int
+    prefill_ms: float | None = None
+    template_source: str = ""
+
+
+@dataclass(frozen=True)
+class Token:
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    request_id: str
+    text: str
+    stop_reason: str  # "stop" | "length" | "cancelled"
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Failed:
+    request_id: str
+    message: str  # one readable sentence, never a traceback
+    kind: str  # "load" | "generate" | "template" | "context" | "protocol" | "busy"
+
+
+Request = Load | Generate | Cancel | Unload | Shutdown
+Event = Ready | Loaded | Unloaded | Started | Token | Finished | Failed
+Message = Request | Event
+
+_TYPES: dict[str, type] = {
+    "load": Load,
+    "generate": Generate,
+    "cancel": Cancel,
+    "unload": Unload,
+    "shutdown": Shutdown,
+    "ready": Ready,
+    "loaded": Loaded,
+    "unloaded": Unloaded,
+    "started": Started,
+    "token": Token,
+    "finished": Finished,
+    "failed": Failed,
+}
+_TAGS: dict[type, str] = {cls: tag for tag, cls in _TYPES.items()}
+_FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}
+
+
+def encode(msg: Message) -> bytes:
+    """One line of JSON (ending in a newline) for `msg`."""
+    cls = type(msg)
+    obj: dict[str, Any] = {"type": _TAGS[cls]}
+    for name in _FIELDS[cls]:
+        obj[name] = getattr(msg, name)
+    # ensure_ascii keeps the line pure ASCII: no newline or odd code point can split it.
+    return json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def token_line_prefix(request_id: str) -> bytes:
+    """The constant start of every Token line of one request (built once per turn)."""
+    return b'{"type":"token","request_id":%s,"text":' % json.dumps(request_id).encode("ascii")
+
+
+def token_line(prefix: bytes, text: str) -> bytes:
+    """The hot path: a Token line without building a dataclass (same bytes as encode())."""
+    return prefix + json.dumps(text).encode("ascii") + b"}\n"
+
+
+def decode(line: bytes | str) -> Message:
+    """Parse one line back into its dataclass. Raises ProtocolError on anything else."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not a JSON line: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("a message must be a JSON object")
+    cls = _TYPES.get(obj.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ProtocolError(f"unknown message type {obj.get('type')!r}")
+    kwargs = {k: obj[k] for k in _FIELDS[cls] if k in obj}
+    try:
+        return cls(**kwargs)  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise ProtocolError(f"bad {obj['type']} message: {exc}") from None

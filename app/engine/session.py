@@ -1,0 +1,394 @@
+"""One loaded model inside the engine host: loading llama.cpp with consistent context settings,
+and running a turn (template, context fit, prefix reuse, generate loop, metrics).
+
+Runs only in the host process (it imports llama_cpp). Per generated token the loop does a
+handful of ctypes calls, one incremental decode, a stop-string check on a short tail and
+one pipe write; nothing in it grows with the length of the reply.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama, llama_chat_format
+from llama_cpp import _internals as llama_internals
+
+from app.context_policy import ContextOverflow, fit_messages, reply_reserve
+from app.engine.detok import IncrementalDetokenizer, StopMatcher
+from app.engine.protocol import (
+    Failed,
+    Finished,
+    Generate,
+    Load,
+    Started,
+    encode,
+    token_line,
+    token_line_prefix,
+)
+from app.engine.templates import ChatFormat, Rendered, build_chat_format
+from app.engine.transcript import Transcript, common_prefix, kept_reply, plan_prompt
+
+MIN_CTX = 256  # llama.cpp pads n_ctx up to a multiple of 256 (llama-context.cpp)
+DEFAULT_MAX_CTX = 8192
+MAX_BATCH = 512
+
+
+class LoadError(Exception):
+    """The model could not be loaded; the message is one readable sentence."""
+
+
+def default_threads() -> int:
+    """Physical cores (like llama-bench's default), never more than this process may use."""
+    import psutil
+
+    n = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        n = min(n, len(os.sched_getaffinity(0)))
+    return max(1, n)
+
+
+def round_ctx(n: int) -> int:
+    return max(MIN_CTX, -(-n // MIN_CTX) * MIN_CTX)
+
+
+@contextmanager
+def _llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
+    """Two adjustments to Llama.__init__ (llama-cpp-python 0.3.36), undone afterwards.
+
+    1. The context is created with flash_attn_type = fa_type (Llama only offers on/off; None
+       means llama.cpp's own AUTO) and, when no n_ctx was asked for, with
+       round_ctx(min(n_ctx_train, 8192)) and a batch that fits it; the training context is
+       only known once the model is loaded, which is inside Llama.__init__.
+    2. Llama.__init__ compiles the GGUF's chat template with jinja2 (an untrusted template
+       that fails to compile would fail the load). Cove renders the template itself,
+       sandboxed and time-limited, so that compile is skipped.
+    """
+    base = llama_internals.LlamaContext
+
+    class _Context(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *, model: llama_internals.LlamaModel, params: llama_cpp.llama_context_params, verbose: bool = True) -> None:
+            params.flash_attn_type = fa_type
+            if n_ctx is None:
+                train = int(model.n_ctx_train())
+                want = round_ctx(min(train, DEFAULT_MAX_CTX) if train > 0 else 4096)
+                params.n_ctx = want
+                params.n_batch = params.n_ubatch = min(want, MAX_BATCH)
+            super().__init__(model=model, params=params, verbose=verbose)
+
+    class _NoFormatter:
+        def __init__(self, **_: object) -> None:
+            pass
+
+        def to_chat_handler(self) -> None:
+            return None
+
+    # Llama.__init__ looks both names up on these modules at call time.
+    saved_fmt = llama_chat_format.Jinja2ChatFormatter
+    llama_internals.LlamaContext = _Context  # type: ignore[misc]
+    llama_chat_format.Jinja2ChatFormatter = _NoFormatter  # type: ignore[misc, assignment]
+    try:
+        yield
+    finally:
+        llama_internals.LlamaContext = base  # type: ignore[misc]
+        llama_chat_format.Jinja2ChatFormatter = saved_fmt  # type: ignore[misc]
+
+
+def _backend(n_gpu_layers: int) -> str:
+    if n_gpu_layers == 0 or not llama_cpp.llama_supports_gpu_offload():
+        return "cpu"
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL", "CANN", "MUSA"):
+        if f"{name} :" in info or f"{name} =" in info:
+            return name.lower()
+    return "gpu"
+
+
+class ModelSession:
+    """Owns one llama_cpp.Llama and the transcript of the conversation it served last."""
+
+    def __init__(self, req: Load) -> None:
+        t0 = time.perf_counter()
+        path = Path(req.model_path)
+        if not path.is_file():
+            raise LoadError(f"the model file {path} does not exist")
+        self.n_threads = req.n_threads or default_threads()
+        fa_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO, True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                   False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[req.flash_attn]
+        want = round_ctx(req.n_ctx) if req.n_ctx else None
+        try:
+            with _llama_init_patches(fa_type, want):
+                llm = Llama(
+                    model_path=str(path),
+                    n_ctx=want or 0,
+                    n_batch=min(want or MAX_BATCH, MAX_BATCH),
+                    n_ubatch=min(want or MAX_BATCH, MAX_BATCH),
+                    n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads,
+                    n_gpu_layers=req.n_gpu_layers,
+                    verbose=False,
+                )
+        except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
+            detail = str(exc).replace(str(path), path.name) or type(exc).__name__
+            if "Failed to load model" in detail:
+                detail = "the file is damaged, incomplete, or not a model this llama.cpp version supports"
+            elif "llama_context" in detail:
+                size = f"{want}-token" if want else "default-size"
+                detail = f"could not set up a {size} context (perhaps not enough memory)"
+            raise LoadError(f"llama.cpp could not load {path.name}: {detail}") from None
+        self.llm = llm
+        # Read back what llama.cpp actually made (it pads n_ctx); keep the Python side consistent
+        # with it: the chunk size must never exceed the context's batch (0.3.36 sized it from
+        # the request) and the token buffer must hold a full context.
+        self.n_ctx = int(llm.n_ctx())
+        ctx_batch = int(llama_cpp.llama_n_batch(llm.ctx))
+        llm.n_batch = min(llm.n_batch, ctx_batch)
+        if llm.input_ids.shape[0] < self.n_ctx:
+            llm.input_ids = np.zeros((self.n_ctx,), dtype=np.intc)
+        self.n_batch = llm.n_batch
+        self.n_ubatch = int(llama_cpp.llama_n_ubatch(llm.ctx))
+        self.n_gpu_layers = req.n_gpu_layers
+        self.flash_attn = {None: "auto", True: "on", False: "off"}[req.flash_attn]
+        self.backend = _backend(req.n_gpu_layers)
+        model = llm._model
+        self.vocab = model.vocab
+        self.n_vocab = int(llm.n_vocab())
+        self.n_ctx_train = int(model.n_ctx_train())
+        # With a full-size SWA cache (llama.cpp's default here) every position is kept.
+        self.n_swa = 0 if llm.context_params.swa_full else int(llama_cpp.llama_model_n_swa(llm.model))
+        self.architecture = str(llm.metadata.get("general.architecture", ""))
+        self.add_bos = bool(model.add_bos_token())
+        self.bos_text = self._token_text(model.token_bos())
+        self.eos_text = self._token_text(model.token_eos())
+        self._buf = ctypes.create_string_buffer(256)
+        self.format: ChatFormat = build_chat_format(
+            llm.metadata.get("tokenizer.chat_template"),
+            architecture=self.architecture,
+            has_token=self._has_token,
+            bos_token=self.bos_text,
+            eos_token=self.eos_text,
+            use_model_template=req.use_model_template,
+            fallback_reason=req.fallback_reason,
+        )
+        self.transcript: Transcript | None = None
+        try:
+            self._warm_up()
+        except Exception as exc:  # e.g. an architecture that cannot generate text
+            llm.close()
+            raise LoadError(f"llama.cpp loaded {path.name} but could not run it: {exc}") from None
+        self.load_ms = (time.perf_counter() - t0) * 1000.0
+
+    def _warm_up(self) -> None:
+        """One throwaway decode, as llama.cpp's own tools do: pages the weights in and starts
+        the thread pool, so the first reply's timings measure the model, not the start-up."""
+        llm = self.llm
+        bos = llm.token_bos()
+        llm.eval([max(bos, 0)])
+        llama_cpp.llama_synchronize(llm.ctx)  # settle its timings before the counters are reset
+        llm.reset()
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+
+    # ---- vocabulary helpers -------------------------------------------------------------
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        raw: bytes = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", "replace")
+
+    def _has_token(self, text: str) -> bool:
+        toks = self.tokenize(text, add_bos=False)
+        return len(toks) == 1 and self._token_text(toks[0]) == text
+
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8", "surrogatepass"), add_bos=add_bos, special=True)
+
+    def tokenize_prompt(self, text: str) -> list[int]:
+        # Exactly one BOS: the template's own, or the tokenizer's when the template has none.
+        return self.tokenize(text, add_bos=self.add_bos and not (self.bos_text and text.startswith(self.bos_text)))
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token as shown to the person (control tokens give b"")."""
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, 256, 0, False)
+        if n >= 0:
+            return ctypes.string_at(self._buf, n)
+        big = ctypes.create_string_buffer(-n)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
+        return ctypes.string_at(big, max(n, 0))
+
+    def close(self) -> None:
+        self.llm.close()
+
+    # ---- one turn -----------------------------------------------------------------------
+
+    def generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished | Failed:
+        rid = req.request_id
+        try:
+            return self._generate(req, send, cancel)
+        except ContextOverflow as exc:
+            return Failed(rid, str(exc), "context")
+        except Exception as exc:  # a decode error leaves the KV cache in an unknown state
+            self.llm.reset()
+            self.transcript = None
+            return Failed(rid, f"llama.cpp failed while generating: {exc}", "generate")
+
+    def _prepare(self, req: Generate) -> tuple[list[int], list[int], str | None, Rendered | None, int]:
+        """(prompt tokens, full tokens, prompt text, rendering, dropped turns)."""
+        if req.prompt_tokens is not None:
+            tokens = [int(t) for t in req.prompt_tokens]
+            if not tokens or min(tokens) < 0 or max(tokens) >= self.n_vocab:
+                raise ValueError("the prompt token ids are empty or outside the vocabulary")
+            if len(tokens) >= self.n_ctx:
+                raise ContextOverflow(len(tokens), self.n_ctx, 1)
+            return tokens, tokens, None, None, 0
+        seen: dict[int, tuple[Rendered, list[int]]] = {}
+
+        def count(msgs: list[dict[str, Any]]) -> int:
+            rendered = self.format.render(msgs)
+            toks = self.tokenize_prompt(rendered.text)
+            seen[len(msgs)] = (rendered, toks)
+            return len(toks)
+
+        fit = fit_messages(req.messages, count, self.n_ctx, reply_reserve(req.max_tokens, self.n_ctx))
+        rendered, full = seen[len(fit.messages)]
+        tokens, _ = plan_prompt(self.transcript, req.conversation_id, rendered.text, full,
+                                lambda rest: self.tokenize(rest, add_bos=False))
+        if len(tokens) > len(full) and len(tokens) + reply_reserve(req.max_tokens, self.n_ctx) > self.n_ctx:
+            tokens = full  # the transcript's tokenization is longer and would not leave room
+        return tokens, full, rendered.text, rendered, fit.dropped_turns
+
+    def _reusable(self, tokens: list[int]) -> int:
+        """How many leading prompt tokens llama-cpp-python's generate() will keep in the KV cache."""
+        llm = self.llm
+        n_past = int(llm.n_tokens)
+        common = common_prefix(llm.input_ids[:n_past], tokens)
+        reuse = min(common, len(tokens) - 1)
+        if reuse < n_past:  # the cache must be cut back to `reuse`
+            if llm._is_recurrent or llm._is_hybrid:
+                return 0
+            if self.n_swa > 0 and reuse > 0:
+                # Sliding-window layers keep only recent positions; if they no longer hold the
+                # window before the cut, the cut-back cache would attend wrongly (llama-server's
+                # rule; pos_min == 0 means nothing was evicted yet).
+                pos_min = llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(llm.ctx), 0)
+                if pos_min > 0 and pos_min >= reuse - self.n_swa:
+                    llm.reset()
+                    return 0
+        return reuse
+
+    def _generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished:
+        rid, llm = req.request_id, self.llm
+        t_begin = time.perf_counter()
+        if req.no_cache:
+            llm.reset()
+            self.transcript = None
+        tokens, _full, text, rendered, dropped = self._prepare(req)
+        source = rendered.source if rendered else "tokens"
+        cached = self._reusable(tokens)
+        prepare_ms = (time.perf_counter() - t_begin) * 1000.0
+        stops = list(req.stop) + list(rendered.stop if rendered else ())
+        detok = IncrementalDetokenizer(self.piece)
+        stopper = StopMatcher(stops)
+        line_prefix = token_line_prefix(rid)
+        is_eog, vocab, piece = llama_cpp.llama_vocab_is_eog, self.vocab, self.piece
+        max_tokens = req.max_tokens if req.max_tokens and req.max_tokens > 0 else None
+        n_ctx, ignore_eos = self.n_ctx, req.ignore_eos
+        emitted: list[str] = []
+        reply: list[int] = []
+        boundaries: list[tuple[int, int]] = []  # (reply tokens, chars) at whole-character ends
+        hidden_seen = False
+        n_sampled = 0
+        t_first = t_last = 0.0
+        stop_reason = "stop"
+        t_call = t_begin
+        llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
+        llama_cpp.llama_perf_context_reset(llm.ctx)
+        if cancel.is_set():
+            stop_reason = "cancelled"
+        else:
+            t_call = time.perf_counter()
+            stream = llm.generate(tokens, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
+                                  temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
+            try:
+                for token in stream:
+                    t_last = time.perf_counter()
+                    n_sampled += 1
+                    if n_sampled == 1:
+                        t_first = t_last
+                        send(encode(Started(rid, len(tokens), cached, dropped, round((t_first - t_call) * 1000, 3), source)))
+                    if not ignore_eos and is_eog(vocab, token):
+                        break
+                    reply.append(token)
+                    data = piece(token)
+                    if not data:
+                        hidden_seen = True  # a control token: not shown, ends the transcript-able part
+                    chunk = detok.feed_bytes(data)
+                    if not hidden_seen and not detok.pending:
+                        boundaries.append((len(reply), detok.chars))
+                    if chunk:
+                        out, hit = stopper.push(chunk)
+                        if out:
+                            emitted.append(out)
+                            send(token_line(line_prefix, out))
+                        if hit:
+                            break
+                    if cancel.is_set():
+                        stop_reason = "cancelled"
+                        break
+                    if max_tokens is not None and n_sampled >= max_tokens:
+                        stop_reason = "length"
+                        break
+                    if llm.n_tokens >= n_ctx:  # the next token would not fit in the KV cache
+                        stop_reason = "length"
+                        break
+            finally:
+                stream.close()
+        tail = stopper.flush()  # empty after a stop string; otherwise text held back for one
+        if tail:
+            emitted.append(tail)
+            send(token_line(line_prefix, tail))
+        final = "".join(emitted)
+        if text is not None and req.conversation_id is not None:
+            n_keep, c_keep = kept_reply(boundaries, len(final))
+            self.transcript = Transcript(req.conversation_id, text + final[:c_keep], tuple(tokens) + tuple(reply[:n_keep]))
+        else:
+            self.transcript = None
+        return Finished(rid, final, stop_reason, self._metrics(
+            tokens, cached, dropped, source, stop_reason, n_sampled, t_first, t_last, t_call, prepare_ms, rendered))
+
+    def _metrics(self, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str, n_sampled: int,
+                 t_first: float, t_last: float, t_call: float, prepare_ms: float, rendered: Rendered | None) -> dict[str, Any]:
+        prefill_s = (t_first - t_call) if n_sampled else 0.0
+        gen_s = (t_last - t_first) if n_sampled > 1 else 0.0
+        evaluated = len(tokens) - cached
+        perf = llama_cpp.llama_perf_context(self.llm.ctx)
+        m: dict[str, Any] = {
+            "prompt_tokens": len(tokens),
+            "cached_tokens": cached,
+            "prefill_ms": round(prefill_s * 1000, 3) if n_sampled else None,
+            "prompt_tps": round(evaluated / prefill_s, 2) if n_sampled and prefill_s > 0 else None,
+            "gen_tokens": n_sampled,
+            "gen_ms": round(gen_s * 1000, 3),
+            "gen_tps": round((n_sampled - 1) / gen_s, 2) if gen_s > 0 else None,
+            "stop_reason": stop_reason,
+            "n_ctx": self.n_ctx,
+            "context_used": int(self.llm.n_tokens),
+            "dropped_turns": dropped,
+            "template_source": source,
+            "prepare_ms": round(prepare_ms, 3),
+            "llama_p_eval_ms": round(perf.t_p_eval_ms, 3),
+            "llama_n_p_eval": int(perf.n_p_eval),
+            "llama_eval_ms": round(perf.t_eval_ms, 3),
+            "llama_n_eval": int(perf.n_eval),
+        }
+        if rendered is not None and rendered.note:
+            m["template_note"] = rendered.note
+        return m

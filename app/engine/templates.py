@@ -1,0 +1,358 @@
+"""Chat prompts for the engine host: the model's own template, rendered safely, or a fallback.
+
+The GGUF's `tokenizer.chat_template` is untrusted input. It is rendered with jinja2's
+ImmutableSandboxedEnvironment (as Hugging Face does: trim_blocks, lstrip_blocks,
+loopcontrols; plus raise_exception, strftime_now, bos_token, eos_token,
+add_generation_prompt=True), with a time limit enforced twice: a per-line deadline check
+inside the render thread (stops nested-loop templates cleanly), and a watchdog that gives
+up on the thread (TemplateHung: the host must then be replaced, since a Python thread
+cannot be killed). `*` and `**` are capped so a template cannot build huge values.
+
+A template that fails to compile, raises, trips the sandbox or runs out of time is replaced
+by the fallback for the model's architecture, and the note says so. Fallbacks:
+
+| architecture                  | fallback  | format                                                   | stop strings   |
+|-------------------------------|-----------|----------------------------------------------------------|----------------|
+| gemma, gemma2, gemma3, gemma* | gemma     | <start_of_turn>user\\n...<end_of_turn>\\n<start_of_turn>model\\n; system folded into the first user turn | <end_of_turn> |
+| llama, vocab has <|start_header_id|> | llama3 | <|start_header_id|>role<|end_header_id|>\\n\\n...<|eot_id|>  | <|eot_id|>     |
+| llama, vocab has <|im_start|> | chatml    | <|im_start|>role\\n...<|im_end|>\\n                        | <|im_end|>     |
+| qwen2, qwen3, qwen*           | chatml    | as above                                                 | <|im_end|>     |
+| phi3                          | phi3      | <|system|>\\n...<|end|>\\n<|user|>\\n...<|end|>\\n<|assistant|>\\n | <|end|>   |
+| anything else                 | plain     | System: ...\\n\\nUser: ...\\n\\nAssistant:                  | \\nUser:        |
+
+Fallbacks never trim or rewrite earlier turns, so a follow-up prompt starts with the exact
+text of the previous one (the host's prefix reuse depends on that).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import jinja2
+import jinja2.ext
+from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+Messages = Sequence[dict[str, Any]]
+RENDER_TIMEOUT_S = 3.0
+_MAX_VALUE = 1_000_000  # longest string/list a template may build with * (items)
+_MAX_OUTPUT = 4_000_000  # longest prompt text a template may produce (characters)
+_TRIAL = (
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Hello!"},
+    {"role": "assistant", "content": "Hi. How can I help?"},
+    {"role": "user", "content": "Tell me a joke."},
+)
+
+
+class TemplateFailure(Exception):
+    """The template could not produce a prompt. `reason`: 'error' | 'unsafe' | 'timeout'."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class TemplateHung(Exception):
+    """The render thread ignored its deadline and is still running: replace the process."""
+
+
+class _Deadline(BaseException):
+    """Raised inside the render thread when time is up (BaseException: nothing catches it)."""
+
+
+# ---- fallbacks ------------------------------------------------------------------------
+
+
+def _clean(messages: Messages) -> list[tuple[str, str]]:
+    out = []
+    for m in messages:
+        content = m.get("content")
+        out.append((str(m.get("role") or "user"), content if isinstance(content, str) else ""))
+    return out
+
+
+def _split_system(messages: Messages) -> tuple[str, list[tuple[str, str]]]:
+    items = _clean(messages)
+    system = "\n\n".join(c for r, c in items if r == "system")
+    return system, [(r, c) for r, c in items if r != "system"]
+
+
+def _render_gemma(messages: Messages, bos: str, eos: str) -> str:
+    system, rest = _split_system(messages)
+    out = [bos]
+    for i, (role, content) in enumerate(rest):
+        if i == 0 and system:
+            content = system + "\n\n" + content
+        out.append(f"<start_of_turn>{'model' if role == 'assistant' else 'user'}\n{content}<end_of_turn>\n")
+    if not rest and system:
+        out.append(f"<start_of_turn>user\n{system}<end_of_turn>\n")
+    out.append("<start_of_turn>model\n")
+    return "".join(out)
+
+
+def _render_llama3(messages: Messages, bos: str, eos: str) -> str:
+    out = [bos]
+    for role, content in _clean(messages):
+        out.append(f"<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>")
+    out.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return "".join(out)
+
+
+def _render_chatml(messages: Messages, bos: str, eos: str) -> str:
+    out = [f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in _clean(messages)]
+    out.append("<|im_start|>assistant\n")
+    return "".join(out)
+
+
+def _render_phi3(messages: Messages, bos: str, eos: str) -> str:
+    out = [f"<|{role}|>\n{content}<|end|>\n" for role, content in _clean(messages)]
+    out.append("<|assistant|>\n")
+    return "".join(out)
+
+
+def _render_plain(messages: Messages, bos: str, eos: str) -> str:
+    parts = []
+    for role, content in _clean(messages):
+        label = role.capitalize()
+        # A reply that starts with whitespace (as generated) is not given another space, so
+        # "Assistant:" + generated text re-renders byte for byte.
+        sep = "" if content[:1].isspace() else " "
+        parts.append(f"{label}:{sep}{content}")
+    parts.append("Assistant:")
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    name: str
+    description: str
+    stop: tuple[str, ...]
+    render: Callable[[Messages, str, str], str]
+
+
+FALLBACKS: dict[str, Fallback] = {
+    "gemma": Fallback("gemma", "the Gemma turn format", ("<end_of_turn>",), _render_gemma),
+    "llama3": Fallback("llama3", "the Llama 3 header format", ("<|eot_id|>",), _render_llama3),
+    "chatml": Fallback("chatml", "the ChatML format", ("<|im_end|>",), _render_chatml),
+    "phi3": Fallback("phi3", "the Phi-3 format", ("<|end|>",), _render_phi3),
+    "plain": Fallback("plain", "a plain System/User/Assistant transcript", ("\nUser:",), _render_plain),
+}
+
+
+def choose_fallback(arch: str, has_token: Callable[[str], bool]) -> Fallback:
+    """The fallback for a model architecture (see the table in the module docstring)."""
+    arch = (arch or "").lower()
+    if arch.startswith("gemma"):
+        return FALLBACKS["gemma"]
+    if arch.startswith("qwen"):
+        return FALLBACKS["chatml"]
+    if arch == "phi3":
+        return FALLBACKS["phi3"]
+    if arch == "llama":
+        if has_token("<|start_header_id|>"):
+            return FALLBACKS["llama3"]
+        if has_token("<|im_start|>"):
+            return FALLBACKS["chatml"]
+    return FALLBACKS["plain"]
+
+
+# ---- sandboxed, time-limited jinja ----------------------------------------------------
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset(["*", "**"])
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > _MAX_VALUE:
+                    raise SecurityError("the template builds a value that is too large")
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 256:
+            raise SecurityError("the template computes a power that is too large")
+        return super().call_binop(context, operator, left, right)
+
+
+def _environment() -> _Sandbox:
+    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+        import json
+
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env.filters["tojson"] = tojson
+    return env
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _run_limited(fn: Callable[[], Any], timeout_s: float, grace_s: float = 2.0) -> Any:
+    """Run fn in a worker thread with a deadline checked on every template line; if the
+    thread is still running `grace_s` after the deadline, give up on it (TemplateHung)."""
+    deadline = time.perf_counter() + timeout_s
+    box: dict[str, Any] = {}
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if time.perf_counter() > deadline:
+            raise _Deadline()
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if time.perf_counter() > deadline:
+            raise _Deadline()
+        # Line-level checks only in compiled template code, where loops run.
+        return local if frame.f_code.co_filename == "<template>" else None
+
+    def work() -> None:
+        sys.settrace(tracer)
+        try:
+            box["value"] = fn()
+        except _Deadline:
+            box["timeout"] = True
+        except BaseException as exc:  # reported to the caller's thread below
+            box["error"] = exc
+        finally:
+            sys.settrace(None)
+
+    worker = threading.Thread(target=work, name="chat-template", daemon=True)
+    worker.start()
+    worker.join(timeout_s + grace_s)
+    if worker.is_alive():
+        raise TemplateHung(f"the model's chat template did not finish rendering within {timeout_s:g} s")
+    if box.get("timeout"):
+        raise TemplateFailure(f"took longer than {timeout_s:g} s to render", "timeout")
+    exc = box.get("error")
+    if isinstance(exc, SecurityError):
+        raise TemplateFailure(f"tried something the sandbox forbids ({exc})", "unsafe")
+    if isinstance(exc, TemplateError):
+        raise TemplateFailure(f"failed ({type(exc).__name__}: {exc})", "error")
+    if isinstance(exc, (RecursionError, MemoryError)):
+        raise TemplateFailure(f"failed ({type(exc).__name__})", "unsafe")
+    if exc is not None:
+        raise TemplateFailure(f"failed ({type(exc).__name__}: {exc})", "error")
+    return box.get("value")
+
+
+class GgufTemplate:
+    """The model's own template, compiled once (under the time limit)."""
+
+    def __init__(self, source: str, *, bos_token: str, eos_token: str, timeout_s: float = RENDER_TIMEOUT_S) -> None:
+        self._bos, self._eos, self._timeout_s = bos_token, eos_token, timeout_s
+        self._template = _run_limited(lambda: _environment().from_string(source), timeout_s)
+
+    def render(self, messages: Messages) -> str:
+        msgs = [{"role": r, "content": c} for r, c in _clean(messages)]
+        text = _run_limited(
+            lambda: self._template.render(
+                messages=msgs,
+                bos_token=self._bos,
+                eos_token=self._eos,
+                add_generation_prompt=True,
+                raise_exception=_raise_exception,
+                strftime_now=_strftime_now,
+            ),
+            self._timeout_s,
+        )
+        if not isinstance(text, str) or len(text) > _MAX_OUTPUT:
+            raise TemplateFailure("produced an unreasonably long prompt", "unsafe")
+        return text
+
+
+def fold_system(messages: Messages) -> list[dict[str, Any]]:
+    """System prompt moved into the first user message (for templates that refuse 'system')."""
+    system, rest = _split_system(messages)
+    out = [{"role": r, "content": c} for r, c in rest]
+    if system:
+        for m in out:
+            if m["role"] == "user":
+                m["content"] = system + "\n\n" + m["content"]
+                break
+        else:
+            out.insert(0, {"role": "user", "content": system})
+    return out
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    source: str  # "gguf" or "fallback:<name>"
+    stop: tuple[str, ...]
+    note: str | None = None  # set when this turn had to fall back
+
+
+class ChatFormat:
+    """What the host renders prompts with; chosen once per loaded model."""
+
+    def __init__(self, fallback: Fallback, note: str, *, template: GgufTemplate | None, bos: str, eos: str) -> None:
+        self.fallback = fallback
+        self.note = note
+        self._template = template
+        self._bos, self._eos = bos, eos
+
+    @property
+    def source(self) -> str:
+        return "gguf" if self._template is not None else f"fallback:{self.fallback.name}"
+
+    def render(self, messages: Messages) -> Rendered:
+        note = None
+        if self._template is not None:
+            try:
+                return Rendered(_render_with_fold(self._template, messages), "gguf", ())
+            except TemplateFailure as exc:
+                note = f"the model's chat template {exc}; this reply uses {self.fallback.description}"
+                if exc.reason != "error":  # unsafe or slow: do not try it again
+                    self._template = None
+                    self.note = note
+        text = self.fallback.render(messages, self._bos, self._eos)
+        return Rendered(text, f"fallback:{self.fallback.name}", self.fallback.stop, note)
+
+
+def _render_with_fold(template: GgufTemplate, messages: Messages) -> str:
+    try:
+        return template.render(messages)
+    except TemplateFailure as exc:
+        if exc.reason != "error" or not any(m.get("role") == "system" for m in messages):
+            raise
+    return template.render(fold_system(messages))
+
+
+def build_chat_format(
+    template_source: str | None,
+    *,
+    architecture: str,
+    has_token: Callable[[str], bool],
+    bos_token: str,
+    eos_token: str,
+    use_model_template: bool = True,
+    fallback_reason: str | None = None,
+    timeout_s: float = RENDER_TIMEOUT_S,
+) -> ChatFormat:
+    """Choose how prompts are rendered for a freshly loaded model. May raise TemplateHung."""
+    fb = choose_fallback(architecture, has_token)
+    why_fb = f"{fb.description} (the fallback for architecture '{architecture or 'unknown'}')"
+    if not template_source:
+        note = f"the model has no chat template; using {why_fb}"
+        return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
+    if not use_model_template:
+        note = f"{fallback_reason or 'the model chat template is switched off'}; using {why_fb}"
+        return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
+    try:
+        tmpl = GgufTemplate(template_source, bos_token=bos_token, eos_token=eos_token, timeout_s=timeout_s)
+        _render_with_fold(tmpl, _TRIAL)
+    except TemplateFailure as exc:
+        note = f"the model's chat template {exc}; using {why_fb}"
+        return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
+    return ChatFormat(fb, "using the model's own chat template", template=tmpl, bos=bos_token, eos=eos_token)

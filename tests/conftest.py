@@ -1,0 +1,64 @@
+"""Shared fixtures: tiny random-weight GGUF models that real llama.cpp loads in milliseconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.tiny_model import write_tiny_gguf
+
+# A chatml template as Qwen-style models ship it (the tiny vocab gets its two special tokens).
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny llama model with no chat template (so the engine uses its plain fallback)."""
+    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-llama.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf_with_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model with a chatml chat template and the <|im_start|>/<|im_end|> tokens."""
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("models") / "tiny-chatml.gguf",
+        chat_template=CHATML_TEMPLATE,
+        extra_tokens=CHATML_TOKENS,
+    )
+
+
+FAKE_HOST = Path(__file__).resolve().parent / "support" / "fake_host.py"
+
+
+@pytest.fixture
+def cove_core(tmp_path: Path, tiny_gguf: Path):
+    """A Core (history, library, settings) under a temporary COVE_HOME, with the tiny model
+    registered and chosen, so window tests never pick up the starter model."""
+    from app.core import open_core
+    from app.paths import resolve_paths
+
+    core = open_core(resolve_paths({"COVE_HOME": str(tmp_path / "home")}))
+    model = core.library.import_file(tiny_gguf)
+    core.remember_model(model)
+    yield core
+    core.close()
+
+
+@pytest.fixture
+def fake_engine(monkeypatch: pytest.MonkeyPatch):
+    """An EngineClient whose host is the scripted fake host (real pipe protocol, no llama.cpp).
+    Steer it with FAKE_HOST_TPS / FAKE_HOST_TOKENS (monkeypatch.setenv before the first turn)."""
+    import sys
+
+    from app.engine.client import EngineClient
+
+    client = EngineClient(host_argv=[sys.executable, str(FAKE_HOST)], cancel_grace_s=1.0)
+    yield client
+    client.close()
