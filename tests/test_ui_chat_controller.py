@@ -30,7 +30,7 @@ def _wait_finished(qtbot, controller, timeout=15000):
 def test_streaming_reply_is_coalesced_and_saved(qtbot, controller, monkeypatch):
     monkeypatch.setenv("FAKE_HOST_TPS", "2000")
     chunks: list[str] = []
-    controller.reply_text_received.connect(lambda mid, text: chunks.append(text))
+    controller.reply_text_received.connect(lambda mid, text, n: chunks.append(text))
     with qtbot.waitSignal(controller.reply_finished, timeout=15000) as done:
         assert controller.send("hello #n")
     final = done.args[0]

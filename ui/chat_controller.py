@@ -9,8 +9,9 @@ arrived, so the cost per frame is bounded whatever the token rate (performance.m
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -41,7 +42,7 @@ class ChatController(QObject):
     conversation_opened = Signal(str)  # conversation id
     messages_reloaded = Signal(list)  # list[ShownMessage], the current branch
     reply_started = Signal(object)  # the assistant Message (status 'streaming')
-    reply_text_received = Signal(str, str)  # message id, text that arrived this frame
+    reply_text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
     reply_finished = Signal(object)  # the final assistant Message
     busy_changed = Signal(bool)
     model_load_started = Signal(str)  # model name
@@ -49,6 +50,7 @@ class ChatController(QObject):
     model_load_failed = Signal(str)  # sentence
     error_reported = Signal(str)  # sentence for the person
     first_text_shown = Signal(float)  # ms from send to the first visible character
+    _load_done = Signal(object, object, str, object)  # from the load thread: model, LoadedModel|None, error, previous
 
     def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -61,6 +63,9 @@ class ChatController(QObject):
         self._record: TurnRecord | None = None
         self._t_send = 0.0
         self._first_shown = False
+        self._loading: InstalledModel | None = None
+        self._loaded_model: InstalledModel | None = None
+        self._load_done.connect(self._on_load_done)
         self._drain = QTimer(self)
         self._drain.setInterval(FRAME_MS)
         self._drain.timeout.connect(self._drain_events)
@@ -196,6 +201,45 @@ class ChatController(QObject):
         self.model = model
         self.core.remember_model(model)
 
+    def preload_model(self) -> None:
+        """Load the chosen model now, in the background, so the first reply starts sooner.
+        If it fails, the previously loaded model stays the one used."""
+        model = self.model
+        if model is None or self.busy or self._loading is not None:
+            return
+        if self.loaded is not None and self.loaded.path == model.path:
+            return
+        previous = self._loaded_model
+        self._loading = model
+        self.model_load_started.emit(model.name)
+
+        def load() -> None:
+            try:
+                loaded = self.engine.load(model.path, n_ctx=self.params().n_ctx)
+            except Exception as exc:  # noqa: BLE001 - becomes a sentence in the window
+                self._load_done.emit(model, None, str(exc), previous)
+            else:
+                self._load_done.emit(model, loaded, "", previous)
+
+        threading.Thread(target=load, name="cove-load", daemon=True).start()
+
+    def cancel_load(self) -> None:
+        """Stop a model load in progress (the engine process is stopped and restarted later)."""
+        if self._loading is not None or (self._worker is not None and self.loaded is None):
+            self.engine.abort()
+
+    def _on_load_done(self, model: InstalledModel, loaded: LoadedModel | None, error: str, previous: InstalledModel | None) -> None:
+        self._loading = None
+        if loaded is not None:
+            self.loaded = loaded
+            self._loaded_model = model
+            self.model_loaded.emit(loaded)
+            return
+        if self.model is model and previous is not None:
+            self.model = previous  # the last model that worked stays in use
+            self.core.remember_model(previous)
+        self.model_load_failed.emit(error)
+
     def _model_or_report(self) -> InstalledModel | None:
         if self.model is None:
             try:
@@ -233,6 +277,7 @@ class ChatController(QObject):
                 parts.append(event.text)
             elif isinstance(event, LoadedEvent):
                 self.loaded = event.loaded
+                self._loaded_model = self.model
                 self.model_loaded.emit(event.loaded)
             else:
                 finished = event
@@ -240,7 +285,7 @@ class ChatController(QObject):
         if parts:
             text = "".join(parts)
             record.append(text)  # checkpointed at most once a second
-            self.reply_text_received.emit(record.assistant.id, text)
+            self.reply_text_received.emit(record.assistant.id, text, len(parts))
             if not self._first_shown and text:
                 self._first_shown = True
                 self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)

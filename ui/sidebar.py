@@ -269,6 +269,11 @@ class Sidebar(QWidget):
 
     # ---- search ------------------------------------------------------------------------
 
+    def focus_search(self) -> None:
+        """Put the cursor in the search box (Ctrl+K), selecting what is there."""
+        self._search.setFocus()
+        self._search.selectAll()
+
     def search_text(self) -> str:
         return self._search.text()
 
