@@ -147,3 +147,46 @@ def test_exit_descriptions() -> None:
     assert describe_exit(1, "ModuleNotFoundError: No module named 'llama_cpp'\n") == (
         "exited with code 1: ModuleNotFoundError: No module named 'llama_cpp'"
     )
+
+
+def test_abort_cancels_a_load_and_the_next_load_works(tmp_path):
+    """The model picker's Cancel: a slow load is stopped with a sentence, nothing hangs."""
+    import sys
+    import threading
+    import time as _time
+
+    from app.engine.client import EngineClient, EngineError
+
+    SCRIPTED_HOST = Path(__file__).resolve().parent / "support" / "fake_host.py"
+    slow_host = tmp_path / "slow_host.py"
+    slow_host.write_text(
+        "import sys, time, runpy\n"
+        "from app.engine import protocol\n"
+        "real_decode = protocol.decode\n"
+        "def slow_decode(line):\n"
+        "    msg = real_decode(line)\n"
+        "    if isinstance(msg, protocol.Load) and 'slow' in msg.model_path:\n"
+        "        time.sleep(60)\n"
+        "    return msg\n"
+        "protocol.decode = slow_decode\n"
+        "sys.argv[0] = 'fake_host'\n"
+        f"runpy.run_path({str(SCRIPTED_HOST)!r}, run_name='__main__')\n"
+    )
+    client = EngineClient(host_argv=[sys.executable, str(slow_host)], load_timeout_s=30)
+    errors: list[str] = []
+
+    def load_slow() -> None:
+        try:
+            client.load(str(tmp_path / "slow.gguf"))
+        except EngineError as exc:
+            errors.append(str(exc))
+
+    t = threading.Thread(target=load_slow)
+    t.start()
+    _time.sleep(1.0)
+    client.abort()
+    t.join(10)
+    assert not t.is_alive()
+    assert errors and "cancelled" in errors[0]
+    assert client.load(str(tmp_path / "fine.gguf")).n_ctx > 0
+    client.close()

@@ -47,7 +47,7 @@ def test_streaming_reply_is_coalesced_and_saved(qtbot, controller, monkeypatch):
 
 def test_stop_keeps_the_partial_reply_as_cancelled(qtbot, controller, monkeypatch):
     monkeypatch.setenv("FAKE_HOST_TPS", "30")
-    monkeypatch.setenv("FAKE_HOST_TOKENS", "500")
+    monkeypatch.setenv("FAKE_HOST_WORDS", "500")
     with qtbot.waitSignal(controller.reply_text_received, timeout=15000):
         controller.send("a long one")
     with qtbot.waitSignal(controller.reply_finished, timeout=15000) as done:
@@ -59,7 +59,7 @@ def test_stop_keeps_the_partial_reply_as_cancelled(qtbot, controller, monkeypatc
 
 
 def test_regenerate_and_edit_keep_every_version(qtbot, controller, monkeypatch):
-    monkeypatch.setenv("FAKE_HOST_TOKENS", "3")
+    monkeypatch.setenv("FAKE_HOST_WORDS", "3")
     with qtbot.waitSignal(controller.reply_finished, timeout=15000) as first:
         controller.send("question one")
     reply1 = first.args[0]
@@ -85,7 +85,7 @@ def test_regenerate_and_edit_keep_every_version(qtbot, controller, monkeypatch):
 
 def test_engine_crash_marks_the_reply_and_the_next_turn_works(qtbot, controller, monkeypatch):
     monkeypatch.setenv("FAKE_HOST_TPS", "200")
-    monkeypatch.setenv("FAKE_HOST_TOKENS", "50")
+    monkeypatch.setenv("FAKE_HOST_WORDS", "50")
     errors: list[str] = []
     with qtbot.waitSignal(controller.reply_finished, timeout=15000) as crashed:
         controller.send("please #crash")
@@ -101,7 +101,7 @@ def test_engine_crash_marks_the_reply_and_the_next_turn_works(qtbot, controller,
 
 def test_shutdown_mid_reply_keeps_text_as_interrupted_and_stops_the_host(qtbot, cove_core, fake_engine, monkeypatch):
     monkeypatch.setenv("FAKE_HOST_TPS", "30")
-    monkeypatch.setenv("FAKE_HOST_TOKENS", "500")
+    monkeypatch.setenv("FAKE_HOST_WORDS", "500")
     controller = ChatController(cove_core, fake_engine)
     controller.start()
     with qtbot.waitSignal(controller.reply_text_received, timeout=15000):

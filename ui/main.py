@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 NO_DISPLAY = (
     "Cove's window needs a display, and none was found (DISPLAY and WAYLAND_DISPLAY are not set); "
@@ -39,7 +39,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_window()
 
 
-def run_window(*, engine_argv: list[str] | None = None, quit_after_ms: int | None = None) -> int:
+def run_window(
+    *,
+    engine_argv: list[str] | None = None,
+    quit_after_ms: int | None = None,
+    on_started: "Callable[[object], None] | None" = None,
+) -> int:
+    """Run the window until it closes. `engine_argv` replaces the engine host command (tests
+    use a scripted host); `on_started` is called with the shown MainWindow (test drivers)."""
     from PySide6.QtCore import QSocketNotifier, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -91,6 +98,8 @@ def run_window(*, engine_argv: list[str] | None = None, quit_after_ms: int | Non
         window.show_notice(f"{core.repaired} reply that was cut off last time is kept, marked interrupted.")
     window.show()
     window.start()
+    if on_started is not None:
+        on_started(window)
     if quit_after_ms is not None:
         QTimer.singleShot(quit_after_ms, window.close)
     app.aboutToQuit.connect(window.close)

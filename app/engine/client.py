@@ -108,6 +108,7 @@ class EngineClient:
         self._pending: dict[str, tuple[HostProcess, queue.SimpleQueue[Message | _Exited]]] = {}
         self._gen: Generation | None = None
         self._last_exit = ""
+        self._aborting = False  # set by abort(): the host's exit is the person's doing
         self._closed = False
 
     # ---- public API ---------------------------------------------------------------------
@@ -204,6 +205,19 @@ class EngineClient:
         if gen is not None:
             gen.cancel()
 
+    def abort(self) -> None:
+        """Stop whatever the engine is doing right now (e.g. a load the person cancelled):
+        the host is killed, a pending load raises EngineError("loading was cancelled"), a
+        reply ends 'cancelled' with its text. The next request starts a new host."""
+        with self._lock:
+            proc, gen = self._proc, self._gen
+            self._aborting = proc is not None
+        if gen is not None and not gen.done:
+            gen._finish(None, "cancelled", {"stop_reason": "cancelled", "engine_restarted": True}, None)
+        if proc is not None:
+            proc.expected_exit = True
+            self._drop_proc(proc)
+
     def unload(self) -> None:
         """Free the model (the host process stays up)."""
         with self._op_lock:
@@ -285,6 +299,10 @@ class EngineClient:
             if isinstance(reply, Failed):
                 raise EngineError(reply.message)
             if isinstance(reply, _Exited):
+                with self._lock:
+                    aborted, self._aborting = self._aborting, False
+                if aborted:
+                    raise EngineError(f"loading {name} was cancelled")
                 raise EngineError(f"the engine stopped unexpectedly ({reply.cause}) while loading {name}")
             self._drop_proc(proc)
             raise EngineError(f"loading {name} took longer than {self._load_timeout_s:g} s; the engine was stopped")

@@ -4,7 +4,8 @@
 Run as the real host is: `python tests/support/fake_host.py --in-fd N --out-fd M`.
 What it does is steered by the last user message and by environment variables:
 
-- default: streams FAKE_HOST_TOKENS (default 40, at most max_tokens) words at FAKE_HOST_TPS
+- default: streams FAKE_HOST_WORDS (default 40, at most max_tokens) words (not "..._TOKENS":
+  the engine scrubs every variable with TOKEN in its name from the host environment) at FAKE_HOST_TPS
   tokens per second (default 400), then finishes with 'stop'.
 - "#crash": SIGKILLs itself after 5 tokens (an engine killed mid-reply).
 - "#hang": never answers and ignores Cancel (a long prefill llama.cpp cannot interrupt).
@@ -94,7 +95,7 @@ def main() -> int:
             if "#hang" in last:
                 time.sleep(3600)
             words = MARKDOWN_REPLY.split(" ") if "#markdown" in last else None
-            n = len(words) if words else int(os.environ.get("FAKE_HOST_TOKENS", "40"))
+            n = len(words) if words else int(os.environ.get("FAKE_HOST_WORDS", "40"))
             if req.max_tokens:
                 n = min(n, req.max_tokens)
             prompt_tokens = sum(len(m["content"].split()) + 4 for m in req.messages)
