@@ -54,7 +54,7 @@ def cove_core(tmp_path: Path, tiny_gguf: Path):
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch):
     """An EngineClient whose host is the scripted fake host (real pipe protocol, no llama.cpp).
-    Steer it with FAKE_HOST_TPS / FAKE_HOST_TOKENS (monkeypatch.setenv before the first turn)."""
+    Steer it with FAKE_HOST_TPS / FAKE_HOST_WORDS (monkeypatch.setenv before the first turn)."""
     import sys
 
     from app.engine.client import EngineClient
