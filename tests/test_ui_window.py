@@ -132,13 +132,17 @@ def test_closing_mid_reply_keeps_it_and_restores_state_next_time(qtbot, cove_cor
 
 
 def test_real_engine_turn_on_the_tiny_model(qtbot, cove_core):
+    from app.settings import SamplingParams
+
+    cove_core.save_sampling_defaults(SamplingParams(max_tokens=16, seed=3))
     engine = EngineClient()
     window = _window(qtbot, cove_core, engine)
     with qtbot.waitSignal(window.controller.reply_finished, timeout=120000) as done:
         _type_and_send(qtbot, window, "hello real engine")
     final = done.args[0]
     assert final.status in {"complete", "length"}, final.error
-    assert final.metrics["gen_tokens"] >= 1 and final.metrics["n_ctx"] > 0
+    assert 1 <= final.metrics["gen_tokens"] <= 16 and final.metrics["n_ctx"] > 0
+    assert final.params["max_tokens"] == 16 and final.params["seed"] == 3
     assert final.model_name == "tiny-llama"
     assert window.view.conversation_model().items()[-1].content == final.content
     window.close()
