@@ -30,11 +30,11 @@ def _window(qtbot, core, engine, **kwargs) -> MainWindow:
 
 
 def _type_and_send(qtbot, window: MainWindow, text: str) -> None:
-    box = window.composer.findChild(type(window.composer._input)) if hasattr(window.composer, "_input") else None
-    window.composer.focus_input()
-    target = QGuiApplication.focusObject() or box
-    qtbot.keyClicks(target, text)
-    qtbot.keyClick(target, Qt.Key.Key_Return)
+    window.activateWindow()
+    window.composer.focus_input()  # Ctrl+L does the same
+    box = window.composer._input  # the text box itself: offscreen, focus may sit in another window
+    qtbot.keyClicks(box, text)
+    qtbot.keyClick(box, Qt.Key.Key_Return)
 
 
 def test_type_enter_streams_a_reply_and_lists_the_conversation(qtbot, cove_core, fake_engine, monkeypatch):

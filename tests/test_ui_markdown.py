@@ -1,0 +1,262 @@
+"""Markdown rendering: the elements people use, raw HTML shown as text, nothing live in the output."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtGui import QTextDocument, QTextTable  # noqa: E402
+
+from ui.markdown_render import (  # noqa: E402
+    MAX_MARKDOWN_CHARS,
+    Rendered,
+    document_stylesheet,
+    render_markdown,
+    render_plain,
+)
+from ui.safe_document import SafeTextDocument  # noqa: E402
+
+
+def as_document(rendered: Rendered, dark: bool = False) -> SafeTextDocument:
+    doc = SafeTextDocument()
+    doc.setDefaultStyleSheet(document_stylesheet(dark))
+    doc.setHtml(rendered.html)
+    doc.setTextWidth(600)
+    doc.size()  # lay it out, as painting would
+    return doc
+
+
+def plain(text: str) -> str:
+    return as_document(render_markdown(text)).toPlainText()
+
+
+def tables(doc: QTextDocument) -> list[QTextTable]:
+    found: list[QTextTable] = []
+    stack = [doc.rootFrame()]
+    while stack:
+        frame = stack.pop()
+        if isinstance(frame, QTextTable):
+            found.append(frame)
+        stack.extend(frame.childFrames())
+    return found
+
+
+def test_heading_becomes_a_heading_block(qapp: object) -> None:
+    doc = as_document(render_markdown("# Title\n\nBody text"))
+    block = doc.begin()
+    assert block.text() == "Title"
+    assert block.blockFormat().headingLevel() == 1
+    assert "Body text" in doc.toPlainText()
+
+
+def test_lists_become_text_lists(qapp: object) -> None:
+    doc = as_document(render_markdown("- one\n- two\n\n1. first\n2. second\n"))
+    listed = []
+    block = doc.begin()
+    while block.isValid():
+        if block.textList() is not None:
+            listed.append(block.text())
+        block = block.next()
+    assert listed == ["one", "two", "first", "second"]
+
+
+def test_table_becomes_a_text_table_with_alignment(qapp: object) -> None:
+    rendered = render_markdown("| a | b |\n|---|--:|\n| 1 | 2 |\n| 3 | 4 |\n")
+    doc = as_document(rendered)
+    found = tables(doc)
+    assert len(found) == 1
+    assert (found[0].rows(), found[0].columns()) == (3, 2)
+    assert found[0].cellAt(1, 1).firstCursorPosition().block().text() == "2"
+    assert 'align="right"' in rendered.html
+
+
+def test_quote_and_inline_code(qapp: object) -> None:
+    rendered = render_markdown("> quoted words\n\nuse `x = 1` here")
+    text = as_document(rendered).toPlainText()
+    assert "quoted words" in text
+    assert "use x = 1 here" in text
+    assert "<code" in rendered.html and "monospace" in rendered.html
+
+
+def test_fenced_code_is_highlighted_and_copyable(qapp: object) -> None:
+    source = 'def greet(name):\n    return "hi " + name  # say hi\n'
+    rendered = render_markdown(f"```python\n{source}```\n")
+    assert rendered.code_blocks == (source,)
+    assert '<span style="color:' in rendered.html  # pygments inline styles
+    assert 'href="cove-copy:0"' in rendered.html
+    doc = as_document(rendered)
+    assert "def greet(name):" in doc.toPlainText()
+    assert 'return "hi " + name  # say hi' in doc.toPlainText()
+
+
+def test_unknown_language_and_plain_fence_are_escaped_not_highlighted(qapp: object) -> None:
+    rendered = render_markdown("```nosuchlang\n<b>x</b>\n```\n\n    indented <i>code</i>\n")
+    assert rendered.code_blocks == ("<b>x</b>\n", "indented <i>code</i>\n")
+    text = as_document(rendered).toPlainText()
+    assert "<b>x</b>" in text and "indented <i>code</i>" in text
+
+
+def test_dark_palette_uses_a_dark_code_style(qapp: object) -> None:
+    light = render_markdown("```python\nx = 1\n```")
+    dark = render_markdown("```python\nx = 1\n```", palette_dark=True)
+    assert light.html != dark.html
+    assert "#16181c" in dark.html
+
+
+def test_raw_html_is_shown_as_text(qapp: object) -> None:
+    assert "<b>x</b>" in plain("some <b>x</b> inline")
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "<div>\n\n",
+        "<!--\n\n",
+        "<script>\n\n",
+        "<style>\n\n",
+        '<img src="http://127.0.0.1:9/x">\n\n',
+        "<table><tr><td>\n\n",
+        "<textarea>\n\n",
+        "<![CDATA[\n\n",
+        '<a href="http://e.com">\n\n',
+    ],
+)
+def test_text_after_raw_html_stays_visible(qapp: object, hostile: str) -> None:
+    text = plain(hostile + "hidden? This sentence must stay visible.\n")
+    assert "This sentence must stay visible." in text
+    assert hostile.strip().split("\n")[0][:5] in text  # the tag itself is shown, literally
+
+
+def test_images_become_inert_placeholders(qapp: object) -> None:
+    rendered = render_markdown("look ![a cat](http://example.com/cat.png?q=secret) here")
+    assert "<img" not in rendered.html
+    assert rendered.images == ("http://example.com/cat.png?q=secret",)
+    assert "[image: a cat — http://example.com/cat.png?q=secret]" in as_document(rendered).toPlainText()
+
+
+def test_links_point_at_an_index_never_at_the_address(qapp: object) -> None:
+    rendered = render_markdown("see [the docs](https://example.com/a?q=1) and <https://auto.example/>")
+    assert rendered.links == ("https://example.com/a?q=1", "https://auto.example/")
+    assert 'href="cove-link:0"' in rendered.html and 'href="cove-link:1"' in rendered.html
+    assert "example.com/a" not in rendered.html
+    assert "see the docs and https://auto.example/" in as_document(rendered).toPlainText()
+
+
+def test_model_cannot_forge_our_own_anchors(qapp: object) -> None:
+    rendered = render_markdown("[copy me](cove-copy:0) [me too](cove-link:5)")
+    assert rendered.links == ("cove-copy:0", "cove-link:5")
+    assert rendered.code_blocks == ()
+    assert 'href="cove-copy' not in rendered.html
+
+
+def test_file_and_script_links_stay_literal_text(qapp: object) -> None:
+    rendered = render_markdown("[f](file:///etc/passwd) [j](javascript:alert(1)) ![i](file:///etc/hostname)")
+    assert rendered.links == () and rendered.images == ()
+    assert "[f](file:///etc/passwd)" in as_document(rendered).toPlainText()
+
+
+def test_very_long_text_falls_back_to_plain_text(qapp: object) -> None:
+    text = "# not a heading\n" + "x" * (MAX_MARKDOWN_CHARS + 10)
+    rendered = render_markdown(text)
+    assert rendered.plain
+    shown = as_document(rendered).toPlainText()
+    assert shown.startswith("# not a heading")
+    assert "more characters are not shown here" in shown
+
+
+def test_plain_rendering_escapes_and_keeps_lines(qapp: object) -> None:
+    rendered = render_plain("a <b>\nsecond line")
+    assert as_document(rendered).toPlainText() == "a <b>\nsecond line"
+
+
+@pytest.mark.parametrize("nested", [
+    "".join("  " * i + "- level\n" for i in range(150)),
+    "> " * 200 + "deep quote\n",
+    "".join("  " * i + "1. level\n" for i in range(60)),
+])
+def test_deep_nesting_never_hides_the_text_after_it(qapp: object, nested: str) -> None:
+    # markdown-it drops everything after its nesting limit; such text is shown plain instead.
+    rendered = render_markdown(nested + "\nend sentence")
+    text = as_document(rendered).toPlainText()
+    assert "end sentence" in text
+    assert text.count("level") == nested.count("level")
+
+
+def test_moderate_nesting_is_still_markdown(qapp: object) -> None:
+    rendered = render_markdown("".join("  " * i + "- level\n" for i in range(5)) + "\n> > quote\n")
+    assert not rendered.plain
+    assert rendered.html.count("<ul>") == 5
+
+
+# --- the streaming document ------------------------------------------------------------------
+
+STREAMED = """# Title
+
+Intro with a [link](https://a.example/x) and `code`.
+
+```python
+def f():
+
+    return 1
+```
+
+- one
+- two
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+Final words with [another](https://b.example/) ![img](http://x/y.png).
+"""
+
+
+def test_block_boundary_never_cuts_inside_a_fence() -> None:
+    from ui.stream_document import BlockBoundary
+
+    text = "para\n\n```\ncode\n\nmore code\n```\n\nafter\n"
+    finder = BlockBoundary()
+    seen = {finder.feed(text[:i]) for i in range(len(text) + 1)}
+    assert seen == {0, text.index("```"), text.index("after")}
+
+
+def test_streamed_document_matches_the_final_one(qapp: object) -> None:
+    from ui.stream_document import StreamDocument
+
+    clock = [0.0]
+    renders: list[int] = []
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
+                            on_render=lambda: renders.append(1))
+    for end in range(1, len(STREAMED) + 1, 5):
+        clock[0] += 1.0  # every update is due for a markdown render
+        assert stream.update(STREAMED[:end])
+    clock[0] += 1.0
+    stream.update(STREAMED)
+    final = render_markdown(STREAMED)
+    assert stream.rendered.links == final.links == ("https://a.example/x", "https://b.example/")
+    assert stream.rendered.code_blocks == final.code_blocks
+    streamed_words = stream.doc.toPlainText().split()
+    assert streamed_words == as_document(final).toPlainText().split()
+    assert "cove-link:1" in stream.doc.toHtml()
+    assert not stream.update("something else")  # not a continuation: the caller starts over
+
+
+def test_streaming_between_renders_inserts_plain_text(qapp: object) -> None:
+    from ui.stream_document import MIN_INTERVAL_S, StreamDocument
+
+    clock = [0.0]
+    renders: list[int] = []
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
+                            on_render=lambda: renders.append(1))
+    stream.update("Hello **wor")
+    stream.update("Hello **world** and")  # within the interval: inserted as it is
+    assert len(renders) == 1
+    assert stream.doc.toPlainText() == "Hello **world** and"
+    assert stream.due_in() == pytest.approx(MIN_INTERVAL_S)
+    clock[0] += MIN_INTERVAL_S
+    stream.update("Hello **world** and more")
+    assert len(renders) == 2
+    assert stream.doc.toPlainText() == "Hello world and more"
+    assert stream.due_in() is None

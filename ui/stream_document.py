@@ -1,0 +1,141 @@
+"""The document of a reply that is still streaming: finished blocks rendered once, the tail re-rendered.
+
+Re-rendering a whole reply as markdown every frame costs O(reply) per frame (tens of ms for a
+long one: markdown-it, pygments, QTextDocument.setHtml and layout). Here the text is cut at the
+last top-level block boundary (a line after a blank line, outside any code fence): everything
+before it is rendered once and appended to the document, only the trailing block is replaced
+(research/performance.md section 4.1). Between markdown renders new characters are inserted
+as plain text. The reply gets one canonical whole render when it finishes (DocumentStore).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from PySide6.QtGui import QTextCharFormat, QTextCursor
+
+from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, render_markdown
+from ui.safe_document import SafeTextDocument
+
+MIN_INTERVAL_S = 0.1  # markdown renders of the tail at most this often (plain inserts in between)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+class BlockBoundary:
+    """Finds, incrementally, where the last finished top-level markdown block ends."""
+
+    def __init__(self) -> None:
+        self.scanned = 0  # always at a line start
+        self.boundary = 0
+        self._fence: str | None = None
+        self._previous_blank = False
+
+    def feed(self, text: str) -> int:
+        end = text.rfind("\n") + 1  # complete lines only
+        pos = self.scanned
+        while pos < end:
+            newline = text.index("\n", pos)
+            line = text[pos:newline]
+            if self._fence is not None:
+                stripped = line.strip()
+                if stripped.startswith(self._fence) and set(stripped) == {self._fence[0]}:
+                    self._fence = None
+                blank = False
+            else:
+                if self._previous_blank and line and not line[0].isspace():
+                    self.boundary = pos
+                match = _FENCE.match(line)
+                if match:
+                    self._fence = match.group(1)
+                blank = not line.strip()
+            self._previous_blank = blank
+            pos = newline + 1
+        self.scanned = pos
+        return self.boundary
+
+
+class StreamDocument:
+    """One streaming reply's SafeTextDocument, kept up to date cheaply."""
+
+    def __init__(self, doc: SafeTextDocument, *, dark: bool, clock: Callable[[], float] = time.monotonic,
+                 on_render: Callable[[], None] | None = None) -> None:
+        self.doc = doc
+        self.text = ""  # the content the document shows
+        self._dark = dark
+        self._clock = clock
+        self._on_render = on_render
+        self._boundary = BlockBoundary()
+        self._stable_len = 0  # text[:_stable_len] is rendered for good, before _tail_pos
+        self._tail_pos = 0
+        self._rendered_len = 0  # text[:_rendered_len] went through markdown
+        self._links: list[str] = []
+        self._code: list[str] = []
+        self._images: list[str] = []
+        self._tail = Rendered("")
+        self._rendered_at = float("-inf")
+        self.interval = MIN_INTERVAL_S
+
+    @property
+    def rendered(self) -> Rendered:
+        return Rendered("", tuple(self._code) + self._tail.code_blocks, tuple(self._links) + self._tail.links,
+                        tuple(self._images) + self._tail.images)
+
+    def due_in(self) -> float | None:
+        """Seconds until the plain tail is due for a markdown render; None when there is none."""
+        if self._rendered_len == len(self.text):
+            return None
+        return max(0.0, self._rendered_at + self.interval - self._clock())
+
+    def update(self, content: str) -> bool:
+        """Show `content` (which extends what is shown). False when it does not extend it."""
+        if not content.startswith(self.text):
+            return False
+        if self._rendered_len == len(content):
+            return True
+        now = self._clock()
+        if now - self._rendered_at >= self.interval:
+            self._render(content)
+            cost = self._clock() - now
+            self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
+        elif len(content) > len(self.text):
+            # A plain character format: the new text never joins a link that ends the document.
+            cursor = QTextCursor(self.doc)
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(content[len(self.text):], QTextCharFormat())
+        self.text = content
+        return True
+
+    def _render(self, content: str) -> None:
+        if self._on_render is not None:
+            self._on_render()
+        cursor = QTextCursor(self.doc)
+        cursor.beginEditBlock()
+        cursor.setPosition(self._tail_pos)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        boundary = self._boundary.feed(content) if len(content) <= MAX_MARKDOWN_CHARS else self._stable_len
+        if boundary > self._stable_len:
+            done = render_markdown(content[self._stable_len:boundary], palette_dark=self._dark,
+                                   first_link=len(self._links), first_code=len(self._code))
+            self._insert_blocks(cursor, done.html)
+            self._links += done.links
+            self._code += done.code_blocks
+            self._images += done.images
+            self._stable_len = boundary
+            self._tail_pos = cursor.position()
+        self._tail = render_markdown(content[self._stable_len:], palette_dark=self._dark,
+                                     first_link=len(self._links), first_code=len(self._code))
+        self._insert_blocks(cursor, self._tail.html)
+        cursor.endEditBlock()
+        self._rendered_len = len(content)
+
+    def _insert_blocks(self, cursor: QTextCursor, html: str) -> None:
+        if not html:
+            return
+        # A new block, so the inserted HTML never merges into the last one. Not before a table
+        # (Qt puts a frame on its own lines anyway) nor into an empty block (after a table).
+        if cursor.block().length() > 1 and not html.startswith("<table"):
+            cursor.insertBlock()
+        cursor.insertHtml(html)
