@@ -125,3 +125,26 @@ def test_a_hung_engine_is_stopped_after_the_grace_period(qtbot, controller):
     with qtbot.waitSignal(controller.reply_finished, timeout=15000) as again:
         controller.send("hello again")
     assert again.args[0].status == "complete"
+
+
+def test_a_long_conversation_opens_on_its_newest_page_and_loads_earlier(qtbot, controller, monkeypatch):
+    import ui.chat_controller as module
+
+    monkeypatch.setattr(module, "PAGE", 4)
+    history = controller.core.history
+    c = history.create_conversation(title="long")
+    ids = []
+    for i in range(5):
+        u = history.add_user_message(c.id, f"question {i}")
+        a = history.start_assistant_message(c.id, parent_id=u.id, model_name="m", model_sha256=None, model_quant=None, params={})
+        history.finish_assistant(a.id, f"answer {i}", status="complete", metrics={})
+        ids += [u.id, a.id]
+    controller.open_conversation(c.id)
+    shown = [s.message.content for s in controller.shown_messages()]
+    assert shown == ["question 3", "answer 3", "question 4", "answer 4"] and controller.has_earlier
+    with qtbot.waitSignal(controller.messages_reloaded) as reloaded:
+        controller.load_earlier()
+    assert len(reloaded.args[0]) == 8 and controller.has_earlier
+    controller.open_conversation(c.id, focus_message=ids[0])  # a search hit far back
+    shown = controller.shown_messages()
+    assert shown[0].message.id == ids[0] and not controller.has_earlier

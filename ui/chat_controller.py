@@ -25,6 +25,7 @@ from models.library import InstalledModel
 from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
 
 FRAME_MS = 16
+PAGE = 300  # messages shown at once when a conversation opens; earlier ones load on scrolling up
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class ShownMessage:
 class ChatController(QObject):
     conversations_changed = Signal()
     conversation_opened = Signal(str)  # conversation id
-    messages_reloaded = Signal(list)  # list[ShownMessage], the current branch
+    messages_reloaded = Signal(list)  # list[ShownMessage], the shown part of the current branch
+    messages_appended = Signal(list)  # list[ShownMessage] added at the end (a new turn)
     reply_started = Signal(object)  # the assistant Message (status 'streaming')
     reply_text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
     reply_finished = Signal(object)  # the final assistant Message
@@ -59,6 +61,8 @@ class ChatController(QObject):
         self.conversation_id: str | None = None
         self.model: InstalledModel | None = None
         self.loaded: LoadedModel | None = None
+        self._shown_count = PAGE
+        self._has_earlier = False
         self._worker: TurnWorker | None = None
         self._record: TurnRecord | None = None
         self._t_send = 0.0
@@ -109,26 +113,50 @@ class ChatController(QObject):
             self.open_conversation(last.id)
         self.conversations_changed.emit()
 
-    def open_conversation(self, conversation_id: str) -> None:
+    def open_conversation(self, conversation_id: str, *, focus_message: str | None = None) -> None:
         self.conversation_id = self.core.history.get_conversation(conversation_id).id
+        self._shown_count = PAGE
         self.conversation_opened.emit(self.conversation_id)
-        self.reload_messages()
+        self.reload_messages(focus_message=focus_message)
 
     def new_conversation(self) -> None:
         """A fresh, empty chat; it is written to the history with its first message."""
         self.conversation_id = None
+        self._has_earlier = False
         self.conversation_opened.emit("")
         self.messages_reloaded.emit([])
 
-    def reload_messages(self) -> None:
-        self.messages_reloaded.emit(self.shown_messages())
+    def reload_messages(self, *, focus_message: str | None = None) -> None:
+        self.messages_reloaded.emit(self.shown_messages(focus_message=focus_message))
 
-    def shown_messages(self) -> list[ShownMessage]:
+    @property
+    def has_earlier(self) -> bool:
+        """Older messages of this conversation are not shown yet (see load_earlier)."""
+        return self._has_earlier
+
+    def load_earlier(self) -> None:
+        if self._has_earlier and not self.busy:
+            self._shown_count += PAGE
+            self.reload_messages()
+
+    def shown_messages(self, *, focus_message: str | None = None) -> list[ShownMessage]:
+        """The newest part of the current branch (at least PAGE messages, more once the person
+        scrolled up, and always reaching back to `focus_message`): opening a 10,000-message
+        conversation reads one light outline and the text of only what is shown."""
         if self.conversation_id is None:
             return []
-        rows = self.core.history.messages_with_versions(self.conversation_id)
-        unseen = _unseen_ids([m for m, _, _ in rows])
-        return [ShownMessage(m, i, n, m.id not in unseen) for m, i, n in rows]
+        history = self.core.history
+        outline = history.branch_outline(self.conversation_id)
+        ids = [row[0] for row in outline]
+        start = max(0, len(outline) - self._shown_count)
+        if focus_message in ids:
+            start = min(start, max(0, ids.index(focus_message) - 10))
+            self._shown_count = len(outline) - start
+        self._has_earlier = start > 0
+        shown = outline[start:]
+        messages = history.messages_by_ids([row[0] for row in shown])
+        unseen = _unseen_ids(outline, messages)
+        return [ShownMessage(m, row[2], row[3], m.id not in unseen) for m, row in zip(messages, shown)]
 
     def update_settings(self, params: SamplingParams, system_prompt: str | None) -> None:
         if self.conversation_id is None:
@@ -152,7 +180,7 @@ class ChatController(QObject):
             self.conversation_id = conversation.id
             self.conversation_opened.emit(conversation.id)
         record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params())
-        self._start(record)
+        self._start(record, appended=True)
         return True
 
     def regenerate(self, assistant_message_id: str) -> None:
@@ -249,13 +277,18 @@ class ChatController(QObject):
                 return None
         return self.model
 
-    def _start(self, record: TurnRecord) -> None:
+    def _start(self, record: TurnRecord, *, appended: bool = False) -> None:
+        """`appended`: a plain new turn at the end, shown by adding two rows (cheap in a long
+        chat); an edit or a regenerated reply changes versions, so the view is reloaded."""
         assert self.model is not None and self.conversation_id is not None
         self._record = record
         self._t_send = time.perf_counter()
         self._first_shown = False
         messages = build_prompt_messages(self.core.history, self.conversation_id, self.system_prompt(), upto=record.user.id)
-        self.reload_messages()
+        if appended:
+            self.messages_appended.emit([ShownMessage(record.user, 1, 1, True), ShownMessage(record.assistant, 1, 1, True)])
+        else:
+            self.reload_messages()
         self.reply_started.emit(record.assistant)
         self.busy_changed.emit(True)
         if self.loaded is None or self.loaded.path != self.model.path:
@@ -308,7 +341,8 @@ class ChatController(QObject):
         self.reply_finished.emit(final)
         self.busy_changed.emit(False)
         self.conversations_changed.emit()
-        self.reload_messages()
+        if int(final.metrics.get("dropped_turns") or 0) > 0:
+            self.reload_messages()  # mark the turns the model no longer saw
 
     # ---- quitting ----------------------------------------------------------------------
 
@@ -330,19 +364,19 @@ class ChatController(QObject):
         self.engine.close()
 
 
-def _unseen_ids(branch: list[Message]) -> set[str]:
-    """Messages the model no longer saw in the latest reply: the oldest whole turns that the
-    context policy dropped (the reply's metrics say how many)."""
-    latest = next((m for m in reversed(branch) if m.role == "assistant" and m.metrics), None)
+def _unseen_ids(outline: list[tuple[str, str, int, int]], shown: list[Message]) -> set[str]:
+    """Messages the model no longer saw in the latest reply: the oldest whole turns of the
+    branch that the context policy dropped (the reply's metrics say how many)."""
+    latest = next((m for m in reversed(shown) if m.role == "assistant" and m.metrics), None)
     dropped = int(latest.metrics.get("dropped_turns", 0) or 0) if latest else 0
     if dropped <= 0:
         return set()
     unseen: set[str] = set()
     turns = 0
-    for m in branch:
-        if m.role == "user":
+    for message_id, role, _index, _count in outline:
+        if role == "user":
             turns += 1
             if turns > dropped:
                 break
-        unseen.add(m.id)
+        unseen.add(message_id)
     return unseen

@@ -52,6 +52,7 @@ class ConversationView(QListView):
     version_requested = Signal(str, int)  # message id, -1 for ‹ and +1 for ›
     link_confirmed = Signal(str)  # the person agreed and the URL was handed to the browser
     link_refused = Signal(str)  # a link the policy never opens (file:, javascript:, …)
+    top_reached = Signal()  # the person scrolled to the very top (the owner may show earlier messages)
 
     def __init__(self, parent: QWidget | None = None, *, model: ConversationModel | None = None,
                  confirm_open: Callable[[str], bool] | None = None) -> None:
@@ -244,7 +245,10 @@ class ConversationView(QListView):
 
     def _on_scrolled(self, value: int) -> None:
         if not self._adjusting:
-            self._stick_to_bottom = value >= self.verticalScrollBar().maximum() - _BOTTOM_SLACK
+            bar = self.verticalScrollBar()
+            self._stick_to_bottom = value >= bar.maximum() - _BOTTOM_SLACK
+            if value == bar.minimum() and bar.maximum() > bar.minimum():
+                self.top_reached.emit()
         self._prefetch_timer.start(0)
 
     def _prefetch_layouts(self) -> None:

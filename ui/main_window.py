@@ -4,6 +4,7 @@ and the history; it holds no chat logic of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -130,6 +131,7 @@ class MainWindow(QMainWindow):
         c.conversations_changed.connect(self.refresh_conversations)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.messages_reloaded.connect(self._on_messages)
+        c.messages_appended.connect(self._on_appended)
         c.reply_started.connect(lambda _m: self.perf.reply_started())
         c.reply_text_received.connect(self._on_text)
         c.reply_finished.connect(self._on_finished)
@@ -154,6 +156,7 @@ class MainWindow(QMainWindow):
         self.view.regenerate_requested.connect(c.regenerate)
         self.view.edit_requested.connect(self._begin_edit)
         self.view.version_requested.connect(c.switch_version)
+        self.view.top_reached.connect(c.load_earlier)
         self.view.text_copied.connect(lambda _t: self.statusBar().showMessage("Copied to the clipboard.", 2000))
         self.picker.model_chosen.connect(self._choose_model)
         self.picker.load_cancel_requested.connect(c.cancel_load)
@@ -242,7 +245,7 @@ class MainWindow(QMainWindow):
         self.sidebar.show_search_results(search_messages(self.core.db, query) if query.strip() else [])
 
     def _open_search_result(self, conversation_id: str, message_id: str) -> None:
-        self.controller.open_conversation(conversation_id)
+        self.controller.open_conversation(conversation_id, focus_message=message_id)
         self.view.scroll_to_message(message_id)
 
     def _rename(self, conversation_id: str, title: str) -> None:
@@ -299,11 +302,26 @@ class MainWindow(QMainWindow):
         else:
             self.composer.set_context(None, self.controller.loaded.n_ctx if self.controller.loaded else None, True)
 
+    def _on_appended(self, shown: list[ShownMessage]) -> None:
+        model = self.view.conversation_model()
+        for item in shown:
+            model.append_message(to_item(item))
+        self._update_title()
+
     def _on_text(self, message_id: str, text: str, n_tokens: int) -> None:
         self.view.conversation_model().append_text(message_id, text)
         self.perf.tokens_arrived(n_tokens, time.monotonic())
 
     def _on_finished(self, message) -> None:
+        model = self.view.conversation_model()
+        row = model.row_of(message.id)
+        if row >= 0:
+            shown = model.item(row)
+            model.update_message(dataclasses.replace(
+                shown, content=message.content, status=message.status, metrics=message.metrics, error=message.error,
+                model_name=message.model_name))
+        if message.metrics.get("context_used") is not None:
+            self.composer.set_context(message.metrics.get("context_used"), message.metrics.get("n_ctx"), True)
         metrics = dict(message.metrics)
         self.perf.set_turn_metrics(metrics)
         if message.status == "error" and message.error:

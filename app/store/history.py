@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Final
 
@@ -15,6 +13,18 @@ import sqlite_utils
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.migrations import utc_timestamp, write_transaction
+from app.store.records import (
+    MESSAGE_COLUMNS,
+    Conversation,
+    ConversationNotFound,
+    Message,
+    MessageNotFound,
+    conversation_from_row,
+    message_from_row,
+    message_from_tuple,
+    BranchNode,
+    to_json,
+)
 
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]
 
@@ -23,46 +33,6 @@ ROLES: Final = frozenset({"system", "user", "assistant"})
 FINAL_STATUSES: Final = frozenset({"complete", "cancelled", "length", "error", "interrupted"})
 TITLE_MAX_CHARS: Final = 60
 MIN_PREFIX_CHARS: Final = 4
-
-
-class ConversationNotFound(Exception):
-    """No conversation has that id (or the prefix matches none, or several)."""
-
-
-class MessageNotFound(Exception):
-    """No message has that id."""
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: str
-    title: str | None
-    created_at: str
-    updated_at: str
-    model: str | None
-    system_prompt: str | None
-    params: dict[str, Any]
-    pinned: bool
-    message_count: int  # every stored message, all branches
-
-
-@dataclass(frozen=True)
-class Message:
-    id: str
-    conversation_id: str
-    parent_id: str | None
-    role: str
-    content: str
-    status: str
-    error: str | None
-    created_at: str
-    updated_at: str
-    model_name: str | None
-    model_sha256: str | None
-    model_quant: str | None
-    params: dict[str, Any]
-    metrics: dict[str, Any]
-    seq: int
 
 
 class _Unset:
@@ -78,20 +48,6 @@ FROM conversations c
 """
 
 
-def _to_json(value: dict[str, Any] | None) -> str:
-    return json.dumps(value or {}, ensure_ascii=False)
-
-
-def _from_json(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _title_from(content: str) -> str | None:
     """First line of the text, at most TITLE_MAX_CHARS characters, or None if blank."""
     line = next((ln.strip() for ln in content.splitlines() if ln.strip()), "")
@@ -102,20 +58,6 @@ def _title_from(content: str) -> str | None:
         return line
     cut = line[:TITLE_MAX_CHARS].rsplit(" ", 1)[0] or line[:TITLE_MAX_CHARS]
     return cut.rstrip() + "…"
-
-
-def _conversation(row: dict[str, Any]) -> Conversation:
-    values = {f.name: row[f.name] for f in fields(Conversation)}
-    values.update(params=_from_json(row["params"]), pinned=bool(row["pinned"]))
-    return Conversation(**values)
-
-
-def _message(row: dict[str, Any]) -> Message:
-    # Record fields are named exactly as the columns; extra columns a later migration
-    # adds are ignored here until the record grows a field for them.
-    values = {f.name: row[f.name] for f in fields(Message)}
-    values.update(params=_from_json(row["params"]), metrics=_from_json(row["metrics"]))
-    return Message(**values)
 
 
 class History:
@@ -148,13 +90,13 @@ class History:
         with write_transaction(self.db):
             self.db["conversations"].insert(
                 {"id": conversation_id, "title": title, "created_at": stamp, "updated_at": stamp,
-                 "model": model, "system_prompt": system_prompt, "params": _to_json(params), "pinned": 0}
+                 "model": model, "system_prompt": system_prompt, "params": to_json(params), "pinned": 0}
             )
         return self.get_conversation(conversation_id)
 
     def get_conversation(self, conversation_id: str) -> Conversation:
         """Look up by full id, or by a unique id prefix of at least 4 characters."""
-        return _conversation(self._conversation_row(conversation_id))
+        return conversation_from_row(self._conversation_row(conversation_id))
 
     def list_conversations(self, limit: int | None = None) -> list[Conversation]:
         """Pinned first, then the most recently active first."""
@@ -163,14 +105,14 @@ class History:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
-        return [_conversation(row) for row in self.db.query(sql, params)]
+        return [conversation_from_row(row) for row in self.db.query(sql, params)]
 
     def last_conversation(self) -> Conversation | None:
         """The most recently active conversation, pinned or not."""
         rows = list(
             self.db.query(_CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT 1")
         )
-        return _conversation(rows[0]) if rows else None
+        return conversation_from_row(rows[0]) if rows else None
 
     def rename_conversation(self, conversation_id: str, title: str) -> Conversation:
         return self._update_conversation(conversation_id, {"title": title.strip() or None})
@@ -190,7 +132,7 @@ class History:
         given = {"model": model, "system_prompt": system_prompt, "params": params}
         changes = {k: v for k, v in given.items() if not isinstance(v, _Unset)}
         if "params" in changes:
-            changes["params"] = _to_json(changes["params"])
+            changes["params"] = to_json(changes["params"])
         return self._update_conversation(conversation_id, changes)
 
     def delete_conversation(self, conversation_id: str) -> None:
@@ -205,8 +147,15 @@ class History:
     def messages(self, conversation_id: str) -> list[Message]:
         """The current branch, oldest first (see app/store/branches.py for how it is chosen)."""
         conversation = self._conversation_row(conversation_id)
-        rows = self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [conversation["id"]])
-        return branch_path([_message(row) for row in rows], conversation.get("current_leaf_id"))
+        return branch_path(self._all_messages(conversation["id"]), conversation.get("current_leaf_id"))
+
+    def _all_messages(self, full_id: str) -> list[Message]:
+        """Every message of a conversation, all branches, by seq: one query, tuples straight
+        into records (10,000 messages are read when a long chat opens)."""
+        cursor = self.db.conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq", [full_id]
+        )
+        return [message_from_tuple(row) for row in cursor]
 
     def siblings(self, message_id: str) -> list[Message]:
         """Every version of a message (same parent, same role), oldest first; itself included."""
@@ -215,27 +164,43 @@ class History:
             "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? ORDER BY seq",
             [message.conversation_id, message.parent_id, message.role],
         )
-        return [_message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
-    def messages_with_versions(self, conversation_id: str) -> list[tuple[Message, int, int]]:
-        """The current branch with, per message, its version number and how many versions
-        it has (1-based), read in one query: cheap enough for thousands of messages."""
+    def branch_outline(self, conversation_id: str) -> list[tuple[str, str, int, int]]:
+        """The current branch as (id, role, version number, version count), oldest first, from
+        one light query (no message text): cheap for a 10,000-message chat. Fetch the text of
+        the part to show with messages_by_ids()."""
         conversation = self._conversation_row(conversation_id)
-        rows = [_message(r) for r in self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [conversation["id"]])]
+        rows = [
+            BranchNode(*row)
+            for row in self.db.conn.execute(
+                "SELECT id, parent_id, role FROM messages WHERE conversation_id = ? ORDER BY seq", [conversation["id"]]
+            )
+        ]
         groups: dict[tuple[str | None, str], list[str]] = {}
-        for m in rows:
-            groups.setdefault((m.parent_id, m.role), []).append(m.id)
+        for node in rows:
+            groups.setdefault((node.parent_id, node.role), []).append(node.id)
         out = []
-        for m in branch_path(rows, conversation.get("current_leaf_id")):
-            ids = groups[(m.parent_id, m.role)]
-            out.append((m, ids.index(m.id) + 1, len(ids)))
+        for node in branch_path(rows, conversation.get("current_leaf_id")):
+            ids = groups[(node.parent_id, node.role)]
+            out.append((node.id, node.role, ids.index(node.id) + 1, len(ids)))
         return out
+
+    def messages_by_ids(self, ids: list[str]) -> list[Message]:
+        """These messages, in the order given (unknown ids are skipped)."""
+        found: dict[str, Message] = {}
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for row in self.db.conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})", chunk):
+                message = message_from_tuple(row)
+                found[message.id] = message
+        return [found[i] for i in ids if i in found]
 
     def select_branch(self, message_id: str) -> list[Message]:
         """Show the version of the conversation that goes through this message; returns it."""
         message = self.get_message(message_id)
-        rows = self.db.query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq", [message.conversation_id])
-        leaf = deepest_newest_descendant([_message(row) for row in rows], message.id)
+        leaf = deepest_newest_descendant(self._all_messages(message.conversation_id), message.id)
         with write_transaction(self.db):
             self.db["conversations"].update(message.conversation_id, {"current_leaf_id": leaf})
         return self.messages(message.conversation_id)
@@ -244,7 +209,7 @@ class History:
         rows = list(self.db.query("SELECT * FROM messages WHERE id = ?", [message_id]))
         if not rows:
             raise MessageNotFound(f"no message '{message_id}'")
-        return _message(rows[0])
+        return message_from_row(rows[0])
 
     def add_user_message(
         self, conversation_id: str, content: str, *, parent_id: str | None | _Unset = UNSET
@@ -288,7 +253,7 @@ class History:
                     "model_name": model_name,
                     "model_sha256": model_sha256,
                     "model_quant": model_quant,
-                    "params": _to_json(params),
+                    "params": to_json(params),
                 },
                 {"model": model_name},
             )
@@ -329,7 +294,7 @@ class History:
                     "content": content,
                     "status": status,
                     "error": error,
-                    "metrics": _to_json(metrics),
+                    "metrics": to_json(metrics),
                     "updated_at": stamp,
                 },
             )

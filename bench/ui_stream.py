@@ -1,0 +1,267 @@
+"""What the window costs while a reply streams, measured in the real window.
+
+A scripted engine host (tests/support/fake_host.py, the real pipe protocol) streams at 200
+and at 1000 tokens/s into an open 1,000-message conversation. Reported, per rate:
+- main-thread stall: lateness of a 5 ms heartbeat QTimer (p50, p99, max, ms);
+- latency from a token being produced (host clock) to the first repaint of the conversation
+  view after its text was appended (p50, p99, ms);
+and once: the time to open a 10,000-message conversation, from the click to its first paint
+(median of 3). With --starter, also the generation speed of the real starter model through
+the window against the same request headless (same prompt, seed and settings), as a ratio.
+
+Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_stream.py [--json] [--starter]
+Goals (issue 3): p99 stall <= 16 ms and max <= 50 ms at both rates, p99 latency <= 33 ms,
+open <= 300 ms, window tg >= 0.98x headless. Shared machines are noisy: run it 3 times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from PySide6.QtCore import QEvent, QEventLoop, QObject, Qt, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+FAKE_HOST = ROOT / "tests" / "support" / "fake_host.py"
+WORD = re.compile(r"w(\d+) ")
+FILLER = ("Here is a **paragraph** with `inline code` and enough words to wrap over a couple of lines.\n\n"
+          "```python\ndef f(x):\n    return x * 2\n```\n")
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def seed_conversation(core, n_messages: int, title: str) -> str:
+    """Bulk-write a long conversation in one transaction (the History API commits each message
+    with a full fsync, which would take minutes for 10,000 messages)."""
+    from app.store.migrations import utc_timestamp
+
+    conversation = core.history.create_conversation(title=title)
+    rows, parent, stamp = [], None, utc_timestamp()
+    for i in range(n_messages):
+        mid = uuid.uuid4().hex
+        user = i % 2 == 0
+        rows.append({
+            "id": mid, "conversation_id": conversation.id, "parent_id": parent, "role": "user" if user else "assistant",
+            "content": f"Question {i}: how does it work?" if user else f"Answer {i}. " + FILLER,
+            "status": "complete", "created_at": stamp, "updated_at": stamp, "seq": i,
+            "model_name": None if user else "bench", "params": "{}", "metrics": "{}" if user else json.dumps(
+                {"ttft_ms": 90.0, "prompt_tps": 400.0, "gen_tps": 60.0, "gen_tokens": 40, "stop_reason": "stop"}),
+        })
+        parent = mid
+    with core.db.conn:
+        core.db["messages"].insert_all(rows)
+        core.db["conversations"].update(conversation.id, {"current_leaf_id": parent})
+    return conversation.id
+
+
+class PaintWatch(QObject):
+    """Stamps the time of each paint of the conversation view's viewport."""
+
+    def __init__(self, target) -> None:
+        super().__init__()
+        self.callbacks: list = []
+        target.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt name)
+        if event.type() == QEvent.Type.Paint:
+            now = time.perf_counter()
+            for cb in list(self.callbacks):
+                cb(now)
+        return False
+
+
+def wait_for(signal, timeout_ms: int):
+    loop = QEventLoop()
+    box: list = []
+    signal.connect(lambda *args: (box.append(args), loop.quit()))
+    QTimer.singleShot(timeout_ms, loop.quit)
+    loop.exec()
+    return box[0] if box else None
+
+
+def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file: Path) -> dict:
+    from app.engine.client import EngineClient
+
+    os.environ.update({"FAKE_HOST_TPS": str(rate), "FAKE_HOST_WORDS": str(n_tokens), "FAKE_HOST_TIMES": str(times_file)})
+    times_file.write_text("")
+    window.controller.engine.close()
+    window.controller.engine = EngineClient(host_argv=[sys.executable, str(FAKE_HOST)])
+    window.controller.loaded = None
+    window.controller.open_conversation(conversation_id)
+
+    lateness: list[float] = []
+    last = [time.perf_counter()]
+
+    def beat() -> None:
+        now = time.perf_counter()
+        lateness.append(max(0.0, (now - last[0] - 0.005) * 1000.0))
+        last[0] = now
+
+    heartbeat = QTimer()
+    heartbeat.setTimerType(Qt.TimerType.PreciseTimer)
+    heartbeat.setInterval(5)
+    heartbeat.timeout.connect(beat)
+
+    appended: dict[int, float] = {}
+    visible: dict[int, float] = {}
+    pending: list[int] = []
+
+    def on_text(_mid: str, text: str, _n: int) -> None:
+        pending.extend(int(m.group(1)) for m in WORD.finditer(text))
+
+    def on_paint(now: float) -> None:
+        for index in pending:
+            visible.setdefault(index, now)
+        pending.clear()
+
+    window.controller.reply_text_received.connect(on_text)
+    watch = PaintWatch(window.view.viewport())
+    watch.callbacks.append(on_paint)
+    # Warm the host up (spawn + load) before measuring.
+    window.controller.preload_model()
+    wait_for(window.controller.model_loaded, 30000)
+    last[0] = time.perf_counter()
+    heartbeat.start()
+    window.controller.send(f"stream please ({rate} tok/s)")
+    done = wait_for(window.controller.reply_finished, 120000)
+    heartbeat.stop()
+    window.controller.reply_text_received.disconnect(on_text)
+    watch.callbacks.clear()
+    produced = {int(a): float(b) for a, b in (line.split() for line in times_file.read_text().splitlines() if line.strip())}
+    latency = [(visible[i] - produced[i]) * 1000.0 for i in produced if i in visible]
+    final = done[0] if done else None
+    return {
+        "rate_tps": rate,
+        "tokens": len(produced),
+        "status": final.status if final else "timeout",
+        "stall_ms": {"p50": pct(lateness, 50), "p99": pct(lateness, 99), "max": max(lateness) if lateness else None},
+        "latency_ms": {"p50": pct(latency, 50), "p99": pct(latency, 99), "max": max(latency) if latency else None,
+                       "n": len(latency)},
+    }
+
+
+def time_open(window, big_id: str, small_id: str, repeats: int = 3) -> list[float]:
+    results = []
+    watch = PaintWatch(window.view.viewport())
+    for _ in range(repeats):
+        window.controller.open_conversation(small_id)
+        loop = QEventLoop()
+        QTimer.singleShot(200, loop.quit)
+        loop.exec()
+        painted: list[float] = []
+        watch.callbacks[:] = [lambda now: (painted.append(now), loop2.quit())]
+        loop2 = QEventLoop()
+        t0 = time.perf_counter()
+        window.sidebar.conversation_selected.emit(big_id)  # what a click on the sidebar does
+        if not painted:
+            QTimer.singleShot(5000, loop2.quit)
+            loop2.exec()
+        results.append((painted[0] - t0) * 1000.0 if painted else float("nan"))
+    watch.callbacks.clear()
+    return results
+
+
+def starter_ratio(window, core, repeats: int = 3, n_gen: int = 128) -> dict:
+    """tg through the window vs the same request headless, interleaved, medians."""
+    from app.chat import build_prompt_messages
+    from app.engine.client import EngineClient
+    from app.settings import SamplingParams
+    from models.starter import ensure_starter
+
+    starter = ensure_starter(core.library)
+    params = SamplingParams(temperature=0.0, max_tokens=n_gen, seed=1, repeat_penalty=1.0)
+    prompt = "Write a long story about a lighthouse keeper and the sea."
+    window.controller.engine.close()
+    window.controller.engine = EngineClient()
+    window.controller.loaded = None
+    window.controller.choose_model(starter.name)
+    core.save_sampling_defaults(params)
+    headless_engine = EngineClient()
+    headless_engine.load(starter.path)
+    windowed, headless = [], []
+    for _ in range(repeats):
+        window.controller.new_conversation()
+        window.controller.send(prompt)
+        done = wait_for(window.controller.reply_finished, 600000)
+        windowed.append(done[0].metrics.get("gen_tps") if done else float("nan"))
+        messages = build_prompt_messages(core.history, window.controller.conversation_id, None)[:1]
+        fin = headless_engine.generate(messages, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1,
+                                       repeat_penalty=1.0, no_cache=True).wait()
+        headless.append(fin.metrics.get("gen_tps"))
+    headless_engine.close()
+    w, h = statistics.median(windowed), statistics.median(headless)
+    return {"window_tg_tps": w, "headless_tg_tps": h, "ratio": w / h if h else None,
+            "samples": {"window": windowed, "headless": headless}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tokens", type=int, default=1000, help="tokens per streamed reply")
+    parser.add_argument("--starter", action="store_true", help="also measure window vs headless tg on the starter model")
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="cove-ui-bench-"))
+    os.environ["COVE_HOME"] = str(home)
+    app = QApplication.instance() or QApplication([])
+    from app.core import open_core
+    from app.engine.client import EngineClient
+    from tests.support.tiny_model import write_tiny_gguf
+    from ui.chat_controller import ChatController
+    from ui.main_window import MainWindow
+
+    core = open_core()
+    model = core.library.import_file(write_tiny_gguf(home / "tiny.gguf"))
+    core.remember_model(model)
+    small = seed_conversation(core, 1000, "a 1,000-message chat")
+    big = seed_conversation(core, 10000, "a 10,000-message chat")
+    controller = ChatController(core, EngineClient(host_argv=[sys.executable, str(FAKE_HOST)]))
+    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json")
+    window.resize(1200, 800)
+    window.show()
+    window.start()
+
+    result: dict = {"rates": [run_rate(window, small, rate, args.tokens, home / f"times-{rate}.txt") for rate in (200, 1000)]}
+    opens = time_open(window, big, small)
+    result["open_10k_ms"] = {"median": statistics.median(opens), "samples": opens}
+    if args.starter:
+        result["starter"] = starter_ratio(window, core)
+    window.close()
+    core.close()
+    app.quit()
+
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for r in result["rates"]:
+        s, lat = r["stall_ms"], r["latency_ms"]
+        print(f"{r['rate_tps']:>5} tok/s ({r['tokens']} tokens, {r['status']}): stall p50 {s['p50']:.1f} p99 {s['p99']:.1f} "
+              f"max {s['max']:.1f} ms | produced->visible p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} ms (n={lat['n']})")
+    print(f"open 10,000-message conversation to first paint: median {result['open_10k_ms']['median']:.0f} ms "
+          f"({', '.join(f'{v:.0f}' for v in opens)})")
+    if "starter" in result:
+        st = result["starter"]
+        print(f"starter tg: window {st['window_tg_tps']:.1f} tok/s vs headless {st['headless_tg_tps']:.1f} tok/s "
+              f"= {st['ratio']:.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
