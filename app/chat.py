@@ -113,7 +113,7 @@ class TurnRecord:
 
     @classmethod
     def _with_reply(cls, history, conversation_id, user, model, params, interval) -> "TurnRecord":
-        history.update_conversation(conversation_id, model=model.name)
+        # start_assistant_message also records the model as the conversation's latest.
         assistant = history.start_assistant_message(
             conversation_id,
             parent_id=user.id,

@@ -20,7 +20,8 @@ from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core, NoModelError
 from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEvent
 from app.settings import SamplingParams
-from app.store.history import Conversation, Message
+from app.store.database import open_reader
+from app.store.history import Conversation, History, Message
 from models.library import InstalledModel
 from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
 
@@ -284,7 +285,15 @@ class ChatController(QObject):
         self._record = record
         self._t_send = time.perf_counter()
         self._first_shown = False
-        messages = build_prompt_messages(self.core.history, self.conversation_id, self.system_prompt(), upto=record.user.id)
+        db_path, conversation_id, system_prompt, upto = self.core.paths.database, self.conversation_id, self.system_prompt(), record.user.id
+
+        def prompt_messages() -> list[dict]:  # runs on the worker thread, with its own reader
+            reader = open_reader(db_path)
+            try:
+                return build_prompt_messages(History(reader), conversation_id, system_prompt, upto=upto)
+            finally:
+                reader.close()
+
         if appended:
             self.messages_appended.emit([ShownMessage(record.user, 1, 1, True), ShownMessage(record.assistant, 1, 1, True)])
         else:
@@ -293,7 +302,7 @@ class ChatController(QObject):
         self.busy_changed.emit(True)
         if self.loaded is None or self.loaded.path != self.model.path:
             self.model_load_started.emit(self.model.name)
-        self._worker = TurnWorker(self.engine, messages, model=self.model, params=self.params(), conversation_id=self.conversation_id)
+        self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(), conversation_id=self.conversation_id)
         self._worker.start()
         self._drain.start()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent
@@ -32,10 +32,14 @@ TurnEvent = LoadedEvent | TokenEvent | FinishedEvent | FailedEvent
 
 
 class TurnWorker(threading.Thread):
+    """`messages` may be a callable, run on this thread, that builds the prompt messages (it
+    reads the conversation through its own read-only connection, so a long history costs the
+    UI thread nothing)."""
+
     def __init__(
         self,
         engine: EngineClient,
-        messages: list[dict[str, Any]],
+        messages: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]],
         *,
         model: InstalledModel,
         params: SamplingParams,
@@ -53,9 +57,10 @@ class TurnWorker(threading.Thread):
 
     def run(self) -> None:
         try:
+            messages = self._messages() if callable(self._messages) else self._messages
             generation = start_generation(
                 self._engine,
-                self._messages,
+                messages,
                 model=self._model,
                 params=self._params,
                 conversation_id=self._conversation_id,
@@ -63,6 +68,9 @@ class TurnWorker(threading.Thread):
             )
         except EngineError as exc:
             self.events.append(FailedEvent(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. the history could not be read: a sentence, not a hang
+            self.events.append(FailedEvent(f"the conversation could not be prepared for the model ({exc})"))
             return
         self._generation = generation
         if self._cancel.is_set():

@@ -110,6 +110,12 @@ def close_database(db: sqlite_utils.Database) -> None:
         db.close()
 
 
+def open_reader(path: Path) -> sqlite_utils.Database:
+    """A read-only connection for another thread (WAL lets it read while the writer writes).
+    Invariant: the UI thread's connection stays the only writer."""
+    return _connect(path, read_only=True)
+
+
 def _connect(path: Path, *, read_only: bool) -> sqlite_utils.Database:
     """One connection with Cove's settings. Every connection to the file goes through here."""
     try:

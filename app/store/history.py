@@ -343,8 +343,8 @@ class History:
         return rows[0]
 
     def _branch_tip(self, conversation_id: str) -> str | None:
-        branch = self.messages(conversation_id)
-        return branch[-1].id if branch else None
+        outline = self.branch_outline(conversation_id)  # ids only: no message text is read
+        return outline[-1][0] if outline else None
 
     def _insert_message(
         self,
