@@ -230,6 +230,9 @@ def main() -> int:
     core = open_core()
     model = core.library.import_file(write_tiny_gguf(home / "tiny.gguf"))
     core.remember_model(model)
+    from app.settings import SamplingParams
+
+    core.save_sampling_defaults(SamplingParams(max_tokens=args.tokens))  # the whole stream, not the default 512
     small = seed_conversation(core, 1000, "a 1,000-message chat")
     big = seed_conversation(core, 10000, "a 10,000-message chat")
     controller = ChatController(core, EngineClient(host_argv=[sys.executable, str(FAKE_HOST)]))

@@ -20,6 +20,10 @@ from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, render_markdown
 from ui.safe_document import SafeTextDocument
 
 MIN_INTERVAL_S = 0.1  # markdown renders of the tail at most this often (plain inserts in between)
+# A tail (one long paragraph or an open code block) longer than this is not re-rendered while it
+# streams: each render costs O(tail), and a 5 KB paragraph took 20-40 ms here, a visible stall.
+# It stays plain text until it is finished or the reply ends (then one whole render).
+MAX_LIVE_TAIL_CHARS = 1500
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
@@ -95,7 +99,10 @@ class StreamDocument:
         if self._rendered_len == len(content):
             return True
         now = self._clock()
-        if now - self._rendered_at >= self.interval:
+        tail_len = len(content) - self._stable_len
+        if now - self._rendered_at >= self.interval and (
+            tail_len <= MAX_LIVE_TAIL_CHARS or self._boundary.feed(content) > self._stable_len
+        ):
             self._render(content)
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
