@@ -148,3 +148,14 @@ def test_a_long_conversation_opens_on_its_newest_page_and_loads_earlier(qtbot, c
     controller.open_conversation(c.id, focus_message=ids[0])  # a search hit far back
     shown = controller.shown_messages()
     assert shown[0].message.id == ids[0] and not controller.has_earlier
+
+
+def test_turns_the_model_no_longer_sees_are_marked(qtbot, controller, monkeypatch):
+    monkeypatch.setenv("FAKE_HOST_WORDS", "2")
+    monkeypatch.setenv("FAKE_HOST_KEEP_TURNS", "2")
+    for text in ("first", "second", "third"):
+        with qtbot.waitSignal(controller.reply_finished, timeout=15000):
+            controller.send(text)
+    shown = controller.shown_messages()
+    assert [s.message.content for s in shown if not s.seen_by_model] == ["first", "w0 w1 "]
+    assert all(s.seen_by_model for s in shown[2:])

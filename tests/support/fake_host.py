@@ -11,6 +11,8 @@ What it does is steered by the last user message and by environment variables:
 - "#hang": never answers and ignores Cancel (a long prefill llama.cpp cannot interrupt).
 - "#markdown": streams a reply with a heading, a list, a table and a code block.
 - a model path containing "broken": the load fails with a sentence.
+- FAKE_HOST_KEEP_TURNS=k: the context "holds" only the newest k user turns; the rest are
+  reported as dropped (as the real host's context policy does).
 - FAKE_HOST_TIMES=path: appends "index perf_counter" per token sent (for latency benches;
   perf_counter is CLOCK_MONOTONIC on Linux, shared by all processes).
 """
@@ -99,8 +101,11 @@ def main() -> int:
             if req.max_tokens:
                 n = min(n, req.max_tokens)
             prompt_tokens = sum(len(m["content"].split()) + 4 for m in req.messages)
+            keep = int(os.environ.get("FAKE_HOST_KEEP_TURNS", "0") or 0)
+            user_turns = sum(1 for m in req.messages if m["role"] == "user")
+            dropped = max(0, user_turns - keep) if keep else 0
             t0 = time.perf_counter()
-            send(Started(req.request_id, prompt_tokens, 0, 0, 1.0, "fallback:plain"))
+            send(Started(req.request_id, prompt_tokens, 0, dropped, 1.0, "fallback:plain"))
             parts: list[str] = []
             reason = "stop"
             next_at = time.perf_counter()
@@ -124,7 +129,7 @@ def main() -> int:
                 "prompt_tokens": prompt_tokens, "cached_tokens": 0, "prefill_ms": 1.0, "prompt_tps": 1000.0,
                 "gen_tokens": len(parts), "gen_ms": gen_s * 1000, "gen_tps": len(parts) / gen_s,
                 "stop_reason": reason, "n_ctx": 4096, "context_used": prompt_tokens + len(parts),
-                "dropped_turns": 0, "template_source": "fallback:plain", "model_path": loaded_path,
+                "dropped_turns": dropped, "template_source": "fallback:plain", "model_path": loaded_path,
             }
             send(Finished(req.request_id, "".join(parts), reason, metrics))
 
