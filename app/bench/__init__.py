@@ -21,10 +21,18 @@ __all__ = ["bench_main", "default_threads", "llama_bench_args", "LlamaBenchError
 
 
 def default_threads() -> int:
-    """Physical cores, like llama-bench's default `-t` (it also leaves out E-cores)."""
+    """Physical cores we may run on, like llama-bench's default `-t` (which also leaves out E-cores).
+
+    Always passed explicitly to both sides, so their defaults never decide the comparison.
+    """
+    import os
+
     import psutil
 
-    return max(1, psutil.cpu_count(logical=False) or psutil.cpu_count() or 1)
+    n = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        n = min(n, len(os.sched_getaffinity(0)))
+    return max(1, n)
 
 
 def _other_load() -> float | None:
@@ -93,8 +101,8 @@ def bench_main(
             loaded_settings: dict[str, Any] = {}
 
             def reference_round(i: int) -> None:
-                # One llama-bench repetition after each Cove round (see run_cove_bench). The
-                # engine host sits idle meanwhile; it holds the model but uses no CPU.
+                # One llama-bench repetition per round (see run_cove_bench). The engine host
+                # sits idle meanwhile: it holds the model but uses no CPU.
                 assert binary is not None and client.loaded is not None
                 if not loaded_settings:
                     loaded_settings.update(engine_settings(client.loaded, threads))
@@ -105,7 +113,7 @@ def bench_main(
 
             cove = run_cove_bench(
                 client, model_path, threads=threads, reps=reps, n_prompt=N_PROMPT, n_gen=N_GEN, log=progress,
-                after_round=reference_round if binary is not None else None,
+                reference_round=reference_round if binary is not None else None,
             )
         finally:
             client.close()

@@ -9,7 +9,8 @@ What llama-bench does (tools/llama-bench/llama-bench.cpp in the vendored llama.c
   One warmup of each test, then -r repetitions; we take the median of samples_ts.
 Cove's side goes through the real engine path a chat uses (pipe to the host, tokenize-free
 `prompt_tokens`, the chat's sampler chain, incremental detokenization, streaming):
-  pp: N random ids with no_cache=True and max_tokens=1 -> the engine's own prompt_tps.
+  pp: N random ids with no_cache=True and max_tokens=1 -> N / the engine's prefill_ms
+      (its prompt_tps; that span also holds one sampler call, ~0.5 ms on a 262k vocab).
   tg: a 1-token prompt (BOS) with no_cache=True, ignore_eos=True, max_tokens=N; the rate
       is N tokens over the time from the start of that 1-token decode to the N-th token,
       i.e. N decode+sample steps, the same count of decodes llama-bench times.
@@ -59,13 +60,14 @@ def run_cove_bench(
     flash_attn: bool | None = None,
     seed: int = 1234,
     log: Callable[[str], None] | None = None,
-    after_round: Callable[[int], None] | None = None,
+    reference_round: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Load `model_path` in the engine host and return median pp/tg tokens/s and every sample.
 
-    Each round is one pp and one tg run, then `after_round(i)`: bench_main runs one
-    llama-bench repetition there, so on a shared, noisy machine both sides see the same
-    stretches of load instead of one side getting the quiet minute.
+    Each round is one pp and one tg run plus, when given, `reference_round(i)` (bench_main
+    runs one llama-bench repetition there): after Cove's runs in even rounds, before them in
+    odd ones. On a shared machine whose load drifts, this keeps both sides in the same
+    stretches of time and neither one always first.
     """
     say = log or (lambda _msg: None)
     sp = sampling or SamplingParams()
@@ -92,11 +94,13 @@ def run_cove_bench(
     pp_runs: list[dict[str, Any]] = []
     tg_runs: list[dict[str, Any]] = []
     for i in range(reps):
+        if reference_round is not None and i % 2 == 1:
+            reference_round(i)
         say(f"cove pp{n_prompt} and tg{n_gen}, round {i + 1}/{reps}")
         pp_runs.append(one_pp())
         tg_runs.append(one_tg())
-        if after_round is not None:
-            after_round(i)
+        if reference_round is not None and i % 2 == 0:
+            reference_round(i)
 
     for m in tg_runs:
         if m.get("gen_tokens") != n_gen:
