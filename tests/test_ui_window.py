@@ -147,3 +147,38 @@ def test_real_engine_turn_on_the_tiny_model(qtbot, cove_core):
     assert window.view.conversation_model().items()[-1].content == final.content
     window.close()
     assert engine.host_pid is None
+
+
+def test_first_start_prepares_the_starter_without_freezing_the_window(qtbot, tmp_path, tiny_gguf, monkeypatch):
+    """No model yet: the starter is assembled on a worker thread while the window stays live,
+    then registered and chosen."""
+    import shutil
+    import threading
+
+    import ui.chat_controller as controller_module
+    from app.core import open_core
+    from app.paths import resolve_paths
+
+    core = open_core(resolve_paths({"COVE_HOME": str(tmp_path / "fresh")}))
+    release = threading.Event()
+
+    def slow_prepare(models_dir):  # stands in for assembling 253 MB
+        release.wait(10)
+        target = models_dir / "starter-stand-in.gguf"
+        shutil.copy(tiny_gguf, target)
+        return target
+
+    monkeypatch.setattr(controller_module, "starter_available", lambda: True)
+    monkeypatch.setattr(controller_module, "starter_registered", lambda library: False)
+    monkeypatch.setattr(controller_module, "prepare_starter_file", slow_prepare)
+    monkeypatch.setattr(controller_module, "register_prepared_starter", lambda library, path: library.import_file(path, source="starter"))
+    window = _window(qtbot, core, EngineClient())
+    assert "Preparing the starter model" in window.notice.text()
+    qtbot.wait(100)  # the event loop runs while the file is prepared
+    with qtbot.waitSignal(window.controller.models_changed, timeout=10000):
+        release.set()
+    assert window.controller.model is not None and window.controller.model.source == "starter"
+    assert not window.notice.isVisible()
+    assert core.settings.last_model == window.controller.model.name
+    window.close()
+    core.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from app.settings import SamplingParams
 from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
 from models.library import InstalledModel
+from models.starter import prepare_starter_file, register_prepared_starter, starter_available, starter_registered
 from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
 
 FRAME_MS = 16
@@ -53,6 +55,9 @@ class ChatController(QObject):
     model_load_failed = Signal(str)  # sentence
     error_reported = Signal(str)  # sentence for the person
     first_text_shown = Signal(float)  # ms from send to the first visible character
+    notice_changed = Signal(str)  # a passing note for the person ("" clears it)
+    models_changed = Signal()  # the library changed (e.g. the starter was registered)
+    _starter_ready = Signal(str, str)  # from the starter thread: path, error
     _load_done = Signal(object, object, str, object)  # from the load thread: model, LoadedModel|None, error, previous
 
     def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
@@ -69,8 +74,10 @@ class ChatController(QObject):
         self._t_send = 0.0
         self._first_shown = False
         self._loading: InstalledModel | None = None
+        self._shut_down = False
         self._loaded_model: InstalledModel | None = None
         self._load_done.connect(self._on_load_done)
+        self._starter_ready.connect(self._on_starter_ready)
         self._drain = QTimer(self)
         self._drain.setInterval(FRAME_MS)
         self._drain.timeout.connect(self._drain_events)
@@ -102,13 +109,17 @@ class ChatController(QObject):
     # ---- conversations -----------------------------------------------------------------
 
     def start(self) -> None:
-        """At window start: the last conversation and the last (else the starter) model."""
-        try:
-            self.model = self.core.resolve_model(None)
-        except NoModelError as exc:
-            self.error_reported.emit(str(exc))
-        except Exception as exc:  # noqa: BLE001 - a sentence, the window stays up
-            self.error_reported.emit(str(exc))
+        """At window start: the last conversation and the last (else the starter) model. On a
+        first start the starter model is assembled on a worker thread, so the window stays live."""
+        if self._needs_starter_file():
+            self._prepare_starter()
+        else:
+            try:
+                self.model = self.core.resolve_model(None)
+            except NoModelError as exc:
+                self.error_reported.emit(str(exc))
+            except Exception as exc:  # noqa: BLE001 - a sentence, the window stays up
+                self.error_reported.emit(str(exc))
         last = self.core.history.last_conversation()
         if last is not None:
             self.open_conversation(last.id)
@@ -230,6 +241,42 @@ class ChatController(QObject):
         self.model = model
         self.core.remember_model(model)
 
+    def _needs_starter_file(self) -> bool:
+        core = self.core
+        if core.read_only or core.library.list() or not starter_available():
+            return False
+        return not starter_registered(core.library)
+
+    def _prepare_starter(self) -> None:
+        self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
+        models_dir = self.core.paths.models_dir
+
+        def work() -> None:
+            try:
+                self._starter_ready.emit(str(prepare_starter_file(models_dir)), "")
+            except Exception as exc:  # noqa: BLE001 - becomes a sentence in the window
+                self._starter_ready.emit("", str(exc))
+
+        threading.Thread(target=work, name="cove-starter", daemon=True).start()
+
+    def _on_starter_ready(self, path: str, error: str) -> None:
+        if self._shut_down:
+            return  # the window closed while the file was prepared; it is used next start
+        if error:
+            self.notice_changed.emit("")
+            self.error_reported.emit(error)
+            return
+        try:
+            self.model = register_prepared_starter(self.core.library, Path(path))
+            self.core.remember_model(self.model)
+        except Exception as exc:  # noqa: BLE001
+            self.notice_changed.emit("")
+            self.error_reported.emit(str(exc))
+            return
+        self.notice_changed.emit("")
+        self.models_changed.emit()
+        self.preload_model()
+
     def preload_model(self) -> None:
         """Load the chosen model now, in the background, so the first reply starts sooner.
         If it fails, the previously loaded model stays the one used."""
@@ -259,6 +306,8 @@ class ChatController(QObject):
 
     def _on_load_done(self, model: InstalledModel, loaded: LoadedModel | None, error: str, previous: InstalledModel | None) -> None:
         self._loading = None
+        if self._shut_down:
+            return  # a load that ended after quitting (the engine was closed under it)
         if loaded is not None:
             self.loaded = loaded
             self._loaded_model = model
@@ -357,6 +406,7 @@ class ChatController(QObject):
 
     def shutdown(self, grace_s: float = 1.5) -> None:
         """On quit: stop the reply, keep its text as 'interrupted', stop the engine host."""
+        self._shut_down = True
         worker, record = self._worker, self._record
         if worker is not None and record is not None:
             worker.cancel()

@@ -140,6 +140,8 @@ class MainWindow(QMainWindow):
         c.model_loaded.connect(self._on_loaded)
         c.model_load_failed.connect(self._on_load_failed)
         c.error_reported.connect(self.show_notice)
+        c.notice_changed.connect(self.show_notice)
+        c.models_changed.connect(self.refresh_models)
 
         s.new_chat_requested.connect(self.new_chat)
         s.conversation_selected.connect(self.open_conversation)
