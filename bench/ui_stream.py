@@ -119,7 +119,6 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
     heartbeat.setInterval(5)
     heartbeat.timeout.connect(beat)
 
-    appended: dict[int, float] = {}
     visible: dict[int, float] = {}
     pending: list[int] = []
 
