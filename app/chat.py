@@ -131,7 +131,8 @@ class TurnRecord:
     def append(self, text: str) -> None:
         if text:
             self._parts.append(text)
-            self._checkpoint.update(self.text)
+            if self._checkpoint.due():  # join the reply only when it is written: O(1) per token
+                self._checkpoint.update(self.text)
 
     def finish(self, status: str, metrics: dict[str, Any], error: str | None = None, text: str | None = None) -> Message:
         final = self.text if text is None else text

@@ -34,6 +34,10 @@ class Checkpointer:
         self._written = ""
         self.last_error: sqlite3.Error | None = None
 
+    def due(self) -> bool:
+        """True when an update() now would write (lets a caller skip building the text)."""
+        return self._clock() - self._last_write >= self._interval_s
+
     def update(self, text: str) -> bool:
         """Write `text` if at least `interval_s` passed since the last write; True if written."""
         now = self._clock()
