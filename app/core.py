@@ -16,6 +16,7 @@ from app.store.database import close_database, open_database
 from app.store.history import History
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
+from models.network import NetworkGate
 from models.starter import StarterUnavailable, ensure_starter, starter_available
 
 
@@ -38,6 +39,7 @@ class Core:
     read_only: bool
     notice: str | None
     repaired: int
+    network: NetworkGate  # every Hub call goes through it (offline refusal, activity indicator)
 
     @property
     def settings(self) -> Settings:
@@ -48,6 +50,21 @@ class Core:
             return
         save_settings(self.paths.settings_file, self.settings.with_last_model(model.name))
         self.library.mark_used(model.name)
+
+    @property
+    def models_dir(self) -> Path:
+        """Where downloaded models go: the models-folder setting, else the default."""
+        chosen = self.settings.models_dir
+        return Path(chosen).expanduser() if chosen else self.paths.models_dir
+
+    def set_offline(self, offline: bool) -> None:
+        self.network.set_offline(offline)
+        if not self.read_only:
+            save_settings(self.paths.settings_file, replace(self.settings, offline=offline))
+
+    def set_models_dir(self, folder: Path | None) -> None:
+        if not self.read_only:
+            save_settings(self.paths.settings_file, replace(self.settings, models_dir=str(folder) if folder else None))
 
     def save_sampling_defaults(self, params: "SamplingParams") -> None:
         if not self.read_only:
@@ -86,6 +103,7 @@ def open_core(paths: Paths | None = None) -> Core:
     opened = open_database(paths.database)
     history = History(opened.db)
     repaired = 0 if opened.read_only else history.repair_interrupted()
+    settings = load_settings(paths.settings_file)
     return Core(
         paths=paths,
         db=opened.db,
@@ -94,6 +112,7 @@ def open_core(paths: Paths | None = None) -> Core:
         read_only=opened.read_only,
         notice=opened.notice,
         repaired=repaired,
+        network=NetworkGate(offline=settings.offline),
     )
 
 

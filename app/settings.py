@@ -40,6 +40,8 @@ class SamplingParams:
 class Settings:
     last_model: str | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    offline: bool = False  # refuse every Hub call (search, listings, header reads, downloads)
+    models_dir: str | None = None  # where downloads go; None = the default under the data dir
 
     def with_last_model(self, name: str) -> "Settings":
         return replace(self, last_model=name)
@@ -62,12 +64,19 @@ def load_settings(path: Path) -> Settings:
     return Settings(
         last_model=raw.get("last_model") if isinstance(raw.get("last_model"), str) else None,
         sampling=SamplingParams.from_dict(raw.get("sampling") if isinstance(raw.get("sampling"), dict) else None),
+        offline=raw.get("offline") is True,
+        models_dir=raw.get("models_dir") if isinstance(raw.get("models_dir"), str) and raw.get("models_dir") else None,
     )
 
 
 def save_settings(path: Path, settings: Settings) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"last_model": settings.last_model, "sampling": settings.sampling.to_dict()}
+    data = {
+        "last_model": settings.last_model,
+        "sampling": settings.sampling.to_dict(),
+        "offline": settings.offline,
+        "models_dir": settings.models_dir,
+    }
     fd, tmp = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -62,3 +62,18 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch):
     client = EngineClient(host_argv=[sys.executable, str(FAKE_HOST)], cancel_grace_s=1.0)
     yield client
     client.close()
+
+
+@pytest.fixture
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A local fake Hub on 127.0.0.1 (CDN on 127.0.0.2) reached through HF_ENDPOINT.
+    Add repos with `fake_hub.add_repo(...)`, faults with `fake_hub.set_fault(...)`,
+    and read `fake_hub.requests` to see what reached which host."""
+    from tests.support.fake_hub import FakeHub
+
+    hub = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.delenv("COVE_OFFLINE", raising=False)
+    yield hub
+    hub.stop()
