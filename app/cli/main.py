@@ -13,7 +13,7 @@ import traceback
 from typing import Sequence
 
 from app import __version__
-from app.cli import bench_cmd, chat_cmd, history_cmd, models_cmd
+from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     models_cmd.add_parser(sub)
     history_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)
+    auth_cmd.add_parser(sub)
     return parser
 
 

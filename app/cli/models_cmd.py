@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from app.cli import models_download_cmd, models_fit_cmd, models_hub_cmd
 from app.cli.output import human_size, print_json
 from app.core import Core
 from models.gguf_info import read_gguf_info
@@ -33,6 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("name")
     rm.add_argument("--delete-file", action="store_true", help="also delete the model file from disk")
     rm.set_defaults(run=run_remove)
+
+    models_hub_cmd.add_subcommands(msub)  # search, files
+    models_fit_cmd.add_subcommands(msub)  # fit
+    models_download_cmd.add_subcommands(msub)  # download
 
 
 def run_list(core: Core, args: argparse.Namespace) -> int:
