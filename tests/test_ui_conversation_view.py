@@ -331,3 +331,28 @@ def test_set_messages_at_the_bottom_stays_at_the_bottom(qtbot: object) -> None:
     qtbot.wait(50)  # type: ignore[attr-defined]
     assert view.is_at_bottom()
     assert view.indexAt(view.viewport().rect().bottomLeft() + QPoint(5, -5)).row() == 101
+
+
+def test_a_streamed_token_repaints_only_the_end_of_a_long_reply(qtbot: object) -> None:
+    view = make_view(qtbot, chat(10))
+    model = view.conversation_model()
+    body = "".join(f"Paragraph {i} of a long reply.\n\n" for i in range(40))
+    model.append_message(MessageItem("live", "assistant", body, "streaming", "tiny-model", {}))
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    view.grab()
+    delegate = view.message_delegate()
+    row = model.row_of("live")
+    model.append_text("live", " more")  # no new line: the row keeps its height
+    assert delegate.changed_area(row) is None  # the view's dataChanged already took the change
+    whole = delegate.layout_for(model.item(row)).height
+    regions: list = []
+    original = view.viewport().update
+
+    def spy(*args: object) -> None:
+        regions.append(args)
+        original(*args)
+
+    view.viewport().update = spy  # type: ignore[method-assign]
+    model.append_text("live", " y")
+    rects = [a[0] for a in regions if a]
+    assert rects and all(r.height() < whole / 4 for r in rects)

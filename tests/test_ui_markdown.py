@@ -260,3 +260,36 @@ def test_streaming_between_renders_inserts_plain_text(qapp: object) -> None:
     assert len(renders) == 2
     assert stream.doc.toPlainText() == "Hello world and more"
     assert stream.due_in() is None
+
+
+def test_a_tail_too_long_to_rerender_schedules_no_render(qapp: object) -> None:
+    # Regression: a paragraph over MAX_LIVE_TAIL_CHARS made due_in() answer 0 forever, and the
+    # view's tail timer spun at ~1 kHz for the rest of the reply.
+    from ui.stream_document import MAX_LIVE_TAIL_CHARS, StreamDocument
+
+    clock = [0.0]
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
+    text = "word " * (MAX_LIVE_TAIL_CHARS // 5 + 10)
+    stream.update(text[:10])
+    clock[0] += 1.0
+    stream.update(text)  # one long paragraph, no block boundary: stays plain text
+    assert stream.doc.toPlainText().split() == text.split()
+    assert stream.due_in() is None
+    clock[0] += 1.0
+    stream.update(text + "\n\nNext paragraph")  # a block ended: due again (rendered on this update)
+    assert stream.due_in() is None and "Next paragraph" in stream.doc.toPlainText()
+
+
+def test_a_streamed_token_marks_only_the_last_lines_changed(qapp: object) -> None:
+    from ui.stream_document import StreamDocument
+
+    clock = [0.0]
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
+    stream.doc.setTextWidth(300)
+    text = "".join(f"line {i} of a longer reply\n\n" for i in range(30))
+    stream.update(text)
+    assert stream.take_change() == 0  # the first render changed everything
+    assert stream.take_change() is None
+    stream.update(text + "more")  # within the render interval: a plain insert at the end
+    changed = stream.take_change()
+    assert changed is not None and changed >= stream.doc.characterCount() - len("more") - 2

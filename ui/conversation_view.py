@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QResizeEvent
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
 
 from ui.conversation_model import ConversationModel
@@ -178,12 +178,26 @@ class ConversationView(QListView):
         if not top_left.isValid():
             return
         if top_left.row() == bottom_right.row():
-            if not self._delegate.settle_row(top_left.row()):
-                self.viewport().update(self.visualRect(top_left))
+            settled = self._delegate.settle_row(top_left.row())
+            area = self._delegate.changed_area(top_left.row())
+            if not settled:
+                rect = self.visualRect(top_left)
+                if area is not None:
+                    rect = QRect(rect.left(), rect.top() + area.top(), rect.width(), area.height())
+                self.viewport().update(rect)
                 return
         else:
             self._delegate.write_heights(range(top_left.row(), bottom_right.row() + 1))
         super().dataChanged(top_left, bottom_right, list(roles))
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        # The delegate draws a row's document only inside the exposed rect: a token repaints
+        # the last lines of the streaming reply, not every visible line of it.
+        self._delegate.paint_region = event.rect()
+        try:
+            super().paintEvent(event)
+        finally:
+            self._delegate.paint_region = None
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

@@ -72,6 +72,7 @@ class MessageDelegate(QStyledItemDelegate):
         self._tail_timer.setSingleShot(True)
         self._tail_timer.timeout.connect(self._flush_stream_tails)
         self._tail_ids: set[str] = set()
+        self.paint_region: QRect | None = None  # the view's exposed rect during its paintEvent
 
     # --- caches ----------------------------------------------------------------------------
 
@@ -202,6 +203,36 @@ class MessageDelegate(QStyledItemDelegate):
         """Lay the row out exactly and write its height; True when the height changed."""
         return self.write_heights([row], exact=True)
 
+    def changed_area(self, row: int) -> QRect | None:
+        """Row-relative rectangle of a streaming row whose text changed since the last call.
+
+        Appending text changes only the last line or two (greedy wrapping can pull the last
+        word of the line above down), and a markdown re-render of the tail only what follows
+        the tail's start; repainting just that keeps the cost of a token independent of how
+        long the reply already is. None when unknown (the caller repaints the whole row).
+        """
+        model = self._model
+        if model is None or not 0 <= row < model.item_count():
+            return None
+        item = model.item(row)
+        position = self.docs.take_stream_change(item.id)
+        lay = self._layouts.get(item.id)
+        if position is None or lay is None or lay.item is not item or lay.doc is None:
+            return None
+        doc = lay.doc
+        at = max(0, position - 1)
+        block = doc.findBlock(at)
+        if not block.isValid():
+            return None
+        y = doc.documentLayout().blockBoundingRect(block).top()
+        text_layout = block.layout()
+        if text_layout is not None and text_layout.lineCount():
+            line = text_layout.lineForTextPosition(at - block.position())
+            if line.isValid():
+                y += text_layout.lineAt(max(0, line.lineNumber() - 1)).y()
+        top = max(0, lay.doc_top + int(y) - 1)
+        return QRect(0, top, lay.width, max(0, lay.height - top))
+
     def write_dirty(self) -> bool:
         """Write the exact heights found while painting."""
         if not self._dirty or self._model is None:
@@ -267,7 +298,8 @@ class MessageDelegate(QStyledItemDelegate):
                              int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.status_label)
 
         if lay.doc is not None:
-            visible = QRectF(self._view.viewport().rect()).translated(-QPointF(option.rect.topLeft()))
+            exposed = self.paint_region if self.paint_region is not None else self._view.viewport().rect()
+            visible = QRectF(exposed).translated(-QPointF(option.rect.topLeft()))
             paint_document(painter, lay.doc, QPoint(lay.doc_left, lay.doc_top), text, visible)
 
         if lay.notice is not None:

@@ -146,6 +146,11 @@ class DocumentStore:
         """Drop streaming documents of messages that are no longer shown."""
         self._streams = {k: v for k, v in self._streams.items() if k in keep_ids}
 
+    def take_stream_change(self, message_id: str) -> int | None:
+        """First position of the streaming document changed since last asked (None: none, or no stream)."""
+        stream = self._streams.get(message_id)
+        return None if stream is None else stream.take_change()
+
     def pending_stream_tail(self, message_id: str) -> float | None:
         """Seconds until the streaming document's plain tail is due for a markdown render."""
         stream = self._streams.get(message_id)

@@ -80,6 +80,15 @@ class StreamDocument:
         self._tail = Rendered("")
         self._rendered_at = float("-inf")
         self.interval = MIN_INTERVAL_S
+        self._changed_from: int | None = None  # first document position changed since take_change()
+
+    def take_change(self) -> int | None:
+        """The first document position changed since the last call (None: nothing changed)."""
+        changed, self._changed_from = self._changed_from, None
+        return changed
+
+    def _mark_changed(self, position: int) -> None:
+        self._changed_from = position if self._changed_from is None else min(self._changed_from, position)
 
     @property
     def rendered(self) -> Rendered:
@@ -90,6 +99,8 @@ class StreamDocument:
         """Seconds until the plain tail is due for a markdown render; None when there is none."""
         if self._rendered_len == len(self.text):
             return None
+        if len(self.text) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(self.text) <= self._stable_len:
+            return None  # a tail too long to re-render stays plain until a block ends (no busy timer)
         return max(0.0, self._rendered_at + self.interval - self._clock())
 
     def update(self, content: str) -> bool:
@@ -110,7 +121,12 @@ class StreamDocument:
             # A plain character format: the new text never joins a link that ends the document.
             cursor = QTextCursor(self.doc)
             cursor.movePosition(QTextCursor.MoveOperation.End)
-            cursor.insertText(content[len(self.text):], QTextCharFormat())
+            self._mark_changed(cursor.position())
+            piece = content[len(self.text):]
+            if len(self.text) == self._rendered_len and self.text[-1:].isspace() and not piece[:1].isspace():
+                # Markdown dropped the whitespace that ended the rendered text; keep words apart.
+                piece = " " + piece
+            cursor.insertText(piece, QTextCharFormat())
         self.text = content
         return True
 
@@ -120,6 +136,7 @@ class StreamDocument:
         cursor = QTextCursor(self.doc)
         cursor.beginEditBlock()
         cursor.setPosition(self._tail_pos)
+        self._mark_changed(self._tail_pos)
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
         boundary = self._boundary.feed(content) if len(content) <= MAX_MARKDOWN_CHARS else self._stable_len
