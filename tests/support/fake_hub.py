@@ -149,7 +149,7 @@ class FakeHub:
 
         srv = socketserver.ThreadingTCPServer((host, 0), Handler)
         srv.daemon_threads = True
-        threading.Thread(target=srv.serve_forever, daemon=True, name=f"fake-hub-{host}").start()
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name=f"fake-hub-{host}").start()
         self._servers.append(srv)
         return srv
 
