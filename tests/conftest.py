@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Tests never touch the developer's real keyring: the default is keyring's fail backend (no
+# storage, like a headless machine); tests that need storage set an in-memory backend.
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 
 from tests.support.tiny_model import write_tiny_gguf
 

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from app import __version__
 from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd
+from app.log_redact import install_redaction
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -41,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         # No subcommand: chat (the `cove` console script opens the window instead, see ui/main.py).
         args = parser.parse_args(["chat", *argv])
+    install_redaction()  # no token or Authorization header in any log line (app/log_redact.py)
     try:
         from app.core import open_core
 
