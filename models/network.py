@@ -17,6 +17,7 @@ Chatting never passes through here, and the engine host never imports huggingfac
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import threading
 from contextlib import contextmanager
@@ -92,6 +93,8 @@ def prepare_hub_import() -> None:
     os.environ.update({k: v for k, v in hub_environment().items() if k.startswith(("HF_HUB_", "DO_NOT_TRACK"))})
     os.environ.pop("HF_TOKEN", None)
     os.environ.pop("HUGGING_FACE_HUB_TOKEN", None)
+    # huggingface_hub logs each retry as a warning; Cove reports the outcome in one sentence.
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
 
 class NetworkGate:

@@ -10,11 +10,14 @@ import argparse
 import sqlite3
 import sys
 import traceback
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from app import __version__
 from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd
 from app.log_redact import install_redaction
+
+if TYPE_CHECKING:
+    from models.network import NetworkActivity
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -54,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"cove: {core.notice}", file=sys.stderr)
         if core.repaired:
             print(f"cove: {core.repaired} reply that was cut off last time is kept, marked interrupted.", file=sys.stderr)
+        core.network.add_listener(_announce_network)
         return int(args.run(core, args) or 0)
     except KeyboardInterrupt:
         print("\ncove: stopped.", file=sys.stderr)
@@ -64,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(exc, args.debug)
     finally:
         core.close()
+
+
+def _announce_network(activity: "NetworkActivity", started: bool) -> None:
+    """The command line's network indicator: one stderr line per Hub call (downloads show progress)."""
+    if started and activity.kind != "download":
+        print(f"cove: {activity.label}…", file=sys.stderr, flush=True)
 
 
 def _report(exc: BaseException, debug: bool) -> int:

@@ -42,7 +42,10 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
     query = (args.query or "").strip()
     ram = machine_ram()
     catalog = [e for e in load_catalog() if not query or e.matches(query)]
-    # The Hub call comes first: if it fails (offline, no network) nothing half-printed is left behind.
+    if not args.json:
+        # The catalog needs no network: show it first, even when the Hub can't be reached.
+        _print_catalog(catalog, ram, query)
+        print(flush=True)
     hub = search_models(core.network, query, sort=args.sort, limit=args.limit, token=_token())
     if args.json:
         print_json(
@@ -55,8 +58,6 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
             }
         )
         return 0
-    _print_catalog(catalog, ram, query)
-    print()
     _print_hub(hub, query, args.sort)
     return 0
 
