@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -18,6 +19,7 @@ from typing import Any
 
 import sqlite_utils
 
+from models.download.split import part_names, split_name
 from models.gguf_info import GGUFInfo, info_from_header, sha256_file
 from models.gguf_validate import InvalidModelFile, read_gguf_header
 
@@ -136,11 +138,12 @@ class ModelLibrary:
         return found
 
     def remove(self, name: str, *, delete_file: bool = False) -> InstalledModel:
-        """Forget a model. delete_file=True also deletes its file, but only a file inside the
-        models folder or one Cove copied there; for any other file it raises FileNotOwned and
-        changes nothing, because that file belongs to the person, not to Cove."""
+        """Forget a model. delete_file=True also deletes its file (every part of a split model),
+        but only a file inside the models folder or one Cove copied or downloaded; for any
+        other file it raises FileNotOwned and changes nothing, because that file belongs to
+        the person, not to Cove."""
         model = self.get(name)
-        if delete_file and not (self._owns(Path(model.path)) or model.source == "copied"):
+        if delete_file and not (self._owns(Path(model.path)) or model.source in ("copied", "download")):
             raise FileNotOwned(
                 f"'{model.name}' was registered in place, so its file {model.path} is not Cove's to delete; "
                 "remove the model without deleting the file, or delete the file yourself"
@@ -148,8 +151,11 @@ class ModelLibrary:
         with _write(self.db):
             self.db.table(TABLE).delete(model.name)
             if delete_file:
-                # Inside the transaction: if the delete fails, the entry stays.
-                Path(model.path).unlink(missing_ok=True)
+                # Inside the transaction: if a delete fails, the entry stays.
+                for part in model_files(model.path):
+                    part.unlink(missing_ok=True)
+        if delete_file:
+            _remove_own_folder(Path(model.path))
         return model
 
     def mark_used(self, name: str) -> None:
@@ -267,6 +273,24 @@ def _write(db: sqlite_utils.Database) -> Iterator[None]:
     except BaseException:
         db.rollback()
         raise
+
+
+def model_files(path: str | Path) -> list[Path]:
+    """The files a model is made of: the file itself, or for part 1 of a split GGUF every
+    part (llama.cpp finds parts 2..N beside part 1 by name, so the name is the record)."""
+    path = Path(path)
+    return [path.with_name(name) for name in part_names(path.name)]
+
+
+def _remove_own_folder(path: Path) -> None:
+    """A split model placed in a folder of its own (named after the set, see
+    models.download.place) leaves that folder empty once its parts are deleted."""
+    info = split_name(path.name)
+    if info is not None and re.fullmatch(re.escape(info.stem) + r"(-\d+)?", path.parent.name):
+        try:
+            path.parent.rmdir()  # only succeeds when empty
+        except OSError:
+            pass
 
 
 def _timestamp(moment: datetime) -> str:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import itertools
 import os
 import queue
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.child_command import child_command
 from app.engine.generation import FinishedEvent, Generation, StartedInfo, TokenEvent
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
 from app.engine.protocol import (
@@ -90,12 +90,17 @@ class EngineClient:
     def __init__(
         self,
         *,
-        python: str = sys.executable,
+        python: str | None = None,
         host_argv: list[str] | None = None,
         cancel_grace_s: float = 2.0,
         load_timeout_s: float = 300.0,
     ) -> None:
-        self._argv = list(host_argv) if host_argv else [python, "-m", "app.engine.host"]
+        if host_argv:
+            self._argv = list(host_argv)
+        elif python:
+            self._argv = [python, "-m", "app.engine.host"]
+        else:  # `python -m app.engine.host`, or the frozen app's own executable (app/child_command.py)
+            self._argv = child_command("app.engine.host")
         self._cancel_grace_s = cancel_grace_s
         self._load_timeout_s = load_timeout_s
         self._lock = threading.RLock()  # guards the fields below; never held while waiting
