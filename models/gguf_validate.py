@@ -4,7 +4,9 @@ Owns the one bounded parser of the GGUF header (metadata and tensor table). Ever
 count and length in the file is checked against a cap and against the bytes that
 remain before anything is read or allocated; the first problem found becomes one
 readable sentence in `InvalidModelFile`. `read_gguf_header` hands back what it
-parsed so `models.gguf_info` never parses the file a second time.
+parsed so `models.gguf_info` never parses the file a second time; `read_gguf_header_bytes`
+does the same from the first bytes of a file known only by its size (a file on the Hub),
+raising `NeedMoreBytes` until it has been given enough.
 
 Why bytes by hand and not `gguf.GGUFReader`: the reader trusts the counts in the file
 (a lying count gives an IndexError or a huge numpy view), raises half a dozen exception
@@ -16,6 +18,7 @@ come from the `gguf` package.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import struct
@@ -58,6 +61,18 @@ Scalar = int | float | bool | str
 
 class InvalidModelFile(Exception):
     """The file cannot be used as a model. str(exc) is one sentence a non-expert can read."""
+
+
+class NeedMoreBytes(InvalidModelFile):
+    """`read_gguf_header_bytes` ran past the prefix it was given before the header ended.
+
+    `needed` is the smallest prefix length (in bytes) that could get further; the header
+    may need more than that. Not a verdict on the file: fetch more and parse again.
+    """
+
+    def __init__(self, needed: int, have: int) -> None:
+        super().__init__(f"the header is longer than the first {have} bytes that were read")
+        self.needed = needed
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,18 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
         raise InvalidModelFile(f"no permission to read the file: {p}") from None
     except OSError as exc:
         raise InvalidModelFile(f"cannot read the file {p}: {exc.strerror or exc}") from None
+
+
+def read_gguf_header_bytes(data: bytes, file_size: int, path: str = "") -> GGUFHeader:
+    """Parse a header from the first `len(data)` bytes of a file of `file_size` bytes.
+
+    Every check of `read_gguf_header` applies, against the full file size (so a remote
+    file can be judged from its start). Raises NeedMoreBytes when the header goes on past
+    `data`, InvalidModelFile for anything wrong with the file.
+    """
+    if len(data) > file_size:
+        raise ValueError(f"a prefix of {len(data)} bytes is longer than the file ({file_size} bytes)")
+    return _parse(_PrefixCursor(data, file_size), path)
 
 
 def _parse(cur: _Cursor, path: str) -> GGUFHeader:
@@ -388,6 +415,20 @@ class _Cursor:
                 self.pos -= 8
                 _string_length(self, label)  # re-reads the length and raises the right sentence
             self.pos += n
+
+
+class _PrefixCursor(_Cursor):
+    """A cursor over the first bytes of a longer file: reads past them raise NeedMoreBytes."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        super().__init__(io.BytesIO(data), size)
+        self._have = len(data)
+
+    def _window(self, n: int, what: str) -> int:
+        self.need(n, what)  # past the end of the whole file: the file itself is short
+        if self.pos + n > self._have:
+            raise NeedMoreBytes(self.pos + n, self._have)
+        return super()._window(n, what)
 
 
 def _damaged(problem: str) -> InvalidModelFile:

@@ -63,6 +63,11 @@ def captured_logs():
     handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     old_level = root.level
+    # models.network.prepare_hub_import() quiets huggingface_hub (ERROR) once any Hub call ran;
+    # these tests want its debug lines to prove they are redacted.
+    hub_logger = logging.getLogger("huggingface_hub")
+    old_hub_level = hub_logger.level
+    hub_logger.setLevel(logging.DEBUG)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
     install_redaction()
@@ -71,6 +76,7 @@ def captured_logs():
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+        hub_logger.setLevel(old_hub_level)
         uninstall_redaction()
 
 

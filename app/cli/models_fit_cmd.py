@@ -1,9 +1,146 @@
-"""`cove models ...` subcommands for the Hub (fit); being written (issue 4)."""
+"""`cove models fit NAME | REPO FILE`: will this model fit in this machine's memory, and if not, what would.
+
+NAME is an installed model (its header is read from disk, no network). REPO FILE is a
+file on the Hub: only its header is fetched (ranged reads through the NetworkGate), so the
+answer comes before any download. The figures follow Cove's own engine settings; see
+models/memory_estimate.py for what each one counts.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
+
+from app.cli.output import human_size, print_json
+from app.core import Core
+from models.gguf_info import GGUFInfo, info_from_header
+from models.gguf_validate import GGUFHeader, read_gguf_header
+from models.library import ModelNotFound
+from models.memory_estimate import KV_TYPES, MachineMemory, MemoryEstimate, estimate_memory, machine_memory
 
 
 def add_subcommands(msub: argparse._SubParsersAction) -> None:
-    """Register this module's `cove models` subcommands."""
+    """Register `cove models fit`."""
+    p = msub.add_parser(
+        "fit",
+        help="estimate the memory a model needs here (an installed one, or a Hub file before downloading it)",
+    )
+    p.add_argument("target", metavar="NAME|REPO", help="an installed model's name (or a .gguf path), or a Hub repository id")
+    p.add_argument("file", metavar="FILE", nargs="?", help="with REPO: the .gguf file in that repository")
+    p.add_argument("--ctx", type=_positive_int, default=None, metavar="N",
+                   help="context size in tokens (default: what Cove uses, the model's training context up to 8192)")
+    p.add_argument("--gpu-layers", type=int, default=0, metavar="N",
+                   help="layers to offload to the GPU (-1: all; default 0)")
+    p.add_argument("--kv-type", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (default f16)")
+    p.add_argument("--revision", default=None, help="with REPO: branch, tag or commit (default: the main branch)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_fit)
+
+
+def run_fit(core: Core, args: argparse.Namespace) -> int:
+    source, header, info, file_size = _read_header(core, args)
+    machine = machine_memory()
+    est = estimate_memory(header, file_size, args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type,
+                          machine=machine)
+    if args.json:
+        print_json({"model": {**source, "general_name": info.name, "architecture": info.architecture, "quant": info.quant,
+                              "file_size": file_size, "parameter_count": info.parameter_count,
+                              "context_length": info.context_length},
+                    "machine": _machine_dict(machine), "estimate": est})
+        return 0
+    _print(source, info, file_size, est)
+    return 0
+
+
+def _read_header(core: Core, args: argparse.Namespace) -> tuple[dict[str, Any], GGUFHeader, GGUFInfo, int]:
+    if args.file is None:  # an installed model, or a path: no network
+        try:
+            model = core.library.get(args.target)
+            path, name = Path(model.path), model.name
+        except ModelNotFound:
+            path = Path(args.target).expanduser()
+            if not path.is_file():
+                raise
+            name = path.name
+        header = read_gguf_header(path)
+        return {"source": "local", "name": name, "path": str(path)}, header, info_from_header(header), header.file_size
+    from models.remote_header import read_remote_header
+
+    remote = read_remote_header(core.network, args.target, args.file, token=_token(), revision=args.revision)
+    file_size = remote.file_size
+    if _split_count(remote.header) > 1:  # the other parts' weights count too
+        file_size = _split_total(core, args, remote.file_size)
+    source = {"source": "hub", "repo": args.target, "file": args.file, "commit": remote.commit,
+              "bytes_fetched": remote.bytes_fetched}
+    return source, remote.header, remote.info, file_size
+
+
+def _split_count(header: GGUFHeader) -> int:
+    value = header.metadata.get("split.count")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def _split_total(core: Core, args: argparse.Namespace, first_size: int) -> int:
+    from models.hub_files import list_gguf_files
+
+    listing = list_gguf_files(core.network, args.target, token=_token(), revision=args.revision)
+    for entry in listing.entries:
+        if any(part.filename == args.file for part in entry.parts):
+            return entry.total_size
+    return first_size
+
+
+def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEstimate) -> None:
+    where = source.get("name") if source["source"] == "local" else f"{source['repo']}/{source['file']}"
+    read = "" if source["source"] == "local" else f"; header read from the Hub ({human_size(source['bytes_fetched'])})"
+    print(f"{where}: {info.architecture}, {info.quant or '?'}, {human_size(file_size)}{read}")
+    layers = "CPU only" if e.n_gpu_layers == 0 else f"{e.n_gpu_layers} of {e.n_layers + 1} layers on the GPU"
+    print(f"At {e.n_ctx} tokens of context, {layers}, {e.kv_type} KV cache:")
+    gpu = e.n_gpu_layers > 0
+    rows = [("weights", e.weights_ram, e.weights_vram), ("KV cache", e.kv_ram, e.kv_vram),
+            ("compute", e.compute_ram, e.compute_vram), ("overhead", e.overhead, e.overhead_vram)]
+    print(f"  {'':<10}{'RAM':>10}" + (f"{'VRAM':>10}" if gpu else ""))
+    for label, ram, vram in rows:
+        print(f"  {label:<10}{human_size(ram):>10}" + (f"{human_size(vram):>10}" if gpu else ""))
+    print(f"  {'total':<10}{human_size(e.total_ram):>10}" + (f"{human_size(e.total_vram):>10}" if gpu else "")
+          + "  (with the context full)")
+    print(f"  {'loaded':<10}{human_size(e.loaded_ram):>10}  (after loading, before the context fills)")
+    if e.reclaimable_ram:
+        print(f"  (plus {human_size(e.reclaimable_ram)} of the file that stays cached after the CPU re-packs "
+              "some matrices; the system frees it first when memory runs short)")
+    avail = f"{human_size(e.available_ram)} RAM available"
+    if gpu or e.available_vram is not None:
+        avail += f", {human_size(e.available_vram)} VRAM free" if e.available_vram is not None else ", no GPU found"
+    print(f"Verdict: {e.verdict} ({avail}).")
+    if not e.exact:
+        print("  (no tensor table was available, so the weights are spread evenly over the layers)")
+    for line in e.advice:
+        print(f"  - {line}")
+
+
+def _machine_dict(m: MachineMemory) -> dict[str, Any]:
+    return {"total_ram": m.total_ram, "available_ram": m.available_ram, "vram_total": m.vram_total,
+            "vram_free": m.vram_free}
+
+
+def _token() -> str | None:
+    """The saved Hugging Face token, if any (only gated or private repos need one)."""
+    try:
+        from app.secrets import load_token  # written alongside; absent in older trees
+    except ImportError:
+        return None
+    return load_token()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+__all__ = ["KV_TYPES", "add_subcommands", "run_fit"]
