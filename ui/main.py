@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import Callable, Sequence
 
 NO_DISPLAY = (
@@ -36,7 +37,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not has_display():
         print(f"cove: {NO_DISPLAY}", file=sys.stderr)
         return 1
-    return run_window()
+    # Hooks for the packaging checks and start-up measurements (packaging/README.md):
+    # COVE_QUIT_AFTER_MS=N closes the window N ms after it is shown; COVE_REPORT_STARTUP=1
+    # prints on stderr how long after the process started the window first painted.
+    quit_after = os.environ.get("COVE_QUIT_AFTER_MS", "").strip()
+    return run_window(
+        quit_after_ms=int(quit_after) if quit_after.isdigit() else None,
+        on_started=_report_first_paint if os.environ.get("COVE_REPORT_STARTUP") else None,
+    )
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (exec), from the kernel's own record where it has one."""
+    try:  # Linux: start time in clock ticks since boot, against the same (boot-time) clock
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, AttributeError, IndexError, ValueError):
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
+
+
+def _report_first_paint(window: object) -> None:
+    """Print, once, the time from process start to the first paint of the window's widgets."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+            if event.type() == QEvent.Type.Paint and isinstance(watched, QWidget) and watched.window() is window:
+                QApplication.instance().removeEventFilter(self)
+                print(f"cove: window shown {process_age_s() * 1000:.0f} ms after the process started", file=sys.stderr, flush=True)
+            return False
+
+    app = QApplication.instance()
+    app.installEventFilter(FirstPaint(app))
+
+
+def tidy_downloads(core: object) -> None:
+    """At start-up, before any download of this run: delete what interrupted downloads left
+    that cannot be resumed (resumable ones stay; the Models panel offers them)."""
+    from app.downloads import cleanup_orphans
+
+    try:
+        cleanup_orphans(core.paths, (core.models_dir,))  # type: ignore[attr-defined]
+    except OSError:
+        pass  # tidying is best effort; it runs again next start
 
 
 def run_window(
@@ -52,6 +99,7 @@ def run_window(
 
     from app.cli.main import describe_error
     from app.core import open_core
+    from app.log_redact import install_redaction
     from app.engine.client import EngineClient
     from ui.chat_controller import ChatController
     from ui.main_window import MainWindow
@@ -65,6 +113,8 @@ def run_window(
     except Exception as exc:  # noqa: BLE001 - one sentence, no traceback
         print(f"cove: {describe_error(exc)}", file=sys.stderr)
         return 1
+    tidy_downloads(core)
+    install_redaction()  # the window makes Hub calls too: no token or Authorization header in any log line
     engine = EngineClient(host_argv=engine_argv) if engine_argv else EngineClient()
     controller = ChatController(core, engine)
     window = MainWindow(

@@ -22,6 +22,10 @@ from ui.conversation_model import MessageItem
 from ui.conversation_view import ConversationView
 from ui.memory_poller import MemoryPoller, MemorySample
 from ui.model_picker import ModelPicker
+from ui.model_picker import _ElidedLabel  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
+from ui.models_host import ModelsHost
+from ui.models_panel import ModelsPanel
+from ui.network_indicator import NetworkIndicator
 from ui.perf_panel import PerfPanel
 from ui.presets import PresetStore
 from ui.settings_dialog import ConversationSettingsDialog
@@ -42,7 +46,8 @@ def to_item(shown: ShownMessage) -> MessageItem:
 class MainWindow(QMainWindow):
     memory_sampled = Signal(object)  # MemorySample, marshalled from the poller thread
 
-    def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path, confirm_delete=None) -> None:
+    def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path, confirm_delete=None,
+                 downloads=None, token_store=None) -> None:
         super().__init__()
         self.controller = controller
         self.core = controller.core
@@ -65,6 +70,13 @@ class MainWindow(QMainWindow):
         self.notice.setWordWrap(True)
         self.notice.setAccessibleName("Notice")
         self.notice.hide()
+        self.network_indicator = NetworkIndicator(self.core.network)
+        self.statusBar().addPermanentWidget(self.network_indicator)
+        # The Models panel's services (token store, Hub worker, downloads); the panel is built on first open.
+        self.models = ModelsHost(self, controller, choose=self._choose_model, library_changed=self.refresh_models,
+                                 offline_changed=lambda _offline: self.network_indicator.refresh(),
+                                 downloads=downloads, token_store=token_store)
+        self.downloads = self.models.downloads
         self._build_layout()
         self._connect()
         self._shortcuts()
@@ -82,7 +94,8 @@ class MainWindow(QMainWindow):
         top.setObjectName("topBar")
         bar = QHBoxLayout(top)
         bar.setContentsMargins(8, 6, 8, 6)
-        self.title_label = QLabel()
+        # Elided ("…") when the bar is narrow: a long title must not widen the window.
+        self.title_label = _ElidedLabel()
         self.title_label.setObjectName("conversationTitle")
         self.title_label.setAccessibleName("Conversation title")
         font = self.title_label.font()
@@ -91,12 +104,17 @@ class MainWindow(QMainWindow):
         self.settings_button = QPushButton("Settings…")
         self.settings_button.setAccessibleName("Conversation settings")
         self.settings_button.setToolTip("System prompt, sampling and context size for this conversation")
+        self.models_button = QToolButton()  # a tool button, like Performance: the top bar must fit an 800 px screen
+        self.models_button.setText("Models")
+        self.models_button.setAccessibleName("Models")
+        self.models_button.setToolTip("Find, download, import and delete models (Ctrl+M)")
         self.perf_button = QToolButton()
         self.perf_button.setText("Performance")
         self.perf_button.setCheckable(True)
         self.perf_button.setAccessibleName("Show performance panel")
         bar.addWidget(self.title_label, 1)
         bar.addWidget(self.picker)
+        bar.addWidget(self.models_button)
         bar.addWidget(self.settings_button)
         bar.addWidget(self.perf_button)
 
@@ -163,6 +181,7 @@ class MainWindow(QMainWindow):
         self.picker.model_chosen.connect(self._choose_model)
         self.picker.load_cancel_requested.connect(c.cancel_load)
         self.settings_button.clicked.connect(self.open_settings)
+        self.models_button.clicked.connect(lambda: self.open_models())
         self.perf_button.toggled.connect(self.perf.setVisible)
 
     def _shortcuts(self) -> None:
@@ -177,6 +196,7 @@ class MainWindow(QMainWindow):
         add("Ctrl+L", self.composer.focus_input, "focusComposer")
         add("Esc", self.controller.stop, "stop")
         add("Ctrl+Shift+C", self.copy_last_reply, "copyLastReply")
+        add("Ctrl+M", self.open_models, "models")
         quit_action = QAction("Quit", self)
         quit_action.setShortcut(QKeySequence("Ctrl+Q"))
         quit_action.triggered.connect(self.close)
@@ -207,6 +227,14 @@ class MainWindow(QMainWindow):
             params, system_prompt = dialog.result_values()
             self.controller.update_settings(params, system_prompt)
 
+    def open_models(self, tab: str | None = None) -> ModelsPanel:
+        """Show the Models panel (find, download, import, delete models), on `tab` if given."""
+        return self.models.open(tab)
+
+    @property
+    def models_panel(self) -> ModelsPanel | None:
+        return self.models.panel
+
     def show_notice(self, text: str) -> None:
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
@@ -218,6 +246,7 @@ class MainWindow(QMainWindow):
     def refresh_models(self) -> None:
         model = self.controller.model
         self.picker.set_models(self.core.library.list(), model.name if model else None)
+        self.models.set_current()
 
     def _send(self, text: str) -> None:
         self.show_notice("")
@@ -241,6 +270,7 @@ class MainWindow(QMainWindow):
 
     def _choose_model(self, name: str) -> None:
         self.controller.choose_model(name)
+        self.models.set_current()
         self.controller.preload_model()
 
     def _search(self, query: str) -> None:
@@ -293,7 +323,8 @@ class MainWindow(QMainWindow):
         conversation = self.controller.conversation()
         title = conversation.title if conversation and conversation.title else "New chat"
         self.setWindowTitle(f"{APP_TITLE} — {title}")
-        self.title_label.setText(title)
+        self.title_label.set_full_text(title)
+        self.title_label.setToolTip(title)
 
     def _on_messages(self, shown: list[ShownMessage]) -> None:
         self.view.conversation_model().set_messages([to_item(s) for s in shown])
@@ -385,5 +416,7 @@ class MainWindow(QMainWindow):
             self._closing = True
             self.save_state()
             self.poller.stop()
+            self.network_indicator.detach()
+            self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
             self.controller.shutdown()
         event.accept()
