@@ -180,3 +180,26 @@ def test_first_start_prepares_the_starter_without_freezing_the_window(qtbot, tmp
     assert core.settings.last_model == window.controller.model.name
     window.close()
     core.close()
+
+
+def test_a_first_run_opens_on_the_welcome_page_and_the_first_message_leaves_it(qtbot, cove_core, fake_engine, monkeypatch):
+    monkeypatch.setenv("FAKE_HOST_TPS", "300")
+    window = _window(qtbot, cove_core, fake_engine)
+    page = window.welcome.page
+    assert window.welcome.shown and page is not None
+    assert str(cove_core.paths.database) in page.findChild(object, "privacyNote").text()
+    qtbot.waitUntil(lambda: page.start_button.isEnabled(), timeout=5000)  # the tiny model is ready
+    assert "tiny" in page.starter_status.text()
+    assert window.composer.isVisible()  # no click needed: the first message can be typed at once
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=15000):
+        _type_and_send(qtbot, window, "my first message")
+    assert not window.welcome.shown and window.view.isVisible()
+
+
+def test_a_returning_person_sees_their_last_chat_not_the_welcome(qtbot, cove_core, fake_engine, monkeypatch):
+    monkeypatch.setenv("FAKE_HOST_TPS", "300")
+    conversation = cove_core.history.create_conversation(title="earlier")
+    cove_core.history.add_user_message(conversation.id, "from last week")
+    window = _window(qtbot, cove_core, fake_engine)
+    assert not window.welcome.shown
+    assert window.view.conversation_model().items()[0].content == "from last week"

@@ -75,6 +75,8 @@ class ChatController(QObject):
         self._first_shown = False
         self._loading: InstalledModel | None = None
         self._shut_down = False
+        self.preparing_starter = False  # the starter model file is being assembled (first start)
+        self.starter_error: str | None = None  # why assembling it failed, if it did
         self._loaded_model: InstalledModel | None = None
         self._load_done.connect(self._on_load_done)
         self._starter_ready.connect(self._on_starter_ready)
@@ -248,6 +250,7 @@ class ChatController(QObject):
         return not starter_registered(core.library)
 
     def _prepare_starter(self) -> None:
+        self.preparing_starter = True
         self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
         models_dir = self.core.paths.models_dir
 
@@ -260,9 +263,11 @@ class ChatController(QObject):
         threading.Thread(target=work, name="cove-starter", daemon=True).start()
 
     def _on_starter_ready(self, path: str, error: str) -> None:
+        self.preparing_starter = False
         if self._shut_down:
             return  # the window closed while the file was prepared; it is used next start
         if error:
+            self.starter_error = error
             self.notice_changed.emit("")
             self.error_reported.emit(error)
             return
@@ -270,6 +275,7 @@ class ChatController(QObject):
             self.model = register_prepared_starter(self.core.library, Path(path))
             self.core.remember_model(self.model)
         except Exception as exc:  # noqa: BLE001
+            self.starter_error = str(exc)
             self.notice_changed.emit("")
             self.error_reported.emit(str(exc))
             return

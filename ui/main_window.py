@@ -11,7 +11,8 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter, QToolButton, QVBoxLayout, QWidget,
+    QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter, QStackedWidget, QToolButton,
+    QVBoxLayout, QWidget,
 )
 
 from app.store.export import export_conversation
@@ -24,6 +25,7 @@ from ui.memory_poller import MemoryPoller, MemorySample
 from ui.model_picker import ModelPicker
 from ui.model_picker import _ElidedLabel  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
 from ui.models_host import ModelsHost
+from ui.welcome_host import WelcomeHost
 from ui.models_panel import ModelsPanel
 from ui.network_indicator import NetworkIndicator
 from ui.perf_panel import PerfPanel
@@ -78,6 +80,7 @@ class MainWindow(QMainWindow):
                                  downloads=downloads, token_store=token_store)
         self.downloads = self.models.downloads
         self._build_layout()
+        self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()
 
@@ -123,7 +126,11 @@ class MainWindow(QMainWindow):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addWidget(self.notice)
-        col.addWidget(self.view, 1)
+        # The conversation (index 0), or the welcome page on a first run; the composer stays
+        # below either, so a first message can be typed at once.
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.view)
+        col.addWidget(self.pages, 1)
         col.addWidget(self.composer)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -401,6 +408,7 @@ class MainWindow(QMainWindow):
         self.refresh_models()
         self.refresh_conversations()
         self._update_title()
+        self.welcome.start()
         self.composer.focus_input()
         QTimer.singleShot(0, self.controller.preload_model)
 

@@ -1,5 +1,6 @@
-"""Screenshots of the real window for the README: a short conversation with the starter model,
-then the chat, the performance panel, the model picker and search results as PNGs.
+"""Screenshots of the real window for the README: the first-run welcome page, a short
+conversation with the starter model, then the chat, the performance panel, the model picker,
+search results and the Models panel as PNGs.
 
 Run under Xvfb for real window decorations and popups, or offscreen:
     xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python -m ui.screenshots assets/screenshots
@@ -80,17 +81,28 @@ def main(argv: list[str]) -> int:
 
     def search_shot() -> None:
         save(window, "search")
+        panel = window.open_models("Discover")
+        panel.resize(1100, 720)
+        QTimer.singleShot(1000, lambda: models_shot(panel))
+
+    def models_shot(panel) -> None:
+        save(panel, "models")
+        panel.close()
         window.close()
         app.quit()
 
+    def welcome_shot() -> None:
+        save(window, "welcome")
+        next_prompt()
+
     controller.reply_finished.connect(next_prompt)
-    QTimer.singleShot(1500, next_prompt)
+    QTimer.singleShot(1500, welcome_shot)
     QTimer.singleShot(600_000, app.quit)  # never hang a build
     app.exec()
     core.close()
     for path in shots:
         print(path)
-    return 0 if len(shots) == 4 else 1
+    return 0 if len(shots) == 6 else 1
 
 
 if __name__ == "__main__":

@@ -135,8 +135,8 @@ class WelcomePage(QScrollArea):
         elif preparing:
             self.starter_status.setText("Preparing the starter model (Gemma 3 270M, 253 MB, first start only)…")
         elif ready and name:
-            self.starter_status.setText(f"<b>{name}</b> is ready on this computer. Start a chat, or get a "
-                                        "larger model below for better answers.")
+            self.starter_status.setText(f"<b>{name}</b> is ready on this computer: type your first message "
+                                        "below. Larger models below give better answers.")
         else:
             self.starter_status.setText("No model yet: get one below, or import a GGUF file you already have.")
         self.start_button.setEnabled(ready and not preparing and not error)
