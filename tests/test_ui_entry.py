@@ -45,3 +45,12 @@ def test_the_window_opens_and_closes_offscreen(tmp_path: Path, tiny_gguf: Path) 
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "QThread" not in done.stderr
+
+
+def test_the_window_icon_is_the_real_one_at_every_size(qapp) -> None:
+    from ui.app_icon import app_icon
+
+    icon = app_icon()
+    assert not icon.isNull()
+    sizes = {s.width() for s in icon.availableSizes()}
+    assert {16, 32, 48, 256} <= sizes

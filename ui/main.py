@@ -107,6 +107,9 @@ def run_window(
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "cove"])
     app.setApplicationName("Cove")
     app.setApplicationDisplayName("Cove")
+    from ui.app_icon import app_icon
+
+    app.setWindowIcon(app_icon())
     app.setDesktopFileName("cove")
     try:
         core = open_core()

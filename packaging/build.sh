@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds Cove as a one-folder app: dist/Cove/ (run dist/Cove/cove). Work files go to build/.
+#
+#   packaging/build.sh                  # from the repository, after the README's setup (.venv)
+#   COVE_BUNDLE_STARTER=1 packaging/build.sh   # also bundle the starter model (+253 MB)
+#   packaging/build.sh --distpath D --workpath W   # extra arguments go to PyInstaller
+#
+# Installs the build tools (the `package` extra: PyInstaller) into .venv when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${COVE_PYTHON:-.venv/bin/python}"
+if [ ! -x "$PY" ]; then
+    echo "build: $PY not found; set up the venv first (README: python3.11 -m venv .venv && .venv/bin/pip install -e '.[starter,dev]')" >&2
+    exit 1
+fi
+if ! "$PY" -c "import PyInstaller" 2>/dev/null; then
+    "$PY" -m pip install --quiet -e '.[package]'
+fi
+"$PY" -m PyInstaller --noconfirm --clean --log-level WARN \
+    --distpath dist --workpath build/pyinstaller "$@" packaging/cove.spec
+
+# Python built from source (pyenv) keeps its debug info in libpython and the stdlib's
+# extension modules (about 25 MB here): drop the debug sections, keep every symbol.
+DIST="dist"
+prev=""
+for arg in "$@"; do
+    [ "$prev" = "--distpath" ] && DIST="$arg"
+    case "$arg" in --distpath=*) DIST="${arg#--distpath=}" ;; esac
+    prev="$arg"
+done
+if command -v strip >/dev/null && command -v readelf >/dev/null; then
+    find "$DIST/Cove/_internal" -type f -name "*.so*" -print0 | while IFS= read -r -d '' lib; do
+        # (not grep -q: it would close the pipe early, and readelf's SIGPIPE would read as 'no')
+        if readelf -S "$lib" 2>/dev/null | grep '\.debug_info' >/dev/null; then strip --strip-debug "$lib"; fi
+    done
+fi
+cp packaging/install-desktop.sh "$DIST/Cove/install-desktop.sh"  # adds the build to the applications menu
+echo "build: $DIST/Cove/cove ($(du -sh "$DIST/Cove" | cut -f1))"
