@@ -207,3 +207,26 @@ def test_a_failing_callback_does_not_end_polling() -> None:
 
 def test_stop_before_start_is_harmless() -> None:
     MemoryPoller(lambda sample: None).stop()
+
+
+def test_while_a_reply_streams_the_engine_is_not_read(monkeypatch) -> None:
+    import ui.memory_poller as mp
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        poller = MemoryPoller(lambda sample: None)
+        poller.set_engine_pid(child.pid)
+        first = poller.sample_now().engine_uss
+        assert first and first > 0
+        reads: list[int] = []
+        real = mp.read_uss
+        monkeypatch.setattr(mp, "read_uss", lambda process: reads.append(process.pid) or real(process))
+        poller.set_engine_busy(True)
+        assert poller.sample_now().engine_uss == first  # carried over
+        assert child.pid not in reads  # only this process was read
+        poller.set_engine_busy(False)
+        poller.sample_now()
+        assert child.pid in reads  # after the reply the engine is read again
+    finally:
+        child.kill()
+        child.wait()

@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
         c.reply_text_received.connect(self._on_text)
         c.reply_finished.connect(self._on_finished)
         c.busy_changed.connect(self.composer.set_busy)
+        c.busy_changed.connect(lambda busy: self.poller.set_engine_busy(busy))  # no engine reads mid-reply
         c.model_load_started.connect(lambda name: self.picker.set_loading(name, True))
         c.model_loaded.connect(self._on_loaded)
         c.model_load_failed.connect(self._on_load_failed)

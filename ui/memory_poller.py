@@ -4,6 +4,11 @@ It never touches Qt: it hands each `MemorySample` to a callback on its own threa
 owner marshals it to the UI thread (e.g. by emitting a signal). psutil's
 `memory_full_info()` can take around a millisecond, which is why this is not done on the
 UI thread (research/performance.md section 4.5).
+
+Reading another process's USS walks all of its memory mappings in the kernel: about 13 ms of
+CPU for the engine with the starter model loaded, every half second, on a core the engine's
+threads need. So while a reply streams (`set_engine_busy(True)`) the engine is not read:
+its last figure is carried over, and the next reading after the reply refreshes it.
 """
 
 from __future__ import annotations
@@ -61,19 +66,36 @@ class MemoryPoller(threading.Thread):
         self._own = self._process(own_pid if own_pid is not None else os.getpid())
         self._engine_pid: int | None = None
         self._engine_process: psutil.Process | None = None
+        self._engine_busy = False  # a reply is streaming: leave the engine alone
+        self._last_engine_uss: int | None = None
 
     def set_engine_pid(self, pid: int | None) -> None:
         """Follow the engine process with this pid from the next reading on (None: no engine)."""
         with self._lock:
             self._engine_pid = pid
             self._engine_process = self._process(pid) if pid is not None else None
+            self._last_engine_uss = None
+
+    def set_engine_busy(self, busy: bool) -> None:
+        """While busy (a reply streams), readings carry the engine's last figure over."""
+        with self._lock:
+            self._engine_busy = busy
 
     def sample_now(self) -> MemorySample:
         """Take one reading on the calling thread."""
         with self._lock:
-            pid, engine = self._engine_pid, self._engine_process
+            pid, engine, busy = self._engine_pid, self._engine_process, self._engine_busy
+            last = self._last_engine_uss
         ui_uss = read_uss(self._own) if self._own is not None else None
-        engine_uss = read_uss(engine) if engine is not None else None
+        if engine is None:
+            engine_uss = None
+        elif busy and last is not None:
+            engine_uss = last
+        else:
+            engine_uss = read_uss(engine)
+        with self._lock:
+            if pid == self._engine_pid:
+                self._last_engine_uss = engine_uss
         return MemorySample(ui_uss=ui_uss, engine_uss=engine_uss, engine_pid=pid)
 
     def stop(self, timeout: float | None = 2.0) -> None:
