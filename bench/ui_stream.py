@@ -201,8 +201,10 @@ def starter_ratio(window, core, repeats: int = 3, n_gen: int = 128) -> dict:
         done = wait_for(window.controller.reply_finished, 600000)
         windowed.append(done[0].metrics.get("gen_tps") if done else float("nan"))
         messages = build_prompt_messages(core.history, window.controller.conversation_id, None)[:1]
+        window.poller.set_engine_busy(True)  # headless means no window: no memory reads of its idle engine either
         fin = headless_engine.generate(messages, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1,
                                        repeat_penalty=1.0, no_cache=True).wait()
+        window.poller.set_engine_busy(False)
         headless.append(fin.metrics.get("gen_tps"))
     headless_engine.close()
     w, h = statistics.median(windowed), statistics.median(headless)

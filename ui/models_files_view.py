@@ -150,6 +150,7 @@ class FilesView(QWidget):
         for i in range(self.tree.topLevelItemCount()):
             item = self.tree.topLevelItem(i)
             item.setText(3, self._state_of(item.data(0, ENTRY_ROLE)))
+        self.tree.resizeColumnToContents(3)  # "downloading 40 %", "installed": never cut short
         self._update_button()
 
     def show_error(self, sentence: str) -> None:

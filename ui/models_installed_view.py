@@ -150,7 +150,7 @@ class InstalledView(QWidget):
             if model.name == selected:
                 self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
-        for column in (1, 2, 3, 4, 6):
+        for column in (0, 1, 2, 3, 4, 6):  # the name in full; the source column takes what is left
             self.tree.resizeColumnToContents(column)
         self._paint_marks()
         self._update_buttons()
