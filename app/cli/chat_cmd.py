@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 
 from app.chat import ChatService, TurnResult
-from app.cli.output import metrics_line
+from app.cli.output import metrics_line, positive_int
 from app.core import Core
 from app.engine.client import EngineClient
 from app.settings import SamplingParams
@@ -24,22 +24,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--conversation", "-c", help="continue this conversation (id or a unique prefix of it)")
     which.add_argument("--new", action="store_true", help="start a new conversation (default: continue the last one)")
     p.add_argument("--system", help="system prompt for this conversation")
-    p.add_argument("--max-tokens", type=_positive_int, help="longest reply in tokens (default 512)")
+    p.add_argument("--max-tokens", type=positive_int, help="longest reply in tokens (default 512)")
     p.add_argument("--temperature", type=_non_negative_float, help="sampling temperature (0 = always the likeliest token)")
     p.add_argument("--seed", type=int, help="random seed, for a repeatable reply")
-    p.add_argument("--ctx", type=_positive_int, help="context size in tokens (default: the model's, at most 8192)")
+    p.add_argument("--ctx", type=positive_int, help="context size in tokens (default: the model's, at most 8192)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming text")
     p.set_defaults(run=run)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
-    return value
 
 
 def _non_negative_float(text: str) -> float:

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import TextIO
 
 from app.cli.output import human_size, print_json
+from app import secrets
 from app.core import Core
 from app.downloads import DownloadManager
 from models.download.protocol import Cancelled, DownloadEvent, Failed, Finished, Paused, Progress, Retrying, Started
@@ -38,7 +39,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
 
 
 def run_download(core: Core, args: argparse.Namespace) -> int:
-    token = _token()
+    token = secrets.load_token()
     listing = list_gguf_files(core.network, args.repo, token=token, revision=args.revision)
     entry = find_entry(listing, args.file)
     filenames = [p.filename for p in entry.parts]
@@ -179,11 +180,3 @@ def _duration(seconds: float) -> str:
         return f"{s // 60} min {s % 60:02d} s"
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
-
-def _token() -> str | None:
-    """The saved Hugging Face token, if any (gated and private repos need one)."""
-    try:
-        from app.secrets import load_token
-    except ImportError:
-        return None
-    return load_token()

@@ -12,7 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.cli.output import human_size, print_json
+from app.cli.output import human_size, positive_int, print_json
+from app import secrets
 from app.core import Core
 from models.gguf_info import GGUFInfo, info_from_header
 from models.gguf_validate import GGUFHeader, read_gguf_header
@@ -28,7 +29,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("target", metavar="NAME|REPO", help="an installed model's name (or a .gguf path), or a Hub repository id")
     p.add_argument("file", metavar="FILE", nargs="?", help="with REPO: the .gguf file in that repository")
-    p.add_argument("--ctx", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--ctx", type=positive_int, default=None, metavar="N",
                    help="context size in tokens (default: what Cove uses, the model's training context up to 8192)")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N",
                    help="layers to offload to the GPU (-1: all; default 0)")
@@ -67,7 +68,7 @@ def _read_header(core: Core, args: argparse.Namespace) -> tuple[dict[str, Any], 
         return {"source": "local", "name": name, "path": str(path)}, header, info_from_header(header), header.file_size
     from models.remote_header import read_remote_header
 
-    remote = read_remote_header(core.network, args.target, args.file, token=_token(), revision=args.revision)
+    remote = read_remote_header(core.network, args.target, args.file, token=secrets.load_token(), revision=args.revision)
     file_size = remote.file_size
     if _split_count(remote.header) > 1:  # the other parts' weights count too
         file_size = _split_total(core, args, remote.file_size)
@@ -84,7 +85,7 @@ def _split_count(header: GGUFHeader) -> int:
 def _split_total(core: Core, args: argparse.Namespace, first_size: int) -> int:
     from models.hub_files import list_gguf_files
 
-    listing = list_gguf_files(core.network, args.target, token=_token(), revision=args.revision)
+    listing = list_gguf_files(core.network, args.target, token=secrets.load_token(), revision=args.revision)
     for entry in listing.entries:
         if any(part.filename == args.file for part in entry.parts):
             return entry.total_size
@@ -124,23 +125,8 @@ def _machine_dict(m: MachineMemory) -> dict[str, Any]:
             "vram_free": m.vram_free}
 
 
-def _token() -> str | None:
-    """The saved Hugging Face token, if any (only gated or private repos need one)."""
-    try:
-        from app.secrets import load_token  # written alongside; absent in older trees
-    except ImportError:
-        return None
-    return load_token()
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 __all__ = ["KV_TYPES", "add_subcommands", "run_fit"]

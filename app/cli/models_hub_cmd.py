@@ -10,7 +10,8 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from app.cli.output import human_size, print_json
+from app.cli.output import human_size, positive_int, print_json
+from app import secrets
 from app.core import Core
 from models.catalog import CatalogEntry, load_catalog, machine_fit, machine_ram
 from models.hub_files import GGUFEntry, RepoListing, list_gguf_files
@@ -27,7 +28,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
     )
     search.add_argument("query", nargs="?", default="", help="words to look for (empty: the catalog and the most popular GGUF repos)")
     search.add_argument("--sort", choices=tuple(SORTS), default="downloads", help="order of Hub results (default: downloads)")
-    search.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="at most N Hub results (default 20, up to 100)")
+    search.add_argument("--limit", type=positive_int, default=20, metavar="N", help="at most N Hub results (default 20, up to 100)")
     search.add_argument("--json", action="store_true")
     search.set_defaults(run=run_search)
 
@@ -46,7 +47,7 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
         # The catalog needs no network: show it first, even when the Hub can't be reached.
         _print_catalog(catalog, ram, query)
         print(flush=True)
-    hub = search_models(core.network, query, sort=args.sort, limit=args.limit, token=_token())
+    hub = search_models(core.network, query, sort=args.sort, limit=args.limit, token=secrets.load_token())
     if args.json:
         print_json(
             {
@@ -63,7 +64,7 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_files(core: Core, args: argparse.Namespace) -> int:
-    listing = list_gguf_files(core.network, args.repo, token=_token(), revision=args.revision)
+    listing = list_gguf_files(core.network, args.repo, token=secrets.load_token(), revision=args.revision)
     if args.json:
         print_json(_listing_dict(listing))
         return 0
@@ -197,21 +198,3 @@ def _iso(when: datetime | None) -> str | None:
 
 # -- helpers ---------------------------------------------------------------------------------
 
-
-def _token() -> str | None:
-    """The saved Hugging Face token, if any (only gated or private repos need one)."""
-    try:
-        from app.secrets import load_token  # written alongside; absent in older trees
-    except ImportError:
-        return None
-    return load_token()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value

@@ -1,7 +1,8 @@
-"""Small printing helpers shared by the `cove` subcommands (JSON, sizes, metric lines)."""
+"""Small helpers shared by the `cove` subcommands: printing (JSON, sizes, metric lines) and argument types."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -58,3 +59,14 @@ def metrics_line(model_name: str, status: str, metrics: dict) -> str:
     if isinstance(metrics.get("engine_uss_bytes"), int):
         parts.append(f"engine {human_size(metrics['engine_uss_bytes'])} private")
     return " · ".join(parts)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1 (token counts, context sizes, limits)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
