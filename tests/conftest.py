@@ -11,6 +11,8 @@ import pytest
 # storage, like a headless machine); tests that need storage set an in-memory backend.
 os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 
+pytest_plugins = ["tests.support.models_panel"]  # the Models panel fixtures (hub, panel, served_bytes)
+
 from tests.support.tiny_model import write_tiny_gguf
 
 # A chatml template as Qwen-style models ship it (the tiny vocab gets its two special tokens).

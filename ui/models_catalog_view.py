@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from models.catalog import CatalogEntry
+from ui.list_tree import setup_list_tree
 from ui.models_format import FIT_HINTS, FIT_WORDS, verdict_color
 from ui.theme import format_bytes
 
@@ -30,15 +31,7 @@ class CatalogView(QWidget):
                               "at a 4,096-token context.", self)
         self.caption.setWordWrap(True)
         self.caption.setAccessibleName("About the recommended models")
-        self.tree = QTreeWidget(self)
-        self.tree.setAccessibleName("Recommended models")
-        self.tree.setColumnCount(len(COLUMNS))
-        self.tree.setHeaderLabels(list(COLUMNS))
-        self.tree.setRootIsDecorated(False)
-        self.tree.setUniformRowHeights(True)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.tree.header().setStretchLastSection(False)
+        self.tree = setup_list_tree(QTreeWidget(self), "Recommended models", COLUMNS)
         self.tree.currentItemChanged.connect(lambda item, _previous: self._on_item(item))
         self.tree.itemActivated.connect(self._on_item)  # Enter or double-click: again, e.g. after an error
         layout = QVBoxLayout(self)

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSpinBox,
+    QComboBox, QFormLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
     QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
 )
 
 from models.hub_files import GGUFEntry, RepoListing
+from ui.list_tree import setup_list_tree
 from ui.models_format import advice_lines, estimate_figures, verdict_color
 from ui.theme import format_bytes, format_int, muted_color
 
@@ -48,15 +49,7 @@ class FilesView(QWidget):
         self.status.setAccessibleName("Files status")
         self.status.setWordWrap(True)
         self.status.hide()
-        self.tree = QTreeWidget(self)
-        self.tree.setAccessibleName("Model files")
-        self.tree.setColumnCount(len(COLUMNS))
-        self.tree.setHeaderLabels(list(COLUMNS))
-        self.tree.setRootIsDecorated(False)
-        self.tree.setUniformRowHeights(True)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.tree.header().setStretchLastSection(False)
+        self.tree = setup_list_tree(QTreeWidget(self), "Model files", COLUMNS)
         self.tree.currentItemChanged.connect(lambda item, _previous: self._on_item(item))
 
         self.context_box = QComboBox(self)

@@ -10,11 +10,12 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPalette
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTreeWidget, QTreeWidgetItem,
+    QAbstractItemView, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTreeWidget, QTreeWidgetItem,
     QVBoxLayout, QWidget,
 )
 
 from models.library import InstalledModel
+from ui.list_tree import setup_list_tree
 from ui.models_format import estimate_figures, format_age
 from ui.theme import blank_icon, dot_icon, format_bytes, format_int
 
@@ -86,15 +87,7 @@ class InstalledView(QWidget):
         self.caption = QLabel("Models on this computer. Drop .gguf files here to add them.", self)
         self.caption.setWordWrap(True)
         self.caption.setAccessibleName("About installed models")
-        self.tree = _DropTree(self)
-        self.tree.setAccessibleName("Installed models")
-        self.tree.setColumnCount(len(COLUMNS))
-        self.tree.setHeaderLabels(list(COLUMNS))
-        self.tree.setRootIsDecorated(False)
-        self.tree.setUniformRowHeights(True)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.header().setSectionResizeMode(5, QHeaderView.ResizeMode.Stretch)
-        self.tree.header().setStretchLastSection(False)
+        self.tree = setup_list_tree(_DropTree(self), "Installed models", COLUMNS, stretch=5)
         self.tree.files_dropped.connect(self.import_requested)
         self.tree.currentItemChanged.connect(lambda *_: self._update_buttons())
         self.tree.itemActivated.connect(lambda *_: self._use())

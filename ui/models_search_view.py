@@ -8,11 +8,12 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTreeWidget,
+    QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QTreeWidget,
     QTreeWidgetItem, QVBoxLayout, QWidget,
 )
 
 from models.hub_search import HubModel
+from ui.list_tree import setup_list_tree
 from ui.models_format import format_age, format_count
 from ui.theme import format_int
 
@@ -46,15 +47,7 @@ class SearchView(QWidget):
         self.status.setAccessibleName("Search status")
         self.status.setWordWrap(True)
         self.status.hide()
-        self.tree = QTreeWidget(self)
-        self.tree.setAccessibleName("Search results")
-        self.tree.setColumnCount(len(COLUMNS))
-        self.tree.setHeaderLabels(list(COLUMNS))
-        self.tree.setRootIsDecorated(False)
-        self.tree.setUniformRowHeights(True)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.tree.header().setStretchLastSection(False)
+        self.tree = setup_list_tree(QTreeWidget(self), "Search results", COLUMNS)
         self.tree.currentItemChanged.connect(lambda item, _previous: self._on_item(item))
         self.tree.itemActivated.connect(self._on_item)
 

@@ -1,0 +1,20 @@
+"""The flat, single-selection table the Models panel's views share (catalog, search, files, installed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget
+
+
+def setup_list_tree(tree: QTreeWidget, name: str, columns: Sequence[str], stretch: int = 0) -> QTreeWidget:
+    """Columns with headers, no tree decoration, one row selectable; column `stretch` takes the spare width."""
+    tree.setAccessibleName(name)
+    tree.setColumnCount(len(columns))
+    tree.setHeaderLabels(list(columns))
+    tree.setRootIsDecorated(False)
+    tree.setUniformRowHeights(True)
+    tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    tree.header().setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    tree.header().setStretchLastSection(False)
+    return tree
