@@ -5,6 +5,7 @@ turn through the real engine on the tiny generated model."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -203,3 +204,22 @@ def test_a_returning_person_sees_their_last_chat_not_the_welcome(qtbot, cove_cor
     window = _window(qtbot, cove_core, fake_engine)
     assert not window.welcome.shown
     assert window.view.conversation_model().items()[0].content == "from last week"
+
+
+def test_the_welcome_import_button_opens_the_file_dialog_and_imports(qtbot, cove_core, fake_engine, tiny_gguf_with_template,
+                                                                      monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    asked: list[str] = []
+
+    def fake_dialog(*args, **kwargs):
+        asked.append(args[1])
+        return [str(tiny_gguf_with_template)], "GGUF models (*.gguf)"
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", staticmethod(fake_dialog))
+    window = _window(qtbot, cove_core, fake_engine)
+    buttons = {b.accessibleName(): b for b in window.welcome.page.findChildren(type(window.welcome.page.start_button))}
+    buttons["Import a GGUF file"].click()
+    assert asked == ["Import a GGUF model"]
+    qtbot.waitUntil(lambda: any(Path(m.path) == tiny_gguf_with_template for m in cove_core.library.list()), timeout=15000)
+    window.models.panel.close()

@@ -102,7 +102,7 @@ class InstalledView(QWidget):
         self.import_button = QPushButton("Import…", self)
         self.import_button.setAccessibleName("Import a GGUF file")
         self.import_button.setToolTip("Add a .gguf file from this computer (it stays where it is)")
-        self.import_button.clicked.connect(self._ask_import)
+        self.import_button.clicked.connect(self.ask_import)
         self.delete_button = QPushButton("Delete…", self)
         self.delete_button.setAccessibleName("Delete the selected model")
         self.delete_button.clicked.connect(self._delete)
@@ -220,7 +220,7 @@ class InstalledView(QWidget):
         if name is not None:
             self.delete_requested.emit(name)
 
-    def _ask_import(self) -> None:
+    def ask_import(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Import a GGUF model", str(Path.home()), "GGUF models (*.gguf)")
         if paths:
             self.import_requested.emit(list(paths))

@@ -46,7 +46,7 @@ class WelcomeHost(QObject):
             self.page.start_chat_requested.connect(self._start_chat)
             self.page.catalog_entry_chosen.connect(self._open_entry)
             self.page.browse_models_requested.connect(lambda: self._window.open_models("Discover"))
-            self.page.import_requested.connect(lambda: self._window.open_models("Installed"))
+            self.page.import_requested.connect(self._import)
             self._pages.addWidget(self.page)
             c = self.controller
             c.models_changed.connect(self.refresh)
@@ -72,6 +72,10 @@ class WelcomeHost(QObject):
         self._window.new_chat()
         self.leave()
         self._window.composer.focus_input()
+
+    def _import(self) -> None:
+        """The file dialog at once, over the Installed tab where the imported model will show."""
+        self._window.open_models("Installed").installed_view.ask_import()
 
     def _open_entry(self, entry: CatalogEntry) -> None:
         panel = self._window.open_models("Discover")
