@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from models.memory_estimate import MIN_CTX, MachineMemory, MemoryEstimate, compute_parts
 from models.model_facts import ModelFacts
+from models.units import format_size
 
 FITS_GPU, FITS_RAM, TOO_LARGE = "fits on GPU", "fits in RAM", "too large"
 TIGHT = 0.9  # above this share of what is available now, say so
@@ -43,7 +44,7 @@ def judge(
     else:
         share = parts.total_ram / ram if ram else 1.0
         if share > TIGHT:
-            advice.append(f"It would use {share:.0%} of the memory available now ({_size(ram)}); "
+            advice.append(f"It would use {share:.0%} of the memory available now ({format_size(ram)}); "
                           "close other programs before loading it.")
         if parts.n_gpu_layers == 0 and vram:
             ngl = _last(lambda n: _verdict(at(ngl=n), ram, vram) != TOO_LARGE, range(parts.n_layers + 1, 0, -1))
@@ -83,7 +84,7 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
         if steps:
             found = True
             advice.append(f"A context of {steps * MIN_CTX} tokens would fit (--ctx {steps * MIN_CTX}); "
-                          f"{base.n_ctx} needs {_size(base.total_ram)} of RAM, {_size(ram)} is available.")
+                          f"{base.n_ctx} needs {format_size(base.total_ram)} of RAM, {format_size(ram)} is available.")
     if base.kv_type in ("f16", "f32", "bf16") and flash_attn and fits(at(kv="q8_0", ngl=ngl)):
         found = True
         advice.append("A q8_0 KV cache (--kv-type q8_0) halves the cache and would fit at this context.")
@@ -93,7 +94,7 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
         advice.append(quant)
     if not found:
         least = at(n_ctx=MIN_CTX, ngl=ngl).total_ram
-        advice.append(f"It needs at least {_size(least)} of RAM even with the smallest context, and {_size(ram)} "
+        advice.append(f"It needs at least {format_size(least)} of RAM even with the smallest context, and {format_size(ram)} "
                       "is available: choose a smaller model.")
     return advice
 
@@ -118,7 +119,7 @@ def _smaller_quant(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | N
         vram_need = p.total_vram - int(p.weights_vram * (1 - scale))
         if ram_need <= ram and (p.n_gpu_layers == 0 or (vram is not None and vram_need <= vram)):
             size = int(facts.file_size * scale)
-            return f"A smaller quant such as {label} (a file of about {_size(size)}) would fit at {p.n_ctx} tokens of context."
+            return f"A smaller quant such as {label} (a file of about {format_size(size)}) would fit at {p.n_ctx} tokens of context."
     return ""
 
 
@@ -154,8 +155,3 @@ def _most(ok, lo: int, hi: int) -> int | None:
             hi = mid - 1
     return lo
 
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"

@@ -153,7 +153,7 @@ def test_huge_data_image_is_a_placeholder(qapp: object) -> None:
     assert len(rendered.html) < 2_000
     doc = SafeTextDocument()
     doc.setHtml(rendered.html)
-    assert "[image: big — data:image/png, 147 KB, not shown]" in doc.toPlainText()
+    assert "[image: big — data:image/png, 146.7 KB, not shown]" in doc.toPlainText()
     assert "after" in doc.toPlainText()
 
 

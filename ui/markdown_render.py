@@ -20,6 +20,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from models.units import format_size
+
 # Only our renderer writes these schemes; model text can never produce them (every href it
 # writes is rewritten to cove-link:N, and raw HTML is escaped).
 LINK_SCHEME = "cove-link"
@@ -192,18 +194,12 @@ def _render_image(self: Any, tokens: list, idx: int, options: Any, env: dict) ->
 def _describe_address(src: str) -> str:
     if src[:5].lower() == "data:":
         mime = src[5:].split(",", 1)[0].split(";", 1)[0] or "data"
-        return f"data:{mime}, {_size(len(src))}, not shown"
+        return f"data:{mime}, {format_size(len(src))}, not shown"
     if len(src) > MAX_PLACEHOLDER_URL:
         return src[: MAX_PLACEHOLDER_URL - 1] + "…"
     return src
 
 
-def _size(n: int) -> str:
-    if n < 1000:
-        return f"{n} B"
-    if n < 1_000_000:
-        return f"{n / 1000:.0f} KB"
-    return f"{n / 1_000_000:.1f} MB"
 
 
 def _render_link_open(self: Any, tokens: list, idx: int, options: Any, env: dict) -> str:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from models.catalog import FITS, TIGHT, CatalogEntry, machine_fit
+from models.units import format_size
 
 PRIVACY_TEXT = (
     "Cove runs language models on this computer. What you write, the replies, and your whole "
@@ -27,12 +28,6 @@ FIT_LABELS = {FITS: "fits this computer", TIGHT: "tight on memory", "too large":
 MAX_CATALOG_ROWS = 6
 
 
-def _human(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 class WelcomePage(QScrollArea):
@@ -86,7 +81,7 @@ class WelcomePage(QScrollArea):
         heading_font.setBold(True)
         heading.setFont(heading_font)
         col.addWidget(heading)
-        ram_note = QLabel(f"This computer has {_human(total_ram)} of memory. Downloads come from Hugging Face.")
+        ram_note = QLabel(f"This computer has {format_size(total_ram)} of memory. Downloads come from Hugging Face.")
         ram_note.setWordWrap(True)
         col.addWidget(ram_note)
 
@@ -96,7 +91,7 @@ class WelcomePage(QScrollArea):
         ranked = sorted(catalog, key=lambda e: (machine_fit(e, total_ram) != FITS, e.size_bytes))
         for row, entry in enumerate(ranked[:MAX_CATALOG_ROWS]):
             fit = machine_fit(entry, total_ram)
-            name = QLabel(f"<b>{entry.name}</b> · {entry.quant} · {_human(entry.size_bytes)}<br>"
+            name = QLabel(f"<b>{entry.name}</b> · {entry.quant} · {format_size(entry.size_bytes)}<br>"
                           f"<span>{entry.description}</span>")
             name.setWordWrap(True)
             name.setTextFormat(Qt.TextFormat.RichText)

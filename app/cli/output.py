@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+from models.units import format_size
+
 
 def to_jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -26,14 +28,7 @@ def print_json(obj: Any, out: TextIO | None = None) -> None:
 
 
 def human_size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{n} B"
+    return "?" if n is None else format_size(n)
 
 
 def metrics_line(model_name: str, status: str, metrics: dict) -> str:

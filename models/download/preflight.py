@@ -6,16 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
+from models.units import format_size
+
 MARGIN = 1.05  # room for the filesystem's own overhead and anything else writing meanwhile
 
 
-def format_size(n: float) -> str:
-    """Decimal units, one decimal place: 4.1 GB, 950.0 MB."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 def _existing(path: Path) -> Path:
