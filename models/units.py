@@ -10,3 +10,15 @@ def format_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"  # not reached
+
+
+def format_duration(seconds: float | None) -> str:
+    """'48 s', '3 min 05 s', '1 h 02 min'; '–' when unknown (time left of a download, say)."""
+    if seconds is None:
+        return "–"
+    s = int(seconds + 0.5)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"

@@ -12,8 +12,9 @@ from PySide6.QtWidgets import (
 )
 
 from models.download.partial import ResumableDownload
+from models.units import format_duration
 from ui.download_bridge import ACTIVE_STATES, DownloadRow
-from ui.models_format import format_duration, format_speed
+from ui.models_format import format_speed
 from ui.theme import format_bytes
 
 STATE_WORDS = {

@@ -72,16 +72,6 @@ def format_age(moment: datetime | str | None, now: datetime | None = None) -> st
     return moment.strftime("%Y-%m-%d")
 
 
-def format_duration(seconds: float | None) -> str:
-    """'48 s', '3 min 05 s', '1 h 02 min'; '–' when unknown."""
-    if seconds is None:
-        return "–"
-    s = int(seconds + 0.5)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def format_speed(bytes_per_s: float | None) -> str:

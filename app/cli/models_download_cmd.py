@@ -14,13 +14,14 @@ import time
 from pathlib import PurePosixPath
 from typing import TextIO
 
-from app.cli.output import human_size, print_json
 from app import secrets
+from app.cli.output import human_size, print_json
 from app.core import Core
 from app.downloads import DownloadManager
 from models.download.protocol import Cancelled, DownloadEvent, Failed, Finished, Paused, Progress, Retrying, Started
 from models.hub_errors import HubError
 from models.hub_files import GGUFEntry, RepoListing, list_gguf_files
+from models.units import format_duration
 
 EXIT_PAUSED = 130  # as for any Ctrl-C
 
@@ -168,15 +169,6 @@ def progress_text(p: Progress) -> str:
     speed = f"{human_size(int(p.speed))}/s" if p.speed else "waiting for data"
     parts = [f"{pct} {human_size(p.bytes_done)} of {human_size(p.total)}", speed]
     if p.eta is not None and p.bytes_done < p.total:
-        parts.append(f"{_duration(p.eta)} left")
+        parts.append(f"{format_duration(p.eta)} left")
     return " · ".join(parts)
-
-
-def _duration(seconds: float) -> str:
-    s = int(seconds + 0.5)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 

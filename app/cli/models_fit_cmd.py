@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.cli.output import human_size, positive_int, print_json
 from app import secrets
+from app.cli.output import human_size, positive_int, print_json
 from app.core import Core
 from models.gguf_info import GGUFInfo, info_from_header
 from models.gguf_validate import GGUFHeader, read_gguf_header

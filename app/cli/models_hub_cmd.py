@@ -10,8 +10,8 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from app.cli.output import human_size, positive_int, print_json
 from app import secrets
+from app.cli.output import human_size, positive_int, print_json
 from app.core import Core
 from models.catalog import CatalogEntry, load_catalog, machine_fit, machine_ram
 from models.hub_files import GGUFEntry, RepoListing, list_gguf_files
