@@ -1,10 +1,11 @@
-"""The flat, single-selection table the Models panel's views share (catalog, search, files, installed)."""
+"""The flat, single-selection table the Models panel's views share (catalog, search, files, installed):
+its set-up, and choosing a row the way a click does."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem
 
 
 def setup_list_tree(tree: QTreeWidget, name: str, columns: Sequence[str], stretch: int = 0) -> QTreeWidget:
@@ -18,3 +19,12 @@ def setup_list_tree(tree: QTreeWidget, name: str, columns: Sequence[str], stretc
     tree.header().setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
     tree.header().setStretchLastSection(False)
     return tree
+
+
+def choose_row(tree: QTreeWidget, row: int, on_item: Callable[[QTreeWidgetItem], None]) -> None:
+    """Pick `row` as a click would: selecting it, or acting on it again if it already is."""
+    item = tree.topLevelItem(row)
+    if tree.currentItem() is item:
+        on_item(item)
+    else:
+        tree.setCurrentItem(item)

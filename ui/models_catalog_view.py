@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from models.catalog import CatalogEntry
-from ui.list_tree import setup_list_tree
+from ui.list_tree import choose_row, setup_list_tree
 from ui.models_format import FIT_HINTS, FIT_WORDS, verdict_color
 from ui.theme import format_bytes
 
@@ -67,11 +67,7 @@ class CatalogView(QWidget):
 
     def choose(self, row: int) -> None:
         """Pick the catalog model on `row` as a click would."""
-        item = self.tree.topLevelItem(row)
-        if self.tree.currentItem() is item:
-            self._on_item(item)
-        else:
-            self.tree.setCurrentItem(item)
+        choose_row(self.tree, row, self._on_item)
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
         if event.type() == QEvent.Type.PaletteChange:

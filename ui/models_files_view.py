@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
 )
 
 from models.hub_files import GGUFEntry, RepoListing
-from ui.list_tree import setup_list_tree
+from ui.list_tree import choose_row, setup_list_tree
 from ui.models_format import advice_lines, estimate_figures, verdict_color
 from ui.theme import format_bytes, format_int, muted_color
 
@@ -158,11 +158,7 @@ class FilesView(QWidget):
         return entry if isinstance(entry, GGUFEntry) else None
 
     def choose(self, row: int) -> None:
-        item = self.tree.topLevelItem(row)
-        if self.tree.currentItem() is item:
-            self._on_item(item)
-        else:
-            self.tree.setCurrentItem(item)
+        choose_row(self.tree, row, self._on_item)
 
     def n_ctx(self) -> int:
         return int(self.context_box.currentData())

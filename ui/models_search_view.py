@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (
 )
 
 from models.hub_search import HubModel
-from ui.list_tree import setup_list_tree
+from ui.list_tree import choose_row, setup_list_tree
 from ui.models_format import format_age, format_count
 from ui.theme import format_int
 
@@ -137,11 +137,7 @@ class SearchView(QWidget):
         return out
 
     def choose(self, row: int) -> None:
-        item = self.tree.topLevelItem(row)
-        if self.tree.currentItem() is item:
-            self._on_item(item)
-        else:
-            self.tree.setCurrentItem(item)
+        choose_row(self.tree, row, self._on_item)
 
     # ---- internals ---------------------------------------------------------------------
 
