@@ -97,8 +97,8 @@ def run_window(
     from PySide6.QtCore import QSocketNotifier, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.cli.main import describe_error
     from app.core import open_core
+    from app.errors import describe_error
     from app.log_redact import install_redaction
     from app.engine.client import EngineClient
     from ui.chat_controller import ChatController

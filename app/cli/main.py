@@ -7,13 +7,13 @@ traceback unless --debug), 130 when Ctrl-C stopped a reply.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 import traceback
 from typing import TYPE_CHECKING, Sequence
 
 from app import __version__
 from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd
+from app.errors import describe_error
 from app.log_redact import install_redaction
 
 if TYPE_CHECKING:
@@ -83,18 +83,6 @@ def _report(exc: BaseException, debug: bool) -> int:
     return EXIT_ERROR
 
 
-def describe_error(exc: BaseException) -> str:
-    """One sentence for the person; our own exceptions already carry one."""
-    if isinstance(exc, sqlite3.OperationalError):
-        return f"the history database could not be used ({exc}); nothing was changed"
-    if isinstance(exc, PermissionError):
-        return f"permission denied: {exc.filename or exc}"
-    if isinstance(exc, FileNotFoundError):
-        return f"no such file: {exc.filename or exc}"
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 if __name__ == "__main__":
