@@ -209,7 +209,7 @@ def test_stop_before_start_is_harmless() -> None:
     MemoryPoller(lambda sample: None).stop()
 
 
-def test_while_a_reply_streams_the_engine_is_not_read(monkeypatch) -> None:
+def test_while_a_reply_streams_no_process_is_read(monkeypatch) -> None:
     import ui.memory_poller as mp
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -222,11 +222,13 @@ def test_while_a_reply_streams_the_engine_is_not_read(monkeypatch) -> None:
         real = mp.read_uss
         monkeypatch.setattr(mp, "read_uss", lambda process: reads.append(process.pid) or real(process))
         poller.set_engine_busy(True)
-        assert poller.sample_now().engine_uss == first  # carried over
-        assert child.pid not in reads  # only this process was read
+        sample = poller.sample_now()
+        assert sample.engine_uss == first  # carried over
+        assert sample.ui_uss and sample.ui_uss > 0  # carried over too
+        assert reads == []  # neither the engine nor this process was read
         poller.set_engine_busy(False)
         poller.sample_now()
-        assert child.pid in reads  # after the reply the engine is read again
+        assert child.pid in reads and os.getpid() in reads  # after the reply both are read again
     finally:
         child.kill()
         child.wait()

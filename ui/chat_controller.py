@@ -2,9 +2,10 @@
 per frame on the UI thread, writes the history (the UI thread is its only writer), and tells
 the widgets what happened through past-tense signals.
 
-Per-token invariant: the engine's reader thread only appends to a deque; a 16 ms QTimer on
-the UI thread drains it and emits ONE `reply_text_received` per frame with the text that
-arrived, so the cost per frame is bounded whatever the token rate (performance.md section 4).
+Per-token invariant: the engine's reader thread only queues each token; a 16 ms QTimer on
+the UI thread takes what has arrived (no other thread wakes per token) and emits ONE
+`reply_text_received` per frame with that text, so the cost per frame is bounded whatever
+the token rate (performance.md section 4).
 """
 
 from __future__ import annotations
@@ -368,8 +369,7 @@ class ChatController(QObject):
             return
         parts: list[str] = []
         finished: FinishedEvent | FailedEvent | None = None
-        while worker.events:
-            event = worker.events.popleft()
+        for event in worker.take_events():
             if isinstance(event, TokenEvent):
                 parts.append(event.text)
             elif isinstance(event, LoadedEvent):
@@ -418,9 +418,11 @@ class ChatController(QObject):
             worker.cancel()
             deadline = time.monotonic() + grace_s
             while worker.is_alive() and time.monotonic() < deadline:
-                worker.join(0.05)
-            text_parts = [e.text for e in list(worker.events) if isinstance(e, TokenEvent)]
-            final = next((e for e in worker.events if isinstance(e, FinishedEvent)), None)
+                worker.join(0.05)  # still loading the model or starting the reply
+            worker.wait_for_end(max(0.0, deadline - time.monotonic()))
+            events = worker.take_events()
+            text_parts = [e.text for e in events if isinstance(e, TokenEvent)]
+            final = next((e for e in events if isinstance(e, FinishedEvent)), None)
             text = final.text if final is not None else record.text + "".join(text_parts)
             metrics = dict(final.metrics) if final is not None else {}
             record.finish("interrupted", metrics, None, text=text)

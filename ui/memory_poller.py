@@ -7,8 +7,9 @@ UI thread (research/performance.md section 4.5).
 
 Reading another process's USS walks all of its memory mappings in the kernel: about 13 ms of
 CPU for the engine with the starter model loaded, every half second, on a core the engine's
-threads need. So while a reply streams (`set_engine_busy(True)`) the engine is not read:
-its last figure is carried over, and the next reading after the reply refreshes it.
+threads need; reading this process's own USS costs a few ms as well. So while a reply
+streams (`set_engine_busy(True)`) neither process is read: the last figures are carried
+over, and the next reading after the reply refreshes them.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class MemoryPoller(threading.Thread):
         self._engine_process: psutil.Process | None = None
         self._engine_busy = False  # a reply is streaming: leave the engine alone
         self._last_engine_uss: int | None = None
+        self._last_ui_uss: int | None = None
 
     def set_engine_pid(self, pid: int | None) -> None:
         """Follow the engine process with this pid from the next reading on (None: no engine)."""
@@ -77,7 +79,7 @@ class MemoryPoller(threading.Thread):
             self._last_engine_uss = None
 
     def set_engine_busy(self, busy: bool) -> None:
-        """While busy (a reply streams), readings carry the engine's last figure over."""
+        """While busy (a reply streams), readings carry both last figures over."""
         with self._lock:
             self._engine_busy = busy
 
@@ -86,7 +88,10 @@ class MemoryPoller(threading.Thread):
         with self._lock:
             pid, engine, busy = self._engine_pid, self._engine_process, self._engine_busy
             last = self._last_engine_uss
-        ui_uss = read_uss(self._own) if self._own is not None else None
+        if busy and self._last_ui_uss is not None:
+            ui_uss: int | None = self._last_ui_uss
+        else:
+            ui_uss = self._last_ui_uss = read_uss(self._own) if self._own is not None else None
         if engine is None:
             engine_uss = None
         elif busy and last is not None:

@@ -80,6 +80,20 @@ class Generation:
             self._end_consumed = True
         return event
 
+    def take_ready(self) -> list[TokenEvent | FinishedEvent]:
+        """The events that have arrived, without waiting (a UI thread polls this once a frame,
+        so no thread has to wake for each token just to pass it on)."""
+        events: list[TokenEvent | FinishedEvent] = []
+        while not self._end_consumed:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                break
+            events.append(event)
+            if isinstance(event, FinishedEvent):
+                self._end_consumed = True
+        return events
+
     def wait(self, timeout: float | None = None) -> FinishedEvent:
         """Block until the reply has ended; returns its FinishedEvent (does not consume events)."""
         if not self._done.wait(timeout):

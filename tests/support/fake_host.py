@@ -13,6 +13,8 @@ What it does is steered by the last user message and by environment variables:
 - a model path containing "broken": the load fails with a sentence.
 - FAKE_HOST_KEEP_TURNS=k: the context "holds" only the newest k user turns; the rest are
   reported as dropped (as the real host's context policy does).
+- FAKE_HOST_PIECES=path: a JSON list of strings streamed one per token instead of words (a
+  recorded reply of a real model, for benches of what the window costs per token);
 - FAKE_HOST_TIMES=path: appends "index perf_counter" per token sent (for latency benches;
   perf_counter is CLOCK_MONOTONIC on Linux, shared by all processes).
 """
@@ -20,6 +22,7 @@ What it does is steered by the last user message and by environment variables:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -97,7 +100,9 @@ def main() -> int:
             if "#hang" in last:
                 time.sleep(3600)
             words = MARKDOWN_REPLY.split(" ") if "#markdown" in last else None
-            n = len(words) if words else int(os.environ.get("FAKE_HOST_WORDS", "40"))
+            pieces_path = os.environ.get("FAKE_HOST_PIECES")
+            pieces = json.loads(Path(pieces_path).read_text()) if pieces_path else None
+            n = len(pieces) if pieces else len(words) if words else int(os.environ.get("FAKE_HOST_WORDS", "40"))
             if req.max_tokens:
                 n = min(n, req.max_tokens)
             prompt_tokens = sum(len(m["content"].split()) + 4 for m in req.messages)
@@ -119,7 +124,10 @@ def main() -> int:
                 delay = next_at - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
-                piece = (words[i] + (" " if i < n - 1 else "")) if words else f"w{i} "
+                if pieces:
+                    piece = pieces[i]
+                else:
+                    piece = (words[i] + (" " if i < n - 1 else "")) if words else f"w{i} "
                 parts.append(piece)
                 send(Token(req.request_id, piece))
                 if times is not None:
