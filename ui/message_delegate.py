@@ -267,6 +267,12 @@ class MessageDelegate(QStyledItemDelegate):
             # Never write to the model while painting: the view writes after this paint.
             self._dirty.add(item.id)
             QTimer.singleShot(0, self.heights_changed.emit)
+        # The exposed part of this row, in row coordinates. A streaming token exposes only the
+        # last lines of the reply: every drawText outside it would still shape its text before
+        # the clip throws the result away, so parts outside it are not drawn at all.
+        exposed = self.paint_region if self.paint_region is not None else self._view.viewport().rect()
+        visible = QRectF(exposed).translated(-QPointF(option.rect.topLeft()))
+        shown = visible.toAlignedRect()
         palette = option.palette
         text = palette.color(QPalette.ColorRole.Text)
         base = palette.color(QPalette.ColorRole.Base)
@@ -287,36 +293,27 @@ class MessageDelegate(QStyledItemDelegate):
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(QRectF(lay.card).adjusted(0.5, 0.5, -0.5, -0.5), 8, 8)
 
-        painter.setFont(self.layouter.bold)
-        painter.setPen(text)
-        painter.drawText(lay.header, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.header_text)
-        if lay.status_label:
-            x = lay.header.left() + self.layouter.fm_bold.horizontalAdvance(lay.header_text) + 10
-            painter.setFont(self.layouter.small)
-            painter.setPen(self._status_color(item.status, dark, muted))
-            painter.drawText(QRect(x, lay.header.top(), lay.header.width(), lay.header.height()),
-                             int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.status_label)
-
+        if lay.header.intersects(shown):
+            self._paint_header(painter, item, lay, text, muted, dark)
         if lay.doc is not None:
-            exposed = self.paint_region if self.paint_region is not None else self._view.viewport().rect()
-            visible = QRectF(exposed).translated(-QPointF(option.rect.topLeft()))
             paint_document(painter, lay.doc, QPoint(lay.doc_left, lay.doc_top), text, visible)
-
-        if lay.notice is not None:
+        if lay.notice is not None and lay.notice_rect.intersects(shown):
             painter.setFont(self.layouter.font)
             painter.setPen(self._status_color(item.status, dark, muted))
             painter.drawText(lay.notice_rect, int(Qt.TextFlag.TextWordWrap), lay.notice[0])
-        if not lay.not_seen_rect.isNull():
+        if not lay.not_seen_rect.isNull() and lay.not_seen_rect.intersects(shown):
             painter.setFont(self.layouter.small)
             painter.setPen(muted)
             painter.drawText(lay.not_seen_rect, int(Qt.AlignmentFlag.AlignLeft), NOT_SEEN_NOTE)
         painter.setFont(self.layouter.small)
-        if lay.metrics_text:
+        if lay.metrics_text and lay.metrics_rect.intersects(shown):
             painter.setPen(muted)
-            shown = self.layouter.fm_small.elidedText(lay.metrics_text, Qt.TextElideMode.ElideRight,
-                                                      lay.metrics_rect.width())
-            painter.drawText(lay.metrics_rect, int(Qt.AlignmentFlag.AlignLeft), shown)
+            elided = self.layouter.fm_small.elidedText(lay.metrics_text, Qt.TextElideMode.ElideRight,
+                                                       lay.metrics_rect.width())
+            painter.drawText(lay.metrics_rect, int(Qt.AlignmentFlag.AlignLeft), elided)
         for kind, label, rect in lay.actions:
+            if not rect.intersects(shown):
+                continue
             enabled = self._action_enabled(item, kind)
             painter.setPen(link if enabled else muted)
             if kind in ("version_prev", "version_next"):
@@ -326,6 +323,18 @@ class MessageDelegate(QStyledItemDelegate):
             else:
                 painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), label)
         painter.restore()
+
+    def _paint_header(self, painter: QPainter, item: MessageItem, lay: RowLayout, text: QColor, muted: QColor,
+                      dark: bool) -> None:
+        painter.setFont(self.layouter.bold)
+        painter.setPen(text)
+        painter.drawText(lay.header, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.header_text)
+        if lay.status_label:
+            x = lay.header.left() + self.layouter.fm_bold.horizontalAdvance(lay.header_text) + 10
+            painter.setFont(self.layouter.small)
+            painter.setPen(self._status_color(item.status, dark, muted))
+            painter.drawText(QRect(x, lay.header.top(), lay.header.width(), lay.header.height()),
+                             int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.status_label)
 
     @staticmethod
     def _status_color(status: str, dark: bool, muted: QColor) -> QColor:

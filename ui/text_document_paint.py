@@ -17,9 +17,12 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
     ctx.palette = palette
     size = doc.size()
     clip = visible.translated(-QPointF(origin)).intersected(QRectF(0, 0, size.width(), size.height()))
+    if clip.isEmpty():
+        # An empty PaintContext.clip means "no clip" to Qt: it would draw the whole document.
+        painter.restore()
+        return
     ctx.clip = clip
-    if not clip.isEmpty():
-        painter.setClipRect(clip)
+    painter.setClipRect(clip)
     doc.documentLayout().draw(painter, ctx)
     painter.restore()
 
