@@ -28,7 +28,7 @@ from models.library import InstalledModel
 from models.starter import prepare_starter_file, register_prepared_starter, starter_available, starter_registered
 from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
 
-FRAME_MS = 16
+FRAME_MS = 25
 PAGE = 300  # messages shown at once when a conversation opens; earlier ones load on scrolling up
 
 
