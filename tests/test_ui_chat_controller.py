@@ -159,3 +159,31 @@ def test_turns_the_model_no_longer_sees_are_marked(qtbot, controller, monkeypatc
     shown = controller.shown_messages()
     assert [s.message.content for s in shown if not s.seen_by_model] == ["first", "w0 w1 "]
     assert all(s.seen_by_model for s in shown[2:])
+
+
+def test_no_thread_wakes_per_token_once_the_reply_streams(qtbot, controller, monkeypatch):
+    # The UI thread takes tokens from the Generation itself; the turn's worker thread only
+    # loads and starts the reply, then ends (a thread woken per token cost CPU the engine needs).
+    import threading
+
+    monkeypatch.setenv("FAKE_HOST_TPS", "40")
+    monkeypatch.setenv("FAKE_HOST_WORDS", "60")
+    with qtbot.waitSignal(controller.reply_text_received, timeout=15000):
+        controller.send("stream slowly")
+    qtbot.waitUntil(lambda: not any(t.name == "cove-turn" for t in threading.enumerate()), timeout=5000)
+    assert controller.busy  # still streaming, with no turn thread left
+    final = _wait_finished(qtbot, controller)
+    assert final.status == "complete" and final.content.split() == [f"w{i}" for i in range(60)]
+
+
+def test_quitting_mid_reply_keeps_the_text_without_a_turn_thread(qtbot, controller, monkeypatch):
+    monkeypatch.setenv("FAKE_HOST_TPS", "30")
+    monkeypatch.setenv("FAKE_HOST_WORDS", "500")
+    with qtbot.waitSignal(controller.reply_text_received, timeout=15000):
+        controller.send("a long one to quit during")
+    qtbot.wait(200)
+    reply_id = controller.streaming_message_id
+    controller.shutdown()
+    saved = controller.core.history.get_message(reply_id)
+    assert saved.status == "interrupted"
+    assert saved.content.startswith("w0 w1 ") and len(saved.content.split()) < 500

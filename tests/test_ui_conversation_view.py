@@ -356,3 +356,54 @@ def test_a_streamed_token_repaints_only_the_end_of_a_long_reply(qtbot: object) -
     model.append_text("live", " y")
     rects = [a[0] for a in regions if a]
     assert rects and all(r.height() < whole / 4 for r in rects)
+
+
+def test_a_streaming_row_grows_a_few_lines_at_a_time_and_ends_exact(qtbot: object) -> None:
+    # Every change of a row's height relayouts the list and repaints the whole viewport, so a
+    # streaming row grows STREAM_GROW_LINES lines at once; when the reply ends it fits its text.
+    from ui.message_layout import STREAM_GROW_LINES
+
+    view = make_view(qtbot, chat(4))
+    model = view.conversation_model()
+    model.append_message(MessageItem("live", "assistant", "", "streaming", "tiny-model", {}))
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    delegate = view.message_delegate()
+    heights: list[int] = []
+    lines = 24
+    for i in range(lines):
+        model.append_text("live", f"line {i}\n" if i < lines - 1 else f"line {i}")  # a line at a time
+        view.grab()
+        heights.append(delegate.laid_height("live"))
+    steps = [b - a for a, b in zip(heights, heights[1:]) if a != b]
+    assert 0 < len(steps) < (lines - 1) * 2 // 3  # far fewer relayouts than lines
+    assert min(steps) >= STREAM_GROW_LINES * delegate.layouter.line_spacing  # each one a whole step
+    assert heights == sorted(heights)  # it only grows while streaming
+    item = model.item(model.row_of("live"))
+    model.update_message(MessageItem("live", "assistant", item.content, "complete", "tiny-model", METRICS))
+    view.grab()
+    done = delegate.layout_for(model.item(model.row_of("live")))
+    assert delegate.laid_height("live") == done.height  # the exact height once it ended
+    assert done.doc is not None and "line 23" in done.doc.toPlainText()
+
+
+def test_painting_a_rect_outside_a_document_draws_nothing(qapp: object) -> None:
+    # Regression: an empty clip reached Qt as "no clip" and the whole document was drawn.
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QColor, QImage, QPainter, QTextDocument
+
+    from ui.text_document_paint import paint_document
+
+    doc = QTextDocument()
+    doc.setPlainText("some text that would leave ink\n" * 5)
+    doc.setTextWidth(200)
+    image = QImage(220, 400, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(0)
+    painter = QPainter(image)
+    below = QRectF(0, doc.size().height() + 50, 220, 30)
+    paint_document(painter, doc, QPoint(0, 0), QColor("black"), below)
+    painter.end()
+    assert all(image.pixel(x, y) == 0 for x in range(0, 220, 3) for y in range(0, int(doc.size().height()), 3))
+    painter = QPainter(image)
+    paint_document(painter, doc, QPoint(0, 0), QColor("black"), QRectF(0, 0, 220, doc.size().height()))
+    painter.end()
+    assert any(image.pixel(x, y) != 0 for x in range(0, 220, 2) for y in range(0, int(doc.size().height()), 2))

@@ -232,3 +232,25 @@ def test_while_a_reply_streams_no_process_is_read(monkeypatch) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_live_rate_is_in_the_header_only_while_the_body_is_hidden(qtbot, panel: PerfPanel) -> None:
+    panel.reply_started()
+    for t in range(6):
+        panel.tokens_arrived(10, t * 0.3)
+    qtbot.wait(REFRESH_MS * 2)
+    assert "tok/s" in panel.label_text("gen")
+    assert panel._header.text() == "Performance"  # expanded: the Generation line shows it
+    panel.set_expanded(False)
+    qtbot.wait(REFRESH_MS * 2)
+    assert "tok/s" in panel._header.text()
+
+
+def test_a_long_series_is_averaged_down_to_the_chart_width() -> None:
+    from ui.sparkline import _fit
+
+    assert _fit([1.0, 2.0, 3.0], 5) == [1.0, 2.0, 3.0]
+    fitted = _fit([float(i) for i in range(240)], 80)
+    assert len(fitted) == 80
+    assert fitted[0] == 1.0 and fitted[-1] == 238.0  # means of (0, 1, 2) and (237, 238, 239)
+    assert fitted == sorted(fitted)

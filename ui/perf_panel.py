@@ -110,6 +110,7 @@ class PerfPanel(QWidget):
         return self._expanded
 
     def _apply_expanded(self) -> None:
+        self._mark_dirty()  # the header shows the live rate only while collapsed
         self._header.setArrowType(Qt.ArrowType.DownArrow if self._expanded else Qt.ArrowType.RightArrow)
         self._header.setAccessibleDescription("expanded" if self._expanded else "collapsed")
         self._body.setVisible(self._expanded)
@@ -206,10 +207,14 @@ class PerfPanel(QWidget):
         self._set("vram", self._vram_text())
         self._set("backend", self._backend_text())
         header = "Performance"
-        rate = live if self._streaming else final
-        if rate is not None and (self._streaming or final is not None):
+        # The live rate goes into the header only while the body (and its Generation line) is
+        # hidden: a header whose text changes 4 times a second re-lays out and repaints the
+        # whole panel each time, on the CPU the engine is generating with.
+        rate = (live if not self._expanded else None) if self._streaming else final
+        if rate is not None:
             header += f"  ·  {format_rate(rate)}"
-        self._header.setText(header)
+        if self._header.text() != header:
+            self._header.setText(header)
 
     def _vram_text(self) -> str:
         if self._vram is not None:

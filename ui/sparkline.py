@@ -72,7 +72,9 @@ class Sparkline(QWidget):
             under = QPolygonF([QPointF(points[0].x(), area.bottom()), *points, QPointF(points[-1].x(), area.bottom())])
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(fill)
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)  # a faint fill: edges do not show
             painter.drawPolygon(under)
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.setPen(QPen(line_color, 1.5, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin))
             painter.drawPolyline(points)
