@@ -1,0 +1,110 @@
+"""What the window process spends per streamed token, without the engine's noise.
+
+On a 2-core machine every millisecond the window spends while a reply streams comes out of
+the engine's threads (issue 3 wants the starter's tg through the window >= 0.98x headless).
+That ratio is noisy (+-5% between runs), so this measures its cause directly: a scripted
+engine host (tests/support/fake_host.py) replays a recorded starter reply
+(bench/data/starter_reply_pieces.json, 447 tokens) at a fixed rate into the real window, and
+the process's CPU time from the first shown text to the end is divided by the tokens. It
+includes the engine client's reader thread, which a headless run pays too.
+
+--without switches parts off to see what each costs (diagnosis only, not a product mode):
+  text   the conversation view ignores streamed text (no layout, no paint)
+  paint  the conversation viewport never repaints (text is still laid out)
+  perf   the performance panel is hidden
+
+Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_cpu.py [--rate 55] [--runs 4] [--without text,paint,perf]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+import ui_stream  # noqa: E402  (seed_conversation, wait_for, FAKE_HOST)
+
+PIECES = ROOT / "bench" / "data" / "starter_reply_pieces.json"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=55.0, help="tokens per second (the starter does about 55 here)")
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--without", default="", help="comma-separated: text, paint, perf")
+    args = parser.parse_args()
+    without = {w for w in args.without.split(",") if w}
+
+    os.environ.update({"FAKE_HOST_TPS": str(args.rate), "FAKE_HOST_PIECES": str(PIECES)})
+    home = Path(tempfile.mkdtemp(prefix="cove-ui-cpu-"))
+    os.environ["COVE_HOME"] = str(home)
+    app = QApplication.instance() or QApplication([])
+    from app.core import open_core
+    from app.engine.client import EngineClient
+    from app.settings import SamplingParams
+    from tests.support.tiny_model import write_tiny_gguf
+    from ui.chat_controller import ChatController
+    from ui.main_window import MainWindow
+
+    core = open_core()
+    model = core.library.import_file(write_tiny_gguf(home / "tiny.gguf"))
+    core.remember_model(model)
+    core.save_sampling_defaults(SamplingParams(max_tokens=2000))
+    ui_stream.seed_conversation(core, 1000, "a 1,000-message chat")  # in the sidebar, as in real use
+    controller = ChatController(core, EngineClient(host_argv=[sys.executable, str(ui_stream.FAKE_HOST)]))
+    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json")
+    if "text" in without:
+        window.controller.reply_text_received.disconnect(window._on_text)
+    if "paint" in without:
+        window.view.viewport().setUpdatesEnabled(False)
+    if "perf" in without:
+        window.perf.setVisible(False)
+    window.resize(1200, 800)
+    window.show()
+    app.processEvents()
+    window.start()
+    window.controller.preload_model()
+    ui_stream.wait_for(window.controller.model_loaded, 30000)
+
+    per_token: list[float] = []
+    for _ in range(args.runs):
+        window.controller.new_conversation()
+        mark: dict[str, float] = {}
+
+        def first(*_args: object) -> None:
+            mark.setdefault("cpu", time.process_time())
+            mark.setdefault("wall", time.perf_counter())
+
+        window.controller.reply_text_received.connect(first)
+        window.controller.send("tell me a story")
+        done = ui_stream.wait_for(window.controller.reply_finished, 300000)
+        cpu, wall = time.process_time(), time.perf_counter()
+        window.controller.reply_text_received.disconnect(first)
+        tokens = done[0].metrics["gen_tokens"] if done else 0
+        if not tokens or "cpu" not in mark:
+            print("the reply did not stream", file=sys.stderr)
+            return 1
+        used = cpu - mark["cpu"]
+        per_token.append(used * 1000.0 / tokens)
+        print(f"{tokens} tokens in {wall - mark['wall']:.2f} s: window process CPU {used * 1000:.0f} ms = "
+              f"{per_token[-1]:.2f} ms/token = {used / (wall - mark['wall']) * 100:.1f}% of a core", flush=True)
+    window.close()
+    core.close()
+    label = f" without {', '.join(sorted(without))}" if without else ""
+    print(f"median{label}: {statistics.median(per_token):.2f} ms of window CPU per token at {args.rate:g} tok/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
