@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-import ui_stream  # noqa: E402  (seed_conversation, wait_for, FAKE_HOST)
+import ui_stream  # noqa: E402  (open_bench_window, seed_conversation, wait_for)
 
 PIECES = ROOT / "bench" / "data" / "starter_reply_pieces.json"
 
@@ -47,30 +47,15 @@ def main() -> int:
     without = {w for w in args.without.split(",") if w}
 
     os.environ.update({"FAKE_HOST_TPS": str(args.rate), "FAKE_HOST_PIECES": str(PIECES)})
-    home = Path(tempfile.mkdtemp(prefix="cove-ui-cpu-"))
-    os.environ["COVE_HOME"] = str(home)
     app = QApplication.instance() or QApplication([])
-    from app.core import open_core
-    from app.engine.client import EngineClient
-    from app.settings import SamplingParams
-    from tests.support.tiny_model import write_tiny_gguf
-    from ui.chat_controller import ChatController
-    from ui.main_window import MainWindow
-
-    core = open_core()
-    model = core.library.import_file(write_tiny_gguf(home / "tiny.gguf"))
-    core.remember_model(model)
-    core.save_sampling_defaults(SamplingParams(max_tokens=2000))
+    core, window = ui_stream.open_bench_window(Path(tempfile.mkdtemp(prefix="cove-ui-cpu-")), max_tokens=2000)
     ui_stream.seed_conversation(core, 1000, "a 1,000-message chat")  # in the sidebar, as in real use
-    controller = ChatController(core, EngineClient(host_argv=[sys.executable, str(ui_stream.FAKE_HOST)]))
-    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json")
     if "text" in without:
         window.controller.reply_text_received.disconnect(window._on_text)
     if "paint" in without:
         window.view.viewport().setUpdatesEnabled(False)
     if "perf" in without:
         window.perf.setVisible(False)
-    window.resize(1200, 800)
     window.show()
     app.processEvents()
     window.start()

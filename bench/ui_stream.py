@@ -212,6 +212,26 @@ def starter_ratio(window, core, repeats: int = 3, n_gen: int = 128) -> dict:
             "samples": {"window": windowed, "headless": headless}}
 
 
+def open_bench_window(home: Path, *, max_tokens: int):
+    """A Cove home in `home` with the tiny model as the chosen one, and a 1200x800 main window
+    (not shown yet) whose engine is the scripted host. Returns (core, window)."""
+    os.environ["COVE_HOME"] = str(home)
+    from app.core import open_core
+    from app.engine.client import EngineClient
+    from app.settings import SamplingParams
+    from tests.support.tiny_model import write_tiny_gguf
+    from ui.chat_controller import ChatController
+    from ui.main_window import MainWindow
+
+    core = open_core()
+    core.remember_model(core.library.import_file(write_tiny_gguf(home / "tiny.gguf")))
+    core.save_sampling_defaults(SamplingParams(max_tokens=max_tokens))
+    controller = ChatController(core, EngineClient(host_argv=[sys.executable, str(FAKE_HOST)]))
+    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json")
+    window.resize(1200, 800)
+    return core, window
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -219,26 +239,11 @@ def main() -> int:
     parser.add_argument("--starter", action="store_true", help="also measure window vs headless tg on the starter model")
     args = parser.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="cove-ui-bench-"))
-    os.environ["COVE_HOME"] = str(home)
     app = QApplication.instance() or QApplication([])
-    from app.core import open_core
-    from app.engine.client import EngineClient
-    from tests.support.tiny_model import write_tiny_gguf
-    from ui.chat_controller import ChatController
-    from ui.main_window import MainWindow
-
-    core = open_core()
-    model = core.library.import_file(write_tiny_gguf(home / "tiny.gguf"))
-    core.remember_model(model)
-    from app.settings import SamplingParams
-
-    core.save_sampling_defaults(SamplingParams(max_tokens=args.tokens))  # the whole stream, not the default 512
+    home = Path(tempfile.mkdtemp(prefix="cove-ui-bench-"))
+    core, window = open_bench_window(home, max_tokens=args.tokens)  # the whole stream, not the default 512
     small = seed_conversation(core, 1000, "a 1,000-message chat")
     big = seed_conversation(core, 10000, "a 10,000-message chat")
-    controller = ChatController(core, EngineClient(host_argv=[sys.executable, str(FAKE_HOST)]))
-    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json")
-    window.resize(1200, 800)
     window.show()
     window.start()
 
