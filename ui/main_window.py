@@ -21,6 +21,7 @@ from ui.chat_controller import ChatController, ShownMessage
 from ui.composer import Composer
 from ui.conversation_model import MessageItem
 from ui.conversation_view import ConversationView
+from ui.gc_pacing import GcPacer
 from ui.memory_poller import MemoryPoller, MemorySample
 from ui.model_picker import ModelPicker
 from ui.model_picker import _ElidedLabel  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
@@ -87,6 +88,8 @@ class MainWindow(QMainWindow):
         self.poller = MemoryPoller(self.memory_sampled.emit)
         self.memory_sampled.connect(self._on_memory)
         self.poller.start()
+        self.gc_pacer = GcPacer(self)  # no 20-40 ms full garbage collection mid-reply
+        self.controller.busy_changed.connect(self.gc_pacer.set_busy)
         self.refresh_models()
         self._restore_state()
 
@@ -425,6 +428,7 @@ class MainWindow(QMainWindow):
             self._closing = True
             self.save_state()
             self.poller.stop()
+            self.gc_pacer.stop()
             self.network_indicator.detach()
             self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
             self.controller.shutdown()

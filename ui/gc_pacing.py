@@ -1,0 +1,67 @@
+"""When Python's cyclic garbage collector may make a full pass: never while a reply streams.
+
+CPython runs a full (generation 2) collection on its own whenever enough objects have
+survived the younger generations. With a long conversation open (thousands of message
+records, documents and Qt wrappers) one full pass takes 20-40 ms on the UI thread, and
+bench/ui_stream.py caught them as its worst heartbeat stalls (40-50 ms, the goal being 50)
+at moments chosen by allocation counts, e.g. right after Send.
+
+Here the automatic full passes are switched off (the two young generations still collect on
+their usual thresholds, so short-lived cycles are freed at once), and the full pass runs on
+the UI thread when the window is idle: a moment after a reply ends, and every minute while
+no reply streams. Objects only wait there, they are not kept: memory that a cycle holds is
+returned at the next idle moment. Nothing in the standard library paces collections by an
+application's idle time; `gc.freeze()` would skip objects for good rather than defer them.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from PySide6.QtCore import QObject, QTimer
+
+# A full pass this long after a reply ends (the person is reading, not typing yet) ...
+AFTER_REPLY_MS = 1500
+# ... and at this interval while no reply streams.
+IDLE_EVERY_MS = 60_000
+# Generation-2 threshold meaning "never on its own": the count of generation-1 passes
+# since the last full pass would have to exceed it.
+NEVER = 1 << 30
+
+
+class GcPacer(QObject):
+    """Owns the collector's generation-2 threshold while the window lives."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._saved = gc.get_threshold()
+        self._busy = False
+        self.full_passes = 0  # tests read this
+        gen0, gen1, _gen2 = self._saved
+        gc.set_threshold(gen0, gen1, NEVER)
+        self._after_reply = QTimer(self, singleShot=True, interval=AFTER_REPLY_MS)
+        self._after_reply.timeout.connect(self.collect_now)
+        self._idle = QTimer(self, interval=IDLE_EVERY_MS)
+        self._idle.timeout.connect(self.collect_now)
+        self._idle.start()
+
+    def set_busy(self, busy: bool) -> None:
+        """A reply started (True) or ended (False)."""
+        self._busy = busy
+        if busy:
+            self._after_reply.stop()
+        else:
+            self._after_reply.start()
+
+    def collect_now(self) -> None:
+        """A full pass, unless a reply is streaming (then the next idle moment does it)."""
+        if self._busy:
+            return
+        gc.collect()
+        self.full_passes += 1
+
+    def stop(self) -> None:
+        """Give the collector its own thresholds back (the window is closing)."""
+        self._after_reply.stop()
+        self._idle.stop()
+        gc.set_threshold(*self._saved)
