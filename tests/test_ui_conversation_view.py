@@ -8,7 +8,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QPoint, Qt  # noqa: E402
-from PySide6.QtGui import QGuiApplication  # noqa: E402
+from PySide6.QtGui import QGuiApplication, QRegion  # noqa: E402
 
 from ui.conversation_model import ConversationModel, MessageItem, MessageRole  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
@@ -63,15 +63,17 @@ def click_action(qtbot: object, view: ConversationView, message_id: str, kind: s
 def test_model_api(qapp: object) -> None:
     model = ConversationModel()
     changes: list[tuple[int, int]] = []
+    appended: list[int] = []
     model.dataChanged.connect(lambda a, b, roles=(): changes.append((a.row(), b.row())))
+    model.text_appended.connect(appended.append)
     model.set_messages([user(0), reply(0)])
     assert model.rowCount() == 2 and model.row_of("a0") == 1 and model.row_of("nope") == -1
     model.append_message(reply(1, status="streaming", metrics={}))
     model.append_text("a1", "Hel")
     model.append_text("a1", "lo")
     assert model.item(2).content == "Answer **1** with some words.Hello"
-    assert changes == [(2, 2), (2, 2)]
-    assert model.index(2, 0).data(MessageRole.Item) is model.item(2)
+    assert appended == [2, 2] and changes == []  # the streaming path is not a dataChanged
+    assert model.index(1, 0).data(MessageRole.Item) is model.item(1)
     final = MessageItem("a1", "assistant", "Hello", "complete", "tiny-model", METRICS)
     model.update_message(final)
     assert model.item(2) is final
@@ -131,7 +133,7 @@ def test_streaming_append_text_updates_the_row(qtbot: object) -> None:
     item = model.item(model.row_of("live"))
     assert item.content == "".join(pieces)
     lay = view.message_delegate().layout_for(item)
-    assert "word499" in lay.doc.toPlainText()
+    assert "word499" in lay.doc.toPlainText() + (lay.tail.text if lay.tail else "")
     assert lay.status_label == "writing…"
     assert view.is_at_bottom()
     # Markdown renders during streaming are throttled, not one per append.
@@ -354,8 +356,11 @@ def test_a_streamed_token_repaints_only_the_end_of_a_long_reply(qtbot: object) -
 
     view.viewport().update = spy  # type: ignore[method-assign]
     model.append_text("live", " y")
-    rects = [a[0] for a in regions if a]
-    assert rects and all(r.height() < whole / 4 for r in rects)
+    model.append_text("live", "z")
+    rects = [a[0].boundingRect() if isinstance(a[0], QRegion) else a[0] for a in regions if a]
+    assert len(rects) == 2 and all(r.height() < whole / 4 for r in rects)
+    row_rect = view.visualRect(model.index(row, 0))
+    assert rects[1].left() > row_rect.left() + row_rect.width() // 10  # the end of the line, not all of it
 
 
 def test_a_streaming_row_grows_a_few_lines_at_a_time_and_ends_exact(qtbot: object) -> None:

@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
-from PySide6.QtGui import QTextDocument, QTextTable  # noqa: E402
+from PySide6.QtGui import QFontMetricsF, QTextDocument, QTextTable  # noqa: E402
 
 from ui.markdown_render import (  # noqa: E402
     MAX_MARKDOWN_CHARS,
@@ -243,7 +243,7 @@ def test_streamed_document_matches_the_final_one(qapp: object) -> None:
     assert not stream.update("something else")  # not a continuation: the caller starts over
 
 
-def test_streaming_between_renders_inserts_plain_text(qapp: object) -> None:
+def test_streaming_between_renders_shows_plain_text(qapp: object) -> None:
     from ui.stream_document import MIN_INTERVAL_S, StreamDocument
 
     clock = [0.0]
@@ -251,9 +251,10 @@ def test_streaming_between_renders_inserts_plain_text(qapp: object) -> None:
     stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
                             on_render=lambda: renders.append(1))
     stream.update("Hello **wor")
-    stream.update("Hello **world** and")  # within the interval: inserted as it is
+    stream.update("Hello **world** and")  # within the interval: shown as it is, after the document
     assert len(renders) == 1
-    assert stream.doc.toPlainText() == "Hello **world** and"
+    assert stream.doc.toPlainText() == "Hello **wor" and stream.pending == "ld** and"
+    assert stream.shown_text() == "Hello **world** and"
     assert stream.due_in() == pytest.approx(MIN_INTERVAL_S)
     clock[0] += MIN_INTERVAL_S
     stream.update("Hello **world** and more")
@@ -265,7 +266,7 @@ def test_streaming_between_renders_inserts_plain_text(qapp: object) -> None:
 def test_a_tail_too_long_to_rerender_schedules_no_render(qapp: object) -> None:
     # Regression: a paragraph over MAX_LIVE_TAIL_CHARS made due_in() answer 0 forever, and the
     # view's tail timer spun at ~1 kHz for the rest of the reply.
-    from ui.stream_document import MAX_LIVE_TAIL_CHARS, StreamDocument
+    from ui.stream_document import MAX_LIVE_TAIL_CHARS, MAX_PENDING_CHARS, StreamDocument
 
     clock = [0.0]
     stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
@@ -273,11 +274,12 @@ def test_a_tail_too_long_to_rerender_schedules_no_render(qapp: object) -> None:
     stream.update(text[:10])
     clock[0] += 1.0
     stream.update(text)  # one long paragraph, no block boundary: stays plain text
-    assert stream.doc.toPlainText().split() == text.split()
+    assert stream.shown_text().split() == text.split()
+    assert len(stream.pending) <= MAX_PENDING_CHARS  # the rest went into the document, once
     assert stream.due_in() is None
     clock[0] += 1.0
-    stream.update(text + "\n\nNext paragraph")  # a block ended: due again (rendered on this update)
-    assert stream.due_in() is None and "Next paragraph" in stream.doc.toPlainText()
+    stream.update(text + "\n\nNext paragraph\n")  # a block ended: due again (rendered on this update)
+    assert stream.due_in() is None and "Next paragraph" in stream.doc.toPlainText() and not stream.pending
 
 
 def test_a_streamed_token_marks_only_the_last_lines_changed(qapp: object) -> None:
@@ -288,8 +290,16 @@ def test_a_streamed_token_marks_only_the_last_lines_changed(qapp: object) -> Non
     stream.doc.setTextWidth(300)
     text = "".join(f"line {i} of a longer reply\n\n" for i in range(30))
     stream.update(text)
-    assert stream.take_change() == 0  # the first render changed everything
-    assert stream.take_change() is None
-    stream.update(text + "more")  # within the render interval: a plain insert at the end
-    changed = stream.take_change()
-    assert changed is not None and changed >= stream.doc.characterCount() - len("more") - 2
+    line = QFontMetricsF(stream.doc.defaultFont()).lineSpacing()
+    first = stream.take_changed_area()
+    assert first is not None and first[0] == 0 and first[1] < line  # the first render changed everything
+    assert stream.take_changed_area() is None
+    stream.update(text + "more")  # within the render interval: pending, drawn after the document
+    assert stream.doc.toPlainText().rstrip().endswith("reply") and stream.pending.strip() == "more"
+    changed = stream.take_changed_area()
+    assert changed is not None and changed[1] >= stream.doc.size().height() - 2.5 * line
+    stream.tail()  # drawn
+    stream.update(text + "more words")
+    x, top, bottom = stream.take_changed_area()
+    assert x > 0 and top >= stream.doc.size().height() - 2 * line  # only the end of the last line
+    assert stream.height() >= stream.doc.size().height()

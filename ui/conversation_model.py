@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from PySide6.QtCore import QObject, QSize, Qt
+from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 STATUSES = ("complete", "streaming", "cancelled", "interrupted", "length", "error")
@@ -51,6 +51,8 @@ class ConversationModel(QStandardItemModel):
 
     Note: item(row) returns the MessageItem (it shadows QStandardItemModel.item for Python callers).
     """
+
+    text_appended = Signal(int)  # row: a streaming message's text grew (see append_text)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -102,14 +104,19 @@ class ConversationModel(QStandardItemModel):
         self.invisibleRootItem().appendRow(_cell(item, self.row_size))
 
     def append_text(self, message_id: str, text: str) -> None:
-        """The streaming path: add text to one row; one dataChanged for that row only."""
+        """The streaming path: add text to one row and emit text_appended(row).
+
+        Not setData + dataChanged: that converts the record to a QVariant, goes through
+        QStandardItemModel's change machinery and QListView's handler, once per frame of every
+        reply. The row's Qt cell keeps the record it was given until update_message() replaces
+        it; model.item(row) is always current.
+        """
         row = self._rows.get(message_id)
         if row is None or not text:
             return
         old = self._items[row]
-        new = dataclasses.replace(old, content=old.content + text)
-        self._items[row] = new
-        self.cell(row).setData(new, MessageRole.Item)
+        self._items[row] = dataclasses.replace(old, content=old.content + text)
+        self.text_appended.emit(row)
 
     def update_message(self, item: MessageItem) -> None:
         """Replace the row with the same id (e.g. the final text, status and metrics)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
 
@@ -108,10 +108,12 @@ class ConversationView(QListView):
         old = self.model()
         if isinstance(old, ConversationModel):
             old.modelAboutToBeReset.disconnect(self._before_reset)
+            old.text_appended.disconnect(self._on_text_appended)
             old.row_size = None
         self._delegate.set_model(model)
         super().setModel(model)
         model.modelAboutToBeReset.connect(self._before_reset)
+        model.text_appended.connect(self._on_text_appended)
         model.row_size = self._delegate.size_for_new_row
         self._delegate.write_heights(new_cells=True)
         self._stick_to_bottom = True
@@ -178,17 +180,28 @@ class ConversationView(QListView):
         if not top_left.isValid():
             return
         if top_left.row() == bottom_right.row():
-            settled = self._delegate.settle_row(top_left.row())
-            area = self._delegate.changed_area(top_left.row())
-            if not settled:
-                rect = self.visualRect(top_left)
-                if area is not None:
-                    rect = QRect(rect.left(), rect.top() + area.top(), rect.width(), area.height())
-                self.viewport().update(rect)
+            if self._repaint_changed_part(top_left):
                 return
         else:
             self._delegate.write_heights(range(top_left.row(), bottom_right.row() + 1))
         super().dataChanged(top_left, bottom_right, list(roles))
+
+    def _on_text_appended(self, row: int) -> None:
+        index = self.model().index(row, 0)
+        if not self._repaint_changed_part(index):
+            super().dataChanged(index, index, [])  # its height changed: the list lays out again
+
+    def _repaint_changed_part(self, index: QModelIndex) -> bool:
+        """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
+        if self._delegate.settle_row(index.row()):
+            return False
+        rect = self.visualRect(index)
+        area = self._delegate.changed_area(index.row())
+        if area is None:
+            self.viewport().update(rect)
+        else:
+            self.viewport().update(area.translated(rect.topLeft()))
+        return True
 
     def paintEvent(self, event: QPaintEvent) -> None:
         # The delegate draws a row's document only inside the exposed rect: a token repaints

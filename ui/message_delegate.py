@@ -8,16 +8,17 @@ relayouts once, after the paint.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
+from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette, QRegion
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
 from ui.conversation_model import ConversationModel, MessageItem
 from ui.markdown_render import COPY_SCHEME, LINK_SCHEME
 from ui.message_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout
-from ui.text_document_paint import anchor_areas, paint_document
+from ui.text_document_paint import anchor_areas, paint_document, paint_plain_tail
 
 _HIT_SLOP = 3
 
@@ -125,7 +126,10 @@ class MessageDelegate(QStyledItemDelegate):
         if lay is not None and lay.item is item and lay.width == width:
             return lay
         doc, rendered = self.docs.document(item, self.layouter.text_width(width))
-        lay = self.layouter.layout(item, width, doc, rendered, round(doc.size().height()))
+        stream = self.docs.stream(item.id) if item.status == "streaming" else None
+        height = doc.size().height() if stream is None else stream.height()
+        lay = self.layouter.layout(item, width, doc, rendered, round(height))
+        lay.tail = None if stream is None else stream.tail()
         self.layout_count += 1
         self._layouts[item.id] = lay
         if item.status == "streaming":
@@ -203,35 +207,35 @@ class MessageDelegate(QStyledItemDelegate):
         """Lay the row out exactly and write its height; True when the height changed."""
         return self.write_heights([row], exact=True)
 
-    def changed_area(self, row: int) -> QRect | None:
-        """Row-relative rectangle of a streaming row whose text changed since the last call.
+    def changed_area(self, row: int) -> QRegion | None:
+        """Row-relative region of a streaming row whose text changed since the last call.
 
-        Appending text changes only the last line or two (greedy wrapping can pull the last
-        word of the line above down), and a markdown re-render of the tail only what follows
-        the tail's start; repainting just that keeps the cost of a token independent of how
-        long the reply already is. None when unknown (the caller repaints the whole row).
+        New characters change only the end of the last line (from where its last word starts:
+        greedy wrapping may move that word down) and any line below it; a markdown re-render
+        of the tail changes whole lines from the tail's start. Repainting just that keeps the
+        cost of a token independent of how long the reply already is: drawing text costs about
+        1 us a glyph here, so a frame that redrew whole lines cost 100-200 us more. None when
+        unknown (the caller repaints the whole row).
         """
         model = self._model
         if model is None or not 0 <= row < model.item_count():
             return None
         item = model.item(row)
-        position = self.docs.take_stream_change(item.id)
+        stream = self.docs.stream(item.id)
         lay = self._layouts.get(item.id)
-        if position is None or lay is None or lay.item is not item or lay.doc is None:
+        area = None if stream is None else stream.take_changed_area()
+        if area is None or lay is None or lay.item is not item or lay.doc is None:
             return None
-        doc = lay.doc
-        at = max(0, position - 1)
-        block = doc.findBlock(at)
-        if not block.isValid():
-            return None
-        y = doc.documentLayout().blockBoundingRect(block).top()
-        text_layout = block.layout()
-        if text_layout is not None and text_layout.lineCount():
-            line = text_layout.lineForTextPosition(at - block.position())
-            if line.isValid():
-                y += text_layout.lineAt(max(0, line.lineNumber() - 1)).y()
-        top = max(0, lay.doc_top + int(y) - 1)
-        return QRect(0, top, lay.width, max(0, lay.height - top))
+        x, top, bottom = area
+        y = max(0, lay.doc_top + int(top) - 1)
+        if x <= 0:
+            return QRegion(0, y, lay.width, max(0, lay.height - y))
+        left = max(0, lay.doc_left + int(x) - 2)  # antialiasing reaches a pixel or two left
+        below = lay.doc_top + math.ceil(bottom) + 1
+        region = QRegion(left, y, max(0, lay.width - left), below - y)
+        if lay.tail is not None and lay.doc_top + lay.tail.bottom > below:
+            region += QRegion(0, below, lay.width, lay.doc_top + math.ceil(lay.tail.bottom) + 1 - below)
+        return region
 
     def write_dirty(self) -> bool:
         """Write the exact heights found while painting."""
@@ -297,6 +301,8 @@ class MessageDelegate(QStyledItemDelegate):
             self._paint_header(painter, item, lay, text, muted, dark)
         if lay.doc is not None:
             paint_document(painter, lay.doc, QPoint(lay.doc_left, lay.doc_top), text, visible)
+        if lay.tail is not None:
+            paint_plain_tail(painter, lay.tail, QPoint(lay.doc_left, lay.doc_top), text, visible)
         if lay.notice is not None and lay.notice_rect.intersects(shown):
             painter.setFont(self.layouter.font)
             painter.setPen(self._status_color(item.status, dark, muted))

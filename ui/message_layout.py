@@ -19,6 +19,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 
 from ui.conversation_model import MessageItem, speaker
 from ui.markdown_render import Rendered, document_stylesheet, render_markdown
+from ui.plain_tail import PlainTail
 from ui.safe_document import SafeTextDocument
 from ui.stream_document import StreamDocument
 
@@ -129,6 +130,7 @@ class RowLayout:
     metrics_text: str = ""
     metrics_rect: QRect = field(default_factory=QRect)
     actions: list[tuple[str, str, QRect]] = field(default_factory=list)
+    tail: PlainTail | None = None  # a streaming reply's text not in `doc` yet, drawn after it
 
 
 class DocumentStore:
@@ -151,10 +153,9 @@ class DocumentStore:
         """Drop streaming documents of messages that are no longer shown."""
         self._streams = {k: v for k, v in self._streams.items() if k in keep_ids}
 
-    def take_stream_change(self, message_id: str) -> int | None:
-        """First position of the streaming document changed since last asked (None: none, or no stream)."""
-        stream = self._streams.get(message_id)
-        return None if stream is None else stream.take_change()
+    def stream(self, message_id: str) -> StreamDocument | None:
+        """The growing document of a streaming message (None when it has none)."""
+        return self._streams.get(message_id)
 
     def pending_stream_tail(self, message_id: str) -> float | None:
         """Seconds until the streaming document's plain tail is due for a markdown render."""

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from PySide6.QtGui import QTextCharFormat, QTextCursor
 
 from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, render_markdown
+from ui.plain_tail import PlainTail, TailAnchor
 from ui.safe_document import SafeTextDocument
 
 # Markdown renders of the tail at most this often; new text shows at once as plain text in
@@ -29,6 +30,9 @@ MIN_INTERVAL_S = 0.25
 # streams: each render costs O(tail), and a 5 KB paragraph took 20-40 ms here, a visible stall.
 # It stays plain text until it is finished or the reply ends (then one whole render).
 MAX_LIVE_TAIL_CHARS = 1500
+# Pending plain text longer than this goes into the document (once), so a PlainTail stays a
+# few lines long even while a long paragraph is not re-rendered.
+MAX_PENDING_CHARS = 400
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
@@ -85,12 +89,75 @@ class StreamDocument:
         self._tail = Rendered("")
         self._rendered_at = float("-inf")
         self.interval = MIN_INTERVAL_S
-        self._changed_from: int | None = None  # first document position changed since take_change()
+        self._changed_from: int | None = None  # first document position changed since take_changed_area()
+        self.pending = ""  # shown after the document's last line, not in the document
+        self._pending_box: tuple[float, float, float] | None = None  # see take_changed_area()
+        self._plain: PlainTail | None = None
+        self._anchor: TailAnchor | None = None  # None after every document edit
+        self._anchor_width = -1.0
 
-    def take_change(self) -> int | None:
-        """The first document position changed since the last call (None: nothing changed)."""
-        changed, self._changed_from = self._changed_from, None
-        return changed
+    def tail(self) -> PlainTail | None:
+        """The pending text laid out after the document (None when nothing is pending)."""
+        if not self.pending:
+            return None
+        width = self.doc.textWidth()
+        if self._anchor is None or self._anchor_width != width:
+            self._anchor, self._anchor_width, self._plain = TailAnchor.of(self.doc), width, None
+        if self._plain is None:
+            self._plain = PlainTail(self._anchor, self.pending)
+        return self._plain
+
+    def shown_text(self) -> str:
+        """What the person sees, as plain text: the document, then the pending text."""
+        return self.doc.toPlainText() + self.pending
+
+    def height(self) -> float:
+        """Height of the document and the pending text after it."""
+        tail = self.tail()
+        height = self.doc.size().height()
+        return height if tail is None else max(height, tail.bottom)
+
+    def take_changed_area(self) -> tuple[float, float, float] | None:
+        """What changed since the last call, in document coordinates: (x, top, bottom) of the
+        first changed line, from x to the right edge; every line below it changed too. None:
+        nothing changed. A document edit changes whole lines (x is 0)."""
+        area: tuple[float, float, float] | None = None
+        if self._changed_from is not None:
+            area = (0.0, self._top_of_position(self._changed_from), self._top_of_position(self._changed_from))
+        if self._pending_box is not None:
+            box = self._pending_box
+            if area is None:
+                area = box
+            else:
+                area = (0.0, min(area[1], box[1]), min(area[2], box[2]))
+        self._changed_from = self._pending_box = None
+        return area
+
+    def _top_of_position(self, position: int) -> float:
+        # The line above the changed one too: greedy wrapping can pull its last word down.
+        at = max(0, position - 1)
+        block = self.doc.findBlock(at)
+        if not block.isValid():
+            return 0.0
+        top = self.doc.documentLayout().blockBoundingRect(block).top()
+        text_layout = block.layout()
+        if text_layout is not None and text_layout.lineCount():
+            line = text_layout.lineForTextPosition(at - block.position())
+            if line.isValid():
+                top += text_layout.lineAt(max(0, line.lineNumber() - 1)).y()
+        return top
+
+    def _mark_pending_changed(self) -> None:
+        """Pending text is about to grow: remember where the current PlainTail's last word
+        starts (its earliest place that can change), or the whole last line if none was drawn."""
+        tail = self._plain
+        if tail is not None:
+            box = tail.last_word_box()
+        else:
+            top = self._top_of_position(self.doc.characterCount())
+            box = (0.0, top, top)
+        if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
+            self._pending_box = box
 
     def _mark_changed(self, position: int) -> None:
         self._changed_from = position if self._changed_from is None else min(self._changed_from, position)
@@ -123,25 +190,36 @@ class StreamDocument:
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
         elif len(content) > len(self.text):
-            # A plain character format: the new text never joins a link that ends the document.
-            cursor = QTextCursor(self.doc)
-            # One edit block: outside one, moving the cursor lays the last block out again just
-            # to place the cursor, and the insert then lays it out once more (half the cost).
-            cursor.beginEditBlock()
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-            self._mark_changed(cursor.position())
             piece = content[len(self.text):]
-            if len(self.text) == self._rendered_len and self.text[-1:].isspace() and not piece[:1].isspace():
+            if not self.pending and len(self.text) == self._rendered_len and self.text[-1:].isspace() \
+                    and not piece[:1].isspace():
                 # Markdown dropped the whitespace that ended the rendered text; keep words apart.
                 piece = " " + piece
-            cursor.insertText(piece, QTextCharFormat())
-            cursor.endEditBlock()
+            self._mark_pending_changed()
+            self.pending += piece
+            self._plain = None
+            if len(self.pending) > MAX_PENDING_CHARS:
+                self._fold_pending()
         self.text = content
         return True
+
+    def _fold_pending(self) -> None:
+        """Put the pending text into the document as plain text."""
+        cursor = QTextCursor(self.doc)
+        # One edit block: outside one, moving the cursor lays the last block out again just
+        # to place the cursor, and the insert then lays it out once more (half the cost).
+        cursor.beginEditBlock()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        self._mark_changed(cursor.position())
+        # A plain character format: the text never joins a link that ends the document.
+        cursor.insertText(self.pending, QTextCharFormat())
+        cursor.endEditBlock()
+        self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
 
     def _render(self, content: str) -> None:
         if self._on_render is not None:
             self._on_render()
+        self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
         cursor = QTextCursor(self.doc)
         cursor.beginEditBlock()
         cursor.setPosition(self._tail_pos)

@@ -1,9 +1,11 @@
-"""Drawing a QTextDocument inside a delegate, and finding where its anchors are."""
+"""Drawing a QTextDocument (and a streaming PlainTail after it) inside a delegate, and finding where its anchors are."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QPointF, QRect, QRectF
-from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalette, QTextDocument
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalette, QTextBlock, QTextDocument
+
+from ui.plain_tail import PlainTail
 
 
 def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_color: QColor,
@@ -21,10 +23,58 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
         # An empty PaintContext.clip means "no clip" to Qt: it would draw the whole document.
         painter.restore()
         return
-    ctx.clip = clip
     painter.setClipRect(clip)
-    doc.documentLayout().draw(painter, ctx)
+    if not _draw_last_paragraph_lines(painter, doc, clip):
+        ctx.clip = clip
+        doc.documentLayout().draw(painter, ctx)
     painter.restore()
+
+
+def _draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRectF) -> bool:
+    """Draw only the lines inside `clip` when it lies within the last block and that block is
+    a plain paragraph (no list, table, frame or background of its own). False: not the case.
+
+    A streaming token repaints the last line or two of a reply. QTextLayout.draw (which the
+    document layout calls per block) lays out glyph runs for every line of the block before
+    clipping: 180-220 us for a four-line paragraph, against 35 us a line drawn here.
+    """
+    block = doc.lastBlock()
+    layout = block.layout()
+    if layout is None or not layout.lineCount() or block.textList() is not None:
+        return False
+    if block.blockFormat().background().style() != Qt.BrushStyle.NoBrush or doc.rootFrame().childFrames():
+        return False
+    origin = doc.documentLayout().blockBoundingRect(block).topLeft()
+    if clip.top() < origin.y() and clip.top() < _ink_bottom(doc, block.previous()):
+        return False  # the clip reaches the lines of an earlier block
+    for i in range(layout.lineCount()):
+        line = layout.lineAt(i)
+        top = origin.y() + line.y()
+        ink_right = origin.x() + line.x() + line.naturalTextWidth() + 2
+        if top < clip.bottom() and top + line.height() > clip.top() and ink_right > clip.left():
+            line.draw(painter, origin)
+    return True
+
+
+def paint_plain_tail(painter: QPainter, tail: PlainTail, origin: QPoint, text_color: QColor, visible: QRectF) -> None:
+    """Draw a document's PlainTail; `origin` and `visible` as for paint_document."""
+    clip = visible.translated(-QPointF(origin))
+    if clip.isEmpty() or clip.bottom() < tail.first_top or clip.top() > tail.bottom:
+        return
+    painter.save()
+    painter.translate(origin)
+    painter.setPen(text_color)
+    tail.draw(painter, clip)
+    painter.restore()
+
+
+def _ink_bottom(doc: QTextDocument, block: QTextBlock) -> float:
+    """Bottom of the last line of `block` (not of its margin); -inf when there is none."""
+    layout = block.layout() if block.isValid() else None
+    if layout is None or not layout.lineCount():
+        return float("-inf")
+    last = layout.lineAt(layout.lineCount() - 1)
+    return doc.documentLayout().blockBoundingRect(block).top() + last.y() + last.height()
 
 
 def anchor_areas(doc: QTextDocument) -> list[tuple[str, QRect]]:

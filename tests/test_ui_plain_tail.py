@@ -1,0 +1,83 @@
+"""Pending streamed text drawn after a document's last line (ui/plain_tail.py): where it goes,
+how it wraps, what a new character can change, and that it leaves ink where it says."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QRectF  # noqa: E402
+from PySide6.QtGui import QColor, QImage, QPainter, QTextDocument  # noqa: E402
+
+from ui.plain_tail import PlainTail, TailAnchor  # noqa: E402
+
+
+def _doc(text: str, width: float = 300) -> QTextDocument:
+    doc = QTextDocument()
+    doc.setDocumentMargin(0)
+    doc.setPlainText(text)
+    doc.setTextWidth(width)
+    doc.size()  # laid out
+    return doc
+
+
+def _last_line(doc: QTextDocument):
+    layout = doc.lastBlock().layout()
+    return layout.lineAt(layout.lineCount() - 1)
+
+
+def test_pending_text_continues_the_last_line(qapp: object) -> None:
+    doc = _doc("first paragraph\nand a short last line")
+    anchor = TailAnchor.of(doc)
+    tail = PlainTail(anchor, " more")
+    last = _last_line(doc)
+    assert anchor.x == pytest.approx(last.naturalTextWidth(), abs=1)
+    assert tail.first_top == pytest.approx(doc.documentLayout().blockBoundingRect(doc.lastBlock()).top() + last.y())
+    assert tail.bottom <= doc.size().height() + 1  # still on that line: the row needs no more height
+    x, top, bottom = tail.last_word_box()
+    assert x > anchor.x and top == pytest.approx(tail.first_top)
+
+
+def test_a_new_word_that_does_not_fit_starts_the_next_line_and_a_word_piece_never_does(qapp: object) -> None:
+    text = "end"
+    while True:  # a last line that is nearly full
+        doc = _doc(text, width=200)
+        if _last_line(doc).naturalTextWidth() > 160 or text.count(" ") > 200:
+            break
+        text = "a " + text
+    anchor = TailAnchor.of(doc)
+    assert anchor.right - anchor.x < 60
+    wide = " " + "w" * 12
+    moved = PlainTail(anchor, wide)
+    assert moved.first_top > anchor.top  # on the next line, as the document would wrap it
+    glued = PlainTail(anchor, "ing")  # continues "end": stays on the last line
+    assert glued.first_top == pytest.approx(anchor.top)
+
+
+def test_newlines_and_long_text_wrap_below(qapp: object) -> None:
+    doc = _doc("short", width=200)
+    anchor = TailAnchor.of(doc)
+    one = PlainTail(anchor, " tail")
+    two = PlainTail(anchor, " tail\n\nnext paragraph")
+    long = PlainTail(anchor, " " + "many words " * 30)
+    line = anchor.metrics.lineSpacing()
+    assert two.bottom >= one.bottom + 2 * line - 1
+    assert long.bottom > one.bottom + 5 * line
+    x, top, _bottom = long.last_word_box()
+    assert top > anchor.top + 4 * line  # a new character can only change the last line
+
+
+def test_draw_leaves_ink_only_after_the_document(qapp: object) -> None:
+    doc = _doc("left part", width=300)
+    anchor = TailAnchor.of(doc)
+    tail = PlainTail(anchor, " RIGHT")
+    image = QImage(320, 60, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(0)
+    painter = QPainter(image)
+    painter.setPen(QColor("black"))
+    tail.draw(painter, QRectF(0, 0, 320, 60))
+    painter.end()
+    inked = [x for x in range(320) for y in range(60) if image.pixelColor(x, y).alpha() > 0]
+    assert inked and min(inked) >= int(anchor.x) - 1  # nothing drawn over the document's text

@@ -1,0 +1,120 @@
+"""Plain text drawn after a document's last line, as if it continued the last paragraph.
+
+A streaming reply gets a markdown render of its tail a few times a second; the characters
+that arrive in between have to show at once. Inserting them into the QTextDocument lays its
+last paragraph out again from its first character on every frame (QTextEngine shapes a
+block whole): 70 us for a short paragraph, 250-350 us for a 600-1200 character one, on the
+UI thread, once per frame. Here those few characters get a QTextLayout of their own that
+starts where the document's last line ends, so a frame costs the same whatever the length
+of the paragraph. Qt has no "continue this block" layout, hence these small classes.
+
+Coordinates are the document's (its top-left is 0, 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QTextDocument, QTextLayout, QTextOption
+
+
+@dataclass(frozen=True)
+class TailAnchor:
+    """Where text after a document goes: read once per document change, not per frame."""
+
+    font: QFont
+    metrics: QFontMetricsF
+    x: float  # end of the last line
+    left: float  # where the following lines start
+    right: float
+    top: float  # of the last line
+    ascent: float
+    bottom: float
+
+    @classmethod
+    def of(cls, doc: QTextDocument) -> "TailAnchor":
+        """`doc` must be laid out at its text width."""
+        font = doc.defaultFont()
+        metrics = QFontMetricsF(font)
+        block = doc.lastBlock()
+        block_layout = block.layout()
+        origin = doc.documentLayout().blockBoundingRect(block).topLeft()
+        if block_layout is not None and block_layout.lineCount():
+            last = block_layout.lineAt(block_layout.lineCount() - 1)
+            left, x = origin.x() + last.x(), origin.x() + last.x() + last.naturalTextWidth()
+            top, ascent, height = origin.y() + last.y(), last.ascent(), last.height()
+        else:
+            left = x = origin.x()
+            top, ascent, height = origin.y(), metrics.ascent(), metrics.height()
+        width = doc.textWidth()
+        right = max(left + 1.0, width if width > 0 else left + 10_000.0)
+        return cls(font, metrics, x, left, right, top, ascent, top + height)
+
+
+_WRAP = QTextOption()
+_WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+
+
+class PlainTail:
+    """`text` laid out after the document `anchor` was read from."""
+
+    def __init__(self, anchor: TailAnchor, text: str) -> None:
+        self.text = text
+        x, top = anchor.x, anchor.top
+        if text[:1].isspace():
+            # A new word that does not fit after the last line starts the next one (as the
+            # document would wrap it); a piece of a word always continues that word.
+            word = text.split(None, 1)[0] if text.strip() else ""
+            if word and x + anchor.metrics.horizontalAdvance(" " + word) > anchor.right:
+                top += anchor.metrics.lineSpacing()
+                x = anchor.left
+                text = text.lstrip()
+        self._skipped = len(self.text) - len(text)
+        self._shown = text
+        self._start = (x, top, max(anchor.bottom, top + anchor.metrics.height()))
+        # A newline in a QTextLayout is a glyph, not a break; U+2028 breaks the line (same length).
+        self._layout = layout = QTextLayout(text.replace("\n", "\u2028"), anchor.font)
+        layout.setTextOption(_WRAP)
+        layout.setCacheEnabled(True)
+        self._lines = 0
+        layout.beginLayout()
+        y = top
+        while True:
+            line = layout.createLine()
+            if not line.isValid():
+                break
+            first = self._lines == 0
+            line.setLineWidth(max(1.0, anchor.right - (x if first else anchor.left)))
+            if first:
+                y = top + anchor.ascent - line.ascent()  # on the document's last baseline
+            line.setPosition(QPointF(x if first else anchor.left, y))
+            y += line.height()
+            self._lines += 1
+        layout.endLayout()
+        self.first_top = top
+        self.bottom = y if self._lines else top
+
+    def last_word_box(self) -> tuple[float, float, float]:
+        """(x, top, bottom) where the last word of the text starts: the first place text after
+        it can change (greedy wrapping may move that word down as it grows; nothing before
+        it moves). The first line's box also spans the document's last line, which it shares."""
+        shown = self._shown
+        if not shown or not self._lines:
+            return self._start
+        layout = self._layout
+        if shown[-1].isspace():
+            start = len(shown)
+            line = layout.lineAt(layout.lineCount() - 1)
+        else:
+            start = max(shown.rfind(" "), shown.rfind("\n"), shown.rfind("\t")) + 1
+            line = layout.lineForTextPosition(start)
+        if not line.isValid():
+            return self._start
+        x = line.cursorToX(start)[0]
+        if line.lineNumber() == 0:
+            return (x, min(self._start[1], line.y()), max(self._start[2], line.y() + line.height()))
+        return (x, line.y(), line.y() + line.height())
+
+    def draw(self, painter: QPainter, clip: QRectF) -> None:
+        self._layout.draw(painter, QPointF(0, 0), [], clip)
