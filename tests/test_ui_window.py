@@ -154,7 +154,7 @@ def test_first_start_prepares_the_starter_without_freezing_the_window(qtbot, tmp
     import shutil
     import threading
 
-    import ui.chat_controller as controller_module
+    import models.starter as starter_module
     from app.core import open_core
     from app.paths import resolve_paths
 
@@ -167,10 +167,10 @@ def test_first_start_prepares_the_starter_without_freezing_the_window(qtbot, tmp
         shutil.copy(tiny_gguf, target)
         return target
 
-    monkeypatch.setattr(controller_module, "starter_available", lambda: True)
-    monkeypatch.setattr(controller_module, "starter_registered", lambda library: False)
-    monkeypatch.setattr(controller_module, "prepare_starter_file", slow_prepare)
-    monkeypatch.setattr(controller_module, "register_prepared_starter", lambda library, path: library.import_file(path, source="starter"))
+    monkeypatch.setattr(starter_module, "starter_available", lambda: True)
+    monkeypatch.setattr(starter_module, "starter_registered", lambda library: False)
+    monkeypatch.setattr(starter_module, "prepare_starter_file", slow_prepare)
+    monkeypatch.setattr(starter_module, "register_prepared_starter", lambda library, path: library.import_file(path, source="starter"))
     window = _window(qtbot, core, EngineClient())
     assert "Preparing the starter model" in window.notice.text()
     qtbot.wait(100)  # the event loop runs while the file is prepared

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +24,7 @@ from app.settings import SamplingParams
 from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
 from models.library import InstalledModel
-from models.starter import prepare_starter_file, register_prepared_starter, starter_available, starter_registered
+from ui.starter_preparer import StarterPreparer, starter_file_needed
 from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
 
 # One frame of streamed text every 25 ms (40 a second). On a 2-core machine each frame's CPU
@@ -61,7 +60,6 @@ class ChatController(QObject):
     first_text_shown = Signal(float)  # ms from send to the first visible character
     notice_changed = Signal(str)  # a passing note for the person ("" clears it)
     models_changed = Signal()  # the library changed (e.g. the starter was registered)
-    _starter_ready = Signal(str, str)  # from the starter thread: path, error
     _load_done = Signal(object, object, str, object)  # from the load thread: model, LoadedModel|None, error, previous
 
     def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
@@ -79,16 +77,26 @@ class ChatController(QObject):
         self._first_shown = False
         self._loading: InstalledModel | None = None
         self._shut_down = False
-        self.preparing_starter = False  # the starter model file is being assembled (first start)
-        self.starter_error: str | None = None  # why assembling it failed, if it did
+        self.starter = StarterPreparer(core, self)  # assembles the starter model on a first start
+        self.starter.ready.connect(self._on_starter_ready)
+        self.starter.failed.connect(self._on_starter_failed)
         self._loaded_model: InstalledModel | None = None
         self._load_done.connect(self._on_load_done)
-        self._starter_ready.connect(self._on_starter_ready)
         self._drain = QTimer(self)
         self._drain.setInterval(FRAME_MS)
         self._drain.timeout.connect(self._drain_events)
 
     # ---- state -------------------------------------------------------------------------
+
+    @property
+    def preparing_starter(self) -> bool:
+        """The starter model file is being assembled (first start)."""
+        return self.starter.preparing
+
+    @property
+    def starter_error(self) -> str | None:
+        """Why assembling the starter model failed, if it did."""
+        return self.starter.error
 
     @property
     def busy(self) -> bool:
@@ -117,8 +125,9 @@ class ChatController(QObject):
     def start(self) -> None:
         """At window start: the last conversation and the last (else the starter) model. On a
         first start the starter model is assembled on a worker thread, so the window stays live."""
-        if self._needs_starter_file():
-            self._prepare_starter()
+        if starter_file_needed(self.core):
+            self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
+            self.starter.start()
         else:
             try:
                 self.model = self.core.resolve_model(None)
@@ -247,45 +256,16 @@ class ChatController(QObject):
         self.model = model
         self.core.remember_model(model)
 
-    def _needs_starter_file(self) -> bool:
-        core = self.core
-        if core.read_only or core.library.list() or not starter_available():
-            return False
-        return not starter_registered(core.library)
-
-    def _prepare_starter(self) -> None:
-        self.preparing_starter = True
-        self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
-        models_dir = self.core.paths.models_dir
-
-        def work() -> None:
-            try:
-                self._starter_ready.emit(str(prepare_starter_file(models_dir)), "")
-            except Exception as exc:  # noqa: BLE001 - becomes a sentence in the window
-                self._starter_ready.emit("", str(exc))
-
-        threading.Thread(target=work, name="cove-starter", daemon=True).start()
-
-    def _on_starter_ready(self, path: str, error: str) -> None:
-        self.preparing_starter = False
-        if self._shut_down:
-            return  # the window closed while the file was prepared; it is used next start
-        if error:
-            self.starter_error = error
-            self.notice_changed.emit("")
-            self.error_reported.emit(error)
-            return
-        try:
-            self.model = register_prepared_starter(self.core.library, Path(path))
-            self.core.remember_model(self.model)
-        except Exception as exc:  # noqa: BLE001
-            self.starter_error = str(exc)
-            self.notice_changed.emit("")
-            self.error_reported.emit(str(exc))
-            return
+    def _on_starter_ready(self, model: InstalledModel) -> None:
         self.notice_changed.emit("")
+        self.model = model
+        self.core.remember_model(model)
         self.models_changed.emit()
         self.preload_model()
+
+    def _on_starter_failed(self, error: str) -> None:
+        self.notice_changed.emit("")
+        self.error_reported.emit(error)
 
     def preload_model(self) -> None:
         """Load the chosen model now, in the background, so the first reply starts sooner.
@@ -416,6 +396,7 @@ class ChatController(QObject):
     def shutdown(self, grace_s: float = 1.5) -> None:
         """On quit: stop the reply, keep its text as 'interrupted', stop the engine host."""
         self._shut_down = True
+        self.starter.abandoned = True  # a starter file assembled after this is used next start
         worker, record = self._worker, self._record
         if worker is not None and record is not None:
             worker.cancel()
