@@ -53,6 +53,14 @@ def test_a_cycle_made_mid_reply_survives_until_the_reply_ends_then_is_freed(qtbo
     assert ref() is None
 
 
+def test_two_windows_give_the_collector_back_whatever_order_they_close(qtbot):
+    saved = gc.get_threshold()
+    first, second = GcPacer(), GcPacer()
+    first.stop()
+    second.stop()
+    assert gc.get_threshold() == saved
+
+
 def test_a_reply_that_starts_again_cancels_the_pending_pass(qtbot, pacer):
     pacer.set_busy(False)
     pacer.set_busy(True)

@@ -27,6 +27,7 @@ IDLE_EVERY_MS = 60_000
 # Generation-2 threshold meaning "never on its own": the count of generation-1 passes
 # since the last full pass would have to exceed it.
 NEVER = 1 << 30
+PYTHON_DEFAULT_GEN2 = 10
 
 
 class GcPacer(QObject):
@@ -34,7 +35,9 @@ class GcPacer(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._saved = gc.get_threshold()
+        gen0, gen1, gen2 = gc.get_threshold()
+        # Another window's pacer may have set NEVER already: restore CPython's default then.
+        self._saved = (gen0, gen1, gen2 if gen2 < NEVER else PYTHON_DEFAULT_GEN2)
         self._busy = False
         self.full_passes = 0  # tests read this
         gen0, gen1, _gen2 = self._saved
