@@ -376,7 +376,7 @@ def test_a_streaming_row_grows_a_few_lines_at_a_time_and_ends_exact(qtbot: objec
     heights: list[int] = []
     lines = 24
     for i in range(lines):
-        model.append_text("live", f"line {i}\n" if i < lines - 1 else f"line {i}")  # a line at a time
+        model.append_text("live", f"line {i}\n\n" if i < lines - 1 else f"line {i}")  # a paragraph at a time
         view.grab()
         heights.append(delegate.laid_height("live"))
     steps = [b - a for a, b in zip(heights, heights[1:]) if a != b]

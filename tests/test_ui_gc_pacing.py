@@ -15,6 +15,12 @@ from ui import gc_pacing  # noqa: E402
 from ui.gc_pacing import GcPacer  # noqa: E402
 
 
+def _churn() -> None:
+    """Allocate like a busy window: enough young passes that CPython would run a full one."""
+    kept = [[None] for _ in range(300_000)]  # lists are tracked by the collector; they must
+    del kept  # live through young passes to count (CPython uncounts objects freed at once)
+
+
 class _Node:
     def __init__(self) -> None:
         self.me = self  # a reference cycle: only the cyclic collector frees it
@@ -43,14 +49,22 @@ def test_a_cycle_made_mid_reply_survives_until_the_reply_ends_then_is_freed(qtbo
     gc.collect(0)
     gc.collect(1)  # now it sits in the oldest generation, which only a full pass visits
     del node
-    for _ in range(20000):  # allocations that would trigger young passes
-        [object() for _ in range(5)]
+    _churn()
     pacer.collect_now()  # an idle timer firing mid-reply does nothing
     assert pacer.full_passes == 0
     assert ref() is not None
     pacer.set_busy(False)
     qtbot.waitUntil(lambda: pacer.full_passes == 1, timeout=3000)
     assert ref() is None
+
+
+def test_no_full_pass_when_cpython_would_not_have_made_one(qtbot, pacer):
+    gc.collect()  # counts start from zero
+    pacer.collect_now()
+    assert pacer.full_passes == 0  # an idle minute with little allocated costs nothing
+    _churn()
+    pacer.collect_now()
+    assert pacer.full_passes == 1
 
 
 def test_two_windows_give_the_collector_back_whatever_order_they_close(qtbot):
@@ -84,6 +98,7 @@ def test_the_window_paces_collections_by_its_replies(qtbot, cove_core, fake_engi
     with qtbot.waitSignal(window.controller.reply_finished, timeout=15000):
         window.controller.send("hello")
     assert during and all(during)
+    _churn()  # the garbage a long chat leaves
     qtbot.waitUntil(lambda: window.gc_pacer.full_passes >= 1, timeout=3000)
     window.close()
     assert gc.get_threshold()[2] < gc_pacing.NEVER

@@ -81,3 +81,14 @@ def test_draw_leaves_ink_only_after_the_document(qapp: object) -> None:
     painter.end()
     inked = [x for x in range(320) for y in range(60) if image.pixelColor(x, y).alpha() > 0]
     assert inked and min(inked) >= int(anchor.x) - 1  # nothing drawn over the document's text
+
+
+def test_newlines_are_shown_as_markdown_will_show_them() -> None:
+    from ui.plain_tail import line_breaks
+
+    assert line_breaks("one\ntwo", in_code=False) == "one two"  # a soft break: same paragraph
+    assert line_breaks("one\n\ntwo", in_code=False) == "one\u2028\u2028two"  # a new paragraph
+    assert line_breaks("intro\n- item\n# Title", in_code=False) == "intro\u2028- item\u2028# Title"
+    assert line_breaks("x = 1\ny = 2", in_code=True) == "x = 1\u2028y = 2"  # inside a code fence
+    text = "a\nb\n\nc\n"
+    assert len(line_breaks(text, in_code=False)) == len(text)  # positions stay the same

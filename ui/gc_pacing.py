@@ -9,7 +9,7 @@ at moments chosen by allocation counts, e.g. right after Send.
 Here the automatic full passes are switched off (the two young generations still collect on
 their usual thresholds, so short-lived cycles are freed at once), and the full pass runs on
 the UI thread when the window is idle: a moment after a reply ends, and every minute while
-no reply streams. Objects only wait there, they are not kept: memory that a cycle holds is
+no reply streams, each time only if CPython would have made one by then. Objects only wait there, they are not kept: memory that a cycle holds is
 returned at the next idle moment. Nothing in the standard library paces collections by an
 application's idle time; `gc.freeze()` would skip objects for good rather than defer them.
 """
@@ -57,8 +57,9 @@ class GcPacer(QObject):
             self._after_reply.start()
 
     def collect_now(self) -> None:
-        """A full pass, unless a reply is streaming (then the next idle moment does it)."""
-        if self._busy:
+        """A full pass, unless a reply is streaming (then the next idle moment does it) or
+        CPython would not have made one yet (fewer young passes than its own threshold)."""
+        if self._busy or gc.get_count()[2] < self._saved[2]:
             return
         gc.collect()
         self.full_passes += 1

@@ -127,8 +127,13 @@ class MessageDelegate(QStyledItemDelegate):
             return lay
         doc, rendered = self.docs.document(item, self.layouter.text_width(width))
         stream = self.docs.stream(item.id) if item.status == "streaming" else None
-        height = doc.size().height() if stream is None else stream.height()
-        lay = self.layouter.layout(item, width, doc, rendered, round(height))
+        height = round(doc.size().height() if stream is None else stream.height())
+        if stream is not None and lay is not None and lay.width == width and lay.item.status == "streaming":
+            # A markdown render can set text tighter than the plain text before it (paragraph
+            # margins, soft line breaks); the row keeps its height until the reply ends rather
+            # than jump the text down and up again.
+            height = max(height, lay.doc_height)
+        lay = self.layouter.layout(item, width, doc, rendered, height)
         lay.tail = None if stream is None else stream.tail()
         self.layout_count += 1
         self._layouts[item.id] = lay

@@ -131,6 +131,7 @@ class RowLayout:
     metrics_rect: QRect = field(default_factory=QRect)
     actions: list[tuple[str, str, QRect]] = field(default_factory=list)
     tail: PlainTail | None = None  # a streaming reply's text not in `doc` yet, drawn after it
+    doc_height: int = 0  # the height the text was given (a streaming row never gives back)
 
 
 class DocumentStore:
@@ -270,7 +271,7 @@ class Layouter:
         y = header.bottom() + 1 + GAP
         lay = RowLayout(item=item, width=width, height=0, card=QRect(), header=header,
                         header_text=speaker(item), status_label=STATUS_LABELS.get(item.status, ""),
-                        doc=doc, rendered=rendered, doc_left=inner_left, doc_top=y)
+                        doc=doc, rendered=rendered, doc_left=inner_left, doc_top=y, doc_height=doc_height)
         if item.status == "streaming":
             step = STREAM_GROW_LINES * self.line_spacing
             y += max(-(-doc_height // step) * step, self.fm.height())

@@ -13,6 +13,7 @@ Coordinates are the document's (its top-left is 0, 0).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF
@@ -52,14 +53,37 @@ class TailAnchor:
         return cls(font, metrics, x, left, right, top, ascent, top + height)
 
 
+# A line that starts a block of its own in markdown (list item, heading, quote, fence, table).
+_BLOCK_START = re.compile(r" {0,3}(?:[-*+] |\d{1,9}[.)] |#{1,6} |>|```|~~~|\|)")
+
+
+def line_breaks(text: str, in_code: bool) -> str:
+    """`text` with each newline as markdown will show it, same length: U+2028 (a line break in
+    a QTextLayout, where a newline is a glyph) before a blank line, a new block or inside code;
+    a space where the next line only continues the paragraph (a soft break). Showing those as
+    breaks made the text jump up a few lines at the next markdown render."""
+    if "\n" not in text:
+        return text
+    if in_code:
+        return text.replace("\n", "\u2028")
+    out = list(text)
+    for i, char in enumerate(text):
+        if char == "\n":
+            rest = text[i + 1:i + 12]
+            hard = not rest or rest[0] == "\n" or (i > 0 and text[i - 1] == "\n") or bool(_BLOCK_START.match(rest))
+            out[i] = "\u2028" if hard else " "
+    return "".join(out)
+
+
 _WRAP = QTextOption()
 _WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
 
 
 class PlainTail:
-    """`text` laid out after the document `anchor` was read from."""
+    """`text` laid out after the document `anchor` was read from; `in_code`: it continues an
+    open code fence (every newline is a line break)."""
 
-    def __init__(self, anchor: TailAnchor, text: str) -> None:
+    def __init__(self, anchor: TailAnchor, text: str, *, in_code: bool = False) -> None:
         self.text = text
         x, top = anchor.x, anchor.top
         if text[:1].isspace():
@@ -73,8 +97,7 @@ class PlainTail:
         self._skipped = len(self.text) - len(text)
         self._shown = text
         self._start = (x, top, max(anchor.bottom, top + anchor.metrics.height()))
-        # A newline in a QTextLayout is a glyph, not a break; U+2028 breaks the line (same length).
-        self._layout = layout = QTextLayout(text.replace("\n", "\u2028"), anchor.font)
+        self._layout = layout = QTextLayout(line_breaks(text, in_code), anchor.font)
         layout.setTextOption(_WRAP)
         layout.setCacheEnabled(True)
         self._lines = 0

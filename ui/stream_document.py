@@ -34,6 +34,7 @@ MAX_LIVE_TAIL_CHARS = 1500
 # few lines long even while a long paragraph is not re-rendered.
 MAX_PENDING_CHARS = 400
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 
 
 class BlockBoundary:
@@ -100,12 +101,16 @@ class StreamDocument:
         """The pending text laid out after the document (None when nothing is pending)."""
         if not self.pending:
             return None
+        if self._plain is None:
+            in_code = len(_FENCE_LINE.findall(self.text, self._stable_len)) % 2 == 1
+            self._plain = PlainTail(self._current_anchor(), self.pending, in_code=in_code)
+        return self._plain
+
+    def _current_anchor(self) -> TailAnchor:
         width = self.doc.textWidth()
         if self._anchor is None or self._anchor_width != width:
             self._anchor, self._anchor_width, self._plain = TailAnchor.of(self.doc), width, None
-        if self._plain is None:
-            self._plain = PlainTail(self._anchor, self.pending)
-        return self._plain
+        return self._anchor
 
     def shown_text(self) -> str:
         """What the person sees, as plain text: the document, then the pending text."""
@@ -149,13 +154,13 @@ class StreamDocument:
 
     def _mark_pending_changed(self) -> None:
         """Pending text is about to grow: remember where the current PlainTail's last word
-        starts (its earliest place that can change), or the whole last line if none was drawn."""
-        tail = self._plain
+        starts (its earliest place that can change), else where the document's last line ends."""
+        tail = self.tail()
         if tail is not None:
             box = tail.last_word_box()
         else:
-            top = self._top_of_position(self.doc.characterCount())
-            box = (0.0, top, top)
+            anchor = self._current_anchor()
+            box = (anchor.x, anchor.top, anchor.bottom)
         if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
             self._pending_box = box
 
