@@ -412,3 +412,27 @@ def test_painting_a_rect_outside_a_document_draws_nothing(qapp: object) -> None:
     paint_document(painter, doc, QPoint(0, 0), QColor("black"), QRectF(0, 0, 220, doc.size().height()))
     painter.end()
     assert any(image.pixel(x, y) != 0 for x in range(0, 220, 2) for y in range(0, int(doc.size().height()), 2))
+
+
+def test_the_last_lines_of_a_reply_are_drawn_in_the_palette_text_colour(qapp: object) -> None:
+    # The quick path that draws only the last paragraph's lines must use the given colour
+    # (a dark palette's light text), not whatever pen the painter had.
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QColor, QImage, QPainter, QTextDocument
+
+    from ui.text_document_paint import paint_document
+
+    doc = QTextDocument()
+    doc.setDocumentMargin(0)
+    doc.setPlainText("first paragraph\nthe last paragraph, which streams")
+    doc.setTextWidth(300)
+    last_top = doc.documentLayout().blockBoundingRect(doc.lastBlock()).top()
+    image = QImage(320, 80, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(QColor("black"))
+    painter = QPainter(image)
+    painter.setPen(QColor("black"))
+    paint_document(painter, doc, QPoint(0, 0), QColor("white"), QRectF(0, last_top, 320, 30))
+    painter.end()
+    inked = [image.pixelColor(x, y) for x in range(320) for y in range(80) if image.pixelColor(x, y) != QColor("black")]
+    assert inked and max(c.lightness() for c in inked) > 200
+    assert all(image.pixelColor(x, y) == QColor("black") for x in range(320) for y in range(0, int(last_top) - 2))

@@ -9,8 +9,8 @@ at moments chosen by allocation counts, e.g. right after Send.
 Here the automatic full passes are switched off (the two young generations still collect on
 their usual thresholds, so short-lived cycles are freed at once), and the full pass runs on
 the UI thread when the window is idle: a moment after a reply ends, and every minute while
-no reply streams, each time only if CPython would have made one by then. Objects only wait there, they are not kept: memory that a cycle holds is
-returned at the next idle moment. Nothing in the standard library paces collections by an
+no reply streams, each time only if CPython would have made one by then. Objects only wait
+there, they are not kept: memory that a cycle holds is returned at the next idle moment. Nothing in the standard library paces collections by an
 application's idle time; `gc.freeze()` would skip objects for good rather than defer them.
 """
 
@@ -40,7 +40,6 @@ class GcPacer(QObject):
         self._saved = (gen0, gen1, gen2 if gen2 < NEVER else PYTHON_DEFAULT_GEN2)
         self._busy = False
         self.full_passes = 0  # tests read this
-        gen0, gen1, _gen2 = self._saved
         gc.set_threshold(gen0, gen1, NEVER)
         self._after_reply = QTimer(self, singleShot=True, interval=AFTER_REPLY_MS)
         self._after_reply.timeout.connect(self.collect_now)

@@ -87,7 +87,7 @@ class StreamDocument:
         self._links: list[str] = []
         self._code: list[str] = []
         self._images: list[str] = []
-        self._tail = Rendered("")
+        self._rendered_tail = Rendered("")  # the markdown render of text[_stable_len:]
         self._rendered_at = float("-inf")
         self.interval = MIN_INTERVAL_S
         self._changed_from: int | None = None  # first document position changed since take_changed_area()
@@ -128,7 +128,8 @@ class StreamDocument:
         nothing changed. A document edit changes whole lines (x is 0)."""
         area: tuple[float, float, float] | None = None
         if self._changed_from is not None:
-            area = (0.0, self._top_of_position(self._changed_from), self._top_of_position(self._changed_from))
+            top = self._top_of_position(self._changed_from)
+            area = (0.0, top, top)
         if self._pending_box is not None:
             box = self._pending_box
             if area is None:
@@ -169,8 +170,9 @@ class StreamDocument:
 
     @property
     def rendered(self) -> Rendered:
-        return Rendered("", tuple(self._code) + self._tail.code_blocks, tuple(self._links) + self._tail.links,
-                        tuple(self._images) + self._tail.images)
+        tail = self._rendered_tail
+        return Rendered("", tuple(self._code) + tail.code_blocks, tuple(self._links) + tail.links,
+                        tuple(self._images) + tail.images)
 
     def due_in(self) -> float | None:
         """Seconds until the plain tail is due for a markdown render; None when there is none."""
@@ -241,9 +243,9 @@ class StreamDocument:
             self._images += done.images
             self._stable_len = boundary
             self._tail_pos = cursor.position()
-        self._tail = render_markdown(content[self._stable_len:], palette_dark=self._dark,
+        self._rendered_tail = render_markdown(content[self._stable_len:], palette_dark=self._dark,
                                      first_link=len(self._links), first_code=len(self._code))
-        self._insert_blocks(cursor, self._tail.html)
+        self._insert_blocks(cursor, self._rendered_tail.html)
         cursor.endEditBlock()
         self._rendered_len = len(content)
 

@@ -1,4 +1,5 @@
-"""Drawing a QTextDocument (and a streaming PlainTail after it) inside a delegate, and finding where its anchors are."""
+"""Drawing a QTextDocument (and a streaming PlainTail after it) inside a delegate, and finding
+where its anchors are."""
 
 from __future__ import annotations
 
@@ -11,20 +12,19 @@ from ui.plain_tail import PlainTail
 def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_color: QColor,
                    visible: QRectF) -> None:
     """Draw `doc` with its top-left at `origin`, only the part inside `visible` (row coordinates)."""
-    painter.save()
-    painter.translate(origin)
-    ctx = QAbstractTextDocumentLayout.PaintContext()
-    palette = QPalette(ctx.palette)
-    palette.setColor(QPalette.ColorRole.Text, text_color)
-    ctx.palette = palette
     size = doc.size()
     clip = visible.translated(-QPointF(origin)).intersected(QRectF(0, 0, size.width(), size.height()))
     if clip.isEmpty():
-        # An empty PaintContext.clip means "no clip" to Qt: it would draw the whole document.
-        painter.restore()
-        return
+        return  # an empty PaintContext.clip means "no clip" to Qt: it would draw the whole document
+    painter.save()
+    painter.translate(origin)
     painter.setClipRect(clip)
+    painter.setPen(text_color)  # what text without a colour of its own is drawn with below
     if not _draw_last_paragraph_lines(painter, doc, clip):
+        ctx = QAbstractTextDocumentLayout.PaintContext()
+        palette = QPalette(ctx.palette)
+        palette.setColor(QPalette.ColorRole.Text, text_color)
+        ctx.palette = palette
         ctx.clip = clip
         doc.documentLayout().draw(painter, ctx)
     painter.restore()
