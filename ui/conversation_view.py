@@ -193,13 +193,14 @@ class ConversationView(QListView):
 
     def _repaint_changed_part(self, index: QModelIndex) -> bool:
         """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
-        if self._delegate.settle_row(index.row()):
+        row = index.row()
+        if not self._delegate.grow_streaming_row(row) and self._delegate.settle_row(row):
             return False
         rect = self.visualRect(index)
         area = self._delegate.changed_area(index.row())
         if area is None:
             self.viewport().update(rect)
-        else:
+        elif not area.isEmpty():
             self.viewport().update(area.translated(rect.topLeft()))
         return True
 

@@ -93,6 +93,13 @@ def status_notice(item: MessageItem) -> tuple[str, str] | None:
     return STATUS_NOTICES.get(item.status)
 
 
+def same_chrome(a: MessageItem, b: MessageItem) -> bool:
+    """Whether two versions of a message lay out the same apart from their text."""
+    return (a.id == b.id and a.role == b.role and a.status == b.status and a.model_name == b.model_name
+            and a.error == b.error and a.version_index == b.version_index and a.version_count == b.version_count
+            and a.seen_by_model == b.seen_by_model and a.metrics == b.metrics)
+
+
 def actions_for(item: MessageItem) -> list[tuple[str, str]]:
     """(kind, label) of the action links under a message, in order."""
     actions: list[tuple[str, str]] = []
@@ -132,6 +139,7 @@ class RowLayout:
     actions: list[tuple[str, str, QRect]] = field(default_factory=list)
     tail: PlainTail | None = None  # a streaming reply's text not in `doc` yet, drawn after it
     doc_height: int = 0  # the height the text was given (a streaming row never gives back)
+    doc_room: int = 0  # the height a streaming row keeps for its text (whole steps of lines)
 
 
 class DocumentStore:
@@ -262,6 +270,11 @@ class Layouter:
         fences = content.count("```") // 2
         return lines * self.line_spacing + fences * (self.line_spacing + 24)
 
+    def stream_room(self, doc_height: int) -> int:
+        """The height a streaming row gives text `doc_height` tall: whole STREAM_GROW_LINES steps."""
+        step = STREAM_GROW_LINES * self.line_spacing
+        return max(-(-doc_height // step) * step, self.fm.height())
+
     def layout(self, item: MessageItem, width: int, doc: SafeTextDocument | None, rendered: Rendered | None,
                doc_height: int) -> RowLayout:
         inner_left = MARGIN_X + PAD_X
@@ -273,8 +286,8 @@ class Layouter:
                         header_text=speaker(item), status_label=STATUS_LABELS.get(item.status, ""),
                         doc=doc, rendered=rendered, doc_left=inner_left, doc_top=y, doc_height=doc_height)
         if item.status == "streaming":
-            step = STREAM_GROW_LINES * self.line_spacing
-            y += max(-(-doc_height // step) * step, self.fm.height())
+            lay.doc_room = self.stream_room(doc_height)
+            y += lay.doc_room
         elif item.content:
             y += max(doc_height, self.fm.height())
         else:

@@ -122,6 +122,11 @@ class StreamDocument:
         height = self.doc.size().height()
         return height if tail is None else max(height, tail.bottom)
 
+    @property
+    def doc_edited(self) -> bool:
+        """The document itself changed (a markdown render or a fold) since take_changed_area()."""
+        return self._changed_from is not None
+
     def take_changed_area(self) -> tuple[float, float, float] | None:
         """What changed since the last call, in document coordinates: (x, top, bottom) of the
         first changed line, from x to the right edge; every line below it changed too. None:

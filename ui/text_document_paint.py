@@ -47,11 +47,16 @@ def _draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRec
     origin = doc.documentLayout().blockBoundingRect(block).topLeft()
     if clip.top() < origin.y() and clip.top() < _ink_bottom(doc, block.previous()):
         return False  # the clip reaches the lines of an earlier block
-    for i in range(layout.lineCount()):
+    # From the last line up, stopping above the clip: a token's clip holds the last line or two,
+    # and asking Qt for each of a long paragraph's 20-30 lines costs more than drawing those.
+    x, y = origin.x(), origin.y()
+    clip_top, clip_bottom, clip_left = clip.top(), clip.bottom(), clip.left()
+    for i in range(layout.lineCount() - 1, -1, -1):
         line = layout.lineAt(i)
-        top = origin.y() + line.y()
-        ink_right = origin.x() + line.x() + line.naturalTextWidth() + 2
-        if top < clip.bottom() and top + line.height() > clip.top() and ink_right > clip.left():
+        top = y + line.y()
+        if top + line.height() <= clip_top:
+            break
+        if top < clip_bottom and x + line.x() + line.naturalTextWidth() + 2 > clip_left:
             line.draw(painter, origin)
     return True
 
