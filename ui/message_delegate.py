@@ -8,16 +8,16 @@ relayouts once, after the paint.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette, QRegion
+from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
 from ui.conversation_model import ConversationModel, MessageItem
 from ui.markdown_render import COPY_SCHEME, LINK_SCHEME
-from ui.message_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout, same_chrome
+from ui.message_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout
+from ui.streaming_rows import StreamingRows
 from ui.text_document_paint import anchor_areas, paint_document, paint_plain_tail
 
 _HIT_SLOP = 3
@@ -42,7 +42,7 @@ def is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Base).lightness() < 128
 
 
-class MessageDelegate(QStyledItemDelegate):
+class MessageDelegate(QStyledItemDelegate, StreamingRows):
     """Delegate for ConversationView; `hit_activated` carries the Hit of a click.
 
     sizeHint is deliberately not overridden: the list view reads each row's height from the
@@ -69,13 +69,7 @@ class MessageDelegate(QStyledItemDelegate):
         self._width: int | None = None
         self.layout_count = 0  # exact row layouts computed
         self.show_focus = False  # the view turns this on while the keyboard drives it
-        self._tail_timer = QTimer(self)
-        self._tail_timer.setSingleShot(True)
-        # Precise: a coarse timer fires up to 5% early, before the render is due, and each
-        # early firing cost one more full layout of the streaming row.
-        self._tail_timer.setTimerType(Qt.TimerType.PreciseTimer)
-        self._tail_timer.timeout.connect(self._flush_stream_tails)
-        self._tail_ids: set[str] = set()
+        self._init_streaming_rows()
         self.paint_region: QRect | None = None  # the view's exposed rect during its paintEvent
 
     # --- caches ----------------------------------------------------------------------------
@@ -215,66 +209,6 @@ class MessageDelegate(QStyledItemDelegate):
         """Lay the row out exactly and write its height; True when the height changed."""
         return self.write_heights([row], exact=True)
 
-    def grow_streaming_row(self, row: int) -> bool:
-        """A frame of a streaming reply whose new text only lengthened the plain tail after its
-        document, within the height the row already has: update the row's layout in place
-        (True). False: the document changed or the row must grow; lay it out in full.
-
-        The full path builds the row's layout again and writes its height: about 0.3 ms a
-        frame, at 40 frames a second, on the cores the engine generates on.
-        """
-        model = self._model
-        if model is None or not 0 <= row < model.item_count():
-            return False
-        item = model.item(row)
-        lay = self._layouts.get(item.id)
-        stream = self.docs.stream(item.id)
-        if lay is None or stream is None or lay.width != self.row_width() or item.status != "streaming" \
-                or not same_chrome(lay.item, item):
-            return False
-        if not stream.update(item.content) or stream.doc_edited:
-            del self._layouts[item.id]  # a render or a fold: the row's layout is stale
-            return False
-        doc_height = max(round(stream.height()), lay.doc_height)
-        if self.layouter.stream_room(doc_height) != lay.doc_room:
-            return False
-        lay.item, lay.doc_height, lay.tail = item, doc_height, stream.tail()
-        if not self._tail_timer.isActive():
-            self._watch_stream_tail(item.id)
-        return True
-
-    def changed_area(self, row: int) -> QRegion | None:
-        """Row-relative region of a streaming row whose text changed since the last call.
-
-        New characters change only the end of the last line (from where its last word starts:
-        greedy wrapping may move that word down) and any line below it; a markdown re-render
-        of the tail changes whole lines from the tail's start. Repainting just that keeps the
-        cost of a token independent of how long the reply already is: drawing text costs about
-        1 us a glyph here, so a frame that redrew whole lines cost 100-200 us more. None when
-        unknown (the caller repaints the whole row); empty when nothing changed.
-        """
-        model = self._model
-        if model is None or not 0 <= row < model.item_count():
-            return None
-        item = model.item(row)
-        stream = self.docs.stream(item.id)
-        lay = self._layouts.get(item.id)
-        if stream is None or lay is None or lay.item is not item or lay.doc is None:
-            return None
-        area = stream.take_changed_area()
-        if area is None:
-            return QRegion()  # nothing changed
-        x, top, bottom = area
-        y = max(0, lay.doc_top + int(top) - 1)
-        if x <= 0:
-            return QRegion(0, y, lay.width, max(0, lay.height - y))
-        left = max(0, lay.doc_left + int(x) - 2)  # antialiasing reaches a pixel or two left
-        below = lay.doc_top + math.ceil(bottom) + 1
-        region = QRegion(left, y, max(0, lay.width - left), below - y)
-        if lay.tail is not None and lay.doc_top + lay.tail.bottom > below:
-            region += QRegion(0, below, lay.width, lay.doc_top + math.ceil(lay.tail.bottom) + 1 - below)
-        return region
-
     def write_dirty(self) -> bool:
         """Write the exact heights found while painting."""
         if not self._dirty or self._model is None:
@@ -283,21 +217,6 @@ class MessageDelegate(QStyledItemDelegate):
         rows = [r for r in (self._model.row_of(i) for i in self._dirty) if r >= 0]
         self._dirty.clear()
         return self.write_heights(rows, exact=True)
-
-    def _watch_stream_tail(self, message_id: str) -> None:
-        due = self.docs.pending_stream_tail(message_id)
-        if due is None:
-            return
-        self._tail_ids.add(message_id)
-        if not self._tail_timer.isActive():
-            self._tail_timer.start(max(1, math.ceil(due * 1000)))
-
-    def _flush_stream_tails(self) -> None:
-        # The view's refresh goes through grow_streaming_row(): the render happens there, and a
-        # refresh with nothing due changes nothing (and re-arms this timer).
-        ids, self._tail_ids = self._tail_ids, set()
-        for message_id in ids:
-            self.refresh_requested.emit(message_id)
 
     # --- QStyledItemDelegate ---------------------------------------------------------------
 
