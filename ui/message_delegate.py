@@ -225,6 +225,8 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         if item is None:
             return
         lay = self.layout_for(item)
+        if item.status == "streaming" and self.paint_streaming_text(painter, option, lay):
+            return
         if self._laid.get(item.id) != lay.height and item.id not in self._dirty:
             # Never write to the model while painting: the view writes after this paint.
             self._dirty.add(item.id)

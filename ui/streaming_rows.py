@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QRegion
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer
+from PySide6.QtGui import QPainter, QPalette, QRegion
+from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
-from ui.message_layout import same_chrome
+from ui.message_layout import RowLayout, same_chrome
+from ui.text_document_paint import paint_document, paint_plain_tail
 
 
 class StreamingRows:
@@ -91,6 +93,30 @@ class StreamingRows:
         if lay.tail is not None and lay.doc_top + lay.tail.bottom > below:
             region += QRegion(0, below, lay.width, lay.doc_top + math.ceil(lay.tail.bottom) + 1 - below)
         return region
+
+    def paint_streaming_text(self, painter: QPainter, option: QStyleOptionViewItem, lay: RowLayout) -> bool:
+        """A frame's repaint of a streaming row: when all of the exposed part lies in the text
+        area, draw the text there and nothing else (True). False: paint the row in full.
+
+        The full paint works out colours and fonts and checks every part of the row (header,
+        notices, footer, actions): about 0.1 ms a frame that a token never needs.
+        """
+        exposed = self.paint_region
+        if exposed is None or lay.doc is None or not lay.item.seen_by_model:
+            return False  # a whole-row paint, or one drawn faded
+        if self.show_focus and option.state & QStyle.StateFlag.State_HasFocus:
+            return False  # the focus frame runs along the row's edges
+        top_left = option.rect.topLeft()
+        visible = QRectF(exposed).translated(-QPointF(top_left))
+        if visible.top() < lay.doc_top or visible.bottom() > lay.doc_top + lay.doc_room:
+            return False
+        text = option.palette.color(QPalette.ColorRole.Text)
+        origin = QPoint(top_left.x() + lay.doc_left, top_left.y() + lay.doc_top)
+        visible = QRectF(exposed)
+        paint_document(painter, lay.doc, origin, text, visible)
+        if lay.tail is not None:
+            paint_plain_tail(painter, lay.tail, origin, text, visible)
+        return True
 
     def _watch_stream_tail(self, message_id: str) -> None:
         due = self.docs.pending_stream_tail(message_id)

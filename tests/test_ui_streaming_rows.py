@@ -1,0 +1,73 @@
+"""A streaming reply's frames (in-place growth, partial repaints) leave exactly the pixels a
+whole repaint draws: the quick path may skip work, never ink."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtGui import QColor, QGuiApplication, QImage, QPalette  # noqa: E402
+
+from ui.conversation_model import MessageItem  # noqa: E402
+from ui.conversation_view import ConversationView  # noqa: E402
+
+WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
+         "turned slowly above the rocks ").split()
+
+
+def on_screen(view: ConversationView) -> QImage:
+    """What the window shows now: the offscreen platform's backing store, as the frames left it
+    (QWidget.grab() would paint everything again)."""
+    return QGuiApplication.primaryScreen().grabWindow(view.window().winId()).toImage()
+
+
+def dark_palette() -> QPalette:
+    palette = QPalette()
+    for role, colour in ((QPalette.ColorRole.Base, "#1e1e1e"), (QPalette.ColorRole.Window, "#1e1e1e"),
+                         (QPalette.ColorRole.Text, "#f0f0f0"), (QPalette.ColorRole.WindowText, "#f0f0f0")):
+        palette.setColor(role, QColor(colour))
+    return palette
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, dark: bool) -> None:
+    view = ConversationView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    if dark:
+        view.setPalette(dark_palette())
+    view.resize(640, 480)
+    model = view.conversation_model()
+    model.set_messages([MessageItem("u1", "user", "Tell me about the sea", "complete", None, {})])
+    view.show()
+    qtbot.waitExposed(view)  # type: ignore[attr-defined]
+    model.append_message(MessageItem("live", "assistant", "Here is **a story**.\n\n", "streaming", "m", {}))
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    delegate = view.message_delegate()
+    quick = {"grown": 0, "painted": 0}
+    grow, paint = delegate.grow_streaming_row, delegate.paint_streaming_text
+
+    def counting_grow(row: int) -> bool:
+        done = grow(row)
+        quick["grown"] += done
+        return done
+
+    def counting_paint(*args: object) -> bool:
+        done = paint(*args)  # type: ignore[arg-type]
+        quick["painted"] += done
+        return done
+
+    delegate.grow_streaming_row = counting_grow  # type: ignore[method-assign]
+    delegate.paint_streaming_text = counting_paint  # type: ignore[method-assign]
+    for i, word in enumerate(WORDS * 3):
+        model.append_text("live", word + (" " if i % 17 else "\n\n"))
+        qtbot.wait(1 if i % 20 else 300)  # type: ignore[attr-defined]  # now and then a markdown render
+    framed = on_screen(view)
+    view.viewport().repaint()
+    whole = on_screen(view)
+    assert quick["grown"] > len(WORDS) and quick["painted"] > len(WORDS)  # the quick paths ran
+    assert framed == whole
+    text = view.palette().color(QPalette.ColorRole.Text)
+    inked = {framed.pixelColor(x, y).rgb() for x in range(0, framed.width(), 2) for y in range(framed.height() // 2, framed.height(), 2)}
+    assert text.rgb() in inked or len(inked) > 8  # the streamed text is on screen, not a blank row
