@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -254,3 +255,57 @@ def test_a_long_series_is_averaged_down_to_the_chart_width() -> None:
     assert len(fitted) == 80
     assert fitted[0] == 1.0 and fitted[-1] == 238.0  # means of (0, 1, 2) and (237, 238, 239)
     assert fitted == sorted(fitted)
+
+
+def test_while_a_reply_streams_the_chart_moves_and_the_figures_follow_once_a_second(qtbot, panel: PerfPanel) -> None:
+    # A label whose text changes lays the panel and the main window out again: the figures
+    # change at most once a second while a reply streams; the chart every refresh.
+    from ui.perf_panel import LIVE_FIGURES_S
+
+    panel.reply_started()
+    seen = {"chart": [], "gen": []}
+    fed = 0
+
+    def feed() -> None:
+        nonlocal fed
+        panel.add_rate_sample(10.0 + fed)  # a new speed every 50 ms
+        fed += 1
+        for key, value in (("chart", panel.sparkline.values()), ("gen", panel.label_text("gen"))):
+            if not seen[key] or seen[key][-1][1] != value:
+                seen[key].append((time.monotonic(), value))
+
+    timer = QTimer()
+    timer.setInterval(50)
+    timer.timeout.connect(feed)
+    timer.start()
+    qtbot.wait(int(LIVE_FIGURES_S * 2500))
+    timer.stop()
+    gen_changes = [t for t, _ in seen["gen"][1:]]
+    assert all(b - a >= LIVE_FIGURES_S * 0.9 for a, b in zip(gen_changes, gen_changes[1:]))
+    assert len(seen["chart"]) > len(seen["gen"]) + 2  # the chart kept moving in between
+    panel.set_turn_metrics({"gen_tps": 42.0, "gen_tokens": 100})
+    qtbot.wait(REFRESH_MS * 2)
+    assert panel.label_text("gen").startswith("42")  # the final figure shows at once
+
+
+def test_the_sparkline_paints_its_own_background(qtbot) -> None:
+    # Opaque: its repaints (4 a second while a reply streams) do not repaint what lies beneath.
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QColor, QImage, QPalette
+
+    spark = Sparkline()
+    qtbot.addWidget(spark)
+    palette = spark.palette()
+    palette.setColor(QPalette.ColorRole.Window, QColor("#123456"))
+    spark.setPalette(palette)
+    spark.resize(120, 36)
+    spark.set_values([1.0, 3.0, 2.0])
+    assert spark.testAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+    image = QImage(spark.size(), QImage.Format.Format_ARGB32)
+    image.fill(QColor("red"))
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QRegion
+    from PySide6.QtWidgets import QWidget
+
+    spark.render(image, QPoint(), QRegion(), QWidget.RenderFlag.DrawChildren)  # no background from Qt
+    assert image.pixelColor(1, 1) == QColor("#123456")

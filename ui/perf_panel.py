@@ -3,12 +3,14 @@ time to first token, prompt speed, context use, private memory of both processes
 VRAM, backend and GPU layers.
 
 Every setter only stores values and marks the panel dirty; a 250 ms timer repaints at most
-four times a second and only when something changed, so feeding it from the token path
-costs next to nothing (research/performance.md section 4.5).
+four times a second and only when something changed (the figures at most once a second while
+a reply streams), so feeding it from the token path costs next to nothing
+(research/performance.md section 4.5).
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -19,6 +21,10 @@ from ui.sparkline import Sparkline
 from ui.theme import format_bytes, format_int, format_rate
 
 REFRESH_MS = 250  # at most 4 repaints per second
+# While a reply streams the chart moves 4 times a second but the figures change at most once a
+# second: a label whose text changes lays out the panel and the main window again (a QLabel's
+# new text always asks its layouts for new geometry), on the CPU the engine generates with.
+LIVE_FIGURES_S = 1.0
 MAX_SAMPLES = 240
 RATE_BUCKET_S = 0.25  # tokens_arrived() turns arrivals into one speed sample per bucket
 
@@ -42,6 +48,7 @@ class PerfPanel(QWidget):
         self._ui_uss: int | None = None
         self._engine_uss: int | None = None
         self._dirty = False
+        self._figures_at = float("-inf")  # monotonic time the figures were last shown
 
         self._header = QToolButton(self)
         self._header.setText("Performance")
@@ -110,6 +117,7 @@ class PerfPanel(QWidget):
         return self._expanded
 
     def _apply_expanded(self) -> None:
+        self._figures_at = float("-inf")  # what the header shows changes now, not within a second
         self._mark_dirty()  # the header shows the live rate only while collapsed
         self._header.setArrowType(Qt.ArrowType.DownArrow if self._expanded else Qt.ArrowType.RightArrow)
         self._header.setAccessibleDescription("expanded" if self._expanded else "collapsed")
@@ -122,6 +130,7 @@ class PerfPanel(QWidget):
         self._bucket_start = None
         self._bucket_tokens = 0
         self._metrics = {}
+        self._figures_at = float("-inf")
         self._mark_dirty()
 
     def tokens_arrived(self, n_tokens: int, t: float) -> None:
@@ -177,7 +186,12 @@ class PerfPanel(QWidget):
         if not self._dirty:
             self._timer.stop()  # idle: no timer runs until the next change
             return
+        now = time.monotonic()
+        if self._streaming and now - self._figures_at < LIVE_FIGURES_S:
+            self.sparkline.set_values(self._samples)  # the figures follow within a second
+            return  # still dirty: the timer keeps running
         self._dirty = False
+        self._figures_at = now
         self._render()
 
     def _render(self) -> None:

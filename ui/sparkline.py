@@ -37,6 +37,9 @@ class Sparkline(QWidget):
         self._values: tuple[float, ...] = ()
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumSize(60, 28)
+        # It fills its own background: a repaint (4 a second while a reply streams) then does
+        # not repaint the panel and the main window beneath it.
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     def values(self) -> tuple[float, ...]:
         return self._values
@@ -54,6 +57,7 @@ class Sparkline(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
         palette = self.palette()
         painter = QPainter(self)
+        painter.fillRect(event.rect(), palette.color(self.backgroundRole()))
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         area = QRectF(self.rect()).adjusted(2, 3, -4, -3)
 
