@@ -1,5 +1,6 @@
-"""A streaming reply's frames (in-place growth, partial repaints) leave exactly the pixels a
-whole repaint draws: the quick path may skip work, never ink."""
+"""A streaming reply's frames (in-place growth, partial repaints, the quick paragraph drawing)
+leave exactly the pixels that drawing everything again with Qt's own document drawing gives:
+the quick paths may skip work, never ink."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest  # noqa: E402
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPalette  # noqa: E402
 
 from ui.conversation_model import MessageItem  # noqa: E402
+from ui import text_document_paint  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
 
 WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
@@ -32,7 +34,7 @@ def dark_palette() -> QPalette:
 
 
 @pytest.mark.parametrize("dark", [False, True])
-def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, dark: bool) -> None:
+def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypatch: pytest.MonkeyPatch, dark: bool) -> None:
     view = ConversationView()
     qtbot.addWidget(view)  # type: ignore[attr-defined]
     if dark:
@@ -64,6 +66,8 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, dark: bo
         model.append_text("live", word + (" " if i % 17 else "\n\n"))
         qtbot.wait(1 if i % 20 else 300)  # type: ignore[attr-defined]  # now and then a markdown render
     framed = on_screen(view)
+    # The reference: everything drawn again by Qt's own document drawing (no quick path).
+    monkeypatch.setattr(text_document_paint, "_draw_last_paragraph_lines", lambda *args: False)
     view.viewport().repaint()
     whole = on_screen(view)
     assert quick["grown"] > len(WORDS) and quick["painted"] > len(WORDS)  # the quick paths ran
