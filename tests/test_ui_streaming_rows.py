@@ -48,7 +48,7 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
     qtbot.wait(20)  # type: ignore[attr-defined]
     delegate = view.message_delegate()
     quick = {"grown": 0, "painted": 0}
-    grow, paint = delegate.grow_streaming_row, delegate.paint_streaming_text
+    grow, paint = delegate.grow_streaming_row, delegate.paint_stream_frame
 
     def counting_grow(row: int) -> bool:
         done = grow(row)
@@ -61,7 +61,7 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
         return done
 
     delegate.grow_streaming_row = counting_grow  # type: ignore[method-assign]
-    delegate.paint_streaming_text = counting_paint  # type: ignore[method-assign]
+    delegate.paint_stream_frame = counting_paint  # type: ignore[method-assign]
     for i, word in enumerate(WORDS * 3):
         model.append_text("live", word + (" " if i % 17 else "\n\n"))
         qtbot.wait(1 if i % 20 else 300)  # type: ignore[attr-defined]  # now and then a markdown render

@@ -60,6 +60,7 @@ class ConversationView(QListView):
         self._confirm_open = confirm_open or (lambda url: confirm_with_dialog(self, url))
         self._stick_to_bottom = True
         self._pending_anchor: tuple[str, int, int] | None = None
+        self._stream_frame_row: int | None = None  # a streaming row whose changed text awaits a paint
         self._adjusting = False
         self._prefetch_timer = QTimer(self)
         self._prefetch_timer.setSingleShot(True)
@@ -201,10 +202,15 @@ class ConversationView(QListView):
         if area is None:
             self.viewport().update(rect)
         elif not area.isEmpty():
+            self._stream_frame_row = row
             self.viewport().update(area.translated(rect.topLeft()))
         return True
 
     def paintEvent(self, event: QPaintEvent) -> None:
+        row, self._stream_frame_row = self._stream_frame_row, None
+        if row is not None and self._delegate.paint_stream_frame(
+                self.viewport(), row, self.visualRect(self.model().index(row, 0)), event.rect()):
+            return  # a frame of a streaming reply: only its new text was exposed, and drawn
         # The delegate draws a row's document only inside the exposed rect: a token repaints
         # the last lines of the streaming reply, not every visible line of it.
         self._delegate.paint_region = event.rect()

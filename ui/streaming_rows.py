@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer
-from PySide6.QtGui import QPainter, QPalette, QRegion
-from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
+from PySide6.QtCore import QPoint, QRect, QRectF, Qt, QTimer
+from PySide6.QtGui import QColor, QPainter, QPalette, QRegion
+from PySide6.QtWidgets import QStyle, QStyleOptionViewItem, QWidget
 
 from ui.message_layout import RowLayout, same_chrome
 from ui.text_document_paint import paint_document, paint_plain_tail
@@ -94,29 +94,62 @@ class StreamingRows:
             region += QRegion(0, below, lay.width, lay.doc_top + math.ceil(lay.tail.bottom) + 1 - below)
         return region
 
+    def paint_stream_frame(self, viewport: QWidget, row: int, row_rect: QRect, exposed: QRect) -> bool:
+        """The view's paint of a frame of a streaming row: when all of `exposed` lies in the
+        row's text area, draw the text there and return True, without the list view's paint
+        (which builds a style option and calls paint() for the row). False: paint as usual.
+
+        A frame repaints a word or two 40 times a second; the list view's paint machinery and
+        the full row paint cost about 0.3 ms of that on a busy 2-core machine.
+        """
+        model = self._model
+        if model is None or not 0 <= row < model.item_count() or self.show_focus or not viewport.isEnabled():
+            return False  # no focus frame to draw; a disabled view draws greyed text
+        item = model.item(row)
+        lay = self._layouts.get(item.id)
+        if lay is None or lay.item is not item or item.status != "streaming" \
+                or not self._in_text_area(lay, row_rect.topLeft(), exposed):
+            return False
+        # What QListView gives the delegate for an enabled row: the Normal (Active) colour group.
+        text = self._view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)
+        painter = QPainter(viewport)
+        try:
+            self._draw_text(painter, lay, row_rect.topLeft(), exposed, text)
+        finally:
+            painter.end()
+        return True
+
     def paint_streaming_text(self, painter: QPainter, option: QStyleOptionViewItem, lay: RowLayout) -> bool:
-        """A frame's repaint of a streaming row: when all of the exposed part lies in the text
+        """The delegate's paint of a streaming row: when all of the exposed part lies in the text
         area, draw the text there and nothing else (True). False: paint the row in full.
 
         The full paint works out colours and fonts and checks every part of the row (header,
         notices, footer, actions): about 0.1 ms a frame that a token never needs.
         """
         exposed = self.paint_region
-        if exposed is None or lay.doc is None or not lay.item.seen_by_model:
-            return False  # a whole-row paint, or one drawn faded
-        if self.show_focus and option.state & QStyle.StateFlag.State_HasFocus:
-            return False  # the focus frame runs along the row's edges
+        if exposed is None or (self.show_focus and option.state & QStyle.StateFlag.State_HasFocus):
+            return False  # a whole-row paint, or the focus frame along the row's edges
         top_left = option.rect.topLeft()
-        visible = QRectF(exposed).translated(-QPointF(top_left))
-        if visible.top() < lay.doc_top or visible.bottom() > lay.doc_top + lay.doc_room:
+        if not self._in_text_area(lay, top_left, exposed):
             return False
-        text = option.palette.color(QPalette.ColorRole.Text)
+        self._draw_text(painter, lay, top_left, exposed, option.palette.color(QPalette.ColorRole.Text))
+        return True
+
+    @staticmethod
+    def _in_text_area(lay: RowLayout, top_left: QPoint, exposed: QRect) -> bool:
+        """Whether `exposed` (view coordinates) lies in the row's text area, drawn unfaded."""
+        if lay.doc is None or not lay.item.seen_by_model:
+            return False
+        top = exposed.top() - top_left.y()
+        return top >= lay.doc_top and top + exposed.height() <= lay.doc_top + lay.doc_room
+
+    @staticmethod
+    def _draw_text(painter: QPainter, lay: RowLayout, top_left: QPoint, exposed: QRect, text: QColor) -> None:
         origin = QPoint(top_left.x() + lay.doc_left, top_left.y() + lay.doc_top)
         visible = QRectF(exposed)
         paint_document(painter, lay.doc, origin, text, visible)
         if lay.tail is not None:
             paint_plain_tail(painter, lay.tail, origin, text, visible)
-        return True
 
     def _watch_stream_tail(self, message_id: str) -> None:
         due = self.docs.pending_stream_tail(message_id)
