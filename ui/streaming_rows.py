@@ -56,6 +56,7 @@ class StreamingRows:
             return False
         doc_height = max(round(stream.height()), lay.doc_height)
         if self.layouter.stream_room(doc_height) != lay.doc_room:
+            del self._layouts[item.id]  # the row grows: lay it out again, whatever its item
             return False
         lay.item, lay.doc_height, lay.tail = item, doc_height, stream.tail()
         if not self._tail_timer.isActive():
