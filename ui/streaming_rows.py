@@ -18,7 +18,9 @@ from PySide6.QtCore import QPoint, QRect, QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPalette, QRegion
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem, QWidget
 
+from ui.conversation_model import MessageItem
 from ui.message_layout import RowLayout, same_chrome
+from ui.stream_document import StreamDocument
 from ui.text_document_paint import paint_document, paint_plain_tail
 
 
@@ -34,6 +36,14 @@ class StreamingRows:
         self._tail_timer.timeout.connect(self._flush_stream_tails)
         self._tail_ids: set[str] = set()
 
+    def _stream_row(self, row: int) -> tuple[MessageItem | None, RowLayout | None, StreamDocument | None]:
+        """The row's current item, its cached layout and its streaming document (None: none)."""
+        model = self._model
+        if model is None or not 0 <= row < model.item_count():
+            return None, None, None
+        item = model.item(row)
+        return item, self._layouts.get(item.id), self.docs.stream(item.id)
+
     def grow_streaming_row(self, row: int) -> bool:
         """A frame of a streaming reply whose new text only lengthened the plain tail after its
         document, within the height the row already has: update the row's layout in place
@@ -42,14 +52,9 @@ class StreamingRows:
         The full path builds the row's layout again and writes its height: about 0.3 ms a
         frame, at 40 frames a second, on the cores the engine generates on.
         """
-        model = self._model
-        if model is None or not 0 <= row < model.item_count():
-            return False
-        item = model.item(row)
-        lay = self._layouts.get(item.id)
-        stream = self.docs.stream(item.id)
-        if lay is None or stream is None or lay.width != self.row_width() or item.status != "streaming" \
-                or not same_chrome(lay.item, item):
+        item, lay, stream = self._stream_row(row)
+        if item is None or lay is None or stream is None or lay.width != self.row_width() \
+                or item.status != "streaming" or not same_chrome(lay.item, item):
             return False
         if not stream.update(item.content) or stream.doc_edited:
             del self._layouts[item.id]  # a render or a fold: the row's layout is stale
@@ -73,12 +78,7 @@ class StreamingRows:
         1 us a glyph here, so a frame that redrew whole lines cost 100-200 us more. None when
         unknown (the caller repaints the whole row); empty when nothing changed.
         """
-        model = self._model
-        if model is None or not 0 <= row < model.item_count():
-            return None
-        item = model.item(row)
-        stream = self.docs.stream(item.id)
-        lay = self._layouts.get(item.id)
+        item, lay, stream = self._stream_row(row)
         if stream is None or lay is None or lay.item is not item or lay.doc is None:
             return None
         area = stream.take_changed_area()
@@ -103,12 +103,10 @@ class StreamingRows:
         A frame repaints a word or two 40 times a second; the list view's paint machinery and
         the full row paint cost about 0.3 ms of that on a busy 2-core machine.
         """
-        model = self._model
-        if model is None or not 0 <= row < model.item_count() or self.show_focus or not viewport.isEnabled():
+        if self.show_focus or not viewport.isEnabled():
             return False  # no focus frame to draw; a disabled view draws greyed text
-        item = model.item(row)
-        lay = self._layouts.get(item.id)
-        if lay is None or lay.item is not item or item.status != "streaming" \
+        item, lay, _stream = self._stream_row(row)
+        if item is None or lay is None or lay.item is not item or item.status != "streaming" \
                 or not self._in_text_area(lay, row_rect.topLeft(), exposed):
             return False
         # What QListView gives the delegate for an enabled row: the Normal (Active) colour group.
