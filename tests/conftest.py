@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,13 @@ import pytest
 # Tests never touch the developer's real keyring: the default is keyring's fail backend (no
 # storage, like a headless machine); tests that need storage set an in-memory backend.
 os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+
+# Tests press Ctrl+C on child processes (SIGINT). A shell that runs the suite in the background
+# (`cmd &` without job control) starts it with SIGINT ignored, children inherit that, and
+# Python then installs no KeyboardInterrupt handler: those tests would hang. Children of a
+# process with a handler start with the default disposition instead.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["tests.support.models_panel"]  # the Models panel fixtures (hub, panel, served_bytes)
 
