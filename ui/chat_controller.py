@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core, NoModelError
@@ -24,13 +24,10 @@ from app.settings import SamplingParams
 from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
 from models.library import InstalledModel
+from ui.frame_pacer import FRAME_MS, FramePacer
 from ui.starter_preparer import StarterPreparer, starter_file_needed
 from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
 
-# One frame of streamed text every 25 ms (40 a second). On a 2-core machine each frame's CPU
-# comes out of the engine's threads, and at ~55 tok/s a 16 ms frame repainted for every
-# token; 25 ms keeps produced-to-visible latency under 33 ms at p99 (bench/ui_stream.py).
-FRAME_MS = 25
 PAGE = 300  # messages shown at once when a conversation opens; earlier ones load on scrolling up
 
 
@@ -82,9 +79,12 @@ class ChatController(QObject):
         self.starter.failed.connect(self._on_starter_failed)
         self._loaded_model: InstalledModel | None = None
         self._load_done.connect(self._on_load_done)
+        # Frames of streamed text: every FRAME_MS, or in step with steady tokens (FramePacer).
         self._drain = QTimer(self)
-        self._drain.setInterval(FRAME_MS)
+        self._drain.setSingleShot(True)
+        self._drain.setTimerType(Qt.TimerType.PreciseTimer)
         self._drain.timeout.connect(self._drain_events)
+        self._pacer = FramePacer()
 
     # ---- state -------------------------------------------------------------------------
 
@@ -343,7 +343,8 @@ class ChatController(QObject):
             self.model_load_started.emit(self.model.name)
         self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(), conversation_id=self.conversation_id)
         self._worker.start()
-        self._drain.start()
+        self._pacer.reset()
+        self._drain.start(FRAME_MS)
 
     def _drain_events(self) -> None:
         worker, record = self._worker, self._record
@@ -351,10 +352,12 @@ class ChatController(QObject):
             self._drain.stop()
             return
         parts: list[str] = []
+        arrivals: list[float] = []
         finished: FinishedEvent | FailedEvent | None = None
         for event in worker.take_events():
             if isinstance(event, TokenEvent):
                 parts.append(event.text)
+                arrivals.append(event.t)
             elif isinstance(event, LoadedEvent):
                 self.loaded = event.loaded
                 self._loaded_model = self.model
@@ -371,6 +374,8 @@ class ChatController(QObject):
                 self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)
         if finished is not None:
             self._finish(finished)
+        else:
+            self._drain.start(self._pacer.next_delay_ms(time.perf_counter(), arrivals))
 
     def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
         record = self._record

@@ -1,0 +1,77 @@
+"""When the next frame of a streaming reply is drawn: on a 25 ms clock, or in step with the tokens.
+
+A frame costs the window 1-2 ms of CPU, and on a 2-core machine all of it comes out of the
+engine's threads (issue 3: tg through the window >= 0.98x headless). On a fixed 25 ms clock a
+55 tok/s reply (a token every 18 ms) gets 40 frames a second, most of them with one token,
+and a token waits up to 25 ms for its frame. When tokens come steadily 10-100 ms apart, each
+frame is timed just after a predicted token: the last one that lets the first token after
+the previous frame wait at most FRAME_MS. At 55 tok/s that is a frame every other token (27
+a second) and a wait of at most one token gap plus a small margin (about 20 ms); a slower
+reply gets a frame per token, about 2 ms after it comes. Faster or uneven streams keep the
+clock: they bring many tokens to a frame anyway, and the clock bounds their wait to 25 ms
+(bench/ui_stream.py measures p99 produced-to-visible latency at 200 and 1000 tok/s).
+
+Pure logic (times are time.perf_counter() seconds), so tests can drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Iterable
+
+FRAME_MS = 25
+MARGIN_MS = 2  # after a predicted arrival: the engine client's reader thread receives it first
+STEADY_GAPS_MS = (10.0, 100.0)  # token gaps that are paced (faster: the clock is as good)
+STEADY_SPREAD_MS = 6.0  # the recent gaps may differ by this much and still count as steady
+RETRY_MS = 3  # a predicted token that has not come yet: look again this soon
+MAX_RETRIES = 2  # then fall back to the clock
+RECENT = 6  # arrivals the gap is judged from
+
+
+class FramePacer:
+    """Call next_delay_ms() after each frame; reset() when a reply starts."""
+
+    def __init__(self) -> None:
+        self._arrivals: deque[float] = deque(maxlen=RECENT)
+        self._expecting = False  # the next frame was timed for a predicted token
+        self._retries = 0
+
+    def reset(self) -> None:
+        self._arrivals.clear()
+        self._expecting = False
+        self._retries = 0
+
+    def next_delay_ms(self, now: float, arrivals: Iterable[float]) -> int:
+        """Milliseconds until the next frame, after a frame at `now` that showed the tokens that
+        arrived at `arrivals`."""
+        new = list(arrivals)
+        self._arrivals.extend(new)
+        if self._expecting and not new and self._retries < MAX_RETRIES:
+            self._retries += 1
+            return RETRY_MS  # the token is a little late
+        self._expecting, self._retries = False, 0
+        gap = self._steady_gap(now)
+        if gap is None:
+            return FRAME_MS
+        nxt = max(now, self._arrivals[-1] + gap)  # the next token (a late one: any moment now)
+        # As many more tokens as can come while that one waits at most FRAME_MS.
+        frame = nxt + math.floor((FRAME_MS - MARGIN_MS) / 1000 / gap) * gap
+        self._expecting = True
+        return max(1, round((frame - now) * 1000) + MARGIN_MS)
+
+    def _steady_gap(self, now: float) -> float | None:
+        """The typical gap between recent tokens, in seconds, when they come steadily and their
+        gap is one this paces; else None."""
+        times = self._arrivals
+        if len(times) < 4:
+            return None
+        gaps = [(b - a) * 1000 for a, b in zip(times, list(times)[1:])]
+        low, high = STEADY_GAPS_MS
+        if min(gaps) < low or max(gaps) > high or max(gaps) - min(gaps) > STEADY_SPREAD_MS:
+            return None
+        gap = statistics.median(gaps)
+        if (now - times[-1]) * 1000 > 2 * gap:
+            return None  # the stream paused: the clock until it is steady again
+        return gap / 1000
