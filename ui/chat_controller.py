@@ -347,6 +347,7 @@ class ChatController(QObject):
         self._drain.start(FRAME_MS)
 
     def _drain_events(self) -> None:
+        started = time.perf_counter()
         worker, record = self._worker, self._record
         if worker is None or record is None:
             self._drain.stop()
@@ -374,8 +375,9 @@ class ChatController(QObject):
                 self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)
         if finished is not None:
             self._finish(finished)
-        else:
-            self._drain.start(self._pacer.next_delay_ms(time.perf_counter(), arrivals))
+        else:  # counted from this frame's start, as a repeating timer would (not from its end)
+            delay = self._pacer.next_delay_ms(started, arrivals) - (time.perf_counter() - started) * 1000
+            self._drain.start(max(1, round(delay)))
 
     def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
         record = self._record
