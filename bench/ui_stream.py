@@ -77,7 +77,14 @@ class PaintWatch(QObject):
     def __init__(self, target) -> None:
         super().__init__()
         self.callbacks: list = []
+        self._target = target
         target.installEventFilter(self)
+
+    def close(self) -> None:
+        """Stop watching: a filter left on the viewport would be Python work in every later
+        paint, including the window runs of the starter ratio."""
+        self._target.removeEventFilter(self)
+        self.callbacks.clear()
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt name)
         if event.type() == QEvent.Type.Paint:
@@ -142,7 +149,7 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
     done = wait_for(window.controller.reply_finished, 120000)
     heartbeat.stop()
     window.controller.reply_text_received.disconnect(on_text)
-    watch.callbacks.clear()
+    watch.close()
     produced = {int(a): float(b) for a, b in (line.split() for line in times_file.read_text().splitlines() if line.strip())}
     latency = [(visible[i] - produced[i]) * 1000.0 for i in produced if i in visible]
     final = done[0] if done else None
@@ -173,7 +180,7 @@ def time_open(window, big_id: str, small_id: str, repeats: int = 3) -> list[floa
             QTimer.singleShot(5000, loop2.quit)
             loop2.exec()
         results.append((painted[0] - t0) * 1000.0 if painted else float("nan"))
-    watch.callbacks.clear()
+    watch.close()
     return results
 
 

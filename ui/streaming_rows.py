@@ -1,13 +1,15 @@
 """The per-frame path of a streaming reply's row, mixed into MessageDelegate.
 
-While a reply streams, every frame (40 a second) adds a few characters to one row. This
-keeps that cheap: the row's layout is updated in place when only the plain tail grew
-(grow_streaming_row), only what changed is repainted (changed_area), and the markdown
-re-render of the tail is scheduled here (a timer per delegate). The window's CPU per frame
-comes out of the engine's cores on a small machine (issue 3: tg through the window >= 0.98x
-headless), so this path avoids everything the general row path does.
+While a reply streams, every frame (27-40 a second, see ui/frame_pacer.py) adds a few
+characters to one row. This keeps that cheap: the row's layout is updated in place when only
+the plain tail grew (grow_streaming_row), only what changed is repainted (changed_area) and
+drawn (paint_stream_frame), and the markdown re-render of the tail is scheduled here (a timer
+per delegate). The window's CPU per frame comes out of the engine's cores on a small machine
+(issue 3: tg through the window >= 0.98x headless), so this path avoids everything the
+general row path does.
 
-Uses the delegate's _model, _layouts, docs, layouter, row_width() and refresh_requested.
+Uses the delegate's _model, _view, _layouts, docs, layouter, row_width(), show_focus,
+paint_region and refresh_requested.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ class StreamingRows:
         row's text area, draw the text there and return True, without the list view's paint
         (which builds a style option and calls paint() for the row). False: paint as usual.
 
-        A frame repaints a word or two 40 times a second; the list view's paint machinery and
+        A frame repaints a word or two up to 40 times a second; the list view's paint machinery and
         the full row paint cost about 0.3 ms of that on a busy 2-core machine.
         """
         if self.show_focus or not viewport.isEnabled():
