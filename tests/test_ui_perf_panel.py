@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 import time
+import types
+from unittest import mock
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -309,3 +311,57 @@ def test_the_sparkline_paints_its_own_background(qtbot) -> None:
 
     spark.render(image, QPoint(), QRegion(), QWidget.RenderFlag.DrawChildren)  # no background from Qt
     assert image.pixelColor(1, 1) == QColor("#123456")
+
+
+class _CountingProcess:
+    """Stands in for psutil.Process: a resident size the test sets, and a count of USS readings."""
+
+    def __init__(self, rss: int) -> None:
+        self.rss, self.uss, self.full_reads = rss, 1000, 0
+
+    def memory_info(self):
+        return types.SimpleNamespace(rss=self.rss)
+
+    def memory_full_info(self):
+        self.full_reads += 1
+        return types.SimpleNamespace(rss=self.rss, uss=self.uss + self.full_reads)
+
+
+def test_uss_is_read_again_only_when_it_may_have_changed() -> None:
+    from ui.memory_poller import MAX_AGE_S, RSS_STEP, UssReading
+
+    now = [100.0]
+    proc = _CountingProcess(rss=50 << 20)
+    reading = UssReading(proc, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert reading.read() == 1001 and proc.full_reads == 1
+    proc.rss += RSS_STEP - 1  # a small drift of the resident size: the last reading stands
+    now[0] += 10
+    assert reading.read() == 1001 and proc.full_reads == 1
+    proc.rss += 1  # moved by RSS_STEP from the last reading: read again
+    assert reading.read() == 1002 and proc.full_reads == 2
+    reading.mark_stale()  # e.g. a reply ended
+    assert reading.read() == 1003
+    assert reading.read() == 1003 and proc.full_reads == 3
+    now[0] += MAX_AGE_S  # nothing moved for a minute: read anyway
+    assert reading.read() == 1004 and proc.full_reads == 4
+
+
+def test_an_idle_engine_is_not_walked_twice() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        poller = MemoryPoller(lambda sample: None)
+        poller.set_engine_pid(child.pid)
+        time.sleep(0.3)  # let the child finish starting up
+        poller.set_engine_busy(False)  # as after a reply: the next reading is a full one
+        first = poller.sample_now().engine_uss
+        import ui.memory_poller as mp
+
+        walked: list[int] = []
+        real = mp.read_uss
+        with mock.patch.object(mp, "read_uss", lambda process: walked.append(process.pid) or real(process)):
+            for _ in range(3):
+                assert poller.sample_now().engine_uss == first
+        assert first and child.pid not in walked  # its resident size did not move: no walk
+    finally:
+        child.kill()
+        child.wait()
