@@ -12,8 +12,10 @@ includes the engine client's reader thread, which a headless run pays too.
   text   the conversation view ignores streamed text (no layout, no paint)
   paint  the conversation viewport never repaints (text is still laid out)
   perf   the performance panel is hidden
+--text minimal swaps the view's text path for one drawText a frame (bench/text_paths.py).
 
 Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_cpu.py [--rate 55] [--runs 4] [--without text,paint,perf]
+     [--text full|minimal|none]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+import text_paths  # noqa: E402
 import ui_stream  # noqa: E402  (open_bench_window, seed_conversation, wait_for)
 
 PIECES = ROOT / "bench" / "data" / "starter_reply_pieces.json"
@@ -43,6 +46,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=55.0, help="tokens per second (the starter does about 55 here)")
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--without", default="", help="comma-separated: text, paint, perf")
+    parser.add_argument("--text", default="full", choices=text_paths.MODES, help="the view's text path (diagnosis)")
     args = parser.parse_args()
     without = {w for w in args.without.split(",") if w}
 
@@ -50,8 +54,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication([])
     core, window = ui_stream.open_bench_window(Path(tempfile.mkdtemp(prefix="cove-ui-cpu-")), max_tokens=2000)
     ui_stream.seed_conversation(core, 1000, "a 1,000-message chat")  # in the sidebar, as in real use
-    if "text" in without:
-        window.controller.reply_text_received.disconnect(window._on_text)
+    text_paths.use_text_path(window, "none" if "text" in without else args.text)
     if "paint" in without:
         window.view.viewport().setUpdatesEnabled(False)
     if "perf" in without:
@@ -87,6 +90,7 @@ def main() -> int:
     window.close()
     core.close()
     label = f" without {', '.join(sorted(without))}" if without else ""
+    label += f" ({args.text} text path)" if args.text != "full" else ""
     print(f"median{label}: {statistics.median(per_token):.2f} ms of window CPU per token at {args.rate:g} tok/s")
     return 0
 
