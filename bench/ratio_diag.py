@@ -6,7 +6,7 @@ process (a new Python process per run, so one mode's leftovers never slow the ne
 It tells how much of the shortfall from 0.98 is the view's text path and how much is the
 rest of the window (engine client, frame clock, performance panel).
 
-Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ratio_diag.py [--modes full,minimal,none] [--rounds 2]
+Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ratio_diag.py [--modes full,unpainted,minimal,none] [--rounds 2]
 """
 
 from __future__ import annotations

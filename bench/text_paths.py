@@ -4,6 +4,7 @@ The starter's tg through the window falls short of 0.98x headless (issue 3) beca
 the window spends per streamed token on a 2-core machine. These stand-ins for the view's
 text path bound that cost from below:
   full     the real path (markdown document, plain tail, row layout, quick-path paints)
+  unpainted the real path without its paints: text is laid out, the view never repaints
   minimal  a 700x22 widget over the view that draws the last 90 characters with one
            drawText per frame: what any Qt window pays to show a token (update, paint event,
            backing store), with the same frame pacing, engine client and performance panel
@@ -19,7 +20,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPaintEvent, QPainter
 from PySide6.QtWidgets import QWidget
 
-MODES = ("full", "minimal", "none")
+MODES = ("full", "unpainted", "minimal", "none")
 
 
 class _LastLine(QWidget):
@@ -40,6 +41,9 @@ def use_text_path(window, mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"unknown text path {mode!r}: one of {', '.join(MODES)}")
     if mode == "full":
+        return
+    if mode == "unpainted":
+        window.view.viewport().setUpdatesEnabled(False)
         return
     window.controller.reply_text_received.disconnect(window._on_text)
     if mode == "none":
