@@ -39,19 +39,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
 
-    from app.engine.client import EngineClient
-    from models.starter import ensure_starter
-
     app = QApplication.instance() or QApplication([])
     app.setApplicationName("cove-idle-cpu")
     core, window = ui_stream.open_bench_window(Path(tempfile.mkdtemp(prefix="cove-idle-")), max_tokens=100)
     window.show()
     window.start()
-    starter = ensure_starter(core.library)
-    window.controller.engine.close()  # the bench window starts on the scripted host
-    window.controller.engine = EngineClient()
-    window.controller.loaded = None
-    window.controller.choose_model(starter.name)
+    ui_stream.use_starter(window, core)
     window.controller.preload_model()
     if not ui_stream.wait_for(window.controller.model_loaded, 120000):
         print("the starter model did not load", file=sys.stderr)

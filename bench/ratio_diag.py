@@ -61,8 +61,12 @@ def main() -> int:
     ratios: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(args.rounds):
         for mode in modes:
-            out = subprocess.run([sys.executable, __file__, "--one", mode, "--pairs", str(args.pairs)],
-                                 capture_output=True, text=True, check=False)
+            try:  # a run is 1-3 minutes; one stuck far longer is reported, not waited on forever
+                out = subprocess.run([sys.executable, __file__, "--one", mode, "--pairs", str(args.pairs)],
+                                     capture_output=True, text=True, check=False, timeout=60 * (5 + args.pairs))
+            except subprocess.TimeoutExpired:
+                print(f"{mode}: the run did not finish within {5 + args.pairs} minutes", file=sys.stderr)
+                return 1
             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
             if out.returncode != 0 or not lines:
                 print(f"{mode}: the run failed\n{out.stderr[-2000:]}", file=sys.stderr)

@@ -184,6 +184,20 @@ def time_open(window, big_id: str, small_id: str, repeats: int = 3) -> list[floa
     return results
 
 
+def use_starter(window, core):
+    """Point the bench window (made on the scripted host) at a real engine with the starter
+    model chosen; returns the starter's InstalledModel. It loads on the next turn or preload."""
+    from app.engine.client import EngineClient
+    from models.starter import ensure_starter
+
+    starter = ensure_starter(core.library)
+    window.controller.engine.close()
+    window.controller.engine = EngineClient()
+    window.controller.loaded = None
+    window.controller.choose_model(starter.name)
+    return starter
+
+
 def starter_ratio(window, core, repeats: int = 15, n_gen: int = 128) -> dict:
     """tg through the window vs the same request headless, in adjacent pairs; the median of
     the pairs' ratios. On this 2-core VM one pair's ratio varies by about +-5% (two headless
@@ -192,15 +206,10 @@ def starter_ratio(window, core, repeats: int = 15, n_gen: int = 128) -> dict:
     from app.chat import build_prompt_messages
     from app.engine.client import EngineClient
     from app.settings import SamplingParams
-    from models.starter import ensure_starter
 
-    starter = ensure_starter(core.library)
+    starter = use_starter(window, core)
     params = SamplingParams(temperature=0.0, max_tokens=n_gen, seed=1, repeat_penalty=1.0)
     prompt = "Write a long story about a lighthouse keeper and the sea."
-    window.controller.engine.close()
-    window.controller.engine = EngineClient()
-    window.controller.loaded = None
-    window.controller.choose_model(starter.name)
     core.save_sampling_defaults(params)
     headless_engine = EngineClient()
     headless_engine.load(starter.path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics
@@ -93,11 +93,13 @@ def status_notice(item: MessageItem) -> tuple[str, str] | None:
     return STATUS_NOTICES.get(item.status)
 
 
+# Every field of a message but its text, from the dataclass itself so a new field counts too.
+_CHROME_FIELDS = tuple(f.name for f in fields(MessageItem) if f.name != "content")
+
+
 def same_chrome(a: MessageItem, b: MessageItem) -> bool:
     """Whether two versions of a message lay out the same apart from their text."""
-    return (a.id == b.id and a.role == b.role and a.status == b.status and a.model_name == b.model_name
-            and a.error == b.error and a.version_index == b.version_index and a.version_count == b.version_count
-            and a.seen_by_model == b.seen_by_model and a.metrics == b.metrics)
+    return all(getattr(a, name) == getattr(b, name) for name in _CHROME_FIELDS)
 
 
 def actions_for(item: MessageItem) -> list[tuple[str, str]]:
