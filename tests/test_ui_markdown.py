@@ -303,3 +303,54 @@ def test_a_streamed_token_marks_only_the_last_lines_changed(qapp: object) -> Non
     x, top, bottom = stream.take_changed_area()
     assert x > 0 and top >= stream.doc.size().height() - 2 * line  # only the end of the last line
     assert stream.height() >= stream.doc.size().height()
+
+
+@pytest.mark.parametrize(("rendered", "new", "plain"), [
+    ("Hello wor", "ld and more words", True),  # plain words that continue the rendered line
+    ("Para one.\n\nThe keeper", " climbed (slowly), up: 12 steps; then rested!", True),
+    ("Hello", " world\nnext", False),  # a newline can start anything
+    ("Hello", " **bold**", False),  # inline markdown
+    ("Hello", " `code`", False),
+    ("Hello", " [link](x)", False),
+    ("Hello &amp", "; more", False),  # an entity completed by the new text
+    ("Hello _x_", "y", False),  # the character after a delimiter decides what it does
+    ("Title\n", "text", False),  # the line starts in the new text
+    ("# Tit", "le goes on", False),  # a heading: drawn bigger than plain text
+    ("    code", " more", False),  # indented code
+    ("1", ". The first", False),  # the line becomes a list item
+    ("1. The", " first item", True),  # a list item whose marker is rendered already
+    ("-", "--", False),  # a rule, or the line above becomes a heading
+    ("| a | b |\n|---|---|\n| c", " d", False),  # a table
+    ("```\nco", "de", False),  # a code fence
+    ("> quo", "ted", False),
+])
+def test_renders_as_plain_only_when_markdown_would_show_the_same(rendered: str, new: str, plain: bool) -> None:
+    from ui.stream_document import renders_as_plain
+
+    content = rendered + new
+    stable = content.rfind("\n\n") + 2 if "\n\n" in rendered else 0
+    assert renders_as_plain(content, stable, len(rendered)) is plain
+    assert renders_as_plain(rendered, stable, len(rendered)) is False  # nothing new: nothing to show
+
+
+def test_a_plain_paragraph_streams_without_markdown_renders(qapp: object) -> None:
+    from ui.stream_document import StreamDocument
+
+    clock = [0.0]
+    renders: list[int] = []
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
+                            on_render=lambda: renders.append(1))
+    stream.doc.setTextWidth(300)
+    text = "**Lighthouses**\n\nThe keeper climbed" + " the narrow stairs while the storm pressed on" * 6
+    for end in range(len("**Lighthouses**\n\nThe keeper climbed"), len(text) + 1, 7):
+        clock[0] += 1.0  # every update is due for a render
+        stream.update(text[:end])
+        stream.height()
+    stream.update(text)
+    assert len(renders) == 1  # the bold title and the paragraph's start; the words after it are plain
+    assert stream.due_in() is None  # and nothing is scheduled for them
+    assert stream.shown_text().split() == ["Lighthouses"] + text.split()[1:]
+    assert stream.height() > 5 * QFontMetricsF(stream.doc.defaultFont()).lineSpacing()
+    clock[0] += 1.0
+    stream.update(text + " and *then*")  # markdown: rendered
+    assert len(renders) == 2 and stream.doc.toPlainText().endswith("and then") and not stream.pending

@@ -92,3 +92,31 @@ def test_newlines_are_shown_as_markdown_will_show_them() -> None:
     assert line_breaks("x = 1\ny = 2", in_code=True) == "x = 1\u2028y = 2"  # inside a code fence
     text = "a\nb\n\nc\n"
     assert len(line_breaks(text, in_code=False)) == len(text)  # positions stay the same
+
+
+def _ink(tail: PlainTail, size: tuple[int, int] = (320, 200)) -> QImage:
+    image = QImage(*size, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(0)
+    painter = QPainter(image)
+    painter.setPen(QColor("black"))
+    tail.draw(painter, QRectF(0, 0, *size))
+    painter.end()
+    return image
+
+
+def test_an_extended_tail_wraps_and_draws_like_one_laid_out_whole(qapp: object) -> None:
+    doc = _doc("the keeper climbed", width=200)
+    anchor = TailAnchor.of(doc)
+    words = (" the narrow stairs while the storm pressed on the glass and the lamp turned slowly above"
+             " the rocks of the northern point").split(" ")[1:]
+    grown = PlainTail(anchor, " " + words[0])
+    first = grown
+    for word in words[1:]:
+        # A word in two pieces, as tokens split it: the second piece continues the word.
+        grown = grown.extended(" " + word[:2]).extended(word[2:])
+    whole = PlainTail(anchor, grown.text)
+    assert grown.text == " " + " ".join(words)
+    assert grown.bottom == pytest.approx(whole.bottom) and grown.bottom > anchor.bottom + 2 * anchor.metrics.lineSpacing()
+    assert grown.last_word_box() == pytest.approx(whole.last_word_box())
+    assert _ink(grown) == _ink(whole)
+    assert first.text == " " + words[0] and first.bottom <= anchor.bottom + 1  # the older tail is unchanged

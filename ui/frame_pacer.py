@@ -18,7 +18,6 @@ Pure logic (times are time.perf_counter() seconds), so tests can drive it with a
 from __future__ import annotations
 
 import math
-import statistics
 from collections import deque
 from collections.abc import Iterable
 
@@ -72,7 +71,9 @@ class FramePacer:
         low, high = STEADY_GAPS_MS
         if min(gaps) < low or max(gaps) > high or max(gaps) - min(gaps) > STEADY_SPREAD_MS:
             return None
-        gap = statistics.median(gaps)
+        gaps.sort()  # the median, without statistics.median's checks and conversions on every frame
+        middle = len(gaps) // 2
+        gap = gaps[middle] if len(gaps) % 2 else (gaps[middle - 1] + gaps[middle]) / 2
         if (now - times[-1]) * 1000 > 2 * gap:
             return None  # the stream paused: the clock until it is steady again
         return gap / 1000

@@ -198,8 +198,7 @@ class DocumentStore:
                                     on_render=self._count_render)
             self._streams[item.id] = stream
             stream.update(item.content)
-        if stream.doc.textWidth() != width:
-            stream.doc.setTextWidth(width)
+        stream.set_text_width(width)
         return stream.doc, stream.rendered
 
     def _count_render(self) -> None:

@@ -81,10 +81,17 @@ _WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
 
 class PlainTail:
     """`text` laid out after the document `anchor` was read from; `in_code`: it continues an
-    open code fence (every newline is a line break)."""
+    open code fence (every newline is a line break).
+
+    extended() adds text without laying out again what is already there: the lines above the
+    last one keep their layout (greedy wrapping never moves them as text is added at the end),
+    and only the last line and the new text get a QTextLayout. A long paragraph's frames then
+    cost the same as a short one's, so a plain paragraph can stream without markdown renders.
+    """
 
     def __init__(self, anchor: TailAnchor, text: str, *, in_code: bool = False) -> None:
         self.text = text
+        self._anchor = anchor
         x, top = anchor.x, anchor.top
         if text[:1].isspace():
             # A new word that does not fit after the last line starts the next one (as the
@@ -94,10 +101,17 @@ class PlainTail:
                 top += anchor.metrics.lineSpacing()
                 x = anchor.left
                 text = text.lstrip()
-        self._skipped = len(self.text) - len(text)
-        self._shown = text
         self._start = (x, top, max(anchor.bottom, top + anchor.metrics.height()))
-        self._layout = layout = QTextLayout(line_breaks(text, in_code), anchor.font)
+        self._frozen: tuple[tuple[QTextLayout, int], ...] = ()  # (layout, lines of it drawn) above the live one
+        self.first_top = top
+        self._lay_out(text, line_breaks(text, in_code), x, top, anchor.ascent)
+
+    def _lay_out(self, shown: str, laid: str, x: float, top: float, ascent: float) -> None:
+        """Lay out `laid` (`shown` with its newlines as drawn) from (x, top), its first
+        baseline `ascent` below `top`: the live layout, the one extended() replaces."""
+        anchor = self._anchor
+        self._shown, self._laid = shown, laid
+        self._layout = layout = QTextLayout(laid, anchor.font)
         layout.setTextOption(_WRAP)
         layout.setCacheEnabled(True)
         self._lines = 0
@@ -110,13 +124,29 @@ class PlainTail:
             first = self._lines == 0
             line.setLineWidth(max(1.0, anchor.right - (x if first else anchor.left)))
             if first:
-                y = top + anchor.ascent - line.ascent()  # on the document's last baseline
+                y = top + ascent - line.ascent()  # on the baseline it continues
             line.setPosition(QPointF(x if first else anchor.left, y))
             y += line.height()
             self._lines += 1
         layout.endLayout()
-        self.first_top = top
         self.bottom = y if self._lines else top
+
+    def extended(self, piece: str) -> "PlainTail":
+        """This tail with `piece` (no newline in it, nor in this tail) added at the end.
+
+        A new object: a row's layout may still hold this one. They share the lines above the
+        last, which neither changes again."""
+        layout = self._layout
+        if not self._lines:
+            return PlainTail(self._anchor, self.text + piece)
+        last = layout.lineAt(self._lines - 1)
+        start = last.textStart()
+        grown = object.__new__(PlainTail)
+        grown.text = self.text + piece
+        grown._anchor, grown._start, grown.first_top = self._anchor, self._start, self.first_top
+        grown._frozen = self._frozen + ((layout, self._lines - 1),) if self._lines > 1 else self._frozen
+        grown._lay_out(self._shown[start:] + piece, self._laid[start:] + piece, last.x(), last.y(), last.ascent())
+        return grown
 
     def last_word_box(self) -> tuple[float, float, float]:
         """(x, top, bottom) where the last word of the text starts: the first place text after
@@ -130,14 +160,22 @@ class PlainTail:
             start = len(shown)
             line = layout.lineAt(layout.lineCount() - 1)
         else:
+            # A word that began on a line above this layout's first: that part stays put.
             start = max(shown.rfind(" "), shown.rfind("\n"), shown.rfind("\t")) + 1
             line = layout.lineForTextPosition(start)
         if not line.isValid():
             return self._start
         x = line.cursorToX(start)[0]
-        if line.lineNumber() == 0:
+        if line.lineNumber() == 0 and not self._frozen:  # the tail's first line
             return (x, min(self._start[1], line.y()), max(self._start[2], line.y() + line.height()))
         return (x, line.y(), line.y() + line.height())
 
     def draw(self, painter: QPainter, clip: QRectF) -> None:
-        self._layout.draw(painter, QPointF(0, 0), [], clip)
+        top, bottom, origin = clip.top(), clip.bottom(), QPointF(0, 0)
+        for layout, count in self._frozen:
+            for i in range(count):
+                line = layout.lineAt(i)
+                y = line.y()
+                if y < bottom and y + line.height() > top:
+                    line.draw(painter, origin)
+        self._layout.draw(painter, origin, [], clip)

@@ -34,6 +34,11 @@ MAX_LIVE_TAIL_CHARS = 1500
 # few lines long even while a long paragraph is not re-rendered.
 MAX_PENDING_CHARS = 400
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Characters that can start or end inline markdown (code, emphasis, links, autolinks,
+# entities, escapes, strikethrough, table cells); raw HTML is off (ui/markdown_render.py).
+_MARKDOWN_CHARS = frozenset("\\`*_[]<>&~|")
+_LIST_MARKER = re.compile(r" {0,3}(?:[-+]|\d{1,9}[.)])(?:[ \t]|$)")
+_HEADING_OR_INDENTED_CODE = re.compile(r" {0,3}#|    |\t")
 _FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 
 
@@ -70,6 +75,29 @@ class BlockBoundary:
         return self.boundary
 
 
+def renders_as_plain(content: str, stable_len: int, rendered_len: int) -> bool:
+    """Whether content[rendered_len:] only adds plain words to the end of the line that
+    content[:rendered_len] rendered: then a markdown render would show the same thing as that
+    text drawn after the document (a PlainTail), and need not run.
+
+    Conservative: no newline and no markdown character in the current line, which must have
+    started before rendered_len and be no heading, indented code, list marker still being
+    written, or rule; no table, fence or quote in the trailing block (content[stable_len:]).
+    """
+    new_start = content.rfind("\n") + 1  # of the current line
+    if rendered_len <= new_start or rendered_len >= len(content):
+        return False  # the line starts in the new text, or there is no new text
+    line = content[new_start:]
+    if not _MARKDOWN_CHARS.isdisjoint(line) or _HEADING_OR_INDENTED_CODE.match(line):
+        return False
+    marker = _LIST_MARKER.match(line)
+    if marker is not None and marker.end() > rendered_len - new_start:
+        return False  # "1" rendered, ". The" new: the line becomes a list item
+    if not line.strip(" -=+"):
+        return False  # "---" or "===": a rule, or the line above becomes a heading
+    return all(content.find(mark, stable_len) < 0 for mark in ("|", "```", "~~~", ">"))
+
+
 class StreamDocument:
     """One streaming reply's SafeTextDocument, kept up to date cheaply."""
 
@@ -96,6 +124,12 @@ class StreamDocument:
         self._plain: PlainTail | None = None
         self._anchor: TailAnchor | None = None  # None after every document edit
         self._anchor_width = -1.0
+        self._doc_height: float | None = None  # the document's, until it changes
+
+    def set_text_width(self, width: float) -> None:
+        if self.doc.textWidth() != width:
+            self.doc.setTextWidth(width)
+            self._anchor, self._plain, self._doc_height = None, None, None
 
     def tail(self) -> PlainTail | None:
         """The pending text laid out after the document (None when nothing is pending)."""
@@ -119,7 +153,9 @@ class StreamDocument:
     def height(self) -> float:
         """Height of the document and the pending text after it."""
         tail = self.tail()
-        height = self.doc.size().height()
+        height = self._doc_height
+        if height is None:  # asked every frame; the document changes a few times a second
+            height = self._doc_height = self.doc.size().height()
         return height if tail is None else max(height, tail.bottom)
 
     @property
@@ -181,7 +217,7 @@ class StreamDocument:
 
     def due_in(self) -> float | None:
         """Seconds until the plain tail is due for a markdown render; None when there is none."""
-        if self._rendered_len == len(self.text):
+        if self._rendered_len == len(self.text) or renders_as_plain(self.text, self._stable_len, self._rendered_len):
             return None
         if len(self.text) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(self.text) <= self._stable_len:
             return None  # a tail too long to re-render stays plain until a block ends (no busy timer)
@@ -197,7 +233,7 @@ class StreamDocument:
         tail_len = len(content) - self._stable_len
         if now - self._rendered_at >= self.interval and (
             tail_len <= MAX_LIVE_TAIL_CHARS or self._boundary.feed(content) > self._stable_len
-        ):
+        ) and not renders_as_plain(content, self._stable_len, self._rendered_len):
             self._render(content)
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
@@ -207,9 +243,13 @@ class StreamDocument:
                     and not piece[:1].isspace():
                 # Markdown dropped the whitespace that ended the rendered text; keep words apart.
                 piece = " " + piece
-            self._mark_pending_changed()
+            self._mark_pending_changed()  # builds the tail of the pending text so far
+            plain = self._plain
+            if plain is not None and "\n" not in piece and "\n" not in self.pending:
+                self._plain = plain.extended(piece)  # lays out its last line only
+            else:
+                self._plain = None
             self.pending += piece
-            self._plain = None
             if len(self.pending) > MAX_PENDING_CHARS:
                 self._fold_pending()
         self.text = content
@@ -227,11 +267,13 @@ class StreamDocument:
         cursor.insertText(self.pending, QTextCharFormat())
         cursor.endEditBlock()
         self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
+        self._doc_height = None
 
     def _render(self, content: str) -> None:
         if self._on_render is not None:
             self._on_render()
         self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
+        self._doc_height = None
         cursor = QTextCursor(self.doc)
         cursor.beginEditBlock()
         cursor.setPosition(self._tail_pos)

@@ -14,6 +14,7 @@ paint_region and refresh_requested.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from PySide6.QtCore import QPoint, QRect, QRectF, Qt, QTimer
@@ -23,7 +24,7 @@ from PySide6.QtWidgets import QStyle, QStyleOptionViewItem, QWidget
 from ui.conversation_model import MessageItem
 from ui.message_layout import RowLayout, same_chrome
 from ui.stream_document import StreamDocument
-from ui.text_document_paint import paint_document, paint_plain_tail
+from ui.text_document_paint import paint_document, paint_plain_tail, paint_stream_text
 
 
 class StreamingRows:
@@ -59,16 +60,24 @@ class StreamingRows:
                 or item.status != "streaming" or not same_chrome(lay.item, item):
             return False
         if not stream.update(item.content) or stream.doc_edited:
-            del self._layouts[item.id]  # a render or a fold: the row's layout is stale
+            self._outdate(lay)  # a render or a fold
             return False
         doc_height = max(round(stream.height()), lay.doc_height)
         if self.layouter.stream_room(doc_height) != lay.doc_room:
-            del self._layouts[item.id]  # the row grows: lay it out again, whatever its item
+            self._outdate(lay)  # the row grows
             return False
         lay.item, lay.doc_height, lay.tail = item, doc_height, stream.tail()
         if not self._tail_timer.isActive():
             self._watch_stream_tail(item.id)
         return True
+
+    @staticmethod
+    def _outdate(lay: RowLayout) -> None:
+        """Make the row be laid out again, whatever its item, keeping its text's height as the
+        least it gets (layout_for): deleting the layout let a markdown render that set the text
+        tighter than the plain text before it shrink the row, and the next lines grow it again
+        (two relayouts of the whole view, and the text jumping up and down)."""
+        lay.item = dataclasses.replace(lay.item)  # a copy: no `lay.item is item` check holds
 
     def changed_area(self, row: int) -> QRegion | None:
         """Row-relative region of a streaming row whose text changed since the last call.
@@ -89,7 +98,11 @@ class StreamingRows:
         x, top, bottom = area
         y = max(0, lay.doc_top + int(top) - 1)
         if x <= 0:
-            return QRegion(0, y, lay.width, max(0, lay.height - y))
+            # Whole lines, down to the end of the room the row keeps for its text: nothing
+            # below it changed (a taller text makes the caller lay the row out and repaint it
+            # whole), and a region inside the text area gets the quick paint.
+            bottom = lay.doc_top + lay.doc_room if lay.doc_room > 0 else lay.height
+            return QRegion(0, y, lay.width, max(0, bottom - y))
         left = max(0, lay.doc_left + int(x) - 2)  # antialiasing reaches a pixel or two left
         below = lay.doc_top + math.ceil(bottom) + 1
         region = QRegion(left, y, max(0, lay.width - left), below - y)
@@ -115,7 +128,9 @@ class StreamingRows:
         text = self._view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)
         painter = QPainter(viewport)
         try:
-            self._draw_text(painter, lay, row_rect.topLeft(), exposed, text)
+            top_left = row_rect.topLeft()
+            origin = QPoint(top_left.x() + lay.doc_left, top_left.y() + lay.doc_top)
+            paint_stream_text(painter, lay.doc, lay.tail, origin, text, QRectF(exposed))
         finally:
             painter.end()
         return True

@@ -21,13 +21,37 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
     painter.setClipRect(clip)
     painter.setPen(text_color)  # what text without a colour of its own is drawn with below
     if not _draw_last_paragraph_lines(painter, doc, clip):
-        ctx = QAbstractTextDocumentLayout.PaintContext()
-        palette = QPalette(ctx.palette)
-        palette.setColor(QPalette.ColorRole.Text, text_color)
-        ctx.palette = palette
-        ctx.clip = clip
-        doc.documentLayout().draw(painter, ctx)
+        _draw_with_layout(painter, doc, text_color, clip)
     painter.restore()
+
+
+def paint_stream_text(painter: QPainter, doc: QTextDocument, tail: PlainTail | None, origin: QPoint,
+                      text_color: QColor, visible: QRectF) -> None:
+    """paint_document, then paint_plain_tail, with a painter of its own that ends right after
+    (a frame of a streaming reply): no save() and restore(), which cost more than drawing the
+    few glyphs a token brings."""
+    painter.translate(origin)
+    painter.setPen(text_color)
+    clip = visible.translated(-QPointF(origin))
+    size = doc.size()
+    doc_clip = clip.intersected(QRectF(0, 0, size.width(), size.height()))
+    if not doc_clip.isEmpty():
+        painter.setClipRect(doc_clip)
+        if not _draw_last_paragraph_lines(painter, doc, doc_clip):
+            _draw_with_layout(painter, doc, text_color, doc_clip)
+        painter.setClipping(False)  # the tail is drawn below the document too
+    if tail is not None and not clip.isEmpty() and tail.first_top <= clip.bottom() and clip.top() <= tail.bottom:
+        tail.draw(painter, clip)
+
+
+def _draw_with_layout(painter: QPainter, doc: QTextDocument, text_color: QColor, clip: QRectF) -> None:
+    """Qt's own drawing of the document, inside `clip` (document coordinates)."""
+    ctx = QAbstractTextDocumentLayout.PaintContext()
+    palette = QPalette(ctx.palette)
+    palette.setColor(QPalette.ColorRole.Text, text_color)
+    ctx.palette = palette
+    ctx.clip = clip
+    doc.documentLayout().draw(painter, ctx)
 
 
 def _draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRectF) -> bool:
