@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QTextDocument, QTextLayout, QTextOption
 
+from ui.word_runs import LATIN_TEXT, WordRuns
+
 
 @dataclass(frozen=True)
 class TailAnchor:
@@ -103,6 +105,7 @@ class PlainTail:
                 text = text.lstrip()
         self._start = (x, top, max(anchor.bottom, top + anchor.metrics.height()))
         self._frozen: tuple[tuple[QTextLayout, int], ...] = ()  # (layout, lines of it drawn) above the live one
+        self._runs: WordRuns | None = None  # words after the live layout (ui/word_runs.py)
         self.first_top = top
         self._lay_out(text, line_breaks(text, in_code), x, top, anchor.ascent)
 
@@ -129,29 +132,60 @@ class PlainTail:
             y += line.height()
             self._lines += 1
         layout.endLayout()
-        self.bottom = y if self._lines else top
+        self.bottom = self._layout_bottom = y if self._lines else top
 
     def extended(self, piece: str) -> "PlainTail":
         """This tail with `piece` (no newline in it, nor in this tail) added at the end.
 
-        A new object: a row's layout may still hold this one. They share the lines above the
-        last, which neither changes again."""
+        A new object: a row's layout may still hold this one. They share what is laid out
+        already, which neither changes again. Words of text that breaks at spaces are placed
+        one by one (WordRuns); other text lays out the last line again."""
+        if LATIN_TEXT.fullmatch(piece):
+            runs = self._runs
+            if runs is None and self._lines and (self._shown[-1:] == " " or piece[:1] == " "):
+                runs = self._start_runs()  # never inside a word the layout holds
+            runs = runs.add(piece) if runs is not None else None
+            if runs is not None:
+                grown = self._copy(self.text + piece)
+                grown._runs = runs
+                grown.bottom = max(self._layout_bottom, runs.bottom)
+                return grown
         layout = self._layout
-        if not self._lines:
+        if not self._lines or self._runs is not None:
             return PlainTail(self._anchor, self.text + piece)
         last = layout.lineAt(self._lines - 1)
         start = last.textStart()
-        grown = object.__new__(PlainTail)
-        grown.text = self.text + piece
-        grown._anchor, grown._start, grown.first_top = self._anchor, self._start, self.first_top
+        grown = self._copy(self.text + piece)
         grown._frozen = self._frozen + ((layout, self._lines - 1),) if self._lines > 1 else self._frozen
         grown._lay_out(self._shown[start:] + piece, self._laid[start:] + piece, last.x(), last.y(), last.ascent())
         return grown
+
+    def _copy(self, text: str) -> "PlainTail":
+        copy = object.__new__(PlainTail)
+        copy.__dict__.update(self.__dict__)
+        copy.text = text
+        return copy
+
+    def _start_runs(self) -> WordRuns | None:
+        """Runs that start where the live layout's text ends (None: it cannot tell where)."""
+        last = self._layout.lineAt(self._lines - 1)
+        laid = self._laid.rstrip(" ")
+        if len(laid) < last.textStart():
+            return None  # the last line holds only spaces
+        anchor = self._anchor
+        x = last.cursorToX(len(laid))[0] + anchor.metrics.horizontalAdvance(self._laid[len(laid):])
+        return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, last.ascent(), last.height(), x,
+                              last.y() + last.ascent())
 
     def last_word_box(self) -> tuple[float, float, float]:
         """(x, top, bottom) where the last word of the text starts: the first place text after
         it can change (greedy wrapping may move that word down as it grows; nothing before
         it moves). The first line's box also spans the document's last line, which it shares."""
+        if self._runs is not None:
+            x, top, bottom = self._runs.last_word_box()
+            if top <= self.first_top + 0.5:  # the tail's first line
+                return (x, min(self._start[1], top), max(self._start[2], bottom))
+            return (x, top, bottom)
         shown = self._shown
         if not shown or not self._lines:
             return self._start
@@ -171,11 +205,14 @@ class PlainTail:
         return (x, line.y(), line.y() + line.height())
 
     def draw(self, painter: QPainter, clip: QRectF) -> None:
-        top, bottom, origin = clip.top(), clip.bottom(), QPointF(0, 0)
-        for layout, count in self._frozen:
+        """Draw the lines (and words) that reach into `clip`: a frame's clip starts where its
+        new text does, and drawing a whole line again there would shape all of it."""
+        top, bottom, left, origin = clip.top(), clip.bottom(), clip.left(), QPointF(0, 0)
+        for layout, count in self._frozen + ((self._layout, self._lines),):
             for i in range(count):
                 line = layout.lineAt(i)
                 y = line.y()
-                if y < bottom and y + line.height() > top:
+                if y < bottom and y + line.height() > top and line.x() + line.naturalTextWidth() + 2 > left:
                     line.draw(painter, origin)
-        self._layout.draw(painter, origin, [], clip)
+        if self._runs is not None:
+            self._runs.draw(painter, clip)

@@ -1,0 +1,102 @@
+"""Words placed one at a time after a laid-out text: the cheap end of a streaming PlainTail.
+
+A token adds a word or two to a streaming reply. Laying out the tail's last line again with a
+QTextLayout costs that whole line's shaping every frame (50-170 us here, most of a frame's
+text work), and drawing it draws the whole line again. Here each new word is measured once
+(QFontMetricsF.horizontalAdvance), placed after the previous one, and moved to the next
+line when it does not fit, as QTextLayout wraps text that breaks only at spaces; a frame
+then shapes and draws only the words it brought. Only for scripts that break at spaces (Latin,
+Greek, Cyrillic: LATIN_TEXT); anything else, a tab, or a word longer than a line, and the
+caller lays the text out with a QTextLayout instead.
+
+Immutable: a row's layout may still hold the previous runs while the next ones are built.
+Coordinates are the document's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter
+
+# Text that wraps only at spaces: Latin, Greek, Cyrillic and general punctuation, no tabs
+# or newlines. (CJK, Thai and others may break between any two characters.)
+LATIN_TEXT = re.compile(r"[\u0020-\u052F\u2010-\u2027\u2030-\u205E]*")
+_TOKENS = re.compile(r" +|[^ ]+")
+
+
+@dataclass(frozen=True)
+class WordRuns:
+    """Words after a text, each (x, baseline, width, word); `cursor` is where the next
+    character goes, `open_word` whether the last word may still grow (no space after it)."""
+
+    font: QFont
+    metrics: QFontMetricsF
+    left: float  # where a wrapped line starts
+    right: float
+    ascent: float  # of a line, as the QTextLayout before the runs has it (Qt rounds it)
+    line_height: float
+    words: tuple[tuple[float, float, float, str], ...]
+    cursor: float
+    baseline: float  # of the line the cursor is on
+    open_word: bool
+
+    @classmethod
+    def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, ascent: float,
+              line_height: float, x: float, baseline: float) -> "WordRuns":
+        """Runs that start at (x, baseline), after text that ends in a space."""
+        return cls(font, metrics, left, right, ascent, line_height, (), x, baseline, False)
+
+    def add(self, piece: str) -> "WordRuns | None":
+        """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a line."""
+        words = list(self.words)
+        cursor, baseline, open_word = self.cursor, self.baseline, self.open_word
+        advance, right, left = self.metrics.horizontalAdvance, self.right, self.left
+        for token in _TOKENS.findall(piece):
+            if token[0] == " ":
+                cursor += advance(token)  # spaces stay at the end of a full line, as in Qt
+                open_word = False
+                continue
+            if open_word:  # the token continues the last word: measure the word again
+                x, word_baseline, _width, word = words.pop()
+                token, baseline = word + token, word_baseline
+            else:
+                x = cursor
+            width = advance(token)
+            if x + width > right and x > left:  # does not fit: the whole word starts the next line
+                x, baseline = left, baseline + self.line_height
+            if x + width > right:
+                return None  # longer than a line: QTextLayout breaks it anywhere
+            words.append((x, baseline, width, token))
+            cursor, open_word = x + width, True
+        return WordRuns(self.font, self.metrics, left, right, self.ascent, self.line_height, tuple(words), cursor,
+                        baseline, open_word)
+
+    @property
+    def bottom(self) -> float:
+        return self.baseline - self.ascent + self.line_height
+
+    def last_word_box(self) -> tuple[float, float, float]:
+        """(x, top, bottom) of where the last word starts (the cursor after a space)."""
+        top = self.baseline - self.ascent
+        if self.open_word and self.words:
+            x, baseline, _width, _word = self.words[-1]
+            top = baseline - self.ascent
+            return (x, top, top + self.line_height)
+        return (self.cursor, top, top + self.line_height)
+
+    def draw(self, painter: QPainter, clip: QRectF) -> None:
+        """Draw the words that reach into `clip`, newest first (a frame's clip holds the last few)."""
+        if not self.words:
+            return
+        ascent, height = self.ascent, self.line_height
+        clip_left, clip_top, clip_bottom = clip.left(), clip.top(), clip.bottom()
+        painter.setFont(self.font)
+        for x, baseline, width, word in reversed(self.words):
+            top = baseline - ascent
+            if top + height <= clip_top:
+                break  # the words before this one are on lines above the clip
+            if top < clip_bottom and x + width + 2 > clip_left:
+                painter.drawText(QPointF(x, baseline), word)
