@@ -120,3 +120,12 @@ def test_an_extended_tail_wraps_and_draws_like_one_laid_out_whole(qapp: object) 
     assert grown.last_word_box() == pytest.approx(whole.last_word_box())
     assert _ink(grown) == _ink(whole)
     assert first.text == " " + words[0] and first.bottom <= anchor.bottom + 1  # the older tail is unchanged
+
+
+def test_words_longer_than_a_line_and_text_without_spaces_are_laid_out_by_qt(qapp: object) -> None:
+    anchor = TailAnchor.of(_doc("short", width=200))
+    tail = PlainTail(anchor, " start").extended(" next").extended(" " + "x" * 60).extended(" 灯台守の物語は長い")
+    whole = PlainTail(anchor, tail.text)
+    assert tail.text == " start next " + "x" * 60 + " 灯台守の物語は長い"
+    assert tail.bottom == pytest.approx(whole.bottom) and tail.bottom > anchor.bottom + anchor.metrics.lineSpacing()
+    assert _ink(tail) == _ink(whole)

@@ -48,12 +48,17 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
     qtbot.wait(20)  # type: ignore[attr-defined]
     delegate = view.message_delegate()
     quick = {"grown": 0, "painted": 0}
-    grow, paint = delegate.grow_streaming_row, delegate.paint_stream_frame
+    grow, frame, paint = delegate.grow_streaming_row, delegate.stream_frame, delegate.paint_stream_frame
 
     def counting_grow(row: int) -> bool:
         done = grow(row)
         quick["grown"] += done
         return done
+
+    def counting_frame(row: int) -> object:
+        area = frame(row)
+        quick["grown"] += area is not None
+        return area
 
     def counting_paint(*args: object) -> bool:
         done = paint(*args)  # type: ignore[arg-type]
@@ -61,6 +66,7 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
         return done
 
     delegate.grow_streaming_row = counting_grow  # type: ignore[method-assign]
+    delegate.stream_frame = counting_frame  # type: ignore[method-assign]
     delegate.paint_stream_frame = counting_paint  # type: ignore[method-assign]
     for i, word in enumerate(WORDS * 3):
         model.append_text("live", word + (" " if i % 17 else "\n\n"))

@@ -189,6 +189,11 @@ class ConversationView(QListView):
 
     def _on_text_appended(self, row: int) -> None:
         index = self.model().index(row, 0)
+        area = self._delegate.stream_frame(row)
+        if area is not None:  # the common frame: a few words, repainted on their own
+            self._stream_frame_row = row
+            self.viewport().update(area.translated(self.visualRect(index).topLeft()))
+            return
         if not self._repaint_changed_part(index):
             super().dataChanged(index, index, [])  # its height changed: the list lays out again
 

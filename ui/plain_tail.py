@@ -208,11 +208,18 @@ class PlainTail:
         """Draw the lines (and words) that reach into `clip`: a frame's clip starts where its
         new text does, and drawing a whole line again there would shape all of it."""
         top, bottom, left, origin = clip.top(), clip.bottom(), clip.left(), QPointF(0, 0)
-        for layout, count in self._frozen + ((self._layout, self._lines),):
-            for i in range(count):
-                line = layout.lineAt(i)
-                y = line.y()
-                if y < bottom and y + line.height() > top and line.x() + line.naturalTextWidth() + 2 > left:
-                    line.draw(painter, origin)
+        if top < self._layout_bottom:
+            # From the last line up, stopping above the clip: a frame's clip holds the last line or two.
+            for layout, count in reversed(self._frozen + ((self._layout, self._lines),)):
+                for i in range(count - 1, -1, -1):
+                    line = layout.lineAt(i)
+                    y = line.y()
+                    if y + line.height() <= top:
+                        break
+                    if y < bottom and line.x() + line.naturalTextWidth() + 2 > left:
+                        line.draw(painter, origin)
+                else:
+                    continue
+                break
         if self._runs is not None:
             self._runs.draw(painter, clip)

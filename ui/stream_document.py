@@ -125,6 +125,14 @@ class StreamDocument:
         self._anchor: TailAnchor | None = None  # None after every document edit
         self._anchor_width = -1.0
         self._doc_height: float | None = None  # the document's, until it changes
+        self._plain_memo: tuple[tuple[int, int, int], bool] = ((-1, -1, -1), False)
+
+    def _renders_as_plain(self, content: str) -> bool:
+        """renders_as_plain() for this document's state, once per state (asked twice a frame)."""
+        key = (len(content), self._stable_len, self._rendered_len)
+        if self._plain_memo[0] != key:
+            self._plain_memo = (key, renders_as_plain(content, self._stable_len, self._rendered_len))
+        return self._plain_memo[1]
 
     def set_text_width(self, width: float) -> None:
         if self.doc.textWidth() != width:
@@ -217,11 +225,31 @@ class StreamDocument:
 
     def due_in(self) -> float | None:
         """Seconds until the plain tail is due for a markdown render; None when there is none."""
-        if self._rendered_len == len(self.text) or renders_as_plain(self.text, self._stable_len, self._rendered_len):
+        if self._rendered_len == len(self.text) or self._renders_as_plain(self.text):
             return None
         if len(self.text) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(self.text) <= self._stable_len:
             return None  # a tail too long to re-render stays plain until a block ends (no busy timer)
         return max(0.0, self._rendered_at + self.interval - self._clock())
+
+    def append_plain(self, content: str) -> tuple[float, float, float] | None:
+        """update() for the common frame, cheaply: `content` adds text without a newline after
+        pending text that is laid out already, and no markdown render is due for it. Returns
+        (x, top, bottom) of where the shown text changed, as take_changed_area() would (the
+        caller repaints it); None when the frame is not that one (call update())."""
+        plain, text = self._plain, self.text
+        if plain is None or len(content) <= len(text):
+            return None
+        piece = content[len(text):]
+        if "\n" in piece or len(self.pending) + len(piece) > MAX_PENDING_CHARS or "\n" in self.pending \
+                or not content.startswith(text):
+            return None
+        if self._clock() - self._rendered_at >= self.interval and not self._renders_as_plain(content):
+            return None  # a markdown render is due
+        box = plain.last_word_box()
+        self._plain = plain.extended(piece)
+        self.pending += piece
+        self.text = content
+        return box
 
     def update(self, content: str) -> bool:
         """Show `content` (which extends what is shown). False when it does not extend it."""
@@ -233,7 +261,7 @@ class StreamDocument:
         tail_len = len(content) - self._stable_len
         if now - self._rendered_at >= self.interval and (
             tail_len <= MAX_LIVE_TAIL_CHARS or self._boundary.feed(content) > self._stable_len
-        ) and not renders_as_plain(content, self._stable_len, self._rendered_len):
+        ) and not self._renders_as_plain(content):
             self._render(content)
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)

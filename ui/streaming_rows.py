@@ -71,6 +71,41 @@ class StreamingRows:
             self._watch_stream_tail(item.id)
         return True
 
+    def stream_frame(self, row: int) -> QRect | QRegion | None:
+        """The common frame of a streaming reply, with as little work as it needs: a few plain
+        words after text that is laid out already, in the room the row has. Updates the row's
+        layout in place and returns the row-relative part to repaint; None: not that frame
+        (the caller takes the general path, grow_streaming_row and changed_area).
+
+        A frame's work is mostly the Python and Qt code it runs once, on caches the engine has
+        just emptied (about 0.1 ms a function here); every step the common frame can skip
+        counts (issue 3: tg through the window >= 0.98x headless).
+        """
+        item, lay, stream = self._stream_row(row)
+        if item is None or lay is None or stream is None or lay.tail is None or item.status != "streaming" \
+                or lay.width != self.row_width() or not same_chrome(lay.item, item):
+            return None
+        box = stream.append_plain(item.content)
+        if box is None:
+            return None
+        tail = stream.tail()
+        doc_height = max(round(stream.height()), lay.doc_height)
+        lay.item, lay.tail = item, tail
+        if self.layouter.stream_room(doc_height) != lay.doc_room:
+            self._outdate(lay)  # the row grows: the general path lays it out (the text is in already)
+            return None
+        lay.doc_height = doc_height
+        if not self._tail_timer.isActive():
+            self._watch_stream_tail(item.id)
+        x, top, bottom = box
+        left = max(0, lay.doc_left + int(x) - 2)  # antialiasing reaches a pixel or two left
+        y = max(0, lay.doc_top + int(top) - 1)
+        below = lay.doc_top + math.ceil(bottom) + 1
+        area = QRect(left, y, max(0, lay.width - left), below - y)
+        if lay.doc_top + tail.bottom > below:  # the last word moved down a line
+            return QRegion(area) + QRegion(0, below, lay.width, lay.doc_top + math.ceil(tail.bottom) + 1 - below)
+        return area
+
     @staticmethod
     def _outdate(lay: RowLayout) -> None:
         """Make the row be laid out again, whatever its item, keeping its text's height as the

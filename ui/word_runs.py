@@ -25,6 +25,10 @@ from PySide6.QtGui import QFont, QFontMetricsF, QPainter
 # or newlines. (CJK, Thai and others may break between any two characters.)
 LATIN_TEXT = re.compile(r"[\u0020-\u052F\u2010-\u2027\u2030-\u205E]*")
 _TOKENS = re.compile(r" +|[^ ]+")
+# Advances of words already measured, per font: replies repeat their words, and measuring one
+# shapes it (a few us each, several times that on a cold cache between frames).
+_ADVANCES: dict[tuple[str, str], float] = {}
+_MAX_ADVANCES = 20_000
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class WordRuns:
 
     font: QFont
     metrics: QFontMetricsF
+    font_key: str
     left: float  # where a wrapped line starts
     right: float
     ascent: float  # of a line, as the QTextLayout before the runs has it (Qt rounds it)
@@ -47,13 +52,13 @@ class WordRuns:
     def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, ascent: float,
               line_height: float, x: float, baseline: float) -> "WordRuns":
         """Runs that start at (x, baseline), after text that ends in a space."""
-        return cls(font, metrics, left, right, ascent, line_height, (), x, baseline, False)
+        return cls(font, metrics, font.key(), left, right, ascent, line_height, (), x, baseline, False)
 
     def add(self, piece: str) -> "WordRuns | None":
         """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a line."""
         words = list(self.words)
         cursor, baseline, open_word = self.cursor, self.baseline, self.open_word
-        advance, right, left = self.metrics.horizontalAdvance, self.right, self.left
+        advance, right, left = self._advance, self.right, self.left
         for token in _TOKENS.findall(piece):
             if token[0] == " ":
                 cursor += advance(token)  # spaces stay at the end of a full line, as in Qt
@@ -71,8 +76,17 @@ class WordRuns:
                 return None  # longer than a line: QTextLayout breaks it anywhere
             words.append((x, baseline, width, token))
             cursor, open_word = x + width, True
-        return WordRuns(self.font, self.metrics, left, right, self.ascent, self.line_height, tuple(words), cursor,
-                        baseline, open_word)
+        return WordRuns(self.font, self.metrics, self.font_key, left, right, self.ascent, self.line_height,
+                        tuple(words), cursor, baseline, open_word)
+
+    def _advance(self, text: str) -> float:
+        key = (self.font_key, text)
+        width = _ADVANCES.get(key)
+        if width is None:
+            if len(_ADVANCES) >= _MAX_ADVANCES:
+                _ADVANCES.clear()
+            width = _ADVANCES[key] = self.metrics.horizontalAdvance(text)
+        return width
 
     @property
     def bottom(self) -> float:
