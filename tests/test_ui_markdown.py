@@ -354,3 +354,28 @@ def test_a_plain_paragraph_streams_without_markdown_renders(qapp: object) -> Non
     clock[0] += 1.0
     stream.update(text + " and *then*")  # markdown: rendered
     assert len(renders) == 2 and stream.doc.toPlainText().endswith("and then") and not stream.pending
+
+
+def test_the_short_path_takes_only_frames_that_need_no_render(qapp: object) -> None:
+    from ui.stream_document import MIN_INTERVAL_S, StreamDocument
+
+    clock = [0.0]
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
+    stream.doc.setTextWidth(300)
+    stream.update("Hello *wor")  # rendered
+    assert stream.append_plain("Hello *world") is None  # no pending text laid out yet: the full path
+    stream.update("Hello *world")
+    stream.tail()
+    box = stream.append_plain("Hello *world and more")
+    assert box is not None and stream.shown_text() == "Hello *world and more"
+    assert stream.append_plain("Hello *world and more\nnext") is None  # a newline
+    clock[0] += MIN_INTERVAL_S
+    assert stream.append_plain("Hello *world and more*") is None  # a render is due and markdown changed
+    assert stream.update("Hello *world and more*") and stream.doc.toPlainText() == "Hello world and more"
+    clock[0] += MIN_INTERVAL_S
+    stream.update("Hello *world and more*\n\nThe keeper")  # rendered: a new paragraph
+    stream.update("Hello *world and more*\n\nThe keeper climbed")
+    stream.tail()
+    clock[0] += MIN_INTERVAL_S
+    assert stream.append_plain("Hello *world and more*\n\nThe keeper climbed the stairs") is not None  # due, but plain
+    assert stream.doc.toPlainText().endswith("The keeper") and stream.pending == " climbed the stairs"
