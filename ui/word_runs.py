@@ -18,17 +18,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPointF, QRectF
-from PySide6.QtGui import QFont, QFontMetricsF, QPainter
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QStaticText, QTransform
 
 # Text that wraps only at spaces: Latin, Greek, Cyrillic and general punctuation, no tabs
 # or newlines. (CJK, Thai and others may break between any two characters.)
 LATIN_TEXT = re.compile(r"[\u0020-\u052F\u2010-\u2027\u2030-\u205E]*")
 _TOKENS = re.compile(r" +|[^ ]+")
-# Advances of words already measured, per font: replies repeat their words, and measuring one
-# shapes it (a few us each, several times that on a cold cache between frames).
-_ADVANCES: dict[tuple[str, str], float] = {}
-_MAX_ADVANCES = 20_000
+# Words already shaped, per font, with their width: replies repeat their words, and shaping
+# one (to measure it, and again on every drawText of it) was most of a frame's drawing.
+# QStaticText keeps the shaped glyphs; drawing it at (x, baseline - ascent) gives the pixels
+# drawText gives at (x, baseline).
+_SHAPED: dict[tuple[str, str], tuple[QStaticText, float]] = {}
+_ADVANCES: dict[tuple[str, str], float] = {}  # runs of spaces
+_MAX_CACHED = 20_000
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class WordRuns:
     right: float
     ascent: float  # of a line, as the QTextLayout before the runs has it (Qt rounds it)
     line_height: float
-    words: tuple[tuple[float, float, float, str], ...]
+    words: tuple[tuple[float, float, float, str, QStaticText], ...]
     cursor: float
     baseline: float  # of the line the cursor is on
     open_word: bool
@@ -65,28 +68,40 @@ class WordRuns:
                 open_word = False
                 continue
             if open_word:  # the token continues the last word: measure the word again
-                x, word_baseline, _width, word = words.pop()
+                x, word_baseline, _width, word, _shaped = words.pop()
                 token, baseline = word + token, word_baseline
             else:
                 x = cursor
-            width = advance(token)
+            shaped, width = self._shaped(token)
             if x + width > right and x > left:  # does not fit: the whole word starts the next line
                 x, baseline = left, baseline + self.line_height
             if x + width > right:
                 return None  # longer than a line: QTextLayout breaks it anywhere
-            words.append((x, baseline, width, token))
+            words.append((x, baseline, width, token, shaped))
             cursor, open_word = x + width, True
         return WordRuns(self.font, self.metrics, self.font_key, left, right, self.ascent, self.line_height,
                         tuple(words), cursor, baseline, open_word)
 
-    def _advance(self, text: str) -> float:
-        key = (self.font_key, text)
+    def _advance(self, spaces: str) -> float:
+        key = (self.font_key, spaces)
         width = _ADVANCES.get(key)
         if width is None:
-            if len(_ADVANCES) >= _MAX_ADVANCES:
+            if len(_ADVANCES) >= _MAX_CACHED:
                 _ADVANCES.clear()
-            width = _ADVANCES[key] = self.metrics.horizontalAdvance(text)
+            width = _ADVANCES[key] = self.metrics.horizontalAdvance(spaces)
         return width
+
+    def _shaped(self, word: str) -> tuple[QStaticText, float]:
+        key = (self.font_key, word)
+        shaped = _SHAPED.get(key)
+        if shaped is None:
+            if len(_SHAPED) >= _MAX_CACHED:
+                _SHAPED.clear()
+            text = QStaticText(word)
+            text.setTextFormat(Qt.TextFormat.PlainText)
+            text.prepare(QTransform(), self.font)
+            shaped = _SHAPED[key] = (text, self.metrics.horizontalAdvance(word))
+        return shaped
 
     @property
     def bottom(self) -> float:
@@ -96,7 +111,7 @@ class WordRuns:
         """(x, top, bottom) of where the last word starts (the cursor after a space)."""
         top = self.baseline - self.ascent
         if self.open_word and self.words:
-            x, baseline, _width, _word = self.words[-1]
+            x, baseline = self.words[-1][:2]
             top = baseline - self.ascent
             return (x, top, top + self.line_height)
         return (self.cursor, top, top + self.line_height)
@@ -108,9 +123,10 @@ class WordRuns:
         ascent, height = self.ascent, self.line_height
         clip_left, clip_top, clip_bottom = clip.left(), clip.top(), clip.bottom()
         painter.setFont(self.font)
-        for x, baseline, width, word in reversed(self.words):
+        text_ascent = self.metrics.ascent()
+        for x, baseline, width, _word, shaped in reversed(self.words):
             top = baseline - ascent
             if top + height <= clip_top:
                 break  # the words before this one are on lines above the clip
             if top < clip_bottom and x + width + 2 > clip_left:
-                painter.drawText(QPointF(x, baseline), word)
+                painter.drawStaticText(QPointF(x, baseline - text_ascent), shaped)
