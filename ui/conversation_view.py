@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QResizeEvent
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent,
+                           QRegion, QResizeEvent)
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
 
 from ui.conversation_model import ConversationModel
@@ -60,12 +61,15 @@ class ConversationView(QListView):
         self._confirm_open = confirm_open or (lambda url: confirm_with_dialog(self, url))
         self._stick_to_bottom = True
         self._pending_anchor: tuple[str, int, int] | None = None
-        self._stream_frame_row: int | None = None  # a streaming row whose changed text awaits a paint
+        # A streaming row whose changed text awaits a paint: (row, x, y) of its top-left in the
+        # viewport, as of the update (a relayout, scroll or resize in between drops it).
+        self._stream_frame: tuple[int, int, int] | None = None
         self._adjusting = False
         self._prefetch_timer = QTimer(self)
         self._prefetch_timer.setSingleShot(True)
         self._prefetch_timer.timeout.connect(self._prefetch_layouts)
         self._delegate = MessageDelegate(self)
+        self._viewport = self.viewport()  # a QAbstractScrollArea keeps its viewport widget
         self._width_timer = QTimer(self)  # a resize re-estimates every row, once it settles
         self._width_timer.setSingleShot(True)
         self._width_timer.setInterval(40)
@@ -191,8 +195,14 @@ class ConversationView(QListView):
         index = self.model().index(row, 0)
         area = self._delegate.stream_frame(row)
         if area is not None:  # the common frame: a few words, repainted on their own
-            self._stream_frame_row = row
-            self.viewport().update(area.translated(self.visualRect(index).topLeft()))
+            # Few Qt calls here: each costs microseconds on the caches the engine empties.
+            x, y, _width, _height = self.visualRect(index).getRect()
+            self._stream_frame = (row, x, y)
+            left, top, width, height, more = area
+            region = QRect(x + left, y + top, width, height)
+            if more is not None:  # the last word moved down: the lines below too
+                region = QRegion(region) + QRegion(x + more[0], y + more[1], more[2], more[3])
+            self._viewport.update(region)
             return
         if not self._repaint_changed_part(index):
             super().dataChanged(index, index, [])  # its height changed: the list lays out again
@@ -207,14 +217,13 @@ class ConversationView(QListView):
         if area is None:
             self.viewport().update(rect)
         elif not area.isEmpty():
-            self._stream_frame_row = row
+            self._stream_frame = (row, rect.x(), rect.y())
             self.viewport().update(area.translated(rect.topLeft()))
         return True
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        row, self._stream_frame_row = self._stream_frame_row, None
-        if row is not None and self._delegate.paint_stream_frame(
-                self.viewport(), row, self.visualRect(self.model().index(row, 0)), event.rect()):
+        frame, self._stream_frame = self._stream_frame, None
+        if frame is not None and self._delegate.paint_stream_frame(self._viewport, frame, event.rect()):
             return  # a frame of a streaming reply: only its new text was exposed, and drawn
         # The delegate draws a row's document only inside the exposed rect: a token repaints
         # the last lines of the streaming reply, not every visible line of it.
@@ -224,7 +233,12 @@ class ConversationView(QListView):
         finally:
             self._delegate.paint_region = None
 
+    def scrollContentsBy(self, dx: int, dy: int) -> None:
+        self._stream_frame = None  # rows moved
+        super().scrollContentsBy(dx, dy)
+
     def resizeEvent(self, event: QResizeEvent) -> None:
+        self._stream_frame = None
         super().resizeEvent(event)
         if self._delegate.row_width() != max(120, self.viewport().width()):
             self._delegate.forget_width()
@@ -239,6 +253,7 @@ class ConversationView(QListView):
             self.scheduleDelayedItemsLayout()
 
     def doItemsLayout(self) -> None:
+        self._stream_frame = None  # rows may move
         anchor, self._pending_anchor = self._pending_anchor, None
         if anchor is None and not self._stick_to_bottom:
             anchor = self._top_anchor()

@@ -79,6 +79,8 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         self.layouter.set_font(self._view.font())
         self.docs.font = self._view.font()
         self.docs.dark = is_dark(self._view.palette())
+        # What QListView gives the delegate for an enabled row: the Normal (Active) colour group.
+        self.stream_text_color = self._view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)
         self.docs.clear()
         self._layouts.clear()
 

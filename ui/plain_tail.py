@@ -1,12 +1,16 @@
 """Plain text drawn after a document's last line, as if it continued the last paragraph.
 
-A streaming reply gets a markdown render of its tail a few times a second; the characters
-that arrive in between have to show at once. Inserting them into the QTextDocument lays its
+A streaming reply gets a markdown render of its tail when the new text can change what
+markdown shows (ui/stream_document.py: renders_as_plain), at most a few times a second; the
+characters that arrive in between have to show at once, and a plain paragraph can stream
+whole before its next render. Inserting them into the QTextDocument lays its
 last paragraph out again from its first character on every frame (QTextEngine shapes a
 block whole): 70 us for a short paragraph, 250-350 us for a 600-1200 character one, on the
 UI thread, once per frame. Here those few characters get a QTextLayout of their own that
 starts where the document's last line ends, so a frame costs the same whatever the length
-of the paragraph. Qt has no "continue this block" layout, hence these small classes.
+of the paragraph. Qt has no "continue this block" layout, hence these small classes. As the
+text grows, only its end is laid out again (extended(); words of text that breaks at spaces
+are placed one by one, ui/word_runs.py), so a frame's cost does not grow with the tail either.
 
 Coordinates are the document's (its top-left is 0, 0).
 """
@@ -204,10 +208,20 @@ class PlainTail:
             return (x, min(self._start[1], line.y()), max(self._start[2], line.y() + line.height()))
         return (x, line.y(), line.y() + line.height())
 
+    def after_document(self, left: float, top: float) -> bool:
+        """Whether an area from (left, top) rightwards and down holds none of the document's ink:
+        it starts on or below the document's last line, after that line's text."""
+        anchor = self._anchor
+        return top >= anchor.top and left >= anchor.x + 2
+
     def draw(self, painter: QPainter, clip: QRectF) -> None:
-        """Draw the lines (and words) that reach into `clip`: a frame's clip starts where its
-        new text does, and drawing a whole line again there would shape all of it."""
-        top, bottom, left, origin = clip.top(), clip.bottom(), clip.left(), QPointF(0, 0)
+        self.draw_area(painter, clip.left(), clip.top(), clip.bottom())
+
+    def draw_area(self, painter: QPainter, left: float, top: float, bottom: float) -> None:
+        """Draw the lines (and words) that reach into the area from `left` rightwards, `top` to
+        `bottom`: a frame's area starts where its new text does, and drawing a whole line again
+        there would shape all of it."""
+        origin = QPointF(0, 0)
         if top < self._layout_bottom:
             # From the last line up, stopping above the clip: a frame's clip holds the last line or two.
             for layout, count in reversed(self._frozen + ((self._layout, self._lines),)):
@@ -222,4 +236,4 @@ class PlainTail:
                     continue
                 break
         if self._runs is not None:
-            self._runs.draw(painter, clip)
+            self._runs.draw(painter, left, top, bottom)

@@ -4,8 +4,11 @@ Re-rendering a whole reply as markdown every frame costs O(reply) per frame (ten
 long one: markdown-it, pygments, QTextDocument.setHtml and layout). Here the text is cut at the
 last top-level block boundary (a line after a blank line, outside any code fence): everything
 before it is rendered once and appended to the document, only the trailing block is replaced
-(research/performance.md section 4.1). Between markdown renders new characters are inserted
-as plain text. The reply gets one canonical whole render when it finishes (DocumentStore).
+(research/performance.md section 4.1). Between markdown renders new characters are shown
+as plain text after the document (ui/plain_tail.py). The tail is rendered again only when its
+new text can change what markdown shows (renders_as_plain): plain words that continue the
+rendered line never need it, so a prose paragraph streams with one render at its start and
+one at its end. The reply gets one canonical whole render when it finishes (DocumentStore).
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ class StreamDocument:
         self._anchor: TailAnchor | None = None  # None after every document edit
         self._anchor_width = -1.0
         self._doc_height: float | None = None  # the document's, until it changes
+        self._doc_size: tuple[float, float] | None = None  # valid while _doc_height is not None
         self._plain_memo: tuple[tuple[int, int, int], bool] = ((-1, -1, -1), False)
 
     def _renders_as_plain(self, content: str) -> bool:
@@ -158,12 +162,20 @@ class StreamDocument:
         """What the person sees, as plain text: the document, then the pending text."""
         return self.doc.toPlainText() + self.pending
 
+    def doc_size(self) -> tuple[float, float]:
+        """The document's (width, height), kept until it changes (asked every frame)."""
+        if self._doc_size is None or self._doc_height is None:
+            size = self.doc.size()
+            self._doc_size = (size.width(), size.height())
+            self._doc_height = size.height()
+        return self._doc_size
+
     def height(self) -> float:
         """Height of the document and the pending text after it."""
         tail = self.tail()
         height = self._doc_height
         if height is None:  # asked every frame; the document changes a few times a second
-            height = self._doc_height = self.doc.size().height()
+            height = self.doc_size()[1]
         return height if tail is None else max(height, tail.bottom)
 
     @property

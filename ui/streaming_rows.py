@@ -1,10 +1,11 @@
 """The per-frame path of a streaming reply's row, mixed into MessageDelegate.
 
 While a reply streams, every frame (27-40 a second, see ui/frame_pacer.py) adds a few
-characters to one row. This keeps that cheap: the row's layout is updated in place when only
-the plain tail grew (grow_streaming_row), only what changed is repainted (changed_area) and
-drawn (paint_stream_frame), and the markdown re-render of the tail is scheduled here (a timer
-per delegate). The window's CPU per frame comes out of the engine's cores on a small machine
+characters to one row. This keeps that cheap: the common frame (plain words, no render due)
+takes stream_frame, which updates the row in place and names the rect of its new words;
+other frames take grow_streaming_row and changed_area, which handle renders, folds and
+newlines; only what changed is drawn (paint_stream_frame), and the markdown re-render of
+the tail is scheduled here (a timer per delegate). The window's CPU per frame comes out of the engine's cores on a small machine
 (issue 3: tg through the window >= 0.98x headless), so this path avoids everything the
 general row path does.
 
@@ -71,11 +72,12 @@ class StreamingRows:
             self._watch_stream_tail(item.id)
         return True
 
-    def stream_frame(self, row: int) -> QRect | QRegion | None:
+    def stream_frame(self, row: int) -> tuple[int, int, int, int, tuple[int, int, int, int] | None] | None:
         """The common frame of a streaming reply, with as little work as it needs: a few plain
         words after text that is laid out already, in the room the row has. Updates the row's
-        layout in place and returns the row-relative part to repaint; None: not that frame
-        (the caller takes the general path, grow_streaming_row and changed_area).
+        layout in place and returns the row-relative part to repaint, (x, y, width, height,
+        then the same for the lines below when the last word moved down, else None); None: not
+        that frame (the caller takes the general path, grow_streaming_row and changed_area).
 
         A frame's work is mostly the Python and Qt code it runs once, on caches the engine has
         just emptied (about 0.1 ms a function here); every step the common frame can skip
@@ -101,10 +103,10 @@ class StreamingRows:
         left = max(0, lay.doc_left + int(x) - 2)  # antialiasing reaches a pixel or two left
         y = max(0, lay.doc_top + int(top) - 1)
         below = lay.doc_top + math.ceil(bottom) + 1
-        area = QRect(left, y, max(0, lay.width - left), below - y)
+        more = None
         if lay.doc_top + tail.bottom > below:  # the last word moved down a line
-            return QRegion(area) + QRegion(0, below, lay.width, lay.doc_top + math.ceil(tail.bottom) + 1 - below)
-        return area
+            more = (0, below, lay.width, lay.doc_top + math.ceil(tail.bottom) + 1 - below)
+        return (left, y, max(0, lay.width - left), below - y, more)
 
     @staticmethod
     def _outdate(lay: RowLayout) -> None:
@@ -145,27 +147,30 @@ class StreamingRows:
             region += QRegion(0, below, lay.width, lay.doc_top + math.ceil(lay.tail.bottom) + 1 - below)
         return region
 
-    def paint_stream_frame(self, viewport: QWidget, row: int, row_rect: QRect, exposed: QRect) -> bool:
-        """The view's paint of a frame of a streaming row: when all of `exposed` lies in the
-        row's text area, draw the text there and return True, without the list view's paint
-        (which builds a style option and calls paint() for the row). False: paint as usual.
+    def paint_stream_frame(self, viewport: QWidget, frame: tuple[int, int, int], exposed: QRect) -> bool:
+        """The view's paint of a frame of a streaming row (`frame`: the row and its top-left in
+        the viewport): when all of `exposed` lies in the row's text area, draw the text there
+        and return True, without the list view's paint (which builds a style option and calls
+        paint() for the row). False: paint as usual.
 
         A frame repaints a word or two up to 40 times a second; the list view's paint machinery and
         the full row paint cost about 0.3 ms of that on a busy 2-core machine.
         """
         if self.show_focus or not viewport.isEnabled():
             return False  # no focus frame to draw; a disabled view draws greyed text
-        item, lay, _stream = self._stream_row(row)
-        if item is None or lay is None or lay.item is not item or item.status != "streaming" \
-                or not self._in_text_area(lay, row_rect.topLeft(), exposed):
+        row, row_x, row_y = frame
+        item, lay, stream = self._stream_row(row)
+        if item is None or lay is None or stream is None or lay.item is not item or item.status != "streaming" \
+                or lay.doc is None or not lay.item.seen_by_model:
             return False
-        # What QListView gives the delegate for an enabled row: the Normal (Active) colour group.
-        text = self._view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)
+        left, top, width, height = exposed.getRect()
+        if top - row_y < lay.doc_top or top + height - row_y > lay.doc_top + lay.doc_room:
+            return False  # not all in the text area
         painter = QPainter(viewport)
         try:
-            top_left = row_rect.topLeft()
-            origin = QPoint(top_left.x() + lay.doc_left, top_left.y() + lay.doc_top)
-            paint_stream_text(painter, lay.doc, lay.tail, origin, text, QRectF(exposed))
+            x, y = row_x + lay.doc_left, row_y + lay.doc_top
+            paint_stream_text(painter, lay.doc, stream.doc_size(), lay.tail, x, y, self.stream_text_color,
+                              (left - x, top - y, width, height))
         finally:
             painter.end()
         return True

@@ -25,23 +25,28 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
     painter.restore()
 
 
-def paint_stream_text(painter: QPainter, doc: QTextDocument, tail: PlainTail | None, origin: QPoint,
-                      text_color: QColor, visible: QRectF) -> None:
+def paint_stream_text(painter: QPainter, doc: QTextDocument, doc_size: tuple[float, float], tail: PlainTail | None,
+                      x: float, y: float, text_color: QColor, clip: tuple[float, float, float, float]) -> None:
     """paint_document, then paint_plain_tail, with a painter of its own that ends right after
-    (a frame of a streaming reply): no save() and restore(), which cost more than drawing the
-    few glyphs a token brings."""
-    painter.translate(origin)
+    (a frame of a streaming reply). `doc` goes at (x, y); `clip` (left, top, width, height) is in
+    its coordinates. No save() and restore(), and plain numbers rather than Qt geometry objects:
+    each Qt call costs microseconds on the caches the engine keeps emptying, and a frame draws
+    only a word or two."""
+    painter.translate(x, y)
     painter.setPen(text_color)
-    clip = visible.translated(-QPointF(origin))
-    size = doc.size()
-    doc_clip = clip.intersected(QRectF(0, 0, size.width(), size.height()))
-    if not doc_clip.isEmpty():
+    left, top, width, height = clip
+    right, bottom = left + width, top + height
+    doc_width, doc_height = doc_size
+    doc_right, doc_bottom = min(right, doc_width), min(bottom, doc_height)
+    past_document = tail is not None and tail.after_document(left, top)
+    if not past_document and left < doc_right and top < doc_bottom:
+        doc_clip = QRectF(max(left, 0.0), max(top, 0.0), doc_right - max(left, 0.0), doc_bottom - max(top, 0.0))
         painter.setClipRect(doc_clip)
         if not _draw_last_paragraph_lines(painter, doc, doc_clip):
             _draw_with_layout(painter, doc, text_color, doc_clip)
         painter.setClipping(False)  # the tail is drawn below the document too
-    if tail is not None and not clip.isEmpty() and tail.first_top <= clip.bottom() and clip.top() <= tail.bottom:
-        tail.draw(painter, clip)
+    if tail is not None and width > 0 and height > 0 and tail.first_top <= bottom and top <= tail.bottom:
+        tail.draw_area(painter, left, top, bottom)
 
 
 def _draw_with_layout(painter: QPainter, doc: QTextDocument, text_color: QColor, clip: QRectF) -> None:

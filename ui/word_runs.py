@@ -2,12 +2,12 @@
 
 A token adds a word or two to a streaming reply. Laying out the tail's last line again with a
 QTextLayout costs that whole line's shaping every frame (50-170 us here, most of a frame's
-text work), and drawing it draws the whole line again. Here each new word is measured once
-(QFontMetricsF.horizontalAdvance), placed after the previous one, and moved to the next
-line when it does not fit, as QTextLayout wraps text that breaks only at spaces; a frame
-then shapes and draws only the words it brought. Only for scripts that break at spaces (Latin,
-Greek, Cyrillic: LATIN_TEXT); anything else, a tab, or a word longer than a line, and the
-caller lays the text out with a QTextLayout instead.
+text work), and drawing it draws the whole line again. Here each new word is shaped once
+(a QStaticText, kept per font and word), placed after the previous one, and moved to the
+next line when it does not fit, as QTextLayout wraps text that breaks only at spaces; a
+frame then draws only the words it brought, without shaping them again. Only for scripts that
+break at spaces (Latin, Greek, Cyrillic: LATIN_TEXT); anything else, a tab, or a word longer
+than a line, and the caller lays the text out with a QTextLayout instead.
 
 Immutable: a row's layout may still hold the previous runs while the next ones are built.
 Coordinates are the document's.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QStaticText, QTransform
 
 # Text that wraps only at spaces: Latin, Greek, Cyrillic and general punctuation, no tabs
@@ -45,6 +45,7 @@ class WordRuns:
     left: float  # where a wrapped line starts
     right: float
     ascent: float  # of a line, as the QTextLayout before the runs has it (Qt rounds it)
+    text_ascent: float  # the font's: a QStaticText is drawn from its top, ascent above the baseline
     line_height: float
     words: tuple[tuple[float, float, float, str, QStaticText], ...]
     cursor: float
@@ -55,7 +56,7 @@ class WordRuns:
     def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, ascent: float,
               line_height: float, x: float, baseline: float) -> "WordRuns":
         """Runs that start at (x, baseline), after text that ends in a space."""
-        return cls(font, metrics, font.key(), left, right, ascent, line_height, (), x, baseline, False)
+        return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), line_height, (), x, baseline, False)
 
     def add(self, piece: str) -> "WordRuns | None":
         """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a line."""
@@ -79,8 +80,8 @@ class WordRuns:
                 return None  # longer than a line: QTextLayout breaks it anywhere
             words.append((x, baseline, width, token, shaped))
             cursor, open_word = x + width, True
-        return WordRuns(self.font, self.metrics, self.font_key, left, right, self.ascent, self.line_height,
-                        tuple(words), cursor, baseline, open_word)
+        return WordRuns(self.font, self.metrics, self.font_key, left, right, self.ascent, self.text_ascent,
+                        self.line_height, tuple(words), cursor, baseline, open_word)
 
     def _advance(self, spaces: str) -> float:
         key = (self.font_key, spaces)
@@ -116,14 +117,14 @@ class WordRuns:
             return (x, top, top + self.line_height)
         return (self.cursor, top, top + self.line_height)
 
-    def draw(self, painter: QPainter, clip: QRectF) -> None:
-        """Draw the words that reach into `clip`, newest first (a frame's clip holds the last few)."""
+    def draw(self, painter: QPainter, clip_left: float, clip_top: float, clip_bottom: float) -> None:
+        """Draw the words that reach into the area from `clip_left` rightwards, `clip_top` to
+        `clip_bottom`, newest first (a frame's area holds the last few)."""
         if not self.words:
             return
         ascent, height = self.ascent, self.line_height
-        clip_left, clip_top, clip_bottom = clip.left(), clip.top(), clip.bottom()
         painter.setFont(self.font)
-        text_ascent = self.metrics.ascent()
+        text_ascent = self.text_ascent
         for x, baseline, width, _word, shaped in reversed(self.words):
             top = baseline - ascent
             if top + height <= clip_top:
