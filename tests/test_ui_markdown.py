@@ -363,9 +363,8 @@ def test_the_short_path_takes_only_frames_that_need_no_render(qapp: object) -> N
     stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
     stream.doc.setTextWidth(300)
     stream.update("Hello *wor")  # rendered
-    assert stream.append_plain("Hello *world") is None  # no pending text laid out yet: the full path
-    stream.update("Hello *world")
-    stream.tail()
+    first = stream.append_plain("Hello *world")  # the first pending text: after the document's last line
+    assert first is not None and first[0] > 0 and stream.pending == "ld" and stream.tail() is not None
     box = stream.append_plain("Hello *world and more")
     assert box is not None and stream.shown_text() == "Hello *world and more"
     assert stream.append_plain("Hello *world and more\nnext") is None  # a newline

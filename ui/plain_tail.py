@@ -181,12 +181,14 @@ class PlainTail:
         return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, last.ascent(), last.height(), x,
                               last.y() + last.ascent())
 
-    def last_word_box(self) -> tuple[float, float, float]:
+    def last_word_box(self, *, closed: bool = False) -> tuple[float, float, float]:
         """(x, top, bottom) where the last word of the text starts: the first place text after
         it can change (greedy wrapping may move that word down as it grows; nothing before
-        it moves). The first line's box also spans the document's last line, which it shares."""
+        it moves). `closed`: the text that comes next starts with a space, so the last word
+        stays as it is and the place is its end. The first line's box also spans the
+        document's last line, which it shares."""
         if self._runs is not None:
-            x, top, bottom = self._runs.last_word_box()
+            x, top, bottom = self._runs.last_word_box(closed=closed)
             if top <= self.first_top + 0.5:  # the tail's first line
                 return (x, min(self._start[1], top), max(self._start[2], bottom))
             return (x, top, bottom)
@@ -194,7 +196,7 @@ class PlainTail:
         if not shown or not self._lines:
             return self._start
         layout = self._layout
-        if shown[-1].isspace():
+        if closed or shown[-1].isspace():
             start = len(shown)
             line = layout.lineAt(layout.lineCount() - 1)
         else:

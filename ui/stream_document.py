@@ -249,7 +249,7 @@ class StreamDocument:
         (x, top, bottom) of where the shown text changed, as take_changed_area() would (the
         caller repaints it); None when the frame is not that one (call update())."""
         plain, text = self._plain, self.text
-        if plain is None or len(content) <= len(text):
+        if len(content) <= len(text) or (plain is None and self.pending):
             return None
         piece = content[len(text):]
         if "\n" in piece or len(self.pending) + len(piece) > MAX_PENDING_CHARS or "\n" in self.pending \
@@ -257,7 +257,17 @@ class StreamDocument:
             return None
         if self._clock() - self._rendered_at >= self.interval and not self._renders_as_plain(content):
             return None  # a markdown render is due
-        box = plain.last_word_box()
+        if plain is None:  # the first pending text since the document changed
+            if len(text) == self._rendered_len and text[-1:].isspace() and not piece[:1].isspace():
+                piece = " " + piece  # as update() does
+            anchor = self._current_anchor()
+            box = (anchor.x, anchor.top, anchor.bottom)
+            self.pending = piece
+            self.text = content
+            self.tail()
+            return box
+        # A piece that starts with a space leaves the last word as it was: only what follows changes.
+        box = plain.last_word_box(closed=piece[:1] == " ")
         self._plain = plain.extended(piece)
         self.pending += piece
         self.text = content

@@ -108,10 +108,11 @@ class WordRuns:
     def bottom(self) -> float:
         return self.baseline - self.ascent + self.line_height
 
-    def last_word_box(self) -> tuple[float, float, float]:
-        """(x, top, bottom) of where the last word starts (the cursor after a space)."""
+    def last_word_box(self, *, closed: bool = False) -> tuple[float, float, float]:
+        """(x, top, bottom) of where the last word starts (the cursor after a space, or when
+        `closed`: what comes next starts with a space)."""
         top = self.baseline - self.ascent
-        if self.open_word and self.words:
+        if self.open_word and self.words and not closed:
             x, baseline = self.words[-1][:2]
             top = baseline - self.ascent
             return (x, top, top + self.line_height)
