@@ -367,7 +367,6 @@ def test_the_short_path_takes_only_frames_that_need_no_render(qapp: object) -> N
     assert first is not None and first[0] > 0 and stream.pending == "ld" and stream.tail() is not None
     box = stream.append_plain("Hello *world and more")
     assert box is not None and stream.shown_text() == "Hello *world and more"
-    assert stream.append_plain("Hello *world and more\nnext") is None  # a newline
     clock[0] += MIN_INTERVAL_S
     assert stream.append_plain("Hello *world and more*") is None  # a render is due and markdown changed
     assert stream.update("Hello *world and more*") and stream.doc.toPlainText() == "Hello world and more"
@@ -378,3 +377,8 @@ def test_the_short_path_takes_only_frames_that_need_no_render(qapp: object) -> N
     clock[0] += MIN_INTERVAL_S
     assert stream.append_plain("Hello *world and more*\n\nThe keeper climbed the stairs") is not None  # due, but plain
     assert stream.doc.toPlainText().endswith("The keeper") and stream.pending == " climbed the stairs"
+    other = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
+    other.update("Para")
+    assert other.append_plain("Para\n\nNext") is not None and other.pending == "\n\nNext"  # no render due yet
+    clock[0] += MIN_INTERVAL_S
+    assert other.append_plain("Para\n\nNext words") is None  # due, and a new paragraph is not plain

@@ -244,33 +244,37 @@ class StreamDocument:
         return max(0.0, self._rendered_at + self.interval - self._clock())
 
     def append_plain(self, content: str) -> tuple[float, float, float] | None:
-        """update() for the common frame, cheaply: `content` adds text without a newline after
-        pending text that is laid out already, and no markdown render is due for it. Returns
-        (x, top, bottom) of where the shown text changed, as take_changed_area() would (the
-        caller repaints it); None when the frame is not that one (call update())."""
-        plain, text = self._plain, self.text
-        if len(content) <= len(text) or (plain is None and self.pending):
+        """update() for the common frame, cheaply: `content` adds text that no markdown render is
+        due for, and that does not overflow the pending text (no fold). Returns (x, top, bottom)
+        of where the shown text changed, as take_changed_area() would (the caller repaints it);
+        None when the frame is not that one (call update())."""
+        plain, text, pending = self._plain, self.text, self.pending
+        if len(content) <= len(text) or (plain is None and pending):
             return None
         piece = content[len(text):]
-        if "\n" in piece or len(self.pending) + len(piece) > MAX_PENDING_CHARS or "\n" in self.pending \
-                or not content.startswith(text):
+        if len(pending) + len(piece) > MAX_PENDING_CHARS or not content.startswith(text):
             return None
         if self._clock() - self._rendered_at >= self.interval and not self._renders_as_plain(content):
             return None  # a markdown render is due
+        self.text = content
+        # Changes not taken yet were drawn already: the row was painted whole after them (its
+        # first paint, or a relayout), and this frame repaints only what it changes.
+        self._changed_from = self._pending_box = None
         if plain is None:  # the first pending text since the document changed
             if len(text) == self._rendered_len and text[-1:].isspace() and not piece[:1].isspace():
                 piece = " " + piece  # as update() does
             anchor = self._current_anchor()
-            box = (anchor.x, anchor.top, anchor.bottom)
             self.pending = piece
-            self.text = content
             self.tail()
-            return box
+            return (anchor.x, anchor.top, anchor.bottom)
         # A piece that starts with a space leaves the last word as it was: only what follows changes.
         box = plain.last_word_box(closed=piece[:1] == " ")
-        self._plain = plain.extended(piece)
-        self.pending += piece
-        self.text = content
+        self.pending = pending + piece
+        if "\n" in piece or "\n" in pending:
+            self._plain = None  # how a newline shows depends on what follows it: lay it all out again
+            self.tail()
+        else:
+            self._plain = plain.extended(piece)
         return box
 
     def update(self, content: str) -> bool:

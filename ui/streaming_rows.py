@@ -84,7 +84,7 @@ class StreamingRows:
         counts (issue 3: tg through the window >= 0.98x headless).
         """
         item, lay, stream = self._stream_row(row)
-        if item is None or lay is None or stream is None or lay.tail is None or item.status != "streaming" \
+        if item is None or lay is None or stream is None or item.status != "streaming" \
                 or lay.width != self.row_width() or not same_chrome(lay.item, item):
             return None
         box = stream.append_plain(item.content)
