@@ -7,7 +7,6 @@ append_text, called once per frame with the coalesced text, and touches one row 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -115,7 +114,12 @@ class ConversationModel(QStandardItemModel):
         if row is None or not text:
             return
         old = self._items[row]
-        self._items[row] = dataclasses.replace(old, content=old.content + text)
+        # The record with longer text: dataclasses.replace() checks and re-initialises every
+        # field (5 us, more on the cold caches between frames), once per frame of every reply.
+        new = object.__new__(MessageItem)
+        new.__dict__.update(old.__dict__)
+        new.__dict__["content"] = old.content + text
+        self._items[row] = new
         self.text_appended.emit(row)
 
     def update_message(self, item: MessageItem) -> None:
