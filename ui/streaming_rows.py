@@ -1,13 +1,13 @@
 """The per-frame path of a streaming reply's row, mixed into MessageDelegate.
 
 While a reply streams, every frame (27-40 a second, see ui/frame_pacer.py) adds a few
-characters to one row. This keeps that cheap: the common frame (plain words, no render due)
-takes stream_frame, which updates the row in place and names the rect of its new words;
-other frames take grow_streaming_row and changed_area, which handle renders, folds and
-newlines; only what changed is drawn (paint_stream_frame), and the markdown re-render of
-the tail is scheduled here (a timer per delegate). The window's CPU per frame comes out of the engine's cores on a small machine
-(issue 3: tg through the window >= 0.98x headless), so this path avoids everything the
-general row path does.
+characters to one row. This keeps that cheap: a frame no markdown render is due for takes
+stream_frame, which updates the row in place and names the rect of its new words; the others
+take grow_streaming_row and changed_area (renders, folds, a row that grows); only what
+changed is drawn (paint_stream_frame), and the markdown re-render of the tail is scheduled
+here (a timer per delegate). The window's CPU per frame comes out of the engine's cores on a
+small machine (issue 3: tg through the window >= 0.98x headless), so this path avoids
+everything the general row path does.
 
 Uses the delegate's _model, _view, _layouts, docs, layouter, row_width(), show_focus,
 paint_region and refresh_requested.
@@ -73,15 +73,15 @@ class StreamingRows:
         return True
 
     def stream_frame(self, row: int) -> tuple[int, int, int, int, tuple[int, int, int, int] | None] | None:
-        """The common frame of a streaming reply, with as little work as it needs: a few plain
-        words after text that is laid out already, in the room the row has. Updates the row's
+        """The common frame of a streaming reply, with as little work as it needs: text no
+        markdown render is due for, in the room the row has. Updates the row's
         layout in place and returns the row-relative part to repaint, (x, y, width, height,
         then the same for the lines below when the last word moved down, else None); None: not
         that frame (the caller takes the general path, grow_streaming_row and changed_area).
 
-        A frame's work is mostly the Python and Qt code it runs once, on caches the engine has
-        just emptied (about 0.1 ms a function here); every step the common frame can skip
-        counts (issue 3: tg through the window >= 0.98x headless).
+        A frame's cost is mostly how much Python and Qt code it runs, once, on caches the
+        engine has just emptied: here that code runs 3-7 times slower than in a warm loop
+        (bench/ui_cpu.py against a micro-benchmark), so every step the common frame skips counts.
         """
         item, lay, stream = self._stream_row(row)
         if item is None or lay is None or stream is None or item.status != "streaming" \
