@@ -382,3 +382,15 @@ def test_the_short_path_takes_only_frames_that_need_no_render(qapp: object) -> N
     assert other.append_plain("Para\n\nNext") is not None and other.pending == "\n\nNext"  # no render due yet
     clock[0] += MIN_INTERVAL_S
     assert other.append_plain("Para\n\nNext words") is None  # due, and a new paragraph is not plain
+
+
+def test_a_soft_line_break_that_turns_hard_repaints_the_word_it_moves(qapp: object) -> None:
+    from ui.stream_document import StreamDocument
+
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: 0.0)
+    stream.doc.setTextWidth(400)
+    stream.update("Intro words")  # rendered
+    stream.update("Intro words and foo\n1.")  # pending; "1." is no list item yet: a soft break, one line
+    moved_word_x = stream.tail().last_word_box()[0]  # where "1." starts
+    box = stream.append_plain("Intro words and foo\n1. x")  # now "1." starts a list item on its own line
+    assert box is not None and box[0] <= moved_word_x + 0.5  # the repaint starts where "1." was

@@ -267,10 +267,13 @@ class StreamDocument:
             self.pending = piece
             self.tail()
             return (anchor.x, anchor.top, anchor.bottom)
-        # A piece that starts with a space leaves the last word as it was: only what follows changes.
-        box = plain.last_word_box(closed=piece[:1] == " ")
+        newline = "\n" in piece or "\n" in pending
+        # A piece that starts with a space leaves the last word as it was: only what follows
+        # changes. Not near a newline: new text can turn a soft line break into a hard one
+        # ("\n1." then " x": a list item), which moves the last word down too.
+        box = plain.last_word_box(closed=piece[:1] == " " and not newline)
         self.pending = pending + piece
-        if "\n" in piece or "\n" in pending:
+        if newline:
             self._plain = None  # how a newline shows depends on what follows it: lay it all out again
             self.tail()
         else:

@@ -31,13 +31,14 @@ _TOKENS = re.compile(r" +|[^ ]+")
 # drawText gives at (x, baseline).
 _SHAPED: dict[tuple[str, str], tuple[QStaticText, float]] = {}
 _ADVANCES: dict[tuple[str, str], float] = {}  # runs of spaces
-_MAX_CACHED = 20_000
+_MAX_CACHED = 4096  # words (a few hundred bytes each); a reply has a few hundred distinct ones
 
 
 @dataclass(frozen=True)
 class WordRuns:
-    """Words after a text, each (x, baseline, width, word); `cursor` is where the next
-    character goes, `open_word` whether the last word may still grow (no space after it)."""
+    """Words after a text, each (x, baseline, width, word, its shaped QStaticText); `cursor` is
+    where the next character goes, `open_word` whether the last word may still grow (no space
+    after it)."""
 
     font: QFont
     metrics: QFontMetricsF
@@ -56,7 +57,8 @@ class WordRuns:
     def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, ascent: float,
               line_height: float, x: float, baseline: float) -> "WordRuns":
         """Runs that start at (x, baseline), after text that ends in a space."""
-        return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), line_height, (), x, baseline, False)
+        return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), line_height, (), x, baseline,
+                   False)
 
     def add(self, piece: str) -> "WordRuns | None":
         """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a line."""
