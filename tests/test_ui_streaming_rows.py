@@ -72,6 +72,21 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
         model.append_text("live", word + (" " if i % 17 else "\n\n"))
         qtbot.wait(1 if i % 20 else 300)  # type: ignore[attr-defined]  # now and then a markdown render
     framed = on_screen(view)
+    # The list view's own repaint of the text area (no frame pending) takes the delegate's quick
+    # path and leaves the same pixels.
+    delegated = {"drawn": 0}
+    paint_text = delegate.paint_streaming_text
+
+    def counting_paint_text(*args: object) -> bool:
+        done = paint_text(*args)  # type: ignore[arg-type]
+        delegated["drawn"] += done
+        return done
+
+    delegate.paint_streaming_text = counting_paint_text  # type: ignore[method-assign]
+    row_rect = view.visualRect(model.index(model.row_of("live"), 0))
+    lay = delegate.layout_for(model.item(model.row_of("live")))
+    view.viewport().repaint(row_rect.x(), row_rect.y() + lay.doc_top, row_rect.width(), lay.doc_room)
+    assert delegated["drawn"] == 1 and on_screen(view) == framed
     # The reference: everything drawn again by Qt's own document drawing (no quick path).
     monkeypatch.setattr(text_document_paint, "_draw_last_paragraph_lines", lambda *args: False)
     view.viewport().repaint()

@@ -127,8 +127,7 @@ class StreamDocument:
         self._plain: PlainTail | None = None
         self._anchor: TailAnchor | None = None  # None after every document edit
         self._anchor_width = -1.0
-        self._doc_height: float | None = None  # the document's, until it changes
-        self._doc_size: tuple[float, float] | None = None  # valid while _doc_height is not None
+        self._doc_size: tuple[float, float] | None = None  # the document's, until it changes
         self._plain_memo: tuple[tuple[int, int, int], bool] = ((-1, -1, -1), False)
 
     def _renders_as_plain(self, content: str) -> bool:
@@ -141,7 +140,7 @@ class StreamDocument:
     def set_text_width(self, width: float) -> None:
         if self.doc.textWidth() != width:
             self.doc.setTextWidth(width)
-            self._anchor, self._plain, self._doc_height = None, None, None
+            self._anchor, self._plain, self._doc_size = None, None, None
 
     def tail(self) -> PlainTail | None:
         """The pending text laid out after the document (None when nothing is pending)."""
@@ -164,18 +163,15 @@ class StreamDocument:
 
     def doc_size(self) -> tuple[float, float]:
         """The document's (width, height), kept until it changes (asked every frame)."""
-        if self._doc_size is None or self._doc_height is None:
+        if self._doc_size is None:
             size = self.doc.size()
             self._doc_size = (size.width(), size.height())
-            self._doc_height = size.height()
         return self._doc_size
 
     def height(self) -> float:
         """Height of the document and the pending text after it."""
         tail = self.tail()
-        height = self._doc_height
-        if height is None:  # asked every frame; the document changes a few times a second
-            height = self.doc_size()[1]
+        height = self.doc_size()[1]  # asked every frame; the document changes a few times a second
         return height if tail is None else max(height, tail.bottom)
 
     @property
@@ -214,17 +210,28 @@ class StreamDocument:
                 top += text_layout.lineAt(max(0, line.lineNumber() - 1)).y()
         return top
 
-    def _mark_pending_changed(self) -> None:
-        """Pending text is about to grow: remember where the current PlainTail's last word
-        starts (its earliest place that can change), else where the document's last line ends."""
-        tail = self.tail()
-        if tail is not None:
-            box = tail.last_word_box()
-        else:
+    def _grow_pending(self, piece: str) -> tuple[float, float, float]:
+        """Add `piece` to the pending text and its tail (laid out lazily by tail()). Returns
+        (x, top, bottom) of the first place the shown text changed: where the tail's last word
+        starts (greedy wrapping may move it down), where it ends when `piece` starts with a
+        space, or where the document's last line ends when nothing was pending."""
+        if not self.pending and len(self.text) == self._rendered_len and self.text[-1:].isspace() \
+                and not piece[:1].isspace():
+            # Markdown dropped the whitespace that ended the rendered text; keep words apart.
+            piece = " " + piece
+        plain = self.tail()
+        newline = "\n" in piece or "\n" in self.pending
+        if plain is None:
             anchor = self._current_anchor()
             box = (anchor.x, anchor.top, anchor.bottom)
-        if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
-            self._pending_box = box
+        else:
+            # Not near a newline: new text can turn a soft line break into a hard one ("\n1."
+            # then " x": a list item), which moves the last word down too.
+            box = plain.last_word_box(closed=piece[:1] == " " and not newline)
+        self.pending += piece
+        # extended() lays out only the tail's end; how a newline shows depends on what follows it.
+        self._plain = plain.extended(piece) if plain is not None and not newline else None
+        return box
 
     def _mark_changed(self, position: int) -> None:
         self._changed_from = position if self._changed_from is None else min(self._changed_from, position)
@@ -248,36 +255,19 @@ class StreamDocument:
         due for, and that does not overflow the pending text (no fold). Returns (x, top, bottom)
         of where the shown text changed, as take_changed_area() would (the caller repaints it);
         None when the frame is not that one (call update())."""
-        plain, text, pending = self._plain, self.text, self.pending
-        if len(content) <= len(text) or (plain is None and pending):
+        text = self.text
+        if len(content) <= len(text):
             return None
         piece = content[len(text):]
-        if len(pending) + len(piece) > MAX_PENDING_CHARS or not content.startswith(text):
+        if len(self.pending) + len(piece) > MAX_PENDING_CHARS or not content.startswith(text):
             return None
         if self._clock() - self._rendered_at >= self.interval and not self._renders_as_plain(content):
             return None  # a markdown render is due
-        self.text = content
         # Changes not taken yet were drawn already: the row was painted whole after them (its
         # first paint, or a relayout), and this frame repaints only what it changes.
         self._changed_from = self._pending_box = None
-        if plain is None:  # the first pending text since the document changed
-            if len(text) == self._rendered_len and text[-1:].isspace() and not piece[:1].isspace():
-                piece = " " + piece  # as update() does
-            anchor = self._current_anchor()
-            self.pending = piece
-            self.tail()
-            return (anchor.x, anchor.top, anchor.bottom)
-        newline = "\n" in piece or "\n" in pending
-        # A piece that starts with a space leaves the last word as it was: only what follows
-        # changes. Not near a newline: new text can turn a soft line break into a hard one
-        # ("\n1." then " x": a list item), which moves the last word down too.
-        box = plain.last_word_box(closed=piece[:1] == " " and not newline)
-        self.pending = pending + piece
-        if newline:
-            self._plain = None  # how a newline shows depends on what follows it: lay it all out again
-            self.tail()
-        else:
-            self._plain = plain.extended(piece)
+        box = self._grow_pending(piece)
+        self.text = content
         return box
 
     def update(self, content: str) -> bool:
@@ -295,18 +285,9 @@ class StreamDocument:
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
         elif len(content) > len(self.text):
-            piece = content[len(self.text):]
-            if not self.pending and len(self.text) == self._rendered_len and self.text[-1:].isspace() \
-                    and not piece[:1].isspace():
-                # Markdown dropped the whitespace that ended the rendered text; keep words apart.
-                piece = " " + piece
-            self._mark_pending_changed()  # builds the tail of the pending text so far
-            plain = self._plain
-            if plain is not None and "\n" not in piece and "\n" not in self.pending:
-                self._plain = plain.extended(piece)  # lays out its last line only
-            else:
-                self._plain = None
-            self.pending += piece
+            box = self._grow_pending(content[len(self.text):])
+            if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
+                self._pending_box = box  # the earliest change since take_changed_area()
             if len(self.pending) > MAX_PENDING_CHARS:
                 self._fold_pending()
         self.text = content
@@ -324,13 +305,13 @@ class StreamDocument:
         cursor.insertText(self.pending, QTextCharFormat())
         cursor.endEditBlock()
         self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
-        self._doc_height = None
+        self._doc_size = None
 
     def _render(self, content: str) -> None:
         if self._on_render is not None:
             self._on_render()
         self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
-        self._doc_height = None
+        self._doc_size = None
         cursor = QTextCursor(self.doc)
         cursor.beginEditBlock()
         cursor.setPosition(self._tail_pos)

@@ -18,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from PySide6.QtCore import QPoint, QRect, QRectF, Qt, QTimer
-from PySide6.QtGui import QColor, QPainter, QPalette, QRegion
+from PySide6.QtCore import QRect, Qt, QTimer
+from PySide6.QtGui import QPainter, QPalette, QRegion
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem, QWidget
 
 from ui.conversation_model import MessageItem
 from ui.message_layout import RowLayout, same_chrome
 from ui.stream_document import StreamDocument
-from ui.text_document_paint import paint_document, paint_plain_tail, paint_stream_text
+from ui.text_document_paint import paint_stream_text
 
 
 class StreamingRows:
@@ -160,12 +160,11 @@ class StreamingRows:
             return False  # no focus frame to draw; a disabled view draws greyed text
         row, row_x, row_y = frame
         item, lay, stream = self._stream_row(row)
-        if item is None or lay is None or stream is None or lay.item is not item or item.status != "streaming" \
-                or lay.doc is None or not lay.item.seen_by_model:
+        if item is None or lay is None or stream is None or lay.item is not item or item.status != "streaming":
             return False
         left, top, width, height = exposed.getRect()
-        if top - row_y < lay.doc_top or top + height - row_y > lay.doc_top + lay.doc_room:
-            return False  # not all in the text area
+        if not self._in_text_area(lay, top - row_y, height):
+            return False
         painter = QPainter(viewport)
         try:
             x, y = row_x + lay.doc_left, row_y + lay.doc_top
@@ -185,27 +184,27 @@ class StreamingRows:
         exposed = self.paint_region
         if exposed is None or (self.show_focus and option.state & QStyle.StateFlag.State_HasFocus):
             return False  # a whole-row paint, or the focus frame along the row's edges
-        top_left = option.rect.topLeft()
-        if not self._in_text_area(lay, top_left, exposed):
+        row_x, row_y = option.rect.x(), option.rect.y()
+        left, top, width, height = exposed.getRect()
+        if not self._in_text_area(lay, top - row_y, height):
             return False
-        self._draw_text(painter, lay, top_left, exposed, option.palette.color(QPalette.ColorRole.Text))
+        size = lay.doc.size()
+        x, y = row_x + lay.doc_left, row_y + lay.doc_top
+        painter.save()  # the list view's painter goes on to other rows
+        try:
+            paint_stream_text(painter, lay.doc, (size.width(), size.height()), lay.tail, x, y,
+                              option.palette.color(QPalette.ColorRole.Text), (left - x, top - y, width, height))
+        finally:
+            painter.restore()
         return True
 
     @staticmethod
-    def _in_text_area(lay: RowLayout, top_left: QPoint, exposed: QRect) -> bool:
-        """Whether `exposed` (view coordinates) lies in the row's text area, drawn unfaded."""
+    def _in_text_area(lay: RowLayout, top: int, height: int) -> bool:
+        """Whether `height` pixels from `top` (row coordinates) lie in the row's text area,
+        drawn unfaded."""
         if lay.doc is None or not lay.item.seen_by_model:
             return False
-        top = exposed.top() - top_left.y()
-        return top >= lay.doc_top and top + exposed.height() <= lay.doc_top + lay.doc_room
-
-    @staticmethod
-    def _draw_text(painter: QPainter, lay: RowLayout, top_left: QPoint, exposed: QRect, text: QColor) -> None:
-        origin = QPoint(top_left.x() + lay.doc_left, top_left.y() + lay.doc_top)
-        visible = QRectF(exposed)
-        paint_document(painter, lay.doc, origin, text, visible)
-        if lay.tail is not None:
-            paint_plain_tail(painter, lay.tail, origin, text, visible)
+        return top >= lay.doc_top and top + height <= lay.doc_top + lay.doc_room
 
     def _watch_stream_tail(self, message_id: str) -> None:
         due = self.docs.pending_stream_tail(message_id)
