@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
-from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtCore import QPoint, QRect, Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication, QRegion  # noqa: E402
 
 from ui.conversation_model import ConversationModel, MessageItem, MessageRole  # noqa: E402
@@ -347,17 +347,29 @@ def test_a_streamed_token_repaints_only_the_end_of_a_long_reply(qtbot: object) -
     model.append_text("live", " more")  # no new line: the row keeps its height
     assert delegate.changed_area(row).isEmpty()  # the view already took the change: nothing is left
     whole = delegate.layout_for(model.item(row)).height
-    regions: list = []
-    original = view.viewport().update
+    rects: list[QRect] = []  # in viewport coordinates, asked of the viewport or of the widget over the row
+    live = view._live
 
-    def spy(*args: object) -> None:
-        regions.append(args)
-        original(*args)
+    def spy(widget: object, offset: object) -> None:
+        original = widget.update  # type: ignore[attr-defined]
 
-    view.viewport().update = spy  # type: ignore[method-assign]
+        def update(*args: object) -> None:
+            if not args:
+                rect = widget.rect()  # type: ignore[attr-defined]
+            elif len(args) == 4:
+                rect = QRect(*args)
+            else:
+                rect = args[0].boundingRect() if isinstance(args[0], QRegion) else args[0]
+            rects.append(rect.translated(offset()))  # type: ignore[operator]
+            original(*args)
+
+        widget.update = update  # type: ignore[attr-defined]
+
+    spy(view.viewport(), QPoint)
+    spy(live, live.pos)
     model.append_text("live", " y")
     model.append_text("live", "z")
-    rects = [a[0].boundingRect() if isinstance(a[0], QRegion) else a[0] for a in regions if a]
+    assert live.frames > 0  # plain words: the widget took at least one of the frames
     assert len(rects) == 2 and all(r.height() < whole / 4 for r in rects)
     row_rect = view.visualRect(model.index(row, 0))
     assert rects[1].left() > row_rect.left() + row_rect.width() // 10  # the end of the line, not all of it

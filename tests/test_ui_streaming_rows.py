@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QImage, QPalette  # noqa: E40
 from ui.conversation_model import MessageItem  # noqa: E402
 from ui import text_document_paint  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
+from ui.live_words import LiveWords  # noqa: E402
 
 WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
          "turned slowly above the rocks ").split()
@@ -35,6 +36,10 @@ def dark_palette() -> QPalette:
 
 @pytest.mark.parametrize("dark", [False, True])
 def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypatch: pytest.MonkeyPatch, dark: bool) -> None:
+    # The row's own paths, without the LiveWords widget that takes most frames of plain words
+    # (tests/test_ui_live_words.py covers it).
+    monkeypatch.setattr(LiveWords, "add", lambda self, row: False)
+    monkeypatch.setattr(LiveWords, "follow", lambda self, row, region=None: False)
     view = ConversationView()
     qtbot.addWidget(view)  # type: ignore[attr-defined]
     if dark:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox,
 
 from ui.conversation_model import ConversationModel
 from ui.link_policy import classify_url, host_of
+from ui.live_words import LiveWords
 from ui.message_delegate import Hit, MessageDelegate
 
 _BOTTOM_SLACK = 4  # pixels from the end that still count as "at the bottom"
@@ -69,6 +70,7 @@ class ConversationView(QListView):
         self._prefetch_timer.setSingleShot(True)
         self._prefetch_timer.timeout.connect(self._prefetch_layouts)
         self._delegate = MessageDelegate(self)
+        self._live = LiveWords(self, self._delegate)  # the streaming reply's newest words
         self._viewport = self.viewport()  # a QAbstractScrollArea keeps its viewport widget
         self._width_timer = QTimer(self)  # a resize re-estimates every row, once it settles
         self._width_timer.setSingleShot(True)
@@ -110,6 +112,7 @@ class ConversationView(QListView):
         return self._delegate
 
     def setModel(self, model: ConversationModel) -> None:  # type: ignore[override]
+        self._live.stop()
         old = self.model()
         if isinstance(old, ConversationModel):
             old.modelAboutToBeReset.disconnect(self._before_reset)
@@ -162,12 +165,17 @@ class ConversationView(QListView):
         self._pending_anchor = None if self._stick_to_bottom else self._top_anchor()
 
     def reset(self) -> None:
+        self._live.stop()
         super().reset()
         self._delegate.forget_missing()
         if not self._sizes_from_model():
             self._delegate.write_heights(new_cells=True)
         self._stick_to_bottom = self._pending_anchor is None
         self.scheduleDelayedItemsLayout()
+
+    def rowsAboutToBeRemoved(self, parent: QModelIndex, start: int, end: int) -> None:
+        self._live.stop()
+        super().rowsAboutToBeRemoved(parent, start, end)
 
     def rowsInserted(self, parent: QModelIndex, start: int, end: int) -> None:
         if not self._sizes_from_model():
@@ -192,17 +200,18 @@ class ConversationView(QListView):
         super().dataChanged(top_left, bottom_right, list(roles))
 
     def _on_text_appended(self, row: int) -> None:
+        if self._live.add(row):
+            return  # the common frame: plain words, placed and drawn by the LiveWords widget
         index = self.model().index(row, 0)
         area = self._delegate.stream_frame(row)
-        if area is not None:  # the common frame: a few words, repainted on their own
+        if area is not None:  # a few words the row's plain tail lays out, repainted on their own
             # Few Qt calls here: each costs microseconds on the caches the engine empties.
             x, y, _width, _height = self.visualRect(index).getRect()
-            self._stream_frame = (row, x, y)
             left, top, width, height, more = area
             region = QRect(x + left, y + top, width, height)
             if more is not None:  # the last word moved down: the lines below too
                 region = QRegion(region) + QRegion(x + more[0], y + more[1], more[2], more[3])
-            self._viewport.update(region)
+            self._repaint_stream(row, x, y, region)
             return
         if not self._repaint_changed_part(index):
             super().dataChanged(index, index, [])  # its height changed: the list lays out again
@@ -211,15 +220,24 @@ class ConversationView(QListView):
         """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
         row = index.row()
         if not self._delegate.grow_streaming_row(row) and self._delegate.settle_row(row):
+            self._live.stop()
             return False
         rect = self.visualRect(index)
         area = self._delegate.changed_area(index.row())
         if area is None:
             self.viewport().update(rect)
-        elif not area.isEmpty():
-            self._stream_frame = (row, rect.x(), rect.y())
-            self.viewport().update(area.translated(rect.topLeft()))
+            self._live.follow(row)
+        else:
+            self._repaint_stream(row, rect.x(), rect.y(), area.translated(rect.topLeft()))
         return True
+
+    def _repaint_stream(self, row: int, x: int, y: int, region: QRect | QRegion) -> None:
+        """Repaint `region` (viewport coordinates) of the streaming row at (x, y): the LiveWords
+        widget over its text takes the row's new state, and repaints what lies under it."""
+        if self._live.follow(row, region) or region.isEmpty():
+            return
+        self._stream_frame = (row, x, y)
+        self._viewport.update(region)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         frame, self._stream_frame = self._stream_frame, None
@@ -239,6 +257,7 @@ class ConversationView(QListView):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         self._stream_frame = None
+        self._live.stop()  # the rows get another width: the next frame follows the row again
         super().resizeEvent(event)
         if self._delegate.row_width() != max(120, self.viewport().width()):
             self._delegate.forget_width()
@@ -258,6 +277,7 @@ class ConversationView(QListView):
         if anchor is None and not self._stick_to_bottom:
             anchor = self._top_anchor()
         super().doItemsLayout()
+        self._live.reposition()
         if anchor is not None:
             self._restore_anchor(anchor)
         elif self._stick_to_bottom:
@@ -333,6 +353,9 @@ class ConversationView(QListView):
     # --- events ----------------------------------------------------------------------------
 
     def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange,
+                            QEvent.Type.EnabledChange):
+            self._live.stop()  # its colours, fonts and words are the old ones (a disabled view greys text)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self._delegate.forget_width()
             self._delegate.reset_style()

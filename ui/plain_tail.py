@@ -144,11 +144,9 @@ class PlainTail:
         A new object: a row's layout may still hold this one. They share what is laid out
         already, which neither changes again. Words of text that breaks at spaces are placed
         one by one (WordRuns); other text lays out the last line again."""
-        if LATIN_TEXT.fullmatch(piece):
-            runs = self._runs
-            if runs is None and self._lines and (self._shown[-1:] == " " or piece[:1] == " "):
-                runs = self._start_runs()  # never inside a word the layout holds
-            runs = runs.add(piece) if runs is not None else None
+        runs = self.runs_for(piece)
+        if runs is not None:
+            runs = runs.add(piece)
             if runs is not None:
                 grown = self._copy(self.text + piece)
                 grown._runs = runs
@@ -163,6 +161,29 @@ class PlainTail:
         grown._frozen = self._frozen + ((layout, self._lines - 1),) if self._lines > 1 else self._frozen
         grown._lay_out(self._shown[start:] + piece, self._laid[start:] + piece, last.x(), last.y(), last.ascent())
         return grown
+
+    def runs_for(self, piece: str) -> WordRuns | None:
+        """The runs extended() places `piece` with: the tail's own, or new ones after its
+        layout; None when it lays the text out instead (other scripts, inside a word the layout
+        holds)."""
+        if not LATIN_TEXT.fullmatch(piece):
+            return None
+        runs = self._runs
+        if runs is None and self._lines and (self._shown[-1:] == " " or piece[:1] == " "):
+            runs = self._start_runs()  # never inside a word the layout holds
+        return runs
+
+    @property
+    def runs(self) -> WordRuns | None:
+        return self._runs
+
+    def words_only_from(self, runs: WordRuns) -> tuple[float, float, float]:
+        """(x, top, bottom) for the words of `runs` (this tail's, or runs_for()'s): right of x
+        from top on, and everywhere from bottom down, nothing but those words has ink."""
+        top = runs.start_baseline - runs.ascent
+        if top <= self.first_top + 0.5:  # the tail's first line, shared with the document's last
+            top = min(top, self._start[1])
+        return (runs.start_x, top, max(self._layout_bottom, self._start[2]))
 
     def _copy(self, text: str) -> "PlainTail":
         copy = object.__new__(PlainTail)
@@ -219,10 +240,10 @@ class PlainTail:
     def draw(self, painter: QPainter, clip: QRectF) -> None:
         self.draw_area(painter, clip.left(), clip.top(), clip.bottom())
 
-    def draw_area(self, painter: QPainter, left: float, top: float, bottom: float) -> None:
-        """Draw the lines (and words) that reach into the area from `left` rightwards, `top` to
-        `bottom`: a frame's area starts where its new text does, and drawing a whole line again
-        there would shape all of it."""
+    def draw_area(self, painter: QPainter, left: float, top: float, bottom: float, *, words: bool = True) -> None:
+        """Draw the lines (and words, unless not `words`) that reach into the area from `left`
+        rightwards, `top` to `bottom`: a frame's area starts where its new text does, and
+        drawing a whole line again there would shape all of it."""
         origin = QPointF(0, 0)
         if top < self._layout_bottom:
             # From the last line up, stopping above the clip: a frame's clip holds the last line or two.
@@ -237,5 +258,5 @@ class PlainTail:
                 else:
                     continue
                 break
-        if self._runs is not None:
+        if self._runs is not None and words:
             self._runs.draw(painter, left, top, bottom)

@@ -250,6 +250,22 @@ class StreamDocument:
             return None  # a tail too long to re-render stays plain until a block ends (no busy timer)
         return max(0.0, self._rendered_at + self.interval - self._clock())
 
+    def render_wait(self, content: str) -> float | None:
+        """For `content` that adds only plain words (no newline, no markdown character) to
+        what this document has: seconds until its tail is due for a markdown render (0 or less:
+        now); None when it needs none (it renders as plain, or the tail is too long to
+        re-render). What update(content) would decide, without doing it (ui/live_words.py)."""
+        if renders_as_plain(content, self._stable_len, self._rendered_len):
+            return None
+        if len(content) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(content) <= self._stable_len:
+            return None
+        return self._rendered_at + self.interval - self._clock()
+
+    @property
+    def pending_start(self) -> int:
+        """Where the pending text starts in `text`."""
+        return len(self.text) - len(self.pending)
+
     def append_plain(self, content: str) -> tuple[float, float, float] | None:
         """update() for the common frame, cheaply: `content` adds text that no markdown render is
         due for, and that does not overflow the pending text (no fold). Returns (x, top, bottom)

@@ -206,10 +206,24 @@ class StreamingRows:
             return False
         return top >= lay.doc_top and top + height <= lay.doc_top + lay.doc_room
 
+    def live_base(self, row: int) -> tuple[MessageItem, RowLayout, StreamDocument] | None:
+        """(item, layout, streaming document) of a streaming row laid out for its current text,
+        shown unfaded with a document: what ui/live_words.py draws on from. None otherwise."""
+        item, lay, stream = self._stream_row(row)
+        if item is None or lay is None or stream is None or lay.item is not item or item.status != "streaming" \
+                or lay.doc is None or lay.width != self.row_width() or not item.seen_by_model \
+                or len(stream.text) != len(item.content):
+            return None
+        return item, lay, stream
+
     def _watch_stream_tail(self, message_id: str) -> None:
         due = self.docs.pending_stream_tail(message_id)
-        if due is None:
-            return
+        if due is not None:
+            self.watch_stream_tail_in(message_id, due)
+
+    def watch_stream_tail_in(self, message_id: str, due: float) -> None:
+        """Ask for the row's refresh (its markdown render) in `due` seconds, unless one is
+        asked for already."""
         self._tail_ids.add(message_id)
         if not self._tail_timer.isActive():
             self._tail_timer.start(max(1, math.ceil(due * 1000)))

@@ -26,12 +26,13 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
 
 
 def paint_stream_text(painter: QPainter, doc: QTextDocument, doc_size: tuple[float, float], tail: PlainTail | None,
-                      x: float, y: float, text_color: QColor, clip: tuple[float, float, float, float]) -> None:
+                      x: float, y: float, text_color: QColor, clip: tuple[float, float, float, float], *,
+                      words: bool = True) -> None:
     """paint_document, then paint_plain_tail, with a painter of its own that ends right after
     (a frame of a streaming reply). `doc` goes at (x, y); `clip` (left, top, width, height) is in
     its coordinates. No save() and restore(), and plain numbers rather than Qt geometry objects:
     each Qt call costs microseconds on the caches the engine keeps emptying, and a frame draws
-    only a word or two."""
+    only a word or two. Not `words`: the tail's word runs are left out (ui/live_words.py draws them)."""
     painter.translate(x, y)
     painter.setPen(text_color)
     left, top, width, height = clip
@@ -46,7 +47,7 @@ def paint_stream_text(painter: QPainter, doc: QTextDocument, doc_size: tuple[flo
             _draw_with_layout(painter, doc, text_color, doc_clip)
         painter.setClipping(False)  # the tail is drawn below the document too
     if tail is not None and width > 0 and height > 0 and tail.first_top <= bottom and top <= tail.bottom:
-        tail.draw_area(painter, left, top, bottom)
+        tail.draw_area(painter, left, top, bottom, words=words)
 
 
 def _draw_with_layout(painter: QPainter, doc: QTextDocument, text_color: QColor, clip: QRectF) -> None:

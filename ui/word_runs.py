@@ -52,18 +52,33 @@ class WordRuns:
     cursor: float
     baseline: float  # of the line the cursor is on
     open_word: bool
+    start_x: float = 0.0  # where the runs began, on the line of start_baseline
+    start_baseline: float = 0.0
 
     @classmethod
     def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, ascent: float,
               line_height: float, x: float, baseline: float) -> "WordRuns":
         """Runs that start at (x, baseline), after text that ends in a space."""
         return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), line_height, (), x, baseline,
-                   False)
+                   False, x, baseline)
 
     def add(self, piece: str) -> "WordRuns | None":
         """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a line."""
         words = list(self.words)
-        cursor, baseline, open_word = self.cursor, self.baseline, self.open_word
+        placed = self.place(words, piece, self.cursor, self.baseline, self.open_word)
+        if placed is None:
+            return None
+        return WordRuns(self.font, self.metrics, self.font_key, self.left, self.right, self.ascent, self.text_ascent,
+                        self.line_height, tuple(words), *placed, self.start_x, self.start_baseline)
+
+    def place(self, words: list, piece: str, cursor: float, baseline: float,
+              open_word: bool) -> tuple[float, float, bool] | None:
+        """Place `piece` (LATIN_TEXT) after `words` (entries as in self.words, appended to in
+        place), the next character going at `cursor` on the line of `baseline`, `open_word`
+        whether the last word may still grow. Returns the new (cursor, baseline, open_word);
+        None when a word is longer than a line (`words` is then left half done). The one place
+        words are placed: ui/live_words.py places a reply's newest words with it too, and the
+        row's runs must put them where it did."""
         advance, right, left = self._advance, self.right, self.left
         for token in _TOKENS.findall(piece):
             if token[0] == " ":
@@ -82,8 +97,7 @@ class WordRuns:
                 return None  # longer than a line: QTextLayout breaks it anywhere
             words.append((x, baseline, width, token, shaped))
             cursor, open_word = x + width, True
-        return WordRuns(self.font, self.metrics, self.font_key, left, right, self.ascent, self.text_ascent,
-                        self.line_height, tuple(words), cursor, baseline, open_word)
+        return cursor, baseline, open_word
 
     def _advance(self, spaces: str) -> float:
         key = (self.font_key, spaces)
@@ -123,12 +137,16 @@ class WordRuns:
     def draw(self, painter: QPainter, clip_left: float, clip_top: float, clip_bottom: float) -> None:
         """Draw the words that reach into the area from `clip_left` rightwards, `clip_top` to
         `clip_bottom`, newest first (a frame's area holds the last few)."""
-        if not self.words:
+        self.draw_words(painter, self.words, clip_left, clip_top, clip_bottom)
+
+    def draw_words(self, painter: QPainter, words, clip_left: float, clip_top: float, clip_bottom: float) -> None:
+        """draw() for a list of words placed by place() with these runs' font and lines."""
+        if not words:
             return
         ascent, height = self.ascent, self.line_height
         painter.setFont(self.font)
         text_ascent = self.text_ascent
-        for x, baseline, width, _word, shaped in reversed(self.words):
+        for x, baseline, width, _word, shaped in reversed(words):
             top = baseline - ascent
             if top + height <= clip_top:
                 break  # the words before this one are on lines above the clip
