@@ -3,8 +3,9 @@
 A scripted engine host (tests/support/fake_host.py, the real pipe protocol) streams at 200
 and at 1000 tokens/s into an open 1,000-message conversation. Reported, per rate:
 - main-thread stall: lateness of a 5 ms heartbeat QTimer (p50, p99, max, ms);
-- latency from a token being produced (host clock) to the first repaint of the conversation
-  view after its text was appended (p50, p99, ms);
+- latency from a token being produced (host clock) to the first repaint of the conversation's
+  text after it was appended: of the view's viewport, or of the LiveWords widget that draws a
+  streaming reply's newest words (p50, p99, ms);
 and once: the time to open a 10,000-message conversation, from the click to its first paint
 (median of 3). With --starter, also the generation speed of the real starter model through
 the window against the same request headless (same prompt, seed and settings), as a ratio.
@@ -72,18 +73,21 @@ def seed_conversation(core, n_messages: int, title: str) -> str:
 
 
 class PaintWatch(QObject):
-    """Stamps the time of each paint of the conversation view's viewport."""
+    """Stamps the time of each paint of the widgets the conversation's text is drawn on (the
+    view's viewport, and the LiveWords widget that draws a streaming reply's newest words)."""
 
-    def __init__(self, target) -> None:
+    def __init__(self, view) -> None:
         super().__init__()
         self.callbacks: list = []
-        self._target = target
-        target.installEventFilter(self)
+        self._targets = view.text_surfaces()
+        for target in self._targets:
+            target.installEventFilter(self)
 
     def close(self) -> None:
         """Stop watching: a filter left on the viewport would be Python work in every later
         paint, including the window runs of the starter ratio."""
-        self._target.removeEventFilter(self)
+        for target in self._targets:
+            target.removeEventFilter(self)
         self.callbacks.clear()
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt name)
@@ -138,7 +142,7 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
         pending.clear()
 
     window.controller.reply_text_received.connect(on_text)
-    watch = PaintWatch(window.view.viewport())
+    watch = PaintWatch(window.view)
     watch.callbacks.append(on_paint)
     # Warm the host up (spawn + load) before measuring.
     window.controller.preload_model()
@@ -165,7 +169,7 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
 
 def time_open(window, big_id: str, small_id: str, repeats: int = 3) -> list[float]:
     results = []
-    watch = PaintWatch(window.view.viewport())
+    watch = PaintWatch(window.view)
     for _ in range(repeats):
         window.controller.open_conversation(small_id)
         loop = QEventLoop()

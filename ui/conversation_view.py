@@ -132,6 +132,11 @@ class ConversationView(QListView):
         if row >= 0:
             self.scrollTo(self.model().index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
 
+    def text_surfaces(self) -> list[QWidget]:
+        """The widgets messages are painted on: the viewport, and the LiveWords widget over a
+        streaming reply's row (benches watch their paints)."""
+        return [self.viewport(), self._live]
+
     def is_at_bottom(self) -> bool:
         bar = self.verticalScrollBar()
         return bar.value() >= bar.maximum() - _BOTTOM_SLACK
