@@ -225,7 +225,7 @@ class ConversationView(QListView):
         """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
         row = index.row()
         if not self._delegate.grow_streaming_row(row) and self._delegate.settle_row(row):
-            self._live.stop()
+            self._live.follow(row)  # a finished reply: gone; a growing one: the new size
             return False
         rect = self.visualRect(index)
         area = self._delegate.changed_area(index.row())
@@ -282,7 +282,7 @@ class ConversationView(QListView):
         if anchor is None and not self._stick_to_bottom:
             anchor = self._top_anchor()
         super().doItemsLayout()
-        self._live.reposition()
+        self._live.relaid()
         if anchor is not None:
             self._restore_anchor(anchor)
         elif self._stick_to_bottom:

@@ -83,8 +83,15 @@ class LiveWords(QWidget):
         """Leave the row to the list view (it paints what was under this)."""
         self._row, self._lay, self._stream, self._tail, self._spec = -1, None, None, None, None
         self._words = []
+        self._delegate.live_cover = None
         if not self.isHidden():
             self.hide()
+
+    def relaid(self) -> None:
+        """The list laid its rows out again (the row grew, rows above it changed): follow the
+        row to its place and size, and draw all of it (the list view drew none of its text)."""
+        if self._row >= 0:
+            self.follow(self._model.row_of(self._message_id))
 
     def follow(self, row: int, region: QRegion | QRect | None = None) -> bool:
         """Take `row`'s current state as the base, after a frame the view took the general way
@@ -111,6 +118,7 @@ class LiveWords(QWidget):
             self._color = self._delegate.stream_text_color
             self.setGeometry(geometry)  # repaints all of it
             self.show()
+            self._delegate.live_cover = (item.id, self)  # the row's own paint leaves its text to this
             return region is not None and geometry.contains(QRegion(region).boundingRect())
         if region is None:
             self.update()
@@ -118,17 +126,6 @@ class LiveWords(QWidget):
         region = QRegion(region)
         self.update(region.translated(-x, -y))
         return geometry.contains(region.boundingRect())
-
-    def reposition(self) -> None:
-        """The list laid its rows out again: move with the row."""
-        if self._row < 0:
-            return
-        rect = self._view.visualRect(self._view.model().index(self._row, 0))
-        lay = self._lay
-        if not rect.isValid() or lay is None:
-            self.stop()
-            return
-        self.move(rect.x() + lay.doc_left, rect.y() + lay.doc_top)
 
     def _take_base(self, row: int, message_id: str, lay, stream) -> None:
         self._row, self._message_id, self._lay, self._stream = row, message_id, lay, stream

@@ -39,6 +39,8 @@ class StreamingRows:
         self._tail_timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._tail_timer.timeout.connect(self._flush_stream_tails)
         self._tail_ids: set[str] = set()
+        # (message id, the LiveWords widget) while that widget lies over a streaming row's text
+        self.live_cover: tuple[str, QWidget] | None = None
 
     def _stream_row(self, row: int) -> tuple[MessageItem | None, RowLayout | None, StreamDocument | None]:
         """The row's current item, its cached layout and its streaming document (None: none)."""
@@ -188,6 +190,8 @@ class StreamingRows:
         left, top, width, height = exposed.getRect()
         if not self._in_text_area(lay, top - row_y, height):
             return False
+        if self.text_covered(lay, option.rect):
+            return True  # the LiveWords widget over it draws this text
         size = lay.doc.size()
         x, y = row_x + lay.doc_left, row_y + lay.doc_top
         painter.save()  # the list view's painter goes on to other rows
@@ -198,6 +202,16 @@ class StreamingRows:
             painter.restore()
         return True
 
+    def text_covered(self, lay: RowLayout, row_rect: QRect) -> bool:
+        """Whether the row's text area (as far as the viewport shows it) lies under the LiveWords
+        widget, which draws it (ui/live_words.py): the row's own paint leaves it out."""
+        cover = self.live_cover
+        if cover is None or cover[0] != lay.item.id or lay.doc is None:
+            return False
+        text = QRect(row_rect.x() + lay.doc_left, row_rect.y() + lay.doc_top, math.ceil(lay.doc.textWidth()) + 2,
+                     lay.doc_room)
+        return cover[1].geometry().contains(text.intersected(self._view.viewport().rect()))
+
     @staticmethod
     def _in_text_area(lay: RowLayout, top: int, height: int) -> bool:
         """Whether `height` pixels from `top` (row coordinates) lie in the row's text area,
@@ -207,12 +221,18 @@ class StreamingRows:
         return top >= lay.doc_top and top + height <= lay.doc_top + lay.doc_room
 
     def live_base(self, row: int) -> tuple[MessageItem, RowLayout, StreamDocument] | None:
-        """(item, layout, streaming document) of a streaming row laid out for its current text,
-        shown unfaded with a document: what ui/live_words.py draws on from. None otherwise."""
-        item, lay, stream = self._stream_row(row)
-        if item is None or lay is None or stream is None or lay.item is not item or item.status != "streaming" \
-                or lay.doc is None or lay.width != self.row_width() or not item.seen_by_model \
-                or len(stream.text) != len(item.content):
+        """(item, layout, streaming document) of a streaming row shown unfaded with a document,
+        laid out for its current text (now, if it was not): what ui/live_words.py draws on
+        from. None otherwise."""
+        model = self._model
+        if model is None or not 0 <= row < model.item_count():
+            return None
+        item = model.item(row)
+        if item.status != "streaming" or not item.seen_by_model:
+            return None
+        lay = self.layout_for(item)  # the cached one when it is current
+        stream = self.docs.stream(item.id)
+        if lay.doc is None or stream is None or len(stream.text) != len(item.content):
             return None
         return item, lay, stream
 
