@@ -119,13 +119,20 @@ class LiveWords(QWidget):
             self.setGeometry(geometry)  # repaints all of it
             self.show()
             self._delegate.live_cover = (item.id, self)  # the row's own paint leaves its text to this
-            return region is not None and geometry.contains(QRegion(region).boundingRect())
+            return region is not None and self._spans(QRegion(region).boundingRect())
         if region is None:
             self.update()
             return False
         region = QRegion(region)
         self.update(region.translated(-x, -y))
-        return geometry.contains(region.boundingRect())
+        return self._spans(region.boundingRect())
+
+    def _spans(self, rect: QRect) -> bool:
+        """Whether text changes in `rect` (viewport coordinates) are all this widget's to draw:
+        it lies within this widget's lines. Left and right of it lie the row's margins, where
+        text has no ink (the general path's rects reach the row's edges)."""
+        geometry = self.geometry()
+        return geometry.top() <= rect.top() and rect.bottom() <= geometry.bottom()
 
     def _take_base(self, row: int, message_id: str, lay, stream) -> None:
         self._row, self._message_id, self._lay, self._stream = row, message_id, lay, stream
