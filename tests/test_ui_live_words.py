@@ -50,6 +50,13 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+def settled_screen(qtbot: object, view: ConversationView) -> QImage:
+    """on_screen() once a markdown render that came due is done and painted (its timer may fire
+    at the end of a short wait, its paint still pending)."""
+    qtbot.wait(300)  # type: ignore[attr-defined]
+    return on_screen(view)
+
+
 def row_drawn_again(view: ConversationView) -> QImage:
     """The same text drawn by the list view and the row's delegate, without the widget."""
     view._live.stop()
@@ -77,13 +84,13 @@ def test_plain_words_are_drawn_by_the_widget_with_the_rows_own_pixels(qtbot: obj
             # Taken by the widget: the list view paints nothing for it.
             assert list_paints["n"] == before[1]
         if i % 23 == 22:  # now and then: the frames so far against the row's own drawing
-            framed = on_screen(view)
+            framed = settled_screen(qtbot, view)
             assert framed == row_drawn_again(view), f"after piece {i}"
             checked += 1
     assert checked >= 3
     assert view._live.frames > len(tokens(STORY * 3)) // 2  # most frames were the widget's
     # At the end the row's state caught up with every word the widget showed.
-    framed = on_screen(view)
+    framed = settled_screen(qtbot, view)
     assert framed == row_drawn_again(view)
     row = model.row_of("live")
     stream = delegate.docs.stream("live")
@@ -99,7 +106,7 @@ def test_markdown_newlines_and_renders_go_back_to_the_row(qtbot: object) -> None
         model.append_text("live", piece)
         qtbot.wait(1 if i % 9 else 300)  # type: ignore[attr-defined]  # a markdown render is due now and then
     assert view._live.frames > 0
-    framed = on_screen(view)
+    framed = settled_screen(qtbot, view)
     assert framed == row_drawn_again(view)
     assert model.item(model.row_of("live")).content == text
 
@@ -135,4 +142,4 @@ def test_a_piece_the_widget_cannot_show_plainly_goes_the_general_way(qtbot: obje
     model.append_text("live", piece)
     qtbot.wait(1)  # type: ignore[attr-defined]
     assert view._live.frames == frames
-    assert on_screen(view) == row_drawn_again(view)
+    assert settled_screen(qtbot, view) == row_drawn_again(view)

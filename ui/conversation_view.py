@@ -225,7 +225,10 @@ class ConversationView(QListView):
         """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
         row = index.row()
         if not self._delegate.grow_streaming_row(row) and self._delegate.settle_row(row):
-            self._live.follow(row)  # a finished reply: gone; a growing one: the new size
+            # A finished reply: the widget leaves. A growing one: it takes the new size now and
+            # repaints what changed (the list view's repaint after the relayout leaves it out).
+            area = self._delegate.changed_area(row)
+            self._live.follow(row, None if area is None else area.translated(self.visualRect(index).topLeft()))
             return False
         rect = self.visualRect(index)
         area = self._delegate.changed_area(index.row())

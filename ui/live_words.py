@@ -26,7 +26,7 @@ import math
 import re
 
 from PySide6.QtCore import QRect, Qt, QTimer
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QRegion
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QRegion
 from PySide6.QtWidgets import QAbstractItemView, QWidget
 
 from ui.stream_document import MAX_PENDING_CHARS
@@ -47,8 +47,12 @@ class LiveWords(QWidget):
 
     def __init__(self, view: QAbstractItemView, delegate) -> None:
         super().__init__(view.viewport())
-        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-        self.setAttribute(Qt.WidgetAttribute.WA_NoSystemBackground)
+        # Opaque (the list view never paints under it), filled by Qt itself, and a painter on it
+        # starts with the text's colour and font (WindowText, setFont): a frame's paint makes
+        # no call it can avoid, each costing microseconds on the caches the engine empties.
+        self.setAutoFillBackground(True)
+        # Grown (the row grows a few lines at a time): only the new part is painted.
+        self.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.setAccessibleName("Reply being written")
         self.hide()
@@ -69,8 +73,8 @@ class LiveWords(QWidget):
         self._open = False
         self._words_only = _NOWHERE  # see PlainTail.words_only_from
         self._room = 0  # the row's height for its text
+        self._doc_revision = -1
         self._plain_line = False  # the current line renders as plain, whatever plain words follow
-        self._background = QColor()
         self._color = QColor()
         self.frames = 0  # frames taken (tests and benches read it)
 
@@ -89,9 +93,15 @@ class LiveWords(QWidget):
 
     def relaid(self) -> None:
         """The list laid its rows out again (the row grew, rows above it changed): follow the
-        row to its place and size, and draw all of it (the list view drew none of its text)."""
-        if self._row >= 0:
-            self.follow(self._model.row_of(self._message_id))
+        row to its place and size. What the widget shows stays right unless the row's text
+        changed in a way it has not drawn (laying the row out can render its tail)."""
+        if self._row < 0:
+            return
+        doc, revision, shown = self._lay.doc, self._doc_revision, self._shown_len
+        self.follow(self._model.row_of(self._message_id), QRegion())
+        if self._row >= 0 and (self._lay.doc is not doc or doc.revision() != revision
+                               or len(self._stream.text) > shown):
+            self.update()
 
     def follow(self, row: int, region: QRegion | QRect | None = None) -> bool:
         """Take `row`'s current state as the base, after a frame the view took the general way
@@ -112,14 +122,19 @@ class LiveWords(QWidget):
         x, y = rect.x() + lay.doc_left, rect.y() + lay.doc_top
         right = lay.card.right() if lay.card.isValid() else lay.width
         geometry = QRect(x, y, max(1, right - lay.doc_left), max(1, lay.doc_room))
-        if self.isHidden() or self.geometry() != geometry:
+        if self.isHidden():
             viewport = view.viewport()
-            self._background = viewport.palette().color(viewport.backgroundRole())
             self._color = self._delegate.stream_text_color
-            self.setGeometry(geometry)  # repaints all of it
-            self.show()
+            palette = self.palette()
+            palette.setColor(QPalette.ColorRole.Window, viewport.palette().color(viewport.backgroundRole()))
+            palette.setColor(QPalette.ColorRole.WindowText, self._color)
+            self.setPalette(palette)
+            self.setGeometry(geometry)
+            self.show()  # paints all of it
             self._delegate.live_cover = (item.id, self)  # the row's own paint leaves its text to this
             return region is not None and self._spans(QRegion(region).boundingRect())
+        if self.geometry() != geometry:
+            self.setGeometry(geometry)  # paints what it adds (WA_StaticContents), or all when it moved
         if region is None:
             self.update()
             return False
@@ -138,6 +153,7 @@ class LiveWords(QWidget):
         self._row, self._message_id, self._lay, self._stream = row, message_id, lay, stream
         self._model = self._view.model()
         self._base_len = self._shown_len = len(stream.text)
+        self._doc_revision = lay.doc.revision()
         self._room, self._plain_line = lay.doc_room, False
         self._pending_start = stream.pending_start
         self._tail = tail = stream.tail()
@@ -150,6 +166,8 @@ class LiveWords(QWidget):
             return
         self._words = list(runs.words)
         self._cursor, self._baseline, self._open = runs.cursor, runs.baseline, runs.open_word
+        if self.font() != runs.font:
+            self.setFont(runs.font)  # once a reply: the painter starts with it
         self._words_only = self._tail.words_only_from(runs)
 
     def add(self, row: int) -> bool:
@@ -219,21 +237,21 @@ class LiveWords(QWidget):
         return True
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
-        left, top, width, height = event.rect().getRect()
-        painter = QPainter(self)
-        painter.fillRect(left, top, width, height, self._background)
+        painter = QPainter(self)  # on the background Qt filled in, with the text's pen and font
         stream = self._stream
-        if stream is not None and len(stream.text) != self._base_len:
-            self._paint_caught_up(painter, (left, top, width, height))
-        elif stream is not None:
-            x, words_top, words_bottom = self._words_only
-            if top < words_bottom and (top < words_top or left < x - 1):
-                paint_stream_text(painter, self._lay.doc, stream.doc_size(), self._tail, 0, 0, self._color,
-                                  (left, top, width, height), words=False)
+        if stream is not None:
+            left, top, width, height = event.rect().getRect()
+            if len(stream.text) != self._base_len:
+                self._paint_caught_up(painter, (left, top, width, height))
             else:
-                painter.setPen(self._color)
-            if self._words:
-                self._spec.draw_words(painter, self._words, left, top, top + height)
+                x, words_top, words_bottom = self._words_only
+                drawn_words = self._words
+                if top < words_bottom and (top < words_top or left < x - 1):
+                    paint_stream_text(painter, self._lay.doc, stream.doc_size(), self._tail, 0, 0, self._color,
+                                      (left, top, width, height), words=False)
+                    painter.setFont(self.font())
+                if drawn_words:
+                    self._spec.draw_words(painter, drawn_words, left, top, top + height, set_font=False)
         painter.end()
 
     def _paint_caught_up(self, painter: QPainter, clip: tuple[int, int, int, int]) -> None:

@@ -210,6 +210,12 @@ class StreamDocument:
                 top += text_layout.lineAt(max(0, line.lineNumber() - 1)).y()
         return top
 
+    def keep_change(self, box: tuple[float, float, float]) -> None:
+        """Have take_changed_area() report `box` (what append_plain() returned) too: the caller
+        did not repaint it (the row grows, and is laid out again first)."""
+        if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
+            self._pending_box = box
+
     def _grow_pending(self, piece: str) -> tuple[float, float, float]:
         """Add `piece` to the pending text and its tail (laid out lazily by tail()). Returns
         (x, top, bottom) of the first place the shown text changed: where the tail's last word
@@ -301,9 +307,7 @@ class StreamDocument:
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
         elif len(content) > len(self.text):
-            box = self._grow_pending(content[len(self.text):])
-            if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
-                self._pending_box = box  # the earliest change since take_changed_area()
+            self.keep_change(self._grow_pending(content[len(self.text):]))  # the earliest change since the last take
             if len(self.pending) > MAX_PENDING_CHARS:
                 self._fold_pending()
         self.text = content

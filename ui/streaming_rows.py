@@ -97,6 +97,7 @@ class StreamingRows:
         lay.item, lay.tail = item, tail
         if self.layouter.stream_room(doc_height) != lay.doc_room:
             self._outdate(lay)  # the row grows: the general path lays it out (the text is in already)
+            stream.keep_change(box)  # and repaints what changed (changed_area)
             return None
         lay.doc_height = doc_height
         if not self._tail_timer.isActive():

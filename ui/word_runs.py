@@ -139,12 +139,15 @@ class WordRuns:
         `clip_bottom`, newest first (a frame's area holds the last few)."""
         self.draw_words(painter, self.words, clip_left, clip_top, clip_bottom)
 
-    def draw_words(self, painter: QPainter, words, clip_left: float, clip_top: float, clip_bottom: float) -> None:
-        """draw() for a list of words placed by place() with these runs' font and lines."""
+    def draw_words(self, painter: QPainter, words, clip_left: float, clip_top: float, clip_bottom: float, *,
+                   set_font: bool = True) -> None:
+        """draw() for a list of words placed by place() with these runs' font and lines (not
+        `set_font`: the painter has that font already)."""
         if not words:
             return
         ascent, height = self.ascent, self.line_height
-        painter.setFont(self.font)
+        if set_font:
+            painter.setFont(self.font)
         text_ascent = self.text_ascent
         for x, baseline, width, _word, shaped in reversed(words):
             top = baseline - ascent
