@@ -18,6 +18,7 @@ from ui.conversation_model import MessageItem  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
 from ui.stream_document import _MARKDOWN_CHARS  # noqa: E402
 from ui.word_runs import LATIN_TEXT  # noqa: E402
+from tests.support.palettes import dark_palette  # noqa: E402
 
 STORY = ("The keeper climbed the narrow stairs while the storm pressed on the glass, and the lamp "
          "turned slowly above the rocks. Every night the ships passed far out, their lights small "
@@ -29,9 +30,11 @@ def on_screen(view: ConversationView) -> QImage:
     return QGuiApplication.primaryScreen().grabWindow(view.window().winId()).toImage()
 
 
-def open_view(qtbot: object, first: str = "") -> tuple[ConversationView, object]:
+def open_view(qtbot: object, first: str = "", *, dark: bool = False) -> tuple[ConversationView, object]:
     view = ConversationView()
     qtbot.addWidget(view)  # type: ignore[attr-defined]
+    if dark:
+        view.setPalette(dark_palette())
     view.resize(640, 480)
     model = view.conversation_model()
     model.set_messages([MessageItem("u1", "user", "Tell me about the sea", "complete", None, {})])
@@ -64,8 +67,9 @@ def row_drawn_again(view: ConversationView) -> QImage:
     return on_screen(view)
 
 
-def test_plain_words_are_drawn_by_the_widget_with_the_rows_own_pixels(qtbot: object) -> None:
-    view, model = open_view(qtbot, "Here is **a story**.\n\n")
+@pytest.mark.parametrize("dark", [False, True])
+def test_plain_words_are_drawn_by_the_widget_with_the_rows_own_pixels(qtbot: object, dark: bool) -> None:
+    view, model = open_view(qtbot, "Here is **a story**.\n\n", dark=dark)
     delegate = view.message_delegate()
     list_paints = {"n": 0}
     paint = view.paintEvent

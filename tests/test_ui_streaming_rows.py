@@ -9,12 +9,13 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
-from PySide6.QtGui import QColor, QGuiApplication, QImage, QPalette  # noqa: E402
+from PySide6.QtGui import QGuiApplication, QImage, QPalette  # noqa: E402
 
 from ui.conversation_model import MessageItem  # noqa: E402
 from ui import text_document_paint  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
 from ui.live_words import LiveWords  # noqa: E402
+from tests.support.palettes import dark_palette  # noqa: E402
 
 WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
          "turned slowly above the rocks ").split()
@@ -24,14 +25,6 @@ def on_screen(view: ConversationView) -> QImage:
     """What the window shows now: the offscreen platform's backing store, as the frames left it
     (QWidget.grab() would paint everything again)."""
     return QGuiApplication.primaryScreen().grabWindow(view.window().winId()).toImage()
-
-
-def dark_palette() -> QPalette:
-    palette = QPalette()
-    for role, colour in ((QPalette.ColorRole.Base, "#1e1e1e"), (QPalette.ColorRole.Window, "#1e1e1e"),
-                         (QPalette.ColorRole.Text, "#f0f0f0"), (QPalette.ColorRole.WindowText, "#f0f0f0")):
-        palette.setColor(role, QColor(colour))
-    return palette
 
 
 @pytest.mark.parametrize("dark", [False, True])

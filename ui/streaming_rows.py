@@ -7,7 +7,9 @@ take grow_streaming_row and changed_area (renders, folds, a row that grows); onl
 changed is drawn (paint_stream_frame), and the markdown re-render of the tail is scheduled
 here (a timer per delegate). The window's CPU per frame comes out of the engine's cores on a
 small machine (issue 3: tg through the window >= 0.98x headless), so this path avoids
-everything the general row path does.
+everything the general row path does. Most frames of plain words do not come here at all:
+the LiveWords widget over the row takes them (ui/live_words.py; live_base() gives it the
+row to draw on, and the row's own paints leave the text it covers to it, text_covered()).
 
 Uses the delegate's _model, _view, _layouts, docs, layouter, row_width(), show_focus,
 paint_region and refresh_requested.
