@@ -147,3 +147,23 @@ def test_a_piece_the_widget_cannot_show_plainly_goes_the_general_way(qtbot: obje
     qtbot.wait(1)  # type: ignore[attr-defined]
     assert view._live.frames == frames
     assert settled_screen(qtbot, view) == row_drawn_again(view)
+
+
+def test_a_row_brought_up_to_date_elsewhere_mid_stream_keeps_its_pixels(qtbot: object) -> None:
+    # A hover or a prefetch lays the streaming row out (its document catches up with the words
+    # the widget drew): the widget's next paint shows that state, and it follows it after.
+    view, model = open_view(qtbot, "Start. ")
+    delegate = view.message_delegate()
+    pieces = tokens(STORY * 2)
+    for i, piece in enumerate(pieces):
+        model.append_text("live", piece)
+        qtbot.wait(1)  # type: ignore[attr-defined]
+        if i % 11 == 10:
+            frames = view._live.frames
+            qtbot.wait(300)  # type: ignore[attr-defined]  # a render that came due is done
+            delegate.layout_for(model.item(model.row_of("live")))  # what a hover's hit test does
+            view._live.repaint()  # a paint before the next frame (and before it follows the row)
+            framed = on_screen(view)
+            assert framed == row_drawn_again(view), f"after piece {i}"
+            assert view._live.frames == frames
+    assert view._live.frames > len(pieces) // 3
