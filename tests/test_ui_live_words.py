@@ -11,38 +11,18 @@ import re
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
-from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
 
 from ui import live_words  # noqa: E402
 from ui.conversation_model import MessageItem  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
 from ui.stream_document import _MARKDOWN_CHARS  # noqa: E402
 from ui.word_runs import LATIN_TEXT  # noqa: E402
-from tests.support.palettes import dark_palette  # noqa: E402
+from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 
 STORY = ("The keeper climbed the narrow stairs while the storm pressed on the glass, and the lamp "
          "turned slowly above the rocks. Every night the ships passed far out, their lights small "
          "against the dark water; none of them knew his name. ")
-
-
-def on_screen(view: ConversationView) -> QImage:
-    """The offscreen backing store as the frames left it (grab() would paint everything again)."""
-    return QGuiApplication.primaryScreen().grabWindow(view.window().winId()).toImage()
-
-
-def open_view(qtbot: object, first: str = "", *, dark: bool = False) -> tuple[ConversationView, object]:
-    view = ConversationView()
-    qtbot.addWidget(view)  # type: ignore[attr-defined]
-    if dark:
-        view.setPalette(dark_palette())
-    view.resize(640, 480)
-    model = view.conversation_model()
-    model.set_messages([MessageItem("u1", "user", "Tell me about the sea", "complete", None, {})])
-    view.show()
-    qtbot.waitExposed(view)  # type: ignore[attr-defined]
-    model.append_message(MessageItem("live", "assistant", first, "streaming", "m", {}))
-    qtbot.wait(20)  # type: ignore[attr-defined]
-    return view, model
 
 
 def tokens(text: str) -> list[str]:
@@ -69,7 +49,7 @@ def row_drawn_again(view: ConversationView) -> QImage:
 
 @pytest.mark.parametrize("dark", [False, True])
 def test_plain_words_are_drawn_by_the_widget_with_the_rows_own_pixels(qtbot: object, dark: bool) -> None:
-    view, model = open_view(qtbot, "Here is **a story**.\n\n", dark=dark)
+    view, model = streaming_view(qtbot, "Here is **a story**.\n\n", dark=dark)
     delegate = view.message_delegate()
     asked = {"n": 0}  # repaints asked of the list view's viewport
     update = view.viewport().update
@@ -102,7 +82,7 @@ def test_plain_words_are_drawn_by_the_widget_with_the_rows_own_pixels(qtbot: obj
 
 
 def test_markdown_newlines_and_renders_go_back_to_the_row(qtbot: object) -> None:
-    view, model = open_view(qtbot)
+    view, model = streaming_view(qtbot)
     text = ("A first line of plain words that runs on for a while.\n\nThen **bold** and `code` and a list:\n"
             "1. one item here\n2. another item\n\nAnd plain words again after it all, " * 2)
     for i, piece in enumerate(tokens(text)):
@@ -115,7 +95,7 @@ def test_markdown_newlines_and_renders_go_back_to_the_row(qtbot: object) -> None
 
 
 def test_the_widget_leaves_when_the_reply_ends_and_never_takes_the_mouse(qtbot: object) -> None:
-    view, model = open_view(qtbot, "Start. ")
+    view, model = streaming_view(qtbot, "Start. ")
     for piece in tokens(STORY):
         model.append_text("live", piece)
         qtbot.wait(1)  # type: ignore[attr-defined]
@@ -137,7 +117,7 @@ def test_plain_words_are_latin_text_without_markdown_characters() -> None:
 
 @pytest.mark.parametrize("piece", ["**", " `x`", "\n", " 遷移", " a_b", " <b>"])
 def test_a_piece_the_widget_cannot_show_plainly_goes_the_general_way(qtbot: object, piece: str) -> None:
-    view, model = open_view(qtbot, "Start. ")
+    view, model = streaming_view(qtbot, "Start. ")
     for word in tokens(STORY):
         model.append_text("live", word)
         qtbot.wait(1)  # type: ignore[attr-defined]
@@ -151,7 +131,7 @@ def test_a_piece_the_widget_cannot_show_plainly_goes_the_general_way(qtbot: obje
 def test_a_row_brought_up_to_date_elsewhere_mid_stream_keeps_its_pixels(qtbot: object) -> None:
     # A hover or a prefetch lays the streaming row out (its document catches up with the words
     # the widget drew): the widget's next paint shows that state, and it follows it after.
-    view, model = open_view(qtbot, "Start. ")
+    view, model = streaming_view(qtbot, "Start. ")
     delegate = view.message_delegate()
     pieces = tokens(STORY * 2)
     for i, piece in enumerate(pieces):

@@ -9,22 +9,14 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
-from PySide6.QtGui import QGuiApplication, QImage, QPalette  # noqa: E402
+from PySide6.QtGui import QPalette  # noqa: E402
 
-from ui.conversation_model import MessageItem  # noqa: E402
 from ui import text_document_paint  # noqa: E402
-from ui.conversation_view import ConversationView  # noqa: E402
 from ui.live_words import LiveWords  # noqa: E402
-from tests.support.palettes import dark_palette  # noqa: E402
+from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 
 WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
          "turned slowly above the rocks ").split()
-
-
-def on_screen(view: ConversationView) -> QImage:
-    """What the window shows now: the offscreen platform's backing store, as the frames left it
-    (QWidget.grab() would paint everything again)."""
-    return QGuiApplication.primaryScreen().grabWindow(view.window().winId()).toImage()
 
 
 @pytest.mark.parametrize("dark", [False, True])
@@ -33,17 +25,7 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
     # (tests/test_ui_live_words.py covers it).
     monkeypatch.setattr(LiveWords, "add", lambda self, row: False)
     monkeypatch.setattr(LiveWords, "follow", lambda self, row, region=None: False)
-    view = ConversationView()
-    qtbot.addWidget(view)  # type: ignore[attr-defined]
-    if dark:
-        view.setPalette(dark_palette())
-    view.resize(640, 480)
-    model = view.conversation_model()
-    model.set_messages([MessageItem("u1", "user", "Tell me about the sea", "complete", None, {})])
-    view.show()
-    qtbot.waitExposed(view)  # type: ignore[attr-defined]
-    model.append_message(MessageItem("live", "assistant", "Here is **a story**.\n\n", "streaming", "m", {}))
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    view, model = streaming_view(qtbot, "Here is **a story**.\n\n", dark=dark)
     delegate = view.message_delegate()
     quick = {"grown": 0, "painted": 0}
     grow, frame, paint = delegate.grow_streaming_row, delegate.stream_frame, delegate.paint_stream_frame
