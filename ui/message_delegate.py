@@ -261,7 +261,7 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
 
         if lay.header.intersects(shown):
             self._paint_header(painter, item, lay, text, muted, dark)
-        covered = self.live_cover is not None and self.text_covered(lay, option.rect)  # drawn by ui/live_words.py
+        covered = self.text_covered(lay, option.rect)  # the text is drawn by ui/live_words.py
         if lay.doc is not None and not covered:
             paint_document(painter, lay.doc, QPoint(lay.doc_left, lay.doc_top), text, visible)
         if lay.tail is not None and not covered:

@@ -250,21 +250,20 @@ class StreamDocument:
 
     def due_in(self) -> float | None:
         """Seconds until the plain tail is due for a markdown render; None when there is none."""
-        if self._rendered_len == len(self.text) or self._renders_as_plain(self.text):
+        if self._rendered_len == len(self.text):
             return None
-        if len(self.text) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(self.text) <= self._stable_len:
-            return None  # a tail too long to re-render stays plain until a block ends (no busy timer)
-        return max(0.0, self._rendered_at + self.interval - self._clock())
+        wait = self.render_wait(self.text)
+        return None if wait is None else max(0.0, wait)
 
     def render_wait(self, content: str) -> float | None:
-        """For `content` that adds only plain words (no newline, no markdown character) to
-        what this document has: seconds until its tail is due for a markdown render (0 or less:
-        now); None when it needs none (it renders as plain, or the tail is too long to
-        re-render). What update(content) would decide, without doing it (ui/live_words.py)."""
-        if renders_as_plain(content, self._stable_len, self._rendered_len):
+        """For `content` that extends what this document has (ui/live_words.py: by plain words
+        only): seconds until its tail is due for a markdown render (0 or less: now); None when
+        it needs none (it renders as plain, or the tail is too long to re-render). What
+        update(content) would decide, without doing it; due_in() asks it for this text."""
+        if self._renders_as_plain(content):
             return None
         if len(content) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(content) <= self._stable_len:
-            return None
+            return None  # a tail too long to re-render stays plain until a block ends (no busy timer)
         return self._rendered_at + self.interval - self._clock()
 
     @property
