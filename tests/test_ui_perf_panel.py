@@ -141,6 +141,28 @@ def test_sparkline_paints_any_values(qtbot) -> None:
         assert not spark.grab().isNull()
 
 
+def test_sparkline_fill_looks_like_the_translucent_fill_it_replaces(qtbot) -> None:
+    from PySide6.QtGui import QColor, QImage, QPainter, QPalette
+
+    spark = Sparkline()
+    qtbot.addWidget(spark)
+    spark.resize(200, 36)
+    spark.show()
+    spark.set_values([10.0] * 20)  # a flat line at the top: the fill covers the chart below it
+    shot = spark.grab().toImage()
+    palette = spark.palette()
+    translucent = QColor(palette.color(QPalette.ColorRole.Highlight))
+    translucent.setAlpha(50)
+    reference = QImage(1, 1, QImage.Format.Format_ARGB32_Premultiplied)
+    reference.fill(palette.color(spark.backgroundRole()))
+    painter = QPainter(reference)
+    painter.fillRect(0, 0, 1, 1, translucent)
+    painter.end()
+    want, got = reference.pixelColor(0, 0), shot.pixelColor(100, 20)
+    assert got != palette.color(spark.backgroundRole())  # the fill is there
+    assert max(abs(want.red() - got.red()), abs(want.green() - got.green()), abs(want.blue() - got.blue())) <= 1
+
+
 # ---- memory poller ---------------------------------------------------------------------------
 
 

@@ -15,6 +15,20 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 # At most one point per this many pixels: a long reply has hundreds of samples, and stroking
 # them all with antialiasing took about 4 ms a repaint for no visible gain.
 PIXELS_PER_POINT = 3
+# The faint fill under the line, as this fraction of the line's colour over the background.
+# It is blended here into one opaque colour: the raster engine fills an opaque polygon in
+# about 30 us and a translucent one in about 170 (a 260x36 chart, measured warm), and the
+# widget paints its own background, so the pixels are the same either way.
+FILL_ALPHA = 50 / 255
+
+
+def _blend(color: QColor, background: QColor, alpha: float) -> QColor:
+    """`color` at `alpha` over `background`, as an opaque colour."""
+    return QColor(
+        round(color.red() * alpha + background.red() * (1 - alpha)),
+        round(color.green() * alpha + background.green() * (1 - alpha)),
+        round(color.blue() * alpha + background.blue() * (1 - alpha)),
+    )
 
 
 def _fit(values: Sequence[float], limit: int) -> list[float]:
@@ -71,8 +85,7 @@ class Sparkline(QWidget):
             return
         line_color = palette.color(QPalette.ColorRole.Highlight)
         if len(points) > 1:
-            fill = QColor(line_color)
-            fill.setAlpha(50)
+            fill = _blend(line_color, palette.color(self.backgroundRole()), FILL_ALPHA)
             under = QPolygonF([QPointF(points[0].x(), area.bottom()), *points, QPointF(points[-1].x(), area.bottom())])
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(fill)
@@ -80,7 +93,9 @@ class Sparkline(QWidget):
             painter.drawPolygon(under)
             painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.setPen(QPen(line_color, 1.5, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin))
+            # One pixel wide: at 1.5 the raster engine strokes the line as a path, 930 us for
+            # 85 points against 66 (measured warm), 4 times a second while the engine runs.
+            painter.setPen(QPen(line_color, 1.0, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin))
             painter.drawPolyline(points)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(line_color)
