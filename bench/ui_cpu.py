@@ -6,7 +6,8 @@ That ratio is noisy (+-5% between runs), so this measures its cause directly: a 
 engine host (tests/support/fake_host.py) replays a recorded starter reply
 (bench/data/starter_reply_pieces.json, 447 tokens) at a fixed rate into the real window, and
 the process's CPU time from the first shown text to the end is divided by the tokens. It
-includes the engine client's reader thread, which a headless run pays too.
+includes the engine client's reader thread, which a headless run pays too; the main thread's
+share is printed on its own (bench/cpu_share.py tells what each of its ms costs the engine).
 
 --without switches parts off to see what each costs (diagnosis only, not a product mode):
   text   the conversation view ignores streamed text (no layout, no paint)
@@ -66,18 +67,20 @@ def main() -> int:
     ui_stream.wait_for(window.controller.model_loaded, 30000)
 
     per_token: list[float] = []
+    main_per_token: list[float] = []  # the UI thread alone: the engine client's reader thread is not in it
     for _ in range(args.runs):
         window.controller.new_conversation()
         mark: dict[str, float] = {}
 
         def first(*_args: object) -> None:
             mark.setdefault("cpu", time.process_time())
+            mark.setdefault("main", time.thread_time())  # emitted on the main thread
             mark.setdefault("wall", time.perf_counter())
 
         window.controller.reply_text_received.connect(first)
         window.controller.send("tell me a story")
         done = ui_stream.wait_for(window.controller.reply_finished, 300000)
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, main_cpu, wall = time.process_time(), time.thread_time(), time.perf_counter()
         window.controller.reply_text_received.disconnect(first)
         tokens = done[0].metrics["gen_tokens"] if done else 0
         if not tokens or "cpu" not in mark:
@@ -85,13 +88,16 @@ def main() -> int:
             return 1
         used = cpu - mark["cpu"]
         per_token.append(used * 1000.0 / tokens)
+        main_per_token.append((main_cpu - mark["main"]) * 1000.0 / tokens)
         print(f"{tokens} tokens in {wall - mark['wall']:.2f} s: window process CPU {used * 1000:.0f} ms = "
-              f"{per_token[-1]:.2f} ms/token = {used / (wall - mark['wall']) * 100:.1f}% of a core", flush=True)
+              f"{per_token[-1]:.2f} ms/token = {used / (wall - mark['wall']) * 100:.1f}% of a core; "
+              f"main thread {main_per_token[-1]:.2f} ms/token", flush=True)
     window.close()
     core.close()
     label = f" without {', '.join(sorted(without))}" if without else ""
     label += f" ({args.text} text path)" if args.text != "full" else ""
-    print(f"median{label}: {statistics.median(per_token):.2f} ms of window CPU per token at {args.rate:g} tok/s")
+    print(f"median{label}: {statistics.median(per_token):.2f} ms of window CPU per token at {args.rate:g} tok/s, "
+          f"{statistics.median(main_per_token):.2f} ms of it on the main thread")
     return 0
 
 
