@@ -11,8 +11,9 @@ loss; the blocks alternate every few hundred ms, so the VM's drift, which moves 
 replies by +-5%, cancels out.
 
 Read with bench/ui_cpu.py, which prints what the window's main thread spends per token.
+--threads 1 on a 2-core machine shows the other case: an engine that leaves a core free.
 
-Run: .venv/bin/python bench/cpu_share.py [--burn 0.4,0.8,1.6] [--tokens 1024] [--replies 2] [--model PATH]
+Run: .venv/bin/python bench/cpu_share.py [--burn 0.4,0.8,1.6] [--tokens 1024] [--replies 2] [--threads N] [--model PATH]
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ def main() -> int:
     parser.add_argument("--replies", type=int, default=2, help="replies per burn")
     parser.add_argument("--block", type=int, default=8, help="tokens per block")
     parser.add_argument("--model", help="a .gguf (default: the starter model)")
+    parser.add_argument("--threads", type=int, help="engine threads (default: Cove's, one per physical core)")
     args = parser.parse_args()
     burns = [float(b) for b in args.burn.split(",") if b]
 
     engine = EngineClient()
-    loaded = engine.load(args.model or starter_path())
+    loaded = engine.load(args.model or starter_path(), n_threads=args.threads)
     print(f"{Path(loaded.path).name}: {loaded.n_threads} engine threads; {args.replies} replies of {args.tokens} tokens "
           f"per burn, burned in every other block of {args.block}")
     burned_gaps(engine, 0.0, 64, args.block)  # warm up

@@ -18,7 +18,7 @@ PIXELS_PER_POINT = 3
 # The faint fill under the line, as this fraction of the line's colour over the background.
 # It is blended here into one opaque colour: the raster engine fills an opaque polygon in
 # about 30 us and a translucent one in about 170 (a 260x36 chart, measured warm), and the
-# widget paints its own background, so the pixels are the same either way.
+# widget paints its own background, so the pixels are the same (to one level of rounding).
 FILL_ALPHA = 50 / 255
 
 
