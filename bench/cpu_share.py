@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.engine.client import EngineClient, TokenEvent  # noqa: E402
+from app.engine.client import EngineClient, EngineError, TokenEvent  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
 
@@ -84,11 +84,15 @@ def main() -> int:
     burns = [float(b) for b in args.burn.split(",") if b]
 
     engine = EngineClient()
-    loaded = engine.load(args.model or starter_path(), n_threads=args.threads)
-    print(f"{Path(loaded.path).name}: {loaded.n_threads} engine threads; {args.replies} replies of {args.tokens} tokens "
-          f"per burn, burned in every other block of {args.block}")
-    burned_gaps(engine, 0.0, 64, args.block)  # warm up
     try:
+        try:
+            loaded = engine.load(args.model or starter_path(), n_threads=args.threads)
+        except EngineError as exc:
+            print(f"cpu_share: the model could not be loaded: {exc}", file=sys.stderr)
+            return 1
+        print(f"{Path(loaded.path).name}: {loaded.n_threads} engine threads; {args.replies} replies of {args.tokens} tokens "
+              f"per burn, burned in every other block of {args.block}")
+        burned_gaps(engine, 0.0, 64, args.block)  # warm up
         for burn_ms in burns:
             plain: list[float] = []
             burned: list[float] = []
