@@ -19,6 +19,7 @@ Run: .venv/bin/python bench/cpu_share.py [--burn 0.4,0.8,1.6] [--tokens 1024] [-
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -35,8 +36,6 @@ PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse kee
 
 def starter_path() -> str:
     """The starter model's file, assembled into a scratch Cove home if needed."""
-    import os
-
     os.environ.setdefault("COVE_HOME", tempfile.mkdtemp(prefix="cove-cpu-share-"))
     from app.core import open_core
     from models.starter import ensure_starter
