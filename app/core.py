@@ -11,7 +11,7 @@ from pathlib import Path
 import sqlite_utils
 
 from app.paths import Paths, resolve_paths
-from app.settings import SamplingParams, Settings, load_settings, save_settings
+from app.settings import SamplingParams, Settings, load_settings, read_settings, save_settings
 from app.store.database import close_database, open_database
 from app.store.history import History
 from models.gguf_validate import InvalidModelFile
@@ -30,6 +30,15 @@ NO_MODEL_HELP = (
 )
 
 
+@dataclass(frozen=True)
+class StartupNotice:
+    """A sentence from opening the core that the person must see, and the folder it is about
+    (where a damaged file was moved), if any."""
+
+    text: str
+    folder: Path | None = None
+
+
 @dataclass
 class Core:
     paths: Paths
@@ -40,6 +49,23 @@ class Core:
     notice: str | None
     repaired: int
     network: NetworkGate  # every Hub call goes through it (offline refusal, activity indicator)
+    settings_notice: str | None = None  # the settings file was unreadable and moved aside (said once per run)
+
+    @property
+    def startup_notices(self) -> list[StartupNotice]:
+        """What opening this run's files found: a damaged or newer history, unreadable
+        settings, replies repaired. The window keeps them until dismissed; the CLI prints them."""
+        notices: list[StartupNotice] = []
+        if self.notice:
+            # A damaged history is moved next to the new one; a newer one is left in place.
+            notices.append(StartupNotice(self.notice, None if self.read_only else self.paths.database.parent))
+        if self.settings_notice:
+            notices.append(StartupNotice(self.settings_notice, self.paths.settings_file.parent))
+        if self.repaired == 1:
+            notices.append(StartupNotice("1 reply that was cut off last time is kept, marked interrupted."))
+        elif self.repaired:
+            notices.append(StartupNotice(f"{self.repaired} replies that were cut off last time are kept, marked interrupted."))
+        return notices
 
     @property
     def settings(self) -> Settings:
@@ -103,7 +129,7 @@ def open_core(paths: Paths | None = None) -> Core:
     opened = open_database(paths.database)
     history = History(opened.db)
     repaired = 0 if opened.read_only else history.repair_interrupted()
-    settings = load_settings(paths.settings_file)
+    loaded = read_settings(paths.settings_file)  # the one read that may move a bad file aside and say so
     return Core(
         paths=paths,
         db=opened.db,
@@ -112,8 +138,9 @@ def open_core(paths: Paths | None = None) -> Core:
         read_only=opened.read_only,
         notice=opened.notice,
         repaired=repaired,
-        network=NetworkGate(offline=settings.offline),
+        network=NetworkGate(offline=loaded.settings.offline),
+        settings_notice=loaded.notice,
     )
 
 
-__all__ = ["Core", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable"]
+__all__ = ["Core", "StartupNotice", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable"]

@@ -1,7 +1,9 @@
 """Cove's small settings file (JSON in the data dir): last used model and default sampling.
 
 The settings file is written atomically (temp file + rename) so a crash never leaves a
-half-written file; an unreadable file is set aside and defaults are used.
+half-written file; an unreadable file is moved aside under a name of its own
+(`settings.json.corrupt-<UTC stamp>`, never over an earlier copy), defaults are used, and
+`read_settings` returns a sentence saying so.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -47,26 +50,55 @@ class Settings:
         return replace(self, last_model=name)
 
 
-def load_settings(path: Path) -> Settings:
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    # A sentence for the person when the file could not be read, else None.
+    notice: str | None = None
+
+
+def read_settings(path: Path) -> LoadedSettings:
+    """The settings in `path` (defaults when there is no file). A file that is not readable
+    settings is moved aside, never deleted or overwritten, and `notice` says where it went."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return Settings()
+        return LoadedSettings(Settings())
     except (OSError, ValueError):
-        # Keep the damaged file for the person to look at; never delete what they had.
-        try:
-            path.replace(path.with_name(path.name + ".unreadable"))
-        except OSError:
-            pass
-        return Settings()
+        raw = None
     if not isinstance(raw, dict):
-        return Settings()
-    return Settings(
+        return LoadedSettings(Settings(), _set_aside(path))
+    return LoadedSettings(Settings(
         last_model=raw.get("last_model") if isinstance(raw.get("last_model"), str) else None,
         sampling=SamplingParams.from_dict(raw.get("sampling") if isinstance(raw.get("sampling"), dict) else None),
         offline=raw.get("offline") is True,
         models_dir=raw.get("models_dir") if isinstance(raw.get("models_dir"), str) and raw.get("models_dir") else None,
-    )
+    ))
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings in `path`; see read_settings for a file that cannot be read."""
+    return read_settings(path).settings
+
+
+def _utc_stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _set_aside(path: Path) -> str:
+    """Rename the unreadable file to `<name>.corrupt-<UTC stamp>` (`-2`, `-3`… when that name
+    is taken) and return the sentence for the person."""
+    stamp = _utc_stamp()
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    try:
+        path.replace(target)
+    except OSError as exc:
+        return f"The settings file {path} could not be read nor moved aside ({exc.strerror or exc}); the defaults are used."
+    return f"The settings file could not be read; it was moved to {target} and the defaults are used."
 
 
 def save_settings(path: Path, settings: Settings) -> None:

@@ -53,10 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every failure becomes one sentence
         return _report(exc, args.debug)
     try:
-        if core.notice:
-            print(f"cove: {core.notice}", file=sys.stderr)
-        if core.repaired:
-            print(f"cove: {core.repaired} reply that was cut off last time is kept, marked interrupted.", file=sys.stderr)
+        for notice in core.startup_notices:  # damaged or newer history, unreadable settings, repaired replies
+            print(f"cove: {notice.text}", file=sys.stderr)
         core.network.add_listener(_announce_network)
         return int(args.run(core, args) or 0)
     except KeyboardInterrupt:
