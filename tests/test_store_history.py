@@ -195,20 +195,57 @@ def test_checkpointer_keeps_text_and_retries_after_a_failed_write(
     assert history.get_message(reply.id).content == "one two"
 
 
-def test_repair_interrupted_keeps_text(history: History) -> None:
+def _gone_writer() -> tuple[int, float]:
+    """The pid and start time of a process that has exited."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    started = psutil.Process(proc.pid).create_time()
+    proc.kill()
+    proc.wait()
+    return proc.pid, started
+
+
+def test_repair_interrupted_keeps_text_and_only_touches_replies_whose_writer_is_gone(history: History) -> None:
     _, user, streaming_a = _start_turn(history, "first")
     _, _, streaming_b = _start_turn(history, "second")
     _, _, finished = _start_turn(history, "third")
+    _, _, live = _start_turn(history, "fourth")  # streamed by this process, which is running
     history.checkpoint_assistant(streaming_a.id, "half an answer")
+    history.checkpoint_assistant(live.id, "still coming")
     history.finish_assistant(finished.id, "done", status="complete", metrics={})
+    pid, started = _gone_writer()
+    history.db.execute("UPDATE messages SET writer_pid = ?, writer_started = ? WHERE id = ?", [pid, started, streaming_a.id])
+    # A row from before writers were recorded has no writer to wait for.
+    history.db.execute("UPDATE messages SET writer_pid = NULL, writer_started = NULL WHERE id = ?", [streaming_b.id])
+    history.db.conn.commit()
 
     assert history.repair_interrupted() == 2
     a = history.get_message(streaming_a.id)
     assert (a.status, a.content) == ("interrupted", "half an answer")
     assert history.get_message(streaming_b.id).status == "interrupted"
     assert history.get_message(finished.id).status == "complete"
+    assert (history.get_message(live.id).status, history.get_message(live.id).content) == ("streaming", "still coming")
     assert history.get_message(user.id).content == "first"
     assert history.repair_interrupted() == 0
+
+
+def test_a_checkpoint_of_a_live_reply_marked_interrupted_elsewhere_is_not_dropped(history: History) -> None:
+    """An older or mistaken repair marked this process's live reply interrupted: the next
+    checkpoint still lands and the reply is streaming again (a finished one stays finished)."""
+    _, _, reply = _start_turn(history)
+    history.checkpoint_assistant(reply.id, "one")
+    history.db.execute("UPDATE messages SET status = 'interrupted' WHERE id = ?", [reply.id])
+    history.db.conn.commit()
+    assert history.checkpoint_assistant(reply.id, "one two") is True
+    kept = history.get_message(reply.id)
+    assert (kept.status, kept.content) == ("streaming", "one two")
+    history.finish_assistant(reply.id, "one two three", status="complete", metrics={})
+    assert history.checkpoint_assistant(reply.id, "late") is False
+    assert history.get_message(reply.id).content == "one two three"
 
 
 def test_list_order_pinned_first_then_newest_activity(history: History) -> None:

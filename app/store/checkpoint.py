@@ -34,6 +34,11 @@ class Checkpointer:
         self._written = ""
         self.last_error: sqlite3.Error | None = None
 
+    @property
+    def saved_chars(self) -> int:
+        """How many characters of the reply the history file holds (its last checkpoint)."""
+        return len(self._written)
+
     def due(self) -> bool:
         """True when an update() now would write (lets a caller skip building the text)."""
         return self._clock() - self._last_write >= self._interval_s
@@ -45,9 +50,11 @@ class Checkpointer:
             return False
         self._last_write = now
         try:
-            self._history.checkpoint_assistant(self._message_id, text)
+            written = self._history.checkpoint_assistant(self._message_id, text)
         except sqlite3.Error as exc:
             self.last_error = exc
+            return False
+        if written is False:  # the row was finished meanwhile: nothing more to save into it
             return False
         self._written = text
         self.last_error = None

@@ -13,6 +13,7 @@ import sqlite_utils
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.migrations import utc_timestamp, write_transaction
+from app.store.writer import this_writer, writer_alive
 from app.store.records import (
     MESSAGE_COLUMNS,
     Conversation,
@@ -254,19 +255,43 @@ class History:
                     "model_sha256": model_sha256,
                     "model_quant": model_quant,
                     "params": to_json(params),
+                    # Invariant: a 'streaming' row names the process writing it, so another
+                    # process's start-up repair leaves it alone while that process runs.
+                    "writer_pid": this_writer().pid,
+                    "writer_started": this_writer().started,
                 },
                 {"model": model_name},
             )
         return self.get_message(message_id)
 
-    def checkpoint_assistant(self, message_id: str, content: str) -> None:
-        """Save the partial reply in one small transaction. Only a 'streaming' row is
-        touched, so a late checkpoint can never overwrite a finished reply."""
+    def checkpoint_assistant(self, message_id: str, content: str) -> bool:
+        """Save the partial reply in one small transaction; True if it was written.
+
+        A 'streaming' row is written, and so is one this process is writing that another
+        process marked 'interrupted' (it becomes 'streaming' again): a checkpoint of a live
+        reply is never dropped. A finished row is left alone (False), so a late checkpoint
+        can never overwrite a finished reply. Raises MessageNotFound if the row is gone.
+        """
+        me = this_writer()
+        with write_transaction(self.db):
+            cursor = self.db.execute(
+                "UPDATE messages SET content = ?, status = 'streaming', updated_at = ? "
+                "WHERE id = ? AND (status = 'streaming' OR "
+                "(status = 'interrupted' AND writer_pid = ? AND writer_started = ?))",
+                [content, self._stamp(), message_id, me.pid, me.started],
+            )
+            if cursor.rowcount:
+                return True
+            if self.db.execute("SELECT 1 FROM messages WHERE id = ?", [message_id]).fetchone() is None:
+                raise MessageNotFound(f"no message '{message_id}'; its conversation was deleted")
+            return False
+
+    def record_reply_model(self, message_id: str, model_sha256: str, model_quant: str | None) -> None:
+        """The model file changed before the reply ran: the row names the bytes that wrote it."""
         with write_transaction(self.db):
             self.db.execute(
-                "UPDATE messages SET content = ?, updated_at = ? "
-                "WHERE id = ? AND status = 'streaming'",
-                [content, self._stamp(), message_id],
+                "UPDATE messages SET model_sha256 = ?, model_quant = ? WHERE id = ?",
+                [model_sha256, model_quant, message_id],
             )
 
     def finish_assistant(
@@ -302,19 +327,26 @@ class History:
         return self.get_message(message_id)
 
     def repair_interrupted(self) -> int:
-        """At start-up: replies left 'streaming' by a crash become 'interrupted', text kept.
+        """At start-up: replies left 'streaming' by a process that is gone (a crash, a kill)
+        become 'interrupted', text kept. A reply another running process (the window, a
+        second `cove chat`) is streaming right now is left alone.
 
         Returns how many rows were repaired (0 on a read-only database).
         """
         if self.db.conn.execute("PRAGMA query_only").fetchone()[0]:
             return 0
         with write_transaction(self.db):
-            cursor = self.db.execute(
-                "UPDATE messages SET status = 'interrupted', updated_at = ? "
-                "WHERE status = 'streaming'",
-                [self._stamp()],
-            )
-            return int(cursor.rowcount)
+            streaming = self.db.execute(
+                "SELECT id, writer_pid, writer_started FROM messages WHERE status = 'streaming'"
+            ).fetchall()
+            orphans = [row[0] for row in streaming if not writer_alive(row[1], row[2])]
+            stamp = self._stamp()
+            for message_id in orphans:
+                self.db.execute(
+                    "UPDATE messages SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'streaming'",
+                    [stamp, message_id],
+                )
+            return len(orphans)
 
     # -- internals -------------------------------------------------------------------
 

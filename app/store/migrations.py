@@ -138,12 +138,20 @@ def _m0005_current_leaf(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE conversations ADD COLUMN current_leaf_id TEXT")
 
 
+def _m0006_reply_writer(db: sqlite_utils.Database) -> None:
+    # Which process streams into a 'streaming' row: its pid and start time (app/store/writer.py).
+    # Start-up repair marks a row interrupted only when that process is gone.
+    db.execute("ALTER TABLE messages ADD COLUMN writer_pid INTEGER")
+    db.execute("ALTER TABLE messages ADD COLUMN writer_started REAL")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
     ("0003_messages_fts", _m0003_messages_fts),
     ("0004_models", _m0004_models),
     ("0005_current_leaf", _m0005_current_leaf),
+    ("0006_reply_writer", _m0006_reply_writer),
 )
 
 

@@ -1,8 +1,9 @@
 """Crash-test helper, run as a subprocess: stream an assistant reply into the history
 file forever, checkpointing through Checkpointer, until the test SIGKILLs it.
 
-Usage: crash_writer.py DB_PATH [INTERVAL_S]. Prints the assistant message id, then the
-user message id, one per line, as soon as both rows are committed.
+Usage: crash_writer.py DB_PATH [INTERVAL_S] [--log-checkpoints]. Prints the assistant message
+id, then the user message id, one per line, as soon as both rows are committed; with
+--log-checkpoints also the length of the text each checkpoint committed, one per line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ USER_TEXT = "Tell me a very long story about a lighthouse keeper."
 def main(argv: list[str]) -> None:
     path = Path(argv[1])
     interval_s = float(argv[2]) if len(argv) > 2 else 0.01
+    log_checkpoints = "--log-checkpoints" in argv[3:]
     opened = open_database(path)
     history = History(opened.db)
     conversation = history.create_conversation(model="fake-model")
@@ -42,7 +44,8 @@ def main(argv: list[str]) -> None:
     while True:
         text += f"lighthouse{i % 7} keeper{i} "
         i += 1
-        checkpointer.update(text)
+        if checkpointer.update(text) and log_checkpoints:
+            print(len(text), flush=True)
         time.sleep(0.001)
 
 
