@@ -145,10 +145,8 @@ def run_window(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: QTimer.singleShot(0, window.close))
 
-    if core.notice:
-        window.show_notice(core.notice)
-    elif core.repaired:
-        window.show_notice(f"{core.repaired} reply that was cut off last time is kept, marked interrupted.")
+    for notice in core.startup_notices:  # kept until dismissed: start-up's passing notes must not clear them
+        window.keep_notice(notice.text, notice.folder)
     window.show()
     window.start()
     if on_started is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter, QStackedWidget, QToolButton,
+    QFileDialog, QHBoxLayout, QMainWindow, QMessageBox, QPushButton, QSplitter, QStackedWidget, QToolButton,
     QVBoxLayout, QWidget,
 )
 
@@ -29,6 +29,7 @@ from ui.models_host import ModelsHost
 from ui.welcome_host import WelcomeHost
 from ui.models_panel import ModelsPanel
 from ui.network_indicator import NetworkIndicator
+from ui.notice_area import NoticeArea
 from ui.perf_panel import PerfPanel
 from ui.presets import PresetStore
 from ui.settings_dialog import ConversationSettingsDialog
@@ -68,11 +69,8 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         self.perf = PerfPanel()
         self.picker = ModelPicker()
-        self.notice = QLabel()
-        self.notice.setObjectName("notice")
-        self.notice.setWordWrap(True)
-        self.notice.setAccessibleName("Notice")
-        self.notice.hide()
+        self.notices = NoticeArea()  # kept start-up notices, then the passing line
+        self.notice = self.notices.passing
         self.network_indicator = NetworkIndicator(self.core.network)
         self.statusBar().addPermanentWidget(self.network_indicator)
         # The Models panel's services (token store, Hub worker, downloads); the panel is built on first open.
@@ -128,7 +126,7 @@ class MainWindow(QMainWindow):
         col = QVBoxLayout(center)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
-        col.addWidget(self.notice)
+        col.addWidget(self.notices)
         # The conversation (index 0), or the welcome page on a first run; the composer stays
         # below either, so a first message can be typed at once.
         self.pages = QStackedWidget()
@@ -247,8 +245,12 @@ class MainWindow(QMainWindow):
         return self.models.panel
 
     def show_notice(self, text: str) -> None:
-        self.notice.setText(text)
-        self.notice.setVisible(bool(text))
+        """A passing notice: it replaces the last passing one ("" clears it) and leaves kept ones."""
+        self.notices.show_passing(text)
+
+    def keep_notice(self, text: str, folder: Path | None = None) -> None:
+        """A notice that stays until the person dismisses it; `folder` adds an Open folder button."""
+        self.notices.keep(text, folder)
 
     def refresh_conversations(self) -> None:
         self.sidebar.set_conversations(self.core.history.list_conversations())
