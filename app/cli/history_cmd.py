@@ -1,4 +1,8 @@
-"""`cove history list|show|search|export|delete`: the saved conversations from the terminal."""
+"""`cove history list|show|search|export|delete`: the saved conversations from the terminal.
+
+Stored text is untrusted (a model's reply, a pasted prompt): on a terminal its control
+characters are shown as escapes (app/cli/terminal_text.py); pipes, files and JSON get it exact.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.cli.output import metrics_line, print_json
+from app.cli.output import metrics_line
+from app.cli.terminal_text import for_terminal, json_for_terminal, print_json_for, say
 from app.core import Core
 from app.store.export import export_conversation
 from app.store.search import search_messages
@@ -46,14 +51,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_list(core: Core, args: argparse.Namespace) -> int:
     conversations = core.history.list_conversations(limit=args.limit)
     if args.json:
-        print_json(conversations)
+        print_json_for(conversations, sys.stdout)
         return 0
     if not conversations:
         print("No conversations yet. Start one with `cove chat \"hello\"`.")
         return 0
     for c in conversations:
         pin = "📌 " if c.pinned else ""
-        print(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{c.title or '(untitled)'}")
+        say(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{c.title or '(untitled)'}", sys.stdout)
     return 0
 
 
@@ -61,31 +66,32 @@ def run_show(core: Core, args: argparse.Namespace) -> int:
     conversation = core.history.get_conversation(args.id)
     messages = core.history.messages(conversation.id)
     if args.json:
-        print_json({"conversation": conversation, "messages": messages})
+        print_json_for({"conversation": conversation, "messages": messages}, sys.stdout)
         return 0
-    print(f"# {conversation.title or '(untitled)'}  [{conversation.id}]")
+    out = sys.stdout
+    say(f"# {conversation.title or '(untitled)'}  [{conversation.id}]", out)
     if conversation.system_prompt:
-        print(f"system: {conversation.system_prompt}")
+        say(f"system: {conversation.system_prompt}", out)
     for m in messages:
-        print()
-        print(f"{m.role}:")
-        print(m.content)
+        print(file=out)
+        say(f"{m.role}:", out)
+        say(m.content, out)
         if m.role == "assistant":
             extra = f" — {m.error}" if m.error else ""
-            print(f"[{metrics_line(m.model_name or '?', m.status, m.metrics)}{extra}]")
+            say(f"[{metrics_line(m.model_name or '?', m.status, m.metrics)}{extra}]", out)
     return 0
 
 
 def run_search(core: Core, args: argparse.Namespace) -> int:
     hits = search_messages(core.db, args.query, limit=args.limit)
     if args.json:
-        print_json(hits)
+        print_json_for(hits, sys.stdout)
         return 0
     if not hits:
         print("No messages match.")
         return 0
     for h in hits:
-        print(f"{h.conversation_id[:8]}  {h.role:<9} {h.conversation_title or '(untitled)'}: {h.snippet}")
+        say(f"{h.conversation_id[:8]}  {h.role:<9} {h.conversation_title or '(untitled)'}: {h.snippet}", sys.stdout)
     return 0
 
 
@@ -95,13 +101,14 @@ def run_export(core: Core, args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"Wrote {args.output}.", file=sys.stderr)
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:  # a terminal gets escapes; a pipe gets exactly what the file would hold
+        shown = json_for_terminal(text, sys.stdout) if args.format == "json" else for_terminal(text, sys.stdout)
+        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
     return 0
 
 
 def run_delete(core: Core, args: argparse.Namespace) -> int:
     conversation = core.history.get_conversation(args.id)
     core.history.delete_conversation(conversation.id)
-    print(f"Deleted conversation {conversation.id[:8]} ({conversation.title or 'untitled'}).")
+    say(f"Deleted conversation {conversation.id[:8]} ({conversation.title or 'untitled'}).", sys.stdout)
     return 0

@@ -1,11 +1,17 @@
-"""`cove models list|info|import|remove`: the local model library from the terminal."""
+"""`cove models list|info|import|remove`: the local model library from the terminal.
+
+Names and metadata come from a model file's header (attacker-controlled for a downloaded
+file): on a terminal their control characters are shown as escapes (app/cli/terminal_text.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from app.cli import models_download_cmd, models_fit_cmd, models_hub_cmd
-from app.cli.output import human_size, print_json
+from app.cli.output import human_size
+from app.cli.terminal_text import print_json_for, say
 from app.core import Core
 from models.gguf_info import read_gguf_info
 from models.starter import STARTER_NAME, starter_available
@@ -44,7 +50,7 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
     models = core.library.list()
     last = core.settings.last_model
     if args.json:
-        print_json([_model_dict(m, last) for m in models])
+        print_json_for([_model_dict(m, last) for m in models], sys.stdout)
         return 0
     if not models:
         hint = " (the starter model is installed and will be added on first `cove chat`)" if starter_available() else ""
@@ -53,7 +59,7 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
     width = max(len(m.name) for m in models)
     for m in models:
         mark = "*" if m.name == last else " "
-        print(f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} ctx {m.context_length or '?'}  {m.source}")
+        say(f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} ctx {m.context_length or '?'}  {m.source}", sys.stdout)
     return 0
 
 
@@ -72,29 +78,29 @@ def run_info(core: Core, args: argparse.Namespace) -> int:
         }
     )
     if args.json:
-        print_json(data)
+        print_json_for(data, sys.stdout)
         return 0
     for key, value in data.items():
         if key == "size":
             value = f"{human_size(value)} ({value} bytes)"
-        print(f"{key:>18}: {value if value is not None else '-'}")
+        say(f"{key:>18}: {value if value is not None else '-'}", sys.stdout)
     return 0
 
 
 def run_import(core: Core, args: argparse.Namespace) -> int:
     model = core.library.import_file(args.path, copy=args.copy)
     if args.json:
-        print_json(_model_dict(model, core.settings.last_model))
+        print_json_for(_model_dict(model, core.settings.last_model), sys.stdout)
     else:
         where = "copied into the models folder" if args.copy else "registered in place"
-        print(f"Imported {model.name} ({model.quant or '?'}, {human_size(model.size)}), {where}.")
+        say(f"Imported {model.name} ({model.quant or '?'}, {human_size(model.size)}), {where}.", sys.stdout)
     return 0
 
 
 def run_remove(core: Core, args: argparse.Namespace) -> int:
     model = core.library.remove(args.name, delete_file=args.delete_file)
     tail = " and deleted its file" if args.delete_file else f"; the file stays at {model.path}"
-    print(f"Removed {model.name}{tail}.")
+    say(f"Removed {model.name}{tail}.", sys.stdout)
     if model.source == "starter" and not args.delete_file:
         print(f"(The starter model {STARTER_NAME} is added back the next time no other model is chosen.)")
     return 0

@@ -2,16 +2,20 @@
 
 Both go through the core's NetworkGate: offline, they refuse before connecting, and the
 refusal (like any Hub error) is raised as one sentence that `cove` prints as `cove: ...`.
+Names from the Hub are untrusted: on a terminal their control characters are shown as
+escapes (app/cli/terminal_text.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime
 from typing import Any
 
 from app import secrets
-from app.cli.output import human_size, positive_int, print_json
+from app.cli.output import human_size, positive_int
+from app.cli.terminal_text import print_json_for, say
 from app.core import Core
 from models.catalog import CatalogEntry, load_catalog, machine_fit, machine_ram
 from models.hub_files import GGUFEntry, RepoListing, list_gguf_files
@@ -49,14 +53,15 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
         print(flush=True)
     hub = search_models(core.network, query, sort=args.sort, limit=args.limit, token=secrets.load_token())
     if args.json:
-        print_json(
+        print_json_for(
             {
                 "query": query,
                 "sort": args.sort,
                 "machine": {"ram_bytes": ram, "fit_context": FIT_CONTEXT},
                 "catalog": [_catalog_dict(e, ram) for e in catalog],
                 "hub": [_hub_dict(m) for m in hub],
-            }
+            },
+            sys.stdout,
         )
         return 0
     _print_hub(hub, query, args.sort)
@@ -66,7 +71,7 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
 def run_files(core: Core, args: argparse.Namespace) -> int:
     listing = list_gguf_files(core.network, args.repo, token=secrets.load_token(), revision=args.revision)
     if args.json:
-        print_json(_listing_dict(listing))
+        print_json_for(_listing_dict(listing), sys.stdout)
         return 0
     commit = f" at commit {listing.commit[:12]}" if listing.commit else ""
     if not listing.entries:
@@ -76,7 +81,7 @@ def run_files(core: Core, args: argparse.Namespace) -> int:
     print(f"{listing.repo_id}{commit}: {count} GGUF model file{'s' if count != 1 else ''} (smallest first)")
     width = max(len(e.quant or "?") for e in listing.entries)
     for e in listing.entries:
-        print(f"  {e.quant or '?':<{width}}  {human_size(e.total_size):>9}  {e.name}{_entry_note(e)}")
+        say(f"  {e.quant or '?':<{width}}  {human_size(e.total_size):>9}  {e.name}{_entry_note(e)}", sys.stdout)
     print(f"Download one with `cove models download {listing.repo_id} NAME` (NAME as listed above).")
     return 0
 
@@ -112,7 +117,7 @@ def _print_hub(hub: list[HubModel], query: str, sort: str) -> None:
     for m in hub:
         updated = m.last_modified.strftime("%Y-%m-%d") if m.last_modified else "?"
         gated = "  [gated: needs access and a token]" if m.gated else ""
-        print(f"  {m.repo_id:<{repo_w}}  {_count(m.downloads):>9}  {_count(m.likes):>6}  {updated:<10}  {m.license or '?'}{gated}")
+        say(f"  {m.repo_id:<{repo_w}}  {_count(m.downloads):>9}  {_count(m.likes):>6}  {updated:<10}  {m.license or '?'}{gated}", sys.stdout)
     print("List a repository's files with `cove models files REPO`.")
 
 
