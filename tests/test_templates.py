@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from app.engine.templates import (
     FALLBACKS,
+    MAX_PROMPT_CHARS,
     TemplateFailure,
     TemplateHung,
     _run_limited,
     build_chat_format,
     choose_fallback,
+    collect_limited,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -166,3 +170,52 @@ def test_errors_become_template_failures() -> None:
     with pytest.raises(TemplateFailure) as err:
         _run_limited(boom, timeout_s=1.0)
     assert err.value.reason == "error" and "bad" in str(err.value)
+
+
+def _peak_bytes_while(fn: Callable[[], object]) -> tuple[object, int]:
+    """fn()'s result and the most memory Python held at once while it ran (every thread)."""
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_template_that_prints_huge_chunks_is_stopped_at_the_size_cap_with_bounded_memory() -> None:
+    # 100 chunks of ~1 MB: 100 MB of prompt if rendered whole.
+    source = "{% for i in range(100) %}{{ 'x' * 999999 }}{% endfor %}"
+    fmt, peak = _peak_bytes_while(lambda: _build(source))
+    assert peak < 8 * MAX_PROMPT_CHARS  # what was kept: the capped prompt and a chunk, not 100 MB
+    assert fmt.source == "fallback:plain"
+    assert f"longer than {MAX_PROMPT_CHARS:,} characters" in fmt.note
+
+
+def test_a_template_that_prints_without_end_is_stopped_by_size_not_by_the_clock() -> None:
+    source = "{% for i in range(100000) %}{% for j in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{% endfor %}{% endfor %}"
+    fmt, peak = _peak_bytes_while(lambda: _build(source, timeout_s=30.0))
+    assert fmt.source == "fallback:plain"
+    assert f"longer than {MAX_PROMPT_CHARS:,} characters" in fmt.note and "longer than 30 s" not in fmt.note
+    assert peak < 8 * MAX_PROMPT_CHARS
+
+
+def test_one_huge_value_is_refused_before_it_is_built() -> None:
+    for source in ("{{ 'x' * 10**9 }}", "{% for i in range(10**9) %}xxxxxxxx{% endfor %}"):
+        fmt, peak = _peak_bytes_while(lambda: _build(source))
+        assert fmt.source == "fallback:plain", source
+        assert peak < 8 * MAX_PROMPT_CHARS, source
+
+
+def test_collect_limited_reads_no_further_than_the_cap() -> None:
+    read = 0
+
+    def endless() -> Iterator[str]:
+        nonlocal read
+        while True:
+            read += 1
+            yield "y" * 1000
+
+    with pytest.raises(TemplateFailure) as err:
+        collect_limited(endless(), 10_000)
+    assert err.value.reason == "unsafe" and read == 11
+    assert collect_limited(iter(["a", "b", "c"]), 3) == "abc"

@@ -6,7 +6,9 @@ loopcontrols; plus raise_exception, strftime_now, bos_token, eos_token,
 add_generation_prompt=True), with a time limit enforced twice: a per-line deadline check
 inside the render thread (stops nested-loop templates cleanly), and a watchdog that gives
 up on the thread (TemplateHung: the host must then be replaced, since a Python thread
-cannot be killed). `*` and `**` are capped so a template cannot build huge values.
+cannot be killed). `*` and `**` are capped so a template cannot build huge values, and the
+output is streamed (`Template.generate`) and stopped as soon as it passes `MAX_PROMPT_CHARS`,
+so a template that prints without end is stopped at that size, not at the time limit.
 
 A template that fails to compile, raises, trips the sandbox or runs out of time is replaced
 by the fallback for the model's architecture, and the note says so. Fallbacks:
@@ -26,10 +28,11 @@ text of the previous one (the host's prefix reuse depends on that).
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,7 +45,11 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 Messages = Sequence[dict[str, Any]]
 RENDER_TIMEOUT_S = 3.0
 _MAX_VALUE = 1_000_000  # longest string/list a template may build with * (items)
-_MAX_OUTPUT = 4_000_000  # longest prompt text a template may produce (characters)
+# Longest prompt a template may produce, in characters. n_ctx is not known here, so the cap
+# is fixed: 4 M characters is about 1 M tokens of ordinary text (~4 characters a token),
+# more than any context a model runs with, so no prompt that could fit is refused, and
+# what a render holds stays in the tens of MB (at most 4 bytes a character, plus one chunk).
+MAX_PROMPT_CHARS = 4_000_000
 _TRIAL = (
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "Hello!"},
@@ -235,6 +242,8 @@ def _run_limited(fn: Callable[[], Any], timeout_s: float, grace_s: float = 2.0) 
     if box.get("timeout"):
         raise TemplateFailure(f"took longer than {timeout_s:g} s to render", "timeout")
     exc = box.get("error")
+    if isinstance(exc, TemplateFailure):
+        raise exc
     if isinstance(exc, SecurityError):
         raise TemplateFailure(f"tried something the sandbox forbids ({exc})", "unsafe")
     if isinstance(exc, TemplateError):
@@ -256,19 +265,41 @@ class GgufTemplate:
     def render(self, messages: Messages) -> str:
         msgs = [{"role": r, "content": c} for r, c in _clean(messages)]
         text = _run_limited(
-            lambda: self._template.render(
-                messages=msgs,
-                bos_token=self._bos,
-                eos_token=self._eos,
-                add_generation_prompt=True,
-                raise_exception=_raise_exception,
-                strftime_now=_strftime_now,
+            lambda: collect_limited(
+                self._template.generate(
+                    messages=msgs,
+                    bos_token=self._bos,
+                    eos_token=self._eos,
+                    add_generation_prompt=True,
+                    raise_exception=_raise_exception,
+                    strftime_now=_strftime_now,
+                ),
+                MAX_PROMPT_CHARS,
             ),
             self._timeout_s,
         )
-        if not isinstance(text, str) or len(text) > _MAX_OUTPUT:
-            raise TemplateFailure("produced an unreasonably long prompt", "unsafe")
+        if not isinstance(text, str):
+            raise TemplateFailure("produced no text", "error")
         return text
+
+
+def collect_limited(chunks: Iterator[str], limit: int) -> str:
+    """The chunks joined, read one at a time; TemplateFailure ('unsafe') as soon as the
+    total passes `limit` characters, so no more than `limit` characters (plus the last
+    chunk) are ever held."""
+    out = io.StringIO()
+    total = 0
+    try:
+        for chunk in chunks:
+            total += len(chunk)
+            if total > limit:
+                raise TemplateFailure(f"produced a prompt longer than {limit:,} characters", "unsafe")
+            out.write(chunk)
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()  # stops the template's generator where it is
+    return out.getvalue()
 
 
 def fold_system(messages: Messages) -> list[dict[str, Any]]:
