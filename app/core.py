@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import sqlite_utils
 
 from app.paths import Paths, resolve_paths
 from app.settings import SamplingParams, Settings, load_settings, read_settings, save_settings
-from app.store.database import close_database, open_database
+from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
@@ -23,6 +25,13 @@ from models.starter import StarterUnavailable, ensure_starter, starter_available
 class NoModelError(Exception):
     """No model was named and none is installed; the message says how to get one."""
 
+
+class DataFolderError(Exception):
+    """The data folder or the history file in it cannot be made or written; the message names
+    it and says what to do."""
+
+
+ELSEWHERE = "or start Cove with COVE_HOME set to a folder you can write to"
 
 NO_MODEL_HELP = (
     "no model is installed yet: install the starter model with "
@@ -125,8 +134,17 @@ class Core:
 
 
 def open_core(paths: Paths | None = None) -> Core:
-    paths = (paths or resolve_paths()).ensure()
-    opened = open_database(paths.database)
+    paths = _ensure_folders(paths or resolve_paths())
+    try:
+        opened = open_database(paths.database)
+    except (DatabaseError, sqlite3.Error) as exc:
+        problem = _unwritable(paths)
+        if problem is None:
+            raise
+        raise problem from exc
+    if not opened.read_only and (problem := _unwritable(paths)) is not None:
+        opened.db.close()  # it opened, but the first save of a chat or a setting would fail
+        raise problem
     history = History(opened.db)
     repaired = 0 if opened.read_only else history.repair_interrupted()
     loaded = read_settings(paths.settings_file)  # the one read that may move a bad file aside and say so
@@ -143,4 +161,45 @@ def open_core(paths: Paths | None = None) -> Core:
     )
 
 
-__all__ = ["Core", "StartupNotice", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable"]
+def _ensure_folders(paths: Paths) -> Paths:
+    try:
+        return paths.ensure()
+    except OSError as exc:
+        folder = Path(exc.filename) if exc.filename else paths.data_dir
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+            in_the_way = "a file of that name is" if blocker == folder else f"a file, {blocker}, is"
+            raise DataFolderError(
+                f"the data folder {folder} cannot be created: {in_the_way} in the way. "
+                f"Move that file elsewhere, {ELSEWHERE}."
+            ) from exc
+        if isinstance(exc, PermissionError):
+            parent = next((p for p in folder.parents if p.exists()), folder)
+            raise DataFolderError(
+                f"Cove has no permission to create its data folder {folder}. "
+                f"Make {parent} writable for you (`chmod u+w {parent}`), {ELSEWHERE}."
+            ) from exc
+        raise DataFolderError(
+            f"the data folder {folder} cannot be created ({exc.strerror or exc}). Free some space "
+            f"or check the disk, {ELSEWHERE}."
+        ) from exc
+
+
+def _unwritable(paths: Paths) -> DataFolderError | None:
+    """When the history could not be opened because its folder or file is not writable: the
+    sentence that says which and what to do (None when that is not the cause)."""
+    folder, database = paths.database.parent, paths.database
+    if not os.access(folder, os.W_OK):
+        return DataFolderError(
+            f"Cove has no permission to write to its data folder {folder}. "
+            f"Make it writable for you (`chmod u+w {folder}`), {ELSEWHERE}."
+        )
+    if database.exists() and not os.access(database, os.W_OK):
+        return DataFolderError(
+            f"the history file {database} is read-only, so Cove cannot keep your chats in it. "
+            f"Make it writable for you (`chmod u+w {database}`), {ELSEWHERE}."
+        )
+    return None
+
+
+__all__ = ["Core", "DataFolderError", "StartupNotice", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable"]

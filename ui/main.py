@@ -95,7 +95,7 @@ def run_window(
     """Run the window until it closes. `engine_argv` replaces the engine host command (tests
     use a scripted host); `on_started` is called with the shown MainWindow (test drivers)."""
     from PySide6.QtCore import QSocketNotifier, QTimer
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.core import open_core
     from app.errors import describe_error
@@ -114,7 +114,10 @@ def run_window(
     try:
         core = open_core()
     except Exception as exc:  # noqa: BLE001 - one sentence, no traceback
-        print(f"cove: {describe_error(exc)}", file=sys.stderr)
+        sentence = describe_error(exc)
+        print(f"cove: {sentence}", file=sys.stderr)
+        # Started from the applications menu, nobody sees stderr: the window that cannot open says why.
+        QMessageBox.critical(None, "Cove could not start", sentence[:1].upper() + sentence[1:])
         return 1
     tidy_downloads(core)
     install_redaction()  # the window makes Hub calls too: no token or Authorization header in any log line
