@@ -11,15 +11,19 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import SamplingParams
 from app.store.checkpoint import Checkpointer
+from app.store.save_errors import ReplyNotSaved
 from app.store.history import History, Message
-from models.library import InstalledModel
+from app.termination import Terminated
+from models.gguf_validate import InvalidModelFile
+from models.library import FileRecheck, InstalledModel, ModelLibrary, recheck_file
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
 _RESENDABLE = {"complete", "cancelled", "length", "interrupted"}
@@ -39,6 +43,7 @@ class TurnResult:
     metrics: dict[str, Any]
     error: str | None
     interrupted_by_user: bool
+    terminated_by: int | None = None  # the signal (SIGTERM, SIGHUP) that stopped the reply
 
 
 def build_prompt_messages(history: History, conversation_id: str, system_prompt: str | None, *, upto: str | None = None) -> list[dict]:
@@ -68,6 +73,7 @@ class TurnRecord:
         self._parts: list[str] = []
         self._checkpoint = Checkpointer(history, assistant.id, interval_s=checkpoint_interval_s)
         self.final: Message | None = None
+        self.unsaved: Message | None = None  # the finished reply, when the history could not take it
 
     @classmethod
     def begin(
@@ -134,9 +140,35 @@ class TurnRecord:
             if self._checkpoint.due():  # join the reply only when it is written: O(1) per token
                 self._checkpoint.update(self.text)
 
+    def record_recheck(self, library: ModelLibrary, model_name: str, recheck: FileRecheck) -> InstalledModel:
+        """The model file changed since it was checked: update its library entry and make this
+        reply's row name the bytes that actually run. Returns the updated model."""
+        model = library.record_recheck(model_name, recheck)
+        self.history.record_reply_model(self.assistant.id, model.sha256, model.quant)
+        self.assistant = replace(self.assistant, model_sha256=model.sha256, model_quant=model.quant)
+        return model
+
     def finish(self, status: str, metrics: dict[str, Any], error: str | None = None, text: str | None = None) -> Message:
+        """Write the final text, status and metrics. Raises ReplyNotSaved (saying what the file
+        keeps) when the history cannot be written; `unsaved` then holds the reply, and
+        `retry_finish()` writes it once that is possible again."""
         final = self.text if text is None else text
-        self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error)
+        try:
+            self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error)
+        except sqlite3.Error as exc:
+            self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error)
+            raise ReplyNotSaved(exc, saved_chars=self._checkpoint.saved_chars, total_chars=len(final)) from exc
+        self.unsaved = None
+        return self.final
+
+    def retry_finish(self) -> Message:
+        """Write the reply that `finish` could not; raises sqlite3.Error if it still cannot."""
+        pending = self.unsaved
+        assert pending is not None, "nothing is waiting to be saved"
+        self.final = self.history.finish_assistant(
+            pending.id, pending.content, status=pending.status, metrics=pending.metrics, error=pending.error
+        )
+        self.unsaved = None
         return self.final
 
 
@@ -148,8 +180,16 @@ def start_generation(
     params: SamplingParams,
     conversation_id: str,
     on_loaded: Callable[[LoadedModel], None] | None = None,
+    on_recheck: Callable[[FileRecheck], None] | None = None,
 ) -> Generation:
-    """Load the model if needed (blocking) and start the reply. Raises EngineError."""
+    """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
+    load it if needed (blocking) and start the reply. Raises EngineError."""
+    try:
+        recheck = recheck_file(model)
+    except InvalidModelFile as exc:
+        raise EngineError(str(exc)) from None
+    if recheck is not None and on_recheck is not None:
+        on_recheck(recheck)
     loaded = engine.load(model.path, n_ctx=params.n_ctx)
     if on_loaded is not None:
         on_loaded(loaded)
@@ -169,10 +209,20 @@ def start_generation(
 class ChatService:
     """Blocking turns for the command line: record, generate, stream, finish."""
 
-    def __init__(self, history: History, engine: EngineClient, *, checkpoint_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        history: History,
+        engine: EngineClient,
+        *,
+        library: ModelLibrary | None = None,
+        checkpoint_interval_s: float = 1.0,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
         self._history = history
         self._engine = engine
+        self._library = library  # where a model file found changed is recorded
         self._interval = checkpoint_interval_s
+        self._on_notice = on_notice  # sentences for the person (a model file that changed)
 
     def send(
         self,
@@ -183,41 +233,64 @@ class ChatService:
         params: SamplingParams,
         system_prompt: str | None = None,
         on_text: TextSink | None = None,
+        on_loaded: Callable[[LoadedModel], None] | None = None,
     ) -> TurnResult:
+        if self._library is not None:  # its entry may have been rechecked by an earlier turn
+            model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
         t0 = time.perf_counter()
         interrupted = False
+        terminated: int | None = None
         generation: Generation | None = None
         try:
             messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
-            generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id)
+
+            def recheck_seen(recheck: FileRecheck) -> None:
+                if self._library is not None:
+                    record.record_recheck(self._library, model.name, recheck)
+                if recheck.content_changed and self._on_notice is not None:
+                    self._on_notice(recheck.sentence())
+
+            generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id,
+                                          on_loaded=on_loaded, on_recheck=recheck_seen)
             events = iter(generation)
             while True:
                 try:
                     event = next(events)
                 except StopIteration:
                     break
-                except KeyboardInterrupt:
-                    # Ctrl-C: stop generating, keep reading to the end so the partial reply is kept.
+                except KeyboardInterrupt as exc:
+                    # Ctrl-C, SIGTERM or SIGHUP: stop generating, keep reading to the end so
+                    # the partial reply is kept.
                     interrupted = True
+                    if isinstance(exc, Terminated):
+                        terminated = exc.signum
                     generation.cancel()
                     continue
                 if hasattr(event, "status"):
                     metrics = dict(event.metrics)
                     metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
-                    record.finish(event.status, metrics, event.error, text=event.text)
+                    # Stopped by a signal the person did not send from the keyboard: the reply
+                    # was cut off, as when the window quits mid-reply.
+                    status = "interrupted" if terminated is not None and event.status == "cancelled" else event.status
+                    record.finish(status, metrics, event.error, text=event.text)
                     break
                 record.append(event.text)
                 if on_text is not None:
                     on_text(event.text)
         except EngineError as exc:
             record.finish("error", {}, str(exc))
-        except KeyboardInterrupt:
-            # Interrupted while loading: nothing was generated; the turn ends cancelled.
+        except KeyboardInterrupt as exc:
+            # Interrupted while loading: nothing was generated; the turn ends cancelled
+            # (interrupted when a signal ended it).
             interrupted = True
+            if isinstance(exc, Terminated):
+                terminated = exc.signum
             if generation is not None:
                 generation.cancel()
-            record.finish("cancelled", {}, None)
+            record.finish("interrupted" if terminated is not None else "cancelled", {}, None)
+        except ReplyNotSaved:
+            raise
         except BaseException as exc:
             if record.final is None:
                 record.finish("error", {}, str(exc) or type(exc).__name__)
@@ -235,4 +308,5 @@ class ChatService:
             metrics=final.metrics,
             error=final.error,
             interrupted_by_user=interrupted,
+            terminated_by=terminated,
         )

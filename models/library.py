@@ -2,7 +2,8 @@
 
 Rows live in the `models` table of the history database (a sqlite_utils.Database the
 caller opens and hands in). A file is validated, described and hashed once when it is
-imported; before each load `check_unchanged` compares size and mtime with what was checked.
+imported; before each load `recheck_file` compares size and mtime with what was checked and
+hashes the file again when they differ, and `record_recheck` brings the entry up to date.
 """
 
 from __future__ import annotations
@@ -46,6 +47,43 @@ class InstalledModel:
     revision: str | None
     added_at: str  # ISO 8601 UTC, e.g. 2025-05-01T09:30:00.123Z
     last_used_at: str | None
+
+
+@dataclass(frozen=True)
+class FileRecheck:
+    """A model file read again because its size or mtime changed since it was checked."""
+
+    path: str
+    sha256: str
+    size: int
+    mtime: float
+    info: GGUFInfo
+    previous_sha256: str
+
+    @property
+    def content_changed(self) -> bool:
+        return self.sha256 != self.previous_sha256
+
+    def sentence(self) -> str:
+        return (
+            f"the file {self.path} changed since it was imported; its new checksum is {self.sha256[:12]}… "
+            f"(it was {self.previous_sha256[:12]}…), and replies from now on record the new one"
+        )
+
+
+def recheck_file(model: InstalledModel) -> FileRecheck | None:
+    """None when the file's size and mtime are what was checked (a stat: cheap). Otherwise the
+    file is validated and hashed again (reads it all). Touches no database, so it may run on
+    any thread; `ModelLibrary.record_recheck` then records the result on the database's thread.
+    Raises InvalidModelFile if the file is gone or no longer a valid GGUF."""
+    path = Path(model.path)
+    before = _stat(path)
+    if (before.st_size, before.st_mtime) == (model.size, model.mtime):
+        return None
+    info = info_from_header(read_gguf_header(path))
+    digest = sha256_file(path)
+    _check_still(path, before)
+    return FileRecheck(str(path), digest, before.st_size, before.st_mtime, info, model.sha256)
 
 
 class ModelNotFound(Exception):
@@ -114,7 +152,7 @@ class ModelLibrary:
         _check_still(src, before)
         if existing is not None:
             given = {k: v for k, v in {"source": source, **extra}.items() if v is not None}
-            row = {**_info_columns(info, digest, before), **given}
+            row = {**_info_columns(info, digest, before.st_size, before.st_mtime), **given}
             with _write(self.db):
                 self.db.table(TABLE).update(existing.name, row)
             return self.get(existing.name)
@@ -172,6 +210,12 @@ class ModelLibrary:
         rows = self.db.table(TABLE).rows_where("last_used_at IS NOT NULL", order_by="last_used_at DESC", limit=1)
         return next((_model(r) for r in rows), None)
 
+    def record_recheck(self, name: str, recheck: FileRecheck) -> InstalledModel:
+        """Store what `recheck_file` found: the file's new checksum, size, mtime and header facts."""
+        with _write(self.db):
+            self.db.table(TABLE).update(name, _info_columns(recheck.info, recheck.sha256, recheck.size, recheck.mtime))
+        return self.get(name)
+
     def check_unchanged(self, model: InstalledModel) -> None:
         """Raise InvalidModelFile if the file is gone or its size or mtime differ from when it was checked."""
         try:
@@ -219,7 +263,7 @@ class ModelLibrary:
                 return raced
             unique = self._unique_name((name or "").strip() or _stem(path))
             row = {
-                "name": unique, "path": str(path), **_info_columns(info, digest, st), "source": source, **extra,
+                "name": unique, "path": str(path), **_info_columns(info, digest, st.st_size, st.st_mtime), "source": source, **extra,
                 "added_at": _timestamp(datetime.now(timezone.utc)), "last_used_at": None,
             }
             self.db.table(TABLE).insert(row)
@@ -310,9 +354,9 @@ def _model(row: dict[str, Any]) -> InstalledModel:
     return InstalledModel(**values)
 
 
-def _info_columns(info: GGUFInfo, digest: str, st: os.stat_result) -> dict[str, Any]:
+def _info_columns(info: GGUFInfo, digest: str, size: int, mtime: float) -> dict[str, Any]:
     return {
-        "sha256": digest, "size": st.st_size, "mtime": st.st_mtime, "quant": info.quant,
+        "sha256": digest, "size": size, "mtime": mtime, "quant": info.quant,
         "architecture": info.architecture, "parameter_count": info.parameter_count,
         "context_length": info.context_length, "has_chat_template": int(info.has_chat_template),
     }

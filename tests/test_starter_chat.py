@@ -75,3 +75,44 @@ def test_ctrl_c_keeps_the_partial_reply_as_cancelled(home: Path) -> None:
     assert reply["role"] == "assistant" and reply["status"] == "cancelled"
     assert reply["content"].startswith(first[:10].lstrip()[:5]) or first.strip()[:5] in reply["content"]
     assert len(reply["content"]) >= len(first.strip())
+
+
+def _last_reply(home: Path) -> dict:
+    listed = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "history", "list", "--json"],
+                                       cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
+    shown = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "history", "show", listed[0]["id"], "--json"],
+                                      cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
+    return shown["messages"][-1]
+
+
+def test_sigterm_mid_reply_with_another_cove_started_meanwhile_keeps_the_reply_as_interrupted(home: Path) -> None:
+    """A second `cove` started mid-reply leaves the live reply alone (no false "cut off" line),
+    and SIGTERM (a logout, `timeout`) to the first keeps everything it streamed, exit 143.
+    Text mode also says, once, that the starter has no chat template."""
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0.9",
+         "Write a very long story about a lighthouse keeper."],
+        cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.read(20)  # the reply is streaming
+        assert first
+        other = subprocess.run([sys.executable, "-m", "app.cli.main", "history", "list"],
+                               cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60)
+        assert other.returncode == 0, other.stderr
+        assert "cut off" not in other.stderr  # the live reply is not "cut off last time"
+        streamed = first + proc.stdout.read(200)  # more text after the other start: checkpoints go on
+        time.sleep(1.2)  # at least one checkpoint interval after what was read
+        proc.send_signal(signal.SIGTERM)  # to cove only, as `timeout` or a closing session does
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert "no chat template" in err and err.count("no chat template") == 1
+    reply = _last_reply(home)
+    assert reply["status"] == "interrupted"
+    printed = (streamed + rest).strip()
+    assert reply["content"].strip() == printed  # everything on screen is kept, not a second's worth less

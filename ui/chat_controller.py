@@ -10,6 +10,8 @@ the token rate (performance.md section 4).
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -23,10 +25,12 @@ from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEve
 from app.settings import SamplingParams
 from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
+from app.store.save_errors import ReplyNotSaved, write_failure
 from models.library import InstalledModel
 from ui.frame_pacer import FRAME_MS, FramePacer
 from ui.starter_preparer import StarterPreparer, starter_file_needed
-from ui.turn_worker import FailedEvent, LoadedEvent, TurnWorker
+from ui.turn_worker import FailedEvent, LoadedEvent, RecheckedEvent, TurnWorker
+from ui.unsaved_replies import UnsavedReplies
 
 PAGE = 300  # messages shown at once when a conversation opens; earlier ones load on scrolling up
 
@@ -73,6 +77,7 @@ class ChatController(QObject):
         self._t_send = 0.0
         self._first_shown = False
         self._loading: InstalledModel | None = None
+        self.load_error: str | None = None  # why the chosen model last failed to load, if it did
         self._shut_down = False
         self.starter = StarterPreparer(core, self)  # assembles the starter model on a first start
         self.starter.ready.connect(self._on_starter_ready)
@@ -85,6 +90,9 @@ class ChatController(QObject):
         self._drain.setTimerType(Qt.TimerType.PreciseTimer)
         self._drain.timeout.connect(self._drain_events)
         self._pacer = FramePacer()
+        # Replies the history file could not take when they ended (a full disk), retried.
+        self.unsaved = UnsavedReplies(self)
+        self.unsaved.saved.connect(self._on_unsaved_saved)
 
     # ---- state -------------------------------------------------------------------------
 
@@ -202,11 +210,18 @@ class ChatController(QObject):
         model = self._model_or_report()
         if model is None:
             return False
-        if self.conversation_id is None:
-            conversation = self.core.history.create_conversation(model=model.name, params=None)
-            self.conversation_id = conversation.id
-            self.conversation_opened.emit(conversation.id)
-        record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params())
+        self.unsaved.retry()  # a reply the disk could not take before goes first
+        try:
+            if self.conversation_id is None:
+                conversation = self.core.history.create_conversation(model=model.name, params=None)
+                self.conversation_id = conversation.id
+                self.conversation_opened.emit(conversation.id)
+            record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params())
+        except sqlite3.Error as exc:
+            self.error_reported.emit(
+                f"Your message could not be saved: {write_failure(exc)}. It stays in the box below; send it again when there is space."
+            )
+            return False
         self._start(record, appended=True)
         return True
 
@@ -278,10 +293,11 @@ class ChatController(QObject):
         previous = self._loaded_model
         self._loading = model
         self.model_load_started.emit(model.name)
+        n_ctx = self.params().n_ctx  # read here: the history's connection belongs to this (the UI) thread
 
         def load() -> None:
             try:
-                loaded = self.engine.load(model.path, n_ctx=self.params().n_ctx)
+                loaded = self.engine.load(model.path, n_ctx=n_ctx)
             except Exception as exc:  # noqa: BLE001 - becomes a sentence in the window
                 self._load_done.emit(model, None, str(exc), previous)
             else:
@@ -301,11 +317,14 @@ class ChatController(QObject):
         if loaded is not None:
             self.loaded = loaded
             self._loaded_model = model
+            self.load_error = None
             self.model_loaded.emit(loaded)
             return
         if self.model is model and previous is not None:
             self.model = previous  # the last model that worked stays in use
             self.core.remember_model(previous)
+        elif self.model is model:
+            self.load_error = error  # no model that works: the chosen one is not ready
         self.model_load_failed.emit(error)
 
     def _model_or_report(self) -> InstalledModel | None:
@@ -362,7 +381,10 @@ class ChatController(QObject):
             elif isinstance(event, LoadedEvent):
                 self.loaded = event.loaded
                 self._loaded_model = self.model
+                self.load_error = None
                 self.model_loaded.emit(event.loaded)
+            elif isinstance(event, RecheckedEvent):
+                self._record_recheck(record, event)
             else:
                 finished = event
                 break
@@ -379,17 +401,43 @@ class ChatController(QObject):
             delay = self._pacer.next_delay_ms(started, arrivals) - (time.perf_counter() - started) * 1000
             self._drain.start(max(1, round(delay)))
 
+    def _record_recheck(self, record: TurnRecord, event: RecheckedEvent) -> None:
+        """The model file changed under Cove: its entry and this reply now name its new bytes."""
+        recheck = event.recheck
+        model = self.model if self.model is not None and self.model.path == recheck.path else None
+        if model is None:
+            return
+        try:
+            self.model = record.record_recheck(self.core.library, model.name, recheck)
+        except sqlite3.Error as exc:
+            self.error_reported.emit(f"The model file changed, and {write_failure(exc)}, so the new checksum is not recorded.")
+            return
+        self.models_changed.emit()
+        if recheck.content_changed:
+            sentence = recheck.sentence()
+            self.error_reported.emit(sentence[:1].upper() + sentence[1:] + ".")
+
     def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
         record = self._record
         assert record is not None
-        if isinstance(event, FailedEvent):
-            if self.loaded is None or (self.model and self.loaded.path != self.model.path):
-                self.model_load_failed.emit(event.error)
-            final = record.finish(status_override or "error", {}, event.error)
-        else:
-            metrics: dict[str, Any] = dict(event.metrics)
-            metrics["turn_ms"] = round((time.perf_counter() - self._t_send) * 1000.0, 1)
-            final = record.finish(status_override or event.status, metrics, event.error, text=event.text)
+        # Invariant: the turn is released on every path (a full disk included), so Stop, Esc
+        # and Send work again; a reply the file cannot take stays in memory and is retried.
+        try:
+            if isinstance(event, FailedEvent):
+                if self.loaded is None or (self.model and self.loaded.path != self.model.path):
+                    self.model_load_failed.emit(event.error)
+                final = record.finish(status_override or "error", {}, event.error)
+            else:
+                metrics: dict[str, Any] = dict(event.metrics)
+                metrics["turn_ms"] = round((time.perf_counter() - self._t_send) * 1000.0, 1)
+                final = record.finish(status_override or event.status, metrics, event.error, text=event.text)
+        except ReplyNotSaved as exc:
+            assert record.unsaved is not None
+            final = record.unsaved
+            self.unsaved.keep(record)
+            self.error_reported.emit(
+                f"The reply could not be saved: {exc}. It stays on screen, and Cove saves it as soon as there is space again."
+            )
         self._record, self._worker = None, None
         self._drain.stop()
         self.reply_finished.emit(final)
@@ -397,6 +445,10 @@ class ChatController(QObject):
         self.conversations_changed.emit()
         if int(final.metrics.get("dropped_turns") or 0) > 0:
             self.reload_messages()  # mark the turns the model no longer saw
+
+    def _on_unsaved_saved(self, message: Message) -> None:
+        self.notice_changed.emit("The reply that could not be saved is saved now.")
+        self.conversations_changed.emit()
 
     # ---- quitting ----------------------------------------------------------------------
 
@@ -416,9 +468,16 @@ class ChatController(QObject):
             final = next((e for e in events if isinstance(e, FinishedEvent)), None)
             text = final.text if final is not None else record.text + "".join(text_parts)
             metrics = dict(final.metrics) if final is not None else {}
-            record.finish("interrupted", metrics, None, text=text)
+            try:
+                record.finish("interrupted", metrics, None, text=text)
+            except ReplyNotSaved as exc:
+                self.unsaved.keep(record)
+                print(f"cove: the reply in progress could not be saved at quit: {exc}", file=sys.stderr)
             self._record, self._worker = None, None
         self._drain.stop()
+        if not self.unsaved.retry():
+            print(f"cove: {len(self.unsaved.pending)} finished reply could not be saved (the history file is still not writable).",
+                  file=sys.stderr)
         self.engine.close()
 
 

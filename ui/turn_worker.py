@@ -18,7 +18,7 @@ from typing import Any, Callable
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent
 from app.settings import SamplingParams
-from models.library import InstalledModel
+from models.library import FileRecheck, InstalledModel
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,14 @@ class FailedEvent:
     error: str
 
 
-TurnEvent = LoadedEvent | TokenEvent | FinishedEvent | FailedEvent
+@dataclass(frozen=True)
+class RecheckedEvent:
+    """The model file's size or mtime changed, so it was hashed again before loading."""
+
+    recheck: FileRecheck
+
+
+TurnEvent = LoadedEvent | RecheckedEvent | TokenEvent | FinishedEvent | FailedEvent
 
 
 class TurnWorker(threading.Thread):
@@ -68,6 +75,7 @@ class TurnWorker(threading.Thread):
                 params=self._params,
                 conversation_id=self._conversation_id,
                 on_loaded=lambda loaded: self.events.append(LoadedEvent(loaded)),
+                on_recheck=lambda recheck: self.events.append(RecheckedEvent(recheck)),
             )
         except EngineError as exc:
             self.events.append(FailedEvent(str(exc)))
@@ -80,8 +88,8 @@ class TurnWorker(threading.Thread):
             generation.cancel()
 
     def take_events(self) -> list[TurnEvent]:
-        """Everything that has happened since the last call, without waiting: loading and failure
-        events first, then the reply's tokens and, at its end, exactly one FinishedEvent."""
+        """Everything that has happened since the last call, without waiting: recheck, loading and
+        failure events first, then the reply's tokens and, at its end, exactly one FinishedEvent."""
         out: list[TurnEvent] = []
         while self.events:
             out.append(self.events.popleft())

@@ -51,6 +51,7 @@ class WelcomeHost(QObject):
             c = self.controller
             c.models_changed.connect(self.refresh)
             c.model_loaded.connect(lambda _loaded: self.refresh())
+            c.model_load_failed.connect(lambda _sentence: self.refresh())
             c.error_reported.connect(lambda _sentence: self.refresh())
             c.conversation_opened.connect(lambda _cid: self.leave())
         self.refresh()
@@ -61,7 +62,8 @@ class WelcomeHost(QObject):
             return
         model = self.controller.model
         self.page.set_model_state(ready=model is not None, name=model.name if model else None,
-                                  preparing=self.controller.preparing_starter, error=self.controller.starter_error)
+                                  preparing=self.controller.preparing_starter, error=self.controller.starter_error,
+                                  load_error=self.controller.load_error)
 
     def leave(self) -> None:
         """Show the conversation (a chat was opened or started)."""

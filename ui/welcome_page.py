@@ -8,6 +8,8 @@ and importing a GGUF file already on disk. It owns no logic: it emits what was c
 
 from __future__ import annotations
 
+from html import escape
+
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -123,10 +125,17 @@ class WelcomePage(QScrollArea):
         self.setWidget(body)
         self.set_model_state(ready=False, name=None, preparing=False)
 
-    def set_model_state(self, *, ready: bool, name: str | None, preparing: bool, error: str | None = None) -> None:
-        """What the start button can do now: chat with `name`, wait for the starter, or nothing yet."""
+    def set_model_state(
+        self, *, ready: bool, name: str | None, preparing: bool, error: str | None = None, load_error: str | None = None
+    ) -> None:
+        """What the start button can do now: chat with `name`, wait for the starter, or nothing
+        yet. `load_error`: the chosen model failed to load, so it is not called ready."""
         if error:
             self.starter_status.setText(f"The starter model could not be prepared: {error}")
+        elif load_error and name:
+            self.starter_status.setText(f"<b>{escape(name)}</b> could not be loaded: {escape(load_error)}. "
+                                        "Choose another model, or get one below.")
+            ready = False
         elif preparing:
             self.starter_status.setText("Preparing the starter model (Gemma 3 270M, 253 MB, first start only)…")
         elif ready and name:

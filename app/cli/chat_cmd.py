@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 from app.chat import ChatService, TurnResult
 from app.cli.output import metrics_line, positive_int
 from app.core import Core
-from app.engine.client import EngineClient
+from app.engine.client import EngineClient, LoadedModel
 from app.settings import SamplingParams
+from app.termination import Terminated
 
 EXIT_INTERRUPTED = 130
 
@@ -80,22 +82,42 @@ def run(core: Core, args: argparse.Namespace) -> int:
     system_prompt = args.system if args.system is not None else conversation.system_prompt
 
     with EngineClient() as engine:
-        service = ChatService(core.history, engine)
+        service = ChatService(core.history, engine, library=core.library,
+                              on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
         core.remember_model(model)
         if interactive:
-            return _interactive(core, service, conversation.id, model, params, system_prompt)
+            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes())
         stream = None if args.json else _stream_to_stdout
-        result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream)
+        result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
+                              on_loaded=None if args.json else _template_notes())
     if args.json:
         print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
     else:
         _print_footer(model.name, result)
+    return _exit_code(result)
+
+
+def _exit_code(result: TurnResult) -> int:
+    if result.terminated_by is not None:
+        return 128 + result.terminated_by  # 143 for SIGTERM, 129 for SIGHUP
     if result.interrupted_by_user:
         return EXIT_INTERRUPTED
     return 1 if result.status == "error" else 0
 
 
-def _interactive(core, service, conversation_id, model, params, system_prompt) -> int:
+def _template_notes() -> Callable[[LoadedModel], None]:
+    """Say once per model, as the window's status bar does, that its own chat template is not used."""
+    said: set[str] = set()
+
+    def note(loaded: LoadedModel) -> None:
+        if loaded.template_source.startswith("fallback") and loaded.path not in said:
+            said.add(loaded.path)
+            print(f"cove: {loaded.template_note}", file=sys.stderr, flush=True)
+
+    return note
+
+
+def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded) -> int:
     print(f"Chatting with {model.name} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr)
     while True:
         try:
@@ -103,26 +125,41 @@ def _interactive(core, service, conversation_id, model, params, system_prompt) -
         except EOFError:
             print(file=sys.stderr)
             return 0
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             print(file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
         if not line.strip():
             continue
-        result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt, on_text=_stream_to_stdout)
+        result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
+                              on_text=_stream_to_stdout, on_loaded=on_loaded)
         _print_footer(model.name, result)
+        if result.terminated_by is not None:
+            return 128 + result.terminated_by
 
 
 def _stream_to_stdout(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError:
+        pass  # the terminal is gone (SIGHUP follows): the reply is still saved
 
 
 def _print_footer(model_name: str, result: TurnResult) -> None:
-    sys.stdout.write("\n")
-    sys.stdout.flush()
-    if result.error:
-        print(f"cove: {result.error}", file=sys.stderr)
-    print(f"[{metrics_line(model_name, result.status, result.metrics)}]", file=sys.stderr)
+    try:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        if result.error:
+            print(f"cove: {result.error}", file=sys.stderr)
+        if result.metrics.get("template_note"):  # this turn's render fell back to a plain format
+            print(f"cove: {result.metrics['template_note']}", file=sys.stderr)
+        print(f"[{metrics_line(model_name, result.status, result.metrics)}]", file=sys.stderr)
+    except BrokenPipeError:
+        raise
+    except OSError:
+        pass  # no terminal left to print to
 
 
 def _result_json(result: TurnResult) -> dict:

@@ -15,6 +15,7 @@ from app import __version__
 from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd
 from app.errors import describe_error
 from app.log_redact import install_redaction
+from app.termination import Terminated, raise_on_termination, restore
 
 if TYPE_CHECKING:
     from models.network import NetworkActivity
@@ -46,6 +47,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No subcommand: chat (the `cove` console script opens the window instead, see ui/main.py).
         args = parser.parse_args(["chat", *argv])
     install_redaction()  # no token or Authorization header in any log line (app/log_redact.py)
+    previous_handlers = raise_on_termination()  # SIGTERM/SIGHUP stop a reply like Ctrl-C (app/termination.py)
+    try:
+        return _run(args)
+    except Terminated as exc:  # a signal before a reply started (e.g. while the history opened)
+        return exc.exit_code
+    finally:
+        restore(previous_handlers)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         from app.core import open_core
 
@@ -57,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"cove: {notice.text}", file=sys.stderr)
         core.network.add_listener(_announce_network)
         return int(args.run(core, args) or 0)
+    except Terminated as exc:
+        return exc.exit_code
     except KeyboardInterrupt:
         print("\ncove: stopped.", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -79,6 +79,17 @@ class _LoadSettings:
     n_threads: int | None
     n_gpu_layers: int
     flash_attn: bool | None
+    # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
+    # engine never runs other bytes than the ones the reply records.
+    file_stamp: tuple[int, int, int] | None = None
+
+
+def _file_stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # the load itself says what is wrong with the path
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,8 @@ class EngineClient:
         flash_attn: bool | None = None,
     ) -> LoadedModel:
         """Load a model (blocking). Returns at once if it is already loaded with these settings."""
-        settings = _LoadSettings(os.path.abspath(os.fspath(model_path)), n_ctx, n_threads, n_gpu_layers, flash_attn)
+        path = os.path.abspath(os.fspath(model_path))
+        settings = _LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, _file_stamp(path))
         with self._op_lock:
             with self._lock:
                 self._check_open()
