@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Callable, Sequence
 
+from ui import system_libraries  # Qt-free: it runs before Qt is imported
+
 NO_DISPLAY = (
     "Cove's window needs a display, and none was found (DISPLAY and WAYLAND_DISPLAY are not set); "
     "`cove chat` chats in the terminal instead."
@@ -36,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_main(args)
     if not has_display():
         print(f"cove: {NO_DISPLAY}", file=sys.stderr)
+        return 1
+    missing = system_libraries.window_library_problem(os.environ)  # before Qt, which would abort without them
+    if missing:
+        print(f"cove: {missing}", file=sys.stderr)
         return 1
     # Hooks for the packaging checks and start-up measurements (packaging/README.md):
     # COVE_QUIT_AFTER_MS=N closes the window N ms after it is shown; COVE_REPORT_STARTUP=1
