@@ -22,6 +22,7 @@ from models.download.cleanup import CleanupReport
 from models.download.cleanup import cleanup_orphans as _cleanup_orphans
 from models.download.protocol import DownloadEvent, Finished, TransferPolicy
 from models.gguf_validate import InvalidModelFile
+from models.hub_files import refusal_of
 from models.library import InstalledModel, ModelLibrary
 from models.network import NetworkGate
 
@@ -93,11 +94,15 @@ class DownloadManager:
         """Start downloading `filenames` (one file, or every part of a split model) of `repo_id`.
 
         Raises NetworkRefused while offline (before any connection) and DownloadError when
-        the same files are already downloading. Everything later arrives as events.
+        a name is not a plain path inside the repository or the same files are already
+        downloading. Everything later arrives as events.
         """
         names = tuple(filenames)
         if not names:
             raise DownloadError("Name at least one file to download.")
+        refusal = next((r for r in map(refusal_of, names) if r), None)
+        if refusal:  # before the gate and the child: `..` would leave the pinned resolve/<commit>/ URL
+            raise DownloadError(refusal)
         self.gate.check("download")
         handle = DownloadHandle(self, repo_id, names, revision, token, on_event)
         self._track(handle)

@@ -4,6 +4,11 @@ The listing is read at one commit: `model_info` resolves the requested revision 
 branch if none) to a commit hash, and the file tree is then listed *at that hash*, so a
 download can pin every part of a split model to the same commit even if the repo changes
 in between. GGUFs in subfolders are found too (unsloth and others keep quants in folders).
+
+File names come from the repository's owner and are untrusted: only a plain relative path
+(see `repo_path_problem`) is offered or downloaded, because a name such as
+`../../escape.gguf` would be collapsed into the download URL and leave the pinned
+`resolve/<commit>/` path. The listing leaves such files out and names them in `refused`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,45 @@ from models.quant import quant_from_filename
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 INFO_TIMEOUT_S = 30.0
+# C0 controls, DEL, C1 controls; a name holding one is refused.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def repo_path_problem(name: str) -> str | None:
+    """Why `name` is not a plain path inside a repository, or None when it is one.
+
+    Plain: "/"-separated segments, none empty, none "." or "..", no leading "/", no
+    backslash, no control character.
+    """
+    if not name:
+        return "it is empty"
+    if _CONTROL.search(name):
+        return "it holds a control character"
+    if "\\" in name:
+        return "it holds a backslash"
+    if name.startswith("/"):
+        return "it starts with /"
+    segments = name.split("/")
+    if any(seg in (".", "..") for seg in segments):
+        return "it has a . or .. segment"
+    if any(not seg for seg in segments):
+        return "it has an empty segment"
+    return None
+
+
+def refusal_of(name: str) -> str | None:
+    """The sentence refusing `name` when it is not a plain path inside a repository, else None."""
+    if repo_path_problem(name) is None:
+        return None
+    return f"the file name {name!r} is not a plain path inside the repository; Cove does not download it."
+
+
+def check_repo_path(name: str) -> str:
+    """`name` itself when it is a plain path inside a repository; else HubError (one sentence)."""
+    refusal = refusal_of(name)
+    if refusal:
+        raise HubError(refusal)
+    return name
 
 
 @dataclass(frozen=True)
@@ -61,6 +105,7 @@ class RepoListing:
     repo_id: str
     commit: str | None  # the commit hash every listed file was read at
     entries: tuple[GGUFEntry, ...]  # smallest first
+    refused: tuple[str, ...] = ()  # GGUF names left out: not plain paths (see repo_path_problem)
 
 
 def list_gguf_files(
@@ -81,8 +126,10 @@ def list_gguf_files(
             tree = list(api.list_repo_tree(repo_id, recursive=True, revision=commit or revision))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one sentence
             raise HubError(describe_hub_error(exc, repo_id)) from exc
-    files = [_remote_file(item) for item in tree if _is_gguf_file(item)]
-    return RepoListing(repo_id=repo_id, commit=commit, entries=group_gguf_files(files))
+    ggufs = [item for item in tree if _is_gguf_file(item)]
+    refused = tuple(str(item.path) for item in ggufs if repo_path_problem(str(item.path)) is not None)
+    files = [_remote_file(item) for item in ggufs if repo_path_problem(str(item.path)) is None]
+    return RepoListing(repo_id=repo_id, commit=commit, entries=group_gguf_files(files), refused=refused)
 
 
 def normalize_repo_id(text: str) -> str:

@@ -15,12 +15,13 @@ from pathlib import PurePosixPath
 from typing import TextIO
 
 from app import secrets
-from app.cli.output import human_size, print_json
+from app.cli.output import human_size
+from app.cli.terminal_text import print_json_for, say
 from app.core import Core
 from app.downloads import DownloadManager
 from models.download.protocol import Cancelled, DownloadEvent, Failed, Finished, Paused, Progress, Retrying, Started
 from models.hub_errors import HubError
-from models.hub_files import GGUFEntry, RepoListing, list_gguf_files
+from models.hub_files import GGUFEntry, RepoListing, check_repo_path, list_gguf_files
 from models.units import format_duration
 
 EXIT_PAUSED = 130  # as for any Ctrl-C
@@ -40,6 +41,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
 
 
 def run_download(core: Core, args: argparse.Namespace) -> int:
+    check_repo_path(_typed_name(args.file))  # before any request: `..` would leave the pinned URL
     token = secrets.load_token()
     listing = list_gguf_files(core.network, args.repo, token=token, revision=args.revision)
     entry = find_entry(listing, args.file)
@@ -57,15 +59,15 @@ def run_download(core: Core, args: argparse.Namespace) -> int:
     if args.json:
         from app.cli.models_cmd import _model_dict  # imported here: models_cmd imports this module
 
-        print_json({**_model_dict(model, core.settings.last_model), "revision": model.revision})
+        print_json_for({**_model_dict(model, core.settings.last_model), "revision": model.revision}, sys.stdout)
     else:
-        print(done)
+        say(done, sys.stdout)
     return 0
 
 
 def find_entry(listing: RepoListing, wanted: str) -> GGUFEntry:
     """The listing entry `wanted` names: a display name, any part's path, or a bare file name."""
-    wanted = wanted.strip().lstrip("/")
+    wanted = check_repo_path(_typed_name(wanted))
     for entry in listing.entries:
         if wanted == entry.name or any(wanted == p.filename for p in entry.parts):
             return _complete(entry, listing)
@@ -76,6 +78,11 @@ def find_entry(listing: RepoListing, wanted: str) -> GGUFEntry:
     raise HubError(
         f"{listing.repo_id} has no GGUF file called {wanted}; `cove models files {listing.repo_id}` lists them."
     )
+
+
+def _typed_name(text: str) -> str:
+    """A file name as typed, without surrounding spaces or a leading "/" (the repo's root)."""
+    return text.strip().lstrip("/")
 
 
 def _complete(entry: GGUFEntry, listing: RepoListing) -> GGUFEntry:

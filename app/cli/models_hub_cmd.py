@@ -74,6 +74,8 @@ def run_files(core: Core, args: argparse.Namespace) -> int:
         print_json_for(_listing_dict(listing), sys.stdout)
         return 0
     commit = f" at commit {listing.commit[:12]}" if listing.commit else ""
+    for name in listing.refused:
+        say(f"Not offered: {name!r} is not a plain path inside the repository.", sys.stderr)
     if not listing.entries:
         print(f"{listing.repo_id}{commit} has no GGUF files.")
         return 0
@@ -194,6 +196,7 @@ def _listing_dict(listing: RepoListing) -> dict[str, Any]:
             }
             for e in listing.entries
         ],
+        "refused": list(listing.refused),  # names that are not plain paths inside the repo
     }
 
 

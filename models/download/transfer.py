@@ -28,6 +28,7 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 from models.download.partial import is_sha256
 from models.download.protocol import TransferPolicy
 from models.hub_errors import HubError
+from models.hub_files import check_repo_path
 from models.network import hub_endpoint
 
 T = TypeVar("T")
@@ -60,7 +61,12 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 
 def resolve(repo: str, filename: str, revision: str | None, token: str | None, policy: TransferPolicy) -> RemoteFile:
-    """One metadata HEAD: size, sha256, commit and the location of the bytes."""
+    """One metadata HEAD: size, sha256, commit and the location of the bytes.
+
+    A name that is not a plain path inside the repo is refused before any request
+    (hf_hub_url keeps `..` segments, and the HTTP client collapses them out of the pinned path).
+    """
+    check_repo_path(filename)
     url = hf_hub_url(repo, filename, revision=revision or "main", endpoint=hub_endpoint())
     meta = get_hf_file_metadata(url, token=token or False, timeout=policy.connect_timeout)
     if not meta.commit_hash:
