@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import SamplingParams
-from app.store.checkpoint import Checkpointer
+from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.save_errors import ReplyNotSaved
 from app.store.history import History, Message
 from app.termination import Terminated
@@ -85,7 +85,7 @@ class TurnRecord:
         model: InstalledModel,
         params: SamplingParams,
         edit_of: str | None = None,
-        checkpoint_interval_s: float = 1.0,
+        checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
     ) -> "TurnRecord":
         """Commit the person's message, then the empty `streaming` reply. With `edit_of` the
         message becomes a new version beside that earlier one (the old one is kept).
@@ -109,7 +109,7 @@ class TurnRecord:
         *,
         model: InstalledModel,
         params: SamplingParams,
-        checkpoint_interval_s: float = 1.0,
+        checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
     ) -> "TurnRecord":
         """A new reply to an existing user message, beside the old one (nothing is replaced)."""
         user = history.get_message(user_message_id)
@@ -215,7 +215,7 @@ class ChatService:
         engine: EngineClient,
         *,
         library: ModelLibrary | None = None,
-        checkpoint_interval_s: float = 1.0,
+        checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
         on_notice: Callable[[str], None] | None = None,
     ) -> None:
         self._history = history

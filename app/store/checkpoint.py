@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from app.store.history import History
 
 
+# A checkpoint is written when a token arrives at least this long after the last one, so a
+# crash loses at most this interval plus one token's gap and the write: under one second.
+CHECKPOINT_INTERVAL_S = 0.75
+
+
 class Checkpointer:
     """Rate-limits checkpoints of one streaming reply: at most one write per interval.
 
@@ -23,7 +28,7 @@ class Checkpointer:
         self,
         history: "History",
         message_id: str,
-        interval_s: float = 1.0,
+        interval_s: float = CHECKPOINT_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._history = history
