@@ -199,11 +199,42 @@ def test_a_template_that_prints_without_end_is_stopped_by_size_not_by_the_clock(
     assert peak < 8 * MAX_PROMPT_CHARS
 
 
-def test_one_huge_value_is_refused_before_it_is_built() -> None:
-    for source in ("{{ 'x' * 10**9 }}", "{% for i in range(10**9) %}xxxxxxxx{% endfor %}"):
-        fmt, peak = _peak_bytes_while(lambda: _build(source))
-        assert fmt.source == "fallback:plain", source
-        assert peak < 8 * MAX_PROMPT_CHARS, source
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ 'x' * 10**9 }}",
+        "{% for i in range(10**9) %}xxxxxxxx{% endfor %}",
+        "{{ 'x'.ljust(10**9) }}",
+        "{{ 'x'|center(10**9) }}",
+        "{{ ('a\n' * 1000)|indent(1000000) }}",
+        "{{ '%*s' % (10**9, 'x') }}",
+        "{{ '%999999999s' % 'x' }}",
+        "{{ '{:>999999999}'.format('x') }}",
+        "{{ '%*s'|format(10**9, 'x') }}",
+        "{{ (['x' * 1000000] * 1000)|join }}",
+        "{{ ''.join(['x' * 1000000] * 1000) }}",
+        "{{ ('x' * 1000000)|replace('x', 'xxxxxxxxxx') }}",
+        "{{ ('\t' * 1000000).expandtabs(1000) }}",
+        "{% set ns = namespace(a='x' * 1000000) %}{% for i in range(12) %}{% set ns.a = ns.a ~ ns.a %}{% endfor %}{{ ns.a }}",
+        "{% set ns = namespace(a='x' * 1000000) %}{% for i in range(12) %}{% set ns.a = ns.a + ns.a %}{% endfor %}{{ ns.a }}",
+    ],
+)
+def test_one_huge_value_is_refused_before_it_is_built(source: str) -> None:
+    fmt, peak = _peak_bytes_while(lambda: _build(source))
+    assert peak < 8 * MAX_PROMPT_CHARS  # one value of 1 GB or more was never built
+    assert fmt.source == "fallback:plain"
+    assert "s to render" not in fmt.note  # refused, not run until the clock stopped it
+
+
+def test_ordinary_string_work_is_still_allowed() -> None:
+    source = (
+        "{% set ns = namespace(text='') %}{% for m in messages %}{% set ns.text = ns.text ~ m.content + '|' %}{% endfor %}"
+        "{{ ns.text }}{{ '-'.join(['a', 'b']) }}{{ 'x'|center(5) }}{{ '%5s' % 'y' }}{{ '{:>3}'.format('z') }}"
+        "{{ 'a b'|replace(' ', '_') }}{{ 'l1\nl2'|indent(2) }}{{ 'q'.ljust(3) }}"
+    )
+    fmt = _build(source)
+    assert fmt.source == "gguf", fmt.note
+    assert fmt.render(CHAT[1:3]).text == "Hi|Hello.|a-b  x      y  za_bl1\n  l2q  "
 
 
 def test_collect_limited_reads_no_further_than_the_cap() -> None:

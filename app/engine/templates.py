@@ -6,7 +6,8 @@ loopcontrols; plus raise_exception, strftime_now, bos_token, eos_token,
 add_generation_prompt=True), with a time limit enforced twice: a per-line deadline check
 inside the render thread (stops nested-loop templates cleanly), and a watchdog that gives
 up on the thread (TemplateHung: the host must then be replaced, since a Python thread
-cannot be killed). `*` and `**` are capped so a template cannot build huge values, and the
+cannot be killed). The sandbox (app/engine/template_sandbox.py) refuses to build any value
+past a size limit (`'x' * 10**9`, `'x'.ljust(10**9)`, a string doubled in a loop), and the
 output is streamed (`Template.generate`) and stopped as soon as it passes `MAX_PROMPT_CHARS`,
 so a template that prints without end is stopped at that size, not at the time limit.
 
@@ -37,10 +38,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import jinja2
-import jinja2.ext
 from jinja2.exceptions import SecurityError, TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from app.engine.template_sandbox import TemplateSandbox, template_environment
 
 Messages = Sequence[dict[str, Any]]
 RENDER_TIMEOUT_S = 3.0
@@ -173,29 +173,8 @@ def choose_fallback(arch: str, has_token: Callable[[str], bool]) -> Fallback:
 # ---- sandboxed, time-limited jinja ----------------------------------------------------
 
 
-class _Sandbox(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset(["*", "**"])
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > _MAX_VALUE:
-                    raise SecurityError("the template builds a value that is too large")
-        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 256:
-            raise SecurityError("the template computes a power that is too large")
-        return super().call_binop(context, operator, left, right)
-
-
-def _environment() -> _Sandbox:
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-
-    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
-        import json
-
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env.filters["tojson"] = tojson
-    return env
+def _environment() -> TemplateSandbox:
+    return template_environment(max_value=_MAX_VALUE, max_chars=MAX_PROMPT_CHARS)
 
 
 def _raise_exception(message: str) -> None:
