@@ -22,8 +22,9 @@ import numpy as np
 from llama_cpp import Llama, llama_chat_format
 from llama_cpp import _internals as llama_internals
 
-from app.context_policy import ContextOverflow, fit_messages, reply_reserve
+from app.context_policy import ContextOverflow, reply_reserve
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
+from app.engine.prompt_counts import LongestToken, TokenCounts, fit_prompt
 from app.engine.protocol import (
     Failed,
     Finished,
@@ -179,6 +180,8 @@ class ModelSession:
             fallback_reason=req.fallback_reason,
         )
         self.transcript: Transcript | None = None
+        self.token_counts = TokenCounts()  # this model's counts of message lists (prompt_counts.py)
+        self.longest_token = LongestToken(self.vocab, self.n_vocab)
         try:
             self._warm_up()
         except Exception as exc:  # e.g. an architecture that cannot generate text
@@ -209,7 +212,19 @@ class ModelSession:
         return len(toks) == 1 and self._token_text(toks[0]) == text
 
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8", "surrogatepass"), add_bos=add_bos, special=True)
+        """`text` tokenized with special tokens parsed. Llama.tokenize tokenizes a text longer
+        than n_ctx_train tokens twice (its first buffer is that size); this buffer starts at
+        the byte count plus a margin (BPE and SentencePiece make at most one token per byte)
+        and grows once for a tokenizer that makes more."""
+        data = text.encode("utf-8", "surrogatepass")
+        size = len(data) + 8
+        for _ in range(2):
+            buf = (llama_cpp.llama_token * size)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, add_bos, True)
+            if n >= 0:
+                return np.ctypeslib.as_array(buf)[:n].tolist()  # type: ignore[no-any-return]
+            size = -n
+        raise RuntimeError(f"llama.cpp could not tokenize a text of {len(data)} bytes")
 
     def tokenize_prompt(self, text: str) -> list[int]:
         # Exactly one BOS: the template's own, or the tokenizer's when the template has none.
@@ -249,21 +264,15 @@ class ModelSession:
             if len(tokens) >= self.n_ctx:
                 raise ContextOverflow(len(tokens), self.n_ctx, 1)
             return tokens, tokens, None, None, 0
-        seen: dict[int, tuple[Rendered, list[int]]] = {}
-
-        def count(msgs: list[dict[str, Any]]) -> int:
-            rendered = self.format.render(msgs)
-            toks = self.tokenize_prompt(rendered.text)
-            seen[len(msgs)] = (rendered, toks)
-            return len(toks)
-
-        fit = fit_messages(req.messages, count, self.n_ctx, reply_reserve(req.max_tokens, self.n_ctx))
-        rendered, full = seen[len(fit.messages)]
+        reserve = reply_reserve(req.max_tokens, self.n_ctx)
+        fitted = fit_prompt(req.messages, self.format, self.tokenize_prompt, self.token_counts, self.longest_token,
+                            self.n_ctx, reserve)
+        rendered, full = fitted.rendered, fitted.tokens
         tokens, _ = plan_prompt(self.transcript, req.conversation_id, rendered.text, full,
                                 lambda rest: self.tokenize(rest, add_bos=False))
-        if len(tokens) > len(full) and len(tokens) + reply_reserve(req.max_tokens, self.n_ctx) > self.n_ctx:
+        if len(tokens) > len(full) and len(tokens) + reserve > self.n_ctx:
             tokens = full  # the transcript's tokenization is longer and would not leave room
-        return tokens, full, rendered.text, rendered, fit.dropped_turns
+        return tokens, full, rendered.text, rendered, fitted.dropped_turns
 
     def _reusable(self, tokens: list[int]) -> int:
         """How many leading prompt tokens llama-cpp-python's generate() will keep in the KV cache."""
