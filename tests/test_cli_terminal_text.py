@@ -115,3 +115,20 @@ def test_model_header_strings_are_escaped_on_a_terminal(home, tmp_path, monkeypa
     assert "name\\x1b]0;pwned\\x07\\x1b[2J" in info
     as_json = json.loads(_run_on_tty(monkeypatch, "models", "info", "hostile", "--json"))
     assert as_json["general_name"] == "name\x1b]0;pwned\x07\x1b[2J"
+
+
+def test_a_streamed_reply_reaches_a_terminal_escaped_and_a_pipe_exact(monkeypatch) -> None:
+    from app.cli import chat_cmd
+
+    hostile = "line one\n\x1b]0;pwned\x07\x1b[2J tab\there"
+    tty = FakeTty()
+    monkeypatch.setattr(sys, "stdout", tty)
+    for piece in (hostile[:10], hostile[10:]):  # an escape sequence split across two pieces
+        chat_cmd._stream_to_stdout(piece)
+    shown = tty.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert shown.startswith("line one\n") and "\t" in shown
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", pipe)
+    chat_cmd._stream_to_stdout(hostile)
+    assert pipe.getvalue() == hostile

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from app.chat import ChatService, TurnResult
 from app.cli.output import metrics_line, positive_int
+from app.cli.terminal_text import for_terminal, say
 from app.core import Core
 from app.engine.client import EngineClient, LoadedModel
 from app.settings import SamplingParams
@@ -112,7 +113,7 @@ def _template_notes() -> Callable[[LoadedModel], None]:
     def note(loaded: LoadedModel) -> None:
         if loaded.template_source.startswith("fallback") and loaded.path not in said:
             said.add(loaded.path)
-            print(f"cove: {loaded.template_note}", file=sys.stderr, flush=True)
+            say(f"cove: {loaded.template_note}", sys.stderr)
 
     return note
 
@@ -139,7 +140,7 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
 
 def _stream_to_stdout(text: str) -> None:
     try:
-        sys.stdout.write(text)
+        sys.stdout.write(for_terminal(text, sys.stdout))  # a reply's escape sequences never reach a terminal raw
         sys.stdout.flush()
     except BrokenPipeError:
         raise
@@ -152,9 +153,9 @@ def _print_footer(model_name: str, result: TurnResult) -> None:
         sys.stdout.write("\n")
         sys.stdout.flush()
         if result.error:
-            print(f"cove: {result.error}", file=sys.stderr)
+            say(f"cove: {result.error}", sys.stderr)
         if result.metrics.get("template_note"):  # this turn's render fell back to a plain format
-            print(f"cove: {result.metrics['template_note']}", file=sys.stderr)
+            say(f"cove: {result.metrics['template_note']}", sys.stderr)
         print(f"[{metrics_line(model_name, result.status, result.metrics)}]", file=sys.stderr)
     except BrokenPipeError:
         raise

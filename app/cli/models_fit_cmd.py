@@ -9,11 +9,13 @@ models/memory_estimate.py for what each one counts.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from app import secrets
 from app.cli.output import human_size, positive_int, print_json
+from app.cli.terminal_text import say
 from app.core import Core
 from models.gguf_info import GGUFInfo, info_from_header
 from models.gguf_validate import GGUFHeader, read_gguf_header
@@ -95,7 +97,7 @@ def _split_total(core: Core, args: argparse.Namespace, first_size: int) -> int:
 def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEstimate) -> None:
     where = source.get("name") if source["source"] == "local" else f"{source['repo']}/{source['file']}"
     read = "" if source["source"] == "local" else f"; header read from the Hub ({human_size(source['bytes_fetched'])})"
-    print(f"{where}: {info.architecture}, {info.quant or '?'}, {human_size(file_size)}{read}")
+    say(f"{where}: {info.architecture}, {info.quant or '?'}, {human_size(file_size)}{read}", sys.stdout)  # header text is untrusted
     layers = "CPU only" if e.n_gpu_layers == 0 else f"{e.n_gpu_layers} of {e.n_layers + 1} layers on the GPU"
     print(f"At {e.n_ctx} tokens of context, {layers}, {e.kv_type} KV cache:")
     gpu = e.n_gpu_layers > 0
