@@ -188,7 +188,7 @@ def test_a_paste_whose_bound_is_over_the_budget_is_never_counted() -> None:
 
 pytest.importorskip("llama_cpp")
 
-from app.engine.prompt_counts import TokenCounts, messages_digest  # noqa: E402
+from app.engine.prompt_counts import TokenCounts, messages_digest, min_prompt_tokens, non_space_bytes  # noqa: E402
 from app.engine.protocol import Failed, Finished, Generate, Load  # noqa: E402
 from app.engine.session import ModelSession  # noqa: E402
 
@@ -298,3 +298,23 @@ def test_token_count_keys_and_memo() -> None:
     assert memo.get(b"1") == 10  # now the most recently used
     memo.put(b"3", 30)
     assert memo.get(b"2") is None and memo.get(b"1") == 10 and memo.get(b"3") == 30 and len(memo) == 2
+
+
+def test_the_lower_bound_holds_for_the_rendered_prompt(session: ModelSession) -> None:
+    longest = session.longest_token()
+    assert longest is not None and longest >= len("<|im_start|>")
+    rng = random.Random(5)
+    alphabet = ["a", "b", "zq", " ", "  ", "\n", "\t", "é", "✓", "𝄞", "<|im_start|>", "<|im_end|>", "<s>", "0", "\u3000", "\x1c"]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+        msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
+        rendered = session.format.render(msgs)
+        assert len(session.tokenize_prompt(rendered.text)) >= min_prompt_tokens(msgs, longest), text
+
+
+def test_non_space_bytes_sees_whitespace_as_str_split_does() -> None:
+    rng = random.Random(7)
+    samples = ["", "a b", "".join(map(chr, range(128))) * 3, "é\u00a0ü\u3000x\u2028y", "\x1c\x1d\x1e\x1fz"]
+    samples += ["".join(chr(rng.randint(0, 0x3100)) for _ in range(200)) for _ in range(50)]
+    for text in samples:
+        assert non_space_bytes(text) == len("".join(text.split()).encode("utf-8")), repr(text[:30])
