@@ -253,3 +253,18 @@ def test_broken_template_still_loads(tmp_path: Path) -> None:
     with EngineClient() as engine:
         loaded = engine.load(model, n_threads=T)
         assert loaded.template_source == "fallback:plain" and "TemplateSyntaxError" in loaded.template_note
+
+
+def test_a_refused_huge_paste_is_dropped_by_the_turns_after_it(tiny_gguf: Path) -> None:
+    with EngineClient() as engine:
+        engine.load(tiny_gguf, n_ctx=512, n_threads=T)
+        history: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}]
+        first = engine.generate(history, conversation_id="paste", max_tokens=4, ignore_eos=True).wait()
+        history += [{"role": "assistant", "content": first.text}, {"role": "user", "content": "log line 42 " * 100_000}]
+        refused = engine.generate(history, conversation_id="paste", max_tokens=4).wait()
+        assert refused.status == "error" and refused.metrics["error_kind"] == "context"
+        assert "your message is at least" in (refused.error or "") and "context holds 512" in (refused.error or "")
+        history.append({"role": "user", "content": "and now?"})  # the refused paste stays; its error reply is not resent
+        after = engine.generate(history, conversation_id="paste", max_tokens=4, ignore_eos=True).wait()
+        assert after.status == "length" and after.metrics["dropped_turns"] == 2
+        assert after.metrics["prompt_tokens"] < 30  # the system prompt and the newest message

@@ -1,19 +1,9 @@
-"""Choosing the prompt of a turn inside the engine host: the context policy run against the
-model's own template and tokenizer, with the model's memo of token counts.
+"""Choosing a turn's prompt inside the engine host: the context policy run against the
+model's own template and tokenizer, with the model's memo of earlier counts (`TokenCounts`)
+and a lower bound on a prompt's tokens that needs no rendering (`min_prompt_tokens`).
 
-Host-internal. One `TokenCounts` memo per ModelSession (so per model), never shared. Its
-key covers what the chat format sees of each message (role and text) and which format
-rendered it, so a count is reused only for a list that renders to the same prompt text.
-The memo is what lets a turn too large to fit (a huge paste) be measured once and then
-dropped on every later turn without being rendered or tokenized again.
-
-A paste so large that even a lower bound on its tokens exceeds the context is not measured
-at all: a prompt containing a text has at least (its non-whitespace bytes) / (the most bytes
-one token stands for) tokens, as long as the tokenizer covers every input byte with some
-token (SentencePiece and byte-level BPE in llama.cpp do; WordPiece and Unigram normalize
-text, so no bound is used for them) and the chat format keeps the text of user and system
-messages (it may trim whitespace; a reply is left out, since templates may cut earlier
-replies, e.g. their reasoning).
+Host-internal; one memo per ModelSession (so per model), never shared. With both, a turn
+too large to fit (a huge paste) is rendered and tokenized at most once per model.
 """
 
 from __future__ import annotations
@@ -46,7 +36,9 @@ def messages_digest(messages: Sequence[dict[str, Any]], format_source: str) -> b
 
 
 class TokenCounts:
-    """Least-recently-used memo: digest -> token count of the rendered, tokenized prompt."""
+    """Least-recently-used memo: digest -> token count of the rendered, tokenized prompt.
+    The digest covers what the chat format sees of each message (role and text) and which
+    format rendered it, so a count is reused only for a list that renders the same text."""
 
     def __init__(self, capacity: int = 1024) -> None:
         self._capacity = capacity
@@ -69,8 +61,10 @@ class TokenCounts:
 
 
 class LongestToken:
-    """The most input bytes one token of a vocabulary stands for, or None where no bound is
-    used (see the module docstring). Computed on first use: it reads every token's piece."""
+    """The most input bytes one token of a vocabulary stands for; computed on first use (it
+    reads every token's piece). None for WordPiece and Unigram vocabularies, which normalize
+    text (a token may stand for more input than its piece); SentencePiece and byte-level BPE
+    in llama.cpp cover every input byte with a token, whitespace apart."""
 
     def __init__(self, vocab: Any, n_vocab: int) -> None:
         self._vocab, self._n_vocab = vocab, n_vocab
@@ -107,7 +101,13 @@ def non_space_bytes(text: str) -> int:
 
 
 def min_prompt_tokens(messages: Sequence[dict[str, Any]], longest_token: int) -> int:
-    """At least this many tokens in any prompt that contains `messages` (module docstring)."""
+    """At least this many tokens in any prompt that contains `messages`.
+
+    The prompt holds the non-whitespace bytes of every user and system text (a chat format
+    may trim whitespace; replies are left out, since templates may cut earlier replies,
+    e.g. their reasoning), and each token stands for at most `longest_token` bytes of it
+    (true of tokenizers that cover every input byte with some token: see LongestToken).
+    """
     size = 0
     for m in messages:
         content = m.get("content")
