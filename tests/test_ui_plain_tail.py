@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QRectF  # noqa: E402
 from PySide6.QtGui import QColor, QImage, QPainter, QTextDocument  # noqa: E402
 
+from tests.support.fonts import require_cjk_fallback  # noqa: E402
 from ui.plain_tail import PlainTail, TailAnchor  # noqa: E402
 
 
@@ -123,6 +124,7 @@ def test_an_extended_tail_wraps_and_draws_like_one_laid_out_whole(qapp: object) 
 
 
 def test_words_longer_than_a_line_and_text_without_spaces_are_laid_out_by_qt(qapp: object) -> None:
+    require_cjk_fallback()  # the Japanese text is drawn with a fallback font, whose lines are taller
     anchor = TailAnchor.of(_doc("short", width=200))
     tail = PlainTail(anchor, " start").extended(" next").extended(" " + "x" * 60).extended(" 灯台守の物語は長い")
     whole = PlainTail(anchor, tail.text)

@@ -204,9 +204,9 @@ class LiveWords(QWidget):
             x0, first_baseline = self._cursor, self._baseline
         placed = spec.place(words, piece, self._cursor, self._baseline, self._open)
         if placed is None:
-            return False  # a word longer than a line: laid out the general way
-        ascent, line_height = spec.ascent, spec.line_height
-        bottom = placed[1] - ascent + line_height
+            return False  # a word longer than a line, or one a fallback font draws: laid out the general way
+        line_box = spec.line_box
+        bottom = line_box(placed[1])[1]
         if round(bottom) > self._room:
             return False  # the row must grow (as StreamingRows.stream_frame decides it)
         self._words, self._shown_len = words, len(content)
@@ -220,8 +220,7 @@ class LiveWords(QWidget):
         # last, which may be taller (PlainTail.words_only_from); below it, the rect starts
         # where the text above has no ink left, so only words are drawn again.
         _x, words_top, words_bottom = self._words_only
-        top = first_baseline - ascent
-        line_bottom = top + line_height
+        top, line_bottom = line_box(first_baseline)
         if top < words_bottom - 0.5:
             # Not a pixel above: the line above it is the base's, and its descenders reach its
             # last row of pixels (only words are drawn again here).

@@ -12,18 +12,26 @@ of the paragraph. Qt has no "continue this block" layout, hence these small clas
 text grows, only its end is laid out again (extended(); words of text that breaks at spaces
 are placed one by one, ui/word_runs.py), so a frame's cost does not grow with the tail either.
 
+Lines are placed as Qt's document places them: each below the one above, as tall as its
+QTextLayout line (the fonts on it make it), the first on the baseline of the document's last
+line and as tall as a line holding both texts. Text with a character the font lacks is laid
+out too (a fallback font draws it, and makes its lines taller), but Qt makes every line of a
+script run that uses a fallback font that tall, lines laid out before included, so a
+streaming reply never shows such text in a tail (ui/stream_document.py).
+
 Coordinates are the document's (its top-left is 0, 0).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QPointF, QRectF, QTextBoundaryFinder
 from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QTextDocument, QTextLayout, QTextOption
 
-from ui.word_runs import LATIN_TEXT, WordRuns
+from ui.word_runs import LATIN_TEXT, WordRuns, primary_font
 
 
 @dataclass(frozen=True)
@@ -36,8 +44,10 @@ class TailAnchor:
     left: float  # where the following lines start
     right: float
     top: float  # of the last line
-    ascent: float
+    ascent: float  # of the last line, as its fonts make it
+    descent: float
     bottom: float
+    before: str  # the document's last character ("" when none): whether a line may break after it
 
     @classmethod
     def of(cls, doc: QTextDocument) -> "TailAnchor":
@@ -50,13 +60,14 @@ class TailAnchor:
         if block_layout is not None and block_layout.lineCount():
             last = block_layout.lineAt(block_layout.lineCount() - 1)
             left, x = origin.x() + last.x(), origin.x() + last.x() + last.naturalTextWidth()
-            top, ascent, height = origin.y() + last.y(), last.ascent(), last.height()
+            top, ascent, descent, height = origin.y() + last.y(), last.ascent(), last.descent(), last.height()
         else:
             left = x = origin.x()
-            top, ascent, height = origin.y(), metrics.ascent(), metrics.height()
+            _raw, ascent, height = primary_font(font)
+            top, descent = origin.y(), metrics.descent()
         width = doc.textWidth()
         right = max(left + 1.0, width if width > 0 else left + 10_000.0)
-        return cls(font, metrics, x, left, right, top, ascent, top + height)
+        return cls(font, metrics, x, left, right, top, ascent, descent, top + height, block.text()[-1:])
 
 
 # A line that starts a block of its own in markdown (list item, heading, quote, fence, table).
@@ -83,6 +94,30 @@ def line_breaks(text: str, in_code: bool) -> str:
 
 _WRAP = QTextOption()
 _WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+_LOOK_AHEAD = 80  # characters after the leading spaces that decide where text after a document starts
+
+
+def next_line_start(anchor: TailAnchor, text: str) -> int:
+    """Where `text` starts when the document would put it on the line after its last one (its
+    leading spaces stay on that line), or -1 when it continues that line: a line may break
+    before it (Unicode line breaking, as Qt breaks lines: after spaces, between CJK
+    characters) and its first piece that cannot be broken does not fit after that line's
+    text. A piece of a word always continues the word."""
+    lead = len(text) - len(text.lstrip(" \t"))
+    if lead == len(text) or anchor.x <= anchor.left:
+        return -1
+    before = anchor.before
+    sample = before + text[:lead + _LOOK_AHEAD]
+    finder = QTextBoundaryFinder(QTextBoundaryFinder.BoundaryType.Line, sample)
+    start = len(before) + lead
+    finder.setPosition(start)
+    if not finder.isAtBoundary():
+        return -1
+    end = finder.toNextBoundary()
+    piece = text[:(len(sample) if end < 0 else end) - len(before)].rstrip(" \t")
+    if anchor.x + anchor.metrics.horizontalAdvance(piece) <= anchor.right:
+        return -1
+    return lead
 
 
 class PlainTail:
@@ -98,24 +133,22 @@ class PlainTail:
     def __init__(self, anchor: TailAnchor, text: str, *, in_code: bool = False) -> None:
         self.text = text
         self._anchor = anchor
-        x, top = anchor.x, anchor.top
-        if text[:1].isspace():
-            # A new word that does not fit after the last line starts the next one (as the
-            # document would wrap it); a piece of a word always continues that word.
-            word = text.split(None, 1)[0] if text.strip() else ""
-            if word and x + anchor.metrics.horizontalAdvance(" " + word) > anchor.right:
-                top += anchor.metrics.lineSpacing()
-                x = anchor.left
-                text = text.lstrip()
-        self._start = (x, top, max(anchor.bottom, top + anchor.metrics.height()))
+        x, top, shared = anchor.x, anchor.top, True
+        start = next_line_start(anchor, text)
+        if start >= 0:  # a new word that does not fit after the last line starts the next one
+            x, top, shared = anchor.left, anchor.bottom, False
+            text = text[start:]
         self._frozen: tuple[tuple[QTextLayout, int], ...] = ()  # (layout, lines of it drawn) above the live one
         self._runs: WordRuns | None = None  # words after the live layout (ui/word_runs.py)
         self.first_top = top
-        self._lay_out(text, line_breaks(text, in_code), x, top, anchor.ascent)
+        self._lay_out(text, line_breaks(text, in_code), x, top, shared)
+        # The box of the tail's first line (shared with the document's last, unless it starts below it).
+        self._start = (x, top, self._first_box[1] if self._lines else max(anchor.bottom, top + primary_font(anchor.font)[2]))
 
-    def _lay_out(self, shown: str, laid: str, x: float, top: float, ascent: float) -> None:
-        """Lay out `laid` (`shown` with its newlines as drawn) from (x, top), its first
-        baseline `ascent` below `top`: the live layout, the one extended() replaces."""
+    def _lay_out(self, shown: str, laid: str, x: float, top: float, shared: bool) -> None:
+        """Lay out `laid` (`shown` with its newlines as drawn) from (x, top): the live layout,
+        the one extended() replaces. `shared`: its first line is the document's last line, and
+        continues its baseline."""
         anchor = self._anchor
         self._shown, self._laid = shown, laid
         self._layout = layout = QTextLayout(laid, anchor.font)
@@ -123,19 +156,29 @@ class PlainTail:
         layout.setCacheEnabled(True)
         self._lines = 0
         layout.beginLayout()
-        y = top
+        y = first_bottom = top
         while True:
             line = layout.createLine()
             if not line.isValid():
                 break
             first = self._lines == 0
             line.setLineWidth(max(1.0, anchor.right - (x if first else anchor.left)))
+            if first and shared:
+                # On the document's last line's baseline, and that line as tall as Qt makes one
+                # that holds both texts (it rounds a line's height up to a whole pixel).
+                ascent = line.ascent()
+                line.setPosition(QPointF(x, top + anchor.ascent - ascent))
+                y = top + max(anchor.bottom - anchor.top,
+                              math.ceil(max(anchor.ascent, ascent) + max(anchor.descent, line.descent())))
+            else:
+                line.setPosition(QPointF(x if first else anchor.left, y))  # each line below the one above
+                y += line.height()
             if first:
-                y = top + ascent - line.ascent()  # on the baseline it continues
-            line.setPosition(QPointF(x if first else anchor.left, y))
-            y += line.height()
+                first_bottom = y
             self._lines += 1
         layout.endLayout()
+        self._first_box = (top, first_bottom)  # of the live layout's first line
+        self._shared = shared
         self.bottom = self._layout_bottom = y if self._lines else top
 
     def extended(self, piece: str) -> "PlainTail":
@@ -158,8 +201,13 @@ class PlainTail:
         last = layout.lineAt(self._lines - 1)
         start = last.textStart()
         grown = self._copy(self.text + piece)
-        grown._frozen = self._frozen + ((layout, self._lines - 1),) if self._lines > 1 else self._frozen
-        grown._lay_out(self._shown[start:] + piece, self._laid[start:] + piece, last.x(), last.y(), last.ascent())
+        if self._lines > 1:
+            grown._frozen = self._frozen + ((layout, self._lines - 1),)
+            grown._lay_out(self._shown[start:] + piece, self._laid[start:] + piece, last.x(), last.y(), False)
+        else:  # the live layout's first line again: it keeps its top (and baseline, when shared)
+            grown._lay_out(self._shown + piece, self._laid + piece, last.x(), self._first_box[0], self._shared)
+            if not self._frozen:
+                grown._start = (self._start[0], self._start[1], grown._first_box[1])
         return grown
 
     def runs_for(self, piece: str) -> WordRuns | None:
@@ -180,7 +228,7 @@ class PlainTail:
     def words_only_from(self, runs: WordRuns) -> tuple[float, float, float]:
         """(x, top, bottom) for the words of `runs` (this tail's, or runs_for()'s): right of x
         from top on, and everywhere from bottom down, nothing but those words has ink."""
-        top = runs.start_baseline - runs.ascent
+        top = runs.start_top
         if top <= self.first_top + 0.5:  # the tail's first line, shared with the document's last
             top = min(top, self._start[1])
         return (runs.start_x, top, max(self._layout_bottom, self._start[2]))
@@ -199,8 +247,9 @@ class PlainTail:
             return None  # the last line holds only spaces
         anchor = self._anchor
         x = last.cursorToX(len(laid))[0] + anchor.metrics.horizontalAdvance(self._laid[len(laid):])
-        return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, last.ascent(), last.height(), x,
-                              last.y() + last.ascent())
+        top, bottom = self._first_box if self._lines == 1 else (last.y(), last.y() + last.height())
+        return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, x, last.y() + last.ascent(),
+                              top, bottom)
 
     def last_word_box(self, *, closed: bool = False) -> tuple[float, float, float]:
         """(x, top, bottom) where the last word of the text starts: the first place text after
@@ -230,6 +279,25 @@ class PlainTail:
         if line.lineNumber() == 0 and not self._frozen:  # the tail's first line
             return (x, min(self._start[1], line.y()), max(self._start[2], line.y() + line.height()))
         return (x, line.y(), line.y() + line.height())
+
+    def line_boxes(self) -> list[tuple[float, float, float]]:
+        """(top, baseline, bottom) of each line the text is on, from the first down (what Qt's
+        layout of the whole paragraph has there). The first is the document's last line, as
+        tall as the two texts make it, unless the text starts on the line below it."""
+        boxes = []
+        for layout, count in self._frozen + ((self._layout, self._lines),):
+            for i in range(count):
+                line = layout.lineAt(i)
+                boxes.append((line.y(), line.y() + line.ascent(), line.y() + line.height()))
+        if boxes:
+            boxes[0] = (self._start[1], boxes[0][1], self._start[2])
+        runs = self._runs
+        if runs is not None:
+            for _x, baseline, _width, _word, _shaped in runs.words:
+                if baseline != runs.start_baseline and baseline != boxes[-1][1]:
+                    top, bottom = runs.line_box(baseline)
+                    boxes.append((top, baseline, bottom))
+        return boxes
 
     def after_document(self, left: float, top: float) -> bool:
         """Whether an area from (left, top) rightwards and down holds none of the document's ink:

@@ -8,7 +8,10 @@ before it is rendered once and appended to the document, only the trailing block
 as plain text after the document (ui/plain_tail.py). The tail is rendered again only when its
 new text can change what markdown shows (renders_as_plain): plain words that continue the
 rendered line never need it, so a prose paragraph streams with one render at its start and
-one at its end. The reply gets one canonical whole render when it finishes (DocumentStore).
+one at its end. A paragraph with a character the font lacks (Chinese, Japanese: drawn with a
+fallback font, whose lines are taller) takes its new text into the document instead, so Qt's
+own layout places its lines (_fallback_block). The reply gets one canonical whole render when
+it finishes (DocumentStore).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from PySide6.QtGui import QTextCharFormat, QTextCursor
 from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, render_markdown
 from ui.plain_tail import PlainTail, TailAnchor
 from ui.safe_document import SafeTextDocument
+from ui.word_runs import in_primary_font
 
 # Markdown renders of the tail at most this often; new text shows at once as plain text in
 # between. Each render re-parses, re-inserts and lays out the whole trailing block (about 1 ms
@@ -129,6 +133,12 @@ class StreamDocument:
         self._anchor_width = -1.0
         self._doc_size: tuple[float, float] | None = None  # the document's, until it changes
         self._plain_memo: tuple[tuple[int, int, int], bool] = ((-1, -1, -1), False)
+        # The document's last block has a character the font lacks. Qt draws it with a fallback
+        # font and makes every line of its script run as tall as that font's line (a CJK one's
+        # are taller), lines above it included, and the run may reach back into the document:
+        # a tail laid out on its own cannot know, so new text goes into the document until a
+        # render starts a new block.
+        self._fallback_block = False
 
     def _renders_as_plain(self, content: str) -> bool:
         """renders_as_plain() for this document's state, once per state (asked twice a frame)."""
@@ -216,15 +226,24 @@ class StreamDocument:
         if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
             self._pending_box = box
 
-    def _grow_pending(self, piece: str) -> tuple[float, float, float]:
+    def _grow_pending(self, piece: str) -> tuple[float, float, float] | None:
         """Add `piece` to the pending text and its tail (laid out lazily by tail()). Returns
         (x, top, bottom) of the first place the shown text changed: where the tail's last word
         starts (greedy wrapping may move it down), where it ends when `piece` starts with a
-        space, or where the document's last line ends when nothing was pending."""
+        space, or where the document's last line ends when nothing was pending. None: it went
+        into the document with the pending text (see _fallback_block)."""
         if not self.pending and len(self.text) == self._rendered_len and self.text[-1:].isspace() \
                 and not piece[:1].isspace():
             # Markdown dropped the whitespace that ended the rendered text; keep words apart.
             piece = " " + piece
+        if self._fallback_block or (not piece.isascii() and not in_primary_font(self.doc.defaultFont(), piece)):
+            # A fallback font's text: only the document's own layout puts its lines where Qt does.
+            if not self._fallback_block:
+                self._fallback_block = True
+                self._mark_changed(self.doc.lastBlock().position())  # its lines above may grow too
+            self.pending += piece
+            self._fold_pending()
+            return None
         plain = self.tail()
         newline = "\n" in piece or "\n" in self.pending
         if plain is None:
@@ -289,7 +308,7 @@ class StreamDocument:
         self._changed_from = self._pending_box = None
         box = self._grow_pending(piece)
         self.text = content
-        return box
+        return box  # None: it went into the document, which update() finds done (doc_edited)
 
     def update(self, content: str) -> bool:
         """Show `content` (which extends what is shown). False when it does not extend it."""
@@ -306,7 +325,9 @@ class StreamDocument:
             cost = self._clock() - now
             self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
         elif len(content) > len(self.text):
-            self.keep_change(self._grow_pending(content[len(self.text):]))  # the earliest change since the last take
+            box = self._grow_pending(content[len(self.text):])
+            if box is not None:
+                self.keep_change(box)  # the earliest change since the last take
             if len(self.pending) > MAX_PENDING_CHARS:
                 self._fold_pending()
         self.text = content
@@ -352,6 +373,7 @@ class StreamDocument:
         self._insert_blocks(cursor, self._rendered_tail.html)
         cursor.endEditBlock()
         self._rendered_len = len(content)
+        self._fallback_block = not in_primary_font(self.doc.defaultFont(), self.doc.lastBlock().text())
 
     def _insert_blocks(self, cursor: QTextCursor, html: str) -> None:
         if not html:

@@ -6,8 +6,11 @@ text work), and drawing it draws the whole line again. Here each new word is sha
 (a QStaticText, kept per font and word), placed after the previous one, and moved to the
 next line when it does not fit, as QTextLayout wraps text that breaks only at spaces; a
 frame then draws only the words it brought, without shaping them again. Only for scripts that
-break at spaces (Latin, Greek, Cyrillic: LATIN_TEXT); anything else, a tab, or a word longer
-than a line, and the caller lays the text out with a QTextLayout instead.
+break at spaces (Latin, Greek, Cyrillic: LATIN_TEXT) and words whose every character the
+font itself has: a line with a character Qt takes from a fallback font gets that font's
+ascent and descent (a CJK fallback makes it taller), which only a QTextLayout knows. Anything
+else, a tab, or a word longer than a line, and the caller lays the text out with a
+QTextLayout instead.
 
 Immutable: a row's layout may still hold the previous runs while the next ones are built.
 Coordinates are the document's.
@@ -19,66 +22,125 @@ import re
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QStaticText, QTransform
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QRawFont, QStaticText, QTextLayout, QTransform
 
 # Text that wraps only at spaces: Latin, Greek, Cyrillic and general punctuation, no tabs
 # or newlines. (CJK, Thai and others may break between any two characters.)
 LATIN_TEXT = re.compile(r"[\u0020-\u052F\u2010-\u2027\u2030-\u205E]*")
 _TOKENS = re.compile(r" +|[^ ]+")
-# Words already shaped, per font, with their width: replies repeat their words, and shaping
-# one (to measure it, and again on every drawText of it) was most of a frame's drawing.
-# QStaticText keeps the shaped glyphs; drawing it at (x, baseline - ascent) gives the pixels
-# drawText gives at (x, baseline).
-_SHAPED: dict[tuple[str, str], tuple[QStaticText, float]] = {}
+# Words already shaped, per font, with their width and whether the font itself has all their
+# characters: replies repeat their words, and shaping one (to measure it, and again on every
+# drawText of it) was most of a frame's drawing. QStaticText keeps the shaped glyphs; drawing
+# it at (x, baseline - ascent) gives the pixels drawText gives at (x, baseline).
+_SHAPED: dict[tuple[str, str], tuple[QStaticText, float, bool]] = {}
 _ADVANCES: dict[tuple[str, str], float] = {}  # runs of spaces
 _MAX_CACHED = 4096  # words (a few hundred bytes each); a reply has a few hundred distinct ones
+# Per font key: the font Qt draws its text with first (QRawFont), and (ascent, height) of a
+# QTextLayout line of that font alone; and per (font key, character) whether that font has it.
+_PRIMARY: dict[str, tuple[QRawFont, float, float]] = {}
+_HAS: dict[tuple[str, str], bool] = {}
+
+
+def primary_font(font: QFont) -> tuple[QRawFont, float, float]:
+    """(the font `font`'s text is drawn with unless a character needs a fallback, ascent and
+    height of a QTextLayout line that holds only that font's glyphs). Qt rounds a line's height
+    up to a whole pixel, so the height is a laid-out line's, not the metrics'."""
+    key = font.key()
+    primary = _PRIMARY.get(key)
+    if primary is None:
+        layout = QTextLayout("x", font)
+        layout.beginLayout()
+        line = layout.createLine()
+        line.setLineWidth(1_000.0)
+        layout.endLayout()
+        if len(_PRIMARY) >= 64:
+            _PRIMARY.clear()
+        primary = _PRIMARY[key] = (QRawFont.fromFont(font), line.ascent(), line.height())
+    return primary
+
+
+def in_primary_font(font: QFont, text: str) -> bool:
+    """Whether primary_font(font) has every character of `text` that is drawn (ASCII, which
+    every text font has, is not looked up; nor are control characters and line separators):
+    Qt draws none of it with a fallback font."""
+    if text.isascii():
+        return True
+    key = font.key()
+    for char in set(text):
+        if char <= "\x7f" or char in "\u2028\u2029\x85":
+            continue
+        has = _HAS.get((key, char))
+        if has is None:
+            if len(_HAS) >= _MAX_CACHED:
+                _HAS.clear()
+            has = _HAS[(key, char)] = primary_font(font)[0].supportsCharacter(ord(char))
+        if not has:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
 class WordRuns:
     """Words after a text, each (x, baseline, width, word, its shaped QStaticText); `cursor` is
     where the next character goes, `open_word` whether the last word may still grow (no space
-    after it)."""
+    after it).
+
+    The first line is the one the text before the runs ends on, with that text's box (its
+    fonts may make it taller); the lines the words wrap to hold only these words, in the
+    font alone (line_box())."""
 
     font: QFont
     metrics: QFontMetricsF
     font_key: str
     left: float  # where a wrapped line starts
     right: float
-    ascent: float  # of a line, as the QTextLayout before the runs has it (Qt rounds it)
+    ascent: float  # of a line of the font alone, as a QTextLayout has it
     text_ascent: float  # the font's: a QStaticText is drawn from its top, ascent above the baseline
-    line_height: float
+    line_height: float  # of a line of the font alone (Qt rounds it up)
     words: tuple[tuple[float, float, float, str, QStaticText], ...]
     cursor: float
     baseline: float  # of the line the cursor is on
     open_word: bool
-    start_x: float = 0.0  # where the runs began, on the line of start_baseline
-    start_baseline: float = 0.0
+    start_x: float  # where the runs began, on the line of start_baseline
+    start_baseline: float
+    start_top: float  # the box of the line the runs began on
+    start_bottom: float
 
     @classmethod
-    def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, ascent: float,
-              line_height: float, x: float, baseline: float) -> "WordRuns":
-        """Runs that start at (x, baseline), after text that ends in a space."""
-        return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), line_height, (), x, baseline,
-                   False, x, baseline)
+    def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, x: float, baseline: float,
+              line_top: float, line_bottom: float) -> "WordRuns":
+        """Runs that start at (x, baseline), after text that ends in a space, on a line from
+        `line_top` to `line_bottom`."""
+        _raw, ascent, height = primary_font(font)
+        return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), height, (), x, baseline,
+                   False, x, baseline, line_top, line_bottom)
+
+    def line_box(self, baseline: float) -> tuple[float, float]:
+        """(top, bottom) of the line of `baseline` (one of these runs' lines)."""
+        if baseline == self.start_baseline:
+            return (self.start_top, self.start_bottom)
+        top = baseline - self.ascent
+        return (top, top + self.line_height)
 
     def add(self, piece: str) -> "WordRuns | None":
-        """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a line."""
+        """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a
+        line or has a character the font lacks."""
         words = list(self.words)
         placed = self.place(words, piece, self.cursor, self.baseline, self.open_word)
         if placed is None:
             return None
-        return WordRuns(self.font, self.metrics, self.font_key, self.left, self.right, self.ascent, self.text_ascent,
-                        self.line_height, tuple(words), *placed, self.start_x, self.start_baseline)
+        return WordRuns(self.font, self.metrics, self.font_key, self.left, self.right, self.ascent,
+                        self.text_ascent, self.line_height, tuple(words), *placed, self.start_x, self.start_baseline,
+                        self.start_top, self.start_bottom)
 
     def place(self, words: list, piece: str, cursor: float, baseline: float,
               open_word: bool) -> tuple[float, float, bool] | None:
         """Place `piece` (LATIN_TEXT) after `words` (entries as in self.words, appended to in
         place), the next character going at `cursor` on the line of `baseline`, `open_word`
         whether the last word may still grow. Returns the new (cursor, baseline, open_word);
-        None when a word is longer than a line (`words` is then left half done). The one place
-        words are placed: ui/live_words.py places a reply's newest words with it too, and the
-        row's runs must put them where it did."""
+        None when a word is longer than a line or has a character the font lacks (`words` is
+        then left half done). The one place words are placed: ui/live_words.py places a reply's
+        newest words with it too, and the row's runs must put them where it did."""
         advance, right, left = self._advance, self.right, self.left
         for token in _TOKENS.findall(piece):
             if token[0] == " ":
@@ -90,9 +152,11 @@ class WordRuns:
                 token, baseline = word + token, word_baseline
             else:
                 x = cursor
-            shaped, width = self._shaped(token)
+            shaped, width, in_font = self._shaped(token)
+            if not in_font:
+                return None  # a fallback font: its line is as tall as a QTextLayout makes it
             if x + width > right and x > left:  # does not fit: the whole word starts the next line
-                x, baseline = left, baseline + self.line_height
+                x, baseline = left, self.line_box(baseline)[1] + self.ascent
             if x + width > right:
                 return None  # longer than a line: QTextLayout breaks it anywhere
             words.append((x, baseline, width, token, shaped))
@@ -108,7 +172,7 @@ class WordRuns:
             width = _ADVANCES[key] = self.metrics.horizontalAdvance(spaces)
         return width
 
-    def _shaped(self, word: str) -> tuple[QStaticText, float]:
+    def _shaped(self, word: str) -> tuple[QStaticText, float, bool]:
         key = (self.font_key, word)
         shaped = _SHAPED.get(key)
         if shaped is None:
@@ -117,22 +181,20 @@ class WordRuns:
             text = QStaticText(word)
             text.setTextFormat(Qt.TextFormat.PlainText)
             text.prepare(QTransform(), self.font)
-            shaped = _SHAPED[key] = (text, self.metrics.horizontalAdvance(word))
+            shaped = _SHAPED[key] = (text, self.metrics.horizontalAdvance(word), in_primary_font(self.font, word))
         return shaped
 
     @property
     def bottom(self) -> float:
-        return self.baseline - self.ascent + self.line_height
+        return self.line_box(self.baseline)[1]
 
     def last_word_box(self, *, closed: bool = False) -> tuple[float, float, float]:
         """(x, top, bottom) of where the last word starts (the cursor after a space, or when
         `closed`: what comes next starts with a space)."""
-        top = self.baseline - self.ascent
         if self.open_word and self.words and not closed:
             x, baseline = self.words[-1][:2]
-            top = baseline - self.ascent
-            return (x, top, top + self.line_height)
-        return (self.cursor, top, top + self.line_height)
+            return (x, *self.line_box(baseline))
+        return (self.cursor, *self.line_box(self.baseline))
 
     def draw(self, painter: QPainter, clip_left: float, clip_top: float, clip_bottom: float) -> None:
         """Draw the words that reach into the area from `clip_left` rightwards, `clip_top` to
@@ -145,13 +207,12 @@ class WordRuns:
         `set_font`: the painter has that font already)."""
         if not words:
             return
-        ascent, height = self.ascent, self.line_height
         if set_font:
             painter.setFont(self.font)
-        text_ascent = self.text_ascent
+        text_ascent, line_box = self.text_ascent, self.line_box
         for x, baseline, width, _word, shaped in reversed(words):
-            top = baseline - ascent
-            if top + height <= clip_top:
+            top, bottom = line_box(baseline)
+            if bottom <= clip_top:
                 break  # the words before this one are on lines above the clip
             if top < clip_bottom and x + width + 2 > clip_left:
                 painter.drawStaticText(QPointF(x, baseline - text_ascent), shaped)

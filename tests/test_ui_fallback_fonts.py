@@ -1,0 +1,220 @@
+"""Streamed text with characters the font lacks (Chinese, Japanese: drawn with a fallback font
+whose lines are taller) sits where Qt's layout of the finished reply puts it: the same line
+tops, baselines and bottom while it streams as once it is done, so the reply does not move
+or change height when it finishes. Needs a CJK font (tests/support/fonts.py; .ci/run installs
+one): without it Qt draws boxes in the primary font, and these tests fail saying so."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import replace
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QRect  # noqa: E402
+from PySide6.QtGui import QTextDocument  # noqa: E402
+
+from tests.support.fonts import require_cjk_fallback  # noqa: E402
+from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
+from ui.conversation_model import MessageItem  # noqa: E402
+from ui.conversation_view import ConversationView  # noqa: E402
+from ui.message_layout import DocumentStore  # noqa: E402
+from ui.plain_tail import PlainTail, TailAnchor  # noqa: E402
+from ui.word_runs import WordRuns, primary_font  # noqa: E402
+
+WIDTH = 300
+JAPANESE = "灯台守は毎晩、長い階段を上って灯りをともした。嵐の夜も、遠くを通り過ぎる船を見守っていた。"
+ENGLISH = "The keeper climbed the narrow stairs while the storm pressed on the glass and the lamp turned slowly. "
+
+
+def tokens(text: str) -> list[str]:
+    """Pieces as a model streams them: a Latin word with the space before it, CJK one or two
+    characters at a time."""
+    out: list[str] = []
+    for run in re.findall(r" ?[\u0020-\u052F]+|[^\u0020-\u052F]+", text):
+        if run.isascii():
+            out += re.findall(r" ?\S+| +", run)
+        else:
+            out += [run[i:i + 2] for i in range(0, len(run), 2)]
+    return out
+
+
+STORIES = {
+    "japanese": JAPANESE * 3,
+    "english_then_japanese": ENGLISH * 2 + JAPANESE * 2,
+    "japanese_then_english": JAPANESE + ENGLISH * 2,
+    "mixed_words": " ".join(f"{a} {b}" for a, b in zip(ENGLISH.split(), JAPANESE[::2])) * 2,
+    "japanese_then_an_english_paragraph": JAPANESE * 2 + "\n\n" + ENGLISH * 2,
+}
+
+
+class Clock:
+    """A StreamDocument's clock: a second passes with every piece, so a render is never held back."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _lines(doc: QTextDocument) -> list[tuple[float, float, float]]:
+    """(top, baseline, bottom) of each line of the document's last block, in its coordinates."""
+    block = doc.lastBlock()
+    top = doc.documentLayout().blockBoundingRect(block).top()
+    layout = block.layout()
+    return [(top + line.y(), top + line.y() + line.ascent(), top + line.y() + line.height())
+            for line in (layout.lineAt(i) for i in range(layout.lineCount()))]
+
+
+def _shown_lines(doc: QTextDocument, tail: PlainTail | None) -> list[tuple[float, float, float]]:
+    """The lines a streaming document shows in its last paragraph: its own, then its tail's (the
+    tail's first one is the document's last line, grown, unless the tail starts below it)."""
+    lines = _lines(doc)
+    if tail is None:
+        return lines
+    boxes = tail.line_boxes()
+    if abs(boxes[0][0] - lines[-1][0]) < 0.01:
+        lines = lines[:-1]
+    return lines + boxes
+
+
+def _assert_same_lines(streamed: list, final: list, what: str) -> None:
+    assert len(streamed) == len(final), what
+    for i, (got, want) in enumerate(zip(streamed, final)):
+        assert got == pytest.approx(want, abs=0.01), f"{what}: line {i} (top, baseline, bottom)"
+
+
+def test_a_cjk_fallback_font_is_installed(qapp: object) -> None:
+    # The other tests here mean something only with one; this names what is missing.
+    require_cjk_fallback()
+
+
+@pytest.mark.parametrize("story", sorted(STORIES))
+def test_a_streamed_paragraph_has_the_lines_of_the_finished_one(qapp: object, story: str) -> None:
+    require_cjk_fallback()
+    clock = Clock()
+    store = DocumentStore(on_refused=lambda url: None, clock=clock)
+    content = "Here is **a story**.\n\n"
+    pieces = tokens(STORIES[story])
+    tails = 0
+    for i, piece in enumerate(pieces):
+        content += piece
+        clock.now += 1.0
+        store.document(MessageItem("live", "assistant", content, "streaming", "m", {}), WIDTH)
+        stream = store.stream("live")
+        assert stream is not None
+        height = stream.height()
+        final, _rendered = store.document(MessageItem(f"done{i}", "assistant", content, "complete", "m", {}), WIDTH)
+        streamed, done = _shown_lines(stream.doc, stream.tail()), _lines(final)
+        _assert_same_lines(streamed, done, f"after piece {i} {piece!r}")
+        assert height == pytest.approx(max(stream.doc_size()[1], done[-1][2]), abs=0.01)
+        tails += stream.tail() is not None
+    assert len(done) >= 4
+    if story.startswith("english") or story.endswith("paragraph"):
+        assert tails > 10  # plain English streamed as a tail, before the CJK text or in its own paragraph
+
+
+def test_a_tail_grown_piece_by_piece_has_the_lines_of_one_laid_out_whole(qapp: object) -> None:
+    # PlainTail.extended(): CJK after a long line of Latin words, Latin words after CJK lines.
+    require_cjk_fallback()
+    doc = QTextDocument()
+    doc.setDocumentMargin(0)
+    doc.setPlainText("short")
+    doc.setTextWidth(200)
+    doc.size()
+    anchor = TailAnchor.of(doc)
+    tail = PlainTail(anchor, " start")
+    # (No CJK punctuation before Latin words: with it they are one script run with the CJK text
+    # before them, which a tail never lays out again; StreamDocument gives a tail no CJK.)
+    for piece in tokens(" next " + "x" * 40 + " 灯台守は毎晩長い階段を上って灯りをともした" + ENGLISH + "灯台守の物語"
+                        + " and more words"):
+        tail = tail.extended(piece)
+        whole = PlainTail(anchor, tail.text)
+        _assert_same_lines(tail.line_boxes(), whole.line_boxes(), f"after {piece!r}")
+        assert tail.bottom == pytest.approx(whole.bottom)
+    final = QTextDocument()
+    final.setDocumentMargin(0)
+    final.setPlainText("short" + tail.text)
+    final.setTextWidth(200)
+    _assert_same_lines(tail.line_boxes(), _lines(final), "against the document")
+
+
+def test_text_a_fallback_font_draws_goes_into_the_document_until_the_paragraph_ends(qapp: object) -> None:
+    # Qt makes every line of a script run with a fallback font's character as tall as that
+    # font's line, lines above included ("words, 、" is one run): only the document knows.
+    require_cjk_fallback()
+    clock = Clock()
+    store = DocumentStore(on_refused=lambda url: None, clock=clock)
+    content = "The keeper climbed"
+    store.document(MessageItem("live", "assistant", content, "streaming", "m", {}), WIDTH)
+    stream = store.stream("live")
+    assert stream is not None
+    for piece in (" the", " narrow", " stairs"):
+        content += piece
+        assert stream.append_plain(content) is not None and stream.tail() is not None  # Latin: a plain tail
+    revision = stream.doc.revision()
+    content += "、灯台"
+    assert stream.append_plain(content) is None  # the frame goes the general way (update(), a relayout)
+    assert stream.tail() is None and stream.doc.revision() != revision and stream.doc_edited
+    assert stream.doc.toPlainText() == content and stream.shown_text() == content
+    assert stream.take_changed_area() == (0.0, 0.0, 0.0)  # the whole paragraph: its lines above grew too
+    content += " and the lamp"
+    assert stream.append_plain(content) is None and stream.doc.toPlainText() == content  # the rest of the paragraph too
+    final, _rendered = store.document(MessageItem("done", "assistant", content, "complete", "m", {}), WIDTH)
+    _assert_same_lines(_lines(stream.doc), _lines(final), "the paragraph")
+    clock.now += 1.0
+    content += "\n\nA new paragraph"
+    assert stream.update(content) and stream.doc_edited  # rendered: a new block
+    content += " of words"
+    assert stream.append_plain(content) is not None and stream.tail() is not None  # plain words have a tail again
+
+
+def test_a_word_with_a_character_the_font_lacks_is_not_placed_as_a_word(qapp: object) -> None:
+    # WordRuns draws a word in the font alone; one with a character the font lacks gets a
+    # fallback font, whose line height only a QTextLayout knows.
+    doc = QTextDocument()
+    doc.setDocumentMargin(0)
+    doc.setPlainText("x")
+    anchor = TailAnchor.of(doc)
+    raw = primary_font(anchor.font)[0]
+    lacking = next(chr(code) for code in range(0x250, 0x530) if not raw.supportsCharacter(code) and chr(code).isalpha())
+    runs = WordRuns.after(anchor.font, anchor.metrics, 0.0, 200.0, 10.0, anchor.ascent, 0.0, anchor.bottom)
+    assert runs.add(" plain words") is not None
+    assert runs.add(" plain w" + lacking + "rd") is None
+    tail = PlainTail(anchor, " plain").extended(" w" + lacking + "rd").extended(" more")
+    _assert_same_lines(tail.line_boxes(), PlainTail(anchor, tail.text).line_boxes(), "the tail")
+
+
+def test_a_streaming_row_with_cjk_shows_the_text_of_the_finished_reply(qtbot: object) -> None:
+    # On screen, frame after frame: the streamed reply's text, pixel for pixel, is what the
+    # finished reply with the same text shows (another view, the same size, beside it).
+    require_cjk_fallback()
+    view, model = streaming_view(qtbot, "Start. ")
+    reference = ConversationView()
+    qtbot.addWidget(reference)  # type: ignore[attr-defined]
+    reference.resize(view.size())
+    reference.show()
+    qtbot.waitExposed(reference)  # type: ignore[attr-defined]
+    question = model.item(0)
+    delegate = view.message_delegate()
+    checked = 0
+    for i, piece in enumerate(tokens(STORIES["japanese_then_english"] + "\n\n" + STORIES["mixed_words"])):
+        model.append_text("live", piece)
+        qtbot.wait(1)  # type: ignore[attr-defined]
+        if i % 4 != 3:
+            continue
+        item = model.item(model.row_of("live"))
+        lay = delegate.layout_for(item)
+        row = view.visualRect(model.index(model.row_of("live"), 0))
+        text = QRect(row.x() + lay.doc_left, row.y() + lay.doc_top, math.ceil(lay.doc.textWidth()),
+                     math.ceil(delegate.docs.stream("live").height()))
+        streamed = on_screen(view).copy(text)
+        reference.conversation_model().set_messages([question, replace(item, status="complete")])
+        reference.viewport().repaint()
+        assert on_screen(reference).copy(text) == streamed, f"after piece {i} {piece!r}"
+        checked += 1
+    assert checked > 20
