@@ -52,14 +52,21 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
     out: list[dict] = []
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
-    for m in history.messages(conversation_id):
+    branch = history.messages(conversation_id)
+    for i, m in enumerate(branch):
         if m.role == "assistant" and m.status in _RESENDABLE and m.content:
             out.append({"role": "assistant", "content": m.content})
-        elif m.role == "user":
+        elif m.role == "user" and not _refused_as_too_long(branch[i + 1] if i + 1 < len(branch) else None):
             out.append({"role": "user", "content": m.content})
         if upto is not None and m.id == upto:
             break
     return out
+
+
+def _refused_as_too_long(reply: Message | None) -> bool:
+    """The engine refused this user message because it could never fit in the context: sent
+    again, it would push every earlier turn out of the model's view for the rest of the chat."""
+    return reply is not None and reply.role == "assistant" and reply.status == "error" and reply.metrics.get("error_kind") == "context"
 
 
 class TurnRecord:
@@ -257,27 +264,29 @@ class ChatService:
             while True:
                 try:
                     event = next(events)
+                    if not hasattr(event, "status"):
+                        record.append(event.text)
+                        if on_text is not None:
+                            on_text(event.text)
+                        continue
                 except StopIteration:
                     break
                 except KeyboardInterrupt as exc:
-                    # Ctrl-C, SIGTERM or SIGHUP: stop generating, keep reading to the end so
-                    # the partial reply is kept.
+                    # Ctrl-C, SIGTERM or SIGHUP, while waiting for a token or printing one:
+                    # stop generating, keep reading to the end so the partial reply is kept
+                    # with its metrics.
                     interrupted = True
                     if isinstance(exc, Terminated):
                         terminated = exc.signum
                     generation.cancel()
                     continue
-                if hasattr(event, "status"):
-                    metrics = dict(event.metrics)
-                    metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
-                    # Stopped by a signal the person did not send from the keyboard: the reply
-                    # was cut off, as when the window quits mid-reply.
-                    status = "interrupted" if terminated is not None and event.status == "cancelled" else event.status
-                    record.finish(status, metrics, event.error, text=event.text)
-                    break
-                record.append(event.text)
-                if on_text is not None:
-                    on_text(event.text)
+                metrics = dict(event.metrics)
+                metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
+                # Stopped by a signal the person did not send from the keyboard: the reply
+                # was cut off, as when the window quits mid-reply.
+                status = "interrupted" if terminated is not None and event.status == "cancelled" else event.status
+                record.finish(status, metrics, event.error, text=event.text)
+                break
         except EngineError as exc:
             record.finish("error", {}, str(exc))
         except KeyboardInterrupt as exc:

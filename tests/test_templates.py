@@ -250,3 +250,14 @@ def test_collect_limited_reads_no_further_than_the_cap() -> None:
         collect_limited(endless(), 10_000)
     assert err.value.reason == "unsafe" and read == 11
     assert collect_limited(iter(["a", "b", "c"]), 3) == "abc"
+
+
+def test_messages_longer_than_the_cap_leave_the_model_template_in_use() -> None:
+    """A huge paste is the person's text, not the template's fault: that prompt is rendered
+    plainly (to be refused as too long for the context) and the next one uses the template."""
+    fmt = _build("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{% endfor %}")
+    assert fmt.source == "gguf"
+    huge = fmt.render([{"role": "user", "content": "x" * (MAX_PROMPT_CHARS + 1)}])
+    assert huge.source.startswith("fallback:") and huge.note is None
+    assert fmt.source == "gguf"
+    assert fmt.render([{"role": "user", "content": "hello"}]).text.startswith("[user] hello")

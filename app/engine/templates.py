@@ -59,7 +59,8 @@ _TRIAL = (
 
 
 class TemplateFailure(Exception):
-    """The template could not produce a prompt. `reason`: 'error' | 'unsafe' | 'timeout'."""
+    """The template could not produce a prompt. `reason`: 'error' | 'unsafe' | 'timeout', or
+    'too_long' when the messages alone pass MAX_PROMPT_CHARS (not the template's fault)."""
 
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
@@ -243,6 +244,8 @@ class GgufTemplate:
 
     def render(self, messages: Messages) -> str:
         msgs = [{"role": r, "content": c} for r, c in _clean(messages)]
+        if sum(len(m["content"]) for m in msgs) > MAX_PROMPT_CHARS:
+            raise TemplateFailure(f"was given messages longer than {MAX_PROMPT_CHARS:,} characters", "too_long")
         text = _run_limited(
             lambda: collect_limited(
                 self._template.generate(
@@ -322,6 +325,11 @@ class ChatFormat:
             try:
                 return Rendered(_render_with_fold(self._template, messages), "gguf", ())
             except TemplateFailure as exc:
+                if exc.reason == "too_long":
+                    # What the person sent is too long, not the template at fault: it stays in
+                    # use; this prompt, rendered plainly, is then refused as too long for the context.
+                    return Rendered(self.fallback.render(messages, self._bos, self._eos),
+                                    f"fallback:{self.fallback.name}", self.fallback.stop)
                 note = f"the model's chat template {exc}; this reply uses {self.fallback.description}"
                 if exc.reason != "error":  # unsafe or slow: do not try it again
                     self._template = None
