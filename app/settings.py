@@ -12,9 +12,10 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from app.set_aside import aside_name, utc_stamp
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,13 @@ def load_settings(path: Path) -> Settings:
     return read_settings(path).settings
 
 
-def _utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+_utc_stamp = utc_stamp  # a module attribute, so a test can fix the stamp
 
 
 def _set_aside(path: Path) -> str:
     """Rename the unreadable file to `<name>.corrupt-<UTC stamp>` (`-2`, `-3`… when that name
     is taken) and return the sentence for the person."""
-    stamp = _utc_stamp()
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    target = aside_name(path, _utc_stamp())
     try:
         path.replace(target)
     except OSError as exc:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import sqlite_utils
 
+from app.set_aside import aside_name, utc_stamp
 from app.store.migrations import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
@@ -188,12 +188,7 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
 
 def _move_aside(path: Path) -> Path:
     """Rename the file and its sidecars to `<name>.corrupt-<UTC timestamp>`; never delete."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    target = aside_name(path, utc_stamp())
     try:
         for suffix in _SIDECARS:
             sidecar = path.with_name(path.name + suffix)
