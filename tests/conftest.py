@@ -1,12 +1,43 @@
-"""Shared fixtures: tiny random-weight GGUF models that real llama.cpp loads in milliseconds."""
+"""Shared fixtures: tiny random-weight GGUF models that real llama.cpp loads in milliseconds; and,
+before Qt starts, the suite's own CJK fallback font."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.cjk_font import write_fontconfig
+
+# Qt draws CJK text with the suite's own fallback font (tests/support/cjk_font.py), the only CJK
+# font the tests see, whatever the machine has installed. Qt on Linux takes its fonts and its
+# fallback fonts from fontconfig, which reads FONTCONFIG_FILE once, when Qt creates the
+# application (pytest-qt's qapp fixture, after this hook); the child processes the tests start
+# inherit it with the rest of the environment. (QFontDatabase.addApplicationFont would reach
+# this process only, and would leave a system CJK font ahead of it among the fallbacks.)
+_FONTS = pytest.StashKey[tuple[Path, str | None]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    directory = Path(tempfile.mkdtemp(prefix="cove-test-fonts-"))
+    config.stash[_FONTS] = (directory, os.environ.get("FONTCONFIG_FILE"))
+    os.environ["FONTCONFIG_FILE"] = str(write_fontconfig(directory))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    directory, before = config.stash.get(_FONTS, (None, None))
+    if directory is None:
+        return
+    if before is None:
+        os.environ.pop("FONTCONFIG_FILE", None)
+    else:
+        os.environ["FONTCONFIG_FILE"] = before
+    shutil.rmtree(directory, ignore_errors=True)
+
 
 # Tests never touch the developer's real keyring: the default is keyring's fail backend (no
 # storage, like a headless machine); tests that need storage set an in-memory backend.

@@ -1,8 +1,8 @@
 """Streamed text with characters the font lacks (Chinese, Japanese: drawn with a fallback font
 whose lines are taller) sits where Qt's layout of the finished reply puts it: the same line
 tops, baselines and bottom while it streams as once it is done, so the reply does not move
-or change height when it finishes. Needs a CJK font (tests/support/fonts.py; .ci/run installs
-one): without it Qt draws boxes in the primary font, and these tests fail saying so."""
+or change height when it finishes. Needs a CJK font: the suite brings its own (set up by
+tests/conftest.py; tests/support/fonts.py fails saying so when Qt does not draw with it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QRect  # noqa: E402
 from PySide6.QtGui import QTextDocument  # noqa: E402
 
-from tests.support.fonts import require_cjk_fallback  # noqa: E402
+from tests.support.cjk_font import FAMILY  # noqa: E402
+from tests.support.fonts import require_cjk_fallback, setup_hint  # noqa: E402
 from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 from ui.conversation_model import MessageItem  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
@@ -88,9 +89,10 @@ def _assert_same_lines(streamed: list, final: list, what: str) -> None:
         assert got == pytest.approx(want, abs=0.01), f"{what}: line {i} (top, baseline, bottom)"
 
 
-def test_a_cjk_fallback_font_is_installed(qapp: object) -> None:
-    # The other tests here mean something only with one; this names what is missing.
-    require_cjk_fallback()
+def test_cjk_text_is_drawn_with_the_suites_own_font(qapp: object) -> None:
+    # The other tests here mean something only with a taller fallback font; this names what is
+    # missing, and that it is the generated one (the same font on every machine).
+    assert require_cjk_fallback() == FAMILY, setup_hint()
 
 
 @pytest.mark.parametrize("story", sorted(STORIES))
