@@ -1,6 +1,7 @@
-"""The window process as the desktop sees it: SIGTERM (logout) mid-reply keeps the partial
-reply as `interrupted` and exits within 3 s without Qt thread warnings; SIGKILL mid-reply
-loses at most about the last second of text."""
+"""The window process as the desktop sees it: SIGTERM (logout) or SIGHUP (its terminal
+closed) mid-reply keeps the partial reply as `interrupted` and exits within 3 s without Qt
+thread warnings; SIGKILL mid-reply, with another `cove` started meanwhile, loses at most the
+last second of text."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "support" / "window_driver.py"
@@ -47,14 +50,15 @@ def _row(home: Path, message_id: str) -> tuple[str, str]:
         con.close()
 
 
-def test_sigterm_mid_reply_keeps_it_interrupted_and_exits_quickly(tmp_path: Path, tiny_gguf: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_mid_reply_keeps_it_interrupted_and_exits_quickly(tmp_path: Path, tiny_gguf: Path, signum) -> None:
     home = tmp_path / "home"
     _register(home, tiny_gguf)
     proc = _start(home, tmp_path / "times.txt")
     message_id = _wait_streaming(proc)
     time.sleep(1.0)
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=15)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, err
@@ -66,13 +70,20 @@ def test_sigterm_mid_reply_keeps_it_interrupted_and_exits_quickly(tmp_path: Path
     assert content.startswith("w0 w1 ") and len(content.split()) >= 20
 
 
-def test_sigkill_mid_reply_loses_at_most_about_a_second(tmp_path: Path, tiny_gguf: Path) -> None:
+def test_sigkill_mid_reply_with_another_cove_started_meanwhile_loses_at_most_a_second(tmp_path: Path, tiny_gguf: Path) -> None:
     home = tmp_path / "home"
     _register(home, tiny_gguf)
     times = tmp_path / "times.txt"
     proc = _start(home, times)
     message_id = _wait_streaming(proc)
-    time.sleep(2.5)
+    time.sleep(1.0)
+    other = subprocess.run(  # its start-up repair must leave the live reply alone
+        [sys.executable, "-m", "app.cli.main", "history", "list"],
+        cwd=ROOT, env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+    )
+    assert other.returncode == 0 and "cut off" not in other.stderr, other.stderr
+    assert _row(home, message_id)[0] == "streaming"
+    time.sleep(2.0)
     proc.kill()
     proc.communicate(timeout=15)
     killed_at = time.perf_counter()  # CLOCK_MONOTONIC, shared with the host's timestamps
@@ -82,8 +93,8 @@ def test_sigkill_mid_reply_loses_at_most_about_a_second(tmp_path: Path, tiny_ggu
     produced = [float(line.split()[1]) for line in times.read_text().splitlines()]
     produced = [t for t in produced if t <= killed_at]
     lost = len(produced) - saved
-    # At most ~1 s of tokens (the checkpoint interval) plus a frame and the kill latency.
-    assert saved > 0 and 0 <= lost <= TPS * 1.0 + TPS * 0.25, (saved, len(produced))
+    # At most 1 s of tokens: the checkpoint interval (0.75 s), a frame and the kill latency.
+    assert saved > 0 and 0 <= lost <= TPS * 1.0, (saved, len(produced))
 
 
 def _register(home: Path, model: Path) -> None:

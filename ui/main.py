@@ -106,6 +106,7 @@ def run_window(
     from app.core import open_core
     from app.errors import describe_error
     from app.log_redact import install_redaction
+    from app.termination import TERMINATING_SIGNALS
     from app.engine.client import EngineClient
     from ui.chat_controller import ChatController
     from ui.main_window import MainWindow
@@ -135,7 +136,8 @@ def run_window(
         presets_file=core.paths.data_dir / "presets.json",
     )
 
-    # SIGTERM (logout, shutdown) and SIGINT close the window like the person would: the reply
+    # SIGTERM (logout, shutdown), SIGHUP (the terminal it was started from closed) and SIGINT
+    # close the window like the person would: the reply
     # in progress is kept as 'interrupted'. Python runs signal handlers only between bytecodes,
     # and Qt's loop sits in C, so the signal is delivered through a socket Qt watches.
     read_end, write_end = socket.socketpair()
@@ -151,7 +153,7 @@ def run_window(
             pass
 
     notifier.activated.connect(_drain_wakeup)
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (*TERMINATING_SIGNALS, signal.SIGINT):
         signal.signal(sig, lambda *_: QTimer.singleShot(0, window.close))
 
     for notice in core.startup_notices:  # kept until dismissed: start-up's passing notes must not clear them
