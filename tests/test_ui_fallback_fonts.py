@@ -15,9 +15,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QRect  # noqa: E402
-from PySide6.QtGui import QTextDocument  # noqa: E402
+from PySide6.QtGui import QFont, QTextDocument, QTextLayout  # noqa: E402
 
-from tests.support.cjk_font import FAMILY  # noqa: E402
+from tests.support.cjk_font import FAMILY, LATIN_FAMILY, LATIN_METRICS, LINE_GAP, UNITS_PER_EM  # noqa: E402
 from tests.support.fonts import require_cjk_fallback, setup_hint  # noqa: E402
 from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 from ui.conversation_model import MessageItem  # noqa: E402
@@ -120,29 +120,81 @@ def test_a_streamed_paragraph_has_the_lines_of_the_finished_one(qapp: object, st
         assert tails > 10  # plain English streamed as a tail, before the CJK text or in its own paragraph
 
 
-def test_a_tail_grown_piece_by_piece_has_the_lines_of_one_laid_out_whole(qapp: object) -> None:
-    # PlainTail.extended(): CJK after a long line of Latin words, Latin words after CJK lines.
-    require_cjk_fallback()
+def _document(text: str, font: QFont | None = None, width: float = 200) -> QTextDocument:
     doc = QTextDocument()
     doc.setDocumentMargin(0)
-    doc.setPlainText("short")
-    doc.setTextWidth(200)
+    if font is not None:
+        doc.setDefaultFont(font)
+    doc.setPlainText(text)
+    doc.setTextWidth(width)
     doc.size()
+    return doc
+
+
+def _grow_and_compare(start: str, pieces: list[str], font: QFont | None = None) -> PlainTail:
+    """Grow a tail after a document of `start` piece by piece, checking after each piece that it
+    has the lines of the same text laid out whole, and at the end those of Qt's document."""
+    doc = _document(start, font)
     anchor = TailAnchor.of(doc)
-    tail = PlainTail(anchor, " start")
-    # (No CJK punctuation before Latin words: with it they are one script run with the CJK text
-    # before them, which a tail never lays out again; StreamDocument gives a tail no CJK.)
-    for piece in tokens(" next " + "x" * 40 + " 灯台守は毎晩長い階段を上って灯りをともした" + ENGLISH + "灯台守の物語"
-                        + " and more words"):
+    tail = PlainTail(anchor, pieces[0])
+    for piece in pieces[1:]:
         tail = tail.extended(piece)
         whole = PlainTail(anchor, tail.text)
         _assert_same_lines(tail.line_boxes(), whole.line_boxes(), f"after {piece!r}")
         assert tail.bottom == pytest.approx(whole.bottom)
-    final = QTextDocument()
-    final.setDocumentMargin(0)
-    final.setPlainText("short" + tail.text)
-    final.setTextWidth(200)
-    _assert_same_lines(tail.line_boxes(), _lines(final), "against the document")
+    final = _document(start + tail.text, font)
+    _assert_same_lines(_shown_lines(doc, tail), _lines(final), "against the document")
+    return tail
+
+
+def test_the_suites_cjk_font_has_a_line_gap_that_qt_counts(qapp: object) -> None:
+    # The harder case for the tail: a QTextDocument adds a line's gap (leading) to its height.
+    require_cjk_fallback()
+    layout = QTextLayout("灯台守の物語", QFont())
+    layout.beginLayout()
+    line = layout.createLine()
+    line.setLineWidth(1_000.0)
+    layout.endLayout()
+    assert line.leading() == pytest.approx(LINE_GAP / UNITS_PER_EM * QFont().pixelSize()
+                                           if QFont().pixelSize() > 0 else line.leading(), abs=0.1)
+    assert line.leading() > 1.0
+    doc = _document("灯台守の物語")
+    assert _lines(doc)[0][2] == math.ceil(line.ascent() + line.descent() + line.leading())
+
+
+def test_a_tail_grown_piece_by_piece_has_the_lines_of_one_laid_out_whole(qapp: object) -> None:
+    # PlainTail.extended(): CJK after a long line of Latin words, Latin words after CJK lines.
+    require_cjk_fallback()
+    # (No CJK punctuation before Latin words: with it they are one script run with the CJK text
+    # before them, which a tail never lays out again; StreamDocument gives a tail no CJK.)
+    _grow_and_compare("short", tokens(" start next " + "x" * 40 + " 灯台守は毎晩長い階段を上って灯りをともした"
+                                      + ENGLISH + "灯台守の物語" + " and more words"))
+
+
+@pytest.mark.parametrize(("start", "text"), [
+    # (Not CJK after a Latin last line: the document's line would move down, its baseline with
+    # it, which a tail does not do; StreamDocument puts such text into the document.)
+    ("short 灯台", " and a few more words that wrap" * 2),  # a tail of Latin words on a line with CJK
+    ("short 灯台", "守の物語 then words"),
+    ("灯台守の物語灯台守の物語灯台守の物語灯台守", " words " + "x" * 30),  # after CJK lines
+])
+def test_the_first_tail_line_is_as_tall_as_qt_makes_it_with_both_texts(qapp: object, start: str, text: str) -> None:
+    # The tail's first line is the document's last: its ascent, descent and line gap are the
+    # larger of the two texts' (the gap measured down from the larger ascent, as Qt merges them).
+    require_cjk_fallback()
+    _grow_and_compare(start, tokens(text))
+
+
+def test_a_primary_font_with_a_line_gap_gives_the_lines_of_the_document(qapp: object) -> None:
+    # Words placed one by one (WordRuns) on lines of the primary font alone count its line gap.
+    font = QFont(LATIN_FAMILY)
+    font.setPixelSize(12)
+    raw = primary_font(font)[0]
+    assert raw.familyName() == LATIN_FAMILY, setup_hint()
+    assert raw.leading() == pytest.approx(LATIN_METRICS[2] / UNITS_PER_EM * 12, abs=0.1)
+    tail = _grow_and_compare("short", tokens(" start " + ENGLISH * 2), font)
+    assert tail.runs is not None and len(tail.line_boxes()) > 4
+    _grow_and_compare("short", tokens(" start " + ENGLISH + "灯台守は毎晩" + ENGLISH), font)
 
 
 def test_text_a_fallback_font_draws_goes_into_the_document_until_the_paragraph_ends(qapp: object) -> None:

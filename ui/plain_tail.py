@@ -13,8 +13,9 @@ text grows, only its end is laid out again (extended(); words of text that break
 are placed one by one, ui/word_runs.py), so a frame's cost does not grow with the tail either.
 
 Lines are placed as Qt's document places them: each below the one above, as tall as its
-QTextLayout line (the fonts on it make it), the first on the baseline of the document's last
-line and as tall as a line holding both texts. Text with a character the font lacks is laid
+QTextLayout line (the fonts on it make it, their line gap included, as a QTextDocument counts
+it), the first on the baseline of the document's last line and as tall as a line holding both
+texts. Text with a character the font lacks is laid
 out too (a fallback font draws it, and makes its lines taller), but Qt makes every line of a
 script run that uses a fallback font that tall, lines laid out before included, so a
 streaming reply never shows such text in a tail (ui/stream_document.py).
@@ -46,6 +47,7 @@ class TailAnchor:
     top: float  # of the last line
     ascent: float  # of the last line, as its fonts make it
     descent: float
+    leading: float  # of the last line: its fonts' line gap (Qt counts it in the line's height)
     bottom: float
     before: str  # the document's last character ("" when none): whether a line may break after it
 
@@ -61,13 +63,14 @@ class TailAnchor:
             last = block_layout.lineAt(block_layout.lineCount() - 1)
             left, x = origin.x() + last.x(), origin.x() + last.x() + last.naturalTextWidth()
             top, ascent, descent, height = origin.y() + last.y(), last.ascent(), last.descent(), last.height()
+            leading = last.leading()
         else:
             left = x = origin.x()
             _raw, ascent, height = primary_font(font)
-            top, descent = origin.y(), metrics.descent()
+            top, descent, leading = origin.y(), metrics.descent(), metrics.leading()
         width = doc.textWidth()
         right = max(left + 1.0, width if width > 0 else left + 10_000.0)
-        return cls(font, metrics, x, left, right, top, ascent, descent, top + height, block.text()[-1:])
+        return cls(font, metrics, x, left, right, top, ascent, descent, leading, top + height, block.text()[-1:])
 
 
 # A line that starts a block of its own in markdown (list item, heading, quote, fence, table).
@@ -161,15 +164,20 @@ class PlainTail:
             line = layout.createLine()
             if not line.isValid():
                 break
+            line.setLeadingIncluded(True)  # as in a QTextDocument: height() counts the fonts' line gap
             first = self._lines == 0
             line.setLineWidth(max(1.0, anchor.right - (x if first else anchor.left)))
             if first and shared:
                 # On the document's last line's baseline, and that line as tall as Qt makes one
-                # that holds both texts (it rounds a line's height up to a whole pixel).
+                # that holds both texts: the larger ascent and descent, and a line gap that
+                # reaches as far below the larger ascent as the lower of the two texts' gaps
+                # (QScriptLine's +=), rounded up to a whole pixel.
                 ascent = line.ascent()
                 line.setPosition(QPointF(x, top + anchor.ascent - ascent))
+                both = max(anchor.ascent, ascent)
+                leading = max(anchor.ascent + anchor.leading, ascent + line.leading()) - both
                 y = top + max(anchor.bottom - anchor.top,
-                              math.ceil(max(anchor.ascent, ascent) + max(anchor.descent, line.descent())))
+                              math.ceil(both + max(anchor.descent, line.descent()) + max(0.0, leading)))
             else:
                 line.setPosition(QPointF(x if first else anchor.left, y))  # each line below the one above
                 y += line.height()

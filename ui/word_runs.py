@@ -8,7 +8,7 @@ next line when it does not fit, as QTextLayout wraps text that breaks only at sp
 frame then draws only the words it brought, without shaping them again. Only for scripts that
 break at spaces (Latin, Greek, Cyrillic: LATIN_TEXT) and words whose every character the
 font itself has: a line with a character Qt takes from a fallback font gets that font's
-ascent and descent (a CJK fallback makes it taller), which only a QTextLayout knows. Anything
+ascent, descent and line gap (a CJK fallback makes it taller), which only a QTextLayout knows. Anything
 else, a tab, or a word longer than a line, and the caller lays the text out with a
 QTextLayout instead.
 
@@ -43,14 +43,16 @@ _HAS: dict[tuple[str, str], bool] = {}
 
 def primary_font(font: QFont) -> tuple[QRawFont, float, float]:
     """(the font `font`'s text is drawn with unless a character needs a fallback, ascent and
-    height of a QTextLayout line that holds only that font's glyphs). Qt rounds a line's height
-    up to a whole pixel, so the height is a laid-out line's, not the metrics'."""
+    height of a QTextLayout line that holds only that font's glyphs, line gap included as a
+    QTextDocument counts it). Qt rounds a line's height up to a whole pixel, so the height is a
+    laid-out line's, not the metrics'."""
     key = font.key()
     primary = _PRIMARY.get(key)
     if primary is None:
         layout = QTextLayout("x", font)
         layout.beginLayout()
         line = layout.createLine()
+        line.setLeadingIncluded(True)  # as in a QTextDocument: the height counts the line gap
         line.setLineWidth(1_000.0)
         layout.endLayout()
         if len(_PRIMARY) >= 64:
