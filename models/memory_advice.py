@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from models.memory_estimate import MIN_CTX, MachineMemory, MemoryEstimate, compute_parts
+from models.context_size import MIN_CTX
+from models.memory_estimate import MachineMemory, MemoryEstimate, compute_parts
 from models.model_facts import ModelFacts
 from models.units import format_size
 

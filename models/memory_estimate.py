@@ -34,16 +34,12 @@ from dataclasses import dataclass, replace
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
+from models.context_size import MIN_CTX, batch_size, cove_context, round_ctx
 from models.gguf_info import GGUFInfo
 from models.gguf_validate import GGUFHeader
 from models.model_facts import ModelFacts, facts_from_header, facts_from_info
 
 MiB = 1 << 20
-
-# Mirrors of app/engine/session.py (models/ must not import app/).
-MIN_CTX = 256  # llama.cpp pads n_ctx up to a multiple of 256
-DEFAULT_MAX_CTX = 8192
-MAX_BATCH = 512
 
 # Measured on this build (Linux x86_64, Python 3.11, llama-cpp-python 0.3.36, CPU backend):
 # the private memory of an engine host with the tiny test model loaded at a 256-token
@@ -141,17 +137,6 @@ class MemoryEstimate:
     exact: bool = True  # False when no tensor table was known (weights spread evenly)
 
 
-def round_ctx(n: int) -> int:
-    return max(MIN_CTX, -(-int(n) // MIN_CTX) * MIN_CTX)
-
-
-def cove_context(n_ctx: int | None, n_ctx_train: int | None) -> int:
-    """The context Cove's engine makes: the one asked for, else min(training context, 8192)."""
-    if n_ctx:
-        return round_ctx(n_ctx)
-    return round_ctx(min(n_ctx_train, DEFAULT_MAX_CTX) if n_ctx_train and n_ctx_train > 0 else 4096)
-
-
 def as_facts(model: ModelFacts | GGUFHeader | GGUFInfo) -> ModelFacts:
     if isinstance(model, ModelFacts):
         return model
@@ -215,7 +200,7 @@ def compute_parts(
     if kv_type not in ("f32", "f16", "bf16") and not flash_attn:
         raise ValueError("a quantized KV cache needs flash attention")
     n_ctx = round_ctx(n_ctx)
-    n_ubatch = min(n_ctx, MAX_BATCH)
+    n_ubatch = batch_size(n_ctx)
     n_layer = facts.n_layer
     ngl = n_layer + 1 if n_gpu_layers < 0 else min(int(n_gpu_layers), n_layer + 1)
     start = n_layer + 1 - ngl  # llama.cpp: layers il >= i_gpu_start run on the GPU (il == n_layer: output)

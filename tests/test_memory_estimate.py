@@ -13,13 +13,12 @@ from gguf.constants import GGMLQuantizationType as T
 
 from models.gguf_info import read_gguf_info
 from models.gguf_validate import GGUFTensor, read_gguf_header
+from models.context_size import cove_context, round_ctx
 from models.memory_estimate import (
     ENGINE_RUNTIME,
     MachineMemory,
     compute_parts,
-    cove_context,
     estimate_memory,
-    round_ctx,
 )
 from models.memory_measure import measure_engine_memory
 from models.model_facts import ModelFacts, facts_from_header, facts_from_info

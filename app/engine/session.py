@@ -37,10 +37,7 @@ from app.engine.protocol import (
 )
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply, plan_prompt
-
-MIN_CTX = 256  # llama.cpp pads n_ctx up to a multiple of 256 (llama-context.cpp)
-DEFAULT_MAX_CTX = 8192
-MAX_BATCH = 512
+from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
 
 
 class LoadError(Exception):
@@ -55,10 +52,6 @@ def default_threads() -> int:
     if hasattr(os, "sched_getaffinity"):
         n = min(n, len(os.sched_getaffinity(0)))
     return max(1, n)
-
-
-def round_ctx(n: int) -> int:
-    return max(MIN_CTX, -(-n // MIN_CTX) * MIN_CTX)
 
 
 @contextmanager
@@ -79,10 +72,9 @@ def _llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
         def __init__(self, *, model: llama_internals.LlamaModel, params: llama_cpp.llama_context_params, verbose: bool = True) -> None:
             params.flash_attn_type = fa_type
             if n_ctx is None:
-                train = int(model.n_ctx_train())
-                want = round_ctx(min(train, DEFAULT_MAX_CTX) if train > 0 else 4096)
+                want = cove_context(None, int(model.n_ctx_train()))
                 params.n_ctx = want
-                params.n_batch = params.n_ubatch = min(want, MAX_BATCH)
+                params.n_batch = params.n_ubatch = batch_size(want)
             super().__init__(model=model, params=params, verbose=verbose)
 
     class _NoFormatter:
@@ -130,8 +122,8 @@ class ModelSession:
                 llm = Llama(
                     model_path=str(path),
                     n_ctx=want or 0,
-                    n_batch=min(want or MAX_BATCH, MAX_BATCH),
-                    n_ubatch=min(want or MAX_BATCH, MAX_BATCH),
+                    n_batch=batch_size(want or MAX_BATCH),
+                    n_ubatch=batch_size(want or MAX_BATCH),
                     n_threads=self.n_threads,
                     n_threads_batch=self.n_threads,
                     n_gpu_layers=req.n_gpu_layers,
