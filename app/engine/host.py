@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
+from app.engine.environment import scrub_environment
 from app.engine.protocol import (
     Cancel,
     Failed,
@@ -44,17 +45,6 @@ if TYPE_CHECKING:
     from app.engine.session import ModelSession
 
 TEMPLATE_HUNG_EXIT = 70
-
-
-def scrub_environment(env: dict[str, str] | os._Environ[str]) -> None:
-    """No credentials, no network from Hugging Face code: applied to the host's environment."""
-    for key in list(env):
-        upper = key.upper()
-        if "TOKEN" in upper or "SECRET" in upper or "PASSWORD" in upper or upper.endswith("API_KEY"):
-            del env[key]
-    env["HF_HUB_OFFLINE"] = "1"
-    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    env["DO_NOT_TRACK"] = "1"
 
 
 class _Writer:

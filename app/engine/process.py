@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from app.engine.environment import scrub_environment
 from app.engine.protocol import Message, ProtocolError, decode, encode
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -31,13 +32,7 @@ class HostGone(Exception):
 def host_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The host's environment: no credentials, Hugging Face offline, telemetry off."""
     env = dict(os.environ if base is None else base)
-    for key in list(env):
-        upper = key.upper()
-        if "TOKEN" in upper or "SECRET" in upper or "PASSWORD" in upper or upper.endswith("API_KEY"):
-            del env[key]
-    env["HF_HUB_OFFLINE"] = "1"
-    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    env["DO_NOT_TRACK"] = "1"
+    scrub_environment(env)
     # The host runs `-m app.engine.host`; make the package importable from any cwd.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
     return env
