@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -23,6 +22,7 @@ import sqlite_utils
 from models.download.split import part_names, split_name
 from models.gguf_info import GGUFInfo, info_from_header, sha256_file
 from models.gguf_validate import InvalidModelFile, read_gguf_header
+from models.transactions import write_transaction
 
 TABLE = "models"
 SOURCES = ("imported", "copied", "starter", "download")
@@ -96,7 +96,7 @@ class FileNotOwned(Exception):
 
 def create_models_table(db: sqlite_utils.Database) -> None:
     """Create the `models` table. Disk format: the app's migration list calls this once."""
-    with _write(db):
+    with write_transaction(db):
         db.table(TABLE).create(
             {
                 "name": str, "path": str, "sha256": str, "size": int, "mtime": float, "quant": str,
@@ -153,7 +153,7 @@ class ModelLibrary:
         if existing is not None:
             given = {k: v for k, v in {"source": source, **extra}.items() if v is not None}
             row = {**_info_columns(info, digest, before.st_size, before.st_mtime), **given}
-            with _write(self.db):
+            with write_transaction(self.db):
                 self.db.table(TABLE).update(existing.name, row)
             return self.get(existing.name)
         return self._insert(src, info, digest, before, source or "imported", name, extra)
@@ -186,7 +186,7 @@ class ModelLibrary:
                 f"'{model.name}' was registered in place, so its file {model.path} is not Cove's to delete; "
                 "remove the model without deleting the file, or delete the file yourself"
             )
-        with _write(self.db):
+        with write_transaction(self.db):
             self.db.table(TABLE).delete(model.name)
             if delete_file:
                 # Inside the transaction: if a delete fails, the entry stays.
@@ -198,7 +198,7 @@ class ModelLibrary:
 
     def mark_used(self, name: str) -> None:
         model = self.get(name)
-        with _write(self.db):
+        with write_transaction(self.db):
             latest = self.last_used()
             now = datetime.now(timezone.utc)
             if latest is not None and latest.last_used_at is not None and _timestamp(now) <= latest.last_used_at:
@@ -212,7 +212,7 @@ class ModelLibrary:
 
     def record_recheck(self, name: str, recheck: FileRecheck) -> InstalledModel:
         """Store what `recheck_file` found: the file's new checksum, size, mtime and header facts."""
-        with _write(self.db):
+        with write_transaction(self.db):
             self.db.table(TABLE).update(name, _info_columns(recheck.info, recheck.sha256, recheck.size, recheck.mtime))
         return self.get(name)
 
@@ -257,7 +257,7 @@ class ModelLibrary:
         self, path: Path, info: GGUFInfo, digest: str, st: os.stat_result, source: str,
         name: str | None, extra: dict[str, str | None],
     ) -> InstalledModel:
-        with _write(self.db):
+        with write_transaction(self.db):
             raced = self._find("path = ?", [str(path)])
             if raced is not None:  # another process registered it meanwhile
                 return raced
@@ -293,30 +293,6 @@ class ModelLibrary:
     def _find(self, where: str, args: Sequence[Any]) -> InstalledModel | None:
         found = self._where(where, args)
         return found[0] if found else None
-
-
-@contextmanager
-def _write(db: sqlite_utils.Database) -> Iterator[None]:
-    """One write transaction, as the app's history writer does it: BEGIN IMMEDIATE takes the
-    write lock up front (so another process writing makes us wait on busy_timeout rather than
-    fail on a lock upgrade); nested inside an open transaction it becomes a savepoint.
-    The same as app.store.migrations.write_transaction, kept here because models/ must not
-    import app/ (DESIGN.md section 1)."""
-    if db.conn.in_transaction:
-        with db.atomic():
-            yield
-        return
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.rollback()
-        raise
-    try:
-        db.conn.execute("COMMIT")
-    except BaseException:
-        db.rollback()
-        raise
 
 
 def model_files(path: str | Path) -> list[Path]:

@@ -12,7 +12,7 @@ import sqlite_utils
 
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
-from app.store.migrations import utc_timestamp, write_transaction
+from app.store.migrations import utc_timestamp
 from app.store.writer import this_writer, writer_alive
 from app.store.records import (
     MESSAGE_COLUMNS,
@@ -26,6 +26,7 @@ from app.store.records import (
     BranchNode,
     to_json,
 )
+from models.transactions import write_transaction
 
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]
 

@@ -1,16 +1,17 @@
 """The history file's disk format: the append-only list of named schema migrations, the
-runner that applies each one atomically, and the write-transaction and timestamp
-conventions every writer of the file follows."""
+runner that applies each one atomically, and the timestamp convention every writer of the
+file follows (writes go through models.transactions.write_transaction)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 import sqlite_utils
 from sqlite_utils.db import ForeignKey
+
+from models.transactions import write_transaction
 
 Migration = tuple[str, Callable[[sqlite_utils.Database], None]]
 
@@ -29,32 +30,6 @@ def utc_timestamp(now: datetime | None = None) -> str:
     """
     moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-@contextmanager
-def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
-    """One write transaction, committed on success and rolled back on any exception.
-
-    The outermost level uses BEGIN IMMEDIATE, so the write lock is taken up front and
-    waits on busy_timeout instead of failing when another process (the CLI) wrote in
-    between. Nested inside an open transaction it becomes a savepoint, and then the
-    outer transaction decides when the data is durable.
-    """
-    if db.conn.in_transaction:
-        with db.atomic():
-            yield db
-        return
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        db.rollback()
-        raise
-    try:
-        db.conn.execute("COMMIT")
-    except BaseException:
-        db.rollback()
-        raise
 
 
 # ---------------------------------------------------------------------------
