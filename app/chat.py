@@ -20,13 +20,14 @@ from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.save_errors import ReplyNotSaved
+from app.store.statuses import MessageStatus
 from app.store.history import History, Message
 from app.termination import Terminated
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, ModelLibrary, recheck_file
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
-_RESENDABLE = {"complete", "cancelled", "length", "interrupted"}
+_RESENDABLE = {MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.INTERRUPTED}
 
 
 class TextSink(Protocol):
@@ -66,7 +67,7 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
 def _refused_as_too_long(reply: Message | None) -> bool:
     """The engine refused this user message because it could never fit in the context: sent
     again, it would push every earlier turn out of the model's view for the rest of the chat."""
-    return reply is not None and reply.role == "assistant" and reply.status == "error" and reply.metrics.get("error_kind") == "context"
+    return reply is not None and reply.role == "assistant" and reply.status == MessageStatus.ERROR and reply.metrics.get("error_kind") == "context"
 
 
 class TurnRecord:
@@ -284,11 +285,11 @@ class ChatService:
                 metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
                 # Stopped by a signal the person did not send from the keyboard: the reply
                 # was cut off, as when the window quits mid-reply.
-                status = "interrupted" if terminated is not None and event.status == "cancelled" else event.status
+                status = MessageStatus.INTERRUPTED if terminated is not None and event.status == MessageStatus.CANCELLED else event.status
                 record.finish(status, metrics, event.error, text=event.text)
                 break
         except EngineError as exc:
-            record.finish("error", {}, str(exc))
+            record.finish(MessageStatus.ERROR, {}, str(exc))
         except KeyboardInterrupt as exc:
             # Interrupted while loading: nothing was generated; the turn ends cancelled
             # (interrupted when a signal ended it).
@@ -297,15 +298,15 @@ class ChatService:
                 terminated = exc.signum
             if generation is not None:
                 generation.cancel()
-            record.finish("interrupted" if terminated is not None else "cancelled", {}, None)
+            record.finish(MessageStatus.INTERRUPTED if terminated is not None else MessageStatus.CANCELLED, {}, None)
         except ReplyNotSaved:
             raise
         except BaseException as exc:
             if record.final is None:
-                record.finish("error", {}, str(exc) or type(exc).__name__)
+                record.finish(MessageStatus.ERROR, {}, str(exc) or type(exc).__name__)
             raise
         if record.final is None:
-            record.finish("error", {}, "the engine ended the reply without a result")
+            record.finish(MessageStatus.ERROR, {}, "the engine ended the reply without a result")
         final = record.final
         assert final is not None
         return TurnResult(

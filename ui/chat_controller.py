@@ -26,6 +26,7 @@ from app.settings import SamplingParams
 from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
 from app.store.save_errors import ReplyNotSaved, write_failure
+from app.store.statuses import MessageStatus
 from models.library import InstalledModel
 from ui.frame_pacer import FRAME_MS, FramePacer
 from ui.starter_preparer import StarterPreparer, starter_file_needed
@@ -426,7 +427,7 @@ class ChatController(QObject):
             if isinstance(event, FailedEvent):
                 if self.loaded is None or (self.model and self.loaded.path != self.model.path):
                     self.model_load_failed.emit(event.error)
-                final = record.finish(status_override or "error", {}, event.error)
+                final = record.finish(status_override or MessageStatus.ERROR, {}, event.error)
             else:
                 metrics: dict[str, Any] = dict(event.metrics)
                 metrics["turn_ms"] = round((time.perf_counter() - self._t_send) * 1000.0, 1)
@@ -469,7 +470,7 @@ class ChatController(QObject):
             text = final.text if final is not None else record.text + "".join(text_parts)
             metrics = dict(final.metrics) if final is not None else {}
             try:
-                record.finish("interrupted", metrics, None, text=text)
+                record.finish(MessageStatus.INTERRUPTED, metrics, None, text=text)
             except ReplyNotSaved as exc:
                 self.unsaved.keep(record)
                 print(f"cove: the reply in progress could not be saved at quit: {exc}", file=sys.stderr)

@@ -14,8 +14,7 @@ from enum import IntEnum
 from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
-STATUSES = ("complete", "streaming", "cancelled", "interrupted", "length", "error")
-
+from app.store.statuses import MessageStatus
 
 @dataclass(frozen=True)
 class MessageItem:
@@ -24,7 +23,7 @@ class MessageItem:
     id: str
     role: str  # "user" | "assistant" | "system"
     content: str
-    status: str  # one of STATUSES
+    status: str  # a MessageStatus
     model_name: str | None
     metrics: dict = field(default_factory=dict)
     error: str | None = None
@@ -151,7 +150,7 @@ def _cell(item: MessageItem, row_size: Callable[[MessageItem], QSize] | None) ->
 
 def _accessible_text(item: MessageItem) -> str:
     text = item.content if len(item.content) <= 300 else item.content[:300] + "…"
-    status = "" if item.status == "complete" else f" ({item.status})"
+    status = "" if item.status == MessageStatus.COMPLETE else f" ({item.status})"
     return f"{speaker(item)}{status}: {text}"
 
 

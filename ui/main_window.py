@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.store.export import export_conversation
 from app.store.search import search_messages
+from app.store.statuses import MessageStatus
 from ui.chat_controller import ChatController, ShownMessage
 from ui.composer import Composer
 from ui.conversation_model import MessageItem
@@ -370,7 +371,7 @@ class MainWindow(QMainWindow):
             self.composer.set_context(message.metrics.get("context_used"), message.metrics.get("n_ctx"), True)
         metrics = dict(message.metrics)
         self.perf.set_turn_metrics(metrics)
-        if message.status == "error" and message.error:
+        if message.status == MessageStatus.ERROR and message.error:
             self.show_notice(message.error)
 
     def _on_loaded(self, loaded) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.store.statuses import MessageStatus
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
@@ -125,9 +126,9 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         if lay is not None and lay.item is item and lay.width == width:
             return lay
         doc, rendered = self.docs.document(item, self.layouter.text_width(width))
-        stream = self.docs.stream(item.id) if item.status == "streaming" else None
+        stream = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
         height = round(doc.size().height() if stream is None else stream.height())
-        if stream is not None and lay is not None and lay.width == width and lay.item.status == "streaming":
+        if stream is not None and lay is not None and lay.width == width and lay.item.status == MessageStatus.STREAMING:
             # A markdown render can set text tighter than the plain text before it (paragraph
             # margins, soft line breaks); the row keeps its height until the reply ends rather
             # than jump the text down and up again.
@@ -136,7 +137,7 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         lay.tail = None if stream is None else stream.tail()
         self.layout_count += 1
         self._layouts[item.id] = lay
-        if item.status == "streaming":
+        if item.status == MessageStatus.STREAMING:
             self._watch_stream_tail(item.id)
         return lay
 
@@ -227,7 +228,7 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         if item is None:
             return
         lay = self.layout_for(item)
-        if item.status == "streaming" and self.paint_streaming_text(painter, option, lay):
+        if item.status == MessageStatus.STREAMING and self.paint_streaming_text(painter, option, lay):
             return
         if self._laid.get(item.id) != lay.height and item.id not in self._dirty:
             # Never write to the model while painting: the view writes after this paint.
@@ -307,9 +308,9 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
 
     @staticmethod
     def _status_color(status: str, dark: bool, muted: QColor) -> QColor:
-        if status == "error":
+        if status == MessageStatus.ERROR:
             return QColor("#f85149" if dark else "#cf222e")
-        if status in ("cancelled", "interrupted", "length"):
+        if status in (MessageStatus.CANCELLED, MessageStatus.INTERRUPTED, MessageStatus.LENGTH):
             return QColor("#d29922" if dark else "#9a6700")
         return muted
 

@@ -14,6 +14,7 @@ from app.cli.terminal_text import for_terminal, say
 from app.core import Core
 from app.engine.client import EngineClient, LoadedModel
 from app.settings import SamplingParams
+from app.store.statuses import MessageStatus
 from app.termination import Terminated
 
 EXIT_INTERRUPTED = 130
@@ -103,7 +104,7 @@ def _exit_code(result: TurnResult) -> int:
         return 128 + result.terminated_by  # 143 for SIGTERM, 129 for SIGHUP
     if result.interrupted_by_user:
         return EXIT_INTERRUPTED
-    return 1 if result.status == "error" else 0
+    return 1 if result.status == MessageStatus.ERROR else 0
 
 
 def _template_notes() -> Callable[[LoadedModel], None]:

@@ -44,10 +44,12 @@ from app.engine.protocol import (
     Unload,
     Unloaded,
 )
+from app.store.statuses import MessageStatus
 
 __all__ = ["EngineClient", "EngineError", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]
 
-_STATUS = {"stop": "complete", "length": "length", "cancelled": "cancelled"}
+# The host's stop reason -> the reply's status.
+_STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cancelled": MessageStatus.CANCELLED}
 
 
 class EngineError(Exception):
@@ -230,7 +232,7 @@ class EngineClient:
             proc, gen = self._proc, self._gen
             self._aborting = proc is not None
         if gen is not None and not gen.done:
-            gen._finish(None, "cancelled", {"stop_reason": "cancelled", "engine_restarted": True}, None)
+            gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
         if proc is not None:
             proc.expected_exit = True
             self._drop_proc(proc)
@@ -254,7 +256,7 @@ class EngineClient:
             proc, self._proc, self._loaded = self._proc, None, None
             gen = self._gen
         if gen is not None:
-            gen._finish(None, "cancelled", {"stop_reason": "cancelled"}, None)
+            gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
         if proc is not None:
             proc.expected_exit = True
             try:
@@ -369,16 +371,16 @@ class EngineClient:
                     gen.host = proc
                 proc.send(req)
         except EngineError as exc:
-            gen._finish(None, "error", {}, f"the engine could not be restarted: {exc}")
+            gen._finish(None, MessageStatus.ERROR, {}, f"the engine could not be restarted: {exc}")
         except HostGone:
-            gen._finish(None, "error", {}, "the engine stopped unexpectedly before the reply started")
+            gen._finish(None, MessageStatus.ERROR, {}, "the engine stopped unexpectedly before the reply started")
 
     # ---- cancel -------------------------------------------------------------------------
 
     def _cancel_generation(self, gen: Generation) -> None:
         proc = gen.host
         if not isinstance(proc, HostProcess):  # not sent yet (a restart is under way)
-            gen._finish(None, "cancelled", {"stop_reason": "cancelled"}, None)
+            gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
             return
         try:
             proc.send(Cancel(gen.request_id))
@@ -394,7 +396,7 @@ class EngineClient:
         # The host did not stop in time (llama.cpp cannot interrupt a prompt evaluation):
         # replace it. The model is reloaded on the next request.
         self._drop_proc(proc)
-        gen._finish(None, "cancelled", {"stop_reason": "cancelled", "engine_restarted": True}, None)
+        gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
 
     # ---- events (reader thread) -----------------------------------------------------------
 
@@ -418,11 +420,11 @@ class EngineClient:
             metrics = dict(msg.metrics)
             metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
             metrics.update(process_memory(proc.pid))
-            gen._finish(msg.text, _STATUS.get(msg.stop_reason, "complete"), metrics, None)
+            gen._finish(msg.text, _STATUS.get(msg.stop_reason, MessageStatus.COMPLETE), metrics, None)
         elif isinstance(msg, Failed):
             if msg.kind == "template" and self._settings is not None:
                 self._template_fallback[self._settings.path] = msg.message
-            gen._finish(None, "error", {"error_kind": msg.kind}, msg.message)
+            gen._finish(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message)
         elif isinstance(msg, Unloaded):
             pass
 
@@ -437,8 +439,8 @@ class EngineClient:
             box.put(_Exited(cause))
         if gen is not None:
             if proc.expected_exit:
-                gen._finish(None, "cancelled", {"stop_reason": "cancelled", "engine_restarted": True}, None)
+                gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
             else:
-                gen._finish(None, "error", {"error_kind": "crash"},
+                gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
                             f"the engine stopped unexpectedly ({cause}) while generating")
 

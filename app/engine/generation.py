@@ -14,9 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-STATUSES = ("complete", "cancelled", "length", "error")
-
-
 @dataclass(frozen=True)
 class StartedInfo:
     prompt_tokens: int
@@ -35,7 +32,7 @@ class TokenEvent:
 @dataclass(frozen=True)
 class FinishedEvent:
     text: str
-    status: str  # one of STATUSES
+    status: str  # one of ENGINE_STATUSES (a MessageStatus)
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     started: StartedInfo | None = None

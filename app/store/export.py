@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from app.store.history import History, Message
+from app.store.statuses import MessageStatus
 
 FORMATS = ("md", "json")
 
@@ -48,7 +49,7 @@ def _heading(message: Message) -> str:
     parts = [message.role.capitalize()]
     if message.role == "assistant" and message.model_name:
         parts.append(message.model_name)
-    if message.status != "complete":
+    if message.status != MessageStatus.COMPLETE:
         parts.append(message.status)
     return "## " + " · ".join(parts)
 

@@ -13,6 +13,7 @@ import sqlite_utils
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.migrations import utc_timestamp
+from app.store.statuses import FINAL_STATUSES, MessageStatus
 from app.store.writer import this_writer, writer_alive
 from app.store.records import (
     MESSAGE_COLUMNS,
@@ -31,8 +32,6 @@ from models.transactions import write_transaction
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]
 
 ROLES: Final = frozenset({"system", "user", "assistant"})
-# "interrupted" is final too: the app quit (or crashed, see repair_interrupted) mid-reply.
-FINAL_STATUSES: Final = frozenset({"complete", "cancelled", "length", "error", "interrupted"})
 TITLE_MAX_CHARS: Final = 60
 MIN_PREFIX_CHARS: Final = 4
 
@@ -228,7 +227,7 @@ class History:
             message_id = self._insert_message(
                 conversation["id"],
                 self._branch_tip(conversation["id"]) if isinstance(parent_id, _Unset) else parent_id,
-                {"role": "user", "content": content, "status": "complete"},
+                {"role": "user", "content": content, "status": MessageStatus.COMPLETE},
                 {"title": _title_from(content)} if untitled else {},
             )
         return self.get_message(message_id)
@@ -251,7 +250,7 @@ class History:
                 {
                     "role": "assistant",
                     "content": "",
-                    "status": "streaming",
+                    "status": MessageStatus.STREAMING,
                     "model_name": model_name,
                     "model_sha256": model_sha256,
                     "model_quant": model_quant,
@@ -276,10 +275,10 @@ class History:
         me = this_writer()
         with write_transaction(self.db):
             cursor = self.db.execute(
-                "UPDATE messages SET content = ?, status = 'streaming', updated_at = ? "
-                "WHERE id = ? AND (status = 'streaming' OR "
-                "(status = 'interrupted' AND writer_pid = ? AND writer_started = ?))",
-                [content, self._stamp(), message_id, me.pid, me.started],
+                "UPDATE messages SET content = ?, status = ?, updated_at = ? "
+                "WHERE id = ? AND (status = ? OR (status = ? AND writer_pid = ? AND writer_started = ?))",
+                [content, MessageStatus.STREAMING, self._stamp(), message_id, MessageStatus.STREAMING,
+                 MessageStatus.INTERRUPTED, me.pid, me.started],
             )
             if cursor.rowcount:
                 return True
@@ -306,7 +305,7 @@ class History:
     ) -> Message:
         """Final text, status and metrics in ONE transaction."""
         if status not in FINAL_STATUSES:
-            raise ValueError(f"unknown final status '{status}'; use one of {sorted(FINAL_STATUSES)}")
+            raise ValueError(f"unknown final status '{status}'; use one of {sorted(str(s) for s in FINAL_STATUSES)}")
         stamp = self._stamp()
         with write_transaction(self.db):
             row = self.db.execute(
@@ -338,14 +337,14 @@ class History:
             return 0
         with write_transaction(self.db):
             streaming = self.db.execute(
-                "SELECT id, writer_pid, writer_started FROM messages WHERE status = 'streaming'"
+                "SELECT id, writer_pid, writer_started FROM messages WHERE status = ?", [MessageStatus.STREAMING]
             ).fetchall()
             orphans = [row[0] for row in streaming if not writer_alive(row[1], row[2])]
             stamp = self._stamp()
             for message_id in orphans:
                 self.db.execute(
-                    "UPDATE messages SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'streaming'",
-                    [stamp, message_id],
+                    "UPDATE messages SET status = ?, updated_at = ? WHERE id = ? AND status = ?",
+                    [MessageStatus.INTERRUPTED, stamp, message_id, MessageStatus.STREAMING],
                 )
             return len(orphans)
 
