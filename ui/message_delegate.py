@@ -20,6 +20,7 @@ from ui.markdown_render import COPY_SCHEME, LINK_SCHEME
 from ui.message_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout
 from ui.streaming_rows import StreamingRows
 from ui.text_document_paint import anchor_areas, paint_document, paint_plain_tail
+from ui.theme import is_dark
 
 _HIT_SLOP = 3
 
@@ -37,10 +38,6 @@ def blend(a: QColor, b: QColor, t: float) -> QColor:
     """a mixed with t of b."""
     return QColor(round(a.red() * (1 - t) + b.red() * t), round(a.green() * (1 - t) + b.green() * t),
                   round(a.blue() * (1 - t) + b.blue() * t))
-
-
-def is_dark(palette: QPalette) -> bool:
-    return palette.color(QPalette.ColorRole.Base).lightness() < 128
 
 
 class MessageDelegate(QStyledItemDelegate, StreamingRows):
@@ -403,4 +400,4 @@ def _resolve_anchor(message_id: str, href: str, lay: RowLayout) -> Hit | None:
     return None
 
 
-__all__ = ["Hit", "MessageDelegate", "blend", "is_dark"]
+__all__ = ["Hit", "MessageDelegate", "blend"]

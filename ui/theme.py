@@ -11,8 +11,8 @@ from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPalette, QPen,
 
 
 def is_dark(palette: QPalette) -> bool:
-    """True when the window background is dark (a dark system theme)."""
-    return palette.color(QPalette.ColorRole.Window).lightness() < 128
+    """True when the palette's text background (Base, behind lists, tables and the conversation) is dark."""
+    return palette.color(QPalette.ColorRole.Base).lightness() < 128
 
 
 def warning_color(palette: QPalette) -> QColor:
