@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 
-def format_size(n: float) -> str:
-    """253.1 MB, 4.1 GB, 950 B (one decimal above bytes)."""
+def format_size(n: float, *, compact: bool = False) -> str:
+    """253.1 MB, 4.1 GB, 950 B (one decimal above bytes); compact, as the window shows sizes:
+    253 MB, 4.1 GB (a decimal only below 10)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            if unit == "B":
+                return f"{n:.0f} B"
+            return f"{n:.0f} {unit}" if compact and abs(n) >= 10 else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"  # not reached
 

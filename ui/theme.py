@@ -9,6 +9,8 @@ from __future__ import annotations
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
 
+from models.units import format_size
+
 
 def is_dark(palette: QPalette) -> bool:
     """True when the palette's text background (Base, behind lists, tables and the conversation) is dark."""
@@ -37,16 +39,7 @@ def format_int(n: int) -> str:
 
 def format_bytes(n: int | None) -> str:
     """Decimal units as file managers show them: 253 MB, 1.2 GB; None -> 'n/a'."""
-    if n is None:
-        return "n/a"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(size) < 1000 or unit == "TB":
-            if unit == "B":
-                return f"{int(size)} B"
-            return f"{size:.1f} {unit}" if abs(size) < 10 else f"{size:.0f} {unit}"
-        size /= 1000
-    return f"{n} B"  # not reached
+    return "n/a" if n is None else format_size(n, compact=True)
 
 
 def format_rate(tok_per_s: float | None) -> str:
