@@ -205,12 +205,7 @@ def start_generation(
         messages,
         conversation_id=conversation_id,
         max_tokens=params.max_tokens,
-        temperature=params.temperature,
-        top_p=params.top_p,
-        top_k=params.top_k,
-        min_p=params.min_p,
-        repeat_penalty=params.repeat_penalty,
-        seed=params.seed,
+        **params.sampler_arguments(),
     )
 
 

@@ -13,9 +13,20 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from app.set_aside import aside_name, utc_stamp
+
+
+class SamplerArguments(TypedDict):
+    """The sampler's keyword arguments of EngineClient.generate."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    min_p: float
+    repeat_penalty: float
+    seed: int | None
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,11 @@ class SamplingParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def sampler_arguments(self) -> SamplerArguments:
+        """These settings as EngineClient.generate's sampler arguments (max_tokens is the caller's)."""
+        return SamplerArguments(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, min_p=self.min_p,
+                                repeat_penalty=self.repeat_penalty, seed=self.seed)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "SamplingParams":
