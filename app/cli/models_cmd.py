@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from app.cli import models_download_cmd, models_fit_cmd, models_hub_cmd
+from app.cli.model_json import model_dict
 from app.cli.output import human_size
 from app.cli.terminal_text import print_json_for, say
 from app.core import Core
@@ -50,7 +51,7 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
     models = core.library.list()
     last = core.settings.last_model
     if args.json:
-        print_json_for([_model_dict(m, last) for m in models], sys.stdout)
+        print_json_for([model_dict(m, last) for m in models], sys.stdout)
         return 0
     if not models:
         hint = " (the starter model is installed and will be added on first `cove chat`)" if starter_available() else ""
@@ -66,7 +67,7 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
 def run_info(core: Core, args: argparse.Namespace) -> int:
     model = core.library.get(args.name)
     info = read_gguf_info(model.path)
-    data = _model_dict(model, core.settings.last_model)
+    data = model_dict(model, core.settings.last_model)
     data.update(
         {
             "general_name": info.name,
@@ -90,7 +91,7 @@ def run_info(core: Core, args: argparse.Namespace) -> int:
 def run_import(core: Core, args: argparse.Namespace) -> int:
     model = core.library.import_file(args.path, copy=args.copy)
     if args.json:
-        print_json_for(_model_dict(model, core.settings.last_model), sys.stdout)
+        print_json_for(model_dict(model, core.settings.last_model), sys.stdout)
     else:
         where = "copied into the models folder" if args.copy else "registered in place"
         say(f"Imported {model.name} ({model.quant or '?'}, {human_size(model.size)}), {where}.", sys.stdout)
@@ -104,23 +105,3 @@ def run_remove(core: Core, args: argparse.Namespace) -> int:
     if model.source == "starter" and not args.delete_file:
         print(f"(The starter model {STARTER_NAME} is added back the next time no other model is chosen.)")
     return 0
-
-
-def _model_dict(model, last: str | None) -> dict:
-    return {
-        "name": model.name,
-        "path": model.path,
-        "quant": model.quant,
-        "size": model.size,
-        "architecture": model.architecture,
-        "parameter_count": model.parameter_count,
-        "context_length": model.context_length,
-        "has_chat_template": model.has_chat_template,
-        "sha256": model.sha256,
-        "source": model.source,
-        "repo": model.repo,
-        "file": model.file,
-        "added_at": model.added_at,
-        "last_used_at": model.last_used_at,
-        "last_used": model.name == last,
-    }

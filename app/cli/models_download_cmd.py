@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import TextIO
 
 from app import secrets
+from app.cli.model_json import model_dict
 from app.cli.output import human_size
 from app.cli.terminal_text import print_json_for, say
 from app.core import Core
@@ -57,9 +58,7 @@ def run_download(core: Core, args: argparse.Namespace) -> int:
     else:
         done = f"{model.name} is already installed ({model.path})."
     if args.json:
-        from app.cli.models_cmd import _model_dict  # imported here: models_cmd imports this module
-
-        print_json_for({**_model_dict(model, core.settings.last_model), "revision": model.revision}, sys.stdout)
+        print_json_for({**model_dict(model, core.settings.last_model), "revision": model.revision}, sys.stdout)
     else:
         say(done, sys.stdout)
     return 0
