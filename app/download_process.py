@@ -19,19 +19,18 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from app.child_command import child_command as _child_command
 from app.engine.process import describe_exit
+from app.paths import Paths
 from models.download import partial
 from models.download.protocol import (
-    GO, Cancelled, DownloadEvent, Failed, Finished, Job, Paused, Planned, Progress, ProtocolError, Started, decode,
+    GO, Cancelled, DownloadEvent, Failed, Finished, Job, Paused, Planned, Progress, ProtocolError, Started,
+    TransferPolicy, decode,
 )
 from models.hub_errors import redact
-from models.network import hub_endpoint, hub_environment
-
-if TYPE_CHECKING:
-    from app.downloads import DownloadManager
+from models.network import NetworkGate, hub_endpoint, hub_environment
 
 STOP_GRACE_S = 2.0  # a stopped child that has not exited by then is killed
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
@@ -53,10 +52,24 @@ def child_environment() -> dict[str, str]:
     return env
 
 
+class HandleOwner(Protocol):
+    """What a DownloadHandle needs from the manager that started it (app.downloads.DownloadManager)."""
+
+    paths: Paths
+    gate: NetworkGate
+    policy: TransferPolicy
+    models_dir: Callable[[], Path]  # read at each (re)start
+    check_space: Callable[[Path, Path, int, int], str | None]  # the disk-space preflight
+
+    def _track(self, handle: DownloadHandle) -> None: ...  # raises DownloadError for a duplicate
+
+    def _ended(self, handle: DownloadHandle) -> None: ...
+
+
 class DownloadHandle:
     """One download. Methods are safe from any thread; `on_event` runs on the reader thread."""
 
-    def __init__(self, manager: DownloadManager, repo: str, filenames: tuple[str, ...], revision: str | None,
+    def __init__(self, manager: HandleOwner, repo: str, filenames: tuple[str, ...], revision: str | None,
                  token: str | None, on_event: Callable[[DownloadEvent], None]) -> None:
         self._manager = manager
         self.repo = repo
