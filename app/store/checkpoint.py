@@ -6,10 +6,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from app.store.history import History
+
+class CheckpointTarget(Protocol):
+    """Where checkpoints go: app.store.history.History."""
+
+    def checkpoint_assistant(self, message_id: str, content: str) -> bool: ...
 
 
 # A checkpoint is written when a token arrives at least this long after the last one, so a
@@ -26,7 +29,7 @@ class Checkpointer:
 
     def __init__(
         self,
-        history: "History",
+        history: CheckpointTarget,
         message_id: str,
         interval_s: float = CHECKPOINT_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
