@@ -1,16 +1,17 @@
 """The verdict on a memory estimate ("fits on GPU", "fits in RAM", "too large") and what to change when it does not fit.
 
-Every suggestion is checked with the same arithmetic (`compute_parts`) before it is made:
-a smaller context with the largest size that fits, fewer GPU layers, a q8_0 KV cache,
-a smaller quant of the same model.
+Every suggestion is checked with the same arithmetic (`compute_parts`, handed in by
+memory_estimate) before it is made: a smaller context with the largest size that fits,
+fewer GPU layers, a q8_0 KV cache, a smaller quant of the same model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from models.context_size import MIN_CTX
-from models.memory_estimate import MachineMemory, MemoryEstimate, compute_parts
+from models.memory_records import MachineMemory, MemoryEstimate
 from models.model_facts import ModelFacts
 from models.units import format_size
 
@@ -24,19 +25,17 @@ def judge(
     parts: MemoryEstimate,
     facts: ModelFacts,
     machine: MachineMemory,
+    recompute: Callable[[int, int, str], MemoryEstimate],
     *,
     flash_attn: bool = True,
-    swa_full: bool = True,
-    machine_name: str | None = None,
-    file_size: int | None = None,
 ) -> MemoryEstimate:
-    """`parts` with the verdict for `machine` and the advice filled in."""
+    """`parts` with the verdict for `machine` and the advice filled in. `recompute(n_ctx,
+    n_gpu_layers, kv_type)` is the same arithmetic (memory_estimate.compute_parts) with other settings."""
     ram = machine.available_ram
     vram = machine.vram_free if machine.vram_free is not None else machine.vram_total
 
     def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str = parts.kv_type) -> MemoryEstimate:
-        return compute_parts(facts, file_size, n_ctx, ngl, kv, flash_attn=flash_attn, swa_full=swa_full,
-                             machine_name=machine_name)
+        return recompute(n_ctx, ngl, kv)
 
     verdict = _verdict(parts, ram, vram)
     advice: list[str] = []

@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from models.context_size import MIN_CTX, batch_size, cove_context, round_ctx
 from models.gguf_info import GGUFInfo
 from models.gguf_validate import GGUFHeader
+from models.memory_advice import judge
+from models.memory_records import MachineMemory, MemoryEstimate
 from models.model_facts import ModelFacts, facts_from_header, facts_from_info
 
 MiB = 1 << 20
@@ -71,14 +73,6 @@ _REPACK_X86 = {"Q4_0": 8, "Q4_K": 8, "IQ4_NL": 8, "MXFP4": 8}  # AVX2 (every x86
 _REPACK_ARM = {"Q4_0": 4, "Q4_K": 8, "Q5_K": 8, "Q6_K": 8, "IQ4_NL": 4, "MXFP4": 4, "Q8_0": 4}  # with dotprod
 
 
-@dataclass(frozen=True)
-class MachineMemory:
-    total_ram: int
-    available_ram: int
-    vram_total: int | None  # None: no GPU that llama.cpp could offload to was found
-    vram_free: int | None = None
-
-
 def machine_memory() -> MachineMemory:
     """This machine's RAM (psutil) and, when NVML is importable and finds an NVIDIA GPU, its VRAM."""
     import psutil
@@ -105,36 +99,6 @@ def _nvidia_vram() -> tuple[int | None, int | None]:
     if not infos:
         return None, None
     return sum(int(i.total) for i in infos), sum(int(i.free) for i in infos)
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    weights_ram: int
-    weights_vram: int
-    kv_ram: int
-    kv_vram: int
-    compute_ram: int  # with the context full
-    compute_vram: int
-    overhead: int  # RAM: engine process, tokenizer tables, sampling, logits row, context bookkeeping
-    total_ram: int  # peak with the context full; the verdict uses this
-    total_vram: int
-    n_ctx: int  # as llama.cpp will make it (padded to 256)
-    n_gpu_layers: int  # as applied (0 when this machine has no GPU to offload to)
-    kv_type: str
-    verdict: str  # "fits on GPU" | "fits in RAM" | "too large"
-    advice: tuple[str, ...]
-    loaded_ram: int = 0  # after loading and a short first reply (the context still nearly empty)
-    overhead_vram: int = 0
-    n_ubatch: int = 0
-    n_layers: int = 0  # repeating layers; n_gpu_layers can go to n_layers + 1 (the output layer)
-    repacked_ram: int = 0  # part of weights_ram: the CPU backend's private re-packed copies
-    # File pages that stay mapped and resident after loading but are never read again (those
-    # of re-packed or GPU-offloaded tensors lying between tensors read from the mapping); the
-    # system drops them first when memory is short. Not in the totals; a process monitor shows them.
-    reclaimable_ram: int = 0
-    available_ram: int | None = None
-    available_vram: int | None = None
-    exact: bool = True  # False when no tensor table was known (weights spread evenly)
 
 
 def as_facts(model: ModelFacts | GGUFHeader | GGUFInfo) -> ModelFacts:
@@ -165,8 +129,6 @@ def estimate_memory(
     bytes count as repeating-layer weights. `n_ctx` None means Cove's default context.
     `flash_attn` True matches Cove's "auto" on the CPU and on CUDA/Metal.
     """
-    from models.memory_advice import judge
-
     facts = as_facts(info)
     if machine is None:
         machine = machine_memory()
@@ -175,8 +137,12 @@ def estimate_memory(
         n_gpu_layers = 0  # a CPU-only machine runs every layer on the CPU
     parts = compute_parts(facts, file_size, cove_context(n_ctx, facts.n_ctx_train), n_gpu_layers, kv_type,
                           flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name)
-    judged = judge(parts, facts, machine, flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name,
-                   file_size=file_size)
+
+    def recompute(n_ctx: int, ngl: int, kv: str) -> MemoryEstimate:
+        return compute_parts(facts, file_size, n_ctx, ngl, kv, flash_attn=flash_attn, swa_full=swa_full,
+                             machine_name=machine_name)
+
+    judged = judge(parts, facts, machine, recompute, flash_attn=flash_attn)
     if no_gpu:
         note = "No GPU was found on this machine, so every layer would run on the CPU, from RAM."
         judged = replace(judged, advice=(note, *judged.advice))
