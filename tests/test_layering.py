@@ -1,5 +1,5 @@
-"""The core stays Qt-free: app/ and models/ never import PySide6, shiboken6 or ui/ (DESIGN.md section 1),
-and models/ never imports app/ (imports go ui -> app -> models)."""
+"""The layering holds: app/ and models/ never import PySide6, shiboken6 or ui/, models/ never imports
+app/ (imports go ui -> app -> models), and no modules of app/, models/, ui/ import each other in a cycle."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_FOR_CORE = ("PySide6", "shiboken6", "ui")
+OUR_PACKAGES = ("app", "models", "ui")
 
 
 def _imports(path: Path) -> list[str]:
@@ -60,3 +61,85 @@ def test_the_checker_notices_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from PySide6.QtCore import QTimer\nimport ui.main\n")
     assert [n.split(".")[0] for n in _imports(sample)] == ["PySide6", "ui"]
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(root: Path, packages: tuple[str, ...] = OUR_PACKAGES) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports. Every import statement counts: at module
+    level, inside functions (lazy imports) and under `if TYPE_CHECKING:`. `from a.b import c`
+    names the module a.b.c when there is one, else a.b; relative imports are resolved."""
+    files = {_module_name(root, p): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
+            graph[name].update(t for t in targets if t in files and t != name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_import_cycles_between_our_modules() -> None:
+    graph = _import_graph(ROOT)
+    assert len(graph) > 100 and "app.store.history" in graph["app.chat"]
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_notices_a_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "app"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from app import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .sub import c\n")
+    (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import app.a\n")
+    (pkg / "d.py").write_text("import app.a\n")
+    graph = _import_graph(tmp_path, ("app",))
+    assert graph["app.b"] == {"app.sub.c"}
+    assert _cycles(graph) == [["app.a", "app.b", "app.sub.c"]]
