@@ -272,7 +272,6 @@ def test_reference_rounds_alternate_sides(tmp_path: Path) -> None:
 
 
 def test_bench_main_prints_one_json_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("app.engine.client")
     import app.bench as bench
 
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
@@ -293,8 +292,6 @@ def test_bench_main_prints_one_json_object(tmp_path: Path, monkeypatch: pytest.M
 
 
 def _tiny_model(request: pytest.FixtureRequest) -> Path:
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("app.engine.client")
     try:
         return Path(request.getfixturevalue("tiny_gguf"))
     except pytest.FixtureLookupError:

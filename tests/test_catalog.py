@@ -4,7 +4,7 @@ file is one sentence, and machine_fit gives sensible answers across machine size
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import psutil
@@ -146,7 +146,7 @@ def test_unreadable_or_missing_catalog_is_one_sentence(tmp_path: Path) -> None:
 
 def test_entries_are_frozen_and_search_matches_words(catalog: list[CatalogEntry]) -> None:
     e = by_name(catalog, "Qwen2.5 7B Instruct")
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         e.size_bytes = 1  # type: ignore[misc]
     assert e.matches("qwen 7b") and e.matches("BARTOWSKI") and not e.matches("llama")
     assert replace(e, notes="n").notes == "n"

@@ -16,7 +16,7 @@ from keyring.backends import fail
 import app.secrets as secrets
 from app.cli.main import main
 from app.log_redact import uninstall_redaction
-from app.secrets import SERVICE, USERNAME
+from app.secrets import SERVICE, USERNAME, describe_backend
 from tests.support.fake_hub import VALID_TOKEN
 from tests.support.keyrings import InMemoryKeyring, LockedKeyring, files_containing, use_keyring
 
@@ -59,7 +59,7 @@ def test_login_from_stdin_then_status_then_logout(env, monkeypatch, capsys) -> N
     with use_keyring(InMemoryKeyring()) as kr:
         code, out, err = run(monkeypatch, capsys, "auth", "login", stdin=VALID_TOKEN + "\n")
         assert code == 0, err
-        assert "saved in the InMemoryKeyring" in out or "saved in the" in out
+        assert f"Signed in: the token is saved in the {describe_backend(kr)}." in out  # names the keyring it went to
         assert kr.passwords == {(SERVICE, USERNAME): VALID_TOKEN}
         texts = [out, err]
 

@@ -186,8 +186,6 @@ def test_a_paste_whose_bound_is_over_the_budget_is_never_counted() -> None:
 
 # ---- the engine host's session, with the tiny model ------------------------------------
 
-pytest.importorskip("llama_cpp")
-
 from app.engine.prompt_counts import TokenCounts, messages_digest, min_prompt_tokens, non_space_bytes  # noqa: E402
 from app.engine.protocol import Failed, Finished, Generate, Load  # noqa: E402
 from app.engine.session import ModelSession  # noqa: E402

@@ -121,7 +121,6 @@ def test_common_prefix() -> None:
 
 @pytest.mark.timeout(60)
 def test_real_tokenizer_round_trip_through_the_incremental_detokenizer(tiny_gguf: Path) -> None:
-    pytest.importorskip("llama_cpp")
     from app.engine.protocol import Generate, Load
     from app.engine.session import ModelSession
 

