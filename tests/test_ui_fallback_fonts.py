@@ -24,7 +24,7 @@ from ui.conversation_model import MessageItem  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
 from ui.message_layout import DocumentStore  # noqa: E402
 from ui.plain_tail import PlainTail, TailAnchor  # noqa: E402
-from ui.word_runs import WordRuns, primary_font  # noqa: E402
+from ui.word_runs import WordRuns, past_fallback_run, primary_font  # noqa: E402
 
 WIDTH = 300
 JAPANESE = "灯台守は毎晩、長い階段を上って灯りをともした。嵐の夜も、遠くを通り過ぎる船を見守っていた。"
@@ -49,7 +49,21 @@ STORIES = {
     "japanese_then_english": JAPANESE + ENGLISH * 2,
     "mixed_words": " ".join(f"{a} {b}" for a, b in zip(ENGLISH.split(), JAPANESE[::2])) * 2,
     "japanese_then_an_english_paragraph": JAPANESE * 2 + "\n\n" + ENGLISH * 2,
+    # Where the CJK text's script run ends, and so the lines it makes taller: an ASCII letter
+    # starts a Latin run; spaces, digits and punctuation join the run before them.
+    "latin_after_han_on_the_next_line": ENGLISH[:75] + "灯台守" * 4 + " model" + ENGLISH * 2,
+    "digits_and_punctuation_after_han": ENGLISH + "遷移" + " 2024, 12.5% (3/4)" * 6 + " model" + ENGLISH * 2,
+    "han_then_latin_in_one_line": "遷移\n遷移model\nIn this section, " + ENGLISH * 2,
+    "a_line_break_inside_a_han_run": ENGLISH[:60] + "灯台守" * 12 + "model " + ENGLISH * 2,
+    "cjk_punctuation_after_han": "灯台守は毎晩。「灯台」、" + ENGLISH * 2,
+    "cjk_punctuation_in_latin_after_han": "灯台 model words、" + ENGLISH * 2,  # the Latin run: every line of it
+    "fullwidth_digit_after_han": "灯台１ model" + ENGLISH * 2,  # of no script, but past_fallback_run does not know it
 }
+# Stories whose Latin text after their CJK text streams as a tail (Qt's lines of a Latin run of
+# its own are the font's); the others' goes into the document until the paragraph ends.
+LATIN_RUN_AFTER_CJK = {"japanese_then_english", "mixed_words", "latin_after_han_on_the_next_line",
+                       "digits_and_punctuation_after_han", "han_then_latin_in_one_line",
+                       "a_line_break_inside_a_han_run", "cjk_punctuation_after_han"}
 
 
 class Clock:
@@ -102,7 +116,7 @@ def test_a_streamed_paragraph_has_the_lines_of_the_finished_one(qapp: object, st
     store = DocumentStore(on_refused=lambda url: None, clock=clock)
     content = "Here is **a story**.\n\n"
     pieces = tokens(STORIES[story])
-    tails = 0
+    tails = tails_after_cjk = 0
     for i, piece in enumerate(pieces):
         content += piece
         clock.now += 1.0
@@ -115,9 +129,14 @@ def test_a_streamed_paragraph_has_the_lines_of_the_finished_one(qapp: object, st
         _assert_same_lines(streamed, done, f"after piece {i} {piece!r}")
         assert height == pytest.approx(max(stream.doc_size()[1], done[-1][2]), abs=0.01)
         tails += stream.tail() is not None
+        tails_after_cjk += stream.tail() is not None and not content.isascii()
     assert len(done) >= 4
     if story.startswith("english") or story.endswith("paragraph"):
         assert tails > 10  # plain English streamed as a tail, before the CJK text or in its own paragraph
+    if story in LATIN_RUN_AFTER_CJK:
+        assert tails_after_cjk > 10  # the Latin words after the CJK text, in the same paragraph too
+    elif not story.endswith("paragraph") and story != "cjk_punctuation_in_latin_after_han":
+        assert tails_after_cjk == 0
 
 
 def _document(text: str, font: QFont | None = None, width: float = 200) -> QTextDocument:
@@ -160,6 +179,30 @@ def test_the_suites_cjk_font_has_a_line_gap_that_qt_counts(qapp: object) -> None
     assert line.leading() > 1.0
     doc = _document("灯台守の物語")
     assert _lines(doc)[0][2] == math.ceil(line.ascent() + line.descent() + line.leading())
+
+
+def test_the_cjk_letters_and_punctuation_past_fallback_run_knows_have_the_scripts_it_assumes() -> None:
+    # Han, kana and Hangul letters end their script run at a Latin letter; the punctuation of
+    # no script (Common) joins the run before it: Unicode's Scripts.txt, as fontTools has it.
+    from fontTools import unicodedata
+
+    from ui import word_runs
+
+    for pattern, scripts in ((word_runs._CJK_LETTER, {"Hani", "Hira", "Kana", "Hang"}),
+                             (word_runs._CJK_COMMON, {"Zyyy"})):
+        chars = [chr(code) for code in range(0x2000, 0x10000) if pattern.fullmatch(chr(code))]
+        assert chars and {unicodedata.script(char) for char in chars} == scripts, pattern.pattern
+
+
+def test_where_the_cjk_script_run_ends(qapp: object) -> None:
+    font = QFont()
+    assert past_fallback_run(font, "plain words, 2024.")
+    assert past_fallback_run(font, "遷移 model") and past_fallback_run(font, "遷移model")
+    assert past_fallback_run(font, "灯台守は毎晩。「灯台」、 model")
+    assert not past_fallback_run(font, "遷移") and not past_fallback_run(font, "遷移 2024, (3/4)")
+    assert not past_fallback_run(font, "model、 words")  # in the Latin run
+    assert not past_fallback_run(font, "「 model")  # no letter before it: in the Latin run after it
+    assert not past_fallback_run(font, "遷移１ model") and not past_fallback_run(font, "遷移Ａ model")
 
 
 def test_a_tail_grown_piece_by_piece_has_the_lines_of_one_laid_out_whole(qapp: object) -> None:
@@ -256,7 +299,9 @@ def test_a_streaming_row_with_cjk_shows_the_text_of_the_finished_reply(qtbot: ob
     question = model.item(0)
     delegate = view.message_delegate()
     checked = 0
-    for i, piece in enumerate(tokens(STORIES["japanese_then_english"] + "\n\n" + STORIES["mixed_words"])):
+    for i, piece in enumerate(tokens(STORIES["japanese_then_english"] + "\n\n" + STORIES["mixed_words"] + "\n\n"
+                                     + STORIES["a_line_break_inside_a_han_run"] + "\n\n"
+                                     + STORIES["digits_and_punctuation_after_han"])):
         model.append_text("live", piece)
         qtbot.wait(1)  # type: ignore[attr-defined]
         if i % 4 != 3:

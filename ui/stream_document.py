@@ -10,7 +10,8 @@ new text can change what markdown shows (renders_as_plain): plain words that con
 rendered line never need it, so a prose paragraph streams with one render at its start and
 one at its end. A paragraph with a character the font lacks (Chinese, Japanese: drawn with a
 fallback font, whose lines are taller) takes its new text into the document instead, so Qt's
-own layout places its lines (_fallback_block). The reply gets one canonical whole render when
+own layout places its lines (_fallback_block), until a Latin word starts a script run of its
+own after CJK letters (past_fallback_run). The reply gets one canonical whole render when
 it finishes (DocumentStore).
 """
 
@@ -25,7 +26,7 @@ from PySide6.QtGui import QTextCharFormat, QTextCursor
 from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, render_markdown
 from ui.plain_tail import PlainTail, TailAnchor
 from ui.safe_document import SafeTextDocument
-from ui.word_runs import in_primary_font
+from ui.word_runs import in_primary_font, past_fallback_run
 
 # Markdown renders of the tail at most this often; new text shows at once as plain text in
 # between. Each render re-parses, re-inserts and lays out the whole trailing block (about 1 ms
@@ -137,8 +138,11 @@ class StreamDocument:
         # font and makes every line of its script run as tall as that font's line (a CJK one's
         # are taller), lines above it included, and the run may reach back into the document:
         # a tail laid out on its own cannot know, so new text goes into the document until a
-        # render starts a new block.
+        # render starts a new block, or until a piece that starts with a space follows a Latin
+        # letter after the block's last character the font lacks, a CJK letter: Qt makes that
+        # Latin text a run of its own, whose lines (those below the CJK text's) are the font's.
         self._fallback_block = False
+        self._past_fallback_run = True  # past_fallback_run() of the document's last block
 
     def _renders_as_plain(self, content: str) -> bool:
         """renders_as_plain() for this document's state, once per state (asked twice a frame)."""
@@ -236,13 +240,18 @@ class StreamDocument:
                 and not piece[:1].isspace():
             # Markdown dropped the whitespace that ended the rendered text; keep words apart.
             piece = " " + piece
-        if self._fallback_block or (not piece.isascii() and not in_primary_font(self.doc.defaultFont(), piece)):
+        font = self.doc.defaultFont()
+        lacking = not piece.isascii() and not in_primary_font(font, piece)
+        if self._fallback_block and not lacking and self._past_fallback_run and piece[:1] == " ":
+            self._fallback_block = False  # a new word of the Latin run after the CJK text
+        if self._fallback_block or lacking:
             # A fallback font's text: only the document's own layout puts its lines where Qt does.
             if not self._fallback_block:
                 self._fallback_block = True
                 self._mark_changed(self.doc.lastBlock().position())  # its lines above may grow too
             self.pending += piece
             self._fold_pending()
+            self._past_fallback_run = past_fallback_run(font, self.doc.lastBlock().text())
             return None
         plain = self.tail()
         newline = "\n" in piece or "\n" in self.pending
@@ -373,7 +382,9 @@ class StreamDocument:
         self._insert_blocks(cursor, self._rendered_tail.html)
         cursor.endEditBlock()
         self._rendered_len = len(content)
-        self._fallback_block = not in_primary_font(self.doc.defaultFont(), self.doc.lastBlock().text())
+        last = self.doc.lastBlock().text()
+        self._fallback_block = not in_primary_font(self.doc.defaultFont(), last)
+        self._past_fallback_run = past_fallback_run(self.doc.defaultFont(), last)
 
     def _insert_blocks(self, cursor: QTextCursor, html: str) -> None:
         if not html:

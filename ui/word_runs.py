@@ -81,6 +81,47 @@ def in_primary_font(font: QFont, text: str) -> bool:
     return True
 
 
+# Letters of Han, hiragana, katakana and Hangul (no marks, no punctuation, no symbols): each is a
+# script of its own, so Qt ends their script run at the next Latin letter.
+_CJK_LETTER = re.compile("[\u3041-\u3096\u30A1-\u30FA\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3]")
+# CJK and fullwidth punctuation of no script (Unicode's Common), and the line separator: like ASCII
+# spaces, digits and punctuation, they join the script run before them.
+_CJK_COMMON = re.compile("[\u2028\u3000-\u3003\u3008-\u3011\u3014-\u301F\u30FB\u30FC"
+                         "\uFF01-\uFF0F\uFF1A-\uFF20\uFF3B-\uFF40\uFF5B-\uFF65]")
+_ASCII_LETTER = re.compile("[A-Za-z]")
+
+
+def past_fallback_run(font: QFont, paragraph: str) -> bool:
+    """Whether text added after `paragraph` (in `font`, no character it lacks) joins a script
+    run that holds only `font`'s glyphs. Qt sizes a line by the script runs on it: a run with a
+    fallback font's glyph makes every line it is on as tall as that font's (ascent, descent,
+    line gap), and a character of no script (space, digit, punctuation) joins the run before it.
+    So: there is no character the font lacks, or an ASCII letter (a Latin run of its own) comes
+    after the last one, which is a CJK letter, or CJK punctuation after one (with nothing but
+    such punctuation and ASCII non-letters between). Any other character the font lacks (emoji,
+    symbols, fullwidth or rare Latin, punctuation after Latin text) may be in the run the
+    paragraph ends with, lines above included."""
+    if paragraph.isascii():
+        return True
+    letter = False
+    for i in range(len(paragraph) - 1, -1, -1):
+        char = paragraph[i]
+        if char <= "\x7f":
+            letter = letter or bool(_ASCII_LETTER.match(char))
+        elif not in_primary_font(font, char):
+            if not letter or _CJK_LETTER.match(char):
+                return letter
+            if not _CJK_COMMON.match(char):
+                return False
+            for before in reversed(paragraph[:i]):  # the run punctuation belongs to: the letter before it
+                if _CJK_LETTER.match(before):
+                    return True
+                if _ASCII_LETTER.match(before) or not (before <= "\x7f" or _CJK_COMMON.match(before)):
+                    return False
+            return False  # no letter before it: it joins the Latin run after it
+    return True
+
+
 @dataclass(frozen=True)
 class WordRuns:
     """Words after a text, each (x, baseline, width, word, its shaped QStaticText); `cursor` is
