@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
+from app.store.history import History, Message
 from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
-from app.store.history import History, Message
 from app.termination import Terminated
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, ModelLibrary, recheck_file
@@ -67,7 +68,8 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
 def _refused_as_too_long(reply: Message | None) -> bool:
     """The engine refused this user message because it could never fit in the context: sent
     again, it would push every earlier turn out of the model's view for the rest of the chat."""
-    return reply is not None and reply.role == "assistant" and reply.status == MessageStatus.ERROR and reply.metrics.get("error_kind") == "context"
+    return (reply is not None and reply.role == "assistant" and reply.status == MessageStatus.ERROR
+            and reply.metrics.get("error_kind") == "context")
 
 
 class TurnRecord:
@@ -94,7 +96,7 @@ class TurnRecord:
         params: SamplingParams,
         edit_of: str | None = None,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
-    ) -> "TurnRecord":
+    ) -> TurnRecord:
         """Commit the person's message, then the empty `streaming` reply. With `edit_of` the
         message becomes a new version beside that earlier one (the old one is kept).
         Invariant: the user's words are on disk before anything else can fail."""
@@ -118,7 +120,7 @@ class TurnRecord:
         model: InstalledModel,
         params: SamplingParams,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
-    ) -> "TurnRecord":
+    ) -> TurnRecord:
         """A new reply to an existing user message, beside the old one (nothing is replaced)."""
         user = history.get_message(user_message_id)
         if user.role != "user":
@@ -126,7 +128,7 @@ class TurnRecord:
         return cls._with_reply(history, user.conversation_id, user, model, params, checkpoint_interval_s)
 
     @classmethod
-    def _with_reply(cls, history, conversation_id, user, model, params, interval) -> "TurnRecord":
+    def _with_reply(cls, history, conversation_id, user, model, params, interval) -> TurnRecord:
         # start_assistant_message also records the model as the conversation's latest.
         assistant = history.start_assistant_message(
             conversation_id,

@@ -101,7 +101,7 @@ class Core:
         if not self.read_only:
             save_settings(self.paths.settings_file, replace(self.settings, models_dir=str(folder) if folder else None))
 
-    def save_sampling_defaults(self, params: "SamplingParams") -> None:
+    def save_sampling_defaults(self, params: SamplingParams) -> None:
         if not self.read_only:
             save_settings(self.paths.settings_file, replace(self.settings, sampling=params))
 
@@ -202,4 +202,6 @@ def _unwritable(paths: Paths) -> DataFolderError | None:
     return None
 
 
-__all__ = ["Core", "DataFolderError", "StartupNotice", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable"]
+__all__ = [
+    "Core", "DataFolderError", "StartupNotice", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable",
+]

@@ -26,8 +26,19 @@ from app.engine.process import describe_exit
 from app.paths import Paths
 from models.download import partial
 from models.download.protocol import (
-    GO, Cancelled, DownloadEvent, Failed, Finished, Job, Paused, Planned, Progress, ProtocolError, Started,
-    TransferPolicy, decode,
+    GO,
+    Cancelled,
+    DownloadEvent,
+    Failed,
+    Finished,
+    Job,
+    Paused,
+    Planned,
+    Progress,
+    ProtocolError,
+    Started,
+    TransferPolicy,
+    decode,
 )
 from models.hub_errors import redact
 from models.network import NetworkGate, hub_endpoint, hub_environment
@@ -182,7 +193,8 @@ class DownloadHandle:
             target=self._read, args=(proc, activity, drain, stderr_tail), name=f"download-{proc.pid}-events", daemon=True
         ).start()
 
-    def _read(self, proc: subprocess.Popen[str], activity: AbstractContextManager[Any], drain: threading.Thread, stderr_tail: deque[str]) -> None:
+    def _read(self, proc: subprocess.Popen[str], activity: AbstractContextManager[Any], drain: threading.Thread,
+              stderr_tail: deque[str]) -> None:
         refusal: str | None = None
         assert proc.stdout is not None
         try:

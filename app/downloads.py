@@ -79,7 +79,7 @@ class DownloadManager:
         self._handles: list[DownloadHandle] = []
 
     @classmethod
-    def for_core(cls, core: Any, **kwargs: Any) -> "DownloadManager":
+    def for_core(cls, core: Any, **kwargs: Any) -> DownloadManager:
         """The manager for an `app.core.Core` (its paths, library, gate and models-folder setting)."""
         return cls(core.paths, core.library, core.network, lambda: core.models_dir, **kwargs)
 

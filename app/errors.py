@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+
 def describe_error(exc: BaseException) -> str:
     """One sentence for the person; our own exceptions already carry one."""
     if isinstance(exc, sqlite3.OperationalError):

@@ -41,13 +41,13 @@ class Paths:
         """Where built helper tools (e.g. llama-bench) are kept, outside the repository."""
         return self.cache_dir / "tools"
 
-    def ensure(self) -> "Paths":
+    def ensure(self) -> Paths:
         for d in (self.data_dir, self.models_dir, self.logs_dir, self.cache_dir):
             d.mkdir(parents=True, exist_ok=True)
         return self
 
 
-def resolve_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Paths:
+def resolve_paths(environ: os._Environ[str] | dict[str, str] | None = None) -> Paths:
     """Answer every path from platformdirs, or from `COVE_HOME` when it is set."""
     env = os.environ if environ is None else environ
     home = env.get("COVE_HOME")

@@ -3,12 +3,12 @@ stamp>`, with `-2`, `-3`… when that name is taken, so no earlier copy is ever 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
 def utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def aside_name(path: Path, stamp: str) -> Path:

@@ -51,7 +51,7 @@ class SamplingParams:
                                 repeat_penalty=self.repeat_penalty, seed=self.seed)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "SamplingParams":
+    def from_dict(cls, data: dict[str, Any] | None) -> SamplingParams:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
@@ -63,7 +63,7 @@ class Settings:
     offline: bool = False  # refuse every Hub call (search, listings, header reads, downloads)
     models_dir: str | None = None  # where downloads go; None = the default under the data dir
 
-    def with_last_model(self, name: str) -> "Settings":
+    def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
 
 

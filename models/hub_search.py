@@ -37,7 +37,7 @@ class HubModel:
     gated: bool  # files need an accepted licence and a sign-in token
 
 
-def hub_api(token: str | None = None) -> "HfApi":
+def hub_api(token: str | None = None) -> HfApi:
     """An HfApi on the configured endpoint that sends `token` only if one is given."""
     prepare_hub_import()
     from huggingface_hub import HfApi, constants

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +200,7 @@ class ModelLibrary:
         model = self.get(name)
         with write_transaction(self.db):
             latest = self.last_used()
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             if latest is not None and latest.last_used_at is not None and _timestamp(now) <= latest.last_used_at:
                 # Keep "last used" strictly ordered even for two calls within one millisecond.
                 now = _parse_timestamp(latest.last_used_at) + timedelta(milliseconds=1)
@@ -264,7 +264,7 @@ class ModelLibrary:
             unique = self._unique_name((name or "").strip() or _stem(path))
             row = {
                 "name": unique, "path": str(path), **_info_columns(info, digest, st.st_size, st.st_mtime), "source": source, **extra,
-                "added_at": _timestamp(datetime.now(timezone.utc)), "last_used_at": None,
+                "added_at": _timestamp(datetime.now(UTC)), "last_used_at": None,
             }
             self.db.table(TABLE).insert(row)
         return self.get(unique)
@@ -315,12 +315,12 @@ def _remove_own_folder(path: Path) -> None:
 
 def _timestamp(moment: datetime) -> str:
     # Disk-format invariant shared with the history tables: fixed-width ISO UTC with milliseconds.
-    moment = moment.astimezone(timezone.utc)
+    moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _parse_timestamp(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
 def _model(row: dict[str, Any]) -> InstalledModel:

@@ -20,9 +20,9 @@ import itertools
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 DEFAULT_ENDPOINT = "https://huggingface.co"

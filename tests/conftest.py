@@ -52,7 +52,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 pytest_plugins = ["tests.support.models_panel"]  # the Models panel fixtures (hub, panel, served_bytes)
 
-from tests.support.tiny_model import write_tiny_gguf
+from tests.support.tiny_model import write_tiny_gguf  # noqa: E402  (after the SIGINT fix-up above)
 
 # A chatml template as Qwen-style models ship it (the tiny vocab gets its two special tokens).
 CHATML_TEMPLATE = (

@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import cpu_share  # noqa: E402
-
 from app.engine.client import EngineClient  # noqa: E402
 
 

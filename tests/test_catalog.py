@@ -10,9 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from models.catalog import (
-    CATALOG_FILE, FITS, TIGHT, TOO_LARGE, CatalogEntry, CatalogError, load_catalog, machine_fit, machine_ram,
-)
+from models.catalog import CATALOG_FILE, FITS, TIGHT, TOO_LARGE, CatalogEntry, CatalogError, load_catalog, machine_fit, machine_ram
 from models.quant import quant_from_filename
 
 GiB = 1024**3

@@ -12,7 +12,8 @@ from app.store.history import History
 
 def _turn(history: History, conversation_id: str, text: str, reply: str, *, status: str = "complete", metrics=None, error=None) -> None:
     user = history.add_user_message(conversation_id, text)
-    row = history.start_assistant_message(conversation_id, parent_id=user.id, model_name="m", model_sha256=None, model_quant=None, params={})
+    row = history.start_assistant_message(conversation_id, parent_id=user.id, model_name="m", model_sha256=None, model_quant=None,
+                                          params={})
     history.finish_assistant(row.id, reply, status=status, metrics=metrics or {}, error=error)
 
 

@@ -22,7 +22,16 @@ from app.downloads import DownloadHandle, DownloadManager, resumable
 from app.paths import resolve_paths
 from models.download import partial
 from models.download.protocol import (
-    Cancelled, DownloadEvent, Failed, Finished, Paused, Planned, Progress, Retrying, Started, TransferPolicy,
+    Cancelled,
+    DownloadEvent,
+    Failed,
+    Finished,
+    Paused,
+    Planned,
+    Progress,
+    Retrying,
+    Started,
+    TransferPolicy,
 )
 from models.network import NetworkRefused
 from tests.support.fake_hub import COMMIT, VALID_TOKEN, FakeHub, Fault, sha256_hex
@@ -92,7 +101,8 @@ class Recorder:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-def run(manager: DownloadManager, files=(FILE,), repo: str = REPO, token: str | None = None) -> tuple[DownloadHandle, Recorder, DownloadEvent]:
+def run(manager: DownloadManager, files=(FILE,), repo: str = REPO,
+        token: str | None = None) -> tuple[DownloadHandle, Recorder, DownloadEvent]:
     rec = Recorder()
     handle = manager.start(repo, list(files), None, token, rec)
     last = handle.wait(WAIT_S)

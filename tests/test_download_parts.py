@@ -12,9 +12,7 @@ from app.downloads import child_environment, cleanup_orphans
 from app.paths import resolve_paths
 from models.download import partial, place
 from models.download.preflight import check_disk_space
-from models.download.protocol import (
-    Failed, Finished, Job, Planned, Progress, ProtocolError, TransferPolicy, decode, encode,
-)
+from models.download.protocol import Failed, Finished, Job, Planned, Progress, ProtocolError, TransferPolicy, decode, encode
 from models.download.split import part_names, split_name
 from models.library import model_files
 

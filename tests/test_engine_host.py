@@ -60,7 +60,7 @@ def test_streams_tokens_that_join_to_the_final_text(engine: EngineClient, tiny_g
     assert len(tokens) >= 5
     assert "".join(t.text for t in tokens) == fin.text
     assert fin.status == "length" and fin.error is None
-    assert METRICS <= set(fin.metrics), METRICS - set(fin.metrics)
+    assert set(fin.metrics) >= METRICS, METRICS - set(fin.metrics)
     m = fin.metrics
     assert m["gen_tokens"] == 24 and m["stop_reason"] == "length"
     assert m["prompt_tokens"] > 3 and m["context_used"] == m["prompt_tokens"] + 23  # the last token is not evaluated
@@ -226,7 +226,8 @@ def test_host_environment_has_no_tokens_and_is_offline(tiny_gguf: Path, monkeypa
 
 def test_malicious_template_is_not_run_and_the_fallback_is_reported(tmp_path: Path) -> None:
     marker = tmp_path / "MARKER"
-    model = write_tiny_gguf(tmp_path / "evil.gguf", chat_template="{{ cycler.__init__.__globals__.os.popen('touch " + str(marker) + "').read() }}")
+    evil = "{{ cycler.__init__.__globals__.os.popen('touch " + str(marker) + "').read() }}"
+    model = write_tiny_gguf(tmp_path / "evil.gguf", chat_template=evil)
     with EngineClient() as engine:
         loaded = engine.load(model, n_threads=T)
         assert loaded.template_source == "fallback:plain" and "sandbox" in loaded.template_note
@@ -236,7 +237,8 @@ def test_malicious_template_is_not_run_and_the_fallback_is_reported(tmp_path: Pa
 
 
 def test_template_that_never_finishes_times_out_and_falls_back(tmp_path: Path) -> None:
-    model = write_tiny_gguf(tmp_path / "dos.gguf", chat_template="{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}")
+    endless = "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}"
+    model = write_tiny_gguf(tmp_path / "dos.gguf", chat_template=endless)
     with EngineClient() as engine:
         t0 = time.perf_counter()
         loaded = engine.load(model, n_threads=T)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from gguf.constants import LlamaFileType
+from support.gguf_files import DEFAULT_TOKENS, TEMPLATE, truncate, write_tiny_gguf
 
 from models.gguf_info import read_gguf_info, sha256_file
 from models.gguf_validate import InvalidModelFile
 from models.quant import quant_from_file_type, quant_from_filename
-from support.gguf_files import DEFAULT_TOKENS, TEMPLATE, truncate, write_tiny_gguf
 
 
 def test_metadata_reads_back(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.gguf_files import Layout, layout_of, patch, truncate, write_tiny_gguf
 
 from models.gguf_validate import InvalidModelFile, read_gguf_header, validate_gguf
-from support.gguf_files import Layout, layout_of, patch, truncate, write_tiny_gguf
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ telemetry side call, no token unless given), offline refusal before any connecti
 from __future__ import annotations
 
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -46,7 +46,7 @@ def test_results_carry_author_counts_date_licence_and_gated(hub) -> None:
     assert isinstance(first, HubModel)
     assert first.author == "bartowski"
     assert (first.downloads, first.likes) == (900, 40)
-    assert first.last_modified == datetime(2025, 2, 1, 10, 0, tzinfo=timezone.utc)
+    assert first.last_modified == datetime(2025, 2, 1, 10, 0, tzinfo=UTC)
     assert first.license == "apache-2.0"
     assert first.gated is False
     gated = found[2]

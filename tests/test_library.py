@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
+from support.gguf_files import truncate, write_tiny_gguf
 
 import models.library as library_module
 from models.gguf_validate import InvalidModelFile
 from models.library import FileNotOwned, InstalledModel, ModelLibrary, ModelNotFound, create_models_table
-from support.gguf_files import truncate, write_tiny_gguf
 
 
 @pytest.fixture

@@ -11,15 +11,10 @@ from pathlib import Path
 import pytest
 from gguf.constants import GGMLQuantizationType as T
 
+from models.context_size import cove_context, round_ctx
 from models.gguf_info import read_gguf_info
 from models.gguf_validate import GGUFTensor, read_gguf_header
-from models.context_size import cove_context, round_ctx
-from models.memory_estimate import (
-    ENGINE_RUNTIME,
-    MachineMemory,
-    compute_parts,
-    estimate_memory,
-)
+from models.memory_estimate import ENGINE_RUNTIME, MachineMemory, compute_parts, estimate_memory
 from models.memory_measure import measure_engine_memory
 from models.model_facts import ModelFacts, facts_from_header, facts_from_info
 from tests.support.tiny_model import N_EMBD, N_HEAD, N_LAYER, write_tiny_gguf

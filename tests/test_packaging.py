@@ -306,7 +306,8 @@ def test_frozen_build_holds_only_what_cove_uses(frozen: Path) -> None:
     bindings = sorted(p.name.split(".")[0] for p in (internal / "PySide6").glob("Qt*.so"))
     assert bindings == ["QtCore", "QtGui", "QtWidgets"]
     qt_libs = {p.name.split(".")[0] for p in (internal / "PySide6" / "Qt" / "lib").iterdir()}
-    unwanted = {"libQt6Network", "libQt6Qml", "libQt6Quick", "libQt6Pdf", "libQt6WebEngineCore", "libQt6Multimedia", "libQt6OpenGL", "libQt6VirtualKeyboard"}
+    unwanted = {"libQt6Network", "libQt6Qml", "libQt6Quick", "libQt6Pdf", "libQt6WebEngineCore", "libQt6Multimedia", "libQt6OpenGL",
+                "libQt6VirtualKeyboard"}
     assert not qt_libs & unwanted
     assert not (internal / "PySide6" / "Qt" / "translations").exists()
     plugins = internal / "PySide6" / "Qt" / "plugins"

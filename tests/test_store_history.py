@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,13 +14,7 @@ import sqlite_utils
 
 from app.store.database import close_database, open_database
 from app.store.export import export_conversation
-from app.store.history import (
-    Checkpointer,
-    ConversationNotFound,
-    History,
-    Message,
-    MessageNotFound,
-)
+from app.store.history import Checkpointer, ConversationNotFound, History, Message, MessageNotFound
 
 
 class FakeClock:
@@ -28,7 +22,7 @@ class FakeClock:
 
     def __init__(self) -> None:
         self.t = 100.0
-        self.wall = datetime(2025, 5, 1, 9, 0, tzinfo=timezone.utc)
+        self.wall = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
 
     def __call__(self) -> float:
         return self.t

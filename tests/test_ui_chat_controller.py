@@ -80,7 +80,8 @@ def test_regenerate_and_edit_keep_every_version(qtbot, controller, monkeypatch):
     assert (shown[0].version_index, shown[0].version_count) == (2, 2)
     controller.switch_version(shown[0].message.id, -1)
     assert controller.shown_messages()[0].message.content == "question one"
-    assert controller.core.history.get_conversation(controller.conversation_id).message_count == 5  # question, 2 replies, edited question, its reply
+    # the question, 2 replies, the edited question and its reply
+    assert controller.core.history.get_conversation(controller.conversation_id).message_count == 5
 
 
 def test_engine_crash_marks_the_reply_and_the_next_turn_works(qtbot, controller, monkeypatch):

@@ -9,13 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 from PySide6.QtGui import QFontMetricsF, QTextDocument, QTextTable  # noqa: E402
 
-from ui.markdown_render import (  # noqa: E402
-    MAX_MARKDOWN_CHARS,
-    Rendered,
-    document_stylesheet,
-    render_markdown,
-    render_plain,
-)
+from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, document_stylesheet, render_markdown, render_plain  # noqa: E402
 from ui.safe_document import SafeTextDocument  # noqa: E402
 
 

@@ -17,10 +17,9 @@ from app.downloads import resumable  # noqa: E402
 from app.secrets import MemoryToken, TokenStore  # noqa: E402
 from tests.support.fake_hub import VALID_TOKEN, Fault  # noqa: E402
 from tests.support.keyrings import InMemoryKeyring, PlaintextKeyring  # noqa: E402
-from tests.support.tiny_model import write_tiny_gguf  # noqa: E402
 from tests.support.models_panel import FILE, REPO, WAIT_MS, Confirmations, make_panel  # noqa: E402
+from tests.support.tiny_model import write_tiny_gguf  # noqa: E402
 from ui.hub_settings import HubSettingsPage  # noqa: E402
-
 
 # ---- installed models -------------------------------------------------------------------
 

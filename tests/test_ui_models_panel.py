@@ -19,7 +19,6 @@ from tests.support.fake_hub import VALID_TOKEN, Fault  # noqa: E402
 from tests.support.models_panel import FILE, PATIENT, REPO, WAIT_MS, choose_file, list_repo, make_panel  # noqa: E402
 from ui.download_bridge import DownloadBridge  # noqa: E402
 
-
 # ---- discover ---------------------------------------------------------------------------
 
 

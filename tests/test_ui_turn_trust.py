@@ -10,7 +10,6 @@ import shutil
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
 
 from ui.chat_controller import ChatController  # noqa: E402
 from ui.main_window import MainWindow  # noqa: E402

@@ -361,7 +361,8 @@ class ChatController(QObject):
         self.busy_changed.emit(True)
         if self.loaded is None or self.loaded.path != self.model.path:
             self.model_load_started.emit(self.model.name)
-        self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(), conversation_id=self.conversation_id)
+        self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(),
+                                  conversation_id=self.conversation_id)
         self._worker.start()
         self._pacer.reset()
         self._drain.start(FRAME_MS)

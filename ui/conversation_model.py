@@ -16,6 +16,7 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from app.store.statuses import MessageStatus
 
+
 @dataclass(frozen=True)
 class MessageItem:
     """One message as the view shows it (the history store's record, flattened for display)."""

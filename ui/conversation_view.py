@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import (QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent,
-                           QRegion, QResizeEvent)
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
 
 from ui.conversation_model import ConversationModel

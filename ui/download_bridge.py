@@ -18,9 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.downloads import DownloadHandle, DownloadManager, discard, resumable
 from models.download import partial
-from models.download.protocol import (
-    Cancelled, DownloadEvent, Failed, Finished, Paused, Planned, Progress, Retrying, Started,
-)
+from models.download.protocol import Cancelled, DownloadEvent, Failed, Finished, Paused, Planned, Progress, Retrying, Started
 from models.library import InstalledModel
 
 # Row states the view shows (a superset of DownloadHandle.state: "retrying" is "running").

@@ -10,8 +10,9 @@ Here the automatic full passes are switched off (the two young generations still
 their usual thresholds, so short-lived cycles are freed at once), and the full pass runs on
 the UI thread when the window is idle: a moment after a reply ends, and every minute while
 no reply streams, each time only if CPython would have made one by then. Objects only wait
-there, they are not kept: memory that a cycle holds is returned at the next idle moment. Nothing in the standard library paces collections by an
-application's idle time; `gc.freeze()` would skip objects for good rather than defer them.
+there, they are not kept: memory that a cycle holds is returned at the next idle moment.
+Nothing in the standard library paces collections by an application's idle time;
+`gc.freeze()` would skip objects for good rather than defer them.
 """
 
 from __future__ import annotations

@@ -212,7 +212,8 @@ class HubWorker(QObject):
             from models.memory_estimate import estimate_memory
 
             size = sum(os.path.getsize(p) for p in model_files(request.path) if os.path.exists(p))
-            estimate = estimate_memory(read_gguf_header(request.path), size, request.n_ctx, n_gpu_layers=request.n_gpu_layers, machine=self._machine_memory())
+            estimate = estimate_memory(read_gguf_header(request.path), size, request.n_ctx, n_gpu_layers=request.n_gpu_layers,
+                                       machine=self._machine_memory())
         except ImportError:
             estimate = None
         if request.pid is not None:

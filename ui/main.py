@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ui import system_libraries  # Qt-free: it runs before Qt is imported
 
@@ -96,7 +96,7 @@ def run_window(
     *,
     engine_argv: list[str] | None = None,
     quit_after_ms: int | None = None,
-    on_started: "Callable[[object], None] | None" = None,
+    on_started: Callable[[object], None] | None = None,
 ) -> int:
     """Run the window until it closes. `engine_argv` replaces the engine host command (tests
     use a scripted host); `on_started` is called with the shown MainWindow (test drivers)."""
@@ -104,10 +104,10 @@ def run_window(
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.core import open_core
+    from app.engine.client import EngineClient
     from app.errors import describe_error
     from app.log_redact import install_redaction
     from app.termination import TERMINATING_SIGNALS
-    from app.engine.client import EngineClient
     from ui.chat_controller import ChatController
     from ui.main_window import MainWindow
 

@@ -11,8 +11,16 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QMainWindow, QMessageBox, QPushButton, QSplitter, QStackedWidget, QToolButton,
-    QVBoxLayout, QWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.store.export import export_conversation
@@ -24,10 +32,11 @@ from ui.conversation_model import MessageItem
 from ui.conversation_view import ConversationView
 from ui.gc_pacing import GcPacer
 from ui.memory_poller import MemoryPoller, MemorySample
-from ui.model_picker import ModelPicker
-from ui.model_picker import _ElidedLabel  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
+from ui.model_picker import (
+    ModelPicker,
+    _ElidedLabel,  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
+)
 from ui.models_host import ModelsHost
-from ui.welcome_host import WelcomeHost
 from ui.models_panel import ModelsPanel
 from ui.network_indicator import NetworkIndicator
 from ui.notice_area import NoticeArea
@@ -35,6 +44,7 @@ from ui.perf_panel import PerfPanel
 from ui.presets import PresetStore
 from ui.settings_dialog import ConversationSettingsDialog
 from ui.sidebar import Sidebar
+from ui.welcome_host import WelcomeHost
 
 APP_TITLE = "Cove"
 

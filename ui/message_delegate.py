@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.store.statuses import MessageStatus
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
+from app.store.statuses import MessageStatus
 from ui.conversation_model import ConversationModel, MessageItem
 from ui.markdown_render import COPY_SCHEME, LINK_SCHEME
 from ui.message_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout
@@ -358,12 +358,12 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         return _resolve_anchor(item.id, href, lay)
 
     def editorEvent(self, event: QEvent, model: object, option: QStyleOptionViewItem, index: QModelIndex) -> bool:
-        if event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent):
-            if event.button() == Qt.MouseButton.LeftButton:
-                hit = self.hit_test(index, option.rect, event.position().toPoint())
-                if hit is not None:
-                    self.hit_activated.emit(hit)
-                    return True
+        if (event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent)
+                and event.button() == Qt.MouseButton.LeftButton):
+            hit = self.hit_test(index, option.rect, event.position().toPoint())
+            if hit is not None:
+                self.hit_activated.emit(hit)
+                return True
         return False
 
     def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem,

@@ -4,7 +4,7 @@ the fit marks ("fits", "tight", "too large") in colours that stay readable in li
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from PySide6.QtGui import QColor, QPalette
@@ -57,8 +57,8 @@ def format_age(moment: datetime | str | None, now: datetime | None = None) -> st
         except ValueError:
             return moment
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    now = now or datetime.now(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
     days = (now - moment).days
     if days < 1:
         return "today"

@@ -5,8 +5,8 @@ below them one passing line (progress, an error) that is replaced or cleared on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QPalette

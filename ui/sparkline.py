@@ -11,7 +11,6 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-
 # At most one point per this many pixels: a long reply has hundreds of samples, and stroking
 # them all with antialiasing took about 4 ms a repaint for no visible gain.
 PIXELS_PER_POINT = 3

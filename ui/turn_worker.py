@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent

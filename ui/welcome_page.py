@@ -9,13 +9,10 @@ and importing a GGUF file already on disk. It owns no logic: it emits what was c
 from __future__ import annotations
 
 from html import escape
-
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (
-    QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget,
-)
+from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from models.catalog import FITS, TIGHT, CatalogEntry, machine_fit
 from models.units import format_size

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from app import __version__
 from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd
@@ -81,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         core.close()
 
 
-def _announce_network(activity: "NetworkActivity", started: bool) -> None:
+def _announce_network(activity: NetworkActivity, started: bool) -> None:
     """The command line's network indicator: one stderr line per Hub call (downloads show progress)."""
     if started and activity.kind != "download":
         print(f"cove: {activity.label}…", file=sys.stderr, flush=True)

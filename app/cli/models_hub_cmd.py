@@ -119,7 +119,8 @@ def _print_hub(hub: list[HubModel], query: str, sort: str) -> None:
     for m in hub:
         updated = m.last_modified.strftime("%Y-%m-%d") if m.last_modified else "?"
         gated = "  [gated: needs access and a token]" if m.gated else ""
-        say(f"  {m.repo_id:<{repo_w}}  {_count(m.downloads):>9}  {_count(m.likes):>6}  {updated:<10}  {m.license or '?'}{gated}", sys.stdout)
+        say(f"  {m.repo_id:<{repo_w}}  {_count(m.downloads):>9}  {_count(m.likes):>6}  {updated:<10}  {m.license or '?'}{gated}",
+            sys.stdout)
     print("List a repository's files with `cove models files REPO`.")
 
 

@@ -30,20 +30,7 @@ from typing import Any
 from app.child_command import child_command
 from app.engine.generation import FinishedEvent, Generation, StartedInfo, TokenEvent
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
-from app.engine.protocol import (
-    Cancel,
-    Failed,
-    Finished,
-    Generate,
-    Load,
-    Loaded,
-    Message,
-    Shutdown,
-    Started,
-    Token,
-    Unload,
-    Unloaded,
-)
+from app.engine.protocol import Cancel, Failed, Finished, Generate, Load, Loaded, Message, Shutdown, Started, Token, Unload, Unloaded
 from app.store.statuses import MessageStatus
 
 __all__ = ["EngineClient", "EngineError", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+
 @dataclass(frozen=True)
 class StartedInfo:
     prompt_tokens: int

@@ -25,16 +25,7 @@ from llama_cpp import _internals as llama_internals
 from app.context_policy import ContextOverflow, reply_reserve
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.prompt_counts import LongestToken, TokenCounts, fit_prompt
-from app.engine.protocol import (
-    Failed,
-    Finished,
-    Generate,
-    Load,
-    Started,
-    encode,
-    token_line,
-    token_line_prefix,
-)
+from app.engine.protocol import Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply, plan_prompt
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx

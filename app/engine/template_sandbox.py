@@ -139,9 +139,8 @@ class TemplateSandbox(ImmutableSandboxedEnvironment):
             self._check_join(text, args[0])
         elif name == "replace" and len(args) >= 2:
             self._check_replace(text, str(args[0]), str(args[1]))
-        elif name == "expandtabs" and args and isinstance(args[0], int):
-            if text.count("\t") * args[0] + len(text) > self.max_chars:
-                raise _too_large()
+        elif name == "expandtabs" and args and isinstance(args[0], int) and text.count("\t") * args[0] + len(text) > self.max_chars:
+            raise _too_large()
 
     def _check_join(self, sep: str, items: Any) -> None:
         if isinstance(items, (list, tuple)):

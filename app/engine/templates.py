@@ -16,12 +16,14 @@ by the fallback for the model's architecture, and the note says so. Fallbacks:
 
 | architecture                  | fallback  | format                                                   | stop strings   |
 |-------------------------------|-----------|----------------------------------------------------------|----------------|
-| gemma, gemma2, gemma3, gemma* | gemma     | <start_of_turn>user\\n...<end_of_turn>\\n<start_of_turn>model\\n; system folded into the first user turn | <end_of_turn> |
+| gemma, gemma2, gemma3, gemma* | gemma     | <start_of_turn>user\\n...<end_of_turn>\\n<start_of_turn>model\\n (1) | <end_of_turn> |
 | llama, vocab has <|start_header_id|> | llama3 | <|start_header_id|>role<|end_header_id|>\\n\\n...<|eot_id|>  | <|eot_id|>     |
 | llama, vocab has <|im_start|> | chatml    | <|im_start|>role\\n...<|im_end|>\\n                        | <|im_end|>     |
 | qwen2, qwen3, qwen*           | chatml    | as above                                                 | <|im_end|>     |
 | phi3                          | phi3      | <|system|>\\n...<|end|>\\n<|user|>\\n...<|end|>\\n<|assistant|>\\n | <|end|>   |
 | anything else                 | plain     | System: ...\\n\\nUser: ...\\n\\nAssistant:                  | \\nUser:        |
+
+(1) the system prompt is folded into the first user turn.
 
 Fallbacks never trim or rewrite earlier turns, so a follow-up prompt starts with the exact
 text of the previous one (the host's prefix reuse depends on that).

@@ -3,7 +3,8 @@ reply is a sibling sharing a parent), and a conversation shows one path through 
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 
 class _Node(Protocol):

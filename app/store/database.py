@@ -11,13 +11,7 @@ from pathlib import Path
 import sqlite_utils
 
 from app.set_aside import aside_name, utc_stamp
-from app.store.migrations import (
-    MIGRATIONS,
-    MIGRATIONS_TABLE,
-    Migration,
-    MigrationError,
-    apply_migrations,
-)
+from app.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, Migration, MigrationError, apply_migrations
 
 BUSY_TIMEOUT_MS = 5000
 

@@ -13,10 +13,9 @@ import sqlite_utils
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.migrations import utc_timestamp
-from app.store.statuses import FINAL_STATUSES, MessageStatus
-from app.store.writer import this_writer, writer_alive
 from app.store.records import (
     MESSAGE_COLUMNS,
+    BranchNode,
     Conversation,
     ConversationNotFound,
     Message,
@@ -24,9 +23,10 @@ from app.store.records import (
     conversation_from_row,
     message_from_row,
     message_from_tuple,
-    BranchNode,
     to_json,
 )
+from app.store.statuses import FINAL_STATUSES, MessageStatus
+from app.store.writer import this_writer, writer_alive
 from models.transactions import write_transaction
 
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]

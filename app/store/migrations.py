@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlite_utils
 from sqlite_utils.db import ForeignKey
@@ -28,7 +28,7 @@ def utc_timestamp(now: datetime | None = None) -> str:
     Disk-format invariant: every stored timestamp has this fixed-width form, so sorting
     the text sorts by time (list order and "newest first" rely on it).
     """
-    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

@@ -22,9 +22,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, TextIO
 
 from models.download import partial
-from models.download.protocol import (
-    GO, DownloadEvent, Failed, Finished, Job, Planned, Progress, ProtocolError, Retrying, Started, encode,
-)
+from models.download.protocol import GO, DownloadEvent, Failed, Finished, Job, Planned, Progress, ProtocolError, Retrying, Started, encode
 from models.hub_errors import HubError, redact
 from models.network import prepare_hub_import
 

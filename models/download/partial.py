@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -60,7 +60,7 @@ def sidecar_path(folder: Path, sha256: str) -> Path:
 
 
 def new_record(repo: str, filename: str, commit: str, size: int, sha256: str, group: tuple[str, ...]) -> PartialRecord:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return PartialRecord(repo, filename, commit, size, sha256, tuple(group), now)
 
 

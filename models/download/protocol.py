@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Union
+from typing import Any
 
 GO = "go"
 
@@ -50,7 +50,7 @@ class Job:
         return json.dumps(data, separators=(",", ":")) + "\n"
 
     @classmethod
-    def from_line(cls, line: str) -> "Job":
+    def from_line(cls, line: str) -> Job:
         try:
             data = json.loads(line)
             policy = TransferPolicy(**{f.name: data["policy"][f.name] for f in fields(TransferPolicy) if f.name in data.get("policy", {})})
@@ -146,7 +146,7 @@ class Cancelled:
     pass
 
 
-DownloadEvent = Union[Planned, Started, Progress, Retrying, Finished, Failed, Paused, Cancelled]
+DownloadEvent = Planned | Started | Progress | Retrying | Finished | Failed | Paused | Cancelled
 _TAGS: dict[type, str] = {
     Planned: "planned", Started: "started", Progress: "progress", Retrying: "retrying",
     Finished: "finished", Failed: "failed", Paused: "paused", Cancelled: "cancelled",

@@ -33,7 +33,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.engine.protocol import (  # noqa: E402
-    Cancel, Failed, Finished, Generate, Load, Loaded, Ready, Shutdown, Started, Token, Unload, Unloaded, decode, encode,
+    Cancel,
+    Failed,
+    Finished,
+    Generate,
+    Load,
+    Loaded,
+    Ready,
+    Shutdown,
+    Started,
+    Token,
+    Unload,
+    Unloaded,
+    decode,
+    encode,
 )
 
 MARKDOWN_REPLY = (
@@ -52,7 +65,7 @@ def main() -> int:
     out_lock = threading.Lock()
     cancelled: set[str] = set()
     times_path = os.environ.get("FAKE_HOST_TIMES")
-    times = open(times_path, "a", buffering=1) if times_path else None
+    times = open(times_path, "a", buffering=1) if times_path else None  # noqa: SIM115 - open for the process's life
     tps = float(os.environ.get("FAKE_HOST_TPS", "400"))
     loaded_path = ""
 

@@ -111,7 +111,7 @@ class FakeHub:
     def release_stalls(self) -> None:
         self._release_stalls.set()
 
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         hub = self._serve("127.0.0.1", is_cdn=False)
         cdn = self._serve("127.0.0.2", is_cdn=True)
         self.url = f"http://127.0.0.1:{hub.server_address[1]}"

@@ -7,9 +7,9 @@ corrupt bytes do not depend on the parser they are testing.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import keyring
 from keyring.backend import KeyringBackend

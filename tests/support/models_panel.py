@@ -18,7 +18,8 @@ REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
 WAIT_MS = 60_000
 FAST = TransferPolicy(stall_timeout=1.0, connect_timeout=5.0, max_attempts=4, backoff_base=0.05, backoff_max=0.2, progress_interval=0.05)
-PATIENT = TransferPolicy(stall_timeout=60.0, connect_timeout=5.0, max_attempts=4, backoff_base=0.05, backoff_max=0.2, progress_interval=0.05)
+PATIENT = TransferPolicy(stall_timeout=60.0, connect_timeout=5.0, max_attempts=4, backoff_base=0.05, backoff_max=0.2,
+                         progress_interval=0.05)
 
 
 @pytest.fixture(scope="session")
