@@ -22,6 +22,7 @@ import sqlite_utils
 from models.download.split import part_names, split_name
 from models.gguf_info import GGUFInfo, info_from_header, sha256_file
 from models.gguf_validate import InvalidModelFile, read_gguf_header
+from models.timestamps import parse_utc_timestamp, utc_timestamp
 from models.transactions import write_transaction
 
 TABLE = "models"
@@ -201,10 +202,10 @@ class ModelLibrary:
         with write_transaction(self.db):
             latest = self.last_used()
             now = datetime.now(UTC)
-            if latest is not None and latest.last_used_at is not None and _timestamp(now) <= latest.last_used_at:
+            if latest is not None and latest.last_used_at is not None and utc_timestamp(now) <= latest.last_used_at:
                 # Keep "last used" strictly ordered even for two calls within one millisecond.
-                now = _parse_timestamp(latest.last_used_at) + timedelta(milliseconds=1)
-            self.db.table(TABLE).update(model.name, {"last_used_at": _timestamp(now)})
+                now = parse_utc_timestamp(latest.last_used_at) + timedelta(milliseconds=1)
+            self.db.table(TABLE).update(model.name, {"last_used_at": utc_timestamp(now)})
 
     def last_used(self) -> InstalledModel | None:
         rows = self.db.table(TABLE).rows_where("last_used_at IS NOT NULL", order_by="last_used_at DESC", limit=1)
@@ -264,7 +265,7 @@ class ModelLibrary:
             unique = self._unique_name((name or "").strip() or _stem(path))
             row = {
                 "name": unique, "path": str(path), **_info_columns(info, digest, st.st_size, st.st_mtime), "source": source, **extra,
-                "added_at": _timestamp(datetime.now(UTC)), "last_used_at": None,
+                "added_at": utc_timestamp(), "last_used_at": None,
             }
             self.db.table(TABLE).insert(row)
         return self.get(unique)
@@ -311,16 +312,6 @@ def _remove_own_folder(path: Path) -> None:
             path.parent.rmdir()  # only succeeds when empty
         except OSError:
             pass
-
-
-def _timestamp(moment: datetime) -> str:
-    # Disk-format invariant shared with the history tables: fixed-width ISO UTC with milliseconds.
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _parse_timestamp(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
 def _model(row: dict[str, Any]) -> InstalledModel:

@@ -14,7 +14,8 @@ import sqlite_utils
 
 from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
-from app.store.migrations import MIGRATIONS, utc_timestamp
+from app.store.migrations import MIGRATIONS
+from models.timestamps import utc_timestamp
 
 
 def _pragmas(db: sqlite_utils.Database) -> tuple[str, int, int, int]:

@@ -12,7 +12,6 @@ import sqlite_utils
 
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
-from app.store.migrations import utc_timestamp
 from app.store.records import (
     MESSAGE_COLUMNS,
     BranchNode,
@@ -27,6 +26,7 @@ from app.store.records import (
 )
 from app.store.statuses import FINAL_STATUSES, MessageStatus
 from app.store.writer import this_writer, writer_alive
+from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]

@@ -1,16 +1,16 @@
-"""The history file's disk format: the append-only list of named schema migrations, the
-runner that applies each one atomically, and the timestamp convention every writer of the
-file follows (writes go through models.transactions.write_transaction)."""
+"""The history file's disk format: the append-only list of named schema migrations and the
+runner that applies each one atomically (writes go through models.transactions.write_transaction,
+timestamps are models.timestamps.utc_timestamp)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 import sqlite_utils
 from sqlite_utils.db import ForeignKey
 
+from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
 Migration = tuple[str, Callable[[sqlite_utils.Database], None]]
@@ -20,16 +20,6 @@ MIGRATIONS_TABLE = "_migrations"
 
 class MigrationError(Exception):
     """A migration failed; its transaction was rolled back and the schema is unchanged."""
-
-
-def utc_timestamp(now: datetime | None = None) -> str:
-    """ISO 8601 UTC with milliseconds, e.g. `2025-05-01T09:30:00.123Z`.
-
-    Disk-format invariant: every stored timestamp has this fixed-width form, so sorting
-    the text sorts by time (list order and "newest first" rely on it).
-    """
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 # ---------------------------------------------------------------------------
