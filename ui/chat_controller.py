@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from app.store.history import Conversation, History, Message
 from app.store.save_errors import ReplyNotSaved, write_failure
 from app.store.statuses import MessageStatus
 from models.library import InstalledModel
+from ui.background import run_in_background
 from ui.frame_pacer import FRAME_MS, FramePacer
 from ui.starter_preparer import StarterPreparer, starter_file_needed
 from ui.turn_worker import FailedEvent, LoadedEvent, RecheckedEvent, TurnWorker
@@ -62,7 +62,6 @@ class ChatController(QObject):
     first_text_shown = Signal(float)  # ms from send to the first visible character
     notice_changed = Signal(str)  # a passing note for the person ("" clears it)
     models_changed = Signal()  # the library changed (e.g. the starter was registered)
-    _load_done = Signal(object, object, str, object)  # from the load thread: model, LoadedModel|None, error, previous
 
     def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -84,7 +83,6 @@ class ChatController(QObject):
         self.starter.ready.connect(self._on_starter_ready)
         self.starter.failed.connect(self._on_starter_failed)
         self._loaded_model: InstalledModel | None = None
-        self._load_done.connect(self._on_load_done)
         # Frames of streamed text: every FRAME_MS, or in step with steady tokens (FramePacer).
         self._drain = QTimer(self)
         self._drain.setSingleShot(True)
@@ -296,15 +294,12 @@ class ChatController(QObject):
         self.model_load_started.emit(model.name)
         n_ctx = self.params().n_ctx  # read here: the history's connection belongs to this (the UI) thread
 
-        def load() -> None:
-            try:
-                loaded = self.engine.load(model.path, n_ctx=n_ctx)
-            except Exception as exc:  # noqa: BLE001 - becomes a sentence in the window
-                self._load_done.emit(model, None, str(exc), previous)
-            else:
-                self._load_done.emit(model, loaded, "", previous)
-
-        threading.Thread(target=load, name="cove-load", daemon=True).start()
+        run_in_background(
+            self, lambda: self.engine.load(model.path, n_ctx=n_ctx),  # the engine client is thread-safe
+            on_done=lambda loaded: self._on_load_done(model, loaded, "", previous),
+            on_failed=lambda sentence: self._on_load_done(model, None, sentence, previous),
+            name="cove-load",
+        )
 
     def cancel_load(self) -> None:
         """Stop a model load in progress (the engine process is stopped and restarted later)."""

@@ -3,10 +3,8 @@ remote header read with its fit estimate, and the estimate-versus-measured figur
 loaded model. Results come back as queued signals; a result older than the latest request
 of its kind is dropped, so a slow answer to an old query never replaces a newer one.
 
-Thread invariant: each request runs on its own daemon thread, which never touches a widget;
-it only emits `_replied`, which Qt queues to the UI thread because this QObject lives there.
-Daemon threads rather than a QThreadPool: Qt waits for pool threads when the application
-quits, and a stalled Hub call must never hold the window open.
+Thread invariant: each request runs off the UI thread (ui/background.py) and never touches a
+widget or the history; its answer is handled on the UI thread.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from models.hub_errors import HubError
 from models.network import NetworkGate, NetworkRefused
+from ui.background import run_in_background
 
 KINDS = ("search", "files", "fit", "measure")
 FIT_UNAVAILABLE = "Fit estimates are not available in this build of Cove."
@@ -102,7 +101,6 @@ class HubWorker(QObject):
     fit_estimated = Signal(object)  # HubReply(value=FitResult)
     memory_measured = Signal(object)  # HubReply(value=MeasureResult)
     busy_changed = Signal(str, bool)  # kind, whether a request of that kind is running
-    _replied = Signal(object)  # from worker threads (queued)
 
     def __init__(self, gate: NetworkGate, token: Callable[[], str | None], parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -114,7 +112,6 @@ class HubWorker(QObject):
         self._machine_lock = threading.Lock()
         self._closed = False
         self.dropped = 0  # stale replies thrown away (tests read this)
-        self._replied.connect(self._on_replied)
 
     # ---- requests ----------------------------------------------------------------------
 
@@ -156,18 +153,12 @@ class HubWorker(QObject):
         ticket = next(self._ids)
         self._latest[kind] = ticket
         self.busy_changed.emit(kind, True)
-
-        def target() -> None:
-            try:
-                reply = HubReply(kind, ticket, request, work(), "")
-            except Exception as exc:  # noqa: BLE001 - every failure becomes one sentence
-                reply = HubReply(kind, ticket, request, None, sentence_for(exc))
-            try:
-                self._replied.emit(reply)
-            except RuntimeError:  # the QObject is gone: the window closed meanwhile
-                pass
-
-        threading.Thread(target=target, name=f"cove-hub-{kind}", daemon=True).start()
+        run_in_background(
+            self, work,
+            on_done=lambda value: self._on_replied(HubReply(kind, ticket, request, value, "")),
+            on_failed=lambda sentence: self._on_replied(HubReply(kind, ticket, request, None, sentence)),
+            describe=sentence_for, name=f"cove-hub-{kind}",
+        )
         return ticket
 
     def _on_replied(self, reply: HubReply) -> None:

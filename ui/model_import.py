@@ -9,7 +9,6 @@ registered as when hashing began; otherwise the library hashes it again itself.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from models.gguf_info import sha256_file
 from models.gguf_validate import InvalidModelFile, read_gguf_header
 from models.library import ModelLibrary
+from ui.background import run_in_background
 
 
 @dataclass(frozen=True)
@@ -34,13 +34,11 @@ class ModelImporter(QObject):
     imported = Signal(object)
     failed = Signal(str)
     busy_changed = Signal(bool)
-    _hashed = Signal(object)  # from the worker thread (queued)
 
     def __init__(self, library: ModelLibrary, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.library = library
         self._pending = 0
-        self._hashed.connect(self._register)
 
     @property
     def busy(self) -> bool:
@@ -50,21 +48,14 @@ class ModelImporter(QObject):
         for path in paths:
             self._pending += 1
             self.busy_changed.emit(True)
-            threading.Thread(target=self._hash, args=(str(path),), name="cove-import", daemon=True).start()
-
-    def _hash(self, path: str) -> None:  # worker thread: no Qt objects, no database
-        try:
-            st = os.stat(path)
-            read_gguf_header(path)  # a file that is not a model fails before it is read whole
-            result = _Hashed(path, sha256_file(path), (st.st_size, st.st_mtime), "")
-        except InvalidModelFile as exc:
-            result = _Hashed(path, None, None, f"{os.path.basename(path)} was not imported: {exc}.")
-        except OSError as exc:
-            result = _Hashed(path, None, None, f"{os.path.basename(path)} could not be read: {exc.strerror or exc}.")
-        try:
-            self._hashed.emit(result)
-        except RuntimeError:  # the window closed meanwhile
-            pass
+            name = os.path.basename(str(path))
+            run_in_background(
+                self, lambda path=str(path): _hash(path),
+                on_done=self._register,
+                on_failed=lambda sentence, path=str(path), name=name: self._register(
+                    _Hashed(path, None, None, f"{name} could not be imported: {sentence}.")),
+                name="cove-import",
+            )
 
     def _register(self, hashed: _Hashed) -> None:
         self._pending -= 1
@@ -85,3 +76,15 @@ class ModelImporter(QObject):
         finally:
             if self._pending == 0:
                 self.busy_changed.emit(False)
+
+
+def _hash(path: str) -> _Hashed:
+    """Off the UI thread: the header check and the sha256 (no Qt objects, no database)."""
+    try:
+        st = os.stat(path)
+        read_gguf_header(path)  # a file that is not a model fails before it is read whole
+        return _Hashed(path, sha256_file(path), (st.st_size, st.st_mtime), "")
+    except InvalidModelFile as exc:
+        return _Hashed(path, None, None, f"{os.path.basename(path)} was not imported: {exc}.")
+    except OSError as exc:
+        return _Hashed(path, None, None, f"{os.path.basename(path)} could not be read: {exc.strerror or exc}.")

@@ -4,7 +4,6 @@ library on the UI thread. Owns nothing else; ChatController decides when it is n
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -12,6 +11,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core import Core
 from models import starter as starter_module
 from models.library import InstalledModel
+from ui.background import run_in_background
 
 
 def starter_file_needed(core: Core) -> bool:
@@ -26,7 +26,6 @@ class StarterPreparer(QObject):
 
     ready = Signal(object)  # InstalledModel, registered in the library
     failed = Signal(str)  # a sentence for the person
-    _assembled = Signal(str, str)  # from the worker thread: path, error
 
     def __init__(self, core: Core, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -34,19 +33,16 @@ class StarterPreparer(QObject):
         self.preparing = False
         self.error: str | None = None
         self.abandoned = False  # the window closed: a file assembled later is used next start
-        self._assembled.connect(self._on_assembled)
 
     def start(self) -> None:
         self.preparing = True
         models_dir = self._core.paths.models_dir
-
-        def work() -> None:
-            try:
-                self._assembled.emit(str(starter_module.prepare_starter_file(models_dir)), "")
-            except Exception as exc:  # noqa: BLE001 - becomes a sentence in the window
-                self._assembled.emit("", str(exc))
-
-        threading.Thread(target=work, name="cove-starter", daemon=True).start()
+        run_in_background(
+            self, lambda: starter_module.prepare_starter_file(models_dir),
+            on_done=lambda path: self._on_assembled(str(path), ""),
+            on_failed=lambda sentence: self._on_assembled("", sentence),
+            name="cove-starter",
+        )
 
     def _on_assembled(self, path: str, error: str) -> None:
         self.preparing = False
