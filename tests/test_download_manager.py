@@ -1,6 +1,6 @@
 """Downloads end to end against the fake Hub: the real child process, its retries, resume
 across processes, verification, the token's path, the preflight, split models, pause,
-resume and cancel (reliability.md section 8.2, D1-D15)."""
+resume and cancel."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_follow_up_turn_reuses_the_exact_transcript(tiny_gguf_with_template: Pat
 
 
 def test_small_context_is_raised_to_the_minimum_and_used_consistently(tiny_gguf: Path) -> None:
-    """llama.cpp pads n_ctx=64 to 256; 0.3.36 then mis-sized its batch (reliability.md section 7)."""
+    """llama.cpp pads n_ctx=64 to 256; the engine's batch and token buffer follow the padded context, not the request."""
     with EngineClient() as engine:
         loaded = engine.load(tiny_gguf, n_ctx=64, n_threads=T)
         assert loaded.n_ctx == 256 and loaded.n_batch <= 256

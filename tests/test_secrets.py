@@ -1,5 +1,4 @@
-"""The token store: secure keyring when there is one, memory otherwise, a notice for every failure
-(reliability.md section 5, cases K1-K3)."""
+"""The token store: secure keyring when there is one, memory otherwise, a notice for every failure."""
 
 from __future__ import annotations
 
@@ -77,7 +76,7 @@ def test_default_backend_and_load_token_use_keyrings_choice() -> None:
         assert load_token() is None
 
 
-# --- K1: no keyring (fail backend) ----------------------------------------------------------------
+# --- no keyring (fail backend) ----------------------------------------------------------------
 
 
 def test_fail_backend_keeps_the_token_in_memory_with_a_notice() -> None:
@@ -105,7 +104,7 @@ def test_fail_backend_load_token_uses_this_processs_memory() -> None:
         assert TokenStore().status().storage == "memory"
 
 
-# --- K2: null and plain-text backends are not secure ----------------------------------------------
+# --- null and plain-text backends are not secure ----------------------------------------------
 
 
 def test_null_backend_is_insecure_and_never_written(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +172,7 @@ def test_chainer_with_no_secure_child_is_insecure() -> None:
         assert result.persisted is False and "none of the keyrings found is secure" in result.notice
 
 
-# --- K3: keyring errors become notices --------------------------------------------------------------
+# --- keyring errors become notices --------------------------------------------------------------
 
 
 def test_locked_keyring_is_a_notice_not_a_traceback() -> None:

@@ -1,4 +1,4 @@
-"""The token canary never leaks (reliability.md K4, K5): not in log lines (redaction filter),
+"""The token canary never leaks: not in log lines (redaction filter),
 not in Cove's files, HF_HOME, stdout or stderr after a gated download, and not in a child
 process's environment or argv."""
 
@@ -147,7 +147,7 @@ def test_cli_main_installs_redaction(tmp_path: Path, monkeypatch: pytest.MonkeyP
         uninstall_redaction()
 
 
-# --- K4: the canary after a real sign-in and a gated download -----------------------------------
+# --- the canary after a real sign-in and a gated download -----------------------------------
 
 DOWNLOAD_SCRIPT = textwrap.dedent(
     """
@@ -231,7 +231,7 @@ def test_canary_never_reaches_files_logs_or_output(tmp_path: Path, fake_hub) -> 
     assert files_containing(tmp_path / "keyring", VALID_TOKEN) == [tmp_path / "keyring" / "keyring.json"]
 
 
-# --- K5: not in a child's environment or argv -------------------------------------------------------
+# --- not in a child's environment or argv -------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["keyring", "memory"])

@@ -1,4 +1,4 @@
-"""Safe rendering: nothing is fetched or read, links open only after confirmation (DESIGN.md section 7)."""
+"""Safe rendering: nothing is fetched or read, links open only after confirmation."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ byte tokens <0x00>..<0xFF> (type BYTE, so any UTF-8 text tokenizes), "▁", lett
 punctuation and all lowercase letter pairs, plus any `extra_tokens` as CONTROL tokens
 (e.g. "<|im_start|>" for a chatml template). With ~1000 tokens and small random weights
 the next-token distribution is nearly uniform, so </s> is reachable but unlikely (~0.1 %
-per token). Tensor layout as in research/experiments/make_tiny.py: n_embd 64, 2 layers,
-4 heads, n_ff 128; f32; about 1 MB.
+per token). Tensor layout: n_embd 64, 2 layers, 4 heads, n_ff 128; f32; about 1 MB.
 """
 
 from __future__ import annotations
