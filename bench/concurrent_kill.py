@@ -1,8 +1,8 @@
-"""What a crash costs while another `cove` starts mid-reply (issue 16, item 1): `cove chat` on
-the starter streams a long reply, `cove history list` starts 3 s in (its start-up repair used
-to mark the live reply interrupted, so later checkpoints were dropped), and the chat is
-killed with SIGKILL 4.5 s later. Per run it prints the characters on screen at the kill, the
-characters in the history file, and the loss as seconds of streaming (the time between the
+"""What a crash costs while another `cove` starts mid-reply: `cove chat` on the starter streams
+a long reply, `cove history list` starts 3 s in (its start-up repair must leave the live reply
+alone, or the reply's later checkpoints are dropped), and the chat is killed with SIGKILL
+4.5 s later. Per run it prints the characters on screen at the kill, the characters in the
+history file, and the loss as seconds of streaming (the time between the
 moment the screen showed what the file holds and the kill). Goal: at most 1 s in every run.
 
 Usage: .venv/bin/python bench/concurrent_kill.py [--runs 10]

