@@ -1,8 +1,8 @@
-"""One chat turn, end to end (DESIGN.md section 3), split by thread so every front end shares it.
+"""One chat turn, end to end, split by thread so every front end shares it.
 
 - `TurnRecord` is the history side, used only on the thread that owns the database: it
   commits the person's message first, creates the assistant row as `streaming`, takes text
-  as it arrives (checkpointed at most every ~1 s) and finishes the row with its status and
+  as it arrives (checkpointed at most every `CHECKPOINT_INTERVAL_S`) and finishes the row with its status and
   metrics in one transaction.
 - `start_generation` is the engine side: load the model (blocking, may take seconds) and
   start the reply. A window runs it off the UI thread; `cove chat` runs it inline.

@@ -1,6 +1,6 @@
 """Fitting a conversation into the model's context: which old turns to drop (a pure function).
 
-Policy (DESIGN.md section 3): drop the oldest whole turns first; a turn is a user message
+Policy: drop the oldest whole turns first; a turn is a user message
 and the replies after it. The system prompt and the newest user message (with anything
 after it) are always kept. If even those do not fit, the turn cannot run and the error
 says by how much.

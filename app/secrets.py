@@ -1,6 +1,6 @@
 """The Hugging Face access token (for gated models): OS keyring when a secure one exists, else memory.
 
-Where the token may live, and nowhere else (DESIGN.md section 5):
+Where the token may live, and nowhere else:
   * a secure OS keyring (macOS Keychain, Windows Credential Locker, the Secret Service or
     KWallet on Linux), under service "cove", username "huggingface";
   * otherwise this process's memory, for this run only, and the person is told so.
