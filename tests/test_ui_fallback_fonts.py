@@ -286,7 +286,61 @@ def test_a_word_with_a_character_the_font_lacks_is_not_placed_as_a_word(qapp: ob
     _assert_same_lines(tail.line_boxes(), PlainTail(anchor, tail.text).line_boxes(), "the tail")
 
 
-def test_a_streaming_row_with_cjk_shows_the_text_of_the_finished_reply(qtbot: object) -> None:
+# Stories for the screen, as pieces: where a newline falls in a piece, and what follows it,
+# decides what it is (a space inside a paragraph, a paragraph's end, a list item's start).
+ON_SCREEN = {
+    "four_stories": tokens(STORIES["japanese_then_english"] + "\n\n" + STORIES["mixed_words"] + "\n\n"
+                           + STORIES["a_line_break_inside_a_han_run"] + "\n\n"
+                           + STORIES["digits_and_punctuation_after_han"]),
+    # The starter's recorded reply (bench/data/starter_reply_pieces.json) as it begins.
+    "starter": ["\n\n", "遷移", "\n", "遷移", "model", "\n", "In", " this", " section", ","]
+    + tokens(ENGLISH * 2),
+    "a_soft_newline_inside_a_cjk_piece": ["灯台守は", "毎晩\n長い", "階段を"] + tokens(JAPANESE * 2),
+    "a_newline_at_a_pieces_end_then_cjk": ["灯台守は", "毎晩\n", "長い", "階段を", "\n上って"] + tokens(JAPANESE * 2),
+    "a_blank_line_after_cjk": ["灯台守は", "毎晩", "\n", "\n", "長い", "階段を", "\n\n", "上って"]
+    + tokens(JAPANESE + "\n\n" + ENGLISH),
+    "a_list_item_after_cjk": ["灯台守は", "毎晩", "\n", "-", " 長い", "階段を", "\n", "1", ".", " 上って"]
+    + tokens(JAPANESE + ENGLISH),
+}
+
+
+def _all_lines(doc: QTextDocument) -> list[tuple[float, float, float]]:
+    """(top, baseline, bottom) of every line of the document, in its coordinates."""
+    lines = []
+    block = doc.firstBlock()
+    while block.isValid():
+        top = doc.documentLayout().blockBoundingRect(block).top()
+        layout = block.layout()
+        lines += [(top + line.y(), top + line.y() + line.ascent(), top + line.y() + line.height())
+                  for line in (layout.lineAt(i) for i in range(layout.lineCount()))]
+        block = block.next()
+    return lines
+
+
+@pytest.mark.parametrize("story", sorted(set(ON_SCREEN) - {"four_stories"}))
+def test_newlines_after_cjk_show_as_the_finished_reply_has_them_between_renders(qapp: object, story: str) -> None:
+    # No render comes due (the clock stands still): a newline in a paragraph the document
+    # takes piece by piece shows as nothing until the text after it says what it is, then as
+    # a space, or the document is rendered at once (a paragraph's end, a list item).
+    require_cjk_fallback()
+    store = DocumentStore(on_refused=lambda url: None, clock=Clock())
+    content = "Start. "
+    for i, piece in enumerate(ON_SCREEN[story]):
+        content += piece
+        store.document(MessageItem("live", "assistant", content, "streaming", "m", {}), WIDTH)
+        stream = store.stream("live")
+        assert stream is not None
+        final, _rendered = store.document(MessageItem(f"done{i}", "assistant", content, "complete", "m", {}), WIDTH)
+        streamed, tail = _all_lines(stream.doc), stream.tail()
+        if tail is not None:
+            boxes = tail.line_boxes()
+            streamed = (streamed[:-1] if abs(boxes[0][0] - streamed[-1][0]) < 0.01 else streamed) + boxes
+        _assert_same_lines(streamed, _all_lines(final), f"after piece {i} {piece!r}")
+        assert stream.height() == pytest.approx(final.size().height(), abs=0.01), f"after piece {i} {piece!r}"
+
+
+@pytest.mark.parametrize("story", sorted(ON_SCREEN))
+def test_a_streaming_row_with_cjk_shows_the_text_of_the_finished_reply(qtbot: object, story: str) -> None:
     # On screen, frame after frame: the streamed reply's text, pixel for pixel, is what the
     # finished reply with the same text shows (another view, the same size, beside it).
     require_cjk_fallback()
@@ -298,13 +352,13 @@ def test_a_streaming_row_with_cjk_shows_the_text_of_the_finished_reply(qtbot: ob
     qtbot.waitExposed(reference)  # type: ignore[attr-defined]
     question = model.item(0)
     delegate = view.message_delegate()
+    pieces = ON_SCREEN[story]
+    every = 4 if len(pieces) > 100 else 1
     checked = 0
-    for i, piece in enumerate(tokens(STORIES["japanese_then_english"] + "\n\n" + STORIES["mixed_words"] + "\n\n"
-                                     + STORIES["a_line_break_inside_a_han_run"] + "\n\n"
-                                     + STORIES["digits_and_punctuation_after_han"])):
+    for i, piece in enumerate(pieces):
         model.append_text("live", piece)
         qtbot.wait(1)  # type: ignore[attr-defined]
-        if i % 4 != 3:
+        if i % every != every - 1:
             continue
         item = model.item(model.row_of("live"))
         lay = delegate.layout_for(item)

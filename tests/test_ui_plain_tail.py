@@ -93,6 +93,18 @@ def test_newlines_are_shown_as_markdown_will_show_them() -> None:
     assert line_breaks("x = 1\ny = 2", in_code=True) == "x = 1\u2028y = 2"  # inside a code fence
     text = "a\nb\n\nc\n"
     assert len(line_breaks(text, in_code=False)) == len(text)  # positions stay the same
+    # Trailing newlines show as nothing (markdown drops them; the next text says what they are).
+    assert line_breaks("one\n\n ", in_code=False) == "one   " and line_breaks("x\n", in_code=True) == "x "
+
+
+def test_a_paragraphs_newlines_settle_once_the_text_after_them_says_what_they_are() -> None:
+    from ui.plain_tail import settle_newlines
+
+    assert settle_newlines("遷移\n遷移model\nIn", "x") == ("遷移 遷移model In", "")  # soft breaks: spaces
+    assert settle_newlines("毎晩\n", "x") == ("毎晩", "\n") and settle_newlines("\n\n ", "x") == ("", "\n\n ")
+    assert settle_newlines("\n。", "x") == (" 。", "") and settle_newlines("a b ", "x") == ("a b ", "")
+    for text in ("\n\n長い", "\n- 長い", "\n1. x", "\n長い", "a \nb", "a\\\nb", "\n 長い", "\n#"):
+        assert settle_newlines(text, "" if text == "\n長い" else "a") is None, text  # only a render shows them
 
 
 def _ink(tail: PlainTail, size: tuple[int, int] = (320, 200)) -> QImage:

@@ -80,19 +80,53 @@ _BLOCK_START = re.compile(r" {0,3}(?:[-*+] |\d{1,9}[.)] |#{1,6} |>|```|~~~|\|)")
 def line_breaks(text: str, in_code: bool) -> str:
     """`text` with each newline as markdown will show it, same length: U+2028 (a line break in
     a QTextLayout, where a newline is a glyph) before a blank line, a new block or inside code;
-    a space where the next line only continues the paragraph (a soft break). Showing those as
-    breaks made the text jump up a few lines at the next markdown render."""
+    a space where the next line only continues the paragraph (a soft break), and where only
+    blank text follows it (markdown shows nothing of a text's trailing newlines, and what the
+    next text makes of them is not known yet). Showing those as breaks made the text jump up
+    a few lines at the next markdown render, or the row shrink when the reply ended."""
     if "\n" not in text:
         return text
+    end = len(text.rstrip("\n" if in_code else " \t\n"))  # the newlines from here on are trailing
     if in_code:
-        return text.replace("\n", "\u2028")
+        return text[:end].replace("\n", "\u2028") + " " * (len(text) - end)
     out = list(text)
     for i, char in enumerate(text):
         if char == "\n":
             rest = text[i + 1:i + 12]
-            hard = not rest or rest[0] == "\n" or (i > 0 and text[i - 1] == "\n") or bool(_BLOCK_START.match(rest))
+            hard = i < end and (rest[0] == "\n" or (i > 0 and text[i - 1] == "\n") or bool(_BLOCK_START.match(rest)))
             out[i] = "\u2028" if hard else " "
     return "".join(out)
+
+
+def settle_newlines(text: str, before: str) -> tuple[str, str] | None:
+    """`text`, which continues a paragraph after its character `before`, as the paragraph's
+    document shows it: (what goes in, what is held back). Held back: the trailing blank text
+    from its last newline on, which markdown shows as nothing until text follows it (then it
+    is a space, a paragraph's end or a new block's start). Each newline before it that is a
+    soft break goes in as a space, as Qt shows the newline of a rendered paragraph: between a
+    character that is no space or backslash (those make a hard break, or are dropped) and a
+    letter or a character outside ASCII, which starts no block. None: a newline that is, or
+    may be, more than that, which only a markdown render shows."""
+    end = len(text.rstrip(" \t\n"))
+    held = text[end:]
+    if "\n" not in held:
+        end, held = len(text), ""  # spaces go in as they are, as in a line
+    body = text[:end]
+    if "\n" not in body:
+        return body, held
+    out: list[str] = []
+    start = 0
+    newline = body.find("\n")
+    while newline >= 0:
+        previous = body[newline - 1] if newline else before
+        after = body[newline + 1]  # the body ends with no space
+        if not previous or previous in " \t\\" or not (after.isalpha() or not (after.isascii() or after.isspace())):
+            return None
+        out += (body[start:newline], " ")
+        start = newline + 1
+        newline = body.find("\n", start)
+    out.append(body[start:])
+    return "".join(out), held
 
 
 _WRAP = QTextOption()

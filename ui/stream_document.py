@@ -11,7 +11,9 @@ rendered line never need it, so a prose paragraph streams with one render at its
 one at its end. A paragraph with a character the font lacks (Chinese, Japanese: drawn with a
 fallback font, whose lines are taller) takes its new text into the document instead, so Qt's
 own layout places its lines (_fallback_block), until a Latin word starts a script run of its
-own after CJK letters (past_fallback_run). The reply gets one canonical whole render when
+own after CJK letters (past_fallback_run). A newline goes into such a paragraph only once the
+text after it says what markdown makes of it: a space (a soft break), or a render now (a
+paragraph's end, a list item; settle_newlines). The reply gets one canonical whole render when
 it finishes (DocumentStore).
 """
 
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from PySide6.QtGui import QTextCharFormat, QTextCursor
 
 from ui.markdown_render import MAX_MARKDOWN_CHARS, Rendered, render_markdown
-from ui.plain_tail import PlainTail, TailAnchor
+from ui.plain_tail import PlainTail, TailAnchor, settle_newlines
 from ui.safe_document import SafeTextDocument
 from ui.word_runs import in_primary_font, past_fallback_run
 
@@ -48,6 +50,9 @@ _MARKDOWN_CHARS = frozenset("\\`*_[]<>&~|")
 _LIST_MARKER = re.compile(r" {0,3}(?:[-+]|\d{1,9}[.)])(?:[ \t]|$)")
 _HEADING_OR_INDENTED_CODE = re.compile(r" {0,3}#|    |\t")
 _FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
+# A line of markdown syntax alone so far: what text after it makes of it (and of the line above
+# it) a render shows, a list marker, heading, rule, fence, quote or table row.
+_OPEN_LINE = re.compile(r"[ \t]*[-*+=_#>`~|\d][-*+=_#>`~|\d.) \t]*")
 
 
 class BlockBoundary:
@@ -143,6 +148,10 @@ class StreamDocument:
         # Latin text a run of its own, whose lines (those below the CJK text's) are the font's.
         self._fallback_block = False
         self._past_fallback_run = True  # past_fallback_run() of the document's last block
+        # The end of `text` in neither the document nor `pending` (only while _fallback_block):
+        # blank text from a newline on, whose meaning the next text decides (settle_newlines).
+        self._held = ""
+        self._render_now = False  # _grow_pending() met a newline only a markdown render shows
 
     def _renders_as_plain(self, content: str) -> bool:
         """renders_as_plain() for this document's state, once per state (asked twice a frame)."""
@@ -172,7 +181,8 @@ class StreamDocument:
         return self._anchor
 
     def shown_text(self) -> str:
-        """What the person sees, as plain text: the document, then the pending text."""
+        """What the person sees, as plain text: the document, then the pending text (not the
+        held blank text after them)."""
         return self.doc.toPlainText() + self.pending
 
     def doc_size(self) -> tuple[float, float]:
@@ -235,22 +245,48 @@ class StreamDocument:
         (x, top, bottom) of the first place the shown text changed: where the tail's last word
         starts (greedy wrapping may move it down), where it ends when `piece` starts with a
         space, or where the document's last line ends when nothing was pending. None: it went
-        into the document with the pending text (see _fallback_block)."""
-        if not self.pending and len(self.text) == self._rendered_len and self.text[-1:].isspace() \
-                and not piece[:1].isspace():
-            # Markdown dropped the whitespace that ended the rendered text; keep words apart.
-            piece = " " + piece
+        into the document with the pending text (see _fallback_block), or a render is due now
+        (_render_now)."""
+        new = piece
         font = self.doc.defaultFont()
         lacking = not piece.isascii() and not in_primary_font(font, piece)
-        if self._fallback_block and not lacking and self._past_fallback_run and piece[:1] == " ":
+        if not self.pending and not self._held and len(self.text) == self._rendered_len \
+                and self.text[-1:].isspace():
+            # Markdown dropped the whitespace that ended the rendered text.
+            end = len(self.text)
+            while end and self.text[end - 1] in " \t\n":
+                end -= 1
+            gap = self.text[end:]
+            if "\n" in gap and (self._fallback_block or lacking):
+                self._held = gap  # what the newline is, the text after it decides
+            elif not piece[:1].isspace():
+                piece = " " + piece  # keep words apart
+        if self._fallback_block and not lacking and self._past_fallback_run and piece[:1] == " " \
+                and not self._held:
             self._fallback_block = False  # a new word of the Latin run after the CJK text
-        if self._fallback_block or lacking:
+        if self._fallback_block or lacking or self._held:
             # A fallback font's text: only the document's own layout puts its lines where Qt does.
             if not self._fallback_block:
                 self._fallback_block = True
                 self._mark_changed(self.doc.lastBlock().position())  # its lines above may grow too
-            self.pending += piece
-            self._fold_pending()
+            text, content = self.pending + self._held + piece, self.text + new
+            settled = settle_newlines(text, self.doc.lastBlock().text()[-1:]) if "\n" in text else (text, "")
+            joined = len(content) - len(text)
+            if settled is not None and _OPEN_LINE.fullmatch(content, content.rfind("\n", 0, joined) + 1, joined):
+                settled = None  # text after markdown syntax alone: "-" then " 長い", a list item
+            if settled is not None and "\n" in text[:len(settled[0])]:  # a newline goes in as a space
+                first = len(content) - len(text) + text.index("\n")
+                line = content[content.rfind("\n", 0, first) + 1:first]
+                if _HEADING_OR_INDENTED_CODE.match(line) or any(content.find(mark, self._stable_len) >= 0
+                                                               for mark in ("|", "```", "~~~", ">")):
+                    settled = None  # it ends a heading, or a fence, table or quote is open: not a paragraph
+            if settled is None and (len(content) - self._stable_len <= MAX_LIVE_TAIL_CHARS
+                                    or self._boundary.feed(content) > self._stable_len):
+                self._render_now = True  # the caller renders `content`
+                return None
+            self.pending, self._held = settled if settled is not None else (text, "")
+            if self.pending:
+                self._fold_pending()
             self._past_fallback_run = past_fallback_run(font, self.doc.lastBlock().text())
             return None
         plain = self.tail()
@@ -297,7 +333,7 @@ class StreamDocument:
     @property
     def pending_start(self) -> int:
         """Where the pending text starts in `text`."""
-        return len(self.text) - len(self.pending)
+        return len(self.text) - len(self.pending) - len(self._held)
 
     def append_plain(self, content: str) -> tuple[float, float, float] | None:
         """update() for the common frame, cheaply: `content` adds text that no markdown render is
@@ -317,6 +353,8 @@ class StreamDocument:
         self._changed_from = self._pending_box = None
         box = self._grow_pending(piece)
         self.text = content
+        if self._render_now:
+            self._render_timed(content, self._clock())
         return box  # None: it went into the document, which update() finds done (doc_edited)
 
     def update(self, content: str) -> bool:
@@ -330,17 +368,23 @@ class StreamDocument:
         if now - self._rendered_at >= self.interval and (
             tail_len <= MAX_LIVE_TAIL_CHARS or self._boundary.feed(content) > self._stable_len
         ) and not self._renders_as_plain(content):
-            self._render(content)
-            cost = self._clock() - now
-            self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
+            self._render_timed(content, now)
         elif len(content) > len(self.text):
             box = self._grow_pending(content[len(self.text):])
-            if box is not None:
+            if self._render_now:
+                self._render_timed(content, now)
+            elif box is not None:
                 self.keep_change(box)  # the earliest change since the last take
             if len(self.pending) > MAX_PENDING_CHARS:
                 self._fold_pending()
         self.text = content
         return True
+
+    def _render_timed(self, content: str, now: float) -> None:
+        """_render(content), the next render held back by four times what this one cost."""
+        self._render(content)
+        cost = self._clock() - now
+        self._rendered_at, self.interval = now, max(MIN_INTERVAL_S, 4 * cost)
 
     def _fold_pending(self) -> None:
         """Put the pending text into the document as plain text."""
@@ -360,7 +404,7 @@ class StreamDocument:
         if self._on_render is not None:
             self._on_render()
         self.pending, self._plain, self._anchor, self._pending_box = "", None, None, None
-        self._doc_size = None
+        self._held, self._render_now, self._doc_size = "", False, None
         cursor = QTextCursor(self.doc)
         cursor.beginEditBlock()
         cursor.setPosition(self._tail_pos)
