@@ -13,12 +13,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
+from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 from ui import live_words  # noqa: E402
 from ui.conversation_model import MessageItem  # noqa: E402
 from ui.conversation_view import ConversationView  # noqa: E402
 from ui.stream_document import _MARKDOWN_CHARS  # noqa: E402
 from ui.word_runs import LATIN_TEXT  # noqa: E402
-from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 
 STORY = ("The keeper climbed the narrow stairs while the storm pressed on the glass, and the lamp "
          "turned slowly above the rocks. Every night the ships passed far out, their lights small "

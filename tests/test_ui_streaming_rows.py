@@ -11,12 +11,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 from PySide6.QtGui import QPalette  # noqa: E402
 
+from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 from ui import text_document_paint  # noqa: E402
 from ui.live_words import LiveWords  # noqa: E402
-from tests.support.streaming_view import on_screen, streaming_view  # noqa: E402
 
 WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
-         "turned slowly above the rocks ").split()
+         "turned slowly above the rocks").split()
 
 
 @pytest.mark.parametrize("dark", [False, True])
@@ -73,6 +73,9 @@ def test_streamed_frames_draw_what_a_whole_repaint_draws(qtbot: object, monkeypa
     whole = on_screen(view)
     assert quick["grown"] > len(WORDS) and quick["painted"] > len(WORDS)  # the quick paths ran
     assert framed == whole
-    text = view.palette().color(QPalette.ColorRole.Text)
-    inked = {framed.pixelColor(x, y).rgb() for x in range(0, framed.width(), 2) for y in range(framed.height() // 2, framed.height(), 2)}
-    assert text.rgb() in inked or len(inked) > 8  # the streamed text is on screen, not a blank row
+    # The streamed text is on screen, not a blank row: in the lower half (where the newest
+    # words are), many sampled pixels stand out from the background, as glyphs do.
+    background = view.palette().color(QPalette.ColorRole.Base).lightness()
+    samples = [framed.pixelColor(x, y) for x in range(0, framed.width(), 2) for y in range(framed.height() // 2, framed.height(), 2)]
+    ink = [c for c in samples if abs(c.lightness() - background) > 60]
+    assert len(ink) >= 40, len(ink)

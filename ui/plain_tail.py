@@ -52,7 +52,7 @@ class TailAnchor:
     before: str  # the document's last character ("" when none): whether a line may break after it
 
     @classmethod
-    def of(cls, doc: QTextDocument) -> "TailAnchor":
+    def of(cls, doc: QTextDocument) -> TailAnchor:
         """`doc` must be laid out at its text width."""
         font = doc.defaultFont()
         metrics = QFontMetricsF(font)
@@ -223,7 +223,7 @@ class PlainTail:
         self._shared = shared
         self.bottom = self._layout_bottom = y if self._lines else top
 
-    def extended(self, piece: str) -> "PlainTail":
+    def extended(self, piece: str) -> PlainTail:
         """This tail with `piece` (no newline in it, nor in this tail) added at the end.
 
         A new object: a row's layout may still hold this one. They share what is laid out
@@ -275,7 +275,7 @@ class PlainTail:
             top = min(top, self._start[1])
         return (runs.start_x, top, max(self._layout_bottom, self._start[2]))
 
-    def _copy(self, text: str) -> "PlainTail":
+    def _copy(self, text: str) -> PlainTail:
         copy = object.__new__(PlainTail)
         copy.__dict__.update(self.__dict__)
         copy.text = text

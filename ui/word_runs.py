@@ -151,7 +151,7 @@ class WordRuns:
 
     @classmethod
     def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, x: float, baseline: float,
-              line_top: float, line_bottom: float) -> "WordRuns":
+              line_top: float, line_bottom: float) -> WordRuns:
         """Runs that start at (x, baseline), after text that ends in a space, on a line from
         `line_top` to `line_bottom`."""
         _raw, ascent, height = primary_font(font)
@@ -165,7 +165,7 @@ class WordRuns:
         top = baseline - self.ascent
         return (top, top + self.line_height)
 
-    def add(self, piece: str) -> "WordRuns | None":
+    def add(self, piece: str) -> WordRuns | None:
         """These runs with `piece` (LATIN_TEXT) after them; None when a word is longer than a
         line or has a character the font lacks."""
         words = list(self.words)
