@@ -1,19 +1,14 @@
 """Measure prompt processing and generation speed through Cove's engine host, shaped like
 llama-bench's pp and tg tests so the two can be divided.
 
-What llama-bench does (tools/llama-bench/llama-bench.cpp in the vendored llama.cpp):
-  pp N: a fresh KV cache, N random token ids (BOS first when the vocab adds one) decoded in
-        n_batch chunks, logits for the last token only, timed to a final synchronize.
-  tg N: a fresh KV cache, BOS (or a random id), then N single-token decodes each followed
-        by a synchronize; no sampling, no detokenization. Context depth 0.
-  One warmup of each test, then -r repetitions; we take the median of samples_ts.
 Cove's side goes through the real engine path a chat uses (pipe to the host, tokenize-free
 `prompt_tokens`, the chat's sampler chain, incremental detokenization, streaming):
   pp: N random ids with no_cache=True and max_tokens=1 -> N / the engine's prefill_ms
-      (its prompt_tps; that span also holds one sampler call, ~0.5 ms on a 262k vocab).
+      (its prompt_tps; that span also holds one sampler call).
   tg: a 1-token prompt (BOS) with no_cache=True, ignore_eos=True, max_tokens=N; the rate
       is N tokens over the time from the start of that 1-token decode to the N-th token,
       i.e. N decode+sample steps, the same count of decodes llama-bench times.
+What llama-bench's own tests do, and so why these shapes: docs/ARCHITECTURE.md, "`cove bench`".
 """
 
 from __future__ import annotations
@@ -167,7 +162,7 @@ def _generate(client: Any, sp: SamplingParams, prompt: list[int], *, max_tokens:
 
 
 def _perf_cross_check(pp_runs: list[dict[str, Any]], tg_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """llama.cpp's own perf counters inside the engine (DESIGN.md 6: a cross-check, not the figure).
+    """llama.cpp's own perf counters inside the engine: a cross-check, not the figure `cove bench` reports.
 
     A tg run is n_gen single-token decodes (the 1-token prompt and n_gen - 1 sampled tokens),
     which llama_perf counts as "eval"; so eval tokens / eval time is llama.cpp's decode-only

@@ -2,8 +2,8 @@
 
 Both are O(1) per token (apart from the length of the stop strings): each token's bytes
 are looked up once and fed to `codecs`' incremental decoder, so a character split across
-byte tokens appears when its last byte arrives. `create_completion(stream=True)` instead
-re-detokenizes the whole reply on every token (O(n^2)).
+byte tokens appears when its last byte arrives (why the host does not use llama-cpp-python's
+streaming: docs/ARCHITECTURE.md, "The engine and the prompt").
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""Chat prompts for the engine host: the model's own template, rendered safely, or a fallback.
+"""Chat prompts for the engine host: the model's own (untrusted) template, rendered sandboxed,
+size-capped and time-limited, or the fallback for the model's architecture when it fails.
 
-The GGUF's `tokenizer.chat_template` is untrusted input. It is rendered with jinja2's
-ImmutableSandboxedEnvironment (as Hugging Face does: trim_blocks, lstrip_blocks,
-loopcontrols; plus raise_exception, strftime_now, bos_token, eos_token,
-add_generation_prompt=True), with a time limit enforced twice: a per-line deadline check
-inside the render thread (stops nested-loop templates cleanly), and a watchdog that gives
-up on the thread (TemplateHung: the host must then be replaced, since a Python thread
-cannot be killed). The sandbox (app/engine/template_sandbox.py) refuses to build any value
-past a size limit (`'x' * 10**9`, `'x'.ljust(10**9)`, a string doubled in a loop), and the
-output is streamed (`Template.generate`) and stopped as soon as it passes `MAX_PROMPT_CHARS`,
-so a template that prints without end is stopped at that size, not at the time limit.
-
-A template that fails to compile, raises, trips the sandbox or runs out of time is replaced
-by the fallback for the model's architecture, and the note says so. Fallbacks:
+How a template is rendered and stopped: docs/ARCHITECTURE.md, "Rendering a chat template".
+A template that hangs its render thread raises TemplateHung: the host must then be replaced,
+since a Python thread cannot be killed. Fallbacks:
 
 | architecture                  | fallback  | format                                                   | stop strings   |
 |-------------------------------|-----------|----------------------------------------------------------|----------------|
