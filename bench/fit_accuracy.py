@@ -10,8 +10,8 @@ the host with models.memory_measure (private memory + the model file's mapped pa
          figure the verdict uses.
 Both estimates get `reclaimable_ram` added back (file pages of re-packed matrices: resident
 on an idle machine, so measured, but dropped first under memory pressure, so not in the
-totals; 12.7 MiB for the starter on x86-64, 0 for the tiny f32 model).
-Ratio = measured / estimated. Goal (issue 4): every ratio within 0.90-1.10.
+totals; none for the tiny f32 model).
+Ratio = measured / estimated. Goal: every ratio within 0.90-1.10.
 
 Run: .venv/bin/python bench/fit_accuracy.py [--json] [--no-full] [--ctx 512,2048,8192] [--held-out]
 (--held-out adds a third model built here: 8 layers of 1024, random Q4_0 weights, which the

@@ -8,12 +8,8 @@ parsed so `models.gguf_info` never parses the file a second time; `read_gguf_hea
 does the same from the first bytes of a file known only by its size (a file on the Hub),
 raising `NeedMoreBytes` until it has been given enough.
 
-Why bytes by hand and not `gguf.GGUFReader`: the reader trusts the counts in the file
-(a lying count gives an IndexError or a huge numpy view), raises half a dozen exception
-types, does not check that tensor offsets are contiguous, and builds numpy objects per
-array element (~18 s on the starter's 262k-token vocabulary; this parser takes ~0.1 s).
 The checks mirror, and tighten, llama.cpp's own in ggml/src/gguf.cpp; the type tables
-come from the `gguf` package.
+come from the `gguf` package (why not its `GGUFReader`: docs/ARCHITECTURE.md, "Model files").
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""How much memory a model will take in Cove's engine, before it is downloaded or loaded.
-
-The estimate follows what llama.cpp (as vendored in llama-cpp-python 0.3.36) allocates
-with the settings Cove's engine uses (app/engine/session.py: mmap on, n_batch = n_ubatch =
-min(n_ctx, 512), flash attention "auto", llama.cpp's default full-size sliding-window cache,
-one sequence, logits for the last token only):
-
-  weights   every tensor's bytes, on the device of its layer (llama.cpp offloads the top
-            n_gpu_layers - 1 blocks plus the output layer; the token embedding stays on the
-            CPU and is copied to the GPU when it doubles as the output). On the CPU, some
-            matrices are read from a private re-packed copy (CPU_REPACK) instead of the
-            mapped file; the file pages left behind are `reclaimable_ram`, outside the totals.
-  KV cache  per layer: (key_length + value_length) x KV heads x cells x type size, cells =
-            n_ctx padded to 256 (a sliding-window layer keeps n_swa + n_ubatch cells only
-            when swa_full is off; Cove keeps llama.cpp's default, a full-size cache).
-  compute   what ggml's graph allocator really touches for one micro-batch of n_ubatch
-            tokens once the context is full: the attention masks (n_ctx x n_ubatch f16, one
-            per attention kind) plus the live activations (see `_activations`). llama.cpp
-            *reserves* more (room for n_ubatch rows of logits, 512 MiB for a 262k
-            vocabulary) but Cove asks for one row, so those pages are never touched.
-  overhead  the engine process itself (interpreter, llama-cpp-python, numpy), the
-            tokenizer's tables, sampling arrays and the logits row.
+"""How much memory a model will take in Cove's engine, before it is downloaded or loaded:
+weights, KV cache, compute buffers and overhead, as llama.cpp allocates them with the settings
+Cove's engine uses (models/context_size.py, app/engine/session.py).
 
 `loaded_ram` is what the engine holds after loading and a short first reply; `total_ram`
-is the peak once the context is full, the figure the verdict uses. `bench/fit_accuracy.py`
-measures both against a real engine.
+is the peak once the context is full, the figure the verdict uses. What each part counts,
+and how `bench/fit_accuracy.py` checks both: docs/ARCHITECTURE.md, "Memory estimates".
 """
 
 from __future__ import annotations
@@ -43,13 +24,13 @@ from models.model_facts import ModelFacts, facts_from_header, facts_from_info
 
 MiB = 1 << 20
 
-# Measured on this build (Linux x86_64, Python 3.11, llama-cpp-python 0.3.36, CPU backend):
-# the private memory of an engine host with the tiny test model loaded at a 256-token
-# context after one short reply (25.2 MiB), minus that model's own modelled share (0.45 MiB).
+# The engine process itself (interpreter, llama-cpp-python, numpy): the private memory of a
+# host with the tiny test model loaded, minus that model's own modelled share (the
+# measurement: docs/ARCHITECTURE.md, "Memory estimates").
 ENGINE_RUNTIME = 26_000_000
 # The tokenizer's tables in llama.cpp (token strings twice, the text->id map, the piece
-# cache; plus the merge map for BPE). Fitted to the private memory of loading each of the
-# 11 vocabulary files shipped with llama.cpp (vocab_only), within ~10% for each.
+# cache; plus the merge map for BPE), per token and per merge, fitted to the private memory
+# of loading llama.cpp's own vocabulary files (docs/ARCHITECTURE.md, "Memory estimates").
 VOCAB_PER_TOKEN_SPM = 170
 VOCAB_PER_TOKEN_BPE = 267
 VOCAB_PER_MERGE = 64
@@ -61,8 +42,8 @@ CELL_BOOKKEEPING = 48
 CONTEXT_TOKEN_PYTHON = 100
 # A short first reply (the figure `loaded_ram` assumes): prompt tokens in one micro-batch.
 SHORT_TURN_TOKENS = 32
-# CUDA/Metal context, cuBLAS workspace and friends on an offloading GPU. Not measured here
-# (this machine has no GPU): the usual range is 250-500 MiB, this is the middle.
+# CUDA/Metal context, cuBLAS workspace and friends on an offloading GPU: the middle of the
+# usual range, not a measurement (docs/ARCHITECTURE.md, "Memory estimates").
 GPU_RUNTIME = 350 * MiB
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
@@ -293,11 +274,8 @@ def _activations(facts: ModelFacts, n_tokens: int) -> int:
 
     Per token: the residual stream, its normed copy and the attention output (3 x n_embd);
     the feed-forward up, gate and their product (3 x n_ff); the queries (n_q); keys, rotated
-    keys and values (2 x key + value per KV head). Checked against the compute buffer that
-    llama.cpp reports ("compute buffer size", with n_outputs_max = 1 as in Cove's use, masks
-    subtracted) for Gemma 3 270M and six llama shapes (n_embd 64-512, n_ff 128-1024, 4-16
-    heads of 16-128): 0-8% over, except the smallest (64 wide, the tiny test model), where it
-    is 60% over, 0.6 MiB.
+    keys and values (2 x key + value per KV head). How close that comes to the compute buffer
+    llama.cpp reports: docs/ARCHITECTURE.md, "Memory estimates".
     """
     kv_heads = max(facts.n_head_kv, default=0)
     per_token = 3 * facts.n_embd + 3 * facts.n_ff + facts.n_q + (2 * facts.key_length + facts.value_length) * kv_heads

@@ -2,17 +2,12 @@
 
 The figure set beside `models.memory_estimate` (estimate before loading, measured after).
 
-Why not plain USS: on Linux, USS counts every page that only this process maps, and that
-includes *clean file-backed pages*: the model file's mapping (so "USS + mapped model" would
-count the weights twice) and the code of shared libraries (libpython, numpy, libllama),
-which are private one moment and shared the next, depending on which other processes happen
-to map the same files (it swung the tiny model's figure by 16 MB between identical runs).
-So `private` is the memory only this process can hold: dirty private pages (heap, anonymous
+`private` is the memory only this process can hold: dirty private pages (heap, anonymous
 buffers such as the KV cache and compute buffers, stacks, written data of libraries) and
 swapped-out pages; `mapped_model` is the resident part of the model file's mapping. Their sum
 is what loading the model costs the machine. Where psutil cannot break a process down by
 mapping (macOS, Windows, or no permission), `private` falls back to USS minus the model
-file's private pages, or to USS.
+file's private pages, or to USS. Why not plain USS: docs/ARCHITECTURE.md, "Memory estimates".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 NAME is an installed model (its header is read from disk, no network). REPO FILE is a
 file on the Hub: only its header is fetched (ranged reads through the NetworkGate), so the
 answer comes before any download. The figures follow Cove's own engine settings; see
-models/memory_estimate.py for what each one counts.
+docs/ARCHITECTURE.md, "Memory estimates", for what each one counts.
 """
 
 from __future__ import annotations
