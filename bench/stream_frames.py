@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from ui.conversation_model import MessageItem  # noqa: E402
-from ui.conversation_view import ConversationView  # noqa: E402
+from ui.conversation.item_model import MessageItem  # noqa: E402
+from ui.conversation.view import ConversationView  # noqa: E402
 
 PIECES = ROOT / "bench" / "data" / "starter_reply_pieces.json"
 PROMPT = "Write a long story about a lighthouse keeper and the sea."

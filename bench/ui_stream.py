@@ -247,8 +247,8 @@ def open_bench_window(home: Path, *, max_tokens: int):
     from app.engine.client import EngineClient
     from app.settings import SamplingParams
     from tests.support.tiny_model import write_tiny_gguf
-    from ui.chat_controller import ChatController
-    from ui.main_window import MainWindow
+    from ui.chat.controller import ChatController
+    from ui.shell.main_window import MainWindow
 
     core = open_core()
     core.remember_model(core.library.import_file(write_tiny_gguf(home / "tiny.gguf")))

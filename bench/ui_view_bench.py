@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from ui.conversation_model import MessageItem  # noqa: E402
-from ui.conversation_view import ConversationView  # noqa: E402
+from ui.conversation.item_model import MessageItem  # noqa: E402
+from ui.conversation.view import ConversationView  # noqa: E402
 
 PARAGRAPH = ("Here is a **paragraph** with `inline code`, a [link](https://example.com/a?b=c) and enough words "
              "to wrap over a couple of lines in a normal window.\n\n")

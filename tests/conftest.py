@@ -13,6 +13,9 @@ import pytest
 
 from tests.support.cjk_font import write_fontconfig
 
+# Every Qt test runs without a display; set once, before any test module creates the application.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
 # Qt draws CJK text with the suite's own fallback font (tests/support/cjk_font.py), the only CJK
 # font the tests see, whatever the machine has installed. Qt on Linux takes its fonts and its
 # fallback fonts from fontconfig, which reads FONTCONFIG_FILE once, when Qt creates the

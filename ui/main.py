@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from ui import system_libraries  # Qt-free: it runs before Qt is imported
+from ui.shell import system_libraries  # Qt-free: it runs before Qt is imported
 
 NO_DISPLAY = (
     "Cove's window needs a display, and none was found (DISPLAY and WAYLAND_DISPLAY are not set); "
@@ -108,13 +108,13 @@ def run_window(
     from app.errors import describe_error
     from app.log_redact import install_redaction
     from app.termination import TERMINATING_SIGNALS
-    from ui.chat_controller import ChatController
-    from ui.main_window import MainWindow
+    from ui.chat.controller import ChatController
+    from ui.shell.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "cove"])
     app.setApplicationName("Cove")
     app.setApplicationDisplayName("Cove")
-    from ui.app_icon import app_icon
+    from ui.shell.app_icon import app_icon
 
     app.setWindowIcon(app_icon())
     app.setDesktopFileName("cove")

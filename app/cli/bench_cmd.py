@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
-    from app.bench import bench_main  # imported late: only `cove bench` needs it
+    from app.speed import bench_main  # imported late: only `cove bench` needs it
 
     model = core.resolve_model(args.model)
     return bench_main(

@@ -10,9 +10,9 @@ from app.secrets import MemoryToken, TokenStore
 from models.download.protocol import TransferPolicy
 from tests.support.keyrings import InMemoryKeyring
 from tests.support.tiny_model import write_tiny_gguf
-from ui.download_bridge import DownloadBridge
-from ui.hub_worker import HubWorker
-from ui.models_panel import ModelsPanel
+from ui.models_panel.download_bridge import DownloadBridge
+from ui.models_panel.hub_worker import HubWorker
+from ui.models_panel.panel import ModelsPanel
 
 REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtGui import QGuiApplication, QImage
 
 from tests.support.palettes import dark_palette
-from ui.conversation_model import ConversationModel, MessageItem
-from ui.conversation_view import ConversationView
+from ui.conversation.item_model import ConversationModel, MessageItem
+from ui.conversation.view import ConversationView
 
 
 def on_screen(view: ConversationView) -> QImage:

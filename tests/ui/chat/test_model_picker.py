@@ -1,0 +1,126 @@
+"""Model picker: labels with quant and size, the loaded mark, choosing, loading with Cancel, errors."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from models.library import InstalledModel
+from ui.chat.model_picker import ModelPicker, model_label
+
+
+def installed(name: str, quant: str | None, size: int, template: bool = True) -> InstalledModel:
+    return InstalledModel(
+        name=name, path=f"/models/{name}.gguf", sha256="0" * 64, size=size, mtime=0.0, quant=quant,
+        architecture="gemma3", parameter_count=268_000_000, context_length=32768,
+        has_chat_template=template, source="starter", repo=None, file=None, revision=None,
+        added_at="2025-05-01T09:30:00.000Z", last_used_at=None,
+    )
+
+
+MODELS = [
+    installed("gemma-3-270m-q4_k_m", "Q4_K_M", 253_000_000),
+    installed("qwen2.5-1.5b-instruct-q8_0", "Q8_0", 1_890_000_000),
+    installed("mystery", None, 4_200, template=False),
+]
+
+
+@pytest.fixture
+def picker(qtbot) -> ModelPicker:
+    widget = ModelPicker()
+    qtbot.addWidget(widget)
+    widget.show()
+    widget.set_models(MODELS, current="gemma-3-270m-q4_k_m")
+    return widget
+
+
+def test_items_show_quant_and_size(picker: ModelPicker) -> None:
+    texts = [picker._combo.itemText(i) for i in range(picker._combo.count())]
+    assert texts == [
+        "gemma-3-270m-q4_k_m · Q4_K_M · 253 MB",
+        "qwen2.5-1.5b-instruct-q8_0 · Q8_0 · 1.9 GB",
+        "mystery · 4.2 KB",
+    ]
+    assert model_label(MODELS[0]) == texts[0]
+    assert "No chat template" in picker._combo.itemData(2, Qt.ItemDataRole.ToolTipRole)
+
+
+def test_loaded_model_is_marked_and_selected(picker: ModelPicker) -> None:
+    assert picker._combo.currentIndex() == 0
+    assert picker._combo.itemData(0, Qt.ItemDataRole.AccessibleTextRole).endswith("(loaded)")
+    assert not picker._combo.itemData(1, Qt.ItemDataRole.AccessibleTextRole).endswith("(loaded)")
+    loaded_icon = picker._combo.itemIcon(0).pixmap(12, 12).toImage()
+    assert loaded_icon != picker._combo.itemIcon(1).pixmap(12, 12).toImage()
+    picker.set_loaded("qwen2.5-1.5b-instruct-q8_0")
+    assert picker._combo.currentIndex() == 1
+    assert picker._combo.itemData(1, Qt.ItemDataRole.AccessibleTextRole).endswith("(loaded)")
+    assert not picker._combo.itemData(0, Qt.ItemDataRole.AccessibleTextRole).endswith("(loaded)")
+
+
+def test_choosing_a_model_emits_its_name(qtbot, picker: ModelPicker) -> None:
+    chosen: list[str] = []
+    picker.model_chosen.connect(chosen.append)
+    picker._combo.activated.emit(0)  # already loaded: nothing to do
+    assert chosen == []
+    picker._combo.setCurrentIndex(1)
+    picker._combo.activated.emit(1)
+    assert chosen == ["qwen2.5-1.5b-instruct-q8_0"]
+
+
+def test_choosing_with_the_keyboard_emits(qtbot, picker: ModelPicker) -> None:
+    with qtbot.waitSignal(picker.model_chosen, timeout=1000) as blocker:
+        qtbot.keyClick(picker._combo, Qt.Key.Key_Down)
+    assert blocker.args == ["qwen2.5-1.5b-instruct-q8_0"]
+
+
+def test_loading_shows_progress_and_cancel_emits(qtbot, picker: ModelPicker) -> None:
+    assert not picker._cancel.isVisible() and not picker._progress.isVisible()
+    picker.set_loading("mystery", True)
+    assert picker._cancel.isVisible() and picker._progress.isVisible()
+    assert picker._progress.maximum() == 0  # indeterminate
+    assert not picker._combo.isEnabled()
+    assert picker._combo.currentIndex() == 2
+    assert picker.status_text() == "Loading mystery…"
+    with qtbot.waitSignal(picker.load_cancel_requested, timeout=1000):
+        qtbot.mouseClick(picker._cancel, Qt.MouseButton.LeftButton)
+    picker.set_loading("mystery", False)
+    assert not picker._cancel.isVisible()
+    assert picker._combo.isEnabled()
+    assert picker._combo.currentIndex() == 0  # back to the model that is still loaded
+    assert picker.status_text() == ""
+
+
+def test_loaded_clears_loading(picker: ModelPicker) -> None:
+    picker.set_loading("mystery", True)
+    picker.set_loaded("mystery")
+    assert not picker._cancel.isVisible()
+    assert picker.loaded() == "mystery"
+    assert picker._combo.currentIndex() == 2
+
+
+def test_error_is_shown_and_combo_reverts(picker: ModelPicker) -> None:
+    picker.set_loading("qwen2.5-1.5b-instruct-q8_0", True)
+    sentence = "The engine stopped: out of memory while loading qwen2.5-1.5b-instruct-q8_0."
+    picker.set_error(sentence)
+    assert picker.status_text() == sentence
+    assert picker._status.toolTip() == sentence
+    assert picker._status.isVisible()
+    assert not picker._cancel.isVisible()
+    assert picker._combo.currentIndex() == 0
+    picker.set_loaded("gemma-3-270m-q4_k_m")
+    assert picker.status_text() == ""
+
+
+def test_no_models_and_nothing_loaded(picker: ModelPicker) -> None:
+    picker.set_models([], current=None)
+    assert picker._combo.count() == 0
+    assert picker._combo.placeholderText() == "No models installed"
+    assert not picker._combo.isEnabled()
+    picker.set_models(MODELS, current=None)
+    assert picker._combo.currentIndex() == -1
+    assert picker._combo.isEnabled()
+
+
+def test_every_control_has_an_accessible_name(picker: ModelPicker) -> None:
+    for widget in (picker._combo, picker._progress, picker._cancel, picker._status):
+        assert widget.accessibleName()

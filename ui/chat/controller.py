@@ -1,0 +1,496 @@
+"""The window's side of a chat turn: it owns the turn in progress, drains engine events once
+per frame on the UI thread, writes the history (the UI thread is its only writer), and tells
+the widgets what happened through past-tense signals.
+
+Per-token invariant: the engine's reader thread only queues each token; a 25 ms QTimer on
+the UI thread takes what has arrived (no other thread wakes per token) and emits ONE
+`reply_text_received` per frame with that text, so the cost per frame is bounded whatever
+the token rate (performance.md section 4).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+
+from app.chat import TurnRecord, build_prompt_messages
+from app.core import Core, NoModelError
+from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEvent
+from app.settings import SamplingParams
+from app.store.database import open_reader
+from app.store.history import Conversation, History, Message
+from app.store.save_errors import ReplyNotSaved, write_failure
+from app.store.statuses import MessageStatus
+from models.library import InstalledModel
+from ui.background import run_in_background
+from ui.chat.frame_pacer import FRAME_MS, FramePacer
+from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
+from ui.chat.turn_worker import FailedEvent, LoadedEvent, RecheckedEvent, TurnWorker
+from ui.chat.unsaved_replies import UnsavedReplies
+
+PAGE = 300  # messages shown at once when a conversation opens; earlier ones load on scrolling up
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    """One message as the conversation view shows it."""
+
+    message: Message
+    version_index: int
+    version_count: int
+    seen_by_model: bool
+
+
+class ChatController(QObject):
+    conversations_changed = Signal()
+    conversation_opened = Signal(str)  # conversation id
+    messages_reloaded = Signal(list)  # list[ShownMessage], the shown part of the current branch
+    messages_appended = Signal(list)  # list[ShownMessage] added at the end (a new turn)
+    reply_started = Signal(object)  # the assistant Message (status 'streaming')
+    reply_text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
+    reply_finished = Signal(object)  # the final assistant Message
+    busy_changed = Signal(bool)
+    model_load_started = Signal(str)  # model name
+    model_loaded = Signal(object)  # LoadedModel
+    model_load_failed = Signal(str)  # sentence
+    error_reported = Signal(str)  # sentence for the person
+    first_text_shown = Signal(float)  # ms from send to the first visible character
+    notice_changed = Signal(str)  # a passing note for the person ("" clears it)
+    models_changed = Signal()  # the library changed (e.g. the starter was registered)
+
+    def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.core = core
+        self.engine = engine
+        self.conversation_id: str | None = None
+        self.model: InstalledModel | None = None
+        self.loaded: LoadedModel | None = None
+        self._shown_count = PAGE
+        self._has_earlier = False
+        self._worker: TurnWorker | None = None
+        self._record: TurnRecord | None = None
+        self._t_send = 0.0
+        self._first_shown = False
+        self._loading: InstalledModel | None = None
+        self.load_error: str | None = None  # why the chosen model last failed to load, if it did
+        self._shut_down = False
+        self.starter = StarterPreparer(core, self)  # assembles the starter model on a first start
+        self.starter.ready.connect(self._on_starter_ready)
+        self.starter.failed.connect(self._on_starter_failed)
+        self._loaded_model: InstalledModel | None = None
+        # Frames of streamed text: every FRAME_MS, or in step with steady tokens (FramePacer).
+        self._drain = QTimer(self)
+        self._drain.setSingleShot(True)
+        self._drain.setTimerType(Qt.TimerType.PreciseTimer)
+        self._drain.timeout.connect(self._drain_events)
+        self._pacer = FramePacer()
+        # Replies the history file could not take when they ended (a full disk), retried.
+        self.unsaved = UnsavedReplies(self)
+        self.unsaved.saved.connect(self._on_unsaved_saved)
+
+    # ---- state -------------------------------------------------------------------------
+
+    @property
+    def preparing_starter(self) -> bool:
+        """The starter model file is being assembled (first start)."""
+        return self.starter.preparing
+
+    @property
+    def starter_error(self) -> str | None:
+        """Why assembling the starter model failed, if it did."""
+        return self.starter.error
+
+    @property
+    def busy(self) -> bool:
+        return self._record is not None
+
+    @property
+    def streaming_message_id(self) -> str | None:
+        return self._record.assistant.id if self._record is not None else None
+
+    def conversation(self) -> Conversation | None:
+        return self.core.history.get_conversation(self.conversation_id) if self.conversation_id else None
+
+    def params(self) -> SamplingParams:
+        conversation = self.conversation()
+        base = self.core.settings.sampling
+        if conversation is None or not conversation.params:
+            return base
+        return SamplingParams.from_dict({**base.to_dict(), **conversation.params})
+
+    def system_prompt(self) -> str | None:
+        conversation = self.conversation()
+        return conversation.system_prompt if conversation else None
+
+    # ---- conversations -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """At window start: the last conversation and the last (else the starter) model. On a
+        first start the starter model is assembled on a worker thread, so the window stays live."""
+        if starter_file_needed(self.core):
+            self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
+            self.starter.start()
+        else:
+            try:
+                self.model = self.core.resolve_model(None)
+            except NoModelError as exc:
+                self.error_reported.emit(str(exc))
+            except Exception as exc:  # noqa: BLE001 - a sentence, the window stays up
+                self.error_reported.emit(str(exc))
+        last = self.core.history.last_conversation()
+        if last is not None:
+            self.open_conversation(last.id)
+        self.conversations_changed.emit()
+
+    def open_conversation(self, conversation_id: str, *, focus_message: str | None = None) -> None:
+        self.conversation_id = self.core.history.get_conversation(conversation_id).id
+        self._shown_count = PAGE
+        self.conversation_opened.emit(self.conversation_id)
+        self.reload_messages(focus_message=focus_message)
+
+    def new_conversation(self) -> None:
+        """A fresh, empty chat; it is written to the history with its first message."""
+        self.conversation_id = None
+        self._has_earlier = False
+        self.conversation_opened.emit("")
+        self.messages_reloaded.emit([])
+
+    def reload_messages(self, *, focus_message: str | None = None) -> None:
+        self.messages_reloaded.emit(self.shown_messages(focus_message=focus_message))
+
+    @property
+    def has_earlier(self) -> bool:
+        """Older messages of this conversation are not shown yet (see load_earlier)."""
+        return self._has_earlier
+
+    def load_earlier(self) -> None:
+        if self._has_earlier and not self.busy:
+            self._shown_count += PAGE
+            self.reload_messages()
+
+    def shown_messages(self, *, focus_message: str | None = None) -> list[ShownMessage]:
+        """The newest part of the current branch (at least PAGE messages, more once the person
+        scrolled up, and always reaching back to `focus_message`): opening a 10,000-message
+        conversation reads one light outline and the text of only what is shown."""
+        if self.conversation_id is None:
+            return []
+        history = self.core.history
+        outline = history.branch_outline(self.conversation_id)
+        ids = [row[0] for row in outline]
+        start = max(0, len(outline) - self._shown_count)
+        if focus_message in ids:
+            start = min(start, max(0, ids.index(focus_message) - 10))
+            self._shown_count = len(outline) - start
+        self._has_earlier = start > 0
+        shown = outline[start:]
+        messages = history.messages_by_ids([row[0] for row in shown])
+        unseen = _unseen_ids(outline, messages)
+        return [ShownMessage(m, row[2], row[3], m.id not in unseen) for m, row in zip(messages, shown)]
+
+    def update_settings(self, params: SamplingParams, system_prompt: str | None) -> None:
+        if self.conversation_id is None:
+            self.conversation_id = self.core.history.create_conversation(model=self.model.name if self.model else None).id
+            self.conversation_opened.emit(self.conversation_id)
+        self.core.history.update_conversation(self.conversation_id, params=params.to_dict(), system_prompt=system_prompt)
+        self.core.save_sampling_defaults(params)
+
+    # ---- turns -------------------------------------------------------------------------
+
+    def send(self, text: str) -> bool:
+        """Start a turn with the person's text. False (and a sentence) if it cannot start;
+        True once the message is safely in the history (the composer may clear then)."""
+        if not text.strip() or self.busy:
+            return False
+        model = self._model_or_report()
+        if model is None:
+            return False
+        self.unsaved.retry()  # a reply the disk could not take before goes first
+        try:
+            if self.conversation_id is None:
+                conversation = self.core.history.create_conversation(model=model.name, params=None)
+                self.conversation_id = conversation.id
+                self.conversation_opened.emit(conversation.id)
+            record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params())
+        except sqlite3.Error as exc:
+            self.error_reported.emit(
+                f"Your message could not be saved: {write_failure(exc)}. It stays in the box below; send it again when there is space."
+            )
+            return False
+        self._start(record, appended=True)
+        return True
+
+    def regenerate(self, assistant_message_id: str) -> None:
+        """A new version of a reply (Retry for a failed one): the old version is kept."""
+        if self.busy:
+            return
+        model = self._model_or_report()
+        if model is None:
+            return
+        reply = self.core.history.get_message(assistant_message_id)
+        if reply.parent_id is None:
+            return
+        self._start(TurnRecord.regenerate(self.core.history, reply.parent_id, model=model, params=self.params()))
+
+    def edit_and_resend(self, user_message_id: str, text: str) -> bool:
+        """The edited message becomes a new version beside the original, then gets a reply."""
+        if self.busy or not text.strip() or self.conversation_id is None:
+            return False
+        model = self._model_or_report()
+        if model is None:
+            return False
+        record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params(), edit_of=user_message_id)
+        self._start(record)
+        return True
+
+    def switch_version(self, message_id: str, delta: int) -> None:
+        siblings = self.core.history.siblings(message_id)
+        ids = [m.id for m in siblings]
+        if message_id not in ids or self.busy:
+            return
+        target = ids[max(0, min(len(ids) - 1, ids.index(message_id) + delta))]
+        self.core.history.select_branch(target)
+        self.reload_messages()
+
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+
+    def choose_model(self, name: str) -> None:
+        """Use this model from the next turn on; it loads in the background now."""
+        try:
+            model = self.core.library.get(name)
+        except Exception as exc:  # noqa: BLE001
+            self.error_reported.emit(str(exc))
+            return
+        self.model = model
+        self.core.remember_model(model)
+
+    def _on_starter_ready(self, model: InstalledModel) -> None:
+        self.notice_changed.emit("")
+        self.model = model
+        self.core.remember_model(model)
+        self.models_changed.emit()
+        self.preload_model()
+
+    def _on_starter_failed(self, error: str) -> None:
+        self.notice_changed.emit("")
+        self.error_reported.emit(error)
+
+    def preload_model(self) -> None:
+        """Load the chosen model now, in the background, so the first reply starts sooner.
+        If it fails, the previously loaded model stays the one used."""
+        model = self.model
+        if model is None or self.busy or self._loading is not None:
+            return
+        if self.loaded is not None and self.loaded.path == model.path:
+            return
+        previous = self._loaded_model
+        self._loading = model
+        self.model_load_started.emit(model.name)
+        n_ctx = self.params().n_ctx  # read here: the history's connection belongs to this (the UI) thread
+
+        run_in_background(
+            self, lambda: self.engine.load(model.path, n_ctx=n_ctx),  # the engine client is thread-safe
+            on_done=lambda loaded: self._on_load_done(model, loaded, "", previous),
+            on_failed=lambda sentence: self._on_load_done(model, None, sentence, previous),
+            name="cove-load",
+        )
+
+    def cancel_load(self) -> None:
+        """Stop a model load in progress (the engine process is stopped and restarted later)."""
+        if self._loading is not None or (self._worker is not None and self.loaded is None):
+            self.engine.abort()
+
+    def _on_load_done(self, model: InstalledModel, loaded: LoadedModel | None, error: str, previous: InstalledModel | None) -> None:
+        self._loading = None
+        if self._shut_down:
+            return  # a load that ended after quitting (the engine was closed under it)
+        if loaded is not None:
+            self.loaded = loaded
+            self._loaded_model = model
+            self.load_error = None
+            self.model_loaded.emit(loaded)
+            return
+        if self.model is model and previous is not None:
+            self.model = previous  # the last model that worked stays in use
+            self.core.remember_model(previous)
+        elif self.model is model:
+            self.load_error = error  # no model that works: the chosen one is not ready
+        self.model_load_failed.emit(error)
+
+    def _model_or_report(self) -> InstalledModel | None:
+        if self.model is None:
+            try:
+                self.model = self.core.resolve_model(None)
+            except Exception as exc:  # noqa: BLE001
+                self.error_reported.emit(str(exc))
+                return None
+        return self.model
+
+    def _start(self, record: TurnRecord, *, appended: bool = False) -> None:
+        """`appended`: a plain new turn at the end, shown by adding two rows (cheap in a long
+        chat); an edit or a regenerated reply changes versions, so the view is reloaded."""
+        assert self.model is not None and self.conversation_id is not None
+        self._record = record
+        self._t_send = time.perf_counter()
+        self._first_shown = False
+        db_path, conversation_id, system_prompt, upto = self.core.paths.database, self.conversation_id, self.system_prompt(), record.user.id
+
+        def prompt_messages() -> list[dict]:  # runs on the worker thread, with its own reader
+            reader = open_reader(db_path)
+            try:
+                return build_prompt_messages(History(reader), conversation_id, system_prompt, upto=upto)
+            finally:
+                reader.close()
+
+        if appended:
+            self.messages_appended.emit([ShownMessage(record.user, 1, 1, True), ShownMessage(record.assistant, 1, 1, True)])
+        else:
+            self.reload_messages()
+        self.reply_started.emit(record.assistant)
+        self.busy_changed.emit(True)
+        if self.loaded is None or self.loaded.path != self.model.path:
+            self.model_load_started.emit(self.model.name)
+        self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(),
+                                  conversation_id=self.conversation_id)
+        self._worker.start()
+        self._pacer.reset()
+        self._drain.start(FRAME_MS)
+
+    def _drain_events(self) -> None:
+        started = time.perf_counter()
+        worker, record = self._worker, self._record
+        if worker is None or record is None:
+            self._drain.stop()
+            return
+        parts: list[str] = []
+        arrivals: list[float] = []
+        finished: FinishedEvent | FailedEvent | None = None
+        for event in worker.take_events():
+            if isinstance(event, TokenEvent):
+                parts.append(event.text)
+                arrivals.append(event.t)
+            elif isinstance(event, LoadedEvent):
+                self.loaded = event.loaded
+                self._loaded_model = self.model
+                self.load_error = None
+                self.model_loaded.emit(event.loaded)
+            elif isinstance(event, RecheckedEvent):
+                self._record_recheck(record, event)
+            else:
+                finished = event
+                break
+        if parts:
+            text = "".join(parts)
+            record.append(text)  # checkpointed at most once a second
+            self.reply_text_received.emit(record.assistant.id, text, len(parts))
+            if not self._first_shown and text:
+                self._first_shown = True
+                self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)
+        if finished is not None:
+            self._finish(finished)
+        else:  # counted from this frame's start, as a repeating timer would (not from its end)
+            delay = self._pacer.next_delay_ms(started, arrivals) - (time.perf_counter() - started) * 1000
+            self._drain.start(max(1, round(delay)))
+
+    def _record_recheck(self, record: TurnRecord, event: RecheckedEvent) -> None:
+        """The model file changed under Cove: its entry and this reply now name its new bytes."""
+        recheck = event.recheck
+        model = self.model if self.model is not None and self.model.path == recheck.path else None
+        if model is None:
+            return
+        try:
+            self.model = record.record_recheck(self.core.library, model.name, recheck)
+        except sqlite3.Error as exc:
+            self.error_reported.emit(f"The model file changed, and {write_failure(exc)}, so the new checksum is not recorded.")
+            return
+        self.models_changed.emit()
+        if recheck.content_changed:
+            sentence = recheck.sentence()
+            self.error_reported.emit(sentence[:1].upper() + sentence[1:] + ".")
+
+    def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
+        record = self._record
+        assert record is not None
+        # Invariant: the turn is released on every path (a full disk included), so Stop, Esc
+        # and Send work again; a reply the file cannot take stays in memory and is retried.
+        try:
+            if isinstance(event, FailedEvent):
+                if self.loaded is None or (self.model and self.loaded.path != self.model.path):
+                    self.model_load_failed.emit(event.error)
+                final = record.finish(status_override or MessageStatus.ERROR, {}, event.error)
+            else:
+                metrics: dict[str, Any] = dict(event.metrics)
+                metrics["turn_ms"] = round((time.perf_counter() - self._t_send) * 1000.0, 1)
+                final = record.finish(status_override or event.status, metrics, event.error, text=event.text)
+        except ReplyNotSaved as exc:
+            assert record.unsaved is not None
+            final = record.unsaved
+            self.unsaved.keep(record)
+            self.error_reported.emit(
+                f"The reply could not be saved: {exc}. It stays on screen, and Cove saves it as soon as there is space again."
+            )
+        self._record, self._worker = None, None
+        self._drain.stop()
+        self.reply_finished.emit(final)
+        self.busy_changed.emit(False)
+        self.conversations_changed.emit()
+        if int(final.metrics.get("dropped_turns") or 0) > 0:
+            self.reload_messages()  # mark the turns the model no longer saw
+
+    def _on_unsaved_saved(self, message: Message) -> None:
+        self.notice_changed.emit("The reply that could not be saved is saved now.")
+        self.conversations_changed.emit()
+
+    # ---- quitting ----------------------------------------------------------------------
+
+    def shutdown(self, grace_s: float = 1.5) -> None:
+        """On quit: stop the reply, keep its text as 'interrupted', stop the engine host."""
+        self._shut_down = True
+        self.starter.abandoned = True  # a starter file assembled after this is used next start
+        worker, record = self._worker, self._record
+        if worker is not None and record is not None:
+            worker.cancel()
+            deadline = time.monotonic() + grace_s
+            while worker.is_alive() and time.monotonic() < deadline:
+                worker.join(0.05)  # still loading the model or starting the reply
+            worker.wait_for_end(max(0.0, deadline - time.monotonic()))
+            events = worker.take_events()
+            text_parts = [e.text for e in events if isinstance(e, TokenEvent)]
+            final = next((e for e in events if isinstance(e, FinishedEvent)), None)
+            text = final.text if final is not None else record.text + "".join(text_parts)
+            metrics = dict(final.metrics) if final is not None else {}
+            try:
+                record.finish(MessageStatus.INTERRUPTED, metrics, None, text=text)
+            except ReplyNotSaved as exc:
+                self.unsaved.keep(record)
+                print(f"cove: the reply in progress could not be saved at quit: {exc}", file=sys.stderr)
+            self._record, self._worker = None, None
+        self._drain.stop()
+        if not self.unsaved.retry():
+            print(f"cove: {len(self.unsaved.pending)} finished reply could not be saved (the history file is still not writable).",
+                  file=sys.stderr)
+        self.engine.close()
+
+
+def _unseen_ids(outline: list[tuple[str, str, int, int]], shown: list[Message]) -> set[str]:
+    """Messages the model no longer saw in the latest reply: the oldest whole turns of the
+    branch that the context policy dropped (the reply's metrics say how many)."""
+    latest = next((m for m in reversed(shown) if m.role == "assistant" and m.metrics), None)
+    dropped = int(latest.metrics.get("dropped_turns", 0) or 0) if latest else 0
+    if dropped <= 0:
+        return set()
+    unseen: set[str] = set()
+    turns = 0
+    for message_id, role, _index, _count in outline:
+        if role == "user":
+            turns += 1
+            if turns > dropped:
+                break
+        unseen.add(message_id)
+    return unseen

@@ -1,0 +1,1 @@
+"""Turning a message's text into a safe, laid-out document: markdown rendering and the document that never fetches."""

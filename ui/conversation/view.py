@@ -1,0 +1,416 @@
+"""The conversation: a QListView of messages painted by MessageDelegate, streaming-aware.
+
+Only painted rows (and a screen around them) are rendered; other rows carry an estimated
+height. A streaming update repaints its own row and skips the list's relayout unless the
+row's height changed. The view follows new text only while the person
+is at the bottom, and keeps the row under the top edge still when rows above change height.
+Links never open without the person confirming the full address (ui/conversation/link_policy.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
+from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
+
+from ui.conversation.delegate import Hit, MessageDelegate
+from ui.conversation.item_model import ConversationModel
+from ui.conversation.link_policy import classify_url, host_of
+from ui.conversation.streaming.live_words import LiveWords
+
+_BOTTOM_SLACK = 4  # pixels from the end that still count as "at the bottom"
+_PREFETCH_SCREENS = 1.0  # lay out rows this many viewport heights above and below the visible ones
+
+
+def confirm_with_dialog(parent: QWidget, url: str) -> bool:
+    """Ask before opening: the full address, its host, and a note when it carries a query."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setWindowTitle("Open link?")
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(f"Open this address in your web browser?\n\n{url}")
+    details = [f"It goes to {host_of(url) or 'an unknown host'}."]
+    if "?" in url or "#" in url:
+        details.append("Everything after “?” or “#” is sent along; the model wrote this address.")
+    box.setInformativeText(" ".join(details))
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    open_button = box.addButton("Open", QMessageBox.ButtonRole.AcceptRole)
+    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setDefaultButton(cancel)
+    box.exec()
+    return box.clickedButton() is open_button
+
+
+class ConversationView(QListView):
+    """Shows a ConversationModel; all person-facing actions come out as past-tense signals."""
+
+    text_copied = Signal(str)  # the text put on the clipboard (a message or a code block)
+    retry_requested = Signal(str)  # message id of a reply that did not complete
+    regenerate_requested = Signal(str)  # message id of a complete reply
+    edit_requested = Signal(str)  # message id of a user message
+    version_requested = Signal(str, int)  # message id, -1 for ‹ and +1 for ›
+    link_confirmed = Signal(str)  # the person agreed and the URL was handed to the browser
+    link_refused = Signal(str)  # a link the policy never opens (file:, javascript:, …)
+    top_reached = Signal()  # the person scrolled to the very top (the owner may show earlier messages)
+
+    def __init__(self, parent: QWidget | None = None, *, model: ConversationModel | None = None,
+                 confirm_open: Callable[[str], bool] | None = None) -> None:
+        super().__init__(parent)
+        self._confirm_open = confirm_open or (lambda url: confirm_with_dialog(self, url))
+        self._stick_to_bottom = True
+        self._pending_anchor: tuple[str, int, int] | None = None
+        # A streaming row whose changed text awaits a paint: (row, x, y) of its top-left in the
+        # viewport, as of the update (a relayout, scroll or resize in between drops it).
+        self._stream_frame: tuple[int, int, int] | None = None
+        self._adjusting = False
+        self._prefetch_timer = QTimer(self)
+        self._prefetch_timer.setSingleShot(True)
+        self._prefetch_timer.timeout.connect(self._prefetch_layouts)
+        self._delegate = MessageDelegate(self)
+        self._live = LiveWords(self, self._delegate)  # the streaming reply's newest words
+        self._viewport = self.viewport()  # a QAbstractScrollArea keeps its viewport widget
+        self._width_timer = QTimer(self)  # a resize re-estimates every row, once it settles
+        self._width_timer.setSingleShot(True)
+        self._width_timer.setInterval(40)
+        self._width_timer.timeout.connect(self._on_width_changed)
+        self.setObjectName("conversationView")
+        self.setAccessibleName("Conversation")
+        self.setAccessibleDescription("Messages of this conversation, oldest first. Ctrl+C copies the current one.")
+        self.setUniformItemSizes(False)
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Always on: a scroll bar that appears and disappears changes the width, hence every height.
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setMouseTracking(True)
+        self.verticalScrollBar().setSingleStep(24)
+
+        self._delegate.reset_style()
+        self.setItemDelegate(self._delegate)
+        self._delegate.hit_activated.connect(self._on_hit)
+        self._delegate.refresh_requested.connect(self._refresh_message)
+        self._delegate.heights_changed.connect(self._on_heights_changed)
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._on_range_changed)
+        bar.valueChanged.connect(self._on_scrolled)
+        self.setModel(model if model is not None else ConversationModel(self))
+
+    # --- public ----------------------------------------------------------------------------
+
+    def conversation_model(self) -> ConversationModel:
+        model = self.model()
+        assert isinstance(model, ConversationModel)
+        return model
+
+    def message_delegate(self) -> MessageDelegate:
+        return self._delegate
+
+    def setModel(self, model: ConversationModel) -> None:  # type: ignore[override]
+        self._live.stop()
+        old = self.model()
+        if isinstance(old, ConversationModel):
+            old.modelAboutToBeReset.disconnect(self._before_reset)
+            old.text_appended.disconnect(self._on_text_appended)
+            old.row_size = None
+        self._delegate.set_model(model)
+        super().setModel(model)
+        model.modelAboutToBeReset.connect(self._before_reset)
+        model.text_appended.connect(self._on_text_appended)
+        model.row_size = self._delegate.size_for_new_row
+        self._delegate.write_heights(new_cells=True)
+        self._stick_to_bottom = True
+        self._pending_anchor = None
+
+    def scroll_to_message(self, message_id: str) -> None:
+        row = self.conversation_model().row_of(message_id)
+        if row >= 0:
+            self.scrollTo(self.model().index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
+
+    def text_surfaces(self) -> list[QWidget]:
+        """The widgets messages are painted on: the viewport, and the LiveWords widget over a
+        streaming reply's row (benches watch their paints)."""
+        return [self.viewport(), self._live]
+
+    def is_at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - _BOTTOM_SLACK
+
+    def open_link(self, url: str) -> bool:
+        """Open a link from model output: only http(s), only after the person confirmed the full URL."""
+        if classify_url(url) != "confirm":
+            self.link_refused.emit(url)
+            QToolTip.showText(self.mapToGlobal(self.rect().center()), f"Cove does not open this kind of link:\n{url}",
+                              self)
+            return False
+        if not self._confirm_open(url):
+            return False
+        QDesktopServices.openUrl(QUrl(url, QUrl.ParsingMode.StrictMode))
+        self.link_confirmed.emit(url)
+        return True
+
+    def copy_message(self, message_id: str) -> None:
+        row = self.conversation_model().row_of(message_id)
+        if row >= 0:
+            self._copy(self.conversation_model().item(row).content)
+
+    # --- model and layout ------------------------------------------------------------------
+    # Heights: every row has one in the model (Qt.SizeHintRole). Rows are estimated when they
+    # arrive and measured exactly when painted or about to be (prefetch). Any change of height
+    # leads to one delayed QListView relayout, which reads the heights in C++ (cheap).
+
+    def _before_reset(self) -> None:
+        # set_messages replaces every row (a version switch, a finished turn): keep the person's
+        # place unless they were following the bottom.
+        self._pending_anchor = None if self._stick_to_bottom else self._top_anchor()
+
+    def reset(self) -> None:
+        self._live.stop()
+        super().reset()
+        self._delegate.forget_missing()
+        if not self._sizes_from_model():
+            self._delegate.write_heights(new_cells=True)
+        self._stick_to_bottom = self._pending_anchor is None
+        self.scheduleDelayedItemsLayout()
+
+    def rowsAboutToBeRemoved(self, parent: QModelIndex, start: int, end: int) -> None:
+        self._live.stop()
+        super().rowsAboutToBeRemoved(parent, start, end)
+
+    def rowsInserted(self, parent: QModelIndex, start: int, end: int) -> None:
+        if not self._sizes_from_model():
+            self._delegate.write_heights(range(start, end + 1), new_cells=True)
+        super().rowsInserted(parent, start, end)
+
+    def _sizes_from_model(self) -> bool:
+        """True when new rows got their first height from our delegate as they were created."""
+        model = self.model()
+        return isinstance(model, ConversationModel) and model.row_size == self._delegate.size_for_new_row
+
+    def dataChanged(self, top_left: QModelIndex, bottom_right: QModelIndex, roles: Sequence[int] = ()) -> None:
+        # QListView answers any dataChanged with a relayout of every row. A streaming row whose
+        # height did not change only needs repainting.
+        if not top_left.isValid():
+            return
+        if top_left.row() == bottom_right.row():
+            if self._repaint_changed_part(top_left):
+                return
+        else:
+            self._delegate.write_heights(range(top_left.row(), bottom_right.row() + 1))
+        super().dataChanged(top_left, bottom_right, list(roles))
+
+    def _on_text_appended(self, row: int) -> None:
+        if self._live.add(row):
+            return  # the common frame: plain words, placed and drawn by the LiveWords widget
+        index = self.model().index(row, 0)
+        area = self._delegate.stream_frame(row)
+        if area is not None:  # a few words the row's plain tail lays out, repainted on their own
+            # Few Qt calls here: each costs microseconds on the caches the engine empties.
+            x, y, _width, _height = self.visualRect(index).getRect()
+            left, top, width, height, more = area
+            region = QRect(x + left, y + top, width, height)
+            if more is not None:  # the last word moved down: the lines below too
+                region = QRegion(region) + QRegion(x + more[0], y + more[1], more[2], more[3])
+            self._repaint_stream(row, x, y, region)
+            return
+        if not self._repaint_changed_part(index):
+            super().dataChanged(index, index, [])  # its height changed: the list lays out again
+
+    def _repaint_changed_part(self, index: QModelIndex) -> bool:
+        """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
+        row = index.row()
+        if not self._delegate.grow_streaming_row(row) and self._delegate.settle_row(row):
+            # A finished reply: the widget leaves. A growing one: it takes the new size now and
+            # repaints what changed (the list view's repaint after the relayout leaves it out).
+            area = self._delegate.changed_area(row)
+            self._live.follow(row, None if area is None else area.translated(self.visualRect(index).topLeft()))
+            return False
+        rect = self.visualRect(index)
+        area = self._delegate.changed_area(index.row())
+        if area is None:
+            self.viewport().update(rect)
+            self._live.follow(row)
+        else:
+            self._repaint_stream(row, rect.x(), rect.y(), area.translated(rect.topLeft()))
+        return True
+
+    def _repaint_stream(self, row: int, x: int, y: int, region: QRect | QRegion) -> None:
+        """Repaint `region` (viewport coordinates) of the streaming row at (x, y): the LiveWords
+        widget over its text takes the row's new state, and repaints what lies under it."""
+        if self._live.follow(row, region) or region.isEmpty():
+            return
+        self._stream_frame = (row, x, y)
+        self._viewport.update(region)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        frame, self._stream_frame = self._stream_frame, None
+        if frame is not None and self._delegate.paint_stream_frame(self._viewport, frame, event.rect()):
+            return  # a frame of a streaming reply: only its new text was exposed, and drawn
+        # The delegate draws a row's document only inside the exposed rect: a token repaints
+        # the last lines of the streaming reply, not every visible line of it.
+        self._delegate.paint_region = event.rect()
+        try:
+            super().paintEvent(event)
+        finally:
+            self._delegate.paint_region = None
+
+    def scrollContentsBy(self, dx: int, dy: int) -> None:
+        self._stream_frame = None  # rows moved
+        super().scrollContentsBy(dx, dy)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self._stream_frame = None
+        self._live.stop()  # the rows get another width: the next frame follows the row again
+        super().resizeEvent(event)
+        if self._delegate.row_width() != max(120, self.viewport().width()):
+            self._delegate.forget_width()
+            self._width_timer.start()
+
+    def _on_width_changed(self) -> None:
+        if self._delegate.write_heights():
+            self.scheduleDelayedItemsLayout()
+
+    def _on_heights_changed(self) -> None:
+        if self._delegate.write_dirty():
+            self.scheduleDelayedItemsLayout()
+
+    def doItemsLayout(self) -> None:
+        self._stream_frame = None  # rows may move
+        anchor, self._pending_anchor = self._pending_anchor, None
+        if anchor is None and not self._stick_to_bottom:
+            anchor = self._top_anchor()
+        super().doItemsLayout()
+        self._live.relaid()
+        if anchor is not None:
+            self._restore_anchor(anchor)
+        elif self._stick_to_bottom:
+            self._set_scroll(self.verticalScrollBar().maximum())
+        self._prefetch_timer.start(0)
+
+    def _top_anchor(self) -> tuple[str, int, int] | None:
+        """(message id, row, pixel offset of its top) of the row under the top edge."""
+        index = self.indexAt(QPoint(1, 1))
+        model = self.model()
+        if not index.isValid() or not isinstance(model, ConversationModel) or index.row() >= model.item_count():
+            return None
+        return model.item(index.row()).id, index.row(), self.visualRect(index).top()
+
+    def _restore_anchor(self, anchor: tuple[str, int, int]) -> None:
+        message_id, old_row, offset = anchor
+        model = self.conversation_model()
+        row = model.row_of(message_id)
+        if row < 0:  # replaced by a sibling version: it took the same place
+            row = old_row if old_row < model.item_count() else -1
+        if row < 0:
+            self._stick_to_bottom = True
+            self._set_scroll(self.verticalScrollBar().maximum())
+            return
+        rect = self.visualRect(model.index(row, 0))
+        if rect.isValid() and rect.top() != offset:
+            self._set_scroll(self.verticalScrollBar().value() + rect.top() - offset)
+
+    def _set_scroll(self, value: int) -> None:
+        self._adjusting = True
+        try:
+            self.verticalScrollBar().setValue(value)
+        finally:
+            self._adjusting = False
+
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._stick_to_bottom:
+            self._set_scroll(maximum)
+
+    def _on_scrolled(self, value: int) -> None:
+        if not self._adjusting:
+            bar = self.verticalScrollBar()
+            self._stick_to_bottom = value >= bar.maximum() - _BOTTOM_SLACK
+            if value == bar.minimum() and bar.maximum() > bar.minimum():
+                self.top_reached.emit()
+        self._prefetch_timer.start(0)
+
+    def _prefetch_layouts(self) -> None:
+        """Measure the rows on screen and around it now, so scrolling meets measured rows."""
+        model = self.model()
+        if not isinstance(model, ConversationModel) or model.item_count() == 0:
+            return
+        height = self.viewport().height()
+        margin = round(height * _PREFETCH_SCREENS)
+        first = self.indexAt(QPoint(1, 1))
+        first_row = first.row() if first.isValid() else 0
+        rows: list[int] = []
+        for step, start, limit in ((-1, first_row - 1, margin), (1, first_row, height + margin)):
+            row, covered = start, 0
+            while 0 <= row < model.item_count() and covered < limit:
+                rows.append(row)
+                covered += self._delegate.layout_for(model.item(row)).height
+                row += step
+        if self._delegate.write_heights(rows, exact=True):
+            self.scheduleDelayedItemsLayout()
+
+    def _refresh_message(self, message_id: str) -> None:
+        row = self.conversation_model().row_of(message_id)
+        if row >= 0:
+            index = self.model().index(row, 0)
+            self.dataChanged(index, index, [])
+
+    # --- events ----------------------------------------------------------------------------
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange,
+                            QEvent.Type.EnabledChange):
+            self._live.stop()  # its colours, fonts and words are the old ones (a disabled view greys text)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._delegate.forget_width()
+            self._delegate.reset_style()
+            self.scheduleDelayedItemsLayout()
+        super().changeEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        index = self.indexAt(event.position().toPoint())
+        hit = self._delegate.hit_test(index, self.visualRect(index), event.position().toPoint()) \
+            if index.isValid() else None
+        if hit is None:
+            self.viewport().unsetCursor()
+        else:
+            self.viewport().setCursor(Qt.CursorShape.PointingHandCursor)
+        super().mouseMoveEvent(event)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        self._delegate.show_focus = False
+        super().mousePressEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if not self._delegate.show_focus:
+            self._delegate.show_focus = True
+            self.viewport().update()
+        if event.matches(QKeySequence.StandardKey.Copy) and self.currentIndex().isValid():
+            self._copy(self.conversation_model().item(self.currentIndex().row()).content)
+            return
+        super().keyPressEvent(event)
+
+    def _on_hit(self, hit: Hit) -> None:
+        if hit.kind == "copy":
+            self.copy_message(hit.message_id)
+        elif hit.kind == "copy_code":
+            self._copy(hit.value)
+        elif hit.kind == "retry":
+            self.retry_requested.emit(hit.message_id)
+        elif hit.kind == "regenerate":
+            self.regenerate_requested.emit(hit.message_id)
+        elif hit.kind == "edit":
+            self.edit_requested.emit(hit.message_id)
+        elif hit.kind in ("version_prev", "version_next"):
+            self.version_requested.emit(hit.message_id, -1 if hit.kind == "version_prev" else 1)
+        elif hit.kind == "link":
+            self.open_link(hit.value)
+
+    def _copy(self, text: str) -> None:
+        QGuiApplication.clipboard().setText(text)
+        self.text_copied.emit(text)
+
+
+__all__ = ["ConversationView", "confirm_with_dialog"]

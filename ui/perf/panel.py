@@ -1,0 +1,259 @@
+"""The collapsible live performance and memory panel: generation speed over the current reply,
+time to first token, prompt speed, context use, private memory of both processes, model file,
+VRAM, backend and GPU layers.
+
+Every setter only stores values and marks the panel dirty; a 250 ms timer repaints at most
+four times a second and only when something changed (the figures at most once a second while
+a reply streams), so feeding it from the token path costs next to nothing
+(research/performance.md section 4.5).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+
+from ui.perf.sparkline import Sparkline
+from ui.theme import format_bytes, format_int, format_rate
+
+REFRESH_MS = 250  # at most 4 repaints per second
+# While a reply streams the chart moves 4 times a second but the figures change at most once a
+# second: a label whose text changes lays out the panel and the main window again (a QLabel's
+# new text always asks its layouts for new geometry), on the CPU the engine generates with.
+LIVE_FIGURES_S = 1.0
+MAX_SAMPLES = 240
+RATE_BUCKET_S = 0.25  # tokens_arrived() turns arrivals into one speed sample per bucket
+
+
+class PerfPanel(QWidget):
+    """Shows what the current turn and the loaded model cost. Emits `expanded_changed(bool)`."""
+
+    expanded_changed = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None, expanded: bool = True) -> None:
+        super().__init__(parent)
+        self._samples: deque[float] = deque(maxlen=MAX_SAMPLES)
+        self._streaming = False
+        self._bucket_start: float | None = None
+        self._bucket_tokens = 0
+        self._metrics: dict[str, Any] = {}
+        self._file_size: int | None = None
+        self._backend: str | None = None
+        self._gpu_layers: int | None = None
+        self._vram: int | None = None
+        self._ui_uss: int | None = None
+        self._engine_uss: int | None = None
+        self._dirty = False
+        self._figures_at = float("-inf")  # monotonic time the figures were last shown
+
+        self._header = QToolButton(self)
+        self._header.setText("Performance")
+        self._header.setAccessibleName("Performance panel")
+        self._expanded = expanded
+        self._header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self._header.setAutoRaise(True)
+        self._header.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        header_font = self._header.font()
+        header_font.setBold(True)
+        self._header.setFont(header_font)
+        self._header.clicked.connect(lambda: self.set_expanded(not self._expanded))
+
+        self._body = QWidget(self)
+        self.sparkline = Sparkline(self._body)
+        self.sparkline.setAccessibleName("Generation speed over this reply")
+        self._labels: dict[str, QLabel] = {}
+        form = QFormLayout(self._body)
+        form.setContentsMargins(8, 0, 8, 4)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow(self.sparkline)
+        for key, caption in (
+            ("gen", "Generation"),
+            ("ttft", "First token"),
+            ("prompt", "Prompt"),
+            ("context", "Context"),
+            ("ui_mem", "Window memory"),
+            ("engine_mem", "Engine memory"),
+            ("model_file", "Model file"),
+            ("vram", "VRAM"),
+            ("backend", "Backend"),
+        ):
+            label = QLabel("–", self._body)
+            label.setAccessibleName(caption)
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self._labels[key] = label
+            form.addRow(caption, label)
+        self._labels["ui_mem"].setToolTip("Private memory (USS) of this window's process")
+        self._labels["engine_mem"].setToolTip("Private memory (USS) of the engine process")
+        self._labels["model_file"].setToolTip("Size of the model file, mapped into the engine's memory")
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self._header)
+        layout.addWidget(self._body)
+        layout.addStretch(1)  # collapsed: the header stays at the top
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self._on_tick)
+
+        self._apply_expanded()
+        self._render()
+
+    # ---- commands (cheap: they store and mark dirty) ------------------------------------
+
+    def set_expanded(self, expanded: bool) -> None:
+        """Show or hide the body below the header."""
+        if expanded != self._expanded:
+            self._expanded = expanded
+            self._apply_expanded()
+            self.expanded_changed.emit(expanded)
+
+    def is_expanded(self) -> bool:
+        return self._expanded
+
+    def _apply_expanded(self) -> None:
+        self._figures_at = float("-inf")  # what the header shows changes now, not within a second
+        self._mark_dirty()  # the header shows the live rate only while collapsed
+        self._header.setArrowType(Qt.ArrowType.DownArrow if self._expanded else Qt.ArrowType.RightArrow)
+        self._header.setAccessibleDescription("expanded" if self._expanded else "collapsed")
+        self._body.setVisible(self._expanded)
+
+    def reply_started(self) -> None:
+        """A new reply begins: clear the speed chart and the per-turn figures."""
+        self._samples.clear()
+        self._streaming = True
+        self._bucket_start = None
+        self._bucket_tokens = 0
+        self._metrics = {}
+        self._figures_at = float("-inf")
+        self._mark_dirty()
+
+    def tokens_arrived(self, n_tokens: int, t: float) -> None:
+        """`n_tokens` arrived at monotonic time `t` (seconds); folded into one speed sample per 0.25 s."""
+        if self._bucket_start is None:
+            self._bucket_start = t  # the first arrival only starts the clock
+            return
+        self._bucket_tokens += n_tokens
+        elapsed = t - self._bucket_start
+        if elapsed >= RATE_BUCKET_S:
+            self.add_rate_sample(self._bucket_tokens / elapsed)
+            self._bucket_start = t
+            self._bucket_tokens = 0
+
+    def add_rate_sample(self, tok_per_s: float) -> None:
+        """Append one generation-speed sample to the chart."""
+        self._samples.append(float(tok_per_s))
+        self._mark_dirty()
+
+    def set_turn_metrics(self, metrics: dict[str, Any]) -> None:
+        """The finished turn's figures: ttft_ms, prompt_tps, gen_tps, context_used, n_ctx, gen_tokens."""
+        self._metrics = dict(metrics)
+        self._streaming = False
+        self._mark_dirty()
+
+    def set_model_info(self, file_size: int | None, backend: str, gpu_layers: int, vram_bytes: int | None = None) -> None:
+        """The loaded model: file size, backend name (e.g. 'CPU', 'CUDA'), layers offloaded, VRAM if known."""
+        self._file_size = file_size
+        self._backend = backend
+        self._gpu_layers = gpu_layers
+        self._vram = vram_bytes
+        self._mark_dirty()
+
+    def set_memory(self, ui_uss: int | None, engine_uss: int | None) -> None:
+        """Private memory (USS) of the window process and of the engine process; None = unknown."""
+        if (ui_uss, engine_uss) != (self._ui_uss, self._engine_uss):
+            self._ui_uss, self._engine_uss = ui_uss, engine_uss
+            self._mark_dirty()
+
+    def label_text(self, key: str) -> str:
+        """The text currently shown for one figure (gen, ttft, prompt, context, ui_mem, engine_mem,
+        model_file, vram, backend)."""
+        return self._labels[key].text()
+
+    # ---- rendering ---------------------------------------------------------------------
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _on_tick(self) -> None:
+        if not self._dirty:
+            self._timer.stop()  # idle: no timer runs until the next change
+            return
+        now = time.monotonic()
+        if self._streaming and now - self._figures_at < LIVE_FIGURES_S:
+            self.sparkline.set_values(self._samples)  # the figures follow within a second
+            return  # still dirty: the timer keeps running
+        self._dirty = False
+        self._figures_at = now
+        self._render()
+
+    def _render(self) -> None:
+        m = self._metrics
+        self.sparkline.set_values(self._samples)
+        live = self._samples[-1] if self._samples else None
+        final = _number(m.get("gen_tps"))
+        if self._streaming:
+            gen = format_rate(live) if live is not None else "…"
+        elif final is not None:
+            tokens = m.get("gen_tokens")
+            gen = format_rate(final) + (f" · {format_int(tokens)} tokens" if isinstance(tokens, int) else "")
+        else:
+            gen = "–"
+        self._set("gen", gen)
+        ttft = _number(m.get("ttft_ms"))
+        self._set("ttft", f"{ttft:,.0f} ms" if ttft is not None else "–")
+        self._set("prompt", format_rate(_number(m.get("prompt_tps"))))
+        used, n_ctx = m.get("context_used"), m.get("n_ctx")
+        if isinstance(used, int) and isinstance(n_ctx, int) and n_ctx > 0:
+            self._set("context", f"{format_int(used)} / {format_int(n_ctx)} tokens ({used / n_ctx:.0%})")
+        else:
+            self._set("context", "–")
+        self._set("ui_mem", format_bytes(self._ui_uss))
+        self._set("engine_mem", format_bytes(self._engine_uss) if self._engine_uss is not None else "no engine running")
+        self._set("model_file", format_bytes(self._file_size) if self._file_size is not None else "no model loaded")
+        self._set("vram", self._vram_text())
+        self._set("backend", self._backend_text())
+        header = "Performance"
+        # The live rate goes into the header only while the body (and its Generation line) is
+        # hidden: a header whose text changes 4 times a second re-lays out and repaints the
+        # whole panel each time, on the CPU the engine is generating with.
+        rate = (live if not self._expanded else None) if self._streaming else final
+        if rate is not None:
+            header += f"  ·  {format_rate(rate)}"
+        if self._header.text() != header:
+            self._header.setText(header)
+
+    def _vram_text(self) -> str:
+        if self._vram is not None:
+            return format_bytes(self._vram)
+        if self._backend is None:
+            return "–"
+        if self._backend.lower() == "cpu":
+            return "n/a (no GPU)"
+        if not self._gpu_layers:
+            return "not used (no layers on GPU)"
+        return "not measured"
+
+    def _backend_text(self) -> str:
+        if self._backend is None:
+            return "–"
+        layers = self._gpu_layers or 0
+        if layers <= 0:
+            return f"{self._backend} · all layers on CPU"
+        return f"{self._backend} · {layers} layers on GPU"
+
+    def _set(self, key: str, text: str) -> None:
+        label = self._labels[key]
+        if label.text() != text:
+            label.setText(text)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,448 @@
+"""Cove's main window: sidebar | conversation + composer | performance panel, a top bar with
+the model picker, and the keyboard shortcuts. It only wires widgets to the ChatController
+and the history; it holds no chat logic of its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.store.export import export_conversation
+from app.store.search import search_messages
+from app.store.statuses import MessageStatus
+from ui.chat.composer import Composer
+from ui.chat.controller import ChatController, ShownMessage
+from ui.chat.model_picker import (
+    ModelPicker,
+    _ElidedLabel,  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
+)
+from ui.chat.presets import PresetStore
+from ui.chat.settings_dialog import ConversationSettingsDialog
+from ui.conversation.item_model import MessageItem
+from ui.conversation.view import ConversationView
+from ui.models_panel.host import ModelsHost
+from ui.models_panel.panel import ModelsPanel
+from ui.perf.memory_poller import MemoryPoller, MemorySample
+from ui.perf.panel import PerfPanel
+from ui.shell.gc_pacing import GcPacer
+from ui.shell.network_indicator import NetworkIndicator
+from ui.shell.notice_area import NoticeArea
+from ui.shell.sidebar import Sidebar
+from ui.shell.welcome_host import WelcomeHost
+
+APP_TITLE = "Cove"
+
+
+def to_item(shown: ShownMessage) -> MessageItem:
+    m = shown.message
+    return MessageItem(
+        id=m.id, role=m.role, content=m.content, status=m.status, model_name=m.model_name, metrics=m.metrics,
+        error=m.error, version_index=shown.version_index, version_count=shown.version_count,
+        seen_by_model=shown.seen_by_model,
+    )
+
+
+class MainWindow(QMainWindow):
+    memory_sampled = Signal(object)  # MemorySample, marshalled from the poller thread
+
+    def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path, confirm_delete=None,
+                 downloads=None, token_store=None) -> None:
+        super().__init__()
+        self.controller = controller
+        self.core = controller.core
+        self._state = QSettings(str(state_file), QSettings.Format.IniFormat)
+        self._presets = PresetStore(presets_file)
+        self._editing: str | None = None  # id of the user message being edited
+        self._confirm_delete = confirm_delete or self._ask_delete
+        self._closing = False
+        self.setObjectName("coveMainWindow")
+        self.setWindowTitle(APP_TITLE)
+        self.setAccessibleName("Cove")
+
+        self.sidebar = Sidebar()
+        self.view = ConversationView()
+        self.composer = Composer()
+        self.perf = PerfPanel()
+        self.picker = ModelPicker()
+        self.notices = NoticeArea()  # kept start-up notices, then the passing line
+        self.notice = self.notices.passing
+        self.network_indicator = NetworkIndicator(self.core.network)
+        self.statusBar().addPermanentWidget(self.network_indicator)
+        # The Models panel's services (token store, Hub worker, downloads); the panel is built on first open.
+        self.models = ModelsHost(self, controller, choose=self._choose_model, library_changed=self.refresh_models,
+                                 offline_changed=lambda _offline: self.network_indicator.refresh(),
+                                 downloads=downloads, token_store=token_store)
+        self.downloads = self.models.downloads
+        self._build_layout()
+        self.welcome = WelcomeHost(self, self.pages)
+        self._connect()
+        self._shortcuts()
+
+        self.poller = MemoryPoller(self.memory_sampled.emit)
+        self.memory_sampled.connect(self._on_memory)
+        self.poller.start()
+        self.gc_pacer = GcPacer(self)  # no 20-40 ms full garbage collection mid-reply
+        self.controller.busy_changed.connect(self.gc_pacer.set_busy)
+        self.refresh_models()
+        self._restore_state()
+
+    # ---- layout ------------------------------------------------------------------------
+
+    def _build_layout(self) -> None:
+        top = QWidget()
+        top.setObjectName("topBar")
+        bar = QHBoxLayout(top)
+        bar.setContentsMargins(8, 6, 8, 6)
+        # Elided ("…") when the bar is narrow: a long title must not widen the window.
+        self.title_label = _ElidedLabel()
+        self.title_label.setObjectName("conversationTitle")
+        self.title_label.setAccessibleName("Conversation title")
+        font = self.title_label.font()
+        font.setBold(True)
+        self.title_label.setFont(font)
+        self.settings_button = QPushButton("Settings…")
+        self.settings_button.setAccessibleName("Conversation settings")
+        self.settings_button.setToolTip("System prompt, sampling and context size for this conversation")
+        self.models_button = QToolButton()  # a tool button, like Performance: the top bar must fit an 800 px screen
+        self.models_button.setText("Models")
+        self.models_button.setAccessibleName("Models")
+        self.models_button.setToolTip("Find, download, import and delete models (Ctrl+M)")
+        self.perf_button = QToolButton()
+        self.perf_button.setText("Performance")
+        self.perf_button.setCheckable(True)
+        self.perf_button.setAccessibleName("Show performance panel")
+        bar.addWidget(self.title_label, 1)
+        bar.addWidget(self.picker)
+        bar.addWidget(self.models_button)
+        bar.addWidget(self.settings_button)
+        bar.addWidget(self.perf_button)
+
+        center = QWidget()
+        col = QVBoxLayout(center)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        col.addWidget(self.notices)
+        # The conversation (index 0), or the welcome page on a first run; the composer stays
+        # below either, so a first message can be typed at once.
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.view)
+        col.addWidget(self.pages, 1)
+        col.addWidget(self.composer)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("mainSplitter")
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(self.perf)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([240, 720, 260])
+        self.splitter.setChildrenCollapsible(False)
+
+        root = QWidget()
+        outer = QVBoxLayout(root)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        outer.addWidget(top)
+        outer.addWidget(self.splitter, 1)
+        self.setCentralWidget(root)
+        self.resize(1220, 780)
+
+    def _connect(self) -> None:
+        c, s = self.controller, self.sidebar
+        c.conversations_changed.connect(self.refresh_conversations)
+        c.conversation_opened.connect(self._on_conversation_opened)
+        c.messages_reloaded.connect(self._on_messages)
+        c.messages_appended.connect(self._on_appended)
+        c.reply_started.connect(lambda _m: self.perf.reply_started())
+        c.reply_text_received.connect(self._on_text)
+        c.reply_finished.connect(self._on_finished)
+        c.busy_changed.connect(self.composer.set_busy)
+        c.busy_changed.connect(lambda busy: self.poller.set_engine_busy(busy))  # no engine reads mid-reply
+        c.model_load_started.connect(lambda name: self.picker.set_loading(name, True))
+        c.model_loaded.connect(self._on_loaded)
+        c.model_load_failed.connect(self._on_load_failed)
+        c.error_reported.connect(self.show_notice)
+        c.notice_changed.connect(self.show_notice)
+        c.models_changed.connect(self.refresh_models)
+
+        s.new_chat_requested.connect(self.new_chat)
+        s.conversation_selected.connect(self.open_conversation)
+        s.search_changed.connect(self._search)
+        s.search_result_chosen.connect(self._open_search_result)
+        s.rename_requested.connect(self._rename)
+        s.pin_requested.connect(self._pin)
+        s.export_requested.connect(self._export)
+        s.delete_requested.connect(self._delete)
+
+        self.composer.send_requested.connect(self._send)
+        self.composer.stop_requested.connect(c.stop)
+        self.view.retry_requested.connect(c.regenerate)
+        self.view.regenerate_requested.connect(c.regenerate)
+        self.view.edit_requested.connect(self._begin_edit)
+        self.view.version_requested.connect(c.switch_version)
+        self.view.top_reached.connect(c.load_earlier)
+        self.view.text_copied.connect(lambda _t: self.statusBar().showMessage("Copied to the clipboard.", 2000))
+        self.picker.model_chosen.connect(self._choose_model)
+        self.picker.load_cancel_requested.connect(c.cancel_load)
+        self.settings_button.clicked.connect(self.open_settings)
+        self.models_button.clicked.connect(lambda: self.open_models())
+        self.perf_button.toggled.connect(self.perf.setVisible)
+
+    def _shortcuts(self) -> None:
+        def add(keys: str | QKeySequence, slot, name: str) -> None:
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(slot)
+            shortcut.setObjectName(name)
+
+        add("Ctrl+N", self.new_chat, "newChat")
+        add("Ctrl+K", self.sidebar.focus_search, "search")
+        add("Ctrl+L", self.composer.focus_input, "focusComposer")
+        add("Esc", self.controller.stop, "stop")
+        add("Ctrl+Shift+C", self.copy_last_reply, "copyLastReply")
+        add("Ctrl+M", self.open_models, "models")
+        quit_action = QAction("Quit", self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        quit_action.triggered.connect(self.close)
+        self.addAction(quit_action)
+
+    # ---- actions -----------------------------------------------------------------------
+
+    def new_chat(self) -> None:
+        self._editing = None
+        self.controller.new_conversation()
+        self.composer.focus_input()
+
+    def open_conversation(self, conversation_id: str) -> None:
+        if conversation_id and conversation_id != self.controller.conversation_id:
+            self._editing = None
+            self.controller.open_conversation(conversation_id)
+
+    def copy_last_reply(self) -> None:
+        items = self.view.conversation_model().items()
+        last = next((i for i in reversed(items) if i.role == "assistant"), None)
+        if last is not None:
+            QGuiApplication.clipboard().setText(last.content)
+            self.statusBar().showMessage("Copied the last reply.", 2000)
+
+    def open_settings(self) -> None:
+        dialog = ConversationSettingsDialog(self.controller.params(), self.controller.system_prompt(), self._presets, self)
+        if dialog.exec():
+            params, system_prompt = dialog.result_values()
+            self.controller.update_settings(params, system_prompt)
+
+    def open_models(self, tab: str | None = None) -> ModelsPanel:
+        """Show the Models panel (find, download, import, delete models), on `tab` if given."""
+        return self.models.open(tab)
+
+    @property
+    def models_panel(self) -> ModelsPanel | None:
+        return self.models.panel
+
+    def show_notice(self, text: str) -> None:
+        """A passing notice: it replaces the last passing one ("" clears it) and leaves kept ones."""
+        self.notices.show_passing(text)
+
+    def keep_notice(self, text: str, folder: Path | None = None) -> None:
+        """A notice that stays until the person dismisses it; `folder` adds an Open folder button."""
+        self.notices.keep(text, folder)
+
+    def refresh_conversations(self) -> None:
+        self.sidebar.set_conversations(self.core.history.list_conversations())
+        self.sidebar.select_conversation(self.controller.conversation_id)
+
+    def refresh_models(self) -> None:
+        model = self.controller.model
+        self.picker.set_models(self.core.library.list(), model.name if model else None)
+        self.models.set_current()
+
+    def _send(self, text: str) -> None:
+        self.show_notice("")
+        editing, self._editing = self._editing, None
+        try:
+            ok = self.controller.edit_and_resend(editing, text) if editing else self.controller.send(text)
+        except Exception as exc:  # noqa: BLE001 - the typed text stays in the composer
+            self.show_notice(f"Could not send: {exc}")
+            return
+        if ok:
+            self.composer.clear()
+        elif editing:
+            self._editing = editing
+
+    def _begin_edit(self, message_id: str) -> None:
+        message = self.core.history.get_message(message_id)
+        self._editing = message.id
+        self.composer.set_text(message.content)
+        self.composer.focus_input()
+        self.statusBar().showMessage("Editing: sending makes a new version; the original is kept.", 4000)
+
+    def _choose_model(self, name: str) -> None:
+        self.controller.choose_model(name)
+        self.models.set_current()
+        self.controller.preload_model()
+
+    def _search(self, query: str) -> None:
+        self.sidebar.show_search_results(search_messages(self.core.db, query) if query.strip() else [])
+
+    def _open_search_result(self, conversation_id: str, message_id: str) -> None:
+        self.controller.open_conversation(conversation_id, focus_message=message_id)
+        self.view.scroll_to_message(message_id)
+
+    def _rename(self, conversation_id: str, title: str) -> None:
+        self.core.history.rename_conversation(conversation_id, title)
+        self.refresh_conversations()
+        self._update_title()
+
+    def _pin(self, conversation_id: str, pinned: bool) -> None:
+        self.core.history.set_pinned(conversation_id, pinned)
+        self.refresh_conversations()
+
+    def _export(self, conversation_id: str, fmt: str) -> None:
+        conversation = self.core.history.get_conversation(conversation_id)
+        suggested = f"{(conversation.title or 'conversation')[:40]}.{ 'md' if fmt == 'md' else 'json'}"
+        path, _ = QFileDialog.getSaveFileName(self, "Export conversation", suggested)
+        if path:
+            Path(path).write_text(export_conversation(self.core.history, conversation_id, fmt), encoding="utf-8")
+            self.statusBar().showMessage(f"Exported to {path}", 4000)
+
+    def _ask_delete(self, title: str) -> bool:
+        answer = QMessageBox.question(self, "Delete conversation", f"Delete “{title}” and all its messages? This cannot be undone.")
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _delete(self, conversation_id: str) -> None:
+        conversation = self.core.history.get_conversation(conversation_id)
+        if self.controller.busy and conversation.id == self.controller.conversation_id:
+            self.show_notice("Stop the reply before deleting this conversation.")
+            return
+        if not self._confirm_delete(conversation.title or "Untitled chat"):
+            return
+        self.core.history.delete_conversation(conversation.id)
+        if conversation.id == self.controller.conversation_id:
+            self.controller.new_conversation()
+        self.refresh_conversations()
+
+    # ---- controller events -------------------------------------------------------------
+
+    def _on_conversation_opened(self, conversation_id: str) -> None:
+        self.sidebar.select_conversation(conversation_id or None)
+        self._update_title()
+
+    def _update_title(self) -> None:
+        conversation = self.controller.conversation()
+        title = conversation.title if conversation and conversation.title else "New chat"
+        self.setWindowTitle(f"{APP_TITLE} — {title}")
+        self.title_label.set_full_text(title)
+        self.title_label.setToolTip(title)
+
+    def _on_messages(self, shown: list[ShownMessage]) -> None:
+        self.view.conversation_model().set_messages([to_item(s) for s in shown])
+        self._update_title()
+        latest = next((s.message for s in reversed(shown) if s.message.role == "assistant" and s.message.metrics), None)
+        if latest is not None:
+            self.composer.set_context(latest.metrics.get("context_used"), latest.metrics.get("n_ctx"), True)
+        else:
+            self.composer.set_context(None, self.controller.loaded.n_ctx if self.controller.loaded else None, True)
+
+    def _on_appended(self, shown: list[ShownMessage]) -> None:
+        model = self.view.conversation_model()
+        for item in shown:
+            model.append_message(to_item(item))
+        self._update_title()
+
+    def _on_text(self, message_id: str, text: str, n_tokens: int) -> None:
+        self.view.conversation_model().append_text(message_id, text)
+        self.perf.tokens_arrived(n_tokens, time.monotonic())
+
+    def _on_finished(self, message) -> None:
+        model = self.view.conversation_model()
+        row = model.row_of(message.id)
+        if row >= 0:
+            shown = model.item(row)
+            model.update_message(dataclasses.replace(
+                shown, content=message.content, status=message.status, metrics=message.metrics, error=message.error,
+                model_name=message.model_name))
+        if message.metrics.get("context_used") is not None:
+            self.composer.set_context(message.metrics.get("context_used"), message.metrics.get("n_ctx"), True)
+        metrics = dict(message.metrics)
+        self.perf.set_turn_metrics(metrics)
+        if message.status == MessageStatus.ERROR and message.error:
+            self.show_notice(message.error)
+
+    def _on_loaded(self, loaded) -> None:
+        model = self.controller.model
+        self.picker.set_loaded(model.name if model else None)
+        self.perf.set_model_info(model.size if model else None, loaded.backend, loaded.n_gpu_layers)
+        self.poller.set_engine_pid(self.controller.engine.host_pid)
+        if loaded.template_source.startswith("fallback"):
+            self.statusBar().showMessage(loaded.template_note, 8000)
+
+    def _on_load_failed(self, sentence: str) -> None:
+        self.picker.set_error(sentence)
+        self.show_notice(sentence)
+        self.refresh_models()
+
+    def _on_memory(self, sample: MemorySample) -> None:
+        self.perf.set_memory(sample.ui_uss, sample.engine_uss)
+
+    # ---- state and quitting ------------------------------------------------------------
+
+    def _restore_state(self) -> None:
+        geometry = self._state.value("window/geometry")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        splitter = self._state.value("window/splitter")
+        if isinstance(splitter, QByteArray):
+            self.splitter.restoreState(splitter)
+        perf_visible = str(self._state.value("window/perf_visible", "true")).lower() == "true"
+        self.perf_button.setChecked(perf_visible)
+        self.perf.setVisible(perf_visible)
+
+    def start(self) -> None:
+        """Open the last conversation shown (else the latest) with the last model."""
+        self.controller.start()
+        last = self._state.value("chat/conversation")
+        if isinstance(last, str) and last:
+            try:
+                self.controller.open_conversation(last)
+            except Exception:  # noqa: BLE001 - it was deleted since; the latest one is open
+                pass
+        self.refresh_models()
+        self.refresh_conversations()
+        self._update_title()
+        self.welcome.start()
+        self.composer.focus_input()
+        QTimer.singleShot(0, self.controller.preload_model)
+
+    def save_state(self) -> None:
+        self._state.setValue("window/geometry", self.saveGeometry())
+        self._state.setValue("window/splitter", self.splitter.saveState())
+        self._state.setValue("window/perf_visible", "true" if self.perf_button.isChecked() else "false")
+        self._state.setValue("chat/conversation", self.controller.conversation_id or "")
+        self._state.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
+        if not self._closing:
+            self._closing = True
+            self.save_state()
+            self.poller.stop()
+            self.gc_pacer.stop()
+            self.network_indicator.detach()
+            self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
+            self.controller.shutdown()
+        event.accept()
