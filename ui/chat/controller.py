@@ -2,10 +2,10 @@
 per frame on the UI thread, writes the history (the UI thread is its only writer), and tells
 the widgets what happened through past-tense signals.
 
-Per-token invariant: the engine's reader thread only queues each token; a 25 ms QTimer on
+Per-token invariant: the engine's reader thread only queues each token; a frame timer on
 the UI thread takes what has arrived (no other thread wakes per token) and emits ONE
 `reply_text_received` per frame with that text, so the cost per frame is bounded whatever
-the token rate (performance.md section 4).
+the token rate.
 """
 
 from __future__ import annotations

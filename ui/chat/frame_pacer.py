@@ -1,16 +1,8 @@
-"""When the next frame of a streaming reply is drawn: on a 25 ms clock, or in step with the tokens.
+"""When the next frame of a streaming reply is drawn: on a FRAME_MS clock, or in step with the tokens.
 
-A frame costs the window 1-2 ms of CPU, and on a 2-core machine all of it comes out of the
-engine's threads (issue 3: tg through the window >= 0.98x headless). On a fixed 25 ms clock a
-55 tok/s reply (a token every 18 ms) gets 40 frames a second, most of them with one token,
-and a token waits up to 25 ms for its frame. When tokens come steadily 10-100 ms apart, each
-frame is timed just after a predicted token: the last one that lets the first token after
-the previous frame wait at most FRAME_MS. At 55 tok/s that is a frame every other token (27
-a second), and a token waits for its frame at most one token gap plus a small margin (about
-20 ms, then the frame's own work: p99 produced-to-visible 24 ms, against 26 on the clock); a
-slower reply gets a frame per token, about 2 ms after it comes. Faster or uneven streams keep the
-clock: they bring many tokens to a frame anyway, and the clock bounds their wait to 25 ms
-(bench/ui_stream.py measures p99 produced-to-visible latency at 200 and 1000 tok/s).
+When tokens come steadily (gaps within STEADY_GAPS_MS), each frame is timed just after a
+predicted token: the last one that lets the first token after the previous frame wait at most
+FRAME_MS. Faster or uneven streams keep the clock: they bring many tokens to a frame anyway.
 
 Pure logic (times are time.perf_counter() seconds), so tests can drive it with a fake clock.
 """

@@ -1,8 +1,6 @@
 """The engine side of one turn, off the UI thread: load the model if needed and start the
 reply. Loading and failure events go into a deque; once the reply has started, the UI thread
-takes its tokens from the Generation itself, once a frame, and this thread ends. (It used to
-pass every token on, which woke a thread per token: about 0.1 ms of CPU each on a VM, taken
-from the engine's cores.)
+takes its tokens from the Generation itself, once a frame, and this thread ends.
 
 Threading invariant: this thread never touches Qt objects or the database; it only appends
 to the deque (thread-safe) and calls the engine client (thread-safe).

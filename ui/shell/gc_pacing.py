@@ -1,18 +1,9 @@
 """When Python's cyclic garbage collector may make a full pass: never while a reply streams.
 
-CPython runs a full (generation 2) collection on its own whenever enough objects have
-survived the younger generations. With a long conversation open (thousands of message
-records, documents and Qt wrappers) one full pass takes 20-40 ms on the UI thread, and
-bench/ui_stream.py caught them as its worst heartbeat stalls (40-50 ms, the goal being 50)
-at moments chosen by allocation counts, e.g. right after Send.
-
-Here the automatic full passes are switched off (the two young generations still collect on
-their usual thresholds, so short-lived cycles are freed at once), and the full pass runs on
-the UI thread when the window is idle: a moment after a reply ends, and every minute while
-no reply streams, each time only if CPython would have made one by then. Objects only wait
-there, they are not kept: memory that a cycle holds is returned at the next idle moment.
-Nothing in the standard library paces collections by an application's idle time;
-`gc.freeze()` would skip objects for good rather than defer them.
+The automatic full (generation 2) passes are switched off; the young generations still collect
+on their usual thresholds, and a full pass runs on the UI thread when the window is idle (a
+moment after a reply ends, and every minute while none streams), each time only if CPython
+would have made one by then, so memory a cycle holds is returned at the next idle moment.
 """
 
 from __future__ import annotations

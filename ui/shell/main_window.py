@@ -97,7 +97,7 @@ class MainWindow(QMainWindow):
         self.poller = MemoryPoller(self.memory_sampled.emit)
         self.memory_sampled.connect(self._on_memory)
         self.poller.start()
-        self.gc_pacer = GcPacer(self)  # no 20-40 ms full garbage collection mid-reply
+        self.gc_pacer = GcPacer(self)  # no full garbage collection mid-reply
         self.controller.busy_changed.connect(self.gc_pacer.set_busy)
         self.refresh_models()
         self._restore_state()
