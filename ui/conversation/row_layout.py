@@ -32,7 +32,7 @@ ACTION_SPACING = 16
 ARROW_WIDTH = 16
 DOC_CACHE_SIZE = 256
 # A streaming reply's row grows this many lines at a time, not one. Every change of a row's
-# height makes the list lay out again and repaint all of the viewport (about 2 ms); growing by
+# height makes the list lay out again and repaint all of the viewport; growing by
 # three lines at once does that a third as often, and leaves at most two blank lines under the
 # text while it streams. The row takes its exact height when the reply ends.
 STREAM_GROW_LINES = 3

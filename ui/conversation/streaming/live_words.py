@@ -1,12 +1,9 @@
 """The newest words of a streaming reply, drawn by a small widget of their own over its row.
 
 Most frames of a streaming reply add a word or two of plain text after the row's plain tail
-(ui/conversation/streaming/plain_tail.py, ui/conversation/streaming/word_runs.py). Taking such a frame through the row's streaming document,
-its row layout and the list view's paint cost about 1 ms of UI-thread CPU here, nearly all of
-it the amount of Python and Qt code run on caches the engine keeps emptying; on a 2-core
-machine that time comes out of the engine's threads (issue 3: the starter's tg through the
-window >= 0.98x headless). A widget that places the words itself and draws only them costs
-about a quarter of that (bench/stream_frames.py).
+(ui/conversation/streaming/plain_tail.py, ui/conversation/streaming/word_runs.py). This widget places those words itself and draws
+only them, rather than taking the frame through the row's streaming document, its row layout
+and the list view's paint.
 
 LiveWords lies over the streaming row's text area: opaque (the list view never paints under
 it) and transparent for the mouse (the view keeps hover, links and clicks). It takes a frame

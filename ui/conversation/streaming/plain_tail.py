@@ -3,10 +3,9 @@
 A streaming reply gets a markdown render of its tail when the new text can change what
 markdown shows (ui/conversation/streaming/stream_document.py: renders_as_plain), at most a few times a second; the
 characters that arrive in between have to show at once, and a plain paragraph can stream
-whole before its next render. Inserting them into the QTextDocument lays its
-last paragraph out again from its first character on every frame (QTextEngine shapes a
-block whole): 70 us for a short paragraph, 250-350 us for a 600-1200 character one, on the
-UI thread, once per frame. Here those few characters get a QTextLayout of their own that
+whole before its next render. Inserting them into the QTextDocument would lay its last
+paragraph out again from its first character on every frame (QTextEngine shapes a block
+whole). Here those few characters get a QTextLayout of their own that
 starts where the document's last line ends, so a frame costs the same whatever the length
 of the paragraph. Qt has no "continue this block" layout, hence these small classes. As the
 text grows, only its end is laid out again (extended(); words of text that breaks at spaces

@@ -1,10 +1,9 @@
 """The document of a reply that is still streaming: finished blocks rendered once, the tail re-rendered.
 
-Re-rendering a whole reply as markdown every frame costs O(reply) per frame (tens of ms for a
-long one: markdown-it, pygments, QTextDocument.setHtml and layout). Here the text is cut at the
-last top-level block boundary (a line after a blank line, outside any code fence): everything
-before it is rendered once and appended to the document, only the trailing block is replaced
-(research/performance.md section 4.1). Between markdown renders new characters are shown
+Re-rendering a whole reply as markdown every frame would cost O(reply) per frame. Here the
+text is cut at the last top-level block boundary (a line after a blank line, outside any code
+fence): everything before it is rendered once and appended to the document, only the trailing
+block is replaced. Between markdown renders new characters are shown
 as plain text after the document (ui/conversation/streaming/plain_tail.py). The tail is rendered again only when its
 new text can change what markdown shows (renders_as_plain): plain words that continue the
 rendered line never need it, so a prose paragraph streams with one render at its start and
@@ -31,13 +30,12 @@ from ui.conversation.text.markdown_render import MAX_MARKDOWN_CHARS, Rendered, r
 from ui.conversation.text.safe_document import SafeTextDocument
 
 # Markdown renders of the tail at most this often; new text shows at once as plain text in
-# between. Each render re-parses, re-inserts and lays out the whole trailing block (about 1 ms
-# for a paragraph), and the window's CPU comes out of the engine's cores on small machines:
-# 4 renders a second instead of 10 cut that cost by 60%, while formatting still shows within
-# a quarter of a second.
+# between. Each render re-parses, re-inserts and lays out the whole trailing block, and the
+# window's CPU comes out of the engine's cores on small machines; formatting still shows
+# within a quarter of a second.
 MIN_INTERVAL_S = 0.25
 # A tail (one long paragraph or an open code block) longer than this is not re-rendered while it
-# streams: each render costs O(tail), and a 5 KB paragraph took 20-40 ms here, a visible stall.
+# streams: each render costs O(tail), and a long one is a visible stall.
 # It stays plain text until it is finished or the reply ends (then one whole render).
 MAX_LIVE_TAIL_CHARS = 1500
 # Pending plain text longer than this goes into the document (once), so a PlainTail stays a

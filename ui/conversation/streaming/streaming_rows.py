@@ -1,13 +1,12 @@
 """The per-frame path of a streaming reply's row, mixed into MessageDelegate.
 
-While a reply streams, every frame (27-40 a second, see ui/chat/frame_pacer.py) adds a few
+While a reply streams, every frame (ui/chat/frame_pacer.py) adds a few
 characters to one row. This keeps that cheap: a frame no markdown render is due for takes
 stream_frame, which updates the row in place and names the rect of its new words; the others
 take grow_streaming_row and changed_area (renders, folds, a row that grows); only what
 changed is drawn (paint_stream_frame), and the markdown re-render of the tail is scheduled
 here (a timer per delegate). The window's CPU per frame comes out of the engine's cores on a
-small machine (issue 3: tg through the window >= 0.98x headless), so this path avoids
-everything the general row path does. Most frames of plain words do not come here at all:
+small machine, so this path avoids everything the general row path does. Most frames of plain words do not come here at all:
 the LiveWords widget over the row takes them (ui/conversation/streaming/live_words.py; live_base() gives it the
 row to draw on, and the row's own paints leave the text it covers to it, text_covered()).
 
@@ -36,8 +35,8 @@ class StreamingRows:
     def _init_streaming_rows(self) -> None:
         self._tail_timer = QTimer(self)
         self._tail_timer.setSingleShot(True)
-        # Precise: a coarse timer fires up to 5% early, before the render is due, and each
-        # early firing cost one more full layout of the streaming row.
+        # Precise: a coarse timer may fire up to 5% early, before the render is due, and each
+        # early firing would cost one more full layout of the streaming row.
         self._tail_timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._tail_timer.timeout.connect(self._flush_stream_tails)
         self._tail_ids: set[str] = set()
@@ -57,8 +56,8 @@ class StreamingRows:
         document, within the height the row already has: update the row's layout in place
         (True). False: the document changed or the row must grow; lay it out in full.
 
-        The full path builds the row's layout again and writes its height: about 0.3 ms a
-        frame, at 40 frames a second, on the cores the engine generates on.
+        The full path builds the row's layout again and writes its height, every frame, on the
+        cores the engine generates on.
         """
         item, lay, stream = self._stream_row(row)
         if item is None or lay is None or stream is None or lay.width != self.row_width() \
@@ -116,9 +115,9 @@ class StreamingRows:
     @staticmethod
     def _outdate(lay: RowLayout) -> None:
         """Make the row be laid out again, whatever its item, keeping its text's height as the
-        least it gets (layout_for): deleting the layout let a markdown render that set the text
-        tighter than the plain text before it shrink the row, and the next lines grow it again
-        (two relayouts of the whole view, and the text jumping up and down)."""
+        least it gets (layout_for), so a markdown render that sets the text tighter than the
+        plain text before it does not shrink the row for the next lines to grow it again (two
+        relayouts of the whole view, and the text jumping up and down)."""
         lay.item = dataclasses.replace(lay.item)  # a copy: no `lay.item is item` check holds
 
     def changed_area(self, row: int) -> QRegion | None:
@@ -127,8 +126,7 @@ class StreamingRows:
         New characters change only the end of the last line (from where its last word starts:
         greedy wrapping may move that word down) and any line below it; a markdown re-render
         of the tail changes whole lines from the tail's start. Repainting just that keeps the
-        cost of a token independent of how long the reply already is: drawing text costs about
-        1 us a glyph here, so a frame that redrew whole lines cost 100-200 us more. None when
+        cost of a token independent of how long the reply already is. None when
         unknown (the caller repaints the whole row); empty when nothing changed.
         """
         item, lay, stream = self._stream_row(row)
@@ -158,8 +156,8 @@ class StreamingRows:
         and return True, without the list view's paint (which builds a style option and calls
         paint() for the row). False: paint as usual.
 
-        A frame repaints a word or two up to 40 times a second; the list view's paint machinery and
-        the full row paint cost about 0.3 ms of that on a busy 2-core machine.
+        A frame repaints a word or two; the list view's paint machinery and the full row paint
+        would cost more than that.
         """
         if self.show_focus or not viewport.isEnabled():
             return False  # no focus frame to draw; a disabled view draws greyed text
@@ -184,7 +182,7 @@ class StreamingRows:
         area, draw the text there and nothing else (True). False: paint the row in full.
 
         The full paint works out colours and fonts and checks every part of the row (header,
-        notices, footer, actions): about 0.1 ms a frame that a token never needs.
+        notices, footer, actions), work a token never needs.
         """
         exposed = self.paint_region
         if exposed is None or (self.show_focus and option.state & QStyle.StateFlag.State_HasFocus):

@@ -1,8 +1,8 @@
 """Words placed one at a time after a laid-out text: the cheap end of a streaming PlainTail.
 
 A token adds a word or two to a streaming reply. Laying out the tail's last line again with a
-QTextLayout costs that whole line's shaping every frame (50-170 us here, most of a frame's
-text work), and drawing it draws the whole line again. Here each new word is shaped once
+QTextLayout costs that whole line's shaping every frame, and drawing it draws the whole line
+again. Here each new word is shaped once
 (a QStaticText, kept per font and word), placed after the previous one, and moved to the
 next line when it does not fit, as QTextLayout wraps text that breaks only at spaces; a
 frame then draws only the words it brought, without shaping them again. Only for scripts that
@@ -30,7 +30,7 @@ LATIN_TEXT = re.compile(r"[\u0020-\u052F\u2010-\u2027\u2030-\u205E]*")
 _TOKENS = re.compile(r" +|[^ ]+")
 # Words already shaped, per font, with their width and whether the font itself has all their
 # characters: replies repeat their words, and shaping one (to measure it, and again on every
-# drawText of it) was most of a frame's drawing. QStaticText keeps the shaped glyphs; drawing
+# drawText of it) is the costly part of drawing it. QStaticText keeps the shaped glyphs; drawing
 # it at (x, baseline - ascent) gives the pixels drawText gives at (x, baseline).
 _SHAPED: dict[tuple[str, str], tuple[QStaticText, float, bool]] = {}
 _ADVANCES: dict[tuple[str, str], float] = {}  # runs of spaces

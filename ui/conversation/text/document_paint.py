@@ -66,7 +66,7 @@ def _draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRec
 
     A streaming token repaints the last line or two of a reply. QTextLayout.draw (which the
     document layout calls per block) lays out glyph runs for every line of the block before
-    clipping: 180-220 us for a four-line paragraph, against 35 us a line drawn here.
+    clipping; this lays out and draws only the lines the clip holds.
     """
     shape = _last_paragraph(doc)
     if shape is None:
@@ -91,7 +91,7 @@ def _draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRec
 def _last_paragraph(doc: QTextDocument) -> tuple[QTextLayout, QPointF, float] | None:
     """(layout, top-left, ink bottom of the block above) of the document's last block when it
     is a plain paragraph, else None. Kept on the document until its text or width changes:
-    working it out asks Qt a dozen questions, about 0.1 ms a frame on a busy machine."""
+    working it out asks Qt a dozen questions."""
     key = (doc.revision(), doc.textWidth())
     cached = getattr(doc, "_cove_last_paragraph", None)
     if cached is not None and cached[0] == key:

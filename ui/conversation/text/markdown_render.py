@@ -1,7 +1,7 @@
 """Markdown to the inert HTML subset that QTextDocument shows: no raw HTML, no images, no live links.
 
-Model output is untrusted (DESIGN.md section 7). markdown-it-py parses with raw HTML off, so any
-tag in the text is escaped and shown literally. Images become placeholder text, never an <img>.
+Model output is untrusted: it may hold any HTML, image or link. markdown-it-py parses with raw
+HTML off, so any tag in the text is escaped and shown literally. Images become placeholder text, never an <img>.
 Links keep their text but point at ``cove-link:N``; the real address is kept in ``links[N]`` and
 is only ever opened by the view after the person confirms it. Code blocks are highlighted by
 pygments with inline styles and get a ``cove-copy:N`` link whose text is ``code_blocks[N]``.

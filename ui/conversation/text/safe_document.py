@@ -2,9 +2,9 @@
 
 QTextDocument.loadResource is where Qt would read `file:` images from disk (a UNC path on
 Windows is an SMB connection that leaks the person's NTLM hash) and decode `data:` URLs; a
-well-meant override that fetched http would send the conversation to whoever wrote the URL
-(research/reliability.md section 3.2). This override never calls the base class: images get
-an in-memory placeholder, everything else gets nothing, and each refusal is recorded.
+well-meant override that fetched http would send the conversation to whoever wrote the URL.
+This override never calls the base class: images get an in-memory placeholder, everything else
+gets nothing, and each refusal is recorded.
 """
 
 from __future__ import annotations
