@@ -1,15 +1,12 @@
 """A background thread that samples private memory (USS) of this process and of the engine process.
 
 It never touches Qt: it hands each `MemorySample` to a callback on its own thread, and the
-owner marshals it to the UI thread (e.g. by emitting a signal). psutil's
-`memory_full_info()` can take around a millisecond, which is why this is not done on the
-UI thread (research/performance.md section 4.5).
+owner marshals it to the UI thread (e.g. by emitting a signal), since psutil's
+`memory_full_info()` is too slow for the UI thread.
 
-Reading a process's USS walks every page it has resident, in the kernel: about 13 ms of CPU
-for the engine with the starter model (253 MB) loaded, and it grows with the model (a 4 GB
-model is 16 times the pages). Read every half second, that was 3% of a core for a window
-doing nothing. So USS is read again only when it can have changed (`UssReading`): when the
-process's resident size (statm, a few microseconds) moved by RSS_STEP, after a reply or a
+Reading a process's USS walks every page it has resident, in the kernel, so it costs more the
+larger the model. USS is read again only when it can have changed (`UssReading`): when the
+process's resident size (statm, cheap) moved by RSS_STEP, after a reply or a
 load (`mark_stale`), or once every MAX_AGE_S. While a reply streams (`set_engine_busy(True)`)
 neither process is read at all: the last figures are carried over, and the next reading
 after the reply refreshes them.

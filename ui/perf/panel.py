@@ -4,8 +4,7 @@ VRAM, backend and GPU layers.
 
 Every setter only stores values and marks the panel dirty; a 250 ms timer repaints at most
 four times a second and only when something changed (the figures at most once a second while
-a reply streams), so feeding it from the token path costs next to nothing
-(research/performance.md section 4.5).
+a reply streams), so feeding it from the token path costs next to nothing.
 """
 
 from __future__ import annotations

@@ -12,12 +12,11 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen, QPolygo
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 # At most one point per this many pixels: a long reply has hundreds of samples, and stroking
-# them all with antialiasing took about 4 ms a repaint for no visible gain.
+# them all with antialiasing costs far more than a repaint should, for no visible gain.
 PIXELS_PER_POINT = 3
 # The faint fill under the line, as this fraction of the line's colour over the background.
-# It is blended here into one opaque colour: the raster engine fills an opaque polygon in
-# about 30 us and a translucent one in about 170 (a 260x36 chart, measured warm), and the
-# widget paints its own background, so the pixels are the same (to one level of rounding).
+# It is blended here into one opaque colour: the raster engine fills an opaque polygon several
+# times faster than a translucent one, and the widget paints its own background, so the pixels are the same (to one level of rounding).
 FILL_ALPHA = 50 / 255
 
 
@@ -92,8 +91,8 @@ class Sparkline(QWidget):
             painter.drawPolygon(under)
             painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            # One pixel wide: at 1.5 the raster engine strokes the line as a path, 930 us for
-            # 85 points against 66 (measured warm), 4 times a second while the engine runs.
+            # One pixel wide: at 1.5 the raster engine strokes the line as a path, many times
+            # slower, and this repaints 4 times a second while the engine runs.
             painter.setPen(QPen(line_color, 1.0, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin))
             painter.drawPolyline(points)
         painter.setPen(Qt.PenStyle.NoPen)
