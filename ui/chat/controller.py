@@ -13,7 +13,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -29,21 +28,10 @@ from app.store.statuses import MessageStatus
 from models.library import InstalledModel
 from ui.background import run_in_background
 from ui.chat.frame_pacer import FRAME_MS, FramePacer
+from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
 from ui.chat.turn_worker import FailedEvent, LoadedEvent, RecheckedEvent, TurnWorker
 from ui.chat.unsaved_replies import UnsavedReplies
-
-PAGE = 300  # messages shown at once when a conversation opens; earlier ones load on scrolling up
-
-
-@dataclass(frozen=True)
-class ShownMessage:
-    """One message as the conversation view shows it."""
-
-    message: Message
-    version_index: int
-    version_count: int
-    seen_by_model: bool
 
 
 class ChatController(QObject):
@@ -179,18 +167,9 @@ class ChatController(QObject):
         conversation reads one light outline and the text of only what is shown."""
         if self.conversation_id is None:
             return []
-        history = self.core.history
-        outline = history.branch_outline(self.conversation_id)
-        ids = [row[0] for row in outline]
-        start = max(0, len(outline) - self._shown_count)
-        if focus_message in ids:
-            start = min(start, max(0, ids.index(focus_message) - 10))
-            self._shown_count = len(outline) - start
+        shown, start, self._shown_count = newest_part(self.core.history, self.conversation_id, self._shown_count, focus_message)
         self._has_earlier = start > 0
-        shown = outline[start:]
-        messages = history.messages_by_ids([row[0] for row in shown])
-        unseen = _unseen_ids(outline, messages)
-        return [ShownMessage(m, row[2], row[3], m.id not in unseen) for m, row in zip(messages, shown)]
+        return shown
 
     def update_settings(self, params: SamplingParams, system_prompt: str | None) -> None:
         if self.conversation_id is None:
@@ -476,21 +455,3 @@ class ChatController(QObject):
             print(f"cove: {len(self.unsaved.pending)} finished reply could not be saved (the history file is still not writable).",
                   file=sys.stderr)
         self.engine.close()
-
-
-def _unseen_ids(outline: list[tuple[str, str, int, int]], shown: list[Message]) -> set[str]:
-    """Messages the model no longer saw in the latest reply: the oldest whole turns of the
-    branch that the context policy dropped (the reply's metrics say how many)."""
-    latest = next((m for m in reversed(shown) if m.role == "assistant" and m.metrics), None)
-    dropped = int(latest.metrics.get("dropped_turns", 0) or 0) if latest else 0
-    if dropped <= 0:
-        return set()
-    unseen: set[str] = set()
-    turns = 0
-    for message_id, role, _index, _count in outline:
-        if role == "user":
-            turns += 1
-            if turns > dropped:
-                break
-        unseen.add(message_id)
-    return unseen
