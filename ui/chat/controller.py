@@ -25,7 +25,7 @@ from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
 from app.store.save_errors import ReplyNotSaved, write_failure
 from app.store.statuses import MessageStatus
-from models.library import InstalledModel
+from models.library import InstalledModel, ModelNotFound
 from ui.background import run_in_background
 from ui.chat.frame_pacer import FRAME_MS, FramePacer
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
@@ -380,14 +380,15 @@ class ChatController(QObject):
     def _record_recheck(self, record: TurnRecord, event: RecheckedEvent) -> None:
         """The model file changed under Cove: its entry and this reply now name its new bytes."""
         recheck = event.recheck
-        model = self.model if self.model is not None and self.model.path == recheck.path else None
-        if model is None:
-            return
         try:
-            self.model = record.record_recheck(self.core.library, model.name, recheck)
-        except sqlite3.Error as exc:
-            self.error_reported.emit(f"The model file changed, and {write_failure(exc)}, so the new checksum is not recorded.")
+            # The turn's own model, found by its file: the person may have picked another meanwhile.
+            updated = record.record_recheck(self.core.library, self.core.library.get(recheck.path).name, recheck)
+        except (sqlite3.Error, ModelNotFound) as exc:
+            reason = "it is no longer in the library" if isinstance(exc, ModelNotFound) else write_failure(exc)
+            self.error_reported.emit(f"The model file changed, and {reason}, so the new checksum is not recorded.")
             return
+        if self.model is not None and self.model.path == updated.path:
+            self.model = updated
         self.models_changed.emit()
         if recheck.content_changed:
             sentence = recheck.sentence()

@@ -4,19 +4,16 @@ dismisses it; the controller's passing notes come and go below it without removi
 
 from __future__ import annotations
 
-import shutil
 import signal
 import sys
-import threading
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
-import models.starter as starter_module
 from tests.support.paths import SUPPORT_DIR
+from tests.support.starter_stand_in import first_start_with_starter
 from ui.main import run_window
 from ui.shell.notice_area import NoticeArea
 
@@ -31,31 +28,13 @@ def _buttons(window: QWidget, text: str) -> list[QPushButton]:
     return [b for b in window.findChildren(QPushButton) if b.isVisible() and b.text() == text]
 
 
-def _first_start_with_starter(monkeypatch: pytest.MonkeyPatch, tiny_gguf: Path) -> threading.Event:
-    """The controller's first-start path: "Preparing the starter model…", then "" once it is ready."""
-    release = threading.Event()
-
-    def prepare(models_dir: Path) -> Path:
-        release.wait(20)
-        target = models_dir / "starter-stand-in.gguf"
-        shutil.copy(tiny_gguf, target)
-        return target
-
-    monkeypatch.setattr(starter_module, "starter_available", lambda: True)
-    monkeypatch.setattr(starter_module, "starter_registered", lambda library: False)
-    monkeypatch.setattr(starter_module, "prepare_starter_file", prepare)
-    monkeypatch.setattr(starter_module, "register_prepared_starter",
-                        lambda library, path: library.import_file(path, source="starter"))
-    return release
-
-
 def test_damaged_files_are_said_until_dismissed_through_the_starter_notes(qapp, tmp_path, tiny_gguf, monkeypatch):
     home = tmp_path / "home"
     (home / "data").mkdir(parents=True)
     (home / "data" / "cove.db").write_bytes(b"these bytes are not a database " * 300)
     (home / "data" / "settings.json").write_bytes(b"\x00 nor are these settings")
     monkeypatch.setenv("COVE_HOME", str(home))
-    release = _first_start_with_starter(monkeypatch, tiny_gguf)
+    release = first_start_with_starter(monkeypatch, tiny_gguf)
     opened: list[str] = []
     monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True)
     seen: dict[str, object] = {}

@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.engine.client import EngineClient
+from tests.support.starter_stand_in import first_start_with_starter
 from ui.chat.controller import ChatController
 from ui.shell.main_window import MainWindow
 
@@ -147,26 +148,11 @@ def test_real_engine_turn_on_the_tiny_model(qtbot, cove_core):
 def test_first_start_prepares_the_starter_without_freezing_the_window(qtbot, tmp_path, tiny_gguf, monkeypatch):
     """No model yet: the starter is assembled on a worker thread while the window stays live,
     then registered and chosen."""
-    import shutil
-    import threading
-
-    import models.starter as starter_module
     from app.core import open_core
     from app.paths import resolve_paths
 
     core = open_core(resolve_paths({"COVE_HOME": str(tmp_path / "fresh")}))
-    release = threading.Event()
-
-    def slow_prepare(models_dir):  # stands in for assembling 253 MB
-        release.wait(10)
-        target = models_dir / "starter-stand-in.gguf"
-        shutil.copy(tiny_gguf, target)
-        return target
-
-    monkeypatch.setattr(starter_module, "starter_available", lambda: True)
-    monkeypatch.setattr(starter_module, "starter_registered", lambda library: False)
-    monkeypatch.setattr(starter_module, "prepare_starter_file", slow_prepare)
-    monkeypatch.setattr(starter_module, "register_prepared_starter", lambda library, path: library.import_file(path, source="starter"))
+    release = first_start_with_starter(monkeypatch, tiny_gguf, wait_s=10)  # stands in for assembling 253 MB
     window = _window(qtbot, core, EngineClient())
     assert "Preparing the starter model" in window.notice.text()
     qtbot.wait(100)  # the event loop runs while the file is prepared
