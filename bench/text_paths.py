@@ -4,7 +4,7 @@ The starter's tg through the window falls short of 0.98x headless because of wha
 the window spends per streamed token on a 2-core machine. These stand-ins for the view's
 text path bound that cost from below:
   full     the real path (markdown document, plain tail, row layout, quick-path paints, and
-           the LiveWords widget that draws most frames' plain words)
+           the surface a streaming reply is drawn on)
   unpainted the real path without its paints: text is laid out, the view never repaints
   minimal  a 700x22 widget over the view that draws the last 90 characters with one
            drawText per frame: what any Qt window pays to show a token (update, paint event,

@@ -4,8 +4,8 @@ A scripted engine host (tests/support/fake_host.py, the real pipe protocol) stre
 and at 1000 tokens/s into an open 1,000-message conversation. Reported, per rate:
 - main-thread stall: lateness of a 5 ms heartbeat QTimer (p50, p99, max, ms);
 - latency from a token being produced (host clock) to the first repaint of the conversation's
-  text after it was appended: of the view's viewport, or of the LiveWords widget that draws a
-  streaming reply's newest words (p50, p99, ms);
+  text after it was appended: of the view's viewport, or of the surface a streaming reply is
+  drawn on (p50, p99, ms);
 and once: the time to open a 10,000-message conversation, from the click to its first paint
 (median of 3). With --starter, also the generation speed of the real starter model through
 the window against the same request headless (same prompt, seed and settings), as a ratio.
@@ -75,7 +75,7 @@ def seed_conversation(core, n_messages: int, title: str) -> str:
 
 class PaintWatch(QObject):
     """Stamps the time of each paint of the widgets the conversation's text is drawn on (the
-    view's viewport, and the LiveWords widget that draws a streaming reply's newest words)."""
+    view's viewport, and the surface a streaming reply is drawn on)."""
 
     def __init__(self, view) -> None:
         super().__init__()

@@ -8,6 +8,8 @@ relayouts once, after the paint.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
@@ -16,9 +18,9 @@ from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QS
 
 from app.store.statuses import MessageStatus
 from ui.conversation.item_model import ConversationModel, MessageItem
-from ui.conversation.row_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout
-from ui.conversation.streaming.streaming_rows import StreamingRows
-from ui.conversation.text.document_paint import anchor_areas, paint_document, paint_plain_tail
+from ui.conversation.row_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout, same_chrome
+from ui.conversation.streaming.reply import Damage
+from ui.conversation.text.document_paint import anchor_areas, paint_document
 from ui.conversation.text.markdown_render import COPY_SCHEME, LINK_SCHEME
 from ui.theme import is_dark
 
@@ -40,7 +42,7 @@ def blend(a: QColor, b: QColor, t: float) -> QColor:
                   round(a.blue() * (1 - t) + b.blue() * t))
 
 
-class MessageDelegate(QStyledItemDelegate, StreamingRows):
+class MessageDelegate(QStyledItemDelegate):
     """Delegate for ConversationView; `hit_activated` carries the Hit of a click.
 
     sizeHint is deliberately not overridden: the list view reads each row's height from the
@@ -49,7 +51,6 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
     """
 
     hit_activated = Signal(object)  # Hit
-    refresh_requested = Signal(str)  # message id whose streaming tail is due for a markdown render
     heights_changed = Signal()  # exact heights differ from the ones the view placed rows with
 
     def __init__(self, view: QAbstractItemView) -> None:
@@ -67,8 +68,10 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         self._width: int | None = None
         self.layout_count = 0  # exact row layouts computed
         self.show_focus = False  # the view turns this on while the keyboard drives it
-        self._init_streaming_rows()
         self.paint_region: QRect | None = None  # the view's exposed rect during its paintEvent
+        # Whether a widget over the row draws a streaming reply's text (message id, the text
+        # area in viewport coordinates): the view's ReplySurface.
+        self.text_drawn_over: Callable[[str, QRect], bool] = lambda message_id, rect: False
 
     # --- caches ----------------------------------------------------------------------------
 
@@ -120,23 +123,47 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         """The exact layout of a row (renders the message if it is not cached)."""
         width = self.row_width() if width is None else width
         lay = self._layouts.get(item.id)
-        if lay is not None and lay.item is item and lay.width == width:
+        if lay is not None and self._is_current(lay, item, width):
             return lay
         doc, rendered = self.docs.document(item, self.layouter.text_width(width))
-        stream = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
-        height = round(doc.size().height() if stream is None else stream.height())
-        if stream is not None and lay is not None and lay.width == width and lay.item.status == MessageStatus.STREAMING:
-            # A markdown render can set text tighter than the plain text before it (paragraph
-            # margins, soft line breaks); the row keeps its height until the reply ends rather
-            # than jump the text down and up again.
-            height = max(height, lay.doc_height)
+        reply = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
+        height = round(doc.size().height() if reply is None else reply.height())
         lay = self.layouter.layout(item, width, doc, rendered, height)
-        lay.tail = None if stream is None else stream.tail()
         self.layout_count += 1
         self._layouts[item.id] = lay
-        if item.status == MessageStatus.STREAMING:
-            self._watch_stream_tail(item.id)
         return lay
+
+    def _is_current(self, lay: RowLayout, item: MessageItem, width: int) -> bool:
+        """Whether `lay` is the layout of `item` at `width`. A streaming row's layout holds
+        while its reply's text grows within the room the row keeps for it (the reply draws the
+        text; the row only places it), and its document has no render the layout has not seen."""
+        if lay.width != width:
+            return False
+        if lay.item is item:
+            return True
+        if item.status != MessageStatus.STREAMING or lay.item.id != item.id or not same_chrome(lay.item, item):
+            return False
+        reply = self.docs.stream(item.id)
+        return reply is not None and reply.text == item.content and reply.rendered is lay.rendered \
+            and self.layouter.stream_room(round(reply.height())) == lay.doc_room
+
+    # --- a streaming reply's frames -------------------------------------------------------
+
+    def append_streamed(self, item: MessageItem) -> Damage | None:
+        """A streaming row's text changed (or a render of its tail came due): its reply shows
+        `item`'s text. The damage in the reply's coordinates; None when the row has no reply
+        laid out at this width yet, or the text does not extend it (lay the row out)."""
+        reply = self.docs.stream(item.id)
+        lay = self._layouts.get(item.id)
+        if reply is None or lay is None or lay.width != self.row_width() or lay.doc is not reply.document:
+            return None
+        return reply.append(item.content)
+
+    def keeps_room(self, item: MessageItem, height: float) -> bool:
+        """Whether a streaming row's layout holds for text `height` tall (else it grows)."""
+        lay = self._layouts.get(item.id)
+        return lay is not None and self.layouter.stream_room(round(height)) == lay.doc_room \
+            and (lay.item is item or same_chrome(lay.item, item))
 
     def exact_height(self, index: QModelIndex) -> int:
         item = self._item(index)
@@ -149,7 +176,7 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
     def is_laid_out(self, index: QModelIndex) -> bool:
         item = self._item(index)
         lay = None if item is None else self._layouts.get(item.id)
-        return lay is not None and lay.item is item and lay.width == self.row_width()
+        return lay is not None and self._is_current(lay, item, self.row_width())
 
     # --- heights in the model ----------------------------------------------------------------
 
@@ -177,7 +204,7 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
                 lay = layouts.get(item.id)
                 if exact:
                     height = self.layout_for(item, width).height
-                elif lay is not None and lay.item is item and lay.width == width:
+                elif lay is not None and self._is_current(lay, item, width):
                     height = lay.height
                 else:
                     height = estimate(item, width)
@@ -225,8 +252,6 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
         if item is None:
             return
         lay = self.layout_for(item)
-        if item.status == MessageStatus.STREAMING and self.paint_streaming_text(painter, option, lay):
-            return
         if self._laid.get(item.id) != lay.height and item.id not in self._dirty:
             # Never write to the model while painting: the view writes after this paint.
             self._dirty.add(item.id)
@@ -259,11 +284,8 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
 
         if lay.header.intersects(shown):
             self._paint_header(painter, item, lay, text, muted, dark)
-        covered = self.text_covered(lay, option.rect)  # the text is drawn by ui/conversation/streaming/live_words.py
-        if lay.doc is not None and not covered:
-            paint_document(painter, lay.doc, QPoint(lay.doc_left, lay.doc_top), text, visible)
-        if lay.tail is not None and not covered:
-            paint_plain_tail(painter, lay.tail, QPoint(lay.doc_left, lay.doc_top), text, visible)
+        if lay.doc is not None:
+            self._paint_text(painter, item, lay, option.rect, text, visible)
         if lay.notice is not None and lay.notice_rect.intersects(shown):
             painter.setFont(self.layouter.font)
             painter.setPen(self._status_color(item.status, dark, muted))
@@ -289,6 +311,26 @@ class MessageDelegate(QStyledItemDelegate, StreamingRows):
                 painter.setFont(self.layouter.small)
             else:
                 painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), label)
+        painter.restore()
+
+    def _paint_text(self, painter: QPainter, item: MessageItem, lay: RowLayout, row_rect: QRect, color: QColor,
+                    visible: QRectF) -> None:
+        """The row's text: its document, or a streaming row's reply (unless a widget over the
+        row draws it)."""
+        origin = QPoint(lay.doc_left, lay.doc_top)
+        reply = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
+        if reply is None or reply.document is not lay.doc:
+            paint_document(painter, lay.doc, origin, color, visible)
+            return
+        area = QRect(row_rect.topLeft() + origin, QSize(math.ceil(lay.doc.textWidth()) + 2, lay.doc_room))
+        if self.text_drawn_over(item.id, area):
+            return
+        clip = visible.translated(-QPointF(origin))
+        if clip.isEmpty():
+            return
+        painter.save()
+        painter.translate(origin)
+        reply.paint(painter, (clip.left(), clip.top(), clip.width(), clip.height()), color)
         painter.restore()
 
     def _paint_header(self, painter: QPainter, item: MessageItem, lay: RowLayout, text: QColor, muted: QColor,

@@ -4,7 +4,7 @@ A row is laid out only when it is painted (or about to be): the rendered SafeTex
 lives in an LRU keyed by content, the row geometry in a dict keyed by message id and checked
 against the MessageItem's identity (a frozen record is replaced on every change). Rows that
 were never painted get a cheap height estimate, so the list view can place thousands of them
-without rendering any. The streaming row has its own growing document (ui/conversation/streaming/stream_document.py).
+without rendering any. A streaming row's text is its StreamingReply (ui/conversation/streaming/reply.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 
 from ui.conversation.item_model import MessageItem, speaker
-from ui.conversation.streaming.plain_tail import PlainTail
-from ui.conversation.streaming.stream_document import StreamDocument
+from ui.conversation.streaming.reply import StreamingReply
 from ui.conversation.text.markdown_render import Rendered, document_stylesheet, render_markdown
 from ui.conversation.text.safe_document import SafeTextDocument
 
@@ -139,8 +138,7 @@ class RowLayout:
     metrics_text: str = ""
     metrics_rect: QRect = field(default_factory=QRect)
     actions: list[tuple[str, str, QRect]] = field(default_factory=list)
-    tail: PlainTail | None = None  # a streaming reply's text not in `doc` yet, drawn after it
-    doc_height: int = 0  # the height the text was given (a streaming row never gives back)
+    doc_height: int = 0  # the height the text was given
     doc_room: int = 0  # the height a streaming row keeps for its text (whole steps of lines)
 
 
@@ -149,7 +147,7 @@ class DocumentStore:
 
     def __init__(self, *, on_refused: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
         self._docs: OrderedDict[tuple, tuple[SafeTextDocument, Rendered]] = OrderedDict()
-        self._streams: dict[str, StreamDocument] = {}
+        self._streams: dict[str, StreamingReply] = {}
         self._on_refused = on_refused
         self._clock = clock
         self.render_count = 0  # markdown renders done (tests check only visible rows render)
@@ -164,14 +162,9 @@ class DocumentStore:
         """Drop streaming documents of messages that are no longer shown."""
         self._streams = {k: v for k, v in self._streams.items() if k in keep_ids}
 
-    def stream(self, message_id: str) -> StreamDocument | None:
-        """The growing document of a streaming message (None when it has none)."""
+    def stream(self, message_id: str) -> StreamingReply | None:
+        """The reply of a streaming message (None when it has none yet)."""
         return self._streams.get(message_id)
-
-    def pending_stream_tail(self, message_id: str) -> float | None:
-        """Seconds until the streaming document's plain tail is due for a markdown render."""
-        stream = self._streams.get(message_id)
-        return None if stream is None else stream.due_in()
 
     def document(self, item: MessageItem, width: int) -> tuple[SafeTextDocument, Rendered]:
         if item.status == "streaming":
@@ -192,14 +185,13 @@ class DocumentStore:
         return hit
 
     def _stream_document(self, item: MessageItem, width: int) -> tuple[SafeTextDocument, Rendered]:
-        stream = self._streams.get(item.id)
-        if stream is None or not stream.update(item.content):
-            stream = StreamDocument(self._new_document(), dark=self.dark, clock=self._clock,
-                                    on_render=self._count_render)
-            self._streams[item.id] = stream
-            stream.update(item.content)
-        stream.set_text_width(width)
-        return stream.doc, stream.rendered
+        reply = self._streams.get(item.id)
+        if reply is None or not reply.settle(item.content):
+            reply = StreamingReply(self._new_document(), dark=self.dark, clock=self._clock, on_render=self._count_render)
+            self._streams[item.id] = reply
+            reply.settle(item.content)
+        reply.set_width(width)
+        return reply.document, reply.rendered
 
     def _count_render(self) -> None:
         self.render_count += 1

@@ -1,24 +1,28 @@
 """The conversation: a QListView of messages painted by MessageDelegate, streaming-aware.
 
 Only painted rows (and a screen around them) are rendered; other rows carry an estimated
-height. A streaming update repaints its own row and skips the list's relayout unless the
-row's height changed. The view follows new text only while the person
+height. A streaming reply's text is its StreamingReply, drawn on a ReplySurface over its row:
+a frame repaints what the reply says changed, and lays the list out again only when the row
+grows. The view follows new text only while the person
 is at the bottom, and keeps the row under the top edge still when rows above change height.
 Links never open without the person confirming the full address (ui/conversation/link_policy.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
 
+from app.store.statuses import MessageStatus
 from ui.conversation.delegate import Hit, MessageDelegate
 from ui.conversation.item_model import ConversationModel
 from ui.conversation.link_policy import classify_url, host_of
-from ui.conversation.streaming.live_words import LiveWords
+from ui.conversation.streaming.reply import Damage
+from ui.conversation.streaming.reply_surface import ReplySurface
 
 _BOTTOM_SLACK = 4  # pixels from the end that still count as "at the bottom"
 _PREFETCH_SCREENS = 1.0  # lay out rows this many viewport heights above and below the visible ones
@@ -61,16 +65,21 @@ class ConversationView(QListView):
         self._confirm_open = confirm_open or (lambda url: confirm_with_dialog(self, url))
         self._stick_to_bottom = True
         self._pending_anchor: tuple[str, int, int] | None = None
-        # A streaming row whose changed text awaits a paint: (row, x, y) of its top-left in the
-        # viewport, as of the update (a relayout, scroll or resize in between drops it).
-        self._stream_frame: tuple[int, int, int] | None = None
         self._adjusting = False
         self._prefetch_timer = QTimer(self)
         self._prefetch_timer.setSingleShot(True)
         self._prefetch_timer.timeout.connect(self._prefetch_layouts)
         self._delegate = MessageDelegate(self)
-        self._live = LiveWords(self, self._delegate)  # the streaming reply's newest words
-        self._viewport = self.viewport()  # a QAbstractScrollArea keeps its viewport widget
+        self._surface = ReplySurface(self.viewport())  # the streaming reply's text, drawn over its row
+        self._delegate.text_drawn_over = self._surface.covers
+        # One timer for markdown renders of streaming replies' tails that come due.
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        # Precise: a coarse timer may fire up to 5% early, before the render is due, and each
+        # early firing would cost one more frame of the streaming row.
+        self._render_timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._render_timer.timeout.connect(self._render_due_tails)
+        self._due_ids: set[str] = set()
         self._width_timer = QTimer(self)  # a resize re-estimates every row, once it settles
         self._width_timer.setSingleShot(True)
         self._width_timer.setInterval(40)
@@ -93,7 +102,6 @@ class ConversationView(QListView):
         self._delegate.reset_style()
         self.setItemDelegate(self._delegate)
         self._delegate.hit_activated.connect(self._on_hit)
-        self._delegate.refresh_requested.connect(self._refresh_message)
         self._delegate.heights_changed.connect(self._on_heights_changed)
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range_changed)
@@ -111,7 +119,7 @@ class ConversationView(QListView):
         return self._delegate
 
     def setModel(self, model: ConversationModel) -> None:  # type: ignore[override]
-        self._live.stop()
+        self._surface.stop()
         old = self.model()
         if isinstance(old, ConversationModel):
             old.modelAboutToBeReset.disconnect(self._before_reset)
@@ -132,9 +140,12 @@ class ConversationView(QListView):
             self.scrollTo(self.model().index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
 
     def text_surfaces(self) -> list[QWidget]:
-        """The widgets messages are painted on: the viewport, and the LiveWords widget over a
-        streaming reply's row (benches watch their paints)."""
-        return [self.viewport(), self._live]
+        """The widgets messages are painted on: the viewport, and the surface over a streaming
+        reply's row (benches watch their paints)."""
+        return [self.viewport(), self._surface]
+
+    def reply_surface(self) -> ReplySurface:
+        return self._surface
 
     def is_at_bottom(self) -> bool:
         bar = self.verticalScrollBar()
@@ -169,7 +180,7 @@ class ConversationView(QListView):
         self._pending_anchor = None if self._stick_to_bottom else self._top_anchor()
 
     def reset(self) -> None:
-        self._live.stop()
+        self._surface.stop()
         super().reset()
         self._delegate.forget_missing()
         if not self._sizes_from_model():
@@ -178,7 +189,7 @@ class ConversationView(QListView):
         self.scheduleDelayedItemsLayout()
 
     def rowsAboutToBeRemoved(self, parent: QModelIndex, start: int, end: int) -> None:
-        self._live.stop()
+        self._surface.stop()
         super().rowsAboutToBeRemoved(parent, start, end)
 
     def rowsInserted(self, parent: QModelIndex, start: int, end: int) -> None:
@@ -192,64 +203,98 @@ class ConversationView(QListView):
         return isinstance(model, ConversationModel) and model.row_size == self._delegate.size_for_new_row
 
     def dataChanged(self, top_left: QModelIndex, bottom_right: QModelIndex, roles: Sequence[int] = ()) -> None:
-        # QListView answers any dataChanged with a relayout of every row. A streaming row whose
-        # height did not change only needs repainting.
+        # QListView answers any dataChanged with a relayout of every row. A row whose height did
+        # not change only needs repainting.
         if not top_left.isValid():
             return
         if top_left.row() == bottom_right.row():
-            if self._repaint_changed_part(top_left):
+            if self._row_changed(top_left.row()):
                 return
         else:
             self._delegate.write_heights(range(top_left.row(), bottom_right.row() + 1))
         super().dataChanged(top_left, bottom_right, list(roles))
 
     def _on_text_appended(self, row: int) -> None:
-        if self._live.add(row):
-            return  # the common frame: plain words, placed and drawn by the LiveWords widget
-        index = self.model().index(row, 0)
-        area = self._delegate.stream_frame(row)
-        if area is not None:  # a few words the row's plain tail lays out, repainted on their own
-            # Few Qt calls here: each costs microseconds on the caches the engine empties.
-            x, y, _width, _height = self.visualRect(index).getRect()
-            left, top, width, height, more = area
-            region = QRect(x + left, y + top, width, height)
-            if more is not None:  # the last word moved down: the lines below too
-                region = QRegion(region) + QRegion(x + more[0], y + more[1], more[2], more[3])
-            self._repaint_stream(row, x, y, region)
-            return
-        if not self._repaint_changed_part(index):
+        if not self._row_changed(row):
+            index = self.model().index(row, 0)
             super().dataChanged(index, index, [])  # its height changed: the list lays out again
 
-    def _repaint_changed_part(self, index: QModelIndex) -> bool:
-        """Lay the row out again; if its height is unchanged repaint only what changed (True)."""
-        row = index.row()
-        if not self._delegate.grow_streaming_row(row) and self._delegate.settle_row(row):
-            # A finished reply: the widget leaves. A growing one: it takes the new size now and
-            # repaints what changed (the list view's repaint after the relayout leaves it out).
-            area = self._delegate.changed_area(row)
-            self._live.follow(row, None if area is None else area.translated(self.visualRect(index).topLeft()))
+    def _row_changed(self, row: int) -> bool:
+        """Show the row's new state; True when that needed no relayout of the list. A streaming
+        row's reply takes its text and names what to repaint; few Qt calls on that path: each
+        costs microseconds on the caches the engine empties."""
+        item = self.conversation_model().item(row)
+        damage = self._delegate.append_streamed(item) if item.status == MessageStatus.STREAMING else None
+        if damage is not None:
+            if damage.due is not None:
+                self._render_in(item.id, damage.due)
+            if self._delegate.keeps_room(item, damage.height):
+                self._repaint_reply(row, damage)
+                return True
+        if self._delegate.settle_row(row):  # laid out again: its height changed
+            if self._place_surface(row) and damage is not None:  # where it is until the list lays out again
+                self._surface.repaint_damage(damage.rects)
             return False
-        rect = self.visualRect(index)
-        area = self._delegate.changed_area(index.row())
-        if area is None:
-            self.viewport().update(rect)
-            self._live.follow(row)
-        else:
-            self._repaint_stream(row, rect.x(), rect.y(), area.translated(rect.topLeft()))
+        self.viewport().update(self.visualRect(self.model().index(row, 0)))
+        if self._place_surface(row):
+            self._surface.update()
         return True
 
-    def _repaint_stream(self, row: int, x: int, y: int, region: QRect | QRegion) -> None:
-        """Repaint `region` (viewport coordinates) of the streaming row at (x, y): the LiveWords
-        widget over its text takes the row's new state, and repaints what lies under it."""
-        if self._live.follow(row, region) or region.isEmpty():
+    def _repaint_reply(self, row: int, damage: Damage) -> None:
+        """Repaint what a frame of the streaming reply at `row` changed: on the surface over it,
+        or (when there is none: a faded or disabled row) on the viewport."""
+        if self._surface.row == row or self._place_surface(row):
+            self._surface.repaint_damage(damage.rects)
             return
-        self._stream_frame = (row, x, y)
-        self._viewport.update(region)
+        lay = self._delegate.layout_for(self.conversation_model().item(row))
+        rect = self.visualRect(self.model().index(row, 0))
+        area = QRect(rect.x() + lay.doc_left, rect.y() + lay.doc_top, rect.width() - lay.doc_left, lay.doc_room)
+        region = QRegion()
+        for x, y, width, height in damage.rects:
+            region += QRect(area.x() + x, area.y() + y, width, height).intersected(area)
+        self.viewport().update(region)
+
+    def _place_surface(self, row: int) -> bool:
+        """Put the surface over `row`'s text when the row is a streaming reply shown unfaded in an
+        enabled view (else take it away); True when it is there."""
+        model = self.conversation_model()
+        item = model.item(row) if 0 <= row < model.item_count() else None
+        if item is None or item.status != MessageStatus.STREAMING or not item.seen_by_model or not self.isEnabled():
+            if self._surface.row == row or self._surface.row >= model.item_count():
+                self._surface.stop()
+            return False
+        lay = self._delegate.layout_for(item)  # the cached one when it is current
+        reply = self._delegate.docs.stream(item.id)
+        rect = self.visualRect(model.index(row, 0))
+        if lay.doc is None or reply is None or reply.document is not lay.doc or not rect.isValid():
+            self._surface.stop()
+            return False
+        right = lay.card.right() if lay.card.isValid() else lay.width
+        geometry = QRect(rect.x() + lay.doc_left, rect.y() + lay.doc_top, max(1, right - lay.doc_left),
+                         max(1, lay.doc_room))
+        viewport = self.viewport()
+        self._surface.place(row, item.id, reply, geometry, self._delegate.stream_text_color,
+                            viewport.palette().color(viewport.backgroundRole()))
+        return True
+
+    def _render_in(self, message_id: str, due: float) -> None:
+        """Give the reply `message_id` a frame in `due` seconds (a markdown render of its tail
+        comes due), unless one is asked for already."""
+        self._due_ids.add(message_id)
+        if not self._render_timer.isActive():
+            self._render_timer.start(max(1, math.ceil(due * 1000)))
+
+    def _render_due_tails(self) -> None:
+        # The same text again: the reply renders its tail if that is due (and asks again if not).
+        ids, self._due_ids = self._due_ids, set()
+        model = self.conversation_model()
+        for message_id in ids:
+            row = model.row_of(message_id)
+            if row >= 0:
+                index = model.index(row, 0)
+                self.dataChanged(index, index, [])
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        frame, self._stream_frame = self._stream_frame, None
-        if frame is not None and self._delegate.paint_stream_frame(self._viewport, frame, event.rect()):
-            return  # a frame of a streaming reply: only its new text was exposed, and drawn
         # The delegate draws a row's document only inside the exposed rect: a token repaints
         # the last lines of the streaming reply, not every visible line of it.
         self._delegate.paint_region = event.rect()
@@ -258,13 +303,8 @@ class ConversationView(QListView):
         finally:
             self._delegate.paint_region = None
 
-    def scrollContentsBy(self, dx: int, dy: int) -> None:
-        self._stream_frame = None  # rows moved
-        super().scrollContentsBy(dx, dy)
-
     def resizeEvent(self, event: QResizeEvent) -> None:
-        self._stream_frame = None
-        self._live.stop()  # the rows get another width: the next frame follows the row again
+        self._surface.stop()  # the rows get another width: the next frame follows the row again
         super().resizeEvent(event)
         if self._delegate.row_width() != max(120, self.viewport().width()):
             self._delegate.forget_width()
@@ -279,12 +319,11 @@ class ConversationView(QListView):
             self.scheduleDelayedItemsLayout()
 
     def doItemsLayout(self) -> None:
-        self._stream_frame = None  # rows may move
         anchor, self._pending_anchor = self._pending_anchor, None
         if anchor is None and not self._stick_to_bottom:
             anchor = self._top_anchor()
         super().doItemsLayout()
-        self._live.relaid()
+        self._follow_streaming_row()
         if anchor is not None:
             self._restore_anchor(anchor)
         elif self._stick_to_bottom:
@@ -351,18 +390,17 @@ class ConversationView(QListView):
         if self._delegate.write_heights(rows, exact=True):
             self.scheduleDelayedItemsLayout()
 
-    def _refresh_message(self, message_id: str) -> None:
-        row = self.conversation_model().row_of(message_id)
-        if row >= 0:
-            index = self.model().index(row, 0)
-            self.dataChanged(index, index, [])
+    def _follow_streaming_row(self) -> None:
+        """After a relayout: the surface follows its row to its place and size."""
+        if self._surface.row >= 0:
+            self._place_surface(self._surface.row)
 
     # --- events ----------------------------------------------------------------------------
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange,
                             QEvent.Type.EnabledChange):
-            self._live.stop()  # its colours, fonts and words are the old ones (a disabled view greys text)
+            self._surface.stop()  # its colours, fonts and words are the old ones (a disabled view greys text)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self._delegate.forget_width()
             self._delegate.reset_style()

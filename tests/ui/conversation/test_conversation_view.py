@@ -129,7 +129,10 @@ def test_streaming_append_text_updates_the_row(qtbot: object) -> None:
     item = model.item(model.row_of("live"))
     assert item.content == "".join(pieces)
     lay = view.message_delegate().layout_for(item)
-    assert "word499" in lay.doc.toPlainText() + (lay.tail.text if lay.tail else "")
+    reply = view.message_delegate().docs.stream("live")
+    assert reply.text == item.content
+    reply.settle(item.content)  # the words the fast path placed, in the document's tail
+    assert reply.stream.shown_text().endswith("word499 ")
     assert lay.status_label == "writing…"
     assert view.is_at_bottom()
     # Markdown renders during streaming are throttled, not one per append.
@@ -341,10 +344,11 @@ def test_a_streamed_token_repaints_only_the_end_of_a_long_reply(qtbot: object) -
     delegate = view.message_delegate()
     row = model.row_of("live")
     model.append_text("live", " more")  # no new line: the row keeps its height
-    assert delegate.changed_area(row).isEmpty()  # the view already took the change: nothing is left
+    reply = delegate.docs.stream("live")
+    assert reply.append(reply.text).rects == ()  # the view already took the change: nothing is left
     whole = delegate.layout_for(model.item(row)).height
-    rects: list[QRect] = []  # in viewport coordinates, asked of the viewport or of the widget over the row
-    live = view._live
+    rects: list[QRect] = []  # in viewport coordinates, asked of the viewport or of the surface over the row
+    live = view.reply_surface()
 
     def spy(widget: object, offset: object) -> None:
         original = widget.update  # type: ignore[attr-defined]
@@ -365,7 +369,7 @@ def test_a_streamed_token_repaints_only_the_end_of_a_long_reply(qtbot: object) -
     spy(live, live.pos)
     model.append_text("live", " y")
     model.append_text("live", "z")
-    assert live.frames > 0  # plain words: the widget took at least one of the frames
+    assert reply.quick_frames > 0  # plain words: the fast path took at least one of the frames
     assert len(rects) == 2 and all(r.height() < whole / 4 for r in rects)
     row_rect = view.visualRect(model.index(row, 0))
     assert rects[1].left() > row_rect.left() + row_rect.width() // 10  # the end of the line, not all of it

@@ -346,41 +346,48 @@ def test_a_plain_paragraph_streams_without_markdown_renders(qapp: object) -> Non
     assert len(renders) == 2 and stream.doc.toPlainText().endswith("and then") and not stream.pending
 
 
-def test_the_short_path_takes_only_frames_that_need_no_render(qapp: object) -> None:
-    from ui.conversation.streaming.stream_document import MIN_INTERVAL_S, StreamDocument
+def test_the_fast_path_takes_only_frames_that_need_no_render(qapp: object) -> None:
+    from ui.conversation.streaming.reply import StreamingReply
+    from ui.conversation.streaming.stream_document import MIN_INTERVAL_S
 
     clock = [0.0]
-    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
-    stream.doc.setTextWidth(300)
-    stream.update("Hello *wor")  # rendered
-    first = stream.append_plain("Hello *world")  # the first pending text: after the document's last line
-    assert first is not None and first[0] > 0 and stream.pending == "ld" and stream.tail() is not None
-    box = stream.append_plain("Hello *world and more")
-    assert box is not None and stream.shown_text() == "Hello *world and more"
+    reply = StreamingReply(SafeTextDocument(), dark=False, clock=lambda: clock[0])
+    reply.set_width(300)
+    stream = reply.stream
+    reply.append("Hello *wor")  # rendered
+    first = reply.append("Hello *world")  # the first pending text: the document's tail
+    assert reply.quick_frames == 0 and stream.pending == "ld" and stream.tail() is not None
+    assert first is not None and first.rects[0][0] > 0  # after the document's last line
+    words = reply.append("Hello *world and more")  # plain words after the tail, no render due
+    assert reply.quick_frames == 1 and stream.pending == "ld" and reply.text == "Hello *world and more"
+    assert words is not None and words.rects and words.due == pytest.approx(MIN_INTERVAL_S)
     clock[0] += MIN_INTERVAL_S
-    assert stream.append_plain("Hello *world and more*") is None  # a render is due and markdown changed
-    assert stream.update("Hello *world and more*") and stream.doc.toPlainText() == "Hello world and more"
+    reply.append("Hello *world and more*")  # a render is due and markdown changed
+    assert reply.quick_frames == 1 and stream.doc.toPlainText() == "Hello world and more"
     clock[0] += MIN_INTERVAL_S
-    stream.update("Hello *world and more*\n\nThe keeper")  # rendered: a new paragraph
-    stream.update("Hello *world and more*\n\nThe keeper climbed")
-    stream.tail()
+    reply.append("Hello *world and more*\n\nThe keeper")  # rendered: a new paragraph
+    reply.append("Hello *world and more*\n\nThe keeper climbed")
     clock[0] += MIN_INTERVAL_S
-    assert stream.append_plain("Hello *world and more*\n\nThe keeper climbed the stairs") is not None  # due, but plain
-    assert stream.doc.toPlainText().endswith("The keeper") and stream.pending == " climbed the stairs"
-    other = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0])
-    other.update("Para")
-    assert other.append_plain("Para\n\nNext") is not None and other.pending == "\n\nNext"  # no render due yet
+    due = reply.append("Hello *world and more*\n\nThe keeper climbed the stairs")  # due, but plain
+    assert reply.quick_frames == 2 and due is not None and due.due is None
+    assert stream.doc.toPlainText().endswith("The keeper") and stream.pending == " climbed"
+    other = StreamingReply(SafeTextDocument(), dark=False, clock=lambda: clock[0])
+    other.append("Para")
+    other.append("Para\n\nNext")
+    assert other.quick_frames == 0 and other.stream.pending == "\n\nNext"  # no render due yet
     clock[0] += MIN_INTERVAL_S
-    assert other.append_plain("Para\n\nNext words") is None  # due, and a new paragraph is not plain
+    other.append("Para\n\nNext words")  # due, and a new paragraph is not plain
+    assert other.quick_frames == 0 and not other.stream.pending
+    assert reply.append("something else") is None  # not a continuation: the caller starts over
 
 
 def test_a_soft_line_break_that_turns_hard_repaints_the_word_it_moves(qapp: object) -> None:
-    from ui.conversation.streaming.stream_document import StreamDocument
+    from ui.conversation.streaming.reply import StreamingReply
 
-    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: 0.0)
-    stream.doc.setTextWidth(400)
-    stream.update("Intro words")  # rendered
-    stream.update("Intro words and foo\n1.")  # pending; "1." is no list item yet: a soft break, one line
-    moved_word_x = stream.tail().last_word_box()[0]  # where "1." starts
-    box = stream.append_plain("Intro words and foo\n1. x")  # now "1." starts a list item on its own line
-    assert box is not None and box[0] <= moved_word_x + 0.5  # the repaint starts where "1." was
+    reply = StreamingReply(SafeTextDocument(), dark=False, clock=lambda: 0.0)
+    reply.set_width(400)
+    reply.append("Intro words")  # rendered
+    reply.append("Intro words and foo\n1.")  # pending; "1." is no list item yet: a soft break, one line
+    moved_word_x = reply.stream.tail().last_word_box()[0]  # where "1." starts
+    damage = reply.append("Intro words and foo\n1. x")  # now "1." starts a list item on its own line
+    assert damage is not None and damage.rects[0][0] <= moved_word_x + 0.5  # the repaint starts where "1." was

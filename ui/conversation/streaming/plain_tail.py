@@ -32,6 +32,7 @@ from PySide6.QtCore import QPointF, QRectF, QTextBoundaryFinder
 from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QTextDocument, QTextLayout, QTextOption
 
 from ui.conversation.streaming.word_runs import LATIN_TEXT, WordRuns, primary_font
+from ui.conversation.text.document_paint import draw_lines_from_last
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def settle_newlines(text: str, before: str) -> tuple[str, str] | None:
 
 _WRAP = QTextOption()
 _WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+_ORIGIN = QPointF(0, 0)
 _LOOK_AHEAD = 80  # characters after the leading spaces that decide where text after a document starts
 
 
@@ -353,19 +355,7 @@ class PlainTail:
         """Draw the lines (and words, unless not `words`) that reach into the area from `left`
         rightwards, `top` to `bottom`: a frame's area starts where its new text does, and
         drawing a whole line again there would shape all of it."""
-        origin = QPointF(0, 0)
         if top < self._layout_bottom:
-            # From the last line up, stopping above the clip: a frame's clip holds the last line or two.
-            for layout, count in reversed(self._frozen + ((self._layout, self._lines),)):
-                for i in range(count - 1, -1, -1):
-                    line = layout.lineAt(i)
-                    y = line.y()
-                    if y + line.height() <= top:
-                        break
-                    if y < bottom and line.x() + line.naturalTextWidth() + 2 > left:
-                        line.draw(painter, origin)
-                else:
-                    continue
-                break
+            draw_lines_from_last(painter, self._frozen + ((self._layout, self._lines),), _ORIGIN, left, top, bottom)
         if self._runs is not None and words:
             self._runs.draw(painter, left, top, bottom)

@@ -127,6 +127,7 @@ class StreamDocument:
         self._code: list[str] = []
         self._images: list[str] = []
         self._rendered_tail = Rendered("")  # the markdown render of text[_stable_len:]
+        self._rendered = Rendered("")  # of the whole document: what came before, then the tail
         self._rendered_at = float("-inf")
         self.interval = MIN_INTERVAL_S
         self._changed_from: int | None = None  # first document position changed since take_changed_area()
@@ -232,9 +233,8 @@ class StreamDocument:
                 top += text_layout.lineAt(max(0, line.lineNumber() - 1)).y()
         return top
 
-    def keep_change(self, box: tuple[float, float, float]) -> None:
-        """Have take_changed_area() report `box` (what append_plain() returned) too: the caller
-        did not repaint it (the row grows, and is laid out again first)."""
+    def _keep_change(self, box: tuple[float, float, float]) -> None:
+        """Have take_changed_area() report `box` (what _grow_pending() returned) too."""
         if self._pending_box is None or (box[1], box[0]) < (self._pending_box[1], self._pending_box[0]):
             self._pending_box = box
 
@@ -306,9 +306,8 @@ class StreamDocument:
 
     @property
     def rendered(self) -> Rendered:
-        tail = self._rendered_tail
-        return Rendered("", tuple(self._code) + tail.code_blocks, tuple(self._links) + tail.links,
-                        tuple(self._images) + tail.images)
+        """Links, code blocks and images of the whole document (a new object after each render)."""
+        return self._rendered
 
     def due_in(self) -> float | None:
         """Seconds until the plain tail is due for a markdown render; None when there is none."""
@@ -318,10 +317,10 @@ class StreamDocument:
         return None if wait is None else max(0.0, wait)
 
     def render_wait(self, content: str) -> float | None:
-        """For `content` that extends what this document has (ui/conversation/streaming/live_words.py: by plain words
-        only): seconds until its tail is due for a markdown render (0 or less: now); None when
-        it needs none (it renders as plain, or the tail is too long to re-render). What
-        update(content) would decide, without doing it; due_in() asks it for this text."""
+        """For `content` that extends what this document has: seconds until its tail is due for
+        a markdown render (0 or less: now); None when it needs none (it renders as plain, or the
+        tail is too long to re-render). The one place that decides it: update() renders when it
+        says now, due_in() asks it for this text, and a reply's fast path for its new words."""
         if self._renders_as_plain(content):
             return None
         if len(content) - self._stable_len > MAX_LIVE_TAIL_CHARS and self._boundary.feed(content) <= self._stable_len:
@@ -333,28 +332,6 @@ class StreamDocument:
         """Where the pending text starts in `text`."""
         return len(self.text) - len(self.pending) - len(self._held)
 
-    def append_plain(self, content: str) -> tuple[float, float, float] | None:
-        """update() for the common frame, cheaply: `content` adds text that no markdown render is
-        due for, and that does not overflow the pending text (no fold). Returns (x, top, bottom)
-        of where the shown text changed, as take_changed_area() would (the caller repaints it);
-        None when the frame is not that one (call update())."""
-        text = self.text
-        if len(content) <= len(text):
-            return None
-        piece = content[len(text):]
-        if len(self.pending) + len(piece) > MAX_PENDING_CHARS or not content.startswith(text):
-            return None
-        if self._clock() - self._rendered_at >= self.interval and not self._renders_as_plain(content):
-            return None  # a markdown render is due
-        # Changes not taken yet were drawn already: the row was painted whole after them (its
-        # first paint, or a relayout), and this frame repaints only what it changes.
-        self._changed_from = self._pending_box = None
-        box = self._grow_pending(piece)
-        self.text = content
-        if self._render_now:
-            self._render_timed(content, self._clock())
-        return box  # None: it went into the document, which update() finds done (doc_edited)
-
     def update(self, content: str) -> bool:
         """Show `content` (which extends what is shown). False when it does not extend it."""
         if not content.startswith(self.text):
@@ -362,17 +339,15 @@ class StreamDocument:
         if self._rendered_len == len(content):
             return True
         now = self._clock()
-        tail_len = len(content) - self._stable_len
-        if now - self._rendered_at >= self.interval and (
-            tail_len <= MAX_LIVE_TAIL_CHARS or self._boundary.feed(content) > self._stable_len
-        ) and not self._renders_as_plain(content):
+        wait = self.render_wait(content)
+        if wait is not None and wait <= 0:
             self._render_timed(content, now)
         elif len(content) > len(self.text):
             box = self._grow_pending(content[len(self.text):])
             if self._render_now:
                 self._render_timed(content, now)
             elif box is not None:
-                self.keep_change(box)  # the earliest change since the last take
+                self._keep_change(box)  # the earliest change since the last take
             if len(self.pending) > MAX_PENDING_CHARS:
                 self._fold_pending()
         self.text = content
@@ -423,6 +398,9 @@ class StreamDocument:
                                      first_link=len(self._links), first_code=len(self._code))
         self._insert_blocks(cursor, self._rendered_tail.html)
         cursor.endEditBlock()
+        tail = self._rendered_tail
+        self._rendered = Rendered("", tuple(self._code) + tail.code_blocks, tuple(self._links) + tail.links,
+                                  tuple(self._images) + tail.images)
         self._rendered_len = len(content)
         last = self.doc.lastBlock().text()
         self._fallback_block = not in_primary_font(self.doc.defaultFont(), last)

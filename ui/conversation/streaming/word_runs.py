@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QRawFont, QStaticText, QTextLayout, QTransform
 
+from ui.conversation.text.document_paint import visible_from_last
+
 # Text that wraps only at spaces: Latin, Greek, Cyrillic and general punctuation, no tabs
 # or newlines. (CJK, Thai and others may break between any two characters.)
 LATIN_TEXT = re.compile(r"[\u0020-\u052F\u2010-\u2027\u2030-\u205E]*")
@@ -182,8 +184,9 @@ class WordRuns:
         place), the next character going at `cursor` on the line of `baseline`, `open_word`
         whether the last word may still grow. Returns the new (cursor, baseline, open_word);
         None when a word is longer than a line or has a character the font lacks (`words` is
-        then left half done). The one place words are placed: ui/conversation/streaming/live_words.py places a reply's
-        newest words with it too, and the row's runs must put them where it did."""
+        then left half done). The one place words are placed: a reply's fast path
+        (ui/conversation/streaming/reply.py) places its newest words with it too, and the
+        tail's runs must put them where it did."""
         advance, right, left = self._advance, self.right, self.left
         for token in _TOKENS.findall(piece):
             if token[0] == " ":
@@ -253,9 +256,9 @@ class WordRuns:
         if set_font:
             painter.setFont(self.font)
         text_ascent, line_box = self.text_ascent, self.line_box
-        for x, baseline, width, _word, shaped in reversed(words):
-            top, bottom = line_box(baseline)
-            if bottom <= clip_top:
-                break  # the words before this one are on lines above the clip
-            if top < clip_bottom and x + width + 2 > clip_left:
-                painter.drawStaticText(QPointF(x, baseline - text_ascent), shaped)
+
+        def box(word: tuple) -> tuple[float, float, float]:
+            return (word[0] + word[2], *line_box(word[1]))
+
+        for x, baseline, _width, _word, shaped in visible_from_last(reversed(words), box, clip_left, clip_top, clip_bottom):
+            painter.drawStaticText(QPointF(x, baseline - text_ascent), shaped)

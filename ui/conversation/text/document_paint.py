@@ -1,12 +1,15 @@
-"""Drawing a QTextDocument (and a streaming PlainTail after it) inside a delegate, and finding
-where its anchors are."""
+"""Drawing a QTextDocument inside a row (only the part a repaint exposes, the lines of its last
+paragraph from the last one up), and finding where its anchors are."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
-from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalette, QTextBlock, QTextDocument, QTextLayout
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
-from ui.conversation.streaming.plain_tail import PlainTail
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalette, QTextBlock, QTextDocument, QTextLayout, QTextLine
+
+T = TypeVar("T")
 
 
 def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_color: QColor,
@@ -20,37 +23,47 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
     painter.translate(origin)
     painter.setClipRect(clip)
     painter.setPen(text_color)  # what text without a colour of its own is drawn with below
-    if not _draw_last_paragraph_lines(painter, doc, clip):
-        _draw_with_layout(painter, doc, text_color, clip)
+    if not draw_last_paragraph_lines(painter, doc, clip, last_paragraph(doc)):
+        draw_with_layout(painter, doc, text_color, clip)
     painter.restore()
 
 
-def paint_stream_text(painter: QPainter, doc: QTextDocument, doc_size: tuple[float, float], tail: PlainTail | None,
-                      x: float, y: float, text_color: QColor, clip: tuple[float, float, float, float], *,
-                      words: bool = True) -> None:
-    """paint_document, then paint_plain_tail, with a painter of its own that ends right after
-    (a frame of a streaming reply). `doc` goes at (x, y); `clip` (left, top, width, height) is in
-    its coordinates. No save() and restore(), and plain numbers rather than Qt geometry objects:
-    each Qt call costs microseconds on the caches the engine keeps emptying, and a frame draws
-    only a word or two. Not `words`: the tail's word runs are left out (ui/conversation/streaming/live_words.py draws them)."""
-    painter.translate(x, y)
-    painter.setPen(text_color)
-    left, top, width, height = clip
-    right, bottom = left + width, top + height
-    doc_width, doc_height = doc_size
-    doc_right, doc_bottom = min(right, doc_width), min(bottom, doc_height)
-    past_document = tail is not None and tail.after_document(left, top)
-    if not past_document and left < doc_right and top < doc_bottom:
-        doc_clip = QRectF(max(left, 0.0), max(top, 0.0), doc_right - max(left, 0.0), doc_bottom - max(top, 0.0))
-        painter.setClipRect(doc_clip)
-        if not _draw_last_paragraph_lines(painter, doc, doc_clip):
-            _draw_with_layout(painter, doc, text_color, doc_clip)
-        painter.setClipping(False)  # the tail is drawn below the document too
-    if tail is not None and width > 0 and height > 0 and tail.first_top <= bottom and top <= tail.bottom:
-        tail.draw_area(painter, left, top, bottom, words=words)
+def draw_lines_from_last(painter: QPainter, layouts: Iterable[tuple[QTextLayout, int]], origin: QPointF,
+                         left: float, top: float, bottom: float) -> None:
+    """Draw the lines of `layouts` ((layout, how many of its lines), top to bottom, placed at
+    `origin`) that reach into the area from `left` rightwards, `top` to `bottom`, from the last
+    line up, stopping at the first line above the area: a frame's area holds the last line or
+    two, and asking Qt for each of a long paragraph's lines costs more than drawing those."""
+    x, y = origin.x(), origin.y()
+    for line in visible_from_last(_lines_from_last(layouts), lambda line: _line_box(line, x, y), left, top, bottom):
+        line.draw(painter, origin)
 
 
-def _draw_with_layout(painter: QPainter, doc: QTextDocument, text_color: QColor, clip: QRectF) -> None:
+def visible_from_last(entries: Iterator[T], box: Callable[[T], tuple[float, float, float]], left: float,
+                      top: float, bottom: float) -> Iterator[T]:
+    """The entries (lines or words, newest first) whose box (right, top, bottom) reaches into
+    the area from `left` rightwards, `top` to `bottom`; stops at the first one above the area
+    (text is laid out top to bottom). Ink reaches a pixel or two right of a box."""
+    for entry in entries:
+        entry_right, entry_top, entry_bottom = box(entry)
+        if entry_bottom <= top:
+            return
+        if entry_top < bottom and entry_right + 2 > left:
+            yield entry
+
+
+def _lines_from_last(layouts: Iterable[tuple[QTextLayout, int]]) -> Iterator[QTextLine]:
+    for layout, count in reversed(tuple(layouts)):
+        for i in range(count - 1, -1, -1):
+            yield layout.lineAt(i)
+
+
+def _line_box(line: QTextLine, x: float, y: float) -> tuple[float, float, float]:
+    top = y + line.y()
+    return (x + line.x() + line.naturalTextWidth(), top, top + line.height())
+
+
+def draw_with_layout(painter: QPainter, doc: QTextDocument, text_color: QColor, clip: QRectF) -> None:
     """Qt's own drawing of the document, inside `clip` (document coordinates)."""
     ctx = QAbstractTextDocumentLayout.PaintContext()
     palette = QPalette(ctx.palette)
@@ -60,62 +73,49 @@ def _draw_with_layout(painter: QPainter, doc: QTextDocument, text_color: QColor,
     doc.documentLayout().draw(painter, ctx)
 
 
-def _draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRectF) -> bool:
-    """Draw only the lines inside `clip` when it lies within the last block and that block is
-    a plain paragraph (no list, table, frame or background of its own). False: not the case.
+Paragraph = tuple[QTextLayout, QPointF, float]
 
-    A streaming token repaints the last line or two of a reply. QTextLayout.draw (which the
-    document layout calls per block) lays out glyph runs for every line of the block before
-    clipping; this lays out and draws only the lines the clip holds.
+
+def draw_last_paragraph_lines(painter: QPainter, doc: QTextDocument, clip: QRectF, shape: Paragraph | None) -> bool:
+    """Draw only the lines inside `clip` when it lies within the last block and that block is
+    a plain paragraph (`shape`, from last_paragraph()). False: not the case.
+
+    QTextLayout.draw (which the document layout calls per block) lays out glyph runs for every
+    line of the block before clipping; this lays out and draws only the lines the clip holds.
     """
-    shape = _last_paragraph(doc)
     if shape is None:
         return False
     layout, origin, above = shape
     if clip.top() < origin.y() and clip.top() < above:
         return False  # the clip reaches the lines of an earlier block
-    # From the last line up, stopping above the clip: a token's clip holds the last line or two,
-    # and asking Qt for each of a long paragraph's 20-30 lines costs more than drawing those.
-    x, y = origin.x(), origin.y()
-    clip_top, clip_bottom, clip_left = clip.top(), clip.bottom(), clip.left()
-    for i in range(layout.lineCount() - 1, -1, -1):
-        line = layout.lineAt(i)
-        top = y + line.y()
-        if top + line.height() <= clip_top:
-            break
-        if top < clip_bottom and x + line.x() + line.naturalTextWidth() + 2 > clip_left:
-            line.draw(painter, origin)
+    draw_lines_from_last(painter, ((layout, layout.lineCount()),), origin, clip.left(), clip.top(), clip.bottom())
     return True
 
 
-def _last_paragraph(doc: QTextDocument) -> tuple[QTextLayout, QPointF, float] | None:
+def last_paragraph(doc: QTextDocument) -> Paragraph | None:
     """(layout, top-left, ink bottom of the block above) of the document's last block when it
-    is a plain paragraph, else None. Kept on the document until its text or width changes:
-    working it out asks Qt a dozen questions."""
-    key = (doc.revision(), doc.textWidth())
-    cached = getattr(doc, "_cove_last_paragraph", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    is a plain paragraph (no list, table, frame or background of its own), else None."""
     block = doc.lastBlock()
     layout = block.layout()
-    shape = None
     if layout is not None and layout.lineCount() and block.textList() is None \
             and block.blockFormat().background().style() == Qt.BrushStyle.NoBrush and not doc.rootFrame().childFrames():
-        shape = (layout, doc.documentLayout().blockBoundingRect(block).topLeft(), _ink_bottom(doc, block.previous()))
-    doc._cove_last_paragraph = (key, shape)
-    return shape
+        return (layout, doc.documentLayout().blockBoundingRect(block).topLeft(), _ink_bottom(doc, block.previous()))
+    return None
 
 
-def paint_plain_tail(painter: QPainter, tail: PlainTail, origin: QPoint, text_color: QColor, visible: QRectF) -> None:
-    """Draw a document's PlainTail; `origin` and `visible` as for paint_document."""
-    clip = visible.translated(-QPointF(origin))
-    if clip.isEmpty() or clip.bottom() < tail.first_top or clip.top() > tail.bottom:
-        return
-    painter.save()
-    painter.translate(origin)
-    painter.setPen(text_color)
-    tail.draw(painter, clip)
-    painter.restore()
+class LastParagraph:
+    """last_paragraph() of one document, kept until its text or width changes: working it out
+    asks Qt a dozen questions, and a streaming reply is drawn every frame."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, float] | None = None
+        self._shape: Paragraph | None = None
+
+    def of(self, doc: QTextDocument) -> Paragraph | None:
+        key = (doc.revision(), doc.textWidth())
+        if key != self._key:
+            self._key, self._shape = key, last_paragraph(doc)
+        return self._shape
 
 
 def _ink_bottom(doc: QTextDocument, block: QTextBlock) -> float:

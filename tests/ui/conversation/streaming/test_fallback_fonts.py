@@ -118,9 +118,9 @@ def test_a_streamed_paragraph_has_the_lines_of_the_finished_one(qapp: object, st
         content += piece
         clock.now += 1.0
         store.document(MessageItem("live", "assistant", content, "streaming", "m", {}), WIDTH)
-        stream = store.stream("live")
-        assert stream is not None
-        height = stream.height()
+        reply = store.stream("live")
+        assert reply is not None
+        stream, height = reply.stream, reply.stream.height()
         final, _rendered = store.document(MessageItem(f"done{i}", "assistant", content, "complete", "m", {}), WIDTH)
         streamed, done = _shown_lines(stream.doc, stream.tail()), _lines(final)
         _assert_same_lines(streamed, done, f"after piece {i} {piece!r}")
@@ -245,26 +245,38 @@ def test_text_a_fallback_font_draws_goes_into_the_document_until_the_paragraph_e
     store = DocumentStore(on_refused=lambda url: None, clock=clock)
     content = "The keeper climbed"
     store.document(MessageItem("live", "assistant", content, "streaming", "m", {}), WIDTH)
-    stream = store.stream("live")
-    assert stream is not None
+    reply = store.stream("live")
+    assert reply is not None
+    stream = reply.stream
     for piece in (" the", " narrow", " stairs"):
         content += piece
-        assert stream.append_plain(content) is not None and stream.tail() is not None  # Latin: a plain tail
-    revision = stream.doc.revision()
+        reply.append(content)
+        assert stream.tail() is not None  # Latin: a plain tail (its words placed by the fast path)
+    assert reply.quick_frames >= 2
+    reply.settle(content)
+    revision, frames = stream.doc.revision(), reply.quick_frames
     content += "、灯台"
-    assert stream.append_plain(content) is None  # the frame goes the general way (update(), a relayout)
-    assert stream.tail() is None and stream.doc.revision() != revision and stream.doc_edited
+    damage = reply.append(content)
+    assert reply.quick_frames == frames  # the document's way
+    assert stream.tail() is None and stream.doc.revision() != revision
     assert stream.doc.toPlainText() == content and stream.shown_text() == content
-    assert stream.take_changed_area() == (0.0, 0.0, 0.0)  # the whole paragraph: its lines above grew too
+    assert damage is not None and damage.rects[0][:2] == (0, 0)  # the whole paragraph: its lines above grew too
+    assert damage.rects[0][3] > stream.doc.size().height()
     content += " and the lamp"
-    assert stream.append_plain(content) is None and stream.doc.toPlainText() == content  # the rest of the paragraph too
+    reply.append(content)
+    assert reply.quick_frames == frames and stream.doc.toPlainText() == content  # the rest of the paragraph too
     final, _rendered = store.document(MessageItem("done", "assistant", content, "complete", "m", {}), WIDTH)
     _assert_same_lines(_lines(stream.doc), _lines(final), "the paragraph")
     clock.now += 1.0
     content += "\n\nA new paragraph"
-    assert stream.update(content) and stream.doc_edited  # rendered: a new block
+    revision = stream.doc.revision()
+    reply.append(content)
+    assert stream.doc.revision() != revision  # rendered: a new block
     content += " of words"
-    assert stream.append_plain(content) is not None and stream.tail() is not None  # plain words have a tail again
+    reply.append(content)
+    content += " and more"
+    reply.append(content)
+    assert stream.tail() is not None and reply.quick_frames == frames + 1  # plain words have a tail again
 
 
 def test_a_word_with_a_character_the_font_lacks_is_not_placed_as_a_word(qapp: object) -> None:
@@ -325,8 +337,9 @@ def test_newlines_after_cjk_show_as_the_finished_reply_has_them_between_renders(
     for i, piece in enumerate(ON_SCREEN[story]):
         content += piece
         store.document(MessageItem("live", "assistant", content, "streaming", "m", {}), WIDTH)
-        stream = store.stream("live")
-        assert stream is not None
+        reply = store.stream("live")
+        assert reply is not None
+        stream = reply.stream
         final, _rendered = store.document(MessageItem(f"done{i}", "assistant", content, "complete", "m", {}), WIDTH)
         streamed, tail = _all_lines(stream.doc), stream.tail()
         if tail is not None:
