@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
+from app.engine import protocol
 from app.set_aside import aside_name, utc_stamp
 
 
@@ -33,11 +34,11 @@ class SamplerArguments(TypedDict):
 class SamplingParams:
     """Sampling and context settings for one turn; stored with every assistant message."""
 
-    temperature: float = 0.8
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
+    temperature: float = protocol.TEMPERATURE
+    top_p: float = protocol.TOP_P
+    top_k: int = protocol.TOP_K
+    min_p: float = protocol.MIN_P
+    repeat_penalty: float = protocol.REPEAT_PENALTY
     max_tokens: int | None = 512
     seed: int | None = None
     n_ctx: int | None = None

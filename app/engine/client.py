@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from app.child_command import child_command
+from app.engine import protocol
 from app.engine.generation import FinishedEvent, Generation, StartedInfo, TokenEvent
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
 from app.engine.protocol import Cancel, Failed, Finished, Generate, Load, Loaded, Message, Shutdown, Started, Token, Unload, Unloaded
@@ -162,11 +163,11 @@ class EngineClient:
         *,
         conversation_id: str | None,
         max_tokens: int | None = None,
-        temperature: float = 0.8,
-        top_p: float = 0.95,
-        top_k: int = 40,
-        min_p: float = 0.05,
-        repeat_penalty: float = 1.0,
+        temperature: float = protocol.TEMPERATURE,
+        top_p: float = protocol.TOP_P,
+        top_k: int = protocol.TOP_K,
+        min_p: float = protocol.MIN_P,
+        repeat_penalty: float = protocol.REPEAT_PENALTY,
         seed: int | None = None,
         stop: Sequence[str] = (),
         ignore_eos: bool = False,

@@ -35,17 +35,26 @@ class Load:
     fallback_reason: str | None = None  # why the GGUF template is skipped (for the note)
 
 
+# The sampler's defaults, the one place they are written: a turn's SamplingParams
+# (app/settings.py), EngineClient.generate and this request start from them.
+TEMPERATURE = 0.8
+TOP_P = 0.95
+TOP_K = 40
+MIN_P = 0.05
+REPEAT_PENALTY = 1.0
+
+
 @dataclass(frozen=True)
 class Generate:
     request_id: str
     conversation_id: str | None
     messages: list[dict[str, Any]]
     max_tokens: int | None = None
-    temperature: float = 0.8
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
+    temperature: float = TEMPERATURE
+    top_p: float = TOP_P
+    top_k: int = TOP_K
+    min_p: float = MIN_P
+    repeat_penalty: float = REPEAT_PENALTY
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: do not stop on end-of-generation tokens
