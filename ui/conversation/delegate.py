@@ -159,11 +159,12 @@ class MessageDelegate(QStyledItemDelegate):
             return None
         return reply.append(item.content)
 
-    def keeps_room(self, item: MessageItem, height: float) -> bool:
-        """Whether a streaming row's layout holds for text `height` tall (else it grows)."""
+    def keeps_room(self, item: MessageItem, height: float, *, text_only: bool = False) -> bool:
+        """Whether a streaming row's layout holds for text `height` tall (else it grows).
+        `text_only`: only the item's text changed since its layout (ConversationModel.append_text)."""
         lay = self._layouts.get(item.id)
         return lay is not None and self.layouter.stream_room(round(height)) == lay.doc_room \
-            and (lay.item is item or same_chrome(lay.item, item))
+            and (text_only or lay.item is item or same_chrome(lay.item, item))
 
     def exact_height(self, index: QModelIndex) -> int:
         item = self._item(index)

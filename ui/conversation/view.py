@@ -24,6 +24,7 @@ from ui.conversation.link_policy import classify_url, host_of
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.streaming.reply_surface import ReplySurface
 
+_STREAMING = MessageStatus.STREAMING
 _BOTTOM_SLACK = 4  # pixels from the end that still count as "at the bottom"
 _PREFETCH_SCREENS = 1.0  # lay out rows this many viewport heights above and below the visible ones
 
@@ -126,6 +127,7 @@ class ConversationView(QListView):
             old.text_appended.disconnect(self._on_text_appended)
             old.row_size = None
         self._delegate.set_model(model)
+        self._conversation = model
         super().setModel(model)
         model.modelAboutToBeReset.connect(self._before_reset)
         model.text_appended.connect(self._on_text_appended)
@@ -215,23 +217,30 @@ class ConversationView(QListView):
         super().dataChanged(top_left, bottom_right, list(roles))
 
     def _on_text_appended(self, row: int) -> None:
-        if not self._row_changed(row):
+        if not self._row_changed(row, text_only=True):
             index = self.model().index(row, 0)
             super().dataChanged(index, index, [])  # its height changed: the list lays out again
 
-    def _row_changed(self, row: int) -> bool:
-        """Show the row's new state; True when that needed no relayout of the list. A streaming
-        row's reply takes its text and names what to repaint; few Qt calls on that path: each
-        costs microseconds on the caches the engine empties."""
-        item = self.conversation_model().item(row)
-        damage = self._delegate.append_streamed(item) if item.status == MessageStatus.STREAMING else None
+    def _row_changed(self, row: int, *, text_only: bool = False) -> bool:
+        """Show the row's new state (`text_only`: only its text grew); True when that needed no
+        relayout of the list. A streaming row's reply takes its text and names what to repaint;
+        few Qt calls on that path: each costs microseconds on the caches the engine empties."""
+        item = self._conversation.item(row)
+        streaming = item.status == _STREAMING
+        damage = self._delegate.append_streamed(item) if streaming else None
         if damage is not None:
             if damage.due is not None:
                 self._render_in(item.id, damage.due)
-            if self._delegate.keeps_room(item, damage.height):
+            if self._delegate.keeps_room(item, damage.height, text_only=text_only):
                 self._repaint_reply(row, damage)
                 return True
-        if self._delegate.settle_row(row):  # laid out again: its height changed
+        relaid = self._delegate.settle_row(row)
+        if streaming:  # a reply laid out for the first time may have a render to come
+            reply = self._delegate.docs.stream(item.id)
+            due = None if reply is None else reply.due_in()
+            if due is not None:
+                self._render_in(item.id, due)
+        if relaid:  # its height changed
             if self._place_surface(row) and damage is not None:  # where it is until the list lays out again
                 self._surface.repaint_damage(damage.rects)
             return False

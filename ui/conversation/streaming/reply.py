@@ -14,7 +14,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QFont, QPainter
@@ -39,11 +39,11 @@ _FAR = 1 << 20  # "to the right edge" or "to the bottom": the caller clips to th
 Rect = tuple[int, int, int, int]  # x, y, width, height in the reply's coordinates
 
 
-@dataclass(frozen=True)
-class Damage:
+class Damage(NamedTuple):
     """What one append() changed: `rects` to repaint (they may reach past the reply's area,
     which the caller clips to), the reply's `height` now, and `due`: seconds until a markdown
-    render of the tail is due (call append() again with the same text then), None when none is."""
+    render of the tail is due (call append() again with the same text then), None when none is.
+    A named tuple: one is made every frame, and a frozen dataclass costs several times more."""
 
     rects: tuple[Rect, ...]
     height: float
@@ -94,6 +94,10 @@ class StreamingReply:
 
     def height(self) -> float:
         return self._height
+
+    def due_in(self) -> float | None:
+        """Seconds until a markdown render of the tail is due (append() the same text then)."""
+        return self._stream.due_in()
 
     def words_font(self) -> QFont | None:
         """The font the fast path's words are drawn in (None while it has none)."""

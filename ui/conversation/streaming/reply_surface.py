@@ -9,7 +9,7 @@ reply's (its top-left is the text's); it draws only what StreamingReply.paint() 
 from __future__ import annotations
 
 from PySide6.QtCore import QRect, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QWidget
 
 from ui.conversation.streaming.reply import Rect, StreamingReply
@@ -32,6 +32,7 @@ class ReplySurface(QWidget):
         self._message_id = ""
         self.row = -1  # the row it is over, or -1
         self._color = QColor()
+        self._font: QFont | None = None  # the last words font the reply drew with
 
     def place(self, row: int, message_id: str, reply: StreamingReply, geometry: QRect, color: QColor,
               background: QColor) -> None:
@@ -58,7 +59,7 @@ class ReplySurface(QWidget):
 
     def repaint_damage(self, rects: tuple[Rect, ...]) -> None:
         for x, y, width, height in rects:
-            self.update(x, y, min(width, self.width() - x), min(height, self.height() - y))
+            self.update(x, y, width, height)  # Qt clips it to the widget
 
     def covers(self, message_id: str, area: QRect) -> bool:
         """Whether it draws `message_id`'s text in `area` (viewport coordinates), as far as
@@ -73,8 +74,10 @@ class ReplySurface(QWidget):
             return
         painter = QPainter(self)  # on the background Qt filled in, with the text's pen and font
         font = reply.words_font()
-        if font is not None and self.font() != font:
-            self.setFont(font)  # once a reply: the painter of the next paint starts with it
-            painter.setFont(font)
+        if font is not None and font is not self._font:
+            self._font = font
+            if self.font() != font:
+                self.setFont(font)  # once a reply: the painter of the next paint starts with it
+                painter.setFont(font)
         reply.paint(painter, event.rect().getRect(), self._color, ready=font is not None)
         painter.end()
