@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
+from app.engine.client import EngineClient, EngineError, Generation, LoadedModel, TokenEvent
 from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
@@ -262,7 +262,7 @@ class ChatService:
             while True:
                 try:
                     event = next(events)
-                    if not hasattr(event, "status"):
+                    if isinstance(event, TokenEvent):
                         record.append(event.text)
                         if on_text is not None:
                             on_text(event.text)

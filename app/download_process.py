@@ -247,6 +247,7 @@ class DownloadHandle:
         return refusal
 
     def _finish(self, code: int | None, refusal: str | None, stderr: str) -> None:
+        event: Finished | Cancelled | Paused | Failed
         with self._lock:
             stop = self._stop
             if self.result is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 
 from models.hub_errors import redact as _redact_hf_tokens
 
@@ -32,7 +33,7 @@ THIRD_PARTY_LOGGERS = ("huggingface_hub", "httpx", "httpcore", "httpx2", "httpco
 
 _lock = threading.Lock()
 _installed = False
-_previous_factory = None
+_previous_factory: Callable[..., logging.LogRecord] | None = None  # the factory install_redaction() wrapped
 
 
 def redact(text: str) -> str:
@@ -82,7 +83,9 @@ _FILTER = RedactingFilter("cove.redact")
 
 
 def _redacting_factory(*args, **kwargs) -> logging.LogRecord:
-    return redact_record(_previous_factory(*args, **kwargs))
+    factory = _previous_factory
+    assert factory is not None  # set before this factory is installed
+    return redact_record(factory(*args, **kwargs))
 
 
 def _add_filter(target: logging.Filterer) -> None:
@@ -117,7 +120,8 @@ def uninstall_redaction() -> None:
             for f in [f for f in target.filters if isinstance(f, RedactingFilter)]:
                 target.removeFilter(f)
         if _installed:
-            if logging.getLogRecordFactory() is _redacting_factory:
+            # _previous_factory is never None while _installed (both change together, under _lock)
+            if _previous_factory is not None and logging.getLogRecordFactory() is _redacting_factory:
                 logging.setLogRecordFactory(_previous_factory)
             _installed = False
             _previous_factory = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
 
 SERVICE = "cove"
@@ -243,6 +244,7 @@ def _insecure_notice(backend: Any, present: bool = True) -> str:
 
 def _failure_reason(exc: BaseException, action: str) -> str:
     """A clause for a keyring failure; never str(exc) verbatim (it could echo input)."""
+    kr_errors: ModuleType | None
     try:
         from keyring import errors as kr_errors
     except Exception:  # noqa: BLE001

@@ -113,7 +113,7 @@ def _entry(item: Any, index: int, path: Path, approximate: tuple[str, ...]) -> C
         # bool is an int in Python; a true/false where a number belongs is still wrong.
         if value is None or not isinstance(value, kind) or isinstance(value, bool):
             raise CatalogError(f"{where} ({item.get('repo_id', '?')}) needs {key!r} as a {kind.__name__}.")
-        if kind is str and not value.strip():
+        if kind is str and isinstance(value, str) and not value.strip():
             raise CatalogError(f"{where} ({item.get('repo_id', '?')}) has an empty {key!r}.")
         values[key] = value
     for key in _POSITIVE:

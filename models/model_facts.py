@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import overload
 
 from gguf.constants import Keys
 
@@ -75,7 +76,7 @@ def facts_from_header(header: GGUFHeader, info: GGUFInfo | None = None) -> Model
     n_head_kv = _per_layer(meta.get(Keys.Attention.HEAD_COUNT_KV.format(arch=arch)), n_layer, None)
     if n_head_kv is None or not any(n_head_kv):
         n_head_kv = n_head  # no GQA key: one KV head per query head (llama.cpp's default)
-    head_dim = n_embd // max(n_head) if n_head and max(n_head) else 0
+    head_dim = n_embd // max(n_head) if n_head and max(n_head) != 0 else 0
     key_length = _int(meta, Keys.Attention.KEY_LENGTH.format(arch=arch)) or head_dim
     value_length = _int(meta, Keys.Attention.VALUE_LENGTH.format(arch=arch)) or head_dim
     n_ff = max(_per_layer(meta.get(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=arch)), n_layer, 0) or (0,))
@@ -149,6 +150,10 @@ def _swa_layers(meta: dict[str, MetadataValue], arch: str, n_layer: int, n_swa: 
     return tuple(il % n < n - 1 for il in range(n_layer))
 
 
+@overload
+def _per_layer(value: MetadataValue | None, n_layer: int, default: int) -> tuple[int, ...]: ...
+@overload
+def _per_layer(value: MetadataValue | None, n_layer: int, default: None) -> tuple[int, ...] | None: ...
 def _per_layer(value: MetadataValue | None, n_layer: int, default: int | None) -> tuple[int, ...] | None:
     """A per-layer integer key: a scalar repeated, or the file's own list (padded with its last value)."""
     if isinstance(value, GGUFArray):

@@ -89,7 +89,7 @@ class History:
         stamp = self._stamp()
         conversation_id = uuid.uuid4().hex
         with write_transaction(self.db):
-            self.db["conversations"].insert(
+            self.db.table("conversations").insert(
                 {"id": conversation_id, "title": title, "created_at": stamp, "updated_at": stamp,
                  "model": model, "system_prompt": system_prompt, "params": to_json(params), "pinned": 0}
             )
@@ -132,8 +132,8 @@ class History:
         """Change only the fields given; None clears a field."""
         given = {"model": model, "system_prompt": system_prompt, "params": params}
         changes = {k: v for k, v in given.items() if not isinstance(v, _Unset)}
-        if "params" in changes:
-            changes["params"] = to_json(changes["params"])
+        if not isinstance(params, _Unset):  # the same test that put "params" in `changes`
+            changes["params"] = to_json(params)
         return self._update_conversation(conversation_id, changes)
 
     def delete_conversation(self, conversation_id: str) -> None:
@@ -203,7 +203,7 @@ class History:
         message = self.get_message(message_id)
         leaf = deepest_newest_descendant(self._all_messages(message.conversation_id), message.id)
         with write_transaction(self.db):
-            self.db["conversations"].update(message.conversation_id, {"current_leaf_id": leaf})
+            self.db.table("conversations").update(message.conversation_id, {"current_leaf_id": leaf})
         return self.messages(message.conversation_id)
 
     def get_message(self, message_id: str) -> Message:
@@ -313,7 +313,7 @@ class History:
             ).fetchone()
             if row is None:
                 raise MessageNotFound(f"no message '{message_id}'")
-            self.db["messages"].update(
+            self.db.table("messages").update(
                 message_id,
                 {
                     "content": content,
@@ -323,7 +323,7 @@ class History:
                     "updated_at": stamp,
                 },
             )
-            self.db["conversations"].update(row[0], {"updated_at": stamp})
+            self.db.table("conversations").update(row[0], {"updated_at": stamp})
         return self.get_message(message_id)
 
     def repair_interrupted(self) -> int:
@@ -404,7 +404,7 @@ class History:
         ).fetchone()[0]
         stamp = self._stamp()
         message_id = uuid.uuid4().hex
-        self.db["messages"].insert(
+        self.db.table("messages").insert(
             {
                 **fields_,
                 "id": message_id,
@@ -416,7 +416,7 @@ class History:
             }
         )
         # The newest message is what the conversation shows next (its branch becomes current).
-        self.db["conversations"].update(
+        self.db.table("conversations").update(
             conversation_id, {**conversation_changes, "updated_at": stamp, "current_leaf_id": message_id}
         )
         return message_id
@@ -425,5 +425,5 @@ class History:
         full_id = self._conversation_row(conversation_id)["id"]
         if changes:
             with write_transaction(self.db):
-                self.db["conversations"].update(full_id, changes)
+                self.db.table("conversations").update(full_id, changes)
         return self.get_conversation(full_id)

@@ -30,7 +30,7 @@ class MigrationError(Exception):
 
 
 def _m0001_conversations(db: sqlite_utils.Database) -> None:
-    db["conversations"].create(
+    db.table("conversations").create(
         {
             "id": str,  # uuid4 hex
             "title": str,
@@ -45,14 +45,14 @@ def _m0001_conversations(db: sqlite_utils.Database) -> None:
         not_null={"created_at", "updated_at", "pinned"},
         defaults={"pinned": 0},
     )
-    db["conversations"].create_index(["pinned", "updated_at"])
+    db.table("conversations").create_index(["pinned", "updated_at"])
 
 
 def _m0002_messages(db: sqlite_utils.Database) -> None:
     # Disk-format invariant: messages is an ordinary rowid table (never WITHOUT ROWID);
     # its implicit rowid keys the external-content index messages_fts. Anything that
     # could renumber rowids must be followed by a messages_fts 'rebuild'.
-    db["messages"].create(
+    db.table("messages").create(
         {
             "id": str,  # uuid4 hex
             "conversation_id": str,
@@ -79,14 +79,14 @@ def _m0002_messages(db: sqlite_utils.Database) -> None:
             ForeignKey("messages", "parent_id", "messages", "id", on_delete="CASCADE"),
         ],
     )
-    db["messages"].create_index(["conversation_id", "seq"])
-    db["messages"].create_index(["parent_id"])
-    db["messages"].create_index(["status"])
+    db.table("messages").create_index(["conversation_id", "seq"])
+    db.table("messages").create_index(["parent_id"])
+    db.table("messages").create_index(["status"])
 
 
 def _m0003_messages_fts(db: sqlite_utils.Database) -> None:
     # External-content FTS5 over messages.content, kept in step by triggers.
-    db["messages"].enable_fts(["content"], create_triggers=True)
+    db.table("messages").enable_fts(["content"], create_triggers=True)
 
 
 def _m0004_models(db: sqlite_utils.Database) -> None:

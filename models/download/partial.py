@@ -150,7 +150,7 @@ def partial_size(folder: Path, sha256: str) -> int:
 
 def records(folder: Path) -> list[PartialRecord]:
     """Every valid sidecar whose `.part` exists."""
-    found = []
+    found: list[PartialRecord] = []
     folder = Path(folder)
     if not folder.is_dir():
         return found

@@ -164,7 +164,8 @@ def decode(line: str | bytes) -> DownloadEvent:
         obj = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"not a JSON line: {exc}") from None
-    cls = _TYPES.get(obj.get("event")) if isinstance(obj, dict) else None
+    tag = obj.get("event") if isinstance(obj, dict) else None
+    cls = _TYPES.get(tag) if tag is not None else None
     if cls is None:
         raise ProtocolError("not a download event")
     kwargs = {f.name: obj[f.name] for f in fields(cls) if f.name in obj}
