@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel, TokenEvent
-from app.settings import SamplingParams
+from app.settings import ModelPlacement, SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
 from app.store.save_errors import ReplyNotSaved
@@ -189,6 +189,7 @@ def start_generation(
     model: InstalledModel,
     params: SamplingParams,
     conversation_id: str,
+    placement: ModelPlacement | None = None,
     on_loaded: Callable[[LoadedModel], None] | None = None,
     on_recheck: Callable[[FileRecheck], None] | None = None,
 ) -> Generation:
@@ -200,7 +201,8 @@ def start_generation(
         raise EngineError(str(exc)) from None
     if recheck is not None and on_recheck is not None:
         on_recheck(recheck)
-    loaded = engine.load(model.path, n_ctx=params.n_ctx)
+    placement = placement or ModelPlacement()
+    loaded = engine.load(model.path, n_ctx=params.n_ctx, n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu)
     if on_loaded is not None:
         on_loaded(loaded)
     return engine.generate(
@@ -239,6 +241,7 @@ class ChatService:
         system_prompt: str | None = None,
         on_text: TextSink | None = None,
         on_loaded: Callable[[LoadedModel], None] | None = None,
+        placement: ModelPlacement | None = None,
     ) -> TurnResult:
         if self._library is not None:  # its entry may have been rechecked by an earlier turn
             model = self._library.get(model.name)
@@ -257,7 +260,7 @@ class ChatService:
                     self._on_notice(recheck.sentence())
 
             generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id,
-                                          on_loaded=on_loaded, on_recheck=recheck_seen)
+                                          placement=placement, on_loaded=on_loaded, on_recheck=recheck_seen)
             events = iter(generation)
             while True:
                 try:

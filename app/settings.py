@@ -58,14 +58,45 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class ModelPlacement:
+    """The person's choice of where one model runs. `gpu_layers` None: as many as Cove's memory
+    estimate says fit on the GPU; 0: the CPU only; -1: all of them; N: that many. `kv_on_gpu`
+    None: the KV cache goes with its layers; False: it stays in RAM."""
+
+    gpu_layers: int | None = None
+    kv_on_gpu: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object) -> ModelPlacement:
+        if not isinstance(data, dict):
+            return cls()
+        layers, kv = data.get("gpu_layers"), data.get("kv_on_gpu")
+        return cls(gpu_layers=layers if isinstance(layers, int) and not isinstance(layers, bool) and layers >= -1 else None,
+                   kv_on_gpu=kv if isinstance(kv, bool) else None)
+
+
+@dataclass(frozen=True)
 class Settings:
     last_model: str | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     offline: bool = False  # refuse every Hub call (search, listings, header reads, downloads)
     models_dir: str | None = None  # where downloads go; None = the default under the data dir
+    placements: dict[str, ModelPlacement] = field(default_factory=dict)  # by model name; absent: Cove chooses
 
     def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
+
+    def placement_for(self, model_name: str) -> ModelPlacement:
+        return self.placements.get(model_name, ModelPlacement())
+
+    def with_placement(self, model_name: str, placement: ModelPlacement) -> Settings:
+        placements = {k: v for k, v in self.placements.items() if k != model_name}
+        if placement != ModelPlacement():
+            placements[model_name] = placement
+        return replace(self, placements=placements)
 
 
 @dataclass(frozen=True)
@@ -91,6 +122,8 @@ def read_settings(path: Path) -> LoadedSettings:
         sampling=SamplingParams.from_dict(raw.get("sampling") if isinstance(raw.get("sampling"), dict) else None),
         offline=raw.get("offline") is True,
         models_dir=raw.get("models_dir") if isinstance(raw.get("models_dir"), str) and raw.get("models_dir") else None,
+        placements={name: ModelPlacement.from_dict(value) for name, value in raw["placements"].items() if isinstance(name, str)}
+        if isinstance(raw.get("placements"), dict) else {},
     ))
 
 
@@ -120,6 +153,7 @@ def save_settings(path: Path, settings: Settings) -> None:
         "sampling": settings.sampling.to_dict(),
         "offline": settings.offline,
         "models_dir": settings.models_dir,
+        "placements": {name: placement.to_dict() for name, placement in settings.placements.items()},
     }
     fd, tmp = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
     try:

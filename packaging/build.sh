@@ -3,6 +3,9 @@
 #
 #   packaging/build.sh                  # from the repository, after the README's setup (.venv)
 #   COVE_BUNDLE_STARTER=1 packaging/build.sh   # also bundle the starter model (+253 MB)
+#   COVE_BACKEND=vulkan packaging/build.sh      # llama.cpp's backend (packaging/llama-wheel.sh): cpu
+#                                               # (the default: portable, every x86-64 CPU), vulkan, cuda,
+#                                               # metal (the default on macOS), native (this CPU only)
 #   packaging/build.sh --distpath D --workpath W   # extra arguments go to PyInstaller
 #
 # Installs the build tools (the `package` extra: PyInstaller) into .venv when missing.
@@ -15,6 +18,18 @@ if [ ! -x "$PY" ]; then
 fi
 if ! "$PY" -c "import PyInstaller" 2>/dev/null; then
     "$PY" -m pip install --quiet -e '.[package]'
+fi
+# llama.cpp for distribution, not the venv's native build: its wheel (built once and cached by
+# llama-wheel.sh) unpacked into build/, and the PyInstaller hook takes its libraries from there.
+if [ "${COVE_BACKEND:-}" != "native" ]; then
+    wheel="$(packaging/llama-wheel.sh)"
+    libs="build/llama-$(basename "$(dirname "$wheel")")"
+    if [ ! -e "$libs/.from" ] || [ "$(cat "$libs/.from")" != "$wheel" ]; then
+        rm -rf "$libs" && mkdir -p "$libs"
+        "$PY" -m zipfile -e "$wheel" "$libs/wheel"
+        echo "$wheel" > "$libs/.from"
+    fi
+    export COVE_LLAMA_LIB_DIR="$PWD/$libs/wheel/llama_cpp/lib"
 fi
 "$PY" -m PyInstaller --noconfirm --clean --log-level WARN \
     --distpath dist --workpath build/pyinstaller "$@" packaging/cove.spec

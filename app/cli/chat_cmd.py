@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from app.chat import ChatService, TurnResult
+from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
 from app.core import Core
@@ -32,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=_non_negative_float, help="sampling temperature (0 = always the likeliest token)")
     p.add_argument("--seed", type=int, help="random seed, for a repeatable reply")
     p.add_argument("--ctx", type=positive_int, help="context size in tokens (default: the model's, at most 8192)")
+    p.add_argument("--gpu-layers", type=gpu_layers, metavar="auto|all|N", default=argparse.SUPPRESS,
+                   help="layers on the GPU for this run (default: the model's setting, `cove models place`)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming text")
     p.set_defaults(run=run)
 
@@ -74,6 +77,9 @@ def run(core: Core, args: argparse.Namespace) -> int:
 
     model = core.resolve_model(args.model)
     params = _params(core, args)
+    placement = core.settings.placement_for(model.name)
+    if hasattr(args, "gpu_layers"):
+        placement = replace(placement, gpu_layers=args.gpu_layers)
     if args.conversation:
         conversation = core.history.get_conversation(args.conversation)
     else:
@@ -88,10 +94,10 @@ def run(core: Core, args: argparse.Namespace) -> int:
                               on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
         core.remember_model(model)
         if interactive:
-            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes())
+            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), placement)
         stream = None if args.json else _stream_to_stdout
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
-                              on_loaded=None if args.json else _template_notes())
+                              on_loaded=None if args.json else _template_notes(), placement=placement)
     if args.json:
         print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
     else:
@@ -119,7 +125,7 @@ def _template_notes() -> Callable[[LoadedModel], None]:
     return note
 
 
-def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded) -> int:
+def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, placement) -> int:
     print(f"Chatting with {model.name} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr)
     while True:
         try:
@@ -133,7 +139,7 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         if not line.strip():
             continue
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
-                              on_text=_stream_to_stdout, on_loaded=on_loaded)
+                              on_text=_stream_to_stdout, on_loaded=on_loaded, placement=placement)
         _print_footer(model.name, result)
         if result.terminated_by is not None:
             return 128 + result.terminated_by

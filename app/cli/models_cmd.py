@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import models_download_cmd, models_fit_cmd, models_hub_cmd
+from app.cli import models_download_cmd, models_fit_cmd, models_hub_cmd, models_place_cmd
 from app.cli.model_json import model_dict
 from app.cli.output import human_size
 from app.cli.terminal_text import print_json_for, say
@@ -45,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     models_hub_cmd.add_subcommands(msub)  # search, files
     models_fit_cmd.add_subcommands(msub)  # fit
     models_download_cmd.add_subcommands(msub)  # download
+    models_place_cmd.add_subcommands(msub)  # place
 
 
 def run_list(core: Core, args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class LoadedModel:
     flash_attn: str = "auto"
     architecture: str = ""
     n_vocab: int = 0
+    placement: dict[str, Any] = field(default_factory=dict)  # where the layers and KV cache went (PlacementReport)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class _LoadSettings:
     path: str
     n_ctx: int | None
     n_threads: int | None
-    n_gpu_layers: int
+    n_gpu_layers: int | None
     flash_attn: bool | None
+    kv_on_gpu: bool | None
     # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
     # engine never runs other bytes than the ones the reply records.
     file_stamp: tuple[int, int, int] | None = None
@@ -134,12 +136,14 @@ class EngineClient:
         *,
         n_ctx: int | None = None,
         n_threads: int | None = None,
-        n_gpu_layers: int = 0,
+        n_gpu_layers: int | None = None,
         flash_attn: bool | None = None,
+        kv_on_gpu: bool | None = None,
     ) -> LoadedModel:
-        """Load a model (blocking). Returns at once if it is already loaded with these settings."""
+        """Load a model (blocking). Returns at once if it is already loaded with these settings.
+        `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers."""
         path = os.path.abspath(os.fspath(model_path))
-        settings = _LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, _file_stamp(path))
+        settings = _LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, _file_stamp(path))
         with self._op_lock:
             with self._lock:
                 self._check_open()
@@ -284,7 +288,7 @@ class EngineClient:
             proc = self._ensure_proc()
             reason = self._template_fallback.get(s.path)
             req = Load(f"l{next(self._ids)}", s.path, s.n_ctx, s.n_threads, s.n_gpu_layers, s.flash_attn,
-                       use_model_template=reason is None, fallback_reason=reason)
+                       kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason)
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):
                 loaded = LoadedModel(
@@ -292,7 +296,7 @@ class EngineClient:
                     n_gpu_layers=reply.n_gpu_layers, backend=reply.backend, template_source=reply.template_source,
                     template_note=reply.template_note, load_ms=reply.load_ms, n_batch=reply.n_batch,
                     n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
-                    n_vocab=reply.n_vocab,
+                    n_vocab=reply.n_vocab, placement=dict(reply.placement),
                 )
                 with self._lock:
                     if self._proc is proc:

@@ -168,6 +168,7 @@ class Host:
             flash_attn=session.flash_attn,
             architecture=session.architecture,
             n_vocab=session.n_vocab,
+            placement=session.placement.to_dict(),
         ))
 
     def _generate(self, req: Generate) -> None:

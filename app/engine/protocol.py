@@ -29,8 +29,9 @@ class Load:
     model_path: str
     n_ctx: int | None = None  # None: min(training context, 8192), at least 256
     n_threads: int | None = None  # None: physical cores
-    n_gpu_layers: int = 0
+    n_gpu_layers: int | None = None  # None: as many as the memory estimate says fit on the GPU; -1: all
     flash_attn: bool | None = None  # None: llama.cpp's "auto"
+    kv_on_gpu: bool | None = None  # None: with the layers it belongs to (on the GPU when they are)
     use_model_template: bool = True  # False: skip the GGUF template, use the fallback
     fallback_reason: str | None = None  # why the GGUF template is skipped (for the note)
 
@@ -105,6 +106,7 @@ class Loaded:
     flash_attn: str = "auto"  # "auto" | "on" | "off", as llama-bench spells it
     architecture: str = ""
     n_vocab: int = 0
+    placement: dict[str, Any] = field(default_factory=dict)  # app/engine/placement_run.py: PlacementReport
 
 
 @dataclass(frozen=True)

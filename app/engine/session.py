@@ -23,12 +23,15 @@ from llama_cpp import Llama, llama_chat_format
 from llama_cpp import _internals as llama_internals
 
 from app.context_policy import ContextOverflow, reply_reserve
+from app.engine.backends import NoBackend, devices, load_backends
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
+from app.engine.placement_run import gpu_of, nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts, fit_prompt
 from app.engine.protocol import Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply, plan_prompt
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
+from models.placement import Placement
 
 
 class LoadError(Exception):
@@ -86,16 +89,6 @@ def _llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
         llama_chat_format.Jinja2ChatFormatter = saved_fmt  # type: ignore[misc]
 
 
-def _backend(n_gpu_layers: int) -> str:
-    if n_gpu_layers == 0 or not llama_cpp.llama_supports_gpu_offload():
-        return "cpu"
-    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL", "CANN", "MUSA"):
-        if f"{name} :" in info or f"{name} =" in info:
-            return name.lower()
-    return "gpu"
-
-
 class ModelSession:
     """Owns one llama_cpp.Llama and the transcript of the conversation it served last."""
 
@@ -109,17 +102,35 @@ class ModelSession:
                    False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[req.flash_attn]
         want = round_ctx(req.n_ctx) if req.n_ctx else None
         try:
+            load_backends()
+        except NoBackend as exc:
+            raise LoadError(str(exc)) from None
+        devs = devices()
+        gpu = gpu_of(devs)
+        placed, n_layer = Placement(0, 0, 0, "no GPU: every layer runs on the CPU"), None
+        if gpu is not None:
+            try:
+                placed, n_layer = plan(path, want, devs, req.n_gpu_layers, flash_attn=req.flash_attn is not False)
+            except (OSError, ValueError):  # not a readable GGUF: llama.cpp says what is wrong with it below
+                pass
+        kv_on_gpu = req.kv_on_gpu is not False
+
+        def open_model(n_gpu_layers: int) -> Llama:
             with _llama_init_patches(fa_type, want):
-                llm = Llama(
+                return Llama(
                     model_path=str(path),
                     n_ctx=want or 0,
                     n_batch=batch_size(want or MAX_BATCH),
                     n_ubatch=batch_size(want or MAX_BATCH),
                     n_threads=self.n_threads,
                     n_threads_batch=self.n_threads,
-                    n_gpu_layers=req.n_gpu_layers,
+                    n_gpu_layers=n_gpu_layers,
+                    offload_kqv=kv_on_gpu,
                     verbose=False,
                 )
+
+        try:
+            llm, n_gpu_layers, retried = open_with_retries(open_model, placed.n_gpu_layers, n_layer or 0)
         except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
             detail = str(exc).replace(str(path), path.name) or type(exc).__name__
             if "Failed to load model" in detail:
@@ -128,6 +139,9 @@ class ModelSession:
                 size = f"{want}-token" if want else "default-size"
                 detail = f"could not set up a {size} context (perhaps not enough memory)"
             raise LoadError(f"llama.cpp could not load {path.name}: {detail}") from None
+        self.placement = report(devs, gpu, placed, int(llama_cpp.llama_model_n_layer(llm.model)), n_gpu_layers,
+                                kv_on_gpu, retried, after=devices() if gpu is not None else None,
+                                process_vram=lambda: nvml_process_vram(os.getpid()))
         self.llm = llm
         # Read back what llama.cpp actually made (it pads n_ctx); keep the Python side consistent
         # with it: the chunk size must never exceed the context's batch (0.3.36 sized it from
@@ -139,9 +153,9 @@ class ModelSession:
             llm.input_ids = np.zeros((self.n_ctx,), dtype=np.intc)
         self.n_batch = llm.n_batch
         self.n_ubatch = int(llama_cpp.llama_n_ubatch(llm.ctx))
-        self.n_gpu_layers = req.n_gpu_layers
+        self.n_gpu_layers = self.placement.n_gpu_layers
         self.flash_attn = {None: "auto", True: "on", False: "off"}[req.flash_attn]
-        self.backend = _backend(req.n_gpu_layers)
+        self.backend = self.placement.backend
         model = llm._model
         self.vocab = model.vocab
         self.n_vocab = int(llm.n_vocab())
@@ -383,4 +397,8 @@ class ModelSession:
         }
         if rendered is not None and rendered.note:
             m["template_note"] = rendered.note
+        placed = self.placement
+        m["placement"] = {"backend": placed.backend, "device": placed.device, "n_gpu_layers": placed.n_gpu_layers,
+                          "n_layers": placed.n_layers, "kv_on_gpu": placed.kv_on_gpu, "vram_used": placed.vram_used,
+                          "vram_estimate": placed.vram_estimate}
         return m

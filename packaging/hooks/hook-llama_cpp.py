@@ -14,10 +14,15 @@ What lands in dist/Cove/_internal/llama_cpp/lib per platform:
            (collected below as data next to the dylibs, where ggml looks for them).
 A llama.cpp built with GGML_BACKEND_DL loads its backends (libggml-cpu-haswell.so, ...)
 at run time from this folder; they match the patterns below and are collected too.
+
+COVE_LLAMA_LIB_DIR (set by packaging/build.sh): take the libraries from there instead of the
+venv's llama_cpp/lib: the portable build's (packaging/llama-wheel.sh), while the venv keeps the
+developer's native one. Its Python side is the same version's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -25,11 +30,19 @@ from PyInstaller.utils.hooks import collect_data_files, collect_dynamic_libs
 
 _FULLY_VERSIONED = re.compile(r"\.so\.\d+\.\d+(\.\d+)*$")  # libllama.so.0.5.0, not libllama.so.0
 
-binaries = [
-    (src, dest)
-    for src, dest in collect_dynamic_libs("llama_cpp", search_patterns=["*.dll", "*.dylib", "lib*.so", "lib*.so.*"])
-    if not _FULLY_VERSIONED.search(Path(src).name)
-]
+_PATTERNS = ["*.dll", "*.dylib", "lib*.so", "lib*.so.*"]
+_OTHER_LIBS = os.environ.get("COVE_LLAMA_LIB_DIR")
+if _OTHER_LIBS:
+    found = sorted({str(p) for pattern in _PATTERNS for p in Path(_OTHER_LIBS).glob(pattern) if p.is_file()})
+    binaries = [(src, "llama_cpp/lib") for src in found if not _FULLY_VERSIONED.search(Path(src).name)]
+    if not any("libllama" in Path(src).name or "llama.dll" in src for src, _dest in binaries):
+        raise SystemExit(f"hook-llama_cpp: no llama.cpp libraries in COVE_LLAMA_LIB_DIR={_OTHER_LIBS}")
+else:
+    binaries = [
+        (src, dest)
+        for src, dest in collect_dynamic_libs("llama_cpp", search_patterns=_PATTERNS)
+        if not _FULLY_VERSIONED.search(Path(src).name)
+    ]
 # Metal shader sources / compiled library (macOS builds without an embedded metallib).
 datas = collect_data_files("llama_cpp", includes=["**/*.metal", "**/*.metallib"])
 # The OpenAI-compatible server (llama_cpp.server) pulls in FastAPI and uvicorn; Cove never uses it.

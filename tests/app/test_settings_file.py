@@ -100,3 +100,20 @@ def test_the_command_line_says_it_once(tmp_path: Path) -> None:
     assert len(copies) == 1
     lines = [line for line in done.stderr.splitlines() if "settings" in line]
     assert lines == [f"cove: The settings file could not be read; it was moved to {copies[0]} and the defaults are used."]
+
+
+def test_a_models_placement_is_kept_and_odd_values_fall_back_to_cove_choosing(tmp_path: Path) -> None:
+    from app.settings import ModelPlacement
+
+    path = tmp_path / "settings.json"
+    settings = Settings().with_placement("big", ModelPlacement(gpu_layers=20, kv_on_gpu=False))
+    settings = settings.with_placement("small", ModelPlacement(gpu_layers=0))
+    save_settings(path, settings)
+    again = load_settings(path)
+    assert again.placement_for("big") == ModelPlacement(20, False)
+    assert again.placement_for("small") == ModelPlacement(0, None)
+    assert again.placement_for("other") == ModelPlacement()  # never set: Cove chooses
+    assert "other" not in again.with_placement("other", ModelPlacement()).placements
+    path.write_text('{"placements": {"a": {"gpu_layers": "all", "kv_on_gpu": 1}, "b": {"gpu_layers": -5}, "c": 7}}')
+    odd = load_settings(path)
+    assert odd.placement_for("a") == odd.placement_for("b") == odd.placement_for("c") == ModelPlacement()

@@ -10,7 +10,6 @@ extra: `.venv/bin/pip install -e '.[package]'`). The others run with the suite.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import select
@@ -145,22 +144,6 @@ def test_install_desktop_refuses_a_missing_executable_in_one_sentence(tmp_path: 
 
 
 # ---- the frozen app -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the app into a temporary folder with packaging/build.sh; returns dist/Cove."""
-    if importlib.util.find_spec("PyInstaller") is None:
-        pytest.fail("PyInstaller is not installed: .venv/bin/pip install -e '.[package]'")
-    out = tmp_path_factory.mktemp("build")
-    result = subprocess.run(
-        ["bash", str(ROOT / "packaging" / "build.sh"), "--distpath", str(out / "dist"), "--workpath", str(out / "work")],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COVE_PYTHON": sys.executable}, timeout=1500,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    app = out / "dist" / "Cove"
-    assert (app / "cove").is_file()
-    return app
 
 
 @pytest.fixture()

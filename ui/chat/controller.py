@@ -272,9 +272,11 @@ class ChatController(QObject):
         self._loading = model
         self.model_load_started.emit(model.name)
         n_ctx = self.params().n_ctx  # read here: the history's connection belongs to this (the UI) thread
+        placement = self.core.settings.placement_for(model.name)
 
         run_in_background(
-            self, lambda: self.engine.load(model.path, n_ctx=n_ctx),  # the engine client is thread-safe
+            self, lambda: self.engine.load(model.path, n_ctx=n_ctx, n_gpu_layers=placement.gpu_layers,
+                                           kv_on_gpu=placement.kv_on_gpu),  # the engine client is thread-safe
             on_done=lambda loaded: self._on_load_done(model, loaded, "", previous),
             on_failed=lambda sentence: self._on_load_done(model, None, sentence, previous),
             name="cove-load",
@@ -336,7 +338,8 @@ class ChatController(QObject):
         if self.loaded is None or self.loaded.path != self.model.path:
             self.model_load_started.emit(self.model.name)
         self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(),
-                                  conversation_id=self.conversation_id)
+                                  conversation_id=self.conversation_id,
+                                  placement=self.core.settings.placement_for(self.model.name))
         self._worker.start()
         self._pacer.reset()
         self._drain.start(FRAME_MS)

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent
-from app.settings import SamplingParams
+from app.settings import ModelPlacement, SamplingParams
 from models.library import FileRecheck, InstalledModel
 
 
@@ -53,8 +53,10 @@ class TurnWorker(threading.Thread):
         model: InstalledModel,
         params: SamplingParams,
         conversation_id: str,
+        placement: ModelPlacement | None = None,
     ) -> None:
         super().__init__(name="cove-turn", daemon=True)
+        self._placement = placement
         self.events: deque[TurnEvent] = deque()
         self._engine = engine
         self._messages = messages
@@ -73,6 +75,7 @@ class TurnWorker(threading.Thread):
                 model=self._model,
                 params=self._params,
                 conversation_id=self._conversation_id,
+                placement=self._placement,
                 on_loaded=lambda loaded: self.events.append(LoadedEvent(loaded)),
                 on_recheck=lambda recheck: self.events.append(RecheckedEvent(recheck)),
             )

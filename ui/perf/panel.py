@@ -1,6 +1,6 @@
 """The collapsible live performance and memory panel: generation speed over the current reply,
 time to first token, prompt speed, context use, private memory of both processes, model file,
-VRAM, backend and GPU layers.
+VRAM, backend, device and where the layers and KV cache run.
 
 Every setter only stores values and marks the panel dirty; a 250 ms timer repaints at most
 four times a second and only when something changed (the figures at most once a second while
@@ -42,6 +42,7 @@ class PerfPanel(QWidget):
         self._metrics: dict[str, Any] = {}
         self._file_size: int | None = None
         self._backend: str | None = None
+        self._placement: dict[str, Any] = {}
         self._gpu_layers: int | None = None
         self._vram: int | None = None
         self._ui_uss: int | None = None
@@ -79,6 +80,7 @@ class PerfPanel(QWidget):
             ("model_file", "Model file"),
             ("vram", "VRAM"),
             ("backend", "Backend"),
+            ("layers", "Layers"),
         ):
             label = QLabel("–", self._body)
             label.setAccessibleName(caption)
@@ -155,12 +157,17 @@ class PerfPanel(QWidget):
         self._streaming = False
         self._mark_dirty()
 
-    def set_model_info(self, file_size: int | None, backend: str, gpu_layers: int, vram_bytes: int | None = None) -> None:
-        """The loaded model: file size, backend name (e.g. 'CPU', 'CUDA'), layers offloaded, VRAM if known."""
+    def set_model_info(self, file_size: int | None, backend: str, gpu_layers: int, vram_bytes: int | None = None,
+                       *, placement: dict[str, Any] | None = None) -> None:
+        """The loaded model: file size, backend name (e.g. 'CPU', 'CUDA'), layers offloaded, VRAM if
+        known, and where the engine put it (LoadedModel.placement: device, layers, KV cache, VRAM)."""
         self._file_size = file_size
         self._backend = backend
         self._gpu_layers = gpu_layers
-        self._vram = vram_bytes
+        self._placement = dict(placement or {})
+        used = self._placement.get("vram_used")
+        self._vram = vram_bytes if vram_bytes is not None else (used if isinstance(used, int) else None)
+        self._labels["layers"].setToolTip(str(self._placement.get("note") or ""))
         self._mark_dirty()
 
     def set_memory(self, ui_uss: int | None, engine_uss: int | None) -> None:
@@ -171,7 +178,7 @@ class PerfPanel(QWidget):
 
     def label_text(self, key: str) -> str:
         """The text currently shown for one figure (gen, ttft, prompt, context, ui_mem, engine_mem,
-        model_file, vram, backend)."""
+        model_file, vram, backend, layers)."""
         return self._labels[key].text()
 
     # ---- rendering ---------------------------------------------------------------------
@@ -219,6 +226,7 @@ class PerfPanel(QWidget):
         self._set("model_file", format_bytes(self._file_size) if self._file_size is not None else "no model loaded")
         self._set("vram", self._vram_text())
         self._set("backend", self._backend_text())
+        self._set("layers", self._layers_text())
         header = "Performance"
         # The live rate goes into the header only while the body (and its Generation line) is
         # hidden: a header whose text changes 4 times a second re-lays out and repaints the
@@ -230,8 +238,9 @@ class PerfPanel(QWidget):
             self._header.setText(header)
 
     def _vram_text(self) -> str:
+        estimate = self._placement.get("vram_estimate")
         if self._vram is not None:
-            return format_bytes(self._vram)
+            return format_bytes(self._vram) + (f" (estimated {format_bytes(estimate)})" if isinstance(estimate, int) else "")
         if self._backend is None:
             return "–"
         if self._backend.lower() == "cpu":
@@ -243,10 +252,22 @@ class PerfPanel(QWidget):
     def _backend_text(self) -> str:
         if self._backend is None:
             return "–"
+        device = self._placement.get("device")
+        if device:
+            return f"{self._backend} · {device}"
         layers = self._gpu_layers or 0
         if layers <= 0:
             return f"{self._backend} · all layers on CPU"
         return f"{self._backend} · {layers} layers on GPU"
+
+    def _layers_text(self) -> str:
+        total, on_gpu = self._placement.get("n_layers"), self._placement.get("n_gpu_layers")
+        if not isinstance(total, int) or not isinstance(on_gpu, int):
+            return "–"
+        if on_gpu <= 0:
+            return f"all {total} on CPU"
+        kv = "GPU" if self._placement.get("kv_on_gpu") else "CPU"
+        return f"{on_gpu} of {total} on GPU · KV cache on {kv}"
 
     def _set(self, key: str, text: str) -> None:
         label = self._labels[key]

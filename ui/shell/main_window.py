@@ -387,7 +387,8 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, loaded) -> None:
         model = self.controller.model
         self.picker.set_loaded(model.name if model else None)
-        self.perf.set_model_info(model.size if model else None, loaded.backend, loaded.n_gpu_layers)
+        self.perf.set_model_info(model.size if model else None, loaded.backend, loaded.n_gpu_layers,
+                                 placement=loaded.placement)
         self.poller.set_engine_pid(self.controller.engine.host_pid)
         if loaded.template_source.startswith("fallback"):
             self.statusBar().showMessage(loaded.template_note, 8000)

@@ -385,3 +385,21 @@ def test_an_idle_engine_is_not_walked_twice() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_placement_shows_the_device_the_layers_the_kv_cache_and_vram_against_the_estimate(qtbot, panel: PerfPanel) -> None:
+    placement = {"backend": "vulkan", "device": "AMD Radeon RX 7600", "n_layers": 29, "n_gpu_layers": 20,
+                 "kv_on_gpu": True, "note": "loaded 20 of 29 layers on the GPU: the rest did not fit",
+                 "vram_estimate": 3_900_000_000, "vram_used": 4_100_000_000}
+    panel.set_model_info(file_size=5_000_000_000, backend="vulkan", gpu_layers=20, placement=placement)
+    qtbot.waitUntil(lambda: panel.label_text("layers") != "–", timeout=2000)
+    assert panel.label_text("backend") == "vulkan · AMD Radeon RX 7600"
+    assert panel.label_text("layers") == "20 of 29 on GPU · KV cache on GPU"
+    assert panel.label_text("vram") == "4.1 GB (estimated 3.9 GB)"
+    assert panel._labels["layers"].toolTip() == placement["note"]
+    cpu = {"backend": "cpu", "device": "AMD EPYC 7B13", "n_layers": 19, "n_gpu_layers": 0, "kv_on_gpu": False,
+           "note": "no GPU: every layer runs on the CPU"}
+    panel.set_model_info(file_size=253_000_000, backend="cpu", gpu_layers=0, placement=cpu)
+    qtbot.waitUntil(lambda: panel.label_text("layers") == "all 19 on CPU", timeout=2000)
+    assert panel.label_text("backend") == "cpu · AMD EPYC 7B13"
+    assert panel.label_text("vram") == "n/a (no GPU)"

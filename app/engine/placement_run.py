@@ -1,0 +1,139 @@
+"""Placement in the engine host: which device a model's layers go to, chosen from the devices
+llama.cpp sees and the memory estimate, a retry with fewer layers when the device runs out of
+memory, and the report of where everything ended up (shown in the performance panel and in
+`cove chat --json`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from app.engine.backends import Device
+from models.context_size import cove_context
+from models.gguf_validate import read_gguf_header
+from models.model_facts import facts_from_header
+from models.placement import Placement, choose_layers, fewer_layers
+
+T = TypeVar("T")
+
+# Words in llama.cpp's and the backends' errors when a device has no memory left.
+_OUT_OF_MEMORY = ("out of memory", "outofdevicememory", "failed to allocate", "unable to allocate", "cudamalloc",
+                  "alloc_buffer", "not enough memory", "failed to create context", "llama_context")
+
+
+@dataclass(frozen=True)
+class PlacementReport:
+    """Where the load put the model: JSON-ready for the Loaded message."""
+
+    backend: str  # "cpu", "vulkan", "cuda", "metal", ...
+    device: str  # the device's description ("CPU" when no GPU took layers)
+    n_layers: int  # layers that can be offloaded (the repeating ones and the output layer)
+    n_gpu_layers: int
+    kv_on_gpu: bool
+    note: str  # a sentence on how the layer count was chosen
+    vram_estimate: int | None = None  # the estimate's device memory before loading
+    vram_used: int | None = None  # measured after loading, when the device can tell
+    devices: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "device": self.device, "n_layers": self.n_layers,
+                "n_gpu_layers": self.n_gpu_layers, "kv_on_gpu": self.kv_on_gpu, "note": self.note,
+                "vram_estimate": self.vram_estimate, "vram_used": self.vram_used, "devices": self.devices}
+
+
+def gpu_of(devices: list[Device]) -> Device | None:
+    """The device layers go to: the first GPU (dedicated before integrated), or None."""
+    for kind in ("gpu", "igpu"):
+        for device in devices:
+            if device.kind == kind:
+                return device
+    return None
+
+
+def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | None, *,
+         flash_attn: bool = True) -> tuple[Placement, int]:
+    """(the placement, the repeating layers' count) for the model at `path`: `requested` when
+    the person set a layer count, else what the estimate says fits on the GPU."""
+    header = read_gguf_header(path)
+    facts = facts_from_header(header)
+    gpu = gpu_of(devices)
+    if requested is not None:
+        ngl = 0 if gpu is None else min(max(requested, 0) if requested >= 0 else facts.n_layer + 1, facts.n_layer + 1)
+        reason = "no GPU: every layer runs on the CPU" if gpu is None else f"{ngl} layers on {gpu.name}, as set"
+        return Placement(ngl, facts.n_layer, 0, reason), facts.n_layer
+    context = cove_context(n_ctx, facts.n_ctx_train)
+    placed = choose_layers(facts, path.stat().st_size, context, "f16", None if gpu is None else gpu.free_bytes,
+                           "the GPU" if gpu is None else gpu.name, flash_attn=flash_attn)
+    return placed, facts.n_layer
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    text = str(error).lower().replace(" ", "")
+    return any(word.replace(" ", "") in text for word in _OUT_OF_MEMORY)
+
+
+def open_with_retries(open_model: Callable[[int], T], n_gpu_layers: int, n_layers: int) -> tuple[T, int, str]:
+    """open_model(layers), and again with fewer layers while a load with some on the GPU runs
+    out of device memory. Returns (the model, the layers it has on the GPU, a note when fewer
+    than planned: "loaded 20 of 29 layers on the GPU: the rest did not fit")."""
+    planned = ngl = n_gpu_layers
+    while True:
+        try:
+            model = open_model(ngl)
+        except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
+            if ngl == 0 or not is_out_of_memory(exc):
+                raise
+            ngl = fewer_layers(ngl)
+            continue
+        if ngl < planned:
+            return model, ngl, f"loaded {ngl} of {n_layers + 1} layers on the GPU: the rest did not fit"
+        return model, ngl, ""
+
+
+def report(devs: list[Device], gpu: Device | None, placed: Placement, n_layer: int, n_gpu_layers: int,
+           kv_on_gpu: bool, retried: str, after: list[Device] | None = None,
+           process_vram: Callable[[], int | None] | None = None) -> PlacementReport:
+    """What a load did: `devs` and `gpu` as read before it, `after` the devices read after it
+    (their free memory gives what the load took when the backend cannot say per process),
+    `process_vram` this process's device memory where the driver tells (NVML)."""
+    layers = n_layer + 1
+    ngl = min(max(n_gpu_layers, 0), layers) if gpu is not None else 0
+    cpu = next((d for d in devs if d.kind == "cpu"), None)
+    if not ngl or gpu is None:
+        device = cpu.description if cpu is not None and cpu.description else "CPU"
+        note = placed.reason if gpu is None or not retried else retried
+        return PlacementReport("cpu", device, layers, 0, False, note, devices=[d.to_dict() for d in devs])
+    used = process_vram() if process_vram is not None else None
+    if used is None and after is not None:
+        now = next((d for d in after if d.name == gpu.name), None)
+        if now is not None and gpu.free_bytes >= now.free_bytes:
+            used = gpu.free_bytes - now.free_bytes
+    note = retried or (placed.reason if placed.n_gpu_layers == ngl else f"{ngl} of {layers} layers on {gpu.name}")
+    return PlacementReport(gpu.backend.lower() or "gpu", gpu.description or gpu.name, layers, ngl, kv_on_gpu, note,
+                           vram_estimate=placed.vram_bytes or None, vram_used=used,
+                           devices=[d.to_dict() for d in devs])
+
+
+def nvml_process_vram(pid: int) -> int | None:
+    """Device memory the process `pid` holds on NVIDIA GPUs (nvidia-ml-py), or None where
+    there is no NVIDIA driver or library."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            total = 0
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    if proc.pid == pid and proc.usedGpuMemory:
+                        total += int(proc.usedGpuMemory)
+            return total or None
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no device, no permission: the caller measures otherwise
+        return None

@@ -1,0 +1,85 @@
+"""The engine host's placement (app/engine/placement_run.py) with the devices and the memory
+figures injected at the boundary: which device takes the layers, a load that runs out of
+device memory retried with fewer layers, and the report the performance panel shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.engine.backends import Device
+from app.engine.placement_run import gpu_of, is_out_of_memory, open_with_retries, plan, report
+from models.memory_estimate import GPU_RUNTIME
+from models.placement import MARGIN_MIN, Placement
+from tests.support.tiny_model import write_tiny_gguf
+
+GiB = 1024 ** 3
+CPU = Device("CPU", "AMD EPYC 7B13", "cpu", 20 * GiB, 24 * GiB, "CPU")
+IGPU = Device("Vulkan1", "Intel(R) UHD Graphics 620", "igpu", 3 * GiB, 8 * GiB, "Vulkan")
+GPU = Device("Vulkan0", "NVIDIA GeForce RTX 4060", "gpu", 7 * GiB, 8 * GiB, "Vulkan")
+
+
+def test_the_layers_go_to_a_dedicated_gpu_before_an_integrated_one_and_never_to_the_cpu() -> None:
+    assert gpu_of([CPU, IGPU, GPU]) is GPU
+    assert gpu_of([CPU, IGPU]) is IGPU
+    assert gpu_of([CPU]) is None
+
+
+def test_a_tiny_model_fits_whole_on_a_gpu_and_a_set_count_is_kept(tmp_path: Path) -> None:
+    model = tmp_path / "tiny.gguf"
+    write_tiny_gguf(model)
+    placed, n_layer = plan(model, 256, [CPU, GPU], None)
+    assert placed.n_gpu_layers == n_layer + 1 and placed.reason == f"all {n_layer + 1} layers fit on Vulkan0"
+    assert plan(model, 256, [CPU, GPU], 1)[0].n_gpu_layers == 1
+    assert plan(model, 256, [CPU, GPU], -1)[0].n_gpu_layers == n_layer + 1
+    assert plan(model, 256, [CPU], 5)[0].n_gpu_layers == 0  # no GPU: a set count cannot apply
+    # The backend's own buffers (GPU_RUNTIME) and the margin left free count, not just the weights.
+    tight = Device("Vulkan0", "small", "gpu", GPU_RUNTIME + MARGIN_MIN + 64 * 1024 * 1024, GiB, "Vulkan")
+    assert plan(model, 256, [CPU, tight], None)[0].n_gpu_layers == n_layer + 1
+    short = Device("Vulkan0", "small", "gpu", GPU_RUNTIME + MARGIN_MIN - 1, GiB, "Vulkan")
+    assert plan(model, 256, [CPU, short], None)[0].n_gpu_layers == 0
+    full = Device("Vulkan0", "busy", "gpu", 10 * 1024 * 1024, GiB, "Vulkan")
+    assert plan(model, 256, [CPU, full], None)[0].n_gpu_layers == 0
+
+
+def test_a_load_out_of_device_memory_retries_with_fewer_layers_and_says_so() -> None:
+    tried: list[int] = []
+
+    def open_model(layers: int) -> str:
+        tried.append(layers)
+        if layers > 12:
+            raise ValueError("ggml_vulkan: Device memory allocation of size 1073741824 failed: ErrorOutOfDeviceMemory")
+        return f"model with {layers}"
+
+    model, layers, note = open_with_retries(open_model, 29, 28)
+    assert tried == [29, 19, 12] and model == "model with 12" and layers == 12
+    assert note == "loaded 12 of 29 layers on the GPU: the rest did not fit"
+
+
+def test_other_load_errors_are_not_retried() -> None:
+    tried: list[int] = []
+
+    def open_model(layers: int) -> str:
+        tried.append(layers)
+        raise ValueError("Failed to load model from file: tiny.gguf")
+
+    with pytest.raises(ValueError, match="Failed to load model"):
+        open_with_retries(open_model, 29, 28)
+    assert tried == [29]
+    assert is_out_of_memory(RuntimeError("CUDA error: out of memory")) and not is_out_of_memory(ValueError("bad magic"))
+
+
+def test_the_report_names_the_device_the_layers_the_kv_cache_and_the_measured_vram() -> None:
+    placed = Placement(29, 28, 3 * GiB, "all 29 layers fit on Vulkan0")
+    after = [CPU, Device("Vulkan0", GPU.description, "gpu", 7 * GiB - 3 * GiB - 200 * 1024 * 1024, 8 * GiB, "Vulkan")]
+    done = report([CPU, GPU], GPU, placed, 28, 29, True, "", after=after)
+    assert (done.backend, done.device, done.n_layers, done.n_gpu_layers, done.kv_on_gpu) == \
+        ("vulkan", "NVIDIA GeForce RTX 4060", 29, 29, True)
+    assert done.vram_used == 3 * GiB + 200 * 1024 * 1024 and done.vram_estimate == 3 * GiB
+    assert done.note == "all 29 layers fit on Vulkan0"
+    nvml = report([CPU, GPU], GPU, placed, 28, 29, True, "", after=after, process_vram=lambda: 2 * GiB)
+    assert nvml.vram_used == 2 * GiB  # the driver's own figure for this process comes first
+    cpu = report([CPU], None, Placement(0, 28, 0, "no GPU: every layer runs on the CPU"), 28, 0, True, "")
+    assert (cpu.backend, cpu.device, cpu.n_gpu_layers, cpu.kv_on_gpu, cpu.vram_used) == ("cpu", "AMD EPYC 7B13", 0, False, None)
+    assert cpu.to_dict()["devices"][0]["name"] == "CPU"
