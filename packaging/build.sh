@@ -27,6 +27,9 @@ if [ "${COVE_BACKEND:-}" != "native" ]; then
     if [ ! -e "$libs/.from" ] || [ "$(cat "$libs/.from")" != "$wheel" ]; then
         rm -rf "$libs" && mkdir -p "$libs"
         "$PY" -m zipfile -e "$wheel" "$libs/wheel"
+        # The backends a GGML_BACKEND_DL build loads at run time (libggml-cpu-haswell.so, ...)
+        # are in the wheel's bin/: next to libggml they go, where the engine loads them from.
+        if [ -d "$libs/wheel/bin" ]; then cp "$libs/wheel/bin/"libggml-*.so "$libs/wheel/llama_cpp/lib/"; fi
         echo "$wheel" > "$libs/.from"
     fi
     export COVE_LLAMA_LIB_DIR="$PWD/$libs/wheel/llama_cpp/lib"

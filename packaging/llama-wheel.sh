@@ -12,7 +12,7 @@
 #           runs (GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS). What packaging/build.sh ships.
 #   vulkan  the CPU variants above plus the Vulkan backend (NVIDIA, AMD and Intel GPUs with their
 #           ordinary drivers); needs the Vulkan headers and the shader compiler
-#           (Debian/Ubuntu: apt install libvulkan-dev glslc).
+#           (Debian/Ubuntu: apt install libvulkan-dev glslc spirv-headers).
 #   cuda    the CPU variants plus CUDA (NVIDIA); needs the CUDA toolkit (nvcc) on PATH.
 #   metal   Apple GPUs (macOS; Metal is built into the system).
 #   native  this machine's CPU only (-march=native): what the README's setup builds.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +48,23 @@ def library_dir() -> Path:
     return Path(override) if override else Path(llama_cpp.__file__).resolve().parent / "lib"
 
 
+def backend_dirs() -> list[Path]:
+    """Where a build's run-time backends may lie: next to libggml (the frozen app, where
+    packaging/build.sh puts them), or where pip installs a wheel's bin/ files (a portable or
+    GPU wheel installed into a venv by packaging/llama-wheel.sh --install)."""
+    return [library_dir(), Path(sys.prefix) / "bin"]
+
+
 _ggml: ctypes.CDLL | None = None
 
 
 def _lib() -> ctypes.CDLL:
     global _ggml
     if _ggml is None:
-        lib = ctypes.CDLL(str(library_dir() / "libggml.so"))  # loaded already by libllama: the same one
+        # libllama's own handle: a symbol looked up through it comes from the libggml libllama
+        # uses (a wheel or a frozen app holds libggml.so and libggml.so.0 as two copies of one
+        # file, and opening the other copy would give a second, empty backend registry).
+        lib = ctypes.CDLL(None, handle=llama_cpp.llama_cpp._lib._handle)
         lib.ggml_backend_reg_count.restype = ctypes.c_size_t
         lib.ggml_backend_reg_get.restype = ctypes.c_void_p
         lib.ggml_backend_reg_get.argtypes = [ctypes.c_size_t]
@@ -85,7 +96,10 @@ def load_backends() -> list[str]:
     Raises NoBackend when none can run here."""
     lib = _lib()
     if lib.ggml_backend_reg_count() == 0:
-        lib.ggml_backend_load_all_from_path(str(library_dir()).encode())
+        for folder in backend_dirs():
+            if any(folder.glob("libggml-*-*.so")) or any(folder.glob("libggml-*.dll")):
+                lib.ggml_backend_load_all_from_path(str(folder).encode())
+                break
     names = [(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)) or b"").decode("utf-8", "replace")
              for i in range(lib.ggml_backend_reg_count())]
     if not any(name.upper() == "CPU" for name in names):

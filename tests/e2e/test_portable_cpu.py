@@ -32,9 +32,18 @@ def qemu() -> str:
     return path
 
 
+def _emulated_env(frozen: Path, env: dict[str, str]) -> dict[str, str]:
+    """`env` plus what PyInstaller's bootloader sets before it starts itself again (with execve,
+    to apply LD_LIBRARY_PATH): qemu-user does not follow an execve, so without these the app
+    would run natively from there on. With them the bootloader goes straight on, emulated."""
+    return {**env, "_PYI_ARCHIVE_FILE": str(frozen / "cove"), "_PYI_PARENT_PROCESS_LEVEL": "-1",
+            "_PYI_LINUX_PROCESS_NAME": "cove", "LD_LIBRARY_PATH": str(frozen / "_internal")}
+
+
 def _host_under_qemu(qemu: str, cpu: str, frozen: Path, model: Path, env: dict[str, str]) -> tuple[list, set[str]]:
     """Run the frozen engine host as `cpu`, load `model` and ask for 8 tokens. Returns the events
     and the llama.cpp CPU libraries the process mapped."""
+    env = _emulated_env(frozen, env)
     proc = subprocess.Popen(
         [qemu, "-cpu", cpu, str(frozen / "cove"), CHILD_FLAG, "app.engine.host", "--in-fd", "0", "--out-fd", "1"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
