@@ -285,7 +285,10 @@ def test_frozen_window_opens_offscreen_and_closes(frozen: Path, no_python_env: d
 def test_frozen_build_holds_only_what_cove_uses(frozen: Path) -> None:
     internal = frozen / "_internal"
     libs = sorted(p.name for p in (internal / "llama_cpp" / "lib").iterdir())
-    assert {"libllama.so", "libggml.so", "libggml-base.so", "libggml-cpu.so"} <= set(libs)
+    assert {"libllama.so", "libggml.so", "libggml-base.so"} <= set(libs)
+    # The portable build: no CPU library built for one CPU, one per x86-64 level instead.
+    assert "libggml-cpu.so" not in libs
+    assert {"libggml-cpu-x64.so", "libggml-cpu-sse42.so", "libggml-cpu-haswell.so"} <= set(libs)
     assert not [name for name in libs if name.count(".so.") and name.split(".so.")[1].count(".")]  # no libX.so.0.25.3 copies
     bindings = sorted(p.name.split(".")[0] for p in (internal / "PySide6").glob("Qt*.so"))
     assert bindings == ["QtCore", "QtGui", "QtWidgets"]
