@@ -113,6 +113,8 @@ def run_cove_bench(
         "gen_tokens": [m.get("gen_tokens") for m in tg_runs],
         "threads": threads,
         "settings": engine_settings(loaded, threads),
+        # Where the layers ran: backend, device, layers on the GPU of all, KV cache, VRAM.
+        "placement": {k: v for k, v in (getattr(loaded, "placement", None) or {}).items() if k != "devices"},
         "sampling": {"temperature": sp.temperature, "top_k": sp.top_k, "top_p": sp.top_p, "min_p": sp.min_p,
                      "repeat_penalty": sp.repeat_penalty},
         **_perf_cross_check(pp_runs, tg_runs),
