@@ -13,7 +13,7 @@ from pathlib import Path
 import sqlite_utils
 
 from app.paths import Paths, resolve_paths
-from app.settings import SamplingParams, Settings, load_settings, read_settings, save_settings
+from app.settings import ModelPlacement, SamplingParams, Settings, load_settings, read_settings, save_settings
 from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
 from models.gguf_validate import InvalidModelFile
@@ -100,6 +100,13 @@ class Core:
     def set_models_dir(self, folder: Path | None) -> None:
         if not self.read_only:
             save_settings(self.paths.settings_file, replace(self.settings, models_dir=str(folder) if folder else None))
+
+    def set_placement(self, model_name: str, placement: ModelPlacement) -> bool:
+        """Keep where `model_name` runs; False when the data folder is read-only."""
+        if self.read_only:
+            return False
+        save_settings(self.paths.settings_file, self.settings.with_placement(model_name, placement))
+        return True
 
     def save_sampling_defaults(self, params: SamplingParams) -> None:
         if not self.read_only:

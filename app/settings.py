@@ -69,6 +69,13 @@ class ModelPlacement:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def describe(self) -> str:
+        """In words, e.g. "as many GPU layers as fit, the KV cache with its layers"."""
+        layers = {None: "as many GPU layers as fit", -1: "all layers on the GPU", 0: "the CPU only"}.get(
+            self.gpu_layers, f"{self.gpu_layers} layers on the GPU")
+        kv = {None: "the KV cache with its layers", True: "the KV cache on the GPU", False: "the KV cache in RAM"}[self.kv_on_gpu]
+        return f"{layers}, {kv}"
+
     @classmethod
     def from_dict(cls, data: object) -> ModelPlacement:
         if not isinstance(data, dict):

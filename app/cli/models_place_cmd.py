@@ -33,13 +33,6 @@ def gpu_layers(text: str) -> int | None:
     raise argparse.ArgumentTypeError(f"GPU layers must be auto, all or a whole number, not {text!r}")
 
 
-def describe(placement: ModelPlacement) -> str:
-    layers = {None: "as many GPU layers as fit", -1: "all layers on the GPU", 0: "the CPU only"}.get(
-        placement.gpu_layers, f"{placement.gpu_layers} layers on the GPU")
-    kv = {None: "the KV cache with its layers", True: "the KV cache on the GPU", False: "the KV cache in RAM"}[placement.kv_on_gpu]
-    return f"{layers}, {kv}"
-
-
 def run_place(core: Core, args: argparse.Namespace) -> int:
     model = core.library.get(args.name)
     settings = core.settings
@@ -55,5 +48,5 @@ def run_place(core: Core, args: argparse.Namespace) -> int:
     if args.json:
         print_json_for({"model": model.name, **placement.to_dict()}, sys.stdout)
     else:
-        say(f"{model.name}: {describe(placement)}.", sys.stdout)
+        say(f"{model.name}: {placement.describe()}.", sys.stdout)
     return 0

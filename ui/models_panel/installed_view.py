@@ -85,6 +85,7 @@ class InstalledView(QWidget):
     use_requested = Signal(str)
     import_requested = Signal(list)
     delete_requested = Signal(str)
+    placement_requested = Signal(str)  # model name: the person wants to set where it runs
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -110,11 +111,16 @@ class InstalledView(QWidget):
         self.import_button.setAccessibleName("Import a GGUF file")
         self.import_button.setToolTip("Add a .gguf file from this computer (it stays where it is)")
         self.import_button.clicked.connect(self.ask_import)
+        self.place_button = QPushButton("Where it runs…", self)
+        self.place_button.setAccessibleName("Choose where the selected model runs")
+        self.place_button.setToolTip("GPU layers and the KV cache (Cove chooses unless you set them)")
+        self.place_button.clicked.connect(self._place)
         self.delete_button = QPushButton("Delete…", self)
         self.delete_button.setAccessibleName("Delete the selected model")
         self.delete_button.clicked.connect(self._delete)
         buttons = QHBoxLayout()
         buttons.addWidget(self.use_button)
+        buttons.addWidget(self.place_button)
         buttons.addStretch(1)
         buttons.addWidget(self.import_button)
         buttons.addWidget(self.delete_button)
@@ -216,11 +222,17 @@ class InstalledView(QWidget):
         name = self.selected()
         self.use_button.setEnabled(name is not None and name != self._current)
         self.delete_button.setEnabled(name is not None)
+        self.place_button.setEnabled(name is not None)
 
     def _use(self) -> None:
         name = self.selected()
         if name is not None and name != self._current:
             self.use_requested.emit(name)
+
+    def _place(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.placement_requested.emit(name)
 
     def _delete(self) -> None:
         name = self.selected()

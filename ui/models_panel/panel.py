@@ -27,6 +27,7 @@ from ui.models_panel.hub_settings import HubSettingsPage
 from ui.models_panel.hub_worker import HubReply, HubWorker, MeasureRequest
 from ui.models_panel.installed_view import InstalledView
 from ui.models_panel.model_import import ModelImporter
+from ui.models_panel.placement_dialog import PlacementDialog
 from ui.theme import error_color, format_bytes
 
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
@@ -93,6 +94,7 @@ class ModelsPanel(QDialog):
         self.installed_view.use_requested.connect(self.model_chosen)
         self.installed_view.import_requested.connect(self.import_files)
         self.installed_view.delete_requested.connect(self.delete_model)
+        self.installed_view.placement_requested.connect(self.choose_placement)
         self.importer.imported.connect(self._on_imported)
         self.importer.failed.connect(lambda s: self.show_message(s, error=True))
         d.download_changed.connect(self._on_download_changed)
@@ -170,6 +172,16 @@ class ModelsPanel(QDialog):
     def import_files(self, paths: list[str]) -> None:
         self.show_message(f"Checking {len(paths)} file{'s' if len(paths) > 1 else ''}…")
         self.importer.import_files(paths)
+
+    def choose_placement(self, name: str) -> None:
+        """Ask where `name` runs (GPU layers, KV cache) and keep the answer for its next load."""
+        dialog = PlacementDialog(name, self.core.settings.placement_for(name), self)
+        if dialog.exec() != PlacementDialog.DialogCode.Accepted:
+            return
+        if not self.core.set_placement(name, dialog.placement()):
+            self.show_message("Cove's data folder is read-only: the setting cannot be saved.", error=True)
+            return
+        self.show_message(f"{name}: {dialog.placement().describe()}, from its next load.")
 
     def delete_model(self, name: str) -> None:
         try:
