@@ -90,6 +90,7 @@ class PerfPanel(QWidget):
         self._labels["ui_mem"].setToolTip("Private memory (USS) of this window's process")
         self._labels["engine_mem"].setToolTip("Private memory (USS) of the engine process")
         self._labels["model_file"].setToolTip("Size of the model file, mapped into the engine's memory")
+        self._labels["backend"].setWordWrap(True)  # a long device name takes two lines, not a wider panel
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -254,7 +255,7 @@ class PerfPanel(QWidget):
             return "–"
         device = self._placement.get("device")
         if device:
-            return f"{self._backend} · {device}"
+            return f"{_BACKEND_NAMES.get(self._backend.lower(), self._backend)} · {device}"
         layers = self._gpu_layers or 0
         if layers <= 0:
             return f"{self._backend} · all layers on CPU"
@@ -266,13 +267,21 @@ class PerfPanel(QWidget):
             return "–"
         if on_gpu <= 0:
             return f"all {total} on CPU"
-        kv = "GPU" if self._placement.get("kv_on_gpu") else "CPU"
-        return f"{on_gpu} of {total} on GPU · KV cache on {kv}"
+        if not self._placement.get("kv_on_gpu"):
+            kv = "KV cache in RAM"
+        else:  # llama.cpp keeps each layer's KV cache where the layer runs
+            kv = "KV cache on GPU" if on_gpu >= total else "KV cache with its layers"
+        return f"{on_gpu} of {total} on GPU · {kv}"
 
     def _set(self, key: str, text: str) -> None:
         label = self._labels[key]
         if label.text() != text:
             label.setText(text)
+
+
+# llama.cpp's backends as their makers spell them (the engine reports them in lower case).
+_BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal", "rocm": "ROCm", "hip": "HIP",
+                  "sycl": "SYCL", "opencl": "OpenCL", "cann": "CANN", "musa": "MUSA"}
 
 
 def _number(value: Any) -> float | None:

@@ -393,13 +393,18 @@ def test_placement_shows_the_device_the_layers_the_kv_cache_and_vram_against_the
                  "vram_estimate": 3_900_000_000, "vram_used": 4_100_000_000}
     panel.set_model_info(file_size=5_000_000_000, backend="vulkan", gpu_layers=20, placement=placement)
     qtbot.waitUntil(lambda: panel.label_text("layers") != "–", timeout=2000)
-    assert panel.label_text("backend") == "vulkan · AMD Radeon RX 7600"
-    assert panel.label_text("layers") == "20 of 29 on GPU · KV cache on GPU"
+    assert panel.label_text("backend") == "Vulkan · AMD Radeon RX 7600"
+    assert panel.label_text("layers") == "20 of 29 on GPU · KV cache with its layers"
     assert panel.label_text("vram") == "4.1 GB (estimated 3.9 GB)"
     assert panel._labels["layers"].toolTip() == placement["note"]
+    panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29, placement={**placement, "n_gpu_layers": 29})
+    qtbot.waitUntil(lambda: panel.label_text("layers") == "29 of 29 on GPU · KV cache on GPU", timeout=2000)
+    panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29,
+                         placement={**placement, "n_gpu_layers": 29, "kv_on_gpu": False})
+    qtbot.waitUntil(lambda: panel.label_text("layers") == "29 of 29 on GPU · KV cache in RAM", timeout=2000)
     cpu = {"backend": "cpu", "device": "AMD EPYC 7B13", "n_layers": 19, "n_gpu_layers": 0, "kv_on_gpu": False,
            "note": "no GPU: every layer runs on the CPU"}
     panel.set_model_info(file_size=253_000_000, backend="cpu", gpu_layers=0, placement=cpu)
     qtbot.waitUntil(lambda: panel.label_text("layers") == "all 19 on CPU", timeout=2000)
-    assert panel.label_text("backend") == "cpu · AMD EPYC 7B13"
+    assert panel.label_text("backend") == "CPU · AMD EPYC 7B13"
     assert panel.label_text("vram") == "n/a (no GPU)"
