@@ -17,6 +17,7 @@ from app import secrets
 from app.cli.output import human_size, positive_int, print_json
 from app.cli.terminal_text import say
 from app.core import Core
+from app.engine.gpu_memory import with_engine_gpu
 from models.gguf_info import GGUFInfo, info_from_header
 from models.gguf_validate import GGUFHeader, read_gguf_header
 from models.library import ModelNotFound
@@ -43,7 +44,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
 
 def run_fit(core: Core, args: argparse.Namespace) -> int:
     source, header, info, file_size = _read_header(core, args)
-    machine = machine_memory()
+    machine = with_engine_gpu(machine_memory())
     est = estimate_memory(header, file_size, args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type,
                           machine=machine)
     if args.json:
@@ -125,10 +126,6 @@ def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEsti
 def _machine_dict(m: MachineMemory) -> dict[str, Any]:
     return {"total_ram": m.total_ram, "available_ram": m.available_ram, "vram_total": m.vram_total,
             "vram_free": m.vram_free}
-
-
-
-
 
 
 __all__ = ["KV_TYPES", "add_subcommands", "run_fit"]

@@ -12,33 +12,15 @@ import ctypes
 import os
 import platform
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
 
-# enum ggml_backend_dev_type (ggml-backend.h)
-DEVICE_KINDS = ("cpu", "gpu", "igpu", "accel", "meta")
+from app.engine.devices import DEVICE_KINDS, Device
 
 
 class NoBackend(RuntimeError):
     """No llama.cpp backend can run on this machine (a CPU older than every variant built)."""
-
-
-@dataclass(frozen=True)
-class Device:
-    """One device llama.cpp can put layers on."""
-
-    name: str  # e.g. "CPU", "Vulkan0", "CUDA0"
-    description: str  # e.g. the CPU's or the GPU's model name
-    kind: str  # one of DEVICE_KINDS
-    free_bytes: int
-    total_bytes: int
-    backend: str  # the backend that gives it: "CPU", "Vulkan", "CUDA", ...
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "description": self.description, "kind": self.kind, "free_bytes": self.free_bytes,
-                "total_bytes": self.total_bytes, "backend": self.backend}
 
 
 def library_dir() -> Path:

@@ -31,7 +31,22 @@ from app.child_command import child_command
 from app.engine import protocol
 from app.engine.generation import FinishedEvent, Generation, StartedInfo, TokenEvent
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
-from app.engine.protocol import Cancel, Failed, Finished, Generate, Load, Loaded, Message, Shutdown, Started, Token, Unload, Unloaded
+from app.engine.protocol import (
+    Cancel,
+    Devices,
+    Failed,
+    Finished,
+    Generate,
+    ListDevices,
+    Load,
+    Loaded,
+    Message,
+    Shutdown,
+    Started,
+    Token,
+    Unload,
+    Unloaded,
+)
 from app.store.statuses import MessageStatus
 
 __all__ = ["EngineClient", "EngineError", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]
@@ -229,6 +244,19 @@ class EngineClient:
             proc.expected_exit = True
             self._drop_proc(proc)
 
+    def devices(self) -> list[dict[str, Any]]:
+        """The devices llama.cpp sees on this machine (app/engine/backends.py: Device.to_dict()),
+        asked of the engine process (started if needed), which keeps native code out of this one.
+        Raises EngineError with a sentence when it cannot tell."""
+        with self._op_lock:
+            proc = self._ensure_proc()
+            reply = self._request(proc, ListDevices(f"d{next(self._ids)}"), 60.0)
+        if isinstance(reply, Devices):
+            return list(reply.devices)
+        if isinstance(reply, Failed):
+            raise EngineError(reply.message)
+        raise EngineError("the engine did not say which devices it sees")
+
     def unload(self) -> None:
         """Free the model (the host process stays up)."""
         with self._op_lock:
@@ -319,7 +347,7 @@ class EngineClient:
             raise EngineError(f"loading {name} took longer than {self._load_timeout_s:g} s; the engine was stopped")
         raise EngineError(f"could not load {name}")
 
-    def _request(self, proc: HostProcess, req: Load | Unload, timeout_s: float) -> Message | _Exited | None:
+    def _request(self, proc: HostProcess, req: Load | Unload | ListDevices, timeout_s: float) -> Message | _Exited | None:
         box: queue.SimpleQueue[Message | _Exited] = queue.SimpleQueue()
         with self._lock:
             if proc is not self._proc:

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, BinaryIO
 from app.engine.environment import scrub_environment
 from app.engine.protocol import (
     Cancel,
+    Devices,
     Failed,
     Generate,
+    ListDevices,
     Load,
     Loaded,
     ProtocolError,
@@ -118,6 +120,8 @@ class Host:
             elif isinstance(req, Unload):
                 self._close_session()
                 self.send(Unloaded(req.request_id))
+            elif isinstance(req, ListDevices):
+                self._list_devices(req)
             else:
                 self.send(Failed(req.request_id, f"the engine cannot handle {type(req).__name__}", "protocol"))
         except Exception as exc:  # last resort: a sentence, never a traceback on the pipe
@@ -125,6 +129,19 @@ class Host:
 
             traceback.print_exc(file=sys.stderr)
             self.send(Failed(req.request_id, f"the engine hit an unexpected error: {type(exc).__name__}: {exc}", "internal"))
+
+    def _list_devices(self, req: ListDevices) -> None:
+        try:
+            from app.engine.backends import NoBackend, devices, load_backends
+        except ImportError as exc:
+            self.send(Failed(req.request_id, f"the engine cannot start llama.cpp ({exc})", "load"))
+            return
+        try:
+            load_backends()
+        except NoBackend as exc:
+            self.send(Failed(req.request_id, str(exc), "load"))
+            return
+        self.send(Devices(req.request_id, [d.to_dict() for d in devices()]))
 
     def _close_session(self) -> None:
         if self._session is not None:

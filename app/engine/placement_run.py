@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app.engine.backends import Device
+from app.engine.devices import Device, gpu_of
 from models.context_size import cove_context
 from models.gguf_validate import read_gguf_header
 from models.model_facts import facts_from_header
@@ -41,15 +41,6 @@ class PlacementReport:
         return {"backend": self.backend, "device": self.device, "n_layers": self.n_layers,
                 "n_gpu_layers": self.n_gpu_layers, "kv_on_gpu": self.kv_on_gpu, "note": self.note,
                 "vram_estimate": self.vram_estimate, "vram_used": self.vram_used, "devices": self.devices}
-
-
-def gpu_of(devices: list[Device]) -> Device | None:
-    """The device layers go to: the first GPU (dedicated before integrated), or None."""
-    for kind in ("gpu", "igpu"):
-        for device in devices:
-            if device.kind == kind:
-                return device
-    return None
 
 
 def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | None, *,

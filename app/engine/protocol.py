@@ -78,6 +78,13 @@ class Shutdown:
     request_id: str = ""
 
 
+@dataclass(frozen=True)
+class ListDevices:
+    """Which devices llama.cpp sees here (loads its backends; no model needed)."""
+
+    request_id: str
+
+
 # ---- up: host -> parent ---------------------------------------------------------------
 
 
@@ -115,6 +122,12 @@ class Unloaded:
 
 
 @dataclass(frozen=True)
+class Devices:
+    request_id: str
+    devices: list[dict[str, Any]] = field(default_factory=list)  # app/engine/backends.py: Device.to_dict()
+
+
+@dataclass(frozen=True)
 class Started:
     """Sent when the first token has been sampled (the prompt is evaluated)."""
 
@@ -147,8 +160,8 @@ class Failed:
     kind: str  # "load" | "generate" | "template" | "context" | "protocol" | "busy"
 
 
-Request = Load | Generate | Cancel | Unload | Shutdown
-Event = Ready | Loaded | Unloaded | Started | Token | Finished | Failed
+Request = Load | Generate | Cancel | Unload | Shutdown | ListDevices
+Event = Ready | Loaded | Unloaded | Devices | Started | Token | Finished | Failed
 Message = Request | Event
 
 _TYPES: dict[str, type] = {
@@ -157,9 +170,11 @@ _TYPES: dict[str, type] = {
     "cancel": Cancel,
     "unload": Unload,
     "shutdown": Shutdown,
+    "list_devices": ListDevices,
     "ready": Ready,
     "loaded": Loaded,
     "unloaded": Unloaded,
+    "devices": Devices,
     "started": Started,
     "token": Token,
     "finished": Finished,

@@ -25,7 +25,8 @@ from llama_cpp import _internals as llama_internals
 from app.context_policy import ContextOverflow, reply_reserve
 from app.engine.backends import NoBackend, devices, load_backends
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
-from app.engine.placement_run import gpu_of, nvml_process_vram, open_with_retries, plan, report
+from app.engine.devices import gpu_of
+from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts, fit_prompt
 from app.engine.protocol import Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
 from app.engine.templates import ChatFormat, Rendered, build_chat_format

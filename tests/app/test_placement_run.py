@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.backends import Device
-from app.engine.placement_run import gpu_of, is_out_of_memory, open_with_retries, plan, report
+from app.engine.devices import Device, gpu_of
+from app.engine.placement_run import is_out_of_memory, open_with_retries, plan, report
 from models.memory_estimate import GPU_RUNTIME
 from models.placement import MARGIN_MIN, Placement
 from tests.support.tiny_model import write_tiny_gguf

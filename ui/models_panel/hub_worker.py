@@ -170,11 +170,12 @@ class HubWorker(QObject):
          "measure": self.memory_measured}[reply.kind].emit(reply)
 
     def _machine_memory(self) -> Any:
+        from app.engine.gpu_memory import with_engine_gpu
         from models.memory_estimate import machine_memory
 
         with self._machine_lock:
             if self._machine is None:
-                self._machine = machine_memory()
+                self._machine = with_engine_gpu(machine_memory())
             return self._machine
 
     def _fit(self, request: FitRequest, header: Any | None) -> FitResult:
