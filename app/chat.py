@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -188,8 +188,9 @@ def start_generation(
     *,
     model: InstalledModel,
     params: SamplingParams,
-    conversation_id: str,
+    conversation_id: str | None,
     placement: ModelPlacement | None = None,
+    stop: Sequence[str] = (),
     on_loaded: Callable[[LoadedModel], None] | None = None,
     on_recheck: Callable[[FileRecheck], None] | None = None,
 ) -> Generation:
@@ -209,6 +210,7 @@ def start_generation(
         messages,
         conversation_id=conversation_id,
         max_tokens=params.max_tokens,
+        stop=stop,
         **params.sampler_arguments(),
     )
 

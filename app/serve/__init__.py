@@ -1,0 +1,1 @@
+"""`cove serve`: Cove's engine behind the OpenAI API on this computer."""

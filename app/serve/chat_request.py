@@ -1,0 +1,97 @@
+"""An OpenAI chat completions request, read and checked: the messages, the sampling settings,
+streaming; anything wrong is an ApiError naming the field. Unknown fields are ignored, as the
+real API does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.serve.errors import ApiError
+from app.settings import SamplingParams
+
+ROLES = ("system", "developer", "user", "assistant")
+MAX_TOKENS_LIMIT = 32_768  # a larger max_tokens is refused: no context Cove runs holds that many
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict[str, str]]
+    params: SamplingParams
+    stop: tuple[str, ...]
+    stream: bool
+    include_usage: bool
+
+
+def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ApiError(400, f"'{name}' must be a number, not {type(value).__name__}", param=name)
+    if not low <= value <= high:
+        raise ApiError(400, f"'{name}' must be between {low:g} and {high:g}; it was {value:g}", param=name)
+    return float(value)
+
+
+def _text(content: object, index: int) -> str:
+    """A message's content: a string, or a list of text parts (the newer form)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, f"messages[{index}].content: only text parts are supported", param="messages")
+            parts.append(part["text"])
+        return "".join(parts)
+    if content is None:
+        return ""
+    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts", param="messages")
+
+
+def read_chat_request(body: object) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ApiError(400, "'messages' must be a non-empty list", param="messages")
+    messages = []
+    for i, message in enumerate(raw):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param="messages")
+        role = "system" if message["role"] == "developer" else message["role"]
+        messages.append({"role": role, "content": _text(message.get("content"), i)})
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise ApiError(400, "'n' must be 1: Cove writes one reply per request", param="n")
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOKENS_LIMIT):
+        raise ApiError(400, f"'max_tokens' must be a whole number from 1 to {MAX_TOKENS_LIMIT}", param="max_tokens")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ApiError(400, "'seed' must be a whole number", param="seed")
+    stop = body.get("stop")
+    stops = (stop,) if isinstance(stop, str) else tuple(stop) if isinstance(stop, list) else ()
+    if stop is not None and (not stops and not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stops)
+                             or len(stops) > 4):
+        raise ApiError(400, "'stop' must be a string or a list of up to 4 strings", param="stop")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError(400, "'stream' must be true or false", param="stream")
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    defaults = SamplingParams()
+    temperature = _number(body, "temperature", 0.0, 2.0)
+    top_p = _number(body, "top_p", 0.0, 1.0)
+    params = SamplingParams(
+        temperature=defaults.temperature if temperature is None else temperature,
+        top_p=defaults.top_p if top_p is None else top_p,
+        max_tokens=limit if limit is not None else defaults.max_tokens,
+        seed=seed,
+    )
+    return ChatRequest(model, messages, params, stops, stream, include_usage)

@@ -1,0 +1,147 @@
+"""`cove serve` with a real client no one here wrote: the official `openai` package against the
+server on 127.0.0.1 with the tiny model the suite writes (streaming and not), the errors as
+their exception types, the Host-header and size guards, and a client that leaves mid-stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.support.paths import REPO_ROOT
+from tests.support.tiny_model import write_tiny_gguf
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("serve")
+    env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home)}
+    model = write_tiny_gguf(home / "tiny.gguf")
+    cli = [sys.executable, "-m", "app.cli.main"]
+    subprocess.run([*cli, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=120)
+    port = _free_port()
+    proc = subprocess.Popen([*cli, "serve", "--port", str(port)], cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{base}/models", timeout=2).raise_for_status()
+            break
+        except httpx.HTTPError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"cove serve did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            time.sleep(0.2)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def client(base: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=60)
+
+
+def test_models_lists_the_installed_model(server: str) -> None:
+    assert [m.id for m in client(server).models.list()] == ["tiny"]
+
+
+def test_a_chat_completion_has_text_usage_and_coves_timings(server: str) -> None:
+    reply = client(server).chat.completions.create(
+        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        max_tokens=6, temperature=0, seed=1)
+    assert reply.object == "chat.completion" and reply.model == "tiny"
+    choice = reply.choices[0]
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    assert reply.usage is not None and reply.usage.prompt_tokens > 0 and 1 <= reply.usage.completion_tokens <= 6
+    timings = reply.model_extra["timings"]
+    assert timings["ttft_ms"] > 0 and set(timings) == {"prompt_ms", "ttft_ms", "tokens_per_second", "cached_tokens"}
+    again = client(server).chat.completions.create(
+        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        max_tokens=6, temperature=0, seed=1)
+    assert again.choices[0].message.content == choice.message.content  # greedy: the same reply
+
+
+def test_a_streamed_completion_arrives_in_chunks_and_ends_with_usage(server: str) -> None:
+    stream = client(server).chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "tell me more"}], max_tokens=12, temperature=0,
+        stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert chunks[0].choices[0].delta.role == "assistant" and len(texts) >= 2 and finishes == ["length"]
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
+
+
+@pytest.mark.parametrize(("body", "error", "param"), [
+    ({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}, openai.NotFoundError, "model"),
+    ({"model": "tiny", "messages": []}, openai.BadRequestError, "messages"),
+    ({"model": "tiny", "messages": [{"role": "wizard", "content": "hi"}]}, openai.BadRequestError, "messages"),
+    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, openai.BadRequestError, "temperature"),
+    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**9}, openai.BadRequestError, "max_tokens"),
+    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 3}, openai.BadRequestError, "n"),
+])
+def test_bad_requests_get_the_apis_error_types(server: str, body: dict, error: type, param: str) -> None:
+    with pytest.raises(error) as caught:
+        client(server).chat.completions.create(**body)
+    assert caught.value.body["param"] == param and "Traceback" not in caught.value.message
+
+
+def test_unknown_fields_are_ignored_as_the_real_api_does(server: str) -> None:
+    reply = client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                                   extra_body={"logit_bias_v9": {"1": 2}, "user": "me"})
+    assert reply.choices[0].message.content is not None
+
+
+def test_malformed_json_an_oversized_body_and_a_foreign_host_are_refused(server: str) -> None:
+    url = f"{server}/chat/completions"
+    bad = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}, timeout=30)
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+    huge = httpx.post(url, content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}', timeout=60)
+    assert huge.status_code == 413 and "larger than" in huge.json()["error"]["message"]
+    rebinding = httpx.get(f"{server}/models", headers={"Host": "evil.example"}, timeout=30)
+    assert rebinding.status_code == 421 and "evil.example" in rebinding.json()["error"]["message"]
+    assert "access-control-allow-origin" not in {k.lower() for k in rebinding.headers}
+    assert httpx.get(f"{server}/models", timeout=30).status_code == 200  # the server is still up
+
+
+def test_a_client_that_leaves_mid_stream_frees_the_engine_for_the_next(server: str) -> None:
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 4000, "stream": True}
+    with httpx.stream("POST", f"{server}/chat/completions", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        got = [line for line, _ in zip(lines, range(6)) if line.startswith("data: ")]
+        assert got and json.loads(got[0][6:])["object"] == "chat.completion.chunk"
+    # At once: the engine was stopped and waited for, so it is free (not "a reply is already
+    # being generated", which a request that arrived while it wrote 4,000 tokens would get).
+    reply = client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+    assert reply.usage is not None and reply.usage.completion_tokens >= 1
+
+
+def test_the_server_never_opens_a_connection_out(server: str, tmp_path: Path) -> None:
+    # The server process's own sockets: listening on loopback and talking to this test only.
+    import psutil
+
+    port = int(server.rsplit(":", 1)[1].split("/")[0])
+    (serving,) = [p for p in psutil.process_iter(["cmdline"]) if "serve" in (p.info["cmdline"] or [])
+                  and str(port) in (p.info["cmdline"] or [])]
+    client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    remote = {c.raddr.ip for c in serving.net_connections(kind="inet") if c.raddr}
+    assert remote <= {"127.0.0.1"}
