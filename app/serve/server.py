@@ -23,10 +23,12 @@ from app.engine.client import EngineClient, EngineError
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.chat_request import ChatRequest, read_chat_request
 from app.serve.errors import ApiError, error_response
+from app.store.request_log import RequestLog
 from app.store.statuses import MessageStatus
 from models.library import InstalledModel, ModelNotFound
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+CLIENT = "local API"  # the record's client until requests carry a key's name
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
 
@@ -83,6 +85,17 @@ class Service:
     def __init__(self, core: Core, engine: EngineClient) -> None:
         self.core, self.engine = core, engine
         self.turn = anyio.Lock()  # FIFO: waiting requests get the engine in the order they came
+        self.record = RequestLog(core.db)
+
+    def _log(self, request: Request, chat: ChatRequest, model: InstalledModel, reply: str, status: str,
+             metrics: dict[str, Any]) -> None:
+        """One entry in the written record, on the event loop's thread (the database's)."""
+        params = {"temperature": chat.params.temperature, "top_p": chat.params.top_p, "max_tokens": chat.params.max_tokens,
+                  "seed": chat.params.seed, "stop": list(chat.stop), "stream": chat.stream}
+        self.record.append(client=CLIENT, remote=request.client.host if request.client else "", endpoint=request.url.path,
+                           model_name=model.name, model_sha256=model.sha256, quant=model.quant, params=params,
+                           messages=chat.messages, reply=reply, status=status, usage=_usage(metrics),
+                           timings=_timings(metrics))
 
     def model(self, name: str) -> InstalledModel:
         try:
@@ -104,13 +117,15 @@ class Service:
         reply_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         if chat.stream:
-            return StreamingResponse(self._stream(chat, model, reply_id, created), media_type="text/event-stream",
+            return StreamingResponse(self._stream(request, chat, model, reply_id, created), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         async with self.turn:
             try:
                 finished = await anyio.to_thread.run_sync(self._whole_reply, chat, model)
             except ApiError as exc:
+                self._log(request, chat, model, "", MessageStatus.ERROR, {})
                 return exc.response()
+        self._log(request, chat, model, finished.text, finished.status, finished.metrics)
         return JSONResponse({
             "id": reply_id, "object": "chat.completion", "created": created, "model": model.name,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
@@ -135,7 +150,8 @@ class Service:
             raise ApiError(500, (finished.error if finished else None) or "the engine stopped without a reply", "server_error")
         return finished
 
-    async def _stream(self, chat: ChatRequest, model: InstalledModel, reply_id: str, created: int) -> AsyncIterator[bytes]:
+    async def _stream(self, request: Request, chat: ChatRequest, model: InstalledModel, reply_id: str,
+                      created: int) -> AsyncIterator[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
             body = {"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": model.name,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
@@ -148,14 +164,18 @@ class Service:
                 yield b"data: " + json.dumps({"error": {"message": exc.message, "type": exc.kind}}).encode() + b"\n\n"
                 return
             done = False
+            text: list[str] = []
             try:
                 yield chunk({"role": "assistant", "content": ""})
                 while True:
                     event = await anyio.to_thread.run_sync(next, generation, None)
                     if isinstance(event, TokenEvent):
+                        text.append(event.text)
                         yield chunk({"content": event.text})
                         continue
                     done = True
+                    self._log(request, chat, model, event.text if event else "".join(text),
+                              event.status if event else MessageStatus.ERROR, event.metrics if event else {})
                     if event is None or event.status == MessageStatus.ERROR:
                         message = (event.error if event else None) or "the engine stopped without a reply"
                         yield b"data: " + json.dumps({"error": {"message": message, "type": "server_error"}}).encode() + b"\n\n"
@@ -172,6 +192,9 @@ class Service:
                     generation.cancel()
                     with anyio.CancelScope(shield=True):
                         await anyio.to_thread.run_sync(lambda: [None for _ in generation])
+                        end = generation.finished
+                        self._log(request, chat, model, end.text if end else "".join(text), MessageStatus.CANCELLED,
+                                  end.metrics if end else {})
 
 
 def create_app(core: Core, engine: EngineClient, *, host_names: Iterable[str] = LOOPBACK_NAMES) -> ASGIApp:

@@ -110,6 +110,36 @@ def _m0006_reply_writer(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE messages ADD COLUMN writer_started REAL")
 
 
+def _m0007_record(db: sqlite_utils.Database) -> None:
+    # The written record (app/store/request_log.py): one entry per request, each hash-chained to
+    # the one before it. Erasing an entry's text keeps its content_hash, so the chain still holds.
+    db.table("record_entries").create(
+        {
+            "seq": int,
+            "at": str,  # utc_timestamp()
+            "client": str,  # the API key's name, or "this window"
+            "remote": str,  # the client's address
+            "endpoint": str,  # e.g. "/v1/chat/completions"
+            "model_name": str,
+            "model_sha256": str,
+            "quant": str,
+            "params": str,  # JSON
+            "messages": str,  # JSON; NULL once erased
+            "reply": str,  # NULL once erased
+            "status": str,
+            "usage": str,  # JSON
+            "timings": str,  # JSON
+            "erased": int,  # 1: the person deleted the text; the entry stays as a marked gap
+            "content_hash": str,  # sha256 of the messages and the reply
+            "prev_hash": str,
+            "hash": str,
+        },
+        pk="seq",
+        not_null={"at", "client", "endpoint", "content_hash", "prev_hash", "hash"},
+        defaults={"erased": 0},
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -117,6 +147,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0004_models", _m0004_models),
     ("0005_current_leaf", _m0005_current_leaf),
     ("0006_reply_writer", _m0006_reply_writer),
+    ("0007_record", _m0007_record),
 )
 
 

@@ -27,10 +27,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_ENV: dict[str, str] = {}  # the server's environment, for the record's command line
+
+
+def cove(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO_ROOT, env=_ENV, capture_output=True,
+                          text=True, timeout=120)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("serve")
     env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home)}
+    _ENV.clear()
+    _ENV.update(env)
     model = write_tiny_gguf(home / "tiny.gguf")
     cli = [sys.executable, "-m", "app.cli.main"]
     subprocess.run([*cli, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=120)
@@ -145,3 +155,34 @@ def test_the_server_never_opens_a_connection_out(server: str, tmp_path: Path) ->
     client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
     remote = {c.raddr.ip for c in serving.net_connections(kind="inet") if c.raddr}
     assert remote <= {"127.0.0.1"}
+
+
+def _record() -> list[dict]:
+    done = cove("record", "export", "--format", "jsonl")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_every_request_is_in_the_record_once_and_the_record_verifies_until_edited(server: str) -> None:
+    before = len(_record())
+    client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "first"}], max_tokens=3,
+                                           temperature=0)
+    list(client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "second"}],
+                                                max_tokens=3, stream=True))
+    entries = _record()
+    assert len(entries) == before + 2
+    sha = json.loads(cove("models", "list", "--json").stdout)[0]["sha256"]
+    for entry, question, stream in zip(entries[-2:], ("first", "second"), (False, True)):
+        assert entry["client"] == "local API" and entry["remote"] == "127.0.0.1" and entry["endpoint"] == "/v1/chat/completions"
+        assert entry["model_name"] == "tiny" and entry["model_sha256"] == sha and entry["status"] == "length"
+        assert json.loads(entry["messages"]) == [{"role": "user", "content": question}]
+        assert json.loads(entry["params"])["stream"] is stream and json.loads(entry["usage"])["completion_tokens"] == 3
+    verified = cove("record", "verify", "--json")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["intact"] is True
+    database = next(Path(_ENV["COVE_HOME"]).rglob("*.db"))
+    import sqlite3
+
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE record_entries SET reply = 'forged' WHERE seq = ?", [entries[-1]["seq"]])
+    tampered = cove("record", "verify")
+    assert tampered.returncode == 1 and "CHANGED" in tampered.stdout and str(entries[-1]["seq"]) in tampered.stdout

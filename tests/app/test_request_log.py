@@ -1,0 +1,56 @@
+"""The written record (app/store/request_log.py): entries chained by hash; verify passes on an
+untouched record, names an entry edited by hand, reports a deleted one as a gap rather than
+tampering, and keeps an erased entry (its text gone) as a marked gap that still verifies."""
+
+from __future__ import annotations
+
+from app.store.request_log import RequestLog
+
+
+def _fill(log: RequestLog, n: int) -> None:
+    for i in range(n):
+        log.append(client="scripts", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name="tiny",
+                   model_sha256="ab" * 32, quant="F32", params={"temperature": 0.0, "seed": i},
+                   messages=[{"role": "user", "content": f"question {i}"}], reply=f"answer {i}", status="complete",
+                   usage={"prompt_tokens": 3, "completion_tokens": 2}, timings={"ttft_ms": 1.5})
+
+
+def test_an_untouched_record_verifies(cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _fill(log, 4)
+    verdict = log.verify()
+    assert verdict.intact and verdict.entries == 4 and not verdict.missing and not verdict.erased
+    assert [e["client"] for e in log.entries()] == ["scripts"] * 4
+    assert log.entries(client="nobody") == []
+
+
+def test_an_entry_edited_by_hand_is_found(cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _fill(log, 4)
+    cove_core.db.execute("UPDATE record_entries SET reply = 'a different answer' WHERE seq = 2")
+    cove_core.db.conn.commit()
+    assert log.verify().tampered == (2,)
+    _fill(log, 0)
+    # Its hashes recomputed too (a careful forger): the next entry's link gives it away.
+    from app.store.request_log import content_hash, entry_hash
+
+    row = next(r for r in log.entries() if r["seq"] == 2)
+    row["content_hash"] = content_hash(row["messages"], row["reply"])
+    row["hash"] = entry_hash(row)
+    cove_core.db.execute("UPDATE record_entries SET content_hash = ?, hash = ? WHERE seq = 2", [row["content_hash"], row["hash"]])
+    cove_core.db.conn.commit()
+    assert log.verify().tampered == (3,) and not log.verify().intact
+
+
+def test_a_deleted_entry_is_a_gap_and_an_erased_one_a_marked_gap(cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _fill(log, 5)
+    cove_core.db.execute("DELETE FROM record_entries WHERE seq = 3")
+    cove_core.db.conn.commit()
+    log.erase(4)
+    verdict = log.verify()
+    assert verdict.intact and verdict.missing == (3,) and verdict.erased == (4,) and verdict.entries == 4
+    erased = next(e for e in log.entries() if e["seq"] == 4)
+    assert erased["messages"] is None and erased["reply"] is None  # the text is gone, the entry stays
+    _fill(log, 1)
+    assert log.verify().intact and log.entries()[-1]["seq"] == 6
