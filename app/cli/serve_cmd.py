@@ -14,19 +14,54 @@ DEFAULT_PORT = 8642
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the installed models over the OpenAI API on 127.0.0.1")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs keys)")
     p.set_defaults(run=run)
+    ssub = p.add_subparsers(dest="serve_command", metavar="keys")
+    keys = ssub.add_parser("keys", help="the clients' API keys: add NAME (shown once), list, remove NAME")
+    keys.add_argument("action", choices=("add", "list", "remove"))
+    keys.add_argument("name", nargs="?")
+    keys.set_defaults(run=run_keys)
+
+
+def run_keys(core: Core, args: argparse.Namespace) -> int:
+    from app.serve.keys import ApiKeys, KeyRefused
+
+    keys = ApiKeys(core.db)
+    if args.action == "list":
+        for name in keys.names():
+            print(name)
+        return 0
+    if not args.name:
+        raise ValueError(f"cove serve keys {args.action} needs the key's name")
+    if args.action == "remove":
+        if not keys.remove(args.name):
+            raise ValueError(f"there is no key named {args.name!r}")
+        print(f"Removed the key {args.name!r}; requests with it are refused from now on.")
+        return 0
+    try:
+        key = keys.add(args.name)
+    except KeyRefused as exc:
+        raise ValueError(str(exc)) from None
+    print(f"The key for {args.name!r} (shown this once; Cove keeps only its hash):", file=sys.stderr)
+    print(key)
+    return 0
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.engine.client import EngineClient
-    from app.serve.server import create_app
+    from app.serve.keys import ApiKeys
+    from app.serve.server import LOOPBACK_NAMES, create_app
 
+    loopback = args.host in LOOPBACK_NAMES
+    if not loopback and not ApiKeys(core.db).names():
+        raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
     with EngineClient() as engine:
-        app = create_app(core, engine)
-        print(f"cove serve: http://127.0.0.1:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
+        # Another address answers to any Host name (requests need a key there); loopback only to its own.
+        app = create_app(core, engine, host_names=LOOPBACK_NAMES if loopback else None)
+        print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
         # One process, the event loop on this thread: the history's SQLite connection stays on the
-        # thread that opened it. Loopback only: no request comes from another machine.
-        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+        # thread that opened it.
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

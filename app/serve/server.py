@@ -23,12 +23,13 @@ from app.engine.client import EngineClient, EngineError
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.chat_request import ChatRequest, read_chat_request
 from app.serve.errors import ApiError, error_response
+from app.serve.keys import ApiKeys
 from app.store.request_log import RequestLog
 from app.store.statuses import MessageStatus
 from models.library import InstalledModel, ModelNotFound
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
-CLIENT = "local API"  # the record's client until requests carry a key's name
+CLIENT = "local API"  # the record's client for a loopback request while no key is made
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
 
@@ -86,13 +87,28 @@ class Service:
         self.core, self.engine = core, engine
         self.turn = anyio.Lock()  # FIFO: waiting requests get the engine in the order they came
         self.record = RequestLog(core.db)
+        self.keys = ApiKeys(core.db)
+
+    def client(self, request: Request) -> str:
+        """Who is asking: the name of the key the request carries (Authorization: Bearer, or
+        x-api-key). Without any key made, a loopback request is the "local API"."""
+        auth = request.headers.get("authorization", "")
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "").strip()
+        if not self.keys.names():
+            return CLIENT
+        name = self.keys.name_of(key) if key else None
+        if name is None:
+            raise ApiError(401, "a valid API key is needed (cove serve keys add NAME makes one)", "authentication_error",
+                           code="invalid_api_key")
+        return name
 
     def _log(self, request: Request, chat: ChatRequest, model: InstalledModel, reply: str, status: str,
              metrics: dict[str, Any]) -> None:
+        client = request.scope.get("cove.client", CLIENT)
         """One entry in the written record, on the event loop's thread (the database's)."""
         params = {"temperature": chat.params.temperature, "top_p": chat.params.top_p, "max_tokens": chat.params.max_tokens,
                   "seed": chat.params.seed, "stop": list(chat.stop), "stream": chat.stream}
-        self.record.append(client=CLIENT, remote=request.client.host if request.client else "", endpoint=request.url.path,
+        self.record.append(client=client, remote=request.client.host if request.client else "", endpoint=request.url.path,
                            model_name=model.name, model_sha256=model.sha256, quant=model.quant, params=params,
                            messages=chat.messages, reply=reply, status=status, usage=_usage(metrics),
                            timings=_timings(metrics))
@@ -104,12 +120,17 @@ class Service:
             raise ApiError(404, f"the model '{name}' is not installed here (GET /v1/models lists them)",
                            code="model_not_found", param="model") from None
 
-    async def models(self, _request: Request) -> JSONResponse:
+    async def models(self, request: Request) -> JSONResponse:
+        try:
+            self.client(request)
+        except ApiError as exc:
+            return exc.response()
         data = [{"id": m.name, "object": "model", "created": 0, "owned_by": "cove"} for m in self.core.library.list()]
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
         try:
+            request.scope["cove.client"] = self.client(request)
             chat = read_chat_request(await _json_body(request, MAX_BODY_BYTES))
             model = self.model(chat.model)
         except ApiError as exc:
@@ -197,11 +218,11 @@ class Service:
                                   end.metrics if end else {})
 
 
-def create_app(core: Core, engine: EngineClient, *, host_names: Iterable[str] = LOOPBACK_NAMES) -> ASGIApp:
-    """The server's ASGI app (uvicorn runs it; tests drive it directly)."""
+def create_app(core: Core, engine: EngineClient, *, host_names: Iterable[str] | None = LOOPBACK_NAMES) -> ASGIApp:
+    """The server's ASGI app (uvicorn runs it). `host_names` None: answer to any Host header."""
     service = Service(core, engine)
     app = Starlette(routes=[
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/v1/chat/completions", service.chat_completions, methods=["POST"]),
     ])
-    return HostCheck(app, host_names)
+    return app if host_names is None else HostCheck(app, host_names)

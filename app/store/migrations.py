@@ -140,6 +140,12 @@ def _m0007_record(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m0008_api_keys(db: sqlite_utils.Database) -> None:
+    # Keys of cove serve's clients (app/serve/keys.py): a name and the key's sha256, never the key.
+    db.table("api_keys").create({"name": str, "key_sha256": str, "created_at": str}, pk="name",
+                                not_null={"key_sha256", "created_at"})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -148,6 +154,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0005_current_leaf", _m0005_current_leaf),
     ("0006_reply_writer", _m0006_reply_writer),
     ("0007_record", _m0007_record),
+    ("0008_api_keys", _m0008_api_keys),
 )
 
 

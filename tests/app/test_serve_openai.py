@@ -186,3 +186,28 @@ def test_every_request_is_in_the_record_once_and_the_record_verifies_until_edite
         db.execute("UPDATE record_entries SET reply = 'forged' WHERE seq = ?", [entries[-1]["seq"]])
     tampered = cove("record", "verify")
     assert tampered.returncode == 1 and "CHANGED" in tampered.stdout and str(entries[-1]["seq"]) in tampered.stdout
+
+
+def test_with_keys_made_a_request_needs_one_and_the_record_names_it(server: str) -> None:
+    made = cove("serve", "keys", "add", "editor")
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+    assert key.startswith("cove-") and "shown this once" in made.stderr
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            client(server).models.list()  # the key "unused"
+        keyed = openai.OpenAI(base_url=server, api_key=key, max_retries=0, timeout=60)
+        keyed.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        assert _record()[-1]["client"] == "editor"
+        assert cove("serve", "keys", "list").stdout.split() == ["editor"]
+        assert key not in Path(next(Path(_ENV["COVE_HOME"]).rglob("*.db"))).read_bytes().decode("latin-1")  # only its hash
+        again = cove("serve", "keys", "add", "editor")
+        assert again.returncode != 0 and "already" in again.stderr and "Traceback" not in again.stderr
+    finally:
+        assert cove("serve", "keys", "remove", "editor").returncode == 0
+    assert [m.id for m in client(server).models.list()] == ["tiny"]  # no keys left: loopback is open again
+
+
+def test_listening_beyond_loopback_without_a_key_is_refused_in_a_sentence(server: str) -> None:
+    refused = cove("serve", "--host", "0.0.0.0", "--port", str(_free_port()))
+    assert refused.returncode != 0 and "make a key first" in refused.stderr and "Traceback" not in refused.stderr
