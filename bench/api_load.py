@@ -1,0 +1,145 @@
+"""What the API costs: the starter model's generation speed and time to first token through
+`cove serve` (one streaming client, the official openai package) against the same engine
+headless (`cove bench`), in one run, alternating.
+
+Reported: tg through the API (tokens after the first over the time from the first content
+chunk to the last, as the client sees them) against `cove bench`'s tg; the client's time to
+first token minus the engine's own (`timings.ttft_ms`), p50 over the requests, with the openai
+client and with plain httpx (what the server adds without the client's own parsing).
+
+Run: .venv/bin/python bench/api_load.py [--rounds 3] [--json]
+Goals: API tg >= 0.97x headless; TTFT overhead <= 5 ms p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import openai  # noqa: E402
+
+N_GEN = 128
+
+
+def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900, check=True)
+
+
+def headless_tg(env: dict[str, str], model: str) -> float:
+    done = cove(env, "bench", "--model", model, "--reps", "3", "--json")
+    return float(json.loads(done.stdout)["cove"]["tg_tps"])
+
+
+def api_round(base: str, model: str, requests: int) -> tuple[list[float], list[float]]:
+    """(client-side tg per request, client TTFT minus the engine's, ms)."""
+    client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=300)
+    rates, overheads = [], []
+    for i in range(requests):
+        sent = time.perf_counter()
+        stream = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": f"Write a long story about a lighthouse ({i})."}],
+            max_tokens=N_GEN, temperature=0.8, seed=i, stream=True, stream_options={"include_usage": True})
+        stamps: list[float] = []
+        engine_ttft = None
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                stamps.append(time.perf_counter())
+            if chunk.usage is not None:
+                engine_ttft = (chunk.model_extra or {}).get("timings", {}).get("ttft_ms")
+        if len(stamps) > 1:
+            rates.append((len(stamps) - 1) / (stamps[-1] - stamps[0]))
+        if engine_ttft is not None and stamps:
+            overheads.append((stamps[0] - sent) * 1000 - engine_ttft)
+    return rates, overheads
+
+
+def raw_ttft_overheads(base: str, model: str, requests: int) -> list[float]:
+    """Client TTFT minus the engine's, ms, read with plain httpx (no openai package parsing
+    each chunk): what the server itself adds."""
+    out = []
+    with httpx.Client(timeout=300) as http:
+        for i in range(requests):
+            body = {"model": model, "messages": [{"role": "user", "content": f"Tell me about the sea ({i})."}],
+                    "max_tokens": 16, "seed": i, "stream": True, "stream_options": {"include_usage": True}}
+            sent = time.perf_counter()
+            first = None
+            engine_ttft = None
+            with http.stream("POST", f"{base}/chat/completions", json=body) as response:
+                for line in response.iter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    chunk = json.loads(line[6:])
+                    if first is None and chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                        first = time.perf_counter()
+                    if chunk.get("usage"):
+                        engine_ttft = chunk["timings"]["ttft_ms"]
+            if first is not None and engine_ttft is not None:
+                out.append((first - sent) * 1000 - engine_ttft)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=5, help="streamed requests a round")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="cove-api-bench-"))
+    env = {**os.environ, "COVE_HOME": str(home), "HOME": str(home)}
+    from models.starter import prepare_starter_file
+
+    cove(env, "models", "import", str(prepare_starter_file(home / "models")))
+    model = json.loads(cove(env, "models", "list", "--json").stdout)[0]["name"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+    headless, api, overhead, raw = [], [], [], []
+    for _ in range(args.rounds):
+        headless.append(headless_tg(env, model))
+        server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            for _try in range(600):
+                try:
+                    httpx.get(f"{base}/models", timeout=2)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            rates, extra = api_round(base, model, args.requests)
+            api.append(statistics.median(rates[1:] or rates))  # the first request loads the model
+            overhead += extra[1:]
+            raw += raw_ttft_overheads(base, model, args.requests)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    result = {
+        "headless_tg_tps": headless, "api_tg_tps": api,
+        "ratio": statistics.median(a / h for a, h in zip(api, headless)),
+        "ttft_overhead_ms_p50": statistics.median(overhead), "ttft_overhead_ms": overhead,
+        "raw_ttft_overhead_ms_p50": statistics.median(raw), "raw_ttft_overhead_ms": raw,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"tg through the API {statistics.median(api):.1f} tok/s, headless {statistics.median(headless):.1f} tok/s: "
+              f"ratio {result['ratio']:.3f}; TTFT overhead p50 {result['ttft_overhead_ms_p50']:.1f} ms with the openai "
+              f"client, {result['raw_ttft_overhead_ms_p50']:.1f} ms read with httpx")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
