@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import ModelPlacement, SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
+from app.store.request_log import RequestLog
 from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
@@ -84,6 +86,7 @@ class TurnRecord:
         self._checkpoint = Checkpointer(history, assistant.id, interval_s=checkpoint_interval_s)
         self.final: Message | None = None
         self.unsaved: Message | None = None  # the finished reply, when the history could not take it
+        self.client = "this window"  # who asked, in the written record ("command line" for cove chat)
 
     @classmethod
     def begin(
@@ -169,7 +172,22 @@ class TurnRecord:
             self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error)
             raise ReplyNotSaved(exc, saved_chars=self._checkpoint.saved_chars, total_chars=len(final)) from exc
         self.unsaved = None
+        self._enter_in_record(self.final)
         return self.final
+
+    def _enter_in_record(self, reply: Message) -> None:
+        """The turn as an entry of the written record (app/store/request_log.py), beside the
+        API's requests. The reply is saved already: a record that cannot be written says so."""
+        try:
+            RequestLog(self.history.db).append(
+                client=self.client, remote="", endpoint="chat", model_name=reply.model_name or "",
+                model_sha256=reply.model_sha256, quant=reply.model_quant, params=reply.params or {},
+                messages=[{"role": "user", "content": self.user.content}], reply=reply.content, status=reply.status,
+                usage={"prompt_tokens": reply.metrics.get("prompt_tokens"), "completion_tokens": reply.metrics.get("gen_tokens")},
+                timings={"prompt_ms": reply.metrics.get("prefill_ms"), "ttft_ms": reply.metrics.get("ttft_ms"),
+                         "tokens_per_second": reply.metrics.get("gen_tps"), "cached_tokens": reply.metrics.get("cached_tokens")})
+        except sqlite3.Error as exc:
+            print(f"cove: the reply is saved, but not its entry in the written record ({exc})", file=sys.stderr)
 
     def retry_finish(self) -> Message:
         """Write the reply that `finish` could not; raises sqlite3.Error if it still cannot."""
@@ -232,6 +250,7 @@ class ChatService:
         self._library = library  # where a model file found changed is recorded
         self._interval = checkpoint_interval_s
         self._on_notice = on_notice  # sentences for the person (a model file that changed)
+        self.client = "command line"  # who asks, in the written record
 
     def send(
         self,
@@ -248,6 +267,7 @@ class ChatService:
         if self._library is not None:  # its entry may have been rechecked by an earlier turn
             model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
+        record.client = self.client
         t0 = time.perf_counter()
         interrupted = False
         terminated: int | None = None

@@ -54,3 +54,19 @@ def test_a_deleted_entry_is_a_gap_and_an_erased_one_a_marked_gap(cove_core) -> N
     assert erased["messages"] is None and erased["reply"] is None  # the text is gone, the entry stays
     _fill(log, 1)
     assert log.verify().intact and log.entries()[-1]["seq"] == 6
+
+
+def test_a_turn_of_the_window_or_the_command_line_is_an_entry_too(cove_core) -> None:
+    from app.chat import TurnRecord
+    from app.settings import SamplingParams
+    from app.store.statuses import MessageStatus
+
+    model = cove_core.library.list()[0]
+    conversation = cove_core.history.create_conversation(model=model.name)
+    turn = TurnRecord.begin(cove_core.history, conversation.id, "what is a lighthouse?", model=model, params=SamplingParams())
+    turn.append("A tower with a light.")
+    turn.finish(MessageStatus.COMPLETE, {"prompt_tokens": 9, "gen_tokens": 6, "ttft_ms": 12.5})
+    (entry,) = RequestLog(cove_core.db).entries()
+    assert entry["client"] == "this window" and entry["endpoint"] == "chat" and entry["model_sha256"] == model.sha256
+    assert entry["reply"] == "A tower with a light." and '"what is a lighthouse?"' in entry["messages"]
+    assert RequestLog(cove_core.db).verify().intact
