@@ -67,6 +67,11 @@ async def _json_body(request: Request, limit: int) -> object:
         raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
 
 
+def _sse(event: dict[str, Any]) -> bytes:
+    """One server-sent event holding `event` as JSON."""
+    return b"data: " + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
+
+
 def _usage(metrics: dict[str, Any]) -> dict[str, Any]:
     prompt, completion = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
@@ -176,13 +181,14 @@ class Service:
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
             body = {"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": model.name,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
-            return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+            return _sse(body)
 
         async with self.turn:
             try:
                 generation = await anyio.to_thread.run_sync(self._start, chat, model)
             except ApiError as exc:
-                yield b"data: " + json.dumps({"error": {"message": exc.message, "type": exc.kind}}).encode() + b"\n\n"
+                self._log(request, chat, model, "", MessageStatus.ERROR, {})
+                yield _sse({"error": {"message": exc.message, "type": exc.kind}})
                 return
             done = False
             text: list[str] = []
@@ -199,13 +205,13 @@ class Service:
                               event.status if event else MessageStatus.ERROR, event.metrics if event else {})
                     if event is None or event.status == MessageStatus.ERROR:
                         message = (event.error if event else None) or "the engine stopped without a reply"
-                        yield b"data: " + json.dumps({"error": {"message": message, "type": "server_error"}}).encode() + b"\n\n"
+                        yield _sse({"error": {"message": message, "type": "server_error"}})
                         return
                     yield chunk({}, _FINISH.get(event.status, "stop"))
                     if chat.include_usage:
                         body = {"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": model.name,
                                 "choices": [], "usage": _usage(event.metrics), "timings": _timings(event.metrics)}
-                        yield b"data: " + json.dumps(body).encode() + b"\n\n"
+                        yield _sse(body)
                     yield b"data: [DONE]\n\n"
                     return
             finally:
