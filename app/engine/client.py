@@ -192,15 +192,17 @@ class EngineClient:
         ignore_eos: bool = False,
         prompt_tokens: list[int] | None = None,
         no_cache: bool = False,
+        grammar: str | None = None,
     ) -> Generation:
-        """Start a reply and return at once; iterate the Generation for its events."""
+        """Start a reply and return at once; iterate the Generation for its events.
+        `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for)."""
         rid = f"g{next(self._ids)}"
         req = Generate(
             rid, conversation_id, [{"role": str(m.get("role", "")), "content": str(m.get("content") or "")} for m in messages],
             max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
             min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
-            no_cache=no_cache,
+            no_cache=no_cache, grammar=grammar,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:

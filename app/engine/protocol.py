@@ -61,6 +61,7 @@ class Generate:
     ignore_eos: bool = False  # benchmarks: do not stop on end-of-generation tokens
     prompt_tokens: list[int] | None = None  # benchmarks: raw token ids, no template
     no_cache: bool = False  # benchmarks: clear the KV cache first
+    grammar: str | None = None  # GBNF text constraining the reply (app/engine/grammar.py); None: free text
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class Finished:
 class Failed:
     request_id: str
     message: str  # one readable sentence, never a traceback
-    kind: str  # "load" | "generate" | "template" | "context" | "protocol" | "busy"
+    kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "protocol" | "busy" | "internal"
 
 
 Request = Load | Generate | Cancel | Unload | Shutdown | ListDevices

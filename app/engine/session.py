@@ -21,11 +21,13 @@ import llama_cpp
 import numpy as np
 from llama_cpp import Llama, llama_chat_format
 from llama_cpp import _internals as llama_internals
+from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.context_policy import ContextOverflow, reply_reserve
 from app.engine.backends import NoBackend, devices, load_backends
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
+from app.engine.grammar import GrammarError, check_grammar
 from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts, fit_prompt
 from app.engine.protocol import Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
@@ -248,6 +250,8 @@ class ModelSession:
             return self._generate(req, send, cancel)
         except ContextOverflow as exc:
             return Failed(rid, str(exc), "context")
+        except GrammarError as exc:
+            return Failed(rid, str(exc), "grammar")
         except Exception as exc:  # a decode error leaves the KV cache in an unknown state
             self.llm.reset()
             self.transcript = None
@@ -294,6 +298,10 @@ class ModelSession:
     def _generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished:
         rid, llm = req.request_id, self.llm
         t_begin = time.perf_counter()
+        grammar = None
+        if req.grammar is not None:
+            check_grammar(self.vocab, req.grammar)  # before the KV cache is touched
+            grammar = LlamaGrammar.from_string(req.grammar, verbose=False)
         if req.no_cache:
             llm.reset()
             self.transcript = None
@@ -323,7 +331,7 @@ class ModelSession:
         else:
             t_call = time.perf_counter()
             stream = llm.generate(tokens, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                  temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
+                                  temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty, grammar=grammar)
             try:
                 for token in stream:
                     t_last = time.perf_counter()

@@ -1,0 +1,142 @@
+"""Structured output: response_format -> GBNF (app/engine/grammar.py) and the real engine sampling under it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.engine.client import EngineClient
+from app.engine.grammar import grammar_for
+
+pytestmark = pytest.mark.timeout(60)
+
+T = 1  # one thread (see test_engine_host.py)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "color": {"enum": ["red", "green", "blue"]}},
+    "required": ["n", "color"],
+    "additionalProperties": False,
+}
+
+
+def schema_format(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema, "strict": True}}
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def check_thing(value: object) -> None:
+    """The SCHEMA check, by hand (jsonschema is not installed)."""
+    assert isinstance(value, dict) and set(value) == {"n", "color"}, value
+    assert isinstance(value["n"], int) and not isinstance(value["n"], bool)
+    assert value["color"] in ("red", "green", "blue")
+
+
+# ---- response_format -> grammar (no engine) ----------------------------------------------
+
+
+def test_text_is_no_grammar_and_json_object_is_the_json_grammar() -> None:
+    assert grammar_for({"type": "text"}) is None and grammar_for(None) is None
+    json_object = grammar_for({"type": "json_object"})
+    assert json_object is not None and "root" in json_object and "object" in json_object
+    # A json_schema without a schema is any JSON object, like json_object.
+    assert grammar_for({"type": "json_schema", "json_schema": {"name": "x"}}) == json_object
+
+
+def test_a_schema_becomes_a_grammar_that_names_its_fields_and_enum() -> None:
+    gbnf = grammar_for(schema_format(SCHEMA))
+    assert gbnf is not None and gbnf.count("root ::=") == 1
+    assert '\\"color\\"' in gbnf and '\\"green\\"' in gbnf and '\\"n\\"' in gbnf
+
+
+@pytest.mark.parametrize(("fmt", "words"), [
+    ("json", "must be an object"),
+    ({"type": "xml"}, "'xml' is not supported"),
+    ({"type": "json_schema"}, "needs a \"json_schema\" object"),
+    ({"type": "json_schema", "json_schema": {"name": 3, "schema": {}}}, "name must be a string"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": []}}, "must be a JSON schema object"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "strict": "yes"}}, "strict must be true or false"),
+    (schema_format({"type": "wibble"}), "cannot be turned into a grammar"),
+    (schema_format({"$ref": "https://example.com/s.json"}), "only references inside the schema"),
+    (schema_format({"properties": {"a": {"$ref": "http://x/y"}}}), "only references inside the schema"),
+])
+def test_bad_or_unsupported_formats_are_a_sentence(fmt: object, words: str) -> None:
+    with pytest.raises(ValueError, match=None) as info:
+        grammar_for(fmt)
+    assert words in str(info.value)
+    assert "\n" not in str(info.value) and "Traceback" not in str(info.value)
+
+
+def test_the_parent_converts_schemas_without_loading_llama_cpp() -> None:
+    code = (
+        "import sys, json\n"
+        "from app.engine.grammar import grammar_for\n"
+        f"g = grammar_for({schema_format(SCHEMA)!r})\n"
+        "print(json.dumps(['llama_cpp' in sys.modules, 'llama_cpp.llama_cpp' in sys.modules, len(g)]))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60, check=True)
+    package, native, size = json.loads(out.stdout)
+    assert package is False and native is False and size > 50
+
+
+# ---- the engine under a grammar -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_gguf: Path) -> Iterator[EngineClient]:
+    with EngineClient() as client:
+        client.load(tiny_gguf, n_threads=T)
+        yield client
+
+
+def test_a_json_schema_reply_parses_and_matches_the_schema(engine: EngineClient) -> None:
+    gbnf = grammar_for(schema_format(SCHEMA))
+    texts = []
+    for seed in (1, 2):
+        fin = engine.generate(user("give me a thing"), conversation_id=None, max_tokens=200, seed=seed,
+                              temperature=0.0, grammar=gbnf).wait()
+        assert fin.status == "complete", (fin.status, fin.error, fin.text)  # the grammar ended it, not max_tokens
+        check_thing(json.loads(fin.text))
+        texts.append(fin.text)
+    assert texts[0] == texts[1]  # temperature 0: the same constrained reply
+    # Sampled (temperature > 0), it is still valid.
+    warm = engine.generate(user("another"), conversation_id=None, max_tokens=200, seed=7, temperature=0.9, grammar=gbnf).wait()
+    assert warm.status == "complete", warm.error
+    check_thing(json.loads(warm.text))
+
+
+def test_without_a_grammar_the_random_model_writes_no_json(engine: EngineClient) -> None:
+    free = engine.generate(user("give me a thing"), conversation_id=None, max_tokens=40, seed=1, temperature=0.0).wait()
+    with pytest.raises(ValueError):
+        check_thing(json.loads(free.text))
+
+
+def test_a_tiny_grammar_forces_its_one_string(engine: EngineClient) -> None:
+    fin = engine.generate(user("say anything"), conversation_id=None, max_tokens=50, seed=3,
+                          grammar='root ::= "yes" | "no"').wait()
+    assert fin.status == "complete" and fin.text in ("yes", "no"), (fin.text, fin.error)
+
+
+@pytest.mark.parametrize(("gbnf", "words"), [
+    ('root ::= foo', "could not parse the grammar"),
+    ('root ::= [', "could not parse the grammar"),
+    ('root ::= root "a" | "b"', "could not parse the grammar"),
+    ('start ::= "a"', "no \"root\" rule"),
+    ("   ", "the grammar is empty"),
+])
+def test_an_invalid_grammar_fails_in_a_sentence_and_the_host_lives_on(engine: EngineClient, gbnf: str, words: str) -> None:
+    pid = engine.host_pid
+    bad = engine.generate(user("x"), conversation_id=None, max_tokens=5, grammar=gbnf).wait()
+    assert bad.status == "error" and bad.text == ""
+    assert words in (bad.error or "") and bad.metrics["error_kind"] == "grammar"
+    after = engine.generate(user("x"), conversation_id=None, max_tokens=3, ignore_eos=True).wait()
+    assert after.status == "length" and engine.host_pid == pid
