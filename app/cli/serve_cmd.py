@@ -1,4 +1,5 @@
-"""`cove serve`: the OpenAI-compatible API of Cove's engine on this computer (loopback only)."""
+"""`cove serve`: the OpenAI-compatible API of Cove's engines on this computer (loopback only
+unless told otherwise, and then only with keys)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,30 @@ from app.cli.output import positive_int
 from app.core import Core
 
 DEFAULT_PORT = 8642
+DEFAULT_TTL_MINUTES = 10.0
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("the idle time cannot be negative")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the installed models over the OpenAI API on 127.0.0.1")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs keys)")
+    p.add_argument("--parallel", type=positive_int, default=1,
+                   help="engine processes per model (they share its weights; each adds a KV cache)")
+    p.add_argument("--routing", choices=("cache", "round-robin"), default="cache",
+                   help="which engine a request goes to: the one whose cache shares the longest prefix "
+                        "with it (default), or the next in turn")
+    p.add_argument("--ttl", type=_minutes, default=DEFAULT_TTL_MINUTES, metavar="MINUTES",
+                   help=f"unload a model idle this long (default {DEFAULT_TTL_MINUTES:g})")
     p.set_defaults(run=run)
     ssub = p.add_subparsers(dest="serve_command", metavar="keys")
     keys = ssub.add_parser("keys", help="the clients' API keys: add NAME (shown once), list, remove NAME")
@@ -50,18 +69,19 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
 def run(core: Core, args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.engine.client import EngineClient
     from app.serve.keys import ApiKeys
+    from app.serve.pool import ModelPool
     from app.serve.server import LOOPBACK_NAMES, create_app
 
     loopback = args.host in LOOPBACK_NAMES
     if not loopback and not ApiKeys(core.db).names():
         raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
-    with EngineClient() as engine:
-        # Another address answers to any Host name (requests need a key there); loopback only to its own.
-        app = create_app(core, engine, host_names=LOOPBACK_NAMES if loopback else None)
-        print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
-        # One process, the event loop on this thread: the history's SQLite connection stays on the
-        # thread that opened it.
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx,
+                     placement_of=lambda m: core.settings.placement_for(m.name))
+    # Another address answers to any Host name (requests need a key there); loopback only to its own.
+    app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None)
+    print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
+    # One process, the event loop on this thread: the history's SQLite connection stays on the
+    # thread that opened it.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

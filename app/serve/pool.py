@@ -1,0 +1,351 @@
+"""The engines behind the API: each installed model is loaded on demand in its own engine process
+(up to `parallel` copies of one model), idle ones unload after a TTL or when a model that does not
+fit next to them is asked for, and requests for a model wait in a queue that is fair across
+clients. Each request goes to the idle copy whose cache holds the longest prefix of its prompt
+("cache" routing) or to the next copy in turn ("round-robin"). Everything here runs on the
+server's event loop; engines load and unload in worker threads."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from app.engine.client import EngineClient, EngineError, LoadedModel
+from app.serve.errors import ApiError
+from app.settings import ModelPlacement
+from models.library import InstalledModel
+
+ROUTINGS = ("cache", "round-robin")
+HELD_PER_ENGINE = 16  # conversations an engine's caches hold (its live KV cache and its RAM cache of states)
+MEMORY_SHARE = 0.9  # of the RAM available when a model is loaded, what the pool lets itself use
+UNKNOWN_WEIGHTS_FACTOR = 1.2  # a model whose estimate cannot be read: its file size and a fifth more
+
+
+def prompt_key(messages: list[dict[str, Any]]) -> str:
+    """The messages as one string whose common prefix with another stands for their common
+    token prefix (the engine renders both through the same template)."""
+    return "".join(f"\x1e{m.get('role', '')}\x1f{m.get('content', '')}" for m in messages)
+
+
+def shared_prefix(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A model's estimated RAM: the weights (shared by every copy: they are mapped from the file)
+    and what each engine process adds (KV cache, compute buffers, the process itself)."""
+
+    weights: int
+    per_engine: int
+
+
+@dataclass(eq=False)
+class Engine:
+    """One engine process with one model, as the pool sees it."""
+
+    model: InstalledModel
+    client: EngineClient
+    index: int  # among the copies of its model: 0, 1, ...
+    footprint: Footprint
+    loading: bool = True
+    busy: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+    held: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    loaded: LoadedModel | None = None
+
+    def best_match(self, key: str) -> int:
+        return max((shared_prefix(key, held) for held in self.held), default=0)
+
+    def hold(self, key: str) -> None:
+        self.held[key] = None
+        self.held.move_to_end(key)
+        while len(self.held) > HELD_PER_ENGINE:
+            self.held.popitem(last=False)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    model: InstalledModel
+    client: str
+    key: str
+    arrival: int
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    engine: Engine | None = None
+    error: ApiError | None = None
+
+
+@dataclass(frozen=True)
+class LiveRequest:
+    """A request the server is answering now, for the window's list."""
+
+    id: int
+    client: str
+    model: str
+    endpoint: str
+    status: str  # "waiting", "loading", "running"
+    tokens: int
+    started: float
+
+
+class Lease:
+    """An engine lent to one request; give it back with `pool.release(lease, reply)`."""
+
+    def __init__(self, engine: Engine, key: str) -> None:
+        self.engine, self.key = engine, key
+
+    @property
+    def client(self) -> EngineClient:
+        return self.engine.client
+
+
+class ModelPool:
+    def __init__(
+        self,
+        *,
+        parallel: int = 1,
+        routing: str = "cache",
+        ttl_s: float = 600.0,
+        n_ctx: int | None = None,
+        placement_of: Callable[[InstalledModel], ModelPlacement] = lambda _m: ModelPlacement(),
+        engine_factory: Callable[[], EngineClient] = EngineClient,
+        footprint_of: Callable[[InstalledModel, int | None], Footprint] | None = None,
+        available_ram: Callable[[], int] | None = None,
+    ) -> None:
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}")
+        self.parallel, self.routing, self.ttl_s, self.n_ctx = max(1, parallel), routing, ttl_s, n_ctx
+        self._placement_of, self._factory = placement_of, engine_factory
+        self._footprint_of = footprint_of or estimated_footprint
+        self._available_ram = available_ram or _available_ram
+        self.engines: list[Engine] = []
+        self._waiters: list[_Waiter] = []
+        self._served: dict[tuple[str, str], int] = {}  # (model path, client) -> when it was last served
+        self._ticks = itertools.count()
+        self._turn: dict[str, int] = {}  # round-robin: model path -> the copy that served last
+        self._closed = False
+        self.events: list[str] = []  # what the pool did, for the window and the tests ("loaded X (copy 2)")
+
+    # ---- lending ----------------------------------------------------------------------
+
+    async def lease(self, model: InstalledModel, client: str, messages: list[dict[str, Any]]) -> Lease:
+        """Wait for an engine with `model` loaded, fairly among clients. Raises ApiError."""
+        if self._closed:
+            raise ApiError(503, "the server is stopping", "server_error")
+        waiter = _Waiter(model, client, prompt_key(messages), next(self._ticks))
+        self._waiters.append(waiter)
+        try:
+            self._dispatch(model.path)
+            await waiter.ready.wait()
+        except BaseException:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif waiter.engine is not None:  # handed an engine, but the request went away meanwhile
+                self._give_back(waiter.engine)
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.engine is not None
+        return Lease(waiter.engine, waiter.key)
+
+    def release(self, lease: Lease, reply_key: str | None = None) -> None:
+        """The request is done with its engine; `reply_key` is prompt_key of the messages and the
+        reply (what the engine's cache now holds)."""
+        engine = lease.engine
+        if reply_key is not None:
+            engine.hold(reply_key)
+        engine.hold(lease.key)
+        self._give_back(engine)
+
+    def _give_back(self, engine: Engine) -> None:
+        engine.busy = False
+        engine.last_used = time.monotonic()
+        self._dispatch(engine.model.path)
+        for path in {w.model.path for w in self._waiters} - {engine.model.path}:
+            self._dispatch(path)  # a request waiting for memory may fit now that this engine can be unloaded
+
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    # ---- choosing ---------------------------------------------------------------------
+
+    def _dispatch(self, path: str) -> None:
+        while True:
+            waiters = [w for w in self._waiters if w.model.path == path]
+            if not waiters:
+                return
+            idle = [e for e in self.engines if e.model.path == path and not e.busy and not e.loading]
+            copies = [e for e in self.engines if e.model.path == path]
+            loading = sum(e.loading for e in copies)
+            wanted = len(waiters) > len(idle) + loading and len(copies) < self.parallel
+            if wanted and not self._spawn(waiters[0].model, len(copies)) and not copies:
+                return  # waits for memory: another model's request ends and frees it
+            if not idle:
+                return
+            waiter = self._next_fair(waiters)
+            engine = self._choose(idle, waiter.key, path)
+            self._waiters.remove(waiter)
+            engine.busy = True
+            engine.last_used = time.monotonic()
+            self._served[(path, waiter.client)] = next(self._ticks)
+            waiter.engine = engine
+            waiter.ready.set()
+
+    def _next_fair(self, waiters: list[_Waiter]) -> _Waiter:
+        """The oldest request of the client served longest ago (never served: first)."""
+        heads: dict[str, _Waiter] = {}
+        for w in sorted(waiters, key=lambda w: w.arrival):
+            heads.setdefault(w.client, w)
+        path = waiters[0].model.path
+        return min(heads.values(), key=lambda w: (self._served.get((path, w.client), -1), w.arrival))
+
+    def _choose(self, idle: list[Engine], key: str, path: str) -> Engine:
+        if self.routing == "round-robin":
+            last = self._turn.get(path, -1)
+            engine = min(idle, key=lambda e: ((e.index - last - 1) % self.parallel))
+            self._turn[path] = engine.index
+            return engine
+        return max(idle, key=lambda e: (e.best_match(key), -e.last_used))
+
+    # ---- loading and unloading --------------------------------------------------------
+
+    def _spawn(self, model: InstalledModel, index: int) -> bool:
+        """Start loading another copy of `model` if memory allows (unloading idle engines of
+        other models, least recently used first). False when it does not fit now."""
+        try:
+            footprint = self._footprint_of(model, self.n_ctx)
+        except Exception as exc:  # noqa: BLE001 - a file that cannot be read: the load itself will say why
+            footprint = Footprint(int(model.size * UNKNOWN_WEIGHTS_FACTOR), 0)
+            self.events.append(f"no memory estimate for {model.name}: {exc}")
+        shares = any(e.model.path == model.path for e in self.engines)
+        need = footprint.per_engine + (0 if shares else footprint.weights)
+        # What the system reports free, less what engines still loading will take.
+        loading = sum(e.footprint.per_engine for e in self.engines if e.loading)
+        free = int(self._available_ram() * MEMORY_SHARE) - loading
+        evict = sorted((e for e in self.engines if not e.busy and not e.loading and e.model.path != model.path),
+                       key=lambda e: e.last_used)
+        chosen: list[Engine] = []
+        while need > free and evict:
+            victim = evict.pop(0)
+            chosen.append(victim)
+            last_copy = not any(e.model.path == victim.model.path for e in self.engines if e not in chosen)
+            free += victim.footprint.per_engine + (victim.footprint.weights if last_copy else 0)
+        if need > free:
+            busy_elsewhere = any(e.model.path != model.path and (e.busy or e.loading) for e in self.engines)
+            if not shares and not busy_elsewhere:
+                self._fail(model.path, ApiError(
+                    507, f"{model.name} needs about {_gib(need)} of RAM and {_gib(free)} is free for it "
+                         "(with every other model unloaded)", "server_error", code="insufficient_memory"))
+            return False
+        for victim in chosen:
+            self._unload(victim, f"unloaded {victim.model.name} to make room for {model.name}")
+        engine = Engine(model, self._factory(), index, footprint)
+        self.engines.append(engine)
+        self.events.append(f"loading {model.name}" + (f" (copy {index + 1})" if index else ""))
+        placement = self._placement_of(model)
+
+        async def load() -> None:
+            try:
+                engine.loaded = await anyio.to_thread.run_sync(lambda: engine.client.load(
+                    model.path, n_ctx=self.n_ctx, n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu))
+            except EngineError as exc:
+                self.engines.remove(engine)
+                await anyio.to_thread.run_sync(engine.client.close)
+                if not any(e.model.path == model.path for e in self.engines):
+                    self._fail(model.path, ApiError(500, f"{model.name} could not be loaded: {exc}", "server_error"))
+                return
+            engine.loading = False
+            engine.last_used = time.monotonic()
+            self.events.append(f"loaded {model.name}" + (f" (copy {index + 1})" if index else ""))
+            self._dispatch(model.path)
+
+        self._task_group().start_soon(load)
+        return True
+
+    def _fail(self, path: str, error: ApiError) -> None:
+        for waiter in [w for w in self._waiters if w.model.path == path]:
+            self._waiters.remove(waiter)
+            waiter.error = error
+            waiter.ready.set()
+
+    def _unload(self, engine: Engine, why: str) -> None:
+        self.engines.remove(engine)
+        self.events.append(why)
+        self._task_group().start_soon(anyio.to_thread.run_sync, engine.client.close)
+
+    # ---- running ----------------------------------------------------------------------
+
+    _tasks: anyio.abc.TaskGroup | None = None
+
+    def _task_group(self) -> anyio.abc.TaskGroup:
+        if self._tasks is None:
+            raise RuntimeError("the pool is not running (use `async with pool.running():`)")
+        return self._tasks
+
+    def running(self) -> _Running:
+        return _Running(self)
+
+    async def _expire(self) -> None:
+        """Unload engines idle for longer than the TTL."""
+        while True:
+            await anyio.sleep(max(0.05, min(self.ttl_s / 4, 5.0)))
+            now = time.monotonic()
+            for engine in [e for e in self.engines if not e.busy and not e.loading and now - e.last_used > self.ttl_s]:
+                self._unload(engine, f"unloaded {engine.model.name} after {self.ttl_s:g} s idle")
+
+    def loaded(self) -> list[Engine]:
+        return list(self.engines)
+
+
+class _Running:
+    """`async with pool.running():` starts the TTL clock and lets engines load; on the way out
+    every engine process is stopped."""
+
+    def __init__(self, pool: ModelPool) -> None:
+        self.pool = pool
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> ModelPool:
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self.pool._tasks = self._group
+        self._group.start_soon(self.pool._expire)
+        return self.pool
+
+    async def __aexit__(self, *exc: object) -> None:
+        pool = self.pool
+        pool._closed = True
+        assert self._group is not None
+        self._group.cancel_scope.cancel()
+        await self._group.__aexit__(None, None, None)
+        pool._tasks = None
+        engines, pool.engines = pool.engines, []
+        with anyio.CancelScope(shield=True):
+            for engine in engines:
+                await anyio.to_thread.run_sync(engine.client.close)
+
+
+def estimated_footprint(model: InstalledModel, n_ctx: int | None) -> Footprint:
+    """Cove's memory estimate of `model` on this machine, split into what copies share and what each adds."""
+    from models.gguf_validate import read_gguf_header
+    from models.memory_estimate import estimate_memory
+
+    est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx)
+    return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
+
+
+def _available_ram() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"

@@ -1,0 +1,197 @@
+"""What every endpoint shares: who is asking (the key's name), which installed model a name means,
+running one reply on an engine lent by the pool, and entering each request in the written record.
+Runs on the server's event loop thread, which opened the history database."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+
+from app.chat import start_generation
+from app.core import Core
+from app.engine.client import EngineError
+from app.engine.generation import FinishedEvent, Generation, TokenEvent
+from app.serve.errors import ApiError
+from app.serve.keys import ApiKeys
+from app.serve.pool import LiveRequest, ModelPool, prompt_key
+from app.settings import SamplingParams
+from app.store.request_log import RequestLog
+from app.store.statuses import MessageStatus
+from models.library import InstalledModel, ModelNotFound
+
+CLIENT = "local API"  # the record's client for a loopback request while no key is made
+
+
+@dataclass(frozen=True)
+class Job:
+    """One reply an endpoint asks for."""
+
+    endpoint: str
+    model: InstalledModel
+    messages: list[dict[str, str]]
+    params: SamplingParams
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+    grammar: str | None = None
+    record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
+
+
+def usage(metrics: dict[str, Any]) -> dict[str, Any]:
+    prompt, completion = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0)}}
+
+
+def timings(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Cove's own clocks for the reply (the engine's, not the client's)."""
+    return {"prompt_ms": metrics.get("prefill_ms"), "ttft_ms": metrics.get("ttft_ms"),
+            "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
+
+
+class Running:
+    """One reply in progress: `await next()` gives its events, None after the last."""
+
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+        self.finished: FinishedEvent | None = None
+        self.text: list[str] = []
+
+    async def next(self) -> TokenEvent | FinishedEvent | None:
+        if self.finished is not None:
+            return None
+        event = await anyio.to_thread.run_sync(next, self.generation, None)
+        if isinstance(event, TokenEvent):
+            self.text.append(event.text)
+        elif isinstance(event, FinishedEvent):
+            self.finished = event
+        else:
+            self.finished = FinishedEvent("".join(self.text), MessageStatus.ERROR, {}, "the engine stopped without a reply")
+        return event if event is not None else self.finished
+
+    async def whole(self) -> FinishedEvent:
+        while await self.next() is not None:
+            pass
+        assert self.finished is not None
+        return self.finished
+
+
+class Service:
+    def __init__(self, core: Core, pool: ModelPool) -> None:
+        self.core, self.pool = core, pool
+        self.record = RequestLog(core.db)
+        self.keys = ApiKeys(core.db)
+        self._ids = itertools.count(1)
+        self._live: dict[int, tuple[LiveRequest, Running | None]] = {}
+        self._live_lock = threading.Lock()  # the window reads the list from its own thread
+
+    def live(self) -> list[LiveRequest]:
+        """The requests being answered now, oldest first (any thread)."""
+        with self._live_lock:
+            rows = list(self._live.values())
+        return [replace(row, tokens=len(running.text)) if running else row for row, running in rows]
+
+    def _set_live(self, live_id: int, row: LiveRequest | None, running: Running | None = None) -> None:
+        with self._live_lock:
+            if row is None:
+                self._live.pop(live_id, None)
+            else:
+                self._live[live_id] = (row, running)
+
+    def client(self, request: Request) -> str:
+        """Who is asking: the name of the key the request carries (Authorization: Bearer, or
+        x-api-key). Without any key made, a loopback request is the "local API"."""
+        auth = request.headers.get("authorization", "")
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "").strip()
+        if not self.keys.names():
+            return CLIENT
+        name = self.keys.name_of(key) if key else None
+        if name is None:
+            raise ApiError(401, "a valid API key is needed (cove serve keys add NAME makes one)", "authentication_error",
+                           code="invalid_api_key")
+        return name
+
+    def model(self, name: str) -> InstalledModel:
+        """The installed model `name` means: its name, or its file's name without .gguf, or its
+        Hugging Face repo when one model came from it; letter case aside."""
+        try:
+            return self.core.library.get(name)
+        except ModelNotFound:
+            pass
+        wanted = name.strip().lower().removesuffix(".gguf")
+        models = self.core.library.list()
+        for alias in (lambda m: m.name, lambda m: (m.file or m.path).rsplit("/", 1)[-1].removesuffix(".gguf"),
+                      lambda m: m.repo or ""):
+            found = [m for m in models if alias(m).lower().removesuffix(".gguf") == wanted]
+            if len(found) == 1:
+                return found[0]
+        raise ApiError(404, f"the model '{name}' is not installed here (GET /v1/models lists them)",
+                       code="model_not_found", param="model")
+
+    @asynccontextmanager
+    async def reply(self, request: Request, job: Job) -> AsyncIterator[Running]:
+        """Lend an engine with the job's model, start the reply, and give its events. However
+        it ends (finished, failed, the client gone), the engine is given back and the request
+        is entered in the record once. Raises ApiError before the reply starts."""
+        client = request.scope.get("cove.client", CLIENT)
+        live_id = next(self._ids)
+        waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
+        self._set_live(live_id, waiting)
+        running: Running | None = None
+        try:
+            try:
+                lease = await self.pool.lease(job.model, client, job.messages)
+            except ApiError:
+                self._log(request, job, "", MessageStatus.ERROR, {})
+                raise
+            try:
+                generation = await anyio.to_thread.run_sync(self._start, lease, job)
+            except ApiError:
+                self.pool.release(lease)
+                self._log(request, job, "", MessageStatus.ERROR, {})
+                raise
+            running = Running(generation)
+            self._set_live(live_id, replace(waiting, status="running"), running)
+            try:
+                yield running
+            finally:
+                if running.finished is None:  # the client went away: stop the engine, let it finish first
+                    generation.cancel()
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(lambda: [None for _ in generation])
+                    end = generation.finished
+                    running.finished = FinishedEvent(end.text if end else "".join(running.text), MessageStatus.CANCELLED,
+                                                     end.metrics if end else {}, None)
+                done = running.finished
+                reply_messages = [*job.messages, {"role": "assistant", "content": done.text}]
+                self.pool.release(lease, prompt_key(reply_messages))
+                self._log(request, job, done.text, done.status, done.metrics, done.error)
+        finally:
+            self._set_live(live_id, None)
+
+    def _start(self, lease, job: Job) -> Generation:  # noqa: ANN001 - a pool Lease
+        try:
+            return start_generation(lease.client, job.messages, model=job.model, params=job.params, conversation_id=None,
+                                    stop=job.stop, placement=self.core.settings.placement_for(job.model.name))
+        except EngineError as exc:
+            raise ApiError(500, str(exc), "server_error") from None
+
+    def _log(self, request: Request, job: Job, reply: str, status: str, metrics: dict[str, Any],
+             error: str | None = None) -> None:
+        """One entry in the written record."""
+        params = {"temperature": job.params.temperature, "top_p": job.params.top_p, "max_tokens": job.params.max_tokens,
+                  "seed": job.params.seed, "stop": list(job.stop), "stream": job.stream, **job.record_params}
+        if error:
+            params["error"] = error
+        self.record.append(client=request.scope.get("cove.client", CLIENT),
+                           remote=request.client.host if request.client else "", endpoint=job.endpoint,
+                           model_name=job.model.name, model_sha256=job.model.sha256, quant=job.model.quant, params=params,
+                           messages=job.messages, reply=reply, status=status, usage=usage(metrics),
+                           timings=timings(metrics))
