@@ -1,0 +1,123 @@
+"""The API server on a thread of its own, for the window's Server switch: uvicorn's event loop
+runs there with its own connection to the history database (opened on that thread), and the
+window reads what it shows (the address, the live requests, the loaded models) through
+thread-safe snapshots."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from app.paths import Paths
+from app.serve.http import LOOPBACK_NAMES
+from app.serve.pool import LiveRequest, ModelPool
+
+
+@dataclass(frozen=True)
+class LoadedEngine:
+    model: str
+    copy: int  # 1, 2, ... among the copies of its model
+    loading: bool
+    busy: bool
+
+
+class ServerThread:
+    def __init__(self, paths: Paths, *, host: str = "127.0.0.1", port: int = 8642, parallel: int = 1,
+                 ttl_s: float = 600.0) -> None:
+        self.paths, self.host, self.port, self.parallel, self.ttl_s = paths, host, port, parallel, ttl_s
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._server: Any = None  # uvicorn.Server, once the thread made it
+        self._service: Any = None  # app.serve.service.Service
+        self._pool: ModelPool | None = None
+        self.error: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and self.error is None
+
+    def start(self, timeout_s: float = 30.0) -> str | None:
+        """Start serving; returns None once requests are answered, or a sentence saying why not
+        (the port is taken, another interface without keys)."""
+        if self._thread is not None:
+            raise RuntimeError("the server was started already")
+        try:
+            sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            self.error = (f"port {self.port} on {self.host} is in use (is cove serve running already?)"
+                          if exc.errno == 98 else f"could not listen on {self.host}:{self.port}: {exc.strerror or exc}")
+            return self.error
+        self._thread = threading.Thread(target=self._run, args=(sock,), name="cove-serve", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout_s):
+            return self.error or "the server did not start in time"
+        return self.error
+
+    def _run(self, sock: socket.socket) -> None:
+        import uvicorn
+
+        from app.core import open_core
+        from app.serve.keys import ApiKeys
+        from app.serve.server import create_app
+        from app.serve.service import Service
+
+        core = None
+        try:
+            core = open_core(self.paths)
+            loopback = self.host in LOOPBACK_NAMES
+            if not loopback and not ApiKeys(core.db).names():
+                self.error = f"listening on {self.host} lets other machines in: make an API key first"
+                return
+            self._pool = pool = ModelPool(parallel=self.parallel, ttl_s=self.ttl_s, n_ctx=core.settings.sampling.n_ctx,
+                                          placement_of=lambda m: core.settings.placement_for(m.name))
+            self._service = service = Service(core, pool)
+            app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
+            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+            self._server = server = uvicorn.Server(config)
+            starting = threading.Thread(target=self._mark_started, daemon=True)
+            starting.start()
+            server.run(sockets=[sock])
+        except Exception as exc:  # noqa: BLE001 - the window shows the sentence; the history is untouched
+            self.error = f"the server stopped: {exc}"
+        finally:
+            sock.close()
+            if core is not None:
+                core.close()
+            self._started.set()
+
+    def _mark_started(self) -> None:
+        server = self._server
+        while server is not None and not server.started and self._thread is not None and self._thread.is_alive():
+            threading.Event().wait(0.02)
+        self._started.set()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop answering; replies in progress are cancelled and every engine process stops."""
+        server, thread = self._server, self._thread
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def live(self) -> list[LiveRequest]:
+        service = self._service
+        return service.live() if service is not None else []
+
+    def loaded(self) -> list[LoadedEngine]:
+        pool = self._pool
+        if pool is None:
+            return []
+        return [LoadedEngine(e.model.name, e.index + 1, e.loading, e.busy) for e in list(pool.engines)]
+
+    def events(self) -> list[str]:
+        pool = self._pool
+        return list(pool.events) if pool is not None else []

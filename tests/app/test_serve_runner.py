@@ -1,0 +1,47 @@
+"""The server on a thread of the window's process: it answers on its port with its own
+database connection, says in a sentence when the port is taken, and stops cleanly."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+
+from app.serve.runner import ServerThread
+from app.store.request_log import RequestLog
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_server_thread_answers_and_stops(cove_core) -> None:
+    server = ServerThread(cove_core.paths, port=_free_port())
+    assert server.start() is None, server.error
+    try:
+        assert server.running
+        models = httpx.get(f"{server.address}/models", timeout=10).json()
+        assert [m["id"] for m in models["data"]] == ["tiny-llama"]
+        reply = httpx.post(f"{server.address}/chat/completions", timeout=60, json={
+            "model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+        assert [(e.model, e.copy) for e in server.loaded()] == [("tiny-llama", 1)]
+    finally:
+        server.stop()
+    assert not server.running
+    # The window's own connection sees what the server's thread wrote.
+    entries = RequestLog(cove_core.db).entries()
+    assert [(e["client"], e["endpoint"]) for e in entries] == [("local API", "/v1/chat/completions")]
+
+
+def test_a_taken_port_is_a_sentence(cove_core) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = ServerThread(cove_core.paths, port=port)
+        error = server.start()
+    assert error is not None and "in use" in error and str(port) in error
+    assert not server.running
