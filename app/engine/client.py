@@ -29,7 +29,7 @@ from typing import Any
 
 from app.child_command import child_command
 from app.engine import protocol
-from app.engine.generation import FinishedEvent, Generation, StartedInfo, TokenEvent
+from app.engine.generation import Failure, FinishedEvent, Generation, StartedInfo, TokenEvent
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
 from app.engine.protocol import (
     Cancel,
@@ -49,7 +49,7 @@ from app.engine.protocol import (
 )
 from app.store.statuses import MessageStatus
 
-__all__ = ["EngineClient", "EngineError", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]
+__all__ = ["EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]
 
 # The host's stop reason -> the reply's status.
 _STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cancelled": MessageStatus.CANCELLED}
@@ -193,16 +193,19 @@ class EngineClient:
         prompt_tokens: list[int] | None = None,
         no_cache: bool = False,
         grammar: str | None = None,
+        keep_all_turns: bool = False,
     ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events.
-        `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for)."""
+        `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for).
+        `keep_all_turns`: never drop old turns; a prompt that does not fit ends as an error
+        whose FinishedEvent.failure (kind "context") holds the numbers."""
         rid = f"g{next(self._ids)}"
         req = Generate(
             rid, conversation_id, [{"role": str(m.get("role", "")), "content": str(m.get("content") or "")} for m in messages],
             max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
             min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
-            no_cache=no_cache, grammar=grammar,
+            no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:
@@ -393,9 +396,11 @@ class EngineClient:
                     gen.host = proc
                 proc.send(req)
         except EngineError as exc:
-            gen._finish(None, MessageStatus.ERROR, {}, f"the engine could not be restarted: {exc}")
+            gen._finish(None, MessageStatus.ERROR, {"error_kind": "restart"}, f"the engine could not be restarted: {exc}",
+                        Failure("restart"))
         except HostGone:
-            gen._finish(None, MessageStatus.ERROR, {}, "the engine stopped unexpectedly before the reply started")
+            gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
+                        "the engine stopped unexpectedly before the reply started", Failure("crash"))
 
     # ---- cancel -------------------------------------------------------------------------
 
@@ -446,7 +451,8 @@ class EngineClient:
         elif isinstance(msg, Failed):
             if msg.kind == "template" and self._settings is not None:
                 self._template_fallback[self._settings.path] = msg.message
-            gen._finish(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message)
+            failure = Failure(msg.kind, msg.prompt_tokens, msg.n_ctx, msg.reserve, msg.at_least)
+            gen._finish(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message, failure)
         elif isinstance(msg, Unloaded):
             pass
 
@@ -464,5 +470,5 @@ class EngineClient:
                 gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
             else:
                 gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
-                            f"the engine stopped unexpectedly ({cause}) while generating")
+                            f"the engine stopped unexpectedly ({cause}) while generating", Failure("crash"))
 

@@ -31,12 +31,30 @@ class TokenEvent:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Why a reply ended as an error, for a caller that answers in numbers (an API server)."""
+
+    kind: str  # the host's Failed.kind ("context", "grammar", "generate", ...) or "crash" | "restart"
+    # kind "context": the prompt's tokens (a lower bound when at_least), the model's context,
+    # and the tokens kept free for the reply
+    prompt_tokens: int | None = None
+    n_ctx: int | None = None
+    reserve: int | None = None
+    at_least: bool = False
+
+
+@dataclass(frozen=True)
 class FinishedEvent:
     text: str
     status: str  # one of ENGINE_STATUSES (a MessageStatus)
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     started: StartedInfo | None = None
+    failure: Failure | None = None  # set when status is "error"
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.failure.kind if self.failure is not None else None
 
 
 class Generation:
@@ -140,13 +158,14 @@ class Generation:
             self._parts.append(text)
         self._events.put(TokenEvent(text, now))
 
-    def _finish(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None) -> bool:
+    def _finish(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None,
+                failure: Failure | None = None) -> bool:
         """End the reply once; later calls are ignored. `text=None` keeps the text so far."""
         with self._lock:
             if self._done.is_set():
                 return False
             final = "".join(self._parts) if text is None else text
-            event = FinishedEvent(final, status, metrics, error, self.started)
+            event = FinishedEvent(final, status, metrics, error, self.started, failure)
             self._finished = event
             self._done.set()
         self._events.put(event)

@@ -62,6 +62,7 @@ class Generate:
     prompt_tokens: list[int] | None = None  # benchmarks: raw token ids, no template
     no_cache: bool = False  # benchmarks: clear the KV cache first
     grammar: str | None = None  # GBNF text constraining the reply (app/engine/grammar.py); None: free text
+    keep_all_turns: bool = False  # API requests: never drop turns; Failed(kind="context") if the prompt does not fit
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,11 @@ class Failed:
     request_id: str
     message: str  # one readable sentence, never a traceback
     kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "protocol" | "busy" | "internal"
+    # kind "context": the prompt's tokens (a lower bound when at_least), the context, the reply's reserve
+    prompt_tokens: int | None = None
+    n_ctx: int | None = None
+    reserve: int | None = None
+    at_least: bool = False
 
 
 Request = Load | Generate | Cancel | Unload | Shutdown | ListDevices

@@ -23,16 +23,17 @@ from llama_cpp import Llama, llama_chat_format
 from llama_cpp import _internals as llama_internals
 from llama_cpp.llama_grammar import LlamaGrammar
 
-from app.context_policy import ContextOverflow, reply_reserve
+from app.context_policy import ContextOverflow
 from app.engine.backends import NoBackend, devices, load_backends
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
 from app.engine.grammar import GrammarError, check_grammar
 from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
-from app.engine.prompt_counts import LongestToken, TokenCounts, fit_prompt
+from app.engine.prompt_counts import LongestToken, TokenCounts
+from app.engine.prompt_plan import Tokenizer, plan_turn
 from app.engine.protocol import Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
-from app.engine.transcript import Transcript, common_prefix, kept_reply, plan_prompt
+from app.engine.transcript import Transcript, common_prefix, kept_reply
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
 from models.placement import Placement
 
@@ -182,6 +183,8 @@ class ModelSession:
         self.transcript: Transcript | None = None
         self.token_counts = TokenCounts()  # this model's counts of message lists (prompt_counts.py)
         self.longest_token = LongestToken(self.vocab, self.n_vocab)
+        self.tokenizer = Tokenizer(self.format, self.tokenize_prompt, lambda rest: self.tokenize(rest, add_bos=False),
+                                   self.token_counts, self.longest_token, self.n_vocab)
         try:
             self._warm_up()
         except Exception as exc:  # e.g. an architecture that cannot generate text
@@ -249,32 +252,14 @@ class ModelSession:
         try:
             return self._generate(req, send, cancel)
         except ContextOverflow as exc:
-            return Failed(rid, str(exc), "context")
+            return Failed(rid, str(exc), "context", prompt_tokens=exc.needed, n_ctx=exc.n_ctx, reserve=exc.reserve,
+                          at_least=exc.at_least)
         except GrammarError as exc:
             return Failed(rid, str(exc), "grammar")
         except Exception as exc:  # a decode error leaves the KV cache in an unknown state
             self.llm.reset()
             self.transcript = None
             return Failed(rid, f"llama.cpp failed while generating: {exc}", "generate")
-
-    def _prepare(self, req: Generate) -> tuple[list[int], list[int], str | None, Rendered | None, int]:
-        """(prompt tokens, full tokens, prompt text, rendering, dropped turns)."""
-        if req.prompt_tokens is not None:
-            tokens = [int(t) for t in req.prompt_tokens]
-            if not tokens or min(tokens) < 0 or max(tokens) >= self.n_vocab:
-                raise ValueError("the prompt token ids are empty or outside the vocabulary")
-            if len(tokens) >= self.n_ctx:
-                raise ContextOverflow(len(tokens), self.n_ctx, 1)
-            return tokens, tokens, None, None, 0
-        reserve = reply_reserve(req.max_tokens, self.n_ctx)
-        fitted = fit_prompt(req.messages, self.format, self.tokenize_prompt, self.token_counts, self.longest_token,
-                            self.n_ctx, reserve)
-        rendered, full = fitted.rendered, fitted.tokens
-        tokens, _ = plan_prompt(self.transcript, req.conversation_id, rendered.text, full,
-                                lambda rest: self.tokenize(rest, add_bos=False))
-        if len(tokens) > len(full) and len(tokens) + reserve > self.n_ctx:
-            tokens = full  # the transcript's tokenization is longer and would not leave room
-        return tokens, full, rendered.text, rendered, fitted.dropped_turns
 
     def _reusable(self, tokens: list[int]) -> int:
         """How many leading prompt tokens llama-cpp-python's generate() will keep in the KV cache."""
@@ -305,7 +290,8 @@ class ModelSession:
         if req.no_cache:
             llm.reset()
             self.transcript = None
-        tokens, _full, text, rendered, dropped = self._prepare(req)
+        plan = plan_turn(req, self.tokenizer, self.n_ctx, self.transcript)
+        tokens, text, rendered, dropped = plan.tokens, plan.text, plan.rendered, plan.dropped_turns
         source = rendered.source if rendered else "tokens"
         cached = self._reusable(tokens)
         prepare_ms = (time.perf_counter() - t_begin) * 1000.0

@@ -11,7 +11,7 @@ from app.engine import protocol as p
 SAMPLES = [
     p.Load("l1", "/m/x.gguf", n_ctx=2048, n_threads=4, n_gpu_layers=0, flash_attn=None),
     p.Generate("g1", "conv", [{"role": "user", "content": "hé\n🙂"}], max_tokens=5, seed=3, stop=["\nUser:"],
-               prompt_tokens=[1, 2, 3], no_cache=True, ignore_eos=True),
+               prompt_tokens=[1, 2, 3], no_cache=True, ignore_eos=True, grammar='root ::= "a"', keep_all_turns=True),
     p.Cancel("g1"),
     p.Unload("u1"),
     p.Shutdown(),
@@ -22,6 +22,7 @@ SAMPLES = [
     p.Token("g1", "a\nb\u2028\"c\""),
     p.Finished("g1", "text", "length", {"gen_tokens": 3}),
     p.Failed("g1", "the engine failed.", "generate"),
+    p.Failed("g2", "too long.", "context", prompt_tokens=9120, n_ctx=8192, reserve=512, at_least=True),
 ]
 
 
