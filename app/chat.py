@@ -87,6 +87,7 @@ class TurnRecord:
         self.final: Message | None = None
         self.unsaved: Message | None = None  # the finished reply, when the history could not take it
         self.client = "this window"  # who asked, in the written record ("command line" for cove chat)
+        self.sent: list[dict] | None = None  # the messages sent to the engine, for the record
 
     @classmethod
     def begin(
@@ -182,7 +183,8 @@ class TurnRecord:
             RequestLog(self.history.db).append(
                 client=self.client, remote="", endpoint="chat", model_name=reply.model_name or "",
                 model_sha256=reply.model_sha256, quant=reply.model_quant, params=reply.params or {},
-                messages=[{"role": "user", "content": self.user.content}], reply=reply.content, status=reply.status,
+                messages=self.sent or [{"role": "user", "content": self.user.content}], reply=reply.content,
+                status=reply.status, conversation_id=self.conversation_id,
                 usage={"prompt_tokens": reply.metrics.get("prompt_tokens"), "completion_tokens": reply.metrics.get("gen_tokens")},
                 timings={"prompt_ms": reply.metrics.get("prefill_ms"), "ttft_ms": reply.metrics.get("ttft_ms"),
                          "tokens_per_second": reply.metrics.get("gen_tps"), "cached_tokens": reply.metrics.get("cached_tokens")})
@@ -274,6 +276,7 @@ class ChatService:
         generation: Generation | None = None
         try:
             messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
+            record.sent = messages
 
             def recheck_seen(recheck: FileRecheck) -> None:
                 if self._library is not None:

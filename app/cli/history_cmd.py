@@ -58,7 +58,9 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
         return 0
     for c in conversations:
         pin = "📌 " if c.pinned else ""
-        say(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{c.title or '(untitled)'}", sys.stdout)
+        via = f"[{c.client} · API] " if c.client else ""
+        say(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{via}{c.title or '(untitled)'}",
+            sys.stdout)
     return 0
 
 

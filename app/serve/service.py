@@ -23,9 +23,11 @@ from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
 from app.serve.pool import LiveRequest, ModelPool, prompt_key
 from app.settings import SamplingParams
+from app.store.api_conversations import remember_exchange
 from app.store.request_log import RequestLog
 from app.store.statuses import MessageStatus
 from models.library import InstalledModel, ModelNotFound
+from models.transactions import write_transaction
 
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
 
@@ -172,7 +174,7 @@ class Service:
                 done = running.finished
                 reply_messages = [*job.messages, {"role": "assistant", "content": done.text}]
                 self.pool.release(lease, prompt_key(reply_messages))
-                self._log(request, job, done.text, done.status, done.metrics, done.error)
+                self._log(request, job, done.text, done.status, done.metrics, done.error, conversation=True)
         finally:
             self._set_live(live_id, None)
 
@@ -184,14 +186,18 @@ class Service:
             raise ApiError(500, str(exc), "server_error") from None
 
     def _log(self, request: Request, job: Job, reply: str, status: str, metrics: dict[str, Any],
-             error: str | None = None) -> None:
-        """One entry in the written record."""
+             error: str | None = None, *, conversation: bool = False) -> None:
+        """One entry in the written record, and with `conversation` the exchange in the history
+        under its client; one transaction."""
+        client = request.scope.get("cove.client", CLIENT)
         params = {"temperature": job.params.temperature, "top_p": job.params.top_p, "max_tokens": job.params.max_tokens,
                   "seed": job.params.seed, "stop": list(job.stop), "stream": job.stream, **job.record_params}
-        if error:
-            params["error"] = error
-        self.record.append(client=request.scope.get("cove.client", CLIENT),
-                           remote=request.client.host if request.client else "", endpoint=job.endpoint,
-                           model_name=job.model.name, model_sha256=job.model.sha256, quant=job.model.quant, params=params,
-                           messages=job.messages, reply=reply, status=status, usage=usage(metrics),
-                           timings=timings(metrics))
+        with write_transaction(self.core.db):
+            conversation_id = remember_exchange(
+                self.core.history, client=client, model=job.model, messages=job.messages, reply=reply, status=status,
+                params=params, metrics=metrics, error=error) if conversation else None
+            self.record.append(client=client, remote=request.client.host if request.client else "", endpoint=job.endpoint,
+                               model_name=job.model.name, model_sha256=job.model.sha256, quant=job.model.quant,
+                               params={**params, "error": error} if error else params, messages=job.messages,
+                               reply=reply, status=status, usage=usage(metrics), timings=timings(metrics),
+                               conversation_id=conversation_id)

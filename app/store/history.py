@@ -86,14 +86,20 @@ class History:
         system_prompt: str | None = None,
         params: dict[str, Any] | None = None,
     ) -> Conversation:
+        return self.get_conversation(self.new_conversation_row(title=title, model=model, system_prompt=system_prompt,
+                                                               params=params))
+
+    def new_conversation_row(self, *, title: str | None, model: str | None, system_prompt: str | None,
+                             params: dict[str, Any] | None, client: str | None = None) -> str:
+        """Insert a conversation (an API client's when `client` is given); returns its id."""
         stamp = self._stamp()
         conversation_id = uuid.uuid4().hex
         with write_transaction(self.db):
             self.db.table("conversations").insert(
                 {"id": conversation_id, "title": title, "created_at": stamp, "updated_at": stamp,
-                 "model": model, "system_prompt": system_prompt, "params": to_json(params), "pinned": 0}
+                 "model": model, "system_prompt": system_prompt, "params": to_json(params), "pinned": 0, "client": client}
             )
-        return self.get_conversation(conversation_id)
+        return conversation_id
 
     def get_conversation(self, conversation_id: str) -> Conversation:
         """Look up by full id, or by a unique id prefix of at least 4 characters."""
@@ -142,6 +148,9 @@ class History:
         with write_transaction(self.db):
             # messages go by ON DELETE CASCADE; the messages_ad trigger clears messages_fts.
             self.db.execute("DELETE FROM conversations WHERE id = ?", [full_id])
+            # Its entries in the written record lose their text and stay as marked gaps.
+            self.db.execute("UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE conversation_id = ?",
+                            [full_id])
 
     # -- messages --------------------------------------------------------------------
 
@@ -377,6 +386,15 @@ class History:
     def _branch_tip(self, conversation_id: str) -> str | None:
         outline = self.branch_outline(conversation_id)  # ids only: no message text is read
         return outline[-1][0] if outline else None
+
+    @staticmethod
+    def title_from(content: str) -> str | None:
+        return _title_from(content)
+
+    def insert_message(self, conversation_id: str, parent_id: str | None, fields_: dict[str, Any],
+                       conversation_changes: dict[str, Any]) -> str:
+        """A finished message as it is (an API exchange's), inside the caller's write transaction."""
+        return self._insert_message(conversation_id, parent_id, fields_, conversation_changes)
 
     def _insert_message(
         self,

@@ -146,6 +146,19 @@ def _m0008_api_keys(db: sqlite_utils.Database) -> None:
                                 not_null={"key_sha256", "created_at"})
 
 
+def _m0009_api_conversations(db: sqlite_utils.Database) -> None:
+    # Conversations an API client had (app/serve/api_history.py): the client's name (NULL: this
+    # window or the command line) and the hash of the messages so far, which the client's next
+    # request repeats, so a multi-turn API chat stays one conversation.
+    db.execute("ALTER TABLE conversations ADD COLUMN client TEXT")
+    db.execute("ALTER TABLE conversations ADD COLUMN thread_hash TEXT")
+    db.table("conversations").create_index(["client", "thread_hash"])
+    # The conversation an entry of the record belongs to (not part of its hashes): deleting the
+    # conversation erases the entries' text and leaves them as marked gaps.
+    db.execute("ALTER TABLE record_entries ADD COLUMN conversation_id TEXT")
+    db.table("record_entries").create_index(["conversation_id"])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -155,6 +168,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0006_reply_writer", _m0006_reply_writer),
     ("0007_record", _m0007_record),
     ("0008_api_keys", _m0008_api_keys),
+    ("0009_api_conversations", _m0009_api_conversations),
 )
 
 

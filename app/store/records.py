@@ -29,6 +29,7 @@ class Conversation:
     params: dict[str, Any]
     pinned: bool
     message_count: int  # every stored message, all branches
+    client: str | None = None  # the API client whose conversation this is; None: this window or the command line
 
 
 @dataclass(frozen=True)

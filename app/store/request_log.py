@@ -56,7 +56,7 @@ class RequestLog:
 
     def append(self, *, client: str, remote: str, endpoint: str, model_name: str, model_sha256: str | None,
                quant: str | None, params: dict[str, Any], messages: list[dict[str, Any]], reply: str, status: str,
-               usage: dict[str, Any], timings: dict[str, Any]) -> int:
+               usage: dict[str, Any], timings: dict[str, Any], conversation_id: str | None = None) -> int:
         """Add an entry; returns its number."""
         table = self.db.table("record_entries")
         with write_transaction(self.db):
@@ -66,7 +66,7 @@ class RequestLog:
                 "seq": (last["seq"] + 1) if last else 1, "at": utc_timestamp(), "client": client, "remote": remote,
                 "endpoint": endpoint, "model_name": model_name, "model_sha256": model_sha256 or "", "quant": quant or "",
                 "params": _json(params), "messages": messages_json, "reply": reply, "status": status,
-                "usage": _json(usage), "timings": _json(timings), "erased": 0,
+                "usage": _json(usage), "timings": _json(timings), "erased": 0, "conversation_id": conversation_id,
                 "content_hash": content_hash(messages_json, reply), "prev_hash": last["hash"] if last else GENESIS,
             }
             row["hash"] = entry_hash(row)

@@ -4,6 +4,8 @@ tampering, and keeps an erased entry (its text gone) as a marked gap that still 
 
 from __future__ import annotations
 
+import json
+
 from app.store.request_log import RequestLog
 
 
@@ -70,3 +72,24 @@ def test_a_turn_of_the_window_or_the_command_line_is_an_entry_too(cove_core) -> 
     assert entry["client"] == "this window" and entry["endpoint"] == "chat" and entry["model_sha256"] == model.sha256
     assert entry["reply"] == "A tower with a light." and '"what is a lighthouse?"' in entry["messages"]
     assert RequestLog(cove_core.db).verify().intact
+
+
+def test_a_turns_entry_holds_the_messages_sent_and_goes_with_its_conversation(cove_core) -> None:
+    from app.chat import TurnRecord
+    from app.settings import SamplingParams
+    from app.store.statuses import MessageStatus
+
+    model = cove_core.library.list()[0]
+    conversation = cove_core.history.create_conversation(model=model.name)
+    turn = TurnRecord.begin(cove_core.history, conversation.id, "and the second?", model=model, params=SamplingParams())
+    turn.sent = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "first?"},
+                 {"role": "assistant", "content": "one"}, {"role": "user", "content": "and the second?"}]
+    turn.finish(MessageStatus.COMPLETE, {"prompt_tokens": 20, "gen_tokens": 2})
+    log = RequestLog(cove_core.db)
+    (entry,) = log.entries()
+    assert json.loads(entry["messages"]) == turn.sent  # the whole prompt, not only the newest message
+    cove_core.history.delete_conversation(conversation.id)
+    (entry,) = log.entries()
+    assert entry["erased"] == 1 and entry["messages"] is None
+    verdict = log.verify()
+    assert verdict.intact and verdict.erased == (entry["seq"],) and verdict.tampered == ()

@@ -400,6 +400,8 @@ class ChatController(QObject):
     def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
         record = self._record
         assert record is not None
+        if self._worker is not None:
+            record.sent = self._worker.sent
         # Invariant: the turn is released on every path (a full disk included), so Stop, Esc
         # and Send work again; a reply the file cannot take stays in memory and is retried.
         try:

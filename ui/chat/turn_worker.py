@@ -65,10 +65,12 @@ class TurnWorker(threading.Thread):
         self._conversation_id = conversation_id
         self._generation: Generation | None = None
         self._cancel = threading.Event()
+        self.sent: list[dict] | None = None  # the messages as sent to the engine, once built
 
     def run(self) -> None:
         try:
             messages = self._messages() if callable(self._messages) else self._messages
+            self.sent = messages
             generation = start_generation(
                 self._engine,
                 messages,
