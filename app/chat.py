@@ -213,6 +213,8 @@ def start_generation(
     stop: Sequence[str] = (),
     on_loaded: Callable[[LoadedModel], None] | None = None,
     on_recheck: Callable[[FileRecheck], None] | None = None,
+    grammar: str | None = None,
+    keep_all_turns: bool = False,
 ) -> Generation:
     """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
     load it if needed (blocking) and start the reply. Raises EngineError."""
@@ -231,6 +233,8 @@ def start_generation(
         conversation_id=conversation_id,
         max_tokens=params.max_tokens,
         stop=stop,
+        grammar=grammar,
+        keep_all_turns=keep_all_turns,
         **params.sampler_arguments(),
     )
 

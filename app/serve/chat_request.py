@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.engine.grammar import grammar_for
 from app.serve.errors import ApiError
 from app.settings import SamplingParams
 
@@ -22,6 +23,8 @@ class ChatRequest:
     stop: tuple[str, ...]
     stream: bool
     include_usage: bool
+    grammar: str | None = None  # GBNF the reply must match (response_format)
+    response_format: dict[str, Any] | None = None
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -94,4 +97,10 @@ def read_chat_request(body: object) -> ChatRequest:
         max_tokens=limit if limit is not None else defaults.max_tokens,
         seed=seed,
     )
-    return ChatRequest(model, messages, params, stops, stream, include_usage)
+    response_format = body.get("response_format")
+    try:
+        grammar = grammar_for(response_format)
+    except ValueError as exc:
+        raise ApiError(400, str(exc), param="response_format") from None
+    return ChatRequest(model, messages, params, stops, stream, include_usage, grammar,
+                       response_format if isinstance(response_format, dict) else None)

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from app.engine.generation import TokenEvent
+from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.chat_request import ChatRequest, read_chat_request
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
-from app.serve.service import Job, Service, timings, usage
+from app.serve.service import Job, Running, Service, failure_error, timings, usage
 from app.store.statuses import MessageStatus
 
 _FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
@@ -35,7 +37,9 @@ class OpenAIApi:
         return JSONResponse({"object": "list", "data": data})
 
     def _job(self, chat: ChatRequest, request: Request) -> Job:
-        return Job(request.url.path, self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream)
+        extra = {"response_format": chat.response_format} if chat.response_format else {}
+        return Job(request.url.path, self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
+                   chat.grammar, extra)
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -46,15 +50,14 @@ class OpenAIApi:
             return exc.response()
         reply_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if job.stream:
-            return StreamingResponse(self._stream(request, job, reply_id, created, chat.include_usage),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            return await self._start_stream(request, job, reply_id, created, chat.include_usage)
         try:
             async with self.service.reply(request, job) as running:
                 finished = await running.whole()
         except ApiError as exc:
             return exc.response()
         if finished.status == MessageStatus.ERROR:
-            return ApiError(500, finished.error or "the engine stopped without a reply", "server_error").response()
+            return failure_error(finished).response()
         return JSONResponse({
             "id": reply_id, "object": "chat.completion", "created": created, "model": job.model.name,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
@@ -62,8 +65,26 @@ class OpenAIApi:
             "usage": usage(finished.metrics), "timings": timings(finished.metrics),
         })
 
-    async def _stream(self, request: Request, job: Job, reply_id: str, created: int,
-                      include_usage: bool) -> AsyncIterator[bytes]:
+    async def _start_stream(self, request: Request, job: Job, reply_id: str, created: int, include_usage: bool) -> Response:
+        """The stream's status is known at its first event: a reply that cannot start (a prompt
+        larger than the context, a grammar refused) is an error response, not a stream."""
+        try:
+            running, close = await self.service.open_reply(request, job)
+        except ApiError as exc:
+            return exc.response()
+        try:
+            first = await running.next()
+        except BaseException:
+            await close()
+            raise
+        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
+            await close()
+            return failure_error(first).response()
+        return ClosingStream(self._stream(job, running, first, reply_id, created, include_usage), close,
+                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def _stream(self, job: Job, running: Running, first: TokenEvent | FinishedEvent | None, reply_id: str,
+                      created: int, include_usage: bool) -> AsyncIterator[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             return sse({"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": job.model.name,
                         "choices": choices, **extra})
@@ -71,20 +92,34 @@ class OpenAIApi:
         def delta(content: dict[str, Any], finish: str | None = None) -> bytes:
             return chunk([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}])
 
+        yield delta({"role": "assistant", "content": ""})
+        event = first
+        while event is not None:
+            if isinstance(event, TokenEvent):
+                yield delta({"content": event.text})
+                event = await running.next()
+                continue
+            if event.status == MessageStatus.ERROR:
+                yield sse({"error": {"message": event.error or "the engine stopped without a reply", "type": "server_error"}})
+                return
+            yield delta({}, _FINISH.get(event.status, "stop"))
+            if include_usage:
+                yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
+            yield b"data: [DONE]\n\n"
+            return
+
+
+class ClosingStream(StreamingResponse):
+    """A stream whose reply is closed (the engine given back, the request recorded) however the
+    response ends: finished, or the client gone before or while it was sent."""
+
+    def __init__(self, content: AsyncIterator[bytes], close: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            async with self.service.reply(request, job) as running:
-                yield delta({"role": "assistant", "content": ""})
-                while (event := await running.next()) is not None:
-                    if isinstance(event, TokenEvent):
-                        yield delta({"content": event.text})
-                        continue
-                    if event.status == MessageStatus.ERROR:
-                        yield sse({"error": {"message": event.error or "the engine stopped without a reply",
-                                             "type": "server_error"}})
-                        return
-                    yield delta({}, _FINISH.get(event.status, "stop"))
-                    if include_usage:
-                        yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
-                    yield b"data: [DONE]\n\n"
-        except ApiError as exc:
-            yield sse({"error": {"message": exc.message, "type": exc.kind, "code": exc.code}})
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._close()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +44,20 @@ class Job:
     stream: bool = False
     grammar: str | None = None
     record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
+
+
+def failure_error(finished: FinishedEvent) -> ApiError:
+    """The error a reply that ended as an error is answered with: a prompt larger than the
+    context is the client's (400, with the numbers), anything else the server's."""
+    failure = finished.failure
+    if failure is not None and failure.kind == "context" and failure.n_ctx:
+        size = f"at least {failure.prompt_tokens:,}" if failure.at_least else f"{failure.prompt_tokens:,}"
+        return ApiError(400, f"This model's maximum context length is {failure.n_ctx:,} tokens; your messages are {size} "
+                             f"tokens, and {failure.reserve or 0:,} are kept for the reply. Shorten the messages or "
+                             "lower max_tokens.", param="messages", code="context_length_exceeded")
+    if failure is not None and failure.kind == "grammar":
+        return ApiError(400, finished.error or "the response_format cannot be enforced", param="response_format")
+    return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
 
 
 def usage(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +151,13 @@ class Service:
         raise ApiError(404, f"the model '{name}' is not installed here (GET /v1/models lists them)",
                        code="model_not_found", param="model")
 
+    async def open_reply(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]]]:
+        """`reply` entered by hand, for a response that outlives the endpoint's call (a stream):
+        call the returned close once, however the response ends. Raises ApiError."""
+        stack = AsyncExitStack()
+        running = await stack.enter_async_context(self.reply(request, job))
+        return running, stack.aclose
+
     @asynccontextmanager
     async def reply(self, request: Request, job: Job) -> AsyncIterator[Running]:
         """Lend an engine with the job's model, start the reply, and give its events. However
@@ -180,8 +201,10 @@ class Service:
 
     def _start(self, lease, job: Job) -> Generation:  # noqa: ANN001 - a pool Lease
         try:
+            # An API client sends the conversation it wants answered: nothing is dropped to fit.
             return start_generation(lease.client, job.messages, model=job.model, params=job.params, conversation_id=None,
-                                    stop=job.stop, placement=self.core.settings.placement_for(job.model.name))
+                                    stop=job.stop, placement=self.core.settings.placement_for(job.model.name),
+                                    grammar=job.grammar, keep_all_turns=True)
         except EngineError as exc:
             raise ApiError(500, str(exc), "server_error") from None
 

@@ -211,3 +211,49 @@ def test_with_keys_made_a_request_needs_one_and_the_record_names_it(server: str)
 def test_listening_beyond_loopback_without_a_key_is_refused_in_a_sentence(server: str) -> None:
     refused = cove("serve", "--host", "0.0.0.0", "--port", str(_free_port()))
     assert refused.returncode != 0 and "make a key first" in refused.stderr and "Traceback" not in refused.stderr
+
+
+SCHEMA = {"type": "object", "properties": {"mood": {"enum": ["calm", "busy"]}, "n": {"enum": [1, 2, 3]}},
+          "required": ["mood", "n"], "additionalProperties": False}
+
+
+def test_structured_output_parses_against_its_schema(server: str) -> None:
+    reply = client(server).chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "how are you?"}], max_tokens=200, temperature=0.7, seed=5,
+        response_format={"type": "json_schema", "json_schema": {"name": "mood", "schema": SCHEMA, "strict": True}})
+    value = json.loads(reply.choices[0].message.content)
+    assert set(value) == {"mood", "n"} and value["mood"] in ("calm", "busy") and value["n"] in (1, 2, 3)
+    anything = client(server).chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "json please"}], max_tokens=300, temperature=0, seed=2,
+        response_format={"type": "json_object"})
+    if anything.choices[0].finish_reason == "stop":  # a random model may still be inside the object at max_tokens
+        assert isinstance(json.loads(anything.choices[0].message.content), dict)
+    else:
+        assert anything.choices[0].message.content.lstrip().startswith("{")
+
+
+def test_a_response_format_that_cannot_be_enforced_is_a_bad_request(server: str) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                               response_format={"type": "xml"})
+    assert caught.value.body["param"] == "response_format" and "xml" in caught.value.message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_larger_than_the_context_is_a_400_with_the_numbers(server: str, stream: bool) -> None:
+    long = " ".join(f"word{i}" for i in range(900))  # thousands of byte-level tokens; the tiny model holds 512
+    with pytest.raises(openai.BadRequestError) as caught:
+        result = client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": long}],
+                                                        max_tokens=16, stream=stream)
+        list(result) if stream else None
+    body = caught.value.body
+    assert body["code"] == "context_length_exceeded" and body["param"] == "messages"
+    assert "512" in body["message"] and "kept for the reply" in body["message"]
+    assert client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                                  max_tokens=2).choices  # and the server goes on
+
+
+def test_a_model_may_be_named_by_its_file_or_in_other_letters(server: str) -> None:
+    for name in ("TINY", "tiny.gguf"):
+        reply = client(server).chat.completions.create(model=name, messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        assert reply.model == "tiny"
