@@ -23,17 +23,20 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.child_command import child_command
 from app.engine import protocol
 from app.engine.generation import Failure, FinishedEvent, Generation, StartedInfo, TokenEvent
+from app.engine.loaded import Embeddings, LoadedModel, LoadSettings, file_stamp, loaded_model
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
 from app.engine.protocol import (
     Cancel,
     Devices,
+    Embed,
+    Embedded,
     Failed,
     Finished,
     Generate,
@@ -49,7 +52,8 @@ from app.engine.protocol import (
 )
 from app.store.statuses import MessageStatus
 
-__all__ = ["EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel", "StartedInfo", "TokenEvent"]
+__all__ = ["Embeddings", "EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel",
+           "StartedInfo", "TokenEvent"]
 
 # The host's stop reason -> the reply's status.
 _STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cancelled": MessageStatus.CANCELLED}
@@ -57,46 +61,6 @@ _STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "canc
 
 class EngineError(Exception):
     """Something the person can read: one sentence, no traceback."""
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    path: str
-    n_ctx: int
-    n_ctx_train: int
-    n_threads: int
-    n_gpu_layers: int
-    backend: str
-    template_source: str
-    template_note: str
-    load_ms: float
-    n_batch: int = 0
-    n_ubatch: int = 0
-    flash_attn: str = "auto"
-    architecture: str = ""
-    n_vocab: int = 0
-    placement: dict[str, Any] = field(default_factory=dict)  # where the layers and KV cache went (PlacementReport)
-
-
-@dataclass(frozen=True)
-class _LoadSettings:
-    path: str
-    n_ctx: int | None
-    n_threads: int | None
-    n_gpu_layers: int | None
-    flash_attn: bool | None
-    kv_on_gpu: bool | None
-    # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
-    # engine never runs other bytes than the ones the reply records.
-    file_stamp: tuple[int, int, int] | None = None
-
-
-def _file_stamp(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None  # the load itself says what is wrong with the path
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 @dataclass(frozen=True)
@@ -126,7 +90,7 @@ class EngineClient:
         self._ids = itertools.count(1)
         self._proc: HostProcess | None = None
         self._loaded: LoadedModel | None = None
-        self._settings: _LoadSettings | None = None  # what load() was last asked for
+        self._settings: LoadSettings | None = None  # what load() was last asked for
         self._template_fallback: dict[str, str] = {}  # model path -> why its template is skipped
         self._pending: dict[str, tuple[HostProcess, queue.SimpleQueue[Message | _Exited]]] = {}
         self._gen: Generation | None = None
@@ -158,7 +122,7 @@ class EngineClient:
         """Load a model (blocking). Returns at once if it is already loaded with these settings.
         `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers."""
         path = os.path.abspath(os.fspath(model_path))
-        settings = _LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, _file_stamp(path))
+        settings = LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, file_stamp(path))
         with self._op_lock:
             with self._lock:
                 self._check_open()
@@ -262,6 +226,37 @@ class EngineClient:
             raise EngineError(reply.message)
         raise EngineError("the engine did not say which devices it sees")
 
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        """Pooled unit vectors of `texts` from the loaded model (blocking), between replies.
+        Raises EngineError with a sentence: a reply in progress, no model, a model that is not an
+        embedding model (LoadedModel.embeddings), a text too long or empty."""
+        texts = [str(t) for t in texts]
+        with self._op_lock:
+            with self._lock:
+                self._check_open()
+                if self._gen is not None and not self._gen.done:
+                    raise EngineError("a reply is still being generated; wait for it or cancel it before embedding")
+                settings, loaded, proc = self._settings, self._loaded, self._proc
+            if settings is None:
+                raise EngineError("no model is loaded; load one before embedding")
+            if loaded is None or proc is None or not proc.alive:  # the host stopped since: start it again
+                loaded = self._load_locked(settings)
+                proc = self._proc
+            if not loaded.embeddings:
+                raise EngineError(f"{Path(loaded.path).name} is not an embedding model: its file declares no pooling type")
+            assert proc is not None
+            reply = self._request(proc, Embed(f"e{next(self._ids)}", texts), self._load_timeout_s)
+            if reply is None:
+                self._drop_proc(proc)
+                raise EngineError(f"embedding took longer than {self._load_timeout_s:g} s; the engine was stopped")
+        if isinstance(reply, Embedded):
+            return Embeddings([list(v) for v in reply.vectors], int(reply.prompt_tokens))
+        if isinstance(reply, Failed):
+            raise EngineError(reply.message)
+        if isinstance(reply, _Exited):
+            raise EngineError(f"the engine stopped unexpectedly ({reply.cause}) while embedding")
+        raise EngineError("the engine gave no embeddings")
+
     def unload(self) -> None:
         """Free the model (the host process stays up)."""
         with self._op_lock:
@@ -314,7 +309,7 @@ class EngineClient:
                 raise EngineError(f"the engine could not be started ({exc})") from None
             return self._proc
 
-    def _load_locked(self, s: _LoadSettings) -> LoadedModel:
+    def _load_locked(self, s: LoadSettings) -> LoadedModel:
         """Spawn if needed and load; the caller holds _op_lock."""
         name = Path(s.path).name
         for attempt in range(2):
@@ -324,13 +319,7 @@ class EngineClient:
                        kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason)
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):
-                loaded = LoadedModel(
-                    path=s.path, n_ctx=reply.n_ctx, n_ctx_train=reply.n_ctx_train, n_threads=reply.n_threads,
-                    n_gpu_layers=reply.n_gpu_layers, backend=reply.backend, template_source=reply.template_source,
-                    template_note=reply.template_note, load_ms=reply.load_ms, n_batch=reply.n_batch,
-                    n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
-                    n_vocab=reply.n_vocab, placement=dict(reply.placement),
-                )
+                loaded = loaded_model(s.path, reply)
                 with self._lock:
                     if self._proc is proc:
                         self._loaded = loaded
@@ -352,7 +341,7 @@ class EngineClient:
             raise EngineError(f"loading {name} took longer than {self._load_timeout_s:g} s; the engine was stopped")
         raise EngineError(f"could not load {name}")
 
-    def _request(self, proc: HostProcess, req: Load | Unload | ListDevices, timeout_s: float) -> Message | _Exited | None:
+    def _request(self, proc: HostProcess, req: Load | Unload | ListDevices | Embed, timeout_s: float) -> Message | _Exited | None:
         box: queue.SimpleQueue[Message | _Exited] = queue.SimpleQueue()
         with self._lock:
             if proc is not self._proc:

@@ -28,6 +28,7 @@ from app.engine.environment import scrub_environment
 from app.engine.protocol import (
     Cancel,
     Devices,
+    Embed,
     Failed,
     Generate,
     ListDevices,
@@ -122,6 +123,11 @@ class Host:
                 self.send(Unloaded(req.request_id))
             elif isinstance(req, ListDevices):
                 self._list_devices(req)
+            elif isinstance(req, Embed):
+                if self._session is None:
+                    self.send(Failed(req.request_id, "no model is loaded in the engine", "embed"))
+                else:
+                    self.send(self._session.embed(req))
             else:
                 self.send(Failed(req.request_id, f"the engine cannot handle {type(req).__name__}", "protocol"))
         except Exception as exc:  # last resort: a sentence, never a traceback on the pipe
@@ -186,6 +192,7 @@ class Host:
             architecture=session.architecture,
             n_vocab=session.n_vocab,
             placement=session.placement.to_dict(),
+            embeddings=session.pooling is not None,
         ))
 
     def _generate(self, req: Generate) -> None:

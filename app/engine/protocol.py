@@ -81,6 +81,14 @@ class Shutdown:
 
 
 @dataclass(frozen=True)
+class Embed:
+    """Embed texts with the loaded model, between replies (answered by Embedded or Failed)."""
+
+    request_id: str
+    texts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class ListDevices:
     """Which devices llama.cpp sees here (loads its backends; no model needed)."""
 
@@ -116,6 +124,7 @@ class Loaded:
     architecture: str = ""
     n_vocab: int = 0
     placement: dict[str, Any] = field(default_factory=dict)  # app/engine/placement_run.py: PlacementReport
+    embeddings: bool = False  # the file declares a pooling type: Embed works
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,13 @@ class Unloaded:
 class Devices:
     request_id: str
     devices: list[dict[str, Any]] = field(default_factory=list)  # app/engine/backends.py: Device.to_dict()
+
+
+@dataclass(frozen=True)
+class Embedded:
+    request_id: str
+    vectors: list[list[float]] = field(default_factory=list)  # one unit-length vector per text, in order
+    prompt_tokens: int = 0  # tokens read, over all the texts
 
 
 @dataclass(frozen=True)
@@ -159,7 +175,7 @@ class Finished:
 class Failed:
     request_id: str
     message: str  # one readable sentence, never a traceback
-    kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "protocol" | "busy" | "internal"
+    kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "embed" | "protocol" | "busy" | "internal"
     # kind "context": the prompt's tokens (a lower bound when at_least), the context, the reply's reserve
     prompt_tokens: int | None = None
     n_ctx: int | None = None
@@ -167,8 +183,8 @@ class Failed:
     at_least: bool = False
 
 
-Request = Load | Generate | Cancel | Unload | Shutdown | ListDevices
-Event = Ready | Loaded | Unloaded | Devices | Started | Token | Finished | Failed
+Request = Load | Generate | Cancel | Unload | Shutdown | ListDevices | Embed
+Event = Ready | Loaded | Unloaded | Devices | Embedded | Started | Token | Finished | Failed
 Message = Request | Event
 
 _TYPES: dict[str, type] = {
@@ -178,10 +194,12 @@ _TYPES: dict[str, type] = {
     "unload": Unload,
     "shutdown": Shutdown,
     "list_devices": ListDevices,
+    "embed": Embed,
     "ready": Ready,
     "loaded": Loaded,
     "unloaded": Unloaded,
     "devices": Devices,
+    "embedded": Embedded,
     "started": Started,
     "token": Token,
     "finished": Finished,

@@ -27,11 +27,12 @@ from app.context_policy import ContextOverflow
 from app.engine.backends import NoBackend, devices, load_backends
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
+from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an_embedding_model
 from app.engine.grammar import GrammarError, check_grammar
 from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
-from app.engine.protocol import Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
+from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
@@ -167,6 +168,9 @@ class ModelSession:
         # With a full-size SWA cache (llama.cpp's default here) every position is kept.
         self.n_swa = 0 if llm.context_params.swa_full else int(llama_cpp.llama_model_n_swa(llm.model))
         self.architecture = str(llm.metadata.get("general.architecture", ""))
+        self.name = path.name
+        self.pooling = declared_pooling(llm.metadata, self.architecture)  # None: not an embedding model
+        self._embedder: Embedder | None = None  # made on the first Embed
         self.add_bos = bool(model.add_bos_token())
         self.bos_text = self._token_text(model.token_bos())
         self.eos_text = self._token_text(model.token_eos())
@@ -243,7 +247,22 @@ class ModelSession:
         return ctypes.string_at(big, max(n, 0))
 
     def close(self) -> None:
+        if self._embedder is not None:
+            self._embedder.close()  # a context goes before its model
         self.llm.close()
+
+    def embed(self, req: Embed) -> Embedded | Failed:
+        """Pooled unit vectors of `req.texts`, on the embedding context (the chat KV cache is untouched)."""
+        if self.pooling is None:
+            return Failed(req.request_id, not_an_embedding_model(self.name, self.llm.metadata, self.architecture), "embed")
+        if self._embedder is None:
+            self._embedder = Embedder.for_model(self.llm, self.vocab, self.name, min(self.n_ctx_train, self.n_ctx),
+                                                self.n_threads)
+        try:
+            vectors, n_tokens = self._embedder.embed(req.texts)
+        except EmbedError as exc:
+            return Failed(req.request_id, str(exc), "embed")
+        return Embedded(req.request_id, vectors, n_tokens)
 
     # ---- one turn -----------------------------------------------------------------------
 

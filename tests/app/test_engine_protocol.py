@@ -18,6 +18,8 @@ SAMPLES = [
     p.Ready(pid=42),
     p.Loaded("l1", "/m/x.gguf", 512, 512, 2, 0, "cpu", "fallback:plain", "note", 12.5),
     p.Unloaded("u1"),
+    p.Embed("e1", ["hé", ""]),
+    p.Embedded("e1", [[0.6, -0.8], [1.0, 0.0]], 7),
     p.Started("g1", 10, 4, 0, 1.5, "gguf"),
     p.Token("g1", "a\nb\u2028\"c\""),
     p.Finished("g1", "text", "length", {"gen_tokens": 3}),

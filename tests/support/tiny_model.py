@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from gguf import GGUFWriter, TokenType
+from gguf import GGUFWriter, PoolingType, TokenType
 
 N_EMBD = 64
 N_LAYER = 2
@@ -61,8 +61,10 @@ def write_tiny_gguf(
     seed: int = 0,
     extra_tokens: Sequence[str] = (),
     name: str = "tiny-random-llama",
+    pooling_type: int | None = None,
 ) -> Path:
-    """Write the tiny model to `path` and return it."""
+    """Write the tiny model to `path` and return it. `pooling_type` (gguf.PoolingType: 1 mean,
+    2 cls, 3 last) declares it an embedding model, as embedding models' files do."""
     path = Path(path)
     tokens, scores, types = tiny_vocab(extra_tokens)
     n_vocab = len(tokens)
@@ -89,6 +91,8 @@ def write_tiny_gguf(
     w.add_add_eos_token(False)
     if chat_template is not None:
         w.add_chat_template(chat_template)
+    if pooling_type is not None:
+        w.add_pooling_type(PoolingType(pooling_type))
 
     rng = np.random.default_rng(seed)
 
