@@ -20,6 +20,7 @@ NO_DISPLAY = (
     "Cove's window needs a display, and none was found (DISPLAY and WAYLAND_DISPLAY are not set); "
     "`cove chat` chats in the terminal instead."
 )
+SERVER_STOP_WAIT_S = 20.0  # at quit, for the Server switch's server to cancel its replies and stop its engines
 
 
 def has_display(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
@@ -130,10 +131,17 @@ def run_window(
     install_redaction()  # the window makes Hub calls too: no token or Authorization header in any log line
     engine = EngineClient(host_argv=engine_argv) if engine_argv else EngineClient()
     controller = ChatController(core, engine)
+
+    def make_server(port: int):  # the Server switch's API server: a new one each time it is turned on
+        from app.serve.runner import ServerThread
+
+        return ServerThread(core.paths, port=port)
+
     window = MainWindow(
         controller,
         state_file=core.paths.data_dir / "window.ini",
         presets_file=core.paths.data_dir / "presets.json",
+        server_factory=make_server,
     )
 
     # SIGTERM (logout, shutdown), SIGHUP (the terminal it was started from closed) and SIGINT
@@ -166,6 +174,8 @@ def run_window(
         QTimer.singleShot(quit_after_ms, window.close)
     app.aboutToQuit.connect(window.close)
     code = app.exec()
+    if window.server is not None:
+        window.server.wait_stopped(SERVER_STOP_WAIT_S)  # the window is gone; its engines stop before the store closes
     signal.set_wakeup_fd(-1)
     notifier.setEnabled(False)
     core.close()

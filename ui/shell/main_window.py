@@ -40,6 +40,8 @@ from ui.models_panel.host import ModelsHost
 from ui.models_panel.panel import ModelsPanel
 from ui.perf.memory_poller import MemoryPoller, MemorySample
 from ui.perf.panel import PerfPanel
+from ui.server.control import ServerFactory
+from ui.server.host import ServerHost
 from ui.shell.gc_pacing import GcPacer
 from ui.shell.network_indicator import NetworkIndicator
 from ui.shell.notice_area import NoticeArea
@@ -62,7 +64,7 @@ class MainWindow(QMainWindow):
     memory_sampled = Signal(object)  # MemorySample, marshalled from the poller thread
 
     def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path, confirm_delete=None,
-                 downloads=None, token_store=None) -> None:
+                 downloads=None, token_store=None, server_factory: ServerFactory | None = None) -> None:
         super().__init__()
         self.controller = controller
         self.core = controller.core
@@ -89,7 +91,11 @@ class MainWindow(QMainWindow):
                                  offline_changed=lambda _offline: self.network_indicator.refresh(),
                                  downloads=downloads, token_store=token_store)
         self.downloads = self.models.downloads
+        # The Server switch (off at every start), when the composition root gives a way to make a server.
+        self.server = ServerHost(self, self.core.db, server_factory) if server_factory else None
         self._build_layout()
+        if self.server is not None:
+            self.sidebar.add_footer(self.server.button)
         self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()
@@ -445,5 +451,7 @@ class MainWindow(QMainWindow):
             self.gc_pacer.stop()
             self.network_indicator.detach()
             self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
+            if self.server is not None:
+                self.server.shutdown()  # stops off the UI thread; ui/main.py waits for it once the window is gone
             self.controller.shutdown()
         event.accept()

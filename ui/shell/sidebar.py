@@ -179,6 +179,10 @@ class Sidebar(QWidget):
         layout.addWidget(self._search)
         layout.addWidget(self._stack, 1)
 
+    def add_footer(self, widget: QWidget) -> None:
+        """Put `widget` (the Server entry) at the foot of the sidebar, below the list."""
+        self.layout().addWidget(widget)
+
     # ---- conversations -----------------------------------------------------------------
 
     def set_conversations(self, conversations: Sequence[Conversation]) -> None:

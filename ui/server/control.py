@@ -1,0 +1,132 @@
+"""Turning the window's API server on and off: a new server (from the factory the composition
+root passes in) each time it is turned on, started and stopped off the UI thread so the window
+never waits for a port, a model being unloaded or a reply being cancelled. Nothing is
+remembered: the server is off at every start of the window."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from PySide6.QtCore import QObject, Signal
+
+from ui.background import run_in_background
+
+OFF, STARTING, ON, STOPPING = "off", "starting", "on", "stopping"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+
+class Server(Protocol):
+    """What the window needs of app.serve.runner.ServerThread."""
+
+    address: str
+    error: str | None
+
+    @property
+    def running(self) -> bool: ...
+    def start(self, timeout_s: float = ...) -> str | None: ...
+    def stop(self, timeout_s: float = ...) -> None: ...
+
+
+ServerFactory = Callable[[int], Server]  # port -> a server not started yet
+
+
+def sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+class ServerControl(QObject):
+    """`turn_on(port)`, `turn_off()`; `state_changed(state, why)` tells every change, `why` being
+    the sentence that says why it is off when it could not start or stopped by itself."""
+
+    state_changed = Signal(str, str)
+
+    def __init__(self, factory: ServerFactory, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._factory = factory
+        self.server: Server | None = None
+        self.state = OFF
+        self.why = ""
+        # Threading: set by the start and stop threads; the UI thread (and the quit) waits on them.
+        self._start_done = threading.Event()
+        self._start_done.set()
+        self._stop_done = threading.Event()
+        self._stop_done.set()
+        self._quitting = False
+
+    @property
+    def address(self) -> str | None:
+        return self.server.address if self.server is not None and self.state == ON else None
+
+    def turn_on(self, port: int) -> None:
+        if self.state != OFF or self._quitting:
+            return
+        server = self.server = self._factory(port)
+        done = self._start_done = threading.Event()
+        self._set(STARTING, "")
+
+        def start() -> str | None:
+            try:
+                return server.start(START_TIMEOUT_S)
+            finally:
+                done.set()
+
+        run_in_background(self, start, on_done=lambda error: self._started(server, error),
+                          on_failed=lambda why: self._started(server, why), name="cove-serve-start")
+
+    def turn_off(self) -> None:
+        if self.state == ON and self.server is not None:
+            self._set(STOPPING, "")
+            self._stop(self.server, report=True)
+
+    def check(self) -> None:
+        """Notice a server that stopped by itself (its thread ended with an error)."""
+        if self.state == ON and self.server is not None and not self.server.running:
+            why = sentence(self.server.error or "the server stopped")
+            self.server = None
+            self._set(OFF, why)
+
+    def shutdown(self) -> None:
+        """On quit: begin stopping whatever is on or starting; `wait_stopped` waits for it."""
+        self._quitting = True
+        if self.server is not None and self.state in (ON, STARTING):
+            self._stop(self.server, report=False)
+
+    def wait_stopped(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the last stop to finish (any thread); True once it has."""
+        return self._stop_done.wait(timeout_s)
+
+    def _started(self, server: Server, error: str | None) -> None:
+        if server is not self.server or self.state != STARTING:
+            return
+        if error:
+            self.server = None
+            self._stop(server, report=False)  # a server that started too late must not linger
+            self._set(OFF, sentence(error))
+        else:
+            self._set(ON, "")
+
+    def _stop(self, server: Server, *, report: bool) -> None:
+        started = self._start_done
+        done = self._stop_done = threading.Event()
+
+        def stop() -> None:
+            try:
+                started.wait(START_TIMEOUT_S)  # a server still starting is stopped once it has
+                server.stop(STOP_TIMEOUT_S)
+            finally:
+                done.set()
+
+        run_in_background(self, stop, on_done=lambda _r: self._stopped(server) if report else None,
+                          on_failed=lambda why: self._stopped(server, why) if report else None, name="cove-serve-stop")
+
+    def _stopped(self, server: Server, why: str = "") -> None:
+        if server is self.server:
+            self.server = None
+            self._set(OFF, sentence(why))
+
+    def _set(self, state: str, why: str) -> None:
+        self.state, self.why = state, why
+        self.state_changed.emit(state, why)

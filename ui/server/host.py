@@ -1,0 +1,79 @@
+"""What the main window needs for its Server switch: the on/off control, the compact entry
+at the foot of the sidebar that says whether the server is on and opens the panel, and the
+panel itself (built the first time it is opened). At quit it begins stopping the server."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QPointF, Qt
+from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
+from PySide6.QtWidgets import QToolButton, QWidget
+
+from app.cli.serve_cmd import DEFAULT_PORT
+from app.serve.keys import ApiKeys
+from ui.server.control import OFF, ON, STARTING, ServerControl, ServerFactory
+from ui.server.keys_section import KeysSection
+from ui.server.server_panel import ServerPanel
+from ui.theme import muted_color
+
+ON_COLOR = QColor("#2da44e")
+
+
+def dot_icon(color: QColor, size: int = 10) -> QIcon:
+    pixmap = QPixmap(size, size)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(color)
+    painter.drawEllipse(QPointF(size / 2, size / 2), size / 2 - 1, size / 2 - 1)
+    painter.end()
+    return QIcon(pixmap)
+
+
+class ServerHost(QObject):
+    """`button` goes in the window; `open()` shows the panel; `shutdown()` on quit, then
+    `wait_stopped(timeout)` once the window is gone."""
+
+    def __init__(self, window: QWidget, db: object, factory: ServerFactory, *, port: int | None = None) -> None:
+        super().__init__(window)
+        self._window, self._db = window, db
+        self.port = DEFAULT_PORT if port is None else port
+        self.control = ServerControl(factory, self)
+        self.panel: ServerPanel | None = None
+        self.button = QToolButton(window)
+        self.button.setObjectName("serverButton")
+        self.button.setAutoRaise(True)
+        self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.button.setAccessibleName("Server")
+        self.button.setToolTip("The OpenAI-compatible API server on this computer: on/off, address, requests, keys")
+        self.button.clicked.connect(lambda: self.open())
+        self.control.state_changed.connect(self._show_state)
+        self._show_state(OFF, "")
+
+    def open(self) -> ServerPanel:
+        """Show the Server panel (built on first use)."""
+        if self.panel is None:
+            keys = KeysSection(ApiKeys(self._db))  # the window's own connection, on the UI thread
+            self.panel = ServerPanel(self.control, keys, port=self.port, parent=self._window)
+        self.panel.show()
+        self.panel.raise_()
+        self.panel.activateWindow()
+        return self.panel
+
+    def shutdown(self) -> None:
+        self.control.shutdown()
+        if self.panel is not None:
+            self.panel.close()
+
+    def wait_stopped(self, timeout_s: float) -> bool:
+        return self.control.wait_stopped(timeout_s)
+
+    def _show_state(self, state: str, why: str) -> None:
+        if state == ON:
+            text = f"Server on · {(self.control.address or '').removeprefix('http://').removesuffix('/v1')}"
+        elif state == OFF:
+            text = "Server off" + (": could not start" if why else "")
+        else:
+            text = "Server starting…" if state == STARTING else "Server stopping…"
+        self.button.setText(text)
+        self.button.setIcon(dot_icon(ON_COLOR if state == ON else muted_color(self.button.palette())))
