@@ -86,3 +86,39 @@ def test_offline_refuses_hub_calls_before_any_socket(tmp_path: Path, offline: st
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "offline" in done.stderr
     assert _network_events(log) == []
+
+
+def test_serving_a_streaming_client_opens_no_connection_out(tmp_path: Path, tiny_gguf: Path) -> None:
+    import socket
+    import time
+
+    import httpx
+
+    env, log = _audited_env(tmp_path)
+    cove = [sys.executable, "-m", "app.cli.main"]
+    subprocess.run([*cove, "models", "import", str(tiny_gguf)], env=env, check=True, capture_output=True, timeout=120)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([*cove, "serve", "--port", str(port)], env=env, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(f"{base}/models", timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        body = {"model": tiny_gguf.stem, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 16, "stream": True}
+        with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as response:
+            assert response.status_code == 200
+            chunks = [line for line in response.iter_lines() if line.startswith("data: ")]
+        assert chunks[-1] == "data: [DONE]"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    events = _network_events(log)
+    # Inbound loopback only: no process of the server connected anywhere or looked a name up.
+    assert events == []
+    starts = [json.loads(line) for line in log.read_text().splitlines() if '"start"' in line]
+    assert any("app.engine.host" in s["args"] or "--in-fd" in s["args"] for s in starts), starts
