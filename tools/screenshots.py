@@ -1,6 +1,6 @@
 """Screenshots of the real window for the README: the first-run welcome page, a short
 conversation with the starter model, then the chat, the performance panel, the model picker,
-search results and the Models panel as PNGs.
+search results, the Models panel and the Server panel answering a streamed request as PNGs.
 
 Run under Xvfb for real window decorations and popups, or offscreen:
     xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python -m tools.screenshots assets/screenshots
@@ -11,8 +11,10 @@ It uses a fresh temporary COVE_HOME, so it never touches your own history.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 PROMPTS = (
@@ -32,6 +34,7 @@ def main(argv: list[str]) -> int:
 
     from app.core import open_core
     from app.engine.client import EngineClient
+    from app.serve.runner import ServerThread
     from app.settings import SamplingParams
     from models.starter import ensure_starter
     from ui.chat.controller import ChatController
@@ -44,7 +47,8 @@ def main(argv: list[str]) -> int:
     core.remember_model(starter)
     core.save_sampling_defaults(SamplingParams(temperature=0.7, repeat_penalty=1.15, max_tokens=120, seed=42))
     controller = ChatController(core, EngineClient())
-    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json")
+    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json",
+                        server_factory=lambda port: ServerThread(core.paths, port=port))
     window.resize(1320, 820)
     window.show()
     window.start()
@@ -88,8 +92,32 @@ def main(argv: list[str]) -> int:
     def models_shot(panel) -> None:
         save(panel, "models")
         panel.close()
-        window.close()
-        app.quit()
+        server_start()
+
+    def server_start() -> None:
+        window.server.port = free_port()
+        panel = window.server.open()
+        panel.resize(1000, 640)
+        panel.keys._ask_name = lambda: "editor"
+        panel.keys.new_key()  # shown once, in the shot
+        window.server.control.turn_on(panel.port.value())
+        when(lambda: window.server.control.state != "starting", lambda: server_request(panel))
+
+    def server_request(panel) -> None:
+        key = panel.keys.key_field.text()
+        threading.Thread(target=stream_reply, args=(window.server.control.address, key, starter.name), daemon=True).start()
+        when(lambda: any(r[3] == "running" and int(r[4]) >= 40 for r in panel.request_rows()), lambda: server_shot(panel))
+
+    def server_shot(panel) -> None:
+        save(panel, "server")
+        window.server.control.turn_off()
+        when(lambda: window.server.control.state == "off", lambda: (panel.close(), window.close(), app.quit()))
+
+    def when(ready, then, tries: int = 600) -> None:  # poll every 100 ms for up to a minute
+        if ready() or tries <= 0:
+            then()
+        else:
+            QTimer.singleShot(100, lambda: when(ready, then, tries - 1))
 
     def welcome_shot() -> None:
         save(window, "welcome")
@@ -102,7 +130,36 @@ def main(argv: list[str]) -> int:
     core.close()
     for path in shots:
         print(path)
-    return 0 if len(shots) == 6 else 1
+    return 0 if len(shots) == 7 else 1
+
+
+def free_port() -> int:
+    """cove serve's default port when it is free (the shot shows what a person sees), else any."""
+    from app.cli.serve_cmd import DEFAULT_PORT
+
+    for port in (DEFAULT_PORT, 0):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError("no free port")
+
+
+def stream_reply(address: str, key: str, model: str) -> None:
+    """An editor's streamed request to the window's server, read to its end."""
+    import httpx
+
+    body = {"model": model, "stream": True, "max_tokens": 160,
+            "messages": [{"role": "user", "content": "Explain what a lighthouse keeper did, in a paragraph."}]}
+    try:
+        with httpx.stream("POST", f"{address}/chat/completions", json=body, timeout=120,
+                          headers={"Authorization": f"Bearer {key}"}) as reply:
+            for _line in reply.iter_lines():
+                pass
+    except httpx.HTTPError:
+        pass
 
 
 if __name__ == "__main__":
