@@ -11,6 +11,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from app.core import Core
+from app.serve.anthropic_api import AnthropicApi
 from app.serve.http import LOOPBACK_NAMES, HostCheck
 from app.serve.openai_api import OpenAIApi
 from app.serve.pool import ModelPool
@@ -33,5 +34,6 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
     app = Starlette(lifespan=lifespan, routes=[
         Route("/v1/models", openai_api.models, methods=["GET"]),
         Route("/v1/chat/completions", openai_api.chat_completions, methods=["POST"]),
+        Route("/v1/messages", AnthropicApi(service).messages, methods=["POST"]),
     ])
     return app if host_names is None else HostCheck(app, host_names)

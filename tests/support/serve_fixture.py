@@ -1,0 +1,78 @@
+"""A real `cove serve` subprocess on a free loopback port, in a home of its own with the tiny
+model imported, and the `cove` command line run against that home (its keys, its record)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.paths import REPO_ROOT
+from tests.support.tiny_model import write_tiny_gguf
+
+CLI = [sys.executable, "-m", "app.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str  # http://127.0.0.1:PORT, without /v1
+    home: Path
+    env: dict[str, str]
+
+    def cove(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*CLI, *args], cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=120)
+
+    def record(self) -> list[dict]:
+        """The written record's entries, oldest first."""
+        done = self.cove("record", "export", "--format", "jsonl")
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@contextmanager
+def cove_serve(home: Path, *, n_ctx_train: int = 512) -> Iterator[Served]:
+    """The server answering at Served.url until the block ends. `n_ctx_train`: the tiny model's
+    training context, which is the context Cove gives it (up to 8,192)."""
+    env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home)}
+    model = write_tiny_gguf(home / "tiny.gguf", n_ctx_train=n_ctx_train)
+    subprocess.run([*CLI, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True,
+                   timeout=120)
+    port = free_port()
+    log = home / "serve.log"  # a file, not a pipe no one reads, which a talkative server could fill
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen([*CLI, "serve", "--port", str(port)], cwd=REPO_ROOT, env=env, stderr=stderr)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{url}/v1/models", timeout=2).raise_for_status()
+            break
+        except httpx.HTTPError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"cove serve did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+    try:
+        yield Served(url, home, env)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
