@@ -118,11 +118,14 @@ class EngineClient:
         n_gpu_layers: int | None = None,
         flash_attn: bool | None = None,
         kv_on_gpu: bool | None = None,
+        state_cache_mb: int = 256,
     ) -> LoadedModel:
         """Load a model (blocking). Returns at once if it is already loaded with these settings.
-        `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers."""
+        `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers;
+        `state_cache_mb`: RAM the host keeps earlier conversations' KV state in (0: none)."""
         path = os.path.abspath(os.fspath(model_path))
-        settings = LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, file_stamp(path))
+        settings = LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, int(state_cache_mb),
+                                file_stamp(path))
         with self._op_lock:
             with self._lock:
                 self._check_open()
@@ -251,11 +254,9 @@ class EngineClient:
                 raise EngineError(f"embedding took longer than {self._load_timeout_s:g} s; the engine was stopped")
         if isinstance(reply, Embedded):
             return Embeddings([list(v) for v in reply.vectors], int(reply.prompt_tokens))
-        if isinstance(reply, Failed):
-            raise EngineError(reply.message)
-        if isinstance(reply, _Exited):
-            raise EngineError(f"the engine stopped unexpectedly ({reply.cause}) while embedding")
-        raise EngineError("the engine gave no embeddings")
+        raise EngineError(reply.message if isinstance(reply, Failed) else
+                          f"the engine stopped unexpectedly ({reply.cause}) while embedding" if isinstance(reply, _Exited)
+                          else "the engine gave no embeddings")
 
     def unload(self) -> None:
         """Free the model (the host process stays up)."""
@@ -316,7 +317,8 @@ class EngineClient:
             proc = self._ensure_proc()
             reason = self._template_fallback.get(s.path)
             req = Load(f"l{next(self._ids)}", s.path, s.n_ctx, s.n_threads, s.n_gpu_layers, s.flash_attn,
-                       kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason)
+                       kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason,
+                       state_cache_mb=s.state_cache_mb)
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):
                 loaded = loaded_model(s.path, reply)

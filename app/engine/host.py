@@ -30,6 +30,7 @@ from app.engine.protocol import (
     Devices,
     Embed,
     Failed,
+    Finished,
     Generate,
     ListDevices,
     Load,
@@ -216,6 +217,8 @@ class Host:
             with self._lock:
                 self._current = None
         self.send(result)
+        if isinstance(result, Finished):
+            self._session.after_reply(req)
 
 
 def _open_fd(value: int, mode: str) -> int:

@@ -51,6 +51,7 @@ class LoadSettings:
     n_gpu_layers: int | None
     flash_attn: bool | None
     kv_on_gpu: bool | None
+    state_cache_mb: int = 256
     # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
     # engine never runs other bytes than the ones the reply records.
     file_stamp: tuple[int, int, int] | None = None

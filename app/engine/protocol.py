@@ -34,6 +34,7 @@ class Load:
     kv_on_gpu: bool | None = None  # None: with the layers it belongs to (on the GPU when they are)
     use_model_template: bool = True  # False: skip the GGUF template, use the fallback
     fallback_reason: str | None = None  # why the GGUF template is skipped (for the note)
+    state_cache_mb: int = 256  # RAM for earlier conversations' KV state (app/engine/state_cache.py); 0: off
 
 
 # The sampler's defaults, the one place they are written: a turn's SamplingParams

@@ -33,6 +33,7 @@ from app.engine.placement_run import nvml_process_vram, open_with_retries, plan,
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
 from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
+from app.engine.state_cache import StateKeeper
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
@@ -185,6 +186,9 @@ class ModelSession:
             fallback_reason=req.fallback_reason,
         )
         self.transcript: Transcript | None = None
+        # Restoring a saved state and cutting it back is safe only where every position is kept.
+        self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
+                                 enabled=not (llm._is_recurrent or llm._is_hybrid) and self.n_swa == 0)
         self.token_counts = TokenCounts()  # this model's counts of message lists (prompt_counts.py)
         self.longest_token = LongestToken(self.vocab, self.n_vocab)
         self.tokenizer = Tokenizer(self.format, self.tokenize_prompt, lambda rest: self.tokenize(rest, add_bos=False),
@@ -280,6 +284,11 @@ class ModelSession:
             self.transcript = None
             return Failed(rid, f"llama.cpp failed while generating: {exc}", "generate")
 
+    def after_reply(self, req: Generate) -> None:
+        """Work left for after a reply's Finished has been sent: keep its KV state for later."""
+        if not req.no_cache:
+            self.state.after_reply(self.transcript)
+
     def _reusable(self, tokens: list[int]) -> int:
         """How many leading prompt tokens llama-cpp-python's generate() will keep in the KV cache."""
         llm = self.llm
@@ -309,8 +318,13 @@ class ModelSession:
         if req.no_cache:
             llm.reset()
             self.transcript = None
-        plan = plan_turn(req, self.tokenizer, self.n_ctx, self.transcript)
+        transcript = self.transcript
+        if not req.no_cache and (transcript is None or transcript.conversation_id != req.conversation_id):
+            transcript = self.state.transcript_for(req.conversation_id) or transcript
+        plan = plan_turn(req, self.tokenizer, self.n_ctx, transcript)
         tokens, text, rendered, dropped = plan.tokens, plan.text, plan.rendered, plan.dropped_turns
+        if not req.no_cache:
+            self.state.before_reply(tokens)
         source = rendered.source if rendered else "tokens"
         cached = self._reusable(tokens)
         prepare_ms = (time.perf_counter() - t_begin) * 1000.0
@@ -411,6 +425,7 @@ class ModelSession:
         }
         if rendered is not None and rendered.note:
             m["template_note"] = rendered.note
+        m["state_cache"] = self.state.metrics()
         placed = self.placement
         m["placement"] = {"backend": placed.backend, "device": placed.device, "n_gpu_layers": placed.n_gpu_layers,
                           "n_layers": placed.n_layers, "kv_on_gpu": placed.kv_on_gpu, "vram_used": placed.vram_used,

@@ -1,0 +1,192 @@
+"""A RAM cache of earlier conversations' KV state in the engine host (llama-server's --cache-ram):
+the state of sequence 0 is saved after a reply, with the exact tokens it holds, and restored before
+a reply whose prompt shares a longer prefix with it than with the live KV cache.
+
+Bounded by bytes and by entries, least recently used out first. Host-internal: one cache per
+ModelSession, used on the host's main thread only. Saving happens after the reply's Finished has
+been sent, so it costs that reply nothing; a restore happens before the prompt is evaluated and is
+counted in the reply's prepare time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.engine.transcript import Transcript, common_prefix
+
+MAX_ENTRIES = 16
+# A restore copies the whole saved state back and saves prefilling `gain` tokens. Copying one
+# token's KV cells is two orders of magnitude cheaper than evaluating it (docs/ARCHITECTURE.md,
+# "Earlier conversations' KV state"), so a restore is worth it once it saves MIN_GAIN tokens
+# and at least 1/GAIN_RATIO of what it copies.
+MIN_GAIN = 8
+GAIN_RATIO = 32
+
+
+@dataclass(eq=False)  # compared by identity (it holds arrays)
+class SavedState:
+    tokens: np.ndarray  # the tokens whose KV cells the state holds, positions 0..n-1
+    data: ctypes.Array[ctypes.c_uint8]  # llama_state_seq_get_data of sequence 0
+    transcript: Transcript | None  # the conversation's transcript when it was saved (exact reply tokens)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+class StateCache:
+    """The saved states, least recently used first. Pure bookkeeping (no llama.cpp calls)."""
+
+    def __init__(self, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+        self._entries: OrderedDict[int, SavedState] = OrderedDict()
+        self._next = 0
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def states(self) -> list[SavedState]:
+        """Least recently used first."""
+        return list(self._entries.values())
+
+    def best(self, prompt: Sequence[int]) -> tuple[SavedState | None, int]:
+        """The saved state sharing the longest token prefix with `prompt`, and that length."""
+        found: SavedState | None = None
+        longest = 0
+        for state in self._entries.values():
+            n = common_prefix(state.tokens, prompt)
+            if n > longest:
+                found, longest = state, n
+        return found, longest
+
+    def transcript_for(self, conversation_id: str | None) -> Transcript | None:
+        """The newest saved transcript of a conversation (its reply tokens exactly as generated)."""
+        if conversation_id is None:
+            return None
+        for state in reversed(self._entries.values()):
+            if state.transcript is not None and state.transcript.conversation_id == conversation_id:
+                return state.transcript
+        return None
+
+    def touch(self, state: SavedState) -> None:
+        for key, value in self._entries.items():
+            if value is state:
+                self._entries.move_to_end(key)
+                return
+
+    def covered(self, tokens: np.ndarray) -> SavedState | None:
+        """A saved state that starts with all of `tokens` (saving them again would add nothing)."""
+        for state in self._entries.values():
+            if len(state.tokens) >= len(tokens) and _starts_with(state.tokens, tokens):
+                return state
+        return None
+
+    def add(self, state: SavedState) -> bool:
+        """Keep `state`, dropping the states it extends and then the least recently used until it
+        fits; False (nothing kept) when it is larger than the whole cache."""
+        if state.size > self.max_bytes or self.max_entries <= 0:
+            return False
+        n = len(state.tokens)
+        for key, old in list(self._entries.items()):
+            # A prompt shares at least as long a prefix with a state as with any prefix of it.
+            if len(old.tokens) <= n and _starts_with(state.tokens, old.tokens):
+                self._drop(key)
+        while self._entries and (self.bytes + state.size > self.max_bytes or len(self._entries) >= self.max_entries):
+            self._drop(next(iter(self._entries)))
+        self._entries[self._next] = state
+        self._next += 1
+        self.bytes += state.size
+        return True
+
+    def _drop(self, key: int) -> None:
+        self.bytes -= self._entries.pop(key).size
+
+
+def _starts_with(tokens: np.ndarray, prefix: np.ndarray) -> bool:
+    n = len(prefix)
+    return len(tokens) >= n and bool(np.array_equal(tokens[:n], prefix))
+
+
+def worth_restoring(gain: int, state_tokens: int) -> bool:
+    return gain >= MIN_GAIN and gain * GAIN_RATIO >= state_tokens
+
+
+class StateKeeper:
+    """Saves and restores sequence 0 of one llama_cpp.Llama, and says what it did for the metrics."""
+
+    def __init__(self, llm: Any, max_bytes: int, *, enabled: bool) -> None:
+        self._llm = llm
+        self.enabled = enabled and max_bytes > 0
+        self.cache = StateCache(max_bytes)
+        self.save_ms = 0.0  # the last save's (after the previous reply)
+        self._hit = False
+        self._restored = 0
+        self._restore_ms = 0.0
+
+    def transcript_for(self, conversation_id: str | None) -> Transcript | None:
+        return self.cache.transcript_for(conversation_id) if self.enabled else None
+
+    def before_reply(self, prompt: list[int]) -> None:
+        """Restore the saved state that shares the longest prefix with `prompt`, when that saves
+        enough evaluation over what the live KV cache already holds."""
+        self._hit, self._restored, self._restore_ms = False, 0, 0.0
+        if not self.enabled or not len(self.cache):
+            return
+        llm = self._llm
+        live = common_prefix(llm.input_ids[: int(llm.n_tokens)], prompt)
+        state, shared = self.cache.best(prompt)
+        if state is None or not worth_restoring(shared - live, len(state.tokens)):
+            return
+        t0 = time.perf_counter()
+        ok = llama_cpp.llama_state_seq_set_data(llm.ctx, state.data, state.size, 0) == state.size
+        n = len(state.tokens)
+        if ok:
+            # What llama-cpp-python's generate() compares the prompt with: the tokens the cells hold.
+            llm.input_ids[:n] = state.tokens
+            llm.n_tokens = n
+            llm._requires_eval = True  # the logits are not those of the last token: replay it
+            self.cache.touch(state)
+            self._hit, self._restored = True, min(shared, len(prompt) - 1)
+        else:  # the cells of sequence 0 are in an unknown state: start from nothing
+            llm.reset()
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+        self._restore_ms = (time.perf_counter() - t0) * 1000.0
+
+    def after_reply(self, transcript: Transcript | None) -> None:
+        """Save the live state of sequence 0 (called once the reply's Finished has been sent)."""
+        if not self.enabled:
+            return
+        llm = self._llm
+        n = int(llm.n_tokens)
+        if n <= 0:
+            return
+        tokens = np.array(llm.input_ids[:n], dtype=np.intc)
+        if transcript is not None and common_prefix(tokens, transcript.tokens) < min(n, len(transcript.tokens)):
+            transcript = None  # only a transcript of exactly these cells is worth keeping with them
+        known = self.cache.covered(tokens)
+        if known is not None:
+            if transcript is not None and len(known.tokens) == n:
+                known.transcript = transcript
+            self.cache.touch(known)
+            return
+        t0 = time.perf_counter()
+        size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
+        if 0 < size <= self.cache.max_bytes:
+            data = (ctypes.c_uint8 * size)()
+            if llama_cpp.llama_state_seq_get_data(llm.ctx, data, size, 0) == size:
+                self.cache.add(SavedState(tokens, data, transcript))
+        self.save_ms = (time.perf_counter() - t0) * 1000.0
+
+    def metrics(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "hit": self._hit, "restored_tokens": self._restored,
+                "entries": len(self.cache), "bytes": self.cache.bytes, "restore_ms": round(self._restore_ms, 3),
+                "save_ms": round(self.save_ms, 3)}
