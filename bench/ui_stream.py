@@ -9,6 +9,9 @@ and at 1000 tokens/s into an open 1,000-message conversation. Reported, per rate
 and once: the time to open a 10,000-message conversation, from the click to its first paint
 (median of 3). With --starter, also the generation speed of the real starter model through
 the window against the same request headless (same prompt, seed and settings), as a ratio.
+With --api-clients N, the window's Server switch is on meanwhile (the API server on a thread
+of the window's process, two engine copies of the tiny model) and N client processes stream
+replies from it without pause, so the stall figures show what serving costs the window.
 
 Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_stream.py [--json] [--starter]
 Goals: p99 stall <= 16 ms and max <= 50 ms at both rates, p99 latency <= 33 ms,
@@ -259,11 +262,52 @@ def open_bench_window(home: Path, *, max_tokens: int):
     return core, window
 
 
+API_CLIENT = """
+import json, sys, httpx
+base, model, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with httpx.Client(timeout=600) as http:
+    i = 0
+    while True:
+        body = {"model": model, "messages": [{"role": "user", "content": f"client {index}, story {i}"}],
+                "max_tokens": 400, "stream": True, "seed": i}
+        with http.stream("POST", base + "/chat/completions", json=body) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: {") and '"content"' in line:
+                    print(1, flush=True)
+        i += 1
+"""
+
+
+def start_api_load(n_clients: int):
+    """The Server switch on, in this process, and `n_clients` processes streaming from it.
+    Returns (server, clients)."""
+    import socket
+    import subprocess
+
+    from app.paths import resolve_paths
+    from app.serve.runner import ServerThread
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ServerThread(resolve_paths(), port=port, parallel=2)
+    error = server.start()
+    if error:
+        raise SystemExit(f"the API server did not start: {error}")
+    clients = [subprocess.Popen([sys.executable, "-c", API_CLIENT, server.address, "tiny", str(i)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for i in range(n_clients)]
+    deadline = time.monotonic() + 60
+    while len([e for e in server.live() if e.tokens > 0]) < min(2, n_clients) and time.monotonic() < deadline:
+        time.sleep(0.05)  # both engine copies loaded and streaming before the window is measured
+    return server, clients
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--tokens", type=int, default=1000, help="tokens per streamed reply")
     parser.add_argument("--starter", action="store_true", help="also measure window vs headless tg on the starter model")
+    parser.add_argument("--api-clients", type=int, default=0, help="API clients streaming from the window's server meanwhile")
     args = parser.parse_args()
 
     app = QApplication.instance() or QApplication([])
@@ -273,10 +317,20 @@ def main() -> int:
     big = seed_conversation(core, 10000, "a 10,000-message chat")
     window.show()
     window.start()
+    server, clients = start_api_load(args.api_clients) if args.api_clients else (None, [])
+    t_load = time.monotonic()
 
     result: dict = {"rates": [run_rate(window, small, rate, args.tokens, home / f"times-{rate}.txt") for rate in (200, 1000)]}
     opens = time_open(window, big, small)
     result["open_10k_ms"] = {"median": statistics.median(opens), "samples": opens}
+    if server is not None:
+        seconds = time.monotonic() - t_load
+        result["api"] = {"clients": len(clients), "streaming_at_end": len([e for e in server.live() if e.status == "running"])}
+        for client in clients:
+            client.kill()
+        chunks = sum(len(client.communicate()[0].split()) for client in clients)
+        result["api"]["tokens_per_s"] = round(chunks / seconds, 1)
+        server.stop()
     if args.starter:
         result["starter"] = starter_ratio(window, core)
     window.close()
@@ -292,6 +346,10 @@ def main() -> int:
               f"max {s['max']:.1f} ms | produced->visible p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} ms (n={lat['n']})")
     print(f"open 10,000-message conversation to first paint: median {result['open_10k_ms']['median']:.0f} ms "
           f"({', '.join(f'{v:.0f}' for v in opens)})")
+    if "api" in result:
+        api = result["api"]
+        print(f"meanwhile {api['clients']} API clients streamed {api['tokens_per_s']:.0f} tokens/s in all from the window's "
+              f"server ({api['streaming_at_end']} replies in progress at the end)")
     if "starter" in result:
         st = result["starter"]
         low, high = st["ratio_quartiles"]

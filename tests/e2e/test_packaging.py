@@ -317,3 +317,39 @@ def test_frozen_build_installs_itself_in_the_menu(frozen: Path, tmp_path: Path) 
     entry = _desktop_entry(tmp_path / "share" / "applications" / "cove.desktop")
     assert Path(entry["TryExec"]).resolve() == (frozen / "cove").resolve()
     assert (tmp_path / "share" / "icons" / "hicolor" / "48x48" / "apps" / "cove.png").is_file()
+
+
+@pytest.mark.packaging
+@pytest.mark.timeout(1800)
+def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dict[str, str], tmp_path: Path) -> None:
+    """uvicorn, starlette and anyio load their parts by name; the frozen app has them all."""
+    import socket
+    import time
+
+    import httpx
+
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    imported = subprocess.run([frozen / "cove", "models", "import", str(model)], capture_output=True, text=True,
+                              env=no_python_env, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([frozen / "cove", "serve", "--port", str(port)], env=no_python_env, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(600):
+            try:
+                httpx.get(f"{base}/models", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert server.poll() is None, server.stderr.read().decode()[-3000:] if server.stderr else ""
+                time.sleep(0.1)
+        reply = httpx.post(f"{base}/chat/completions", timeout=120, json={
+            "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["completion_tokens"] >= 1
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert _python_was_run(no_python_env) == ""

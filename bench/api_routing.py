@@ -1,0 +1,166 @@
+"""Cache-aware routing against round-robin: 4 clients, each holding 5 multi-turn conversations
+one after another, against `cove serve --parallel 2` on the starter model, once per routing.
+
+Reported per routing: prompt tokens sent and evaluated (sent minus those the engine reused
+from its caches), time to first token p50/p99 as the clients see it, failed requests, and
+whether every request is in the written record exactly once; and the memory (USS) of each
+engine process, so the cost of the second copy of the model shows.
+
+Run: .venv/bin/python bench/api_routing.py [--json]   (bench/api_load.py runs it too)
+Goal: cache-aware routing evaluates >= 2x fewer prompt tokens; no failure; no lost record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+CLIENTS, CONVERSATIONS, TURNS, N_GEN = 4, 5, 4, 24
+TOPICS = ("lighthouses", "tides", "owls", "bread", "glaciers", "violins", "bees", "maps", "comets", "gardens")
+
+
+def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900, check=True)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _turn(http: httpx.Client, base: str, model: str, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
+    body = {"model": model, "messages": messages, "max_tokens": N_GEN, "temperature": 0.8, "seed": seed, "stream": True,
+            "stream_options": {"include_usage": True}}
+    sent = time.perf_counter()
+    first, text, usage = None, [], None
+    with http.stream("POST", f"{base}/chat/completions", json=body) as response:
+        if response.status_code != 200:
+            return {"failed": f"HTTP {response.status_code}"}
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                return {"failed": chunk["error"].get("message")}
+            if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                first = first or time.perf_counter()
+                text.append(chunk["choices"][0]["delta"]["content"])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+    if usage is None:
+        return {"failed": "no usage"}
+    return {"ttft_ms": ((first or time.perf_counter()) - sent) * 1000, "reply": "".join(text),
+            "prompt": usage["prompt_tokens"], "cached": usage["prompt_tokens_details"]["cached_tokens"]}
+
+
+def _client(base: str, model: str, index: int, results: list[dict[str, Any]]) -> None:
+    with httpx.Client(timeout=600) as http:
+        for c in range(CONVERSATIONS):
+            topic = TOPICS[(index * CONVERSATIONS + c) % len(TOPICS)]
+            messages = [{"role": "system", "content": f"You are client {index}'s patient tutor on {topic}. " * 6}]
+            for t in range(TURNS):
+                messages.append({"role": "user", "content": f"Tell me something new about {topic} (part {t + 1})."})
+                got = _turn(http, base, model, messages, seed=index * 1000 + c * 10 + t)
+                results.append(got)
+                if "failed" in got:
+                    return
+                messages.append({"role": "assistant", "content": got["reply"]})
+
+
+def _engine_uss(server: subprocess.Popen) -> list[int]:
+    import psutil
+
+    children = psutil.Process(server.pid).children(recursive=True)
+    return sorted(int(p.memory_full_info().uss) for p in children if "app.engine.host" in " ".join(p.cmdline()))
+
+
+def run_routing(env: dict[str, str], model: str, routing: str) -> dict[str, Any]:
+    port = _port()
+    base = f"http://127.0.0.1:{port}/v1"
+    before = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
+    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port), "--parallel", "2",
+                               "--routing", routing], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                httpx.get(f"{base}/models", timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        results: list[dict[str, Any]] = []
+        threads = [threading.Thread(target=_client, args=(base, model, i, results)) for i in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        uss = _engine_uss(server)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    done = [r for r in results if "failed" not in r]
+    after = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
+    ttft = sorted(r["ttft_ms"] for r in done)
+    sent, cached = sum(r["prompt"] for r in done), sum(r["cached"] for r in done)
+    return {"routing": routing, "requests": len(results), "failed": len(results) - len(done),
+            "records_added": after - before, "prompt_tokens": sent, "evaluated_tokens": sent - cached,
+            "ttft_ms_p50": statistics.median(ttft) if ttft else None,
+            "ttft_ms_p99": ttft[min(len(ttft) - 1, round(0.99 * (len(ttft) - 1)))] if ttft else None,
+            "engine_uss_mib": [round(u / 2**20, 1) for u in uss]}
+
+
+def routing_comparison(env: dict[str, str], model: str) -> dict[str, Any]:
+    cache, robin = run_routing(env, model, "cache"), run_routing(env, model, "round-robin")
+    return {"cache": cache, "round_robin": robin,
+            "evaluated_ratio": robin["evaluated_tokens"] / max(1, cache["evaluated_tokens"]),
+            "expected_requests": CLIENTS * CONVERSATIONS * TURNS}
+
+
+def starter_env() -> tuple[dict[str, str], str]:
+    home = Path(tempfile.mkdtemp(prefix="cove-api-bench-"))
+    env = {**os.environ, "COVE_HOME": str(home), "HOME": str(home)}
+    from models.starter import prepare_starter_file
+
+    cove(env, "models", "import", str(prepare_starter_file(home / "models")))
+    return env, json.loads(cove(env, "models", "list", "--json").stdout)[0]["name"]
+
+
+def describe(result: dict[str, Any]) -> str:
+    lines = []
+    for part in ("cache", "round_robin"):
+        r = result[part]
+        lines.append(f"{r['routing']:>11}: {r['requests']} requests, {r['failed']} failed, {r['records_added']} recorded; "
+                     f"prompt tokens {r['prompt_tokens']:,} sent, {r['evaluated_tokens']:,} evaluated; TTFT p50 "
+                     f"{r['ttft_ms_p50']:.0f} ms, p99 {r['ttft_ms_p99']:.0f} ms; engines USS {r['engine_uss_mib']} MiB")
+    lines.append(f"round-robin evaluates {result['evaluated_ratio']:.2f}x the prompt tokens of cache-aware routing")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    env, model = starter_env()
+    result = routing_comparison(env, model)
+    print(json.dumps(result, indent=2) if args.json else describe(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
