@@ -19,6 +19,7 @@ from app.chat import start_generation
 from app.core import Core
 from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, Generation, TokenEvent
+from app.engine.loaded import Embeddings
 from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
 from app.serve.pool import LiveRequest, ModelPool, prompt_key
@@ -198,6 +199,31 @@ class Service:
                 self._log(request, job, done.text, done.status, done.metrics, done.error, conversation=True)
         finally:
             self._set_live(live_id, None)
+
+    async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
+        """Vectors of `texts` from an engine with `model`; recorded like a reply. Raises ApiError."""
+        client = request.scope.get("cove.client", CLIENT)
+        job = Job(request.url.path, model, [{"role": "input", "content": t} for t in texts], SamplingParams(),
+                  record_params=params)
+        lease = await self.pool.lease(model, client, [])
+        try:
+            if lease.engine.loaded is not None and not lease.engine.loaded.embeddings:
+                raise ApiError(400, f"{model.name} is not an embedding model (its file declares no pooling type); "
+                                    "install one such as an nomic-embed or bge GGUF", param="model",
+                               code="model_not_embedding")
+            try:
+                result = await anyio.to_thread.run_sync(lease.client.embed, texts)
+            except EngineError as exc:
+                raise ApiError(400, str(exc), param="input") from None
+        except ApiError as exc:
+            self._log(request, job, "", MessageStatus.ERROR, {}, exc.message)
+            raise
+        finally:
+            self.pool.release(lease)
+        dims = len(result.vectors[0]) if result.vectors else 0
+        self._log(request, job, f"{len(result.vectors)} vectors of {dims} numbers", MessageStatus.COMPLETE,
+                  {"prompt_tokens": result.prompt_tokens})
+        return result
 
     def _start(self, lease, job: Job) -> Generation:  # noqa: ANN001 - a pool Lease
         try:
