@@ -1,10 +1,12 @@
 """What the main window needs for its Server switch: the on/off control, the compact entry
 at the foot of the sidebar that says whether the server is on and opens the panel, and the
-panel itself (built the first time it is opened). At quit it begins stopping the server."""
+panel itself (built the first time it is opened). While the server is on it tells the window
+when a request was answered (its conversation is in the history now). At quit it begins
+stopping the server."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QPointF, Qt
+from PySide6.QtCore import QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QToolButton, QWidget
 
@@ -16,6 +18,7 @@ from ui.server.server_panel import ServerPanel
 from ui.theme import muted_color
 
 ON_COLOR = QColor("#2da44e")
+ANSWERED_CHECK_MS = 1000
 
 
 def dot_icon(color: QColor, size: int = 10) -> QIcon:
@@ -32,7 +35,10 @@ def dot_icon(color: QColor, size: int = 10) -> QIcon:
 
 class ServerHost(QObject):
     """`button` goes in the window; `open()` shows the panel; `shutdown()` on quit, then
-    `wait_stopped(timeout)` once the window is gone."""
+    `wait_stopped(timeout)` once the window is gone. `conversations_changed` follows requests
+    the server finished answering."""
+
+    conversations_changed = Signal()
 
     def __init__(self, window: QWidget, db: object, factory: ServerFactory, *, port: int | None = None) -> None:
         super().__init__(window)
@@ -47,6 +53,10 @@ class ServerHost(QObject):
         self.button.setAccessibleName("Server")
         self.button.setToolTip("The OpenAI-compatible API server on this computer: on/off, address, requests, keys")
         self.button.clicked.connect(lambda: self.open())
+        self._api_history: tuple | None = None  # (count, latest change) of API clients' conversations
+        self._answered = QTimer(self)
+        self._answered.setInterval(ANSWERED_CHECK_MS)
+        self._answered.timeout.connect(self._check_answered)
         self.control.state_changed.connect(self._show_state)
         self._show_state(OFF, "")
 
@@ -61,6 +71,7 @@ class ServerHost(QObject):
         return self.panel
 
     def shutdown(self) -> None:
+        self._answered.stop()  # the window's connection closes after the window
         self.control.shutdown()
         if self.panel is not None:
             self.panel.close()
@@ -68,7 +79,23 @@ class ServerHost(QObject):
     def wait_stopped(self, timeout_s: float) -> bool:
         return self.control.wait_stopped(timeout_s)
 
+    def _check_answered(self) -> None:
+        """Did the server store a turn since the last check? (The window's own connection, which
+        sees what the server's connection committed; a count over an index, cheap every second.)"""
+        now = tuple(self._db.execute(  # type: ignore[attr-defined]
+            "SELECT count(*), max(updated_at) FROM conversations WHERE client IS NOT NULL").fetchone())
+        if self._api_history is not None and now != self._api_history:
+            self.conversations_changed.emit()
+        self._api_history = now
+
     def _show_state(self, state: str, why: str) -> None:
+        if state == ON:
+            self._api_history = None
+            self._check_answered()
+            self._answered.start()
+        elif self._answered.isActive():
+            self._answered.stop()
+            self._check_answered()  # what it answered last
         if state == ON:
             text = f"Server on · {(self.control.address or '').removeprefix('http://').removesuffix('/v1')}"
         elif state == OFF:

@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
         self._build_layout()
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
+            self.server.conversations_changed.connect(self.refresh_conversations)  # API clients' chats
         self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()

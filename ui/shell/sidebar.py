@@ -1,5 +1,6 @@
 """The left sidebar: a New chat button, a search box over all messages, and the conversation list
-with its per-conversation menu (rename, pin, export, delete).
+with its per-conversation menu (rename, pin, export, delete); an API client's conversation has
+a small caption with the client's name ("editor · API").
 
 It only shows what it is given and emits what the person asked for; the owner runs the
 search, changes the store and confirms deletions.
@@ -30,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.store.history import Conversation
 from app.store.search import SearchHit
+from ui.server.client_caption import CAPTION_ROLE, CaptionDelegate, api_caption
 from ui.theme import blank_icon, pin_icon
 
 SEARCH_DEBOUNCE_MS = 200
@@ -154,6 +156,7 @@ class Sidebar(QWidget):
         self._list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self._list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self._list.setIconSize(QSize(14, 14))
+        self._list.setItemDelegate(CaptionDelegate(self._list))
         self._list.customContextMenuRequested.connect(self._on_context_menu)
         self._list.currentItemChanged.connect(self._on_current_changed)
         self._list.itemChanged.connect(self._on_item_edited)
@@ -213,11 +216,15 @@ class Sidebar(QWidget):
                     details.append("Pinned")
                 if conversation.model:
                     details.append(f"Model: {conversation.model}")
+                if conversation.client:
+                    item.setData(CAPTION_ROLE, api_caption(conversation.client))
+                    details.append(f"From the API: {conversation.client}")
                 details.append(f"Last active: {conversation.updated_at[:16].replace('T', ' ')}")
                 item.setToolTip("\n".join(details))
                 item.setData(
                     Qt.ItemDataRole.AccessibleTextRole,
-                    ("Pinned: " if conversation.pinned else "") + (conversation.title or UNTITLED),
+                    ("Pinned: " if conversation.pinned else "") + (conversation.title or UNTITLED)
+                    + (f" ({api_caption(conversation.client)})" if conversation.client else ""),
                 )
                 self._list.addItem(item)
             if selected is not None:
