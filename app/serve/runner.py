@@ -103,6 +103,8 @@ class ServerThread:
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop answering; replies in progress are cancelled and every engine process stops."""
         server, thread = self._server, self._thread
+        if self._service is not None:
+            self._service.stop_all()
         if server is not None:
             server.should_exit = True
         if thread is not None:

@@ -108,6 +108,16 @@ class Service:
         self._ids = itertools.count(1)
         self._live: dict[int, tuple[LiveRequest, Running | None]] = {}
         self._live_lock = threading.Lock()  # the window reads the list from its own thread
+        self.stopping = False
+
+    def stop_all(self) -> None:
+        """The server is stopping (any thread): replies in progress end as cancelled within a
+        token, so they are recorded and their clients told; requests still waiting are refused."""
+        self.stopping = True
+        with self._live_lock:
+            running = [r for _row, r in self._live.values() if r is not None]
+        for reply in running:
+            reply.generation.cancel()
 
     def live(self) -> list[LiveRequest]:
         """The requests being answered now, oldest first (any thread)."""
@@ -176,6 +186,8 @@ class Service:
                 self._log(request, job, "", MessageStatus.ERROR, {})
                 raise
             try:
+                if self.stopping:
+                    raise ApiError(503, "the server is stopping", "server_error")
                 generation = await anyio.to_thread.run_sync(self._start, lease, job)
             except ApiError:
                 self.pool.release(lease)

@@ -45,3 +45,32 @@ def test_a_taken_port_is_a_sentence(cove_core) -> None:
         error = server.start()
     assert error is not None and "in use" in error and str(port) in error
     assert not server.running
+
+
+def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core) -> None:
+    import threading
+
+    server = ServerThread(cove_core.paths, port=_free_port())
+    assert server.start() is None, server.error
+    got: list[str] = []
+
+    def stream() -> None:
+        body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 100_00,
+                "stream": True}
+        try:
+            with httpx.stream("POST", f"{server.address}/chat/completions", json=body, timeout=60) as response:
+                got.extend(response.iter_lines())
+        except httpx.HTTPError as exc:
+            got.append(f"error: {exc}")
+
+    reader = threading.Thread(target=stream)
+    reader.start()
+    for _ in range(600):
+        if any(row.tokens > 3 for row in server.live()):
+            break
+        threading.Event().wait(0.05)
+    server.stop()
+    reader.join(60)
+    assert not reader.is_alive() and "data: [DONE]" in got  # the client was told the reply ended
+    (entry,) = RequestLog(cove_core.db).entries()
+    assert entry["status"] == "cancelled" and entry["reply"]
