@@ -254,7 +254,8 @@ class ModelPool:
         async def load() -> None:
             try:
                 engine.loaded = await anyio.to_thread.run_sync(lambda: engine.client.load(
-                    model.path, n_ctx=self.n_ctx, n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu))
+                    model.path, n_ctx=self.n_ctx, n_threads=self.threads_per_engine(), n_gpu_layers=placement.gpu_layers,
+                    kv_on_gpu=placement.kv_on_gpu))
             except EngineError as exc:
                 self.engines.remove(engine)
                 await anyio.to_thread.run_sync(engine.client.close)
@@ -268,6 +269,14 @@ class ModelPool:
 
         self._task_group().start_soon(load)
         return True
+
+    def threads_per_engine(self) -> int | None:
+        """Copies of a model run at once, so they share the cores: llama.cpp's threads wait for
+        each other after every operation, and more threads than cores stall them all (None: the
+        engine's own default, every physical core)."""
+        if self.parallel == 1:
+            return None
+        return max(1, _physical_cores() // self.parallel)
 
     def _fail(self, path: str, error: ApiError) -> None:
         for waiter in [w for w in self._waiters if w.model.path == path]:
@@ -339,6 +348,15 @@ def estimated_footprint(model: InstalledModel, n_ctx: int | None) -> Footprint:
 
     est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx)
     return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
+
+
+def _physical_cores() -> int:
+    import psutil
+
+    n = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        n = min(n, len(os.sched_getaffinity(0)))
+    return max(1, n)
 
 
 def _available_ram() -> int:

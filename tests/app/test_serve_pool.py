@@ -180,3 +180,19 @@ async def test_a_request_that_goes_away_while_waiting_leaves_no_trace(models) ->
         assert pool.waiting() == 0
         pool.release(held)
         assert not pool.loaded()[0].busy
+
+
+async def test_parallel_copies_share_the_cores_between_them(models, monkeypatch) -> None:
+    import app.serve.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "_physical_cores", lambda: 4)
+    tiny, _ = models
+    assert ModelPool().threads_per_engine() is None  # one copy: the engine's default, every core
+    pool = ModelPool(parallel=2)
+    assert pool.threads_per_engine() == 2
+    async with pool.running():
+        a = await pool.lease(tiny, "a", _messages("one"))
+        b = await pool.lease(tiny, "b", _messages("two"))
+        assert a.client.loaded.n_threads == 2 and b.client.loaded.n_threads == 2
+        pool.release(a)
+        pool.release(b)
