@@ -34,12 +34,15 @@ GAIN_RATIO = 32
 @dataclass(eq=False)  # compared by identity (it holds arrays)
 class SavedState:
     tokens: np.ndarray  # the tokens whose KV cells the state holds, positions 0..n-1
-    data: ctypes.Array[ctypes.c_uint8]  # llama_state_seq_get_data of sequence 0
+    data: np.ndarray  # llama_state_seq_get_data of sequence 0 (uint8)
     transcript: Transcript | None  # the conversation's transcript when it was saved (exact reply tokens)
 
     @property
     def size(self) -> int:
-        return len(self.data)
+        return int(self.data.nbytes)
+
+    def pointer(self) -> Any:
+        return self.data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
 
 
 class StateCache:
@@ -147,7 +150,7 @@ class StateKeeper:
         if state is None or not worth_restoring(shared - live, len(state.tokens)):
             return
         t0 = time.perf_counter()
-        ok = llama_cpp.llama_state_seq_set_data(llm.ctx, state.data, state.size, 0) == state.size
+        ok = llama_cpp.llama_state_seq_set_data(llm.ctx, state.pointer(), state.size, 0) == state.size
         n = len(state.tokens)
         if ok:
             # What llama-cpp-python's generate() compares the prompt with: the tokens the cells hold.
@@ -181,9 +184,10 @@ class StateKeeper:
         t0 = time.perf_counter()
         size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
         if 0 < size <= self.cache.max_bytes:
-            data = (ctypes.c_uint8 * size)()
-            if llama_cpp.llama_state_seq_get_data(llm.ctx, data, size, 0) == size:
-                self.cache.add(SavedState(tokens, data, transcript))
+            data = np.empty(size, dtype=np.uint8)  # not zeroed first: llama.cpp writes every byte
+            saved = SavedState(tokens, data, transcript)
+            if llama_cpp.llama_state_seq_get_data(llm.ctx, saved.pointer(), size, 0) == size:
+                self.cache.add(saved)
         self.save_ms = (time.perf_counter() - t0) * 1000.0
 
     def metrics(self) -> dict[str, Any]:

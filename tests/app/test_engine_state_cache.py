@@ -4,7 +4,6 @@ restored state, says so, and continues exactly as if nothing had come between.""
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +28,7 @@ KEYS = {"enabled", "hit", "restored_tokens", "entries", "bytes", "restore_ms", "
 def state(tokens: list[int], size: int, conversation: str | None = None) -> SavedState:
     arr = np.array(tokens, dtype=np.intc)
     transcript = Transcript(conversation, "text", tuple(tokens)) if conversation else None
-    return SavedState(arr, (ctypes.c_uint8 * size)(), transcript)
+    return SavedState(arr, np.zeros(size, dtype=np.uint8), transcript)
 
 
 def test_the_least_recently_used_go_first_when_the_bytes_run_out() -> None:
