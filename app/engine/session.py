@@ -21,7 +21,6 @@ import llama_cpp
 import numpy as np
 from llama_cpp import Llama, llama_chat_format
 from llama_cpp import _internals as llama_internals
-from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.context_policy import ContextOverflow
 from app.engine.backends import NoBackend, devices, load_backends
@@ -29,6 +28,7 @@ from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
 from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an_embedding_model
 from app.engine.grammar import GrammarError, check_grammar
+from app.engine.grammar_sampler import GrammarSlot
 from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
@@ -186,6 +186,7 @@ class ModelSession:
             fallback_reason=req.fallback_reason,
         )
         self.transcript: Transcript | None = None
+        self.grammar = GrammarSlot.install(llm, self.vocab)
         # Restoring a saved state and cutting it back is safe only where every position is kept.
         self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
                                  enabled=not (llm._is_recurrent or llm._is_hybrid) and self.n_swa == 0)
@@ -311,10 +312,9 @@ class ModelSession:
     def _generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished:
         rid, llm = req.request_id, self.llm
         t_begin = time.perf_counter()
-        grammar = None
         if req.grammar is not None:
             check_grammar(self.vocab, req.grammar)  # before the KV cache is touched
-            grammar = LlamaGrammar.from_string(req.grammar, verbose=False)
+        self.grammar.gbnf = req.grammar  # the sampler generate() makes samples under it
         if req.no_cache:
             llm.reset()
             self.transcript = None
@@ -350,7 +350,7 @@ class ModelSession:
         else:
             t_call = time.perf_counter()
             stream = llm.generate(tokens, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                  temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty, grammar=grammar)
+                                  temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
             try:
                 for token in stream:
                     t_last = time.perf_counter()

@@ -140,3 +140,38 @@ def test_an_invalid_grammar_fails_in_a_sentence_and_the_host_lives_on(engine: En
     assert words in (bad.error or "") and bad.metrics["error_kind"] == "grammar"
     after = engine.generate(user("x"), conversation_id=None, max_tokens=3, ignore_eos=True).wait()
     assert after.status == "length" and engine.host_pid == pid
+
+
+def test_grammar_first_sampling_picks_what_the_grammar_in_the_chain_picks(tiny_gguf: Path) -> None:
+    """At temperature 0 checking only the chain's choice (and resampling when the grammar refuses
+    it) gives the very tokens that applying the grammar to every candidate gives."""
+    import llama_cpp
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    from app.engine.grammar_sampler import GrammarSlot
+
+    gbnf = grammar_for(schema_format(SCHEMA))
+    assert gbnf is not None
+    llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=512, n_threads=T)
+    slot = GrammarSlot.install(llm, llm._model.vocab)
+
+    def reply(first: bool, prompt: list[int]) -> bytes:
+        llm.reset()
+        slot.gbnf = gbnf if first else None
+        out: list[int] = []
+        for t in llm.generate(prompt, temp=0.0, grammar=None if first else LlamaGrammar.from_string(gbnf)):
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) or len(out) > 100:
+                break
+            out.append(t)
+        return llm.detokenize(out)
+
+    try:
+        for prompt in ([1, 300, 301], [1, 400, 500, 600], [1, 50]):
+            text = reply(True, prompt)
+            assert text == reply(False, prompt)
+            check_thing(json.loads(text))
+        slot.gbnf = None  # an empty slot leaves llama-cpp-python's own sampler in place
+        llm.reset()
+        assert next(iter(llm.generate([1, 50], temp=0.0))) >= 0 and type(llm._sampler).__name__ == "LlamaSampler"
+    finally:
+        llm.close()
