@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import time
@@ -215,9 +216,13 @@ def start_generation(
     on_recheck: Callable[[FileRecheck], None] | None = None,
     grammar: str | None = None,
     keep_all_turns: bool = False,
+    raw_prompt: str | None = None,
+    loaded_as_is: bool = False,
 ) -> Generation:
     """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
-    load it if needed (blocking) and start the reply. Raises EngineError."""
+    load it if needed (blocking) and start the reply. `loaded_as_is`: the engine has this model
+    loaded already (another's engine, lent): keep its settings rather than load it again with
+    these. Raises EngineError."""
     try:
         recheck = recheck_file(model)
     except InvalidModelFile as exc:
@@ -225,7 +230,12 @@ def start_generation(
     if recheck is not None and on_recheck is not None:
         on_recheck(recheck)
     placement = placement or ModelPlacement()
-    loaded = engine.load(model.path, n_ctx=params.n_ctx, n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu)
+    current = engine.loaded
+    if loaded_as_is and current is not None and current.path == os.path.abspath(model.path) and recheck is None:
+        loaded = current
+    else:
+        loaded = engine.load(model.path, n_ctx=params.n_ctx, n_gpu_layers=placement.gpu_layers,
+                             kv_on_gpu=placement.kv_on_gpu)
     if on_loaded is not None:
         on_loaded(loaded)
     return engine.generate(
@@ -235,6 +245,7 @@ def start_generation(
         stop=stop,
         grammar=grammar,
         keep_all_turns=keep_all_turns,
+        raw_prompt=raw_prompt,
         **params.sampler_arguments(),
     )
 

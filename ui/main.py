@@ -132,10 +132,9 @@ def run_window(
     engine = EngineClient(host_argv=engine_argv) if engine_argv else EngineClient()
     controller = ChatController(core, engine)
 
-    def make_server(port: int):  # the Server switch's API server: a new one each time it is turned on
-        from app.serve.runner import ServerThread
+    from ui.server.shared_engine import sharing_server_factory
 
-        return ServerThread(core.paths, port=port)
+    make_server = sharing_server_factory(core, controller)  # the Server switch's servers share the window's engine
 
     window = MainWindow(
         controller,

@@ -105,6 +105,12 @@ class EngineClient:
         return self._loaded
 
     @property
+    def busy(self) -> bool:
+        """A reply is being generated, or a model loaded or embedded, right now."""
+        gen = self._gen
+        return (gen is not None and not gen.done) or self._op_lock.locked()
+
+    @property
     def host_pid(self) -> int | None:
         proc = self._proc
         return proc.pid if proc is not None else None
@@ -161,18 +167,20 @@ class EngineClient:
         no_cache: bool = False,
         grammar: str | None = None,
         keep_all_turns: bool = False,
+        raw_prompt: str | None = None,
     ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events.
         `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for).
         `keep_all_turns`: never drop old turns; a prompt that does not fit ends as an error
-        whose FinishedEvent.failure (kind "context") holds the numbers."""
+        whose FinishedEvent.failure (kind "context") holds the numbers. `raw_prompt`: complete
+        this text as it is (no chat template; `messages` are not used)."""
         rid = f"g{next(self._ids)}"
         req = Generate(
             rid, conversation_id, [{"role": str(m.get("role", "")), "content": str(m.get("content") or "")} for m in messages],
             max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
             min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
-            no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns,
+            no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:

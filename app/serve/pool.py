@@ -80,6 +80,7 @@ class _Waiter:
     ready: anyio.Event = field(default_factory=anyio.Event)
     engine: Engine | None = None
     error: ApiError | None = None
+    window: bool = False  # the window, asking for its own engine
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,43 @@ class ModelPool:
         self._ticks = itertools.count()
         self._turn: dict[str, int] = {}  # round-robin: model path -> the copy that served last
         self._closed = False
+        # The window's own engine, when the server runs in the window: lent to API requests for
+        # the model it has loaded while the window does not use it; never unloaded by the pool.
+        self.window_engine: Engine | None = None
+        self.loop: Any = None  # the asyncio loop the pool runs on, once it runs
         self.events: list[str] = []  # what the pool did, for the window and the tests ("loaded X (copy 2)")
+
+    # ---- the window's engine -----------------------------------------------------------
+
+    def adopt(self, client: EngineClient) -> None:
+        """Share the window's engine with API requests for the model it has loaded."""
+        self.window_engine = Engine(_NO_MODEL, client, -1, Footprint(0, 0), loading=False)
+
+    async def lease_window(self, model: InstalledModel, messages: list[dict[str, Any]]) -> Lease:
+        """The window's own engine for one of its turns: it waits only for an API request
+        that is using that engine now, ahead of every API request still waiting."""
+        if self.window_engine is None:
+            raise RuntimeError("the pool has no window engine (adopt() it first)")
+        waiter = _Waiter(model, "this window", prompt_key(messages), next(self._ticks), window=True)
+        self._waiters.append(waiter)
+        try:
+            self._dispatch(model.path)
+            await waiter.ready.wait()
+        except BaseException:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif waiter.engine is not None:
+                self._give_back(waiter.engine)
+            raise
+        assert waiter.engine is not None
+        return Lease(waiter.engine, waiter.key)
+
+    def _window_idle_for(self, path: str) -> Engine | None:
+        engine = self.window_engine
+        if engine is None or engine.busy or engine.client.busy:
+            return None
+        loaded = engine.client.loaded
+        return engine if loaded is not None and loaded.path == path else None
 
     # ---- lending ----------------------------------------------------------------------
 
@@ -167,6 +204,8 @@ class ModelPool:
     def _give_back(self, engine: Engine) -> None:
         engine.busy = False
         engine.last_used = time.monotonic()
+        if engine is self.window_engine and engine.client.loaded is not None and engine.client.loaded.path != engine.model.path:
+            engine.held.clear()  # the window loaded another model meanwhile
         self._dispatch(engine.model.path)
         for path in {w.model.path for w in self._waiters} - {engine.model.path}:
             self._dispatch(path)  # a request waiting for memory may fit now that this engine can be unloaded
@@ -177,11 +216,20 @@ class ModelPool:
     # ---- choosing ---------------------------------------------------------------------
 
     def _dispatch(self, path: str) -> None:
+        own = self.window_engine
+        window = next((w for w in self._waiters if w.window), None)
+        if window is not None and own is not None and not own.busy:
+            self._waiters.remove(window)
+            own.model, own.busy, own.last_used = window.model, True, time.monotonic()
+            window.engine = own
+            window.ready.set()
         while True:
-            waiters = [w for w in self._waiters if w.model.path == path]
+            waiters = [w for w in self._waiters if w.model.path == path and not w.window]
             if not waiters:
                 return
             idle = [e for e in self.engines if e.model.path == path and not e.busy and not e.loading]
+            if (lent := self._window_idle_for(path)) is not None:
+                idle.append(lent)
             copies = [e for e in self.engines if e.model.path == path]
             loading = sum(e.loading for e in copies)
             wanted = len(waiters) > len(idle) + loading and len(copies) < self.parallel
@@ -322,6 +370,9 @@ class _Running:
         self._group: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> ModelPool:
+        import asyncio
+
+        self.pool.loop = asyncio.get_running_loop()  # uvicorn's: how the window's thread reaches the pool
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self.pool._tasks = self._group
@@ -339,6 +390,11 @@ class _Running:
         with anyio.CancelScope(shield=True):
             for engine in engines:
                 await anyio.to_thread.run_sync(engine.client.close)
+
+
+_NO_MODEL = InstalledModel(name="", path="", sha256="", size=0, mtime=0.0, quant=None, architecture=None,
+                           parameter_count=None, context_length=None, has_chat_template=False, source="imported",
+                           repo=None, file=None, revision=None, added_at="", last_used_at=None)
 
 
 def estimated_footprint(model: InstalledModel, n_ctx: int | None) -> Footprint:

@@ -10,9 +10,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from app.engine.client import EngineClient
 from app.paths import Paths
 from app.serve.http import LOOPBACK_NAMES
 from app.serve.pool import LiveRequest, ModelPool
+from app.serve.window_gate import WindowGate
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,9 @@ class LoadedEngine:
 
 class ServerThread:
     def __init__(self, paths: Paths, *, host: str = "127.0.0.1", port: int = 8642, parallel: int = 1,
-                 ttl_s: float = 600.0) -> None:
+                 ttl_s: float = 600.0, window_engine: EngineClient | None = None) -> None:
         self.paths, self.host, self.port, self.parallel, self.ttl_s = paths, host, port, parallel, ttl_s
+        self.window_engine = window_engine  # shared with API requests for the model it has loaded
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._server: Any = None  # uvicorn.Server, once the thread made it
@@ -79,6 +82,8 @@ class ServerThread:
                 return
             self._pool = pool = ModelPool(parallel=self.parallel, ttl_s=self.ttl_s, n_ctx=core.settings.sampling.n_ctx,
                                           placement_of=lambda m: core.settings.placement_for(m.name))
+            if self.window_engine is not None:
+                pool.adopt(self.window_engine)
             self._service = service = Service(core, pool)
             app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
@@ -109,6 +114,13 @@ class ServerThread:
             server.should_exit = True
         if thread is not None:
             thread.join(timeout_s)
+
+    def gate(self) -> WindowGate | None:
+        """How the window's turns borrow its engine while the server runs (None: not running)."""
+        pool = self._pool
+        if not self.running or pool is None or pool.loop is None or pool.window_engine is None:
+            return None
+        return WindowGate(pool, pool.loop)
 
     def live(self) -> list[LiveRequest]:
         service = self._service

@@ -44,6 +44,7 @@ class Job:
     stop: tuple[str, ...] = ()
     stream: bool = False
     grammar: str | None = None
+    raw_prompt: str | None = None  # a text completion (/v1/completions): no chat template
     record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
 
 
@@ -242,7 +243,8 @@ class Service:
             # An API client sends the conversation it wants answered: nothing is dropped to fit.
             return start_generation(lease.client, job.messages, model=job.model, params=job.params, conversation_id=None,
                                     stop=job.stop, placement=self.core.settings.placement_for(job.model.name),
-                                    grammar=job.grammar, keep_all_turns=True)
+                                    grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
+                                    loaded_as_is=lease.engine is self.pool.window_engine)
         except EngineError as exc:
             raise ApiError(500, str(exc), "server_error") from None
 

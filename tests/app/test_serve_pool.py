@@ -196,3 +196,51 @@ async def test_parallel_copies_share_the_cores_between_them(models, monkeypatch)
         assert a.client.loaded.n_threads == 2 and b.client.loaded.n_threads == 2
         pool.release(a)
         pool.release(b)
+
+
+async def test_the_windows_engine_serves_api_requests_for_its_model_while_the_window_is_idle(models) -> None:
+    from app.engine.client import EngineClient
+
+    tiny, _ = models
+    with EngineClient() as window:
+        window.load(tiny.path)
+        pool = ModelPool()
+        pool.adopt(window)
+        async with pool.running():
+            lease = await pool.lease(tiny, "editor", _messages("hi"))
+            assert lease.client is window and pool.loaded() == []  # no second process for the same model
+            pool.release(lease)
+        assert window.loaded is not None  # the pool never unloads the window's engine
+
+
+async def test_the_window_gets_its_engine_back_before_waiting_api_requests(models) -> None:
+    from app.engine.client import EngineClient
+
+    tiny, _ = models
+    with EngineClient() as window:
+        window.load(tiny.path)
+        pool = ModelPool(parallel=1)
+        pool.adopt(window)
+        order: list[str] = []
+        async with pool.running():
+            api = await pool.lease(tiny, "editor", _messages("first"))
+            assert api.client is window
+
+            async def window_turn() -> None:
+                lease = await pool.lease_window(tiny, _messages("mine"))
+                order.append("window")
+                assert lease.client is window
+                pool.release(lease)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(window_turn)
+                await anyio.sleep(0.05)
+                assert order == []  # it waits for the API request using its engine now
+                pool.release(api)
+            assert order == ["window"]
+            # While the window uses its engine, an API request gets a copy of its own.
+            mine = await pool.lease_window(tiny, _messages("mine again"))
+            other = await pool.lease(tiny, "editor", _messages("second"))
+            assert other.client is not window and len(pool.loaded()) == 1
+            pool.release(other)
+            pool.release(mine)

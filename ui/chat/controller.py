@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -20,6 +21,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core, NoModelError
 from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEvent
+from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.store.database import open_reader
 from app.store.history import Conversation, History, Message
@@ -55,6 +57,9 @@ class ChatController(QObject):
         super().__init__(parent)
         self.core = core
         self.engine = engine
+        # While the window's server runs, its pool shares this engine with API requests: a turn
+        # borrows it through the gate (ui/main.py sets this).
+        self.engine_gate: Callable[[], WindowGate | None] | None = None
         self.conversation_id: str | None = None
         self.model: InstalledModel | None = None
         self.loaded: LoadedModel | None = None
@@ -339,7 +344,8 @@ class ChatController(QObject):
             self.model_load_started.emit(self.model.name)
         self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(),
                                   conversation_id=self.conversation_id,
-                                  placement=self.core.settings.placement_for(self.model.name))
+                                  placement=self.core.settings.placement_for(self.model.name),
+                                  gate=self.engine_gate() if self.engine_gate is not None else None)
         self._worker.start()
         self._pacer.reset()
         self._drain.start(FRAME_MS)
@@ -402,6 +408,7 @@ class ChatController(QObject):
         assert record is not None
         if self._worker is not None:
             record.sent = self._worker.sent
+            self._worker.give_back(event.text if isinstance(event, FinishedEvent) else "")
         # Invariant: the turn is released on every path (a full disk included), so Stop, Esc
         # and Send work again; a reply the file cannot take stays in memory and is retried.
         try:

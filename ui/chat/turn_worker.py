@@ -16,7 +16,10 @@ from typing import Any
 
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent
+from app.serve.pool import Lease
+from app.serve.window_gate import WindowGate
 from app.settings import ModelPlacement, SamplingParams
+from app.store.statuses import MessageStatus
 from models.library import FileRecheck, InstalledModel
 
 
@@ -54,8 +57,11 @@ class TurnWorker(threading.Thread):
         params: SamplingParams,
         conversation_id: str,
         placement: ModelPlacement | None = None,
+        gate: WindowGate | None = None,
     ) -> None:
         super().__init__(name="cove-turn", daemon=True)
+        self._gate = gate  # the server's pool, while the server runs in the window and shares this engine
+        self._lease: Lease | None = None
         self._placement = placement
         self.events: deque[TurnEvent] = deque()
         self._engine = engine
@@ -71,6 +77,11 @@ class TurnWorker(threading.Thread):
         try:
             messages = self._messages() if callable(self._messages) else self._messages
             self.sent = messages
+            if self._gate is not None:
+                self._lease = self._gate.borrow(self._model, messages, self._cancel.is_set)
+                if self._lease is None and self._cancel.is_set():  # stopped while an API request used the engine
+                    self.events.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
+                    return
             generation = start_generation(
                 self._engine,
                 messages,
@@ -101,6 +112,12 @@ class TurnWorker(threading.Thread):
         if generation is not None:
             out.extend(generation.take_ready())
         return out
+
+    def give_back(self, reply: str) -> None:
+        """The reply has ended: the engine goes back to the server's pool, if it came from it."""
+        lease, self._lease = self._lease, None
+        if lease is not None and self._gate is not None:
+            self._gate.give_back(lease, self.sent or [], reply)
 
     def wait_for_end(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for the started reply to end (no-op if none started)."""

@@ -1,0 +1,44 @@
+"""How the window's turns take the window's own engine from the server's pool while the server
+runs in the window, so an API request and a turn of the window never meet on one engine:
+`borrow` (from the turn's worker thread) waits only for an API request using that engine now;
+`give_back` (from any thread) returns it once the reply has ended."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from typing import Any
+
+from app.serve.pool import Lease, ModelPool, prompt_key
+from models.library import InstalledModel
+
+
+class WindowGate:
+    def __init__(self, pool: ModelPool, loop: asyncio.AbstractEventLoop) -> None:
+        # uvicorn runs the server on an asyncio loop: a turn reaches the pool through it.
+        self.pool, self.loop = pool, loop
+
+    def borrow(self, model: InstalledModel, messages: list[dict[str, Any]], cancelled: Callable[[], bool]) -> Lease | None:
+        """The window's engine, once no API request uses it (blocking). None when the turn was
+        cancelled meanwhile, or the server stopped (the engine is the window's alone again)."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(self.pool.lease_window(model, messages), self.loop)
+        except RuntimeError:  # the loop is closed: the server stopped
+            return None
+        while True:
+            try:
+                return future.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                if cancelled() or self.loop.is_closed():
+                    future.cancel()  # the pool gives the engine back if it was granted meanwhile
+                    return None
+            except (concurrent.futures.CancelledError, RuntimeError):
+                return None
+
+    def give_back(self, lease: Lease, messages: list[dict[str, Any]], reply: str) -> None:
+        key = prompt_key([*messages, {"role": "assistant", "content": reply}])
+        try:
+            self.loop.call_soon_threadsafe(self.pool.release, lease, key)
+        except RuntimeError:
+            pass  # the server stopped meanwhile: there is no pool to give it back to
