@@ -45,12 +45,13 @@ class StopMatcher:
     stream ends for another reason. The emitted text is always a prefix of the stream.
     """
 
-    __slots__ = ("_held", "_max", "_stops")
+    __slots__ = ("_held", "_max", "_stops", "matched")
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = tuple(s for s in dict.fromkeys(stops) if s)
         self._max = max((len(s) for s in self._stops), default=0)
         self._held = ""
+        self.matched: str | None = None  # the stop string that ended the stream, once one did
 
     def push(self, text: str) -> tuple[str, bool]:
         if not self._stops:
@@ -60,7 +61,7 @@ class StopMatcher:
         for s in self._stops:
             i = buf.find(s)
             if i != -1 and (cut == -1 or i < cut):
-                cut = i
+                cut, self.matched = i, s
         if cut != -1:
             self._held = ""
             return buf[:cut], True

@@ -68,6 +68,11 @@ def plan_turn(req: Generate, tok: Tokenizer, n_ctx: int, transcript: Transcript 
             raise ContextOverflow(len(tokens), n_ctx, 1)
         return PromptPlan(tokens, None, None, 0, 1)
     reserve = reply_reserve(req.max_tokens, n_ctx)
+    if req.raw_prompt is not None:
+        tokens = tok.tokenize_prompt(req.raw_prompt)
+        if len(tokens) + reserve > n_ctx:
+            raise ContextOverflow(len(tokens), n_ctx, reserve)
+        return PromptPlan(tokens, None, None, 0, reserve)
     if req.keep_all_turns:
         fitted = whole_prompt(req.messages, tok, n_ctx, reserve)
     else:

@@ -61,6 +61,7 @@ class Generate:
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: do not stop on end-of-generation tokens
     prompt_tokens: list[int] | None = None  # benchmarks: raw token ids, no template
+    raw_prompt: str | None = None  # a text completion: this text as it is, no chat template
     no_cache: bool = False  # benchmarks: clear the KV cache first
     grammar: str | None = None  # GBNF text constraining the reply (app/engine/grammar.py); None: free text
     keep_all_turns: bool = False  # API requests: never drop turns; Failed(kind="context") if the prompt does not fit

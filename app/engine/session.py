@@ -395,8 +395,12 @@ class ModelSession:
             self.transcript = Transcript(req.conversation_id, text + final[:c_keep], tuple(tokens) + tuple(reply[:n_keep]))
         else:
             self.transcript = None
-        return Finished(rid, final, stop_reason, self._metrics(
-            tokens, cached, dropped, source, stop_reason, n_sampled, t_first, t_last, t_call, prepare_ms, rendered))
+        metrics = self._metrics(tokens, cached, dropped, source, stop_reason, n_sampled, t_first, t_last, t_call,
+                                prepare_ms, rendered)
+        # Which of the request's own stop strings ended the reply (None: none did; the chat
+        # format's end-of-turn strings count as the model ending its turn).
+        metrics["stop_sequence"] = stopper.matched if stopper.matched in req.stop else None
+        return Finished(rid, final, stop_reason, metrics)
 
     def _metrics(self, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str, n_sampled: int,
                  t_first: float, t_last: float, t_call: float, prepare_ms: float, rendered: Rendered | None) -> dict[str, Any]:

@@ -43,19 +43,14 @@ def error_response(exc: ApiError) -> JSONResponse:
 
 def stop_of(finished: FinishedEvent, stops: tuple[str, ...], max_tokens: int | None) -> tuple[str, str | None]:
     """(stop_reason, stop_sequence) of a reply that ended. The engine cuts a stop sequence out
-    of the text, so the text cannot say whether one was hit: the engine's metrics say which,
-    under "stop_sequence" (None: none was). An engine that does not say leaves it open when
-    stop sequences were asked for; then the reply is said to have met one (named when only one
-    was asked for), never to have ended its turn while it may have met one."""
+    of the text, so its metrics say which one was met, under "stop_sequence" (None: none)."""
     if finished.status == MessageStatus.LENGTH:
         full = int(finished.metrics.get("gen_tokens") or 0) < (max_tokens or 0)  # the context filled up first
         return ("model_context_window_exceeded" if full else "max_tokens"), None
     hit = finished.metrics.get("stop_sequence")
     if isinstance(hit, str) and hit in stops:
         return "stop_sequence", hit
-    if not stops or "stop_sequence" in finished.metrics or finished.status != MessageStatus.COMPLETE:
-        return "end_turn", None
-    return "stop_sequence", stops[0] if len(stops) == 1 else None
+    return "end_turn", None
 
 
 def _usage(metrics: dict[str, Any]) -> dict[str, int]:

@@ -69,6 +69,27 @@ def read_chat_request(body: object) -> ChatRequest:
             raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param="messages")
         role = "system" if message["role"] == "developer" else message["role"]
         messages.append({"role": role, "content": _text(message.get("content"), i)})
+    sampling = read_sampling(body)
+    response_format = body.get("response_format")
+    try:
+        grammar = grammar_for(response_format)
+    except ValueError as exc:
+        raise ApiError(400, str(exc), param="response_format") from None
+    return ChatRequest(model, messages, sampling.params, sampling.stop, sampling.stream, sampling.include_usage, grammar,
+                       response_format if isinstance(response_format, dict) else None)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The settings chat and text completions share."""
+
+    params: SamplingParams
+    stop: tuple[str, ...]
+    stream: bool
+    include_usage: bool
+
+
+def read_sampling(body: dict[str, Any], default_max_tokens: int | None = None) -> Sampling:
     n = body.get("n")
     if n is not None and n != 1:
         raise ApiError(400, "'n' must be 1: Cove writes one reply per request", param="n")
@@ -94,13 +115,7 @@ def read_chat_request(body: object) -> ChatRequest:
     params = SamplingParams(
         temperature=defaults.temperature if temperature is None else temperature,
         top_p=defaults.top_p if top_p is None else top_p,
-        max_tokens=limit if limit is not None else defaults.max_tokens,
+        max_tokens=limit if limit is not None else default_max_tokens or defaults.max_tokens,
         seed=seed,
     )
-    response_format = body.get("response_format")
-    try:
-        grammar = grammar_for(response_format)
-    except ValueError as exc:
-        raise ApiError(400, str(exc), param="response_format") from None
-    return ChatRequest(model, messages, params, stops, stream, include_usage, grammar,
-                       response_format if isinstance(response_format, dict) else None)
+    return Sampling(params, stops, stream, include_usage)

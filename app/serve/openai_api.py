@@ -20,7 +20,7 @@ from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.service import Job, Running, Service, failure_error, timings, usage
 from app.store.statuses import MessageStatus
 
-_FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
+FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
 
 
 class OpenAIApi:
@@ -39,7 +39,7 @@ class OpenAIApi:
     def _job(self, chat: ChatRequest, request: Request) -> Job:
         extra = {"response_format": chat.response_format} if chat.response_format else {}
         return Job(request.url.path, self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
-                   chat.grammar, extra)
+                   chat.grammar, record_params=extra)
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -61,7 +61,7 @@ class OpenAIApi:
         return JSONResponse({
             "id": reply_id, "object": "chat.completion", "created": created, "model": job.model.name,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
-                         "finish_reason": _FINISH.get(finished.status, "stop"), "logprobs": None}],
+                         "finish_reason": FINISH.get(finished.status, "stop"), "logprobs": None}],
             "usage": usage(finished.metrics), "timings": timings(finished.metrics),
         })
 
@@ -102,7 +102,7 @@ class OpenAIApi:
             if event.status == MessageStatus.ERROR:
                 yield sse({"error": {"message": event.error or "the engine stopped without a reply", "type": "server_error"}})
                 return
-            yield delta({}, _FINISH.get(event.status, "stop"))
+            yield delta({}, FINISH.get(event.status, "stop"))
             if include_usage:
                 yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
             yield b"data: [DONE]\n\n"

@@ -301,6 +301,7 @@ class ModelPool:
 
         async def load() -> None:
             try:
+                # The same settings as each request's start_generation asks for, or it would load again.
                 engine.loaded = await anyio.to_thread.run_sync(lambda: engine.client.load(
                     model.path, n_ctx=self.n_ctx, n_threads=self.threads_per_engine(), n_gpu_layers=placement.gpu_layers,
                     kv_on_gpu=placement.kv_on_gpu))

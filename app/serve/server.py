@@ -12,6 +12,7 @@ from starlette.types import ASGIApp
 
 from app.core import Core
 from app.serve.anthropic_api import AnthropicApi
+from app.serve.completions_api import CompletionsApi
 from app.serve.embeddings_api import EmbeddingsApi
 from app.serve.http import LOOPBACK_NAMES, HostCheck
 from app.serve.openai_api import OpenAIApi
@@ -37,5 +38,6 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
         Route("/v1/chat/completions", openai_api.chat_completions, methods=["POST"]),
         Route("/v1/messages", AnthropicApi(service).messages, methods=["POST"]),
         Route("/v1/embeddings", EmbeddingsApi(service).embeddings, methods=["POST"]),
+        Route("/v1/completions", CompletionsApi(service).completions, methods=["POST"]),
     ])
     return app if host_names is None else HostCheck(app, host_names)

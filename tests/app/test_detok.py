@@ -136,3 +136,11 @@ def test_real_tokenizer_round_trip_through_the_incremental_detokenizer(tiny_gguf
         assert done.stop_reason in {"stop", "length"}
     finally:
         session.close()
+
+
+def test_the_stop_matcher_names_the_stop_string_it_met() -> None:
+    from app.engine.detok import StopMatcher
+
+    matcher = StopMatcher(["END", "halt"])
+    assert matcher.push("go on ha") == ("go on ", False) and matcher.matched is None
+    assert matcher.push("lt now") == ("", True) and matcher.matched == "halt"

@@ -268,3 +268,14 @@ def test_a_refused_huge_paste_is_dropped_by_the_turns_after_it(tiny_gguf: Path) 
         after = engine.generate(history, conversation_id="paste", max_tokens=4, ignore_eos=True).wait()
         assert after.status == "length" and after.metrics["dropped_turns"] == 2
         assert after.metrics["prompt_tokens"] < 30  # the system prompt and the newest message
+
+
+def test_the_reply_names_the_stop_string_of_the_request_it_met(engine: EngineClient, tiny_gguf: Path) -> None:
+    engine.load(tiny_gguf)
+    # Nearly every letter pair of the tiny vocabulary is a token: within 300 tokens an "e" comes.
+    stopped = [e for e in engine.generate(user("hi"), conversation_id=None, max_tokens=300, temperature=0, stop=["e", "zq"])
+               if isinstance(e, FinishedEvent)][0]
+    assert stopped.status == "complete" and stopped.metrics["stop_sequence"] == "e" and "e" not in stopped.text
+    free = [e for e in engine.generate(user("hi"), conversation_id=None, max_tokens=3, temperature=0)
+            if isinstance(e, FinishedEvent)][0]
+    assert free.metrics["stop_sequence"] is None

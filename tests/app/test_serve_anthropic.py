@@ -212,12 +212,11 @@ def test_with_a_key_made_a_message_needs_it_and_the_record_names_it(served: Serv
     (MessageStatus.COMPLETE, {}, (), ("end_turn", None)),
     (MessageStatus.COMPLETE, {"stop_sequence": None}, ("a", "b"), ("end_turn", None)),  # the engine says none was met
     (MessageStatus.COMPLETE, {"stop_sequence": "b"}, ("a", "b"), ("stop_sequence", "b")),
-    (MessageStatus.COMPLETE, {}, ("a",), ("stop_sequence", "a")),  # an engine that does not say: never "end_turn"
-    (MessageStatus.COMPLETE, {}, ("a", "b"), ("stop_sequence", None)),
+    (MessageStatus.COMPLETE, {"stop_sequence": "<end_of_turn>"}, ("a",), ("end_turn", None)),  # not one of the request's
     (MessageStatus.LENGTH, {"gen_tokens": 10}, ("a",), ("max_tokens", None)),
     (MessageStatus.LENGTH, {"gen_tokens": 7}, (), ("model_context_window_exceeded", None)),
 ])
-def test_the_stop_reason_says_only_what_the_engine_knows(status: str, metrics: dict, stops: tuple[str, ...],
+def test_the_stop_reason_is_what_the_engine_met(status: str, metrics: dict, stops: tuple[str, ...],
                                                          expected: tuple[str, str | None]) -> None:
     assert stop_of(FinishedEvent("text", status, metrics), stops, 10) == expected
 

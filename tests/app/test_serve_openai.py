@@ -257,3 +257,23 @@ def test_a_model_may_be_named_by_its_file_or_in_other_letters(server: str) -> No
     for name in ("TINY", "tiny.gguf"):
         reply = client(server).chat.completions.create(model=name, messages=[{"role": "user", "content": "hi"}], max_tokens=2)
         assert reply.model == "tiny"
+
+
+def test_a_text_completion_completes_the_prompt_as_it_is(server: str) -> None:
+    api = client(server)
+    done = api.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0, seed=1)
+    assert done.object == "text_completion" and isinstance(done.choices[0].text, str)
+    assert done.choices[0].finish_reason in ("stop", "length") and done.usage is not None
+    chat = api.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Once upon a time"}],
+                                       max_tokens=5, temperature=0, seed=1)
+    # No chat template around it: the same words are fewer tokens than as a chat message.
+    assert done.usage.prompt_tokens < chat.usage.prompt_tokens
+    streamed = list(api.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0, seed=1,
+                                           stream=True))
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == done.choices[0].text
+    with pytest.raises(openai.BadRequestError) as caught:
+        api.completions.create(model="tiny", prompt="x", echo=True)
+    assert caught.value.body["param"] == "echo"
+    with pytest.raises(openai.BadRequestError) as caught:
+        api.completions.create(model="tiny", prompt=["one", "two"])
+    assert caught.value.body["param"] == "prompt"

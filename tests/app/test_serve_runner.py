@@ -74,3 +74,27 @@ def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core)
     assert not reader.is_alive() and "data: [DONE]" in got  # the client was told the reply ended
     (entry,) = RequestLog(cove_core.db).entries()
     assert entry["status"] == "cancelled" and entry["reply"]
+
+
+def test_requests_run_on_the_engines_as_the_pool_loaded_them(cove_core) -> None:
+    """A request asking for other load settings than the pool's (threads per copy, context)
+    would load the model again, with every core per copy."""
+    import threading
+
+    server = ServerThread(cove_core.paths, port=_free_port(), parallel=2)
+    assert server.start() is None, server.error
+    try:
+        def ask(i: int) -> None:
+            httpx.post(f"{server.address}/chat/completions", timeout=60, json={
+                "model": "tiny-llama", "messages": [{"role": "user", "content": f"hi {i}"}], "max_tokens": 40})
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        engines = server._pool.engines
+        assert engines and all(e.client.loaded is e.loaded for e in engines)  # loaded once, never again
+        assert all(e.loaded.n_threads == server._pool.threads_per_engine() for e in engines if e.loaded)
+    finally:
+        server.stop()

@@ -1,0 +1,104 @@
+"""POST /v1/completions, OpenAI's text completions: the prompt completed as it is, with no chat
+template (for editors' code completion and base models), whole or streamed."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app.engine.generation import FinishedEvent, TokenEvent
+from app.serve.chat_request import read_sampling
+from app.serve.errors import ApiError
+from app.serve.http import MAX_BODY_BYTES, json_body, sse
+from app.serve.openai_api import FINISH, ClosingStream
+from app.serve.service import Job, Running, Service, failure_error, timings, usage
+from app.store.statuses import MessageStatus
+
+DEFAULT_MAX_TOKENS = 16  # the real API's default for text completions
+
+
+def read_completion_request(body: object, service: Service, endpoint: str) -> tuple[Job, bool]:
+    """(the job, include_usage) of a completions request; ApiError naming the field."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    name = body.get("model")
+    if not isinstance(name, str) or not name:
+        raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError(400, "'prompt' must be a string (or a list of one string): Cove completes one prompt per request",
+                       param="prompt")
+    for field, unsupported in (("echo", body.get("echo") is True), ("suffix", bool(body.get("suffix"))),
+                               ("logprobs", body.get("logprobs") not in (None, 0, False)),
+                               ("best_of", body.get("best_of") not in (None, 1))):
+        if unsupported:
+            raise ApiError(400, f"'{field}' is not supported by Cove's completions", param=field)
+    sampling = read_sampling(body, DEFAULT_MAX_TOKENS)
+    model = service.model(name)
+    job = Job(endpoint, model, [{"role": "user", "content": prompt}], sampling.params, sampling.stop, sampling.stream,
+              raw_prompt=prompt, record_params={"completion": True})
+    return job, sampling.include_usage
+
+
+class CompletionsApi:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    async def completions(self, request: Request) -> Response:
+        try:
+            request.scope["cove.client"] = self.service.client(request)
+            job, include_usage = read_completion_request(await json_body(request, MAX_BODY_BYTES), self.service,
+                                                         request.url.path)
+        except ApiError as exc:
+            return exc.response()
+        reply_id, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        try:
+            running, close = await self.service.open_reply(request, job)
+        except ApiError as exc:
+            return exc.response()
+        try:
+            first = await (running.next() if job.stream else running.whole())
+        except BaseException:
+            await close()
+            raise
+        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
+            await close()
+            return failure_error(first).response()
+        if not job.stream:
+            await close()
+            assert isinstance(first, FinishedEvent)
+            return JSONResponse(self._body(reply_id, created, job, first.text, FINISH.get(first.status, "stop"),
+                                           usage=usage(first.metrics), timings=timings(first.metrics)))
+        return ClosingStream(self._stream(reply_id, created, job, running, first, include_usage), close,
+                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    @staticmethod
+    def _body(reply_id: str, created: int, job: Job, text: str, finish: str | None, **extra: Any) -> dict[str, Any]:
+        return {"id": reply_id, "object": "text_completion", "created": created, "model": job.model.name,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], **extra}
+
+    async def _stream(self, reply_id: str, created: int, job: Job, running: Running,
+                      first: TokenEvent | FinishedEvent | None, include_usage: bool) -> AsyncIterator[bytes]:
+        event = first
+        while event is not None:
+            if isinstance(event, TokenEvent):
+                yield sse(self._body(reply_id, created, job, event.text, None))
+                event = await running.next()
+                continue
+            if event.status == MessageStatus.ERROR:
+                yield sse({"error": {"message": event.error or "the engine stopped without a reply", "type": "server_error"}})
+                return
+            yield sse(self._body(reply_id, created, job, "", FINISH.get(event.status, "stop")))
+            if include_usage:
+                body = self._body(reply_id, created, job, "", None, usage=usage(event.metrics), timings=timings(event.metrics))
+                body["choices"] = []
+                yield sse(body)
+            yield b"data: [DONE]\n\n"
+            return
