@@ -69,13 +69,8 @@ def run_cases(base: str, model: str) -> dict[str, Any]:
     return {"cases": results, "right": right, "total": len(results), "share": right / len(results), "alive_after": alive}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    from bench.api_routing import starter_env
-
-    env, model = starter_env()
+def run_errors(env: dict[str, str], model: str) -> dict[str, Any]:
+    """The cases against a cove serve of its own on `env`'s home."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -89,10 +84,20 @@ def main() -> int:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        result = run_cases(base, model)
+        return run_cases(base, model)
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    from bench.api_routing import starter_env
+
+    env, model = starter_env()
+    result = run_errors(env, model)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

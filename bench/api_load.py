@@ -7,20 +7,23 @@ chunk to the last, as the client sees them) against `cove bench`'s tg; the clien
 first token minus the engine's own (`timings.ttft_ms`), p50 over the requests, with the openai
 client and with plain httpx (what the server adds without the client's own parsing).
 
-Run: .venv/bin/python bench/api_load.py [--rounds 3] [--json]
-Goals: API tg >= 0.97x headless; TTFT overhead <= 5 ms p50.
+Then, unless --parts says otherwise, bench/api_routing.py (4 clients x 5 multi-turn
+conversations against --parallel 2, cache-aware routing against round-robin) and
+bench/api_errors.py (the openai client's error cases).
+
+Run: .venv/bin/python bench/api_load.py [--rounds 3] [--parts speed,routing,errors] [--json]
+Goals: API tg >= 0.97x headless; TTFT overhead <= 5 ms p50; cache-aware routing evaluates >= 2x
+fewer prompt tokens, no failed request, no lost record; 100% of the error cases right.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -91,24 +94,14 @@ def raw_ttft_overheads(base: str, model: str, requests: int) -> list[float]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=5, help="streamed requests a round")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="cove-api-bench-"))
-    env = {**os.environ, "COVE_HOME": str(home), "HOME": str(home)}
-    from models.starter import prepare_starter_file
-
-    cove(env, "models", "import", str(prepare_starter_file(home / "models")))
-    model = json.loads(cove(env, "models", "list", "--json").stdout)[0]["name"]
+def speed(env: dict[str, str], model: str, rounds: int, requests: int) -> dict:
+    """tg and TTFT overhead through the API against cove bench headless, alternating."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}/v1"
     headless, api, overhead, raw = [], [], [], []
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         headless.append(headless_tg(env, model))
         server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
                                   stderr=subprocess.DEVNULL)
@@ -119,25 +112,54 @@ def main() -> int:
                     break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            rates, extra = api_round(base, model, args.requests)
+            rates, extra = api_round(base, model, requests)
             api.append(statistics.median(rates[1:] or rates))  # the first request loads the model
             overhead += extra[1:]
-            raw += raw_ttft_overheads(base, model, args.requests)
+            raw += raw_ttft_overheads(base, model, requests)
         finally:
             server.terminate()
             server.wait(timeout=60)
-    result = {
+    return {
         "headless_tg_tps": headless, "api_tg_tps": api,
         "ratio": statistics.median(a / h for a, h in zip(api, headless)),
         "ttft_overhead_ms_p50": statistics.median(overhead), "ttft_overhead_ms": overhead,
         "raw_ttft_overhead_ms_p50": statistics.median(raw), "raw_ttft_overhead_ms": raw,
     }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=5, help="streamed requests a round")
+    parser.add_argument("--parts", default="speed,routing,errors", help="which parts to run, comma-separated")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    from bench.api_errors import run_errors
+    from bench.api_routing import describe, routing_comparison, starter_env
+
+    env, model = starter_env()
+    result: dict = {}
+    if "speed" in parts:
+        result["speed"] = speed(env, model, args.rounds, args.requests)
+    if "routing" in parts:
+        result["routing"] = routing_comparison(env, model)
+    if "errors" in parts:
+        result["errors"] = run_errors(env, model)
     if args.json:
         print(json.dumps(result, indent=2))
-    else:
-        print(f"tg through the API {statistics.median(api):.1f} tok/s, headless {statistics.median(headless):.1f} tok/s: "
-              f"ratio {result['ratio']:.3f}; TTFT overhead p50 {result['ttft_overhead_ms_p50']:.1f} ms with the openai "
-              f"client, {result['raw_ttft_overhead_ms_p50']:.1f} ms read with httpx")
+        return 0
+    if "speed" in result:
+        sp = result["speed"]
+        print(f"tg through the API {statistics.median(sp['api_tg_tps']):.1f} tok/s, headless "
+              f"{statistics.median(sp['headless_tg_tps']):.1f} tok/s: ratio {sp['ratio']:.3f}; TTFT overhead p50 "
+              f"{sp['ttft_overhead_ms_p50']:.1f} ms with the openai client, {sp['raw_ttft_overhead_ms_p50']:.1f} ms read with httpx")
+    if "routing" in result:
+        print(describe(result["routing"]))
+    if "errors" in result:
+        er = result["errors"]
+        print(f"openai client error cases: {er['right']}/{er['total']} right ({er['share']:.0%}); "
+              + ", ".join(f"{c['case']}: got {c['got']}" for c in er["cases"] if not c["right"]))
     return 0
 
 
