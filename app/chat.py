@@ -218,12 +218,12 @@ def start_generation(
     keep_all_turns: bool = False,
     raw_prompt: str | None = None,
     loaded_as_is: bool = False,
-    n_threads: int | None = None,
+    load: Callable[[], LoadedModel] | None = None,
 ) -> Generation:
     """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
     load it if needed (blocking) and start the reply. `loaded_as_is`: the engine has this model
     loaded already (another's engine, lent): keep its settings rather than load it again with
-    these. Raises EngineError."""
+    these. `load`: how to load it instead (an API pool's settings). Raises EngineError."""
     try:
         recheck = recheck_file(model)
     except InvalidModelFile as exc:
@@ -235,8 +235,8 @@ def start_generation(
     if loaded_as_is and current is not None and current.path == os.path.abspath(model.path) and recheck is None:
         loaded = current
     else:
-        loaded = engine.load(model.path, n_ctx=params.n_ctx, n_threads=n_threads, n_gpu_layers=placement.gpu_layers,
-                             kv_on_gpu=placement.kv_on_gpu)
+        loaded = load() if load is not None else engine.load(
+            model.path, n_ctx=params.n_ctx, n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu)
     if on_loaded is not None:
         on_loaded(loaded)
     return engine.generate(

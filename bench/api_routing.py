@@ -91,12 +91,13 @@ def _engine_uss(server: subprocess.Popen) -> list[int]:
     return sorted(int(p.memory_full_info().uss) for p in children if "app.engine.host" in " ".join(p.cmdline()))
 
 
-def run_routing(env: dict[str, str], model: str, routing: str) -> dict[str, Any]:
+def run_routing(env: dict[str, str], model: str, routing: str, cache_ram_mb: int = 256) -> dict[str, Any]:
     port = _port()
     base = f"http://127.0.0.1:{port}/v1"
     before = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
     server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port), "--parallel", "2",
-                               "--routing", routing], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+                               "--routing", routing, "--cache-ram", str(cache_ram_mb)], cwd=ROOT, env=env,
+                              stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
             try:
@@ -118,7 +119,7 @@ def run_routing(env: dict[str, str], model: str, routing: str) -> dict[str, Any]
     after = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
     ttft = sorted(r["ttft_ms"] for r in done)
     sent, cached = sum(r["prompt"] for r in done), sum(r["cached"] for r in done)
-    return {"routing": routing, "requests": len(results), "failed": len(results) - len(done),
+    return {"routing": routing, "cache_ram_mb": cache_ram_mb, "requests": len(results), "failed": len(results) - len(done),
             "records_added": after - before, "prompt_tokens": sent, "evaluated_tokens": sent - cached,
             "ttft_ms_p50": statistics.median(ttft) if ttft else None,
             "ttft_ms_p99": ttft[min(len(ttft) - 1, round(0.99 * (len(ttft) - 1)))] if ttft else None,
@@ -126,10 +127,14 @@ def run_routing(env: dict[str, str], model: str, routing: str) -> dict[str, Any]
 
 
 def routing_comparison(env: dict[str, str], model: str) -> dict[str, Any]:
-    cache, robin = run_routing(env, model, "cache"), run_routing(env, model, "round-robin")
-    return {"cache": cache, "round_robin": robin,
-            "evaluated_ratio": robin["evaluated_tokens"] / max(1, cache["evaluated_tokens"]),
-            "expected_requests": CLIENTS * CONVERSATIONS * TURNS}
+    """Both routings with each engine's RAM cache of states (the default), and without it: the
+    cache lets round-robin find a conversation too, on the copy that served its turn before."""
+    out: dict[str, Any] = {"expected_requests": CLIENTS * CONVERSATIONS * TURNS}
+    for label, mb in (("with_state_cache", 256), ("without_state_cache", 0)):
+        cache, robin = run_routing(env, model, "cache", mb), run_routing(env, model, "round-robin", mb)
+        out[label] = {"cache": cache, "round_robin": robin,
+                      "evaluated_ratio": robin["evaluated_tokens"] / max(1, cache["evaluated_tokens"])}
+    return out
 
 
 def starter_env() -> tuple[dict[str, str], str]:
@@ -143,12 +148,14 @@ def starter_env() -> tuple[dict[str, str], str]:
 
 def describe(result: dict[str, Any]) -> str:
     lines = []
-    for part in ("cache", "round_robin"):
-        r = result[part]
-        lines.append(f"{r['routing']:>11}: {r['requests']} requests, {r['failed']} failed, {r['records_added']} recorded; "
-                     f"prompt tokens {r['prompt_tokens']:,} sent, {r['evaluated_tokens']:,} evaluated; TTFT p50 "
-                     f"{r['ttft_ms_p50']:.0f} ms, p99 {r['ttft_ms_p99']:.0f} ms; engines USS {r['engine_uss_mib']} MiB")
-    lines.append(f"round-robin evaluates {result['evaluated_ratio']:.2f}x the prompt tokens of cache-aware routing")
+    for label in ("with_state_cache", "without_state_cache"):
+        lines.append(label.replace("_", " ") + ":")
+        for part in ("cache", "round_robin"):
+            r = result[label][part]
+            lines.append(f"  {r['routing']:>11}: {r['requests']} requests, {r['failed']} failed, {r['records_added']} recorded;"
+                         f" prompt tokens {r['prompt_tokens']:,} sent, {r['evaluated_tokens']:,} evaluated; TTFT p50 "
+                         f"{r['ttft_ms_p50']:.0f} ms, p99 {r['ttft_ms_p99']:.0f} ms; engines USS {r['engine_uss_mib']} MiB")
+        lines.append(f"  round-robin evaluates {result[label]['evaluated_ratio']:.2f}x the prompt tokens of cache-aware routing")
     return "\n".join(lines)
 
 

@@ -32,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--routing", choices=("cache", "round-robin"), default="cache",
                    help="which engine a request goes to: the one whose cache shares the longest prefix "
                         "with it (default), or the next in turn")
+    p.add_argument("--cache-ram", type=int, default=256, metavar="MB",
+                   help="RAM each engine keeps earlier conversations' state in, so a client's next turn is not "
+                        "evaluated again (default 256; 0: none)")
     p.add_argument("--ttl", type=_minutes, default=DEFAULT_TTL_MINUTES, metavar="MINUTES",
                    help=f"unload a model idle this long (default {DEFAULT_TTL_MINUTES:g})")
     p.set_defaults(run=run)
@@ -77,7 +80,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if not loopback and not ApiKeys(core.db).names():
         raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
     pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx,
-                     placement_of=lambda m: core.settings.placement_for(m.name))
+                     placement_of=lambda m: core.settings.placement_for(m.name), cache_ram_mb=max(0, args.cache_ram))
     # Another address answers to any Host name (requests need a key there); loopback only to its own.
     app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None)
     print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)

@@ -119,10 +119,12 @@ class ModelPool:
         engine_factory: Callable[[], EngineClient] = EngineClient,
         footprint_of: Callable[[InstalledModel, int | None], Footprint] | None = None,
         available_ram: Callable[[], int] | None = None,
+        cache_ram_mb: int = 256,
     ) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}")
         self.parallel, self.routing, self.ttl_s, self.n_ctx = max(1, parallel), routing, ttl_s, n_ctx
+        self.cache_ram_mb = cache_ram_mb  # each engine's RAM cache of earlier conversations' KV state
         self._placement_of, self._factory = placement_of, engine_factory
         self._footprint_of = footprint_of or estimated_footprint
         self._available_ram = available_ram or _available_ram
@@ -297,14 +299,10 @@ class ModelPool:
         engine = Engine(model, self._factory(), index, footprint)
         self.engines.append(engine)
         self.events.append(f"loading {model.name}" + (f" (copy {index + 1})" if index else ""))
-        placement = self._placement_of(model)
 
         async def load() -> None:
             try:
-                # The same settings as each request's start_generation asks for, or it would load again.
-                engine.loaded = await anyio.to_thread.run_sync(lambda: engine.client.load(
-                    model.path, n_ctx=self.n_ctx, n_threads=self.threads_per_engine(), n_gpu_layers=placement.gpu_layers,
-                    kv_on_gpu=placement.kv_on_gpu))
+                engine.loaded = await anyio.to_thread.run_sync(self.load, engine)
             except EngineError as exc:
                 self.engines.remove(engine)
                 await anyio.to_thread.run_sync(engine.client.close)
@@ -318,6 +316,14 @@ class ModelPool:
 
         self._task_group().start_soon(load)
         return True
+
+    def load(self, engine: Engine) -> LoadedModel:
+        """Load `engine`'s model with the pool's settings (blocking; at once when it is loaded
+        with them already). Every request loads through this, so none loads it again otherwise."""
+        placement = self._placement_of(engine.model)
+        return engine.client.load(engine.model.path, n_ctx=self.n_ctx, n_threads=self.threads_per_engine(),
+                                  n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu,
+                                  state_cache_mb=self.cache_ram_mb)
 
     def threads_per_engine(self) -> int | None:
         """Copies of a model run at once, so they share the cores: llama.cpp's threads wait for

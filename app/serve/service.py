@@ -241,13 +241,11 @@ class Service:
     def _start(self, lease, job: Job) -> Generation:  # noqa: ANN001 - a pool Lease
         try:
             # An API client sends the conversation it wants answered: nothing is dropped to fit.
-            # The context the pool loaded the engine with: any other would load the model again.
-            params = replace(job.params, n_ctx=self.pool.n_ctx)
-            return start_generation(lease.client, job.messages, model=job.model, params=params, conversation_id=None,
+            window = lease.engine is self.pool.window_engine
+            return start_generation(lease.client, job.messages, model=job.model, params=job.params, conversation_id=None,
                                     stop=job.stop, placement=self.core.settings.placement_for(job.model.name),
                                     grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
-                                    loaded_as_is=lease.engine is self.pool.window_engine,
-                                    n_threads=self.pool.threads_per_engine())
+                                    loaded_as_is=window, load=None if window else lambda: self.pool.load(lease.engine))
         except EngineError as exc:
             raise ApiError(500, str(exc), "server_error") from None
 
