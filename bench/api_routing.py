@@ -91,6 +91,9 @@ def _engine_uss(server: subprocess.Popen) -> list[int]:
     return sorted(int(p.memory_full_info().uss) for p in children if "app.engine.host" in " ".join(p.cmdline()))
 
 
+CACHE_SIZES = (("state_cache_256_mb", 256), ("state_cache_8_mb", 8), ("no_state_cache", 0))
+
+
 def run_routing(env: dict[str, str], model: str, routing: str, cache_ram_mb: int = 256) -> dict[str, Any]:
     port = _port()
     base = f"http://127.0.0.1:{port}/v1"
@@ -127,10 +130,11 @@ def run_routing(env: dict[str, str], model: str, routing: str, cache_ram_mb: int
 
 
 def routing_comparison(env: dict[str, str], model: str) -> dict[str, Any]:
-    """Both routings with each engine's RAM cache of states (the default), and without it: the
-    cache lets round-robin find a conversation too, on the copy that served its turn before."""
+    """Both routings with each engine's RAM cache of states as it comes (256 MB), with one that
+    holds about three conversations (8 MB), and with none: the cache lets round-robin find a
+    conversation too, on the copy that served its turn before, as long as it holds them all."""
     out: dict[str, Any] = {"expected_requests": CLIENTS * CONVERSATIONS * TURNS}
-    for label, mb in (("with_state_cache", 256), ("without_state_cache", 0)):
+    for label, mb in CACHE_SIZES:
         cache, robin = run_routing(env, model, "cache", mb), run_routing(env, model, "round-robin", mb)
         out[label] = {"cache": cache, "round_robin": robin,
                       "evaluated_ratio": robin["evaluated_tokens"] / max(1, cache["evaluated_tokens"])}
@@ -148,7 +152,7 @@ def starter_env() -> tuple[dict[str, str], str]:
 
 def describe(result: dict[str, Any]) -> str:
     lines = []
-    for label in ("with_state_cache", "without_state_cache"):
+    for label, _mb in CACHE_SIZES:
         lines.append(label.replace("_", " ") + ":")
         for part in ("cache", "round_robin"):
             r = result[label][part]

@@ -24,6 +24,7 @@ from models.library import InstalledModel
 
 ROUTINGS = ("cache", "round-robin")
 HELD_PER_ENGINE = 16  # conversations an engine's caches hold (its live KV cache and its RAM cache of states)
+STICKY_WAITS = 3  # engine releases a request may wait through for the copy that holds its conversation
 MEMORY_SHARE = 0.9  # of the RAM available when a model is loaded, what the pool lets itself use
 UNKNOWN_WEIGHTS_FACTOR = 1.2  # a model whose estimate cannot be read: its file size and a fifth more
 
@@ -81,6 +82,7 @@ class _Waiter:
     engine: Engine | None = None
     error: ApiError | None = None
     window: bool = False  # the window, asking for its own engine
+    skips: int = 0  # times it was left waiting for the busy copy that holds its conversation
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ class ModelPool:
             own.model, own.busy, own.last_used = window.model, True, time.monotonic()
             window.engine = own
             window.ready.set()
+        skipped: set[int] = set()  # requests left waiting for their busy copy in this call
         while True:
             waiters = [w for w in self._waiters if w.model.path == path and not w.window]
             if not waiters:
@@ -239,8 +242,15 @@ class ModelPool:
                 return  # waits for memory: another model's request ends and frees it
             if not idle:
                 return
-            waiter = self._next_fair(waiters)
-            engine = self._choose(idle, waiter.key, path)
+            if self.routing == "cache":
+                busy = [e for e in copies if e.busy] + ([own] if own is not None and own.busy else [])
+                pair = self._cache_pick(waiters, idle, busy, skipped)
+                if pair is None:
+                    return  # each waiting request waits for the copy that holds its conversation
+                waiter, engine = pair
+            else:
+                waiter = self._next_fair(waiters)
+                engine = self._choose(idle, waiter.key, path)
             self._waiters.remove(waiter)
             engine.busy = True
             engine.last_used = time.monotonic()
@@ -248,13 +258,34 @@ class ModelPool:
             waiter.engine = engine
             waiter.ready.set()
 
-    def _next_fair(self, waiters: list[_Waiter]) -> _Waiter:
-        """The oldest request of the client served longest ago (never served: first)."""
+    def _cache_pick(self, waiters: list[_Waiter], idle: list[Engine], busy: list[Engine],
+                    skipped: set[int]) -> tuple[_Waiter, Engine] | None:
+        """Cache routing: the fairest request goes to the idle copy whose caches share the
+        longest prefix with it; but a request whose conversation a busy copy holds, by more
+        than half of it, waits for that copy (evaluating it again elsewhere would cost more than
+        the wait), at most STICKY_WAITS times, and the next fairest request goes first."""
+        for waiter in self._fair_order(waiters):
+            here = max(idle, key=lambda e: (e.best_match(waiter.key), -e.last_used))
+            there = max((e.best_match(waiter.key) for e in busy), default=0)
+            if there > here.best_match(waiter.key) + len(waiter.key) // 2 and waiter.skips < STICKY_WAITS:
+                if waiter.arrival not in skipped:
+                    skipped.add(waiter.arrival)
+                    waiter.skips += 1
+                continue
+            return waiter, here
+        return None
+
+    def _fair_order(self, waiters: list[_Waiter]) -> list[_Waiter]:
+        """Each client's oldest request, the client served longest ago first."""
         heads: dict[str, _Waiter] = {}
         for w in sorted(waiters, key=lambda w: w.arrival):
             heads.setdefault(w.client, w)
         path = waiters[0].model.path
-        return min(heads.values(), key=lambda w: (self._served.get((path, w.client), -1), w.arrival))
+        return sorted(heads.values(), key=lambda w: (self._served.get((path, w.client), -1), w.arrival))
+
+    def _next_fair(self, waiters: list[_Waiter]) -> _Waiter:
+        """The oldest request of the client served longest ago (never served: first)."""
+        return self._fair_order(waiters)[0]
 
     def _choose(self, idle: list[Engine], key: str, path: str) -> Engine:
         if self.routing == "round-robin":

@@ -244,3 +244,30 @@ async def test_the_window_gets_its_engine_back_before_waiting_api_requests(model
             assert other.client is not window and len(pool.loaded()) == 1
             pool.release(other)
             pool.release(mine)
+
+
+async def test_cache_routing_waits_for_the_busy_copy_that_holds_the_conversation(models) -> None:
+    tiny, _ = models
+    pool = ModelPool(parallel=2)
+    story = _messages("conversation A " * 30)
+    async with pool.running():
+        a = await pool.lease(tiny, "a", story)
+        b = await pool.lease(tiny, "b", _messages("something else"))
+        home = a.engine
+        pool.release(a, prompt_key([*story, {"role": "assistant", "content": "ok"}]))
+        c = await pool.lease(tiny, "c", _messages("a third thing"))
+        assert c.engine is home  # the only idle copy
+        pool.release(b)  # the other copy is idle now, but holds nothing of A's
+        got: list[object] = []
+
+        async def next_turn() -> None:
+            lease = await pool.lease(tiny, "a", [*story, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}])
+            got.append(lease.engine)
+            pool.release(lease)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(next_turn)
+            await anyio.sleep(0.05)
+            assert got == []  # it waits for its copy rather than evaluate it all again on the idle one
+            pool.release(c)
+        assert got == [home]
