@@ -196,13 +196,15 @@ class ModelPool:
         assert waiter.engine is not None
         return Lease(waiter.engine, waiter.key)
 
-    def release(self, lease: Lease, reply_key: str | None = None) -> None:
+    def release(self, lease: Lease, reply_key: str | None = None, holds: int | None = None) -> None:
         """The request is done with its engine; `reply_key` is prompt_key of the messages and the
-        reply (what the engine's cache now holds)."""
+        reply (what the engine's cache now holds); `holds`, how many conversations the engine
+        says its caches hold now (its RAM cache may keep fewer than HELD_PER_ENGINE)."""
         engine = lease.engine
-        if reply_key is not None:
-            engine.hold(reply_key)
-        engine.hold(lease.key)
+        engine.hold(reply_key if reply_key is not None else lease.key)
+        if holds is not None:
+            while len(engine.held) > max(1, holds):
+                engine.held.popitem(last=False)
         self._give_back(engine)
 
     def _give_back(self, engine: Engine) -> None:

@@ -208,7 +208,11 @@ class Service:
                                                      end.metrics if end else {}, None)
                 done = running.finished
                 reply_messages = [*job.messages, {"role": "assistant", "content": done.text}]
-                self.pool.release(lease, prompt_key(reply_messages))
+                cached = done.metrics.get("state_cache") or {}
+                # The host's RAM cache held `entries` before saving this reply: one more now, at most.
+                # Without a RAM cache it holds the live KV cache's one conversation.
+                holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
+                self.pool.release(lease, prompt_key(reply_messages), holds)
                 self._log(request, job, done.text, done.status, done.metrics, done.error, conversation=True)
         finally:
             self._set_live(live_id, None)

@@ -51,7 +51,7 @@ class ServerHost(QObject):
         self.button.setAutoRaise(True)
         self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.button.setAccessibleName("Server")
-        self.button.setToolTip("The OpenAI-compatible API server on this computer: on/off, address, requests, keys")
+        self.button.setToolTip("The OpenAI- and Anthropic-compatible API server on this computer: on/off, address, requests, keys")
         self.button.clicked.connect(lambda: self.open())
         self._api_history: tuple | None = None  # (count, latest change) of API clients' conversations
         self._answered = QTimer(self)

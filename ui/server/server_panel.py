@@ -82,7 +82,8 @@ class ServerPanel(QDialog):
         self._copied.setSingleShot(True)
         self._copied.setInterval(1500)
         self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
-        hint = QLabel("OpenAI-compatible: give a client this base URL. Other machines cannot reach it.", self)
+        hint = QLabel("OpenAI and Anthropic APIs: give a client this base URL (Anthropic clients: without /v1). "
+                      "Other machines cannot reach it.", self)
         hint.setWordWrap(True)
         hint.setStyleSheet(f"color: {muted_color(self.palette()).name()}")
 
