@@ -56,14 +56,15 @@ def api_round(base: str, model: str, requests: int) -> tuple[list[float], list[f
             model=model, messages=[{"role": "user", "content": f"Write a long story about a lighthouse ({i})."}],
             max_tokens=N_GEN, temperature=0.8, seed=i, stream=True, stream_options={"include_usage": True})
         stamps: list[float] = []
-        engine_ttft = None
+        engine_ttft, n_tokens = None, 0
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 stamps.append(time.perf_counter())
             if chunk.usage is not None:
                 engine_ttft = (chunk.model_extra or {}).get("timings", {}).get("ttft_ms")
-        if len(stamps) > 1:
-            rates.append((len(stamps) - 1) / (stamps[-1] - stamps[0]))
+                n_tokens = chunk.usage.completion_tokens
+        if len(stamps) > 1:  # a chunk may hold several tokens (the server joins what arrives within 20 ms)
+            rates.append((n_tokens - 1) / (stamps[-1] - stamps[0]))
         if engine_ttft is not None and stamps:
             overheads.append((stamps[0] - sent) * 1000 - engine_ttft)
     return rates, overheads

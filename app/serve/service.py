@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -74,19 +75,50 @@ def timings(metrics: dict[str, Any]) -> dict[str, Any]:
             "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
 
 
+CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
+
+
 class Running:
-    """One reply in progress: `await next()` gives its events, None after the last."""
+    """One reply in progress: `await next()` gives its events, None after the last. Tokens that
+    arrived together come as one event, and a stream faster than one token per CHUNK_INTERVAL_S
+    sends what arrived meanwhile as one chunk: the server's work per chunk runs in the window's
+    process when the Server switch is on, and a thousand chunks a second would take the window's
+    main thread its turns at the interpreter. The first token goes out at once."""
 
     def __init__(self, generation: Generation) -> None:
         self.generation = generation
         self.finished: FinishedEvent | None = None
         self.text: list[str] = []
+        self.tokens = 0  # tokens so far (events before they were joined)
+        self._ready: deque[TokenEvent | FinishedEvent] = deque()
+        self._last_chunk = 0.0
 
     async def next(self) -> TokenEvent | FinishedEvent | None:
         if self.finished is not None:
             return None
-        event = await anyio.to_thread.run_sync(next, self.generation, None)
+        ready = self._ready
+        if not ready:
+            ready.extend(self.generation.take_ready())
+        if not ready:
+            waited = await anyio.to_thread.run_sync(next, self.generation, None)
+            if waited is not None:
+                ready.append(waited)
+                ready.extend(self.generation.take_ready())
+        if ready and isinstance(ready[0], TokenEvent):
+            early = self._last_chunk + CHUNK_INTERVAL_S - time.perf_counter()
+            if early > 0:
+                await anyio.sleep(early)
+                ready.extend(self.generation.take_ready())
+            self._last_chunk = time.perf_counter()
+        event = ready.popleft() if ready else None
         if isinstance(event, TokenEvent):
+            self.tokens += 1
+            if ready and isinstance(ready[0], TokenEvent):
+                parts = [event.text]
+                while ready and isinstance(ready[0], TokenEvent):
+                    parts.append(ready.popleft().text)
+                    self.tokens += 1
+                event = TokenEvent("".join(parts), event.t)
             self.text.append(event.text)
         elif isinstance(event, FinishedEvent):
             self.finished = event
@@ -124,7 +156,7 @@ class Service:
         """The requests being answered now, oldest first (any thread)."""
         with self._live_lock:
             rows = list(self._live.values())
-        return [replace(row, tokens=len(running.text)) if running else row for row, running in rows]
+        return [replace(row, tokens=running.tokens) if running else row for row, running in rows]
 
     def _set_live(self, live_id: int, row: LiveRequest | None, running: Running | None = None) -> None:
         with self._live_lock:
