@@ -73,6 +73,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.serve.keys import ApiKeys
+    from app.serve.nodelay import http_protocol
     from app.serve.pool import ModelPool
     from app.serve.server import LOOPBACK_NAMES, create_app
 
@@ -86,5 +87,5 @@ def run(core: Core, args: argparse.Namespace) -> int:
     print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
     # One process, the event loop on this thread: the history's SQLite connection stays on the
     # thread that opened it.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, http=http_protocol())
     return 0

@@ -70,6 +70,7 @@ class ServerThread:
 
         from app.core import open_core
         from app.serve.keys import ApiKeys
+        from app.serve.nodelay import http_protocol
         from app.serve.server import create_app
         from app.serve.service import Service
 
@@ -86,7 +87,8 @@ class ServerThread:
                 pool.adopt(self.window_engine)
             self._service = service = Service(core, pool)
             app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
-            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+                                    http=http_protocol())
             self._server = server = uvicorn.Server(config)
             starting = threading.Thread(target=self._mark_started, daemon=True)
             starting.start()

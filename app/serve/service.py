@@ -92,6 +92,10 @@ class Running:
         self.tokens = 0  # tokens so far (events before they were joined)
         self._ready: deque[TokenEvent | FinishedEvent] = deque()
         self._last_chunk = 0.0
+        # A stream's reply is closed (engine given back, request recorded) as soon as its last
+        # event is taken, before the stream's last chunks go out: a client that sends its next
+        # request on [DONE] never waits behind this one's commit.
+        self.close_early: Callable[[], Awaitable[None]] | None = None
 
     async def next(self) -> TokenEvent | FinishedEvent | None:
         if self.finished is not None:
@@ -124,6 +128,9 @@ class Running:
             self.finished = event
         else:
             self.finished = FinishedEvent("".join(self.text), MessageStatus.ERROR, {}, "the engine stopped without a reply")
+        if self.finished is not None and self.close_early is not None:
+            close, self.close_early = self.close_early, None
+            await close()
         return event if event is not None else self.finished
 
     async def whole(self) -> FinishedEvent:
@@ -200,6 +207,7 @@ class Service:
         call the returned close once, however the response ends. Raises ApiError."""
         stack = AsyncExitStack()
         running = await stack.enter_async_context(self.reply(request, job))
+        running.close_early = stack.aclose
         return running, stack.aclose
 
     @asynccontextmanager

@@ -59,7 +59,8 @@ def test_a_streamed_message_gives_the_text_and_the_final_stop_reason_and_usage(s
                                         extra_body=GREEDY) as stream:
         pieces = list(stream.text_stream)
         final = stream.get_final_message()
-    assert len(pieces) >= 2 and "".join(pieces) == final.content[0].text
+    # Twelve tokens of the tiny model may arrive within one 20 ms chunk: at least one text delta.
+    assert len(pieces) >= 1 and "".join(pieces) == final.content[0].text
     assert final.stop_reason == "max_tokens" and final.stop_sequence is None
     assert final.usage.output_tokens == 12 and final.usage.input_tokens + (final.usage.cache_read_input_tokens or 0) > 0
     whole = client(served).messages.create(model="tiny", max_tokens=12, messages=[{"role": "user", "content": "more"}],
@@ -181,7 +182,7 @@ def test_each_message_is_in_the_record_with_its_endpoint(served: Served) -> None
 
 
 def test_a_client_that_leaves_mid_stream_stops_the_reply_and_the_next_is_answered(served: Served) -> None:
-    body = {"model": "tiny", "max_tokens": 6000, "stream": True,
+    body = {"model": "tiny", "max_tokens": 6000, "stream": True, **GREEDY,  # greedy, the tiny model never ends a turn
             "messages": [{"role": "user", "content": "go on and on"}]}
     with httpx.stream("POST", f"{served.url}/v1/messages", json=body, timeout=60) as response:
         lines = response.iter_lines()

@@ -92,13 +92,16 @@ def test_a_chat_completion_has_text_usage_and_coves_timings(server: str) -> None
 
 def test_a_streamed_completion_arrives_in_chunks_and_ends_with_usage(server: str) -> None:
     stream = client(server).chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "tell me more"}], max_tokens=12, temperature=0,
+        model="tiny", messages=[{"role": "user", "content": "tell me more"}], max_tokens=2000, temperature=0,
         stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
     texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
-    assert chunks[0].choices[0].delta.role == "assistant" and len(texts) >= 2 and finishes == ["length"]
-    assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
+    # Tokens that arrive within 20 ms of the last chunk share the next one; the reply runs to the
+    # end of the tiny model's 512-token context, which takes longer.
+    assert chunks[0].choices[0].delta.role == "assistant" and len(texts) >= 2 and finishes in (["length"], ["stop"])
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None and 1 <= usage.completion_tokens < 512
 
 
 @pytest.mark.parametrize(("body", "error", "param"), [

@@ -47,16 +47,20 @@ def test_a_taken_port_is_a_sentence(cove_core) -> None:
     assert not server.running
 
 
-def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core) -> None:
+def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core, tmp_path) -> None:
     import threading
 
+    from tests.support.tiny_model import write_tiny_gguf
+
+    # Greedy, the tiny model never ends a turn by itself: 6,000 tokens in an 8,192 context outlast the stop.
+    cove_core.library.import_file(write_tiny_gguf(tmp_path / "long.gguf", n_ctx_train=8192), name="long")
     server = ServerThread(cove_core.paths, port=_free_port())
     assert server.start() is None, server.error
     got: list[str] = []
 
     def stream() -> None:
-        body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 100_00,
-                "stream": True}
+        body = {"model": "long", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 6000,
+                "stream": True, "temperature": 0}
         try:
             with httpx.stream("POST", f"{server.address}/chat/completions", json=body, timeout=60) as response:
                 got.extend(response.iter_lines())
