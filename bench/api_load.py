@@ -34,6 +34,7 @@ import httpx  # noqa: E402
 import openai  # noqa: E402
 
 N_GEN = 128
+ENGINE_TG: list[float] = []  # the engine's own tg of each API request (its clock, not the client's)
 
 
 def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -63,6 +64,7 @@ def api_round(base: str, model: str, requests: int) -> tuple[list[float], list[f
             if chunk.usage is not None:
                 engine_ttft = (chunk.model_extra or {}).get("timings", {}).get("ttft_ms")
                 n_tokens = chunk.usage.completion_tokens
+                ENGINE_TG.append((chunk.model_extra or {}).get("timings", {}).get("tokens_per_second"))
         if len(stamps) > 1:  # a chunk may hold several tokens (the server joins what arrives within 20 ms)
             rates.append((n_tokens - 1) / (stamps[-1] - stamps[0]))
         if engine_ttft is not None and stamps:
@@ -121,7 +123,7 @@ def speed(env: dict[str, str], model: str, rounds: int, requests: int) -> dict:
             server.terminate()
             server.wait(timeout=60)
     return {
-        "headless_tg_tps": headless, "api_tg_tps": api,
+        "headless_tg_tps": headless, "api_tg_tps": api, "api_engine_tg_tps": list(ENGINE_TG),
         "ratio": statistics.median(a / h for a, h in zip(api, headless)),
         "ttft_overhead_ms_p50": statistics.median(overhead), "ttft_overhead_ms": overhead,
         "raw_ttft_overhead_ms_p50": statistics.median(raw), "raw_ttft_overhead_ms": raw,
