@@ -231,8 +231,8 @@ def start_generation(
     if recheck is not None and on_recheck is not None:
         on_recheck(recheck)
     placement = placement or ModelPlacement()
-    current = engine.loaded
-    if loaded_as_is and current is not None and current.path == os.path.abspath(model.path) and recheck is None:
+    current = engine.loaded if loaded_as_is else None
+    if current is not None and current.path == os.path.abspath(model.path) and recheck is None:
         loaded = current
     else:
         loaded = load() if load is not None else engine.load(
