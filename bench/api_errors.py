@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 import openai  # noqa: E402
+
+from bench.serve_process import serving  # noqa: E402
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -71,23 +69,8 @@ def run_cases(base: str, model: str) -> dict[str, Any]:
 
 def run_errors(env: dict[str, str], model: str) -> dict[str, Any]:
     """The cases against a cove serve of its own on `env`'s home."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/v1"
-    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                              stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                httpx.get(f"{base}/models", timeout=2)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with serving(env) as (base, _server):
         return run_cases(base, model)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def main() -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import openai  # noqa: E402
+
+from bench.serve_process import serving  # noqa: E402
 
 N_GEN = 128
 ENGINE_TG: list[float] = []  # the engine's own tg of each API request (its clock, not the client's)
@@ -99,29 +100,14 @@ def raw_ttft_overheads(base: str, model: str, requests: int) -> list[float]:
 
 def speed(env: dict[str, str], model: str, rounds: int, requests: int) -> dict:
     """tg and TTFT overhead through the API against cove bench headless, alternating."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/v1"
     headless, api, overhead, raw = [], [], [], []
     for _ in range(rounds):
         headless.append(headless_tg(env, model))
-        server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            for _try in range(600):
-                try:
-                    httpx.get(f"{base}/models", timeout=2)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+        with serving(env) as (base, _server):
             rates, extra = api_round(base, model, requests)
             api.append(statistics.median(rates[1:] or rates))  # the first request loads the model
             overhead += extra[1:]
             raw += raw_ttft_overheads(base, model, requests)
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
     return {
         "headless_tg_tps": headless, "api_tg_tps": api, "api_engine_tg_tps": list(ENGINE_TG),
         "ratio": statistics.median(a / h for a, h in zip(api, headless)),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from bench.serve_process import serving  # noqa: E402
+
 CLIENTS, CONVERSATIONS, TURNS, N_GEN = 4, 5, 4, 24
 TOPICS = ("lighthouses", "tides", "owls", "bread", "glaciers", "violins", "bees", "maps", "comets", "gardens")
 
@@ -38,11 +39,6 @@ def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900, check=True)
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _turn(http: httpx.Client, base: str, model: str, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
@@ -95,19 +91,8 @@ CACHE_SIZES = (("state_cache_256_mb", 256), ("state_cache_8_mb", 8), ("no_state_
 
 
 def run_routing(env: dict[str, str], model: str, routing: str, cache_ram_mb: int = 256) -> dict[str, Any]:
-    port = _port()
-    base = f"http://127.0.0.1:{port}/v1"
     before = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
-    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port), "--parallel", "2",
-                               "--routing", routing, "--cache-ram", str(cache_ram_mb)], cwd=ROOT, env=env,
-                              stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                httpx.get(f"{base}/models", timeout=2)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with serving(env, "--parallel", "2", "--routing", routing, "--cache-ram", str(cache_ram_mb)) as (base, server):
         results: list[dict[str, Any]] = []
         threads = [threading.Thread(target=_client, args=(base, model, i, results)) for i in range(CLIENTS)]
         for thread in threads:
@@ -115,9 +100,6 @@ def run_routing(env: dict[str, str], model: str, routing: str, cache_ram_mb: int
         for thread in threads:
             thread.join()
         uss = _engine_uss(server)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     done = [r for r in results if "failed" not in r]
     after = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
     ttft = sorted(r["ttft_ms"] for r in done)

@@ -8,7 +8,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -99,18 +98,9 @@ class AnthropicApi:
         for message_start: a reply that cannot start (a prompt larger than the context) is an
         error response, not a stream."""
         try:
-            running, close = await self.service.open_reply(request, job)
+            running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
             return error_response(exc)
-        try:
-            first = await running.next()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await close()
-            raise
-        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
-            await close()
-            return error_response(failure_error(first))
         return ClosingStream(self._stream(job, running, first, message_id), close, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
 

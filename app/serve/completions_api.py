@@ -59,23 +59,20 @@ class CompletionsApi:
         except ApiError as exc:
             return exc.response()
         reply_id, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        if not job.stream:
+            try:
+                async with self.service.reply(request, job) as running:
+                    finished = await running.whole()
+            except ApiError as exc:
+                return exc.response()
+            if finished.status == MessageStatus.ERROR:
+                return failure_error(finished).response()
+            return JSONResponse(self._body(reply_id, created, job, finished.text, FINISH.get(finished.status, "stop"),
+                                           usage=usage(finished.metrics), timings=timings(finished.metrics)))
         try:
-            running, close = await self.service.open_reply(request, job)
+            running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
             return exc.response()
-        try:
-            first = await (running.next() if job.stream else running.whole())
-        except BaseException:
-            await close()
-            raise
-        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
-            await close()
-            return failure_error(first).response()
-        if not job.stream:
-            await close()
-            assert isinstance(first, FinishedEvent)
-            return JSONResponse(self._body(reply_id, created, job, first.text, FINISH.get(first.status, "stop"),
-                                           usage=usage(first.metrics), timings=timings(first.metrics)))
         return ClosingStream(self._stream(reply_id, created, job, running, first, include_usage), close,
                              media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

@@ -69,17 +69,9 @@ class OpenAIApi:
         """The stream's status is known at its first event: a reply that cannot start (a prompt
         larger than the context, a grammar refused) is an error response, not a stream."""
         try:
-            running, close = await self.service.open_reply(request, job)
+            running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
             return exc.response()
-        try:
-            first = await running.next()
-        except BaseException:
-            await close()
-            raise
-        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
-            await close()
-            return failure_error(first).response()
         return ClosingStream(self._stream(job, running, first, reply_id, created, include_usage), close,
                              media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

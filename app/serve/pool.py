@@ -18,7 +18,9 @@ from typing import Any
 import anyio
 
 from app.engine.client import EngineClient, EngineError, LoadedModel
+from app.serve import machine
 from app.serve.errors import ApiError
+from app.serve.machine import Footprint, estimated_footprint, gib
 from app.settings import ModelPlacement
 from models.library import InstalledModel
 
@@ -37,15 +39,6 @@ def prompt_key(messages: list[dict[str, Any]]) -> str:
 
 def shared_prefix(a: str, b: str) -> int:
     return len(os.path.commonprefix([a, b]))
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """A model's estimated RAM: the weights (shared by every copy: they are mapped from the file)
-    and what each engine process adds (KV cache, compute buffers, the process itself)."""
-
-    weights: int
-    per_engine: int
 
 
 @dataclass(eq=False)
@@ -129,7 +122,7 @@ class ModelPool:
         self.cache_ram_mb = cache_ram_mb  # each engine's RAM cache of earlier conversations' KV state
         self._placement_of, self._factory = placement_of, engine_factory
         self._footprint_of = footprint_of or estimated_footprint
-        self._available_ram = available_ram or _available_ram
+        self._available_ram = available_ram or machine.available_ram
         self.engines: list[Engine] = []
         self._waiters: list[_Waiter] = []
         self._served: dict[tuple[str, str], int] = {}  # (model path, client) -> when it was last served
@@ -153,19 +146,7 @@ class ModelPool:
         that is using that engine now, ahead of every API request still waiting."""
         if self.window_engine is None:
             raise RuntimeError("the pool has no window engine (adopt() it first)")
-        waiter = _Waiter(model, "this window", prompt_key(messages), next(self._ticks), window=True)
-        self._waiters.append(waiter)
-        try:
-            self._dispatch(model.path)
-            await waiter.ready.wait()
-        except BaseException:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-            elif waiter.engine is not None:
-                self._give_back(waiter.engine)
-            raise
-        assert waiter.engine is not None
-        return Lease(waiter.engine, waiter.key)
+        return await self._wait(_Waiter(model, "this window", prompt_key(messages), next(self._ticks), window=True))
 
     def _window_idle_for(self, path: str) -> Engine | None:
         engine = self.window_engine
@@ -180,10 +161,12 @@ class ModelPool:
         """Wait for an engine with `model` loaded, fairly among clients. Raises ApiError."""
         if self._closed:
             raise ApiError(503, "the server is stopping", "server_error")
-        waiter = _Waiter(model, client, prompt_key(messages), next(self._ticks))
+        return await self._wait(_Waiter(model, client, prompt_key(messages), next(self._ticks)))
+
+    async def _wait(self, waiter: _Waiter) -> Lease:
         self._waiters.append(waiter)
         try:
-            self._dispatch(model.path)
+            self._dispatch(waiter.model.path)
             await waiter.ready.wait()
         except BaseException:
             if waiter in self._waiters:
@@ -324,7 +307,7 @@ class ModelPool:
             busy_elsewhere = any(e.model.path != model.path and (e.busy or e.loading) for e in self.engines)
             if not shares and not busy_elsewhere:
                 self._fail(model.path, ApiError(
-                    507, f"{model.name} needs about {_gib(need)} of RAM and {_gib(free)} is free for it "
+                    507, f"{model.name} needs about {gib(need)} of RAM and {gib(free)} is free for it "
                          "(with every other model unloaded)", "server_error", code="insufficient_memory"))
             return False
         for victim in chosen:
@@ -364,7 +347,7 @@ class ModelPool:
         engine's own default, every physical core)."""
         if self.parallel == 1:
             return None
-        return max(1, _physical_cores() // self.parallel)
+        return max(1, machine.physical_cores() // self.parallel)
 
     def _fail(self, path: str, error: ApiError) -> None:
         for waiter in [w for w in self._waiters if w.model.path == path]:
@@ -435,31 +418,3 @@ class _Running:
 _NO_MODEL = InstalledModel(name="", path="", sha256="", size=0, mtime=0.0, quant=None, architecture=None,
                            parameter_count=None, context_length=None, has_chat_template=False, source="imported",
                            repo=None, file=None, revision=None, added_at="", last_used_at=None)
-
-
-def estimated_footprint(model: InstalledModel, n_ctx: int | None) -> Footprint:
-    """Cove's memory estimate of `model` on this machine, split into what copies share and what each adds."""
-    from models.gguf_validate import read_gguf_header
-    from models.memory_estimate import estimate_memory
-
-    est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx)
-    return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
-
-
-def _physical_cores() -> int:
-    import psutil
-
-    n = psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    if hasattr(os, "sched_getaffinity"):
-        n = min(n, len(os.sched_getaffinity(0)))
-    return max(1, n)
-
-
-def _available_ram() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().available)
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB"

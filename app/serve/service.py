@@ -210,6 +210,23 @@ class Service:
         running.close_early = stack.aclose
         return running, stack.aclose
 
+    async def open_stream(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]],
+                                                                       TokenEvent | FinishedEvent | None]:
+        """`open_reply` and the reply's first event: a stream's status is known there, so a reply
+        that cannot start (a prompt larger than the context, a grammar refused) raises ApiError,
+        closed already, and becomes an error response rather than a stream."""
+        running, close = await self.open_reply(request, job)
+        try:
+            first = await running.next()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await close()
+            raise
+        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
+            await close()
+            raise failure_error(first)
+        return running, close, first
+
     @asynccontextmanager
     async def reply(self, request: Request, job: Job) -> AsyncIterator[Running]:
         """Lend an engine with the job's model, start the reply, and give its events. However

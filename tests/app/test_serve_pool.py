@@ -183,9 +183,9 @@ async def test_a_request_that_goes_away_while_waiting_leaves_no_trace(models) ->
 
 
 async def test_parallel_copies_share_the_cores_between_them(models, monkeypatch) -> None:
-    import app.serve.pool as pool_module
+    import app.serve.machine as machine
 
-    monkeypatch.setattr(pool_module, "_physical_cores", lambda: 4)
+    monkeypatch.setattr(machine, "physical_cores", lambda: 4)
     tiny, _ = models
     assert ModelPool().threads_per_engine() is None  # one copy: the engine's default, every core
     pool = ModelPool(parallel=2)

@@ -1,0 +1,47 @@
+"""What the engine pool knows of this machine and of a model: its estimated RAM (Cove's memory
+estimate, split into what copies of a model share and what each adds), the RAM free now, and
+the physical cores."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from models.library import InstalledModel
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A model's estimated RAM: the weights (shared by every copy: they are mapped from the file)
+    and what each engine process adds (KV cache, compute buffers, the process itself)."""
+
+    weights: int
+    per_engine: int
+
+
+def estimated_footprint(model: InstalledModel, n_ctx: int | None) -> Footprint:
+    """Cove's memory estimate of `model` on this machine, split into what copies share and what each adds."""
+    from models.gguf_validate import read_gguf_header
+    from models.memory_estimate import estimate_memory
+
+    est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx)
+    return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
+
+
+def physical_cores() -> int:
+    import psutil
+
+    n = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        n = min(n, len(os.sched_getaffinity(0)))
+    return max(1, n)
+
+
+def available_ram() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
