@@ -5,11 +5,7 @@ their exception types, the Host-header and size guards, and a client that leaves
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,52 +13,20 @@ import httpx
 import openai
 import pytest
 
-from tests.support.paths import REPO_ROOT
-from tests.support.tiny_model import write_tiny_gguf
+from tests.support.serve_fixture import Served, cove_serve, free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_ENV: dict[str, str] = {}  # the server's environment, for the record's command line
+_SERVED: list[Served] = []  # the module's server, for the command line against its home
 
 
 def cove(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO_ROOT, env=_ENV, capture_output=True,
-                          text=True, timeout=120)
+    return _SERVED[0].cove(*args)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("serve")
-    env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home)}
-    _ENV.clear()
-    _ENV.update(env)
-    model = write_tiny_gguf(home / "tiny.gguf")
-    cli = [sys.executable, "-m", "app.cli.main"]
-    subprocess.run([*cli, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=120)
-    port = _free_port()
-    proc = subprocess.Popen([*cli, "serve", "--port", str(port)], cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(f"{base}/models", timeout=2).raise_for_status()
-            break
-        except httpx.HTTPError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"cove serve did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-            time.sleep(0.2)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with cove_serve(tmp_path_factory.mktemp("serve")) as served:
+        _SERVED[:] = [served]
+        yield f"{served.url}/v1"
 
 
 def client(base: str) -> openai.OpenAI:
@@ -182,7 +146,7 @@ def test_every_request_is_in_the_record_once_and_the_record_verifies_until_edite
         assert json.loads(entry["params"])["stream"] is stream and json.loads(entry["usage"])["completion_tokens"] == 3
     verified = cove("record", "verify", "--json")
     assert verified.returncode == 0 and json.loads(verified.stdout)["intact"] is True
-    database = next(Path(_ENV["COVE_HOME"]).rglob("*.db"))
+    database = next(Path(_SERVED[0].env["COVE_HOME"]).rglob("*.db"))
     import sqlite3
 
     with sqlite3.connect(database) as db:
@@ -203,7 +167,7 @@ def test_with_keys_made_a_request_needs_one_and_the_record_names_it(server: str)
         keyed.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
         assert _record()[-1]["client"] == "editor"
         assert cove("serve", "keys", "list").stdout.split() == ["editor"]
-        assert key not in Path(next(Path(_ENV["COVE_HOME"]).rglob("*.db"))).read_bytes().decode("latin-1")  # only its hash
+        assert key not in Path(next(Path(_SERVED[0].env["COVE_HOME"]).rglob("*.db"))).read_bytes().decode("latin-1")  # only its hash
         again = cove("serve", "keys", "add", "editor")
         assert again.returncode != 0 and "already" in again.stderr and "Traceback" not in again.stderr
     finally:
@@ -212,7 +176,7 @@ def test_with_keys_made_a_request_needs_one_and_the_record_names_it(server: str)
 
 
 def test_listening_beyond_loopback_without_a_key_is_refused_in_a_sentence(server: str) -> None:
-    refused = cove("serve", "--host", "0.0.0.0", "--port", str(_free_port()))
+    refused = cove("serve", "--host", "0.0.0.0", "--port", str(free_port()))
     assert refused.returncode != 0 and "make a key first" in refused.stderr and "Traceback" not in refused.stderr
 
 
