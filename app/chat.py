@@ -23,7 +23,7 @@ from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.settings import ModelPlacement, SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
-from app.store.request_log import RequestLog
+from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
@@ -186,9 +186,7 @@ class TurnRecord:
                 model_sha256=reply.model_sha256, quant=reply.model_quant, params=reply.params or {},
                 messages=self.sent or [{"role": "user", "content": self.user.content}], reply=reply.content,
                 status=reply.status, conversation_id=self.conversation_id,
-                usage={"prompt_tokens": reply.metrics.get("prompt_tokens"), "completion_tokens": reply.metrics.get("gen_tokens")},
-                timings={"prompt_ms": reply.metrics.get("prefill_ms"), "ttft_ms": reply.metrics.get("ttft_ms"),
-                         "tokens_per_second": reply.metrics.get("gen_tps"), "cached_tokens": reply.metrics.get("cached_tokens")})
+                usage=usage(reply.metrics), timings=timings(reply.metrics))
         except sqlite3.Error as exc:
             print(f"cove: the reply is saved, but not its entry in the written record ({exc})", file=sys.stderr)
 

@@ -16,7 +16,8 @@ from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.messages_request import MessagesRequest, read_messages_request
 from app.serve.openai_api import ClosingStream
-from app.serve.service import Job, Running, Service, failure_error, timings
+from app.serve.service import Job, Running, Service, failure_error
+from app.store.request_log import timings
 from app.store.statuses import MessageStatus
 
 ENDPOINT = "/v1/messages"

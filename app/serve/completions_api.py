@@ -16,7 +16,8 @@ from app.serve.chat_request import read_sampling
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.openai_api import FINISH, ClosingStream
-from app.serve.service import Job, Running, Service, failure_error, timings, usage
+from app.serve.service import Job, Running, Service, failure_error
+from app.store.request_log import timings, usage
 from app.store.statuses import MessageStatus
 
 DEFAULT_MAX_TOKENS = 16  # the real API's default for text completions

@@ -23,10 +23,10 @@ from app.engine.generation import FinishedEvent, Generation, TokenEvent
 from app.engine.loaded import Embeddings
 from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
-from app.serve.pool import LiveRequest, ModelPool, prompt_key
+from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
 from app.settings import SamplingParams
 from app.store.api_conversations import remember_exchange
-from app.store.request_log import RequestLog
+from app.store.request_log import RequestLog, timings, usage
 from app.store.statuses import MessageStatus
 from models.library import InstalledModel, ModelNotFound
 from models.transactions import write_transaction
@@ -61,18 +61,6 @@ def failure_error(finished: FinishedEvent) -> ApiError:
     if failure is not None and failure.kind == "grammar":
         return ApiError(400, finished.error or "the response_format cannot be enforced", param="response_format")
     return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
-
-
-def usage(metrics: dict[str, Any]) -> dict[str, Any]:
-    prompt, completion = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0)}}
-
-
-def timings(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Cove's own clocks for the reply (the engine's, not the client's)."""
-    return {"prompt_ms": metrics.get("prefill_ms"), "ttft_ms": metrics.get("ttft_ms"),
-            "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
 
 
 CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
@@ -299,7 +287,7 @@ class Service:
                   {"prompt_tokens": result.prompt_tokens})
         return result
 
-    def _start(self, lease, job: Job) -> Generation:  # noqa: ANN001 - a pool Lease
+    def _start(self, lease: Lease, job: Job) -> Generation:
         try:
             # An API client sends the conversation it wants answered: nothing is dropped to fit.
             window = lease.engine is self.pool.window_engine

@@ -32,6 +32,19 @@ def entry_hash(row: dict[str, Any]) -> str:
     return hashlib.sha256(_json([row.get(name) for name in _CHAINED]).encode()).hexdigest()
 
 
+def usage(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A reply's token counts, as an entry (and an API response) carries them."""
+    prompt, completion = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0)}}
+
+
+def timings(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Cove's own clocks for the reply (the engine's, not the client's)."""
+    return {"prompt_ms": metrics.get("prefill_ms"), "ttft_ms": metrics.get("ttft_ms"),
+            "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What verify() found: `intact` when no entry was changed; `tampered` lists the entries
