@@ -1,7 +1,8 @@
 """The one door to the network: every Hub call goes through a `NetworkGate`.
 
-Cove touches the network only for four things the person starts: Hub search, listing a
-repo's files, reading a remote GGUF header, and downloading. Each of them runs inside
+Cove touches the network only for things the person starts: Hub search, listing a repo's
+files, reading a remote GGUF header, downloading, and talking to the person's own servers
+(listing their models, chatting on them; app/remote). Each of them runs inside
 `gate.use(kind, url)`, which
   * refuses with `NetworkRefused` (one sentence) when Cove is offline (the setting, or
     `COVE_OFFLINE=1`), before any socket is opened;
@@ -11,7 +12,8 @@ repo's files, reading a remote GGUF header, and downloading. Each of them runs i
 `hub_environment()` is the environment huggingface_hub must see *before it is imported*
 (its constants are read at import time): no telemetry side call, no implicit token file,
 no Xet transfer path (which can't be cancelled and keeps a second copy on disk).
-Chatting never passes through here, and the engine host never imports huggingface_hub.
+Chatting with an installed model never passes through here, and the engine host never imports
+huggingface_hub.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ KINDS = {
     "files": "listing the model's files",
     "header": "reading the model's header",
     "download": "downloading",
+    "remote": "chatting on your server",
+    "remote-models": "listing your server's models",
 }
+# The kinds that reach the person's own servers rather than the Hub (the refusal names them).
+REMOTE_KINDS = frozenset({"remote", "remote-models"})
 
 
 class NetworkRefused(RuntimeError):
@@ -138,9 +144,10 @@ class NetworkGate:
         """Raise `NetworkRefused` if offline; otherwise do nothing."""
         if self.offline:
             what = KINDS.get(kind, kind)
+            target = "your server" if kind in REMOTE_KINDS else "the Hub"
             raise NetworkRefused(
                 f"Cove is offline ({self.offline_reason}), so it did not connect for {what}. "
-                "Turn offline mode off to use the Hub; chatting with installed models works either way."
+                f"Turn offline mode off to use {target}; chatting with installed models works either way."
             )
 
     @contextmanager

@@ -159,6 +159,21 @@ def _m0009_api_conversations(db: sqlite_utils.Database) -> None:
     db.table("record_entries").create_index(["conversation_id"])
 
 
+def _m0010_connections(db: sqlite_utils.Database) -> None:
+    # The person's own servers (app/remote/connections.py): a name, the API root, an extra CA file,
+    # what the server said of itself at the last probe (JSON), and whether the person agreed that
+    # messages go to a host outside their private network. Never the key (that is in the keyring).
+    db.table("connections").create(
+        {"name": str, "base_url": str, "ca_file": str, "server": str, "public_ok": int, "created_at": str},
+        pk="name",
+        not_null={"base_url", "public_ok", "created_at"},
+        defaults={"public_ok": 0},
+    )
+    # Where an entry of the record ran: JSON {"connection", "host", "kind", "model_id", "fingerprint"};
+    # NULL or "" for this machine. Part of an entry's hash only when non-empty, so older entries verify.
+    db.execute("ALTER TABLE record_entries ADD COLUMN ran_on TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -169,6 +184,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0007_record", _m0007_record),
     ("0008_api_keys", _m0008_api_keys),
     ("0009_api_conversations", _m0009_api_conversations),
+    ("0010_connections", _m0010_connections),
 )
 
 

@@ -1,0 +1,59 @@
+"""A model on one of the person's servers, named `MODEL_ID@CONNECTION` everywhere (the picker,
+a reply row's model_name, `cove chat --model`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.remote.connections import Connection
+
+# Disk-format invariant: a connection's name; it ends every remote model's name in the history.
+CONNECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+
+
+@dataclass(frozen=True)
+class RemoteModel:
+    connection: str
+    model_id: str
+    host: str  # host[:port] of the connection's URL, as shown to the person
+    kind: str | None  # the server's kind at the last probe (see app/remote/probe.py)
+    fingerprint: str | None = None  # what the server offers to identify the weights (Ollama's digest)
+    context_length: int | None = None  # the model's context, when the server says
+
+    # Like an InstalledModel, for code that writes a reply row: no local file, no quant.
+    sha256 = None
+    quant = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.model_id}@{self.connection}"
+
+
+def split_remote_name(name: str) -> tuple[str, str] | None:
+    """("MODEL_ID", "CONNECTION") of a remote model's name, split on the last "@"; None when the
+    name cannot be one (no "@", nothing before it, or no valid connection name after it)."""
+    model_id, at, connection = name.rpartition("@")
+    if not at or not model_id or not CONNECTION_NAME.fullmatch(connection):
+        return None
+    return model_id, connection
+
+
+def remote_models(connection: Connection) -> list[RemoteModel]:
+    """The models the connection's last probe found, in the order the server listed them."""
+    kind = connection.server.get("kind") if connection.server else None
+    found: list[RemoteModel] = []
+    for entry in (connection.server or {}).get("models") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or not entry["id"]:
+            continue
+        context = entry.get("context_length")
+        fingerprint = entry.get("fingerprint")
+        found.append(RemoteModel(
+            connection=connection.name, model_id=entry["id"], host=connection.host,
+            kind=kind if isinstance(kind, str) else None,
+            fingerprint=fingerprint if isinstance(fingerprint, str) and fingerprint else None,
+            context_length=context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None,
+        ))
+    return found
