@@ -1,0 +1,256 @@
+"""Build llama.cpp's own programs (llama-bench; llama-server with llama-cli) from the sources
+vendored in the pinned llama-cpp-python sdist, once each, into Cove's tools cache.
+
+Every build configures the sdist's own top-level CMakeLists.txt (the very project pip built
+the wheel from) with scikit-build-core's defaults, so ggml gets the same flags as the
+engine: Release, shared libraries, GGML_NATIVE=ON, OpenMP, no curl, plus `$CMAKE_ARGS`
+exactly as llama-cpp-python's build honours it. A tool differs only in the targets it
+builds and the options that expose them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_VERSION = "0.3.36"
+BUILD_INFO = "build-info.json"
+
+
+class LlamaToolError(RuntimeError):
+    """A step of building or running a llama.cpp tool failed; the message is one readable sentence."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One cached tool: the folder `{name}-{version}` holding the binaries of `targets`."""
+
+    name: str  # the folder's name and the main binary's target
+    targets: tuple[str, ...]  # cmake targets built and binaries collected, the main one first
+    options: tuple[str, ...]  # configure options beyond the engine's that expose the targets
+    source_dir: str  # a folder under vendor/llama.cpp the sdist must contain
+
+
+LLAMA_BENCH = ToolSpec("llama-bench", ("llama-bench",), ("-DLLAMA_BUILD_SERVER=OFF",), "tools/llama-bench")
+# The server's web UI is either built with npm or downloaded from a Hugging Face bucket at
+# build time; Cove needs neither (it talks to the API), so both are off: no network during
+# the build, and the server answers the API with an empty UI table. llama-cli links the
+# server's own library, so it comes with the same build for one more small file.
+LLAMA_SERVER = ToolSpec(
+    "llama-server",
+    ("llama-server", "llama-cli"),
+    ("-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF"),
+    "tools/server",
+)
+
+
+def binary_name(target: str) -> str:
+    return f"{target}.exe" if os.name == "nt" else target
+
+
+def tool_dir(tools_dir: Path, spec: ToolSpec, version: str = DEFAULT_VERSION) -> Path:
+    return Path(tools_dir) / f"{spec.name}-{version}"
+
+
+def cmake_args(source_dir: Path, build_dir: Path, spec: ToolSpec, environ: dict[str, str] | None = None) -> list[str]:
+    """The configure command: what scikit-build-core runs for `pip install llama-cpp-python`.
+
+    scikit-build-core builds Release with Ninja when it is present and appends `$CMAKE_ARGS`;
+    the sdist's CMakeLists.txt forces BUILD_SHARED_LIBS=ON, LLAMA_CURL=OFF and leaves
+    GGML_NATIVE at ggml's default (ON). We only add what exposes the tool's targets (tools
+    on, the llava/mtmd add-on off, which the tools tree would otherwise add twice, and the
+    spec's options) and an $ORIGIN rpath so the binaries find the shared libraries copied
+    beside them.
+    """
+    env = os.environ if environ is None else environ
+    args = ["cmake", "-S", str(source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release"]
+    if shutil.which("ninja"):
+        args += ["-G", "Ninja"]
+    args += [
+        "-DLLAMA_BUILD_TOOLS=ON",
+        "-DLLAVA_BUILD=OFF",
+        *spec.options,
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DCMAKE_BUILD_RPATH=$ORIGIN",
+    ]
+    args += shlex.split(env.get("CMAKE_ARGS", ""))
+    return args
+
+
+def is_built(tools_dir: Path, spec: ToolSpec, version: str = DEFAULT_VERSION) -> bool:
+    dest = tool_dir(tools_dir, spec, version)
+    return (dest / BUILD_INFO).is_file() and all((dest / binary_name(t)).is_file() for t in spec.targets)
+
+
+def ensure_tool(
+    tools_dir: Path, spec: ToolSpec, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print
+) -> Path:
+    """Return the path of the tool's main binary for `version`, building it the first time.
+
+    Two processes asking at once (a test run and a benchmark) build it once: the second
+    waits on a lock file beside the tool's folder and then finds the finished build.
+    """
+    dest = tool_dir(tools_dir, spec, version)
+    binary = dest / binary_name(spec.targets[0])
+    if is_built(tools_dir, spec, version):
+        return binary
+    if shutil.which("cmake") is None:
+        raise LlamaToolError(f"cmake is not installed, so {spec.name} cannot be built (install cmake and a C++ compiler)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(dest.parent / f".{spec.name}-{version}.lock"):
+        if is_built(tools_dir, spec, version):
+            return binary
+        _build(dest, spec, version, log)
+    log(f"{spec.name} ready: {binary}")
+    return binary
+
+
+def _build(dest: Path, spec: ToolSpec, version: str, log: Callable[[str], None]) -> None:
+    # Build under the (private) tools dir, not /tmp: the build tree's path stays in the
+    # binaries' RUNPATH after $ORIGIN, and a shared /tmp would let others plant libraries there.
+    with tempfile.TemporaryDirectory(prefix=f".build-{spec.name}-{version}-", dir=dest.parent) as tmp_name:
+        tmp = Path(tmp_name)
+        source = _download_sdist(version, tmp, spec, log)
+        build = tmp / "build"
+        build_log = dest.parent / f"{spec.name}-{version}.build.log"
+        configure = cmake_args(source, build, spec)
+        log(f"configuring llama.cpp from llama-cpp-python {version} (log: {build_log})")
+        started = time.monotonic()
+        with build_log.open("w", encoding="utf-8") as fh:
+            _run_logged(configure, fh, "cmake could not configure the llama.cpp sources", build_log, log)
+            jobs = str(os.cpu_count() or 1)
+            log(f"building {' and '.join(spec.targets)} with {jobs} jobs; this takes a few minutes")
+            targets = [arg for t in spec.targets for arg in ("--target", t)]
+            _run_logged(
+                ["cmake", "--build", str(build), "--config", "Release", *targets, "-j", jobs],
+                fh,
+                f"the {spec.name} build failed",
+                build_log,
+                log,
+            )
+        staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}-{version}-", dir=dest.parent))
+        try:
+            _collect(build, staging, spec)
+            info = {
+                "version": version,
+                "targets": list(spec.targets),
+                "cmake_configure": configure,
+                "build_seconds": round(time.monotonic() - started, 1),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            (staging / BUILD_INFO).write_text(json.dumps(info, indent=2), encoding="utf-8")
+            if dest.exists():  # a half-finished earlier attempt without build-info.json
+                shutil.rmtree(dest)
+            os.replace(staging, dest)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` held while the block runs (POSIX; elsewhere no lock)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _download_sdist(version: str, tmp: Path, spec: ToolSpec, log: Callable[[str], None]) -> Path:
+    log(f"downloading the llama-cpp-python {version} sources with pip")
+    cmd = [
+        sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
+        "--no-deps", "--no-binary", ":all:", "-d", str(tmp / "sdist"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    archives = sorted((tmp / "sdist").glob("llama_cpp_python-*.tar.gz")) if (tmp / "sdist").is_dir() else []
+    if not archives:
+        # Metadata preparation can fail after the archive is saved; only a missing archive matters.
+        tail = tail_of(done.stderr or done.stdout)
+        raise LlamaToolError(f"pip could not download the llama-cpp-python {version} sources: {tail}")
+    log("extracting the sources")
+    with tarfile.open(archives[0]) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp / "src", filter="data")
+        else:  # pragma: no cover - Python without PEP 706
+            tar.extractall(tmp / "src")
+    roots = [p for p in (tmp / "src").iterdir() if (p / "CMakeLists.txt").is_file()]
+    if not roots or not (roots[0] / "vendor" / "llama.cpp" / spec.source_dir).is_dir():
+        raise LlamaToolError(f"the llama-cpp-python {version} sources do not contain llama.cpp's {spec.name}")
+    return roots[0]
+
+
+def _run_logged(cmd: list[str], fh: Any, what: str, build_log: Path, log: Callable[[str], None]) -> None:
+    fh.write("$ " + shlex.join(cmd) + "\n")
+    fh.flush()
+    last_report = time.monotonic()
+    lines: list[str] = []
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    except OSError as exc:
+        raise LlamaToolError(f"{what}: {exc}") from exc
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        fh.write(line)
+        lines.append(line)
+        del lines[:-40]
+        # Ninja prints "[12/180] Building ..." lines; report one every half minute.
+        if line.startswith("[") and time.monotonic() - last_report > 30:
+            log("  " + line.split("]", 1)[0] + "]")
+            last_report = time.monotonic()
+    rc = proc.wait()
+    fh.flush()
+    if rc != 0:
+        raise LlamaToolError(f"{what} (exit {rc}; full log in {build_log}): {tail_of(''.join(lines))}")
+
+
+def _collect(build: Path, dest: Path, spec: ToolSpec) -> None:
+    """Copy the spec's binaries and every shared library the build produced into `dest`."""
+    for target in spec.targets:
+        name = binary_name(target)
+        binaries = [p for p in build.rglob(name) if p.is_file()]
+        if not binaries:
+            raise LlamaToolError(f"the build finished but produced no {target} binary")
+        shutil.copy2(binaries[0], dest / name)
+    for pattern in ("*.so", "*.so.*", "*.dylib", "*.dll"):
+        for lib in build.rglob(pattern):
+            target_path = dest / lib.name
+            if target_path.exists() or target_path.is_symlink():
+                continue
+            if lib.is_symlink():
+                os.symlink(os.readlink(lib), target_path)
+            elif lib.is_file():
+                shutil.copy2(lib, target_path)
+
+
+def library_env(binary: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a built binary runs with: the folder of its libraries first on LD_LIBRARY_PATH."""
+    env = dict(os.environ if environ is None else environ)
+    lib_dir = str(Path(binary).parent)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (lib_dir, env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+def tail_of(text: str, lines: int = 3) -> str:
+    kept = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return " / ".join(kept[-lines:]) or "no output"
