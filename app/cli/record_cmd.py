@@ -11,7 +11,7 @@ from app.core import Core
 from app.store.request_log import RequestLog
 
 _COLUMNS = ("seq", "at", "client", "remote", "endpoint", "model_name", "model_sha256", "quant", "params", "messages",
-            "reply", "status", "usage", "timings", "erased", "content_hash", "prev_hash", "hash")
+            "reply", "status", "usage", "timings", "ran_on", "erased", "content_hash", "prev_hash", "hash")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,8 @@
 """The written record: one entry per request (who asked which model file what, and what came
 back), each entry's hash chained to the one before it, so `verify` finds an edited entry and
 tells a deleted one (a gap) from tampering. The person can erase an entry's text; its hashes
-stay, and the entry stays as a marked gap."""
+stay, and the entry stays as a marked gap. A turn sent to one of the person's own servers says
+where it ran (`ran_on`); an entry without one ran on this machine."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from models.transactions import write_transaction
 GENESIS = "0" * 64
 _CHAINED = ("seq", "at", "client", "remote", "endpoint", "model_name", "model_sha256", "quant", "params", "status",
             "usage", "timings", "content_hash", "prev_hash")
+# Invariant of the disk format: `ran_on` joins the hashed fields only when it is set, so the
+# entries written before it existed (and every entry of a local turn) keep their hashes.
+_CHAINED_REMOTE = (*_CHAINED, "ran_on")
 
 
 def _json(value: object) -> str:
@@ -29,7 +33,8 @@ def content_hash(messages: str, reply: str) -> str:
 
 
 def entry_hash(row: dict[str, Any]) -> str:
-    return hashlib.sha256(_json([row.get(name) for name in _CHAINED]).encode()).hexdigest()
+    names = _CHAINED_REMOTE if row.get("ran_on") else _CHAINED
+    return hashlib.sha256(_json([row.get(name) for name in names]).encode()).hexdigest()
 
 
 def usage(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -69,8 +74,10 @@ class RequestLog:
 
     def append(self, *, client: str, remote: str, endpoint: str, model_name: str, model_sha256: str | None,
                quant: str | None, params: dict[str, Any], messages: list[dict[str, Any]], reply: str, status: str,
-               usage: dict[str, Any], timings: dict[str, Any], conversation_id: str | None = None) -> int:
-        """Add an entry; returns its number."""
+               usage: dict[str, Any], timings: dict[str, Any], conversation_id: str | None = None,
+               ran_on: dict[str, Any] | None = None) -> int:
+        """Add an entry; returns its number. `ran_on`: where a turn sent to one of the person's
+        servers ran ({"connection", "host", "kind", "model_id", "fingerprint"}); None for here."""
         table = self.db.table("record_entries")
         with write_transaction(self.db):
             last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"), None)
@@ -82,6 +89,8 @@ class RequestLog:
                 "usage": _json(usage), "timings": _json(timings), "erased": 0, "conversation_id": conversation_id,
                 "content_hash": content_hash(messages_json, reply), "prev_hash": last["hash"] if last else GENESIS,
             }
+            if ran_on:
+                row["ran_on"] = _json(ran_on)
             row["hash"] = entry_hash(row)
             table.insert(row)
         return int(row["seq"])

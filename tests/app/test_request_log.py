@@ -93,3 +93,53 @@ def test_a_turns_entry_holds_the_messages_sent_and_goes_with_its_conversation(co
     assert entry["erased"] == 1 and entry["messages"] is None
     verdict = log.verify()
     assert verdict.intact and verdict.erased == (entry["seq"],) and verdict.tampered == ()
+
+
+RAN_ON = {"connection": "gpu-box", "host": "gpu-box.lan:8000", "kind": "llama-server", "model_id": "qwen-7b",
+          "fingerprint": None}
+
+
+def _remote_entry(log: RequestLog, ran_on: dict | None = RAN_ON) -> int:
+    return log.append(client="command line", remote="", endpoint="chat", model_name="qwen-7b@gpu-box", model_sha256=None,
+                      quant=None, params={"temperature": 0.7}, messages=[{"role": "user", "content": "hi"}], reply="hello",
+                      status="complete", usage={"prompt_tokens": 4}, timings={"ttft_ms": 80.0}, ran_on=ran_on)
+
+
+def test_where_a_turn_ran_is_kept_and_chained(cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _fill(log, 1)  # a local entry: no ran_on, hashed as entries always were
+    _remote_entry(log)
+    _fill(log, 1)
+    local, remote, after = log.entries()
+    assert local["ran_on"] is None and after["ran_on"] is None
+    assert json.loads(remote["ran_on"]) == RAN_ON
+    assert log.verify().intact
+    # A local entry's hash is the one it had before ran_on existed.
+    import hashlib
+
+    from app.store.request_log import _CHAINED, _json
+
+    assert local["hash"] == hashlib.sha256(_json([local.get(n) for n in _CHAINED]).encode()).hexdigest()
+
+
+def test_editing_where_a_turn_ran_is_tampering(cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _remote_entry(log)
+    _fill(log, 1)
+    _remote_entry(log)
+    # Say the reply ran elsewhere...
+    moved = json.dumps({**RAN_ON, "host": "somewhere-else.example:8000"})
+    cove_core.db.execute("UPDATE record_entries SET ran_on = ? WHERE seq = 1", [moved])
+    # ...that a local reply ran on a server...
+    cove_core.db.execute("UPDATE record_entries SET ran_on = ? WHERE seq = 2", [json.dumps(RAN_ON)])
+    # ...and that a remote one ran here.
+    cove_core.db.execute("UPDATE record_entries SET ran_on = NULL WHERE seq = 3")
+    cove_core.db.conn.commit()
+    assert log.verify().tampered == (1, 2, 3)
+
+
+def test_an_empty_ran_on_is_this_machine(cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _remote_entry(log, ran_on={})
+    (entry,) = log.entries()
+    assert entry["ran_on"] is None and log.verify().intact
