@@ -75,6 +75,7 @@ class Generation:
         self.ttft_ms: float | None = None
         # Set by the client: the host process this request was sent to (None until sent).
         self.host: object | None = None
+        self._waker: Callable[[], None] | None = None  # armed by wake_when_ready, fired once
 
     # ---- consumer side ------------------------------------------------------------------
 
@@ -109,6 +110,21 @@ class Generation:
             if isinstance(event, FinishedEvent):
                 self._end_consumed = True
         return events
+
+    def wake_when_ready(self, waker: Callable[[], None]) -> bool:
+        """Call `waker` once, from the thread that delivers the next event, instead of having a
+        thread block in `next()`. Returns False (and arms nothing) when an event is ready now:
+        take it with `take_ready`. An event loop waits this way without a thread of its own."""
+        self._waker = waker
+        if self._events.empty() or self._end_consumed:
+            return not self._end_consumed
+        self._waker = None
+        return False
+
+    def _wake(self) -> None:
+        waker, self._waker = self._waker, None
+        if waker is not None:
+            waker()
 
     def wait(self, timeout: float | None = None) -> FinishedEvent:
         """Block until the reply has ended; returns its FinishedEvent (does not consume events)."""
@@ -157,6 +173,7 @@ class Generation:
                 self.ttft_ms = (now - self.t_request) * 1000.0
             self._parts.append(text)
         self._events.put(TokenEvent(text, now))
+        self._wake()
 
     def _finish(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None,
                 failure: Failure | None = None) -> bool:
@@ -169,4 +186,5 @@ class Generation:
             self._finished = event
             self._done.set()
         self._events.put(event)
+        self._wake()
         return True

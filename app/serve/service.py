@@ -4,6 +4,7 @@ Runs on the server's event loop thread, which opened the history database."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -80,6 +81,7 @@ class Running:
         self.tokens = 0  # tokens so far (events before they were joined)
         self._ready: deque[TokenEvent | FinishedEvent] = deque()
         self._last_chunk = 0.0
+        self._arrived: asyncio.Event | None = None
         # A stream's reply is closed (engine given back, request recorded) as soon as its last
         # event is taken, before the stream's last chunks go out: a client that sends its next
         # request on [DONE] never waits behind this one's commit.
@@ -91,11 +93,15 @@ class Running:
         ready = self._ready
         if not ready:
             ready.extend(self.generation.take_ready())
-        if not ready:
-            waited = await anyio.to_thread.run_sync(next, self.generation, None)
-            if waited is not None:
-                ready.append(waited)
-                ready.extend(self.generation.take_ready())
+        while not ready:  # wait for the engine's next event on the loop, with no thread blocked
+            wake, arrived = self._waker()
+            armed = self.generation.wake_when_ready(wake)
+            if armed:
+                await arrived.wait()
+                arrived.clear()
+            ready.extend(self.generation.take_ready())
+            if not armed and not ready:
+                break
         if ready and isinstance(ready[0], TokenEvent):
             early = self._last_chunk + CHUNK_INTERVAL_S - time.perf_counter()
             if early > 0:
@@ -120,6 +126,22 @@ class Running:
             close, self.close_early = self.close_early, None
             await close()
         return event if event is not None else self.finished
+
+    def _waker(self) -> tuple[Callable[[], None], asyncio.Event]:
+        """What the engine's reader thread calls when an event arrives: set `_arrived` on this
+        loop. A loop already closed (the server stopped) is no one's to wake."""
+        loop = asyncio.get_running_loop()
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
+        arrived = self._arrived
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(arrived.set)
+            except RuntimeError:
+                pass
+
+        return wake, arrived
 
     async def whole(self) -> FinishedEvent:
         while await self.next() is not None:
