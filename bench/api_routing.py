@@ -6,7 +6,11 @@ from its caches), time to first token p50/p99 as the clients see it, failed requ
 whether every request is in the written record exactly once; and the memory (USS) of each
 engine process, so the cost of the second copy of the model shows.
 
-Run: .venv/bin/python bench/api_routing.py [--json]   (bench/api_load.py runs it too)
+The workload's shape decides how much any routing can save: `--turns` sets the turns of each
+conversation (4 by default), and `--shared-system` gives each client one long system prompt for
+all its conversations (an editor's or an agent's instructions) instead of a short one each.
+
+Run: .venv/bin/python bench/api_routing.py [--turns 4] [--shared-system] [--json]   (bench/api_load.py runs it too)
 Goal: cache-aware routing evaluates >= 2x fewer prompt tokens; no failure; no lost record.
 """
 
@@ -31,7 +35,9 @@ import httpx  # noqa: E402
 
 from bench.serve_process import serving  # noqa: E402
 
-CLIENTS, CONVERSATIONS, TURNS, N_GEN = 4, 5, 4, 24
+CLIENTS, CONVERSATIONS, N_GEN = 4, 5, 24
+TURNS = 4  # --turns
+SHARED_SYSTEM = False  # --shared-system
 TOPICS = ("lighthouses", "tides", "owls", "bread", "glaciers", "violins", "bees", "maps", "comets", "gardens")
 
 
@@ -70,7 +76,10 @@ def _client(base: str, model: str, index: int, results: list[dict[str, Any]]) ->
     with httpx.Client(timeout=600) as http:
         for c in range(CONVERSATIONS):
             topic = TOPICS[(index * CONVERSATIONS + c) % len(TOPICS)]
-            messages = [{"role": "system", "content": f"You are client {index}'s patient tutor on {topic}. " * 6}]
+            system = (f"You are client {index}'s assistant. Answer briefly, cite nothing, keep to the topic the person"
+                      " names, and never repeat an earlier answer. " * 12 if SHARED_SYSTEM
+                      else f"You are client {index}'s patient tutor on {topic}. " * 6)
+            messages = [{"role": "system", "content": system}]
             for t in range(TURNS):
                 messages.append({"role": "user", "content": f"Tell me something new about {topic} (part {t + 1})."})
                 got = _turn(http, base, model, messages, seed=index * 1000 + c * 10 + t)
@@ -115,7 +124,8 @@ def routing_comparison(env: dict[str, str], model: str) -> dict[str, Any]:
     """Both routings with each engine's RAM cache of states as it comes (256 MB), with one that
     holds about three conversations (8 MB), and with none: the cache lets round-robin find a
     conversation too, on the copy that served its turn before, as long as it holds them all."""
-    out: dict[str, Any] = {"expected_requests": CLIENTS * CONVERSATIONS * TURNS}
+    out: dict[str, Any] = {"expected_requests": CLIENTS * CONVERSATIONS * TURNS, "turns": TURNS,
+                           "shared_system": SHARED_SYSTEM}
     for label, mb in CACHE_SIZES:
         cache, robin = run_routing(env, model, "cache", mb), run_routing(env, model, "round-robin", mb)
         out[label] = {"cache": cache, "round_robin": robin,
@@ -133,7 +143,8 @@ def starter_env() -> tuple[dict[str, str], str]:
 
 
 def describe(result: dict[str, Any]) -> str:
-    lines = []
+    lines = [f"{CLIENTS} clients x {CONVERSATIONS} conversations x {result['turns']} turns, "
+             + ("one long system prompt per client" if result["shared_system"] else "a short system prompt per conversation")]
     for label, _mb in CACHE_SIZES:
         lines.append(label.replace("_", " ") + ":")
         for part in ("cache", "round_robin"):
@@ -147,8 +158,12 @@ def describe(result: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=TURNS, help="turns of each conversation")
+    parser.add_argument("--shared-system", action="store_true", help="one long system prompt per client")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    global TURNS, SHARED_SYSTEM
+    TURNS, SHARED_SYSTEM = args.turns, args.shared_system
     env, model = starter_env()
     result = routing_comparison(env, model)
     print(json.dumps(result, indent=2) if args.json else describe(result))
