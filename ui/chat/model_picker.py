@@ -1,18 +1,36 @@
-"""The top-bar model picker: installed models with quant and size, which one is loaded, load
-progress with a Cancel button, and the last load error."""
+"""The top-bar model picker: installed models with quant and size, then each connection's
+models (the person's own servers) under the connection's name, marked with its host; which
+one is in use, load progress with a Cancel button, and the last load error."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtGui import QPalette, QResizeEvent, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
 
 from models.library import InstalledModel
 from ui.theme import blank_icon, dot_icon, error_color, format_bytes, format_int
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
+THIS_COMPUTER = "This computer"
+
+
+def remote_label(model: Any) -> str:
+    """'llama3.1:70b · gpu-box.lan:8000' (a RemoteModel: the model id, and where it runs)."""
+    return f"{model.model_id} · {model.host}"
+
+
+def _remote_tooltip(model: Any) -> str:
+    lines = [f"{model.name}: on your server {model.connection} ({model.host})"]
+    if model.kind:
+        lines.append(f"Server: {model.kind}")
+    if model.fingerprint:
+        lines.append(f"Fingerprint: {model.fingerprint}")
+    lines.append(f"Your messages are sent to {model.host}.")
+    return "\n".join(lines)
 
 
 def model_label(model: InstalledModel) -> str:
@@ -74,7 +92,8 @@ class ModelPicker(QWidget):
         super().__init__(parent)
         self._loaded: str | None = None
         self._loading: str | None = None
-        self._names: list[str] = []
+        self._names: list[str | None] = []  # per combo row: the model's name, None for a heading
+        self._remote: set[str] = set()  # names of models on a connection (nothing to load)
 
         self._combo = QComboBox(self)
         self._combo.setAccessibleName("Model")
@@ -110,24 +129,57 @@ class ModelPicker(QWidget):
 
     # ---- commands ----------------------------------------------------------------------
 
-    def set_models(self, models: Sequence[InstalledModel], current: str | None) -> None:
-        """Replace the list; `current` is the loaded model's name (None when nothing is loaded)."""
+    def set_models(self, models: Sequence[InstalledModel], current: str | None, remote: Sequence[Any] = ()) -> None:
+        """Replace the list; `current` is the model in use (None when nothing is loaded).
+        `remote`: RemoteModels, listed after the installed ones under their connection's name."""
         self._loaded = current
-        self._names = [m.name for m in models]
+        self._names = []
+        self._remote = {m.name for m in remote}
         self._combo.blockSignals(True)
         self._combo.clear()
-        if not models:
-            self._combo.setPlaceholderText("No models installed")
-        else:
-            self._combo.setPlaceholderText("Choose a model…")
+        self._combo.setPlaceholderText("Choose a model…" if models or remote else "No models installed")
+        if remote and models:
+            self._add_heading(THIS_COMPUTER)
         for model in models:
-            self._combo.addItem(blank_icon(), model_label(model), model.name)
-            index = self._combo.count() - 1
-            self._combo.setItemData(index, _model_tooltip(model), Qt.ItemDataRole.ToolTipRole)
-            self._combo.setItemData(index, model_label(model), Qt.ItemDataRole.AccessibleTextRole)
-        self._combo.setEnabled(bool(models) and self._loading is None)
+            self._add_item(model.name, model_label(model), _model_tooltip(model))
+        connection = None
+        for model in remote:
+            if model.connection != connection:
+                connection = model.connection
+                self._add_heading(f"{connection} · {model.host}")
+            self._add_item(model.name, remote_label(model), _remote_tooltip(model))
+        self._combo.setEnabled(self._choosable() and self._loading is None)
         self._combo.blockSignals(False)
         self._refresh_marks()
+
+    def _add_heading(self, text: str) -> None:
+        """A row that names a group (the computer, or a connection); it cannot be chosen."""
+        if self._combo.count():
+            self._combo.insertSeparator(self._combo.count())
+            self._names.append(None)
+        self._combo.addItem(text)
+        self._names.append(None)
+        model = self._combo.model()
+        if isinstance(model, QStandardItemModel):
+            item = model.item(self._combo.count() - 1)
+            item.setEnabled(False)
+            font = item.font()
+            font.setBold(True)
+            item.setFont(font)
+
+    def _add_item(self, name: str, label: str, tooltip: str) -> None:
+        self._combo.addItem(blank_icon(), label, name)
+        self._names.append(name)
+        index = self._combo.count() - 1
+        self._combo.setItemData(index, tooltip, Qt.ItemDataRole.ToolTipRole)
+        self._combo.setItemData(index, label, Qt.ItemDataRole.AccessibleTextRole)
+
+    def _choosable(self) -> bool:
+        return any(name is not None for name in self._names)
+
+    def names(self) -> list[str]:
+        """The names the person can choose, in the order shown."""
+        return [name for name in self._names if name is not None]
 
     def set_loading(self, name: str, loading: bool) -> None:
         """Show (or hide) the indeterminate progress and the Cancel button for `name`."""
@@ -178,7 +230,7 @@ class ModelPicker(QWidget):
             self.model_chosen.emit(name)
 
     def _select(self, name: str | None) -> None:
-        index = self._names.index(name) if name in self._names else -1
+        index = self._names.index(name) if name is not None and name in self._names else -1
         self._combo.blockSignals(True)
         self._combo.setCurrentIndex(index)
         self._combo.blockSignals(False)
@@ -190,10 +242,12 @@ class ModelPicker(QWidget):
             selected_color=palette.color(QPalette.ColorRole.HighlightedText),
         )
         for index, name in enumerate(self._names):
+            if name is None:
+                continue
             loaded = name == self._loaded
             self._combo.setItemIcon(index, mark if loaded else blank_icon())
             label = self._combo.itemData(index, Qt.ItemDataRole.AccessibleTextRole) or ""
-            suffix = " (loaded)"
+            suffix = " (in use)" if name in self._remote else " (loaded)"
             base = label[: -len(suffix)] if label.endswith(suffix) else label
             self._combo.setItemData(index, base + (suffix if loaded else ""), Qt.ItemDataRole.AccessibleTextRole)
         if self._loading is None:
@@ -202,7 +256,7 @@ class ModelPicker(QWidget):
     def _show_loading(self, loading: bool) -> None:
         self._progress.setVisible(loading)
         self._cancel.setVisible(loading)
-        self._combo.setEnabled(not loading and bool(self._names))
+        self._combo.setEnabled(not loading and self._choosable())
 
     def _set_status(self, text: str, error: bool) -> None:
         self._status.set_full_text(text)

@@ -52,14 +52,25 @@ STOP_REASONS = {"stop": "end of reply", "length": "length limit", "cancelled": "
 NOT_SEEN_NOTE = "Not seen by the model: context full"
 
 
+def remote_host(metrics: dict) -> str | None:
+    """The host a reply ran on, for a reply from one of the person's own servers."""
+    remote = metrics.get("remote")
+    host = remote.get("host") if isinstance(remote, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
 def metrics_line(metrics: dict) -> str:
-    """TTFT · prompt tokens and speed · reply tokens and speed · stop reason, from what is known."""
+    """Where it ran (a server's host) · TTFT · prompt tokens and speed · reply tokens and speed ·
+    stop reason, from what is known."""
 
     def num(key: str) -> float | None:
         value = metrics.get(key)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     parts: list[str] = []
+    host = remote_host(metrics)
+    if host is not None:
+        parts.append(f"on {host}")
     ttft = num("ttft_ms")
     if ttft is not None:
         parts.append(f"TTFT {ttft:,.0f} ms")
@@ -89,6 +100,8 @@ def status_notice(item: MessageItem) -> tuple[str, str] | None:
     """(sentence, 'warn' | 'error') for a reply that did not complete, else None."""
     if item.status == "error":
         return (f"Failed: {item.error}" if item.error else "Failed: the engine reported an error.", "error")
+    if item.status == "interrupted" and item.error:  # a server's stream that broke off: its reason
+        return (f"Interrupted: {item.error}", "warn")
     return STATUS_NOTICES.get(item.status)
 
 

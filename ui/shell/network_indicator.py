@@ -1,5 +1,7 @@
-"""The status-bar network indicator: which Hub call is running and to which host, and
-"Offline" when Cove refuses every Hub call. Fed by `NetworkGate.add_listener`.
+"""The status-bar network indicator: which network call is running and to which host (a Hub
+call, or a reply or model listing from one of the person's own servers: "chatting on your
+server (gpu-box.lan:8000)"), and "Offline" when Cove refuses them all. Fed by
+`NetworkGate.add_listener`.
 
 Thread invariant: gate listeners run on whatever thread makes the call (a Hub worker, a
 download's reader thread); the listener only emits `_activity_changed`, which Qt queues to
@@ -83,7 +85,7 @@ class NetworkIndicator(QLabel):
             color = palette.color(QPalette.ColorRole.Highlight)
         elif self.gate.offline:
             text = "Offline"
-            tip = f"Cove does not connect to the Hub ({self.gate.offline_reason})."
+            tip = f"Cove does not connect to the Hub or to your own servers ({self.gate.offline_reason})."
             color = muted_color(palette)
         else:
             text, tip, color = "", "", muted_color(palette)

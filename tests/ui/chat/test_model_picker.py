@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from app.remote.remote_model import RemoteModel
 from models.library import InstalledModel
 from ui.chat.model_picker import ModelPicker, model_label
 
@@ -124,3 +125,50 @@ def test_no_models_and_nothing_loaded(picker: ModelPicker) -> None:
 def test_every_control_has_an_accessible_name(picker: ModelPicker) -> None:
     for widget in (picker._combo, picker._progress, picker._cancel, picker._status):
         assert widget.accessibleName()
+
+
+REMOTE = [
+    RemoteModel(connection="gpu-box", model_id="llama3.1:70b", host="gpu-box.lan:11434", kind="ollama",
+                fingerprint="sha256:4f2a"),
+    RemoteModel(connection="gpu-box", model_id="qwen2.5:32b", host="gpu-box.lan:11434", kind="ollama"),
+    RemoteModel(connection="lab", model_id="meta-llama/Llama-3.3-70B-Instruct", host="10.0.0.7:8000", kind="vllm"),
+]
+
+
+def test_remote_models_are_listed_under_their_connection_marked_with_the_host(picker: ModelPicker) -> None:
+    picker.set_models(MODELS, current="gemma-3-270m-q4_k_m", remote=REMOTE)
+    combo = picker._combo
+    texts = [combo.itemText(i) for i in range(combo.count())]
+    assert texts == [
+        "This computer", "gemma-3-270m-q4_k_m · Q4_K_M · 253 MB", "qwen2.5-1.5b-instruct-q8_0 · Q8_0 · 1.9 GB",
+        "mystery · 4.2 KB",
+        "",  # a separator
+        "gpu-box · gpu-box.lan:11434", "llama3.1:70b · gpu-box.lan:11434", "qwen2.5:32b · gpu-box.lan:11434",
+        "",
+        "lab · 10.0.0.7:8000", "meta-llama/Llama-3.3-70B-Instruct · 10.0.0.7:8000",
+    ]
+    headings = [i for i, text in enumerate(texts) if text in ("This computer", "gpu-box · gpu-box.lan:11434", "lab · 10.0.0.7:8000")]
+    for index in headings:  # a heading cannot be chosen
+        assert not combo.model().item(index).isEnabled() and combo.itemData(index) is None
+    assert picker.names() == [m.name for m in MODELS] + ["llama3.1:70b@gpu-box", "qwen2.5:32b@gpu-box",
+                                                         "meta-llama/Llama-3.3-70B-Instruct@lab"]
+    tip = combo.itemData(texts.index("llama3.1:70b · gpu-box.lan:11434"), Qt.ItemDataRole.ToolTipRole)
+    assert "Your messages are sent to gpu-box.lan:11434." in tip and "sha256:4f2a" in tip
+    assert combo.currentIndex() == 1  # the loaded local model
+
+
+def test_choosing_a_remote_model_emits_its_name_and_it_shows_in_use(picker: ModelPicker) -> None:
+    picker.set_models(MODELS, current="gemma-3-270m-q4_k_m", remote=REMOTE)
+    chosen: list[str] = []
+    picker.model_chosen.connect(chosen.append)
+    index = picker._combo.findData("meta-llama/Llama-3.3-70B-Instruct@lab")
+    picker._combo.setCurrentIndex(index)
+    picker._combo.activated.emit(index)
+    assert chosen == ["meta-llama/Llama-3.3-70B-Instruct@lab"]
+    picker.set_loaded(chosen[0])  # nothing to load: the window marks it in use at once
+    assert picker._combo.currentIndex() == index
+    assert picker._combo.itemData(index, Qt.ItemDataRole.AccessibleTextRole).endswith("(in use)")
+    assert not picker._combo.itemData(1, Qt.ItemDataRole.AccessibleTextRole).endswith("(loaded)")
+    picker.set_models([], current=chosen[0], remote=REMOTE)  # only servers' models: no "This computer" heading
+    assert picker._combo.itemText(0) == "gpu-box · gpu-box.lan:11434" and picker._combo.isEnabled()
+    assert picker._combo.currentText() == "meta-llama/Llama-3.3-70B-Instruct · 10.0.0.7:8000"

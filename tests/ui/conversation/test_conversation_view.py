@@ -7,7 +7,7 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QGuiApplication, QRegion
 
 from ui.conversation.item_model import ConversationModel, MessageItem, MessageRole
-from ui.conversation.row_layout import actions_for, metrics_line
+from ui.conversation.row_layout import actions_for, metrics_line, status_notice
 from ui.conversation.view import ConversationView
 
 METRICS = {"ttft_ms": 95.2, "prompt_tokens": 21, "cached_tokens": 0, "prompt_tps": 410.2, "gen_tokens": 48,
@@ -167,6 +167,18 @@ def test_metrics_line() -> None:
     assert line == "TTFT 95 ms · prompt 21 tok at 410.2 tok/s · reply 48 tok at 61.0 tok/s · stop: end of reply"
     assert metrics_line({}) == ""
     assert metrics_line({"stop_reason": "length", "gen_tps": None}) == "stop: length limit"
+
+
+def test_a_reply_from_a_server_is_marked_with_its_host() -> None:
+    remote = {**METRICS, "remote": {"connection": "gpu-box", "host": "gpu-box.lan:8000", "kind": "vllm"}}
+    assert metrics_line(remote) == "on gpu-box.lan:8000 · " + metrics_line(METRICS)
+    assert metrics_line({"remote": {"host": ""}}) == ""  # no host, no mark
+    cut = MessageItem("r", "assistant", "some text", "interrupted", "m@gpu-box", remote,
+                      error="gpu-box.lan:8000 closed the connection in the middle of the reply; the text so far is kept.")
+    assert status_notice(cut) == ("Interrupted: gpu-box.lan:8000 closed the connection in the middle of the reply; "
+                                  "the text so far is kept.", "warn")
+    quit_mid_reply = MessageItem("q", "assistant", "some text", "interrupted", "m", {})
+    assert status_notice(quit_mid_reply) == ("Interrupted: Cove closed before this reply finished.", "warn")
 
 
 def test_footer_shows_metrics_for_assistant_replies(qtbot: object) -> None:
