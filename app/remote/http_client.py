@@ -91,8 +91,10 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def transport_problem(exc: httpx.TransportError, host: str, *, connect_timeout_s: float, key: str | None) -> RemoteProblem:
-    """One sentence for a request that failed below HTTP (connecting, TLS, the socket)."""
+def transport_problem(exc: httpx.TransportError, host: str, *, connect_timeout_s: float, key: str | None,
+                      tls: bool = True) -> RemoteProblem:
+    """One sentence for a request that failed below HTTP (connecting, TLS, the socket) before
+    an answer arrived; `tls`: whether the connection's address is https."""
     port = host.rsplit(":", 1)[1] if host.count(":") == 1 else "?"
     if isinstance(exc, httpx.ConnectTimeout):
         return RemoteProblem(f"{host} did not answer within {connect_timeout_s:g} seconds: the server may be off or asleep, "
@@ -116,9 +118,12 @@ def transport_problem(exc: httpx.TransportError, host: str, *, connect_timeout_s
                                  "that network.", "unreachable")
         if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EHOSTDOWN):
             return RemoteProblem(f"{host} cannot be reached from this machine ({cause.strerror}).", "unreachable")
-    detail = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, key)[:160]
+    detail = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, key)[:160].rstrip(".")
     if isinstance(exc, httpx.ConnectError):
         return RemoteProblem(f"Could not connect to {host} ({detail}).", "unreachable")
+    if isinstance(exc, httpx.RemoteProtocolError) and not tls:
+        return RemoteProblem(f"{host} closed the connection without an answer ({detail}); if the server uses TLS, "
+                             "use an https:// address.", "protocol")
     return RemoteProblem(f"The connection to {host} broke ({detail}).", "protocol")
 
 
@@ -193,7 +198,8 @@ class RemoteHttp:
             try:
                 response = client.send(request, stream=True)
             except httpx.TransportError as exc:
-                raise transport_problem(exc, host, connect_timeout_s=self.connect_timeout_s, key=self._key) from None
+                raise transport_problem(exc, host, connect_timeout_s=self.connect_timeout_s, key=self._key,
+                                        tls=self.connection.tls) from None
             if response.status_code not in _REDIRECTS or "location" not in response.headers:
                 return response
             location = response.headers["location"]

@@ -17,10 +17,12 @@ class MessageStatus(StrEnum):
     CANCELLED = "cancelled"  # stopped by the person; text so far kept
     LENGTH = "length"  # cut off at the length limit
     ERROR = "error"
-    INTERRUPTED = "interrupted"  # the app quit or crashed mid-reply; text so far kept
+    INTERRUPTED = "interrupted"  # cut off mid-reply (the app quit or crashed, a server's stream broke); text so far kept
 
 
-# How a generation can end, as the engine client reports it.
-ENGINE_STATUSES: Final = (MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.ERROR)
-# Every status a finished reply can have: the engine's, and "interrupted".
-FINAL_STATUSES: Final = frozenset({*ENGINE_STATUSES, MessageStatus.INTERRUPTED})
+# How a generation can end, as an engine reports it (a local engine never says "interrupted";
+# a remote one does when the server's stream breaks after some text, app/remote/engine.py).
+ENGINE_STATUSES: Final = (MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.ERROR,
+                          MessageStatus.INTERRUPTED)
+# Every status a finished reply can have.
+FINAL_STATUSES: Final = frozenset(ENGINE_STATUSES)

@@ -1,0 +1,378 @@
+"""Replies from a model on one of the person's servers: POST /v1/chat/completions with
+stream=true, read as server-sent events on a daemon thread into a `Generation`, the same
+stream of TokenEvents and one FinishedEvent a local reply gives.
+
+`generate()` returns at once (it never waits on the network); `cancel()` ends the reply as
+"cancelled" at once with its text, and the stream is closed within one chunk (its socket is
+shut down, so even a read waiting on a silent server returns). A fault before any text ends
+the reply as "error"; after some text as "interrupted", the text kept; either way
+FinishedEvent.error is one sentence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from app.engine.generation import Failure, Generation
+from app.remote.connections import Connection
+from app.remote.errors import RemoteProblem, problem_from_status, scrub, server_message
+from app.remote.http_client import RemoteHttp, abort
+from app.remote.privacy import ConsentNeeded, is_private_host, private_without_lookup
+from app.remote.remote_model import RemoteModel
+from app.remote.sse import DONE, SseEvent, SseReader, StreamTooLarge, json_payloads
+from app.store.statuses import MessageStatus
+from models.network import NetworkGate, NetworkRefused
+
+# Unreadable lines or events in a row after which a stream counts as garbage.
+MAX_UNREADABLE_IN_A_ROW = 100
+ERROR_BODY_BYTES = 64 << 10
+WHOLE_REPLY_BYTES = 8 << 20
+KEPT = "; the text so far is kept."
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
+
+
+class _Turn:
+    """One reply in flight. The stream thread feeds it; `cancel()` may come from any thread."""
+
+    def __init__(self, engine: RemoteEngine, gen: Generation, model: RemoteModel) -> None:
+        self.engine = engine
+        self.gen = gen
+        self.model = model
+        self.host = engine.connection.host
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self.response: httpx.Response | None = None
+        self.deltas = 0  # pieces of the reply that arrived (tokens, for most servers)
+        self.has_text = False
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.usage: dict[str, Any] | None = None
+        self.timings: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.unreadable = 0  # events that were not JSON, over the whole stream
+        self.in_a_row = 0
+        self.thinking = False
+
+    # ---- from the stream thread ---------------------------------------------------------
+
+    def text(self, piece: str, *, counted: bool = True) -> None:
+        """Text of the reply; `counted`: it came as one piece of the stream (a token, for most
+        servers; empty when a token completes no character yet)."""
+        now = time.perf_counter()
+        with self._lock:
+            if counted:
+                self.deltas += 1
+                if self.t_first is None:
+                    self.t_first = now
+                self.t_last = now
+            if piece:
+                self.has_text = True
+        if piece:
+            self.gen._token(piece)
+
+    def delta(self, delta: dict[str, Any]) -> None:
+        """One chunk's delta. Its reasoning (reasoning_content) is shown as <think>...</think>, as
+        a local model that thinks writes it. The first chunk, which only names the role, is not
+        a piece of the reply."""
+        content, reasoning = delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            if not self.thinking:
+                self.text("<think>\n", counted=False)
+                self.thinking = True
+            self.text(reasoning)
+        if isinstance(content, str) and (content or "role" not in delta):
+            if self.thinking and content:
+                self.text("\n</think>\n\n", counted=False)
+                self.thinking = False
+            self.text(content)
+
+    def close_thinking(self) -> None:
+        if self.thinking:
+            self.thinking = False
+            self.text("\n</think>\n\n", counted=False)
+
+    def metrics(self, stop_reason: str, fault: str | None = None) -> dict[str, Any]:
+        with self._lock:
+            deltas, t_first, t_last = self.deltas, self.t_first, self.t_last
+        usage = self.usage or {}
+        completion = _int(usage.get("completion_tokens"))
+        tokens = completion if completion is not None and self.finish_reason is not None else deltas
+        gen_s = (t_last - t_first) if t_first is not None and t_last is not None and deltas > 1 else 0.0
+        metrics: dict[str, Any] = {
+            "ttft_ms": round(self.gen.ttft_ms, 3) if self.gen.ttft_ms is not None else None,
+            "gen_tokens": tokens,
+            "gen_ms": round(gen_s * 1000, 3),
+            "gen_tps": round((tokens - 1) / gen_s, 2) if gen_s > 0 and tokens > 1 else None,
+            "stop_reason": stop_reason,
+            "turn_ms": round((time.perf_counter() - self.gen.t_request) * 1000, 1),
+        }
+        prompt = _int(usage.get("prompt_tokens"))
+        if prompt is not None:
+            metrics["prompt_tokens"] = prompt
+        details = usage.get("prompt_tokens_details")
+        cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+        if cached is None and self.timings is not None:
+            cached = _int(self.timings.get("cache_n"))
+        if cached is not None:
+            metrics["cached_tokens"] = cached
+        remote: dict[str, Any] = {
+            "connection": self.model.connection, "host": self.host, "kind": self.model.kind,
+            "model_id": self.model.model_id, "fingerprint": self.model.fingerprint,
+            "server_usage": self.usage, "server_timings": self.timings,
+        }
+        if fault is not None:
+            remote["fault"] = fault
+        if self.unreadable:
+            remote["unreadable_events"] = self.unreadable
+        metrics["remote"] = remote
+        return metrics
+
+    def complete(self) -> None:
+        self.close_thinking()
+        status = MessageStatus.LENGTH if self.finish_reason == "length" else MessageStatus.COMPLETE
+        self.gen._finish(None, status, self.metrics("length" if status == MessageStatus.LENGTH else "stop"), None)
+
+    def fault(self, problem: RemoteProblem, fault: str) -> None:
+        """End on a fault: "interrupted" (text kept) after some text, else "error"."""
+        if self.cancelled:
+            return
+        if self.has_text:
+            self.close_thinking()
+            sentence = problem.message.rstrip(".") + KEPT
+            self.gen._finish(None, MessageStatus.INTERRUPTED, self.metrics("interrupted", fault), sentence)
+            return
+        metrics = self.metrics("error", fault)
+        metrics["error_kind"] = f"remote-{problem.kind}"
+        if problem.retry_after_s is not None:
+            metrics["retry_after_s"] = problem.retry_after_s
+        self.gen._finish(None, MessageStatus.ERROR, metrics, problem.message, Failure(f"remote-{problem.kind}"))
+
+    # ---- from any thread ----------------------------------------------------------------
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.gen._finish(None, MessageStatus.CANCELLED, self.metrics("cancelled"), None)
+        response = self.response
+        if response is not None:
+            abort(response)
+
+
+class RemoteEngine:
+    """Streams replies from one connection's server. Any thread may call `generate()`; each
+    reply runs on its own daemon thread. `close()` when done with the connection."""
+
+    def __init__(self, connection: Connection, key: str | None, gate: NetworkGate, *,
+                 connect_timeout_s: float = 5.0, stall_timeout_s: float = 60.0) -> None:
+        self.connection = connection
+        self.gate = gate
+        self.connect_timeout_s = connect_timeout_s
+        self.stall_timeout_s = stall_timeout_s
+        self._http = RemoteHttp(connection, key, gate, connect_timeout_s=connect_timeout_s, read_timeout_s=stall_timeout_s)
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"<RemoteEngine {self.connection.name} {self.connection.host}>"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def check(self) -> None:
+        """Raise ConsentNeeded when messages would go to a host outside the private network the
+        person has not agreed to, NetworkRefused when Cove is offline. A name is judged by what
+        the last probe found (a connection never probed is looked up here: blocking)."""
+        host = self.connection.host
+        private = private_without_lookup(host)
+        if private is None:
+            recorded = self.connection.server.get("private") if self.connection.server else None
+            private = recorded if isinstance(recorded, bool) else is_private_host(host)
+        if not private and not self.connection.public_ok:
+            raise ConsentNeeded(host, self.connection.name)
+        self.gate.check("remote")
+
+    def generate(self, messages: list[dict[str, Any]], *, model: RemoteModel, max_tokens: int | None,
+                 stop: Sequence[str] = (), temperature: float | None = None, top_p: float | None = None,
+                 top_k: int | None = None, min_p: float | None = None, repeat_penalty: float | None = None,
+                 seed: int | None = None) -> Generation:
+        """Start a reply and return at once; iterate the Generation for its events."""
+        self.check()
+        body: dict[str, Any] = {"model": model.model_id, "messages": messages, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if stop:
+            body["stop"] = list(stop)
+        penalty = "repetition_penalty" if model.kind == "vllm" else "repeat_penalty"
+        for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k), ("min_p", min_p),
+                            (penalty, repeat_penalty), ("seed", seed)):
+            if value is not None:
+                body[name] = value
+        turn: _Turn | None = None
+
+        def on_cancel(_gen: Generation) -> None:
+            if turn is not None:
+                turn.cancel()
+
+        gen = Generation(f"r{next(self._ids)}", on_cancel)
+        turn = _Turn(self, gen, model)
+        threading.Thread(target=self._run, args=(turn, body), daemon=True,
+                         name=f"cove-remote-{self.connection.name}").start()
+        return gen
+
+    # ---- the stream thread --------------------------------------------------------------
+
+    def _run(self, turn: _Turn, body: dict[str, Any]) -> None:
+        host = self.connection.host
+        try:
+            self._stream(turn, body)
+        except NetworkRefused as exc:
+            turn.fault(RemoteProblem(str(exc), "offline"), "offline")
+        except RemoteProblem as exc:
+            turn.fault(exc, exc.kind)
+        except httpx.TimeoutException:
+            if turn.has_text:
+                problem = RemoteProblem(f"{host} stopped sending for {self.stall_timeout_s:g} seconds in the middle of the "
+                                        "reply, so Cove stopped waiting", "protocol")
+            else:
+                problem = RemoteProblem(f"{host} sent nothing for {self.stall_timeout_s:g} seconds after the request, so Cove "
+                                        "stopped waiting (the server may be overloaded, or still reading a long conversation).",
+                                        "protocol")
+            turn.fault(problem, "stall")
+        except httpx.TransportError as exc:
+            if turn.finish_reason is not None and turn.has_text:
+                turn.complete()  # the reply was whole; only its usage figures were lost
+            else:
+                turn.fault(self._broken(exc), "cut")
+        except StreamTooLarge as exc:
+            turn.fault(RemoteProblem(f"{host} sent a line of more than {exc.limit >> 20} MiB, which no reply needs, so Cove "
+                                     "stopped reading.", "protocol"), "too_large")
+        except Exception as exc:  # noqa: BLE001 - whatever happens, the reply ends with a sentence
+            detail = scrub(str(exc), self._http.key)[:160]
+            turn.fault(RemoteProblem(f"Reading the reply from {host} failed ({type(exc).__name__}: {detail}).", "protocol"),
+                       "client")
+        finally:
+            if not turn.gen.done:
+                turn.fault(RemoteProblem(f"{host} ended the reply without a result.", "protocol"), "cut")
+
+    def _broken(self, exc: httpx.TransportError) -> RemoteProblem:
+        host = self.connection.host
+        if isinstance(exc, httpx.RemoteProtocolError):
+            detail = scrub(str(exc).splitlines()[0] if str(exc) else "", self._http.key)[:160]
+            why = f" ({detail})" if detail else ""
+            return RemoteProblem(f"{host} closed the connection before the end of the reply{why}.", "protocol")
+        return RemoteProblem(f"The connection to {host} broke in the middle of the reply ({type(exc).__name__}).", "protocol")
+
+    def _stream(self, turn: _Turn, body: dict[str, Any]) -> None:
+        url = self._http.api_url("/chat/completions")
+        with self._http.stream(url, body, kind="remote", read_timeout_s=self.stall_timeout_s) as response:
+            turn.response = response
+            if turn.cancelled:
+                abort(response)
+                return
+            if response.status_code >= 400:
+                raw = _read_capped(response, ERROR_BODY_BYTES)
+                headers = {k.lower(): v for k, v in response.headers.items()}
+                raise problem_from_status(response.status_code, headers, raw, host=self.connection.host, key=self._http.key,
+                                          model_id=turn.model.model_id)
+            if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+                self._whole(turn, _read_capped(response, WHOLE_REPLY_BYTES))
+                return
+            reader = SseReader()
+            for chunk in response.iter_bytes():
+                if turn.cancelled:
+                    return
+                skipped = reader.skipped
+                events = reader.feed(chunk)
+                self._count_unreadable(turn, reader.skipped - skipped)
+                for event in events:
+                    if self._event(turn, event):
+                        turn.complete()
+                        return
+            for event in reader.end():
+                if self._event(turn, event):
+                    turn.complete()
+                    return
+            if turn.cancelled:
+                return
+            if turn.finish_reason is not None:
+                turn.complete()  # a server that ends without [DONE]
+                return
+            raise RemoteProblem(f"{self.connection.host} ended the stream before the reply finished.", "protocol")
+
+    def _count_unreadable(self, turn: _Turn, count: int) -> None:
+        if count <= 0:
+            return
+        turn.unreadable += count
+        turn.in_a_row += count
+        if turn.in_a_row >= MAX_UNREADABLE_IN_A_ROW:
+            raise RemoteProblem(f"{self.connection.host} sent {turn.in_a_row} lines in a row that are not a reply stream, so "
+                                "Cove stopped reading.", "protocol")
+
+    def _event(self, turn: _Turn, event: SseEvent) -> bool:
+        """Take one event; True when the stream is done ([DONE])."""
+        try:
+            payloads = list(json_payloads(event))
+        except ValueError:
+            self._count_unreadable(turn, 1)
+            return False
+        turn.in_a_row = 0
+        for payload in payloads:
+            if payload == DONE:
+                return True
+            assert isinstance(payload, dict)
+            self._payload(turn, payload)
+        return False
+
+    def _payload(self, turn: _Turn, payload: dict[str, Any]) -> None:
+        error = payload.get("error")
+        if error and not payload.get("choices"):
+            said = server_message(json.dumps(payload), self._http.key) or "no reason given"
+            raise RemoteProblem(f"{self.connection.host} stopped the reply with an error: {said}.", "server")
+        if isinstance(payload.get("usage"), dict):
+            turn.usage = payload["usage"]
+        if isinstance(payload.get("timings"), dict):
+            turn.timings = payload["timings"]
+        choices = payload.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta: Any = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = choice.get("message")
+            if isinstance(delta, dict):
+                turn.delta(delta)
+            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+                turn.finish_reason = choice["finish_reason"]
+
+    def _whole(self, turn: _Turn, raw: bytes) -> None:
+        """A server that answered the stream request with one whole JSON reply."""
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise RemoteProblem(f"{self.connection.host} answered with something that is not a reply.", "protocol")
+        self._payload(turn, data)
+        if turn.finish_reason is None:
+            turn.finish_reason = "stop"
+        turn.complete()
