@@ -1,0 +1,308 @@
+"""The Connections tab of the Models panel: the person's own servers with their address, what
+kind of server each is, how many models it listed and whether it has a key; each server's
+models under it. Add… (the dialog), Refresh models, Use for next turn and Remove… (asked first).
+
+Runs on the UI thread with the window's Connections (the history's connection); probes go
+to the ProbeWorker, which reads nothing but the frozen Connection and key it is handed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+
+from app.remote.connections import Connection, ConnectionProblem, Connections
+from app.remote.remote_model import remote_models
+from models.network import NetworkGate
+from ui.connections.add_dialog import AddConnectionDialog
+from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary, server_words
+from ui.shell.list_tree import setup_list_tree
+from ui.theme import error_color, format_int
+
+COLUMNS = ("Name", "Address", "Server", "Models", "Key")
+CONNECTION_ROLE = Qt.ItemDataRole.UserRole  # on a connection's row: its name
+MODEL_ROLE = Qt.ItemDataRole.UserRole + 1  # on a model's row: MODEL_ID@CONNECTION
+ABOUT = ("Your own servers: a bigger machine running llama-server, vLLM, Ollama, LM Studio or another Cove. "
+         "Their models are in the model picker under the connection's name; what you send to one of them goes to "
+         "that machine, and each reply is marked with where it ran.")
+Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
+
+
+class ConnectionsPage(QWidget):
+    """Emits `connections_changed()` (a connection or its models changed: the picker lists
+    them again) and `model_chosen(name)` (Use for next turn)."""
+
+    connections_changed = Signal()
+    model_chosen = Signal(str)
+
+    def __init__(self, connections: Connections, gate: NetworkGate, *, worker: ProbeWorker | None = None,
+                 confirm: Confirm | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.connections = connections
+        self.gate = gate
+        self.worker = worker or ProbeWorker(gate, self)
+        self._confirm = confirm or self._ask
+        self.dialog: AddConnectionDialog | None = None
+        self._current: str | None = None  # the model the next turn uses
+
+        about = QLabel(ABOUT, self)
+        about.setWordWrap(True)
+        about.setAccessibleName("About connections")
+        self.offline_note = QLabel(self)
+        self.offline_note.setWordWrap(True)
+        self.offline_note.setAccessibleName("Connections offline notice")
+        self.tree = setup_list_tree(QTreeWidget(self), "Connections", COLUMNS, stretch=2)
+        self.tree.setRootIsDecorated(True)
+        self.tree.currentItemChanged.connect(lambda *_: self._update_buttons())
+        self.tree.itemActivated.connect(lambda *_: self._use())
+        self.empty = QLabel("No connections yet. Add… one to chat with a model on a server of your own.", self)
+        self.empty.setWordWrap(True)
+        self.message = QLabel(self)
+        self.message.setAccessibleName("Connections message")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.hide()
+
+        self.add_button = QPushButton("Add…", self)
+        self.add_button.setAccessibleName("Add a connection")
+        self.add_button.clicked.connect(lambda: self.open_add_dialog())
+        self.refresh_button = QPushButton("Refresh models", self)
+        self.refresh_button.setAccessibleName("Refresh the selected connection's models")
+        self.refresh_button.setToolTip("Ask the server again which models it has")
+        self.refresh_button.clicked.connect(self.refresh_selected)
+        self.use_button = QPushButton("Use for next turn", self)
+        self.use_button.setAccessibleName("Use the selected model for the next turn")
+        self.use_button.clicked.connect(self._use)
+        self.remove_button = QPushButton("Remove…", self)
+        self.remove_button.setAccessibleName("Remove the selected connection")
+        self.remove_button.clicked.connect(self.remove_selected)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.refresh_button)
+        buttons.addWidget(self.use_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.remove_button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(about)
+        layout.addWidget(self.offline_note)
+        layout.addWidget(self.tree, 1)
+        layout.addWidget(self.empty)
+        layout.addWidget(self.message)
+        layout.addLayout(buttons)
+        self.worker.probed.connect(self._on_probed)
+        self.worker.busy_changed.connect(lambda _name, _busy: self.refresh())
+        self.refresh()
+
+    # ---- commands ----------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """List the connections as stored (and the offline state)."""
+        selected = self._selected()
+        self.tree.blockSignals(True)
+        self.tree.clear()
+        listed = self.connections.list()
+        for connection in listed:
+            self.tree.addTopLevelItem(self._connection_item(connection))
+        self.tree.expandAll()
+        self.tree.blockSignals(False)
+        for column in (0, 1, 3, 4):
+            self.tree.resizeColumnToContents(column)
+        self._reselect(selected)
+        self.tree.setVisible(bool(listed))
+        self.empty.setVisible(not listed)
+        offline = self.gate.offline
+        self.offline_note.setText(f"Cove is offline ({self.gate.offline_reason}): it does not connect to your servers "
+                                  "until offline mode is off." if offline else "")
+        self.offline_note.setVisible(offline)
+        self._update_buttons()
+
+    def set_current_model(self, name: str | None) -> None:
+        self._current = name
+        self._update_buttons()
+
+    def open_add_dialog(self) -> AddConnectionDialog:
+        """Show the Add dialog (window-modal; Add stores the connection and lists its models)."""
+        if self.dialog is None:
+            self.dialog = AddConnectionDialog(self.worker, self)
+            self.dialog.add_requested.connect(self.add)
+        self.dialog.fill("", "")
+        self.dialog.show_result("", error=False)
+        self.dialog.open()
+        return self.dialog
+
+    def add(self, name: str, url: str, key: str | None, ca_file: str | None) -> Connection | None:
+        """Store a connection and ask its server for its models; a refusal stays in the dialog."""
+        try:
+            connection = self.connections.add(name, url, key, ca_file)
+        except ConnectionProblem as exc:
+            if self.dialog is not None and self.dialog.isVisible():
+                self.dialog.refuse(str(exc))
+            else:
+                self.show_message(str(exc), error=True)
+            return None
+        if self.dialog is not None:
+            self.dialog.accept()
+        notice = f" {self.connections.last_notice}" if self.connections.last_notice else ""
+        self.show_message(f"Added {connection.name}; asking {connection.host} for its models…{notice}")
+        self.worker.probe(connection, key, "add")
+        self.refresh()
+        self._reselect(connection.name)
+        self.connections_changed.emit()
+        return connection
+
+    def refresh_selected(self) -> None:
+        name = self._selected_connection()
+        if name is None:
+            return
+        try:
+            connection = self.connections.get(name)
+            key = self.connections.key(name)  # read here: the probe thread gets it, not the keyring
+        except ConnectionProblem as exc:
+            self.show_message(str(exc), error=True)
+            return
+        self.show_message(f"Asking {connection.host} for its models…")
+        self.worker.probe(connection, key, "refresh")
+
+    def remove_selected(self) -> None:
+        name = self._selected_connection()
+        if name is None:
+            return
+        question = (f"Remove the connection {name} and its key? Its conversations stay in the history; "
+                    "its models leave the model picker.")
+        if not self._confirm("Remove connection", question):
+            return
+        try:
+            self.connections.remove(name)
+        except ConnectionProblem as exc:
+            self.show_message(str(exc), error=True)
+            return
+        self.worker.forget(name)
+        notice = f" {self.connections.last_notice}" if self.connections.last_notice else ""
+        self.show_message(f"Removed {name}.{notice}")
+        self.refresh()
+        self.connections_changed.emit()
+
+    def show_message(self, text: str, error: bool = False) -> None:
+        palette = QPalette(self.palette())
+        if error:
+            palette.setColor(QPalette.ColorRole.WindowText, error_color(self.palette()))
+        self.message.setPalette(palette)
+        self.message.setText(text)
+        self.message.setVisible(bool(text))
+
+    def message_text(self) -> str:
+        return self.message.text() if not self.message.isHidden() else ""
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """Each connection's row as shown (name, address, server, models, key)."""
+        return [tuple(self.tree.topLevelItem(i).text(c) for c in range(len(COLUMNS)))
+                for i in range(self.tree.topLevelItemCount())]
+
+    def model_names(self, connection: str) -> list[str]:
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            if item.data(0, CONNECTION_ROLE) == connection:
+                return [item.child(j).data(0, MODEL_ROLE) for j in range(item.childCount())]
+        return []
+
+    def select(self, connection: str, model: str | None = None) -> None:
+        self._reselect(f"{model}@{connection}" if model else connection)
+
+    # ---- internals ---------------------------------------------------------------------
+
+    def _connection_item(self, connection: Connection) -> QTreeWidgetItem:
+        server = connection.server or {}
+        models = remote_models(connection)
+        if self.worker.busy(connection.name):
+            kind, count = "asking…", "…"
+        elif server.get("probed_at"):
+            kind, count = server_words(server.get("kind"), server.get("version")), format_int(len(models))
+        else:
+            kind, count = "not reached yet", "–"
+        has_key = self.connections.key(connection.name) is not None
+        item = QTreeWidgetItem([connection.name, connection.host, kind, count, "yes" if has_key else "no"])
+        item.setData(0, CONNECTION_ROLE, connection.name)
+        tip = connection.base_url + (f"\nTrusts {connection.ca_file}" if connection.ca_file else "")
+        item.setToolTip(0, tip)
+        item.setToolTip(1, tip)
+        item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
+                     f"{connection.name}, {connection.host}, {kind}, {count} models, {'a key' if has_key else 'no key'}")
+        for model in models:
+            context = f"{format_int(model.context_length)} tokens of context" if model.context_length else ""
+            child = QTreeWidgetItem([model.model_id, "", context, "", ""])
+            child.setData(0, MODEL_ROLE, model.name)
+            child.setToolTip(0, model.name + (f"\nFingerprint: {model.fingerprint}" if model.fingerprint else ""))
+            item.addChild(child)
+        return item
+
+    def _on_probed(self, reply: ProbeReply) -> None:
+        if reply.purpose == "test":
+            return  # the Add dialog shows it
+        name = reply.connection.name
+        if reply.info is None:
+            lead = f"{name} was added, but" if reply.purpose == "add" else f"{name}:"
+            self.show_message(f"{lead} {reply.error[:1].lower()}{reply.error[1:]} Refresh models tries again.", error=True)
+            return
+        try:
+            connection = self.connections.record_probe(name, reply.info)
+        except ConnectionProblem:
+            return  # removed meanwhile
+        self.show_message(probe_summary(connection.host, reply.info)
+                          + (" Its models are in the model picker." if reply.info.models else ""))
+        self.refresh()
+        self.connections_changed.emit()
+
+    def _selected(self) -> str | None:
+        item = self.tree.currentItem()
+        if item is None:
+            return None
+        value = item.data(0, MODEL_ROLE) or item.data(0, CONNECTION_ROLE)
+        return value if isinstance(value, str) else None
+
+    def _selected_connection(self) -> str | None:
+        item = self.tree.currentItem()
+        if item is None:
+            return None
+        if item.parent() is not None:
+            item = item.parent()
+        value = item.data(0, CONNECTION_ROLE)
+        return value if isinstance(value, str) else None
+
+    def _selected_model(self) -> str | None:
+        item = self.tree.currentItem()
+        value = item.data(0, MODEL_ROLE) if item is not None else None
+        return value if isinstance(value, str) else None
+
+    def _reselect(self, value: str | None) -> None:
+        if value is None:
+            return
+        for i in range(self.tree.topLevelItemCount()):
+            top = self.tree.topLevelItem(i)
+            if top.data(0, CONNECTION_ROLE) == value:
+                self.tree.setCurrentItem(top)
+                return
+            for j in range(top.childCount()):
+                if top.child(j).data(0, MODEL_ROLE) == value:
+                    self.tree.setCurrentItem(top.child(j))
+                    return
+
+    def _update_buttons(self) -> None:
+        connection = self._selected_connection()
+        model = self._selected_model()
+        self.refresh_button.setEnabled(connection is not None and not self.worker.busy(connection))
+        self.remove_button.setEnabled(connection is not None)
+        self.use_button.setEnabled(model is not None and model != self._current)
+
+    def _use(self) -> None:
+        model = self._selected_model()
+        if model is not None and model != self._current:
+            self.model_chosen.emit(model)
+            self.set_current_model(model)
+
+    def _ask(self, title: str, question: str) -> bool:
+        return QMessageBox.question(self, title, question) == QMessageBox.StandardButton.Yes
