@@ -8,26 +8,38 @@ A `Connection` is a frozen snapshot any thread may read (the probe and the engin
 from __future__ import annotations
 
 import json
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import sqlite_utils
 
 from app.remote.keys import ConnectionKeys, InvalidKey, validate_key
-from app.remote.remote_model import CONNECTION_NAME
 from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
-if TYPE_CHECKING:
-    from app.remote.probe import ServerInfo
-
+# Disk-format invariant: a connection's name; it ends every remote model's name in the history.
+CONNECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 TABLE = "connections"
 API_ROOT = "/v1"  # added to a URL that has no path
 # Paths a person may paste by mistake after the API root; they are cut off.
 _ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
+
+
+class ProbeResult(Protocol):
+    """What `record_probe` keeps: app/remote/probe.py's ServerInfo (a frozen dataclass)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def models(self) -> list[dict[str, Any]]: ...
+    @property
+    def private(self) -> bool | None: ...
 
 
 class ConnectionProblem(ValueError):
@@ -206,7 +218,7 @@ class Connections:
         self.last_notice = saved.notice
         return connection
 
-    def record_probe(self, name: str, info: ServerInfo) -> Connection:
+    def record_probe(self, name: str, info: ProbeResult) -> Connection:
         """Keep what the server said of itself (its kind, version and models)."""
         connection = self.get(name)
         server = {"kind": info.kind, "version": info.version, "probed_at": utc_timestamp(),

@@ -15,7 +15,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -48,6 +48,19 @@ def _read_capped(response: httpx.Response, limit: int) -> bytes:
         if len(body) >= limit:
             break
     return bytes(body[:limit])
+
+
+def _drain(chunks: Iterator[bytes], limit: int = 64 << 10) -> None:
+    """Read what follows [DONE] (the body's end, normally nothing), so the connection can be
+    used again for the next reply; the reply has already ended, so a slow server costs nothing."""
+    read = 0
+    try:
+        for chunk in chunks:
+            read += len(chunk)
+            if read > limit:
+                return
+    except httpx.HTTPError:
+        pass
 
 
 class _Turn:
@@ -296,7 +309,8 @@ class RemoteEngine:
                 self._whole(turn, _read_capped(response, WHOLE_REPLY_BYTES))
                 return
             reader = SseReader()
-            for chunk in response.iter_bytes():
+            chunks = response.iter_bytes()
+            for chunk in chunks:
                 if turn.cancelled:
                     return
                 skipped = reader.skipped
@@ -305,6 +319,7 @@ class RemoteEngine:
                 for event in events:
                     if self._event(turn, event):
                         turn.complete()
+                        _drain(chunks)
                         return
             for event in reader.end():
                 if self._event(turn, event):

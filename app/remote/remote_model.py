@@ -3,15 +3,9 @@ a reply row's model_name, `cove chat --model`)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from app.remote.connections import Connection
-
-# Disk-format invariant: a connection's name; it ends every remote model's name in the history.
-CONNECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+from app.remote.connections import CONNECTION_NAME, Connection
 
 
 @dataclass(frozen=True)

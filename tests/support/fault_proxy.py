@@ -54,6 +54,7 @@ class Cut(Exception):
 class Seen:
     path: str
     headers: dict[str, str]
+    peer: str = ""  # the client's address and port: the same for requests on one kept-alive connection
 
     @property
     def authorization(self) -> str | None:
@@ -61,13 +62,13 @@ class Seen:
 
 
 @dataclass
-class _Listener:
+class Listener:
     server: uvicorn.Server
     thread: threading.Thread
     url: str
 
 
-def _start(app: Any, host: str) -> _Listener:
+def start_listener(app: Any, host: str) -> Listener:
     port = free_port() if host == "127.0.0.1" else _free_port_on(host)
     config = uvicorn.Config(app, host=host, port=port, log_level="critical", lifespan="off", access_log=False,
                             timeout_graceful_shutdown=1)
@@ -79,7 +80,7 @@ def _start(app: Any, host: str) -> _Listener:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError(f"the test listener on {host} did not start")
         time.sleep(0.01)
-    return _Listener(server, thread, f"http://{host}:{port}")
+    return Listener(server, thread, f"http://{host}:{port}")
 
 
 def _free_port_on(host: str) -> int:
@@ -95,7 +96,7 @@ class Elsewhere:
 
     def __init__(self) -> None:
         self.requests: list[Seen] = []
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
 
     @property
     def url(self) -> str:
@@ -110,7 +111,7 @@ class Elsewhere:
 
     def start(self) -> Elsewhere:
         app = Starlette(routes=[Route("/{path:path}", self._any, methods=["GET", "POST"])])
-        self._listener = _start(app, "127.0.0.2")
+        self._listener = start_listener(app, "127.0.0.2")
         return self
 
     def stop(self) -> None:
@@ -131,7 +132,7 @@ class FaultProxy:
     requests: list[Seen] = field(default_factory=list)
     elsewhere: Elsewhere = field(default_factory=Elsewhere)
     _stopping: threading.Event = field(default_factory=threading.Event)
-    _listener: _Listener | None = None
+    _listener: Listener | None = None
 
     @property
     def url(self) -> str:
@@ -141,7 +142,7 @@ class FaultProxy:
     def start(self) -> FaultProxy:
         app = Starlette(routes=[Route("/{path:path}", self._any, methods=["GET", "POST"])])
         self.elsewhere.start()
-        self._listener = _start(app, "127.0.0.1")
+        self._listener = start_listener(app, "127.0.0.1")
         return self
 
     def stop(self) -> None:
@@ -161,7 +162,8 @@ class FaultProxy:
 
     async def _any(self, request: Request) -> Response:
         path = request.url.path
-        self.requests.append(Seen(path, {k.lower(): v for k, v in request.headers.items()}))
+        peer = f"{request.client.host}:{request.client.port}" if request.client else ""
+        self.requests.append(Seen(path, {k.lower(): v for k, v in request.headers.items()}, peer))
         mode = self.mode
         if path.startswith("/same-origin/"):
             path, mode = path[len("/same-origin"):], "pass"

@@ -38,9 +38,15 @@ def assert_interrupted(final: FinishedEvent, streamed: str, *words: str) -> None
     assert final.metrics["stop_reason"] == "interrupted" and final.metrics["gen_tokens"] >= 1
 
 
-def test_the_whole_reply_passes_through_untouched(proxy: FaultProxy, gate: NetworkGate) -> None:
+def test_the_whole_reply_passes_through_untouched_and_the_connection_is_kept(proxy: FaultProxy, gate: NetworkGate) -> None:
     final, streamed = reply(proxy, gate)
     assert final.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and final.text == streamed
+    engine, model = engine_for(proxy.url, gate)
+    for _ in range(3):
+        assert engine.generate(HELLO, model=model, max_tokens=6).wait(30).text
+        wait_idle(gate)  # the stream's end is read after the reply ended; then the connection is free
+    engine.close()
+    assert len({r.peer for r in proxy.requests[-3:]}) == 1  # one connection for the three replies
 
 
 def test_a_stream_cut_mid_reply_keeps_the_text(proxy: FaultProxy, gate: NetworkGate) -> None:
