@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
 from app.remote.connections import Connection, host_of, normalise_url
 from app.remote.engine import RemoteEngine
 from app.remote.remote_model import RemoteModel
 from models.network import NetworkGate
-from tests.support.fault_proxy import FaultProxy
+from tests.support.fault_proxy import FaultProxy, start_listener
 from tests.support.llama_cpp_server import LlamaCppServer, llama_cpp_server
 
 # A key no test output, file or sentence may ever show.
@@ -56,6 +61,24 @@ def engine_for(url: str, gate: NetworkGate, *, key: str | None = None, stall_tim
                ca_file: str | None = None) -> tuple[RemoteEngine, RemoteModel]:
     connection = connection_to(url, ca_file=ca_file)
     return RemoteEngine(connection, key, gate, stall_timeout_s=stall_timeout_s), model_on(connection)
+
+
+def stand_in(routes: dict[str, Any]) -> Iterator[str]:
+    """A stand-in server on 127.0.0.1 answering `routes` (path -> JSON body or Response), else 404;
+    yields its URL once."""
+
+    async def answer(request: Request) -> Response:
+        body = routes.get(request.url.path)
+        if body is None:
+            return PlainTextResponse("Not Found", status_code=404)
+        return body if isinstance(body, Response) else JSONResponse(body)
+
+    listener = start_listener(Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])]), "127.0.0.1")
+    try:
+        yield listener.url
+    finally:
+        listener.server.should_exit = True
+        listener.thread.join(10)
 
 
 def wait_idle(gate: NetworkGate, timeout: float = 10.0) -> None:

@@ -5,19 +5,14 @@ document, on 127.0.0.1. (llama-cpp-python, llama-server and Cove are probed for 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.responses import PlainTextResponse
 
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
 from models.network import NetworkGate
-from tests.app.remote.conftest import connection_to
-from tests.support.fault_proxy import start_listener
+from tests.app.remote.conftest import connection_to, stand_in
 
 VLLM_MODELS = {"object": "list", "data": [
     {"id": "meta-llama/Llama-3.1-70B-Instruct", "object": "model", "created": 1730000000, "owned_by": "vllm",
@@ -35,21 +30,6 @@ LLAMA_SERVER_MODELS = {"object": "list", "data": [
      "meta": {"vocab_type": 1, "n_vocab": 262144, "n_ctx_train": 32768, "n_embd": 640}}]}
 LLAMA_SERVER_PROPS = {"default_generation_settings": {"n_ctx": 8192, "params": {}}, "total_slots": 1,
                       "model_path": "/models/gemma-3-270m-it-Q4_K_M.gguf", "build_info": "b6000-abc1234"}
-
-
-def stand_in(routes: dict[str, Any]) -> Iterator[str]:
-    async def answer(request: Request) -> Response:
-        body = routes.get(request.url.path)
-        if body is None:
-            return PlainTextResponse("Not Found", status_code=404)
-        return body if isinstance(body, Response) else JSONResponse(body)
-
-    listener = start_listener(Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])]), "127.0.0.1")
-    try:
-        yield listener.url
-    finally:
-        listener.server.should_exit = True
-        listener.thread.join(10)
 
 
 @pytest.fixture
