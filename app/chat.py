@@ -5,7 +5,9 @@
   as it arrives (checkpointed at most every `CHECKPOINT_INTERVAL_S`) and finishes the row with its status and
   metrics in one transaction.
 - `start_generation` is the engine side: load the model (blocking, may take seconds) and
-  start the reply. A window runs it off the UI thread; `cove chat` runs it inline.
+  start the reply. A window runs it off the UI thread; `cove chat` runs it inline. A model on
+  one of the person's own servers (a `RemoteModel`) needs no file check and no load:
+  `start_remote_generation` opens its stream through a `RemoteEngine`.
 - `ChatService.send` ties both together for a blocking caller (the command line).
 """
 
@@ -17,9 +19,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel, TokenEvent
+from app.remote.connections import ConnectionProblem
+from app.remote.errors import RemoteProblem
+from app.remote.privacy import ConsentNeeded
+from app.remote.remote_model import RemoteModel
 from app.settings import ModelPlacement, SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
@@ -29,6 +35,10 @@ from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, ModelLibrary, recheck_file
+from models.network import NetworkRefused
+
+if TYPE_CHECKING:
+    from app.remote.engine import RemoteEngine
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
 _RESENDABLE = {MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.INTERRUPTED}
@@ -75,6 +85,19 @@ def _refused_as_too_long(reply: Message | None) -> bool:
             and reply.metrics.get("error_kind") == "context")
 
 
+def ran_on(model: RemoteModel) -> dict[str, Any]:
+    """Where a turn with this remote model runs, as its row's metrics and the record name it."""
+    return {"connection": model.connection, "host": model.host, "kind": model.kind, "model_id": model.model_id,
+            "fingerprint": model.fingerprint}
+
+
+def remote_host(metrics: dict[str, Any]) -> str | None:
+    """The host a reply ran on, from its metrics; None for a reply of this machine."""
+    remote = metrics.get("remote")
+    host = remote.get("host") if isinstance(remote, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
 class TurnRecord:
     """The history side of one turn. Not thread-safe: call it from the database's thread."""
 
@@ -89,6 +112,9 @@ class TurnRecord:
         self.unsaved: Message | None = None  # the finished reply, when the history could not take it
         self.client = "this window"  # who asked, in the written record ("command line" for cove chat)
         self.sent: list[dict] | None = None  # the messages sent to the engine, for the record
+        # Where the reply runs when it is not this machine: {"connection", "host", "kind",
+        # "model_id", "fingerprint"} of a RemoteModel (the record's ran_on); None here.
+        self.ran_on: dict[str, Any] | None = None
 
     @classmethod
     def begin(
@@ -97,7 +123,7 @@ class TurnRecord:
         conversation_id: str,
         text: str,
         *,
-        model: InstalledModel,
+        model: InstalledModel | RemoteModel,
         params: SamplingParams,
         edit_of: str | None = None,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
@@ -122,7 +148,7 @@ class TurnRecord:
         history: History,
         user_message_id: str,
         *,
-        model: InstalledModel,
+        model: InstalledModel | RemoteModel,
         params: SamplingParams,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
     ) -> TurnRecord:
@@ -133,17 +159,21 @@ class TurnRecord:
         return cls._with_reply(history, user.conversation_id, user, model, params, checkpoint_interval_s)
 
     @classmethod
-    def _with_reply(cls, history, conversation_id, user, model, params, interval) -> TurnRecord:
-        # start_assistant_message also records the model as the conversation's latest.
+    def _with_reply(cls, history: History, conversation_id: str, user: Message, model: InstalledModel | RemoteModel,
+                    params: SamplingParams, interval: float) -> TurnRecord:
+        # start_assistant_message also records the model as the conversation's latest (for a
+        # remote one MODEL_ID@CONNECTION, so reopening the conversation picks it again).
+        if isinstance(model, RemoteModel):  # the server's fingerprint of the model, when it gives one
+            sha256, quant, where = model.fingerprint, None, ran_on(model)
+        else:
+            sha256, quant, where = model.sha256, model.quant, None
         assistant = history.start_assistant_message(
-            conversation_id,
-            parent_id=user.id,
-            model_name=model.name,
-            model_sha256=model.sha256,
-            model_quant=model.quant,
+            conversation_id, parent_id=user.id, model_name=model.name, model_sha256=sha256, model_quant=quant,
             params=params.to_dict(),
         )
-        return cls(history, conversation_id, user, assistant, interval)
+        record = cls(history, conversation_id, user, assistant, interval)
+        record.ran_on = where
+        return record
 
     @property
     def text(self) -> str:
@@ -168,6 +198,8 @@ class TurnRecord:
         keeps) when the history cannot be written; `unsaved` then holds the reply, and
         `retry_finish()` writes it once that is possible again."""
         final = self.text if text is None else text
+        if self.ran_on is not None and "remote" not in metrics:  # a reply that never reached the server
+            metrics = {**metrics, "remote": self.ran_on}
         try:
             self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error)
         except sqlite3.Error as exc:
@@ -186,9 +218,18 @@ class TurnRecord:
                 model_sha256=reply.model_sha256, quant=reply.model_quant, params=reply.params or {},
                 messages=self.sent or [{"role": "user", "content": self.user.content}], reply=reply.content,
                 status=reply.status, conversation_id=self.conversation_id,
-                usage=usage(reply.metrics), timings=timings(reply.metrics))
+                usage=usage(reply.metrics), timings=timings(reply.metrics), ran_on=self._ran_on(reply))
         except sqlite3.Error as exc:
             print(f"cove: the reply is saved, but not its entry in the written record ({exc})", file=sys.stderr)
+
+    def _ran_on(self, reply: Message) -> dict[str, Any] | None:
+        """Where the reply ran, as the record keeps it: what the turn began with, refined by what
+        the server said about itself while answering (its kind, the model's fingerprint)."""
+        if self.ran_on is None:
+            return None
+        seen = reply.metrics.get("remote")
+        said: dict[str, Any] = seen if isinstance(seen, dict) else {}
+        return {key: said.get(key) or value for key, value in self.ran_on.items()}
 
     def retry_finish(self) -> Message:
         """Write the reply that `finish` could not; raises sqlite3.Error if it still cannot."""
@@ -202,10 +243,10 @@ class TurnRecord:
 
 
 def start_generation(
-    engine: EngineClient,
+    engine: EngineClient | None,
     messages: list[dict],
     *,
-    model: InstalledModel,
+    model: InstalledModel | RemoteModel,
     params: SamplingParams,
     conversation_id: str | None,
     placement: ModelPlacement | None = None,
@@ -217,11 +258,18 @@ def start_generation(
     raw_prompt: str | None = None,
     loaded_as_is: bool = False,
     load: Callable[[], LoadedModel] | None = None,
+    remote: RemoteEngine | None = None,
 ) -> Generation:
     """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
     load it if needed (blocking) and start the reply. `loaded_as_is`: the engine has this model
     loaded already (another's engine, lent): keep its settings rather than load it again with
-    these. `load`: how to load it instead (an API pool's settings). Raises EngineError."""
+    these. `load`: how to load it instead (an API pool's settings). Raises EngineError.
+    A RemoteModel goes to `start_remote_generation` through `remote` (`engine` is not used)."""
+    if isinstance(model, RemoteModel):
+        if remote is None:
+            raise EngineError(f"{model.name} runs on a server, and no connection to it was given")
+        return start_remote_generation(remote, messages, model=model, params=params, stop=stop)
+    assert engine is not None, "a model of this machine needs the engine client"
     try:
         recheck = recheck_file(model)
     except InvalidModelFile as exc:
@@ -249,20 +297,39 @@ def start_generation(
     )
 
 
+def start_remote_generation(
+    remote: RemoteEngine,
+    messages: list[dict],
+    *,
+    model: RemoteModel,
+    params: SamplingParams,
+    stop: Sequence[str] = (),
+) -> Generation:
+    """Start a reply on one of the person's own servers: no file to check, nothing to load; the
+    server holds the model and its context. Returns at once (a thread streams the reply into
+    the Generation; faults end it as "error" or, after some text, "interrupted" with the
+    reason). Raises ConsentNeeded when the host is not private and the person has not agreed
+    to send it messages, NetworkRefused when Cove is offline. Safe off the UI thread: it
+    touches neither the database nor Qt."""
+    return remote.generate(messages, model=model, max_tokens=params.max_tokens, stop=stop, **params.sampler_arguments())
+
+
 class ChatService:
     """Blocking turns for the command line: record, generate, stream, finish."""
 
     def __init__(
         self,
         history: History,
-        engine: EngineClient,
+        engine: EngineClient | None,
         *,
         library: ModelLibrary | None = None,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
         on_notice: Callable[[str], None] | None = None,
+        remote_engine: Callable[[RemoteModel], RemoteEngine] | None = None,
     ) -> None:
         self._history = history
-        self._engine = engine
+        self._engine = engine  # None when every turn goes to a server (`remote_engine`)
+        self._remote_engine = remote_engine  # the RemoteEngine for a RemoteModel (its connection, key, gate)
         self._library = library  # where a model file found changed is recorded
         self._interval = checkpoint_interval_s
         self._on_notice = on_notice  # sentences for the person (a model file that changed)
@@ -273,14 +340,14 @@ class ChatService:
         conversation_id: str,
         text: str,
         *,
-        model: InstalledModel,
+        model: InstalledModel | RemoteModel,
         params: SamplingParams,
         system_prompt: str | None = None,
         on_text: TextSink | None = None,
         on_loaded: Callable[[LoadedModel], None] | None = None,
         placement: ModelPlacement | None = None,
     ) -> TurnResult:
-        if self._library is not None:  # its entry may have been rechecked by an earlier turn
+        if self._library is not None and not isinstance(model, RemoteModel):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
         record.client = self.client
@@ -298,8 +365,9 @@ class ChatService:
                 if recheck.content_changed and self._on_notice is not None:
                     self._on_notice(recheck.sentence())
 
+            remote = self._remote_engine(model) if isinstance(model, RemoteModel) and self._remote_engine else None
             generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id,
-                                          placement=placement, on_loaded=on_loaded, on_recheck=recheck_seen)
+                                          placement=placement, on_loaded=on_loaded, on_recheck=recheck_seen, remote=remote)
             events = iter(generation)
             while True:
                 try:
@@ -327,7 +395,8 @@ class ChatService:
                 status = MessageStatus.INTERRUPTED if terminated is not None and event.status == MessageStatus.CANCELLED else event.status
                 record.finish(status, metrics, event.error, text=event.text)
                 break
-        except EngineError as exc:
+        except (EngineError, RemoteProblem, ConsentNeeded, NetworkRefused, ConnectionProblem) as exc:
+            # Nothing was generated: the person's message stays, the reply says why.
             record.finish(MessageStatus.ERROR, {}, str(exc))
         except KeyboardInterrupt as exc:
             # Interrupted while loading: nothing was generated; the turn ends cancelled
@@ -348,14 +417,6 @@ class ChatService:
             record.finish(MessageStatus.ERROR, {}, "the engine ended the reply without a result")
         final = record.final
         assert final is not None
-        return TurnResult(
-            conversation_id=conversation_id,
-            user_message=record.user,
-            assistant_message=final,
-            text=final.content,
-            status=final.status,
-            metrics=final.metrics,
-            error=final.error,
-            interrupted_by_user=interrupted,
-            terminated_by=terminated,
-        )
+        return TurnResult(conversation_id=conversation_id, user_message=record.user, assistant_message=final, text=final.content,
+                          status=final.status, metrics=final.metrics, error=final.error, interrupted_by_user=interrupted,
+                          terminated_by=terminated)

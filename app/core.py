@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlite_utils
 
@@ -20,6 +21,11 @@ from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkGate
 from models.starter import StarterUnavailable, ensure_starter, starter_available
+
+if TYPE_CHECKING:
+    from app.remote.connections import Connections
+    from app.remote.engine import RemoteEngine
+    from app.remote.remote_model import RemoteModel
 
 
 class NoModelError(Exception):
@@ -59,6 +65,7 @@ class Core:
     repaired: int
     network: NetworkGate  # every Hub call goes through it (offline refusal, activity indicator)
     settings_notice: str | None = None  # the settings file was unreadable and moved aside (said once per run)
+    _connections: Connections | None = field(default=None, init=False, repr=False)
 
     @property
     def startup_notices(self) -> list[StartupNotice]:
@@ -75,6 +82,25 @@ class Core:
         elif self.repaired:
             notices.append(StartupNotice(f"{self.repaired} replies that were cut off last time are kept, marked interrupted."))
         return notices
+
+    @property
+    def connections(self) -> Connections:
+        """The person's own servers (app/remote/), on this core's database; one per run, so a key
+        kept in memory (no secure keyring) lasts as long as the run."""
+        if self._connections is None:
+            from app.remote.connections import Connections
+            from app.remote.keys import ConnectionKeys
+
+            self._connections = Connections(self.db, ConnectionKeys())
+        return self._connections
+
+    def remote_engine(self, model: RemoteModel) -> RemoteEngine:
+        """How to reach `model`'s server now: its connection and key read here (on the database's
+        thread), the run's network gate."""
+        from app.remote.engine import RemoteEngine
+
+        connection = self.connections.get(model.connection)
+        return RemoteEngine(connection, self.connections.key(connection.name), self.network)
 
     @property
     def settings(self) -> Settings:

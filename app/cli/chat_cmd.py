@@ -1,30 +1,45 @@
-"""`cove chat`: stream a reply to stdout and keep both messages in the history."""
+"""`cove chat`: stream a reply to stdout and keep both messages in the history.
+
+`--model MODEL_ID@CONNECTION` chats with a model on one of the person's own servers
+(app/remote/) the same way. Messages go to a host outside this machine and its private
+network only once the person has agreed to it: asked once on a terminal, or `--allow-host HOST`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from app.chat import ChatService, TurnResult
+from app.chat import ChatService, TurnResult, remote_host
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
 from app.core import Core
 from app.engine.client import EngineClient, LoadedModel
+from app.remote.connections import Connection, ConnectionProblem
+from app.remote.privacy import is_private_host, strip_port
+from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
+from models.library import InstalledModel, ModelNotFound
 
 EXIT_INTERRUPTED = 130
+
+
+class NotSent(RuntimeError):
+    """The person did not agree (or could not be asked) to send messages to a connection's host."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="chat with a local model; the reply streams to stdout")
     p.add_argument("prompt", nargs="?", help="your message (omit it to read standard input, or to chat interactively in a terminal)")
-    p.add_argument("--model", "-m", help="model name from `cove models list`, or a path to a .gguf file")
+    p.add_argument("--model", "-m", help="model name from `cove models list`, a path to a .gguf file, or "
+                   "MODEL_ID@CONNECTION for a model on one of your servers (`cove remote models NAME`)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--conversation", "-c", help="continue this conversation (id or a unique prefix of it)")
     which.add_argument("--new", action="store_true", help="start a new conversation (default: continue the last one)")
@@ -36,6 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-layers", type=gpu_layers, metavar="auto|all|N", default=argparse.SUPPRESS,
                    help="layers on the GPU for this run (default: the model's setting, `cove models place`)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming text")
+    p.add_argument("--allow-host", metavar="HOST", help="agree that your messages go to HOST, a connection's server "
+                   "outside this machine and your private network (asked once on a terminal otherwise)")
     p.set_defaults(run=run)
 
 
@@ -75,11 +92,15 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if prompt is not None and not prompt.strip():
         raise ValueError("the message is empty; type something to send")
 
-    model = core.resolve_model(args.model)
+    model = _resolve(core, args.model)
     params = _params(core, args)
-    placement = core.settings.placement_for(model.name)
-    if hasattr(args, "gpu_layers"):
-        placement = replace(placement, gpu_layers=args.gpu_layers)
+    placement = None
+    if isinstance(model, RemoteModel):  # before anything is saved: may refuse, or ask
+        _agree_to_send(core, core.connections.get(model.connection), args.allow_host)
+    else:
+        placement = core.settings.placement_for(model.name)
+        if hasattr(args, "gpu_layers"):
+            placement = replace(placement, gpu_layers=args.gpu_layers)
     if args.conversation:
         conversation = core.history.get_conversation(args.conversation)
     else:
@@ -89,10 +110,12 @@ def run(core: Core, args: argparse.Namespace) -> int:
         core.history.update_conversation(conversation.id, system_prompt=args.system)
     system_prompt = args.system if args.system is not None else conversation.system_prompt
 
-    with EngineClient() as engine:
-        service = ChatService(core.history, engine, library=core.library,
+    local = isinstance(model, InstalledModel)
+    with EngineClient() if local else contextlib.nullcontext(None) as engine:  # a server needs no engine here
+        service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
                               on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
-        core.remember_model(model)
+        if isinstance(model, InstalledModel):  # `cove chat` without --model stays on this machine
+            core.remember_model(model)
         if interactive:
             return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), placement)
         stream = None if args.json else _stream_to_stdout
@@ -103,6 +126,62 @@ def run(core: Core, args: argparse.Namespace) -> int:
     else:
         _print_footer(model.name, result)
     return _exit_code(result)
+
+
+def _resolve(core: Core, name: str | None) -> InstalledModel | RemoteModel:
+    """MODEL_ID@CONNECTION when CONNECTION is one of the person's connections; else a local model."""
+    split = split_remote_name(name) if name else None
+    if split is None:
+        return core.resolve_model(name)
+    model_id, connection_name = split
+    try:
+        connection = core.connections.get(connection_name)
+    except ConnectionProblem:
+        try:
+            return core.resolve_model(name)
+        except ModelNotFound:
+            raise ModelNotFound(f"no model named '{name}' here, and no connection named '{connection_name}' "
+                                "(`cove remote list` shows your connections)") from None
+    listed = remote_models(connection)
+    for model in listed:
+        if model.model_id == model_id:
+            return model
+    if listed:
+        raise ModelNotFound(f"{connection.name} ({connection.host}) listed no model '{model_id}' when last asked; "
+                            f"`cove remote models {connection.name}` asks it again")
+    kind = connection.server.get("kind") if connection.server else None  # never reached yet: try it
+    return RemoteModel(connection=connection.name, model_id=model_id, host=connection.host,
+                       kind=kind if isinstance(kind, str) else None)
+
+
+def _agree_to_send(core: Core, connection: Connection, allow_host: str | None) -> None:
+    """Refuse offline (the gate's sentence); before messages first go to a host outside this
+    machine and the person's network, ask once on a terminal or take `--allow-host HOST`."""
+    core.network.check("remote")
+    if connection.public_ok or is_private_host(connection.host):
+        return
+    host = connection.host
+    if allow_host is not None:
+        if allow_host.strip().lower() not in {host.lower(), strip_port(host).lower()}:
+            raise ValueError(f"--allow-host {allow_host} does not name {connection.name}'s server, {host}; nothing was sent")
+        core.connections.confirm_public(connection.name)
+        return
+    if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
+        raise NotSent(f"your messages would be sent to {host}, outside this machine and your private network, "
+                              f"and there is no terminal to ask whether that is all right; nothing was sent. "
+                              f"Run again with --allow-host {host} to agree once (it is remembered for {connection.name})")
+    print(f"Your messages will be sent to {host}. Send them? [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in {"y", "yes"}:
+        raise NotSent(f"nothing was sent to {host}")
+    core.connections.confirm_public(connection.name)
+
+
+def _isatty(stream: object) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
 
 
 def _exit_code(result: TurnResult) -> int:
@@ -126,7 +205,9 @@ def _template_notes() -> Callable[[LoadedModel], None]:
 
 
 def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, placement) -> int:
-    print(f"Chatting with {model.name} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr)
+    where = f" on {model.host}" if isinstance(model, RemoteModel) else ""
+    print(f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.",
+          file=sys.stderr)
     while True:
         try:
             line = input("you> ")
@@ -163,7 +244,9 @@ def _print_footer(model_name: str, result: TurnResult) -> None:
             say(f"cove: {result.error}", sys.stderr)
         if result.metrics.get("template_note"):  # this turn's render fell back to a plain format
             say(f"cove: {result.metrics['template_note']}", sys.stderr)
-        print(f"[{metrics_line(model_name, result.status, result.metrics)}]", file=sys.stderr)
+        host = remote_host(result.metrics)
+        shown = f"{model_name} on {host}" if host else model_name
+        say(f"[{metrics_line(shown, result.status, result.metrics)}]", sys.stderr)
     except BrokenPipeError:
         raise
     except OSError:

@@ -2,6 +2,7 @@
 
 Stored text is untrusted (a model's reply, a pasted prompt): on a terminal its control
 characters are shown as escapes (app/cli/terminal_text.py); pipes, files and JSON get it exact.
+A reply that ran on one of the person's own servers is marked "on HOST", and so is its conversation.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.chat import remote_host
 from app.cli.output import metrics_line
 from app.cli.terminal_text import for_terminal, json_for_terminal, print_json_for, say
 from app.core import Core
 from app.store.export import export_conversation
 from app.store.search import search_messages
+
+_CHUNK = 500  # ids per query, under SQLite's bound-parameter limit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -56,12 +60,29 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
     if not conversations:
         print("No conversations yet. Start one with `cove chat \"hello\"`.")
         return 0
+    hosts = _remote_hosts(core, [c.id for c in conversations])
     for c in conversations:
         pin = "📌 " if c.pinned else ""
         via = f"[{c.client} · API] " if c.client else ""
-        say(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{via}{c.title or '(untitled)'}",
-            sys.stdout)
+        where = f"[on {hosts[c.id]}] " if c.id in hosts else ""
+        say(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{via}{where}"
+            f"{c.title or '(untitled)'}", sys.stdout)
     return 0
+
+
+def _remote_hosts(core: Core, conversation_ids: list[str]) -> dict[str, str]:
+    """For each conversation with a reply that ran on a server: the host of its latest such reply."""
+    hosts: dict[str, str] = {}
+    for start in range(0, len(conversation_ids), _CHUNK):
+        chunk = conversation_ids[start:start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        # SQLite takes the bare column from the row that max(seq) picked.
+        rows = core.db.conn.execute(
+            "SELECT conversation_id, json_extract(metrics, '$.remote.host'), max(seq) FROM messages "
+            f"WHERE conversation_id IN ({marks}) AND role = 'assistant' AND json_valid(metrics) "
+            "AND json_extract(metrics, '$.remote.host') IS NOT NULL GROUP BY conversation_id", chunk)
+        hosts.update({row[0]: str(row[1]) for row in rows})
+    return hosts
 
 
 def run_show(core: Core, args: argparse.Namespace) -> int:
@@ -80,7 +101,9 @@ def run_show(core: Core, args: argparse.Namespace) -> int:
         say(m.content, out)
         if m.role == "assistant":
             extra = f" — {m.error}" if m.error else ""
-            say(f"[{metrics_line(m.model_name or '?', m.status, m.metrics)}{extra}]", out)
+            host = remote_host(m.metrics)
+            shown = f"{m.model_name or '?'} on {host}" if host else m.model_name or "?"
+            say(f"[{metrics_line(shown, m.status, m.metrics)}{extra}]", out)
     return 0
 
 
