@@ -142,6 +142,10 @@ def run_window(
         presets_file=core.paths.data_dir / "presets.json",
         server_factory=make_server,
     )
+    from ui.connections.consent import ask_consent
+
+    # Before messages first go to a server outside the private network, the window asks (once per connection).
+    controller.remote.ask_consent = lambda connection, host: ask_consent(window, connection, host)
 
     # SIGTERM (logout, shutdown), SIGHUP (the terminal it was started from closed) and SIGINT
     # close the window like the person would: the reply

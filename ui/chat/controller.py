@@ -21,6 +21,8 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core, NoModelError
 from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEvent
+from app.remote.connections import ConnectionProblem
+from app.remote.remote_model import RemoteModel
 from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.store.database import open_reader
@@ -30,6 +32,7 @@ from app.store.statuses import MessageStatus
 from models.library import InstalledModel, ModelNotFound
 from ui.background import run_in_background
 from ui.chat.frame_pacer import FRAME_MS, FramePacer
+from ui.chat.remote_turn import ConsentEvent, RemoteTurns, declined_sentence, ready_without_load
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
 from ui.chat.turn_worker import FailedEvent, LoadedEvent, RecheckedEvent, TurnWorker
@@ -61,11 +64,13 @@ class ChatController(QObject):
         # borrows it through the gate (ui/main.py sets this).
         self.engine_gate: Callable[[], WindowGate | None] | None = None
         self.conversation_id: str | None = None
-        self.model: InstalledModel | None = None
+        self.model: InstalledModel | RemoteModel | None = None
+        self.remote = RemoteTurns(core)  # models on the person's own servers (no load, no engine)
         self.loaded: LoadedModel | None = None
         self._shown_count = PAGE
         self._has_earlier = False
         self._worker: TurnWorker | None = None
+        self._prompt_messages: Callable[[], list[dict]] = list  # the turn's prompt, built on its thread
         self._record: TurnRecord | None = None
         self._t_send = 0.0
         self._first_shown = False
@@ -125,10 +130,11 @@ class ChatController(QObject):
     def start(self) -> None:
         """At window start: the last conversation and the last (else the starter) model. On a
         first start the starter model is assembled on a worker thread, so the window stays live."""
+        self.model = self.remote.last_model()  # a model on one of the person's servers, chosen last time
         if starter_file_needed(self.core):
             self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
             self.starter.start()
-        else:
+        elif self.model is None:
             try:
                 self.model = self.core.resolve_model(None)
             except NoModelError as exc:
@@ -245,17 +251,18 @@ class ChatController(QObject):
             self._worker.cancel()
 
     def choose_model(self, name: str) -> None:
-        """Use this model from the next turn on; it loads in the background now."""
+        """Use this model from the next turn on; it loads in the background now (a model on a
+        server needs no load)."""
         try:
-            model = self.core.library.get(name)
+            self.model = self.remote.choose(name)
         except Exception as exc:  # noqa: BLE001
             self.error_reported.emit(str(exc))
-            return
-        self.model = model
-        self.core.remember_model(model)
 
     def _on_starter_ready(self, model: InstalledModel) -> None:
         self.notice_changed.emit("")
+        if isinstance(self.model, RemoteModel):  # a server's model is in use: the starter waits in the picker
+            self.models_changed.emit()
+            return
         self.model = model
         self.core.remember_model(model)
         self.models_changed.emit()
@@ -269,7 +276,7 @@ class ChatController(QObject):
         """Load the chosen model now, in the background, so the first reply starts sooner.
         If it fails, the previously loaded model stays the one used."""
         model = self.model
-        if model is None or self.busy or self._loading is not None:
+        if model is None or isinstance(model, RemoteModel) or self.busy or self._loading is not None:
             return
         if self.loaded is not None and self.loaded.path == model.path:
             return
@@ -289,7 +296,7 @@ class ChatController(QObject):
 
     def cancel_load(self) -> None:
         """Stop a model load in progress (the engine process is stopped and restarted later)."""
-        if self._loading is not None or (self._worker is not None and self.loaded is None):
+        if self._loading is not None or (self._worker is not None and self._worker.remote is None and self.loaded is None):
             self.engine.abort()
 
     def _on_load_done(self, model: InstalledModel, loaded: LoadedModel | None, error: str, previous: InstalledModel | None) -> None:
@@ -309,7 +316,7 @@ class ChatController(QObject):
             self.load_error = error  # no model that works: the chosen one is not ready
         self.model_load_failed.emit(error)
 
-    def _model_or_report(self) -> InstalledModel | None:
+    def _model_or_report(self) -> InstalledModel | RemoteModel | None:
         if self.model is None:
             try:
                 self.model = self.core.resolve_model(None)
@@ -340,12 +347,25 @@ class ChatController(QObject):
             self.reload_messages()
         self.reply_started.emit(record.assistant)
         self.busy_changed.emit(True)
-        if self.loaded is None or self.loaded.path != self.model.path:
-            self.model_load_started.emit(self.model.name)
-        self._worker = TurnWorker(self.engine, prompt_messages, model=self.model, params=self.params(),
-                                  conversation_id=self.conversation_id,
-                                  placement=self.core.settings.placement_for(self.model.name),
-                                  gate=self.engine_gate() if self.engine_gate is not None else None)
+        self._prompt_messages = prompt_messages
+        self._launch(self.model, self.conversation_id)
+
+    def _launch(self, model: InstalledModel | RemoteModel, conversation_id: str) -> None:
+        """Start the turn's thread (again, after the person agreed to send to a server)."""
+        remote = None
+        if isinstance(model, RemoteModel):
+            try:  # the connection and its key are read here, on the history's thread
+                remote = self.remote.engine_for(model)
+            except ConnectionProblem as exc:
+                self._finish(FailedEvent(str(exc)))
+                return
+        elif self.loaded is None or self.loaded.path != model.path:
+            self.model_load_started.emit(model.name)
+        self._worker = TurnWorker(self.engine, self._prompt_messages, model=model, params=self.params(),
+                                  conversation_id=conversation_id,
+                                  placement=None if remote else self.core.settings.placement_for(model.name),
+                                  gate=self.engine_gate() if self.engine_gate is not None and not remote else None,
+                                  remote=remote)
         self._worker.start()
         self._pacer.reset()
         self._drain.start(FRAME_MS)
@@ -370,6 +390,9 @@ class ChatController(QObject):
                 self.model_loaded.emit(event.loaded)
             elif isinstance(event, RecheckedEvent):
                 self._record_recheck(record, event)
+            elif isinstance(event, ConsentEvent):
+                QTimer.singleShot(0, lambda: self._ask_consent(worker, event))  # outside this frame
+                return
             else:
                 finished = event
                 break
@@ -385,6 +408,21 @@ class ChatController(QObject):
         else:  # counted from this frame's start, as a repeating timer would (not from its end)
             delay = self._pacer.next_delay_ms(started, arrivals) - (time.perf_counter() - started) * 1000
             self._drain.start(max(1, round(delay)))
+
+    def _ask_consent(self, worker: TurnWorker, event: ConsentEvent) -> None:
+        """Messages would go to a host outside the private network for the first time: ask; on
+        yes start the turn again (nothing was sent yet), else end it with the reason."""
+        if self._worker is not worker or self._shut_down:
+            return
+        agreed = self.remote.consent(event)
+        if self._worker is not worker or self._shut_down:
+            return
+        if worker.cancel_requested:  # Stop while the question was up
+            self._finish(FinishedEvent("", MessageStatus.CANCELLED, {}))
+        elif agreed and self.conversation_id is not None:
+            self._launch(worker.model, self.conversation_id)
+        else:
+            self._finish(FailedEvent(declined_sentence(event.host)))
 
     def _record_recheck(self, record: TurnRecord, event: RecheckedEvent) -> None:
         """The model file changed under Cove: its entry and this reply now name its new bytes."""
@@ -413,7 +451,7 @@ class ChatController(QObject):
         # and Send work again; a reply the file cannot take stays in memory and is retried.
         try:
             if isinstance(event, FailedEvent):
-                if self.loaded is None or (self.model and self.loaded.path != self.model.path):
+                if record.ran_on is None and not ready_without_load(self.model, self.loaded):
                     self.model_load_failed.emit(event.error)
                 final = record.finish(status_override or MessageStatus.ERROR, {}, event.error)
             else:

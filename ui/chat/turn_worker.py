@@ -1,6 +1,8 @@
 """The engine side of one turn, off the UI thread: load the model if needed and start the
-reply. Loading and failure events go into a deque; once the reply has started, the UI thread
-takes its tokens from the Generation itself, once a frame, and this thread ends.
+reply, or, for a model on one of the person's servers, open its stream through the RemoteEngine
+the UI thread built for the turn (no load, no engine gate). Loading, consent and failure events
+go into a deque; once the reply has started, the UI thread takes its tokens from the
+Generation itself, once a frame, and this thread ends.
 
 Threading invariant: this thread never touches Qt objects or the database; it only appends
 to the deque (thread-safe) and calls the engine client (thread-safe).
@@ -16,11 +18,17 @@ from typing import Any
 
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent
+from app.remote.connections import ConnectionProblem
+from app.remote.errors import RemoteProblem
+from app.remote.privacy import ConsentNeeded
+from app.remote.remote_model import RemoteModel
 from app.serve.pool import Lease
 from app.serve.window_gate import WindowGate
 from app.settings import ModelPlacement, SamplingParams
 from app.store.statuses import MessageStatus
 from models.library import FileRecheck, InstalledModel
+from models.network import NetworkRefused
+from ui.chat.remote_turn import ConsentEvent
 
 
 @dataclass(frozen=True)
@@ -40,27 +48,31 @@ class RecheckedEvent:
     recheck: FileRecheck
 
 
-TurnEvent = LoadedEvent | RecheckedEvent | TokenEvent | FinishedEvent | FailedEvent
+TurnEvent = LoadedEvent | RecheckedEvent | ConsentEvent | TokenEvent | FinishedEvent | FailedEvent
 
 
 class TurnWorker(threading.Thread):
     """`messages` may be a callable, run on this thread, that builds the prompt messages (it
     reads the conversation through its own read-only connection, so a long history costs the
-    UI thread nothing)."""
+    UI thread nothing). `remote`: the RemoteEngine of a RemoteModel's turn."""
 
     def __init__(
         self,
         engine: EngineClient,
         messages: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]],
         *,
-        model: InstalledModel,
+        model: InstalledModel | RemoteModel,
         params: SamplingParams,
         conversation_id: str,
         placement: ModelPlacement | None = None,
         gate: WindowGate | None = None,
+        remote: Any | None = None,
     ) -> None:
         super().__init__(name="cove-turn", daemon=True)
-        self._gate = gate  # the server's pool, while the server runs in the window and shares this engine
+        self.remote = remote  # app.remote.engine.RemoteEngine: the reply streams from a server
+        # The server's pool, while the server runs in the window and shares this engine (a
+        # remote turn needs no engine of this machine).
+        self._gate = gate if remote is None else None
         self._lease: Lease | None = None
         self._placement = placement
         self.events: deque[TurnEvent] = deque()
@@ -91,8 +103,12 @@ class TurnWorker(threading.Thread):
                 placement=self._placement,
                 on_loaded=lambda loaded: self.events.append(LoadedEvent(loaded)),
                 on_recheck=lambda recheck: self.events.append(RecheckedEvent(recheck)),
+                remote=self.remote,
             )
-        except EngineError as exc:
+        except ConsentNeeded as exc:  # nothing was sent: the UI thread asks the person first
+            self.events.append(ConsentEvent(exc.host, exc.connection or getattr(self._model, "connection", "")))
+            return
+        except (EngineError, RemoteProblem, NetworkRefused, ConnectionProblem) as exc:
             self.events.append(FailedEvent(str(exc)))
             return
         except Exception as exc:  # noqa: BLE001 - e.g. the history could not be read: a sentence, not a hang
@@ -136,5 +152,10 @@ class TurnWorker(threading.Thread):
             generation.cancel()
 
     @property
+    def model(self) -> InstalledModel | RemoteModel:
+        return self._model
+
+    @property
     def cancel_requested(self) -> bool:
         return self._cancel.is_set()
+

@@ -1,7 +1,7 @@
 """The Models panel (Ctrl+M): discover models (curated catalog with fit marks, Hub search, a
-repo's files, the fit estimate before downloading), installed models, downloads, and the Hub
-settings. It coordinates the views with the HubWorker, the DownloadBridge, the importer and
-the library; the views only show and ask.
+repo's files, the fit estimate before downloading), installed models, downloads, connections
+to the person's own servers (ui/connections), and the Hub settings. It coordinates the views
+with the HubWorker, the DownloadBridge, the importer and the library; the views only show and ask.
 
 Every failure is one sentence in the panel's message line or beside what failed, never a
 dialog with a traceback. While Cove is offline a line says so and the network actions are off.
@@ -20,6 +20,7 @@ from app.secrets import TokenStore
 from models.download.partial import ResumableDownload
 from models.hub_files import GGUFEntry, RepoListing
 from models.library import FileNotOwned, InstalledModel, ModelNotFound
+from ui.connections.page import ConnectionsPage
 from ui.models_panel.discover import DiscoverPage
 from ui.models_panel.download_bridge import DownloadBridge, DownloadRow
 from ui.models_panel.downloads_view import DownloadsView
@@ -31,12 +32,12 @@ from ui.models_panel.placement_dialog import PlacementDialog
 from ui.theme import error_color, format_bytes
 
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
-TABS = ("Discover", "Installed", "Downloads", "Settings")
+TABS = ("Discover", "Installed", "Downloads", "Connections", "Settings")
 
 
 class ModelsPanel(QDialog):
     """Emits `model_chosen(name)` (use it for the next turn), `models_changed()` (the library
-    changed) and `offline_changed(bool)`."""
+    or a connection's models changed) and `offline_changed(bool)`."""
 
     model_chosen = Signal(str)
     models_changed = Signal()
@@ -68,12 +69,14 @@ class ModelsPanel(QDialog):
         self.files_view = self.discover.files_view
         self.installed_view = InstalledView()
         self.downloads_view = DownloadsView()
+        self.connections_page = ConnectionsPage(core.connections, core.network)
         self.settings_page = HubSettingsPage(core, token_store)
         self.importer = ModelImporter(core.library, self)
 
         self.tabs = QTabWidget(self)
         self.tabs.setAccessibleName("Models sections")
-        for page, title in zip((self.discover, self.installed_view, self.downloads_view, self.settings_page), TABS):
+        pages = (self.discover, self.installed_view, self.downloads_view, self.connections_page, self.settings_page)
+        for page, title in zip(pages, TABS):
             self.tabs.addTab(page, title)
         layout = QVBoxLayout(self)
         layout.addWidget(self.offline_line)
@@ -108,6 +111,8 @@ class ModelsPanel(QDialog):
         v.resume_left_requested.connect(self.resume_left)
         v.discard_left_requested.connect(self.discard_left)
         self.settings_page.offline_changed.connect(self._on_offline_changed)
+        self.connections_page.connections_changed.connect(self.models_changed)
+        self.connections_page.model_chosen.connect(self.model_chosen)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
@@ -115,6 +120,7 @@ class ModelsPanel(QDialog):
         self.refresh_installed()
         self.refresh_left_unfinished()
         self.settings_page.refresh()
+        self.connections_page.refresh()
         self.remeasure()
 
     # ---- commands ----------------------------------------------------------------------
@@ -137,8 +143,8 @@ class ModelsPanel(QDialog):
         gate = self.core.network
         offline = gate.offline
         self.offline_line.setText(
-            f"Cove is offline ({gate.offline_reason}): searching, file listings, fit estimates and downloads are off. "
-            "Installed models work as always." if offline else ""
+            f"Cove is offline ({gate.offline_reason}): searching, file listings, fit estimates, downloads and your own "
+            "servers are off. Installed models work as always." if offline else ""
         )
         self.offline_line.setVisible(offline)
         self.discover.set_network_allowed(not offline)
@@ -214,6 +220,7 @@ class ModelsPanel(QDialog):
     def set_current_model(self, current: str | None) -> None:
         """The model the next turn uses (the window tells the panel)."""
         self._current = current
+        self.connections_page.set_current_model(current)
         self.refresh_installed()
 
     def set_loaded(self, model: InstalledModel | None, pid: int | None, n_ctx: int, n_gpu_layers: int = 0) -> None:
@@ -274,6 +281,7 @@ class ModelsPanel(QDialog):
 
     def _on_offline_changed(self, offline: bool) -> None:
         self.apply_offline()
+        self.connections_page.refresh()
         self.discover.refresh_states()
         self.offline_changed.emit(offline)
 

@@ -250,7 +250,16 @@ class PerfPanel(QWidget):
             return "not used (no layers on GPU)"
         return "not measured"
 
+    def _ran_on(self) -> dict[str, Any] | None:
+        """Where the shown turn ran when it was one of the person's servers (metrics["remote"])."""
+        remote = self._metrics.get("remote")
+        return remote if isinstance(remote, dict) and remote.get("host") else None
+
     def _backend_text(self) -> str:
+        remote = self._ran_on()
+        if remote is not None:  # the reply came from a server: that is where it ran
+            kind = remote.get("kind")
+            return f"your server {remote['host']}" + (f" ({kind})" if isinstance(kind, str) and kind else "")
         if self._backend is None:
             return "–"
         device = self._placement.get("device")
@@ -262,6 +271,8 @@ class PerfPanel(QWidget):
         return f"{self._backend} · {layers} layers on GPU"
 
     def _layers_text(self) -> str:
+        if self._ran_on() is not None:
+            return "on the server"
         total, on_gpu = self._placement.get("n_layers"), self._placement.get("n_gpu_layers")
         if not isinstance(total, int) or not isinstance(on_gpu, int):
             return "–"

@@ -33,6 +33,7 @@ from ui.chat.model_picker import (
     _ElidedLabel,  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
 )
 from ui.chat.presets import PresetStore
+from ui.chat.remote_turn import context_figures, ready_without_load
 from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
 from ui.conversation.view import ConversationView
@@ -276,7 +277,7 @@ class MainWindow(QMainWindow):
 
     def refresh_models(self) -> None:
         model = self.controller.model
-        self.picker.set_models(self.core.library.list(), model.name if model else None)
+        self.picker.set_models(self.core.library.list(), model.name if model else None, remote=self.controller.remote.models())
         self.models.set_current()
 
     def _send(self, text: str) -> None:
@@ -303,6 +304,11 @@ class MainWindow(QMainWindow):
         self.controller.choose_model(name)
         self.models.set_current()
         self.controller.preload_model()
+        model = self.controller.model
+        if model is not None and ready_without_load(model, self.controller.loaded):  # on a server, or loaded already
+            self.picker.set_loaded(model.name)
+            if not self.view.conversation_model().items():  # a new chat: the chosen model's context
+                self.composer.set_context(*context_figures({}, model, self.controller.loaded), True)
 
     def _search(self, query: str) -> None:
         self.sidebar.show_search_results(search_messages(self.core.db, query) if query.strip() else [])
@@ -361,10 +367,8 @@ class MainWindow(QMainWindow):
         self.view.conversation_model().set_messages([to_item(s) for s in shown])
         self._update_title()
         latest = next((s.message for s in reversed(shown) if s.message.role == "assistant" and s.message.metrics), None)
-        if latest is not None:
-            self.composer.set_context(latest.metrics.get("context_used"), latest.metrics.get("n_ctx"), True)
-        else:
-            self.composer.set_context(None, self.controller.loaded.n_ctx if self.controller.loaded else None, True)
+        self.composer.set_context(*context_figures(latest.metrics if latest else {}, self.controller.model, self.controller.loaded),
+                                  True)
 
     def _on_appended(self, shown: list[ShownMessage]) -> None:
         model = self.view.conversation_model()
@@ -384,8 +388,8 @@ class MainWindow(QMainWindow):
             model.update_message(dataclasses.replace(
                 shown, content=message.content, status=message.status, metrics=message.metrics, error=message.error,
                 model_name=message.model_name))
-        if message.metrics.get("context_used") is not None:
-            self.composer.set_context(message.metrics.get("context_used"), message.metrics.get("n_ctx"), True)
+        if message.metrics.get("context_used") is not None or "remote" in message.metrics:
+            self.composer.set_context(*context_figures(message.metrics, self.controller.model, self.controller.loaded), True)
         metrics = dict(message.metrics)
         self.perf.set_turn_metrics(metrics)
         if message.status == MessageStatus.ERROR and message.error:
