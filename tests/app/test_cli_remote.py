@@ -297,3 +297,67 @@ def test_allow_host_confirms_without_a_terminal(in_process, server: Server, caps
     capsys.readouterr()
     assert run("remote", "list", "--json") == 0
     assert json.loads(capsys.readouterr().out)[0]["public_ok"] is True
+
+
+# --- on a real terminal (a pty) ---------------------------------------------------------------
+
+
+def _on_a_terminal(tmp_path: Path, args: list[str], steps: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
+    """Run `cove ARGS` with a pty as its terminal; for each (prompt, answer) wait for the prompt
+    and type the answer. Returns (exit code, everything the terminal showed)."""
+    import pty
+    import select
+
+    env = _env(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the terminal is the pty
+        os.chdir(REPO_ROOT)
+        os.execve(sys.executable, [sys.executable, "-m", "app.cli.main", *args], env)
+    seen = b""
+
+    def read_until(marker: bytes | None, timeout: float = 60) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while (marker is None or marker not in seen) and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                seen += chunk
+
+    try:
+        for prompt, answer in steps:
+            read_until(prompt)
+            assert prompt in seen, seen
+            for name in ("cmdline", "environ"):
+                assert KEY.encode() not in Path(f"/proc/{pid}/{name}").read_bytes()
+            os.write(fd, answer + b"\r")
+        read_until(None)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), seen
+
+
+def test_the_key_is_asked_for_on_a_terminal_without_echo(tmp_path: Path, server: Server) -> None:
+    code, seen = _on_a_terminal(tmp_path, ["remote", "add", "box", server.base_url], [(b"input hidden", KEY.encode())])
+    assert code == 0, seen
+    assert b"Added box" in seen and f"{server.model_id}@box".encode() in seen  # the key reached the server
+    assert KEY.encode() not in seen  # getpass turned echo off
+    assert json.loads((tmp_path / "keyring.json").read_text()) == {"cove/remote:box": KEY}
+    assert files_containing(tmp_path / "home", KEY) == []
+
+
+def test_a_public_host_is_asked_about_once_on_a_terminal(tmp_path: Path) -> None:
+    # Added offline, so nothing connects to the documentation address; answering no sends nothing.
+    assert cove(tmp_path, "remote", "add", "far", "http://203.0.113.7:8000/v1", "--no-key", COVE_OFFLINE="1").returncode == 0
+    code, seen = _on_a_terminal(tmp_path, ["chat", "--model", "big@far", "--new", "a secret"],
+                                   [(b"Send them? [y/N]", b"n")])
+    assert code == 1 and b"Your messages will be sent to 203.0.113.7:8000. Send them? [y/N]" in seen
+    assert b"nothing was sent to 203.0.113.7:8000" in seen and b"Traceback" not in seen
+    assert json.loads(cove(tmp_path, "history", "list", "--json").stdout) == []
+    assert json.loads(cove(tmp_path, "remote", "list", "--json").stdout)[0]["public_ok"] is False
