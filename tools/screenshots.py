@@ -1,6 +1,9 @@
 """Screenshots of the real window for the README: the first-run welcome page, a short
 conversation with the starter model, then the chat, the performance panel, the model picker,
-search results, the Models panel and the Server panel answering a streamed request as PNGs.
+search results, the Models panel, the Server panel answering a streamed request, and a
+connection to a server of one's own (another Cove's `cove serve`, started here in a home of its
+own on the starter model): the Add dialog after Test, the Connections tab, a conversation with
+its reply, and the picker listing the server's model, as PNGs.
 
 Run under Xvfb for real window decorations and popups, or offscreen:
     xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python -m tools.screenshots assets/screenshots
@@ -21,6 +24,8 @@ PROMPTS = (
     "Write a short poem about a lighthouse by the sea.",
     "Now give me three facts about lighthouses as a list.",
 )
+REMOTE_PROMPT = "Describe a harbour at dawn in three sentences."
+SHOTS = 11
 
 
 def main(argv: list[str]) -> int:
@@ -111,7 +116,51 @@ def main(argv: list[str]) -> int:
     def server_shot(panel) -> None:
         save(panel, "server")
         window.server.control.turn_off()
-        when(lambda: window.server.control.state == "off", lambda: (panel.close(), window.close(), app.quit()))
+        when(lambda: window.server.control.state == "off", lambda: (panel.close(), remote_start()))
+
+    def remote_start() -> None:
+        served.append(OwnServer(starter.path, home / "own-server"))
+        when(lambda: served[0].ready(), remote_add, tries=1200)
+
+    def remote_add() -> None:
+        panel = window.open_models("Connections")
+        panel.resize(1000, 640)
+        dialog = panel.connections_page.open_add_dialog()
+        dialog.fill("gpu-box", served[0].url)
+        dialog.test()
+        when(lambda: not dialog.testing(), lambda: QTimer.singleShot(300, lambda: remote_added(panel, dialog)))
+
+    def remote_added(panel, dialog) -> None:
+        save(dialog, "connection-add")
+        dialog.add_button.click()
+        page = panel.connections_page
+        when(lambda: page.model_names("gpu-box"), lambda: QTimer.singleShot(300, lambda: connections_shot(panel)))
+
+    def connections_shot(panel) -> None:
+        panel.connections_page.select("gpu-box", starter.name)
+        save(panel, "connections")
+        panel.close()
+        window.sidebar._search.clear()
+        window.new_chat()
+        window._choose_model(f"{starter.name}@gpu-box")
+        controller.reply_finished.connect(remote_replied)
+        window.composer.set_text(REMOTE_PROMPT)
+        QTimer.singleShot(400, lambda: window._send(REMOTE_PROMPT))
+
+    def remote_replied(_message) -> None:
+        controller.reply_finished.disconnect(remote_replied)
+        QTimer.singleShot(800, remote_chat_shot)
+
+    def remote_chat_shot() -> None:
+        save(window, "remote-chat")
+        window.picker._combo.showPopup()
+        QTimer.singleShot(500, remote_picker_shot)
+
+    def remote_picker_shot() -> None:
+        save(window.picker._combo.view().window(), "model-picker-remote")
+        window.picker._combo.hidePopup()
+        window.close()
+        app.quit()
 
     def when(ready, then, tries: int = 600) -> None:  # poll every 100 ms for up to a minute
         if ready() or tries <= 0:
@@ -123,14 +172,54 @@ def main(argv: list[str]) -> int:
         save(window, "welcome")
         next_prompt()
 
+    served: list[OwnServer] = []
     controller.reply_finished.connect(next_prompt)
     QTimer.singleShot(1500, welcome_shot)
     QTimer.singleShot(600_000, app.quit)  # never hang a build
-    app.exec()
+    try:
+        app.exec()
+    finally:
+        for server in served:
+            server.stop()
     core.close()
     for path in shots:
         print(path)
-    return 0 if len(shots) == 7 else 1
+    return 0 if len(shots) == SHOTS else 1
+
+
+class OwnServer:
+    """Another Cove (`cove serve`) in a home of its own with the starter model, on a free loopback
+    port: the "server of one's own" the connection shots talk to."""
+
+    def __init__(self, model: str, home: Path) -> None:
+        import subprocess
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "COVE_HOME": str(home)}
+        cove = [sys.executable, "-m", "app.cli.main"]
+        subprocess.run([*cove, "models", "import", model], env=env, check=True, capture_output=True, timeout=120)
+        with (home / "serve.log").open("wb") as out:
+            self._proc = subprocess.Popen([*cove, "serve", "--port", str(self.port)], env=env, stdout=out,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def ready(self) -> bool:
+        import httpx
+
+        try:
+            return httpx.get(f"{self.url}/models", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return self._proc.poll() is not None  # it exited: give up waiting (the shots say what is missing)
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - a server that will not stop is killed
+            self._proc.kill()
 
 
 def free_port() -> int:

@@ -39,12 +39,14 @@ def ready_without_load(model: InstalledModel | RemoteModel | None, loaded: Any |
 def context_figures(metrics: dict[str, Any], model: Any, loaded: Any | None) -> tuple[int | None, int | None]:
     """(tokens in use, context size) for the composer's meter after a reply with `metrics`, or
     before any reply (empty metrics). A server's reply counts what its server reported (prompt
-    plus reply tokens) against the model's context as the server listed it, never this
-    machine's loaded context."""
+    plus reply tokens) against the model's context as the server listed it (hidden when it did
+    not), never this machine's loaded context."""
     if isinstance(metrics.get("remote"), dict) or isinstance(model, RemoteModel) and not metrics:
+        size = model.context_length if isinstance(model, RemoteModel) else None
+        if not size:
+            return None, None  # a share of an unknown whole: the meter stays hidden
         prompt, reply = metrics.get("prompt_tokens"), metrics.get("gen_tokens")
-        used = prompt + reply if isinstance(prompt, int) and isinstance(reply, int) else None
-        return used, getattr(model, "context_length", None) if isinstance(model, RemoteModel) else None
+        return (prompt + reply if isinstance(prompt, int) and isinstance(reply, int) else None), size
     if metrics:
         return metrics.get("context_used"), metrics.get("n_ctx")
     return None, loaded.n_ctx if loaded is not None else None

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
 from app.errors import describe_error
 from app.remote.connections import Connection, ConnectionProblem
 from app.remote.errors import RemoteProblem
-from app.remote.probe import ServerInfo, probe
 from models.network import NetworkGate, NetworkRefused
 from ui.background import run_in_background
+
+if TYPE_CHECKING:  # app.remote.probe brings the HTTP client: imported at the first probe, not at start-up
+    from app.remote.probe import ServerInfo
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class ProbeWorker(QObject):
         ticket = next(self._ids)
         self._latest[_slot(connection.name, purpose)] = ticket
         self.busy_changed.emit(connection.name, True)
+        from app.remote.probe import probe
+
         gate = self.gate
         run_in_background(
             self, lambda: probe(connection, key, gate),
@@ -91,6 +95,11 @@ class ProbeWorker(QObject):
         self.probed.emit(reply)
 
 
+# The kinds of server app.remote.probe recognises, as the person reads them.
+KIND_NAMES = {"llama-server": "llama.cpp's llama-server", "ollama": "Ollama", "vllm": "vLLM", "cove": "Cove",
+              "llama-cpp-python": "llama-cpp-python"}
+
+
 def _slot(name: str, purpose: str) -> str:
     """Probes that supersede each other: a stored connection's (Add, Refresh), or the Test of a draft."""
     return "test" if purpose == "test" else f"connection:{name.lower()}"
@@ -98,11 +107,9 @@ def _slot(name: str, purpose: str) -> str:
 
 def server_words(kind: str | None, version: str | None = None) -> str:
     """'llama.cpp's llama-server b5400', 'Ollama 0.6.2', 'an OpenAI-compatible server'."""
-    names = {"llama-server": "llama.cpp's llama-server", "ollama": "Ollama", "vllm": "vLLM", "cove": "Cove",
-             "llama-cpp-python": "llama-cpp-python"}
-    if not kind or kind not in names:
+    if not kind or kind not in KIND_NAMES:
         return "an OpenAI-compatible server"
-    return f"{names[kind]} {version}" if version else names[kind]
+    return f"{KIND_NAMES[kind]} {version}" if version else KIND_NAMES[kind]
 
 
 def probe_summary(host: str, info: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
+from ui.connections.probe_worker import KIND_NAMES
 from ui.perf.sparkline import Sparkline
 from ui.theme import format_bytes, format_int, format_rate
 
@@ -258,8 +259,8 @@ class PerfPanel(QWidget):
     def _backend_text(self) -> str:
         remote = self._ran_on()
         if remote is not None:  # the reply came from a server: that is where it ran
-            kind = remote.get("kind")
-            return f"your server {remote['host']}" + (f" ({kind})" if isinstance(kind, str) and kind else "")
+            kind = KIND_NAMES.get(str(remote.get("kind")))
+            return f"your server {remote['host']}" + (f" ({kind})" if kind else "")
         if self._backend is None:
             return "–"
         device = self._placement.get("device")
