@@ -1,0 +1,110 @@
+"""llama.cpp's own `llama-server`, built once from the pinned sources into the persistent tools
+cache (the one `cove bench` uses when COVE_HOME is not set, e.g. ~/.cache/cove/tools), and run
+on 127.0.0.1 with a given GGUF until a block ends.
+
+The cache is resolved without COVE_HOME on purpose: tests point COVE_HOME at temporary
+folders, and a build there would be thrown away and redone on every run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from app.paths import resolve_paths
+from app.speed.llama_tools import LLAMA_SERVER, ensure_tool, library_env
+
+
+def tools_cache() -> Path:
+    """The persistent tools cache: Cove's own, resolved as if COVE_HOME were not set."""
+    return resolve_paths({k: v for k, v in os.environ.items() if k != "COVE_HOME"}).tools_dir
+
+
+def llama_server_binary(log: Callable[[str], None] | None = None) -> Path:
+    """The built llama-server (building it the first time takes minutes; see docs/ARCHITECTURE.md)."""
+    return ensure_tool(tools_cache(), LLAMA_SERVER, log=log or (lambda _msg: None))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class LlamaServer:
+    url: str  # http://127.0.0.1:PORT, without /v1
+    port: int
+    model_id: str  # what /v1/models lists (the --alias given)
+    log: Path  # the server's own output
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+
+@contextmanager
+def llama_server(
+    model: Path,
+    log_dir: Path,
+    *,
+    alias: str = "tiny",
+    n_ctx: int = 512,
+    threads: int = 1,
+    api_key: str | None = None,
+    extra_args: Sequence[str] = (),
+    binary: Path | None = None,
+    start_timeout_s: float = 120.0,
+) -> Iterator[LlamaServer]:
+    """llama-server serving `model` on a free loopback port, answering /health, until the block ends.
+
+    One slot (-np 1), so the whole context belongs to the one request a test sends; the key,
+    when given, goes through the environment (LLAMA_API_KEY), not the command line.
+    """
+    exe = binary or llama_server_binary()
+    port = free_port()
+    cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", alias,
+           "-c", str(n_ctx), "-t", str(threads), "-np", "1", "--no-webui", *extra_args]
+    env = library_env(exe)
+    if api_key is not None:
+        env["LLAMA_API_KEY"] = api_key
+    log = log_dir / f"llama-server-{port}.log"
+    with log.open("wb") as out:  # a file, not a pipe: nobody reads the server's chatter as it comes
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(proc, url, log, start_timeout_s)
+        yield LlamaServer(url, port, alias, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def _wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
+    """Until /health says 200 (it answers 503 while the model loads)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"llama-server did not answer /health in {timeout_s:.0f} s: "
+                               f"{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
