@@ -9,7 +9,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
@@ -66,6 +66,7 @@ class Core:
     network: NetworkGate  # every Hub call goes through it (offline refusal, activity indicator)
     settings_notice: str | None = None  # the settings file was unreadable and moved aside (said once per run)
     _connections: Connections | None = field(default=None, init=False, repr=False)
+    _remote_engines: dict[str, tuple[Any, RemoteEngine]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def startup_notices(self) -> list[StartupNotice]:
@@ -100,7 +101,16 @@ class Core:
         from app.remote.engine import RemoteEngine
 
         connection = self.connections.get(model.connection)
-        return RemoteEngine(connection, self.connections.key(connection.name), self.network)
+        key = self.connections.key(connection.name)
+        # One engine per connection as it stands, so its HTTP connections are reused from turn
+        # to turn; a changed connection (key, address, consent) gets a new one. The old one is
+        # left to close when no stream uses it any more (closing it could cut one short).
+        wanted = (connection, key)
+        held = self._remote_engines.get(connection.name)
+        if held is None or held[0] != wanted:
+            held = (wanted, RemoteEngine(connection, key, self.network))
+            self._remote_engines[connection.name] = held
+        return held[1]
 
     @property
     def settings(self) -> Settings:

@@ -201,3 +201,14 @@ def test_a_stream_cut_mid_reply_is_kept_as_interrupted_with_the_reason(cove_core
     assert saved.metrics["remote"]["fault"] == "cut"
     (entry,) = RequestLog(cove_core.db).entries()
     assert entry["status"] == "interrupted" and entry["reply"] == saved.content and RequestLog(cove_core.db).verify().intact
+
+
+def test_turns_on_one_connection_share_its_engine_until_the_connection_changes(cove_core, keyring_in_memory) -> None:
+    cove_core.connections.add("lan", "http://192.168.1.20:8080", key="sk-first")
+    model = RemoteModel(connection="lan", model_id="m", host="192.168.1.20:8080", kind="openai-compatible")
+    first = cove_core.remote_engine(model)
+    assert cove_core.remote_engine(model) is first  # its HTTP connections are reused turn to turn
+    cove_core.connections.set_key("lan", "sk-second")
+    changed = cove_core.remote_engine(model)
+    assert changed is not first and changed.connection.name == "lan"
+    assert cove_core.remote_engine(model) is changed
