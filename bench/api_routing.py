@@ -157,12 +157,12 @@ def describe(result: dict[str, Any]) -> str:
 
 
 def main() -> int:
+    global TURNS, SHARED_SYSTEM
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=TURNS, help="turns of each conversation")
     parser.add_argument("--shared-system", action="store_true", help="one long system prompt per client")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    global TURNS, SHARED_SYSTEM
     TURNS, SHARED_SYSTEM = args.turns, args.shared_system
     env, model = starter_env()
     result = routing_comparison(env, model)
