@@ -1,41 +1,31 @@
-"""The window's side of a chat turn: it owns the turn in progress, drains engine events once
-per frame on the UI thread, writes the history (the UI thread is its only writer), and tells
-the widgets what happened through past-tense signals.
-
-Per-token invariant: the engine's reader thread only queues each token; a frame timer on
-the UI thread takes what has arrived (no other thread wakes per token) and emits ONE
-`reply_text_received` per frame with that text, so the cost per frame is bounded whatever
-the token rate.
+"""The window's side of chat: it owns the open conversation and the part of it shown, the
+chosen model and its background load, and starts each turn (TurnRunner runs it); it writes
+the history (the UI thread is its only writer) and tells the widgets what happened through
+past-tense signals.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import sys
-import time
 from collections.abc import Callable
-from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
-from app.chat import TurnRecord, build_prompt_messages
+from app.chat import TurnRecord
 from app.core import Core, NoModelError
-from app.engine.client import EngineClient, FinishedEvent, LoadedModel, TokenEvent
-from app.remote.connections import ConnectionProblem
+from app.engine.client import EngineClient, LoadedModel
 from app.remote.remote_model import RemoteModel
 from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
-from app.store.database import open_reader
-from app.store.history import Conversation, History, Message
-from app.store.save_errors import ReplyNotSaved, write_failure
-from app.store.statuses import MessageStatus
-from models.library import InstalledModel, ModelNotFound
+from app.store.history import Conversation, Message
+from app.store.save_errors import write_failure
+from models.library import InstalledModel
 from ui.background import run_in_background
-from ui.chat.frame_pacer import FRAME_MS, FramePacer
-from ui.chat.remote_turn import ConsentEvent, RemoteTurns, declined_sentence, ready_without_load
+from ui.chat.remote_turn import RemoteTurns, ready_without_load
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
-from ui.chat.turn_worker import FailedEvent, LoadedEvent, RecheckedEvent, TurnWorker
+from ui.chat.turn_runner import TurnRunner
 from ui.chat.unsaved_replies import UnsavedReplies
 
 
@@ -69,11 +59,6 @@ class ChatController(QObject):
         self.loaded: LoadedModel | None = None
         self._shown_count = PAGE
         self._has_earlier = False
-        self._worker: TurnWorker | None = None
-        self._prompt_messages: Callable[[], list[dict]] = list  # the turn's prompt, built on its thread
-        self._record: TurnRecord | None = None
-        self._t_send = 0.0
-        self._first_shown = False
         self._loading: InstalledModel | None = None
         self.load_error: str | None = None  # why the chosen model last failed to load, if it did
         self._shut_down = False
@@ -81,15 +66,21 @@ class ChatController(QObject):
         self.starter.ready.connect(self._on_starter_ready)
         self.starter.failed.connect(self._on_starter_failed)
         self._loaded_model: InstalledModel | None = None
-        # Frames of streamed text: every FRAME_MS, or in step with steady tokens (FramePacer).
-        self._drain = QTimer(self)
-        self._drain.setSingleShot(True)
-        self._drain.setTimerType(Qt.TimerType.PreciseTimer)
-        self._drain.timeout.connect(self._drain_events)
-        self._pacer = FramePacer()
         # Replies the history file could not take when they ended (a full disk), retried.
         self.unsaved = UnsavedReplies(self)
         self.unsaved.saved.connect(self._on_unsaved_saved)
+        # The turn in progress: its thread, its frames of text and the end of its record.
+        self.turns = TurnRunner(core, engine, self.remote, self.unsaved, params=self.params,
+                                gate=lambda: self.engine_gate() if self.engine_gate is not None else None,
+                                conversation_id=lambda: self.conversation_id, parent=self)
+        self.turns.text_received.connect(self.reply_text_received)
+        self.turns.first_text_shown.connect(self.first_text_shown)
+        self.turns.error_reported.connect(self.error_reported)
+        self.turns.launching.connect(self._on_turn_launching)
+        self.turns.model_loaded.connect(self._on_turn_loaded)
+        self.turns.model_rechecked.connect(self._on_turn_rechecked)
+        self.turns.failed_before_reply.connect(self._on_turn_failed_before_reply)
+        self.turns.finished.connect(self._on_turn_finished)
 
     # ---- state -------------------------------------------------------------------------
 
@@ -105,11 +96,12 @@ class ChatController(QObject):
 
     @property
     def busy(self) -> bool:
-        return self._record is not None
+        return self.turns.record is not None
 
     @property
     def streaming_message_id(self) -> str | None:
-        return self._record.assistant.id if self._record is not None else None
+        record = self.turns.record
+        return record.assistant.id if record is not None else None
 
     def conversation(self) -> Conversation | None:
         return self.core.history.get_conversation(self.conversation_id) if self.conversation_id else None
@@ -247,8 +239,7 @@ class ChatController(QObject):
         self.reload_messages()
 
     def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
+        self.turns.cancel()
 
     def choose_model(self, name: str) -> None:
         """Use this model from the next turn on; it loads in the background now (a model on a
@@ -296,7 +287,7 @@ class ChatController(QObject):
 
     def cancel_load(self) -> None:
         """Stop a model load in progress (the engine process is stopped and restarted later)."""
-        if self._loading is not None or (self._worker is not None and self._worker.remote is None and self.loaded is None):
+        if self._loading is not None or (self.turns.worker is not None and self.turns.worker.remote is None and self.loaded is None):
             self.engine.abort()
 
     def _on_load_done(self, model: InstalledModel, loaded: LoadedModel | None, error: str, previous: InstalledModel | None) -> None:
@@ -329,144 +320,35 @@ class ChatController(QObject):
         """`appended`: a plain new turn at the end, shown by adding two rows (cheap in a long
         chat); an edit or a regenerated reply changes versions, so the view is reloaded."""
         assert self.model is not None and self.conversation_id is not None
-        self._record = record
-        self._t_send = time.perf_counter()
-        self._first_shown = False
-        db_path, conversation_id, system_prompt, upto = self.core.paths.database, self.conversation_id, self.system_prompt(), record.user.id
-
-        def prompt_messages() -> list[dict]:  # runs on the worker thread, with its own reader
-            reader = open_reader(db_path)
-            try:
-                return build_prompt_messages(History(reader), conversation_id, system_prompt, upto=upto)
-            finally:
-                reader.close()
-
+        self.turns.begin(record, self.core.paths.database, self.conversation_id, self.system_prompt())
         if appended:
             self.messages_appended.emit([ShownMessage(record.user, 1, 1, True), ShownMessage(record.assistant, 1, 1, True)])
         else:
             self.reload_messages()
         self.reply_started.emit(record.assistant)
         self.busy_changed.emit(True)
-        self._prompt_messages = prompt_messages
-        self._launch(self.model, self.conversation_id)
+        self.turns.launch(self.model, self.conversation_id)
 
-    def _launch(self, model: InstalledModel | RemoteModel, conversation_id: str) -> None:
-        """Start the turn's thread (again, after the person agreed to send to a server)."""
-        remote = None
-        if isinstance(model, RemoteModel):
-            try:  # the connection and its key are read here, on the history's thread
-                remote = self.remote.engine_for(model)
-            except ConnectionProblem as exc:
-                self._finish(FailedEvent(str(exc)))
-                return
-        elif self.loaded is None or self.loaded.path != model.path:
+    def _on_turn_launching(self, model: InstalledModel) -> None:
+        if not ready_without_load(model, self.loaded):
             self.model_load_started.emit(model.name)
-        self._worker = TurnWorker(self.engine, self._prompt_messages, model=model, params=self.params(),
-                                  conversation_id=conversation_id,
-                                  placement=None if remote else self.core.settings.placement_for(model.name),
-                                  gate=self.engine_gate() if self.engine_gate is not None and not remote else None,
-                                  remote=remote)
-        self._worker.start()
-        self._pacer.reset()
-        self._drain.start(FRAME_MS)
 
-    def _drain_events(self) -> None:
-        started = time.perf_counter()
-        worker, record = self._worker, self._record
-        if worker is None or record is None:
-            self._drain.stop()
-            return
-        parts: list[str] = []
-        arrivals: list[float] = []
-        finished: FinishedEvent | FailedEvent | None = None
-        for event in worker.take_events():
-            if isinstance(event, TokenEvent):
-                parts.append(event.text)
-                arrivals.append(event.t)
-            elif isinstance(event, LoadedEvent):
-                self.loaded = event.loaded
-                self._loaded_model = self.model
-                self.load_error = None
-                self.model_loaded.emit(event.loaded)
-            elif isinstance(event, RecheckedEvent):
-                self._record_recheck(record, event)
-            elif isinstance(event, ConsentEvent):
-                QTimer.singleShot(0, lambda: self._ask_consent(worker, event))  # outside this frame
-                return
-            else:
-                finished = event
-                break
-        if parts:
-            text = "".join(parts)
-            record.append(text)  # checkpointed at most once a second
-            self.reply_text_received.emit(record.assistant.id, text, len(parts))
-            if not self._first_shown and text:
-                self._first_shown = True
-                self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)
-        if finished is not None:
-            self._finish(finished)
-        else:  # counted from this frame's start, as a repeating timer would (not from its end)
-            delay = self._pacer.next_delay_ms(started, arrivals) - (time.perf_counter() - started) * 1000
-            self._drain.start(max(1, round(delay)))
+    def _on_turn_loaded(self, loaded: LoadedModel) -> None:
+        self.loaded = loaded
+        self._loaded_model = self.model
+        self.load_error = None
+        self.model_loaded.emit(loaded)
 
-    def _ask_consent(self, worker: TurnWorker, event: ConsentEvent) -> None:
-        """Messages would go to a host outside the private network for the first time: ask; on
-        yes start the turn again (nothing was sent yet), else end it with the reason."""
-        if self._worker is not worker or self._shut_down:
-            return
-        agreed = self.remote.consent(event)
-        if self._worker is not worker or self._shut_down:
-            return
-        if worker.cancel_requested:  # Stop while the question was up
-            self._finish(FinishedEvent("", MessageStatus.CANCELLED, {}))
-        elif agreed and self.conversation_id is not None:
-            self._launch(worker.model, self.conversation_id)
-        else:
-            self._finish(FailedEvent(declined_sentence(event.host)))
-
-    def _record_recheck(self, record: TurnRecord, event: RecheckedEvent) -> None:
-        """The model file changed under Cove: its entry and this reply now name its new bytes."""
-        recheck = event.recheck
-        try:
-            # The turn's own model, found by its file: the person may have picked another meanwhile.
-            updated = record.record_recheck(self.core.library, self.core.library.get(recheck.path).name, recheck)
-        except (sqlite3.Error, ModelNotFound) as exc:
-            reason = "it is no longer in the library" if isinstance(exc, ModelNotFound) else write_failure(exc)
-            self.error_reported.emit(f"The model file changed, and {reason}, so the new checksum is not recorded.")
-            return
+    def _on_turn_rechecked(self, updated: InstalledModel) -> None:
         if self.model is not None and self.model.path == updated.path:
             self.model = updated
         self.models_changed.emit()
-        if recheck.content_changed:
-            sentence = recheck.sentence()
-            self.error_reported.emit(sentence[:1].upper() + sentence[1:] + ".")
 
-    def _finish(self, event: FinishedEvent | FailedEvent, status_override: str | None = None) -> None:
-        record = self._record
-        assert record is not None
-        if self._worker is not None:
-            record.sent = self._worker.sent
-            self._worker.give_back(event.text if isinstance(event, FinishedEvent) else "")
-        # Invariant: the turn is released on every path (a full disk included), so Stop, Esc
-        # and Send work again; a reply the file cannot take stays in memory and is retried.
-        try:
-            if isinstance(event, FailedEvent):
-                if record.ran_on is None and not ready_without_load(self.model, self.loaded):
-                    self.model_load_failed.emit(event.error)
-                final = record.finish(status_override or MessageStatus.ERROR, {}, event.error)
-            else:
-                metrics: dict[str, Any] = dict(event.metrics)
-                metrics["turn_ms"] = round((time.perf_counter() - self._t_send) * 1000.0, 1)
-                final = record.finish(status_override or event.status, metrics, event.error, text=event.text)
-        except ReplyNotSaved as exc:
-            assert record.unsaved is not None
-            final = record.unsaved
-            self.unsaved.keep(record)
-            self.error_reported.emit(
-                f"The reply could not be saved: {exc}. It stays on screen, and Cove saves it as soon as there is space again."
-            )
-        self._record, self._worker = None, None
-        self._drain.stop()
+    def _on_turn_failed_before_reply(self, error: str) -> None:
+        if not ready_without_load(self.model, self.loaded):
+            self.model_load_failed.emit(error)
+
+    def _on_turn_finished(self, final: Message) -> None:
         self.reply_finished.emit(final)
         self.busy_changed.emit(False)
         self.conversations_changed.emit()
@@ -483,25 +365,7 @@ class ChatController(QObject):
         """On quit: stop the reply, keep its text as 'interrupted', stop the engine host."""
         self._shut_down = True
         self.starter.abandoned = True  # a starter file assembled after this is used next start
-        worker, record = self._worker, self._record
-        if worker is not None and record is not None:
-            worker.cancel()
-            deadline = time.monotonic() + grace_s
-            while worker.is_alive() and time.monotonic() < deadline:
-                worker.join(0.05)  # still loading the model or starting the reply
-            worker.wait_for_end(max(0.0, deadline - time.monotonic()))
-            events = worker.take_events()
-            text_parts = [e.text for e in events if isinstance(e, TokenEvent)]
-            final = next((e for e in events if isinstance(e, FinishedEvent)), None)
-            text = final.text if final is not None else record.text + "".join(text_parts)
-            metrics = dict(final.metrics) if final is not None else {}
-            try:
-                record.finish(MessageStatus.INTERRUPTED, metrics, None, text=text)
-            except ReplyNotSaved as exc:
-                self.unsaved.keep(record)
-                print(f"cove: the reply in progress could not be saved at quit: {exc}", file=sys.stderr)
-            self._record, self._worker = None, None
-        self._drain.stop()
+        self.turns.quit(grace_s)
         if not self.unsaved.retry():
             print(f"cove: {len(self.unsaved.pending)} finished reply could not be saved (the history file is still not writable).",
                   file=sys.stderr)
