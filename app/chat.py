@@ -1,4 +1,4 @@
-"""One chat turn, end to end, split by thread so every front end shares it.
+"""The parts of one chat turn that every front end shares, split by thread.
 
 - `TurnRecord` is the history side, used only on the thread that owns the database: it
   commits the person's message first, creates the assistant row as `streaming`, takes text
@@ -8,7 +8,7 @@
   start the reply. A window runs it off the UI thread; `cove chat` runs it inline. A model on
   one of the person's own servers (a `RemoteModel`) needs no file check and no load:
   `start_remote_generation` opens its stream through a `RemoteEngine`.
-- `ChatService.send` ties both together for a blocking caller (the command line).
+- `ChatService` (app/chat_service.py) ties both together for a blocking caller (the command line).
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from app.engine.client import EngineClient, EngineError, Generation, LoadedModel, TokenEvent
-from app.remote.connections import ConnectionProblem
-from app.remote.errors import RemoteProblem
-from app.remote.privacy import ConsentNeeded
+from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.remote.remote_model import RemoteModel
 from app.settings import ModelPlacement, SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
@@ -32,33 +28,14 @@ from app.store.history import History, Message
 from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
-from app.termination import Terminated
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, ModelLibrary, recheck_file
-from models.network import NetworkRefused
 
 if TYPE_CHECKING:
     from app.remote.engine import RemoteEngine
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
 _RESENDABLE = {MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.INTERRUPTED}
-
-
-class TextSink(Protocol):
-    def __call__(self, text: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    conversation_id: str
-    user_message: Message
-    assistant_message: Message
-    text: str
-    status: str
-    metrics: dict[str, Any]
-    error: str | None
-    interrupted_by_user: bool
-    terminated_by: int | None = None  # the signal (SIGTERM, SIGHUP) that stopped the reply
 
 
 def build_prompt_messages(history: History, conversation_id: str, system_prompt: str | None, *, upto: str | None = None) -> list[dict]:
@@ -312,111 +289,3 @@ def start_remote_generation(
     to send it messages, NetworkRefused when Cove is offline. Safe off the UI thread: it
     touches neither the database nor Qt."""
     return remote.generate(messages, model=model, max_tokens=params.max_tokens, stop=stop, **params.sampler_arguments())
-
-
-class ChatService:
-    """Blocking turns for the command line: record, generate, stream, finish."""
-
-    def __init__(
-        self,
-        history: History,
-        engine: EngineClient | None,
-        *,
-        library: ModelLibrary | None = None,
-        checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
-        on_notice: Callable[[str], None] | None = None,
-        remote_engine: Callable[[RemoteModel], RemoteEngine] | None = None,
-    ) -> None:
-        self._history = history
-        self._engine = engine  # None when every turn goes to a server (`remote_engine`)
-        self._remote_engine = remote_engine  # the RemoteEngine for a RemoteModel (its connection, key, gate)
-        self._library = library  # where a model file found changed is recorded
-        self._interval = checkpoint_interval_s
-        self._on_notice = on_notice  # sentences for the person (a model file that changed)
-        self.client = "command line"  # who asks, in the written record
-
-    def send(
-        self,
-        conversation_id: str,
-        text: str,
-        *,
-        model: InstalledModel | RemoteModel,
-        params: SamplingParams,
-        system_prompt: str | None = None,
-        on_text: TextSink | None = None,
-        on_loaded: Callable[[LoadedModel], None] | None = None,
-        placement: ModelPlacement | None = None,
-    ) -> TurnResult:
-        if self._library is not None and not isinstance(model, RemoteModel):  # rechecked by an earlier turn?
-            model = self._library.get(model.name)
-        record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
-        record.client = self.client
-        t0 = time.perf_counter()
-        interrupted = False
-        terminated: int | None = None
-        generation: Generation | None = None
-        try:
-            messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
-            record.sent = messages
-
-            def recheck_seen(recheck: FileRecheck) -> None:
-                if self._library is not None:
-                    record.record_recheck(self._library, model.name, recheck)
-                if recheck.content_changed and self._on_notice is not None:
-                    self._on_notice(recheck.sentence())
-
-            remote = self._remote_engine(model) if isinstance(model, RemoteModel) and self._remote_engine else None
-            generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id,
-                                          placement=placement, on_loaded=on_loaded, on_recheck=recheck_seen, remote=remote)
-            events = iter(generation)
-            while True:
-                try:
-                    event = next(events)
-                    if isinstance(event, TokenEvent):
-                        record.append(event.text)
-                        if on_text is not None:
-                            on_text(event.text)
-                        continue
-                except StopIteration:
-                    break
-                except KeyboardInterrupt as exc:
-                    # Ctrl-C, SIGTERM or SIGHUP, while waiting for a token or printing one:
-                    # stop generating, keep reading to the end so the partial reply is kept
-                    # with its metrics.
-                    interrupted = True
-                    if isinstance(exc, Terminated):
-                        terminated = exc.signum
-                    generation.cancel()
-                    continue
-                metrics = dict(event.metrics)
-                metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
-                # Stopped by a signal the person did not send from the keyboard: the reply
-                # was cut off, as when the window quits mid-reply.
-                status = MessageStatus.INTERRUPTED if terminated is not None and event.status == MessageStatus.CANCELLED else event.status
-                record.finish(status, metrics, event.error, text=event.text)
-                break
-        except (EngineError, RemoteProblem, ConsentNeeded, NetworkRefused, ConnectionProblem) as exc:
-            # Nothing was generated: the person's message stays, the reply says why.
-            record.finish(MessageStatus.ERROR, {}, str(exc))
-        except KeyboardInterrupt as exc:
-            # Interrupted while loading: nothing was generated; the turn ends cancelled
-            # (interrupted when a signal ended it).
-            interrupted = True
-            if isinstance(exc, Terminated):
-                terminated = exc.signum
-            if generation is not None:
-                generation.cancel()
-            record.finish(MessageStatus.INTERRUPTED if terminated is not None else MessageStatus.CANCELLED, {}, None)
-        except ReplyNotSaved:
-            raise
-        except BaseException as exc:
-            if record.final is None:
-                record.finish(MessageStatus.ERROR, {}, str(exc) or type(exc).__name__)
-            raise
-        if record.final is None:
-            record.finish(MessageStatus.ERROR, {}, "the engine ended the reply without a result")
-        final = record.final
-        assert final is not None
-        return TurnResult(conversation_id=conversation_id, user_message=record.user, assistant_message=final, text=final.content,
-                          status=final.status, metrics=final.metrics, error=final.error, interrupted_by_user=interrupted,
-                          terminated_by=terminated)

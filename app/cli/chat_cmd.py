@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from app.chat import ChatService, TurnResult, remote_host
+from app.chat import remote_host
+from app.chat_service import ChatService, TurnResult
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from app.chat import ChatService, TurnRecord, start_generation
+from app.chat import TurnRecord, start_generation
+from app.chat_service import ChatService
 from app.remote.remote_model import RemoteModel, remote_models
 from app.settings import SamplingParams
 from app.store.request_log import RequestLog

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from app.chat import ChatService
+from app.chat_service import ChatService
 from app.settings import SamplingParams
 from app.store.save_errors import ReplyNotSaved
 

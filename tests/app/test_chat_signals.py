@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from app.chat import ChatService
+from app.chat_service import ChatService
 from app.settings import SamplingParams
 from app.termination import raise_on_termination, restore
 
