@@ -224,9 +224,13 @@ class PerfPanel(QWidget):
         else:
             self._set("context", "–")
         self._set("ui_mem", format_bytes(self._ui_uss))
-        self._set("engine_mem", format_bytes(self._engine_uss) if self._engine_uss is not None else "no engine running")
-        self._set("model_file", format_bytes(self._file_size) if self._file_size is not None else "no model loaded")
-        self._set("vram", self._vram_text())
+        if self._ran_on() is not None:  # this machine's engine and file had no part in the turn
+            for figure in ("engine_mem", "model_file", "vram"):
+                self._set(figure, "on the server")
+        else:
+            self._set("engine_mem", format_bytes(self._engine_uss) if self._engine_uss is not None else "no engine running")
+            self._set("model_file", format_bytes(self._file_size) if self._file_size is not None else "no model loaded")
+            self._set("vram", self._vram_text())
         self._set("backend", self._backend_text())
         self._set("layers", self._layers_text())
         header = "Performance"

@@ -73,6 +73,8 @@ def test_a_remote_reply_streams_is_marked_on_its_host_and_loads_nothing(qtbot, c
     qtbot.waitUntil(lambda: window.perf.label_text("backend") == f"your server {connection.host} (llama-cpp-python)",
                     timeout=WAIT_MS)
     assert window.perf.label_text("layers") == "on the server"
+    # This machine's engine memory, model file and VRAM had no part in the reply.
+    assert [window.perf.label_text(f) for f in ("engine_mem", "model_file", "vram")] == ["on the server"] * 3
     assert "prompt_tokens" not in final.metrics  # llama-cpp-python's stream sends no usage
     model = window.controller.model
     # Not this machine's context: the server's own figure for the model, when it gave one.
