@@ -282,23 +282,14 @@ def _default_backend() -> Any:
 _UNSET = object()
 
 
-class TokenStore:
-    """Reads, saves and clears the token. Never raises for keyring trouble; says what happened.
+class KeyringUser:
+    """The keyring backend a store uses (`backend`, looked up on first use unless given) and the
+    secure backend behind it, worked out once (`_target()`: None when there is none)."""
 
-    `backend`: a keyring backend (default: `keyring.get_keyring()`, looked up on first use;
-    `NoBackend(reason)` stands for none at all).
-    `memory`: where the token is kept when it cannot be persisted (default: one per process).
-    """
-
-    def __init__(self, backend: Any | None = None, memory: MemoryToken | None = None) -> None:
+    def __init__(self, backend: Any | None = None) -> None:
         self._backend = backend
         self._backend_resolved = backend is not None
-        self._memory = memory if memory is not None else _PROCESS_MEMORY
         self._target_cache: Any = _UNSET
-        self.last_notice: str | None = None  # set by clear() when the keyring could not forget it
-
-    def __repr__(self) -> str:
-        return f"<TokenStore backend={describe_backend(self.backend)!r}>"
 
     @property
     def backend(self) -> Any:
@@ -313,9 +304,26 @@ class TokenStore:
         if self._target_cache is _UNSET:
             try:
                 self._target_cache = secure_target(self.backend)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - anything odd about a backend means "not secure"
                 self._target_cache = None
         return self._target_cache
+
+
+class TokenStore(KeyringUser):
+    """Reads, saves and clears the token. Never raises for keyring trouble; says what happened.
+
+    `backend`: a keyring backend (default: `keyring.get_keyring()`, looked up on first use;
+    `NoBackend(reason)` stands for none at all).
+    `memory`: where the token is kept when it cannot be persisted (default: one per process).
+    """
+
+    def __init__(self, backend: Any | None = None, memory: MemoryToken | None = None) -> None:
+        super().__init__(backend)
+        self._memory = memory if memory is not None else _PROCESS_MEMORY
+        self.last_notice: str | None = None  # set by clear() when the keyring could not forget it
+
+    def __repr__(self) -> str:
+        return f"<TokenStore backend={describe_backend(self.backend)!r}>"
 
     def get(self) -> str | None:
         """The token for this run, or None. Memory first (a token saved this run that could

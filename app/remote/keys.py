@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from app.secrets import SERVICE, NoBackend, SaveResult, _default_backend, _failure_reason, describe_backend, secure_target
+from app.secrets import SERVICE, KeyringUser, NoBackend, SaveResult, _failure_reason, describe_backend
 
 # Longest key accepted (keys of vLLM, llama-server, Ollama proxies and Cove are far shorter).
 MAX_KEY_CHARS = 4096
@@ -71,7 +71,7 @@ class MemoryKeys:
             return f"<MemoryKeys {len(self._keys)} kept>"
 
 
-class ConnectionKeys:
+class ConnectionKeys(KeyringUser):
     """Reads, saves and deletes connection keys. Never raises for keyring trouble.
 
     `backend`: a keyring backend (default: keyring's choice, looked up on first use);
@@ -79,29 +79,12 @@ class ConnectionKeys:
     """
 
     def __init__(self, backend: Any | None = None, memory: MemoryKeys | None = None) -> None:
-        self._backend = backend
-        self._backend_resolved = backend is not None
+        super().__init__(backend)
         self._memory = memory if memory is not None else MemoryKeys()
-        self._target_cache: Any = _UNSET
         self.last_notice: str | None = None  # set by delete() when the keyring could not forget a key
 
     def __repr__(self) -> str:
         return f"<ConnectionKeys backend={describe_backend(self.backend)!r}>"
-
-    @property
-    def backend(self) -> Any:
-        if not self._backend_resolved:
-            self._backend = _default_backend()
-            self._backend_resolved = True
-        return self._backend
-
-    def _target(self) -> Any | None:
-        if self._target_cache is _UNSET:
-            try:
-                self._target_cache = secure_target(self.backend)
-            except Exception:  # noqa: BLE001 - anything odd about a backend means "not secure"
-                self._target_cache = None
-        return self._target_cache
 
     @property
     def secure(self) -> bool:
