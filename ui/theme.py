@@ -1,4 +1,5 @@
-"""Colors derived from the system palette (light or dark) and the number formats the widgets share.
+"""Colors derived from the system palette (light or dark), the number formats the widgets
+share, and a label showing a sentence in the text or error colour.
 
 Nothing here holds state: every function takes the palette it should read, so a widget
 that receives a palette change simply asks again.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
+from PySide6.QtWidgets import QLabel, QWidget
 
 from models.units import format_size
 
@@ -25,6 +27,17 @@ def warning_color(palette: QPalette) -> QColor:
 def error_color(palette: QPalette) -> QColor:
     """A red that stays readable on the palette's background."""
     return QColor("#ff7b72") if is_dark(palette) else QColor("#c62828")
+
+
+def show_sentence(label: QLabel, text: str, error: bool, palette_of: QWidget) -> None:
+    """Show `text` in `label` (hidden when empty), red when it is an error, in the colours of
+    `palette_of`'s palette."""
+    palette = QPalette(palette_of.palette())
+    if error:
+        palette.setColor(QPalette.ColorRole.WindowText, error_color(palette_of.palette()))
+    label.setPalette(palette)
+    label.setText(text)
+    label.setVisible(bool(text))
 
 
 def muted_color(palette: QPalette) -> QColor:

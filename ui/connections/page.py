@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from app.remote.connections import Connection, ConnectionProblem, Connections
@@ -20,7 +19,7 @@ from models.network import NetworkGate
 from ui.connections.add_dialog import AddConnectionDialog
 from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary, server_words
 from ui.shell.list_tree import setup_list_tree
-from ui.theme import error_color, format_int
+from ui.theme import format_int, show_sentence
 
 COLUMNS = ("Name", "Address", "Server", "Models", "Key")
 CONNECTION_ROLE = Qt.ItemDataRole.UserRole  # on a connection's row: its name
@@ -188,12 +187,7 @@ class ConnectionsPage(QWidget):
         self.connections_changed.emit()
 
     def show_message(self, text: str, error: bool = False) -> None:
-        palette = QPalette(self.palette())
-        if error:
-            palette.setColor(QPalette.ColorRole.WindowText, error_color(self.palette()))
-        self.message.setPalette(palette)
-        self.message.setText(text)
-        self.message.setVisible(bool(text))
+        show_sentence(self.message, text, error, self)
 
     def message_text(self) -> str:
         return self.message.text() if not self.message.isHidden() else ""

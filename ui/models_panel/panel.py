@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QPalette, QShowEvent
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QDialog, QLabel, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
 from app.secrets import TokenStore
@@ -29,7 +29,7 @@ from ui.models_panel.hub_worker import HubReply, HubWorker, MeasureRequest
 from ui.models_panel.installed_view import InstalledView
 from ui.models_panel.model_import import ModelImporter
 from ui.models_panel.placement_dialog import PlacementDialog
-from ui.theme import error_color, format_bytes
+from ui.theme import format_bytes, show_sentence
 
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
 TABS = ("Discover", "Installed", "Downloads", "Connections", "Settings")
@@ -129,12 +129,7 @@ class ModelsPanel(QDialog):
         self.tabs.setCurrentIndex(TABS.index(title))
 
     def show_message(self, text: str, error: bool = False) -> None:
-        palette = QPalette(self.palette())
-        if error:
-            palette.setColor(QPalette.ColorRole.WindowText, error_color(self.palette()))
-        self.message.setPalette(palette)
-        self.message.setText(text)
-        self.message.setVisible(bool(text))
+        show_sentence(self.message, text, error, self)
 
     def message_text(self) -> str:
         return self.message.text() if not self.message.isHidden() else ""
