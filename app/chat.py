@@ -56,10 +56,11 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
 
 
 def _refused_as_too_long(reply: Message | None) -> bool:
-    """The engine refused this user message because it could never fit in the context: sent
-    again, it would push every earlier turn out of the model's view for the rest of the chat."""
+    """The engine (or a server, "remote-context") refused this user message as too long for the
+    context: sent again, it would push every earlier turn out of the model's view for the rest of
+    the chat, or be refused again."""
     return (reply is not None and reply.role == "assistant" and reply.status == MessageStatus.ERROR
-            and reply.metrics.get("error_kind") == "context")
+            and reply.metrics.get("error_kind") in ("context", "remote-context"))
 
 
 def ran_on(model: RemoteModel) -> dict[str, Any]:

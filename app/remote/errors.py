@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping
 
 # What a RemoteProblem is about.
-PROBLEM_KINDS = frozenset({"unreachable", "auth", "not_found", "busy", "server", "protocol", "redirect", "offline", "tls"})
+PROBLEM_KINDS = frozenset({"unreachable", "auth", "not_found", "busy", "server", "context", "protocol", "redirect", "offline",
+                           "tls"})
 
 # The most of a server's own error message quoted in a sentence.
 SERVER_MESSAGE_CHARS = 200
@@ -119,7 +120,7 @@ def problem_from_status(status: int, headers: Mapping[str, str], body: bytes | s
                              status=status, retry_after_s=wait)
     if status in (400, 413, 422) and _about_context(said):
         return RemoteProblem(f"{host} refused the conversation as too long for the model's context (HTTP {status}){quoted}; "
-                             "start a new conversation or shorten it.", "server", status=status)
+                             "start a new conversation or shorten it.", "context", status=status)
     return RemoteProblem(f"{host} refused the request (HTTP {status}){quoted}.", "server", status=status)
 
 

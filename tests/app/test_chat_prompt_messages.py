@@ -26,6 +26,10 @@ def test_a_message_refused_as_too_long_for_the_context_is_not_sent_again(tmp_pat
         _turn(history, conversation.id, "x" * 100_000, "", status="error", metrics={"error_kind": "context"},
               error="your message is at least 30000 tokens; the context holds 8192")
         _turn(history, conversation.id, "a crash", "", status="error", metrics={"error_kind": "generate"}, error="the engine stopped")
+        _turn(history, conversation.id, "y" * 50_000, "", status="error", metrics={"error_kind": "remote-context"},
+              error="gpu-box refused the conversation as too long for the model's context (HTTP 400)")
+        _turn(history, conversation.id, "while the server was down", "", status="error",
+              metrics={"error_kind": "remote-unreachable"}, error="gpu-box did not answer")
         latest = history.add_user_message(conversation.id, "shorter, then")
         sent = build_prompt_messages(history, conversation.id, "Be brief.", upto=latest.id)
         assert sent == [
@@ -33,6 +37,7 @@ def test_a_message_refused_as_too_long_for_the_context_is_not_sent_again(tmp_pat
             {"role": "user", "content": "first question"},
             {"role": "assistant", "content": "first answer"},
             {"role": "user", "content": "a crash"},  # another failure: the message itself was fine
+            {"role": "user", "content": "while the server was down"},
             {"role": "user", "content": "shorter, then"},
         ]
     finally:

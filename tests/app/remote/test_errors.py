@@ -55,7 +55,7 @@ def test_the_servers_message_is_found_in_every_usual_shape_trimmed_and_scrubbed(
 
 def test_a_context_error_says_so() -> None:
     found = problem(400, {"error": {"message": "This model's maximum context length is 4096 tokens"}})
-    assert "too long for the model's context" in str(found)
+    assert "too long for the model's context" in str(found) and found.kind == "context"
 
 
 def test_unknown_kinds_are_refused() -> None:
