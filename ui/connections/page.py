@@ -11,7 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.remote.connections import Connection, ConnectionProblem, Connections
 from app.remote.remote_model import remote_models
@@ -28,6 +39,7 @@ ABOUT = ("Your own servers: a bigger machine running llama-server, vLLM, Ollama,
          "Their models are in the model picker under the connection's name; what you send to one of them goes to "
          "that machine, and each reply is marked with where it ran.")
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
+AskKey = Callable[[str], str | None]  # (connection name) -> the new key ("" for none), None: cancelled
 
 
 class ConnectionsPage(QWidget):
@@ -38,12 +50,13 @@ class ConnectionsPage(QWidget):
     model_chosen = Signal(str)
 
     def __init__(self, connections: Connections, gate: NetworkGate, *, worker: ProbeWorker | None = None,
-                 confirm: Confirm | None = None, parent: QWidget | None = None) -> None:
+                 confirm: Confirm | None = None, ask_key: AskKey | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.connections = connections
         self.gate = gate
         self.worker = worker or ProbeWorker(gate, self)
         self._confirm = confirm or self._ask
+        self._ask_key = ask_key or self._ask_for_key
         self.dialog: AddConnectionDialog | None = None
         self._current: str | None = None  # the model the next turn uses
 
@@ -75,6 +88,10 @@ class ConnectionsPage(QWidget):
         self.use_button = QPushButton("Use for next turn", self)
         self.use_button.setAccessibleName("Use the selected model for the next turn")
         self.use_button.clicked.connect(self._use)
+        self.key_button = QPushButton("Key…", self)
+        self.key_button.setAccessibleName("Change the selected connection's key")
+        self.key_button.setToolTip("Replace the key this connection sends (kept in the system keyring), or forget it")
+        self.key_button.clicked.connect(self.change_key_selected)
         self.remove_button = QPushButton("Remove…", self)
         self.remove_button.setAccessibleName("Remove the selected connection")
         self.remove_button.clicked.connect(self.remove_selected)
@@ -82,6 +99,7 @@ class ConnectionsPage(QWidget):
         buttons.addWidget(self.add_button)
         buttons.addWidget(self.refresh_button)
         buttons.addWidget(self.use_button)
+        buttons.addWidget(self.key_button)
         buttons.addStretch(1)
         buttons.addWidget(self.remove_button)
 
@@ -166,6 +184,24 @@ class ConnectionsPage(QWidget):
             return
         self.show_message(f"Asking {connection.host} for its models…")
         self.worker.probe(connection, key, "refresh")
+
+    def change_key_selected(self) -> None:
+        """Ask for the selected connection's new key (empty: none) and keep it in the keyring."""
+        name = self._selected_connection()
+        if name is None:
+            return
+        key = self._ask_key(name)
+        if key is None:
+            return
+        try:
+            self.connections.set_key(name, key.strip() or None)
+        except ConnectionProblem as exc:
+            self.show_message(str(exc), error=True)
+            return
+        notice = f" {self.connections.last_notice}" if self.connections.last_notice else ""
+        self.show_message((f"Saved the new key for {name}." if key.strip() else f"{name} sends no key now.") + notice)
+        self.refresh()
+        self.connections_changed.emit()
 
     def remove_selected(self) -> None:
         name = self._selected_connection()
@@ -290,6 +326,7 @@ class ConnectionsPage(QWidget):
         model = self._selected_model()
         self.refresh_button.setEnabled(connection is not None and not self.worker.busy(connection))
         self.remove_button.setEnabled(connection is not None)
+        self.key_button.setEnabled(connection is not None)
         self.use_button.setEnabled(model is not None and model != self._current)
 
     def _use(self) -> None:
@@ -300,3 +337,8 @@ class ConnectionsPage(QWidget):
 
     def _ask(self, title: str, question: str) -> bool:
         return QMessageBox.question(self, title, question) == QMessageBox.StandardButton.Yes
+
+    def _ask_for_key(self, name: str) -> str | None:
+        key, accepted = QInputDialog.getText(self, "Connection key", f"The key {name} sends (leave it empty for none):",
+                                             QLineEdit.EchoMode.Password)
+        return key if accepted else None

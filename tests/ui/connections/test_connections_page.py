@@ -124,3 +124,29 @@ def test_remove_asks_first_and_forgets_the_key(qtbot, cove_core, fake_engine, se
     assert page.rows() == [] and page.message_text().startswith("Removed box.")
     assert ("cove", "remote:box") not in keyring_backend.passwords
     assert "tiny@box" not in window.picker.names()
+
+
+def test_a_mistyped_key_is_replaced_with_key_and_then_the_models_come(qtbot, cove_core, fake_engine, server, keyring_backend):
+    window = make_window(qtbot, cove_core, fake_engine)
+    page = _page(qtbot, window)
+    page.add("box", server.url, "sk-mistyped", None)
+    qtbot.waitUntil(lambda: "refused the key" in page.message_text(), timeout=WAIT_MS)
+    assert "tiny@box" not in window.picker.names()
+    page.select("box")
+    page._ask_key = lambda _name: None  # cancelled: nothing changes
+    qtbot.mouseClick(page.key_button, Qt.MouseButton.LeftButton)
+    assert keyring_backend.passwords[("cove", "remote:box")] == "sk-mistyped"
+    page._ask_key = lambda name: KEY if name == "box" else None
+    qtbot.mouseClick(page.key_button, Qt.MouseButton.LeftButton)
+    assert page.message_text().startswith("Saved the new key for box.")
+    assert keyring_backend.passwords[("cove", "remote:box")] == KEY
+    page.select("box")
+    qtbot.mouseClick(page.refresh_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "tiny@box" in window.picker.names(), timeout=WAIT_MS)
+    assert page.rows()[0][2:] == (f"llama-cpp-python {VERSION}", "1", "yes")
+    # An empty key: the connection sends none from now on.
+    page.select("box")
+    page._ask_key = lambda _name: ""
+    qtbot.mouseClick(page.key_button, Qt.MouseButton.LeftButton)
+    assert page.message_text().startswith("box sends no key now.")
+    assert ("cove", "remote:box") not in keyring_backend.passwords and page.rows()[0][4] == "no"
