@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.speed import llama_tools
-from app.speed.llama_tools import DEFAULT_VERSION, LLAMA_BENCH, LlamaToolError, library_env, tail_of
+from app.speed.llama_tools import DEFAULT_VERSION, LLAMA_BENCH, LlamaToolError, binary_name, ensure_tool, library_env, tail_of
+from app.speed.llama_tools import cmake_args as tool_cmake_args
+from app.speed.llama_tools import tool_dir as tools_tool_dir
 
-BINARY_NAME = llama_tools.binary_name("llama-bench")
+BINARY_NAME = binary_name("llama-bench")
 LlamaBenchError = LlamaToolError  # a step of building or running llama-bench failed: one sentence
 
 __all__ = ["DEFAULT_VERSION", "BINARY_NAME", "LlamaBenchError", "cmake_args", "ensure_llama_bench", "merge_runs",
@@ -24,19 +25,19 @@ __all__ = ["DEFAULT_VERSION", "BINARY_NAME", "LlamaBenchError", "cmake_args", "e
 
 
 def tool_dir(tools_dir: Path, version: str = DEFAULT_VERSION) -> Path:
-    return llama_tools.tool_dir(tools_dir, LLAMA_BENCH, version)
+    return tools_tool_dir(tools_dir, LLAMA_BENCH, version)
 
 
 def cmake_args(source_dir: Path, build_dir: Path, environ: dict[str, str] | None = None) -> list[str]:
     """llama-bench's configure: the engine's (llama_tools.cmake_args) with the tools on and the server off."""
-    return llama_tools.cmake_args(source_dir, build_dir, LLAMA_BENCH, environ)
+    return tool_cmake_args(source_dir, build_dir, LLAMA_BENCH, environ)
 
 
 def ensure_llama_bench(
     tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print
 ) -> Path:
     """Return the path of a built llama-bench for `version`, building it the first time."""
-    return llama_tools.ensure_tool(tools_dir, LLAMA_BENCH, version, log)
+    return ensure_tool(tools_dir, LLAMA_BENCH, version, log)
 
 
 def llama_bench_command(

@@ -9,7 +9,6 @@ folders, and a build there would be thrown away and redone on every run.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +20,7 @@ import httpx
 
 from app.paths import resolve_paths
 from app.speed.llama_tools import LLAMA_SERVER, ensure_tool, library_env
+from tests.support.serve_fixture import free_port
 
 
 def tools_cache() -> Path:
@@ -31,12 +31,6 @@ def tools_cache() -> Path:
 def llama_server_binary(log: Callable[[str], None] | None = None) -> Path:
     """The built llama-server (building it the first time takes minutes; see docs/ARCHITECTURE.md)."""
     return ensure_tool(tools_cache(), LLAMA_SERVER, log=log or (lambda _msg: None))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)
