@@ -1,9 +1,10 @@
 """When the window shows the welcome page, and what its buttons do.
 
 The welcome page (ui/shell/welcome_page.py) replaces the conversation on a first run: when no
-conversation exists yet, or no model is installed. It follows the chat controller (the
+conversation exists yet, or no model is installed and no server of the person's lists one. It follows the chat controller (the
 starter being prepared, a model registered or downloaded) so "Start chatting" is enabled the
-moment a model is ready, and it gives way to the conversation as soon as one is opened.
+moment a model is ready, and it gives way to the conversation as soon as one is opened or a
+message is sent.
 """
 
 from __future__ import annotations
@@ -28,9 +29,15 @@ class WelcomeHost(QObject):
 
     def start(self) -> None:
         """At window start: show the welcome page on a first run."""
-        first_run = not self.core.history.list_conversations(limit=1) or not self.core.library.list()
+        first_run = not self.core.history.list_conversations(limit=1) or not (self.core.library.list() or self._remote_models())
         if first_run:
             self._show()
+
+    def _remote_models(self) -> bool:
+        """Whether a connection to one of the person's servers lists a model (one they chat with)."""
+        from app.remote.remote_model import remote_models
+
+        return any(remote_models(connection) for connection in self.core.connections.list())
 
     @property
     def shown(self) -> bool:
@@ -54,6 +61,7 @@ class WelcomeHost(QObject):
             c.model_load_failed.connect(lambda _sentence: self.refresh())
             c.error_reported.connect(lambda _sentence: self.refresh())
             c.conversation_opened.connect(lambda _cid: self.leave())
+            c.messages_appended.connect(lambda _shown: self.leave())  # a message sent to the open conversation
         self.refresh()
         self._pages.setCurrentWidget(self.page)
 

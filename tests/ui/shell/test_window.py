@@ -205,3 +205,50 @@ def test_the_welcome_import_button_opens_the_file_dialog_and_imports(qtbot, cove
     assert asked == ["Import a GGUF model"]
     qtbot.waitUntil(lambda: any(Path(m.path) == tiny_gguf_with_template for m in cove_core.library.list()), timeout=15000)
     window.models.panel.close()
+
+
+def test_a_message_sent_from_the_welcome_page_shows_its_conversation(qtbot, tmp_path: Path, tiny_gguf, monkeypatch):
+    # A home with a conversation (made by `cove chat` with a model since removed) and no model:
+    # the welcome page shows; once the starter is ready, a message goes to the open conversation,
+    # and the window shows it rather than keeping the welcome page over it.
+    from app.core import open_core
+    from app.paths import resolve_paths
+
+    core = open_core(resolve_paths({"COVE_HOME": str(tmp_path / "home")}))
+    earlier = core.history.create_conversation(title="earlier")
+    core.history.add_user_message(earlier.id, "from the command line")
+    release = first_start_with_starter(monkeypatch, tiny_gguf, wait_s=10)
+    window = _window(qtbot, core, EngineClient())
+    assert window.welcome.shown
+    with qtbot.waitSignal(window.controller.models_changed, timeout=10000):
+        release.set()
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=30000):
+        _type_and_send(qtbot, window, "and now from the window")
+    assert not window.welcome.shown and window.view.isVisible()
+    assert "and now from the window" in [item.content for item in window.view.conversation_model().items()]
+    window.close()
+    core.close()
+
+
+def test_a_person_who_chats_only_with_their_own_server_is_not_welcomed_again(qtbot, tmp_path: Path, tiny_gguf, monkeypatch):
+    # No model on this computer, but a connection whose server lists one and a conversation:
+    # not a first run, so the window opens on that conversation.
+    from app.core import open_core
+    from app.paths import resolve_paths
+    from app.remote.probe import ServerInfo
+    from tests.support.keyrings import InMemoryKeyring, use_keyring
+
+    with use_keyring(InMemoryKeyring()):
+        core = open_core(resolve_paths({"COVE_HOME": str(tmp_path / "home")}))
+        core.connections.add("box", "http://192.168.1.20:8080", key=None)
+        core.connections.record_probe("box", ServerInfo("llama-server", None, [{"id": "big", "fingerprint": None}], True))
+        earlier = core.history.create_conversation(title="earlier")
+        core.history.add_user_message(earlier.id, "asked of the server")
+        release = first_start_with_starter(monkeypatch, tiny_gguf, wait_s=10)  # the starter is still prepared
+        window = _window(qtbot, core, EngineClient())
+        assert not window.welcome.shown
+        assert window.view.conversation_model().items()[0].content == "asked of the server"
+        with qtbot.waitSignal(window.controller.models_changed, timeout=10000):
+            release.set()
+        window.close()
+        core.close()
