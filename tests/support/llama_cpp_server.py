@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import stop_process
 from tests.support.serve_fixture import free_port
 from tests.support.tiny_model import write_tiny_gguf
 
@@ -69,9 +70,4 @@ def llama_cpp_server(folder: Path, *, api_key: str | None = None, certfile: Path
     try:
         yield LlamaCppServer(url, port, MODEL_ALIAS, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        stop_process(proc, 15)

@@ -20,6 +20,7 @@ import httpx
 
 from app.paths import resolve_paths
 from app.speed.llama_tools import LLAMA_SERVER, ensure_tool, library_env
+from tests.support.processes import stop_process
 from tests.support.serve_fixture import free_port
 
 
@@ -78,12 +79,7 @@ def llama_server(
         _wait_healthy(proc, url, log, start_timeout_s)
         yield LlamaServer(url, port, alias, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        stop_process(proc, 30)
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from tests.support.processes import stop_process
 from tests.support.tiny_model import write_tiny_gguf
 
 CLI = [sys.executable, "-m", "app.cli.main"]
@@ -71,8 +72,4 @@ def cove_serve(home: Path, *, n_ctx_train: int = 512) -> Iterator[Served]:
     try:
         yield Served(url, home, env)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 30)
