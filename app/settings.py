@@ -85,6 +85,10 @@ class ModelPlacement:
                    kv_on_gpu=kv if isinstance(kv, bool) else None)
 
 
+# The default limit of the conversations' KV state saved to disk (least recently used out first).
+SAVED_STATE_MB = 4096
+
+
 @dataclass(frozen=True)
 class Settings:
     last_model: str | None = None
@@ -92,6 +96,7 @@ class Settings:
     offline: bool = False  # refuse every Hub call (search, listings, header reads, downloads)
     models_dir: str | None = None  # where downloads go; None = the default under the data dir
     placements: dict[str, ModelPlacement] = field(default_factory=dict)  # by model name; absent: Cove chooses
+    saved_state_mb: int = SAVED_STATE_MB  # disk for conversations' saved KV state (app/engine/state_files.py); 0: none
 
     def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
@@ -131,7 +136,13 @@ def read_settings(path: Path) -> LoadedSettings:
         models_dir=raw.get("models_dir") if isinstance(raw.get("models_dir"), str) and raw.get("models_dir") else None,
         placements={name: ModelPlacement.from_dict(value) for name, value in raw["placements"].items() if isinstance(name, str)}
         if isinstance(raw.get("placements"), dict) else {},
+        saved_state_mb=_whole(raw.get("saved_state_mb"), SAVED_STATE_MB),
     ))
+
+
+def _whole(value: object, default: int) -> int:
+    """`value` when it is a whole number >= 0 (not a bool), else `default`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
 def load_settings(path: Path) -> Settings:
@@ -161,6 +172,7 @@ def save_settings(path: Path, settings: Settings) -> None:
         "offline": settings.offline,
         "models_dir": settings.models_dir,
         "placements": {name: placement.to_dict() for name, placement in settings.placements.items()},
+        "saved_state_mb": settings.saved_state_mb,
     }
     fd, tmp = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
     try:

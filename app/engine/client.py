@@ -76,7 +76,11 @@ class EngineClient:
         host_argv: list[str] | None = None,
         cancel_grace_s: float = 2.0,
         load_timeout_s: float = 300.0,
+        state_dir: str | os.PathLike[str] | None = None,
+        state_disk_mb: int = 0,
     ) -> None:
+        """`state_dir`: the folder the host saves conversations' KV state in (at most
+        `state_disk_mb` of files; None or 0: nothing is saved to disk)."""
         if host_argv:
             self._argv = list(host_argv)
         elif python:
@@ -85,6 +89,8 @@ class EngineClient:
             self._argv = child_command("app.engine.host")
         self._cancel_grace_s = cancel_grace_s
         self._load_timeout_s = load_timeout_s
+        self._state_dir = os.fspath(state_dir) if state_dir is not None and state_disk_mb > 0 else None
+        self._state_disk_mb = max(0, int(state_disk_mb))
         self._lock = threading.RLock()  # guards the fields below; never held while waiting
         self._op_lock = threading.Lock()  # serializes spawn + load sequences
         self._ids = itertools.count(1)
@@ -125,13 +131,19 @@ class EngineClient:
         flash_attn: bool | None = None,
         kv_on_gpu: bool | None = None,
         state_cache_mb: int = 256,
+        type_k: str = "f16",
+        type_v: str = "f16",
+        draft_model_path: str | os.PathLike[str] | None = None,
     ) -> LoadedModel:
         """Load a model (blocking). Returns at once if it is already loaded with these settings.
         `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers;
-        `state_cache_mb`: RAM the host keeps earlier conversations' KV state in (0: none)."""
+        `state_cache_mb`: RAM the host keeps earlier conversations' KV state in (0: none);
+        `type_k`/`type_v`: the KV cache's types (protocol.KV_CACHE_CHOICES); `draft_model_path`: a
+        small model with the same vocabulary that drafts tokens for the loaded one."""
         path = os.path.abspath(os.fspath(model_path))
+        draft = os.path.abspath(os.fspath(draft_model_path)) if draft_model_path is not None else None
         settings = LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, int(state_cache_mb),
-                                file_stamp(path))
+                                type_k, type_v, draft, file_stamp(path))
         with self._op_lock:
             with self._lock:
                 self._check_open()
@@ -168,12 +180,14 @@ class EngineClient:
         grammar: str | None = None,
         keep_all_turns: bool = False,
         raw_prompt: str | None = None,
+        speculative: str = "auto",
     ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events.
         `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for).
         `keep_all_turns`: never drop old turns; a prompt that does not fit ends as an error
         whose FinishedEvent.failure (kind "context") holds the numbers. `raw_prompt`: complete
-        this text as it is (no chat template; `messages` are not used)."""
+        this text as it is (no chat template; `messages` are not used). `speculative`: "auto"
+        drafts tokens where it pays, "off" never does (protocol.SPECULATIVE_MODES)."""
         rid = f"g{next(self._ids)}"
         req = Generate(
             rid, conversation_id, [{"role": str(m.get("role", "")), "content": str(m.get("content") or "")} for m in messages],
@@ -181,6 +195,7 @@ class EngineClient:
             min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
             no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt,
+            speculative=speculative,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:
@@ -326,7 +341,9 @@ class EngineClient:
             reason = self._template_fallback.get(s.path)
             req = Load(f"l{next(self._ids)}", s.path, s.n_ctx, s.n_threads, s.n_gpu_layers, s.flash_attn,
                        kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason,
-                       state_cache_mb=s.state_cache_mb)
+                       state_cache_mb=s.state_cache_mb, type_k=s.type_k, type_v=s.type_v,
+                       state_dir=self._state_dir, state_disk_mb=self._state_disk_mb if self._state_dir else 0,
+                       draft_model_path=s.draft_model_path)
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):
                 loaded = loaded_model(s.path, reply)

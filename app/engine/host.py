@@ -194,6 +194,11 @@ class Host:
             n_vocab=session.n_vocab,
             placement=session.placement.to_dict(),
             embeddings=session.pooling is not None,
+            type_k=session.type_k,
+            type_v=session.type_v,
+            kv_bytes=session.kv_bytes,
+            compute_bytes=session.compute_bytes,
+            draft_model=session.draft_model_name,
         ))
 
     def _generate(self, req: Generate) -> None:

@@ -31,6 +31,11 @@ class LoadedModel:
     n_vocab: int = 0
     placement: dict[str, Any] = field(default_factory=dict)  # where the layers and KV cache went (PlacementReport)
     embeddings: bool = False  # the file declares a pooling type: EngineClient.embed() works
+    type_k: str = "f16"
+    type_v: str = "f16"
+    kv_bytes: int = 0  # the KV cache buffers llama.cpp allocated (0: not reported)
+    compute_bytes: int = 0
+    draft_model: str = ""  # the draft model's file name; "" for none
 
 
 def loaded_model(path: str, reply: Loaded) -> LoadedModel:
@@ -40,6 +45,8 @@ def loaded_model(path: str, reply: Loaded) -> LoadedModel:
         template_note=reply.template_note, load_ms=reply.load_ms, n_batch=reply.n_batch,
         n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
         n_vocab=reply.n_vocab, placement=dict(reply.placement), embeddings=reply.embeddings,
+        type_k=reply.type_k, type_v=reply.type_v, kv_bytes=reply.kv_bytes, compute_bytes=reply.compute_bytes,
+        draft_model=reply.draft_model,
     )
 
 
@@ -52,6 +59,9 @@ class LoadSettings:
     flash_attn: bool | None
     kv_on_gpu: bool | None
     state_cache_mb: int = 256
+    type_k: str = "f16"
+    type_v: str = "f16"
+    draft_model_path: str | None = None
     # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
     # engine never runs other bytes than the ones the reply records.
     file_stamp: tuple[int, int, int] | None = None

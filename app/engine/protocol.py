@@ -35,7 +35,19 @@ class Load:
     use_model_template: bool = True  # False: skip the GGUF template, use the fallback
     fallback_reason: str | None = None  # why the GGUF template is skipped (for the note)
     state_cache_mb: int = 256  # RAM for earlier conversations' KV state (app/engine/state_cache.py); 0: off
+    type_k: str = "f16"  # the KV cache's K type: "f16", "q8_0" or "q4_0" (KV_CACHE_CHOICES)
+    type_v: str = "f16"  # the KV cache's V type; quantized V needs flash attention
+    state_dir: str | None = None  # the folder of conversations' KV state saved to disk; None: none saved
+    state_disk_mb: int = 0  # the most those files may take together (least recently used out first)
+    draft_model_path: str | None = None  # a small model with the same vocabulary that drafts tokens
 
+
+# The KV cache types a person may pick (llama.cpp's names).
+KV_CACHE_CHOICES = ("f16", "q8_0", "q4_0")
+
+# How a reply may draft tokens to verify in one batch (app/engine/speculative.py): "auto" drafts from
+# the conversation (prompt lookup) or with the loaded draft model, and stops when it does not pay.
+SPECULATIVE_MODES = ("auto", "off")
 
 # The sampler's defaults, the one place they are written: a turn's SamplingParams
 # (app/settings.py), EngineClient.generate and this request start from them.
@@ -65,6 +77,7 @@ class Generate:
     no_cache: bool = False  # benchmarks: clear the KV cache first
     grammar: str | None = None  # GBNF text constraining the reply (app/engine/grammar.py); None: free text
     keep_all_turns: bool = False  # API requests: never drop turns; Failed(kind="context") if the prompt does not fit
+    speculative: str = "auto"  # SPECULATIVE_MODES
 
 
 @dataclass(frozen=True)
@@ -127,6 +140,11 @@ class Loaded:
     n_vocab: int = 0
     placement: dict[str, Any] = field(default_factory=dict)  # app/engine/placement_run.py: PlacementReport
     embeddings: bool = False  # the file declares a pooling type: Embed works
+    type_k: str = "f16"
+    type_v: str = "f16"
+    kv_bytes: int = 0  # the KV cache buffers llama.cpp allocated (its own log lines; 0: not reported)
+    compute_bytes: int = 0  # the compute buffers llama.cpp allocated
+    draft_model: str = ""  # the draft model's file name; "" for none
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,29 @@ from llama_cpp import _internals as llama_internals
 
 from app.context_policy import ContextOverflow
 from app.engine.backends import NoBackend, devices, load_backends
+from app.engine.decode_loop import TokenStream
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
 from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an_embedding_model
 from app.engine.grammar import GrammarError, check_grammar
 from app.engine.grammar_sampler import GrammarSlot
+from app.engine.llama_log import llama_buffer_report
 from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
-from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
+from app.engine.protocol import (
+    KV_CACHE_CHOICES,
+    Embed,
+    Embedded,
+    Failed,
+    Finished,
+    Generate,
+    Load,
+    Started,
+    encode,
+    token_line,
+    token_line_prefix,
+)
 from app.engine.state_cache import StateKeeper
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply
@@ -42,6 +56,19 @@ from models.placement import Placement
 
 class LoadError(Exception):
     """The model could not be loaded; the message is one readable sentence."""
+
+
+_GGML_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
+
+
+def kv_types(req: Load) -> tuple[int, int]:
+    """The ggml types of the K and V caches `req` asks for, or LoadError naming what is wrong."""
+    for name in (req.type_k, req.type_v):
+        if name not in _GGML_TYPES:
+            raise LoadError(f"{name!r} is not a KV cache type Cove offers; use one of {', '.join(KV_CACHE_CHOICES)}")
+    if req.type_v != "f16" and req.flash_attn is False:
+        raise LoadError(f"a {req.type_v} V cache needs flash attention; set flash attention to auto or on, or the V cache to f16")
+    return _GGML_TYPES[req.type_k], _GGML_TYPES[req.type_v]
 
 
 def default_threads() -> int:
@@ -107,6 +134,7 @@ class ModelSession:
         fa_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO, True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
                    False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[req.flash_attn]
         want = round_ctx(req.n_ctx) if req.n_ctx else None
+        type_k, type_v = kv_types(req)
         try:
             load_backends()
         except NoBackend as exc:
@@ -132,11 +160,14 @@ class ModelSession:
                     n_threads_batch=self.n_threads,
                     n_gpu_layers=n_gpu_layers,
                     offload_kqv=kv_on_gpu,
+                    type_k=type_k,
+                    type_v=type_v,
                     verbose=False,
                 )
 
         try:
-            llm, n_gpu_layers, retried = open_with_retries(open_model, placed.n_gpu_layers, n_layer or 0)
+            with llama_buffer_report() as buffers:
+                llm, n_gpu_layers, retried = open_with_retries(open_model, placed.n_gpu_layers, n_layer or 0)
         except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
             detail = str(exc).replace(str(path), path.name) or type(exc).__name__
             if "Failed to load model" in detail:
@@ -161,6 +192,8 @@ class ModelSession:
         self.n_ubatch = int(llama_cpp.llama_n_ubatch(llm.ctx))
         self.n_gpu_layers = self.placement.n_gpu_layers
         self.flash_attn = {None: "auto", True: "on", False: "off"}[req.flash_attn]
+        self.type_k, self.type_v = req.type_k, req.type_v
+        self.kv_bytes, self.compute_bytes = buffers.kv_bytes, buffers.compute_bytes
         self.backend = self.placement.backend
         model = llm._model
         self.vocab = model.vocab
@@ -186,6 +219,7 @@ class ModelSession:
             fallback_reason=req.fallback_reason,
         )
         self.transcript: Transcript | None = None
+        self.draft_model_name = ""
         self.grammar = GrammarSlot.install(llm, self.vocab)
         # Restoring a saved state and cutting it back is safe only where every position is kept.
         self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
@@ -349,8 +383,10 @@ class ModelSession:
             stop_reason = "cancelled"
         else:
             t_call = time.perf_counter()
-            stream = llm.generate(tokens, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                  temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
+            sampler = llm._init_sampler(top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
+                                        temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
+            llm._sampler = sampler  # as Llama.generate keeps it: freed when the next reply replaces it
+            stream = TokenStream(llm, sampler, tokens, cached, n_ctx=n_ctx)
             try:
                 for token in stream:
                     t_last = time.perf_counter()
