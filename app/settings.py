@@ -57,32 +57,75 @@ class SamplingParams:
         return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
 
+# A model's load settings beyond where it runs, as the person may choose them.
+KV_CACHE_TYPES = protocol.KV_CACHE_CHOICES  # "f16", "q8_0", "q4_0"
+DRAFTING_MODES = protocol.SPECULATIVE_MODES  # "auto", "off"
+
+
 @dataclass(frozen=True)
 class ModelPlacement:
-    """The person's choice of where one model runs. `gpu_layers` None: as many as Cove's memory
+    """The person's choice of how one model loads. `gpu_layers` None: as many as Cove's memory
     estimate says fit on the GPU; 0: the CPU only; -1: all of them; N: that many. `kv_on_gpu`
-    None: the KV cache goes with its layers; False: it stays in RAM."""
+    None: the KV cache goes with its layers; False: it stays in RAM. `type_k`/`type_v`: the KV
+    cache's types (KV_CACHE_TYPES; a quantized V needs flash attention). `flash_attn` None:
+    llama.cpp's auto. `speculative` "auto": draft tokens where it pays (from the conversation, or
+    with `draft_model`, the name of an installed model with the same vocabulary); "off": never.
+    The default object means "nothing set": Cove chooses everything."""
 
     gpu_layers: int | None = None
     kv_on_gpu: bool | None = None
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: bool | None = None
+    speculative: str = "auto"
+    draft_model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def problem(self) -> str | None:
+        """Why llama.cpp would refuse this combination, in a sentence; None when it is fine."""
+        if self.type_v != "f16" and self.flash_attn is False:
+            return (f"A {self.type_v} V cache needs flash attention: set flash attention to auto or on, "
+                    "or the V cache to f16.")
+        return None
+
     def describe(self) -> str:
-        """In words, e.g. "as many GPU layers as fit, the KV cache with its layers"."""
+        """In words, e.g. "as many GPU layers as fit, the KV cache with its layers"; the load
+        settings beyond those only when they are not the defaults."""
         layers = {None: "as many GPU layers as fit", -1: "all layers on the GPU", 0: "the CPU only"}.get(
             self.gpu_layers, f"{self.gpu_layers} layers on the GPU")
         kv = {None: "the KV cache with its layers", True: "the KV cache on the GPU", False: "the KV cache in RAM"}[self.kv_on_gpu]
-        return f"{layers}, {kv}"
+        parts = [layers, kv]
+        if (self.type_k, self.type_v) != ("f16", "f16"):
+            parts.append(f"a {self.type_k} KV cache" if self.type_k == self.type_v
+                         else f"K cache {self.type_k}, V cache {self.type_v}")
+        if self.flash_attn is not None:
+            parts.append("flash attention on" if self.flash_attn else "flash attention off")
+        if self.speculative == "off":
+            parts.append("no drafting")
+        elif self.draft_model:
+            parts.append(f"drafting with {self.draft_model}")
+        return ", ".join(parts)
 
     @classmethod
     def from_dict(cls, data: object) -> ModelPlacement:
+        """The placement in `data`; each value that is missing or not one Cove knows is the default."""
         if not isinstance(data, dict):
             return cls()
-        layers, kv = data.get("gpu_layers"), data.get("kv_on_gpu")
+        layers, kv, fa, draft = data.get("gpu_layers"), data.get("kv_on_gpu"), data.get("flash_attn"), data.get("draft_model")
         return cls(gpu_layers=layers if isinstance(layers, int) and not isinstance(layers, bool) and layers >= -1 else None,
-                   kv_on_gpu=kv if isinstance(kv, bool) else None)
+                   kv_on_gpu=kv if isinstance(kv, bool) else None,
+                   type_k=_choice(data.get("type_k"), KV_CACHE_TYPES),
+                   type_v=_choice(data.get("type_v"), KV_CACHE_TYPES),
+                   flash_attn=fa if isinstance(fa, bool) else None,
+                   speculative=_choice(data.get("speculative"), DRAFTING_MODES),
+                   draft_model=draft if isinstance(draft, str) and draft.strip() else None)
+
+
+def _choice(value: object, choices: tuple[str, ...]) -> str:
+    """`value` when it is one of `choices`, else the first (the default)."""
+    return value if isinstance(value, str) and value in choices else choices[0]
 
 
 # The default limit of the conversations' KV state saved to disk (least recently used out first).

@@ -25,16 +25,17 @@ def judge(
     parts: MemoryEstimate,
     facts: ModelFacts,
     machine: MachineMemory,
-    recompute: Callable[[int, int, str], MemoryEstimate],
+    recompute: Callable[[int, int, str | None], MemoryEstimate],
     *,
     flash_attn: bool = True,
 ) -> MemoryEstimate:
     """`parts` with the verdict for `machine` and the advice filled in. `recompute(n_ctx,
-    n_gpu_layers, kv_type)` is the same arithmetic (memory_estimate.compute_parts) with other settings."""
+    n_gpu_layers, kv_type)` is the same arithmetic (memory_estimate.compute_parts) with other settings
+    (`kv_type` None: the K and V types of `parts`; a type: that one for both caches)."""
     ram = machine.available_ram
     vram = machine.vram_free if machine.vram_free is not None else machine.vram_total
 
-    def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str = parts.kv_type) -> MemoryEstimate:
+    def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str | None = None) -> MemoryEstimate:
         return recompute(n_ctx, ngl, kv)
 
     verdict = _verdict(parts, ram, vram)
@@ -85,7 +86,8 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
             found = True
             advice.append(f"A context of {steps * MIN_CTX} tokens would fit (--ctx {steps * MIN_CTX}); "
                           f"{base.n_ctx} needs {format_size(base.total_ram)} of RAM, {format_size(ram)} is available.")
-    if base.kv_type in ("f16", "f32", "bf16") and flash_attn and fits(at(kv="q8_0", ngl=ngl)):
+    unquantized = {base.kv_type, base.type_v or base.kv_type} & {"f16", "f32", "bf16"}
+    if unquantized and flash_attn and fits(at(kv="q8_0", ngl=ngl)):
         found = True
         advice.append("A q8_0 KV cache (--kv-type q8_0) halves the cache and would fit at this context.")
     quant = _smaller_quant(base, facts, ram, vram)

@@ -47,6 +47,7 @@ SHORT_TURN_TOKENS = 32
 GPU_RUNTIME = 350 * MiB
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+UNQUANTIZED = ("f32", "f16", "bf16")
 
 # Which weight types ggml's CPU backend re-packs into a private interleaved copy, and the
 # row multiple it needs (ggml-cpu/repack.cpp, ggml_repack_get_optimal_repack_type).
@@ -103,12 +104,14 @@ def estimate_memory(
     flash_attn: bool = True,
     swa_full: bool = True,
     machine_name: str | None = None,
+    type_v: str | None = None,
 ) -> MemoryEstimate:
     """Estimate, and judge against `machine` (None: this machine, read now).
 
     `file_size` may exceed the header's own file (all parts of a split model): the extra
     bytes count as repeating-layer weights. `n_ctx` None means Cove's default context.
-    `flash_attn` True matches Cove's "auto" on the CPU and on CUDA/Metal.
+    `flash_attn` True matches Cove's "auto" on the CPU and on CUDA/Metal. `kv_type` is the K
+    cache's type, and the V cache's too unless `type_v` says otherwise.
     """
     facts = as_facts(info)
     if machine is None:
@@ -117,11 +120,12 @@ def estimate_memory(
     if no_gpu:
         n_gpu_layers = 0  # a CPU-only machine runs every layer on the CPU
     parts = compute_parts(facts, file_size, cove_context(n_ctx, facts.n_ctx_train), n_gpu_layers, kv_type,
-                          flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name)
+                          flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name, type_v=type_v)
 
-    def recompute(n_ctx: int, ngl: int, kv: str) -> MemoryEstimate:
-        return compute_parts(facts, file_size, n_ctx, ngl, kv, flash_attn=flash_attn, swa_full=swa_full,
-                             machine_name=machine_name)
+    def recompute(n_ctx: int, ngl: int, kv: str | None) -> MemoryEstimate:
+        # kv None: the chosen K and V types; a type (the advice's q8_0): that one for both caches.
+        return compute_parts(facts, file_size, n_ctx, ngl, kv_type if kv is None else kv, flash_attn=flash_attn,
+                             swa_full=swa_full, machine_name=machine_name, type_v=type_v if kv is None else kv)
 
     judged = judge(parts, facts, machine, recompute, flash_attn=flash_attn)
     if no_gpu:
@@ -140,12 +144,16 @@ def compute_parts(
     flash_attn: bool = True,
     swa_full: bool = True,
     machine_name: str | None = None,
+    type_v: str | None = None,
 ) -> MemoryEstimate:
-    """The arithmetic alone (verdict "" and no advice): see the module docstring."""
-    if kv_type not in KV_TYPES:
-        raise ValueError(f"unknown KV cache type {kv_type!r}; use one of {', '.join(KV_TYPES)}")
-    if kv_type not in ("f32", "f16", "bf16") and not flash_attn:
-        raise ValueError("a quantized KV cache needs flash attention")
+    """The arithmetic alone (verdict "" and no advice): see the module docstring. `kv_type` is
+    the K cache's type, and the V cache's too unless `type_v` is given."""
+    type_v = kv_type if type_v is None else type_v
+    for name in (kv_type, type_v):
+        if name not in KV_TYPES:
+            raise ValueError(f"unknown KV cache type {name!r}; use one of {', '.join(KV_TYPES)}")
+    if type_v not in UNQUANTIZED and not flash_attn:  # llama.cpp refuses it; a quantized K alone is fine
+        raise ValueError("a quantized V cache needs flash attention")
     n_ctx = round_ctx(n_ctx)
     n_ubatch = batch_size(n_ctx)
     n_layer = facts.n_layer
@@ -157,7 +165,7 @@ def compute_parts(
 
     w_ram, w_vram, repacked, reclaimable = _weights(facts, file_size, on_gpu, machine_name)
     kv_ram = kv_vram = 0
-    for il, size in enumerate(_kv_per_layer(facts, n_ctx, n_ubatch, kv_type, swa_full)):
+    for il, size in enumerate(_kv_per_layer(facts, n_ctx, n_ubatch, kv_type, type_v, swa_full)):
         if on_gpu(il):
             kv_vram += size
         else:
@@ -182,7 +190,7 @@ def compute_parts(
         weights_ram=w_ram, weights_vram=w_vram, kv_ram=kv_ram, kv_vram=kv_vram,
         compute_ram=compute_ram, compute_vram=compute_vram, overhead=overhead,
         total_ram=total_ram, total_vram=w_vram + kv_vram + compute_vram + overhead_vram if ngl > 0 else 0,
-        n_ctx=n_ctx, n_gpu_layers=ngl, kv_type=kv_type, verdict="", advice=(),
+        n_ctx=n_ctx, n_gpu_layers=ngl, kv_type=kv_type, type_v=type_v, verdict="", advice=(),
         loaded_ram=total_ram - (compute_ram - short_ram) - context_python,
         overhead_vram=overhead_vram, n_ubatch=n_ubatch, n_layers=n_layer, repacked_ram=repacked,
         reclaimable_ram=reclaimable,
@@ -247,12 +255,14 @@ def _repack_rules(machine_name: str | None) -> dict[str, int]:
     return {}
 
 
-def _kv_per_layer(facts: ModelFacts, n_ctx: int, n_ubatch: int, kv_type: str, swa_full: bool) -> list[int]:
-    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType[kv_type.upper()]]
+def _kv_per_layer(facts: ModelFacts, n_ctx: int, n_ubatch: int, type_k: str, type_v: str, swa_full: bool) -> list[int]:
     swa_cells = min(n_ctx, round_ctx(facts.n_swa + n_ubatch)) if facts.n_swa else n_ctx
 
-    def row(n: int) -> int:
-        return -(-n // block) * type_size
+    def rows(type_name: str) -> Callable[[int], int]:
+        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType[type_name.upper()]]
+        return lambda n: -(-n // block) * type_size
+
+    row_k, row_v = rows(type_k), rows(type_v)
 
     sizes = []
     for il in range(facts.n_layer):
@@ -265,7 +275,7 @@ def _kv_per_layer(facts: ModelFacts, n_ctx: int, n_ubatch: int, kv_type: str, sw
             k, v = facts.mla_kv_rank + facts.mla_rope_dims, facts.mla_kv_rank
         else:
             k, v = facts.key_length * heads, facts.value_length * heads
-        sizes.append((row(k) + row(v)) * cells)
+        sizes.append((row_k(k) + row_v(v)) * cells)
     return sizes
 
 

@@ -26,7 +26,7 @@ class MemoryEstimate:
     total_vram: int
     n_ctx: int  # as llama.cpp will make it (padded to 256)
     n_gpu_layers: int  # as applied (0 when this machine has no GPU to offload to)
-    kv_type: str
+    kv_type: str  # the K cache's type (and the V cache's unless type_v differs)
     verdict: str  # "fits on GPU" | "fits in RAM" | "too large"
     advice: tuple[str, ...]
     loaded_ram: int = 0  # after loading and a short first reply (the context still nearly empty)
@@ -41,3 +41,10 @@ class MemoryEstimate:
     available_ram: int | None = None
     available_vram: int | None = None
     exact: bool = True  # False when no tensor table was known (weights spread evenly)
+    type_v: str = ""  # the V cache's type ("" in a record made without one: the same as kv_type)
+
+    @property
+    def kv_types(self) -> str:
+        """The cache types in words: "q8_0" when K and V match, else "K q8_0, V f16"."""
+        v = self.type_v or self.kv_type
+        return self.kv_type if v == self.kv_type else f"K {self.kv_type}, V {v}"

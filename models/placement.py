@@ -39,16 +39,17 @@ def usable(free_bytes: int) -> int:
 
 
 def choose_layers(facts: ModelFacts, file_size: int | None, n_ctx: int, kv_type: str, free_bytes: int | None,
-                  device: str, *, flash_attn: bool = True) -> Placement:
+                  device: str, *, flash_attn: bool = True, type_v: str | None = None) -> Placement:
     """All layers on the GPU when the estimate fits in its usable memory, else the most that
-    fit, else none. `free_bytes` None: no GPU."""
+    fit, else none. `free_bytes` None: no GPU. `kv_type` is the K cache's type, and the V
+    cache's unless `type_v` is given."""
     total = facts.n_layer + 1
     if not free_bytes:
         return Placement(0, facts.n_layer, 0, "no GPU: every layer runs on the CPU")
     room = usable(free_bytes)
 
     def vram(ngl: int) -> int:
-        return compute_parts(facts, file_size, n_ctx, ngl, kv_type, flash_attn=flash_attn).total_vram
+        return compute_parts(facts, file_size, n_ctx, ngl, kv_type, flash_attn=flash_attn, type_v=type_v).total_vram
 
     whole = vram(total)
     if whole <= room:
