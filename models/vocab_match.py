@@ -14,12 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from models.gguf_validate import (
-    InvalidModelFile,
-    _Cursor,
-    _read_value,
-    read_gguf_header,
-)
+from models.gguf_validate import InvalidModelFile, _Cursor, _read_value, read_gguf_header
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
 _SPECIAL_KEYS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
