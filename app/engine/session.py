@@ -48,6 +48,7 @@ from app.engine.protocol import (
     token_line_prefix,
 )
 from app.engine.state_cache import StateKeeper
+from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.transcript import Transcript, common_prefix, kept_reply
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
@@ -223,7 +224,8 @@ class ModelSession:
         self.grammar = GrammarSlot.install(llm, self.vocab)
         # Restoring a saved state and cutting it back is safe only where every position is kept.
         self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
-                                 enabled=not (llm._is_recurrent or llm._is_hybrid) and self.n_swa == 0)
+                                 enabled=not (llm._is_recurrent or llm._is_hybrid) and self.n_swa == 0,
+                                 files=disk_tier(req, llm))
         self.token_counts = TokenCounts()  # this model's counts of message lists (prompt_counts.py)
         self.longest_token = LongestToken(self.vocab, self.n_vocab)
         self.tokenizer = Tokenizer(self.format, self.tokenize_prompt, lambda rest: self.tokenize(rest, add_bos=False),
@@ -322,7 +324,7 @@ class ModelSession:
     def after_reply(self, req: Generate) -> None:
         """Work left for after a reply's Finished has been sent: keep its KV state for later."""
         if not req.no_cache:
-            self.state.after_reply(self.transcript)
+            self.state.after_reply(self.transcript, req.conversation_id)
 
     def _reusable(self, tokens: list[int]) -> int:
         """How many leading prompt tokens llama-cpp-python's generate() will keep in the KV cache."""
@@ -358,7 +360,7 @@ class ModelSession:
         plan = plan_turn(req, self.tokenizer, self.n_ctx, transcript)
         tokens, text, rendered, dropped = plan.tokens, plan.text, plan.rendered, plan.dropped_turns
         if not req.no_cache:
-            self.state.before_reply(tokens)
+            self.state.before_reply(tokens, req.conversation_id)
         source = rendered.source if rendered else "tokens"
         cached = self._reusable(tokens)
         prepare_ms = (time.perf_counter() - t_begin) * 1000.0

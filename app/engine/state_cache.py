@@ -1,6 +1,8 @@
 """A RAM cache of earlier conversations' KV state in the engine host (llama-server's --cache-ram):
 the state of sequence 0 is saved after a reply, with the exact tokens it holds, and restored before
-a reply whose prompt shares a longer prefix with it than with the live KV cache.
+a reply whose prompt shares a longer prefix with it than with the live KV cache. StateKeeper also
+hands each saved state to the disk tier (app/engine/state_files.py) and, for a conversation the RAM
+cache does not hold, restores the conversation's file instead.
 
 Bounded by bytes and by entries, least recently used out first. Host-internal: one cache per
 ModelSession, used on the host's main thread only. Saving happens after the reply's Finished has
@@ -20,6 +22,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.engine.state_files import DiskState, StateFiles
 from app.engine.transcript import Transcript, common_prefix
 
 MAX_ENTRIES = 16
@@ -124,31 +127,87 @@ def worth_restoring(gain: int, state_tokens: int) -> bool:
 
 
 class StateKeeper:
-    """Saves and restores sequence 0 of one llama_cpp.Llama, and says what it did for the metrics."""
+    """Saves and restores sequence 0 of one llama_cpp.Llama, in RAM and (with `files`) on disk, and
+    says what it did for the metrics."""
 
-    def __init__(self, llm: Any, max_bytes: int, *, enabled: bool) -> None:
+    def __init__(self, llm: Any, max_bytes: int, *, enabled: bool, files: StateFiles | None = None) -> None:
         self._llm = llm
-        self.enabled = enabled and max_bytes > 0
-        self.cache = StateCache(max_bytes)
+        self.cache = StateCache(max_bytes if enabled else 0)
+        self.files = files if enabled else None
+        self.enabled = enabled and (max_bytes > 0 or self.files is not None)
+        self._n_ctx, self._n_vocab = int(llm.n_ctx()), int(llm.n_vocab())
         self.save_ms = 0.0  # the last save's (after the previous reply)
-        self._hit = False
+        # What transcript_for found on disk, for the before_reply of the same reply.
+        self._looked: str | None = None
+        self._found: DiskState | None = None
+        self._looked_ms = 0.0
+        self._reset_counts()
+
+    def _reset_counts(self) -> None:
+        self._hit = self._disk_hit = False
         self._restored = 0
-        self._restore_ms = 0.0
+        self._restore_ms = self._disk_read_ms = 0.0
 
     def transcript_for(self, conversation_id: str | None) -> Transcript | None:
-        return self.cache.transcript_for(conversation_id) if self.enabled else None
+        """The conversation's transcript as last saved (RAM first, then its file)."""
+        self._looked, self._found, self._looked_ms = None, None, 0.0
+        if not self.enabled or conversation_id is None:
+            return None
+        found = self.cache.transcript_for(conversation_id)
+        if found is None and self.files is not None:
+            t0 = time.perf_counter()
+            self._looked, self._found = conversation_id, self._read_meta(conversation_id)
+            self._looked_ms = (time.perf_counter() - t0) * 1000.0
+            found = self._found.transcript if self._found is not None else None
+        return found
 
-    def before_reply(self, prompt: list[int]) -> None:
-        """Restore the saved state that shares the longest prefix with `prompt`, when that saves
-        enough evaluation over what the live KV cache already holds."""
-        self._hit, self._restored, self._restore_ms = False, 0, 0.0
-        if not self.enabled or not len(self.cache):
+    def _read_meta(self, conversation_id: str) -> DiskState | None:
+        assert self.files is not None
+        found = self.files.find(conversation_id)
+        if found is not None and (len(found.tokens) > self._n_ctx or int(found.tokens.max()) >= self._n_vocab):
+            self.files.discard(found.path)  # not cells this context could hold
+            return None
+        return found
+
+    def before_reply(self, prompt: list[int], conversation_id: str | None = None) -> None:
+        """Restore the saved state (RAM, or the conversation's file) that shares the longest prefix
+        with `prompt`, when that saves enough evaluation over what the live KV cache already holds."""
+        looked, found, looked_ms = self._looked, self._found, self._looked_ms
+        self._looked, self._found, self._looked_ms = None, None, 0.0
+        self._reset_counts()
+        if not self.enabled:
             return
         llm = self._llm
         live = common_prefix(llm.input_ids[: int(llm.n_tokens)], prompt)
-        state, shared = self.cache.best(prompt)
+        state, shared = self.cache.best(prompt) if len(self.cache) else (None, 0)
+        if self.files is not None and conversation_id is not None and len(prompt) - 1 - max(live, shared) >= MIN_GAIN:
+            if looked == conversation_id:
+                disk, self._disk_read_ms = found, looked_ms
+            else:
+                t0 = time.perf_counter()
+                disk = self._read_meta(conversation_id)
+                self._disk_read_ms = (time.perf_counter() - t0) * 1000.0
+            n = common_prefix(disk.tokens, prompt) if disk is not None else 0
+            if disk is not None and n > shared and worth_restoring(n - live, len(disk.tokens)):
+                t0 = time.perf_counter()
+                data = self.files.data_of(disk)
+                self._disk_read_ms += (time.perf_counter() - t0) * 1000.0
+                if data is not None:
+                    saved = SavedState(disk.tokens, data, disk.transcript)
+                    if self._restore(saved, n, prompt):
+                        self._disk_hit = True
+                        self.files.touch(disk)
+                        self.cache.add(saved)
+                        return
+                    self.files.discard(disk.path)  # llama.cpp refused it: not a state of this context
+                    live = 0
         if state is None or not worth_restoring(shared - live, len(state.tokens)):
             return
+        if self._restore(state, shared, prompt):
+            self.cache.touch(state)
+
+    def _restore(self, state: SavedState, shared: int, prompt: list[int]) -> bool:
+        llm = self._llm
         t0 = time.perf_counter()
         ok = llama_cpp.llama_state_seq_set_data(llm.ctx, state.pointer(), state.size, 0) == state.size
         n = len(state.tokens)
@@ -157,15 +216,16 @@ class StateKeeper:
             llm.input_ids[:n] = state.tokens
             llm.n_tokens = n
             llm._requires_eval = True  # the logits are not those of the last token: replay it
-            self.cache.touch(state)
             self._hit, self._restored = True, min(shared, len(prompt) - 1)
         else:  # the cells of sequence 0 are in an unknown state: start from nothing
             llm.reset()
             llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
-        self._restore_ms = (time.perf_counter() - t0) * 1000.0
+        self._restore_ms += (time.perf_counter() - t0) * 1000.0
+        return ok
 
-    def after_reply(self, transcript: Transcript | None) -> None:
-        """Save the live state of sequence 0 (called once the reply's Finished has been sent)."""
+    def after_reply(self, transcript: Transcript | None, conversation_id: str | None = None) -> None:
+        """Save the live state of sequence 0 (called once the reply's Finished has been sent): into
+        the RAM cache, and queued for the conversation's file."""
         if not self.enabled:
             return
         llm = self._llm
@@ -175,22 +235,31 @@ class StateKeeper:
         tokens = np.array(llm.input_ids[:n], dtype=np.intc)
         if transcript is not None and common_prefix(tokens, transcript.tokens) < min(n, len(transcript.tokens)):
             transcript = None  # only a transcript of exactly these cells is worth keeping with them
-        known = self.cache.covered(tokens)
-        if known is not None:
-            if transcript is not None and len(known.tokens) == n:
-                known.transcript = transcript
-            self.cache.touch(known)
-            return
-        t0 = time.perf_counter()
-        size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
-        if 0 < size <= self.cache.max_bytes:
-            data = np.empty(size, dtype=np.uint8)  # not zeroed first: llama.cpp writes every byte
-            saved = SavedState(tokens, data, transcript)
-            if llama_cpp.llama_state_seq_get_data(llm.ctx, saved.pointer(), size, 0) == size:
-                self.cache.add(saved)
-        self.save_ms = (time.perf_counter() - t0) * 1000.0
+        saved = self.cache.covered(tokens)
+        if saved is not None:
+            if transcript is not None and len(saved.tokens) == n:
+                saved.transcript = transcript
+            self.cache.touch(saved)
+        else:
+            t0 = time.perf_counter()
+            size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
+            limit = max(self.cache.max_bytes, self.files.max_bytes if self.files is not None else 0)
+            if 0 < size <= limit:
+                data = np.empty(size, dtype=np.uint8)  # not zeroed first: llama.cpp writes every byte
+                made = SavedState(tokens, data, transcript)
+                if llama_cpp.llama_state_seq_get_data(llm.ctx, made.pointer(), size, 0) == size:
+                    self.cache.add(made)
+                    saved = made
+            self.save_ms = (time.perf_counter() - t0) * 1000.0
+        if saved is not None and self.files is not None and conversation_id is not None:
+            self.files.save(conversation_id, saved.tokens, saved.data, transcript, owner=saved)
 
     def metrics(self) -> dict[str, Any]:
+        files = self.files
         return {"enabled": self.enabled, "hit": self._hit, "restored_tokens": self._restored,
                 "entries": len(self.cache), "bytes": self.cache.bytes, "restore_ms": round(self._restore_ms, 3),
-                "save_ms": round(self.save_ms, 3)}
+                "save_ms": round(self.save_ms, 3),
+                "disk": files is not None, "disk_hit": self._disk_hit, "disk_read_ms": round(self._disk_read_ms, 3),
+                "disk_bytes": files.bytes if files is not None else 0,
+                "disk_files": files.files if files is not None else 0,
+                "disk_write_ms": round(files.write_ms, 3) if files is not None else 0.0}

@@ -19,7 +19,8 @@ from tests.support.tiny_model import write_tiny_gguf
 pytestmark = pytest.mark.timeout(60)
 
 T = 1  # one thread (see test_engine_host.py)
-KEYS = {"enabled", "hit", "restored_tokens", "entries", "bytes", "restore_ms", "save_ms"}
+KEYS = {"enabled", "hit", "restored_tokens", "entries", "bytes", "restore_ms", "save_ms", "disk", "disk_hit", "disk_read_ms",
+        "disk_bytes", "disk_files", "disk_write_ms"}
 
 
 # ---- bookkeeping (no engine) -----------------------------------------------------------------
@@ -115,6 +116,7 @@ def test_a_conversation_taken_up_again_restores_its_state_and_continues_exactly(
     assert set(m["state_cache"]) == KEYS
     sc = m["state_cache"]
     assert sc["enabled"] and sc["hit"] and sc["restored_tokens"] == m["cached_tokens"]
+    assert not sc["disk"] and not sc["disk_hit"]  # no state folder: RAM only
     assert m["cached_tokens"] >= two.metrics["prompt_tokens"]
     assert sc["entries"] >= 2 and sc["bytes"] > 0 and sc["restore_ms"] > 0 and sc["save_ms"] > 0
     assert three.started is not None and three.started.cached_tokens == m["cached_tokens"]
@@ -146,7 +148,8 @@ def test_a_zero_sized_cache_is_off(chat_gguf: Path) -> None:
         two, three, _ = garden(client, "A", between=True)
     sc = three.metrics["state_cache"]
     assert sc == {"enabled": False, "hit": False, "restored_tokens": 0, "entries": 0, "bytes": 0,
-                  "restore_ms": 0.0, "save_ms": 0.0}
+                  "restore_ms": 0.0, "save_ms": 0.0, "disk": False, "disk_hit": False, "disk_read_ms": 0.0,
+                  "disk_bytes": 0, "disk_files": 0, "disk_write_ms": 0.0}
     assert three.metrics["cached_tokens"] < 5 < two.metrics["prompt_tokens"]  # B's cells replaced A's
 
 
