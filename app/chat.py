@@ -21,8 +21,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
+from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
-from app.settings import ModelPlacement, SamplingParams
+from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
 from app.store.request_log import RequestLog, timings, usage
@@ -227,7 +228,7 @@ def start_generation(
     model: InstalledModel | RemoteModel,
     params: SamplingParams,
     conversation_id: str | None,
-    placement: ModelPlacement | None = None,
+    options: LoadOptions | None = None,
     stop: Sequence[str] = (),
     on_loaded: Callable[[LoadedModel], None] | None = None,
     on_recheck: Callable[[FileRecheck], None] | None = None,
@@ -239,9 +240,10 @@ def start_generation(
     remote: RemoteEngine | None = None,
 ) -> Generation:
     """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
-    load it if needed (blocking) and start the reply. `loaded_as_is`: the engine has this model
-    loaded already (another's engine, lent): keep its settings rather than load it again with
-    these. `load`: how to load it instead (an API pool's settings). Raises EngineError.
+    load it if needed (blocking) with the model's load settings `options` (None: Cove chooses) and
+    start the reply, drafting as they say. `loaded_as_is`: the engine has this model loaded
+    already (another's engine, lent): keep its settings rather than load it again with these.
+    `load`: how to load it instead (an API pool's settings). Raises EngineError.
     A RemoteModel goes to `start_remote_generation` through `remote` (`engine` is not used)."""
     if isinstance(model, RemoteModel):
         if remote is None:
@@ -254,13 +256,12 @@ def start_generation(
         raise EngineError(str(exc)) from None
     if recheck is not None and on_recheck is not None:
         on_recheck(recheck)
-    placement = placement or ModelPlacement()
+    options = options or LoadOptions()
     current = engine.loaded if loaded_as_is else None
     if current is not None and current.path == os.path.abspath(model.path) and recheck is None:
         loaded = current
     else:
-        loaded = load() if load is not None else engine.load(
-            model.path, n_ctx=params.n_ctx, n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu)
+        loaded = load() if load is not None else engine.load(model.path, n_ctx=params.n_ctx, **options.load_arguments())
     if on_loaded is not None:
         on_loaded(loaded)
     return engine.generate(
@@ -271,6 +272,7 @@ def start_generation(
         grammar=grammar,
         keep_all_turns=keep_all_turns,
         raw_prompt=raw_prompt,
+        speculative=options.speculative,
         **params.sampler_arguments(),
     )
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from app.chat import TurnRecord, build_prompt_messages, start_generation
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel, TokenEvent
+from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
 from app.remote.errors import RemoteProblem
 from app.remote.privacy import ConsentNeeded
 from app.remote.remote_model import RemoteModel
-from app.settings import ModelPlacement, SamplingParams
+from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S
 from app.store.history import History, Message
 from app.store.save_errors import ReplyNotSaved
@@ -76,7 +77,7 @@ class ChatService:
         system_prompt: str | None = None,
         on_text: TextSink | None = None,
         on_loaded: Callable[[LoadedModel], None] | None = None,
-        placement: ModelPlacement | None = None,
+        options: LoadOptions | None = None,
     ) -> TurnResult:
         if self._library is not None and not isinstance(model, RemoteModel):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
@@ -98,7 +99,7 @@ class ChatService:
 
             remote = self._remote_engine(model) if isinstance(model, RemoteModel) and self._remote_engine else None
             generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id,
-                                          placement=placement, on_loaded=on_loaded, on_recheck=recheck_seen, remote=remote)
+                                          options=options, on_loaded=on_loaded, on_recheck=recheck_seen, remote=remote)
             events = iter(generation)
             while True:
                 try:

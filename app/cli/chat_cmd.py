@@ -21,6 +21,7 @@ from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
 from app.core import Core
 from app.engine.client import EngineClient, LoadedModel
+from app.load_options import load_options
 from app.remote.connections import Connection, ConnectionProblem
 from app.remote.privacy import is_private_host, strip_port
 from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
@@ -95,13 +96,16 @@ def run(core: Core, args: argparse.Namespace) -> int:
 
     model = _resolve(core, args.model)
     params = _params(core, args)
-    placement = None
+    options = None
     if isinstance(model, RemoteModel):  # before anything is saved: may refuse, or ask
         _agree_to_send(core, core.connections.get(model.connection), args.allow_host)
     else:
         placement = core.settings.placement_for(model.name)
         if hasattr(args, "gpu_layers"):
             placement = replace(placement, gpu_layers=args.gpu_layers)
+        options = load_options(core.library, model, placement)
+        if options.notice:  # a draft model that is gone: said once, and the chat goes on without it
+            say(f"cove: {options.notice}", sys.stderr)
     if args.conversation:
         conversation = core.history.get_conversation(args.conversation)
     else:
@@ -118,10 +122,10 @@ def run(core: Core, args: argparse.Namespace) -> int:
         if isinstance(model, InstalledModel):  # `cove chat` without --model stays on this machine
             core.remember_model(model)
         if interactive:
-            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), placement)
+            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options)
         stream = None if args.json else _stream_to_stdout
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
-                              on_loaded=None if args.json else _template_notes(), placement=placement)
+                              on_loaded=None if args.json else _template_notes(), options=options)
     if args.json:
         print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
     else:
@@ -205,7 +209,7 @@ def _template_notes() -> Callable[[LoadedModel], None]:
     return note
 
 
-def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, placement) -> int:
+def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options) -> int:
     where = f" on {model.host}" if isinstance(model, RemoteModel) else ""
     print(f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.",
           file=sys.stderr)
@@ -221,7 +225,7 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         if not line.strip():
             continue
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
-                              on_text=_stream_to_stdout, on_loaded=on_loaded, placement=placement)
+                              on_text=_stream_to_stdout, on_loaded=on_loaded, options=options)
         _print_footer(model.name, result)
         if result.terminated_by is not None:
             return 128 + result.terminated_by

@@ -72,6 +72,7 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
 def run(core: Core, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.load_options import load_options
     from app.serve.keys import ApiKeys
     from app.serve.nodelay import http_protocol
     from app.serve.pool import ModelPool
@@ -81,7 +82,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if not loopback and not ApiKeys(core.db).names():
         raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
     pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx,
-                     placement_of=lambda m: core.settings.placement_for(m.name), cache_ram_mb=max(0, args.cache_ram))
+                     options_of=lambda m: load_options(core.library, m, core.settings.placement_for(m.name)),
+                     cache_ram_mb=max(0, args.cache_ram))
     # Another address answers to any Host name (requests need a key there); loopback only to its own.
     app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None)
     print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)

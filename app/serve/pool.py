@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 
 from app.engine.client import EngineClient, EngineError, LoadedModel
+from app.load_options import LoadOptions
 from app.serve import machine
 from app.serve.errors import ApiError
 from app.serve.machine import Footprint, estimated_footprint, gib
-from app.settings import ModelPlacement
 from models.library import InstalledModel
 
 ROUTINGS = ("cache", "round-robin")
@@ -54,6 +54,7 @@ class Engine:
     last_used: float = field(default_factory=time.monotonic)
     held: OrderedDict[str, None] = field(default_factory=OrderedDict)
     loaded: LoadedModel | None = None
+    options: LoadOptions = field(default_factory=LoadOptions)  # the model's load settings, read when it was spawned
 
     def best_match(self, key: str) -> int:
         return max((shared_prefix(key, held) for held in self.held), default=0)
@@ -110,7 +111,7 @@ class ModelPool:
         routing: str = "cache",
         ttl_s: float = 600.0,
         n_ctx: int | None = None,
-        placement_of: Callable[[InstalledModel], ModelPlacement] = lambda _m: ModelPlacement(),
+        options_of: Callable[[InstalledModel], LoadOptions] = lambda _m: LoadOptions(),
         engine_factory: Callable[[], EngineClient] = EngineClient,
         footprint_of: Callable[[InstalledModel, int | None], Footprint] | None = None,
         available_ram: Callable[[], int] | None = None,
@@ -120,7 +121,8 @@ class ModelPool:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}")
         self.parallel, self.routing, self.ttl_s, self.n_ctx = max(1, parallel), routing, ttl_s, n_ctx
         self.cache_ram_mb = cache_ram_mb  # each engine's RAM cache of earlier conversations' KV state
-        self._placement_of, self._factory = placement_of, engine_factory
+        # options_of reads the library: it is called on the event loop's thread only (load_options).
+        self._options_of, self._factory = options_of, engine_factory
         self._footprint_of = footprint_of or estimated_footprint
         self._available_ram = available_ram or machine.available_ram
         self.engines: list[Engine] = []
@@ -312,7 +314,7 @@ class ModelPool:
             return False
         for victim in chosen:
             self._unload(victim, f"unloaded {victim.model.name} to make room for {model.name}")
-        engine = Engine(model, self._factory(), index, footprint)
+        engine = Engine(model, self._factory(), index, footprint, options=self.load_options(model))
         self.engines.append(engine)
         self.events.append(f"loading {model.name}" + (f" (copy {index + 1})" if index else ""))
 
@@ -333,13 +335,20 @@ class ModelPool:
         self._task_group().start_soon(load)
         return True
 
+    def load_options(self, model: InstalledModel) -> LoadOptions:
+        """`model`'s load settings (on the event loop's thread: they are read from the library);
+        a draft model that is gone is left out, and the pool's events say so."""
+        options = self._options_of(model)
+        if options.notice and options.notice not in self.events[-20:]:
+            self.events.append(options.notice)
+        return options
+
     def load(self, engine: Engine) -> LoadedModel:
-        """Load `engine`'s model with the pool's settings (blocking; at once when it is loaded
-        with them already). Every request loads through this, so none loads it again otherwise."""
-        placement = self._placement_of(engine.model)
+        """Load `engine`'s model with the pool's settings and the model's own (blocking; at once
+        when it is loaded with them already). Every request loads through this, so none loads it
+        again otherwise. Runs in a worker thread: it uses the options read when the engine was made."""
         return engine.client.load(engine.model.path, n_ctx=self.n_ctx, n_threads=self.threads_per_engine(),
-                                  n_gpu_layers=placement.gpu_layers, kv_on_gpu=placement.kv_on_gpu,
-                                  state_cache_mb=self.cache_ram_mb)
+                                  state_cache_mb=self.cache_ram_mb, **engine.options.load_arguments())
 
     def threads_per_engine(self) -> int | None:
         """Copies of a model run at once, so they share the cores: llama.cpp's threads wait for

@@ -69,6 +69,7 @@ class ServerThread:
         import uvicorn
 
         from app.core import open_core
+        from app.load_options import load_options
         from app.serve.keys import ApiKeys
         from app.serve.nodelay import http_protocol
         from app.serve.server import create_app
@@ -82,7 +83,7 @@ class ServerThread:
                 self.error = f"listening on {self.host} lets other machines in: make an API key first"
                 return
             self._pool = pool = ModelPool(parallel=self.parallel, ttl_s=self.ttl_s, n_ctx=core.settings.sampling.n_ctx,
-                                          placement_of=lambda m: core.settings.placement_for(m.name))
+                                          options_of=lambda m: load_options(core.library, m, core.settings.placement_for(m.name)))
             if self.window_engine is not None:
                 pool.adopt(self.window_engine)
             self._service = service = Service(core, pool)

@@ -22,6 +22,7 @@ from app.core import Core
 from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, Generation, TokenEvent
 from app.engine.loaded import Embeddings
+from app.load_options import LoadOptions
 from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
 from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
@@ -256,7 +257,8 @@ class Service:
             try:
                 if self.stopping:
                     raise ApiError(503, "the server is stopping", "server_error")
-                generation = await anyio.to_thread.run_sync(self._start, lease, job)
+                options = self.pool.load_options(job.model)  # read here: the library belongs to this thread
+                generation = await anyio.to_thread.run_sync(self._start, lease, job, options)
             except ApiError:
                 self.pool.release(lease)
                 self._log(request, job, "", MessageStatus.ERROR, {})
@@ -309,12 +311,12 @@ class Service:
                   {"prompt_tokens": result.prompt_tokens})
         return result
 
-    def _start(self, lease: Lease, job: Job) -> Generation:
+    def _start(self, lease: Lease, job: Job, options: LoadOptions) -> Generation:
         try:
             # An API client sends the conversation it wants answered: nothing is dropped to fit.
             window = lease.engine is self.pool.window_engine
             return start_generation(lease.client, job.messages, model=job.model, params=job.params, conversation_id=None,
-                                    stop=job.stop, placement=self.core.settings.placement_for(job.model.name),
+                                    stop=job.stop, options=options,
                                     grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
                                     loaded_as_is=window, load=None if window else lambda: self.pool.load(lease.engine))
         except EngineError as exc:

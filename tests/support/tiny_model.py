@@ -62,9 +62,11 @@ def write_tiny_gguf(
     extra_tokens: Sequence[str] = (),
     name: str = "tiny-random-llama",
     pooling_type: int | None = None,
+    n_head: int = N_HEAD,
 ) -> Path:
     """Write the tiny model to `path` and return it. `pooling_type` (gguf.PoolingType: 1 mean,
-    2 cls, 3 last) declares it an embedding model, as embedding models' files do."""
+    2 cls, 3 last) declares it an embedding model, as embedding models' files do. `n_head` 2
+    gives heads of 32 values, which a quantized K cache needs (its blocks are 32 wide)."""
     path = Path(path)
     tokens, scores, types = tiny_vocab(extra_tokens)
     n_vocab = len(tokens)
@@ -74,10 +76,10 @@ def write_tiny_gguf(
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
     w.add_feed_forward_length(N_FF)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(N_EMBD // N_HEAD)
+    w.add_rope_dimension_count(N_EMBD // n_head)
     w.add_vocab_size(n_vocab)
     w.add_file_type(0)  # all f32
     w.add_tokenizer_model("llama")

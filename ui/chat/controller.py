@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from app.chat import TurnRecord
 from app.core import Core, NoModelError
 from app.engine.client import EngineClient, LoadedModel
+from app.load_options import LoadOptions, load_options
 from app.remote.remote_model import RemoteModel
 from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
@@ -70,9 +71,11 @@ class ChatController(QObject):
         self.unsaved = UnsavedReplies(self)
         self.unsaved.saved.connect(self._on_unsaved_saved)
         # The turn in progress: its thread, its frames of text and the end of its record.
+        self._told: set[str] = set()  # load notices said already (a draft model that is gone), once each
         self.turns = TurnRunner(core, engine, self.remote, self.unsaved, params=self.params,
                                 gate=lambda: self.engine_gate() if self.engine_gate is not None else None,
-                                conversation_id=lambda: self.conversation_id, parent=self)
+                                conversation_id=lambda: self.conversation_id, options=self.load_options,
+                                parent=self)
         self.turns.text_received.connect(self.reply_text_received)
         self.turns.first_text_shown.connect(self.first_text_shown)
         self.turns.error_reported.connect(self.error_reported)
@@ -112,6 +115,15 @@ class ChatController(QObject):
         if conversation is None or not conversation.params:
             return base
         return SamplingParams.from_dict({**base.to_dict(), **conversation.params})
+
+    def load_options(self, model: InstalledModel) -> LoadOptions:
+        """`model`'s load settings for its next load (reads the library: call on the UI thread). A
+        draft model that is gone is left out and said once, as a notice; the turn goes on."""
+        options = load_options(self.core.library, model, self.core.settings.placement_for(model.name))
+        if options.notice and options.notice not in self._told:
+            self._told.add(options.notice)
+            self.notice_changed.emit(options.notice)
+        return options
 
     def system_prompt(self) -> str | None:
         conversation = self.conversation()
@@ -275,11 +287,10 @@ class ChatController(QObject):
         self._loading = model
         self.model_load_started.emit(model.name)
         n_ctx = self.params().n_ctx  # read here: the history's connection belongs to this (the UI) thread
-        placement = self.core.settings.placement_for(model.name)
+        arguments = self.load_options(model).load_arguments()
 
         run_in_background(
-            self, lambda: self.engine.load(model.path, n_ctx=n_ctx, n_gpu_layers=placement.gpu_layers,
-                                           kv_on_gpu=placement.kv_on_gpu),  # the engine client is thread-safe
+            self, lambda: self.engine.load(model.path, n_ctx=n_ctx, **arguments),  # the engine client is thread-safe
             on_done=lambda loaded: self._on_load_done(model, loaded, "", previous),
             on_failed=lambda sentence: self._on_load_done(model, None, sentence, previous),
             name="cove-load",

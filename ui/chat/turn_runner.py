@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core
 from app.engine.client import EngineClient, FinishedEvent, TokenEvent
+from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
 from app.remote.remote_model import RemoteModel
 from app.serve.window_gate import WindowGate
@@ -40,8 +41,8 @@ from ui.chat.unsaved_replies import UnsavedReplies
 
 class TurnRunner(QObject):
     """`begin(record, ...)` then `launch(model, conversation_id)`; `record` and `worker` are the
-    turn in progress (None between turns). `params`, `gate` and `conversation_id` are read
-    at each launch (the relaunch after consent included)."""
+    turn in progress (None between turns). `params`, `options` (a model's load settings),
+    `gate` and `conversation_id` are read at each launch (the relaunch after consent included)."""
 
     text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
     first_text_shown = Signal(float)  # ms from send to the first visible character
@@ -54,13 +55,15 @@ class TurnRunner(QObject):
 
     def __init__(self, core: Core, engine: EngineClient, remote: RemoteTurns, unsaved: UnsavedReplies, *,
                  params: Callable[[], SamplingParams], gate: Callable[[], WindowGate | None],
-                 conversation_id: Callable[[], str | None], parent: QObject | None = None) -> None:
+                 conversation_id: Callable[[], str | None], options: Callable[[InstalledModel], LoadOptions],
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.core = core
         self.engine = engine
         self.remote = remote
         self.unsaved = unsaved
         self._params = params
+        self._options = options
         self._gate = gate
         self._conversation_id = conversation_id
         self.record: TurnRecord | None = None
@@ -95,6 +98,7 @@ class TurnRunner(QObject):
     def launch(self, model: InstalledModel | RemoteModel, conversation_id: str) -> None:
         """Start the turn's thread (again, after the person agreed to send to a server)."""
         remote = None
+        options: LoadOptions | None = None
         if isinstance(model, RemoteModel):
             try:  # the connection and its key are read here, on the history's thread
                 remote = self.remote.engine_for(model)
@@ -102,10 +106,11 @@ class TurnRunner(QObject):
                 self._finish(FailedEvent(str(exc)))
                 return
         else:
+            options = self._options(model)  # from the library, on its thread too
             self.launching.emit(model)
         self.worker = TurnWorker(self.engine, self._prompt_messages, model=model, params=self._params(),
                                  conversation_id=conversation_id,
-                                 placement=None if remote else self.core.settings.placement_for(model.name),
+                                 options=options,
                                  gate=self._gate() if not remote else None,
                                  remote=remote)
         self.worker.start()

@@ -18,13 +18,14 @@ from typing import Any
 
 from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, LoadedModel, TokenEvent
+from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
 from app.remote.errors import RemoteProblem
 from app.remote.privacy import ConsentNeeded
 from app.remote.remote_model import RemoteModel
 from app.serve.pool import Lease
 from app.serve.window_gate import WindowGate
-from app.settings import ModelPlacement, SamplingParams
+from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
 from models.library import FileRecheck, InstalledModel
 from models.network import NetworkRefused
@@ -64,7 +65,7 @@ class TurnWorker(threading.Thread):
         model: InstalledModel | RemoteModel,
         params: SamplingParams,
         conversation_id: str,
-        placement: ModelPlacement | None = None,
+        options: LoadOptions | None = None,
         gate: WindowGate | None = None,
         remote: Any | None = None,
     ) -> None:
@@ -74,7 +75,7 @@ class TurnWorker(threading.Thread):
         # remote turn needs no engine of this machine).
         self._gate = gate if remote is None else None
         self._lease: Lease | None = None
-        self._placement = placement
+        self._options = options  # the model's load settings, resolved on the UI thread
         self.events: deque[TurnEvent] = deque()
         self._engine = engine
         self._messages = messages
@@ -100,7 +101,7 @@ class TurnWorker(threading.Thread):
                 model=self._model,
                 params=self._params,
                 conversation_id=self._conversation_id,
-                placement=self._placement,
+                options=self._options,
                 on_loaded=lambda loaded: self.events.append(LoadedEvent(loaded)),
                 on_recheck=lambda recheck: self.events.append(RecheckedEvent(recheck)),
                 remote=self.remote,
