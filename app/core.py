@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
+from app.engine.state_folders import prune_state_folders
 from app.paths import Paths, resolve_paths
 from app.settings import ModelPlacement, SamplingParams, Settings, load_settings, read_settings, save_settings
 from app.store.database import DatabaseError, close_database, open_database
@@ -23,6 +24,7 @@ from models.network import NetworkGate
 from models.starter import StarterUnavailable, ensure_starter, starter_available
 
 if TYPE_CHECKING:
+    from app.engine.client import EngineClient
     from app.remote.connections import Connections
     from app.remote.engine import RemoteEngine
     from app.remote.remote_model import RemoteModel
@@ -116,6 +118,14 @@ class Core:
     def settings(self) -> Settings:
         return load_settings(self.paths.settings_file)
 
+    def engine_client(self, host_argv: list[str] | None = None) -> EngineClient:
+        """The engine for this run's chats: it saves conversations' KV state in the cache folder, up
+        to the saved-state setting (read now, so a changed limit counts from the next engine)."""
+        from app.engine.client import EngineClient
+
+        return EngineClient(host_argv=host_argv, state_dir=self.paths.kv_states_dir,
+                            state_disk_mb=self.settings.saved_state_mb)
+
     def remember_model(self, model: InstalledModel) -> None:
         if self.read_only:
             return
@@ -188,8 +198,11 @@ def open_core(paths: Paths | None = None) -> Core:
     if not opened.read_only and (problem := _unwritable(paths)) is not None:
         opened.db.close()  # it opened, but the first save of a chat or a setting would fail
         raise problem
-    history = History(opened.db)
+    history = History(opened.db, state_dir=paths.kv_states_dir)
     repaired = 0 if opened.read_only else history.repair_interrupted()
+    if not opened.read_only:
+        # States of conversations deleted while a reply was still saving, or by an older Cove.
+        prune_state_folders(paths.kv_states_dir, history.conversation_ids)
     loaded = read_settings(paths.settings_file)  # the one read that may move a bad file aside and say so
     return Core(
         paths=paths,

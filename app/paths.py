@@ -41,6 +41,11 @@ class Paths:
         """Where built helper tools (e.g. llama-bench) are kept, outside the repository."""
         return self.cache_dir / "tools"
 
+    @property
+    def kv_states_dir(self) -> Path:
+        """Conversations' saved KV state (app/engine/state_files.py), one folder per conversation."""
+        return self.cache_dir / "kv-states"
+
     def ensure(self) -> Paths:
         for d in (self.data_dir, self.models_dir, self.logs_dir, self.cache_dir):
             d.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,6 @@ def run_window(
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.core import open_core
-    from app.engine.client import EngineClient
     from app.errors import describe_error
     from app.log_redact import install_redaction
     from app.termination import TERMINATING_SIGNALS
@@ -129,7 +128,7 @@ def run_window(
         return 1
     tidy_downloads(core)
     install_redaction()  # the window makes Hub calls too: no token or Authorization header in any log line
-    engine = EngineClient(host_argv=engine_argv) if engine_argv else EngineClient()
+    engine = core.engine_client(host_argv=engine_argv)  # saves conversations' KV state in the cache folder
     controller = ChatController(core, engine)
 
     from ui.server.shared_engine import sharing_server_factory

@@ -6,10 +6,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final
 
 import sqlite_utils
 
+from app.engine.state_folders import forget_conversation
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.records import (
@@ -71,10 +73,12 @@ class History:
     """
 
     def __init__(
-        self, db: sqlite_utils.Database, *, now: Callable[[], datetime] | None = None
+        self, db: sqlite_utils.Database, *, now: Callable[[], datetime] | None = None, state_dir: Path | None = None
     ) -> None:
+        """`state_dir`: the folder of conversations' saved KV state (a deleted conversation's goes too)."""
         self.db = db
         self._now = now
+        self.state_dir = state_dir
 
     # -- conversations ---------------------------------------------------------------
 
@@ -143,7 +147,7 @@ class History:
         return self._update_conversation(conversation_id, changes)
 
     def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation; its messages (and their search entries) go with it."""
+        """Delete a conversation; its messages (and their search entries) and its saved KV state go with it."""
         full_id = self._conversation_row(conversation_id)["id"]
         with write_transaction(self.db):
             # messages go by ON DELETE CASCADE; the messages_ad trigger clears messages_fts.
@@ -151,6 +155,12 @@ class History:
             # Its entries in the written record lose their text and stay as marked gaps.
             self.db.execute("UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE conversation_id = ?",
                             [full_id])
+        if self.state_dir is not None:
+            forget_conversation(self.state_dir, full_id)
+
+    def conversation_ids(self) -> list[str]:
+        """Every conversation's id (window chats and API clients' alike)."""
+        return [row[0] for row in self.db.execute("SELECT id FROM conversations").fetchall()]
 
     # -- messages --------------------------------------------------------------------
 
