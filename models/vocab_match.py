@@ -60,12 +60,9 @@ def read_vocabulary(path: str | Path) -> Vocabulary:
 
 
 def same_vocabulary(a: str | Path, b: str | Path) -> str | None:
-    """None when the files at `a` and `b` share one vocabulary, else why not (a sentence)."""
-    mine, theirs = read_vocabulary(a), read_vocabulary(b)
-    why = mine.mismatch(theirs)
-    if why is None:
-        return None
-    return f"{Path(b).name} has another vocabulary than {Path(a).name} ({why}), so it cannot draft for it."
+    """None when the files at `a` and `b` share one vocabulary, else what differs in `b`, in a
+    few words ("1,037 tokens instead of 1,035")."""
+    return read_vocabulary(a).mismatch(read_vocabulary(b))
 
 
 def _token_list_digest(path: str | Path) -> str:

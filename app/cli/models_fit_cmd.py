@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app import secrets
+from app.cli.models_place_cmd import FLASH_ATTN, kv_type_arg, word_choice
 from app.cli.output import human_size, positive_int, print_json
 from app.cli.terminal_text import say
 from app.core import Core
@@ -36,17 +37,27 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
                    help="context size in tokens (default: what Cove uses, the model's training context up to 8192)")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N",
                    help="layers to offload to the GPU (-1: all; default 0)")
-    p.add_argument("--kv-type", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (default f16)")
+    p.add_argument("--kv-type", type=kv_type_arg("KV"), default="f16", metavar="f16|q8_0|q4_0",
+                   help="the KV cache's type, K and V (default f16)")
+    p.add_argument("--type-k", type=kv_type_arg("K"), metavar="f16|q8_0|q4_0", help="the K cache's type (default: --kv-type)")
+    p.add_argument("--type-v", type=kv_type_arg("V"), metavar="f16|q8_0|q4_0",
+                   help="the V cache's type (default: --kv-type; a quantized V needs flash attention)")
+    p.add_argument("--flash-attn", type=word_choice("flash attention", tuple(FLASH_ATTN)), default="auto",
+                   metavar="auto|on|off", help="auto: counted as on, as llama.cpp turns it on here (the default)")
     p.add_argument("--revision", default=None, help="with REPO: branch, tag or commit (default: the main branch)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_fit)
 
 
 def run_fit(core: Core, args: argparse.Namespace) -> int:
+    type_k, type_v = args.type_k or args.kv_type, args.type_v or args.kv_type
+    flash_attn = FLASH_ATTN[args.flash_attn] is not False
+    if type_v != "f16" and not flash_attn:
+        raise ValueError(f"a {type_v} V cache needs flash attention: use --flash-attn auto or on, or an f16 V cache")
     source, header, info, file_size = _read_header(core, args)
     machine = with_engine_gpu(machine_memory())
-    est = estimate_memory(header, file_size, args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type,
-                          machine=machine)
+    est = estimate_memory(header, file_size, args.ctx, n_gpu_layers=args.gpu_layers, kv_type=type_k, type_v=type_v,
+                          machine=machine, flash_attn=flash_attn)
     if args.json:
         print_json({"model": {**source, "general_name": info.name, "architecture": info.architecture, "quant": info.quant,
                               "file_size": file_size, "parameter_count": info.parameter_count,
@@ -100,7 +111,7 @@ def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEsti
     read = "" if source["source"] == "local" else f"; header read from the Hub ({human_size(source['bytes_fetched'])})"
     say(f"{where}: {info.architecture}, {info.quant or '?'}, {human_size(file_size)}{read}", sys.stdout)  # header text is untrusted
     layers = "CPU only" if e.n_gpu_layers == 0 else f"{e.n_gpu_layers} of {e.n_layers + 1} layers on the GPU"
-    print(f"At {e.n_ctx} tokens of context, {layers}, {e.kv_type} KV cache:")
+    print(f"At {e.n_ctx} tokens of context, {layers}, {e.kv_types} KV cache:")
     gpu = e.n_gpu_layers > 0
     rows = [("weights", e.weights_ram, e.weights_vram), ("KV cache", e.kv_ram, e.kv_vram),
             ("compute", e.compute_ram, e.compute_vram), ("overhead", e.overhead, e.overhead_vram)]

@@ -34,8 +34,7 @@ def test_another_count_or_other_texts_under_the_same_ids_do_not_match(tmp_path: 
     assert vm.n_tokens == vb.n_tokens + 1 and vo.n_tokens == vb.n_tokens
     assert vb.mismatch(vm) == f"{vm.n_tokens:,} tokens instead of {vb.n_tokens:,}"
     assert vb.mismatch(vo) == "other tokens under the same ids"
-    assert same_vocabulary(base, other) == (
-        "other.gguf has another vocabulary than base.gguf (other tokens under the same ids), so it cannot draft for it.")
+    assert same_vocabulary(base, other) == "other tokens under the same ids"
 
 
 def test_special_tokens_and_the_tokenizer_count_too(tmp_path: Path) -> None:
