@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -94,3 +95,21 @@ def _digest(f: BinaryIO, start: int, end: int) -> str:
         digest.update(chunk)
         left -= len(chunk)
     return digest.hexdigest()
+
+
+def drafts_for(model_path: str | Path, candidates: Iterable[tuple[str, str | Path]]) -> list[str]:
+    """The names among `candidates` ((name, file) pairs) whose files share the vocabulary of the
+    model at `model_path`: the models that may draft for it (never the model's own file). A
+    candidate whose file cannot be read is left out. Raises InvalidModelFile for the model's own."""
+    mine = read_vocabulary(model_path)
+    own = os.path.realpath(model_path)
+    found = []
+    for name, path in candidates:
+        if os.path.realpath(path) == own:
+            continue
+        try:
+            if mine.mismatch(read_vocabulary(path)) is None:
+                found.append(name)
+        except InvalidModelFile:
+            continue
+    return found

@@ -66,6 +66,9 @@ class MeasureRequest:
     pid: int | None  # the engine process
     n_ctx: int
     n_gpu_layers: int = 0
+    type_k: str = "f16"  # the KV cache types and flash attention the model loads with (its ModelPlacement)
+    type_v: str = "f16"
+    flash_attn: bool | None = None  # None: llama.cpp's auto, estimated as on
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,11 @@ class HubWorker(QObject):
         {"search": self.searched, "files": self.files_listed, "fit": self.fit_estimated,
          "measure": self.memory_measured}[reply.kind].emit(reply)
 
+    def machine_memory(self) -> Any:
+        """This machine's memory (read once, then kept); may start an engine process to find a
+        GPU, so call it off the UI thread."""
+        return self._machine_memory()
+
     def _machine_memory(self) -> Any:
         from app.engine.gpu_memory import with_engine_gpu
         from models.memory_estimate import machine_memory
@@ -205,7 +213,8 @@ class HubWorker(QObject):
 
             size = sum(os.path.getsize(p) for p in model_files(request.path) if os.path.exists(p))
             estimate = estimate_memory(read_gguf_header(request.path), size, request.n_ctx, n_gpu_layers=request.n_gpu_layers,
-                                       machine=self._machine_memory())
+                                       kv_type=request.type_k, type_v=request.type_v,
+                                       flash_attn=request.flash_attn is not False, machine=self._machine_memory())
         except ImportError:
             estimate = None
         if request.pid is not None:

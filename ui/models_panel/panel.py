@@ -175,8 +175,16 @@ class ModelsPanel(QDialog):
         self.importer.import_files(paths)
 
     def choose_placement(self, name: str) -> None:
-        """Ask where `name` runs (GPU layers, KV cache) and keep the answer for its next load."""
-        dialog = PlacementDialog(name, self.core.settings.placement_for(name), self)
+        """Ask how `name` loads (GPU layers, the KV cache, flash attention, drafting) and keep the
+        answer for its next load. The dialog reads the model's header off this thread."""
+        try:
+            model = self.core.library.get(name)
+        except ModelNotFound as exc:
+            self.show_message(str(exc), error=True)
+            return
+        dialog = PlacementDialog(name, self.core.settings.placement_for(name), self, model=model,
+                                 candidates=self.core.library.list(), n_ctx=self.core.settings.sampling.n_ctx,
+                                 machine=self.worker.machine_memory)
         if dialog.exec() != PlacementDialog.DialogCode.Accepted:
             return
         if not self.core.set_placement(name, dialog.placement()):
@@ -247,7 +255,9 @@ class ModelsPanel(QDialog):
     def _measure(self) -> None:
         if self._loaded is not None:
             model, pid, n_ctx, gpu = self._loaded
-            self.worker.measure(MeasureRequest(model.path, pid, n_ctx, gpu))
+            chosen = self.core.settings.placement_for(model.name)  # the KV types and flash attention it loads with
+            self.worker.measure(MeasureRequest(model.path, pid, n_ctx, gpu, type_k=chosen.type_k, type_v=chosen.type_v,
+                                               flash_attn=chosen.flash_attn))
 
     def _on_measured(self, reply: HubReply) -> None:
         if self._loaded is None or reply.error or reply.request.path != self._loaded[0].path:
