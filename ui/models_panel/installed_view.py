@@ -111,9 +111,10 @@ class InstalledView(QWidget):
         self.import_button.setAccessibleName("Import a GGUF file")
         self.import_button.setToolTip("Add a .gguf file from this computer (it stays where it is)")
         self.import_button.clicked.connect(self.ask_import)
-        self.place_button = QPushButton("Where it runs…", self)
-        self.place_button.setAccessibleName("Choose where the selected model runs")
-        self.place_button.setToolTip("GPU layers and the KV cache (Cove chooses unless you set them)")
+        self.place_button = QPushButton("How it loads…", self)
+        self.place_button.setAccessibleName("Choose how the selected model loads")
+        self.place_button.setToolTip("GPU layers, the KV cache and its types, flash attention and drafting "
+                                     "(Cove chooses unless you set them)")
         self.place_button.clicked.connect(self._place)
         self.delete_button = QPushButton("Delete…", self)
         self.delete_button.setAccessibleName("Delete the selected model")
