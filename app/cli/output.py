@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from app.draft_metrics import draft_figures
 from models.units import format_size
 
 
@@ -32,7 +33,8 @@ def human_size(n: int | None) -> str:
 
 
 def metrics_line(model_name: str, status: str, metrics: dict) -> str:
-    """One line a person can read: model · status · TTFT · prompt speed · generation speed · context."""
+    """One line a person can read: model · status · TTFT · prompt speed · generation speed · drafted
+    and accepted tokens (when it drafted) · context."""
 
     def num(key: str, fmt: str) -> str | None:
         value = metrics.get(key)
@@ -49,6 +51,9 @@ def metrics_line(model_name: str, status: str, metrics: dict) -> str:
     if isinstance(metrics.get("gen_tokens"), int):
         tg = num("gen_tps", "{:.1f} tok/s")
         parts.append(f"reply {metrics['gen_tokens']} tok" + (f" at {tg}" if tg else ""))
+    draft = draft_figures(metrics)
+    if draft is not None:
+        parts.append(draft.short())
     if isinstance(metrics.get("context_used"), int) and isinstance(metrics.get("n_ctx"), int):
         parts.append(f"context {metrics['context_used']}/{metrics['n_ctx']}")
     if isinstance(metrics.get("engine_uss_bytes"), int):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 
+from app.draft_metrics import draft_figures
 from ui.conversation.item_model import MessageItem, speaker
 from ui.conversation.streaming.reply import StreamingReply
 from ui.conversation.text.markdown_render import Rendered, document_stylesheet, render_markdown
@@ -61,7 +62,7 @@ def remote_host(metrics: dict) -> str | None:
 
 def metrics_line(metrics: dict) -> str:
     """Where it ran (a server's host) · TTFT · prompt tokens and speed · reply tokens and speed ·
-    stop reason, from what is known."""
+    drafted and accepted tokens (when it drafted) · stop reason, from what is known."""
 
     def num(key: str) -> float | None:
         value = metrics.get(key)
@@ -90,6 +91,9 @@ def metrics_line(metrics: dict) -> str:
         if gen_tps is not None:
             text += f" at {gen_tps:,.1f} tok/s"
         parts.append(text)
+    draft = draft_figures(metrics)
+    if draft is not None:
+        parts.append(draft.short())
     stop = metrics.get("stop_reason")
     if isinstance(stop, str) and stop:
         parts.append(f"stop: {STOP_REASONS.get(stop, stop)}")

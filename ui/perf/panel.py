@@ -1,6 +1,7 @@
 """The collapsible live performance and memory panel: generation speed over the current reply,
-time to first token, prompt speed, context use, private memory of both processes, model file,
-VRAM, backend, device and where the layers and KV cache run.
+time to first token, prompt speed, context use, the last reply's drafting, private memory of both
+processes, model file, VRAM, backend, device, where the layers and KV cache run, and the KV
+cache's types and size (measured beside the estimate) with flash attention.
 
 Every setter only stores values and marks the panel dirty; a 250 ms timer repaints at most
 four times a second and only when something changed (the figures at most once a second while
@@ -16,7 +17,9 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
+from ui.background import run_in_background
 from ui.connections.probe_worker import KIND_NAMES
+from ui.perf.kv_figures import LoadedKV, drafting_text, estimated_kv_bytes, kv_text
 from ui.perf.sparkline import Sparkline
 from ui.theme import format_bytes, format_int, format_rate
 
@@ -48,6 +51,8 @@ class PerfPanel(QWidget):
         self._vram: int | None = None
         self._ui_uss: int | None = None
         self._engine_uss: int | None = None
+        self._kv: LoadedKV | None = None
+        self._kv_estimate: int | None = None
         self._dirty = False
         self._figures_at = float("-inf")  # monotonic time the figures were last shown
 
@@ -76,12 +81,14 @@ class PerfPanel(QWidget):
             ("ttft", "First token"),
             ("prompt", "Prompt"),
             ("context", "Context"),
+            ("drafting", "Drafting"),
             ("ui_mem", "Window memory"),
             ("engine_mem", "Engine memory"),
             ("model_file", "Model file"),
             ("vram", "VRAM"),
             ("backend", "Backend"),
             ("layers", "Layers"),
+            ("kv", "KV cache"),
         ):
             label = QLabel("–", self._body)
             label.setAccessibleName(caption)
@@ -92,6 +99,12 @@ class PerfPanel(QWidget):
         self._labels["engine_mem"].setToolTip("Private memory (USS) of the engine process")
         self._labels["model_file"].setToolTip("Size of the model file, mapped into the engine's memory")
         self._labels["backend"].setWordWrap(True)  # a long device name takes two lines, not a wider panel
+        self._labels["kv"].setWordWrap(True)
+        self._labels["drafting"].setWordWrap(True)
+        self._labels["kv"].setToolTip("The KV cache's K and V types, the buffers llama.cpp allocated for it "
+                                      "beside the memory estimate, and flash attention as loaded")
+        self._labels["drafting"].setToolTip("Tokens drafted (from the conversation or a draft model) and how many "
+                                            "the model accepted in the last reply")
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -172,6 +185,20 @@ class PerfPanel(QWidget):
         self._labels["layers"].setToolTip(str(self._placement.get("note") or ""))
         self._mark_dirty()
 
+    def set_loaded(self, loaded: Any) -> None:
+        """The loaded model (a LoadedModel): its KV cache types, size and flash attention, and the
+        draft model; the estimate's KV size beside it is read from the model's header off this thread."""
+        kv = LoadedKV.of(loaded)
+        self._kv, self._kv_estimate = kv, None
+        self._mark_dirty()
+
+        def estimated(size: int) -> None:
+            if self._kv is kv:  # not a model loaded since
+                self._kv_estimate = size
+                self._mark_dirty()
+
+        run_in_background(self, lambda: estimated_kv_bytes(kv), on_done=estimated, name="cove-kv-estimate")
+
     def set_memory(self, ui_uss: int | None, engine_uss: int | None) -> None:
         """Private memory (USS) of the window process and of the engine process; None = unknown."""
         if (ui_uss, engine_uss) != (self._ui_uss, self._engine_uss):
@@ -179,8 +206,8 @@ class PerfPanel(QWidget):
             self._mark_dirty()
 
     def label_text(self, key: str) -> str:
-        """The text currently shown for one figure (gen, ttft, prompt, context, ui_mem, engine_mem,
-        model_file, vram, backend, layers)."""
+        """The text currently shown for one figure (gen, ttft, prompt, context, drafting, ui_mem,
+        engine_mem, model_file, vram, backend, layers, kv)."""
         return self._labels[key].text()
 
     # ---- rendering ---------------------------------------------------------------------
@@ -233,6 +260,9 @@ class PerfPanel(QWidget):
             self._set("vram", self._vram_text())
         self._set("backend", self._backend_text())
         self._set("layers", self._layers_text())
+        remote = self._ran_on() is not None
+        self._set("kv", "on the server" if remote else kv_text(self._kv, self._kv_estimate))
+        self._set("drafting", "on the server" if remote else drafting_text(m, self._kv))
         header = "Performance"
         # The live rate goes into the header only while the body (and its Generation line) is
         # hidden: a header whose text changes 4 times a second re-lays out and repaints the

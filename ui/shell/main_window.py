@@ -400,6 +400,7 @@ class MainWindow(QMainWindow):
         self.picker.set_loaded(model.name if model else None)
         self.perf.set_model_info(model.size if model else None, loaded.backend, loaded.n_gpu_layers,
                                  placement=loaded.placement)
+        self.perf.set_loaded(loaded)
         self.poller.set_engine_pid(self.controller.engine.host_pid)
         if loaded.template_source.startswith("fallback"):
             self.statusBar().showMessage(loaded.template_note, 8000)
