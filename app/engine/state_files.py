@@ -200,6 +200,10 @@ class _Writer:
 
 
 WRITER = _Writer()
+# The writes queued and not yet done, by file, for every StateFiles of the process: a model loaded
+# again in the same host finds the state its previous load is still writing.
+_PENDING: dict[Path, DiskState] = {}
+_PENDING_LOCK = threading.Lock()
 
 
 class StateFiles:
@@ -209,8 +213,6 @@ class StateFiles:
         self.root, self.max_bytes, self.key = root, max_bytes, key
         self.bytes = self.files = 0  # the folder's state files at the last scan (all keys)
         self.write_ms = 0.0  # the last write's
-        self._lock = threading.Lock()
-        self._pending: dict[Path, DiskState] = {}
         self._written: dict[str, tuple[weakref.ref[Any], Transcript | None]] = {}
         WRITER.submit(self._scan_and_evict)  # the totals, and temp files a dead writer left
 
@@ -220,8 +222,8 @@ class StateFiles:
     def find(self, conversation_id: str) -> DiskState | None:
         """The saved state of `conversation_id` for this setup (a pending write first), or None."""
         path = self.path_for(conversation_id)
-        with self._lock:
-            pending = self._pending.get(path)
+        with _PENDING_LOCK:
+            pending = _PENDING.get(path)
         if pending is not None:
             return pending
         try:
@@ -270,15 +272,15 @@ class StateFiles:
         self._written[conversation_id] = (weakref.ref(owner), transcript)
         path = self.path_for(conversation_id)
         state = DiskState(path, conversation_id, tokens, transcript, int(data.nbytes), data=data)
-        with self._lock:
-            self._pending[path] = state
+        with _PENDING_LOCK:
+            _PENDING[path] = state
         WRITER.submit(lambda: self._write(state))
 
     def _write(self, state: DiskState) -> None:
         path = state.path
         try:
-            with self._lock:
-                if self._pending.get(path) is not state:
+            with _PENDING_LOCK:
+                if _PENDING.get(path) is not state:
                     return  # a newer state of the conversation is queued
             if is_forgotten(path.parent):
                 return
@@ -296,9 +298,9 @@ class StateFiles:
                     path.parent.rmdir()
                 return
         finally:
-            with self._lock:
-                if self._pending.get(path) is state:
-                    del self._pending[path]
+            with _PENDING_LOCK:
+                if _PENDING.get(path) is state:
+                    del _PENDING[path]
         self._scan_and_evict()
 
     def _scan_and_evict(self) -> None:

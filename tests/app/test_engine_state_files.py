@@ -231,3 +231,19 @@ def test_replies_go_on_when_the_state_cannot_be_written(chat_gguf: Path, tmp_pat
         one = turn(client, FIRST, "c1")
         two = turn(client, follow_up(one), "c1")
     assert two.status == "length" and two.metrics["state_cache"]["disk_files"] == 0
+
+
+def test_a_conversation_continued_after_a_model_switch_restores_its_file(chat_gguf: Path, wide_gguf: Path,
+                                                                          tmp_path: Path) -> None:
+    states = tmp_path / "states"
+    with EngineClient(state_dir=states, state_disk_mb=64) as client:  # one host throughout
+        client.load(chat_gguf, n_threads=T)
+        one = turn(client, FIRST, "c1")
+        client.load(wide_gguf, n_threads=T)  # the RAM cache of the first model goes with its load
+        other = turn(client, FIRST, "c1")
+        assert not other.metrics["state_cache"]["disk_hit"] and other.metrics["cached_tokens"] == 0
+        client.load(chat_gguf, n_threads=T)
+        two = turn(client, follow_up(one), "c1")
+    sc = two.metrics["state_cache"]
+    assert sc["disk_hit"] and two.metrics["cached_tokens"] > one.metrics["prompt_tokens"]
+    assert len(state_files_in(states)) == 2  # one per model
