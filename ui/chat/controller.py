@@ -346,12 +346,12 @@ class ChatController(QObject):
 
     def _on_turn_loaded(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
-        self._loaded_model = self.model
+        self._loaded_model = self.model if isinstance(self.model, InstalledModel) else None
         self.load_error = None
         self.model_loaded.emit(loaded)
 
     def _on_turn_rechecked(self, updated: InstalledModel) -> None:
-        if self.model is not None and self.model.path == updated.path:
+        if isinstance(self.model, InstalledModel) and self.model.path == updated.path:
             self.model = updated
         self.models_changed.emit()
 

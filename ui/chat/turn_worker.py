@@ -90,7 +90,7 @@ class TurnWorker(threading.Thread):
         try:
             messages = self._messages() if callable(self._messages) else self._messages
             self.sent = messages
-            if self._gate is not None:
+            if self._gate is not None and isinstance(self._model, InstalledModel):  # a gate only for this machine's models
                 self._lease = self._gate.borrow(self._model, messages, self._cancel.is_set)
                 if self._lease is None and self._cancel.is_set():  # stopped while an API request used the engine
                     self.events.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
@@ -107,7 +107,7 @@ class TurnWorker(threading.Thread):
                 remote=self.remote,
             )
         except ConsentNeeded as exc:  # nothing was sent: the UI thread asks the person first
-            self.events.append(ConsentEvent(exc.host, exc.connection or getattr(self._model, "connection", "")))
+            self.events.append(ConsentEvent(exc.host, exc.connection or str(getattr(self._model, "connection", ""))))
             return
         except (EngineError, RemoteProblem, NetworkRefused, ConnectionProblem) as exc:
             self.events.append(FailedEvent(str(exc)))
