@@ -20,7 +20,7 @@ from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
 from app.core import Core
-from app.engine.client import EngineClient, LoadedModel
+from app.engine.client import LoadedModel
 from app.load_options import load_options
 from app.remote.connections import Connection, ConnectionProblem
 from app.remote.privacy import is_private_host, strip_port
@@ -116,7 +116,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
     system_prompt = args.system if args.system is not None else conversation.system_prompt
 
     local = isinstance(model, InstalledModel)
-    with EngineClient() if local else contextlib.nullcontext(None) as engine:  # a server needs no engine here
+    # A server needs no engine here; this machine's saves conversations' KV state beside the window's.
+    with core.engine_client() if local else contextlib.nullcontext(None) as engine:
         service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
                               on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
         if isinstance(model, InstalledModel):  # `cove chat` without --model stays on this machine
