@@ -1,5 +1,6 @@
-"""The token loop of one reply: evaluate the prompt past the reused prefix, then sample a token,
-evaluate it, and repeat; with drafting on, verify a run of drafted tokens in one batch instead.
+"""The token loop of one reply: evaluate the prompt past the reused prefix, then pick a token,
+evaluate it, and repeat; while drafting pays, evaluate the token with a run of drafted tokens in
+one batch and keep each drafted token the loaded model itself picks.
 
 Host-internal. `TokenStream` keeps llama-cpp-python's bookkeeping (`input_ids[:n_tokens]` are
 exactly the tokens whose KV cells the context holds) as `Llama.generate` does, so prefix reuse,
@@ -12,18 +13,19 @@ import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import llama_cpp
-import numpy as np
+from app.engine.speculative import Drafter, DraftPolicy
+from app.engine.token_pick import ChainPick, GreedyPick, TopKPick
 
 
 class TokenStream:
     """Iterate for the reply's tokens; close() (or breaking out) leaves the KV cache consistent."""
 
-    def __init__(self, llm: Any, sampler: Any, prompt: list[int], reuse: int, *, drafter: Any = None, policy: Any = None,
-                 n_ctx: int) -> None:
-        self._llm, self._sampler = llm, sampler
+    def __init__(self, llm: Any, pick: ChainPick | GreedyPick | TopKPick, prompt: list[int], reuse: int, *,
+                 n_ctx: int, drafter: Drafter | None = None, policy: DraftPolicy | None = None) -> None:
+        self._llm, self._pick = llm, pick
         self._prompt, self._reuse = prompt, reuse
-        self._drafter, self._policy = drafter, policy
+        self._drafter = drafter
+        self._policy = policy if drafter is not None else None
         self._n_ctx = n_ctx
         self._iter = self._run()
 
@@ -32,6 +34,7 @@ class TokenStream:
 
     def close(self) -> None:
         self._iter.close()
+        self._pick.close()
 
     def _start(self) -> None:
         """Cut the KV cache back to the reused prefix and evaluate the rest of the prompt."""
@@ -44,42 +47,35 @@ class TokenStream:
         llm.eval(tokens[reuse:])
 
     def _run(self) -> Generator[int, None, None]:
-        llm, sampler = self._llm, self._sampler
+        llm, pick, policy = self._llm, self._pick, self._policy
         self._start()
-        idx = -1
+        token = pick.pick(llm, -1)
         while True:
-            token = int(sampler.sample(llm._ctx, idx))
             yield token
             drafts = self._drafts(token)
-            if not drafts:
-                llm.eval([token])
-                idx = -1
-                if self._policy is not None:
-                    self._policy.plain_step_done()
+            if drafts:
+                token = yield from self._verify(token, drafts)
                 continue
-            token = yield from self._verify(token, drafts)
-            # `token` was sampled from the last verified position and is not evaluated yet.
+            t0 = time.perf_counter()
             llm.eval([token])
-            idx = -1
+            token = pick.pick(llm, -1)
+            if policy is not None:
+                policy.plain_step(time.perf_counter() - t0)
 
     def _drafts(self, last: int) -> list[int]:
-        policy, drafter = self._policy, self._drafter
+        policy, drafter, llm = self._policy, self._drafter, self._llm
         if policy is None or drafter is None or not policy.drafting:
             return []
-        room = self._n_ctx - int(self._llm.n_tokens) - 2
-        k = min(policy.draft_length(), room)
+        n = int(llm.n_tokens)
+        k = min(policy.draft_length(), self._n_ctx - n - 2)
         if k <= 0:
             return []
-        llm = self._llm
-        n = int(llm.n_tokens)
-        history = llm.input_ids[:n]
-        return drafter.draft(history, last, k)
+        return drafter.draft(llm.input_ids[:n], last, k)
 
     def _verify(self, last: int, drafts: list[int]) -> Generator[int, None, int]:
-        """Evaluate `last` and the drafts in one batch and yield each sampled token while it
-        matches its draft; returns the first token that did not (or the one after the last
-        draft), which is not yet evaluated."""
-        llm, sampler, policy = self._llm, self._sampler, self._policy
+        """Evaluate `last` and the drafts in one batch and yield each picked token while it is its
+        draft; returns the next token, not yet evaluated."""
+        llm, pick, policy = self._llm, self._pick, self._policy
         assert policy is not None
         batch = [last, *drafts]
         n_past = int(llm.n_tokens)
@@ -88,28 +84,28 @@ class TokenStream:
         llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
         llm._ctx.decode(llm._batch)
         llm.input_ids[n_past:n_past + len(batch)] = batch
-        llm.n_tokens = n_past + len(batch)
+        kept = 1  # the batch's cells that hold the reply's own tokens (`last`, then accepted drafts)
         accepted = 0
-        kept = 1  # cells of the batch that hold the reply's own tokens: `last`, then accepted drafts
         try:
-            for i, draft in enumerate(drafts):
-                token = int(sampler.sample(llm._ctx, i))
-                if token != draft or not policy.trust(llm, i, token):
-                    policy.verified(len(drafts), accepted, time.perf_counter() - t0)
+            for i in range(len(batch)):
+                token = pick.pick(llm, i)
+                if not pick.sure(llm, i, token):
+                    # Too close to call from batched logits: evaluate batch[i] on its own, as
+                    # plain decoding would, and pick from that.
+                    kept = i
+                    break
+                if i == len(drafts) or token != drafts[i]:
+                    kept = i + 1
+                    policy.verified(len(drafts), min(i + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0)
                     return token
                 accepted += 1
-                kept += 1
+                kept = i + 2
                 yield token
-            token = int(sampler.sample(llm._ctx, len(drafts)))
-            policy.verified(len(drafts), accepted, time.perf_counter() - t0)
-            return token
         finally:
-            # Drop the cells past what was accepted (also when the reply stops here).
+            # Drop the cells past what was kept (also when the reply stops here).
             llm.n_tokens = n_past + kept
             llm._ctx.kv_cache_seq_rm(-1, n_past + kept, -1)
-
-
-def logits_row(llm: Any, i: int) -> np.ndarray:
-    """The logits of row `i` of the last batch (a view, valid until the next decode)."""
-    ptr = llama_cpp.llama_get_logits_ith(llm.ctx, i)
-    return np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),))
+        llm.eval([batch[kept]])
+        token = pick.pick(llm, -1)
+        policy.verified(len(drafts), accepted, accepted, accepted + 1, time.perf_counter() - t0)
+        return token

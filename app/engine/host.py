@@ -199,6 +199,7 @@ class Host:
             kv_bytes=session.kv_bytes,
             compute_bytes=session.compute_bytes,
             draft_model=session.draft_model_name,
+            draft_note=session.draft_note,
         ))
 
     def _generate(self, req: Generate) -> None:

@@ -36,6 +36,7 @@ class LoadedModel:
     kv_bytes: int = 0  # the KV cache buffers llama.cpp allocated (0: not reported)
     compute_bytes: int = 0
     draft_model: str = ""  # the draft model's file name; "" for none
+    draft_note: str = ""  # why the draft model asked for is not used
 
 
 def loaded_model(path: str, reply: Loaded) -> LoadedModel:
@@ -46,7 +47,7 @@ def loaded_model(path: str, reply: Loaded) -> LoadedModel:
         n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
         n_vocab=reply.n_vocab, placement=dict(reply.placement), embeddings=reply.embeddings,
         type_k=reply.type_k, type_v=reply.type_v, kv_bytes=reply.kv_bytes, compute_bytes=reply.compute_bytes,
-        draft_model=reply.draft_model,
+        draft_model=reply.draft_model, draft_note=reply.draft_note,
     )
 
 

@@ -145,6 +145,7 @@ class Loaded:
     kv_bytes: int = 0  # the KV cache buffers llama.cpp allocated (its own log lines; 0: not reported)
     compute_bytes: int = 0  # the compute buffers llama.cpp allocated
     draft_model: str = ""  # the draft model's file name; "" for none
+    draft_note: str = ""  # why the draft model asked for is not used ("" when it is, or none was asked for)
 
 
 @dataclass(frozen=True)

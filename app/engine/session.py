@@ -47,9 +47,11 @@ from app.engine.protocol import (
     token_line,
     token_line_prefix,
 )
+from app.engine.speculative import Drafting, DraftPolicy, open_draft_model
 from app.engine.state_cache import StateKeeper
 from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
+from app.engine.token_pick import make_pick
 from app.engine.transcript import Transcript, common_prefix, kept_reply
 from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
 from models.placement import Placement
@@ -220,7 +222,12 @@ class ModelSession:
             fallback_reason=req.fallback_reason,
         )
         self.transcript: Transcript | None = None
-        self.draft_model_name = ""
+        self.drafting = Drafting()
+        self.draft_note = ""
+        if req.draft_model_path:
+            drafts, self.draft_note = open_draft_model(req.draft_model_path, llm, n_ctx=self.n_ctx, n_threads=self.n_threads)
+            self.drafting = Drafting(drafts)
+        self.draft_model_name = self.drafting.model_name
         self.grammar = GrammarSlot.install(llm, self.vocab)
         # Restoring a saved state and cutting it back is safe only where every position is kept.
         self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
@@ -288,6 +295,7 @@ class ModelSession:
         return ctypes.string_at(big, max(n, 0))
 
     def close(self) -> None:
+        self.drafting.close()
         if self._embedder is not None:
             self._embedder.close()  # a context goes before its model
         self.llm.close()
@@ -379,6 +387,7 @@ class ModelSession:
         t_first = t_last = 0.0
         stop_reason = "stop"
         t_call = t_begin
+        policy: DraftPolicy | None = None
         llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
         llama_cpp.llama_perf_context_reset(llm.ctx)
         if cancel.is_set():
@@ -388,7 +397,11 @@ class ModelSession:
             sampler = llm._init_sampler(top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
                                         temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
             llm._sampler = sampler  # as Llama.generate keeps it: freed when the next reply replaces it
-            stream = TokenStream(llm, sampler, tokens, cached, n_ctx=n_ctx)
+            pick = make_pick(llm, sampler, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
+                             min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=req.grammar is not None,
+                             seed=int(llm._seed))
+            drafter, policy = self.drafting.for_reply(req.speculative)
+            stream = TokenStream(llm, pick, tokens, cached, n_ctx=n_ctx, drafter=drafter, policy=policy)
             try:
                 for token in stream:
                     t_last = time.perf_counter()
@@ -438,6 +451,8 @@ class ModelSession:
         # Which of the request's own stop strings ended the reply (None: none did; the chat
         # format's end-of-turn strings count as the model ending its turn).
         metrics["stop_sequence"] = stopper.matched if stopper.matched in req.stop else None
+        metrics["draft"] = policy.metrics() if policy is not None else {"mode": "off", "drafted": 0, "accepted": 0,
+                                                                        "steps": 0, "stopped": None}
         return Finished(rid, final, stop_reason, metrics)
 
     def _metrics(self, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str, n_sampled: int,

@@ -144,7 +144,8 @@ def engine_settings(loaded: Any, threads: int) -> dict[str, Any]:
 
 def _generate(client: Any, sp: SamplingParams, prompt: list[int], *, max_tokens: int) -> dict[str, Any]:
     # The chat's own sampler chain (SamplingParams defaults), not greedy: its cost over the
-    # vocabulary is part of what a person waits for, and llama-bench has none.
+    # vocabulary is part of what a person waits for, and llama-bench has none. No drafting:
+    # llama-bench measures plain decoding.
     gen = client.generate(
         [],
         conversation_id=None,
@@ -153,6 +154,7 @@ def _generate(client: Any, sp: SamplingParams, prompt: list[int], *, max_tokens:
         prompt_tokens=prompt,
         ignore_eos=True,
         no_cache=True,
+        speculative="off",
     )
     fin = gen.wait()
     if getattr(fin, "error", None):

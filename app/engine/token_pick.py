@@ -1,0 +1,131 @@
+"""Choosing a reply's next token from a row of logits: greedy by argmax, top-k sampling over the
+top k candidates only, or llama-cpp-python's sampler chain for everything else (penalties, grammar).
+
+Host-internal. llama.cpp's `llama_sampler_sample` copies every logit into a candidate array
+(262,144 entries for Gemma 3) before the chain's top-k cuts it to k; picking the top k with numpy
+first and running the same chain on those gives the same token for the same seed, for less work
+per token. Figures in docs/ARCHITECTURE.md ("Sampling a token").
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.engine.speculative import greedy_margin_ok
+
+_TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.float32), ("p", np.float32)], align=True)
+assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
+
+# Logits this far below the largest are searched first for the top k (a wider search follows
+# when fewer than k lie within it).
+_WINDOW = 12.0
+# Greedy picks from a verification batch are trusted only when the token leads the next one by
+# more than this: llama.cpp's batched kernels round differently from single-token decoding.
+GREEDY_MARGIN = 1.0
+
+
+def logits_row(llm: Any, idx: int) -> np.ndarray:
+    """Row `idx` of the last batch's logits (-1: the last row); a view, valid until the next decode."""
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, idx), shape=(int(llm._n_vocab),))
+
+
+class ChainPick:
+    """llama-cpp-python's own sampler (penalties, grammar, the whole chain)."""
+
+    greedy = False
+
+    def __init__(self, sampler: Any) -> None:
+        self._sampler = sampler
+
+    def pick(self, llm: Any, idx: int) -> int:
+        return int(self._sampler.sample(llm._ctx, idx))
+
+    def sure(self, llm: Any, idx: int, token: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class GreedyPick:
+    """Temperature 0 without penalties or grammar: the largest logit (the first of equals, as
+    llama.cpp's greedy sampler)."""
+
+    greedy = True
+
+    def pick(self, llm: Any, idx: int) -> int:
+        return int(logits_row(llm, idx).argmax())
+
+    def sure(self, llm: Any, idx: int, token: int) -> bool:
+        return greedy_margin_ok(logits_row(llm, idx), token, GREEDY_MARGIN)
+
+    def close(self) -> None:
+        pass
+
+
+class TopKPick:
+    """Top-k, top-p, min-p, temperature and a seeded draw, as llama-cpp-python's chain does them
+    with no penalties, on the k largest logits only."""
+
+    greedy = False
+
+    def __init__(self, top_k: int, top_p: float, min_p: float, temp: float, seed: int) -> None:
+        self.k = top_k
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        for part in (llama_cpp.llama_sampler_init_top_k(top_k), llama_cpp.llama_sampler_init_typical(1.0, 1),
+                     llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_min_p(min_p, 1),
+                     llama_cpp.llama_sampler_init_temp(temp), llama_cpp.llama_sampler_init_dist(seed)):
+            llama_cpp.llama_sampler_chain_add(chain, part)
+        self._chain = chain
+        self._cur = np.empty(top_k, dtype=_TOKEN_DATA)
+
+    def close(self) -> None:
+        if self._chain:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def top(self, row: np.ndarray) -> np.ndarray:
+        """The ids of the k largest logits of `row` (in no particular order)."""
+        k = self.k
+        near = np.flatnonzero(row >= row.max() - _WINDOW)
+        if len(near) < k:
+            return np.argpartition(row, -k)[-k:]
+        if len(near) > k:
+            near = near[np.argpartition(row[near], -k)[-k:]]
+        return near
+
+    def pick(self, llm: Any, idx: int) -> int:
+        row = logits_row(llm, idx)
+        ids = self.top(row)
+        cur = self._cur[: len(ids)]
+        cur["id"] = ids
+        cur["logit"] = row[ids]
+        cur["p"] = 0.0
+        arr = llama_cpp.llama_token_data_array(cur.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)),
+                                               len(ids), -1, False)
+        llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(arr))
+        token = int(cur[arr.selected]["id"])
+        llama_cpp.llama_sampler_accept(self._chain, token)
+        return token
+
+    def sure(self, llm: Any, idx: int, token: int) -> bool:
+        return True
+
+
+def make_pick(llm: Any, sampler: Any, *, temperature: float, top_k: int, top_p: float, min_p: float,
+              repeat_penalty: float, grammar: bool, seed: int) -> ChainPick | GreedyPick | TopKPick:
+    """The cheapest way to pick tokens that gives the chain's own choice for these settings."""
+    if grammar or repeat_penalty != 1.0:
+        return ChainPick(sampler)
+    if temperature <= 0.0:
+        return GreedyPick()
+    if 0 < top_k < int(llm._n_vocab):
+        return TopKPick(top_k, top_p, min_p, temperature, seed)
+    return ChainPick(sampler)
