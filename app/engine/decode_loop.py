@@ -52,9 +52,10 @@ class TokenStream:
         token = pick.pick(llm, -1)
         while True:
             yield token
+            t0 = time.perf_counter()
             drafts = self._drafts(token)
             if drafts:
-                token = yield from self._verify(token, drafts)
+                token = yield from self._verify(token, drafts, t0)
                 continue
             t0 = time.perf_counter()
             llm.eval([token])
@@ -64,22 +65,22 @@ class TokenStream:
 
     def _drafts(self, last: int) -> list[int]:
         policy, drafter, llm = self._policy, self._drafter, self._llm
-        if policy is None or drafter is None or not policy.drafting:
-            return []
+        if policy is None or drafter is None or policy.costs.step_s is None:
+            return []  # (until one plain step has been timed, nothing says whether drafting pays)
         n = int(llm.n_tokens)
         k = min(policy.draft_length(), self._n_ctx - n - 2)
         if k <= 0:
             return []
         return drafter.draft(llm.input_ids[:n], last, k)
 
-    def _verify(self, last: int, drafts: list[int]) -> Generator[int, None, int]:
+    def _verify(self, last: int, drafts: list[int], t0: float) -> Generator[int, None, int]:
         """Evaluate `last` and the drafts in one batch and yield each picked token while it is its
-        draft; returns the next token, not yet evaluated."""
+        draft; returns the next token, not yet evaluated. `t0`: when drafting began (a draft
+        model's work counts in the step's cost)."""
         llm, pick, policy = self._llm, self._pick, self._policy
         assert policy is not None
         batch = [last, *drafts]
         n_past = int(llm.n_tokens)
-        t0 = time.perf_counter()
         llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
         llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
         llm._ctx.decode(llm._batch)
@@ -107,5 +108,6 @@ class TokenStream:
             llm._ctx.kv_cache_seq_rm(-1, n_past + kept, -1)
         llm.eval([batch[kept]])
         token = pick.pick(llm, -1)
-        policy.verified(len(drafts), accepted, accepted, accepted + 1, time.perf_counter() - t0)
+        # The draft at `kept` could not be ruled on: for the policy it was not accepted.
+        policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0)
         return token

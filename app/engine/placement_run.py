@@ -44,7 +44,7 @@ class PlacementReport:
 
 
 def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | None, *,
-         flash_attn: bool = True) -> tuple[Placement, int]:
+         flash_attn: bool = True, type_k: str = "f16", type_v: str = "f16") -> tuple[Placement, int]:
     """(the placement, the repeating layers' count) for the model at `path`: `requested` when
     the person set a layer count, else what the estimate says fits on the GPU."""
     header = read_gguf_header(path)
@@ -55,8 +55,8 @@ def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | 
         reason = "no GPU: every layer runs on the CPU" if gpu is None else f"{ngl} layers on {gpu.name}, as set"
         return Placement(ngl, facts.n_layer, 0, reason), facts.n_layer
     context = cove_context(n_ctx, facts.n_ctx_train)
-    placed = choose_layers(facts, path.stat().st_size, context, "f16", None if gpu is None else gpu.free_bytes,
-                           "the GPU" if gpu is None else gpu.name, flash_attn=flash_attn)
+    placed = choose_layers(facts, path.stat().st_size, context, type_k, None if gpu is None else gpu.free_bytes,
+                           "the GPU" if gpu is None else gpu.name, flash_attn=flash_attn, type_v=type_v)
     return placed, facts.n_layer
 
 

@@ -147,7 +147,8 @@ class ModelSession:
         placed, n_layer = Placement(0, 0, 0, "no GPU: every layer runs on the CPU"), None
         if gpu is not None:
             try:
-                placed, n_layer = plan(path, want, devs, req.n_gpu_layers, flash_attn=req.flash_attn is not False)
+                placed, n_layer = plan(path, want, devs, req.n_gpu_layers, flash_attn=req.flash_attn is not False,
+                                       type_k=req.type_k, type_v=req.type_v)
             except (OSError, ValueError):  # not a readable GGUF: llama.cpp says what is wrong with it below
                 pass
         kv_on_gpu = req.kv_on_gpu is not False

@@ -15,7 +15,7 @@ import llama_cpp
 import numpy as np
 
 MAX_DRAFT = 8  # tokens per verification batch, at most
-MIN_DRAFT_STEPS = 3  # verification steps before a reply's drafting may be judged
+MIN_DRAFT_STEPS = 6  # verification steps before a pause for not paying (the first drafts of a reply often miss)
 MIN_GAIN = 1.05  # a draft length must promise this much over plain decoding to be used
 
 
@@ -113,30 +113,51 @@ def same_vocabulary(a: Any, b: Any) -> bool:
 
 
 class DraftPolicy:
-    """Per reply: how many tokens to draft, from the measured acceptance rate and the measured
-    cost of a batch against a single-token step; drafting stops for the reply when it does not pay.
+    """Per reply: how many tokens to draft, from the acceptance measured in this reply and the
+    measured cost of a batch against a single-token step. When drafting does not pay it pauses,
+    and is tried again after PAUSE_STEPS plain steps, then twice as many each time (a reply may
+    start in its own words and go on to quote, or the other way round).
 
-    `step_s` and `extra` (the cost of each further token in a batch, as a fraction of a step)
-    belong to the loaded model and carry over between replies; acceptance starts afresh."""
+    The batch costs (`BatchCosts`) belong to the loaded model and carry over between replies."""
+
+    PAUSE_STEPS = 16
 
     def __init__(self, mode: str, costs: BatchCosts) -> None:
         self.mode = mode
         self.costs = costs
         self.drafting = True
-        self.stopped: str | None = None
+        self.stopped: str | None = None  # why drafting last paused (None: it never did)
+        self.pauses = 0
         self.drafted = self.accepted = self.steps = 0
-        self._judged = 0  # drafted tokens the loaded model ruled on (a batch may end before its last)
+        self._plain_steps = 0
+        self._resume_at = 0
+        self._pause = self.PAUSE_STEPS
+        self._window()
+
+    def _window(self) -> None:
+        """Start measuring afresh (at the start and after a pause)."""
+        self._judged = self._accepted = 0  # drafted tokens the loaded model ruled on, and kept
+        self._window_steps = 0
         self._spec_tokens = 0  # tokens produced by verification steps
         self._spec_s = 0.0
 
     def acceptance(self) -> float:
         # A prior of 2 accepted out of 3 drafted, so the first drafts are tried.
-        return (self.accepted + 2.0) / (self._judged + 3.0)
+        return (self._accepted + 2.0) / (self._judged + 3.0)
+
+    def _stop(self, why: str) -> None:
+        self.drafting, self.stopped = False, why
+        self.pauses += 1
+        self._resume_at = self._plain_steps + self._pause
+        self._pause *= 2
 
     def draft_length(self) -> int:
         """The number of tokens to draft now (0: none)."""
         if not self.drafting:
-            return 0
+            if self._plain_steps < self._resume_at:
+                return 0
+            self.drafting = True
+            self._window()
         alpha = min(self.acceptance(), 0.98)
         best_k, best = 0, 1.0  # plain decoding: one token per step
         for k in range(1, MAX_DRAFT + 1):
@@ -144,30 +165,34 @@ class DraftPolicy:
             rate = expected / self.costs.relative(k + 1)
             if rate > best:
                 best_k, best = k, rate
-        return best_k if best >= MIN_GAIN else 0
+        if best < MIN_GAIN:
+            self._stop("too few drafts accepted")
+            return 0
+        return best_k
 
     def plain_step(self, seconds: float) -> None:
+        self._plain_steps += 1
         self.costs.plain(seconds)
 
     def verified(self, drafted: int, judged: int, accepted: int, produced: int, seconds: float) -> None:
         """One verification batch: `drafted` tokens proposed, `judged` of them ruled on, `accepted`
         kept, `produced` tokens of the reply out of it, in `seconds`."""
         self.drafted += drafted
-        self._judged += judged
         self.accepted += accepted
         self.steps += 1
+        self._judged += judged
+        self._accepted += accepted
+        self._window_steps += 1
         self._spec_tokens += produced
         self._spec_s += seconds
         self.costs.batch(drafted + 1, seconds)
-        if self.steps >= MIN_DRAFT_STEPS and self.costs.step_s is not None:
-            if self._spec_tokens / self._spec_s < 1.0 / self.costs.step_s:
-                self.drafting, self.stopped = False, "not paying"
-            elif self.draft_length() == 0:
-                self.drafting, self.stopped = False, "too few drafts accepted"
+        step_s = self.costs.step_s
+        if self._window_steps >= MIN_DRAFT_STEPS and step_s is not None and self._spec_tokens / self._spec_s < 1.0 / step_s:
+            self._stop("not paying")
 
     def metrics(self) -> dict[str, Any]:
         return {"mode": self.mode, "drafted": self.drafted, "accepted": self.accepted, "steps": self.steps,
-                "stopped": self.stopped}
+                "stopped": self.stopped, "pauses": self.pauses}
 
 
 class BatchCosts:

@@ -63,10 +63,13 @@ def write_tiny_gguf(
     name: str = "tiny-random-llama",
     pooling_type: int | None = None,
     n_head: int = N_HEAD,
+    logit_scale: float = 1.0,
 ) -> Path:
     """Write the tiny model to `path` and return it. `pooling_type` (gguf.PoolingType: 1 mean,
     2 cls, 3 last) declares it an embedding model, as embedding models' files do. `n_head` 2
-    gives heads of 32 values, which a quantized K cache needs (its blocks are 32 wide)."""
+    gives heads of 32 values, which a quantized K cache needs (its blocks are 32 wide).
+    `logit_scale` multiplies the output weights: large values give a model sure of its next token
+    (greedy picks with wide margins, and loops that prompt lookup can draft)."""
     path = Path(path)
     tokens, scores, types = tiny_vocab(extra_tokens)
     n_vocab = len(tokens)
@@ -103,7 +106,7 @@ def write_tiny_gguf(
 
     w.add_tensor("token_embd.weight", rand(n_vocab, N_EMBD))
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, np.float32))
-    w.add_tensor("output.weight", rand(n_vocab, N_EMBD))
+    w.add_tensor("output.weight", rand(n_vocab, N_EMBD) * np.float32(logit_scale))
     for i in range(N_LAYER):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", np.ones(N_EMBD, np.float32))
