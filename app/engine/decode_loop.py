@@ -13,8 +13,40 @@ import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
+import llama_cpp
+
 from app.engine.speculative import Drafter, DraftPolicy
 from app.engine.token_pick import ChainPick, GreedyPick, TopKPick
+
+
+class OneToken:
+    """A batch of one token kept for the reply's plain steps: Llama.eval rebuilds its batch and
+    clears the cache's tail on every call, which a step that appends one token does not need."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        self._batch = llama_cpp.llama_batch_init(1, 0, 1)
+        b = self._batch
+        b.n_tokens = 1
+        b.n_seq_id[0] = 1
+        b.seq_id[0][0] = 0
+        b.logits[0] = True
+
+    def eval(self, token: int) -> None:
+        llm, b = self._llm, self._batch
+        pos = int(llm.n_tokens)
+        b.token[0] = token
+        b.pos[0] = pos
+        code = llama_cpp.llama_decode(llm.ctx, b)
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code}")
+        llm.input_ids[pos] = token
+        llm.n_tokens = pos + 1
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
 
 
 class TokenStream:
@@ -27,6 +59,7 @@ class TokenStream:
         self._drafter = drafter
         self._policy = policy if drafter is not None else None
         self._n_ctx = n_ctx
+        self._one = OneToken(llm)
         self._iter = self._run()
 
     def __iter__(self) -> Iterator[int]:
@@ -35,6 +68,7 @@ class TokenStream:
     def close(self) -> None:
         self._iter.close()
         self._pick.close()
+        self._one.close()
 
     def _start(self) -> None:
         """Cut the KV cache back to the reused prefix and evaluate the rest of the prompt."""
@@ -47,7 +81,7 @@ class TokenStream:
         llm.eval(tokens[reuse:])
 
     def _run(self) -> Generator[int, None, None]:
-        llm, pick, policy = self._llm, self._pick, self._policy
+        llm, pick, policy, one = self._llm, self._pick, self._policy, self._one
         self._start()
         token = pick.pick(llm, -1)
         while True:
@@ -58,7 +92,7 @@ class TokenStream:
                 token = yield from self._verify(token, drafts, t0)
                 continue
             t0 = time.perf_counter()
-            llm.eval([token])
+            one.eval(token)
             token = pick.pick(llm, -1)
             if policy is not None:
                 policy.plain_step(time.perf_counter() - t0)
@@ -106,7 +140,7 @@ class TokenStream:
             # Drop the cells past what was kept (also when the reply stops here).
             llm.n_tokens = n_past + kept
             llm._ctx.kv_cache_seq_rm(-1, n_past + kept, -1)
-        llm.eval([batch[kept]])
+        self._one.eval(batch[kept])
         token = pick.pick(llm, -1)
         # The draft at `kept` could not be ruled on: for the policy it was not accepted.
         policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0)

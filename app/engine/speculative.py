@@ -33,7 +33,7 @@ class PromptLookup:
 
     mode = "lookup"
 
-    def __init__(self, max_ngram: int = 4, min_ngram: int = 2) -> None:
+    def __init__(self, max_ngram: int = 4, min_ngram: int = 3) -> None:
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     def draft(self, history: np.ndarray, last: int, k: int) -> list[int]:
@@ -120,7 +120,7 @@ class DraftPolicy:
 
     The batch costs (`BatchCosts`) belong to the loaded model and carry over between replies."""
 
-    PAUSE_STEPS = 16
+    PAUSE_STEPS = 32
 
     def __init__(self, mode: str, costs: BatchCosts) -> None:
         self.mode = mode
