@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import levers_kv, levers_lookup, levers_reopen, levers_sampled  # noqa: E402
+from bench.starter_file import default_model  # noqa: E402
 
 PARTS = ("reopen", "lookup", "kv", "sampled")
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part {unknown[0]!r}; use some of {', '.join(PARTS)}")
-    result = run(args.model or levers_lookup._default_model(), parts, args.rounds, args.quick)
+    result = run(args.model or default_model(), parts, args.rounds, args.quick)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

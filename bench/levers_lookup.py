@@ -17,7 +17,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
+from bench.starter_file import default_model  # noqa: E402
 
 PARAGRAPH = ("The old lighthouse stood at the edge of the cliff, its white paint peeling in long strips. Every "
              "evening the keeper climbed the spiral stairs, counted the one hundred and twelve steps, and lit the "
@@ -89,13 +89,6 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, threads: int | No
     return result
 
 
-def _default_model() -> str:
-    from models.starter import prepare_starter_file
-
-    folder = Path(tempfile.gettempdir()) / "cove-bench-models"
-    folder.mkdir(parents=True, exist_ok=True)
-    return str(prepare_starter_file(folder))
-
 
 def print_result(result: dict[str, Any]) -> None:
     print(f"{result['model']}: prompt lookup, greedy, medians of {result['rounds']}")
@@ -116,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one round (checks it runs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = run(args.model or _default_model(), rounds=args.rounds, quick=args.quick, threads=args.threads)
+    result = run(args.model or default_model(), rounds=args.rounds, quick=args.quick, threads=args.threads)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

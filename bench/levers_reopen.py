@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
 from app.engine.state_files import SUFFIX, read_meta  # noqa: E402
+from bench.starter_file import default_model  # noqa: E402
 
 N_CTX = 8192
 GOAL = 0.15
@@ -148,13 +149,6 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 300
     return result
 
 
-def _default_model() -> str:
-    from models.starter import prepare_starter_file
-
-    folder = Path(tempfile.gettempdir()) / "cove-bench-models"
-    folder.mkdir(parents=True, exist_ok=True)
-    return str(prepare_starter_file(folder))
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -165,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one round on a ~600-token conversation (checks it runs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = run(args.model or _default_model(), rounds=args.rounds, quick=args.quick, tokens=args.tokens,
+    result = run(args.model or default_model(), rounds=args.rounds, quick=args.quick, tokens=args.tokens,
                  threads=args.threads)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -32,6 +32,7 @@ from app.engine import protocol  # noqa: E402
 from app.engine.client import EngineClient  # noqa: E402
 from app.speed import default_threads  # noqa: E402
 from app.speed.llama_bench import ensure_llama_bench, run_llama_bench  # noqa: E402
+from bench.starter_file import default_model  # noqa: E402
 from tests.support.llama_server import llama_server, tools_cache  # noqa: E402
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a strange bottle on the beach. It begins:"
@@ -89,13 +90,6 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 128
             "meets_server": med["cove"] / med["llama_server"] >= GOAL_SERVER, "meets_bench": med["cove"] / med["llama_bench"] >= GOAL_BENCH}
 
 
-def _default_model() -> str:
-    from models.starter import prepare_starter_file
-
-    folder = Path(tempfile.gettempdir()) / "cove-bench-models"
-    folder.mkdir(parents=True, exist_ok=True)
-    return str(prepare_starter_file(folder))
-
 
 def print_result(r: dict[str, Any]) -> None:
     tg = r["tg"]
@@ -115,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one short round (checks it runs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = run(args.model or _default_model(), rounds=args.rounds, quick=args.quick, tokens=args.tokens, threads=args.threads)
+    result = run(args.model or default_model(), rounds=args.rounds, quick=args.quick, tokens=args.tokens, threads=args.threads)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
