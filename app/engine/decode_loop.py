@@ -15,7 +15,7 @@ from typing import Any
 
 import llama_cpp
 
-from app.engine.speculative import Drafter, DraftPolicy
+from app.engine.speculative import MAX_DRAFT, Drafter, DraftPolicy
 from app.engine.token_pick import ChainPick, GreedyPick, TopKPick
 
 
@@ -102,17 +102,20 @@ class TokenStream:
         if policy is None or drafter is None or policy.costs.step_s is None:
             return []  # (until one plain step has been timed, nothing says whether drafting pays)
         n = int(llm.n_tokens)
-        k = min(policy.draft_length(), self._n_ctx - n - 2)
-        if k <= 0:
-            return []
-        return drafter.draft(llm.input_ids[:n], last, k)
+        room = self._n_ctx - n - 2
+        if drafter.cheap:  # what the draft rests on decides how much of it to use
+            drafts = drafter.draft(llm.input_ids[:n], last, min(MAX_DRAFT, room))
+            return drafts[: policy.draft_length(drafter.kind)] if drafts else []
+        k = min(policy.draft_length(drafter.kind), room)
+        return drafter.draft(llm.input_ids[:n], last, k) if k > 0 else []
 
     def _verify(self, last: int, drafts: list[int], t0: float) -> Generator[int, None, int]:
         """Evaluate `last` and the drafts in one batch and yield each picked token while it is its
         draft; returns the next token, not yet evaluated. `t0`: when drafting began (a draft
         model's work counts in the step's cost)."""
         llm, pick, policy = self._llm, self._pick, self._policy
-        assert policy is not None
+        assert policy is not None and self._drafter is not None
+        kind = self._drafter.kind
         batch = [last, *drafts]
         n_past = int(llm.n_tokens)
         llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
@@ -131,7 +134,7 @@ class TokenStream:
                     break
                 if i == len(drafts) or token != drafts[i]:
                     kept = i + 1
-                    policy.verified(len(drafts), min(i + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0)
+                    policy.verified(len(drafts), min(i + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0, kind)
                     return token
                 accepted += 1
                 kept = i + 2
@@ -143,5 +146,6 @@ class TokenStream:
         self._one.eval(batch[kept])
         token = pick.pick(llm, -1)
         # The draft at `kept` could not be ruled on: for the policy it was not accepted.
-        policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0)
+        policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0,
+                        kind)
         return token

@@ -19,8 +19,13 @@ MIN_DRAFT_STEPS = 6  # verification steps before a pause for not paying (the fir
 MIN_GAIN = 1.05  # a draft length must promise this much over plain decoding to be used
 
 
+LONG_MATCH = 8  # tokens: a lookup match this long is a quote or a copy, not a phrase met again
+
+
 class Drafter(Protocol):
     mode: str  # "lookup" or "model"
+    cheap: bool  # drafting costs next to nothing (lookup): draft first, then decide how many to use
+    kind: str  # what the last draft rests on, for its acceptance: "short"/"long" (lookup), "model"
 
     def draft(self, history: np.ndarray, last: int, k: int) -> list[int]:
         """Up to `k` tokens expected to follow `history` (the evaluated tokens) and `last`."""
@@ -32,9 +37,11 @@ class PromptLookup:
     (n from `max_ngram` down to `min_ngram`) anywhere in the conversation so far."""
 
     mode = "lookup"
+    cheap = True
 
     def __init__(self, max_ngram: int = 4, min_ngram: int = 3) -> None:
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.kind = "short"
 
     def draft(self, history: np.ndarray, last: int, k: int) -> list[int]:
         seq = np.append(np.asarray(history, dtype=np.intc), np.intc(last))
@@ -54,15 +61,27 @@ class PromptLookup:
                 ok &= seq[starts + j] == seq[n_seq - n + j]
             found = starts[ok]
             if len(found):
-                after = int(found[-1]) + n  # the most recent occurrence's continuation
-                return [int(t) for t in seq[after:after + k]]
+                start = int(found[-1])  # the most recent occurrence
+                self.kind = "long" if _matched_before(seq, start, n_seq - n, n) >= LONG_MATCH else "short"
+                return [int(t) for t in seq[start + n:start + n + k]]
         return []
+
+
+def _matched_before(seq: np.ndarray, start: int, end: int, n: int) -> int:
+    """How many tokens match going back from the n-gram at `start` and the one at `end`
+    (n, and at most LONG_MATCH)."""
+    m = n
+    while m < LONG_MATCH and start - (m - n) - 1 >= 0 and seq[start - (m - n) - 1] == seq[end - (m - n) - 1]:
+        m += 1
+    return m
 
 
 class DraftModel:
     """A second, small llama.cpp model that drafts greedily; its own KV cache follows the reply."""
 
     mode = "model"
+    cheap = False
+    kind = "model"
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -112,6 +131,11 @@ def same_vocabulary(a: Any, b: Any) -> bool:
     return all(llama_cpp.llama_vocab_get_text(va, t) == llama_cpp.llama_vocab_get_text(vb, t) for t in range(0, n, step))
 
 
+# Acceptance before anything is measured, as (accepted, judged): a lookup match of a few tokens is
+# often a phrase met again that goes on differently; a long one is a quote; a draft model is in between.
+PRIORS = {"short": (1.0, 3.0), "long": (3.0, 4.0), "model": (2.0, 3.0)}
+
+
 class DraftPolicy:
     """Per reply: how many tokens to draft, from the acceptance measured in this reply and the
     measured cost of a batch against a single-token step. When drafting does not pay it pauses,
@@ -136,14 +160,15 @@ class DraftPolicy:
 
     def _window(self) -> None:
         """Start measuring afresh (at the start and after a pause)."""
-        self._judged = self._accepted = 0  # drafted tokens the loaded model ruled on, and kept
+        self._counts = {kind: [0, 0] for kind in PRIORS}  # per kind of draft: [accepted, judged]
         self._window_steps = 0
         self._spec_tokens = 0  # tokens produced by verification steps
         self._spec_s = 0.0
 
-    def acceptance(self) -> float:
-        # A prior of 2 accepted out of 3 drafted, so the first drafts are tried.
-        return (self._accepted + 2.0) / (self._judged + 3.0)
+    def acceptance(self, kind: str = "model") -> float:
+        accepted, judged = self._counts[kind]
+        prior_accepted, prior_judged = PRIORS[kind]
+        return (accepted + prior_accepted) / (judged + prior_judged)
 
     def _stop(self, why: str) -> None:
         self.drafting, self.stopped = False, why
@@ -151,14 +176,14 @@ class DraftPolicy:
         self._resume_at = self._plain_steps + self._pause
         self._pause *= 2
 
-    def draft_length(self) -> int:
-        """The number of tokens to draft now (0: none)."""
+    def draft_length(self, kind: str = "model") -> int:
+        """The number of tokens to draft now for a draft of `kind` (0: none)."""
         if not self.drafting:
             if self._plain_steps < self._resume_at:
                 return 0
             self.drafting = True
             self._window()
-        alpha = min(self.acceptance(), 0.98)
+        alpha = min(self.acceptance(kind), 0.98)
         best_k, best = 0, 1.0  # plain decoding: one token per step
         for k in range(1, MAX_DRAFT + 1):
             expected = (1.0 - alpha ** (k + 1)) / (1.0 - alpha)  # tokens a batch of k drafts yields
@@ -166,7 +191,8 @@ class DraftPolicy:
             if rate > best:
                 best_k, best = k, rate
         if best < MIN_GAIN:
-            self._stop("too few drafts accepted")
+            if self._counts[kind][1]:  # measured, not only the prior: pause
+                self._stop("too few drafts accepted")
             return 0
         return best_k
 
@@ -174,14 +200,16 @@ class DraftPolicy:
         self._plain_steps += 1
         self.costs.plain(seconds)
 
-    def verified(self, drafted: int, judged: int, accepted: int, produced: int, seconds: float) -> None:
-        """One verification batch: `drafted` tokens proposed, `judged` of them ruled on, `accepted`
-        kept, `produced` tokens of the reply out of it, in `seconds`."""
+    def verified(self, drafted: int, judged: int, accepted: int, produced: int, seconds: float,
+                 kind: str = "model") -> None:
+        """One verification batch of a `kind` draft: `drafted` tokens proposed, `judged` of them
+        ruled on, `accepted` kept, `produced` tokens of the reply out of it, in `seconds`."""
         self.drafted += drafted
         self.accepted += accepted
         self.steps += 1
-        self._judged += judged
-        self._accepted += accepted
+        counts = self._counts[kind]
+        counts[0] += accepted
+        counts[1] += judged
         self._window_steps += 1
         self._spec_tokens += produced
         self._spec_s += seconds

@@ -110,3 +110,24 @@ def test_batch_costs_are_measured_per_size_and_drift_back_to_the_prior_between_r
     fresh = BatchCosts()
     fresh.batch(3, 1.0)
     assert fresh.relative(3) == fresh.prior(3)
+
+
+def test_prompt_lookup_says_whether_its_match_is_a_phrase_or_a_quote() -> None:
+    lookup = PromptLookup()
+    quote = list(range(100, 120))
+    history = ids(*quote, 7, 8, *quote[:11])
+    assert lookup.draft(history, quote[11], 3) == quote[12:15]
+    assert lookup.kind == "long"  # the last 12 tokens match the earlier place
+    assert lookup.draft(ids(1, 2, 3, 4, 9, 9, 2, 3), 4, 2) == [9, 9]
+    assert lookup.kind == "short"  # only (2, 3, 4) matches
+
+
+def test_short_lookup_matches_are_not_drafted_where_batches_cost_much() -> None:
+    costs = measured(BatchCosts())
+    for b in range(2, MAX_DRAFT + 2):
+        for _ in range(20):
+            costs.batch(b, 0.020 * (1.0 + 0.5 * (b - 1)))  # half a step per extra token
+    policy = DraftPolicy("lookup", costs)
+    assert policy.draft_length("short") == 0
+    assert policy.drafting  # nothing measured yet: no pause on the prior alone
+    assert policy.draft_length("long") > 0
