@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from app.settings import ModelPlacement
 from models.library import InstalledModel
 
 
@@ -19,12 +20,15 @@ class Footprint:
     per_engine: int
 
 
-def estimated_footprint(model: InstalledModel, n_ctx: int | None) -> Footprint:
-    """Cove's memory estimate of `model` on this machine, split into what copies share and what each adds."""
+def estimated_footprint(model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None = None) -> Footprint:
+    """Cove's memory estimate of `model` on this machine, with its KV cache types and flash
+    attention (`placement`), split into what copies share and what each adds."""
     from models.gguf_validate import read_gguf_header
     from models.memory_estimate import estimate_memory
 
-    est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx)
+    p = placement or ModelPlacement()
+    est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx, kv_type=p.type_k, type_v=p.type_v,
+                          flash_attn=p.flash_attn is not False)
     return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
 
 

@@ -123,7 +123,7 @@ class ModelPool:
         self.cache_ram_mb = cache_ram_mb  # each engine's RAM cache of earlier conversations' KV state
         # options_of reads the library: it is called on the event loop's thread only (load_options).
         self._options_of, self._factory = options_of, engine_factory
-        self._footprint_of = footprint_of or estimated_footprint
+        self._footprint_of = footprint_of or (lambda m, n_ctx: estimated_footprint(m, n_ctx, self._options_of(m).placement))
         self._available_ram = available_ram or machine.available_ram
         self.engines: list[Engine] = []
         self._waiters: list[_Waiter] = []
