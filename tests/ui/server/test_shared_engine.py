@@ -52,9 +52,19 @@ def test_api_requests_use_the_windows_engine_and_the_window_waits_its_turn(qtbot
             with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=60) as response:
                 lines.extend(response.iter_lines())
 
-        reader = threading.Thread(target=stream)
-        reader.start()
-        qtbot.waitUntil(lambda: any(r.tokens > 2 for r in server.live()), timeout=30_000)
+        # The tiny model streams 300 tokens in a few tens of ms, and may end its reply sooner:
+        # start API replies until one is seen streaming, so the window's turn below is sent during it.
+        for _attempt in range(10):
+            lines.clear()
+            reader = threading.Thread(target=stream)
+            reader.start()
+            while reader.is_alive() and not any(r.tokens > 2 for r in server.live()):
+                qtbot.wait(1)
+            if reader.is_alive():
+                break
+            reader.join()
+        else:
+            raise AssertionError("no API reply was seen streaming in 10 tries")
         with qtbot.waitSignal(controller.reply_finished, timeout=60_000) as finished:
             controller.send("and again from the window")
         reader.join(60)
