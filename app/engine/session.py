@@ -12,15 +12,13 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import llama_cpp
 import numpy as np
-from llama_cpp import Llama, llama_chat_format
-from llama_cpp import _internals as llama_internals
+from llama_cpp import Llama
 
 from app.context_policy import ContextOverflow
 from app.engine.backends import NoBackend, devices, load_backends
@@ -31,98 +29,19 @@ from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an
 from app.engine.grammar import GrammarError, check_grammar
 from app.engine.grammar_sampler import GrammarSlot
 from app.engine.llama_log import llama_buffer_report
+from app.engine.llama_open import LoadError, default_threads, kv_types, llama_init_patches
 from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
-from app.engine.protocol import (
-    KV_CACHE_CHOICES,
-    Embed,
-    Embedded,
-    Failed,
-    Finished,
-    Generate,
-    Load,
-    Started,
-    encode,
-    token_line,
-    token_line_prefix,
-)
+from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
 from app.engine.speculative import Drafting, DraftPolicy, open_draft_model
 from app.engine.state_cache import StateKeeper
 from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.token_pick import make_pick
 from app.engine.transcript import Transcript, common_prefix, kept_reply
-from models.context_size import MAX_BATCH, batch_size, cove_context, round_ctx
+from models.context_size import MAX_BATCH, batch_size, round_ctx
 from models.placement import Placement
-
-
-class LoadError(Exception):
-    """The model could not be loaded; the message is one readable sentence."""
-
-
-_GGML_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
-
-
-def kv_types(req: Load) -> tuple[int, int]:
-    """The ggml types of the K and V caches `req` asks for, or LoadError naming what is wrong."""
-    for name in (req.type_k, req.type_v):
-        if name not in _GGML_TYPES:
-            raise LoadError(f"{name!r} is not a KV cache type Cove offers; use one of {', '.join(KV_CACHE_CHOICES)}")
-    if req.type_v != "f16" and req.flash_attn is False:
-        raise LoadError(f"a {req.type_v} V cache needs flash attention; set flash attention to auto or on, or the V cache to f16")
-    return _GGML_TYPES[req.type_k], _GGML_TYPES[req.type_v]
-
-
-def default_threads() -> int:
-    """Physical cores (like llama-bench's default), never more than this process may use."""
-    import psutil
-
-    n = psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    if hasattr(os, "sched_getaffinity"):
-        n = min(n, len(os.sched_getaffinity(0)))
-    return max(1, n)
-
-
-@contextmanager
-def _llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
-    """Two adjustments to Llama.__init__ (llama-cpp-python 0.3.36), undone afterwards.
-
-    1. The context is created with flash_attn_type = fa_type (Llama only offers on/off; None
-       means llama.cpp's own AUTO) and, when no n_ctx was asked for, with
-       round_ctx(min(n_ctx_train, 8192)) and a batch that fits it; the training context is
-       only known once the model is loaded, which is inside Llama.__init__.
-    2. Llama.__init__ compiles the GGUF's chat template with jinja2 (an untrusted template
-       that fails to compile would fail the load). Cove renders the template itself,
-       sandboxed and time-limited, so that compile is skipped.
-    """
-    base = llama_internals.LlamaContext
-
-    class _Context(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *, model: llama_internals.LlamaModel, params: llama_cpp.llama_context_params, verbose: bool = True) -> None:
-            params.flash_attn_type = fa_type
-            if n_ctx is None:
-                want = cove_context(None, int(model.n_ctx_train()))
-                params.n_ctx = want
-                params.n_batch = params.n_ubatch = batch_size(want)
-            super().__init__(model=model, params=params, verbose=verbose)
-
-    class _NoFormatter:
-        def __init__(self, **_: object) -> None:
-            pass
-
-        def to_chat_handler(self) -> None:
-            return None
-
-    # Llama.__init__ looks both names up on these modules at call time.
-    saved_fmt = llama_chat_format.Jinja2ChatFormatter
-    llama_internals.LlamaContext = _Context  # type: ignore[misc]
-    llama_chat_format.Jinja2ChatFormatter = _NoFormatter  # type: ignore[misc, assignment]
-    try:
-        yield
-    finally:
-        llama_internals.LlamaContext = base  # type: ignore[misc]
-        llama_chat_format.Jinja2ChatFormatter = saved_fmt  # type: ignore[misc]
 
 
 class ModelSession:
@@ -154,7 +73,7 @@ class ModelSession:
         kv_on_gpu = req.kv_on_gpu is not False
 
         def open_model(n_gpu_layers: int) -> Llama:
-            with _llama_init_patches(fa_type, want):
+            with llama_init_patches(fa_type, want):
                 return Llama(
                     model_path=str(path),
                     n_ctx=want or 0,
