@@ -60,6 +60,10 @@ class PlacementDialog(QDialog):
         self.kv = self._combo("KV cache", _KV)
         self.type_k = self._combo("K cache type", [(t, _KV_TYPES[t]) for t in KV_CACHE_TYPES])
         self.type_v = self._combo("V cache type", [(t, _KV_TYPES[t]) for t in KV_CACHE_TYPES])
+        for combo in (self.type_k, self.type_v):
+            combo.setToolTip("A quantized cache holds a longer context in the same memory; on a CPU it reads "
+                             "prompts more slowly (about 0.6× at q8_0 on the starter) and generates at about "
+                             "the same speed.")
         self.flash = self._combo("Flash attention", _FLASH)
         self.drafting = self._combo("Drafting", _DRAFTING)
         self.draft = self._combo("Draft model", [(None, NO_DRAFT)])

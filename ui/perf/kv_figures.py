@@ -1,6 +1,8 @@
 """The performance panel's lines for the loaded model's KV cache (its K and V types, the KV
-buffers llama.cpp reported beside the memory estimate's KV part, flash attention) and for the last
-reply's drafting (tokens drafted and accepted, or why there were none). `estimated_kv_bytes`
+buffers llama.cpp reported beside the memory estimate's KV part, flash attention), for the last
+reply's prompt (its reading speed, and how much of it was reused: kept in the engine or restored
+from the conversation's saved state) and for its drafting (tokens drafted and accepted, or why
+there were none). `estimated_kv_bytes`
 reads the model's header: call it off the UI thread."""
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.draft_metrics import draft_figures
-from ui.theme import format_bytes
+from ui.theme import format_bytes, format_int, format_rate
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,23 @@ def drafting_text(metrics: dict[str, Any], kv: LoadedKV | None) -> str:
     if not metrics and kv is not None and kv.draft_model:
         return f"draft model {kv.draft_model} loaded"
     return "–"
+
+
+def prompt_text(metrics: dict[str, Any]) -> str:
+    """E.g. "26 read at 590 tok/s · 3,177 from the saved state": the prompt tokens the engine read
+    for the last reply, and where the rest came from (the engine's cache or the saved state on disk)."""
+    rate, total, cached = (_count(metrics.get(k)) for k in ("prompt_tps", "prompt_tokens", "cached_tokens"))
+    rate_text = format_rate(rate) if rate is not None else "–"
+    if not total:
+        return rate_text
+    cached = int(cached or 0)
+    text = f"{format_int(int(total) - cached)} read" + (f" at {rate_text}" if rate is not None else "")
+    if cached <= 0:
+        return text
+    state = metrics.get("state_cache")
+    from_disk = isinstance(state, dict) and state.get("disk_hit") is True
+    return text + f" · {format_int(cached)} " + ("from the saved state" if from_disk else "reused")
+
+
+def _count(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QToolButton, QVB
 
 from ui.background import run_in_background
 from ui.connections.probe_worker import KIND_NAMES
-from ui.perf.kv_figures import LoadedKV, drafting_text, estimated_kv_bytes, kv_text
+from ui.perf.kv_figures import LoadedKV, drafting_text, estimated_kv_bytes, kv_text, prompt_text
 from ui.perf.sparkline import Sparkline
 from ui.theme import format_bytes, format_int, format_rate
 
@@ -101,6 +101,10 @@ class PerfPanel(QWidget):
         self._labels["backend"].setWordWrap(True)  # a long device name takes two lines, not a wider panel
         self._labels["kv"].setWordWrap(True)
         self._labels["drafting"].setWordWrap(True)
+        self._labels["prompt"].setWordWrap(True)
+        self._labels["prompt"].setToolTip("Prompt tokens the engine read for the last reply, and those it did not "
+                                          "have to read: kept from the turn before, or restored from the "
+                                          "conversation's saved state")
         self._labels["kv"].setToolTip("The KV cache's K and V types, the buffers llama.cpp allocated for it "
                                       "beside the memory estimate, and flash attention as loaded")
         self._labels["drafting"].setToolTip("Tokens drafted (from the conversation or a draft model) and how many "
@@ -244,7 +248,7 @@ class PerfPanel(QWidget):
         self._set("gen", gen)
         ttft = _number(m.get("ttft_ms"))
         self._set("ttft", f"{ttft:,.0f} ms" if ttft is not None else "–")
-        self._set("prompt", format_rate(_number(m.get("prompt_tps"))))
+        self._set("prompt", prompt_text(m))
         used, n_ctx = m.get("context_used"), m.get("n_ctx")
         if isinstance(used, int) and isinstance(n_ctx, int) and n_ctx > 0:
             self._set("context", f"{format_int(used)} / {format_int(n_ctx)} tokens ({used / n_ctx:.0%})")

@@ -1,0 +1,46 @@
+"""The performance panel's prompt line: how many prompt tokens the engine read for the last reply
+and at what speed, and how many it did not have to read (kept from the turn before, or restored
+from the conversation's saved state after a restart)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ui.perf.kv_figures import prompt_text
+from ui.perf.panel import PerfPanel
+
+
+@pytest.fixture
+def panel(qtbot) -> PerfPanel:
+    widget = PerfPanel()
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def _state(disk_hit: bool) -> dict[str, object]:
+    return {"enabled": True, "hit": disk_hit, "disk": True, "disk_hit": disk_hit, "restored_tokens": 3177}
+
+
+def test_a_reply_continued_from_the_saved_state_says_so(qtbot, panel: PerfPanel) -> None:
+    panel.set_turn_metrics({"prompt_tps": 590.4, "prompt_tokens": 3203, "cached_tokens": 3177,
+                            "state_cache": _state(disk_hit=True)})
+    qtbot.waitUntil(lambda: panel.label_text("prompt") != "–", timeout=2000)
+    assert panel.label_text("prompt") == "26 read at 590 tok/s · 3,177 from the saved state"
+
+
+def test_tokens_kept_from_the_turn_before_are_reused_not_restored() -> None:
+    metrics = {"prompt_tps": 48.0, "prompt_tokens": 120, "cached_tokens": 100, "state_cache": _state(disk_hit=False)}
+    assert prompt_text(metrics) == "20 read at 48.0 tok/s · 100 reused"
+
+
+@pytest.mark.parametrize(("metrics", "shown"), [
+    ({"prompt_tps": 512.0, "prompt_tokens": 40, "cached_tokens": 0}, "40 read at 512 tok/s"),
+    ({"prompt_tps": 512.0}, "512 tok/s"),  # a server that reports no token counts
+    ({"prompt_tokens": 40, "cached_tokens": 10}, "30 read · 10 reused"),
+    ({}, "–"),
+    ({"prompt_tps": None, "prompt_tokens": True, "cached_tokens": "x"}, "–"),
+])
+def test_missing_or_odd_figures_give_what_is_known(metrics: dict[str, object], shown: str) -> None:
+    assert prompt_text(metrics) == shown
