@@ -65,13 +65,16 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 128
     bench_binary = ensure_llama_bench(tools_cache(), log=lambda msg: print(msg, file=sys.stderr))
     runs: dict[str, list[float]] = {"cove": [], "llama_server": [], "llama_bench": []}
     with tempfile.TemporaryDirectory(prefix="cove-sampled-") as logs, EngineClient() as engine:
-        engine.load(model_path, n_ctx=2048, n_threads=threads)
+        loaded = engine.load(model_path, n_ctx=2048, n_threads=threads)
+        # The weights as Cove's engine holds them: repacked, or plain where it keeps them so (cpu_quirks.py).
+        repack = bool(loaded.placement.get("extra_buffers", True))
         from llama_cpp import Llama  # the same tokens for both: Cove's own tokenizer is the model's
 
         vocab_only = Llama(model_path, vocab_only=True, verbose=False)
         prompt = vocab_only.tokenize(PROMPT.encode(), add_bos=True)
         vocab_only.close()
-        with llama_server(Path(model_path), Path(logs), alias="starter", n_ctx=2048, threads=threads) as server:
+        with llama_server(Path(model_path), Path(logs), alias="starter", n_ctx=2048, threads=threads,
+                          extra_args=() if repack else ("--no-repack",)) as server:
             cove_tg(engine, prompt, 16, 0)  # warm both: the first reply pages the weights in
             server_tg(server.url, prompt, 16, 0)
             for r in range(rounds):
@@ -80,7 +83,8 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 128
                     tg = cove_tg(engine, prompt, tokens, 100 + r) if who == "cove" else server_tg(server.url, prompt, tokens, 100 + r)
                     runs[who].append(tg)
     for _ in range(rounds):  # llama-bench after both are gone, so it has the cores to itself as they did
-        bench = run_llama_bench(bench_binary, model_path, threads, reps=1, n_prompt=0, n_gen=tokens)
+        bench = run_llama_bench(bench_binary, model_path, threads, reps=1, n_prompt=0, n_gen=tokens,
+                                extra_args=("--repack", "1" if repack else "0"))
         runs["llama_bench"].append(float(bench["tg_tps"]))
     med = {k: round(statistics.median(v), 2) for k, v in runs.items()}
     return {"model": Path(model_path).name, "rounds": rounds, "tokens": tokens, "threads": threads,

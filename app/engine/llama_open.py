@@ -1,5 +1,5 @@
 """Opening a model with llama-cpp-python as Cove needs it: the thread count, the KV cache types a
-load asks for, and the two adjustments Cove makes to `Llama.__init__` while it runs.
+load asks for, and the adjustments Cove makes to `Llama.__init__` while it runs.
 
 Runs only in the engine host (it imports llama_cpp).
 """
@@ -46,8 +46,8 @@ def default_threads() -> int:
 
 
 @contextmanager
-def llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
-    """Two adjustments to Llama.__init__ (llama-cpp-python 0.3.36), undone afterwards.
+def llama_init_patches(fa_type: int, n_ctx: int | None, *, extra_buffers: bool = True) -> Iterator[None]:
+    """Three adjustments to Llama.__init__ (llama-cpp-python 0.3.36), undone afterwards.
 
     1. The context is created with flash_attn_type = fa_type (Llama only offers on/off; None
        means llama.cpp's own AUTO) and, when no n_ctx was asked for, with
@@ -56,6 +56,8 @@ def llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
     2. Llama.__init__ compiles the GGUF's chat template with jinja2 (an untrusted template
        that fails to compile would fail the load). Cove renders the template itself,
        sandboxed and time-limited, so that compile is skipped.
+    3. With extra_buffers False the model is loaded with use_extra_bufts off: llama.cpp keeps
+       the weights in plain CPU buffers instead of AMX or repacked ones (cpu_quirks.py).
     """
     base = llama_internals.LlamaContext
 
@@ -80,7 +82,30 @@ def llama_init_patches(fa_type: int, n_ctx: int | None) -> Iterator[None]:
     llama_internals.LlamaContext = _Context  # type: ignore[misc]
     llama_chat_format.Jinja2ChatFormatter = _NoFormatter  # type: ignore[misc, assignment]
     try:
-        yield
+        with model_buffers(extra_buffers):
+            yield
     finally:
         llama_internals.LlamaContext = base  # type: ignore[misc]
         llama_chat_format.Jinja2ChatFormatter = saved_fmt  # type: ignore[misc]
+
+
+@contextmanager
+def model_buffers(extra_buffers: bool) -> Iterator[None]:
+    """While it runs, a Llama() made loads its weights with llama.cpp's extra CPU buffer types
+    (AMX, repacked layouts) only if `extra_buffers`; llama-cpp-python 0.3.36 offers no parameter
+    for use_extra_bufts, so its LlamaModel is swapped for one that sets it."""
+    if extra_buffers:
+        yield
+        return
+    base = llama_internals.LlamaModel
+
+    class _Model(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *, path_model: str, params: llama_cpp.llama_model_params, verbose: bool = True) -> None:
+            params.use_extra_bufts = False
+            super().__init__(path_model=path_model, params=params, verbose=verbose)
+
+    llama_internals.LlamaModel = _Model  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        llama_internals.LlamaModel = base  # type: ignore[misc]

@@ -36,11 +36,13 @@ class PlacementReport:
     vram_estimate: int | None = None  # the estimate's device memory before loading
     vram_used: int | None = None  # measured after loading, when the device can tell
     devices: list[dict[str, Any]] = field(default_factory=list)
+    extra_buffers: bool = True  # llama.cpp could move weights into AMX or repacked buffers (cpu_quirks.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "device": self.device, "n_layers": self.n_layers,
                 "n_gpu_layers": self.n_gpu_layers, "kv_on_gpu": self.kv_on_gpu, "note": self.note,
-                "vram_estimate": self.vram_estimate, "vram_used": self.vram_used, "devices": self.devices}
+                "vram_estimate": self.vram_estimate, "vram_used": self.vram_used, "devices": self.devices,
+                "extra_buffers": self.extra_buffers}
 
 
 def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | None, *,

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from llama_cpp import Llama
 
 from app.context_policy import ContextOverflow
 from app.engine.backends import NoBackend, devices, load_backends
+from app.engine.cpu_quirks import extra_buffers
 from app.engine.decode_loop import TokenStream
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
@@ -63,6 +65,7 @@ class ModelSession:
             raise LoadError(str(exc)) from None
         devs = devices()
         gpu = gpu_of(devs)
+        allow_extra, buffers_note = extra_buffers()
         placed, n_layer = Placement(0, 0, 0, "no GPU: every layer runs on the CPU"), None
         if gpu is not None:
             try:
@@ -73,7 +76,7 @@ class ModelSession:
         kv_on_gpu = req.kv_on_gpu is not False
 
         def open_model(n_gpu_layers: int) -> Llama:
-            with llama_init_patches(fa_type, want):
+            with llama_init_patches(fa_type, want, extra_buffers=allow_extra):
                 return Llama(
                     model_path=str(path),
                     n_ctx=want or 0,
@@ -102,6 +105,8 @@ class ModelSession:
         self.placement = report(devs, gpu, placed, int(llama_cpp.llama_model_n_layer(llm.model)), n_gpu_layers,
                                 kv_on_gpu, retried, after=devices() if gpu is not None else None,
                                 process_vram=lambda: nvml_process_vram(os.getpid()))
+        if not allow_extra:
+            self.placement = replace(self.placement, note=f"{self.placement.note}; {buffers_note}", extra_buffers=False)
         self.llm = llm
         # Read back what llama.cpp actually made (it pads n_ctx); keep the Python side consistent
         # with it: the chunk size must never exceed the context's batch (0.3.36 sized it from

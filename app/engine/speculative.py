@@ -295,12 +295,16 @@ def open_draft_model(path: str, target: Any, *, n_ctx: int, n_threads: int) -> t
 
     from llama_cpp import Llama
 
+    from app.engine.cpu_quirks import extra_buffers
+    from app.engine.llama_open import model_buffers
+
     name = Path(path).name
     if not Path(path).is_file():
         return None, f"the draft model {name} is not there any more; replies are drafted from the conversation"
     try:
-        llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=n_threads,
-                    n_threads_batch=n_threads, n_gpu_layers=0, verbose=False)
+        with model_buffers(extra_buffers()[0]):
+            llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=n_threads,
+                        n_threads_batch=n_threads, n_gpu_layers=0, verbose=False)
     except Exception:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
         return None, f"llama.cpp could not load the draft model {name}; replies are drafted from the conversation"
     if not same_vocabulary(target, llm):

@@ -52,13 +52,13 @@ def llama_bench_args(settings: dict[str, Any]) -> list[str]:
     """Explicit llama-bench flags that pin it to the context settings Cove's engine used.
 
     llama-bench's defaults (tools/llama-bench/llama-bench.cpp, cmd_params_defaults) are
-    -b 2048 -ub 512 -ctk f16 -ctv f16 -fa auto -ngl all(-1) -lm auto, poll 50, warmup on.
+    -b 2048 -ub 512 -ctk f16 -ctv f16 -fa auto -ngl all(-1) -lm auto, --repack 1, poll 50, warmup on.
     Cove's engine reports its own values; each one it reports is passed to llama-bench so
     both sides run the same configuration, whatever either side's defaults are.
     """
     args: list[str] = []
     flags = (("n_batch", "-b"), ("n_ubatch", "-ub"), ("type_k", "-ctk"), ("type_v", "-ctv"),
-             ("flash_attn", "-fa"), ("n_gpu_layers", "-ngl"), ("load_mode", "-lm"))
+             ("flash_attn", "-fa"), ("n_gpu_layers", "-ngl"), ("load_mode", "-lm"), ("repack", "--repack"))
     for key, flag in flags:
         value = settings.get(key)
         if value is None:

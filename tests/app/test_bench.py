@@ -147,6 +147,18 @@ def test_cmake_args_match_the_wheel_build(tmp_path: Path) -> None:
 def test_llama_bench_args_pin_the_engine_settings() -> None:
     settings = {"n_batch": 512, "n_ubatch": 512, "flash_attn": False, "type_k": "f16", "n_ctx": 640}
     assert llama_bench_args(settings) == ["-b", "512", "-ub", "512", "-ctk", "f16", "-fa", "off"]
+    assert llama_bench_args({**settings, "repack": 0})[-2:] == ["--repack", "0"]  # weights kept plain, as Cove's
+
+
+def test_the_engine_settings_say_whether_the_weights_were_repacked() -> None:
+    from app.engine.loaded import LoadedModel
+    from app.speed.runner import engine_settings
+
+    fields = {"path": "m.gguf", "n_ctx": 512, "n_ctx_train": 512, "n_threads": 1, "n_gpu_layers": 0, "backend": "cpu",
+              "template_source": "gguf", "template_note": "", "load_ms": 1.0}
+    assert engine_settings(LoadedModel(**fields, placement={"extra_buffers": False}), 1)["repack"] == 0  # type: ignore[arg-type]
+    assert engine_settings(LoadedModel(**fields, placement={"extra_buffers": True}), 1)["repack"] == 1  # type: ignore[arg-type]
+    assert engine_settings(LoadedModel(**fields), 1)["repack"] == 1  # type: ignore[arg-type]
 
 
 def _cove(pp: float | None = 900.0, tg: float | None = 57.0) -> dict[str, Any]:
