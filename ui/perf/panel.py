@@ -62,10 +62,13 @@ class PerfPanel(QWidget):
         self._expanded = expanded
         self._header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self._header.setAutoRaise(True)
-        self._header.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # As wide as "Performance" needs: the rate added after a reply is cut short in a narrow
+        # panel rather than widening it (and narrowing the chat) once the first reply is done.
+        self._header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         header_font = self._header.font()
         header_font.setBold(True)
         self._header.setFont(header_font)
+        self._header.setMinimumWidth(self._header.sizeHint().width())
         self._header.clicked.connect(lambda: self.set_expanded(not self._expanded))
 
         self._body = QWidget(self)
@@ -93,15 +96,12 @@ class PerfPanel(QWidget):
             label = QLabel("–", self._body)
             label.setAccessibleName(caption)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            label.setWordWrap(True)  # a long figure takes two lines, not a wider panel
             self._labels[key] = label
             form.addRow(caption, label)
         self._labels["ui_mem"].setToolTip("Private memory (USS) of this window's process")
         self._labels["engine_mem"].setToolTip("Private memory (USS) of the engine process")
         self._labels["model_file"].setToolTip("Size of the model file, mapped into the engine's memory")
-        self._labels["backend"].setWordWrap(True)  # a long device name takes two lines, not a wider panel
-        self._labels["kv"].setWordWrap(True)
-        self._labels["drafting"].setWordWrap(True)
-        self._labels["prompt"].setWordWrap(True)
         self._labels["prompt"].setToolTip("Prompt tokens the engine read for the last reply, and those it did not "
                                           "have to read: kept from the turn before, or restored from the "
                                           "conversation's saved state")

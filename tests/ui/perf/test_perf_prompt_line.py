@@ -44,3 +44,14 @@ def test_tokens_kept_from_the_turn_before_are_reused_not_restored() -> None:
 ])
 def test_missing_or_odd_figures_give_what_is_known(metrics: dict[str, object], shown: str) -> None:
     assert prompt_text(metrics) == shown
+
+
+def test_long_figures_wrap_instead_of_widening_the_panel(qtbot, panel: PerfPanel) -> None:
+    narrowest = panel.minimumSizeHint().width()
+    panel.set_turn_metrics({"prompt_tps": 590.4, "prompt_tokens": 13203, "cached_tokens": 13177, "gen_tps": 41.14,
+                            "gen_tokens": 512, "ttft_ms": 867.0, "context_used": 14457, "n_ctx": 32768,
+                            "state_cache": _state(disk_hit=True),
+                            "draft": {"mode": "auto", "drafted": 470, "accepted": 242, "steps": 300}})
+    qtbot.waitUntil(lambda: panel.label_text("context") != "–", timeout=2000)
+    assert "from the saved state" in panel.label_text("prompt")
+    assert panel.minimumSizeHint().width() <= narrowest
