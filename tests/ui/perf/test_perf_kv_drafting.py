@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from app.engine.loaded import LoadedModel
 from models.gguf_validate import read_gguf_header
 from models.memory_estimate import compute_parts
@@ -15,15 +13,6 @@ from models.model_facts import facts_from_header
 from tests.support.tiny_model import write_tiny_gguf
 from ui.perf.panel import PerfPanel
 from ui.theme import format_bytes
-
-
-@pytest.fixture
-def panel(qtbot) -> PerfPanel:
-    widget = PerfPanel()
-    qtbot.addWidget(widget)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
 
 
 def _loaded(path: Path, **kw) -> LoadedModel:

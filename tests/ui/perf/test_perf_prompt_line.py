@@ -10,15 +10,6 @@ from ui.perf.kv_figures import prompt_text
 from ui.perf.panel import PerfPanel
 
 
-@pytest.fixture
-def panel(qtbot) -> PerfPanel:
-    widget = PerfPanel()
-    qtbot.addWidget(widget)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
-
-
 def _state(disk_hit: bool) -> dict[str, object]:
     return {"enabled": True, "hit": disk_hit, "disk": True, "disk_hit": disk_hit, "restored_tokens": 3177}
 
