@@ -53,7 +53,11 @@ os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-pytest_plugins = ["tests.support.models_panel"]  # the Models panel fixtures (hub, panel, served_bytes)
+pytest_plugins = [
+    "tests.support.models_panel",  # the Models panel fixtures (hub, panel, served_bytes)
+    "tests.support.llama_tools_build",  # llama.cpp's tools, built once before the tests that use them
+    "pytester",  # runs a pytest session inside a test (tests/app/test_llama_tools_build.py)
+]
 
 from tests.support.tiny_model import write_tiny_gguf  # noqa: E402  (after the SIGINT fix-up above)
 

@@ -1,6 +1,6 @@
-"""Build llama.cpp's `llama-bench` (app/speed/llama_tools.py: from the sources vendored in the
-pinned llama-cpp-python sdist, once, into Cove's tools cache, with the engine's own configure),
-and run it and parse its JSON output.
+"""llama.cpp's `llama-bench` (built with llama.cpp's other tools by app/speed/llama_tools.py, from
+the sources vendored in the pinned llama-cpp-python sdist, once, into Cove's tools cache, with
+the engine's own configure): run it and parse its JSON output.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.speed.llama_tools import DEFAULT_VERSION, LLAMA_BENCH, LlamaToolError, binary_name, ensure_tool, library_env, tail_of
+from app.speed.llama_tools import DEFAULT_VERSION, LLAMA_TOOLS, LlamaToolError, binary_name, ensure_tool, library_env, tail_of
 from app.speed.llama_tools import cmake_args as tool_cmake_args
 from app.speed.llama_tools import tool_dir as tools_tool_dir
 
@@ -25,19 +25,19 @@ __all__ = ["DEFAULT_VERSION", "BINARY_NAME", "LlamaBenchError", "cmake_args", "e
 
 
 def tool_dir(tools_dir: Path, version: str = DEFAULT_VERSION) -> Path:
-    return tools_tool_dir(tools_dir, LLAMA_BENCH, version)
+    return tools_tool_dir(tools_dir, LLAMA_TOOLS, version)
 
 
 def cmake_args(source_dir: Path, build_dir: Path, environ: dict[str, str] | None = None) -> list[str]:
-    """llama-bench's configure: the engine's (llama_tools.cmake_args) with the tools on and the server off."""
-    return tool_cmake_args(source_dir, build_dir, LLAMA_BENCH, environ)
+    """The tools' configure: the engine's (llama_tools.cmake_args) with the tools and the server on."""
+    return tool_cmake_args(source_dir, build_dir, LLAMA_TOOLS, environ)
 
 
 def ensure_llama_bench(
     tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print
 ) -> Path:
-    """Return the path of a built llama-bench for `version`, building it the first time."""
-    return ensure_tool(tools_dir, LLAMA_BENCH, version, log)
+    """Return the path of a built llama-bench for `version`, building llama.cpp's tools the first time."""
+    return ensure_tool(tools_dir, "llama-bench", version, log)
 
 
 def llama_bench_command(

@@ -1,11 +1,12 @@
-"""Build llama.cpp's own programs (llama-bench; llama-server with llama-cli) from the sources
-vendored in the pinned llama-cpp-python sdist, once each, into Cove's tools cache.
+"""Build llama.cpp's own programs (llama-bench, llama-server, llama-cli) from the sources vendored
+in the pinned llama-cpp-python sdist, in one configure and one build, into Cove's tools cache.
 
-Every build configures the sdist's own top-level CMakeLists.txt (the very project pip built
-the wheel from) with scikit-build-core's defaults, so ggml gets the same flags as the
-engine: Release, shared libraries, GGML_NATIVE=ON, OpenMP, no curl, plus `$CMAKE_ARGS`
-exactly as llama-cpp-python's build honours it. A tool differs only in the targets it
-builds and the options that expose them.
+The build configures the sdist's own top-level CMakeLists.txt (the very project pip built the
+wheel from) with scikit-build-core's defaults, so ggml gets the same flags as the engine:
+Release, shared libraries, GGML_NATIVE=ON, OpenMP, no curl, plus `$CMAKE_ARGS` exactly as
+llama-cpp-python's build honours it. The three tools share every library and flag, so they
+are one build: `cove bench --compare-llama-bench`, the levers benchmark and the remote tests
+all take their binaries from the one folder `llama-tools-<version>`.
 """
 
 from __future__ import annotations
@@ -35,24 +36,23 @@ class LlamaToolError(RuntimeError):
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One cached tool: the folder `{name}-{version}` holding the binaries of `targets`."""
+    """One cached build: the folder `{name}-{version}` holding the binaries of `targets`."""
 
-    name: str  # the folder's name and the main binary's target
-    targets: tuple[str, ...]  # cmake targets built and binaries collected, the main one first
+    name: str  # the folder's name
+    targets: tuple[str, ...]  # cmake targets built and binaries collected
     options: tuple[str, ...]  # configure options beyond the engine's that expose the targets
-    source_dir: str  # a folder under vendor/llama.cpp the sdist must contain
+    source_dirs: tuple[str, ...]  # folders under vendor/llama.cpp the sdist must contain
 
 
-LLAMA_BENCH = ToolSpec("llama-bench", ("llama-bench",), ("-DLLAMA_BUILD_SERVER=OFF",), "tools/llama-bench")
 # The server's web UI is either built with npm or downloaded from a Hugging Face bucket at
 # build time; Cove needs neither (it talks to the API), so both are off: no network during
 # the build, and the server answers the API with an empty UI table. llama-cli links the
-# server's own library, so it comes with the same build for one more small file.
-LLAMA_SERVER = ToolSpec(
-    "llama-server",
-    ("llama-server", "llama-cli"),
+# server's own library, and llama-bench the common library they all share.
+LLAMA_TOOLS = ToolSpec(
+    "llama-tools",
+    ("llama-bench", "llama-server", "llama-cli"),
     ("-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF"),
-    "tools/server",
+    ("tools/llama-bench", "tools/server", "tools/cli"),
 )
 
 
@@ -90,32 +90,50 @@ def cmake_args(source_dir: Path, build_dir: Path, spec: ToolSpec, environ: dict[
     return args
 
 
-def is_built(tools_dir: Path, spec: ToolSpec, version: str = DEFAULT_VERSION) -> bool:
+def is_built(tools_dir: Path, spec: ToolSpec = LLAMA_TOOLS, version: str = DEFAULT_VERSION) -> bool:
     dest = tool_dir(tools_dir, spec, version)
     return (dest / BUILD_INFO).is_file() and all((dest / binary_name(t)).is_file() for t in spec.targets)
 
 
-def ensure_tool(
-    tools_dir: Path, spec: ToolSpec, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print
-) -> Path:
-    """Return the path of the tool's main binary for `version`, building it the first time.
+def tool_binary(tools_dir: Path, target: str, version: str = DEFAULT_VERSION, spec: ToolSpec = LLAMA_TOOLS) -> Path:
+    """Where `target` (e.g. "llama-server") lies once the tools are built."""
+    if target not in spec.targets:
+        raise ValueError(f"{target} is not one of the built tools ({', '.join(spec.targets)})")
+    return tool_dir(tools_dir, spec, version) / binary_name(target)
 
-    Two processes asking at once (a test run and a benchmark) build it once: the second
-    waits on a lock file beside the tool's folder and then finds the finished build.
+
+def ensure_tool(
+    tools_dir: Path, target: str, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print,
+    spec: ToolSpec = LLAMA_TOOLS,
+) -> Path:
+    """Return the path of `target`'s binary for `version`, building all the tools the first time."""
+    ensure_tools(tools_dir, version, log, spec)
+    return tool_binary(tools_dir, target, version, spec)
+
+
+def ensure_tools(
+    tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print, spec: ToolSpec = LLAMA_TOOLS
+) -> Path:
+    """Return the folder holding every tool of `spec` for `version`, building them the first time.
+
+    Two processes asking at once (a test run and a benchmark) build once: the second waits on a
+    lock file beside the tools' folder and then finds the finished build.
     """
     dest = tool_dir(tools_dir, spec, version)
-    binary = dest / binary_name(spec.targets[0])
     if is_built(tools_dir, spec, version):
-        return binary
+        return dest
     if shutil.which("cmake") is None:
-        raise LlamaToolError(f"cmake is not installed, so {spec.name} cannot be built (install cmake and a C++ compiler)")
+        raise LlamaToolError(
+            f"cmake is not installed, so llama.cpp's tools ({', '.join(spec.targets)}) cannot be built "
+            "(install cmake and a C++ compiler)"
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _lock(dest.parent / f".{spec.name}-{version}.lock"):
         if is_built(tools_dir, spec, version):
-            return binary
+            return dest
         _build(dest, spec, version, log)
-    log(f"{spec.name} ready: {binary}")
-    return binary
+    log(f"llama.cpp's tools ready in {dest}")
+    return dest
 
 
 def _build(dest: Path, spec: ToolSpec, version: str, log: Callable[[str], None]) -> None:
@@ -132,12 +150,12 @@ def _build(dest: Path, spec: ToolSpec, version: str, log: Callable[[str], None])
         with build_log.open("w", encoding="utf-8") as fh:
             _run_logged(configure, fh, "cmake could not configure the llama.cpp sources", build_log, log)
             jobs = str(os.cpu_count() or 1)
-            log(f"building {' and '.join(spec.targets)} with {jobs} jobs; this takes a few minutes")
+            log(f"building {', '.join(spec.targets)} with {jobs} jobs (about 10 minutes on 2 cores, once)")
             targets = [arg for t in spec.targets for arg in ("--target", t)]
             _run_logged(
                 ["cmake", "--build", str(build), "--config", "Release", *targets, "-j", jobs],
                 fh,
-                f"the {spec.name} build failed",
+                f"the build of llama.cpp's tools ({', '.join(spec.targets)}) failed",
                 build_log,
                 log,
             )
@@ -195,15 +213,16 @@ def _download_sdist(version: str, tmp: Path, spec: ToolSpec, log: Callable[[str]
         else:  # pragma: no cover - Python without PEP 706
             tar.extractall(tmp / "src")
     roots = [p for p in (tmp / "src").iterdir() if (p / "CMakeLists.txt").is_file()]
-    if not roots or not (roots[0] / "vendor" / "llama.cpp" / spec.source_dir).is_dir():
-        raise LlamaToolError(f"the llama-cpp-python {version} sources do not contain llama.cpp's {spec.name}")
+    missing = [d for d in spec.source_dirs if not roots or not (roots[0] / "vendor" / "llama.cpp" / d).is_dir()]
+    if missing:
+        raise LlamaToolError(f"the llama-cpp-python {version} sources do not contain llama.cpp's {', '.join(missing)}")
     return roots[0]
 
 
 def _run_logged(cmd: list[str], fh: Any, what: str, build_log: Path, log: Callable[[str], None]) -> None:
     fh.write("$ " + shlex.join(cmd) + "\n")
     fh.flush()
-    last_report = time.monotonic()
+    started = last_report = time.monotonic()
     lines: list[str] = []
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -216,8 +235,8 @@ def _run_logged(cmd: list[str], fh: Any, what: str, build_log: Path, log: Callab
         del lines[:-40]
         # Ninja prints "[12/180] Building ..." lines; report one every half minute.
         if line.startswith("[") and time.monotonic() - last_report > 30:
-            log("  " + line.split("]", 1)[0] + "]")
             last_report = time.monotonic()
+            log("  " + progress_line(line, last_report - started))
     rc = proc.wait()
     fh.flush()
     if rc != 0:
@@ -241,6 +260,16 @@ def _collect(build: Path, dest: Path, spec: ToolSpec) -> None:
                 os.symlink(os.readlink(lib), target_path)
             elif lib.is_file():
                 shutil.copy2(lib, target_path)
+
+
+def progress_line(line: str, elapsed_s: float) -> str:
+    """"[120/300] Building ..." as "120/300 steps (40%) after 4 min"; other lines as they are, cut short."""
+    head = line.split("]", 1)[0].lstrip("[")
+    done, _, total = head.partition("/")
+    minutes = f"{elapsed_s / 60:.0f} min"
+    if done.strip().isdigit() and total.strip().isdigit() and int(total) > 0:
+        return f"{int(done)}/{int(total)} steps ({100 * int(done) // int(total)}%) after {minutes}"
+    return f"{line.strip()[:80]} after {minutes}"
 
 
 def library_env(binary: Path, environ: dict[str, str] | None = None) -> dict[str, str]:

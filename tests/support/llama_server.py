@@ -1,6 +1,7 @@
-"""llama.cpp's own `llama-server`, built once from the pinned sources into the persistent tools
-cache (the one `cove bench` uses when COVE_HOME is not set, e.g. ~/.cache/cove/tools), and run
-on 127.0.0.1 with a given GGUF until a block ends.
+"""llama.cpp's own `llama-server`, built once from the pinned sources with llama.cpp's other tools
+into the persistent tools cache (the one `cove bench` uses when COVE_HOME is not set, e.g.
+~/.cache/cove/tools; the suite builds them before its first test, tests/support/llama_tools_build.py),
+and run on 127.0.0.1 with a given GGUF until a block ends.
 
 The cache is resolved without COVE_HOME on purpose: tests point COVE_HOME at temporary
 folders, and a build there would be thrown away and redone on every run.
@@ -19,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from app.paths import resolve_paths
-from app.speed.llama_tools import LLAMA_SERVER, ensure_tool, library_env
+from app.speed.llama_tools import ensure_tool, library_env
 from tests.support.processes import stop_process
 from tests.support.serve_fixture import free_port
 
@@ -30,8 +31,8 @@ def tools_cache() -> Path:
 
 
 def llama_server_binary(log: Callable[[str], None] | None = None) -> Path:
-    """The built llama-server (building it the first time takes minutes; see docs/ARCHITECTURE.md)."""
-    return ensure_tool(tools_cache(), LLAMA_SERVER, log=log or (lambda _msg: None))
+    """The built llama-server (building the tools the first time takes minutes; see docs/ARCHITECTURE.md)."""
+    return ensure_tool(tools_cache(), "llama-server", log=log or (lambda _msg: None))
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ CHATML = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-# The first run builds llama-server (tens of minutes on two cores, docs/ARCHITECTURE.md): marked
-# slow_build, and the timeout counts the tests themselves, not the fixture that builds it.
+# llama-server comes from llama.cpp's tools, which the suite builds once before the first test
+# marked slow_build (tests/support/llama_tools_build.py); the timeout counts the tests themselves,
+# not the fixture that starts the server.
 pytestmark = [pytest.mark.slow_build, pytest.mark.timeout(300, func_only=True)]
 
 N_CTX = 4096  # room for a long greedy reply, so Stop lands while it streams
@@ -42,7 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     folder = tmp_path_factory.mktemp("llama-server")
     model = write_tiny_gguf(folder / "tiny-chatml.gguf", chat_template=CHATML, n_ctx_train=N_CTX,
                             extra_tokens=("<|im_start|>", "<|im_end|>"))
-    llama_server_binary()  # builds it the first time, into the persistent tools cache
+    llama_server_binary()  # built once before the first test (tests/support/llama_tools_build.py)
     with llama_server(model, folder, alias="tiny", n_ctx=N_CTX, extra_args=["--metrics"]) as running:
         yield running
 
