@@ -89,5 +89,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
     print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
     # One process, the event loop on this thread: the history's SQLite connection stays on the
     # thread that opened it.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, http=http_protocol())
+    # proxy_headers off: the record's client address is the socket's peer (uvicorn would take
+    # X-Forwarded-For from any loopback client).
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, http=http_protocol(),
+                proxy_headers=False)
     return 0

@@ -88,8 +88,9 @@ class ServerThread:
                 pool.adopt(self.window_engine)
             self._service = service = Service(core, pool)
             app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
+            # proxy_headers off: the record's client address is the socket's peer, never a header's claim.
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-                                    http=http_protocol())
+                                    http=http_protocol(), proxy_headers=False)
             self._server = server = uvicorn.Server(config)
             starting = threading.Thread(target=self._mark_started, daemon=True)
             starting.start()

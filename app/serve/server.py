@@ -1,5 +1,6 @@
-"""The ASGI app of `cove serve` and the window's Server switch: the routes, the Host-header
-guard, and the engine pool running for as long as the server does."""
+"""The ASGI app of `cove serve` and the window's Server switch: the routes, the guards (the Host
+header against DNS rebinding, app/serve/browser_guard.py against web pages), and the engine pool
+running for as long as the server does."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from starlette.types import ASGIApp
 
 from app.core import Core
 from app.serve.anthropic_api import AnthropicApi
+from app.serve.browser_guard import BrowserGuard
 from app.serve.completions_api import CompletionsApi
 from app.serve.embeddings_api import EmbeddingsApi
 from app.serve.http import LOOPBACK_NAMES, HostCheck
@@ -40,4 +42,5 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
         Route("/v1/embeddings", EmbeddingsApi(service).embeddings, methods=["POST"]),
         Route("/v1/completions", CompletionsApi(service).completions, methods=["POST"]),
     ])
-    return app if host_names is None else HostCheck(app, host_names)
+    guarded = BrowserGuard(app)
+    return guarded if host_names is None else HostCheck(guarded, host_names)

@@ -25,6 +25,7 @@ from app.engine.loaded import Embeddings
 from app.load_options import LoadOptions
 from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
+from app.serve.peer_owner import is_this_account
 from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
 from app.settings import SamplingParams
 from app.store.api_conversations import remember_exchange
@@ -185,10 +186,15 @@ class Service:
 
     def client(self, request: Request) -> str:
         """Who is asking: the name of the key the request carries (Authorization: Bearer, or
-        x-api-key). Without any key made, a loopback request is the "local API"."""
+        x-api-key). Without any key made, a request from a program of the person's own account
+        is the "local API", and one from another account on this computer is refused."""
         auth = request.headers.get("authorization", "")
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "").strip()
         if not self.keys.names():
+            if is_this_account(request.scope.get("client"), request.scope.get("server")) is False:
+                raise ApiError(403, "this server answers only the programs of the account that runs Cove; "
+                                    "for another account, make it a key (cove serve keys add NAME)", "permission_error",
+                               code="another_account")
             return CLIENT
         name = self.keys.name_of(key) if key else None
         if name is None:

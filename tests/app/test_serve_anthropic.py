@@ -157,7 +157,8 @@ def test_malformed_json_and_an_oversized_body_are_refused_in_anthropics_shape(se
     url = f"{served.url}/v1/messages"
     bad = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}, timeout=30)
     assert bad.status_code == 400 and bad.json()["type"] == "error" and bad.json()["error"]["type"] == "invalid_request_error"
-    huge = httpx.post(url, content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}', timeout=60)
+    huge = httpx.post(url, content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+                      headers={"content-type": "application/json"}, timeout=60)
     assert huge.status_code == 413 and huge.json()["error"]["type"] == "request_too_large"
 
 
