@@ -15,9 +15,11 @@ import sqlite_utils
 
 from app.engine.state_folders import prune_state_folders
 from app.paths import Paths, resolve_paths
+from app.private_files import make_private
 from app.settings import ModelPlacement, SamplingParams, Settings, load_settings, read_settings, save_settings
 from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
+from app.store.request_log import RequestLog
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkGate
@@ -67,6 +69,7 @@ class Core:
     repaired: int
     network: NetworkGate  # every Hub call goes through it (offline refusal, activity indicator)
     settings_notice: str | None = None  # the settings file was unreadable and moved aside (said once per run)
+    privacy_notice: str | None = None  # folders other accounts could open were closed (said once: they stay closed)
     _connections: Connections | None = field(default=None, init=False, repr=False)
     _remote_engines: dict[str, tuple[Any, RemoteEngine]] = field(default_factory=dict, init=False, repr=False)
 
@@ -80,6 +83,8 @@ class Core:
             notices.append(StartupNotice(self.notice, None if self.read_only else self.paths.database.parent))
         if self.settings_notice:
             notices.append(StartupNotice(self.settings_notice, self.paths.settings_file.parent))
+        if self.privacy_notice:
+            notices.append(StartupNotice(self.privacy_notice))
         if self.repaired == 1:
             notices.append(StartupNotice("1 reply that was cut off last time is kept, marked interrupted."))
         elif self.repaired:
@@ -187,7 +192,7 @@ class Core:
 
 
 def open_core(paths: Paths | None = None) -> Core:
-    paths = _ensure_folders(paths or resolve_paths())
+    paths, closed = _ensure_folders(paths or resolve_paths())
     try:
         opened = open_database(paths.database)
     except (DatabaseError, sqlite3.Error) as exc:
@@ -200,6 +205,8 @@ def open_core(paths: Paths | None = None) -> Core:
         raise problem
     history = History(opened.db, state_dir=paths.kv_states_dir)
     repaired = 0 if opened.read_only else history.repair_interrupted()
+    if not opened.read_only:
+        RequestLog(opened.db).begin_sealing()  # a record an older Cove wrote: sealed from here on
     if not opened.read_only:
         # States of conversations deleted while a reply was still saving, or by an older Cove.
         prune_state_folders(paths.kv_states_dir, history.conversation_ids)
@@ -214,12 +221,21 @@ def open_core(paths: Paths | None = None) -> Core:
         repaired=repaired,
         network=NetworkGate(offline=loaded.settings.offline),
         settings_notice=loaded.notice,
+        privacy_notice=_closed_notice(closed),
     )
 
 
-def _ensure_folders(paths: Paths) -> Paths:
+def _closed_notice(closed: list[Path]) -> str | None:
+    if not closed:
+        return None
+    folders = ", ".join(str(f) for f in closed)
+    return (f"Other accounts on this computer could read Cove's files in {folders}; "
+            "they are now yours alone (folders 0700, files 0600).")
+
+
+def _ensure_folders(paths: Paths) -> tuple[Paths, list[Path]]:
     try:
-        return paths.ensure()
+        return paths, make_private(paths.folders)
     except OSError as exc:
         folder = Path(exc.filename) if exc.filename else paths.data_dir
         if isinstance(exc, (FileExistsError, NotADirectoryError)):

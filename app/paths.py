@@ -46,9 +46,16 @@ class Paths:
         """Conversations' saved KV state (app/engine/state_files.py), one folder per conversation."""
         return self.cache_dir / "kv-states"
 
+    @property
+    def folders(self) -> tuple[Path, ...]:
+        """The folders Cove owns, each kept private (app/private_files.py)."""
+        return (self.data_dir, self.models_dir, self.logs_dir, self.cache_dir)
+
     def ensure(self) -> Paths:
-        for d in (self.data_dir, self.models_dir, self.logs_dir, self.cache_dir):
-            d.mkdir(parents=True, exist_ok=True)
+        """Create the folders (0700), closing any that other accounts can open."""
+        from app.private_files import make_private
+
+        make_private(self.folders)
         return self
 
 

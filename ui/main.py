@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from app.private_files import keep_private
 from ui.shell import system_libraries  # Qt-free: it runs before Qt is imported
 
 NO_DISPLAY = (
@@ -47,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Hooks for the packaging checks and start-up measurements (packaging/README.md):
     # COVE_QUIT_AFTER_MS=N closes the window N ms after it is shown; COVE_REPORT_STARTUP=1
     # prints on stderr how long after the process started the window first painted.
+    keep_private()  # what this run creates is the person's alone (app/private_files.py)
     quit_after = os.environ.get("COVE_QUIT_AFTER_MS", "").strip()
     return run_window(
         quit_after_ms=int(quit_after) if quit_after.isdigit() else None,

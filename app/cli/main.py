@@ -16,6 +16,7 @@ from app import __version__
 from app.cli import auth_cmd, bench_cmd, chat_cmd, history_cmd, models_cmd, record_cmd, remote_cmd, serve_cmd
 from app.errors import describe_error
 from app.log_redact import install_redaction
+from app.private_files import keep_private
 from app.termination import Terminated, raise_on_termination, restore
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No subcommand: chat (the `cove` console script opens the window instead, see ui/main.py).
         args = parser.parse_args(["chat", *argv])
     install_redaction()  # no token or Authorization header in any log line (app/log_redact.py)
+    keep_private()  # what this run creates is the person's alone (app/private_files.py)
     previous_handlers = raise_on_termination()  # SIGTERM/SIGHUP stop a reply like Ctrl-C (app/termination.py)
     try:
         return _run(args)
