@@ -1,4 +1,5 @@
-"""`cove record verify|export`: the written record of requests (app/store/request_log.py)."""
+"""`cove record verify|export|key`: the written record of requests (app/store/request_log.py) and its
+sealing key (app/store/record_seals.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,28 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 from app.core import Core
+from app.store.record_seals import Sealer, key_id_of
 from app.store.request_log import RequestLog
+from models.transactions import write_transaction
+
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), +cmd|...):
+# such a text cell is written with a leading apostrophe, which spreadsheets show as text (OWASP's
+# advice for CSV injection). JSON exports are written as they are.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 _COLUMNS = ("seq", "at", "client", "remote", "endpoint", "model_name", "model_sha256", "quant", "params", "messages",
             "reply", "status", "usage", "timings", "ran_on", "erased", "content_hash", "prev_hash", "hash")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("record", help="the written record of every request: verify it, export it")
+    p = sub.add_parser("record", help="the written record of every request: verify it, export it, its sealing key")
     rsub = p.add_subparsers(dest="record_command", metavar="COMMAND", required=True)
-    verify = rsub.add_parser("verify", help="check that no entry was changed (deleted ones are gaps)")
+    verify = rsub.add_parser("verify", help="check that no entry was changed, deleted, added or re-sealed")
+    verify.add_argument("--key", metavar="FILE", help="the verification key (cove record key --export): check every seal")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=run_verify)
     export = rsub.add_parser("export", help="write the entries out")
@@ -26,21 +37,93 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--until", help="up to this UTC time")
     export.add_argument("--client", help="only this client's entries")
     export.set_defaults(run=run_export)
+    key = rsub.add_parser("key", help="the sealing key: where it is kept; --export gives the verification key, once")
+    key.add_argument("--export", action="store_true", help="print the verification key (once) to keep elsewhere")
+    key.set_defaults(run=run_key)
+
+
+def _numbers(seqs: tuple[int, ...], limit: int = 20) -> str:
+    shown = ", ".join(map(str, seqs[:limit]))
+    return shown + (f" and {len(seqs) - limit} more" if len(seqs) > limit else "")
 
 
 def run_verify(core: Core, args: argparse.Namespace) -> int:
-    verdict = RequestLog(core.db).verify()
+    verification = read_key_file(Path(args.key), core) if args.key else None
+    verdict = RequestLog(core.db).verify(verification)
     if args.json:
-        print(json.dumps({"intact": verdict.intact, "entries": verdict.entries, "tampered": verdict.tampered,
-                          "missing": verdict.missing, "erased": verdict.erased}))
-    else:
-        state = "intact" if verdict.intact else f"CHANGED: entries {', '.join(map(str, verdict.tampered))} do not match"
-        print(f"The record holds {verdict.entries} entries: {state}.")
-        if verdict.missing:
-            print(f"Entries deleted outright (gaps, not changes): {', '.join(map(str, verdict.missing))}.")
-        if verdict.erased:
-            print(f"Entries whose text was erased by the person: {', '.join(map(str, verdict.erased))}.")
+        print(json.dumps({"intact": verdict.intact, "entries": verdict.entries, "changed": verdict.changed,
+                          "missing": verdict.missing, "erased": verdict.erased, "unsealed": verdict.unsealed,
+                          "bad_seals": verdict.bad_seals, "missing_seals": verdict.missing_seals,
+                          "other_series": verdict.other_series, "checked_with": verdict.checked_with,
+                          "key_problem": verdict.key_problem}))
+        return 0 if verdict.intact else 1
+    print(f"The record holds {verdict.entries} entries: {'intact' if verdict.intact else 'NOT INTACT'}.")
+    if verdict.checked_with:
+        print(f"Its seals were checked with {verdict.checked_with}.")
+    for seqs, what in ((verdict.changed, "Entries changed (their fields, text or links do not match)"),
+                       (verdict.missing, "Entries missing (deleted, or cut from the end)"),
+                       (verdict.unsealed, "Entries after the last good seal (added or re-hashed without the key)"),
+                       (verdict.bad_seals, "Seals that do not match (forged, or over entries that changed)"),
+                       (verdict.missing_seals, "Seals missing (deleted, or cut from the end)"),
+                       (verdict.erased, "Entries whose text the person erased (marked gaps, each erasure sealed)")):
+        if seqs:
+            print(f"{what}: {_numbers(seqs)}.")
+    if verdict.other_series:
+        print(f"{verdict.other_series} seals were made with another key (an earlier one, or another machine's); "
+              "check them with that key's file.")
+    if verdict.key_problem:
+        print(f"The seals could not be checked: {verdict.key_problem}.")
     return 0 if verdict.intact else 1
+
+
+KEY_FILE_HEADER = "cove record verification key"
+
+
+def read_key_file(path: Path, core: Core) -> tuple[str, bytes]:
+    """(key id, verification key) from a file `cove record key --export` wrote. Raises ValueError
+    with one sentence."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"the key file {path} cannot be read ({exc.strerror or exc})") from None
+    fields = dict(line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if not text.startswith(KEY_FILE_HEADER) or not {"record", "key id", "key"} <= fields.keys():
+        raise ValueError(f"{path} is not a verification key of Cove's record (cove record key --export writes one)")
+    keys = RequestLog(core.db).keys
+    if fields["record"] != keys.record_id:
+        raise ValueError(f"the key in {path} belongs to another record ({fields['record']}), not this one "
+                         f"({keys.record_id})")
+    try:
+        key = bytes.fromhex(fields["key"])
+    except ValueError:
+        raise ValueError(f"the key in {path} is damaged (it is not hexadecimal)") from None
+    if key_id_of(key) != fields["key id"]:
+        raise ValueError(f"the key in {path} is damaged (it does not match its id)")
+    return fields["key id"], key
+
+
+def run_key(core: Core, args: argparse.Namespace) -> int:
+    log = RequestLog(core.db)
+    keys = log.keys
+    with write_transaction(core.db):  # no other process starts a series meanwhile
+        state = Sealer(core.db, keys).prepare()
+    if not args.export:
+        given = "not given out yet (cove record key --export)" if state.verification else "given out once already"
+        print(f"The record's sealing key {state.key_id} is kept in {keys.where}, at epoch {state.epoch}; "
+              f"its verification key is {given}.")
+        return 0
+    if not state.verification:
+        raise ValueError("the verification key was given out once already and is not kept here (that is what makes it "
+                         "worth keeping elsewhere); without it, cove record verify checks with this machine's key")
+    print(f"{KEY_FILE_HEADER}\nrecord: {keys.record_id}\nkey id: {state.key_id}\nkey: {state.verification}\n"
+          f"made: {state.made}", flush=True)
+    now = keys.load()  # forgotten only once it was written out (another process may have sealed since)
+    if now is not None:
+        keys.save(replace(now, verification=None))
+    print("Keep this elsewhere (another machine, a password manager, paper): Cove has forgotten it. "
+          "cove record verify --key FILE checks every seal with it.", file=sys.stderr)
+    return 0
 
 
 def run_export(core: Core, args: argparse.Namespace) -> int:
@@ -51,5 +134,10 @@ def run_export(core: Core, args: argparse.Namespace) -> int:
         return 0
     writer = csv.DictWriter(sys.stdout, fieldnames=_COLUMNS, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({name: spreadsheet_safe(value) for name, value in row.items()} for row in rows)
     return 0
+
+
+def spreadsheet_safe(value: object) -> object:
+    """`value` as a CSV cell a spreadsheet shows and never runs."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_STARTS) else value

@@ -26,6 +26,7 @@ from app.store.records import (
     message_from_tuple,
     to_json,
 )
+from app.store.request_log import RequestLog
 from app.store.statuses import FINAL_STATUSES, MessageStatus
 from app.store.writer import this_writer, writer_alive
 from models.timestamps import utc_timestamp
@@ -152,9 +153,9 @@ class History:
         with write_transaction(self.db):
             # messages go by ON DELETE CASCADE; the messages_ad trigger clears messages_fts.
             self.db.execute("DELETE FROM conversations WHERE id = ?", [full_id])
-            # Its entries in the written record lose their text and stay as marked gaps.
-            self.db.execute("UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE conversation_id = ?",
-                            [full_id])
+            # Its entries in the written record lose their text and stay as marked gaps, and the
+            # erasure is an entry of its own.
+            RequestLog(self.db).erase_conversation(full_id)
         if self.state_dir is not None:
             forget_conversation(self.state_dir, full_id)
 

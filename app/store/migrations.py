@@ -174,6 +174,22 @@ def _m0010_connections(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE record_entries ADD COLUMN ran_on TEXT")
 
 
+def _m0011_record_seals(db: sqlite_utils.Database) -> None:
+    # Sealing the record (app/store/record_seals.py). `record_meta` names the record (its sealing
+    # key is kept under that name outside the database); `v` is an entry's format (2 covers every
+    # field; NULL for the entries written before); `record_seals` holds one seal per entry.
+    import uuid
+
+    db.table("record_meta").create({"name": str, "value": str}, pk="name", not_null={"value"})
+    db.table("record_meta").insert({"name": "record_id", "value": uuid.uuid4().hex})
+    db.execute("ALTER TABLE record_entries ADD COLUMN v INTEGER")
+    db.table("record_seals").create(
+        {"key_id": str, "epoch": int, "seq": int, "head": str, "at": str, "mac": str, "check_mac": str},
+        pk=("key_id", "epoch"),
+        not_null={"seq", "head", "at", "mac", "check_mac"},
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -185,6 +201,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0008_api_keys", _m0008_api_keys),
     ("0009_api_conversations", _m0009_api_conversations),
     ("0010_connections", _m0010_connections),
+    ("0011_record_seals", _m0011_record_seals),
 )
 
 

@@ -1,27 +1,41 @@
 """The written record: one entry per request (who asked which model file what, and what came
-back), each entry's hash chained to the one before it, so `verify` finds an edited entry and
-tells a deleted one (a gap) from tampering. The person can erase an entry's text; its hashes
-stay, and the entry stays as a marked gap. A turn sent to one of the person's own servers says
-where it ran (`ran_on`); an entry without one ran on this machine."""
+back). Every field of an entry is covered by its hash, each hash is chained to the entry before
+it, and every entry is sealed as it is written (app/store/record_seals.py) with a key that is not
+in the database and that evolves, so `verify` finds entries changed, deleted anywhere (the last
+ones too), appended without a seal, and a chain re-hashed without the key. The person can erase
+an entry's text: the entry stays as a marked gap, and the erasure is an entry of its own, sealed
+like the rest, so an erasure nobody made is found too. A turn sent to one of the person's own
+servers says where it ran (`ran_on`); an entry without one ran on this machine.
+docs/record.md says what the record proves and what it cannot.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
+from app.store.record_seals import Sealer, check_seals
+from app.store.seal_keys import SealKeyError, SealKeys, SealState
 from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
 GENESIS = "0" * 64
+VERSION = 2  # entries written from now on; 1 (NULL) for those of an older Cove
+ERASURE = "erasure"  # the endpoint of an erasure entry; its params list the entries erased
 _CHAINED = ("seq", "at", "client", "remote", "endpoint", "model_name", "model_sha256", "quant", "params", "status",
             "usage", "timings", "content_hash", "prev_hash")
 # Invariant of the disk format: `ran_on` joins the hashed fields only when it is set, so the
 # entries written before it existed (and every entry of a local turn) keep their hashes.
 _CHAINED_REMOTE = (*_CHAINED, "ran_on")
+# Version 2 covers every field: all of the above, the conversation, and the version itself. The
+# text is covered by content_hash, and `erased` by the erasure entry that must name the entry.
+_CHAINED_V2 = ("v", *_CHAINED, "ran_on", "conversation_id")
 
 
 def _json(value: object) -> str:
@@ -33,7 +47,11 @@ def content_hash(messages: str, reply: str) -> str:
 
 
 def entry_hash(row: dict[str, Any]) -> str:
-    names = _CHAINED_REMOTE if row.get("ran_on") else _CHAINED
+    names: tuple[str, ...]
+    if row.get("v") == VERSION:
+        names = _CHAINED_V2
+    else:
+        names = _CHAINED_REMOTE if row.get("ran_on") else _CHAINED
     return hashlib.sha256(_json([row.get(name) for name in names]).encode()).hexdigest()
 
 
@@ -52,48 +70,88 @@ def timings(metrics: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What verify() found: `intact` when no entry was changed; `tampered` lists the entries
-    whose content or link does not match; `missing` the entries deleted outright (gaps);
-    `erased` those whose text the person erased."""
+    """What verify() found. `changed`: entries whose fields, text or link do not match (an
+    erased entry that still has text, or that no erasure entry names, is changed too);
+    `missing`: entries deleted outright; `erased`: those the person erased; `unsealed`: entries
+    after the last good seal; `bad_seals` and `missing_seals`: epochs of the sealing key whose
+    seal does not match, or is gone (cut from the end when the key went further);
+    `checked_with`: the key the seals were checked with ("" when none was at hand)."""
 
     entries: int
-    tampered: tuple[int, ...]
+    changed: tuple[int, ...]
     missing: tuple[int, ...]
     erased: tuple[int, ...]
+    unsealed: tuple[int, ...] = ()
+    bad_seals: tuple[int, ...] = ()
+    missing_seals: tuple[int, ...] = ()
+    other_series: int = 0
+    checked_with: str = ""
+    key_problem: str | None = None  # why the seals could not be checked, if they could not
+
+    @property
+    def tampered(self) -> tuple[int, ...]:
+        return self.changed
 
     @property
     def intact(self) -> bool:
-        return not self.tampered
+        return not (self.changed or self.missing or self.unsealed or self.bad_seals or self.missing_seals
+                    or self.key_problem)
+
+
+def seal_keys_for(db: sqlite_utils.Database) -> SealKeys:
+    """The sealing state of the record in `db`: named by the record's id, kept in the keyring, or
+    in a file beside the database where no secure keyring exists."""
+    row = next(db.query("SELECT value FROM record_meta WHERE name = 'record_id'"), None)
+    record_id = row["value"] if row else "unnamed"
+    path = next((r[2] for r in db.conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+    return SealKeys(record_id, Path(path).with_name(f"record-key-{record_id}.json") if path else None)
 
 
 class RequestLog:
-    """The record in the history database (`record_entries`); on the thread that opened `db`."""
+    """The record in the history database (`record_entries`, `record_seals`); on the thread that
+    opened `db`. `keys`: where the sealing key lives (default: `seal_keys_for(db)`)."""
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: sqlite_utils.Database, keys: SealKeys | None = None) -> None:
         self.db = db
+        self._keys = keys
+
+    @property
+    def keys(self) -> SealKeys:
+        if self._keys is None:
+            self._keys = seal_keys_for(self.db)
+        return self._keys
 
     def append(self, *, client: str, remote: str, endpoint: str, model_name: str, model_sha256: str | None,
                quant: str | None, params: dict[str, Any], messages: list[dict[str, Any]], reply: str, status: str,
                usage: dict[str, Any], timings: dict[str, Any], conversation_id: str | None = None,
                ran_on: dict[str, Any] | None = None) -> int:
-        """Add an entry; returns its number. `ran_on`: where a turn sent to one of the person's
-        servers ran ({"connection", "host", "kind", "model_id", "fingerprint"}); None for here."""
-        table = self.db.table("record_entries")
+        """Add an entry, sealed; returns its number. `ran_on`: where a turn sent to one of the
+        person's servers ran ({"connection", "host", "kind", "model_id", "fingerprint"}); None for
+        here. When the sealing key cannot be used (a locked keyring), the entry is written unsealed,
+        which `verify` reports, and a line on stderr says why: a reply is never lost to it."""
         with write_transaction(self.db):
+            sealer = Sealer(self.db, self.keys)
+            try:
+                state: SealState | None = sealer.prepare()
+            except SealKeyError as exc:
+                print(f"cove: this entry of the record is not sealed: {exc}", file=sys.stderr)
+                state = None
             last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"), None)
+            seq = max(last["seq"] if last else 0, state.last_seq if state else 0) + 1
             messages_json = _json(messages)
             row: dict[str, Any] = {
-                "seq": (last["seq"] + 1) if last else 1, "at": utc_timestamp(), "client": client, "remote": remote,
+                "v": VERSION, "seq": seq, "at": utc_timestamp(), "client": client, "remote": remote,
                 "endpoint": endpoint, "model_name": model_name, "model_sha256": model_sha256 or "", "quant": quant or "",
                 "params": _json(params), "messages": messages_json, "reply": reply, "status": status,
                 "usage": _json(usage), "timings": _json(timings), "erased": 0, "conversation_id": conversation_id,
                 "content_hash": content_hash(messages_json, reply), "prev_hash": last["hash"] if last else GENESIS,
+                "ran_on": _json(ran_on) if ran_on else None,
             }
-            if ran_on:
-                row["ran_on"] = _json(ran_on)
             row["hash"] = entry_hash(row)
-            table.insert(row)
-        return int(row["seq"])
+            self.db.table("record_entries").insert(row)
+            if state is not None:
+                sealer.seal(state, seq, row["hash"])
+        return seq
 
     def entries(self, *, since: str | None = None, until: str | None = None, client: str | None = None) -> list[dict[str, Any]]:
         where, args = [], []
@@ -104,28 +162,93 @@ class RequestLog:
         sql = "SELECT * FROM record_entries" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
         return [dict(row) for row in self.db.query(sql, args)]
 
-    def erase(self, seq: int) -> None:
-        """Remove an entry's messages and reply (the person deleted them); its hashes stay."""
+    def erase(self, seqs: list[int], client: str = "the person") -> int | None:
+        """Remove the messages and replies of entries `seqs` (the person deleted them): they stay
+        as marked gaps, and the erasure is an entry of its own (returned; None when nothing was
+        left to erase)."""
         with write_transaction(self.db):
-            self.db.execute("UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE seq = ?", [seq])
+            wanted = sorted({int(s) for s in seqs})
+            marks = ",".join("?" * len(wanted))
+            still = [r["seq"] for r in self.db.query(
+                f"SELECT seq FROM record_entries WHERE erased = 0 AND seq IN ({marks})", wanted)] if wanted else []
+            if not still:
+                return None
+            self.db.execute(f"UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 "
+                            f"WHERE seq IN ({','.join('?' * len(still))})", still)
+            return self.append(client=client, remote="", endpoint=ERASURE, model_name="", model_sha256=None, quant=None,
+                               params={"erases": still}, messages=[], reply="", status=ERASURE, usage={}, timings={})
 
-    def verify(self) -> Verdict:
+    def erase_conversation(self, conversation_id: str, client: str = "the person") -> int | None:
+        """Erase every entry of a conversation (it was deleted)."""
+        seqs = [r["seq"] for r in self.db.query("SELECT seq FROM record_entries WHERE conversation_id = ?",
+                                                  [conversation_id])]
+        return self.erase(seqs, client)
+
+    def begin_sealing(self) -> None:
+        """Seal a record an older Cove wrote (entries, no seals yet): its erasures become an
+        erasure entry, and the newest entry is sealed. Nothing to do once any seal exists."""
+        if next(self.db.query("SELECT 1 FROM record_seals LIMIT 1"), None) is not None:
+            return
+        if next(self.db.query("SELECT 1 FROM record_entries LIMIT 1"), None) is None:
+            return
+        erased = [r["seq"] for r in self.db.query("SELECT seq FROM record_entries WHERE erased = 1 ORDER BY seq")]
+        with write_transaction(self.db):
+            if erased:
+                self.append(client="Cove", remote="", endpoint=ERASURE, model_name="", model_sha256=None, quant=None,
+                            params={"erases": erased, "before_sealing": True}, messages=[], reply="", status=ERASURE,
+                            usage={}, timings={})
+                return
+            sealer = Sealer(self.db, self.keys)
+            state = sealer.prepare()
+            last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"))
+            sealer.seal(state, int(last["seq"]), last["hash"])
+
+    def verify(self, verification: tuple[str, bytes] | None = None) -> Verdict:
+        """Check every entry, and the seals: with `verification` (key id, verification key) every
+        seal's own MAC, else this machine's local check and the count of seals made."""
         rows = self.entries()
-        tampered: list[int] = []
+        changed: list[int] = []
         missing: list[int] = []
         erased: list[int] = []
+        erasures: set[int] = set()
+        for row in rows:
+            if row["endpoint"] == ERASURE and row["status"] == ERASURE:
+                try:
+                    erasures.update(int(s) for s in json.loads(row["params"]).get("erases", []))
+                except (ValueError, TypeError, AttributeError):
+                    changed.append(row["seq"])
         previous: dict[str, Any] | None = None
         for row in rows:
+            seq = row["seq"]
             if row["erased"]:
-                erased.append(row["seq"])
+                if row["messages"] is not None or row["reply"] is not None or seq not in erasures:
+                    changed.append(seq)  # text under an erasure mark, or an erasure no one made
+                else:
+                    erased.append(seq)
             elif row["messages"] is None or content_hash(row["messages"], row["reply"] or "") != row["content_hash"]:
-                tampered.append(row["seq"])
+                changed.append(seq)
             if entry_hash(row) != row["hash"]:
-                tampered.append(row["seq"])
+                changed.append(seq)
             expected_seq = previous["seq"] + 1 if previous else 1
-            if row["seq"] > expected_seq:
-                missing.extend(range(expected_seq, row["seq"]))  # a gap: the chain resumes after it
+            if seq > expected_seq:
+                missing.extend(range(expected_seq, seq))  # deleted outright
             elif row["prev_hash"] != (previous["hash"] if previous else GENESIS):
-                tampered.append(row["seq"])
+                changed.append(seq)
             previous = row
-        return Verdict(len(rows), tuple(sorted(set(tampered))), tuple(missing), tuple(erased))
+        heads = {int(r["seq"]): r["hash"] for r in rows}
+        key_problem = None
+        try:
+            state = self.keys.load()
+        except SealKeyError as exc:
+            state, key_problem = None, str(exc)
+        findings = check_seals(self.db, heads, state, verification)
+        if not findings.checked_with and key_problem is None and (rows or findings.other_series):
+            key_problem = ("the record's sealing key is not on this machine, so its seals cannot be checked here; "
+                           "check it with the verification key: cove record verify --key FILE")
+        last_seq = max(heads, default=0)
+        if state is not None and (verification is None or verification[0] == state.key_id) and state.last_seq > last_seq:
+            missing.extend(range(last_seq + 1, state.last_seq + 1))  # entries cut from the end
+        unsealed = tuple(s for s in heads if s > findings.sealed_to) if findings.checked_with else ()
+        return Verdict(len(rows), tuple(sorted(set(changed))), tuple(sorted(set(missing))), tuple(erased), unsealed,
+                       findings.bad, findings.missing, findings.other_series,
+                       findings.checked_with, key_problem)

@@ -180,7 +180,8 @@ def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path,
         db.execute("UPDATE record_entries SET ran_on = ? WHERE seq = 1",
                    [json.dumps({"connection": "box", "host": "elsewhere.example:8000"})])
     tampered = cove(tmp_path, "record", "verify")
-    assert tampered.returncode == 1 and "CHANGED: entries 1 do not match" in tampered.stdout
+    assert tampered.returncode == 1 and "NOT INTACT" in tampered.stdout
+    assert "Entries changed (their fields, text or links do not match): 1." in tampered.stdout
 
 
 def test_ctrl_c_keeps_the_partial_remote_reply(tmp_path: Path, server: Server) -> None:

@@ -1,6 +1,7 @@
 """The written record (app/store/request_log.py): entries chained by hash; verify passes on an
-untouched record, names an entry edited by hand, reports a deleted one as a gap rather than
-tampering, and keeps an erased entry (its text gone) as a marked gap that still verifies."""
+untouched record, names an entry edited by hand, reports a deleted one as missing, and keeps an
+erased entry (its text gone) as a marked gap that still verifies (tests/app/test_record_seals.py
+has every way of tampering)."""
 
 from __future__ import annotations
 
@@ -44,18 +45,18 @@ def test_an_entry_edited_by_hand_is_found(cove_core) -> None:
     assert log.verify().tampered == (3,) and not log.verify().intact
 
 
-def test_a_deleted_entry_is_a_gap_and_an_erased_one_a_marked_gap(cove_core) -> None:
+def test_a_deleted_entry_is_missing_and_an_erased_one_a_marked_gap(cove_core) -> None:
     log = RequestLog(cove_core.db)
     _fill(log, 5)
-    cove_core.db.execute("DELETE FROM record_entries WHERE seq = 3")
-    cove_core.db.conn.commit()
-    log.erase(4)
+    log.erase([4])
     verdict = log.verify()
-    assert verdict.intact and verdict.missing == (3,) and verdict.erased == (4,) and verdict.entries == 4
+    assert verdict.intact and verdict.erased == (4,) and verdict.entries == 6  # 5 and the erasure's own entry
     erased = next(e for e in log.entries() if e["seq"] == 4)
     assert erased["messages"] is None and erased["reply"] is None  # the text is gone, the entry stays
-    _fill(log, 1)
-    assert log.verify().intact and log.entries()[-1]["seq"] == 6
+    cove_core.db.execute("DELETE FROM record_entries WHERE seq = 3")
+    cove_core.db.conn.commit()
+    verdict = log.verify()
+    assert not verdict.intact and verdict.missing == (3,)
 
 
 def test_a_turn_of_the_window_or_the_command_line_is_an_entry_too(cove_core) -> None:
@@ -89,8 +90,9 @@ def test_a_turns_entry_holds_the_messages_sent_and_goes_with_its_conversation(co
     (entry,) = log.entries()
     assert json.loads(entry["messages"]) == turn.sent  # the whole prompt, not only the newest message
     cove_core.history.delete_conversation(conversation.id)
-    (entry,) = log.entries()
+    entry, erasure = log.entries()
     assert entry["erased"] == 1 and entry["messages"] is None
+    assert erasure["endpoint"] == "erasure" and json.loads(erasure["params"])["erases"] == [entry["seq"]]
     verdict = log.verify()
     assert verdict.intact and verdict.erased == (entry["seq"],) and verdict.tampered == ()
 
@@ -114,12 +116,13 @@ def test_where_a_turn_ran_is_kept_and_chained(cove_core) -> None:
     assert local["ran_on"] is None and after["ran_on"] is None
     assert json.loads(remote["ran_on"]) == RAN_ON
     assert log.verify().intact
-    # A local entry's hash is the one it had before ran_on existed.
+    # Every field is in an entry's hash, where it ran too (empty for here).
     import hashlib
 
-    from app.store.request_log import _CHAINED, _json
+    from app.store.request_log import _CHAINED_V2, _json
 
-    assert local["hash"] == hashlib.sha256(_json([local.get(n) for n in _CHAINED]).encode()).hexdigest()
+    assert local["v"] == 2 and "ran_on" in _CHAINED_V2 and "conversation_id" in _CHAINED_V2
+    assert local["hash"] == hashlib.sha256(_json([local.get(n) for n in _CHAINED_V2]).encode()).hexdigest()
 
 
 def test_editing_where_a_turn_ran_is_tampering(cove_core) -> None:
