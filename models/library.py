@@ -2,7 +2,8 @@
 
 Rows live in the `models` table of the history database (a sqlite_utils.Database the
 caller opens and hands in). A file is validated, described and hashed once when it is
-imported; before each load `recheck_file` compares size and mtime with what was checked and
+imported; before each load `recheck_file` compares what the file's stat says with what was
+checked (size and mtime, and what no one can set back: the inode's change time and number) and
 hashes the file again when they differ, and `record_recheck` brings the entry up to date.
 """
 
@@ -48,11 +49,15 @@ class InstalledModel:
     revision: str | None
     added_at: str  # ISO 8601 UTC, e.g. 2025-05-01T09:30:00.123Z
     last_used_at: str | None
+    # What `touch -r` cannot put back: the inode's change time and its number (a file replaced by
+    # another). None for an entry an older Cove checked: its size and mtime are trusted once.
+    ctime_ns: int | None = None
+    inode: int | None = None
 
 
 @dataclass(frozen=True)
 class FileRecheck:
-    """A model file read again because its size or mtime changed since it was checked."""
+    """A model file read again because its stat changed since it was checked."""
 
     path: str
     sha256: str
@@ -60,6 +65,8 @@ class FileRecheck:
     mtime: float
     info: GGUFInfo
     previous_sha256: str
+    ctime_ns: int | None = None
+    inode: int | None = None
 
     @property
     def content_changed(self) -> bool:
@@ -79,12 +86,21 @@ def recheck_file(model: InstalledModel) -> FileRecheck | None:
     Raises InvalidModelFile if the file is gone or no longer a valid GGUF."""
     path = Path(model.path)
     before = _stat(path)
-    if (before.st_size, before.st_mtime) == (model.size, model.mtime):
+    if unchanged(model, before):
         return None
     info = info_from_header(read_gguf_header(path))
     digest = sha256_file(path)
     _check_still(path, before)
-    return FileRecheck(str(path), digest, before.st_size, before.st_mtime, info, model.sha256)
+    return FileRecheck(str(path), digest, before.st_size, before.st_mtime, info, model.sha256, before.st_ctime_ns,
+                       before.st_ino)
+
+
+def unchanged(model: InstalledModel, st: os.stat_result) -> bool:
+    """Whether `st` is the stat the model's file had when it was checked. An entry without the
+    inode's change time and number (an older Cove's) goes by size and mtime."""
+    if (st.st_size, st.st_mtime) != (model.size, model.mtime):
+        return False
+    return model.ctime_ns is None or (st.st_ctime_ns, st.st_ino) == (model.ctime_ns, model.inode)
 
 
 class ModelNotFound(Exception):
@@ -103,12 +119,33 @@ def create_models_table(db: sqlite_utils.Database) -> None:
                 "name": str, "path": str, "sha256": str, "size": int, "mtime": float, "quant": str,
                 "architecture": str, "parameter_count": int, "context_length": int, "has_chat_template": int,
                 "source": str, "repo": str, "file": str, "revision": str, "added_at": str, "last_used_at": str,
+                "ctime_ns": int, "inode": int,
             },
             pk="name",
             not_null=["path", "sha256", "size", "mtime", "has_chat_template", "source", "added_at"],
             if_not_exists=True,
         )
         db.table(TABLE).create_index(["path"], unique=True, if_not_exists=True)
+    add_stat_columns(db)
+
+
+def add_stat_columns(db: sqlite_utils.Database) -> None:
+    """Give a `models` table an older Cove made the inode's change time and number (NULL until
+    the file is next checked). Disk format: the app's migration list calls this once."""
+    with write_transaction(db):
+        have = {c.name for c in db.table(TABLE).columns}
+        for column in ("ctime_ns", "inode"):
+            if column not in have:
+                db.execute(f"ALTER TABLE [{TABLE}] ADD COLUMN {column} INTEGER")
+        # A file whose size and mtime are still those checked is taken as checked, stamped now.
+        for row in list(db.query(f"SELECT name, path, size, mtime FROM [{TABLE}] WHERE ctime_ns IS NULL")):
+            try:
+                st = os.stat(row["path"])
+            except OSError:
+                continue
+            if (st.st_size, st.st_mtime) == (row["size"], row["mtime"]):
+                db.execute(f"UPDATE [{TABLE}] SET ctime_ns = ?, inode = ? WHERE name = ?",
+                           [st.st_ctime_ns, st.st_ino, row["name"]])
 
 
 _Models = list[InstalledModel]  # spelled once here: inside the class, `list` is the method
@@ -146,14 +183,14 @@ class ModelLibrary:
             return self._import_copy(src, source or "copied", name, extra)
         existing = self._find("path = ?", [str(src)])
         before = _stat(src)
-        if existing is not None and (existing.size, existing.mtime) == (before.st_size, before.st_mtime):
+        if existing is not None and unchanged(existing, before):
             return existing
         info = info_from_header(read_gguf_header(src))
         digest = sha256 or sha256_file(src)
         _check_still(src, before)
         if existing is not None:
             given = {k: v for k, v in {"source": source, **extra}.items() if v is not None}
-            row = {**_info_columns(info, digest, before.st_size, before.st_mtime), **given}
+            row = {**_info_columns(info, digest, before), **given}
             with write_transaction(self.db):
                 self.db.table(TABLE).update(existing.name, row)
             return self.get(existing.name)
@@ -214,7 +251,9 @@ class ModelLibrary:
     def record_recheck(self, name: str, recheck: FileRecheck) -> InstalledModel:
         """Store what `recheck_file` found: the file's new checksum, size, mtime and header facts."""
         with write_transaction(self.db):
-            self.db.table(TABLE).update(name, _info_columns(recheck.info, recheck.sha256, recheck.size, recheck.mtime))
+            self.db.table(TABLE).update(name, {**_info_columns(recheck.info, recheck.sha256, None),
+                                               "size": recheck.size, "mtime": recheck.mtime,
+                                               "ctime_ns": recheck.ctime_ns, "inode": recheck.inode})
         return self.get(name)
 
     def check_unchanged(self, model: InstalledModel) -> None:
@@ -227,7 +266,7 @@ class ModelLibrary:
             ) from None
         except OSError as exc:
             raise InvalidModelFile(f"cannot read the model file {model.path}: {exc.strerror or exc}") from None
-        if (st.st_size, st.st_mtime) != (model.size, model.mtime):
+        if not unchanged(model, st):
             raise InvalidModelFile(f"the file changed since it was checked; import it again ({model.path})")
 
     # -- internals ---------------------------------------------------------------------------
@@ -264,7 +303,7 @@ class ModelLibrary:
                 return raced
             unique = self._unique_name((name or "").strip() or _stem(path))
             row = {
-                "name": unique, "path": str(path), **_info_columns(info, digest, st.st_size, st.st_mtime), "source": source, **extra,
+                "name": unique, "path": str(path), **_info_columns(info, digest, st), "source": source, **extra,
                 "added_at": utc_timestamp(), "last_used_at": None,
             }
             self.db.table(TABLE).insert(row)
@@ -321,9 +360,12 @@ def _model(row: dict[str, Any]) -> InstalledModel:
     return InstalledModel(**values)
 
 
-def _info_columns(info: GGUFInfo, digest: str, size: int, mtime: float) -> dict[str, Any]:
+def _info_columns(info: GGUFInfo, digest: str, st: os.stat_result | None) -> dict[str, Any]:
+    """The columns a check of the file sets: its header's facts, its checksum and (given `st`) its stat."""
+    stat = {} if st is None else {"size": st.st_size, "mtime": st.st_mtime, "ctime_ns": st.st_ctime_ns,
+                                  "inode": st.st_ino}
     return {
-        "sha256": digest, "size": size, "mtime": mtime, "quant": info.quant,
+        "sha256": digest, **stat, "quant": info.quant,
         "architecture": info.architecture, "parameter_count": info.parameter_count,
         "context_length": info.context_length, "has_chat_template": int(info.has_chat_template),
     }
@@ -348,7 +390,8 @@ def _stat(path: Path) -> os.stat_result:
 
 def _check_still(path: Path, before: os.stat_result) -> None:
     after = _stat(path)
-    if (after.st_size, after.st_mtime) != (before.st_size, before.st_mtime):
+    if (after.st_size, after.st_mtime, after.st_ctime_ns, after.st_ino) != (
+            before.st_size, before.st_mtime, before.st_ctime_ns, before.st_ino):
         raise InvalidModelFile(f"the file changed while it was being checked; try again when it is complete ({path})")
 
 

@@ -31,7 +31,7 @@ from app.settings import SamplingParams
 from app.store.api_conversations import remember_exchange
 from app.store.request_log import RequestLog, timings, usage
 from app.store.statuses import MessageStatus
-from models.library import InstalledModel, ModelNotFound
+from models.library import FileRecheck, InstalledModel, ModelNotFound
 from models.transactions import write_transaction
 
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
@@ -264,7 +264,9 @@ class Service:
                 if self.stopping:
                     raise ApiError(503, "the server is stopping", "server_error")
                 options = self.pool.load_options(job.model)  # read here: the library belongs to this thread
-                generation = await anyio.to_thread.run_sync(self._start, lease, job, options)
+                generation, recheck = await anyio.to_thread.run_sync(self._start, lease, job, options)
+                if recheck is not None:  # the file changed under the server: the record names the one that runs
+                    job = replace(job, model=self.core.library.record_recheck(job.model.name, recheck))
             except ApiError:
                 self.pool.release(lease)
                 self._log(request, job, "", MessageStatus.ERROR, {})
@@ -317,16 +319,21 @@ class Service:
                   {"prompt_tokens": result.prompt_tokens})
         return result
 
-    def _start(self, lease: Lease, job: Job, options: LoadOptions) -> Generation:
+    def _start(self, lease: Lease, job: Job, options: LoadOptions) -> tuple[Generation, FileRecheck | None]:
+        """Start the reply (on a worker thread); with what a recheck of the model's file found, if
+        it changed, for the event loop's thread to store (the library belongs to that thread)."""
+        rechecked: list[FileRecheck] = []
         try:
             # An API client sends the conversation it wants answered: nothing is dropped to fit.
             window = lease.engine is self.pool.window_engine
-            return start_generation(lease.client, job.messages, model=job.model, params=job.params, conversation_id=None,
-                                    stop=job.stop, options=options,
-                                    grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
-                                    loaded_as_is=window, load=None if window else lambda: self.pool.load(lease.engine))
+            generation = start_generation(
+                lease.client, job.messages, model=job.model, params=job.params, conversation_id=None, stop=job.stop,
+                options=options, grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
+                loaded_as_is=window, load=None if window else lambda: self.pool.load(lease.engine),
+                on_recheck=rechecked.append)
         except EngineError as exc:
             raise ApiError(500, str(exc), "server_error") from None
+        return generation, rechecked[0] if rechecked else None
 
     def _log(self, request: Request, job: Job, reply: str, status: str, metrics: dict[str, Any],
              error: str | None = None, *, conversation: bool = False) -> None:

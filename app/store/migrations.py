@@ -190,6 +190,14 @@ def _m0011_record_seals(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m0012_model_stat(db: sqlite_utils.Database) -> None:
+    # A model file's inode change time and number (models/library.py): what `touch -r` cannot put
+    # back, so an edit in place at the same size is noticed and the file hashed again.
+    from models.library import add_stat_columns
+
+    add_stat_columns(db)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -202,6 +210,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0009_api_conversations", _m0009_api_conversations),
     ("0010_connections", _m0010_connections),
     ("0011_record_seals", _m0011_record_seals),
+    ("0012_model_stat", _m0012_model_stat),
 )
 
 

@@ -58,7 +58,7 @@ def test_table_schema(db: sqlite_utils.Database) -> None:
     assert table.pks == ["name"]
     assert list(table.columns_dict) == [
         "name", "path", "sha256", "size", "mtime", "quant", "architecture", "parameter_count", "context_length",
-        "has_chat_template", "source", "repo", "file", "revision", "added_at", "last_used_at",
+        "has_chat_template", "source", "repo", "file", "revision", "added_at", "last_used_at", "ctime_ns", "inode",
     ]
     assert any(ix.unique and ix.columns == ["path"] for ix in table.indexes)
 
@@ -240,3 +240,50 @@ def test_refresh_keeps_the_entry_and_records_new_origin(lib: ModelLibrary, tiny:
     refreshed = lib.import_file(tiny, source="download", repo="org/tiny", revision="r2")
     assert (refreshed.name, refreshed.added_at) == (first.name, first.added_at)
     assert (refreshed.source, refreshed.repo, refreshed.revision) == ("download", "org/tiny", "r2")
+
+
+def test_an_edit_in_place_at_the_same_size_with_the_mtime_put_back_is_noticed(lib: ModelLibrary, tiny: Path) -> None:
+    from models.library import recheck_file
+
+    model = lib.import_file(tiny)
+    assert recheck_file(model) is None  # nothing changed: a stat, no hashing
+    before = tiny.stat()
+    data = bytearray(tiny.read_bytes())
+    data[-1] ^= 0xFF  # one byte of the weights, in place
+    with tiny.open("r+b") as f:
+        f.write(bytes(data))
+    os.utime(tiny, ns=(before.st_atime_ns, before.st_mtime_ns))  # touch -r: size and mtime as they were
+    assert (tiny.stat().st_size, tiny.stat().st_mtime) == (model.size, model.mtime)
+    with pytest.raises(InvalidModelFile, match="changed since it was checked"):
+        lib.check_unchanged(model)
+    recheck = recheck_file(model)
+    assert recheck is not None and recheck.content_changed and recheck.sha256 == real_sha(tiny)
+    stored = lib.record_recheck(model.name, recheck)
+    assert stored.sha256 == recheck.sha256 and recheck_file(stored) is None  # checked once, then a stat again
+
+
+def test_a_file_replaced_by_another_of_the_same_size_and_mtime_is_noticed(lib: ModelLibrary, tiny: Path,
+                                                                           tmp_path: Path) -> None:
+    from models.library import recheck_file
+
+    model = lib.import_file(tiny)
+    other = tmp_path / "other.gguf"
+    data = bytearray(tiny.read_bytes())
+    data[-1] ^= 0xFF
+    other.write_bytes(bytes(data))
+    os.utime(other, ns=(tiny.stat().st_atime_ns, tiny.stat().st_mtime_ns))
+    os.replace(other, tiny)  # a new inode under the same name
+    recheck = recheck_file(model)
+    assert recheck is not None and recheck.content_changed
+
+
+def test_an_older_coves_entry_is_stamped_once_when_its_file_is_as_checked(db: sqlite_utils.Database, lib: ModelLibrary,
+                                                                           tiny: Path) -> None:
+    from models.library import add_stat_columns
+
+    model = lib.import_file(tiny)
+    db.execute("UPDATE models SET ctime_ns = NULL, inode = NULL")
+    db.conn.commit()
+    add_stat_columns(db)
+    stamped = lib.get(model.name)
+    assert (stamped.ctime_ns, stamped.inode) == (tiny.stat().st_ctime_ns, tiny.stat().st_ino)
