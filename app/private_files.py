@@ -26,11 +26,12 @@ def make_private(folders: tuple[Path, ...]) -> list[Path]:
     and everything in it. Returns the folders that were changed (to be said once)."""
     changed: list[Path] = []
     for folder in folders:
-        if not folder.exists():
-            folder.mkdir(parents=True, mode=0o700)
+        existed = folder.exists()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # a file in the way raises FileExistsError
+        if not existed:
             os.chmod(folder, 0o700)  # mkdir's mode passes through the umask
             continue
-        if folder.is_dir() and not folder.is_symlink() and folder.stat().st_mode & _OTHERS:
+        if not folder.is_symlink() and folder.stat().st_mode & _OTHERS:
             _close(folder)
             changed.append(folder)
     return changed
