@@ -185,12 +185,18 @@ class RequestLog:
         return self.erase(seqs, client)
 
     def begin_sealing(self) -> None:
-        """Seal a record an older Cove wrote (entries, no seals yet): its erasures become an
-        erasure entry, and the newest entry is sealed. Nothing to do once any seal exists."""
+        """Seal a record an older Cove wrote (entries, no seals, no sealing key yet): its erasures
+        become an erasure entry, and the newest entry is sealed. Nothing to do once a seal or a key
+        exists: seals deleted from a sealed record stay missing."""
         if next(self.db.query("SELECT 1 FROM record_seals LIMIT 1"), None) is not None:
             return
         if next(self.db.query("SELECT 1 FROM record_entries LIMIT 1"), None) is None:
             return
+        try:
+            if self.keys.load() is not None:
+                return
+        except SealKeyError:
+            return  # the key cannot be read now: verify says so
         erased = [r["seq"] for r in self.db.query("SELECT seq FROM record_entries WHERE erased = 1 ORDER BY seq")]
         with write_transaction(self.db):
             if erased:

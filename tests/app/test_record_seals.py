@@ -281,6 +281,11 @@ def test_an_older_coves_record_is_sealed_as_it_is_when_sealing_begins(cove_core)
     assert verdict.intact and verdict.erased == (2,) and verdict.entries == 4
     log.begin_sealing()  # once only
     assert len(log.entries()) == 4
+    # Seals deleted from a sealed record are not made again when Cove next opens it.
+    _sql(cove_core, "DELETE FROM record_seals")
+    log.begin_sealing()
+    assert next(cove_core.db.query("SELECT count(*) AS n FROM record_seals"))["n"] == 0
+    assert log.verify().missing_seals == (0,)
     _sql(cove_core, "UPDATE record_entries SET reply = 'changed' WHERE seq = 3")
     assert log.verify().changed == (3,)
 
