@@ -210,13 +210,13 @@ class RemoteEngine:
 
     def check(self) -> None:
         """Raise ConsentNeeded when messages would go to a host outside the private network the
-        person has not agreed to, NetworkRefused when Cove is offline. A name is judged by what
-        the last probe found (a connection never probed is looked up here: blocking)."""
+        person has not agreed to, NetworkRefused when Cove is offline. A name is looked up now
+        (blocking), not judged by an earlier probe: the network may have changed since; and the
+        connection itself goes only to an address judged as it is made (checked_connect.py)."""
         host = self.connection.host
         private = private_without_lookup(host)
         if private is None:
-            recorded = self.connection.server.get("private") if self.connection.server else None
-            private = recorded if isinstance(recorded, bool) else is_private_host(host)
+            private = is_private_host(host)
         if not private and not self.connection.public_ok:
             raise ConsentNeeded(host, self.connection.name)
         self.gate.check("remote")
@@ -258,6 +258,8 @@ class RemoteEngine:
             self._stream(turn, body)
         except NetworkRefused as exc:
             turn.fault(RemoteProblem(str(exc), "offline"), "offline")
+        except ConsentNeeded as exc:  # the name resolved outside the private network at connect time: nothing sent
+            turn.fault(RemoteProblem(str(exc), "unreachable"), "private_network")
         except RemoteProblem as exc:
             turn.fault(exc, exc.kind)
         except httpx.TimeoutException:

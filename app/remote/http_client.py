@@ -1,7 +1,9 @@
 """The HTTP client of one connection: TLS verified against the system's CAs (and the
 connection's extra CA file), a 5 s connect timeout, the key only in the requests to the
 connection's own origin, redirects followed only within that origin (at most 3), no proxy or
-.netrc from the environment, and every transport failure turned into a `RemoteProblem`.
+.netrc from the environment, every transport failure turned into a `RemoteProblem`, and a
+conversation sent only to an address the person allowed, judged when the connection is made
+(app/remote/checked_connect.py).
 
 Every request runs inside `gate.use(kind, url)` for its whole life (a stream's too), so
 offline mode refuses it before any socket opens and the network indicator names the host.
@@ -21,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from app.remote.checked_connect import CheckedBackend, CheckedTransport
 from app.remote.connections import Connection
 from app.remote.errors import RemoteProblem, scrub
 from models.network import NetworkGate
@@ -139,6 +142,7 @@ class RemoteHttp:
         self.read_timeout_s = read_timeout_s
         self._key = key
         self._client: httpx.Client | None = None
+        self._checked: httpx.Client | None = None  # for conversations: app/remote/checked_connect.py
 
     def __repr__(self) -> str:  # never the key
         return f"<RemoteHttp {self.connection.name} {self.connection.host} key={'yes' if self._key else 'no'}>"
@@ -151,18 +155,30 @@ class RemoteHttp:
     def key(self) -> str | None:
         return self._key
 
-    def _http(self) -> httpx.Client:
-        if self._client is None:
+    def _http(self, checked: bool = False) -> httpx.Client:
+        """The client for probes (`checked` False), or the one that carries conversations, which
+        connects only to an address the person allowed, judged at connect time."""
+        if (self._checked if checked else self._client) is None:
             timeout = httpx.Timeout(connect=self.connect_timeout_s, read=self.read_timeout_s, write=self.read_timeout_s,
                                     pool=self.connect_timeout_s)
-            self._client = httpx.Client(verify=ssl_context(self.connection.ca_file), timeout=timeout, trust_env=False,
-                                        follow_redirects=False, headers={"User-Agent": USER_AGENT})
-        return self._client
+            context = ssl_context(self.connection.ca_file)
+            transport = CheckedTransport(context, CheckedBackend(lambda: self.connection.public_ok, self.connection.name)) \
+                if checked else None
+            client = httpx.Client(verify=context, timeout=timeout, trust_env=False, follow_redirects=False,
+                                  headers={"User-Agent": USER_AGENT}, transport=transport)
+            if checked:
+                self._checked = client
+            else:
+                self._client = client
+        client = self._checked if checked else self._client
+        assert client is not None
+        return client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in (self._client, self._checked):
+            if client is not None:
+                client.close()
+        self._client = self._checked = None
 
     def api_url(self, path: str) -> str:
         return self.connection.base_url + path
@@ -177,12 +193,13 @@ class RemoteHttp:
         return headers
 
     def _send(self, method: str, url: str, *, json_body: Any, headers: dict[str, str] | None,
-              read_timeout_s: float | None) -> httpx.Response:
+              read_timeout_s: float | None, checked: bool = False) -> httpx.Response:
         """Send, following redirects within the connection's origin; the response is open
-        (stream=True) and its body unread. Raises RemoteProblem."""
+        (stream=True) and its body unread. Raises RemoteProblem, and with `checked` PublicAddress
+        (nothing sent) when the name now resolves only outside what the person allowed."""
         home = origin(self.connection.base_url)
         host = self.connection.host
-        client = self._http()
+        client = self._http(checked)
         timeout = None
         if read_timeout_s is not None:
             timeout = httpx.Timeout(connect=self.connect_timeout_s, read=read_timeout_s, write=read_timeout_s,
@@ -247,7 +264,7 @@ class RemoteHttp:
         with self.gate.use(kind, url):
             response = self._send("POST", url, json_body=json_body,
                                   headers={"Accept": "text/event-stream", "Accept-Encoding": "identity"},
-                                  read_timeout_s=read_timeout_s)
+                                  read_timeout_s=read_timeout_s, checked=True)
             try:
                 yield response
             finally:

@@ -79,11 +79,11 @@ def resolve(name: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def is_private_host(host: str, resolver: Resolver = resolve) -> bool:
+def is_private_host(host: str, resolver: Resolver | None = None) -> bool:
     """Loopback, RFC 1918/ULA/link-local, "localhost", *.local, or a name that resolves only to
     such addresses. A name that does not resolve counts as not private. May block on DNS."""
     known = private_without_lookup(host)
     if known is not None:
         return known
-    addresses = resolver(strip_port(host).rstrip("."))
+    addresses = (resolver or resolve)(strip_port(host).rstrip("."))
     return bool(addresses) and all(is_private_address(a) for a in addresses)

@@ -58,10 +58,14 @@ def test_a_public_host_needs_consent_once_and_offline_refuses_before_any_socket(
     assert "chatting on your server" in str(refused.value) and "use your server" in str(refused.value)
 
 
-def test_a_probed_name_is_judged_by_what_the_probe_found() -> None:
-    public = connection_to("http://far.example:8000/v1", server={"kind": "vllm", "private": False})
+def test_a_name_is_judged_by_what_it_resolves_to_now_not_by_an_earlier_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.remote.privacy as privacy
+
+    # Probed at home, where the name was private; on another network it resolves to a public address.
+    moved = connection_to("http://near.example:8000/v1", server={"kind": "vllm", "private": True})
+    monkeypatch.setattr(privacy, "resolve", resolver({"near.example": ["203.0.113.9"]}))
     with pytest.raises(ConsentNeeded):
-        RemoteEngine(public, None, NetworkGate(environ={})).check()
-    private = connection_to("http://near.example:8000/v1", server={"kind": "vllm", "private": True})
+        RemoteEngine(moved, None, NetworkGate(environ={})).check()
+    monkeypatch.setattr(privacy, "resolve", resolver({"near.example": ["192.168.1.20"]}))
     with pytest.raises(NetworkRefused):
-        RemoteEngine(private, None, NetworkGate(offline=True)).check()  # no consent asked: it is private
+        RemoteEngine(moved, None, NetworkGate(offline=True)).check()  # no consent asked: it is private now
