@@ -158,20 +158,20 @@ class RemoteHttp:
     def _http(self, checked: bool = False) -> httpx.Client:
         """The client for probes (`checked` False), or the one that carries conversations, which
         connects only to an address the person allowed, judged at connect time."""
-        if (self._checked if checked else self._client) is None:
-            timeout = httpx.Timeout(connect=self.connect_timeout_s, read=self.read_timeout_s, write=self.read_timeout_s,
-                                    pool=self.connect_timeout_s)
-            context = ssl_context(self.connection.ca_file)
-            transport = CheckedTransport(context, CheckedBackend(lambda: self.connection.public_ok, self.connection.name)) \
-                if checked else None
-            client = httpx.Client(verify=context, timeout=timeout, trust_env=False, follow_redirects=False,
-                                  headers={"User-Agent": USER_AGENT}, transport=transport)
-            if checked:
-                self._checked = client
-            else:
-                self._client = client
-        client = self._checked if checked else self._client
-        assert client is not None
+        existing = self._checked if checked else self._client
+        if existing is not None:
+            return existing
+        timeout = httpx.Timeout(connect=self.connect_timeout_s, read=self.read_timeout_s, write=self.read_timeout_s,
+                                pool=self.connect_timeout_s)
+        context = ssl_context(self.connection.ca_file)
+        transport = CheckedTransport(context, CheckedBackend(lambda: self.connection.public_ok, self.connection.name)) \
+            if checked else None
+        client = httpx.Client(verify=context, timeout=timeout, trust_env=False, follow_redirects=False,
+                              headers={"User-Agent": USER_AGENT}, transport=transport)
+        if checked:
+            self._checked = client
+        else:
+            self._client = client
         return client
 
     def close(self) -> None:
