@@ -4,10 +4,10 @@ serve` answers the person's own programs and not those of every account on the m
 
 Linux tells it through the kernel's socket diagnostics (NETLINK_SOCK_DIAG, what `ss -e` shows
 as `uid:`): one exact lookup of the client's socket by its address and port, answered by the
-kernel without a scan of the machine's sockets, so it costs the same with 20,000 connections
-open. No library wraps this lookup (psutil's net_connections scans every process's file
-descriptors and needs privileges for other accounts' sockets), hence the few structs below,
-as linux/inet_diag.h lays them out. Elsewhere the owner is unknown (None).
+kernel from its socket hash table rather than by a scan of the machine's sockets. No library
+wraps this lookup (psutil's net_connections scans every process's file descriptors and needs
+privileges for other accounts' sockets), hence the few structs below, as linux/inet_diag.h
+lays them out. Elsewhere the owner is unknown (None).
 """
 
 from __future__ import annotations
