@@ -4,6 +4,7 @@ own database connection."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from PySide6.QtGui import QGuiApplication
@@ -27,6 +28,12 @@ from ui.theme import error_color
 AskName = Callable[[], str | None]  # the name for a new key, or None: cancelled
 Confirm = Callable[[str], bool]  # (question) -> yes?
 SHOWN_ONCE = "Copy it now: Cove keeps only a fingerprint of it, so it will not be shown again."
+# Without a key, Linux lets only the person's own account in (app/serve/peer_owner.py); elsewhere
+# the socket's owner is not checked.
+NO_KEYS = ("No keys: your own programs on this computer may use the server; other accounts on it and web pages may not."
+           if sys.platform.startswith("linux") else
+           "No keys: any program on this computer may use the server (web pages may not); make a key to let only "
+           "chosen programs in.")
 KEYS_NOTE = ("Name a key after the client that uses it (an editor, a script); the record shows "
              "each request's key name. Once a key exists, every request needs one.")
 
@@ -43,7 +50,7 @@ class KeysSection(QGroupBox):
         self.list = QListWidget(self)
         self.list.setAccessibleName("Key names")
         self.list.itemSelectionChanged.connect(self._update_buttons)
-        self.empty = QLabel("No keys: any program on this computer may use the server.", self)
+        self.empty = QLabel(NO_KEYS, self)
         self.empty.setWordWrap(True)
         self.new_button = QPushButton("New key…", self)
         self.new_button.setAccessibleName("New API key")
