@@ -7,13 +7,11 @@ import argparse
 import csv
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from app.core import Core
-from app.store.record_seals import Sealer, key_id_of
+from app.store.record_key import ALREADY_GIVEN, give_out, parse_key_text, sealing_state
 from app.store.request_log import RequestLog
-from models.transactions import write_transaction
 
 # A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), +cmd|...):
 # such a text cell is written with a leading apostrophe, which spreadsheets show as text (OWASP's
@@ -76,9 +74,6 @@ def run_verify(core: Core, args: argparse.Namespace) -> int:
     return 0 if verdict.intact else 1
 
 
-KEY_FILE_HEADER = "cove record verification key"
-
-
 def read_key_file(path: Path, core: Core) -> tuple[str, bytes]:
     """(key id, verification key) from a file `cove record key --export` wrote. Raises ValueError
     with one sentence."""
@@ -86,41 +81,19 @@ def read_key_file(path: Path, core: Core) -> tuple[str, bytes]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"the key file {path} cannot be read ({exc.strerror or exc})") from None
-    fields = dict(line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
-    if not text.startswith(KEY_FILE_HEADER) or not {"record", "key id", "key"} <= fields.keys():
-        raise ValueError(f"{path} is not a verification key of Cove's record (cove record key --export writes one)")
-    keys = RequestLog(core.db).keys
-    if fields["record"] != keys.record_id:
-        raise ValueError(f"the key in {path} belongs to another record ({fields['record']}), not this one "
-                         f"({keys.record_id})")
-    try:
-        key = bytes.fromhex(fields["key"])
-    except ValueError:
-        raise ValueError(f"the key in {path} is damaged (it is not hexadecimal)") from None
-    if key_id_of(key) != fields["key id"]:
-        raise ValueError(f"the key in {path} is damaged (it does not match its id)")
-    return fields["key id"], key
+    return parse_key_text(text, RequestLog(core.db).keys.record_id, str(path))
 
 
 def run_key(core: Core, args: argparse.Namespace) -> int:
-    log = RequestLog(core.db)
-    keys = log.keys
-    with write_transaction(core.db):  # no other process starts a series meanwhile
-        state = Sealer(core.db, keys).prepare()
     if not args.export:
+        keys = RequestLog(core.db).keys
+        state = sealing_state(core.db)
         given = "not given out yet (cove record key --export)" if state.verification else "given out once already"
         print(f"The record's sealing key {state.key_id} is kept in {keys.where}, at epoch {state.epoch}; "
               f"its verification key is {given}.")
         return 0
-    if not state.verification:
-        raise ValueError("the verification key was given out once already and is not kept here (that is what makes it "
-                         "worth keeping elsewhere); without it, cove record verify checks with this machine's key")
-    print(f"{KEY_FILE_HEADER}\nrecord: {keys.record_id}\nkey id: {state.key_id}\nkey: {state.verification}\n"
-          f"made: {state.made}", flush=True)
-    now = keys.load()  # forgotten only once it was written out (another process may have sealed since)
-    if now is not None:
-        keys.save(replace(now, verification=None))
+    if not give_out(core.db, lambda text: print(text, flush=True)):
+        raise ValueError(ALREADY_GIVEN)
     print("Keep this elsewhere (another machine, a password manager, paper): Cove has forgotten it. "
           "cove record verify --key FILE checks every seal with it.", file=sys.stderr)
     return 0
