@@ -14,6 +14,7 @@ from app.cli.serve_cmd import DEFAULT_PORT
 from app.serve.keys import ApiKeys
 from ui.server.control import OFF, ON, STARTING, ServerControl, ServerFactory
 from ui.server.keys_section import KeysSection
+from ui.server.record_key_section import RecordKeySection
 from ui.server.server_panel import ServerPanel
 from ui.theme import muted_color
 
@@ -64,7 +65,8 @@ class ServerHost(QObject):
         """Show the Server panel (built on first use)."""
         if self.panel is None:
             keys = KeysSection(ApiKeys(self._db))  # the window's own connection, on the UI thread
-            self.panel = ServerPanel(self.control, keys, port=self.port, parent=self._window)
+            record = RecordKeySection(self._db)
+            self.panel = ServerPanel(self.control, keys, port=self.port, record=record, parent=self._window)
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()

@@ -48,7 +48,8 @@ def engine_line(engine: Any) -> str:
 
 
 class ServerPanel(QDialog):
-    def __init__(self, control: ServerControl, keys: KeysSection, *, port: int, parent: QWidget | None = None) -> None:
+    def __init__(self, control: ServerControl, keys: KeysSection, *, port: int, record: QWidget | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.control = control
         self.keys = keys
@@ -127,7 +128,11 @@ class ServerPanel(QDialog):
         activity.addWidget(self._group("Events", self.events))
         columns = QHBoxLayout()
         columns.addLayout(activity, 3)
-        columns.addWidget(keys, 2)
+        side = QVBoxLayout()
+        side.addWidget(keys, 1)
+        if record is not None:  # the record's verification key (record_key_section.py)
+            side.addWidget(record)
+        columns.addLayout(side, 2)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addLayout(address_row)

@@ -1,0 +1,98 @@
+"""The record's verification key in the Server panel: Show the verification key… gives it out
+once (app/store/record_key.py), as text with a Copy button and as a QR code to photograph with
+another device, then Cove forgets it. Runs on the UI thread, on the window's own database
+connection."""
+
+from __future__ import annotations
+
+import io
+
+import segno
+import sqlite_utils
+from PySide6.QtGui import QGuiApplication, QPixmap
+from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+
+from app.store.record_key import ALREADY_GIVEN, give_out
+from app.store.seal_keys import SealKeyError
+
+RECORD_NOTE = ("Every request and turn is an entry of the record, sealed with a key that evolves. The verification "
+               "key checks every seal: keep it elsewhere (cove record verify --key FILE).")
+SHOWN_ONCE = ("Keep it elsewhere now (another device, a password manager, paper): Cove has forgotten it and will not "
+              "show it again.")
+
+
+def qr_pixmap(text: str, scale: int = 4) -> QPixmap:
+    """`text` as a QR code (segno: error correction M, a quiet zone of 4 modules)."""
+    out = io.BytesIO()
+    segno.make(text, error="m", micro=False).save(out, kind="png", scale=scale, border=4)
+    pixmap = QPixmap()
+    pixmap.loadFromData(out.getvalue(), "PNG")
+    return pixmap
+
+
+class KeyDialog(QDialog):
+    """The verification key, shown this once: text, Copy, QR code."""
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("The record's verification key")
+        self.setAccessibleName("Verification key")
+        self.text = QPlainTextEdit(text, self)
+        self.text.setReadOnly(True)
+        self.text.setAccessibleName("Verification key text")
+        self.copy_button = QPushButton("Copy", self)
+        self.copy_button.setAccessibleName("Copy the verification key")
+        self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(text))
+        self.qr = QLabel(self)
+        self.qr.setAccessibleName("Verification key as a QR code")
+        self.qr.setPixmap(qr_pixmap(text))
+        once = QLabel(SHOWN_ONCE, self)
+        once.setWordWrap(True)
+        close = QPushButton("Close", self)
+        close.clicked.connect(self.accept)
+        row = QHBoxLayout()
+        row.addWidget(self.text, 1)
+        row.addWidget(self.qr)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.copy_button)
+        buttons.addStretch(1)
+        buttons.addWidget(close)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addWidget(once)
+        layout.addLayout(buttons)
+
+
+class RecordKeySection(QGroupBox):
+    def __init__(self, db: sqlite_utils.Database, parent: QWidget | None = None) -> None:
+        super().__init__("The record", parent)
+        self.db = db
+        self.setAccessibleName("The record")
+        self.dialog: KeyDialog | None = None
+        note = QLabel(RECORD_NOTE, self)
+        note.setWordWrap(True)
+        self.show_button = QPushButton("Show the verification key…", self)
+        self.show_button.setAccessibleName("Show the verification key")
+        self.show_button.clicked.connect(self.show_key)
+        self.message = QLabel(self)
+        self.message.setAccessibleName("Record key message")
+        self.message.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addWidget(note)
+        layout.addWidget(self.show_button)
+        layout.addWidget(self.message)
+
+    def show_key(self) -> None:
+        """Give the key out once, in a dialog; afterwards, say that it was."""
+        shown: list[str] = []
+        try:
+            given = give_out(self.db, shown.append)
+        except SealKeyError as exc:
+            self.message.setText(f"The key could not be read: {exc}.")
+            return
+        if not given:
+            self.message.setText(ALREADY_GIVEN[0].upper() + ALREADY_GIVEN[1:] + ".")
+            return
+        self.message.setText("")
+        self.dialog = KeyDialog(shown[0], self)
+        self.dialog.open()
