@@ -9,12 +9,11 @@ half-written file; an unreadable file is moved aside under a name of its own
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
+from app.atomic_file import write_text_whole
 from app.engine import protocol
 from app.set_aside import aside_name, utc_stamp
 
@@ -217,13 +216,4 @@ def save_settings(path: Path, settings: Settings) -> None:
         "placements": {name: placement.to_dict() for name, placement in settings.placements.items()},
         "saved_state_mb": settings.saved_state_mb,
     }
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_whole(path, json.dumps(data, indent=2))

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,16 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+
+
+@pytest.fixture(autouse=True)
+def _umask_kept() -> Iterator[None]:
+    """Each test starts with the suite's umask: `cove`'s main, called in-process, sets its own
+    (app/private_files.py), and a later test must not depend on which ran before it."""
+    before = os.umask(0o022)
+    os.umask(before)
+    yield
+    os.umask(before)
 
 
 @pytest.fixture(scope="session")

@@ -10,12 +10,11 @@ out once, the verification key. A key that evolved is overwritten, never kept.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from app.atomic_file import write_text_whole
 from app.secrets import SERVICE, KeyringUser, describe_backend
 
 
@@ -73,7 +72,7 @@ class SealKeys(KeyringUser):
             if target is not None:
                 target.set_password(SERVICE, username(self.record_id), text)
             elif self.fallback is not None:
-                _write_private(self.fallback, text)
+                write_text_whole(self.fallback, text)  # 0600: mkstemp's mode
             else:
                 self._memory = text
         except Exception as exc:  # noqa: BLE001 - every keyring or disk failure becomes one sentence
@@ -93,17 +92,3 @@ class SealKeys(KeyringUser):
             raise SealKeyError(f"the record's sealing key could not be read from {self.where} "
                                f"({type(exc).__name__})") from None
 
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all (a new file renamed over the old), 0600."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

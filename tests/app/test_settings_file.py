@@ -68,7 +68,8 @@ def test_the_core_says_it_once_and_later_reads_move_nothing(tmp_path: Path) -> N
     from app.paths import resolve_paths
 
     paths = resolve_paths({"COVE_HOME": str(tmp_path / "home")})
-    paths.data_dir.mkdir(parents=True)
+    paths.data_dir.mkdir(parents=True, mode=0o700)  # private, as Cove makes it: the one notice is the settings'
+    os.chmod(paths.data_dir, 0o700)
     paths.settings_file.write_bytes(b"not json")
     core = open_core(paths)
     try:

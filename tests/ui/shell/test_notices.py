@@ -30,7 +30,8 @@ def _buttons(window: QWidget, text: str) -> list[QPushButton]:
 
 def test_damaged_files_are_said_until_dismissed_through_the_starter_notes(qapp, tmp_path, tiny_gguf, monkeypatch):
     home = tmp_path / "home"
-    (home / "data").mkdir(parents=True)
+    (home / "data").mkdir(parents=True, mode=0o700)  # private, as Cove makes it: the notices are the damaged files'
+    (home / "data").chmod(0o700)
     (home / "data" / "cove.db").write_bytes(b"these bytes are not a database " * 300)
     (home / "data" / "settings.json").write_bytes(b"\x00 nor are these settings")
     monkeypatch.setenv("COVE_HOME", str(home))
