@@ -19,6 +19,7 @@ from app.private_files import make_private
 from app.settings import ModelPlacement, SamplingParams, Settings, load_settings, read_settings, save_settings
 from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
+from app.store.record_requests import close_interrupted
 from app.store.request_log import RequestLog
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
@@ -206,7 +207,11 @@ def open_core(paths: Paths | None = None) -> Core:
     history = History(opened.db, state_dir=paths.kv_states_dir)
     repaired = 0 if opened.read_only else history.repair_interrupted()
     if not opened.read_only:
-        RequestLog(opened.db).begin_sealing()  # a record an older Cove wrote: sealed from here on
+        record = RequestLog(opened.db)
+        record.begin_sealing()  # a record an older Cove wrote: sealed from here on
+        # Requests open in the record whose process died: closed as interrupted, with the text
+        # the history's checkpoints saved (repaired just above).
+        close_interrupted(record, history.reply_text)
     if not opened.read_only:
         # States of conversations deleted while a reply was still saving, or by an older Cove.
         prune_state_folders(paths.kv_states_dir, history.conversation_ids)

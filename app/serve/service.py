@@ -1,6 +1,7 @@
 """What every endpoint shares: who is asking (the key's name), which installed model a name means,
-running one reply on an engine lent by the pool, and entering each request in the written record.
-Runs on the server's event loop thread, which opened the history database."""
+running one reply on an engine lent by the pool, and entering each request in the written record
+and the history from its acceptance to its end (app/serve/request_store.py). Runs on the server's
+event loop thread, which opened the history database."""
 
 from __future__ import annotations
 
@@ -27,12 +28,11 @@ from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
 from app.serve.peer_owner import is_this_account
 from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
+from app.serve.request_store import Opened, RequestStore
 from app.settings import SamplingParams
-from app.store.api_conversations import remember_exchange
-from app.store.request_log import RequestLog, timings, usage
+from app.store.request_log import RequestLog
 from app.store.statuses import MessageStatus
 from models.library import FileRecheck, InstalledModel, ModelNotFound
-from models.transactions import write_transaction
 
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
 
@@ -88,6 +88,8 @@ class Running:
         # event is taken, before the stream's last chunks go out: a client that sends its next
         # request on [DONE] never waits behind this one's commit.
         self.close_early: Callable[[], Awaitable[None]] | None = None
+        # Given the reply so far after each event of text, to save it (cheap unless a save is due).
+        self.on_text: Callable[[list[str]], None] | None = None
 
     async def next(self) -> TokenEvent | FinishedEvent | None:
         if self.finished is not None:
@@ -120,6 +122,8 @@ class Running:
                     self.tokens += 1
                 event = TokenEvent("".join(parts), event.t)
             self.text.append(event.text)
+            if self.on_text is not None:
+                self.on_text(self.text)
         elif isinstance(event, FinishedEvent):
             self.finished = event
         else:
@@ -156,6 +160,7 @@ class Service:
     def __init__(self, core: Core, pool: ModelPool) -> None:
         self.core, self.pool = core, pool
         self.record = RequestLog(core.db)
+        self.store = RequestStore(core.history, self.record)
         self.keys = ApiKeys(core.db)
         self._ids = itertools.count(1)
         self._live: dict[int, tuple[LiveRequest, Running | None]] = {}
@@ -246,19 +251,22 @@ class Service:
 
     @asynccontextmanager
     async def reply(self, request: Request, job: Job) -> AsyncIterator[Running]:
-        """Lend an engine with the job's model, start the reply, and give its events. However
-        it ends (finished, failed, the client gone), the engine is given back and the request
-        is entered in the record once. Raises ApiError before the reply starts."""
+        """Enter the request (the record, the history) as it is accepted, lend an engine with the
+        job's model, start the reply, and give its events, checkpointing the text as it streams.
+        However it ends (finished, failed, the client gone), the engine is given back and the
+        request is closed in the record and the history once. Raises ApiError before the reply
+        starts (entered as an error)."""
         client = request.scope.get("cove.client", CLIENT)
         live_id = next(self._ids)
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
         self._set_live(live_id, waiting)
+        opened = self._open(request, job, conversation=True)
         running: Running | None = None
         try:
             try:
                 lease = await self.pool.lease(job.model, client, job.messages)
-            except ApiError:
-                self._log(request, job, "", MessageStatus.ERROR, {})
+            except ApiError as exc:
+                self.store.close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
                 raise
             try:
                 if self.stopping:
@@ -267,11 +275,12 @@ class Service:
                 generation, recheck = await anyio.to_thread.run_sync(self._start, lease, job, options)
                 if recheck is not None:  # the file changed under the server: the record names the one that runs
                     job = replace(job, model=self.core.library.record_recheck(job.model.name, recheck))
-            except ApiError:
+            except ApiError as exc:
                 self.pool.release(lease)
-                self._log(request, job, "", MessageStatus.ERROR, {})
+                self.store.close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
                 raise
             running = Running(generation)
+            running.on_text = lambda parts: self.store.checkpoint(opened, parts)
             self._set_live(live_id, replace(waiting, status="running"), running)
             try:
                 yield running
@@ -290,8 +299,12 @@ class Service:
                 # Without a RAM cache it holds the live KV cache's one conversation.
                 holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
                 self.pool.release(lease, prompt_key(reply_messages), holds)
-                self._log(request, job, done.text, done.status, done.metrics, done.error, conversation=True)
+                self.store.close(opened, reply=done.text, status=done.status, metrics=done.metrics, error=done.error,
+                                 model=job.model)
         finally:
+            if not opened.closed:  # cancelled while waiting for an engine (the client went away, the server stopped)
+                self.store.close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
+                                 error="the request ended before an engine was free")
             self._set_live(live_id, None)
 
     async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
@@ -299,24 +312,30 @@ class Service:
         client = request.scope.get("cove.client", CLIENT)
         job = Job(request.url.path, model, [{"role": "input", "content": t} for t in texts], SamplingParams(),
                   record_params=params)
-        lease = await self.pool.lease(model, client, [])
+        opened = self._open(request, job, conversation=False)
         try:
-            if lease.engine.loaded is not None and not lease.engine.loaded.embeddings:
-                raise ApiError(400, f"{model.name} is not an embedding model (its file declares no pooling type); "
-                                    "install one such as an nomic-embed or bge GGUF", param="model",
-                               code="model_not_embedding")
+            lease = await self.pool.lease(model, client, [])
             try:
-                result = await anyio.to_thread.run_sync(lease.client.embed, texts)
-            except EngineError as exc:
-                raise ApiError(400, str(exc), param="input") from None
+                if lease.engine.loaded is not None and not lease.engine.loaded.embeddings:
+                    raise ApiError(400, f"{model.name} is not an embedding model (its file declares no pooling type); "
+                                        "install one such as an nomic-embed or bge GGUF", param="model",
+                                   code="model_not_embedding")
+                try:
+                    result = await anyio.to_thread.run_sync(lease.client.embed, texts)
+                except EngineError as exc:
+                    raise ApiError(400, str(exc), param="input") from None
+            finally:
+                self.pool.release(lease)
         except ApiError as exc:
-            self._log(request, job, "", MessageStatus.ERROR, {}, exc.message)
+            self.store.close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
             raise
-        finally:
-            self.pool.release(lease)
+        except BaseException:  # the client went away, the server stopped
+            self.store.close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
+                             error="the request ended before its vectors were made")
+            raise
         dims = len(result.vectors[0]) if result.vectors else 0
-        self._log(request, job, f"{len(result.vectors)} vectors of {dims} numbers", MessageStatus.COMPLETE,
-                  {"prompt_tokens": result.prompt_tokens})
+        self.store.close(opened, reply=f"{len(result.vectors)} vectors of {dims} numbers", status=MessageStatus.COMPLETE,
+                         metrics={"prompt_tokens": result.prompt_tokens})
         return result
 
     def _start(self, lease: Lease, job: Job, options: LoadOptions) -> tuple[Generation, FileRecheck | None]:
@@ -335,19 +354,10 @@ class Service:
             raise ApiError(500, str(exc), "server_error") from None
         return generation, rechecked[0] if rechecked else None
 
-    def _log(self, request: Request, job: Job, reply: str, status: str, metrics: dict[str, Any],
-             error: str | None = None, *, conversation: bool = False) -> None:
-        """One entry in the written record, and with `conversation` the exchange in the history
-        under its client; one transaction."""
-        client = request.scope.get("cove.client", CLIENT)
+    def _open(self, request: Request, job: Job, *, conversation: bool) -> Opened:
+        """Enter an accepted request in the record and, with `conversation`, the history."""
         params = {"temperature": job.params.temperature, "top_p": job.params.top_p, "max_tokens": job.params.max_tokens,
                   "seed": job.params.seed, "stop": list(job.stop), "stream": job.stream, **job.record_params}
-        with write_transaction(self.core.db):
-            conversation_id = remember_exchange(
-                self.core.history, client=client, model=job.model, messages=job.messages, reply=reply, status=status,
-                params=params, metrics=metrics, error=error) if conversation else None
-            self.record.append(client=client, remote=request.client.host if request.client else "", endpoint=job.endpoint,
-                               model_name=job.model.name, model_sha256=job.model.sha256, quant=job.model.quant,
-                               params={**params, "error": error} if error else params, messages=job.messages,
-                               reply=reply, status=status, usage=usage(metrics), timings=timings(metrics),
-                               conversation_id=conversation_id)
+        return self.store.open(client=request.scope.get("cove.client", CLIENT),
+                               remote=request.client.host if request.client else "", endpoint=job.endpoint,
+                               model=job.model, messages=job.messages, params=params, conversation=conversation)

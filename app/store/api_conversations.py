@@ -1,16 +1,21 @@
 """API requests as conversations of the history, under their client: a request whose messages
 continue an earlier exchange of the same client (its messages so far, as the client sends them
-again) is added to that conversation, any other starts one. Written in one transaction, so
-they are searchable like chats and listed by `cove history`."""
+again) is added to that conversation, any other starts one. A request is stored when it is
+accepted, its reply streaming into its row, and finished when it ends, so a request in flight
+when Cove dies is in the history (marked interrupted at the next start). Searchable like chats
+and listed by `cove history`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from app.store.history import History
 from app.store.records import to_json
+from app.store.statuses import MessageStatus
+from app.store.writer import this_writer
 from models.library import InstalledModel
 from models.transactions import write_transaction
 
@@ -21,10 +26,18 @@ def thread_hash(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-def remember_exchange(history: History, *, client: str, model: InstalledModel, messages: list[dict[str, Any]],
-                      reply: str, status: str, params: dict[str, Any], metrics: dict[str, Any],
-                      error: str | None = None) -> str:
-    """Store one request and its reply; returns the conversation's id."""
+@dataclass(frozen=True)
+class OpenExchange:
+    """A request's place in the history: its conversation, and the reply's row (streaming)."""
+
+    conversation_id: str
+    message_id: str
+
+
+def open_exchange(history: History, *, client: str, model: InstalledModel, messages: list[dict[str, Any]],
+                  params: dict[str, Any]) -> OpenExchange:
+    """Store a request as it is accepted: the client's messages, and its reply's row, 'streaming'
+    (named as this process's, so start-up repair marks it interrupted if the process dies)."""
     system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system") or None
     turns = [m for m in messages if m.get("role") in ("user", "assistant")]
     db = history.db
@@ -48,13 +61,32 @@ def remember_exchange(history: History, *, client: str, model: InstalledModel, m
             if turn["role"] == "assistant":  # an earlier reply, as the client sent it back
                 fields.update(model_name=model.name, params=to_json({"sent_by_client": True}))
             parent_id = history.insert_message(conversation_id, parent_id, fields, _title(history, conversation_id, turn))
-        parent_id = history.insert_message(conversation_id, parent_id, {
-            "role": "assistant", "content": reply, "status": status, "error": error, "model_name": model.name,
+        me = this_writer()
+        message_id = history.insert_message(conversation_id, parent_id, {
+            "role": "assistant", "content": "", "status": MessageStatus.STREAMING, "model_name": model.name,
             "model_sha256": model.sha256, "model_quant": model.quant, "params": to_json(params),
-            "metrics": to_json(metrics)}, {"model": model.name})
+            "writer_pid": me.pid, "writer_started": me.started}, {"model": model.name})
+        # Until the reply ends, no later request continues this thread (it has no reply to send back yet).
+        db.execute("UPDATE conversations SET thread_hash = NULL WHERE id = ?", [conversation_id])
+    return OpenExchange(conversation_id, message_id)
+
+
+def close_exchange(history: History, opened: OpenExchange, *, messages: list[dict[str, Any]], reply: str, status: str,
+                   metrics: dict[str, Any], error: str | None = None, model_sha256: str | None = None,
+                   model_quant: str | None = None) -> bool:
+    """Store how the request ended: the reply's text, status and figures, and the thread's hash
+    so the client's next request continues this conversation. False when the person deleted the
+    conversation meanwhile (nothing is stored then)."""
+    db = history.db
+    with write_transaction(db):
+        if db.execute("SELECT 1 FROM messages WHERE id = ?", [opened.message_id]).fetchone() is None:
+            return False
+        if model_sha256:  # the file changed under the server: the row names the one that ran
+            history.record_reply_model(opened.message_id, model_sha256, model_quant)
+        history.finish_assistant(opened.message_id, reply, status=status, metrics=metrics, error=error)
         after = [*messages, {"role": "assistant", "content": reply}]
-        db.execute("UPDATE conversations SET thread_hash = ? WHERE id = ?", [thread_hash(after), conversation_id])
-    return conversation_id
+        db.execute("UPDATE conversations SET thread_hash = ? WHERE id = ?", [thread_hash(after), opened.conversation_id])
+    return True
 
 
 def _title(history: History, conversation_id: str, turn: dict[str, Any]) -> dict[str, Any]:

@@ -306,6 +306,11 @@ class History:
                 raise MessageNotFound(f"no message '{message_id}'; its conversation was deleted")
             return False
 
+    def reply_text(self, message_id: str) -> str | None:
+        """A message's text as saved; None when it is gone."""
+        row = self.db.execute("SELECT content FROM messages WHERE id = ?", [message_id]).fetchone()
+        return row[0] if row else None
+
     def record_reply_model(self, message_id: str, model_sha256: str, model_quant: str | None) -> None:
         """The model file changed before the reply ran: the row names the bytes that wrote it."""
         with write_transaction(self.db):
@@ -404,7 +409,7 @@ class History:
 
     def insert_message(self, conversation_id: str, parent_id: str | None, fields_: dict[str, Any],
                        conversation_changes: dict[str, Any]) -> str:
-        """A finished message as it is (an API exchange's), inside the caller's write transaction."""
+        """A message with the fields given (an API exchange's), inside the caller's write transaction."""
         return self._insert_message(conversation_id, parent_id, fields_, conversation_changes)
 
     def _insert_message(

@@ -198,6 +198,14 @@ def _m0012_model_stat(db: sqlite_utils.Database) -> None:
     add_stat_columns(db)
 
 
+def _m0013_record_open(db: sqlite_utils.Database) -> None:
+    # Requests of the record still open (app/store/record_requests.py): an entry is opened when a
+    # request is accepted and closed by a later entry when it ends. This table only finds the open
+    # ones fast at start-up (to close them as interrupted); the record's proof is its entries.
+    db.table("record_open").create(
+        {"seq": int, "message_id": str, "writer_pid": int, "writer_started": float}, pk="seq")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -211,6 +219,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0010_connections", _m0010_connections),
     ("0011_record_seals", _m0011_record_seals),
     ("0012_model_stat", _m0012_model_stat),
+    ("0013_record_open", _m0013_record_open),
 )
 
 

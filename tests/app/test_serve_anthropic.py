@@ -136,7 +136,7 @@ def test_unknown_fields_and_metadata_are_ignored_and_sampling_settings_taken(ser
     reply = client(served).messages.create(model="tiny", max_tokens=3, messages=HI, metadata={"user_id": "me"},
                                            extra_body={"temperature": 0.5, "top_p": 0.9, "top_k": 20, "wizardry": {"x": 1}})
     assert reply.content[0].text and 1 <= reply.usage.output_tokens <= 3
-    params = json.loads(served.record()[-1]["params"])
+    params = json.loads(served.requests()[-1]["params"])
     assert params["temperature"] == 0.5 and params["top_p"] == 0.9 and params["top_k"] == 20 and params["max_tokens"] == 3
 
 
@@ -163,14 +163,14 @@ def test_malformed_json_and_an_oversized_body_are_refused_in_anthropics_shape(se
 
 
 def test_each_message_is_in_the_record_with_its_endpoint(served: Served) -> None:
-    before = len(served.record())
+    before = len(served.requests())
     messages = [{"role": "user", "content": "first"}, {"role": "user", "content": [{"type": "text", "text": "sec"},
                                                                                  {"type": "text", "text": "ond"}]}]
     client(served).messages.create(model="tiny", max_tokens=3, system=[{"type": "text", "text": "Be brief."}],
                                    messages=messages, extra_body=GREEDY)
     with client(served).messages.stream(model="tiny", max_tokens=3, messages=HI, stop_sequences=["zzz"]) as stream:
         stream.until_done()
-    entries = served.record()
+    entries = served.requests()
     assert len(entries) == before + 2
     whole, streamed = entries[-2:]
     assert all(e["endpoint"] == "/v1/messages" and e["client"] == "local API" and e["model_name"] == "tiny"
@@ -191,7 +191,7 @@ def test_a_client_that_leaves_mid_stream_stops_the_reply_and_the_next_is_answere
         assert got[:3] == ["event: message_start", "event: content_block_start", "event: ping"]
     reply = client(served).messages.create(model="tiny", max_tokens=3, messages=HI)
     assert reply.usage.output_tokens >= 1
-    (left,) = [e for e in served.record() if json.loads(e["messages"]) == body["messages"]]
+    (left,) = [e for e in served.requests() if json.loads(e["messages"]) == body["messages"]]
     assert left["status"] == "cancelled" and json.loads(left["usage"])["completion_tokens"] < 6000
 
 
@@ -204,7 +204,7 @@ def test_with_a_key_made_a_message_needs_it_and_the_record_names_it(served: Serv
             client(served).messages.create(model="tiny", max_tokens=2, messages=HI)  # the key "unused"
         assert caught.value.body["error"]["type"] == "authentication_error"
         reply = client(served, key).messages.create(model="tiny", max_tokens=2, messages=HI)  # sent as x-api-key
-        assert reply.content[0].text and served.record()[-1]["client"] == "writer"
+        assert reply.content[0].text and served.requests()[-1]["client"] == "writer"
     finally:
         assert served.cove("serve", "keys", "remove", "writer").returncode == 0
     assert client(served).messages.create(model="tiny", max_tokens=2, messages=HI).content  # open again

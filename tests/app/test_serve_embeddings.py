@@ -15,6 +15,7 @@ import pytest
 
 from app.serve.runner import ServerThread
 from app.store.request_log import RequestLog
+from tests.support.serve_fixture import requests_of
 from tests.support.tiny_model import write_tiny_gguf
 
 
@@ -48,7 +49,7 @@ def test_an_embedding_model_gives_one_unit_vector_per_text(server: str, cove_cor
     floats = httpx.post(f"{server}/embeddings", timeout=60, json={"model": "embedder", "input": "a glacier",
                                                                    "encoding_format": "float"}).json()
     assert floats["data"][0]["embedding"] == pytest.approx(vectors[1], abs=1e-5)
-    (first, second) = [e for e in RequestLog(cove_core.db).entries() if e["endpoint"] == "/v1/embeddings"]
+    (first, second) = [e for e in requests_of(RequestLog(cove_core.db).entries()) if e["endpoint"] == "/v1/embeddings"]
     assert first["client"] == "local API" and "a glacier" in first["messages"] and first["status"] == "complete"
 
 

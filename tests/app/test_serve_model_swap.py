@@ -22,7 +22,7 @@ def test_the_record_names_the_file_that_ran_after_it_was_replaced(tmp_path: Path
         (model,) = json.loads(served.cove("models", "list", "--json").stdout)
         path = Path(model["path"])
         assert httpx.post(f"{served.url}/v1/chat/completions", json=BODY, timeout=60).status_code == 200
-        assert served.record()[-1]["model_sha256"] == model["sha256"]
+        assert served.requests()[-1]["model_sha256"] == model["sha256"]
 
         replacement = write_tiny_gguf(tmp_path / "replacement.gguf", seed=7)
         os.replace(replacement, path)  # another file under the same name, as a re-download would leave it
@@ -30,7 +30,7 @@ def test_the_record_names_the_file_that_ran_after_it_was_replaced(tmp_path: Path
         assert new_sha != model["sha256"]
         for _ in range(2):
             assert httpx.post(f"{served.url}/v1/chat/completions", json=BODY, timeout=60).status_code == 200
-            assert served.record()[-1]["model_sha256"] == new_sha
+            assert served.requests()[-1]["model_sha256"] == new_sha
         (listed,) = json.loads(served.cove("models", "list", "--json").stdout)
         assert listed["sha256"] == new_sha
         with sqlite3.connect(served.home / "cove" / "data" / "cove.db") as db:

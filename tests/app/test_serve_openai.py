@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.serve_fixture import Served, cove_serve, free_port
+from tests.support.serve_fixture import Served, cove_serve, free_port, requests_of
 
 _SERVED: list[Served] = []  # the module's server, for the command line against its home
 
@@ -132,19 +132,21 @@ def _record() -> list[dict]:
 
 
 def test_every_request_is_in_the_record_once_and_the_record_verifies_until_edited(server: str) -> None:
-    before = len(_record())
+    before = len(requests_of(_record()))
     client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "first"}], max_tokens=3,
                                            temperature=0)
     list(client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "second"}],
                                                 max_tokens=3, stream=True))
     entries = _record()
-    assert len(entries) == before + 2
+    requests = requests_of(entries)
+    assert len(requests) == before + 2
     sha = json.loads(cove("models", "list", "--json").stdout)[0]["sha256"]
-    for entry, question, stream in zip(entries[-2:], ("first", "second"), (False, True)):
+    for entry, question, stream in zip(requests[-2:], ("first", "second"), (False, True)):
         assert entry["client"] == "local API" and entry["remote"] == "127.0.0.1" and entry["endpoint"] == "/v1/chat/completions"
         assert entry["model_name"] == "tiny" and entry["model_sha256"] == sha and entry["status"] == "length"
         assert json.loads(entry["messages"]) == [{"role": "user", "content": question}]
         assert json.loads(entry["params"])["stream"] is stream and json.loads(entry["usage"])["completion_tokens"] == 3
+        assert entry["closing"]["client"] == "local API" and entry["closing"]["conversation_id"] == entry["conversation_id"]
     verified = cove("record", "verify", "--json")
     assert verified.returncode == 0 and json.loads(verified.stdout)["intact"] is True
     database = next(Path(_SERVED[0].env["COVE_HOME"]).rglob("*.db"))
@@ -166,7 +168,7 @@ def test_with_keys_made_a_request_needs_one_and_the_record_names_it(server: str)
             client(server).models.list()  # the key "unused"
         keyed = openai.OpenAI(base_url=server, api_key=key, max_retries=0, timeout=60)
         keyed.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
-        assert _record()[-1]["client"] == "editor"
+        assert [e["client"] for e in _record()[-2:]] == ["editor", "editor"]
         assert cove("serve", "keys", "list").stdout.split() == ["editor"]
         assert key not in Path(next(Path(_SERVED[0].env["COVE_HOME"]).rglob("*.db"))).read_bytes().decode("latin-1")  # only its hash
         again = cove("serve", "keys", "add", "editor")

@@ -9,6 +9,7 @@ import httpx
 
 from app.serve.runner import ServerThread
 from app.store.request_log import RequestLog
+from tests.support.serve_fixture import requests_of
 
 
 def _free_port() -> int:
@@ -33,7 +34,8 @@ def test_the_server_thread_answers_and_stops(cove_core) -> None:
     assert not server.running
     # The window's own connection sees what the server's thread wrote.
     entries = RequestLog(cove_core.db).entries()
-    assert [(e["client"], e["endpoint"]) for e in entries] == [("local API", "/v1/chat/completions")]
+    assert [(e["client"], e["endpoint"]) for e in entries] == [("local API", "/v1/chat/completions")] * 2
+    assert [e["status"] for e in requests_of(entries)] == ["length"]  # opened, then closed
 
 
 def test_a_taken_port_is_a_sentence(cove_core) -> None:
@@ -76,7 +78,7 @@ def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core,
     server.stop()
     reader.join(60)
     assert not reader.is_alive() and "data: [DONE]" in got  # the client was told the reply ended
-    (entry,) = RequestLog(cove_core.db).entries()
+    (entry,) = requests_of(RequestLog(cove_core.db).entries())
     assert entry["status"] == "cancelled" and entry["reply"]
 
 

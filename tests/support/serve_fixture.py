@@ -35,6 +35,7 @@ class Served:
     url: str  # http://127.0.0.1:PORT, without /v1
     home: Path
     env: dict[str, str]
+    process: subprocess.Popen | None = None
 
     def cove(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*CLI, *args], cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=120)
@@ -45,11 +46,38 @@ class Served:
         assert done.returncode == 0, done.stderr
         return [json.loads(line) for line in done.stdout.splitlines()]
 
+    def requests(self) -> list[dict]:
+        """The record as requests (requests_of)."""
+        return requests_of(self.record())
+
+
+def requests_of(entries: list[dict]) -> list[dict]:
+    """The record's requests, oldest first: each opening entry with what its closing entry says
+    (reply, status, usage, timings, error; "closing": the entry itself, None while open). The
+    erasures and entries of other kinds are left out."""
+    closing = {}
+    for entry in entries:
+        closes = json.loads(entry["params"] or "{}").get("closes") if entry["status"] != "open" else None
+        if closes is not None:
+            closing[closes] = entry
+    out = []
+    for entry in entries:
+        if entry["status"] != "open":
+            continue
+        close = closing.get(entry["seq"])
+        merged = {**entry, "closing": close}
+        if close is not None:
+            merged.update({name: close[name] for name in ("reply", "status", "usage", "timings", "model_sha256")})
+            merged["error"] = json.loads(close["params"]).get("error")
+        out.append(merged)
+    return out
+
 
 @contextmanager
-def cove_serve(home: Path, *, n_ctx_train: int = 512) -> Iterator[Served]:
+def cove_serve(home: Path, *, n_ctx_train: int = 512, args: tuple[str, ...] = ()) -> Iterator[Served]:
     """The server answering at Served.url until the block ends. `n_ctx_train`: the tiny model's
-    training context, which is the context Cove gives it (up to 8,192)."""
+    training context, which is the context Cove gives it (up to 8,192); `args`: more of `cove
+    serve`'s options."""
     env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home)}
     model = write_tiny_gguf(home / "tiny.gguf", n_ctx_train=n_ctx_train)
     subprocess.run([*CLI, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True,
@@ -57,7 +85,7 @@ def cove_serve(home: Path, *, n_ctx_train: int = 512) -> Iterator[Served]:
     port = free_port()
     log = home / "serve.log"  # a file, not a pipe no one reads, which a talkative server could fill
     with log.open("wb") as stderr:
-        proc = subprocess.Popen([*CLI, "serve", "--port", str(port)], cwd=REPO_ROOT, env=env, stderr=stderr)
+        proc = subprocess.Popen([*CLI, "serve", "--port", str(port), *args], cwd=REPO_ROOT, env=env, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -70,6 +98,7 @@ def cove_serve(home: Path, *, n_ctx_train: int = 512) -> Iterator[Served]:
                 pytest.fail(f"cove serve did not start: {log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
     try:
-        yield Served(url, home, env)
+        yield Served(url, home, env, proc)
     finally:
-        stop_process(proc, 30)
+        if proc.poll() is None:
+            stop_process(proc, 30)
