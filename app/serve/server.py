@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
+import anyio
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -32,8 +33,11 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with pool.running():
-            yield
+        try:
+            async with pool.running():
+                yield
+        finally:
+            await anyio.to_thread.run_sync(service.close)  # the store's last writes, on its own thread
 
     app = Starlette(lifespan=lifespan, routes=[
         Route("/v1/models", openai_api.models, methods=["GET"]),

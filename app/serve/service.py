@@ -28,9 +28,8 @@ from app.serve.errors import ApiError
 from app.serve.keys import ApiKeys
 from app.serve.peer_owner import is_this_account
 from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
-from app.serve.request_store import Opened, RequestStore
+from app.serve.request_store import Opened, RequestStore, StoreThread
 from app.settings import SamplingParams
-from app.store.request_log import RequestLog
 from app.store.statuses import MessageStatus
 from models.library import FileRecheck, InstalledModel, ModelNotFound
 
@@ -69,6 +68,29 @@ def failure_error(finished: FinishedEvent) -> ApiError:
 CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
 
 
+# A token of any vocabulary spans at most this many characters (the longest are runs of spaces or
+# punctuation, well under 100): a prompt longer than the context times this cannot fit.
+MAX_CHARS_PER_TOKEN = 256
+UNKNOWN_CONTEXT = 131_072  # the context bound for a model whose file does not say its own
+
+
+def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
+    """Refuse, before anything is written or an engine waited for, a request that surely cannot
+    fit the model's context: more messages than the context has tokens (each takes one at least),
+    or more characters than its tokens could span. What may fit is measured by the engine."""
+    context = max(n_ctx or 0, job.model.context_length or 0) or UNKNOWN_CONTEXT
+    texts = [job.raw_prompt] if job.raw_prompt is not None else [str(m.get("content") or "") for m in job.messages]
+    if len(texts) > context:
+        raise ApiError(400, f"This model's maximum context length is {context:,} tokens, and your request has "
+                            f"{len(texts):,} messages, each at least one token. Send fewer messages.", param="messages",
+                       code="context_length_exceeded")
+    chars = sum(len(t) for t in texts)
+    if chars > context * MAX_CHARS_PER_TOKEN:
+        raise ApiError(400, f"This model's maximum context length is {context:,} tokens, and your request has "
+                            f"{chars:,} characters, more than that many tokens can hold. Shorten the messages.",
+                       param="messages", code="context_length_exceeded")
+
+
 class Running:
     """One reply in progress: `await next()` gives its events, None after the last. Tokens that
     arrived together come as one event, and a stream faster than one token per CHUNK_INTERVAL_S
@@ -90,6 +112,8 @@ class Running:
         self.close_early: Callable[[], Awaitable[None]] | None = None
         # Given the reply so far after each event of text, to save it (cheap unless a save is due).
         self.on_text: Callable[[list[str]], None] | None = None
+        # Set when the reply ended: why it is not (yet) in the history file, None when it is.
+        self.not_saved: str | None = None
 
     async def next(self) -> TokenEvent | FinishedEvent | None:
         if self.finished is not None:
@@ -159,8 +183,8 @@ class Running:
 class Service:
     def __init__(self, core: Core, pool: ModelPool) -> None:
         self.core, self.pool = core, pool
-        self.record = RequestLog(core.db)
-        self.store = RequestStore(core.history, self.record)
+        # Every write about a request runs on the store's own thread and connection, off the event loop.
+        self.store = RequestStore(StoreThread(core.paths.database, core.paths.models_dir, core.paths.kv_states_dir))
         self.keys = ApiKeys(core.db)
         self._ids = itertools.count(1)
         self._live: dict[int, tuple[LiveRequest, Running | None]] = {}
@@ -175,6 +199,11 @@ class Service:
             running = [r for _row, r in self._live.values() if r is not None]
         for reply in running:
             reply.generation.cancel()
+
+    def close(self) -> None:
+        """The server has stopped (not on the event loop): the store's last writes, then its thread."""
+        self.store.stop()
+        self.store.thread.close()
 
     def live(self) -> list[LiveRequest]:
         """The requests being answered now, oldest first (any thread)."""
@@ -256,17 +285,18 @@ class Service:
         However it ends (finished, failed, the client gone), the engine is given back and the
         request is closed in the record and the history once. Raises ApiError before the reply
         starts (entered as an error)."""
+        refuse_what_cannot_fit(job, self.pool.n_ctx)
         client = request.scope.get("cove.client", CLIENT)
         live_id = next(self._ids)
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
         self._set_live(live_id, waiting)
-        opened = self._open(request, job, conversation=True)
+        opened = await self._open(request, job, conversation=True)
         running: Running | None = None
         try:
             try:
                 lease = await self.pool.lease(job.model, client, job.messages)
             except ApiError as exc:
-                self.store.close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
+                await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
                 raise
             try:
                 if self.stopping:
@@ -274,10 +304,11 @@ class Service:
                 options = self.pool.load_options(job.model)  # read here: the library belongs to this thread
                 generation, recheck = await anyio.to_thread.run_sync(self._start, lease, job, options)
                 if recheck is not None:  # the file changed under the server: the record names the one that runs
-                    job = replace(job, model=self.core.library.record_recheck(job.model.name, recheck))
+                    library = self.store.thread.library
+                    job = replace(job, model=await self.store.thread.run(library.record_recheck, job.model.name, recheck))
             except ApiError as exc:
                 self.pool.release(lease)
-                self.store.close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
+                await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
                 raise
             running = Running(generation)
             running.on_text = lambda parts: self.store.checkpoint(opened, parts)
@@ -299,12 +330,13 @@ class Service:
                 # Without a RAM cache it holds the live KV cache's one conversation.
                 holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
                 self.pool.release(lease, prompt_key(reply_messages), holds)
-                self.store.close(opened, reply=done.text, status=done.status, metrics=done.metrics, error=done.error,
-                                 model=job.model)
+                await self._close(opened, reply=done.text, status=done.status, metrics=done.metrics, error=done.error,
+                                  model=job.model)
+                running.not_saved = opened.not_saved
         finally:
             if not opened.closed:  # cancelled while waiting for an engine (the client went away, the server stopped)
-                self.store.close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
-                                 error="the request ended before an engine was free")
+                await self._close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
+                                  error="the request ended before an engine was free")
             self._set_live(live_id, None)
 
     async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
@@ -312,7 +344,7 @@ class Service:
         client = request.scope.get("cove.client", CLIENT)
         job = Job(request.url.path, model, [{"role": "input", "content": t} for t in texts], SamplingParams(),
                   record_params=params)
-        opened = self._open(request, job, conversation=False)
+        opened = await self._open(request, job, conversation=False)
         try:
             lease = await self.pool.lease(model, client, [])
             try:
@@ -327,15 +359,15 @@ class Service:
             finally:
                 self.pool.release(lease)
         except ApiError as exc:
-            self.store.close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
+            await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
             raise
         except BaseException:  # the client went away, the server stopped
-            self.store.close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
-                             error="the request ended before its vectors were made")
+            await self._close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
+                              error="the request ended before its vectors were made")
             raise
         dims = len(result.vectors[0]) if result.vectors else 0
-        self.store.close(opened, reply=f"{len(result.vectors)} vectors of {dims} numbers", status=MessageStatus.COMPLETE,
-                         metrics={"prompt_tokens": result.prompt_tokens})
+        await self._close(opened, reply=f"{len(result.vectors)} vectors of {dims} numbers", status=MessageStatus.COMPLETE,
+                          metrics={"prompt_tokens": result.prompt_tokens})
         return result
 
     def _start(self, lease: Lease, job: Job, options: LoadOptions) -> tuple[Generation, FileRecheck | None]:
@@ -354,10 +386,15 @@ class Service:
             raise ApiError(500, str(exc), "server_error") from None
         return generation, rechecked[0] if rechecked else None
 
-    def _open(self, request: Request, job: Job, *, conversation: bool) -> Opened:
+    async def _close(self, opened: Opened, **end: Any) -> None:
+        """Close the request in the record and the history, whatever cancels the caller meanwhile."""
+        with anyio.CancelScope(shield=True):
+            await self.store.close(opened, **end)
+
+    async def _open(self, request: Request, job: Job, *, conversation: bool) -> Opened:
         """Enter an accepted request in the record and, with `conversation`, the history."""
         params = {"temperature": job.params.temperature, "top_p": job.params.top_p, "max_tokens": job.params.max_tokens,
                   "seed": job.params.seed, "stop": list(job.stop), "stream": job.stream, **job.record_params}
-        return self.store.open(client=request.scope.get("cove.client", CLIENT),
-                               remote=request.client.host if request.client else "", endpoint=job.endpoint,
-                               model=job.model, messages=job.messages, params=params, conversation=conversation)
+        return await self.store.open(client=request.scope.get("cove.client", CLIENT),
+                                     remote=request.client.host if request.client else "", endpoint=job.endpoint,
+                                     model=job.model, messages=job.messages, params=params, conversation=conversation)

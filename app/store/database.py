@@ -104,6 +104,13 @@ def close_database(db: sqlite_utils.Database) -> None:
         db.close()
 
 
+def open_writer(path: Path) -> sqlite_utils.Database:
+    """Another connection that writes, for a thread of its own (the API server's store thread):
+    the file is already open, checked and migrated by open_database. Writers take turns through
+    SQLite's lock, waiting up to the busy timeout."""
+    return _connect(path, read_only=False)
+
+
 def open_reader(path: Path) -> sqlite_utils.Database:
     """A read-only connection for another thread (WAL lets it read while the writer writes).
     Invariant: the UI thread's connection stays the only writer."""
