@@ -172,3 +172,28 @@ def _int(meta: dict[str, MetadataValue], key: str) -> int | None:
         ints = [v for v in value.values or () if isinstance(v, int) and not isinstance(v, bool)]
         return max(ints) if ints else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# ---- base or instruction-tuned --------------------------------------------------------
+
+# Words in a model's name, fine-tune label or file name that mean it was tuned to follow
+# instructions or chat ("gemma-3-270m-it", "Qwen2.5-0.5B-Instruct", "…-chat", "…-sft"), as
+# whole words between separators.
+_INSTRUCT_WORD = re.compile(
+    r"(?:^|[^a-z0-9])(?:it|instruct|instruction|chat|sft|dpo|orpo|rlhf|assistant|conversational|"
+    r"hermes|dolphin|openchat|vicuna|zephyr|alpaca|tulu|orca|wizardlm)(?=$|[^a-z0-9])"
+)
+# The GGUF metadata keys that carry such a name or label.
+NAME_KEYS = ("general.name", "general.finetune", "general.basename", "general.tags")
+
+
+def looks_instruction_tuned(*names: object) -> bool:
+    """True when any name or label says the model was tuned for instructions or chat."""
+    return any(_INSTRUCT_WORD.search(str(n).lower()) for n in names if n)
+
+
+def is_base_model(has_chat_template: bool, *names: object) -> bool:
+    """A base model: no chat template and no sign of instruction tuning in `names` (its
+    file name, library name, and the NAME_KEYS values of its metadata). Such a model was
+    trained only to continue text, so it is given a conversation to continue, not chat turns."""
+    return not has_chat_template and not looks_instruction_tuned(*names)

@@ -145,6 +145,8 @@ class ModelSession:
             eos_token=self.eos_text,
             use_model_template=req.use_model_template,
             fallback_reason=req.fallback_reason,
+            metadata=llm.metadata,
+            file_name=path.name,
         )
         self.transcript: Transcript | None = None
         self.drafting = Drafting()
@@ -320,10 +322,12 @@ class ModelSession:
         else:
             t_call = time.perf_counter()
             sampler = llm._init_sampler(top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                        temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty)
+                                        temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
+                                        presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
             llm._sampler = sampler  # as Llama.generate keeps it: freed when the next reply replaces it
             pick = make_pick(llm, sampler, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
                              min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=req.grammar is not None,
+                             penalties=bool(req.presence_penalty or req.frequency_penalty), logit_bias=req.logit_bias,
                              seed=int(llm._seed))
             drafter, policy = self.drafting.for_reply(req.speculative)
             stream = TokenStream(llm, pick, tokens, cached, n_ctx=n_ctx, drafter=drafter, policy=policy)

@@ -16,6 +16,18 @@ since a Python thread cannot be killed. Fallbacks:
 
 (1) the system prompt is folded into the first user turn.
 
+A base model (no chat template, and no sign of instruction tuning in its name or metadata:
+models.model_facts.is_base_model) was never trained on any turn format, so it gets BASE_FORMAT
+instead (the Q:/A: transcript below): the whole conversation as a text to continue, opening
+with the system prompt (or TRANSCRIPT_INTRO) and two example exchanges, stopped where the model
+starts the next question.
+docs/base-models.md compares the formats on the starter model (bench/base_model_formats.py).
+
+| name       | format                                                              | stop strings |
+|------------|---------------------------------------------------------------------|--------------|
+| transcript | intro\\n\\nUser: ...\\nAssistant: ...\\n (2 examples, then the turns) ...Assistant: | \\nUser: |
+| qa         | intro\\n\\nQ: ...\\nA: ...\\n (2 examples, then the turns) ...A:             | \\nQ:     |
+
 Fallbacks never trim or rewrite earlier turns, so a follow-up prompt starts with the exact
 text of the previous one (the host's prefix reuse depends on that).
 """
@@ -26,7 +38,7 @@ import io
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,6 +46,7 @@ from typing import Any
 from jinja2.exceptions import SecurityError, TemplateError
 
 from app.engine.template_sandbox import TemplateSandbox, template_environment
+from models.model_facts import NAME_KEYS, is_base_model
 
 Messages = Sequence[dict[str, Any]]
 RENDER_TIMEOUT_S = 3.0
@@ -130,6 +143,36 @@ def _render_plain(messages: Messages, bos: str, eos: str) -> str:
     return "\n\n".join(parts)
 
 
+TRANSCRIPT_INTRO = "The following is a conversation with a helpful, accurate assistant."
+# The example exchanges a base model is shown before the conversation: short, plain answers.
+TRANSCRIPT_EXAMPLES = (
+    ("Hello, who are you?", "I am an assistant. I answer questions briefly and accurately."),
+    ("What is the boiling point of water at sea level?", "100 degrees Celsius (212 degrees Fahrenheit)."),
+)
+
+
+def _few_shot(messages: Messages, user: str, assistant: str) -> str:
+    """The conversation as a text for a base model to continue: the system prompt (or the
+    intro), the example exchanges, then each turn as `user`/`assistant` lines."""
+    system, rest = _split_system(messages)
+    lines = [f"{user}: {q}\n{assistant}: {a}" for q, a in TRANSCRIPT_EXAMPLES]
+    for role, content in rest:
+        label = assistant if role == "assistant" else user
+        # A reply that starts with whitespace (as generated) is not given another space, so
+        # the label + generated text re-renders byte for byte.
+        sep = "" if content[:1].isspace() else " "
+        lines.append(f"{label}:{sep}{content}")
+    return f"{system or TRANSCRIPT_INTRO}\n\n" + "\n".join(lines) + f"\n{assistant}:"
+
+
+def _render_transcript(messages: Messages, bos: str, eos: str) -> str:
+    return _few_shot(messages, "User", "Assistant")
+
+
+def _render_qa(messages: Messages, bos: str, eos: str) -> str:
+    return _few_shot(messages, "Q", "A")
+
+
 @dataclass(frozen=True)
 class Fallback:
     name: str
@@ -144,7 +187,12 @@ FALLBACKS: dict[str, Fallback] = {
     "chatml": Fallback("chatml", "the ChatML format", ("<|im_end|>",), _render_chatml),
     "phi3": Fallback("phi3", "the Phi-3 format", ("<|end|>",), _render_phi3),
     "plain": Fallback("plain", "a plain System/User/Assistant transcript", ("\nUser:",), _render_plain),
+    "transcript": Fallback("transcript", "a conversation transcript for a base model to continue",
+                           ("\nUser:",), _render_transcript),
+    "qa": Fallback("qa", "a Q:/A: transcript for a base model to continue", ("\nQ:",), _render_qa),
 }
+# What a base model is given (the best of the formats compared in docs/base-models.md).
+BASE_FORMAT = "qa"
 
 
 def choose_fallback(arch: str, has_token: Callable[[str], bool]) -> Fallback:
@@ -350,10 +398,21 @@ def build_chat_format(
     use_model_template: bool = True,
     fallback_reason: str | None = None,
     timeout_s: float = RENDER_TIMEOUT_S,
+    metadata: Mapping[str, Any] | None = None,
+    file_name: str = "",
 ) -> ChatFormat:
-    """Choose how prompts are rendered for a freshly loaded model. May raise TemplateHung."""
+    """Choose how prompts are rendered for a freshly loaded model. May raise TemplateHung.
+
+    `metadata` (the GGUF's) and `file_name` tell a base model from an instruct one that
+    lacks a template; a base model gets BASE_FORMAT. Without `metadata` the model is not
+    known to be a base model, and a missing template gets the architecture's fallback."""
     fb = choose_fallback(architecture, has_token)
     why_fb = f"{fb.description} (the fallback for architecture '{architecture or 'unknown'}')"
+    names = [file_name, *(metadata.get(k) for k in NAME_KEYS)] if metadata is not None else []
+    if not template_source and metadata is not None and is_base_model(False, *names):
+        base = FALLBACKS[BASE_FORMAT]
+        note = f"the model has no chat template and looks like a base model; using {base.description}"
+        return ChatFormat(base, note, template=None, bos=bos_token, eos=eos_token)
     if not template_source:
         note = f"the model has no chat template; using {why_fb}"
         return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
