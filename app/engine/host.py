@@ -10,7 +10,12 @@ Cross-process invariants:
   id, and nothing on the pipe is ever a traceback.
 - If a chat template will not stop rendering, the host reports Failed(kind="template")
   and exits; the parent starts a new host (a Python thread cannot be killed).
-- End of input (the parent went away) ends the host.
+- End of input (the parent closed the pipe, or died, even of SIGKILL) ends the host: the
+  reply in progress is cancelled, and if the main thread has not returned
+  PARENT_GONE_EXIT_S later (a load or a prefill llama.cpp cannot interrupt) the process
+  exits anyway.
+- The host runs in a session of its own (process.py), so signals sent to the parent's
+  process group never reach it; SIGINT is ignored as well, for platforms without sessions.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
     from app.engine.session import ModelSession
 
 TEMPLATE_HUNG_EXIT = 70
+PARENT_GONE_EXIT_S = 10.0
 
 
 class _Writer:
@@ -67,8 +73,9 @@ class _Writer:
 
 
 class Host:
-    def __init__(self, write: Callable[[bytes], None]) -> None:
+    def __init__(self, write: Callable[[bytes], None], on_input_closed: Callable[[], None] | None = None) -> None:
         self._write = write
+        self._on_input_closed = on_input_closed  # called once, on the reader thread, at end of input
         self._requests: queue.Queue[Request | None] = queue.Queue()
         self._cancel = threading.Event()
         self._lock = threading.Lock()
@@ -112,6 +119,8 @@ class Host:
             self._requests.put(req)  # type: ignore[arg-type]
         self._cancel.set()
         self._requests.put(None)
+        if self._on_input_closed is not None:
+            self._on_input_closed()
 
     def _dispatch(self, req: Request) -> None:
         try:
@@ -246,7 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     scrub_environment(os.environ)
     in_fd, out_fd = _open_fd(args.in_fd, "r"), _open_fd(args.out_fd, "w")
     with os.fdopen(in_fd, "rb") as reader:
-        return Host(_Writer(out_fd)).serve(reader)
+        return Host(_Writer(out_fd), on_input_closed=_exit_soon).serve(reader)
+
+
+def _exit_soon() -> None:
+    """The parent is gone: whatever the main thread is stuck in, the process ends."""
+    timer = threading.Timer(PARENT_GONE_EXIT_S, os._exit, args=(0,))
+    timer.daemon = True
+    timer.start()
 
 
 if __name__ == "__main__":

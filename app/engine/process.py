@@ -5,6 +5,10 @@ code may print to). A reader thread turns each line into a message and hands it 
 `on_message`; when the pipe closes it waits for the exit code and calls `on_exit` once
 with a readable cause ("killed by signal 9 (SIGKILL), perhaps out of memory"). Neither
 callback may block for long: they run on the reader thread.
+
+On POSIX the host runs in a session (and process group) of its own, so signals meant for
+the parent's group never reach it; it ends when the parent closes the request pipe or
+dies (the kernel closes the pipe then, even after SIGKILL).
 """
 
 from __future__ import annotations
@@ -106,6 +110,10 @@ class HostProcess:
             ids = handles
         else:
             kwargs["pass_fds"] = child_fds
+            # A session of its own: a signal to the parent's process group (`timeout`, a
+            # logout, a closed terminal, Ctrl-C) reaches the parent only, which stops the
+            # reply and keeps it; the host ends when its request pipe closes (host.py).
+            kwargs["start_new_session"] = True
             ids = list(child_fds)
         try:
             self._proc = subprocess.Popen(
