@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app.core import Core
 from app.store.record_key import ALREADY_GIVEN, give_out, parse_key_text, sealing_state
+from app.store.record_verdict import verdict_lines
 from app.store.request_log import RequestLog
 
 # A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), +cmd|...):
@@ -40,11 +41,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     key.set_defaults(run=run_key)
 
 
-def _numbers(seqs: tuple[int, ...], limit: int = 20) -> str:
-    shown = ", ".join(map(str, seqs[:limit]))
-    return shown + (f" and {len(seqs) - limit} more" if len(seqs) > limit else "")
-
-
 def run_verify(core: Core, args: argparse.Namespace) -> int:
     verification = read_key_file(Path(args.key), core) if args.key else None
     verdict = RequestLog(core.db).verify(verification)
@@ -55,22 +51,8 @@ def run_verify(core: Core, args: argparse.Namespace) -> int:
                           "other_series": verdict.other_series, "checked_with": verdict.checked_with,
                           "key_problem": verdict.key_problem}))
         return 0 if verdict.intact else 1
-    print(f"The record holds {verdict.entries} entries: {'intact' if verdict.intact else 'NOT INTACT'}.")
-    if verdict.checked_with:
-        print(f"Its seals were checked with {verdict.checked_with}.")
-    for seqs, what in ((verdict.changed, "Entries changed (their fields, text or links do not match)"),
-                       (verdict.missing, "Entries missing (deleted, or cut from the end)"),
-                       (verdict.unsealed, "Entries after the last good seal (added or re-hashed without the key)"),
-                       (verdict.bad_seals, "Seals that do not match (forged, or over entries that changed)"),
-                       (verdict.missing_seals, "Seals missing (deleted, or cut from the end)"),
-                       (verdict.erased, "Entries whose text the person erased (marked gaps, each erasure sealed)")):
-        if seqs:
-            print(f"{what}: {_numbers(seqs)}.")
-    if verdict.other_series:
-        print(f"{verdict.other_series} seals were made with another key (an earlier one, or another machine's); "
-              "check them with that key's file.")
-    if verdict.key_problem:
-        print(f"The seals could not be checked: {verdict.key_problem}.")
+    for line in verdict_lines(verdict):
+        print(line)
     return 0 if verdict.intact else 1
 
 

@@ -1,19 +1,25 @@
-"""The record's verification key in the Server panel: Show the verification key… gives it out
-once (app/store/record_key.py), as text with a Copy button and as a QR code to photograph with
-another device, then Cove forgets it. Runs on the UI thread, on the window's own database
-connection."""
+"""The record in the Server panel: whether it verifies (checked when the panel is first shown,
+and by Check the record, on a thread of its own with a read-only connection), and Show the
+verification key…, which gives the key out once (app/store/record_key.py), as text with a Copy
+button and as a QR code to photograph with another device, then Cove forgets it. The key runs
+on the UI thread, on the window's own database connection."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import segno
 import sqlite_utils
-from PySide6.QtGui import QGuiApplication, QPixmap
+from PySide6.QtGui import QGuiApplication, QPixmap, QShowEvent
 from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from app.store.database import open_reader
 from app.store.record_key import ALREADY_GIVEN, give_out
+from app.store.record_verdict import verdict_lines
+from app.store.request_log import RequestLog
 from app.store.seal_keys import SealKeyError
+from ui.background import BackgroundJob, run_in_background
 
 RECORD_NOTE = ("Every request and turn is an entry of the record, sealed with a key that evolves. The verification "
                "key checks every seal: keep it elsewhere (cove record verify --key FILE).")
@@ -77,10 +83,57 @@ class RecordKeySection(QGroupBox):
         self.message = QLabel(self)
         self.message.setAccessibleName("Record key message")
         self.message.setWordWrap(True)
+        self.verdict = QLabel(self)
+        self.verdict.setAccessibleName("Whether the record verifies")
+        self.verdict.setWordWrap(True)
+        self.check_button = QPushButton("Check the record", self)
+        self.check_button.setAccessibleName("Check the record")
+        self.check_button.clicked.connect(self.check)
+        self.intact: bool | None = None  # what the last check found; None before one ended
+        self._checking: BackgroundJob[tuple[bool, list[str]]] | None = None
         layout = QVBoxLayout(self)
         layout.addWidget(note)
+        layout.addWidget(self.verdict)
+        layout.addWidget(self.check_button)
         layout.addWidget(self.show_button)
         layout.addWidget(self.message)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if self.intact is None and self._checking is None:
+            self.check()
+
+    def check(self) -> None:
+        """Verify the record off the UI thread (its own read-only connection) and show what it found."""
+        path = next((row[2] for row in self.db.conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        if not path:
+            return
+        self.check_button.setEnabled(False)
+        self.verdict.setText("Checking the record…")
+
+        def work() -> tuple[bool, list[str]]:
+            reader = open_reader(Path(path))
+            try:
+                verdict = RequestLog(reader).verify()
+            finally:
+                reader.close()
+            return verdict.intact, verdict_lines(verdict)
+
+        self._checking = run_in_background(self, work, on_done=self._show_verdict, on_failed=self._check_failed,
+                                           name="cove-record-check")
+
+    def _show_verdict(self, found: tuple[bool, list[str]]) -> None:
+        self.intact, lines = found
+        self._checking = None
+        self.check_button.setEnabled(True)
+        self.verdict.setText(" ".join(lines) if self.intact else "⚠ " + " ".join(lines)
+                             + " cove record verify --key FILE checks every seal with the key you kept.")
+        self.verdict.setStyleSheet("" if self.intact else "color: #b00020; font-weight: bold;")
+
+    def _check_failed(self, why: str) -> None:
+        self._checking = None
+        self.check_button.setEnabled(True)
+        self.verdict.setText(f"The record could not be checked: {why}")
 
     def show_key(self) -> None:
         """Give the key out once, in a dialog; afterwards, say that it was."""

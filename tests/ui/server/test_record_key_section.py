@@ -46,3 +46,21 @@ def test_the_qr_code_holds_the_text() -> None:
     assert code.designator.endswith("-M") and not qr_pixmap(text).isNull()
     # The symbol is as large as the text needs (a longer text, a larger version).
     assert segno.make(text * 3, error="m", micro=False).version > code.version
+
+
+def test_the_panel_says_whether_the_record_verifies_and_warns_when_it_was_edited(qtbot, cove_core) -> None:
+    log = RequestLog(cove_core.db)
+    _fill(log, 3)
+    section = RecordKeySection(cove_core.db)
+    qtbot.addWidget(section)
+    section.show()  # the first showing checks it, off the UI thread
+    qtbot.waitUntil(lambda: section.intact is not None, timeout=30_000)
+    assert section.intact is True and "3 entries: intact" in section.verdict.text()
+
+    with cove_core.db.conn:
+        cove_core.db.execute("UPDATE record_entries SET reply = 'forged' WHERE seq = 2")
+    qtbot.mouseClick(section.check_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: section.check_button.isEnabled(), timeout=30_000)
+    assert section.intact is False
+    text = section.verdict.text()
+    assert "NOT INTACT" in text and "Entries changed (their fields, text or links do not match): 2." in text
