@@ -4,6 +4,7 @@ unless told otherwise, and then only with keys)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from app.cli.output import positive_int
@@ -18,6 +19,8 @@ def _minutes(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes (give one such as 10, or 0 to unload at once)")
     if value < 0:
         raise argparse.ArgumentTypeError("the idle time cannot be negative")
     return value
@@ -70,27 +73,34 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
-    import uvicorn
-
     from app.load_options import load_options
     from app.serve.keys import ApiKeys
-    from app.serve.nodelay import http_protocol
     from app.serve.pool import ModelPool
     from app.serve.server import LOOPBACK_NAMES, create_app
+    from app.serve.service import Service
+    from app.serve.serving import ListenError, listen_socket, make_server, url_host
 
     loopback = args.host in LOOPBACK_NAMES
     if not loopback and not ApiKeys(core.db).names():
         raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
-    pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx,
-                     options_of=lambda m: load_options(core.library, m, core.settings.placement_for(m.name)),
-                     cache_ram_mb=max(0, args.cache_ram))
-    # Another address answers to any Host name (requests need a key there); loopback only to its own.
-    app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None)
-    print(f"cove serve: http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
-    # One process, the event loop on this thread: the history's SQLite connection stays on the
-    # thread that opened it.
-    # proxy_headers off: the record's client address is the socket's peer (uvicorn would take
-    # X-Forwarded-For from any loopback client).
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, http=http_protocol(),
-                proxy_headers=False)
+    try:
+        sock = listen_socket(args.host, args.port)
+    except ListenError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60,
+                         n_ctx=core.settings.sampling.n_ctx,
+                         options_of=lambda m: load_options(core.library, m, core.settings.placement_for(m.name)),
+                         cache_ram_mb=max(0, args.cache_ram))
+        service = Service(core, pool)
+        # Another address answers to any Host name (requests need a key there); loopback only to its own.
+        app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
+        server = make_server(app, service.stop_all)
+        print(f"cove serve: http://{url_host(args.host)}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
+        # One process, the event loop on this thread: the history's SQLite connection stays on the
+        # thread that opened it. A signal stops the replies in progress, keeping what they wrote
+        # (app/serve/serving.py), and is raised again once the server is down (exit 130, 143).
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     return 0

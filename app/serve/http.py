@@ -1,5 +1,5 @@
-"""HTTP pieces every endpoint uses: the request body read as JSON within a size limit, one
-server-sent event, and the Host-header check that keeps web pages out (DNS rebinding)."""
+"""HTTP pieces every endpoint uses: the request body read as JSON within a size limit and a time
+limit, one server-sent event, and the Host-header check that keeps web pages out (DNS rebinding)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from starlette.requests import Request
+import anyio
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.serve.connections import BODY_TIMEOUT_S
 from app.serve.errors import ApiError, error_response
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -34,17 +36,27 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
-async def json_body(request: Request, limit: int) -> object:
+async def json_body(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> object:
+    """The request's body as JSON; ApiError (400, 408, 413) with a sentence for a body too large,
+    too slow, cut off, not JSON, or nested deeper than the parser goes."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise ApiError(413, f"the request body is larger than {limit:,} bytes")
     data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > limit:
-            raise ApiError(413, f"the request body is larger than {limit:,} bytes")
+    try:
+        with anyio.fail_after(timeout_s):
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > limit:
+                    raise ApiError(413, f"the request body is larger than {limit:,} bytes")
+    except TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout_s:g} s") from None
+    except ClientDisconnect:  # no one reads this answer; it ends the request without a traceback
+        raise ApiError(400, "the connection closed before the request body ended") from None
     try:
         return json.loads(data)
+    except RecursionError:
+        raise ApiError(400, "the request body is JSON nested too deeply (arrays and objects inside one another)") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
 

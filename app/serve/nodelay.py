@@ -7,12 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.serve.connections import ConnectionGuard
 
 
-def http_protocol() -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+def http_protocol(guard: ConnectionGuard | None = None) -> type[asyncio.Protocol]:
+    """The protocol class for uvicorn's `http` option; with `guard`, uvicorn's h11 protocol
+    kept within the guard's bounds (app/serve/connections.py)."""
+    base: type[asyncio.Protocol]
+    if guard is not None:
+        from app.serve.connections import guarded_protocol
 
-    class NoDelayProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        base = guarded_protocol(guard)
+    else:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        base = AutoHTTPProtocol
+
+    class NoDelayProtocol(base):  # type: ignore[misc, valid-type]
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             sock = transport.get_extra_info("socket")
             if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -20,6 +34,6 @@ def http_protocol() -> type[asyncio.Protocol]:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 except OSError:
                     pass  # the connection is already gone
-            super().connection_made(transport)  # type: ignore[arg-type]
+            super().connection_made(transport)
 
     return NoDelayProtocol

@@ -1,5 +1,5 @@
-"""The OpenAI endpoints: GET /v1/models and POST /v1/chat/completions (whole replies and
-server-sent event streams), in the shapes the official clients read."""
+"""The OpenAI endpoints: GET /v1/models, GET /v1/models/{id} and POST /v1/chat/completions
+(whole replies and server-sent event streams), in the shapes the official clients read."""
 
 from __future__ import annotations
 
@@ -33,9 +33,17 @@ class OpenAIApi:
             self.service.client(request)
         except ApiError as exc:
             return exc.response()
-        data = [{"id": m.name, "object": "model", "created": 0, "owned_by": "cove"}
-                for m in self.service.core.library.list()]
+        data = [_model_entry(m.name) for m in self.service.core.library.list()]
         return JSONResponse({"object": "list", "data": data})
+
+    async def model(self, request: Request) -> JSONResponse:
+        """One installed model, by any name `Service.model` knows it by; 404 in OpenAI's shape if none."""
+        try:
+            self.service.client(request)
+            found = self.service.model(request.path_params["model"])
+        except ApiError as exc:
+            return exc.response()
+        return JSONResponse(_model_entry(found.name))
 
     def _job(self, chat: ChatRequest, request: Request) -> Job:
         extra = {"response_format": chat.response_format} if chat.response_format else {}
@@ -100,6 +108,10 @@ class OpenAIApi:
                 yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
             yield b"data: [DONE]\n\n"
             return
+
+
+def _model_entry(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "cove"}
 
 
 class ClosingStream(StreamingResponse):

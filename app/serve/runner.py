@@ -39,7 +39,9 @@ class ServerThread:
 
     @property
     def address(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        from app.serve.serving import url_host
+
+        return f"http://{url_host(self.host)}:{self.port}/v1"
 
     @property
     def running(self) -> bool:
@@ -50,14 +52,12 @@ class ServerThread:
         (the port is taken, another interface without keys)."""
         if self._thread is not None:
             raise RuntimeError("the server was started already")
+        from app.serve.serving import ListenError, listen_socket
+
         try:
-            sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            self.error = (f"port {self.port} on {self.host} is in use (is cove serve running already?)"
-                          if exc.errno == 98 else f"could not listen on {self.host}:{self.port}: {exc.strerror or exc}")
+            sock = listen_socket(self.host, self.port)
+        except ListenError as exc:
+            self.error = str(exc)
             return self.error
         self._thread = threading.Thread(target=self._run, args=(sock,), name="cove-serve", daemon=True)
         self._thread.start()
@@ -66,14 +66,12 @@ class ServerThread:
         return self.error
 
     def _run(self, sock: socket.socket) -> None:
-        import uvicorn
-
         from app.core import open_core
         from app.load_options import load_options
         from app.serve.keys import ApiKeys
-        from app.serve.nodelay import http_protocol
         from app.serve.server import create_app
         from app.serve.service import Service
+        from app.serve.serving import make_server
 
         core = None
         try:
@@ -88,10 +86,7 @@ class ServerThread:
                 pool.adopt(self.window_engine)
             self._service = service = Service(core, pool)
             app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
-            # proxy_headers off: the record's client address is the socket's peer, never a header's claim.
-            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-                                    http=http_protocol(), proxy_headers=False)
-            self._server = server = uvicorn.Server(config)
+            self._server = server = make_server(app, service.stop_all)
             starting = threading.Thread(target=self._mark_started, daemon=True)
             starting.start()
             server.run(sockets=[sock])
