@@ -197,3 +197,15 @@ def is_base_model(has_chat_template: bool, *names: object) -> bool:
     file name, library name, and the NAME_KEYS values of its metadata). Such a model was
     trained only to continue text, so it is given a conversation to continue, not chat turns."""
     return not has_chat_template and not looks_instruction_tuned(*names)
+
+
+def installed_is_base(model: object) -> bool:
+    """is_base_model for a library entry (models.library.InstalledModel): its template flag,
+    display name, file and Hub repo; False for anything without a chat-template flag (a model
+    on a server)."""
+    has_template = getattr(model, "has_chat_template", None)
+    if not isinstance(has_template, bool):
+        return False
+    path = str(getattr(model, "path", "") or "")
+    names = (getattr(model, "name", None), path.rsplit("/", 1)[-1], getattr(model, "repo", None), getattr(model, "file", None))
+    return is_base_model(has_template, *names)

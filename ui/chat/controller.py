@@ -44,6 +44,7 @@ class ChatController(QObject):
     model_load_failed = Signal(str)  # sentence
     error_reported = Signal(str)  # sentence for the person
     first_text_shown = Signal(float)  # ms from send to the first visible character
+    first_figures = Signal(dict)  # the reply's time to first token and prompt figures, at its first token
     notice_changed = Signal(str)  # a passing note for the person ("" clears it)
     models_changed = Signal()  # the library changed (e.g. the starter was registered)
 
@@ -78,6 +79,7 @@ class ChatController(QObject):
                                 parent=self)
         self.turns.text_received.connect(self.reply_text_received)
         self.turns.first_text_shown.connect(self.first_text_shown)
+        self.turns.first_figures.connect(self.first_figures)
         self.turns.error_reported.connect(self.error_reported)
         self.turns.launching.connect(self._on_turn_launching)
         self.turns.model_loaded.connect(self._on_turn_loaded)
@@ -338,6 +340,7 @@ class ChatController(QObject):
             self.reload_messages()
         self.reply_started.emit(record.assistant)
         self.busy_changed.emit(True)
+        self.conversations_changed.emit()  # listed (and moved to the top) while the reply streams
         self.turns.launch(self.model, self.conversation_id)
 
     def _on_turn_launching(self, model: InstalledModel) -> None:

@@ -12,10 +12,13 @@ from PySide6.QtGui import QPalette, QResizeEvent, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
 
 from models.library import InstalledModel
+from models.model_facts import installed_is_base
 from ui.theme import blank_icon, dot_icon, error_color, format_bytes, format_int
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 THIS_COMPUTER = "This computer"
+BASE_MODEL_NOTE = ("A small base model: it continues text rather than following instructions, so its answers "
+                   "are short and often wrong. An instruct model from the catalog answers better.")
 
 
 def remote_label(model: Any) -> str:
@@ -52,7 +55,9 @@ def _model_tooltip(model: InstalledModel) -> str:
         lines.append(f"Trained context: {format_int(model.context_length)} tokens")
     if model.repo:
         lines.append(f"From: {model.repo}")
-    if not model.has_chat_template:
+    if installed_is_base(model):
+        lines.append(BASE_MODEL_NOTE)
+    elif not model.has_chat_template:
         lines.append("No chat template in the file: a plain fallback format is used.")
     return "\n".join(lines)
 
@@ -94,6 +99,7 @@ class ModelPicker(QWidget):
         self._loading: str | None = None
         self._names: list[str | None] = []  # per combo row: the model's name, None for a heading
         self._remote: set[str] = set()  # names of models on a connection (nothing to load)
+        self._base: set[str] = set()  # names of small base models (BASE_MODEL_NOTE)
 
         self._combo = QComboBox(self)
         self._combo.setAccessibleName("Model")
@@ -135,6 +141,7 @@ class ModelPicker(QWidget):
         self._loaded = current
         self._names = []
         self._remote = {m.name for m in remote}
+        self._base = {m.name for m in models if installed_is_base(m)}
         self._combo.blockSignals(True)
         self._combo.clear()
         self._combo.setPlaceholderText("Choose a model…" if models or remote else "No models installed")
@@ -151,6 +158,8 @@ class ModelPicker(QWidget):
         self._combo.setEnabled(self._choosable() and self._loading is None)
         self._combo.blockSignals(False)
         self._refresh_marks()
+        if self._loading is None and self._status.property("isError") is not True:
+            self._set_status(self._idle_status(), error=False)
 
     def _add_heading(self, text: str) -> None:
         """A row that names a group (the computer, or a connection); it cannot be chosen."""
@@ -191,7 +200,7 @@ class ModelPicker(QWidget):
             if self._loading == name or self._loading is None:
                 self._loading = None
             if self._status.property("isError") is not True:
-                self._set_status("", error=False)
+                self._set_status(self._idle_status(), error=False)
             self._select(self._loaded)
         self._show_loading(self._loading is not None)
 
@@ -200,8 +209,12 @@ class ModelPicker(QWidget):
         self._loaded = name
         self._loading = None
         self._show_loading(False)
-        self._set_status("", error=False)
+        self._set_status(self._idle_status(), error=False)
         self._refresh_marks()
+
+    def _idle_status(self) -> str:
+        """The status line with nothing loading and no error: what a base model in use is."""
+        return BASE_MODEL_NOTE if self._loaded is not None and self._loaded in self._base else ""
 
     def set_error(self, sentence: str) -> None:
         """Show why the last load failed; the combo returns to the model that is still loaded."""

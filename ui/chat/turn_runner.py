@@ -46,6 +46,7 @@ class TurnRunner(QObject):
 
     text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
     first_text_shown = Signal(float)  # ms from send to the first visible character
+    first_figures = Signal(dict)  # what the first token made known (TurnWorker.first_figures)
     launching = Signal(object)  # the InstalledModel whose turn starts now (its thread loads it if needed)
     model_loaded = Signal(object)  # LoadedModel: the turn's thread loaded the model
     model_rechecked = Signal(object)  # the InstalledModel entry naming its file's new bytes
@@ -151,6 +152,9 @@ class TurnRunner(QObject):
             if not self._first_shown and text:
                 self._first_shown = True
                 self.first_text_shown.emit((time.perf_counter() - self._t_send) * 1000.0)
+                figures = worker.first_figures()
+                if figures:
+                    self.first_figures.emit(figures)
         if finished is not None:
             self._finish(finished)
         else:  # counted from this frame's start, as a repeating timer would (not from its end)

@@ -130,6 +130,23 @@ class TurnWorker(threading.Thread):
             out.extend(generation.take_ready())
         return out
 
+    def first_figures(self) -> dict[str, Any] | None:
+        """What the reply's first token made known, in the keys of its final metrics: the time to
+        first token, the prompt's tokens (and those reused) and its reading speed; None before the
+        first token (or for a stream that does not report them)."""
+        generation = self._generation
+        ttft = getattr(generation, "ttft_ms", None)
+        if ttft is None:
+            return None
+        figures: dict[str, Any] = {"ttft_ms": round(ttft, 3)}
+        started = getattr(generation, "started", None)
+        if started is not None:
+            figures["prompt_tokens"], figures["cached_tokens"] = started.prompt_tokens, started.cached_tokens
+            if started.prefill_ms:  # as the engine's final prompt_tps: tokens read over prefill time
+                read = started.prompt_tokens - started.cached_tokens
+                figures["prompt_tps"] = round(read / (started.prefill_ms / 1000.0), 2)
+        return figures
+
     def give_back(self, reply: str) -> None:
         """The reply has ended: the engine goes back to the server's pool, if it came from it."""
         lease, self._lease = self._lease, None

@@ -170,6 +170,15 @@ class PerfPanel(QWidget):
         self._samples.append(float(tok_per_s))
         self._mark_dirty()
 
+    def set_first_figures(self, figures: dict[str, Any]) -> None:
+        """Figures known once the reply's first token arrived (ttft_ms, prompt_tokens, cached_tokens,
+        prompt_tps), shown at the next repaint while it streams; the finished turn's replace them."""
+        if not self._streaming:
+            return
+        self._metrics.update(figures)
+        self._figures_at = float("-inf")  # not held back to the once-a-second live repaint
+        self._mark_dirty()
+
     def set_turn_metrics(self, metrics: dict[str, Any]) -> None:
         """The finished turn's figures: ttft_ms, prompt_tps, gen_tps, context_used, n_ctx, gen_tokens."""
         self._metrics = dict(metrics)

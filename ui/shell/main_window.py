@@ -178,6 +178,7 @@ class MainWindow(QMainWindow):
         c.messages_reloaded.connect(self._on_messages)
         c.messages_appended.connect(self._on_appended)
         c.reply_started.connect(lambda _m: self.perf.reply_started())
+        c.first_figures.connect(self.perf.set_first_figures)
         c.reply_text_received.connect(self._on_text)
         c.reply_finished.connect(self._on_finished)
         c.busy_changed.connect(self.composer.set_busy)

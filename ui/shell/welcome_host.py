@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QStackedWidget
 
 from models.catalog import CatalogEntry, load_catalog, machine_ram
+from models.model_facts import installed_is_base
 from ui.shell.welcome_page import WelcomePage
 
 
@@ -71,7 +72,7 @@ class WelcomeHost(QObject):
         model = self.controller.model
         self.page.set_model_state(ready=model is not None, name=model.name if model else None,
                                   preparing=self.controller.preparing_starter, error=self.controller.starter_error,
-                                  load_error=self.controller.load_error)
+                                  load_error=self.controller.load_error, base=installed_is_base(model))
 
     def leave(self) -> None:
         """Show the conversation (a chat was opened or started)."""

@@ -25,6 +25,8 @@ PRIVACY_TEXT = (
 )
 FIT_LABELS = {FITS: "fits this computer", TIGHT: "tight on memory", "too large": "too large for this computer"}
 MAX_CATALOG_ROWS = 6
+BASE_MODEL_TEXT = ("It is a small base model: it continues text rather than following instructions, so its "
+                   "answers are short and often wrong. An instruct model from the list below answers better.")
 
 
 
@@ -123,10 +125,12 @@ class WelcomePage(QScrollArea):
         self.set_model_state(ready=False, name=None, preparing=False)
 
     def set_model_state(
-        self, *, ready: bool, name: str | None, preparing: bool, error: str | None = None, load_error: str | None = None
+        self, *, ready: bool, name: str | None, preparing: bool, error: str | None = None, load_error: str | None = None,
+        base: bool = False,
     ) -> None:
         """What the start button can do now: chat with `name`, wait for the starter, or nothing
-        yet. `load_error`: the chosen model failed to load, so it is not called ready."""
+        yet. `load_error`: the chosen model failed to load, so it is not called ready. `base`:
+        `name` is a small base model (models.model_facts.is_base_model), said plainly."""
         if error:
             self.starter_status.setText(f"The starter model could not be prepared: {error}")
         elif load_error and name:
@@ -135,6 +139,9 @@ class WelcomePage(QScrollArea):
             ready = False
         elif preparing:
             self.starter_status.setText("Preparing the starter model (Gemma 3 270M, 253 MB, first start only)…")
+        elif ready and name and base:
+            self.starter_status.setText(f"<b>{escape(name)}</b> is ready on this computer: type your first message "
+                                        f"below. {BASE_MODEL_TEXT}")
         elif ready and name:
             self.starter_status.setText(f"<b>{name}</b> is ready on this computer: type your first message "
                                         "below. Larger models below give better answers.")
