@@ -273,6 +273,7 @@ def start_generation(
         keep_all_turns=keep_all_turns,
         raw_prompt=raw_prompt,
         speculative=options.speculative,
+        presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty, logit_bias=params.logit_bias,
         **params.sampler_arguments(),
     )
 

@@ -41,6 +41,9 @@ class SamplingParams:
     max_tokens: int | None = 512
     seed: int | None = None
     n_ctx: int | None = None
+    presence_penalty: float = protocol.PRESENCE_PENALTY
+    frequency_penalty: float = protocol.FREQUENCY_PENALTY
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit) pairs
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,7 +56,10 @@ class SamplingParams:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> SamplingParams:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+        values = {k: v for k, v in (data or {}).items() if k in known}
+        if "logit_bias" in values:  # stored as JSON: a list of [id, bias] lists
+            values["logit_bias"] = tuple((int(t), float(b)) for t, b in values["logit_bias"] or ())
+        return cls(**values)
 
 
 # A model's load settings beyond where it runs, as the person may choose them.

@@ -16,7 +16,7 @@ from typing import Any
 import llama_cpp
 
 from app.engine.speculative import MAX_DRAFT, Drafter, DraftPolicy
-from app.engine.token_pick import ChainPick, GreedyPick, TopKPick
+from app.engine.token_pick import Pick
 
 
 class OneToken:
@@ -52,7 +52,7 @@ class OneToken:
 class TokenStream:
     """Iterate for the reply's tokens; close() (or breaking out) leaves the KV cache consistent."""
 
-    def __init__(self, llm: Any, pick: ChainPick | GreedyPick | TopKPick, prompt: list[int], reuse: int, *,
+    def __init__(self, llm: Any, pick: Pick, prompt: list[int], reuse: int, *,
                  n_ctx: int, drafter: Drafter | None = None, policy: DraftPolicy | None = None) -> None:
         self._llm, self._pick = llm, pick
         self._prompt, self._reuse = prompt, reuse

@@ -56,6 +56,8 @@ TOP_P = 0.95
 TOP_K = 40
 MIN_P = 0.05
 REPEAT_PENALTY = 1.0
+PRESENCE_PENALTY = 0.0  # OpenAI's presence_penalty and frequency_penalty, over llama.cpp's
+FREQUENCY_PENALTY = 0.0  # penalty window (the reply's and prompt's last 64 tokens)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,9 @@ class Generate:
     min_p: float = MIN_P
     repeat_penalty: float = REPEAT_PENALTY
     seed: int | None = None
+    presence_penalty: float = PRESENCE_PENALTY
+    frequency_penalty: float = FREQUENCY_PENALTY
+    logit_bias: list[list[float]] = field(default_factory=list)  # [token id, bias] pairs added to the logits
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: do not stop on end-of-generation tokens
     prompt_tokens: list[int] | None = None  # benchmarks: raw token ids, no template

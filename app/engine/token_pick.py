@@ -10,6 +10,7 @@ per token. Figures in docs/ARCHITECTURE.md ("Sampling a token").
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
@@ -119,10 +120,44 @@ class TopKPick:
         return True
 
 
+class BiasedPick:
+    """Another pick after adding a logit bias (OpenAI's logit_bias) to the row's logits, in place:
+    every pick reads its logits from that row, so each sees the biased ones."""
+
+    def __init__(self, inner: ChainPick | GreedyPick | TopKPick, bias: Sequence[Sequence[float]], n_vocab: int) -> None:
+        self._inner = inner
+        self.greedy = inner.greedy
+        pairs = [(int(t), float(b)) for t, b in bias if 0 <= int(t) < n_vocab]  # ids past the vocabulary name nothing
+        self._ids = np.array([t for t, _ in pairs], dtype=np.intp)
+        self._bias = np.array([b for _, b in pairs], dtype=np.float32)
+
+    def pick(self, llm: Any, idx: int) -> int:
+        logits_row(llm, idx)[self._ids] += self._bias
+        return self._inner.pick(llm, idx)
+
+    def sure(self, llm: Any, idx: int, token: int) -> bool:
+        return self._inner.sure(llm, idx, token)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+Pick = ChainPick | GreedyPick | TopKPick | BiasedPick
+
+
 def make_pick(llm: Any, sampler: Any, *, temperature: float, top_k: int, top_p: float, min_p: float,
-              repeat_penalty: float, grammar: bool, seed: int) -> ChainPick | GreedyPick | TopKPick:
-    """The cheapest way to pick tokens that gives the chain's own choice for these settings."""
-    if grammar or repeat_penalty != 1.0:
+              repeat_penalty: float, grammar: bool, seed: int, penalties: bool = False,
+              logit_bias: Sequence[Sequence[float]] = ()) -> Pick:
+    """The cheapest way to pick tokens that gives the chain's own choice for these settings.
+    `penalties`: the chain has presence or frequency penalties (only it applies them)."""
+    pick = _plain_pick(llm, sampler, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                       chain=grammar or penalties or repeat_penalty != 1.0, seed=seed)
+    return BiasedPick(pick, logit_bias, int(llm._n_vocab)) if logit_bias else pick
+
+
+def _plain_pick(llm: Any, sampler: Any, *, temperature: float, top_k: int, top_p: float, min_p: float, chain: bool,
+                seed: int) -> ChainPick | GreedyPick | TopKPick:
+    if chain:
         return ChainPick(sampler)
     if temperature <= 0.0:
         return GreedyPick()

@@ -66,9 +66,11 @@ class AnthropicApi:
         self.service = service
 
     def _job(self, req: MessagesRequest) -> Job:
-        record = {"top_k": req.top_k} if req.top_k is not None else {}
+        record: dict[str, Any] = {"top_k": req.top_k} if req.top_k is not None else {}
+        if req.output_format is not None:
+            record["output_format"] = req.output_format
         return Job(endpoint=ENDPOINT, model=self.service.model(req.model), messages=req.messages, params=req.params,
-                   stop=req.stop, stream=req.stream, record_params=record)
+                   stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record)
 
     async def messages(self, request: Request) -> Response:
         try:

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine.grammar import grammar_for
+from app.serve.body_check import check_body
 from app.serve.errors import ApiError
 from app.settings import SamplingParams
 
 ROLES = ("system", "developer", "user", "assistant")
 MAX_TOKENS_LIMIT = 32_768  # a larger max_tokens is refused: no context Cove runs holds that many
+LOGIT_BIAS_LIMIT = 300  # the most tokens one logit_bias may name, as OpenAI's API allows
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,23 @@ def _text(content: object, index: int) -> str:
     raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts", param="messages")
 
 
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    """Fields Cove cannot honour, refused by name rather than ignored."""
+    if body.get("logprobs") not in (None, False) or body.get("top_logprobs") not in (None, 0):
+        field = "logprobs" if body.get("logprobs") not in (None, False) else "top_logprobs"
+        raise ApiError(400, f"'{field}' is not supported: Cove's server does not return token log probabilities; "
+                            "leave it out", param=field)
+    effort = body.get("reasoning_effort")
+    if effort not in (None, "none"):
+        raise ApiError(400, "'reasoning_effort' is not supported: Cove cannot set how much a local model reasons "
+                            "(a model that thinks does so in its reply's text); leave it out or send \"none\"",
+                       param="reasoning_effort")
+
+
 def read_chat_request(body: object) -> ChatRequest:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    check_body(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")
@@ -69,6 +85,7 @@ def read_chat_request(body: object) -> ChatRequest:
             raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param="messages")
         role = "system" if message["role"] == "developer" else message["role"]
         messages.append({"role": role, "content": _text(message.get("content"), i)})
+    _refuse_unsupported(body)
     sampling = read_sampling(body)
     response_format = body.get("response_format")
     try:
@@ -89,7 +106,32 @@ class Sampling:
     include_usage: bool
 
 
+def _logit_bias(body: dict[str, Any]) -> tuple[tuple[int, float], ...]:
+    """OpenAI's logit_bias: {"token id": bias from -100 to 100}, as (id, bias) pairs."""
+    raw = body.get("logit_bias")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ApiError(400, "'logit_bias' must be an object mapping token ids to numbers from -100 to 100",
+                       param="logit_bias")
+    if len(raw) > LOGIT_BIAS_LIMIT:
+        raise ApiError(400, f"'logit_bias' may name at most {LOGIT_BIAS_LIMIT} tokens; it named {len(raw)}",
+                       param="logit_bias")
+    pairs = []
+    for key, value in raw.items():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and int(key) < 2**31):
+            raise ApiError(400, f"'logit_bias' keys must be token ids (whole numbers written as strings); "
+                                f"{key[:40]!r} is not one", param="logit_bias")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -100 <= value <= 100:
+            raise ApiError(400, f"'logit_bias' values must be numbers from -100 to 100; token {key} has {value!r}",
+                           param="logit_bias")
+        pairs.append((int(key), float(value)))
+    return tuple(pairs)
+
+
 def read_sampling(body: dict[str, Any], default_max_tokens: int | None = None) -> Sampling:
+    """The shared settings; with no max_tokens the reply runs until the model stops or the context
+    is full, unless the endpoint has a default of its own (`default_max_tokens`)."""
     n = body.get("n")
     if n is not None and n != 1:
         raise ApiError(400, "'n' must be 1: Cove writes one reply per request", param="n")
@@ -112,10 +154,15 @@ def read_sampling(body: dict[str, Any], default_max_tokens: int | None = None) -
     defaults = SamplingParams()
     temperature = _number(body, "temperature", 0.0, 2.0)
     top_p = _number(body, "top_p", 0.0, 1.0)
+    presence = _number(body, "presence_penalty", -2.0, 2.0)
+    frequency = _number(body, "frequency_penalty", -2.0, 2.0)
     params = SamplingParams(
         temperature=defaults.temperature if temperature is None else temperature,
         top_p=defaults.top_p if top_p is None else top_p,
-        max_tokens=limit if limit is not None else default_max_tokens or defaults.max_tokens,
+        max_tokens=limit if limit is not None else default_max_tokens,
         seed=seed,
+        presence_penalty=presence or 0.0,
+        frequency_penalty=frequency or 0.0,
+        logit_bias=_logit_bias(body),
     )
     return Sampling(params, stops, stream, include_usage)

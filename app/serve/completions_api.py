@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.engine.generation import FinishedEvent, TokenEvent
+from app.serve.body_check import check_body
 from app.serve.chat_request import read_sampling
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
@@ -27,6 +28,7 @@ def read_completion_request(body: object, service: Service, endpoint: str) -> tu
     """(the job, include_usage) of a completions request; ApiError naming the field."""
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    check_body(body)
     name = body.get("model")
     if not isinstance(name, str) or not name:
         raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.engine.grammar import grammar_for
+from app.serve.body_check import check_body
 from app.serve.chat_request import MAX_TOKENS_LIMIT
 from app.serve.errors import ApiError
 from app.settings import SamplingParams
@@ -25,6 +27,8 @@ class MessagesRequest:
     stop: tuple[str, ...]
     stream: bool
     top_k: int | None  # as given; None: Cove's own
+    grammar: str | None = None  # GBNF the reply must match (output_config.format)
+    output_format: dict[str, Any] | None = None  # output_config.format as given
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -70,9 +74,36 @@ def _text(content: object, where: str) -> str:
     return "".join(parts)
 
 
+def _output_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """(the grammar, the format) of output_config.format (or the older top-level output_format):
+    {"type": "json_schema", "schema": {...}}, enforced as OpenAI's response_format json_schema is."""
+    config = body.get("output_config")
+    if config is not None and not isinstance(config, dict):
+        raise ApiError(400, "output_config: must be an object", param="output_config")
+    if config and config.get("effort") is not None:
+        raise ApiError(400, "output_config.effort: Cove cannot set how much effort a local model puts in; leave it out",
+                       param="output_config")
+    fmt, where = (config or {}).get("format"), "output_config.format"
+    if fmt is None and body.get("output_format") is not None:
+        fmt, where = body.get("output_format"), "output_format"
+    if fmt is None:
+        return None, None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        raise ApiError(400, f"{where}: must be {{\"type\": \"json_schema\", \"schema\": {{...}}}}", param=where)
+    schema = fmt.get("schema")
+    if not isinstance(schema, dict):
+        raise ApiError(400, f"{where}.schema: must be a JSON schema object", param=where)
+    try:
+        grammar = grammar_for({"type": "json_schema", "json_schema": {"schema": schema}})
+    except ValueError as exc:
+        raise ApiError(400, f"{where}: {exc}", param=where) from None
+    return grammar, fmt
+
+
 def read_messages_request(body: object) -> MessagesRequest:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    check_body(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "model: Field required (the name of an installed model, GET /v1/models)", param="model")
@@ -98,6 +129,11 @@ def read_messages_request(body: object) -> MessagesRequest:
     if messages[-1]["role"] == "assistant":
         raise ApiError(400, "messages: the last turn must be the user's; continuing an assistant turn (a prefill) "
                             "is not supported here", param="messages")
+    thinking = body.get("thinking")
+    if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
+        raise ApiError(400, "thinking: Cove cannot turn a local model's extended thinking on or give it a budget (a "
+                            "model that thinks does so in its reply's text); leave it out or send "
+                            "{\"type\": \"disabled\"}", param="thinking")
     tools = body.get("tools")
     if tools:
         raise ApiError(400, "tools: tool use is not supported here", param="tools")
@@ -119,4 +155,6 @@ def read_messages_request(body: object) -> MessagesRequest:
         top_k=defaults.top_k if top_k is None else top_k,
         max_tokens=max_tokens,
     )
-    return MessagesRequest(model, messages, params, tuple(dict.fromkeys(stop or ())), stream, top_k)
+    grammar, output_format = _output_format(body)
+    return MessagesRequest(model, messages, params, tuple(dict.fromkeys(stop or ())), stream, top_k, grammar,
+                           output_format)
