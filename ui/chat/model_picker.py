@@ -56,6 +56,7 @@ def _model_tooltip(model: InstalledModel) -> str:
     if model.repo:
         lines.append(f"From: {model.repo}")
     if installed_is_base(model):
+        lines.append("No chat template in the file: it is given the conversation as a transcript to continue.")
         lines.append(BASE_MODEL_NOTE)
     elif not model.has_chat_template:
         lines.append("No chat template in the file: a plain fallback format is used.")
