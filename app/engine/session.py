@@ -244,8 +244,26 @@ class ModelSession:
 
     def generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished | Failed:
         rid = req.request_id
+        sent = False
+        self.state.new_reply()
+
+        def sending(line: bytes) -> None:
+            nonlocal sent
+            sent = True
+            send(line)
+
         try:
-            return self._generate(req, send, cancel)
+            try:
+                return self._generate(req, sending, cancel)
+            except (ContextOverflow, GrammarError):
+                raise
+            except Exception as exc:
+                # Cells restored from a state file that llama.cpp then fails on: the file goes, and
+                # a reply nothing of which was sent yet runs again from the start.
+                if not self.state.failed_after_restore(str(exc), retry=not sent) or sent:
+                    raise
+                self.transcript = None
+                return self._generate(req, send, cancel)
         except ContextOverflow as exc:
             return Failed(rid, str(exc), "context", prompt_tokens=exc.needed, n_ctx=exc.n_ctx, reserve=exc.reserve,
                           at_least=exc.at_least)

@@ -2,7 +2,10 @@
 the state of sequence 0 is saved after a reply, with the exact tokens it holds, and restored before
 a reply whose prompt shares a longer prefix with it than with the live KV cache. StateKeeper also
 hands each saved state to the disk tier (app/engine/state_files.py) and, for a conversation the RAM
-cache does not hold, restores the conversation's file instead.
+cache does not hold, restores the conversation's file instead. A file's cells are checked against
+the tokens it claims (app/engine/state_check.py) before and after they are restored; a file that
+fails, or whose restore is followed by a failed decode, is deleted and the prompt evaluated from the
+start, and the reply's metrics say so (`state_cache.discarded`).
 
 Bounded by bytes and by entries, least recently used out first. Host-internal: one cache per
 ModelSession, used on the host's main thread only. Saving happens after the reply's Finished has
@@ -22,6 +25,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.engine.state_check import Fingerprint, cells_in_place, mismatch, take
 from app.engine.state_files import DiskState, StateFiles
 from app.engine.transcript import Transcript, common_prefix
 
@@ -39,6 +43,7 @@ class SavedState:
     tokens: np.ndarray  # the tokens whose KV cells the state holds, positions 0..n-1
     data: np.ndarray  # llama_state_seq_get_data of sequence 0 (uint8)
     transcript: Transcript | None  # the conversation's transcript when it was saved (exact reply tokens)
+    check: Fingerprint | None = None  # what binds `data` to `tokens` (written with the state's file)
 
     @property
     def size(self) -> int:
@@ -113,6 +118,12 @@ class StateCache:
         self.bytes += state.size
         return True
 
+    def remove(self, state: SavedState) -> None:
+        for key, value in self._entries.items():
+            if value is state:
+                self._drop(key)
+                return
+
     def _drop(self, key: int) -> None:
         self.bytes -= self._entries.pop(key).size
 
@@ -124,6 +135,48 @@ def _starts_with(tokens: np.ndarray, prefix: np.ndarray) -> bool:
 
 def worth_restoring(gain: int, state_tokens: int) -> bool:
     return gain >= MIN_GAIN and gain * GAIN_RATIO >= state_tokens
+
+
+def last_logits(llm: Any, tokens: np.ndarray) -> np.ndarray:
+    """Evaluate tokens[-1] again at its position over the cells before it and return its logits (a
+    copy): the fingerprint's evaluation (state_check.py). The context must hold exactly `tokens` in
+    sequence 0; it does again afterwards. RuntimeError when llama.cpp refuses the batch."""
+    n = len(tokens)
+    mem = llama_cpp.llama_get_memory(llm.ctx)
+    if not llama_cpp.llama_memory_seq_rm(mem, 0, n - 1, -1):
+        raise RuntimeError("the last cell could not be removed")
+    batch = llama_cpp.llama_batch_init(1, 0, 1)
+    try:
+        batch.n_tokens = 1
+        batch.token[0] = int(tokens[-1])
+        batch.pos[0] = n - 1
+        batch.n_seq_id[0] = 1
+        batch.seq_id[0][0] = 0
+        batch.logits[0] = True
+        code = llama_cpp.llama_decode(llm.ctx, batch)
+    finally:
+        llama_cpp.llama_batch_free(batch)
+    if code != 0:
+        raise RuntimeError(f"llama_decode returned {code}")
+    ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    if not ptr:
+        raise RuntimeError("llama.cpp gave no logits")
+    n_vocab = int(llm.n_vocab())
+    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_vocab,)).copy()
+
+
+def verify_restored(llm: Any, tokens: np.ndarray, check: Fingerprint) -> str | None:
+    """After llama_state_seq_set_data of a state claiming `tokens`: None when its cells are those
+    tokens' by every check, else why not (the caller then clears the context)."""
+    n = len(tokens)
+    mem = llama_cpp.llama_get_memory(llm.ctx)
+    if llama_cpp.llama_memory_seq_pos_min(mem, 0) != 0 or llama_cpp.llama_memory_seq_pos_max(mem, 0) != n - 1:
+        return "its cells are not at positions 0 to n-1"
+    try:
+        logits = last_logits(llm, tokens)
+    except RuntimeError as exc:
+        return f"llama.cpp refused its cells ({exc})"
+    return mismatch(check, logits)
 
 
 class StateKeeper:
@@ -141,12 +194,17 @@ class StateKeeper:
         self._looked: str | None = None
         self._found: DiskState | None = None
         self._looked_ms = 0.0
+        # The file this reply's cells came from, until the reply has run (see failed_after_restore).
+        self._restored_from: tuple[DiskState, SavedState] | None = None
+        self._carried: str | None = None  # a discard by failed_after_restore, for the retried reply's metrics
         self._reset_counts()
 
     def _reset_counts(self) -> None:
         self._hit = self._disk_hit = False
         self._restored = 0
-        self._restore_ms = self._disk_read_ms = 0.0
+        self._restore_ms = self._disk_read_ms = self._check_ms = 0.0
+        self._discarded, self._carried = self._carried, None
+        self._restored_from = None
 
     def transcript_for(self, conversation_id: str | None) -> Transcript | None:
         """The conversation's transcript as last saved (RAM first, then its file)."""
@@ -193,18 +251,66 @@ class StateKeeper:
                 data = self.files.data_of(disk)
                 self._disk_read_ms += (time.perf_counter() - t0) * 1000.0
                 if data is not None:
-                    saved = SavedState(disk.tokens, data, disk.transcript)
-                    if self._restore(saved, n, prompt):
+                    saved = SavedState(disk.tokens, data, disk.transcript, disk.check)
+                    why = self._restore_checked(saved, n, prompt)
+                    if why is None:
                         self._disk_hit = True
+                        self._restored_from = (disk, saved)
                         self.files.touch(disk)
                         self.cache.add(saved)
                         return
-                    self.files.discard(disk.path)  # llama.cpp refused it: not a state of this context
+                    self._discarded = why
+                    self.files.discard(disk.path)
                     live = 0
         if state is None or not worth_restoring(shared - live, len(state.tokens)):
             return
         if self._restore(state, shared, prompt):
             self.cache.touch(state)
+
+    def _restore_checked(self, state: SavedState, shared: int, prompt: list[int]) -> str | None:
+        """Restore a state read from a file, checked against the tokens it claims (state_check.py):
+        None when restored, else why not (the context is then empty)."""
+        check, n = state.check, len(state.tokens)
+        if check is None:
+            return "it has no fingerprint"
+        if not cells_in_place(state.data, n, check.cells):
+            return "its cells are not those of its tokens' positions"
+        if not self._restore(state, shared, prompt):
+            return "llama.cpp refused it"
+        t0 = time.perf_counter()
+        why = verify_restored(self._llm, state.tokens, check)
+        self._check_ms = (time.perf_counter() - t0) * 1000.0
+        self._restore_ms += self._check_ms
+        if why is not None:
+            self._clear()
+            self._hit, self._restored = False, 0
+        return why
+
+    def _clear(self) -> None:
+        llm = self._llm
+        llm.reset()
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+
+    def new_reply(self) -> None:
+        """A reply starts: no file's cells are restored for it yet."""
+        self._restored_from = None
+
+    def failed_after_restore(self, error: str, *, retry: bool) -> bool:
+        """The reply failed (a decode error) after this reply's cells were restored from a file: the
+        file is deleted, the state leaves the RAM cache and the context is cleared; True when there
+        was such a file. With `retry` the next reply's metrics (the same reply run again from the
+        start) say why the file went."""
+        restored, self._restored_from = self._restored_from, None
+        if restored is None:
+            return False
+        disk, saved = restored
+        if self.files is not None:
+            self.files.discard(disk.path)
+        self.cache.remove(saved)
+        self._clear()
+        if retry:
+            self._carried = f"a decode failed after it was restored ({error})"
+        return True
 
     def _restore(self, state: SavedState, shared: int, prompt: list[int]) -> bool:
         llm = self._llm
@@ -218,8 +324,7 @@ class StateKeeper:
             llm._requires_eval = True  # the logits are not those of the last token: replay it
             self._hit, self._restored = True, min(shared, len(prompt) - 1)
         else:  # the cells of sequence 0 are in an unknown state: start from nothing
-            llm.reset()
-            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+            self._clear()
         self._restore_ms += (time.perf_counter() - t0) * 1000.0
         return ok
 
@@ -245,21 +350,33 @@ class StateKeeper:
             size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
             limit = max(self.cache.max_bytes, self.files.max_bytes if self.files is not None else 0)
             if 0 < size <= limit:
+                try:  # the fingerprint's logits, from the very cells saved next
+                    logits = last_logits(llm, tokens)
+                except RuntimeError:  # the cells are in an unknown state: nothing is kept
+                    self._clear()
+                    return
                 data = np.empty(size, dtype=np.uint8)  # not zeroed first: llama.cpp writes every byte
                 made = SavedState(tokens, data, transcript)
                 if llama_cpp.llama_state_seq_get_data(llm.ctx, made.pointer(), size, 0) == size:
-                    self.cache.add(made)
-                    saved = made
+                    made.check = take(tokens, logits, data)
+                    if made.check is not None:  # non-finite logits: not a state worth keeping
+                        self.cache.add(made)
+                        saved = made
             self.save_ms = (time.perf_counter() - t0) * 1000.0
         if saved is not None and self.files is not None and conversation_id is not None:
-            self.files.save(conversation_id, saved.tokens, saved.data, transcript, owner=saved)
+            self.files.save(conversation_id, saved.tokens, saved.data, transcript, owner=saved, check=saved.check)
 
     def metrics(self) -> dict[str, Any]:
         files = self.files
-        return {"enabled": self.enabled, "hit": self._hit, "restored_tokens": self._restored,
+        m: dict[str, Any] = {"enabled": self.enabled, "hit": self._hit, "restored_tokens": self._restored,
                 "entries": len(self.cache), "bytes": self.cache.bytes, "restore_ms": round(self._restore_ms, 3),
                 "save_ms": round(self.save_ms, 3),
                 "disk": files is not None, "disk_hit": self._disk_hit, "disk_read_ms": round(self._disk_read_ms, 3),
                 "disk_bytes": files.bytes if files is not None else 0,
                 "disk_files": files.files if files is not None else 0,
                 "disk_write_ms": round(files.write_ms, 3) if files is not None else 0.0}
+        if self._disk_hit:
+            m["check_ms"] = round(self._check_ms, 3)  # in restore_ms too
+        if self._discarded is not None:
+            m["discarded"] = self._discarded  # the conversation's file, and why
+        return m

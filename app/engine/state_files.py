@@ -4,11 +4,13 @@ model switch restores its state instead of evaluating its prompt again.
 
 A file is a 32-byte prefix (magic, format version, meta length and CRC-32, data length and CRC-32),
 the meta (UTF-8 JSON: key, conversation id, the tokens the cells hold, the transcript's text and
-tokens) and the data (`llama_state_seq_get_data` of sequence 0, written from the very array the RAM
-cache holds). `key` (app/engine/state_key.py) names the model file and context settings, so a file
-is only ever read back by an identical setup. A file that is not exactly what this code writes, or
-whose meta does not match, is deleted when read. Writes happen on one background thread per
-process, after the reply; the folder's total size is kept under a limit by deleting the least
+tokens, the fingerprint that binds the cells to those tokens: app/engine/state_check.py) and the
+data (`llama_state_seq_get_data` of sequence 0, written from the very array the RAM cache holds).
+`key` (app/engine/state_key.py) names the model file and context settings, so a file is only ever
+read back by an identical setup. A file that is not exactly what this code writes, or whose meta
+does not match, is deleted when read; the checksums only catch damage, and what binds the data to
+the meta is checked when it is restored (state_cache.py). Writes happen on one background thread
+per process, after the reply; the folder's total size is kept under a limit by deleting the least
 recently used files (mtime, touched on use). Host-internal, but no llama.cpp calls here.
 """
 
@@ -31,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from app.engine.state_check import Fingerprint
 from app.engine.state_folders import conversation_folder, is_forgotten
 from app.engine.transcript import Transcript
 
 MAGIC = b"CoveKVS\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the meta has the fingerprint ("check")
 SUFFIX = ".kvstate"
 PREFIX = struct.Struct("<8sIIIQI")  # magic, version, meta_len, meta_crc, data_len, data_crc (32 bytes)
 MAX_META = 64 * 1024 * 1024  # far above any real meta (a 128k-token context's tokens twice)
@@ -59,16 +62,19 @@ class DiskState:
     offset: int = 0
     ino: int = 0  # the file the meta was read from (a replaced file is another inode)
     data: np.ndarray | None = None  # set while the write is pending
+    check: Fingerprint | None = None  # None: saved without one (never restored by the engine)
 
 
 def _crc(buffer: Any) -> int:
     return zlib.crc32(memoryview(buffer).cast("B")) & 0xFFFFFFFF  # zlib releases the GIL for large buffers
 
 
-def encode_meta(key: str, conversation_id: str, tokens: np.ndarray, transcript: Transcript | None) -> bytes:
+def encode_meta(key: str, conversation_id: str, tokens: np.ndarray, transcript: Transcript | None,
+                check: Fingerprint | None = None) -> bytes:
     meta: dict[str, Any] = {"key": key, "conversation_id": conversation_id, "tokens": tokens.tolist(),
                             "transcript": None if transcript is None else
-                            {"text": transcript.text, "tokens": list(transcript.tokens)}}
+                            {"text": transcript.text, "tokens": list(transcript.tokens)},
+                            "check": None if check is None else check.to_json()}
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
@@ -115,8 +121,13 @@ def read_meta(path: Path, key: str) -> DiskState:
         if not isinstance(held, dict) or not isinstance(held.get("text"), str):
             raise BadStateFile("its transcript is malformed")
         transcript = Transcript(meta["conversation_id"], held["text"], tuple(_int_list(held.get("tokens"))))
+    check = None
+    if meta.get("check") is not None:
+        check = Fingerprint.from_json(meta["check"])
+        if check is None:
+            raise BadStateFile("its fingerprint is malformed")
     return DiskState(path, meta["conversation_id"], np.array(tokens, dtype=np.intc), transcript, data_len, data_crc,
-                     PREFIX.size + meta_len, st.st_ino)
+                     PREFIX.size + meta_len, st.st_ino, check=check)
 
 
 def read_data(state: DiskState) -> np.ndarray | None:
@@ -260,7 +271,7 @@ class StateFiles:
             os.unlink(path)
 
     def save(self, conversation_id: str, tokens: np.ndarray, data: np.ndarray, transcript: Transcript | None,
-             owner: object) -> None:
+             owner: object, check: Fingerprint | None = None) -> None:
         """Queue writing this state as `conversation_id`'s (the newest replaces the file). `owner`
         is the RAM cache's entry holding `data`: the same entry with the same transcript is not
         written twice. A state larger than the whole limit is not written."""
@@ -271,7 +282,7 @@ class StateFiles:
             return
         self._written[conversation_id] = (weakref.ref(owner), transcript)
         path = self.path_for(conversation_id)
-        state = DiskState(path, conversation_id, tokens, transcript, int(data.nbytes), data=data)
+        state = DiskState(path, conversation_id, tokens, transcript, int(data.nbytes), data=data, check=check)
         with _PENDING_LOCK:
             _PENDING[path] = state
         WRITER.submit(lambda: self._write(state))
@@ -286,7 +297,7 @@ class StateFiles:
                 return
             assert state.data is not None
             t0 = time.perf_counter()
-            meta = encode_meta(self.key, state.conversation_id, state.tokens, state.transcript)
+            meta = encode_meta(self.key, state.conversation_id, state.tokens, state.transcript, state.check)
             try:
                 write_atomic(path, (encode_prefix(meta, state.data), meta), state.data)
             except OSError:
