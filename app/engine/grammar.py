@@ -50,8 +50,8 @@ def _fix_literals(module: ModuleType) -> ModuleType:
     """The converter writes a JSON text (an enum's or a const's value, a property's name) as a
     GBNF literal escaping only quotes and line ends, so a backslash in it loses its pair and the
     reply is not the JSON meant; escape backslashes too, as upstream llama.cpp's converter does."""
-    module.GRAMMAR_LITERAL_ESCAPE_RE = re.compile(r'[\r\n"\\]')
-    module.GRAMMAR_LITERAL_ESCAPES = {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"}
+    setattr(module, "GRAMMAR_LITERAL_ESCAPE_RE", re.compile(r'[\r\n"\\]'))  # noqa: B010
+    setattr(module, "GRAMMAR_LITERAL_ESCAPES", {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"})  # noqa: B010
     return module
 
 
