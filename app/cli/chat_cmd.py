@@ -250,6 +250,8 @@ def _print_footer(model_name: str, result: TurnResult) -> None:
             say(f"cove: {result.error}", sys.stderr)
         if result.metrics.get("template_note"):  # this turn's render fell back to a plain format
             say(f"cove: {result.metrics['template_note']}", sys.stderr)
+        if result.metrics.get("text_note"):  # characters a server sent that no text file can hold
+            say(f"cove: {result.metrics['text_note']}", sys.stderr)
         host = remote_host(result.metrics)
         shown = f"{model_name} on {host}" if host else model_name
         say(f"[{metrics_line(shown, result.status, result.metrics)}]", sys.stderr)

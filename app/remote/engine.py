@@ -7,6 +7,10 @@ stream of TokenEvents and one FinishedEvent a local reply gives.
 shut down, so even a read waiting on a silent server returns). A fault before any text ends
 the reply as "error"; after some text as "interrupted", the text kept; either way
 FinishedEvent.error is one sentence.
+
+What the server sends is made storable before anyone sees it: a lone UTF-16 surrogate (a
+JSON escape no UTF-8 file or terminal can hold) becomes U+FFFD wherever it is, and a reply
+that had any says so once in metrics["text_note"] (the count is remote.replaced_characters).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from app.remote.errors import RemoteProblem, problem_from_status, scrub, server_
 from app.remote.http_client import RemoteHttp, abort
 from app.remote.privacy import ConsentNeeded, is_private_host, private_without_lookup
 from app.remote.remote_model import RemoteModel
-from app.remote.sse import DONE, SseEvent, SseReader, StreamTooLarge, json_payloads
+from app.remote.sse import DONE, SseEvent, SseReader, StreamTooLarge, json_payloads, storable, storable_json
 from app.store.statuses import MessageStatus
 from models.network import NetworkGate, NetworkRefused
 
@@ -39,6 +43,13 @@ KEPT = "; the text so far is kept."
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def replaced_sentence(host: str, count: int) -> str:
+    """Said once per reply: what became U+FFFD, and why."""
+    what = "a character" if count == 1 else f"{count} characters"
+    return (f"{host} sent {what} that no text file can hold (a lone UTF-16 surrogate); "
+            f"{'it is' if count == 1 else 'each is'} kept as U+FFFD (\ufffd)")
 
 
 def _read_capped(response: httpx.Response, limit: int) -> bytes:
@@ -84,6 +95,7 @@ class _Turn:
         self.unreadable = 0  # events that were not JSON, over the whole stream
         self.in_a_row = 0
         self.thinking = False
+        self.replaced = 0  # characters that could not be stored, replaced by U+FFFD
 
     # ---- from the stream thread ---------------------------------------------------------
 
@@ -156,6 +168,9 @@ class _Turn:
             remote["fault"] = fault
         if self.unreadable:
             remote["unreadable_events"] = self.unreadable
+        if self.replaced:
+            remote["replaced_characters"] = self.replaced
+            metrics["text_note"] = replaced_sentence(self.host, self.replaced)
         metrics["remote"] = remote
         return metrics
 
@@ -168,16 +183,17 @@ class _Turn:
         """End on a fault: "interrupted" (text kept) after some text, else "error"."""
         if self.cancelled:
             return
+        message = storable(problem.message)[0]  # the server's own words may be in it
         if self.has_text:
             self.close_thinking()
-            sentence = problem.message.rstrip(".") + KEPT
+            sentence = message.rstrip(".") + KEPT
             self.gen._finish(None, MessageStatus.INTERRUPTED, self.metrics("interrupted", fault), sentence)
             return
         metrics = self.metrics("error", fault)
         metrics["error_kind"] = f"remote-{problem.kind}"
         if problem.retry_after_s is not None:
             metrics["retry_after_s"] = problem.retry_after_s
-        self.gen._finish(None, MessageStatus.ERROR, metrics, problem.message, Failure(f"remote-{problem.kind}"))
+        self.gen._finish(None, MessageStatus.ERROR, metrics, message, Failure(f"remote-{problem.kind}"))
 
     # ---- from any thread ----------------------------------------------------------------
 
@@ -355,6 +371,8 @@ class RemoteEngine:
             if payload == DONE:
                 return True
             assert isinstance(payload, dict)
+            payload, replaced = storable_json(payload)
+            turn.replaced += replaced
             self._payload(turn, payload)
         return False
 
@@ -389,6 +407,8 @@ class RemoteEngine:
             data = None
         if not isinstance(data, dict):
             raise RemoteProblem(f"{self.connection.host} answered with something that is not a reply.", "protocol")
+        data, replaced = storable_json(data)
+        turn.replaced += replaced
         self._payload(turn, data)
         if turn.finish_reason is None:
             turn.finish_reason = "stop"

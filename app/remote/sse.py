@@ -3,6 +3,10 @@
 UTF-8 or name no known field are skipped and counted, and a line (or an event) longer than
 `max_line_bytes` ends the stream with `StreamTooLarge` instead of growing without bound.
 
+JSON can carry what no UTF-8 file or terminal can hold: a lone UTF-16 surrogate written as an
+escape ("\\ud800"). `storable` and `storable_json` replace each with U+FFFD and count them, so
+a caller can keep the text and say so once.
+
 The stall timeout is not here: the bytes come from a response whose every read waits at
 most that long (app/remote/http_client.py), so a silent server raises there.
 """
@@ -20,6 +24,8 @@ DONE = "[DONE]"
 
 _EOL = re.compile(rb"\r\n|\n|\r")
 _FIELDS = frozenset({"data", "event", "id", "retry"})
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins escaped pairs, so any left is alone
+REPLACEMENT = "\ufffd"
 
 
 class StreamTooLarge(Exception):
@@ -146,3 +152,33 @@ def json_payloads(event: SseEvent) -> Iterator[dict[str, Any] | str]:
     if not found:
         raise ValueError("not a JSON object")
     yield from found
+
+
+def storable(text: str) -> tuple[str, int]:
+    """`text` with each lone surrogate replaced by U+FFFD, and how many were replaced."""
+    return _LONE_SURROGATE.subn(REPLACEMENT, text)
+
+
+def storable_json(value: Any) -> tuple[Any, int]:
+    """A decoded JSON value with `storable` applied to every string in it (keys too), and the
+    number of characters replaced."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        total = 0
+        items = []
+        for item in value:
+            clean, n = storable_json(item)
+            items.append(clean)
+            total += n
+        return items, total
+    if isinstance(value, dict):
+        total = 0
+        result = {}
+        for key, item in value.items():
+            clean_key, n_key = storable_json(key)
+            clean, n = storable_json(item)
+            result[clean_key] = clean
+            total += n_key + n
+        return result, total
+    return value, 0
