@@ -267,7 +267,7 @@ def test_a_refused_huge_paste_is_dropped_by_the_turns_after_it(tiny_gguf: Path) 
         history.append({"role": "user", "content": "and now?"})  # the refused paste stays; its error reply is not resent
         after = engine.generate(history, conversation_id="paste", max_tokens=4, ignore_eos=True).wait()
         assert after.status == "length" and after.metrics["dropped_turns"] == 2
-        assert after.metrics["prompt_tokens"] < 30  # the system prompt and the newest message
+        assert after.metrics["prompt_tokens"] < 200  # the system prompt, the newest message and the base-model transcript's examples
 
 
 def test_the_reply_names_the_stop_string_of_the_request_it_met(engine: EngineClient, tiny_gguf: Path) -> None:
