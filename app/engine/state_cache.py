@@ -170,7 +170,12 @@ def verify_restored(llm: Any, tokens: np.ndarray, check: Fingerprint) -> str | N
     tokens' by every check, else why not (the caller then clears the context)."""
     n = len(tokens)
     mem = llama_cpp.llama_get_memory(llm.ctx)
-    if llama_cpp.llama_memory_seq_pos_min(mem, 0) != 0 or llama_cpp.llama_memory_seq_pos_max(mem, 0) != n - 1:
+    # A sliding-window cache comes back with the window's cells only (Gemma 3: the last 512), and
+    # llama.cpp gives the lowest position over both caches.
+    n_swa = int(llama_cpp.llama_model_n_swa(llm.model))
+    lowest = max(0, n - n_swa) if n_swa > 0 else 0
+    pos_min, pos_max = llama_cpp.llama_memory_seq_pos_min(mem, 0), llama_cpp.llama_memory_seq_pos_max(mem, 0)
+    if not 0 <= pos_min <= lowest or pos_max != n - 1:
         return "its cells are not at positions 0 to n-1"
     try:
         logits = last_logits(llm, tokens)
