@@ -15,10 +15,10 @@ from typing import Any
 
 import uvicorn
 
-from app.serve.connections import ConnectionGuard, connection_cap, raise_open_file_limit
+from app.serve.connections import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, ConnectionGuard, connection_cap, raise_open_file_limit
 from app.serve.nodelay import http_protocol
 
-STOP_GRACE_S = 1  # after the replies were cancelled, how long their last chunks may take before their tasks are
+STOP_GRACE_S = 1  # after the replies were cancelled: how long their last chunks may take, then their tasks are cancelled
 BACKLOG = 2048
 
 
@@ -89,10 +89,11 @@ class CoveServer(uvicorn.Server):
             self.guard.stop()
 
 
-def make_server(app: Any, stop_replies: Callable[[], None], *, max_connections: int | None = None) -> CoveServer:
+def make_server(app: Any, stop_replies: Callable[[], None], *, max_connections: int | None = None,
+                header_timeout_s: float = HEADER_TIMEOUT_S, body_timeout_s: float = BODY_TIMEOUT_S) -> CoveServer:
     """The server for `app`, its open-file limit raised and its connections capped to fit."""
     cap = connection_cap(raise_open_file_limit()) if max_connections is None else max_connections
-    guard = ConnectionGuard(cap)
+    guard = ConnectionGuard(cap, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s)
     # proxy_headers off: the record's client address is the socket's peer, never a header's claim
     # (uvicorn would take X-Forwarded-For from any loopback client).
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", http=http_protocol(guard),
