@@ -28,6 +28,7 @@ from app.remote.remote_model import RemoteModel, remote_models, split_remote_nam
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
+from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound
 
 EXIT_INTERRUPTED = 130
@@ -60,6 +61,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 
+def _read_stdin_leniently() -> None:
+    """Bytes on standard input that are not text in its encoding come through as escapes
+    (surrogateescape) that `_readable` turns into U+FFFD, instead of failing the read."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="surrogateescape")
+
+
+def _stdin_encoding() -> str:
+    return getattr(sys.stdin, "encoding", None) or "utf-8"
+
+
+def _readable(text: str, what: str, encoding: str | None = None) -> str:
+    """`text` (an argument or what was read) with what is not valid text replaced by U+FFFD,
+    said once on stderr; the rest is sent and kept as it is."""
+    fixed, replaced = from_os(text, encoding or sys.getfilesystemencoding())
+    if replaced:
+        say(f"cove: {what} is not valid {encoding or sys.getfilesystemencoding()} text in places; each such place "
+            "is sent and kept as U+FFFD (\ufffd)", sys.stderr)
+    return fixed
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -88,9 +112,12 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if core.read_only:
         raise RuntimeError(core.notice or "the history is open read-only, so a new chat cannot be saved")
     interactive = args.prompt is None and sys.stdin.isatty() and not args.json
-    prompt = args.prompt
+    _read_stdin_leniently()
+    prompt = _readable(args.prompt, "your message") if args.prompt is not None else None
+    if args.system is not None:
+        args.system = _readable(args.system, "the system prompt")
     if prompt is None and not interactive:
-        prompt = sys.stdin.read()
+        prompt = _readable(sys.stdin.read(), "your message on standard input", _stdin_encoding())
     if prompt is not None and not prompt.strip():
         raise ValueError("the message is empty; type something to send")
 
@@ -125,6 +152,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
         if interactive:
             return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options)
         stream = None if args.json else _stream_to_stdout
+        assert prompt is not None  # read from stdin above when not interactive
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
                               on_loaded=None if args.json else _template_notes(), options=options)
     if args.json:
@@ -223,6 +251,7 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         except KeyboardInterrupt as exc:
             print(file=sys.stderr)
             return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+        line = _readable(line, "your message", _stdin_encoding())
         if not line.strip():
             continue
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,

@@ -4,8 +4,9 @@ UTF-8 or name no known field are skipped and counted, and a line (or an event) l
 `max_line_bytes` ends the stream with `StreamTooLarge` instead of growing without bound.
 
 JSON can carry what no UTF-8 file or terminal can hold: a lone UTF-16 surrogate written as an
-escape ("\\ud800"). `storable` and `storable_json` replace each with U+FFFD and count them, so
-a caller can keep the text and say so once.
+escape ("\\ud800"; json.loads joins escaped pairs, so any surrogate left is alone).
+`storable_json` replaces each with U+FFFD (app/unreadable_text.py) and counts them, so a
+caller can keep the text and say so once.
 
 The stall timeout is not here: the bytes come from a response whose every read waits at
 most that long (app/remote/http_client.py), so a silent server raises there.
@@ -19,13 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from app.unreadable_text import storable
+
 MAX_LINE_BYTES = 1 << 20  # 1 MiB: far beyond any one chunk of a streamed reply
 DONE = "[DONE]"
 
 _EOL = re.compile(rb"\r\n|\n|\r")
 _FIELDS = frozenset({"data", "event", "id", "retry"})
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins escaped pairs, so any left is alone
-REPLACEMENT = "\ufffd"
 
 
 class StreamTooLarge(Exception):
@@ -152,11 +153,6 @@ def json_payloads(event: SseEvent) -> Iterator[dict[str, Any] | str]:
     if not found:
         raise ValueError("not a JSON object")
     yield from found
-
-
-def storable(text: str) -> tuple[str, int]:
-    """`text` with each lone surrogate replaced by U+FFFD, and how many were replaced."""
-    return _LONE_SURROGATE.subn(REPLACEMENT, text)
 
 
 def storable_json(value: Any) -> tuple[Any, int]:
