@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         # No subcommand: chat (the `cove` console script opens the window instead, see ui/main.py).
         args = parser.parse_args(["chat", *argv])
+    _print_what_it_can()
     install_redaction()  # no token or Authorization header in any log line (app/log_redact.py)
     keep_private()  # what this run creates is the person's alone (app/private_files.py)
     previous_handlers = raise_on_termination()  # SIGTERM/SIGHUP stop a reply like Ctrl-C (app/termination.py)
@@ -85,6 +86,19 @@ def _run(args: argparse.Namespace) -> int:
         return _report(exc, args.debug)
     finally:
         core.close()
+
+
+def _print_what_it_can() -> None:
+    """Standard output in an encoding that cannot show every character (PYTHONIOENCODING=ascii,
+    a legacy locale) shows '?' for those instead of failing the command; the history keeps
+    the exact text. (Standard error already writes them as escapes.)"""
+    if getattr(sys.stdout, "errors", None) == "strict":
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
 
 
 def _announce_network(activity: NetworkActivity, started: bool) -> None:

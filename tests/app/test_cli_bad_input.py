@@ -167,3 +167,24 @@ def test_history_list_and_record_verify_on_a_really_full_disk_say_so(tmp_path: P
     assert done.stdout.split() == ["rc=1", "rc=1"], (done.stdout, done.stderr)
     assert len(lines) == 2 and all(line.startswith(f"cove: the disk that holds {disk / 'home' / 'data'} is full")
                                    for line in lines), done.stderr
+
+
+def test_an_output_that_cannot_show_a_character_shows_a_question_mark(home: Path) -> None:
+    sent = cove(home, "chat", "--new", "--max-tokens", "2", "héllo ✓")
+    assert sent.returncode == 0, sent.stderr
+    env = {**_env(home), "PYTHONIOENCODING": "ascii"}  # as a legacy locale's terminal
+    for args in (["history", "list"], ["history", "search", "héllo"]):
+        done = subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, input=b"",
+                              capture_output=True, timeout=180)
+        err = _clean(done)
+        assert done.returncode == 0, err
+        assert b"h?llo ?" in done.stdout, done.stdout
+    assert _messages(home)[0] == ("user", "complete", "héllo ✓")
+
+
+def test_valid_text_an_encoding_cannot_hold_is_not_called_invalid() -> None:
+    try:
+        "héllo".encode("ascii")
+    except UnicodeEncodeError as exc:
+        sentence = describe_error(exc)
+    assert "not valid" not in sentence and "UTF-8 locale" in sentence
