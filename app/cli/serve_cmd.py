@@ -73,7 +73,6 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
-    from app.load_options import load_options
     from app.serve.keys import ApiKeys
     from app.serve.pool import ModelPool
     from app.serve.server import LOOPBACK_NAMES, create_app
@@ -89,16 +88,15 @@ def run(core: Core, args: argparse.Namespace) -> int:
         raise ValueError(str(exc)) from None
     try:
         pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60,
-                         n_ctx=core.settings.sampling.n_ctx,
-                         options_of=lambda m: load_options(core.library, m, core.settings.placement_for(m.name)),
-                         cache_ram_mb=max(0, args.cache_ram))
+                         n_ctx=core.settings.sampling.n_ctx, cache_ram_mb=max(0, args.cache_ram))
+        # The service gives the pool each model's load settings, read off the event loop.
         service = Service(core, pool)
         # Another address answers to any Host name (requests need a key there); loopback only to its own.
         app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
         server = make_server(app, service.stop_all)
         print(f"cove serve: http://{url_host(args.host)}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
-        # One process, the event loop on this thread: the history's SQLite connection stays on the
-        # thread that opened it. A signal stops the replies in progress, keeping what they wrote
+        # One process, the event loop on this thread; every read and write of the history runs on the
+        # service's store thread (app/serve/request_store.py), never on the loop. A signal stops the replies in progress, keeping what they wrote
         # (app/serve/serving.py), and is raised again once the server is down (exit 130, 143).
         server.run(sockets=[sock])
     finally:

@@ -65,17 +65,17 @@ class AnthropicApi:
     def __init__(self, service: Service) -> None:
         self.service = service
 
-    def _job(self, req: MessagesRequest) -> Job:
+    async def _job(self, req: MessagesRequest) -> Job:
         record: dict[str, Any] = {"top_k": req.top_k} if req.top_k is not None else {}
         if req.output_format is not None:
             record["output_format"] = req.output_format
-        return Job(endpoint=ENDPOINT, model=self.service.model(req.model), messages=req.messages, params=req.params,
+        return Job(endpoint=ENDPOINT, model=await self.service.model(req.model), messages=req.messages, params=req.params,
                    stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record)
 
     async def messages(self, request: Request) -> Response:
         try:
-            request.scope["cove.client"] = self.service.client(request)
-            job = self._job(read_messages_request(await json_body(request, MAX_BODY_BYTES)))
+            request.scope["cove.client"] = await self.service.client(request)
+            job = await self._job(read_messages_request(await json_body(request, MAX_BODY_BYTES)))
         except ApiError as exc:
             return error_response(exc)
         message_id = f"msg_{uuid.uuid4().hex}"

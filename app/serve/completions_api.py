@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -13,19 +14,31 @@ from starlette.responses import JSONResponse, Response
 
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.body_check import check_body
-from app.serve.chat_request import read_sampling
+from app.serve.chat_request import Sampling, read_sampling
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.openai_api import FINISH, ClosingStream
 from app.serve.service import Job, Running, Service, failure_error
 from app.store.request_log import timings, usage
 from app.store.statuses import MessageStatus
+from models.library import InstalledModel
 
 DEFAULT_MAX_TOKENS = 16  # the real API's default for text completions
 
 
-def read_completion_request(body: object, service: Service, endpoint: str) -> tuple[Job, bool]:
-    """(the job, include_usage) of a completions request; ApiError naming the field."""
+@dataclass(frozen=True)
+class CompletionRequest:
+    model: str  # the name the client gave
+    prompt: str
+    sampling: Sampling
+
+    def job(self, model: InstalledModel, endpoint: str) -> Job:
+        return Job(endpoint, model, [{"role": "user", "content": self.prompt}], self.sampling.params, self.sampling.stop,
+                   self.sampling.stream, raw_prompt=self.prompt, record_params={"completion": True})
+
+
+def read_completion_request(body: object) -> CompletionRequest:
+    """A completions request as read; ApiError naming the field."""
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     check_body(body)
@@ -43,11 +56,7 @@ def read_completion_request(body: object, service: Service, endpoint: str) -> tu
                                ("best_of", body.get("best_of") not in (None, 1))):
         if unsupported:
             raise ApiError(400, f"'{field}' is not supported by Cove's completions", param=field)
-    sampling = read_sampling(body, DEFAULT_MAX_TOKENS)
-    model = service.model(name)
-    job = Job(endpoint, model, [{"role": "user", "content": prompt}], sampling.params, sampling.stop, sampling.stream,
-              raw_prompt=prompt, record_params={"completion": True})
-    return job, sampling.include_usage
+    return CompletionRequest(name, prompt, read_sampling(body, DEFAULT_MAX_TOKENS))
 
 
 class CompletionsApi:
@@ -56,9 +65,9 @@ class CompletionsApi:
 
     async def completions(self, request: Request) -> Response:
         try:
-            request.scope["cove.client"] = self.service.client(request)
-            job, include_usage = read_completion_request(await json_body(request, MAX_BODY_BYTES), self.service,
-                                                         request.url.path)
+            request.scope["cove.client"] = await self.service.client(request)
+            read = read_completion_request(await json_body(request, MAX_BODY_BYTES))
+            job, include_usage = read.job(await self.service.model(read.model), request.url.path), read.sampling.include_usage
         except ApiError as exc:
             return exc.response()
         reply_id, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())

@@ -29,24 +29,24 @@ class TokenCounter:
 
     async def count_tokens(self, request: Request) -> Response:
         try:
-            client = self.service.client(request)
+            client = await self.service.client(request)
             body = await json_body(request, MAX_BODY_BYTES)
             if isinstance(body, dict) and body.get("max_tokens") is None:
                 body = {**body, "max_tokens": 1}  # count_tokens has no max_tokens; the reader requires one
             req = read_messages_request(body)
             if self.service.stopping:
                 raise ApiError(503, "the server is stopping", "server_error")
-            count = await self._count(self.service.model(req.model), req.messages, client)
+            count = await self._count(await self.service.model(req.model), req.messages, client)
         except ApiError as exc:
             return error_response(exc)
         return JSONResponse({"input_tokens": count})
 
     async def _count(self, model: InstalledModel, messages: list[dict[str, str]], client: str) -> int:
         pool = self.service.pool
+        options = await self.service.load_options(model)  # read before the pool may spawn an engine with them
         lease = await pool.lease(model, client, messages)
         generation: Generation | None = None
         try:
-            options = pool.load_options(model)  # read here: the library belongs to this thread
             window = lease.engine is pool.window_engine
             params = replace(self.service.core.settings.sampling, max_tokens=1)
 

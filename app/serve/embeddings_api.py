@@ -52,9 +52,9 @@ class EmbeddingsApi:
 
     async def embeddings(self, request: Request) -> Response:
         try:
-            request.scope["cove.client"] = self.service.client(request)
+            request.scope["cove.client"] = await self.service.client(request)
             name, texts, encoding = read_inputs(await json_body(request, MAX_BODY_BYTES))
-            model = self.service.model(name)
+            model = await self.service.model(name)
             result = await self.service.embed(request, model, texts, {"encoding_format": encoding})
         except ApiError as exc:
             return exc.response()

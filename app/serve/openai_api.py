@@ -30,31 +30,31 @@ class OpenAIApi:
 
     async def models(self, request: Request) -> JSONResponse:
         try:
-            self.service.client(request)
+            await self.service.client(request)
         except ApiError as exc:
             return exc.response()
-        data = [_model_entry(m.name) for m in self.service.core.library.list()]
+        data = [_model_entry(m.name) for m in await self.service.models()]
         return JSONResponse({"object": "list", "data": data})
 
     async def model(self, request: Request) -> JSONResponse:
         """One installed model, by any name `Service.model` knows it by; 404 in OpenAI's shape if none."""
         try:
-            self.service.client(request)
-            found = self.service.model(request.path_params["model"])
+            await self.service.client(request)
+            found = await self.service.model(request.path_params["model"])
         except ApiError as exc:
             return exc.response()
         return JSONResponse(_model_entry(found.name))
 
-    def _job(self, chat: ChatRequest, request: Request) -> Job:
+    async def _job(self, chat: ChatRequest, request: Request) -> Job:
         extra = {"response_format": chat.response_format} if chat.response_format else {}
-        return Job(request.url.path, self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
+        return Job(request.url.path, await self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
                    chat.grammar, record_params=extra)
 
     async def chat_completions(self, request: Request) -> Response:
         try:
-            request.scope["cove.client"] = self.service.client(request)
+            request.scope["cove.client"] = await self.service.client(request)
             chat = read_chat_request(await json_body(request, MAX_BODY_BYTES))
-            job = self._job(chat, request)
+            job = await self._job(chat, request)
         except ApiError as exc:
             return exc.response()
         reply_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())

@@ -121,7 +121,7 @@ class ModelPool:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}")
         self.parallel, self.routing, self.ttl_s, self.n_ctx = max(1, parallel), routing, ttl_s, n_ctx
         self.cache_ram_mb = cache_ram_mb  # each engine's RAM cache of earlier conversations' KV state
-        # options_of reads the library: it is called on the event loop's thread only (load_options).
+        # options_of is called on the event loop's thread: the server's reads them off it beforehand.
         self._options_of, self._factory = options_of, engine_factory
         self._footprint_of = footprint_of or (lambda m, n_ctx: estimated_footprint(m, n_ctx, self._options_of(m).placement))
         self._available_ram = available_ram or machine.available_ram
@@ -335,9 +335,14 @@ class ModelPool:
         self._task_group().start_soon(load)
         return True
 
+    def read_options_with(self, options_of: Callable[[InstalledModel], LoadOptions]) -> None:
+        """Where the pool reads a model's load settings from from now on (the server's service,
+        which reads them off the event loop before it asks for an engine)."""
+        self._options_of = options_of
+
     def load_options(self, model: InstalledModel) -> LoadOptions:
-        """`model`'s load settings (on the event loop's thread: they are read from the library);
-        a draft model that is gone is left out, and the pool's events say so."""
+        """`model`'s load settings (`options_of`, on the event loop's thread); a draft model that
+        is gone is left out, and the pool's events say so."""
         options = self._options_of(model)
         if options.notice and options.notice not in self.events[-20:]:
             self.events.append(options.notice)

@@ -1,11 +1,11 @@
-"""What `cove serve` writes about a request, and when: on acceptance its entry in the record and
+"""The server's own thread for the history file (every read and write `cove serve` makes, never on
+its event loop), and what it writes about a request, and when: on acceptance its entry in the record and
 (for a chat) its conversation in the history with the reply's row streaming; checkpoints of the
 reply's text as it streams, at most one per interval (as the window saves its replies); and on
 its end the closing entry and the finished row. A request in flight when the process dies is
 thus in both, closed as interrupted at the next start (app/core.py).
 
-Every write runs on one thread of its own, with its own connection to the history, never on the
-server's event loop: a write waiting for another program's lock (up to the busy timeout) or a
+A write waiting for another program's lock (up to the busy timeout) or a
 slow disk holds up no client. A write that fails (the disk is full, the file stays locked) loses
 nothing: the request is kept in memory, the client is told what was not saved, and the writes
 are tried again every few seconds, in order, and once more when the server stops (as the
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from app.serve.keys import ApiKeys
 from app.store.api_conversations import OpenExchange, close_exchange, open_exchange
 from app.store.checkpoint import Checkpointer
 from app.store.database import open_writer
@@ -61,13 +62,15 @@ class Opened:
 
 
 class StoreThread:
-    """One thread that owns a connection to the history file, and the functions run on it."""
+    """One thread that owns the server's connection to the history file (its history, record,
+    library and keys), and the functions run on it."""
 
     def __init__(self, database: Path, models_dir: Path, kv_states_dir: Path) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cove-serve-store")
         self.history: History
         self.record: RequestLog
         self.library: ModelLibrary
+        self.keys: ApiKeys
         self._executor.submit(self._open, database, models_dir, kv_states_dir).result()
 
     def _open(self, database: Path, models_dir: Path, kv_states_dir: Path) -> None:
@@ -75,6 +78,7 @@ class StoreThread:
         self.history = History(db, state_dir=kv_states_dir)
         self.record = RequestLog(db)
         self.library = ModelLibrary(db, models_dir)
+        self.keys = ApiKeys(db)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the store's thread, awaited without blocking the event loop."""

@@ -67,7 +67,6 @@ class ServerThread:
 
     def _run(self, sock: socket.socket) -> None:
         from app.core import open_core
-        from app.load_options import load_options
         from app.serve.keys import ApiKeys
         from app.serve.server import create_app
         from app.serve.service import Service
@@ -80,8 +79,8 @@ class ServerThread:
             if not loopback and not ApiKeys(core.db).names():
                 self.error = f"listening on {self.host} lets other machines in: make an API key first"
                 return
-            self._pool = pool = ModelPool(parallel=self.parallel, ttl_s=self.ttl_s, n_ctx=core.settings.sampling.n_ctx,
-                                          options_of=lambda m: load_options(core.library, m, core.settings.placement_for(m.name)))
+            # The service gives the pool each model's load settings, read off the event loop.
+            self._pool = pool = ModelPool(parallel=self.parallel, ttl_s=self.ttl_s, n_ctx=core.settings.sampling.n_ctx)
             if self.window_engine is not None:
                 pool.adopt(self.window_engine)
             self._service = service = Service(core, pool)

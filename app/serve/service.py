@@ -23,9 +23,8 @@ from app.core import Core
 from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, Generation, TokenEvent
 from app.engine.loaded import Embeddings
-from app.load_options import LoadOptions
+from app.load_options import LoadOptions, load_options
 from app.serve.errors import ApiError
-from app.serve.keys import ApiKeys
 from app.serve.peer_owner import is_this_account
 from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
 from app.serve.request_store import Opened, RequestStore, StoreThread
@@ -185,7 +184,8 @@ class Service:
         self.core, self.pool = core, pool
         # Every write about a request runs on the store's own thread and connection, off the event loop.
         self.store = RequestStore(StoreThread(core.paths.database, core.paths.models_dir, core.paths.kv_states_dir))
-        self.keys = ApiKeys(core.db)
+        self._options: dict[str, LoadOptions] = {}  # model path -> its load settings, read on the store's thread
+        pool.read_options_with(self.options_of)
         self._ids = itertools.count(1)
         self._live: dict[int, tuple[LiveRequest, Running | None]] = {}
         self._live_lock = threading.Lock()  # the window reads the list from its own thread
@@ -218,40 +218,65 @@ class Service:
             else:
                 self._live[live_id] = (row, running)
 
-    def client(self, request: Request) -> str:
+    async def client(self, request: Request) -> str:
         """Who is asking: the name of the key the request carries (Authorization: Bearer, or
         x-api-key). Without any key made, a request from a program of the person's own account
         is the "local API", and one from another account on this computer is refused."""
         auth = request.headers.get("authorization", "")
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "").strip()
-        if not self.keys.names():
+        keys = self.store.thread.keys
+        any_key, name = await self.store.thread.run(lambda: (bool(keys.names()), keys.name_of(key) if key else None))
+        if not any_key:
             if is_this_account(request.scope.get("client"), request.scope.get("server")) is False:
                 raise ApiError(403, "this server answers only the programs of the account that runs Cove; "
                                     "for another account, make it a key (cove serve keys add NAME)", "permission_error",
                                code="another_account")
             return CLIENT
-        name = self.keys.name_of(key) if key else None
         if name is None:
             raise ApiError(401, "a valid API key is needed (cove serve keys add NAME makes one)", "authentication_error",
                            code="invalid_api_key")
         return name
 
-    def model(self, name: str) -> InstalledModel:
+    async def models(self) -> list[InstalledModel]:
+        """The installed models (read on the store's thread)."""
+        return await self.store.thread.run(self.store.thread.library.list)
+
+    async def model(self, name: str) -> InstalledModel:
         """The installed model `name` means: its name, or its file's name without .gguf, or its
         Hugging Face repo when one model came from it; letter case aside."""
+        found = await self.store.thread.run(self._model_now, name)
+        if found is None:
+            raise ApiError(404, f"the model '{name}' is not installed here (GET /v1/models lists them)",
+                           code="model_not_found", param="model")
+        return found
+
+    def _model_now(self, name: str) -> InstalledModel | None:
+        library = self.store.thread.library
         try:
-            return self.core.library.get(name)
+            return library.get(name)
         except ModelNotFound:
             pass
         wanted = name.strip().lower().removesuffix(".gguf")
-        models = self.core.library.list()
+        models = library.list()
         for alias in (lambda m: m.name, lambda m: (m.file or m.path).rsplit("/", 1)[-1].removesuffix(".gguf"),
                       lambda m: m.repo or ""):
             found = [m for m in models if alias(m).lower().removesuffix(".gguf") == wanted]
             if len(found) == 1:
                 return found[0]
-        raise ApiError(404, f"the model '{name}' is not installed here (GET /v1/models lists them)",
-                       code="model_not_found", param="model")
+        return None
+
+    async def load_options(self, model: InstalledModel) -> LoadOptions:
+        """`model`'s load settings, its draft model looked up in the library on the store's
+        thread; the pool spawns its engines with them (options_of) and says a missing draft."""
+        library = self.store.thread.library
+        options = await self.store.thread.run(load_options, library, model, self.core.settings.placement_for(model.name))
+        self._options[model.path] = options
+        return self.pool.load_options(model)
+
+    def options_of(self, model: InstalledModel) -> LoadOptions:
+        """The pool's source of load settings: those read last for `model` (no SQLite here, on
+        the event loop), or its placement alone before any were read."""
+        return self._options.get(model.path) or LoadOptions(self.core.settings.placement_for(model.name))
 
     async def open_reply(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]]]:
         """`reply` entered by hand, for a response that outlives the endpoint's call (a stream):
@@ -294,6 +319,7 @@ class Service:
         running: Running | None = None
         try:
             try:
+                options = await self.load_options(job.model)  # read before the pool may spawn an engine with them
                 lease = await self.pool.lease(job.model, client, job.messages)
             except ApiError as exc:
                 await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
@@ -301,7 +327,6 @@ class Service:
             try:
                 if self.stopping:
                     raise ApiError(503, "the server is stopping", "server_error")
-                options = self.pool.load_options(job.model)  # read here: the library belongs to this thread
                 generation, recheck = await anyio.to_thread.run_sync(self._start, lease, job, options)
                 if recheck is not None:  # the file changed under the server: the record names the one that runs
                     library = self.store.thread.library
@@ -346,6 +371,7 @@ class Service:
                   record_params=params)
         opened = await self._open(request, job, conversation=False)
         try:
+            await self.load_options(model)
             lease = await self.pool.lease(model, client, [])
             try:
                 if lease.engine.loaded is not None and not lease.engine.loaded.embeddings:

@@ -14,11 +14,6 @@ from app.serve.errors import ApiError
 from app.serve.messages_request import read_messages_request
 
 
-class NoService:
-    def model(self, name: str) -> Any:
-        raise AssertionError("the body should have been refused before the model was looked up")
-
-
 def nested(depth: int) -> dict:
     schema: dict = {"type": "string"}
     for _ in range(depth):
@@ -56,7 +51,7 @@ def test_bad_text_or_depth_is_a_400_naming_where(endpoint: str, body: dict, wher
         elif endpoint == "messages":
             read_messages_request(body)
         else:
-            read_completion_request(body, NoService(), "/v1/completions")  # type: ignore[arg-type]
+            read_completion_request(body)
     error = info.value
     assert error.status == 400 and where in error.message, error.message
     error.response()  # the answer itself can be written (the surrogate is not echoed)

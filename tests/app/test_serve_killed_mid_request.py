@@ -17,14 +17,13 @@ CHUNKS = 51  # as the issue's reproduction: killed after 51 chunks
 
 
 def _stream_until_killed(url: str, got: list[str], started: threading.Event) -> None:
-    body = {"model": "tiny", "messages": [{"role": "system", "content": "be long"},
-                                          {"role": "user", "content": "tell me everything"}],
-            "max_tokens": 6000, "temperature": 0, "stream": True}
+    # A text completion: no turn format, so no stop string; greedy, the tiny model never ends by itself.
+    body = {"model": "tiny", "prompt": "tell me everything", "max_tokens": 6000, "temperature": 0, "stream": True}
     try:
-        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as response:
+        with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=120) as response:
             for line in response.iter_lines():
                 if line.startswith("data: {"):
-                    got.append(json.loads(line[6:])["choices"][0]["delta"].get("content") or "")
+                    got.append(json.loads(line[6:])["choices"][0].get("text") or "")
                     started.set()
     except httpx.HTTPError:
         pass
