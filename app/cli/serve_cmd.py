@@ -96,8 +96,9 @@ def run(core: Core, args: argparse.Namespace) -> int:
         server = make_server(app, service.stop_all)
         print(f"cove serve: http://{url_host(args.host)}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
         # One process, the event loop on this thread; every read and write of the history runs on the
-        # service's store thread (app/serve/request_store.py), never on the loop. A signal stops the replies in progress, keeping what they wrote
-        # (app/serve/serving.py), and is raised again once the server is down (exit 130, 143).
+        # service's store thread (app/serve/request_store.py), never on the loop. A signal stops the
+        # replies in progress, keeping what they wrote (app/serve/serving.py), and is raised again
+        # once the server is down (exit 130, 143).
         server.run(sockets=[sock])
     finally:
         sock.close()

@@ -94,6 +94,7 @@ class AnthropicApi:
             "content": [{"type": "text", "text": finished.text}],
             "stop_reason": stop_reason, "stop_sequence": stop_sequence,
             "usage": _usage(finished.metrics), "timings": timings(finished.metrics),
+            **({"warning": running.not_saved} if running.not_saved else {}),
         })
 
     async def _start_stream(self, request: Request, job: Job, message_id: str) -> Response:
@@ -139,5 +140,7 @@ class AnthropicApi:
             yield event("content_block_stop", index=0)
             yield event("message_delta", delta={"stop_reason": stop_reason, "stop_sequence": stop_sequence},
                         usage={"output_tokens": int(step.metrics.get("gen_tokens") or 0)}, timings=timings(step.metrics))
+            if running.not_saved:  # the whole reply went out; what the history could not take is said last
+                yield sse(error_body(500, running.not_saved), "error")
             yield event("message_stop")
             return

@@ -79,8 +79,9 @@ class CompletionsApi:
                 return exc.response()
             if finished.status == MessageStatus.ERROR:
                 return failure_error(finished).response()
-            return JSONResponse(self._body(reply_id, created, job, finished.text, FINISH.get(finished.status, "stop"),
-                                           usage=usage(finished.metrics), timings=timings(finished.metrics)))
+            body = self._body(reply_id, created, job, finished.text, FINISH.get(finished.status, "stop"),
+                              usage=usage(finished.metrics), timings=timings(finished.metrics))
+            return JSONResponse({**body, "warning": running.not_saved} if running.not_saved else body)
         try:
             running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
@@ -109,5 +110,7 @@ class CompletionsApi:
                 body = self._body(reply_id, created, job, "", None, usage=usage(event.metrics), timings=timings(event.metrics))
                 body["choices"] = []
                 yield sse(body)
+            if running.not_saved:  # the whole reply went out; what the history could not take is said last
+                yield sse({"error": {"message": running.not_saved, "type": "server_error", "code": "history_not_saved"}})
             yield b"data: [DONE]\n\n"
             return

@@ -72,6 +72,7 @@ class OpenAIApi:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
                          "finish_reason": FINISH.get(finished.status, "stop"), "logprobs": None}],
             "usage": usage(finished.metrics), "timings": timings(finished.metrics),
+            **({"warning": running.not_saved} if running.not_saved else {}),
         })
 
     async def _start_stream(self, request: Request, job: Job, reply_id: str, created: int, include_usage: bool) -> Response:
@@ -106,6 +107,8 @@ class OpenAIApi:
             yield delta({}, FINISH.get(event.status, "stop"))
             if include_usage:
                 yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
+            if running.not_saved:  # the whole reply went out; what the history could not take is said last
+                yield sse({"error": {"message": running.not_saved, "type": "server_error", "code": "history_not_saved"}})
             yield b"data: [DONE]\n\n"
             return
 

@@ -155,9 +155,12 @@ class RequestStore:
 
     # -- on the store's thread ----------------------------------------------------------
 
+    # While writes wait, a new one joins them without touching the file (each try could wait the
+    # busy timeout, and they would pile up on this thread); the timer tries them all in order.
+
     def _open_now(self, opened: Opened) -> None:
-        if self._retry():
-            self._wait(opened, "earlier requests are still waiting to be saved")
+        if self._waiting:
+            self._wait(opened, self._waiting[0].not_saved or "earlier requests are still waiting to be saved")
             return
         try:
             self._enter(opened)
@@ -177,16 +180,16 @@ class RequestStore:
         opened.checkpointer = Checkpointer(self.history, exchange.message_id) if exchange else None
 
     def _checkpoint_now(self, opened: Opened, checkpointer: Checkpointer, text: str) -> None:
-        if opened.checkpointer is not checkpointer or opened.closed:
-            return  # closed meanwhile: its final text is written (or waits) instead
+        if opened.checkpointer is not checkpointer or opened.closed or self._waiting:
+            return  # closed meanwhile (its final text is written, or waits), or the file is failing now
         try:
             checkpointer.update(text)
         except MessageNotFound:  # the person deleted the conversation: nothing more to save into it
             opened.checkpointer = None
 
     def _close_now(self, opened: Opened) -> None:
-        if opened in self._waiting or self._retry():
-            self._wait(opened, opened.not_saved or "earlier requests are still waiting to be saved")
+        if self._waiting:
+            self._wait(opened, opened.not_saved or self._waiting[0].not_saved or "earlier requests are still waiting")
             return
         try:
             self._finish(opened)

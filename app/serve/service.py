@@ -90,6 +90,12 @@ def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
                        param="messages", code="context_length_exceeded")
 
 
+def unsaved_sentence(why: str) -> str:
+    """What a client is told of a reply the history file could not take yet."""
+    return (f"This reply is not in Cove's history yet ({why}); Cove keeps it and writes it, with the request's "
+            "record entry, as soon as the file takes it.")
+
+
 class Running:
     """One reply in progress: `await next()` gives its events, None after the last. Tokens that
     arrived together come as one event, and a stream faster than one token per CHUNK_INTERVAL_S
@@ -357,7 +363,7 @@ class Service:
                 self.pool.release(lease, prompt_key(reply_messages), holds)
                 await self._close(opened, reply=done.text, status=done.status, metrics=done.metrics, error=done.error,
                                   model=job.model)
-                running.not_saved = opened.not_saved
+                running.not_saved = unsaved_sentence(opened.not_saved) if opened.not_saved else None
         finally:
             if not opened.closed:  # cancelled while waiting for an engine (the client went away, the server stopped)
                 await self._close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},

@@ -37,34 +37,52 @@ def test_a_request_that_cannot_fit_is_refused_before_anything_is_written(tmp_pat
         assert ok.status_code == 200, ok.text
 
 
+def _stream(url: str, body: dict, lines: list[str]) -> None:
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=120) as response:
+        lines.extend(line for line in response.iter_lines() if line.startswith("data: "))
+
+
 def test_a_reply_is_delivered_while_the_history_is_locked_and_saved_when_the_lock_is_let_go(tmp_path) -> None:
     with cove_serve(tmp_path) as served:
         database = served.home / "cove" / "data" / "cove.db"
         body = {"model": "tiny", "max_tokens": 4, "temperature": 0,
                 "messages": [{"role": "user", "content": "saved later"}]}
+        streamed_body = {**body, "messages": [{"role": "user", "content": "streamed, saved later"}]}
         holder = sqlite3.connect(database, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another program writing, for longer than the busy timeout
         answered: list[httpx.Response] = []
+        lines: list[str] = []
         chat = threading.Thread(target=lambda: answered.append(
             httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=120)))
+        stream = threading.Thread(target=_stream, args=(served.url, streamed_body, lines))
         try:
             chat.start()
             time.sleep(0.5)  # the request is now waiting for the lock
             models = httpx.get(f"{served.url}/v1/models", timeout=60)
             assert models.status_code == 200
             assert chat.is_alive(), "the other client was answered only after the chat's write gave up"
+            stream.start()
             chat.join(120)
+            stream.join(120)
         finally:
             holder.execute("ROLLBACK")
             holder.close()
         (reply,) = answered
         assert reply.status_code == 200, reply.text
         text = reply.json()["choices"][0]["message"]["content"]
+        assert "not in Cove's history yet" in reply.json()["warning"]
+        # The stream gave the whole reply, then said what could not be saved, then [DONE].
+        chunks = [json.loads(line[6:]) for line in lines[:-1]]
+        assert lines[-1] == "data: [DONE]" and chunks[-1]["error"]["code"] == "history_not_saved"
+        streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks[:-1])
+        assert chunks[-2]["choices"][0]["finish_reason"] is not None
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not requests_of(served.record()):
+        while time.monotonic() < deadline and len(requests_of(served.record())) < 2:
             time.sleep(0.5)  # retried every few seconds
-        (entry,) = requests_of(served.record())
-        assert json.loads(entry["messages"]) == body["messages"] and entry["reply"] == text
-        assert _conversations(database) == 1
+        first, second = requests_of(served.record())
+        assert json.loads(first["messages"]) == body["messages"] and first["reply"] == text
+        assert json.loads(second["messages"]) == streamed_body["messages"] and second["reply"] == streamed
+        assert first["status"] == second["status"] == "length"
+        assert _conversations(database) == 2
         verified = served.cove("record", "verify")
         assert verified.returncode == 0, verified.stdout + verified.stderr
