@@ -8,6 +8,7 @@ would have ended."""
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 from collections.abc import Callable
 from types import FrameType
@@ -34,10 +35,18 @@ def url_host(host: str) -> str:
 def listen_socket(host: str, port: int) -> socket.socket:
     """A socket listening on host:port, or ListenError saying why not."""
     try:
-        family, kind, proto, _name, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
-                                                                 flags=socket.AI_PASSIVE)[0]
-    except (socket.gaierror, UnicodeError) as exc:
-        raise ListenError(f"cannot listen on {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        ip = None
+    if ip is not None:  # an address as it is: no lookup at all (a name is looked up, e.g. in /etc/hosts)
+        family, kind, proto = (socket.AF_INET6 if ip.version == 6 else socket.AF_INET), socket.SOCK_STREAM, 0
+        address: tuple[Any, ...] = (str(ip), port, 0, 0) if ip.version == 6 else (str(ip), port)
+    else:
+        try:
+            family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                     flags=socket.AI_PASSIVE)[0]
+        except (socket.gaierror, UnicodeError) as exc:
+            raise ListenError(f"cannot listen on {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,5 +1,6 @@
 """The engine on the real starter model (Gemma 3 270M Q4_K_M, no chat template, sliding-window
-attention): the Gemma fallback is chosen and reported, and a follow-up turn reuses the KV cache."""
+attention, a base model): the Q:/A: transcript for a base model is chosen and reported, and a
+follow-up turn reuses the KV cache."""
 
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ def engine() -> Iterator[EngineClient]:
         yield client
 
 
-def test_gemma_fallback_is_chosen_and_reported(engine: EngineClient, gemma: Path) -> None:
+def test_the_base_model_transcript_is_chosen_and_reported(engine: EngineClient, gemma: Path) -> None:
     loaded = engine.load(gemma, n_threads=1)
     assert loaded.architecture == "gemma3" and loaded.n_ctx == 8192 and loaded.n_ctx_train == 32768
-    assert loaded.template_source == "fallback:gemma"
-    assert "no chat template" in loaded.template_note and "Gemma turn format" in loaded.template_note
+    assert loaded.template_source == "fallback:qa"
+    assert "no chat template" in loaded.template_note and "base model" in loaded.template_note
 
 
 def test_follow_up_turn_reuses_prompt_and_reply_tokens(engine: EngineClient, gemma: Path) -> None:
@@ -38,7 +39,7 @@ def test_follow_up_turn_reuses_prompt_and_reply_tokens(engine: EngineClient, gem
     history = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}]
     one = engine.generate(history, conversation_id="starter", max_tokens=12, temperature=0.0).wait()
     assert one.status in {"complete", "length"} and one.error is None and one.text
-    assert one.metrics["template_source"] == "fallback:gemma"
+    assert one.metrics["template_source"] == "fallback:qa"
     history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "Another one."}]
     two = engine.generate(history, conversation_id="starter", max_tokens=12, temperature=0.0).wait()
     assert two.error is None

@@ -27,6 +27,11 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cove-home")
 
 
+# The starter is a base model that answers briefly and stops at the next question; asked this,
+# greedy, it writes on to the reply limit (2,000 tokens is about 30 s here).
+LONG = "List the numbers from 1 to 1000."
+
+
 def _env(home: Path) -> dict[str, str]:
     return {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}
 
@@ -52,8 +57,8 @@ def test_first_chat_uses_the_starter_model(home: Path) -> None:
 
 def test_ctrl_c_keeps_the_partial_reply_as_cancelled(home: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0.9",
-         "Write a very long story about a lighthouse keeper."],
+        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0",
+         LONG],
         cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group, so the signal goes to cove and its engine as a terminal's would
     )
@@ -92,8 +97,8 @@ def test_sigterm_mid_reply_with_another_cove_started_meanwhile_keeps_the_reply_a
     and SIGTERM (a logout, `timeout`) to the first keeps everything it streamed, exit 143.
     Text mode also says, once, that the starter has no chat template."""
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0.9",
-         "Write a very long story about a lighthouse keeper."],
+        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0",
+         LONG],
         cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

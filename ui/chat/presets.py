@@ -29,6 +29,7 @@ BUILTIN_PRESETS: dict[str, SamplingParams] = {
 
 _FLOAT_FIELDS = {"temperature", "top_p", "min_p", "repeat_penalty"}
 _OPTIONAL_INT_FIELDS = {"max_tokens", "seed", "n_ctx"}
+_PENALTY_FIELDS = {"presence_penalty", "frequency_penalty"}
 
 
 class PresetError(ValueError):
@@ -48,6 +49,17 @@ def params_from_json(data: Any) -> SamplingParams | None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 return None
             values[f.name] = float(value)
+        elif f.name in _PENALTY_FIELDS:  # OpenAI's range, -2 to 2
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -2.0 <= value <= 2.0:
+                return None
+            values[f.name] = float(value)
+        elif f.name == "logit_bias":  # [[token id, bias], ...]
+            if not isinstance(value, list) or not all(
+                    isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and not isinstance(pair[0], bool)
+                    and isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool) and math.isfinite(pair[1])
+                    for pair in value):
+                return None
+            values[f.name] = tuple((int(t), float(b)) for t, b in value)
         elif f.name in _OPTIONAL_INT_FIELDS:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 return None

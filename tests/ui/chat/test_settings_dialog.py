@@ -192,3 +192,10 @@ def test_params_from_json_rejects_non_finite() -> None:
     assert params_from_json({"temperature": float("nan")}) is None
     assert params_from_json({"max_tokens": 1.5}) is None
     assert params_from_json({"max_tokens": None}) == SamplingParams(max_tokens=None)
+
+
+def test_a_preset_keeps_penalties_and_logit_bias_across_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "presets.json"
+    params = SamplingParams(presence_penalty=-0.5, frequency_penalty=1.5, logit_bias=((7, -100.0), (9, 2.5)))
+    PresetStore(path).save("tuned", params)
+    assert PresetStore(path).get("tuned") == params
