@@ -4,23 +4,22 @@
   commits the person's message first, creates the assistant row as `streaming`, takes text
   as it arrives (checkpointed at most every `CHECKPOINT_INTERVAL_S`) and finishes the row with its status and
   metrics in one transaction.
-- `start_generation` is the engine side: load the model (blocking, may take seconds) and
-  start the reply. A window runs it off the UI thread; `cove chat` runs it inline. A model on
-  one of the person's own servers (a `RemoteModel`) needs no file check and no load:
-  `start_remote_generation` opens its stream through a `RemoteEngine`.
-- `ChatService` (app/chat_service.py) ties both together for a blocking caller (the command line).
+- `start_generation` is the engine side for a caller that drives the reply itself (the API):
+  it starts the reply behind the model's backend (app/turn/backend.py), loading a model of
+  this machine if needed (blocking, may take seconds).
+- The window and `cove chat` run a whole turn through `app.turn.Turn`, which writes through
+  a `TurnRecord`.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
+from app.engine.client import EngineClient, Generation, LoadedModel
 from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
@@ -29,8 +28,8 @@ from app.store.history import History, Message
 from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
-from models.gguf_validate import InvalidModelFile
-from models.library import FileRecheck, InstalledModel, ModelLibrary, recheck_file
+from app.turn.backend import backend_for, ran_on, reply_identity
+from models.library import FileRecheck, InstalledModel, ModelLibrary
 
 if TYPE_CHECKING:
     from app.remote.engine import RemoteEngine
@@ -62,12 +61,6 @@ def _refused_as_too_long(reply: Message | None) -> bool:
     the chat, or be refused again."""
     return (reply is not None and reply.role == "assistant" and reply.status == MessageStatus.ERROR
             and reply.metrics.get("error_kind") in ("context", "remote-context"))
-
-
-def ran_on(model: RemoteModel) -> dict[str, Any]:
-    """Where a turn with this remote model runs, as its row's metrics and the record name it."""
-    return {"connection": model.connection, "host": model.host, "kind": model.kind, "model_id": model.model_id,
-            "fingerprint": model.fingerprint}
 
 
 def remote_host(metrics: dict[str, Any]) -> str | None:
@@ -142,16 +135,13 @@ class TurnRecord:
                     params: SamplingParams, interval: float) -> TurnRecord:
         # start_assistant_message also records the model as the conversation's latest (for a
         # remote one MODEL_ID@CONNECTION, so reopening the conversation picks it again).
-        if isinstance(model, RemoteModel):  # the server's fingerprint of the model, when it gives one
-            sha256, quant, where = model.fingerprint, None, ran_on(model)
-        else:
-            sha256, quant, where = model.sha256, model.quant, None
+        sha256, quant = reply_identity(model)  # for a server's model its fingerprint of the weights, if any
         assistant = history.start_assistant_message(
             conversation_id, parent_id=user.id, model_name=model.name, model_sha256=sha256, model_quant=quant,
             params=params.to_dict(),
         )
         record = cls(history, conversation_id, user, assistant, interval)
-        record.ran_on = where
+        record.ran_on = ran_on(model)
         return record
 
     @property
@@ -239,57 +229,13 @@ def start_generation(
     load: Callable[[], LoadedModel] | None = None,
     remote: RemoteEngine | None = None,
 ) -> Generation:
-    """Check the model file (a stat; hashed again if it changed, reported to `on_recheck`),
-    load it if needed (blocking) with the model's load settings `options` (None: Cove chooses) and
-    start the reply, drafting as they say. `loaded_as_is`: the engine has this model loaded
-    already (another's engine, lent): keep its settings rather than load it again with these.
-    `load`: how to load it instead (an API pool's settings). Raises EngineError.
-    A RemoteModel goes to `start_remote_generation` through `remote` (`engine` is not used)."""
-    if isinstance(model, RemoteModel):
-        if remote is None:
-            raise EngineError(f"{model.name} runs on a server, and no connection to it was given")
-        return start_remote_generation(remote, messages, model=model, params=params, stop=stop)
-    assert engine is not None, "a model of this machine needs the engine client"
-    try:
-        recheck = recheck_file(model)
-    except InvalidModelFile as exc:
-        raise EngineError(str(exc)) from None
-    if recheck is not None and on_recheck is not None:
-        on_recheck(recheck)
-    options = options or LoadOptions()
-    current = engine.loaded if loaded_as_is else None
-    if current is not None and current.path == os.path.abspath(model.path) and recheck is None:
-        loaded = current
-    else:
-        loaded = load() if load is not None else engine.load(model.path, n_ctx=params.n_ctx, **options.load_arguments())
-    if on_loaded is not None:
-        on_loaded(loaded)
-    return engine.generate(
-        messages,
-        conversation_id=conversation_id,
-        max_tokens=params.max_tokens,
-        stop=stop,
-        grammar=grammar,
-        keep_all_turns=keep_all_turns,
-        raw_prompt=raw_prompt,
-        speculative=options.speculative,
-        presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty, logit_bias=params.logit_bias,
-        **params.sampler_arguments(),
-    )
-
-
-def start_remote_generation(
-    remote: RemoteEngine,
-    messages: list[dict],
-    *,
-    model: RemoteModel,
-    params: SamplingParams,
-    stop: Sequence[str] = (),
-) -> Generation:
-    """Start a reply on one of the person's own servers: no file to check, nothing to load; the
-    server holds the model and its context. Returns at once (a thread streams the reply into
-    the Generation; faults end it as "error" or, after some text, "interrupted" with the
-    reason). Raises ConsentNeeded when the host is not private and the person has not agreed
-    to send it messages, NetworkRefused when Cove is offline. Safe off the UI thread: it
-    touches neither the database nor Qt."""
-    return remote.generate(messages, model=model, max_tokens=params.max_tokens, stop=stop, **params.sampler_arguments())
+    """Start a reply behind the model's backend (app/turn/backend.py): for a model of this
+    machine check the file (a stat; hashed again if it changed, reported to `on_recheck`), load
+    it if needed (blocking) with the load settings `options` (None: Cove chooses) and start the
+    reply, drafting as they say. `loaded_as_is`: the engine has this model loaded already
+    (another's engine, lent): keep its settings rather than load it again with these. `load`:
+    how to load it instead (an API pool's settings). A server's model streams through `remote`
+    (`engine` is not used). Raises EngineError (and for a server what RemoteBackend.start does)."""
+    backend = backend_for(model, engine=engine, remote_engine=remote, options=options, load=load, loaded_as_is=loaded_as_is)
+    return backend.start(messages, params, conversation_id=conversation_id, stop=stop, on_loaded=on_loaded,
+                         on_recheck=on_recheck, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt)

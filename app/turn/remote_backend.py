@@ -1,0 +1,47 @@
+"""A reply from a model on one of the person's own servers: no file to check, nothing to load;
+the server holds the model and its context. The stream runs on the RemoteEngine's thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from app.engine.client import EngineError, Generation, LoadedModel
+from app.remote.remote_model import RemoteModel
+from app.settings import SamplingParams
+from models.library import FileRecheck
+
+if TYPE_CHECKING:
+    from app.remote.engine import RemoteEngine
+
+
+class RemoteBackend:
+    """`remote`: the connection's RemoteEngine (its key and gate), built on the thread that reads
+    the connections; None makes `start` say that no connection was given."""
+
+    installed = None
+
+    def __init__(self, model: RemoteModel, remote: RemoteEngine | None) -> None:
+        self.model = model
+        self.remote = remote
+
+    @property
+    def ran_on(self) -> dict[str, Any] | None:
+        from app.turn.backend import ran_on
+
+        return ran_on(self.model)
+
+    def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
+              stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
+              on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
+              keep_all_turns: bool = False, raw_prompt: str | None = None) -> Generation:
+        """Returns at once (a thread streams the reply into the Generation; faults end it as
+        "error" or, after some text, "interrupted" with the reason). Raises ConsentNeeded when
+        the host is not private and the person has not agreed to send it messages,
+        NetworkRefused when Cove is offline. Touches neither the database nor Qt.
+        `grammar`, `keep_all_turns` and `raw_prompt` are this machine's engine's; a server
+        is not sent them."""
+        if self.remote is None:
+            raise EngineError(f"{self.model.name} runs on a server, and no connection to it was given")
+        return self.remote.generate(messages, model=self.model, max_tokens=params.max_tokens, stop=stop,
+                                    **params.sampler_arguments())
