@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from app.mcp.approval import ApprovalRequired, Decision, ToolRequest, denial_text
 from app.mcp.environment import scrubbed_environment
@@ -52,7 +53,7 @@ class McpHost:
         self.limits = limits or ToolLimits()
         self.log_file = log_file
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        self._log: IO[str] = open(log_file, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in close()
+        self._log: TextIO = open(log_file, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in close()
         self._loop = asyncio.new_event_loop()
         self._sessions: dict[str, _Session] = {}  # loop thread only
         self._closed = False
@@ -137,7 +138,7 @@ class McpHost:
         return result
 
     def _submit(self, coroutine: Awaitable[T], timeout: float) -> T:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)  # type: ignore[arg-type]
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)  # type: ignore[arg-type]
         try:
             return future.result(timeout)
         except FutureTimeout:

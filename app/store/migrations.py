@@ -206,6 +206,17 @@ def _m0013_record_open(db: sqlite_utils.Database) -> None:
         {"seq": int, "message_id": str, "writer_pid": int, "writer_started": float}, pk="seq")
 
 
+def _m0014_tool_servers(db: sqlite_utils.Database) -> None:
+    # Tool servers the person added (app/mcp/store.py): a stdio command (argv as JSON) or a URL.
+    # An "always allow" rule is kept per tool and bound to the server's exact command line or URL
+    # (`identity`): a rule whose server's command or URL changed no longer applies.
+    db.table("tool_servers").create(
+        {"name": str, "command": str, "url": str, "added_at": str}, pk="name", not_null={"added_at"})
+    db.table("tool_rules").create(
+        {"server": str, "tool": str, "identity": str, "created_at": str}, pk=("server", "tool"),
+        not_null={"identity", "created_at"})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -220,6 +231,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0011_record_seals", _m0011_record_seals),
     ("0012_model_stat", _m0012_model_stat),
     ("0013_record_open", _m0013_record_open),
+    ("0014_tool_servers", _m0014_tool_servers),
 )
 
 
