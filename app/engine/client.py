@@ -184,8 +184,14 @@ class EngineClient:
         keep_all_turns: bool = False,
         raw_prompt: str | None = None,
         speculative: str = "auto",
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+        tool_name: str | None = None,
+        parallel_tool_calls: bool = True,
     ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events.
+        `tools` (OpenAI's shape), `tool_choice`, `tool_name`, `parallel_tool_calls`: what the
+        model may call and how (protocol.Generate); messages keep their tool fields.
         `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for).
         `keep_all_turns`: never drop old turns; a prompt that does not fit ends as an error
         whose FinishedEvent.failure (kind "context") holds the numbers. `raw_prompt`: complete
@@ -193,14 +199,15 @@ class EngineClient:
         drafts tokens where it pays, "off" never does (protocol.SPECULATIVE_MODES)."""
         rid = f"g{next(self._ids)}"
         req = Generate(
-            rid, conversation_id, [{"role": str(m.get("role", "")), "content": str(m.get("content") or "")} for m in messages],
+            rid, conversation_id, [_wire_message(m) for m in messages],
             max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
             min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
             presence_penalty=float(presence_penalty), frequency_penalty=float(frequency_penalty),
             logit_bias=[[int(t), float(b)] for t, b in logit_bias],
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
             no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt,
-            speculative=speculative,
+            speculative=speculative, tools=tools, tool_choice=tool_choice, tool_name=tool_name,
+            parallel_tool_calls=parallel_tool_calls,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:
@@ -463,7 +470,8 @@ class EngineClient:
         if isinstance(msg, Token):
             gen._token(msg.text)
         elif isinstance(msg, Started):
-            gen._start(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source))
+            gen._start(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
+                                   msg.tool_format))
         elif isinstance(msg, Finished):
             metrics = dict(msg.metrics)
             metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
@@ -493,3 +501,13 @@ class EngineClient:
                 gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
                             f"the engine stopped unexpectedly ({cause}) while generating", Failure("crash"))
 
+
+
+def _wire_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A message as the host is sent it: role and text, and the tool fields it has (a reply's
+    tool_calls, a tool result's tool_call_id and name)."""
+    out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if m.get(key) is not None:
+            out[key] = m[key]
+    return out

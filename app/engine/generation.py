@@ -22,6 +22,7 @@ class StartedInfo:
     dropped_turns: int
     prefill_ms: float | None = None
     template_source: str = ""
+    tool_format: str = ""  # the tool-call family of the reply (app/tools/families.py); "" without tools
 
 
 @dataclass(frozen=True)

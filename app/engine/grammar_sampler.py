@@ -22,10 +22,19 @@ assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 
 
 class GrammarFirstSampler:
-    """Stands in for llama-cpp-python's LlamaSampler in Llama.sample(): only `sample(ctx, idx)`."""
+    """Stands in for llama-cpp-python's LlamaSampler in Llama.sample(): only `sample(ctx, idx)`.
 
-    def __init__(self, chain: Any, vocab: Any, gbnf: str, n_vocab: int) -> None:
+    With a `trigger` (a lazy grammar, for tool calls), tokens are sampled freely until the reply's
+    text ends with the trigger (whitespace after it aside); from the next token on the grammar,
+    whose root starts after the trigger, applies. `piece` gives a token's text with control
+    tokens shown (a trigger may be one)."""
+
+    def __init__(self, chain: Any, vocab: Any, gbnf: str, n_vocab: int, trigger: bytes | None = None,
+                 piece: Callable[[int], bytes] | None = None) -> None:
         self._chain = chain  # a _internals.LlamaSampler without the grammar; owns its C chain
+        self._waiting = trigger if trigger and piece is not None else None
+        self._piece = piece
+        self._seen = b""
         self._grammar = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
         if not self._grammar:
             raise ValueError("llama.cpp could not parse the grammar")
@@ -60,11 +69,22 @@ class GrammarFirstSampler:
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
         return not math.isinf(one.logit)
 
+    def _watch(self, token: int) -> None:
+        """Keep the reply's last text and switch the grammar on once it ends with the trigger."""
+        assert self._waiting is not None and self._piece is not None
+        self._seen = (self._seen + self._piece(token))[-4 * len(self._waiting) - 64:]
+        if self._seen.rstrip().endswith(self._waiting):
+            self._waiting = None
+
     def sample(self, ctx: Any, idx: int) -> int:
         chain = self._chain.sampler
         arr = self._candidates(ctx.ctx, idx)
         llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
         token = int(self._cur[arr.selected]["id"])
+        if self._waiting is not None:  # a lazy grammar not yet switched on: the chain's own choice
+            llama_cpp.llama_sampler_accept(chain, token)
+            self._watch(token)
+            return token
         if not self._allowed(token):
             arr = self._candidates(ctx.ctx, idx)  # the chain reordered and cut the array: start again
             llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
@@ -81,6 +101,8 @@ class GrammarSlot:
 
     def __init__(self) -> None:
         self.gbnf: str | None = None
+        self.trigger: bytes | None = None  # a lazy grammar's trigger (None: the grammar applies from the start)
+        self.piece: Callable[[int], bytes] | None = None  # a token's text, control tokens shown
 
     @classmethod
     def install(cls, llm: Any, vocab: Any) -> GrammarSlot:
@@ -90,7 +112,9 @@ class GrammarSlot:
 
         def init_sampler(**kwargs: Any) -> Any:
             chain = make(**kwargs)
-            return chain if slot.gbnf is None else GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab)
+            if slot.gbnf is None:
+                return chain
+            return GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab, slot.trigger, slot.piece)
 
         llm._init_sampler = init_sampler
         return slot

@@ -83,6 +83,14 @@ class Generate:
     grammar: str | None = None  # GBNF text constraining the reply (app/engine/grammar.py); None: free text
     keep_all_turns: bool = False  # API requests: never drop turns; Failed(kind="context") if the prompt does not fit
     speculative: str = "auto"  # SPECULATIVE_MODES
+    # Tools the model may call (OpenAI's shape: {"type": "function", "function": {name, description,
+    # parameters}}); None: none. The host renders them with the chat template and constrains calls
+    # with a grammar (app/tools/): "required" from the first token (only `tool_name`'s with one),
+    # "auto" from the family's opener on.
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str = "auto"  # "auto" | "required"
+    tool_name: str | None = None
+    parallel_tool_calls: bool = True
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,7 @@ class Started:
     dropped_turns: int
     prefill_ms: float | None = None
     template_source: str = ""
+    tool_format: str = ""  # the tool-call family the reply is written in (app/tools/families.py); "" without tools
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from app.engine.speculative import Drafting, DraftPolicy, open_draft_model
 from app.engine.state_cache import StateKeeper
 from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
+from app.tools.turn import ToolTurn, tool_turn
 from app.engine.token_pick import make_pick
 from app.engine.transcript import Transcript, common_prefix, kept_reply
 from models.context_size import MAX_BATCH, batch_size, round_ctx
@@ -301,16 +302,20 @@ class ModelSession:
     def _generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished:
         rid, llm = req.request_id, self.llm
         t_begin = time.perf_counter()
-        if req.grammar is not None:
-            check_grammar(self.vocab, req.grammar)  # before the KV cache is touched
-        self.grammar.gbnf = req.grammar  # the sampler generate() makes samples under it
+        tools = self._tool_turn(req)
+        gbnf = tools.gbnf if tools is not None else req.grammar
+        if gbnf is not None:
+            check_grammar(self.vocab, gbnf)  # before the KV cache is touched
+        self.grammar.gbnf = gbnf  # the sampler generate() makes samples under it
+        self.grammar.trigger = tools.trigger.encode("utf-8") if tools is not None and tools.trigger else None
         if req.no_cache:
             llm.reset()
             self.transcript = None
         transcript = self.transcript
         if not req.no_cache and (transcript is None or transcript.conversation_id != req.conversation_id):
             transcript = self.state.transcript_for(req.conversation_id) or transcript
-        plan = plan_turn(req, self.tokenizer, self.n_ctx, transcript)
+        tok = self.tokenizer if tools is None else replace(self.tokenizer, chat_format=self.format.for_tools(tools.tools))
+        plan = plan_turn(req, tok, self.n_ctx, transcript)
         tokens, text, rendered, dropped = plan.tokens, plan.text, plan.rendered, plan.dropped_turns
         if not req.no_cache:
             self.state.before_reply(tokens, req.conversation_id)
@@ -344,7 +349,7 @@ class ModelSession:
                                         presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
             llm._sampler = sampler  # as Llama.generate keeps it: freed when the next reply replaces it
             pick = make_pick(llm, sampler, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
-                             min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=req.grammar is not None,
+                             min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=gbnf is not None,
                              penalties=bool(req.presence_penalty or req.frequency_penalty), logit_bias=req.logit_bias,
                              seed=int(llm._seed))
             drafter, policy = self.drafting.for_reply(req.speculative)
@@ -355,7 +360,8 @@ class ModelSession:
                     n_sampled += 1
                     if n_sampled == 1:
                         t_first = t_last
-                        send(encode(Started(rid, len(tokens), cached, dropped, round((t_first - t_call) * 1000, 3), source)))
+                        send(encode(Started(rid, len(tokens), cached, dropped, round((t_first - t_call) * 1000, 3), source,
+                                               tools.family.name if tools is not None else "")))
                     if not ignore_eos and is_eog(vocab, token):
                         break
                     reply.append(token)
@@ -400,7 +406,26 @@ class ModelSession:
         metrics["stop_sequence"] = stopper.matched if stopper.matched in req.stop else None
         metrics["draft"] = policy.metrics() if policy is not None else {"mode": "off", "drafted": 0, "accepted": 0,
                                                                         "steps": 0, "stopped": None}
+        if tools is not None:
+            metrics["tool_format"] = tools.family.name
         return Finished(rid, final, stop_reason, metrics)
+
+    def _tool_turn(self, req: Generate) -> ToolTurn | None:
+        """The tools of `req` with their grammar, in the family of the model's template. Raises
+        GrammarError for tools whose schemas make no grammar."""
+        if not req.tools:
+            return None
+        self.grammar.piece = self._special_piece
+        try:
+            return tool_turn(req.tools, self.format.tool_family, choice=req.tool_choice, name=req.tool_name,
+                             parallel=req.parallel_tool_calls)
+        except ValueError as exc:
+            raise GrammarError(f"the tools cannot be enforced: {exc}") from None
+
+    def _special_piece(self, token: int) -> bytes:
+        """A token's bytes with control tokens shown (a tool-call opener may be one)."""
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, 256, 0, True)
+        return ctypes.string_at(self._buf, n) if n >= 0 else b""
 
     def _metrics(self, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str, n_sampled: int,
                  t_first: float, t_last: float, t_call: float, prepare_ms: float, rendered: Rendered | None) -> dict[str, Any]:

@@ -34,6 +34,8 @@ text of the previous one (the host's prefix reuse depends on that).
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import io
 import sys
 import threading
@@ -46,6 +48,9 @@ from typing import Any
 from jinja2.exceptions import SecurityError, TemplateError
 
 from app.engine.template_sandbox import TemplateSandbox, template_environment
+from app.tools.families import Family, family_of
+from app.tools.generic import generic_messages
+from app.tools.spec import Tool
 from models.model_facts import NAME_KEYS, is_base_model
 
 Messages = Sequence[dict[str, Any]]
@@ -283,8 +288,11 @@ class GgufTemplate:
         self._bos, self._eos, self._timeout_s = bos_token, eos_token, timeout_s
         self._template = _run_limited(lambda: _environment().from_string(source), timeout_s)
 
-    def render(self, messages: Messages) -> str:
-        msgs = [{"role": r, "content": c} for r, c in _clean(messages)]
+    def render(self, messages: Messages, tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt; with `tools` (OpenAI's shape) the template is given them, and the messages
+        keep their tool fields (tool_calls, tool_call_id, name) as templates expect them."""
+        msgs = _template_messages(messages) if tools else [{"role": r, "content": c} for r, c in _clean(messages)]
+        extra: dict[str, Any] = {"tools": tools} if tools else {}
         if sum(len(m["content"]) for m in msgs) > MAX_PROMPT_CHARS:
             raise TemplateFailure(f"was given messages longer than {MAX_PROMPT_CHARS:,} characters", "too_long")
         text = _run_limited(
@@ -296,6 +304,7 @@ class GgufTemplate:
                     add_generation_prompt=True,
                     raise_exception=_raise_exception,
                     strftime_now=_strftime_now,
+                    **extra,
                 ),
                 MAX_PROMPT_CHARS,
             ),
@@ -304,6 +313,20 @@ class GgufTemplate:
         if not isinstance(text, str):
             raise TemplateFailure("produced no text", "error")
         return text
+
+
+def _template_messages(messages: Messages) -> list[dict[str, Any]]:
+    """Messages for a template given tools: role, text, and a reply's tool_calls or a tool
+    result's tool_call_id and name where they have them."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        item: dict[str, Any] = {"role": str(m.get("role") or "user"), "content": content if isinstance(content, str) else ""}
+        for key in ("tool_calls", "tool_call_id", "name"):
+            if m.get(key) is not None:
+                item[key] = m[key]
+        out.append(item)
+    return out
 
 
 def collect_limited(chunks: Iterator[str], limit: int) -> str:
@@ -350,20 +373,40 @@ class Rendered:
 class ChatFormat:
     """What the host renders prompts with; chosen once per loaded model."""
 
-    def __init__(self, fallback: Fallback, note: str, *, template: GgufTemplate | None, bos: str, eos: str) -> None:
+    def __init__(self, fallback: Fallback, note: str, *, template: GgufTemplate | None, bos: str, eos: str,
+                 tool_family: Family | None = None) -> None:
         self.fallback = fallback
         self.note = note
         self._template = template
         self._bos, self._eos = bos, eos
+        # The tool-call format of the model's template (app/tools/families.py); generic without one.
+        self.tool_family = tool_family if tool_family is not None and template is not None else family_of(None)
+        self._tools: tuple[Tool, ...] = ()
+
+    def for_tools(self, tools: tuple[Tool, ...]) -> ChatFormat:
+        """This format for one reply with `tools`: the model's template is given them when it
+        renders tools itself; otherwise the messages take the generic format (app/tools/generic.py)."""
+        view = copy.copy(self)
+        view._tools = tools
+        return view
 
     @property
     def source(self) -> str:
-        return "gguf" if self._template is not None else f"fallback:{self.fallback.name}"
+        base = "gguf" if self._template is not None else f"fallback:{self.fallback.name}"
+        return base + "+tools" if self._tools else base  # counts of prompts with tools are kept apart
 
     def render(self, messages: Messages) -> Rendered:
         note = None
+        native = bool(self._tools) and self._template is not None and self.tool_family.native
+        if self._tools and not native:
+            messages = generic_messages(list(messages), self._tools)
+        elif any(m.get("role") == "tool" or m.get("tool_calls") for m in messages) and not self._tools:
+            messages = generic_messages(list(messages), None)
         if self._template is not None:
             try:
+                if native:
+                    wire = [t.openai() for t in self._tools]
+                    return Rendered(self._template.render(_native_messages(messages, self.tool_family), wire), "gguf", ())
                 return Rendered(_render_with_fold(self._template, messages), "gguf", ())
             except TemplateFailure as exc:
                 if exc.reason == "too_long":
@@ -377,6 +420,29 @@ class ChatFormat:
                     self.note = note
         text = self.fallback.render(messages, self._bos, self._eos)
         return Rendered(text, f"fallback:{self.fallback.name}", self.fallback.stop, note)
+
+
+def _short_id(call_id: object) -> str:
+    """A tool call id as Mistral's templates require it: 9 letters and digits (stable per id)."""
+    text = str(call_id or "")
+    if len(text) == 9 and text.isalnum():
+        return text
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:9]
+
+
+def _native_messages(messages: Messages, family: Family) -> list[dict[str, Any]]:
+    """Messages for a template that renders tools itself; Mistral's want 9-character call ids."""
+    if family.name != "mistral":
+        return list(messages)
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**c, "id": _short_id(c.get("id"))} for c in m["tool_calls"]]
+        if m.get("tool_call_id") is not None:
+            m["tool_call_id"] = _short_id(m["tool_call_id"])
+        out.append(m)
+    return out
 
 
 def _render_with_fold(template: GgufTemplate, messages: Messages) -> str:
@@ -425,4 +491,5 @@ def build_chat_format(
     except TemplateFailure as exc:
         note = f"the model's chat template {exc}; using {why_fb}"
         return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
-    return ChatFormat(fb, "using the model's own chat template", template=tmpl, bos=bos_token, eos=eos_token)
+    return ChatFormat(fb, "using the model's own chat template", template=tmpl, bos=bos_token, eos=eos_token,
+                      tool_family=family_of(template_source))

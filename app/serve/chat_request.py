@@ -11,8 +11,9 @@ from app.engine.grammar import grammar_for
 from app.serve.body_check import check_body
 from app.serve.errors import ApiError
 from app.settings import SamplingParams
+from app.tools.spec import ToolError, ToolSet, arguments_object, read_openai_tools
 
-ROLES = ("system", "developer", "user", "assistant")
+ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_TOKENS_LIMIT = 32_768  # a larger max_tokens is refused: no context Cove runs holds that many
 LOGIT_BIAS_LIMIT = 300  # the most tokens one logit_bias may name, as OpenAI's API allows
 
@@ -20,13 +21,14 @@ LOGIT_BIAS_LIMIT = 300  # the most tokens one logit_bias may name, as OpenAI's A
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     params: SamplingParams
     stop: tuple[str, ...]
     stream: bool
     include_usage: bool
     grammar: str | None = None  # GBNF the reply must match (response_format)
     response_format: dict[str, Any] | None = None
+    tools: ToolSet | None = None  # tools, tool_choice and parallel_tool_calls
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -79,13 +81,15 @@ def read_chat_request(body: object) -> ChatRequest:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, "'messages' must be a non-empty list", param="messages")
-    messages = []
-    for i, message in enumerate(raw):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param="messages")
-        role = "system" if message["role"] == "developer" else message["role"]
-        messages.append({"role": role, "content": _text(message.get("content"), i)})
+    try:
+        tools = read_openai_tools(body)
+        messages = _messages(raw)
+    except ToolError as exc:
+        raise ApiError(400, exc.message, param=exc.param) from None
     _refuse_unsupported(body)
+    if tools is not None and tools.active and body.get("response_format") not in (None, {"type": "text"}):
+        raise ApiError(400, "'response_format' and 'tools' cannot be used together: a reply is either the tools' "
+                            "calls or the format's JSON", param="response_format")
     sampling = read_sampling(body)
     response_format = body.get("response_format")
     try:
@@ -93,7 +97,44 @@ def read_chat_request(body: object) -> ChatRequest:
     except ValueError as exc:
         raise ApiError(400, str(exc), param="response_format") from None
     return ChatRequest(model, messages, sampling.params, sampling.stop, sampling.stream, sampling.include_usage, grammar,
-                       response_format if isinstance(response_format, dict) else None)
+                       response_format if isinstance(response_format, dict) else None, tools)
+
+
+def _messages(raw: list[Any]) -> list[dict[str, Any]]:
+    """The messages with their tool turns: a reply's tool_calls (arguments as objects, as chat
+    templates want them) and each tool result, which must answer a call made before it."""
+    messages: list[dict[str, Any]] = []
+    calls: dict[str, str] = {}  # call id -> tool name
+    for i, message in enumerate(raw):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param="messages")
+        role = "system" if message["role"] == "developer" else message["role"]
+        item: dict[str, Any] = {"role": role, "content": _text(message.get("content"), i)}
+        if role == "assistant" and message.get("tool_calls"):
+            item["tool_calls"] = _tool_calls(message["tool_calls"], i, calls)
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in calls:
+                raise ToolError(f"messages[{i}].tool_call_id: {str(call_id)[:80]!r} answers no tool call of an earlier "
+                                "assistant message", "messages")
+            item.update(tool_call_id=call_id, name=calls[call_id])
+        messages.append(item)
+    return messages
+
+
+def _tool_calls(raw: object, i: int, calls: dict[str, str]) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        raise ToolError(f"messages[{i}].tool_calls: must be a list", "messages")
+    out = []
+    for j, call in enumerate(raw):
+        where = f"messages[{i}].tool_calls[{j}]"
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(call.get("id"), str):
+            raise ToolError(f"{where}: needs an id and a function with a name and arguments", "messages")
+        calls[call["id"]] = fn["name"]
+        out.append({"id": call["id"], "type": "function",
+                    "function": {"name": fn["name"], "arguments": arguments_object(fn.get("arguments"), where)}})
+    return out
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.service import Job, Running, Service, failure_error
 from app.store.request_log import timings, usage
 from app.store.statuses import MessageStatus
+from app.tools.parsers import Call
+from app.tools.reply import ContentGate, argument_pieces, family_named, read_reply
 
 FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
 
@@ -47,8 +49,10 @@ class OpenAIApi:
 
     async def _job(self, chat: ChatRequest, request: Request) -> Job:
         extra = {"response_format": chat.response_format} if chat.response_format else {}
+        if chat.tools is not None:
+            extra.update(chat.tools.record())
         return Job(request.url.path, await self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
-                   chat.grammar, record_params=extra)
+                   chat.grammar, record_params=extra, tools=chat.tools)
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -67,10 +71,19 @@ class OpenAIApi:
             return exc.response()
         if finished.status == MessageStatus.ERROR:
             return failure_error(finished).response()
+        message: dict[str, Any] = {"role": "assistant", "content": finished.text}
+        finish = FINISH.get(finished.status, "stop")
+        if job.tools is not None and job.tools.active:
+            reply = read_reply(job.tools, family_named(str(finished.metrics.get("tool_format") or "")), finished.text)
+            if reply.problem:
+                return ApiError(500, reply.problem, "server_error", code="tool_call_invalid").response()
+            if reply.calls:
+                message = {"role": "assistant", "content": reply.content or None,
+                           "tool_calls": [_call_entry(c) for c in reply.calls]}
+                finish = "tool_calls"
         return JSONResponse({
             "id": reply_id, "object": "chat.completion", "created": created, "model": job.model.name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
-                         "finish_reason": FINISH.get(finished.status, "stop"), "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": usage(finished.metrics), "timings": timings(finished.metrics),
             **({"warning": running.not_saved} if running.not_saved else {}),
         })
@@ -95,22 +108,54 @@ class OpenAIApi:
             return chunk([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}])
 
         yield delta({"role": "assistant", "content": ""})
+        tools = job.tools if job.tools is not None and job.tools.active else None
+        gate: ContentGate | None = None
         event = first
         while event is not None:
             if isinstance(event, TokenEvent):
-                yield delta({"content": event.text})
+                if tools is None:
+                    yield delta({"content": event.text})
+                else:
+                    if gate is None:
+                        started = running.generation.started
+                        gate = ContentGate(family_named(started.tool_format if started else ""))
+                    text = gate.more("".join(running.text))
+                    if text:
+                        yield delta({"content": text})
                 event = await running.next()
                 continue
             if event.status == MessageStatus.ERROR:
                 yield sse({"error": {"message": event.error or "the engine stopped without a reply", "type": "server_error"}})
                 return
-            yield delta({}, FINISH.get(event.status, "stop"))
+            finish = FINISH.get(event.status, "stop")
+            if tools is not None:
+                family = family_named(str(event.metrics.get("tool_format") or ""))
+                gate = gate or ContentGate(family)
+                reply = read_reply(tools, family, event.text)
+                if reply.problem:
+                    yield sse({"error": {"message": reply.problem, "type": "server_error", "code": "tool_call_invalid"}})
+                    return
+                rest = gate.rest(reply) if reply.calls else event.text[len(gate.sent):]
+                if rest:
+                    yield delta({"content": rest})
+                for i, call in enumerate(reply.calls):
+                    yield delta({"tool_calls": [{"index": i, "id": call.id, "type": "function",
+                                                 "function": {"name": call.name, "arguments": ""}}]})
+                    for piece in argument_pieces(call.arguments):
+                        yield delta({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                if reply.calls:
+                    finish = "tool_calls"
+            yield delta({}, finish)
             if include_usage:
                 yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
             if running.not_saved:  # the whole reply went out; what the history could not take is said last
                 yield sse({"error": {"message": running.not_saved, "type": "server_error", "code": "history_not_saved"}})
             yield b"data: [DONE]\n\n"
             return
+
+
+def _call_entry(call: Call) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
 def _model_entry(name: str) -> dict[str, Any]:

@@ -13,14 +13,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from starlette.requests import Request
 
 from app.chat import start_generation
 from app.core import Core
-from app.engine.client import EngineError
+from app.engine.client import EngineClient, EngineError
 from app.engine.generation import FinishedEvent, Generation, TokenEvent
 from app.engine.loaded import Embeddings
 from app.load_options import LoadOptions, load_options
@@ -30,6 +30,8 @@ from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
 from app.serve.request_store import Opened, RequestStore, StoreThread
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
+from app.tools.reply import ToolsEngine
+from app.tools.spec import ToolSet
 from models.library import FileRecheck, InstalledModel, ModelNotFound
 
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
@@ -41,13 +43,14 @@ class Job:
 
     endpoint: str
     model: InstalledModel
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     params: SamplingParams
     stop: tuple[str, ...] = ()
     stream: bool = False
     grammar: str | None = None
     raw_prompt: str | None = None  # a text completion (/v1/completions): no chat template
     record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
+    tools: ToolSet | None = None  # the tools the model may call (app/tools/)
 
 
 def failure_error(finished: FinishedEvent) -> ApiError:
@@ -60,7 +63,8 @@ def failure_error(finished: FinishedEvent) -> ApiError:
                              f"tokens, and {failure.reserve or 0:,} are kept for the reply. Shorten the messages or "
                              "lower max_tokens.", param="messages", code="context_length_exceeded")
     if failure is not None and failure.kind == "grammar":
-        return ApiError(400, finished.error or "the response_format cannot be enforced", param="response_format")
+        param = "tools" if (finished.error or "").startswith("the tools") else "response_format"
+        return ApiError(400, finished.error or "the response_format cannot be enforced", param=param)
     return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
 
 
@@ -409,8 +413,9 @@ class Service:
         try:
             # An API client sends the conversation it wants answered: nothing is dropped to fit.
             window = lease.engine is self.pool.window_engine
+            engine = lease.client if job.tools is None else cast(EngineClient, ToolsEngine(lease.client, job.tools))
             generation = start_generation(
-                lease.client, job.messages, model=job.model, params=job.params, conversation_id=None, stop=job.stop,
+                engine, job.messages, model=job.model, params=job.params, conversation_id=None, stop=job.stop,
                 options=options, grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
                 loaded_as_is=window, load=None if window else lambda: self.pool.load(lease.engine),
                 on_recheck=rechecked.append)

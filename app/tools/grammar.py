@@ -1,0 +1,90 @@
+"""GBNF for tool calls, built from the tools' schemas with app/engine/grammar.py's converter and
+bounds: a grammar for whole calls in a family's format (tool_choice required, or a named tool:
+active from the first token), and one for what follows the family's opener (tool_choice auto:
+the engine switches it on once the opener has been written, so free text stays free and a call,
+once started, is valid JSON matching its schema)."""
+
+from __future__ import annotations
+
+import re
+
+from app.engine.grammar import schema_grammar
+from app.tools.families import Family
+from app.tools.spec import Tool
+
+_RULE = re.compile(r"^([A-Za-z0-9-]+)\s*::=", re.MULTILINE)
+_WORD = re.compile(r"[A-Za-z0-9-]+")
+
+
+def _renamed(text: str, prefix: str) -> str:
+    """`text` with every rule it defines renamed `prefix` + name, outside literals and classes."""
+    names = set(_RULE.findall(text))
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"[":
+            end = '"' if c == '"' else "]"
+            j = i + 1
+            while j < n and text[j] != end:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            continue
+        if c == "#":
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(text[i:j])
+            i = j
+            continue
+        match = _WORD.match(text, i)
+        if match:
+            word = match.group(0)
+            out.append(prefix + word if word in names else word)
+            i = match.end()
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _lit(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _call_rest(family: Family, tool: Tool, args: str) -> str:
+    """One call of `tool` in the family's format, from after its opener (Mistral: after "[{")."""
+    name = tool.name
+    if family.name == "llama3":  # the opener is '{"name": "'
+        head, tail = name + '", "parameters": ', "}"
+    elif family.name == "mistral":
+        head, tail = '"name": "' + name + '", "arguments": ', "}"
+    else:
+        head, tail = '{"name": "' + name + '", "arguments": ', "}\n</tool_call>"
+        return f'"\\n"? {_lit(head)} {args} {_lit(tail)}'
+    return f"{_lit(head)} {args} {_lit(tail)}"
+
+
+def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | None, parallel: bool,
+                      after_opener: bool) -> str:
+    """The grammar of one call, or several when `parallel` (and the family allows), of the tools
+    (only `name` when given). `after_opener`: the root starts after the family's opener (the
+    lazy grammar). Raises ValueError (a schema the converter refuses)."""
+    chosen = [t for t in tools if name is None or t.name == name]
+    rules: list[str] = []
+    rests: list[str] = []
+    for i, tool in enumerate(chosen):
+        args_text = _renamed(schema_grammar(tool.parameters), f"t{i}-")
+        rules.append(args_text.strip())
+        rests.append(_call_rest(family, tool, f"t{i}-root"))
+    rules.append("call-rest ::= " + " | ".join(f"( {r} )" for r in rests))
+    many = parallel and family.parallel
+    if family.name == "mistral":
+        more = ' ( ", {" call-rest )*' if many else ""
+        start = '"[{"' if after_opener else '"[TOOL_CALLS][{"'
+        rules.append(f'root ::= {start} call-rest{more} "]"')
+        return "\n".join(rules) + "\n"
+    opener = _lit(family.opener)
+    whole = f"{opener} call-rest"
+    more = f' ( "\\n" {whole} )*' if many else ""
+    rules.append(f"root ::= {'call-rest' if after_opener else whole}{more}")
+    return "\n".join(rules) + "\n"

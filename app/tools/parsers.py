@@ -1,0 +1,144 @@
+"""Tool calls read out of a reply's text, per family (app/tools/families.py): the calls, and the
+text around them as content. Lenient: what does not parse stays content, so a reply is never
+lost; `held` tells a stream how much of the text's end may still become a call (not sent as
+content yet)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from app.tools.families import Family
+from app.tools.spec import new_call_id
+
+_DECODER = json.JSONDecoder()
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_LLAMA_START = re.compile(r'(<\|python_tag\|>)?\{\s*"name"\s*:')
+
+
+@dataclass(frozen=True)
+class Call:
+    id: str
+    name: str
+    arguments: str  # a JSON object, as text
+
+
+@dataclass(frozen=True)
+class Parsed:
+    content: str
+    calls: tuple[Call, ...]
+
+
+def _call(obj: Any, keys: tuple[str, ...] = ("arguments", "parameters")) -> Call | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    args: Any = next((obj[k] for k in keys if k in obj), {})
+    if isinstance(args, str):  # some models write the arguments as a JSON text
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return Call(new_call_id(), obj["name"], json.dumps(args, ensure_ascii=False))
+
+
+def _hermes(text: str) -> Parsed:
+    calls, content, last = [], [], 0
+    for match in _HERMES.finditer(text):
+        try:
+            obj, _ = _DECODER.raw_decode(match.group(1))
+        except ValueError:
+            continue
+        call = _call(obj)
+        if call is None:
+            continue
+        calls.append(call)
+        content.append(text[last:match.start()])
+        last = match.end()
+    content.append(text[last:])
+    return Parsed("".join(content).strip() if calls else text, tuple(calls))
+
+
+def _json_calls(text: str, start: re.Pattern[str]) -> Parsed:
+    """Calls written as JSON objects with a "name" anywhere in the text (Llama 3.x), one after
+    another or separated by ';' or whitespace."""
+    calls, content, pos = [], [], 0
+    while True:
+        match = start.search(text, pos)
+        if match is None:
+            break
+        begin = match.start() + (len(match.group(1)) if match.group(1) else 0)
+        try:
+            obj, end = _DECODER.raw_decode(text, begin)
+        except ValueError:
+            content.append(text[pos:match.end()])
+            pos = match.end()
+            continue
+        call = _call(obj)
+        if call is None:
+            content.append(text[pos:end])
+        else:
+            calls.append(call)
+            content.append(text[pos:match.start()])
+            rest = re.match(r"\s*;?", text[end:])
+            end += rest.end() if rest else 0
+        pos = end
+    content.append(text[pos:])
+    return Parsed("".join(content).strip() if calls else text, tuple(calls))
+
+
+def _mistral(text: str) -> Parsed:
+    """`[TOOL_CALLS][...]`; the marker is a control token a reply's text may not show, so a reply
+    that is a JSON list of calls counts too."""
+    marker = text.find("[TOOL_CALLS]")
+    before, begin = (text[:marker], marker + len("[TOOL_CALLS]")) if marker >= 0 else ("", -1)
+    if begin < 0:
+        stripped = text.lstrip()
+        if not stripped.startswith("[{"):
+            return Parsed(text, ())
+        begin = len(text) - len(stripped)
+    skip = len(text[begin:]) - len(text[begin:].lstrip())
+    try:
+        items, end = _DECODER.raw_decode(text, begin + skip)
+    except ValueError:
+        return Parsed(text, ())
+    if isinstance(items, dict):
+        items = [items]
+    calls = [_call(item) for item in items] if isinstance(items, list) else [None]
+    if not calls or any(c is None for c in calls):
+        return Parsed(text, ())
+    return Parsed((before + text[end:]).strip(), tuple(c for c in calls if c is not None))
+
+
+def parse_calls(family: Family, text: str) -> Parsed:
+    """The calls in a whole reply of `family`'s model, and the rest of its text as content."""
+    if family.name == "mistral":
+        return _mistral(text)
+    if family.name == "llama3":
+        return _json_calls(text, _LLAMA_START)
+    return _hermes(text)
+
+
+def held(family: Family, text: str) -> int:
+    """Where in `text` the part that may be (or become) a call begins: a stream sends content only
+    up to there until the reply ends. The opener itself, or the start of a partial opener at
+    the very end, or (Llama 3, Mistral without its marker) a reply that opens with JSON."""
+    opener = family.opener
+    at = text.find(opener)
+    if family.name in ("llama3", "mistral"):
+        for marker in ("<|python_tag|>", "[TOOL_CALLS]", '{"name"'):
+            found = text.find(marker)
+            if found >= 0:
+                at = found if at < 0 else min(at, found)
+        stripped = text.lstrip()
+        if stripped[:1] in ("{", "[") and len(text) - len(stripped) < 8:
+            return len(text) - len(stripped)
+    if at >= 0:
+        return at
+    for k in range(min(len(opener) - 1, len(text)), 0, -1):
+        if text.endswith(opener[:k]):
+            return len(text) - k
+    return len(text)

@@ -1,0 +1,86 @@
+"""A finished reply read for tool calls, and a stream's content held back where a call may begin:
+what the API endpoints answer with, whatever their shape."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from app.tools.check import schema_problem
+from app.tools.families import FAMILIES, Family
+from app.tools.parsers import Call, held, parse_calls
+from app.tools.spec import ToolSet
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    content: str
+    calls: tuple[Call, ...]
+    problem: str | None = None  # a call the request's tools do not allow (an error for the client)
+
+
+def family_named(name: str) -> Family:
+    return FAMILIES.get(name) or FAMILIES["generic"]
+
+
+def read_reply(tools: ToolSet, family: Family, text: str) -> ToolReply:
+    """The calls in `text` and the rest as content; a reply with no call that parses is all
+    content (never nothing). A call of an unknown tool, or with arguments its schema refuses,
+    is a problem; calls past the first when parallel calls are off are left out."""
+    parsed = parse_calls(family, text)
+    calls = parsed.calls if tools.choice.parallel else parsed.calls[:1]
+    known = {t.name: t for t in tools.tools}
+    for call in calls:
+        tool = known.get(call.name)
+        if tool is None:
+            return ToolReply(parsed.content, calls, f"the model called a tool named {call.name!r}, which the request "
+                                                    f"does not have; its output was: {text[:2000]}")
+        problem = schema_problem(json.loads(call.arguments), tool.parameters)
+        if problem:
+            return ToolReply(parsed.content, calls, f"the model's call of {call.name!r} does not match its schema "
+                                                    f"({problem}); its output was: {text[:2000]}")
+    return ToolReply(parsed.content if calls else text, calls)
+
+
+class ContentGate:
+    """A stream's content with tools: sent only up to where a call may begin, the rest once the
+    reply is read whole."""
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        self.sent = ""
+
+    def more(self, text: str) -> str:
+        """What of `text` (the reply so far) may go out now."""
+        out = text[len(self.sent):held(self.family, text)]
+        self.sent += out
+        return out
+
+    def rest(self, reply: ToolReply) -> str:
+        """The content not sent yet, once the reply is read."""
+        if reply.content.startswith(self.sent):
+            return reply.content[len(self.sent):]
+        return ""
+
+
+def argument_pieces(arguments: str, size: int = 16) -> list[str]:
+    """A call's arguments in fragments, as streams send them."""
+    return [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
+
+
+class ToolsEngine:
+    """An engine client whose replies get the request's tools: generate() is given them, every
+    other attribute is the client's own."""
+
+    def __init__(self, engine: object, tools: ToolSet) -> None:
+        self._engine = engine
+        active = tools.active
+        self._extra = {"tools": [t.openai() for t in tools.tools] if active else None,
+                       "tool_choice": tools.choice.mode if active else "auto", "tool_name": tools.choice.name,
+                       "parallel_tool_calls": tools.choice.parallel}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+    def generate(self, *args: object, **kwargs: object) -> object:
+        return self._engine.generate(*args, **kwargs, **self._extra)  # type: ignore[attr-defined]

@@ -1,0 +1,38 @@
+"""What the engine host needs for one reply with tools: the tools, the family the model writes
+calls in, and the grammar that keeps them valid (with its trigger when it is lazy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.tools.families import Family
+from app.tools.grammar import tool_call_grammar
+from app.tools.spec import EMPTY_SCHEMA, Tool
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    family: Family
+    tools: tuple[Tool, ...]
+    gbnf: str
+    trigger: str | None  # the grammar applies once the reply ends with this; None: from the first token
+
+
+def tools_of(wire: list[dict[str, Any]]) -> tuple[Tool, ...]:
+    """Tools in OpenAI's shape (as protocol.Generate carries them) as Tool."""
+    out = []
+    for item in wire:
+        fn = item.get("function") if isinstance(item.get("function"), dict) else item
+        out.append(Tool(str(fn.get("name") or ""), str(fn.get("description") or ""),
+                        fn.get("parameters") if isinstance(fn.get("parameters"), dict) else dict(EMPTY_SCHEMA)))
+    return tuple(out)
+
+
+def tool_turn(wire: list[dict[str, Any]], family: Family, *, choice: str, name: str | None, parallel: bool) -> ToolTurn:
+    """Raises ValueError for a schema the grammar converter refuses."""
+    tools = tools_of(wire)
+    required = choice == "required"
+    gbnf = tool_call_grammar(tools, family, name=name if required else None, parallel=parallel,
+                             after_opener=not required)
+    return ToolTurn(family, tools, gbnf, None if required else family.opener)
