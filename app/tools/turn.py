@@ -23,9 +23,11 @@ def tools_of(wire: list[dict[str, Any]]) -> tuple[Tool, ...]:
     """Tools in OpenAI's shape (as protocol.Generate carries them) as Tool."""
     out = []
     for item in wire:
-        fn = item.get("function") if isinstance(item.get("function"), dict) else item
+        inner = item.get("function")
+        fn: dict[str, Any] = inner if isinstance(inner, dict) else item
+        params = fn.get("parameters")
         out.append(Tool(str(fn.get("name") or ""), str(fn.get("description") or ""),
-                        fn.get("parameters") if isinstance(fn.get("parameters"), dict) else dict(EMPTY_SCHEMA)))
+                        params if isinstance(params, dict) else dict(EMPTY_SCHEMA)))
     return tuple(out)
 
 
