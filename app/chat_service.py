@@ -1,29 +1,26 @@
-"""The blocking turn of the command line: `ChatService.send` records the person's message,
-starts the reply (app.chat's `start_generation`), streams it to a sink and finishes the record,
-ending cancelled or interrupted on Ctrl-C or a terminating signal."""
+"""The blocking turn of the command line: `ChatService.send` records the person's message, runs
+the reply as an `app.turn.Turn` on this thread (which writes it), streams its text to a sink,
+and ends it cancelled or interrupted on Ctrl-C or a terminating signal."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.chat import TurnRecord, build_prompt_messages, start_generation
-from app.engine.client import EngineClient, EngineError, Generation, LoadedModel, TokenEvent
+from app.chat import TurnRecord, build_prompt_messages
+from app.engine.client import EngineClient, LoadedModel
 from app.load_options import LoadOptions
-from app.remote.connections import ConnectionProblem
-from app.remote.errors import RemoteProblem
-from app.remote.privacy import ConsentNeeded
 from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S
 from app.store.history import History, Message
-from app.store.save_errors import ReplyNotSaved
-from app.store.statuses import MessageStatus
 from app.termination import Terminated
-from models.library import FileRecheck, InstalledModel, ModelLibrary
-from models.network import NetworkRefused
+from app.turn.backend import Backend, backend_for, on_server
+from app.turn.events import ConsentEvent, LoadedEvent, RecheckedEvent, TextEvent
+from app.turn.status import StopCause
+from app.turn.turn import Turn
+from models.library import InstalledModel, ModelLibrary
 
 if TYPE_CHECKING:
     from app.remote.engine import RemoteEngine
@@ -66,6 +63,7 @@ class ChatService:
         self._interval = checkpoint_interval_s
         self._on_notice = on_notice  # sentences for the person (a model file that changed)
         self.client = "command line"  # who asks, in the written record
+        self._signal: int | None = None  # the signal (SIGTERM, SIGHUP) that stopped the turn in progress
 
     def send(
         self,
@@ -79,76 +77,68 @@ class ChatService:
         on_loaded: Callable[[LoadedModel], None] | None = None,
         options: LoadOptions | None = None,
     ) -> TurnResult:
-        if self._library is not None and not isinstance(model, RemoteModel):  # rechecked by an earlier turn?
+        if self._library is not None and not on_server(model):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
         record.client = self.client
-        t0 = time.perf_counter()
-        interrupted = False
-        terminated: int | None = None
-        generation: Generation | None = None
+        self._signal = None
+        turn = Turn(record, lambda: build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id),
+                    params=params, conversation_id=conversation_id, library=self._library)
+
+        def backend() -> Backend:  # after the prompt is built; a connection that is gone ends the turn with a sentence
+            return backend_for(model, engine=self._engine, remote_engine=self._remote_engine, options=options)
+
         try:
-            messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
-            record.sent = messages
-
-            def recheck_seen(recheck: FileRecheck) -> None:
-                if self._library is not None:
-                    record.record_recheck(self._library, model.name, recheck)
-                if recheck.content_changed and self._on_notice is not None:
-                    self._on_notice(recheck.sentence())
-
-            remote = self._remote_engine(model) if isinstance(model, RemoteModel) and self._remote_engine else None
-            generation = start_generation(self._engine, messages, model=model, params=params, conversation_id=conversation_id,
-                                          options=options, on_loaded=on_loaded, on_recheck=recheck_seen, remote=remote)
-            events = iter(generation)
-            while True:
-                try:
-                    event = next(events)
-                    if isinstance(event, TokenEvent):
-                        record.append(event.text)
-                        if on_text is not None:
-                            on_text(event.text)
-                        continue
-                except StopIteration:
-                    break
-                except KeyboardInterrupt as exc:
-                    # Ctrl-C, SIGTERM or SIGHUP, while waiting for a token or printing one:
-                    # stop generating, keep reading to the end so the partial reply is kept
-                    # with its metrics.
-                    interrupted = True
-                    if isinstance(exc, Terminated):
-                        terminated = exc.signum
-                    generation.cancel()
-                    continue
-                metrics = dict(event.metrics)
-                metrics.setdefault("turn_ms", round((time.perf_counter() - t0) * 1000, 1))
-                # Stopped by a signal the person did not send from the keyboard: the reply
-                # was cut off, as when the window quits mid-reply.
-                status = MessageStatus.INTERRUPTED if terminated is not None and event.status == MessageStatus.CANCELLED else event.status
-                record.finish(status, metrics, event.error, text=event.text)
-                break
-        except (EngineError, RemoteProblem, ConsentNeeded, NetworkRefused, ConnectionProblem) as exc:
-            # Nothing was generated: the person's message stays, the reply says why.
-            record.finish(MessageStatus.ERROR, {}, str(exc))
+            turn.start(backend)
+            self._drive(turn, on_text, on_loaded)
         except KeyboardInterrupt as exc:
             # Interrupted while loading: nothing was generated; the turn ends cancelled
             # (interrupted when a signal ended it).
-            interrupted = True
             if isinstance(exc, Terminated):
-                terminated = exc.signum
-            if generation is not None:
-                generation.cancel()
-            record.finish(MessageStatus.INTERRUPTED if terminated is not None else MessageStatus.CANCELLED, {}, None)
-        except ReplyNotSaved:
-            raise
+                self._signal = exc.signum
+            turn.cancel(StopCause.SIGNAL if isinstance(exc, Terminated) else StopCause.PERSON)
+            if turn.ended is None:
+                turn.cancel_before_start()
         except BaseException as exc:
-            if record.final is None:
-                record.finish(MessageStatus.ERROR, {}, str(exc) or type(exc).__name__)
+            if turn.ended is None:
+                turn.fail(str(exc) or type(exc).__name__)
             raise
-        if record.final is None:
-            record.finish(MessageStatus.ERROR, {}, "the engine ended the reply without a result")
-        final = record.final
-        assert final is not None
+        if turn.ended is None:
+            turn.fail("the engine ended the reply without a result")
+        end = turn.ended
+        assert end is not None
+        if end.not_saved is not None:
+            raise end.not_saved
+        final = end.message
+        cause = turn.stop_cause
+        terminated = self._signal if cause is StopCause.SIGNAL else None
         return TurnResult(conversation_id=conversation_id, user_message=record.user, assistant_message=final, text=final.content,
-                          status=final.status, metrics=final.metrics, error=final.error, interrupted_by_user=interrupted,
+                          status=final.status, metrics=final.metrics, error=final.error, interrupted_by_user=cause is not None,
                           terminated_by=terminated)
+
+    def _drive(self, turn: Turn, on_text: TextSink | None, on_loaded: Callable[[LoadedModel], None] | None) -> None:
+        """Read the turn's events to its end, passing text on; Ctrl-C, SIGTERM or SIGHUP while
+        waiting for a token or printing one stops the reply, and reading goes on to the end so
+        the partial reply is kept with its metrics."""
+        while True:
+            try:
+                event = turn.next_event()
+                if event is None:
+                    return
+                if isinstance(event, TextEvent):
+                    if on_text is not None:
+                        on_text(event.text)
+                elif isinstance(event, LoadedEvent):
+                    if on_loaded is not None:
+                        on_loaded(event.loaded)
+                elif isinstance(event, RecheckedEvent):
+                    if event.recheck.content_changed and self._on_notice is not None:
+                        self._on_notice(event.recheck.sentence())
+                elif isinstance(event, ConsentEvent):  # asked before the turn (cove chat): refused now
+                    turn.fail(event.sentence)
+            except KeyboardInterrupt as exc:
+                if isinstance(exc, Terminated):
+                    self._signal = exc.signum
+                turn.cancel(StopCause.SIGNAL if isinstance(exc, Terminated) else StopCause.PERSON)
+                if not turn.started and turn.ended is None:
+                    turn.cancel_before_start()

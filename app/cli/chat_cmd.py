@@ -28,6 +28,7 @@ from app.remote.remote_model import RemoteModel, remote_models, split_remote_nam
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
+from app.turn.backend import installed_model, server_connection, server_host
 from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound
 
@@ -124,13 +125,15 @@ def run(core: Core, args: argparse.Namespace) -> int:
     model = _resolve(core, args.model)
     params = _params(core, args)
     options = None
-    if isinstance(model, RemoteModel):  # before anything is saved: may refuse, or ask
-        _agree_to_send(core, core.connections.get(model.connection), args.allow_host)
-    else:
-        placement = core.settings.placement_for(model.name)
+    local = installed_model(model)
+    connection = server_connection(model)
+    if connection is not None:  # a server's model, before anything is saved: may refuse, or ask
+        _agree_to_send(core, core.connections.get(connection), args.allow_host)
+    elif local is not None:
+        placement = core.settings.placement_for(local.name)
         if hasattr(args, "gpu_layers"):
             placement = replace(placement, gpu_layers=args.gpu_layers)
-        options = load_options(core.library, model, placement)
+        options = load_options(core.library, local, placement)
         if options.notice:  # a draft model that is gone: said once, and the chat goes on without it
             say(f"cove: {options.notice}", sys.stderr)
     if args.conversation:
@@ -142,13 +145,12 @@ def run(core: Core, args: argparse.Namespace) -> int:
         core.history.update_conversation(conversation.id, system_prompt=args.system)
     system_prompt = args.system if args.system is not None else conversation.system_prompt
 
-    local = isinstance(model, InstalledModel)
     # A server needs no engine here; this machine's saves conversations' KV state beside the window's.
-    with core.engine_client() if local else contextlib.nullcontext(None) as engine:
+    with core.engine_client() if local is not None else contextlib.nullcontext(None) as engine:
         service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
                               on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
-        if isinstance(model, InstalledModel):  # `cove chat` without --model stays on this machine
-            core.remember_model(model)
+        if local is not None:  # `cove chat` without --model stays on this machine
+            core.remember_model(local)
         if interactive:
             return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options)
         stream = None if args.json else _stream_to_stdout
@@ -239,7 +241,8 @@ def _template_notes() -> Callable[[LoadedModel], None]:
 
 
 def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options) -> int:
-    where = f" on {model.host}" if isinstance(model, RemoteModel) else ""
+    host = server_host(model)
+    where = f" on {host}" if host else ""
     print(f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.",
           file=sys.stderr)
     while True:

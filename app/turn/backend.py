@@ -31,7 +31,8 @@ class Backend(Protocol):
     engine gate lends an engine only for one), None for a server's model; `ran_on` is where a
     server's reply runs, as its row's metrics and the record name it (None here)."""
 
-    model: ChatModel
+    @property
+    def model(self) -> ChatModel: ...
 
     @property
     def installed(self) -> InstalledModel | None: ...
@@ -68,6 +69,21 @@ def backend_for(model: ChatModel, *, engine: EngineClient | None = None,
 def on_server(model: ChatModel | None) -> bool:
     """The model runs on one of the person's servers (no file here, nothing to load)."""
     return isinstance(model, RemoteModel)
+
+
+def installed_model(model: ChatModel | None) -> InstalledModel | None:
+    """The model file of this machine a model is; None for a server's model (or none)."""
+    return model if isinstance(model, InstalledModel) else None
+
+
+def server_connection(model: ChatModel | None) -> str | None:
+    """The name of the connection a server's model is reached through; None for this machine's."""
+    return model.connection if isinstance(model, RemoteModel) else None
+
+
+def server_host(model: ChatModel | None) -> str | None:
+    """host[:port] of the server a model runs on, as shown to the person; None for this machine's."""
+    return model.host if isinstance(model, RemoteModel) else None
 
 
 def ran_on(model: ChatModel) -> dict[str, Any] | None:

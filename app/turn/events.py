@@ -1,0 +1,95 @@
+"""What a turn tells whoever drives it, in order: `LoadedEvent` / `RecheckedEvent` while the
+model gets ready, `ConsentEvent` when messages would first leave for a public host, then the
+reply's `TextEvent`s (a `MetricsEvent` after the first text), and exactly one `EndEvent`.
+
+`ToolCallEvent` and `ToolResultEvent` are the shapes a tool loop adds between text and the
+end (model, call, result, model); nothing produces them yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine.generation import TokenEvent
+from app.engine.loaded import LoadedModel
+from app.store.history import Message
+from app.store.save_errors import ReplyNotSaved
+from models.library import FileRecheck, InstalledModel
+
+# Text of the reply as it arrived: .text, and .t (time.perf_counter() when it reached this process).
+TextEvent = TokenEvent
+
+
+@dataclass(frozen=True)
+class LoadedEvent:
+    """The turn loaded its model of this machine (or found it loaded)."""
+
+    loaded: LoadedModel
+
+
+@dataclass(frozen=True)
+class RecheckedEvent:
+    """The model file's size or mtime changed, so it was hashed again before loading. `updated`:
+    its library entry, now naming the new bytes (this reply's row too); `error` when that could
+    not be recorded (the turn goes on)."""
+
+    recheck: FileRecheck
+    updated: InstalledModel | None = None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class ConsentEvent:
+    """Messages would go to a host outside the private network nobody agreed to; nothing was
+    sent. A driver that can ask starts the turn again on a yes (`Turn.launch`)."""
+
+    host: str
+    connection: str
+    sentence: str = ""
+
+
+@dataclass(frozen=True)
+class MetricsEvent:
+    """What the reply's first token made known, in the keys of its final metrics (ttft_ms,
+    prompt_tokens, cached_tokens, prompt_tps)."""
+
+    figures: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """The model asked for a tool (not produced yet: the extension point for a tool loop)."""
+
+    call_id: str
+    name: str
+    arguments: str  # as the model wrote them (JSON text)
+
+
+@dataclass(frozen=True)
+class ToolResultEvent:
+    """A tool's answer, sent back to the model (not produced yet)."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class EndEvent:
+    """The turn is over and written. `message`: the final reply row (or, when the history could
+    not take it, the reply kept in memory: `not_saved` says why). `before_reply`: it failed
+    before any model ran it (nothing was generated)."""
+
+    message: Message
+    before_reply: bool = False
+    not_saved: ReplyNotSaved | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return self.message.status
+
+
+TurnEvent = (LoadedEvent | RecheckedEvent | ConsentEvent | TextEvent | MetricsEvent | ToolCallEvent | ToolResultEvent
+             | EndEvent)

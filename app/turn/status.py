@@ -1,0 +1,26 @@
+"""The one mapping from how a reply ended, as its engine or server reported it, and why it was
+stopped, to the status its row keeps (app/store/statuses.py is the vocabulary)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from app.store.statuses import MessageStatus
+
+
+class StopCause(IntEnum):
+    """Why a turn was stopped; a later, stronger cause wins (a signal after Ctrl-C)."""
+
+    PERSON = 1  # Stop, Esc, Ctrl-C: the reply ends 'cancelled'
+    SIGNAL = 2  # SIGTERM, SIGHUP: the reply was cut off, not refused: 'interrupted'
+    QUIT = 3  # the window quit mid-reply: 'interrupted', whatever the engine said last
+
+
+def end_status(reported: str, cause: StopCause | None) -> str:
+    """The row's status for a reply the engine ended as `reported` after `cause` (None: nobody
+    stopped it)."""
+    if cause is StopCause.QUIT:
+        return MessageStatus.INTERRUPTED
+    if cause is StopCause.SIGNAL and reported == MessageStatus.CANCELLED:
+        return MessageStatus.INTERRUPTED
+    return reported

@@ -1,0 +1,272 @@
+"""`Turn`: one reply to a message already in the history, from start to its written end.
+
+The window and `cove chat` drive it the same way: `start(backend)` (blocking, on the driver's
+thread) or `launch(backend)` (on a thread of its own, so a load never blocks a UI), then the
+events: `poll()` takes what has arrived without waiting (a UI frame), `next_event()` waits for
+the next one (a terminal). Both write as they go: the reply's text into the writer, and at the
+end its status (app/turn/status.py), metrics and the record, in one `finish`.
+
+Threading invariant: the writer, and the library for a recheck, are touched only by the thread
+that calls poll/next_event/cancel_before_start/fail/abandon; the start thread only builds the
+prompt, borrows the engine and starts the reply, appending to a deque.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from app.engine.client import EngineError, FinishedEvent, Generation
+from app.remote.connections import ConnectionProblem
+from app.remote.errors import RemoteProblem
+from app.remote.privacy import ConsentNeeded
+from app.settings import SamplingParams
+from app.store.save_errors import ReplyNotSaved
+from app.store.statuses import MessageStatus
+from app.turn.backend import Backend
+from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, TurnEvent
+from app.turn.figures import first_figures
+from app.turn.status import StopCause, end_status
+from app.turn.writer import TurnWriter
+from models.library import InstalledModel, ModelLibrary, ModelNotFound
+from models.network import NetworkRefused
+
+# Problems that end a turn before any model ran it, as one sentence.
+EXPECTED = (EngineError, RemoteProblem, NetworkRefused, ConnectionProblem)
+
+
+class _Failed:
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+class EngineLender(Protocol):
+    """Lends this machine's engine while another user of it (the window's API server) has it."""
+
+    def borrow(self, model: InstalledModel, messages: list[dict[str, Any]], cancelled: Callable[[], bool]) -> Any: ...
+
+    def give_back(self, lease: Any, messages: list[dict[str, Any]], reply: str) -> None: ...
+
+
+class Turn:
+    """`messages`: the prompt, or a callable that builds it on the start thread (the window
+    reads the conversation there through its own read-only connection). `gate`: the engine
+    lender, for a model of this machine. `library`: where a changed model file is recorded."""
+
+    def __init__(self, writer: TurnWriter, messages: list[dict] | Callable[[], list[dict]], *, params: SamplingParams,
+                 conversation_id: str | None, gate: EngineLender | None = None, library: ModelLibrary | None = None) -> None:
+        self.writer = writer
+        self.params = params
+        self.conversation_id = conversation_id
+        self.backend: Backend | None = None
+        self.sent: list[dict] | None = None  # the prompt as sent, once built
+        self.t0 = time.perf_counter()  # the turn's clock: its turn_ms counts from here
+        self.stop_cause: StopCause | None = None
+        self.ended: EndEvent | None = None
+        self._messages = messages
+        self._gate = gate
+        self._library = library
+        self._lease: Any = None
+        self._inline = False
+        self._thread: threading.Thread | None = None
+        self._generation: Generation | None = None
+        self._cancel = threading.Event()
+        self._early: deque[Any] = deque()  # from the start thread: loaded, rechecked, consent, failed, a first end
+        self._out: deque[TurnEvent] = deque()  # taken and written, waiting for next_event
+        self._first_text = False
+
+    # ---- starting (the start thread) ---------------------------------------------------------
+
+    def start(self, backend: Backend | Callable[[], Backend]) -> None:
+        """Build the prompt, borrow the engine if lent, start the reply (loading first if need
+        be), on this thread: the driver's own (events it causes are written by the next
+        poll/next_event). `backend` may be how to get it once the prompt is built. Problems
+        become events; anything else (KeyboardInterrupt) is raised."""
+        self._inline = True
+        self._start(backend)
+
+    def launch(self, backend: Backend) -> None:
+        """`start` on a thread of its own (again after a ConsentEvent, with a new backend)."""
+        self._inline = False
+        self._generation = None
+        self._thread = threading.Thread(target=self._run, args=(backend,), name="cove-turn", daemon=True)
+        self._thread.start()
+
+    def _run(self, backend: Backend) -> None:
+        try:
+            self._start(backend)
+        except Exception as exc:  # noqa: BLE001 - e.g. the history could not be read: a sentence, not a hang
+            self._early.append(_Failed(f"the conversation could not be prepared for the model ({exc})"))
+
+    def _start(self, backend: Backend | Callable[[], Backend]) -> None:
+        messages = self._messages() if callable(self._messages) else self._messages
+        self.sent = messages
+        try:
+            if callable(backend):
+                backend = backend()
+            self.backend = backend
+            installed = backend.installed
+            if self._gate is not None and installed is not None:
+                self._lease = self._gate.borrow(installed, messages, self._cancel.is_set)
+                if self._lease is None and self._cancel.is_set():  # stopped while an API request used the engine
+                    self._early.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
+                    return
+            generation = backend.start(messages, self.params, conversation_id=self.conversation_id,
+                                       on_loaded=lambda loaded: self._early.append(LoadedEvent(loaded)),
+                                       on_recheck=self._on_recheck)
+        except ConsentNeeded as exc:  # nothing was sent
+            model = self.backend.model if self.backend is not None else None
+            self._early.append(ConsentEvent(exc.host, exc.connection or str(getattr(model, "connection", "")), str(exc)))
+            return
+        except EXPECTED as exc:
+            self._early.append(_Failed(str(exc)))
+            return
+        self._generation = generation
+        if self._cancel.is_set():
+            generation.cancel()
+
+    def _on_recheck(self, recheck: Any) -> None:
+        # Inline, the driver's thread writes it now (a failure is raised, ending the turn);
+        # from a thread of its own, the next poll writes it.
+        self._early.append(self._recorded(recheck, raising=True) if self._inline else RecheckedEvent(recheck))
+
+    # ---- the driver's thread -----------------------------------------------------------------
+
+    def poll(self) -> list[TurnEvent]:
+        """Everything that has happened since the last call, without waiting, written: the start
+        events first, then the reply's text and, at its end, exactly one EndEvent."""
+        out = list(self._out)
+        self._out.clear()
+        while self._early and self.ended is None:
+            out.extend(self._take(self._early.popleft()))
+        generation = self._generation
+        if generation is not None and self.ended is None:
+            for event in generation.take_ready():
+                out.extend(self._take(event))
+        return out
+
+    def next_event(self) -> TurnEvent | None:
+        """The next event, waiting for it; None after the EndEvent. A KeyboardInterrupt while it
+        waits leaves the turn usable: `cancel()` and keep reading to the end."""
+        while not self._out:
+            if self.ended is not None:
+                return None
+            if self._early:
+                self._out.extend(self._take(self._early.popleft()))
+            elif self._generation is not None:
+                self._out.extend(self._take(next(self._generation)))
+            else:  # started, and ended without a reply or an event: the driver decides
+                return None
+        return self._out.popleft()
+
+    def _take(self, event: Any) -> list[TurnEvent]:
+        if isinstance(event, TextEvent):
+            self.writer.append(event.text)  # checkpointed at most once a second
+            if self._first_text or not event.text:
+                return [event]
+            self._first_text = True
+            figures = first_figures(self._generation)
+            return [event, MetricsEvent(figures)] if figures else [event]
+        if isinstance(event, RecheckedEvent) and event.updated is None and event.error is None:
+            return [self._recorded(event.recheck, raising=False)]
+        if isinstance(event, FinishedEvent):
+            return [self._end_reply(event)]
+        if isinstance(event, _Failed):
+            return [self.fail(event.error)]
+        return [event]
+
+    def _recorded(self, recheck: Any, *, raising: bool) -> RecheckedEvent:
+        """Write a changed model file's new checksum to its entry and this reply's row."""
+        if self._library is None:
+            return RecheckedEvent(recheck)
+        try:
+            # The turn's own model, found by its file: the person may have picked another meanwhile.
+            name = self._library.get(recheck.path).name
+            return RecheckedEvent(recheck, self.writer.record_recheck(self._library, name, recheck))
+        except (sqlite3.Error, ModelNotFound) as exc:
+            if raising:
+                raise
+            return RecheckedEvent(recheck, error=exc)
+
+    def cancel(self, cause: StopCause = StopCause.PERSON) -> None:
+        """Stop the reply (while the model still loads: as soon as it starts). Any thread."""
+        if self.stop_cause is None or cause > self.stop_cause:
+            self.stop_cause = cause
+        self._cancel.set()
+        generation = self._generation
+        if generation is not None:
+            generation.cancel()
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def started(self) -> bool:
+        """The reply was started (a Generation exists)."""
+        return self._generation is not None
+
+    def cancel_before_start(self) -> EndEvent:
+        """End as stopped while the model loaded (Ctrl-C, a signal): nothing was generated;
+        'cancelled', or 'interrupted' for a signal."""
+        if self._generation is not None:
+            self._generation.cancel()
+        return self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, None, before_reply=False)
+
+    def end_reply(self, event: FinishedEvent) -> EndEvent:
+        """End with what an engine would have said (Stop while a question was up: nothing was sent)."""
+        return self._end_reply(event)
+
+    def fail(self, error: str) -> EndEvent:
+        """End as an error before (or without) a reply: the person's message stays, the reply says why."""
+        return self._write(MessageStatus.ERROR, {}, error, None, before_reply=self._generation is None)
+
+    def abandon(self, grace_s: float) -> EndEvent:
+        """On quit: stop the reply, wait up to `grace_s` for its end, keep its text as 'interrupted'."""
+        self.cancel(StopCause.QUIT)
+        deadline = time.monotonic() + grace_s
+        thread = self._thread
+        while thread is not None and thread.is_alive() and time.monotonic() < deadline:
+            thread.join(0.05)  # still loading the model or starting the reply
+        generation = self._generation
+        events: list[Any] = []
+        if generation is not None:
+            try:
+                generation.wait(max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                pass
+            events = generation.take_ready()
+        parts = [e.text for e in events if isinstance(e, TextEvent)]
+        final = next((e for e in events if isinstance(e, FinishedEvent)), None)
+        text = final.text if final is not None else self.writer.text + "".join(parts)
+        metrics = dict(final.metrics) if final is not None else {}
+        return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), metrics, None, text, before_reply=False,
+                           give_back=False)
+
+    def _end_reply(self, event: FinishedEvent) -> EndEvent:
+        metrics: dict[str, Any] = dict(event.metrics)
+        metrics["turn_ms"] = round((time.perf_counter() - self.t0) * 1000.0, 1)
+        return self._write(end_status(event.status, self.stop_cause), metrics, event.error, event.text, before_reply=False)
+
+    def _write(self, status: str, metrics: dict[str, Any], error: str | None, text: str | None, *,
+               before_reply: bool, give_back: bool = True) -> EndEvent:
+        """Write the end once; the engine goes back to its lender (but not at quit)."""
+        assert self.ended is None, "a turn ends once"
+        self.writer.sent = self.sent
+        lease, self._lease = self._lease, None
+        if lease is not None and self._gate is not None and give_back:
+            self._gate.give_back(lease, self.sent or [], text or "")
+        try:
+            end = EndEvent(self.writer.finish(status, metrics, error, text=text), before_reply=before_reply)
+        except ReplyNotSaved as exc:
+            assert self.writer.unsaved is not None
+            end = EndEvent(self.writer.unsaved, before_reply=before_reply, not_saved=exc)
+        self.ended = end
+        return end
+
+    def first_figures(self) -> dict[str, Any] | None:
+        return first_figures(self._generation)
