@@ -40,9 +40,9 @@ from app.engine.speculative import Drafting, DraftPolicy, open_draft_model
 from app.engine.state_cache import StateKeeper
 from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
-from app.tools.turn import ToolTurn, tool_turn
 from app.engine.token_pick import make_pick
 from app.engine.transcript import Transcript, common_prefix, kept_reply
+from app.tools.turn import ToolTurn, tool_turn
 from models.context_size import MAX_BATCH, batch_size, round_ctx
 from models.placement import Placement
 
