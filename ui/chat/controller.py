@@ -21,9 +21,10 @@ from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.store.history import Conversation, Message
 from app.store.save_errors import write_failure
+from app.turn.backend import installed_model, on_server, ready_without_load
 from models.library import InstalledModel
 from ui.background import run_in_background
-from ui.chat.remote_turn import RemoteTurns, ready_without_load
+from ui.chat.remote_turn import RemoteTurns
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
 from ui.chat.turn_runner import TurnRunner
@@ -265,7 +266,7 @@ class ChatController(QObject):
 
     def _on_starter_ready(self, model: InstalledModel) -> None:
         self.notice_changed.emit("")
-        if isinstance(self.model, RemoteModel):  # a server's model is in use: the starter waits in the picker
+        if on_server(self.model):  # a server's model is in use: the starter waits in the picker
             self.models_changed.emit()
             return
         self.model = model
@@ -280,8 +281,8 @@ class ChatController(QObject):
     def preload_model(self) -> None:
         """Load the chosen model now, in the background, so the first reply starts sooner.
         If it fails, the previously loaded model stays the one used."""
-        model = self.model
-        if model is None or isinstance(model, RemoteModel) or self.busy or self._loading is not None:
+        model = installed_model(self.model)  # a server's model needs no load
+        if model is None or self.busy or self._loading is not None:
             return
         if self.loaded is not None and self.loaded.path == model.path:
             return
@@ -300,7 +301,7 @@ class ChatController(QObject):
 
     def cancel_load(self) -> None:
         """Stop a model load in progress (the engine process is stopped and restarted later)."""
-        if self._loading is not None or (self.turns.worker is not None and self.turns.worker.remote is None and self.loaded is None):
+        if self._loading is not None or (self.turns.loading_here and self.loaded is None):
             self.engine.abort()
 
     def _on_load_done(self, model: InstalledModel, loaded: LoadedModel | None, error: str, previous: InstalledModel | None) -> None:
@@ -349,12 +350,13 @@ class ChatController(QObject):
 
     def _on_turn_loaded(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
-        self._loaded_model = self.model if isinstance(self.model, InstalledModel) else None
+        self._loaded_model = installed_model(self.model)
         self.load_error = None
         self.model_loaded.emit(loaded)
 
     def _on_turn_rechecked(self, updated: InstalledModel) -> None:
-        if isinstance(self.model, InstalledModel) and self.model.path == updated.path:
+        current = installed_model(self.model)
+        if current is not None and current.path == updated.path:
             self.model = updated
         self.models_changed.emit()
 

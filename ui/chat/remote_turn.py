@@ -10,30 +10,16 @@ Runs on the UI thread only: it reads the history's connection (Core.connections)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from app.remote.connections import ConnectionProblem
 from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
 from app.settings import save_settings
+from app.turn.backend import on_server, server_context_length
+from app.turn.events import ConsentEvent
 from models.library import InstalledModel, ModelNotFound
 
 AskConsent = Callable[[str, str], bool]  # (connection name, host) -> send?
-
-
-@dataclass(frozen=True)
-class ConsentEvent:
-    """The turn's thread found that messages would go to a non-private host nobody agreed to."""
-
-    host: str
-    connection: str
-
-
-def ready_without_load(model: InstalledModel | RemoteModel | None, loaded: Any | None) -> bool:
-    """The model answers without a load: it is on a server, or its file is the one loaded."""
-    if isinstance(model, RemoteModel):
-        return True
-    return model is not None and loaded is not None and loaded.path == model.path
 
 
 def context_figures(metrics: dict[str, Any], model: Any, loaded: Any | None) -> tuple[int | None, int | None]:
@@ -41,8 +27,8 @@ def context_figures(metrics: dict[str, Any], model: Any, loaded: Any | None) -> 
     before any reply (empty metrics). A server's reply counts what its server reported (prompt
     plus reply tokens) against the model's context as the server listed it (hidden when it did
     not), never this machine's loaded context."""
-    if isinstance(metrics.get("remote"), dict) or isinstance(model, RemoteModel) and not metrics:
-        size = model.context_length if isinstance(model, RemoteModel) else None
+    if isinstance(metrics.get("remote"), dict) or on_server(model) and not metrics:
+        size = server_context_length(model)
         if not size:
             return None, None  # a share of an unknown whole: the meter stays hidden
         prompt, reply = metrics.get("prompt_tokens"), metrics.get("gen_tokens")

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.store.export import export_conversation
 from app.store.search import search_messages
 from app.store.statuses import MessageStatus
+from app.turn.backend import ready_without_load
 from ui.chat.composer import Composer
 from ui.chat.controller import ChatController, ShownMessage
 from ui.chat.model_picker import (
@@ -33,7 +34,7 @@ from ui.chat.model_picker import (
     _ElidedLabel,  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
 )
 from ui.chat.presets import PresetStore
-from ui.chat.remote_turn import context_figures, ready_without_load
+from ui.chat.remote_turn import context_figures
 from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
 from ui.conversation.view import ConversationView
