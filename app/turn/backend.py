@@ -17,6 +17,8 @@ from app.engine.client import Generation, LoadedModel
 from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
+from app.turn.local_backend import LocalBackend
+from app.turn.remote_backend import RemoteBackend, where
 from models.library import FileRecheck, InstalledModel
 
 if TYPE_CHECKING:
@@ -56,9 +58,6 @@ def backend_for(model: ChatModel, *, engine: EngineClient | None = None,
     """The backend `model` runs behind. `remote_engine`: a server's RemoteEngine, or how to get
     one (called only for a server's model; it may raise ConnectionProblem). `options`: the load
     settings, or how to read them (called only for a model of this machine)."""
-    from app.turn.local_backend import LocalBackend
-    from app.turn.remote_backend import RemoteBackend
-
     if isinstance(model, RemoteModel):
         remote = remote_engine(model) if callable(remote_engine) else remote_engine
         return RemoteBackend(model, remote)
@@ -89,10 +88,7 @@ def server_host(model: ChatModel | None) -> str | None:
 def ran_on(model: ChatModel) -> dict[str, Any] | None:
     """Where a turn with this model runs when it is not this machine, as its row's metrics and
     the record name it: connection, host, kind, model id and fingerprint; None for this machine."""
-    if not isinstance(model, RemoteModel):
-        return None
-    return {"connection": model.connection, "host": model.host, "kind": model.kind, "model_id": model.model_id,
-            "fingerprint": model.fingerprint}
+    return where(model) if isinstance(model, RemoteModel) else None
 
 
 def reply_identity(model: ChatModel) -> tuple[str | None, str | None]:

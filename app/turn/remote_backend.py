@@ -15,6 +15,12 @@ if TYPE_CHECKING:
     from app.remote.engine import RemoteEngine
 
 
+def where(model: RemoteModel) -> dict[str, Any]:
+    """Where a reply of this model runs, as its row's metrics and the record name it."""
+    return {"connection": model.connection, "host": model.host, "kind": model.kind, "model_id": model.model_id,
+            "fingerprint": model.fingerprint}
+
+
 class RemoteBackend:
     """`remote`: the connection's RemoteEngine (its key and gate), built on the thread that reads
     the connections; None makes `start` say that no connection was given."""
@@ -27,9 +33,7 @@ class RemoteBackend:
 
     @property
     def ran_on(self) -> dict[str, Any] | None:
-        from app.turn.backend import ran_on
-
-        return ran_on(self.model)
+        return where(self.model)
 
     def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
               stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
