@@ -26,6 +26,7 @@ from app.serve.errors import error_response
 from app.serve.http import LOOPBACK_NAMES, HostCheck
 from app.serve.openai_api import OpenAIApi
 from app.serve.pool import ModelPool
+from app.serve.responses_api import ResponsesApi
 from app.serve.service import Service
 
 __all__ = ["LOOPBACK_NAMES", "create_app"]
@@ -48,6 +49,7 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
     chat = openai_api.chat_completions
     embeddings = EmbeddingsApi(service).embeddings
     completions = CompletionsApi(service).completions
+    responses = ResponsesApi(service).responses
     app = Starlette(lifespan=lifespan, exception_handlers={HTTPException: _http_error, Exception: _server_error}, routes=[
         Route("/v1/models", openai_api.models, methods=["GET"]),
         Route("/v1/models/{model:path}", openai_api.model, methods=["GET"]),
@@ -56,12 +58,14 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
         Route("/v1/messages/count_tokens", TokenCounter(service).count_tokens, methods=["POST"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         # llama-server's paths without /v1, which some clients call.
         Route("/models", openai_api.models, methods=["GET"]),
         Route("/models/{model:path}", openai_api.model, methods=["GET"]),
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/embeddings", embeddings, methods=["POST"]),
         Route("/completions", completions, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
     ])
     guarded = BrowserGuard(app)
     return guarded if host_names is None else HostCheck(guarded, host_names)
@@ -86,7 +90,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     path, method = request.url.path, request.method
     if exc.status_code == 404:
         message = f"there is no {path} here (the API is under /v1: models, chat/completions, completions, " \
-                  "embeddings, messages)"
+                  "embeddings, messages, responses)"
     elif exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
         message = f"{path} does not take {method}" + (f"; it takes {allowed}" if allowed else "")
