@@ -35,6 +35,10 @@ class ToolInfo:
     input_schema: dict[str, Any]
 
 
+class _Overdue(Exception):
+    """Work on the loop thread outlasted its bound."""
+
+
 class _Session:
     """One open connection to a server; its requests run one at a time in its own task."""
 
@@ -101,11 +105,17 @@ class McpHost:
     def stop(self, name: str) -> None:
         """Stop one server (it starts again on its next use)."""
         if not self._closed:
-            self._submit(self._stop_session(name), _STOP_GRACE)
+            try:
+                self._submit(self._stop_session(name), 2 * _STOP_GRACE)
+            except _Overdue:
+                pass
 
     def stop_all(self) -> None:
         if not self._closed:
-            self._submit(self._stop_all(), _STOP_GRACE)
+            try:
+                self._submit(self._stop_all(), 2 * _STOP_GRACE * max(1, len(self._sessions)))
+            except _Overdue:
+                pass
 
     def close(self) -> None:
         """Stop every server, then the loop thread. Safe to call twice."""
@@ -132,9 +142,15 @@ class McpHost:
     def _run(self, server: ToolServer, work: Callable[[Any], Awaitable[T]], tool: str | None = None) -> T:
         if self._closed:
             raise ToolServerError(f"the tool server '{server.name}' was not started: Cove is stopping.")
-        # The SDK's own timeouts end a hung call; this bound only covers a start that never returns.
-        budget = 2 * self.limits.call_timeout_s + 3 * _STOP_GRACE
-        result: T = self._submit(self._request(server, work, tool), budget)
+        # The SDK's read timeout ends a call a server does not answer. This bound ends the rest: a
+        # start or a call whose transport stays open (an HTTP server that went away mid-call).
+        budget = 2 * self.limits.call_timeout_s + _STOP_GRACE
+        try:
+            result: T = self._submit(self._request(server, work, tool), budget)
+        except _Overdue:
+            asyncio.run_coroutine_threadsafe(self._stop_session(server.name), self._loop)
+            what = f"the call of '{tool}' on the tool server '{server.name}'" if tool else f"the tool server '{server.name}'"
+            raise ToolServerError(f"{what} got no answer within {budget:g} seconds; the server was stopped.") from None
         return result
 
     def _submit(self, coroutine: Awaitable[T], timeout: float) -> T:
@@ -143,7 +159,7 @@ class McpHost:
             return future.result(timeout)
         except FutureTimeout:
             future.cancel()
-            raise ToolServerError("the tool server did not answer in time and was stopped.") from None
+            raise _Overdue from None
 
     async def _request(self, server: ToolServer, work: Callable[[Any], Awaitable[T]], tool: str | None) -> T:
         session = self._sessions.get(server.name)
