@@ -36,7 +36,8 @@ def usage_of(metrics: dict[str, Any]) -> dict[str, Any]:
     """The Responses API's token counts: input_tokens counts the whole prompt, of which the
     engine's cache held cached_tokens."""
     prompt, output = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0)},
+    return {"input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0), "cache_write_tokens": 0},
             "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + output}
 
 
