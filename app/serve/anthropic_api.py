@@ -1,9 +1,11 @@
 """The Anthropic Messages endpoint, POST /v1/messages: whole replies and Anthropic's named
 server-sent event stream, with errors in Anthropic's shape, so the official `anthropic`
-client works against `cove serve`. The reply runs through Service.reply like the OpenAI one."""
+client works against `cove serve`; with tools, tool_use blocks and stop_reason "tool_use"
+(app/tools/anthropic.py). The reply runs through Service.reply like the OpenAI one."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,9 +18,11 @@ from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.messages_request import MessagesRequest, read_messages_request
 from app.serve.openai_api import ClosingStream
-from app.serve.service import Job, Running, Service, failure_error
+from app.serve.service import MAX_CHARS_PER_TOKEN, Job, Running, Service, failure_error
 from app.store.request_log import timings
 from app.store.statuses import MessageStatus
+from app.tools.anthropic import BlockStream, content_blocks, usable
+from app.tools.reply import ContentGate, family_named
 
 ENDPOINT = "/v1/messages"
 
@@ -38,7 +42,27 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 def error_response(exc: ApiError) -> JSONResponse:
-    return JSONResponse(error_body(exc.status, exc.message), status_code=exc.status)
+    message = too_long(exc.message) if exc.code == "context_length_exceeded" else exc.message
+    return JSONResponse(error_body(exc.status, message), status_code=exc.status)
+
+
+_NUMBER = re.compile(r"\d[\d,]*")
+
+
+def too_long(message: str) -> str:
+    """A prompt over the context in the words Anthropic's API uses, which clients that compact
+    their context look for ("prompt is too long: N tokens > M maximum"), before the server's own
+    sentence. N is the prompt with the tokens kept for the reply; where the prompt was refused
+    before it was counted (too many messages or characters), the least it could be."""
+    numbers = [int(n.replace(",", "")) for n in _NUMBER.findall(message)]
+    if not numbers:
+        return message
+    limit, rest = numbers[0], numbers[1:]
+    if "characters" in message and rest:
+        tokens = rest[0] // MAX_CHARS_PER_TOKEN
+    else:
+        tokens = sum(rest[:2])
+    return f"prompt is too long: {max(tokens, limit + 1)} tokens > {limit} maximum. {message}"
 
 
 def stop_of(finished: FinishedEvent, stops: tuple[str, ...], max_tokens: int | None) -> tuple[str, str | None]:
@@ -69,8 +93,11 @@ class AnthropicApi:
         record: dict[str, Any] = {"top_k": req.top_k} if req.top_k is not None else {}
         if req.output_format is not None:
             record["output_format"] = req.output_format
+        if req.tools is not None:
+            record.update(req.tools.record())
         return Job(endpoint=ENDPOINT, model=await self.service.model(req.model), messages=req.messages, params=req.params,
-                   stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record)
+                   stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record, tools=req.tools,
+                   call_id_prefix="toolu_")
 
     async def messages(self, request: Request) -> Response:
         try:
@@ -89,9 +116,11 @@ class AnthropicApi:
         if finished.status == MessageStatus.ERROR:
             return error_response(failure_error(finished))
         stop_reason, stop_sequence = stop_of(finished, job.stop, job.params.max_tokens)
+        if usable(running.tool_reply):
+            stop_reason, stop_sequence = "tool_use", None
         return JSONResponse({
             "id": message_id, "type": "message", "role": "assistant", "model": job.model.name,
-            "content": [{"type": "text", "text": finished.text}],
+            "content": content_blocks(running.tool_reply, finished.text),
             "stop_reason": stop_reason, "stop_sequence": stop_sequence,
             "usage": _usage(finished.metrics), "timings": timings(finished.metrics),
             **({"warning": running.not_saved} if running.not_saved else {}),
@@ -123,12 +152,21 @@ class AnthropicApi:
             "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": prompt - cached, "output_tokens": 0, "cache_read_input_tokens": cached}}
         yield event("message_start", message=message)
-        yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+        tools = job.tools is not None and job.tools.active
+        blocks: BlockStream | None = None  # with tools: the text block opens when there is text
+        if tools:
+            family = family_named(info.tool_format if info else str(metrics.get("tool_format") or ""))
+            blocks = BlockStream(ContentGate(family))
+        else:
+            yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
         yield event("ping")
         step = first
         while step is not None:
             if isinstance(step, TokenEvent):
-                if step.text:
+                if blocks is not None:
+                    for name, data in blocks.more("".join(running.text)):
+                        yield event(name, **data)
+                elif step.text:
                     yield event("content_block_delta", index=0, delta={"type": "text_delta", "text": step.text})
                 step = await running.next()
                 continue
@@ -137,7 +175,13 @@ class AnthropicApi:
                 yield sse(error_body(500 if failure.status < 500 else failure.status, failure.message), "error")
                 return
             stop_reason, stop_sequence = stop_of(step, job.stop, job.params.max_tokens)
-            yield event("content_block_stop", index=0)
+            if blocks is not None:
+                for name, data in blocks.end(running.tool_reply, step.text):
+                    yield event(name, **data)
+                if usable(running.tool_reply):
+                    stop_reason, stop_sequence = "tool_use", None
+            else:
+                yield event("content_block_stop", index=0)
             yield event("message_delta", delta={"stop_reason": stop_reason, "stop_sequence": stop_sequence},
                         usage={"output_tokens": int(step.metrics.get("gen_tokens") or 0)}, timings=timings(step.metrics))
             if running.not_saved:  # the whole reply went out; what the history could not take is said last

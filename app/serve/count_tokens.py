@@ -6,13 +6,14 @@ It is a question about a request, not a reply: not entered in the record or the 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, cast
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.chat import start_generation
-from app.engine.client import EngineError
+from app.engine.client import EngineClient, EngineError
 from app.engine.generation import FinishedEvent, Generation
 from app.serve.anthropic_api import error_response
 from app.serve.errors import ApiError
@@ -20,6 +21,8 @@ from app.serve.http import MAX_BODY_BYTES, json_body
 from app.serve.messages_request import read_messages_request
 from app.serve.service import Service, failure_error
 from app.store.statuses import MessageStatus
+from app.tools.reply import ToolsEngine
+from app.tools.spec import ToolSet
 from models.library import InstalledModel
 
 
@@ -36,12 +39,13 @@ class TokenCounter:
             req = read_messages_request(body)
             if self.service.stopping:
                 raise ApiError(503, "the server is stopping", "server_error")
-            count = await self._count(await self.service.model(req.model), req.messages, client)
+            count = await self._count(await self.service.model(req.model), req.messages, client, req.tools)
         except ApiError as exc:
             return error_response(exc)
         return JSONResponse({"input_tokens": count})
 
-    async def _count(self, model: InstalledModel, messages: list[dict[str, str]], client: str) -> int:
+    async def _count(self, model: InstalledModel, messages: list[dict[str, Any]], client: str,
+                     tools: ToolSet | None = None) -> int:
         pool = self.service.pool
         options = await self.service.load_options(model)  # read before the pool may spawn an engine with them
         lease = await pool.lease(model, client, messages)
@@ -50,9 +54,12 @@ class TokenCounter:
             window = lease.engine is pool.window_engine
             params = replace(self.service.core.settings.sampling, max_tokens=1)
 
+            # The tools are rendered into the prompt as for a reply (with tool_choice "none" they are not).
+            engine = lease.client if tools is None else cast(EngineClient, ToolsEngine(lease.client, tools))
+
             def start() -> Generation:
                 try:
-                    return start_generation(lease.client, messages, model=model, params=params, conversation_id=None,
+                    return start_generation(engine, messages, model=model, params=params, conversation_id=None,
                                             options=options, keep_all_turns=True, loaded_as_is=window,
                                             load=None if window else lambda: pool.load(lease.engine))
                 except EngineError as exc:

@@ -74,7 +74,8 @@ class OpenAIApi:
         message: dict[str, Any] = {"role": "assistant", "content": finished.text}
         finish = FINISH.get(finished.status, "stop")
         if job.tools is not None and job.tools.active:
-            reply = read_reply(job.tools, family_named(str(finished.metrics.get("tool_format") or "")), finished.text)
+            reply = running.tool_reply or read_reply(job.tools, family_named(str(finished.metrics.get("tool_format") or "")),
+                                                     finished.text)
             if reply.problem:
                 return ApiError(500, reply.problem, "server_error", code="tool_call_invalid").response()
             if reply.calls:
@@ -131,7 +132,7 @@ class OpenAIApi:
             if tools is not None:
                 family = family_named(str(event.metrics.get("tool_format") or ""))
                 gate = gate or ContentGate(family)
-                reply = read_reply(tools, family, event.text)
+                reply = running.tool_reply or read_reply(tools, family, event.text)  # read once as the reply closed
                 if reply.problem:
                     yield sse({"error": {"message": reply.problem, "type": "server_error", "code": "tool_call_invalid"}})
                     return

@@ -130,15 +130,18 @@ class RequestStore:
         self.thread.submit(self._checkpoint_now, opened, checkpointer, text)
 
     async def close(self, opened: Opened, *, reply: str, status: str, metrics: dict[str, Any],
-                    error: str | None = None, model: InstalledModel | None = None) -> None:
+                    error: str | None = None, model: InstalledModel | None = None,
+                    extra: dict[str, Any] | None = None) -> None:
         """Enter how the request ended (one transaction). `model`: the file that ran, when a
-        recheck found it changed after the request was accepted. A conversation the person
+        recheck found it changed after the request was accepted; `extra`: more the closing entry
+        keeps in its params (a reply's parsed tool calls). A conversation the person
         deleted meanwhile stays deleted, and the reply's entry is erased with it. When the file
         cannot take it now, it is kept and written later; `opened.not_saved` says so."""
         if opened.closed:
             return
         opened.closed = True
-        opened._end = {"reply": reply, "status": status, "metrics": metrics, "error": error, "model": model}
+        opened._end = {"reply": reply, "status": status, "metrics": metrics, "error": error, "model": model,
+                        "extra": extra}
         await self.thread.run(self._close_now, opened)
 
     def stop(self) -> None:
@@ -211,7 +214,7 @@ class RequestStore:
                 model_quant=model.quant if model and changed else None)
             seq = close_request(self.record, opened.record, reply=end["reply"], status=end["status"],
                                 usage=usage(end["metrics"]), timings=timings(end["metrics"]), error=end["error"],
-                                model_sha256=model.sha256 if model and changed else None)
+                                model_sha256=model.sha256 if model and changed else None, extra=end.get("extra"))
             if not kept:
                 self.record.erase([seq])
         opened.not_saved = None

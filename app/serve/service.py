@@ -30,7 +30,7 @@ from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
 from app.serve.request_store import Opened, RequestStore, StoreThread
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
-from app.tools.reply import ToolsEngine
+from app.tools.reply import ToolReply, ToolsEngine, record_of, reply_of
 from app.tools.spec import ToolSet
 from models.library import FileRecheck, InstalledModel, ModelNotFound
 
@@ -51,6 +51,7 @@ class Job:
     raw_prompt: str | None = None  # a text completion (/v1/completions): no chat template
     record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
     tools: ToolSet | None = None  # the tools the model may call (app/tools/)
+    call_id_prefix: str = "call_"  # how the ids of the reply's tool calls begin (Anthropic's: "toolu_")
 
 
 def failure_error(finished: FinishedEvent) -> ApiError:
@@ -123,6 +124,8 @@ class Running:
         self.on_text: Callable[[list[str]], None] | None = None
         # Set when the reply ended: why it is not (yet) in the history file, None when it is.
         self.not_saved: str | None = None
+        # Set when a reply with tools ended: its calls as read once, for the record and the endpoint.
+        self.tool_reply: ToolReply | None = None
 
     async def next(self) -> TokenEvent | FinishedEvent | None:
         if self.finished is not None:
@@ -365,8 +368,10 @@ class Service:
                 # Without a RAM cache it holds the live KV cache's one conversation.
                 holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
                 self.pool.release(lease, prompt_key(reply_messages), holds)
+                if job.tools is not None and job.tools.active and done.status != MessageStatus.ERROR:
+                    running.tool_reply = reply_of(job.tools, done.metrics, done.text, job.call_id_prefix)
                 await self._close(opened, reply=done.text, status=done.status, metrics=done.metrics, error=done.error,
-                                  model=job.model)
+                                  model=job.model, extra=record_of(running.tool_reply) if running.tool_reply else None)
                 running.not_saved = unsaved_sentence(opened.not_saved) if opened.not_saved else None
         finally:
             if not opened.closed:  # cancelled while waiting for an engine (the client went away, the server stopped)

@@ -4,7 +4,8 @@ what the API endpoints answer with, whatever their shape."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from app.tools.check import schema_problem
 from app.tools.families import FAMILIES, Family
@@ -40,6 +41,25 @@ def read_reply(tools: ToolSet, family: Family, text: str) -> ToolReply:
             return ToolReply(parsed.content, calls, f"the model's call of {call.name!r} does not match its schema "
                                                     f"({problem}); its output was: {text[:2000]}")
     return ToolReply(parsed.content if calls else text, calls)
+
+
+def reply_of(tools: ToolSet, metrics: dict[str, Any], text: str, id_prefix: str = "call_") -> ToolReply:
+    """`read_reply` of a finished reply, in the family its engine's metrics name ("tool_format"),
+    with call ids that begin with `id_prefix` (Anthropic's are "toolu_...")."""
+    reply = read_reply(tools, family_named(str(metrics.get("tool_format") or "")), text)
+    if id_prefix == "call_":
+        return reply
+    calls = tuple(replace(c, id=id_prefix + c.id.removeprefix("call_")) for c in reply.calls)
+    return replace(reply, calls=calls)
+
+
+def record_of(reply: ToolReply) -> dict[str, Any]:
+    """What the record keeps of a reply's calls, beside the model's raw output."""
+    out: dict[str, Any] = {"tool_calls": [{"id": c.id, "name": c.name, "arguments": json.loads(c.arguments)}
+                                          for c in reply.calls]}
+    if reply.problem:
+        out["tool_call_problem"] = reply.problem
+    return out
 
 
 class ContentGate:
