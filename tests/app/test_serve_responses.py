@@ -18,6 +18,7 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from app.serve.responses_request import read_responses_request
 from tests.support.paths import REPO_ROOT
 from tests.support.serve_fixture import CLI, Served, cove_serve
 from tests.support.tiny_model import write_tiny_gguf
@@ -230,3 +231,25 @@ def test_the_official_client_raises_its_bad_request_error_for_a_stored_response(
     with pytest.raises(openai.NotFoundError):
         client(s).responses.create(model="no-such-model", input="hi")
     assert len(s.record()) == before  # refused before anything was entered
+
+
+def test_a_reply_with_text_and_two_calls_sent_back_is_one_assistant_turn_then_the_tool_results() -> None:
+    calls = [{"type": "function_call", "call_id": f"call_{i}", "name": "get_weather", "id": f"fc_{i}",
+              "arguments": json.dumps({"city": city, "days": 1}), "status": "completed"}
+             for i, city in enumerate(("Oslo", "Lima"))]
+    read = read_responses_request({"model": "m", "instructions": "Use tools.", "tools": TOOLS, "input": [
+        {"role": "user", "content": "Oslo and Lima?"},
+        {"type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]},
+        *calls,
+        {"type": "function_call_output", "call_id": "call_1", "output": "rain"},
+        {"type": "function_call_output", "call_id": "call_0", "output": [{"type": "input_text", "text": "snow"}]},
+    ]})
+    assert [m["role"] for m in read.messages] == ["system", "user", "assistant", "tool", "tool"]
+    turn = read.messages[2]
+    assert turn["content"] == "Looking." and [c["id"] for c in turn["tool_calls"]] == ["call_0", "call_1"]
+    assert turn["tool_calls"][1]["function"] == {"name": "get_weather", "arguments": {"city": "Lima", "days": 1}}
+    assert read.messages[3:] == [{"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "rain"},
+                                 {"role": "tool", "tool_call_id": "call_0", "name": "get_weather", "content": "snow"}]
+    assert read.tools is not None and read.tools.choice.mode == "auto" and read.tools.names() == {"get_weather",
+                                                                                                  "get_time"}
