@@ -68,7 +68,7 @@ class Turn:
         self.stop_cause: StopCause | None = None
         self.ended: EndEvent | None = None
         self._messages = messages
-        self._gate = gate
+        self.gate = gate
         self._library = library
         self._lease: Any = None
         self._inline = False
@@ -110,8 +110,8 @@ class Turn:
                 backend = backend()
             self.backend = backend
             installed = backend.installed
-            if self._gate is not None and installed is not None:
-                self._lease = self._gate.borrow(installed, messages, self._cancel.is_set)
+            if self.gate is not None and installed is not None:
+                self._lease = self.gate.borrow(installed, messages, self._cancel.is_set)
                 if self._lease is None and self._cancel.is_set():  # stopped while an API request used the engine
                     self._early.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
                     return
@@ -258,8 +258,8 @@ class Turn:
         assert self.ended is None, "a turn ends once"
         self.writer.sent = self.sent
         lease, self._lease = self._lease, None
-        if lease is not None and self._gate is not None and give_back:
-            self._gate.give_back(lease, self.sent or [], text or "")
+        if lease is not None and self.gate is not None and give_back:
+            self.gate.give_back(lease, self.sent or [], text or "")
         try:
             end = EndEvent(self.writer.finish(status, metrics, error, text=text), before_reply=before_reply)
         except ReplyNotSaved as exc:
