@@ -25,7 +25,7 @@ from app.serve.service import Job, Running, Service, failure_error
 from app.store.request_log import timings
 from app.store.statuses import MessageStatus
 from app.tools.parsers import Call
-from app.tools.reply import ContentGate, ToolReply, argument_pieces, family_named, read_reply
+from app.tools.reply import ContentGate, ToolReply, argument_pieces, family_named, reply_of
 
 # A reply's end as a Response's status; a reply cut by the context or max_output_tokens is incomplete.
 STATUS: dict[str, str] = {MessageStatus.COMPLETE: "completed", MessageStatus.LENGTH: "incomplete",
@@ -85,12 +85,13 @@ class Reply:
             **extra,
         }
 
-    def calls(self, finished: FinishedEvent) -> ToolReply | None:
-        """The reply read for tool calls, when the request has tools the model may call."""
+    def calls(self, running: Running, finished: FinishedEvent) -> ToolReply | None:
+        """The reply read for tool calls (as the service read it for the record, so the call ids
+        match), when the request has tools the model may call."""
         tools = self.job.tools
         if tools is None or not tools.active:
             return None
-        return read_reply(tools, family_named(str(finished.metrics.get("tool_format") or "")), finished.text)
+        return running.tool_reply or reply_of(tools, finished.metrics, finished.text)
 
 
 class ResponsesApi:
@@ -128,7 +129,7 @@ class ResponsesApi:
             return failure_error(finished).response()
         status = STATUS.get(finished.status, "completed")
         item = "incomplete" if status != "completed" else "completed"
-        tool_reply = reply.calls(finished)
+        tool_reply = reply.calls(running, finished)
         if tool_reply is not None and tool_reply.problem:
             return ApiError(500, tool_reply.problem, "server_error", code="tool_call_invalid").response()
         content = finished.text if tool_reply is None or not tool_reply.calls else tool_reply.content
@@ -226,7 +227,7 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | FinishedEv
             yield _failed(reply, event, step.error or "the engine stopped without a reply")
             return
         status = STATUS.get(step.status, "completed")
-        tool_reply = reply.calls(step)
+        tool_reply = reply.calls(running, step)
         calls: tuple[Call, ...] = ()
         if tool_reply is not None:
             if tool_reply.problem:

@@ -158,6 +158,8 @@ def test_a_forced_function_call_is_valid_and_its_output_is_accepted(served: tupl
     call = calls[0]
     assert call.name == "get_weather" and call.call_id and call.id and call.id.startswith("fc_")
     jsonschema.validate(json.loads(call.arguments), WEATHER)
+    kept = json.loads(s.requests()[-1]["closing"]["params"])["tool_calls"]  # the record has the same call
+    assert kept == [{"id": call.call_id, "name": "get_weather", "arguments": json.loads(call.arguments)}]
 
     follow = [{"role": "user", "content": "What is the weather?"}, *[item.model_dump() for item in first.output],
               {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}]
