@@ -23,6 +23,8 @@ from app.serve.anthropic_api import too_long
 from app.serve.errors import ApiError
 from app.serve.messages_request import read_messages_request
 from app.serve.service import Job, refuse_what_cannot_fit
+from app.tools.anthropic import BlockStream, content_blocks
+from app.tools.reply import ContentGate, family_named, reply_of
 from models.library import InstalledModel
 from tests.app.tools.test_serve_tools_openai import TEMPLATES, WEATHER, add_model
 from tests.support.serve_fixture import Served, cove_serve
@@ -212,3 +214,41 @@ def test_tool_turns_become_the_chat_templates_messages() -> None:
         {"role": "tool", "content": "12:00", "tool_call_id": "toolu_a", "name": "get_time"},
         {"role": "tool", "content": "Error: down", "tool_call_id": "toolu_b", "name": "get_weather"},
         {"role": "user", "content": "And tomorrow?"}]
+
+
+def test_a_streamed_call_is_anthropics_sequence_of_events(served: tuple[Served, str]) -> None:
+    s, model = served
+    body = {"model": model, "max_tokens": 200, "stream": True, "messages": [{"role": "user", "content": "Time?"}],
+            "tools": TOOLS, "tool_choice": {"type": "tool", "name": "get_time"}, **GREEDY}
+    response = httpx.post(f"{s.url}/v1/messages", json=body, timeout=120)
+    assert response.status_code == 200
+    events = [block.split("\n", 1) for block in response.text.strip().split("\n\n")]
+    names = [name.removeprefix("event: ") for name, _ in events]
+    data = [json.loads(line.removeprefix("data: ")) for _, line in events]
+    pieces = names.count("content_block_delta")
+    assert names == ["message_start", "ping", "content_block_start", *["content_block_delta"] * pieces,
+                     "content_block_stop", "message_delta", "message_stop"] and pieces >= 1
+    block = data[2]["content_block"]
+    assert block["type"] == "tool_use" and block["name"] == "get_time" and block["id"].startswith("toolu_")
+    assert block["input"] == {} and data[2]["index"] == 0
+    assert all(d["delta"]["type"] == "input_json_delta" and d["index"] == 0 for d in data[3:3 + pieces])
+    jsonschema.validate(json.loads("".join(d["delta"]["partial_json"] for d in data[3:3 + pieces])), TIME)
+    assert data[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_a_reply_whose_call_breaks_its_schema_is_its_raw_text() -> None:
+    tools = read_messages_request({"model": "m", "max_tokens": 5, "messages": HI, "tools": TOOLS}).tools
+    assert tools is not None
+    raw = 'Sure.\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "Mars"}}\n</tool_call>'
+    bad = reply_of(tools, {"tool_format": "hermes"}, raw, "toolu_")
+    assert bad.problem and content_blocks(bad, raw) == [{"type": "text", "text": raw}]
+    good_raw = raw.replace("Mars", "CET")
+    good = reply_of(tools, {"tool_format": "hermes"}, good_raw, "toolu_")
+    assert content_blocks(good, good_raw) == [{"type": "text", "text": "Sure."}, {
+        "type": "tool_use", "id": good.calls[0].id, "name": "get_time", "input": {"zone": "CET"}}]
+    assert good.calls[0].id.startswith("toolu_")
+    events = list(BlockStream(ContentGate(family_named("hermes"))).end(bad, raw))
+    assert [n for n, _ in events] == ["content_block_start", "content_block_delta", "content_block_stop"]
+    assert events[1][1]["delta"] == {"type": "text_delta", "text": raw}
+    nothing = list(BlockStream(ContentGate(family_named("hermes"))).end(None, ""))
+    assert [n for n, _ in nothing] == ["content_block_start", "content_block_stop"]  # never no content
