@@ -49,6 +49,7 @@ from ui.shell.network_indicator import NetworkIndicator
 from ui.shell.notice_area import NoticeArea
 from ui.shell.sidebar import Sidebar
 from ui.shell.welcome_host import WelcomeHost
+from ui.tools.host import ToolsHost
 
 APP_TITLE = "Cove"
 
@@ -99,6 +100,8 @@ class MainWindow(QMainWindow):
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
             self.server.conversations_changed.connect(self.refresh_conversations)  # API clients' chats
+        self.tools = ToolsHost(self, self.core)  # the Tools page: the person's tool servers (MCP)
+        self.sidebar.add_footer(self.tools.button)
         self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()
@@ -459,6 +462,7 @@ class MainWindow(QMainWindow):
             self.gc_pacer.stop()
             self.network_indicator.detach()
             self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
+            self.tools.shutdown()  # a Test's tool server, if one still runs
             if self.server is not None:
                 self.server.shutdown()  # stops off the UI thread; ui/main.py waits for it once the window is gone
             self.controller.shutdown()
