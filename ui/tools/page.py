@@ -16,11 +16,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
+    QListView,
+    QListWidget,
+    QListWidgetItem,
     QMessageBox,
     QPushButton,
     QSplitter,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -33,14 +34,13 @@ from app.mcp.store import ToolServerStore
 from models.library import InstalledModel
 from models.network import NetworkGate
 from ui.background import BackgroundJob, run_in_background
-from ui.shell.list_tree import setup_list_tree
 from ui.theme import show_sentence
 from ui.tools.add_dialog import AddToolServerDialog, capital
 from ui.tools.server_view import ServerView, TestOutcome
 from ui.tools.tool_models import ToolModel, tool_capable, tool_models_text
 
-COLUMNS = ("Name", "Command line or URL")
 NAME_ROLE = Qt.ItemDataRole.UserRole
+IDENTITY_ROLE = Qt.ItemDataRole.UserRole + 1  # the full command line or URL
 ABOUT = ("Tool servers (MCP) are programs you choose, or HTTP servers on this computer, that offer tools a model "
          "can call. Adding one starts nothing; Test starts it to list its tools, then stops it. Every call a model "
          "wants to make is shown to you first. Using these tools in a chat is not built yet: for now "
@@ -72,8 +72,15 @@ class ToolsPage(QWidget):
         self.offline_note = QLabel(self)
         self.offline_note.setWordWrap(True)
         self.offline_note.setAccessibleName("Tools offline notice")
-        self.tree = setup_list_tree(QTreeWidget(self), "Tool servers", COLUMNS, stretch=1)
-        self.tree.currentItemChanged.connect(lambda *_: self._show_selected())
+        # Each server as its name over its full command line or URL, wrapped, never cut with "…".
+        self.server_list = QListWidget(self)
+        self.server_list.setAccessibleName("Tool servers")
+        self.server_list.setWordWrap(True)
+        self.server_list.setResizeMode(QListView.ResizeMode.Adjust)  # re-wrap when the width changes
+        self.server_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.server_list.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.server_list.setSpacing(3)
+        self.server_list.currentItemChanged.connect(lambda *_: self._show_selected())
         self.empty = QLabel("No tool servers yet. Add… one: a name and the command line that starts it.", self)
         self.empty.setWordWrap(True)
         self.details = ServerView(self)
@@ -102,7 +109,7 @@ class ToolsPage(QWidget):
         left = QWidget(self)
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
-        column.addWidget(self.tree, 1)
+        column.addWidget(self.server_list, 1)
         column.addWidget(self.empty)
         column.addStretch(0)
         split = QSplitter(Qt.Orientation.Horizontal, self)
@@ -131,17 +138,17 @@ class ToolsPage(QWidget):
     def refresh(self) -> None:
         """List the servers as stored, and say whether Cove is offline."""
         selected = self._selected_name()
-        self.tree.blockSignals(True)
-        self.tree.clear()
+        self.server_list.blockSignals(True)
+        self.server_list.clear()
         servers = self.store.all()
         for server in servers:
-            item = QTreeWidgetItem([server.name, server.identity])
-            item.setData(0, NAME_ROLE, server.name)
-            item.setToolTip(1, server.identity)
-            self.tree.addTopLevelItem(item)
-        self.tree.blockSignals(False)
-        self.tree.resizeColumnToContents(0)
-        self.tree.setVisible(bool(servers))
+            item = QListWidgetItem(f"{server.name}\n{server.identity}")
+            item.setData(NAME_ROLE, server.name)
+            item.setData(IDENTITY_ROLE, server.identity)
+            item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{server.name}: {server.identity}")
+            self.server_list.addItem(item)
+        self.server_list.blockSignals(False)
+        self.server_list.setVisible(bool(servers))
         self.empty.setVisible(not servers)
         if selected is None and servers:
             selected = servers[0].name
@@ -259,8 +266,8 @@ class ToolsPage(QWidget):
 
     def rows(self) -> list[tuple[str, str]]:
         """Each server's row as shown (name, command line or URL)."""
-        return [(self.tree.topLevelItem(i).text(0), self.tree.topLevelItem(i).text(1))
-                for i in range(self.tree.topLevelItemCount())]
+        return [(self.server_list.item(i).data(NAME_ROLE), self.server_list.item(i).data(IDENTITY_ROLE))
+                for i in range(self.server_list.count())]
 
     def select(self, name: str) -> None:
         """Show the server `name` (read again from the store)."""
@@ -291,8 +298,8 @@ class ToolsPage(QWidget):
         self.remove_button.setEnabled(server is not None)
 
     def _selected_name(self) -> str | None:
-        item = self.tree.currentItem()
-        value = item.data(0, NAME_ROLE) if item is not None else None
+        item = self.server_list.currentItem()
+        value = item.data(NAME_ROLE) if item is not None else None
         return value if isinstance(value, str) else None
 
     def _selected_server(self) -> ToolServer | None:
@@ -300,10 +307,10 @@ class ToolsPage(QWidget):
         return self.store.find(name) if name else None
 
     def _reselect(self, name: str | None) -> None:
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
-            if item.data(0, NAME_ROLE) == name:
-                self.tree.setCurrentItem(item)
+        for i in range(self.server_list.count()):
+            item = self.server_list.item(i)
+            if item.data(NAME_ROLE) == name:
+                self.server_list.setCurrentItem(item)
                 return
 
     def _refuse(self, sentence: str) -> None:

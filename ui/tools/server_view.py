@@ -8,16 +8,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from app.mcp.host import ToolInfo
 from app.mcp.servers import ToolServer
@@ -101,9 +92,10 @@ class ServerView(QWidget):
         layout.addWidget(self.network_note)
         layout.addSpacing(6)
         layout.addWidget(self.status)
-        layout.addWidget(self.tools, 1)
+        layout.addWidget(self.tools, 100)
         layout.addWidget(self.rules_label)
         layout.addLayout(rules_row)
+        layout.addStretch(1)  # keeps the lines together at the top while there is no tool list
         self.show_server(None, None, [])
 
     @property
