@@ -212,7 +212,11 @@ class ToolsPage(QWidget):
             if not self._confirm("Start a tool server while offline?", question):
                 self.show_message(f"{server.name} was not started: Cove is offline.")
                 return
-        host = self._mcp()
+        try:
+            host = self._mcp()
+        except OSError as exc:  # its log file in Cove's log folder could not be opened
+            self.show_message(capital(describe_error(exc)), error=True)
+            return
 
         def work() -> list[ToolInfo]:
             try:
