@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -45,14 +46,34 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
     branch = history.messages(conversation_id)
+    owner: dict | None = None  # the reply the next tool call belongs to
     for i, m in enumerate(branch):
-        if m.role == "assistant" and m.status in _RESENDABLE and m.content:
-            out.append({"role": "assistant", "content": m.content})
+        if m.role == "assistant":
+            owner = None
+            if m.status in _RESENDABLE and m.content:
+                owner = {"role": "assistant", "content": m.content}
+                out.append(owner)
         elif m.role == "user" and not _refused_as_too_long(branch[i + 1] if i + 1 < len(branch) else None):
+            owner = None
             out.append({"role": "user", "content": m.content})
+        elif m.role == "tool_call":
+            if owner is None:  # a reply that was only calls
+                owner = {"role": "assistant", "content": ""}
+                out.append(owner)
+            owner.setdefault("tool_calls", []).append(_call_of(m))
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.params.get("call_id"), "name": m.params.get("name"),
+                        "content": m.content})
         if upto is not None and m.id == upto:
             break
     return out
+
+
+def _call_of(m: Message) -> dict[str, Any]:
+    """A stored tool call in the shape chat templates expect (OpenAI's, arguments as JSON text)."""
+    arguments = json.dumps(m.params.get("arguments") or {}, ensure_ascii=False)
+    return {"id": m.params.get("call_id"), "type": "function",
+            "function": {"name": m.params.get("name"), "arguments": arguments}}
 
 
 def _refused_as_too_long(reply: Message | None) -> bool:
@@ -79,6 +100,7 @@ class TurnRecord:
         self.user = user
         self.assistant = assistant
         self._parts: list[str] = []
+        self._interval = checkpoint_interval_s
         self._checkpoint = Checkpointer(history, assistant.id, interval_s=checkpoint_interval_s)
         self.final: Message | None = None
         self.unsaved: Message | None = None  # the finished reply, when the history could not take it
@@ -87,6 +109,7 @@ class TurnRecord:
         # Where the reply runs when it is not this machine: {"connection", "host", "kind",
         # "model_id", "fingerprint"} of a RemoteModel (the record's ran_on); None here.
         self.ran_on: dict[str, Any] | None = None
+        self._last_id: str | None = None  # the newest tool row of this turn, once there is one
 
     @classmethod
     def begin(
@@ -199,6 +222,59 @@ class TurnRecord:
         seen = reply.metrics.get("remote")
         said: dict[str, Any] = seen if isinstance(seen, dict) else {}
         return {key: said.get(key) or value for key, value in self.ran_on.items()}
+
+    # -- a turn with tools (app/turn/tools.py): replies, calls and results as rows of their own ---
+
+    def finish_step(self, content: str, metrics: dict[str, Any]) -> Message:
+        """A reply that asked for tools ends complete with its text outside the calls."""
+        return self.finish(MessageStatus.COMPLETE, metrics, text=content)
+
+    def add_tool_call(self, call_id: str, name: str, request: Any) -> Message:
+        """The call after the newest row of this turn (the reply that made it, or an earlier call's
+        result). `request`: the app.mcp ToolRequest, or None when nothing could run."""
+        details: dict[str, Any] = {"call_id": call_id, "name": name}
+        if request is not None:
+            details.update(server=request.server.name, server_identity=request.server.identity, tool=request.tool,
+                           arguments=request.arguments)
+        text = f"{name} {json.dumps(details.get('arguments', {}), ensure_ascii=False, sort_keys=True)}"
+        return self._after_last("tool_call", text, details)
+
+    def add_tool_result(self, call_id: str, name: str, outcome: Any, entry: int | None) -> Message:
+        """The result the model was given, with who decided and the record's entry number."""
+        decision = outcome.decision
+        details = {"call_id": call_id, "name": name, "status": outcome.result.status,
+                   "cut_from": outcome.result.cut_from, "record_entry": entry,
+                   "decision": decision.verdict if decision is not None else None,
+                   "approved_by": decision.approved_by if decision is not None else None}
+        return self._after_last("tool", outcome.result.text, details)
+
+    def record_tool(self, outcome: Any) -> int | None:
+        """The call as an entry of the written record; None when nothing could run (no request)."""
+        if outcome.request is None or outcome.decision is None:
+            return None
+        from app.mcp.record import record_tool_call
+
+        return record_tool_call(self.history.db, outcome.request, outcome.decision, outcome.result,
+                                client=self.client, conversation_id=self.conversation_id)
+
+    def next_reply(self) -> Message:
+        """The turn's next reply (after the tools' results): a new 'streaming' row, written to from now on."""
+        prior = self.final or self.assistant
+        parent = self._last_id or prior.id
+        self.assistant = self.history.start_assistant_message(
+            self.conversation_id, parent_id=parent, model_name=prior.model_name or "", model_sha256=prior.model_sha256,
+            model_quant=prior.model_quant, params=prior.params)
+        self._parts = []
+        self._checkpoint = Checkpointer(self.history, self.assistant.id, interval_s=self._interval)
+        self.final = None
+        self._last_id = None
+        return self.assistant
+
+    def _after_last(self, role: str, content: str, details: dict[str, Any]) -> Message:
+        parent = self._last_id or self.assistant.id
+        message = self.history.add_tool_message(self.conversation_id, parent, role, content, details)
+        self._last_id = message.id
+        return message
 
     def retry_finish(self) -> Message:
         """Write the reply that `finish` could not; raises sqlite3.Error if it still cannot."""

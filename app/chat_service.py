@@ -17,8 +17,9 @@ from app.store.checkpoint import CHECKPOINT_INTERVAL_S
 from app.store.history import History, Message
 from app.termination import Terminated
 from app.turn.backend import Backend, backend_for, on_server
-from app.turn.events import ConsentEvent, LoadedEvent, RecheckedEvent, TextEvent
+from app.turn.events import ConsentEvent, LoadedEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.status import StopCause
+from app.turn.tools import ToolLoop
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelLibrary
 
@@ -76,21 +77,25 @@ class ChatService:
         on_text: TextSink | None = None,
         on_loaded: Callable[[LoadedModel], None] | None = None,
         options: LoadOptions | None = None,
+        tools: ToolLoop | None = None,
+        on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
     ) -> TurnResult:
+        """`tools`: the tools the model may call this turn, each call asked first (app/turn/tools.py);
+        `on_tool` is told of each call and its result."""
         if self._library is not None and not on_server(model):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
         record.client = self.client
         self._signal = None
         turn = Turn(record, lambda: build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id),
-                    params=params, conversation_id=conversation_id, library=self._library)
+                    params=params, conversation_id=conversation_id, library=self._library, tools=tools)
 
         def backend() -> Backend:  # after the prompt is built; a connection that is gone ends the turn with a sentence
             return backend_for(model, engine=self._engine, remote_engine=self._remote_engine, options=options)
 
         try:
             turn.start(backend)
-            self._drive(turn, on_text, on_loaded)
+            self._drive(turn, on_text, on_loaded, on_tool)
         except KeyboardInterrupt as exc:
             # Interrupted while loading: nothing was generated; the turn ends cancelled
             # (interrupted when a signal ended it).
@@ -116,7 +121,8 @@ class ChatService:
                           status=final.status, metrics=final.metrics, error=final.error, interrupted_by_user=cause is not None,
                           terminated_by=terminated)
 
-    def _drive(self, turn: Turn, on_text: TextSink | None, on_loaded: Callable[[LoadedModel], None] | None) -> None:
+    def _drive(self, turn: Turn, on_text: TextSink | None, on_loaded: Callable[[LoadedModel], None] | None,
+               on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None) -> None:
         """Read the turn's events to its end, passing text on; Ctrl-C, SIGTERM or SIGHUP while
         waiting for a token or printing one stops the reply, and reading goes on to the end so
         the partial reply is kept with its metrics."""
@@ -128,6 +134,9 @@ class ChatService:
                 if isinstance(event, TextEvent):
                     if on_text is not None:
                         on_text(event.text)
+                elif isinstance(event, (ToolCallEvent, ToolResultEvent)):
+                    if on_tool is not None:
+                        on_tool(event)
                 elif isinstance(event, LoadedEvent):
                     if on_loaded is not None:
                         on_loaded(event.loaded)

@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from app.chat import remote_host
@@ -19,9 +19,15 @@ from app.chat_service import ChatService, TurnResult
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
+from app.cli.tools_cmd import LOG_NAME
+from app.cli.tools_cmd import _ask_on_terminal as ask_on_terminal
 from app.core import Core
 from app.engine.client import LoadedModel
 from app.load_options import load_options
+from app.mcp.approval import DENY, Approver, ToolRequest, allow_without_asking
+from app.mcp.failures import ToolServerError
+from app.mcp.host import McpHost
+from app.mcp.store import ToolServerStore
 from app.remote.connections import Connection, ConnectionProblem
 from app.remote.privacy import is_private_host, strip_port
 from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
@@ -29,6 +35,8 @@ from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from app.turn.backend import installed_model, server_connection, server_host
+from app.turn.events import ToolCallEvent, ToolResultEvent
+from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offered_tools
 from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound
 
@@ -57,6 +65,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming text")
     p.add_argument("--allow-host", metavar="HOST", help="agree that your messages go to HOST, a connection's server "
                    "outside this machine and your private network (asked once on a terminal otherwise)")
+    p.add_argument("--tools", metavar="NAME[,NAME]", help="let the model call the tools of these tool servers "
+                   "(`cove tools list`); each call is asked on the terminal first")
+    p.add_argument("--allow-tools", action="store_true", help="with --tools: run the model's calls without asking "
+                   "(for scripts; you allow every call of this run up front)")
+    p.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
+                   help="with --tools: 'required' makes the first reply call a tool (default: the model chooses)")
+    p.add_argument("--max-tool-steps", type=positive_int, default=DEFAULT_MAX_STEPS, metavar="N",
+                   help=f"with --tools: most rounds of calls in one turn (default {DEFAULT_MAX_STEPS})")
     p.set_defaults(run=run)
 
 
@@ -110,6 +126,8 @@ def _params(core: Core, args: argparse.Namespace) -> SamplingParams:
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
+    if args.allow_tools and not args.tools:
+        raise ValueError("--allow-tools goes with --tools NAME[,NAME]: it allows the calls of those servers")
     if core.read_only:
         raise RuntimeError(core.notice or "the history is open read-only, so a new chat cannot be saved")
     interactive = args.prompt is None and sys.stdin.isatty() and not args.json
@@ -145,18 +163,25 @@ def run(core: Core, args: argparse.Namespace) -> int:
         core.history.update_conversation(conversation.id, system_prompt=args.system)
     system_prompt = args.system if args.system is not None else conversation.system_prompt
 
+    tool_names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
+    if tool_names and local is None:
+        raise ValueError(f"{model.name} runs on a server; --tools works with models of this machine for now")
+
     # A server needs no engine here; this machine's saves conversations' KV state beside the window's.
-    with core.engine_client() if local is not None else contextlib.nullcontext(None) as engine:
+    with core.engine_client() if local is not None else contextlib.nullcontext(None) as engine, \
+            chat_tools(core, tool_names, args) as tools:
         service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
                               on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
         if local is not None:  # `cove chat` without --model stays on this machine
             core.remember_model(local)
         if interactive:
-            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options)
+            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options,
+                                tools)
         stream = None if args.json else _stream_to_stdout
         assert prompt is not None  # read from stdin above when not interactive
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
-                              on_loaded=None if args.json else _template_notes(), options=options)
+                              on_loaded=None if args.json else _template_notes(), options=options, tools=tools,
+                              on_tool=None if args.json else _say_tool)
     if args.json:
         print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
     else:
@@ -240,7 +265,7 @@ def _template_notes() -> Callable[[LoadedModel], None]:
     return note
 
 
-def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options) -> int:
+def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options, tools=None) -> int:
     host = server_host(model)
     where = f" on {host}" if host else ""
     print(f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.",
@@ -258,7 +283,8 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         if not line.strip():
             continue
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
-                              on_text=_stream_to_stdout, on_loaded=on_loaded, options=options)
+                              on_text=_stream_to_stdout, on_loaded=on_loaded, options=options, tools=tools,
+                              on_tool=_say_tool)
         _print_footer(model.name, result)
         if result.terminated_by is not None:
             return 128 + result.terminated_by
@@ -282,6 +308,8 @@ def _print_footer(model_name: str, result: TurnResult) -> None:
             say(f"cove: {result.error}", sys.stderr)
         if result.metrics.get("template_note"):  # this turn's render fell back to a plain format
             say(f"cove: {result.metrics['template_note']}", sys.stderr)
+        if result.metrics.get("tool_note"):  # the turn's rounds of tool calls reached their limit
+            say(f"cove: {result.metrics['tool_note']}", sys.stderr)
         if result.metrics.get("text_note"):  # characters a server sent that no text file can hold
             say(f"cove: {result.metrics['text_note']}", sys.stderr)
         host = remote_host(result.metrics)
@@ -303,3 +331,57 @@ def _result_json(result: TurnResult) -> dict:
         "model": result.assistant_message.model_name,
         "metrics": result.metrics,
     }
+
+
+@contextlib.contextmanager
+def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterator[ToolLoop | None]:
+    """The tools of the servers named by --tools, listed before the turn (the servers start now),
+    with who answers for each call: the terminal, or --allow-tools. Stops the servers at the end."""
+    if not names:
+        yield None
+        return
+    store = ToolServerStore(core.db)
+    servers = [store.get(name) for name in dict.fromkeys(names)]
+    if core.network.offline:
+        raise ValueError("Cove is offline, so the tool servers were not started (`cove online`, or leave out --tools)")
+    core.paths.logs_dir.mkdir(parents=True, exist_ok=True)
+    with McpHost(core.paths.logs_dir / LOG_NAME) as host:
+        listed = []
+        for server in servers:
+            try:
+                listed.append((server, host.list_tools(server)))
+            except ToolServerError as exc:
+                raise ValueError(str(exc)) from None
+        offered = offered_tools(listed)
+        if not offered:
+            raise ValueError(f"the tool servers {', '.join(names)} offer no tools")
+        approver: Approver
+        if args.allow_tools:
+            approver, who = allow_without_asking, "the person (--allow-tools)"
+        elif _isatty(sys.stdin) and _isatty(sys.stderr):
+            approver, who = ask_on_terminal, "the person"
+        else:
+            approver, who = _no_terminal, "the person"
+        yield ToolLoop(host, offered, approver, store, who=who, first_choice=args.tool_choice,
+                       max_steps=args.max_tool_steps)
+
+
+def _no_terminal(request: ToolRequest) -> str:
+    say(f"cove: the model called '{request.tool}' on '{request.server.name}'; there is no terminal to ask, so it "
+        "was denied (run with --allow-tools to allow the calls of this run)", sys.stderr)
+    return DENY
+
+
+def _say_tool(event: ToolCallEvent | ToolResultEvent) -> None:
+    """A call and its result, one short line each on stderr (the history keeps them whole)."""
+    try:
+        if isinstance(event, ToolCallEvent):
+            say(f"[tool call: {event.server or '?'}/{event.name} {event.arguments}]", sys.stderr)
+        else:
+            first = event.content.strip().splitlines()[0] if event.content.strip() else ""
+            shown = first if len(first) <= 200 else first[:200] + "…"
+            say(f"[tool result ({event.status}): {shown}]", sys.stderr)
+    except BrokenPipeError:
+        raise
+    except OSError:
+        pass

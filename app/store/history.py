@@ -34,7 +34,10 @@ from models.transactions import write_transaction
 
 __all__ = ["Checkpointer", "Conversation", "ConversationNotFound", "History", "Message", "MessageNotFound"]
 
-ROLES: Final = frozenset({"system", "user", "assistant"})
+# "tool_call": a call a model made (content: the call as text, params: its details); "tool": its
+# result as the model was given it.
+ROLES: Final = frozenset({"system", "user", "assistant", "tool_call", "tool"})
+TOOL_ROLES: Final = frozenset({"tool_call", "tool"})
 TITLE_MAX_CHARS: Final = 60
 MIN_PREFIX_CHARS: Final = 4
 
@@ -282,6 +285,18 @@ class History:
                 },
                 {"model": model_name},
             )
+        return self.get_message(message_id)
+
+    def add_tool_message(self, conversation_id: str, parent_id: str, role: str, content: str,
+                         details: dict[str, Any]) -> Message:
+        """A tool call ("tool_call") or its result ("tool") after `parent_id`, committed before this
+        returns; `details` (server, tool, call id, arguments, decision, ...) go in its params."""
+        if role not in TOOL_ROLES:
+            raise ValueError(f"'{role}' is not a tool message's role")
+        with write_transaction(self.db):
+            message_id = self._insert_message(
+                self._conversation_row(conversation_id)["id"], parent_id,
+                {"role": role, "content": content, "status": MessageStatus.COMPLETE, "params": to_json(details)}, {})
         return self.get_message(message_id)
 
     def checkpoint_assistant(self, message_id: str, content: str) -> bool:

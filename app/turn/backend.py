@@ -45,9 +45,11 @@ class Backend(Protocol):
     def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
               stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None) -> Generation:
+              keep_all_turns: bool = False, raw_prompt: str | None = None,
+              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto") -> Generation:
         """Start the reply (blocking while a model loads; a server's returns at once). Raises
-        EngineError, or for a server RemoteProblem, ConsentNeeded, NetworkRefused."""
+        EngineError, or for a server RemoteProblem, ConsentNeeded, NetworkRefused. `tools` (OpenAI's
+        shape) and `tool_choice`: what the model may call (a turn with tools, app/turn/tools.py)."""
         ...
 
 

@@ -2,8 +2,9 @@
 model gets ready, `ConsentEvent` when messages would first leave for a public host, then the
 reply's `TextEvent`s (a `MetricsEvent` after the first text), and exactly one `EndEvent`.
 
-`ToolCallEvent` and `ToolResultEvent` are the shapes a tool loop adds between text and the
-end (model, call, result, model); nothing produces them yet.
+In a turn with tools (app/turn/tools.py), a reply that asks for tools is followed by a
+`ToolCallEvent` and a `ToolResultEvent` for each call (decided, run or not, and written), then
+the next reply's events (model, call, result, model).
 """
 
 from __future__ import annotations
@@ -59,20 +60,23 @@ class MetricsEvent:
 
 @dataclass(frozen=True)
 class ToolCallEvent:
-    """The model asked for a tool (not produced yet: the extension point for a tool loop)."""
+    """The model asked for a tool; the question is asked (or a rule allows it) next."""
 
     call_id: str
     name: str
     arguments: str  # as the model wrote them (JSON text)
+    server: str = ""  # the tool server it runs on ("" when the turn offers no tool of that name)
 
 
 @dataclass(frozen=True)
 class ToolResultEvent:
-    """A tool's answer, sent back to the model (not produced yet)."""
+    """A tool's answer (or the denial, or why it could not run), as the model is given it."""
 
     call_id: str
     content: str
     is_error: bool = False
+    server: str = ""
+    status: str = "ok"  # app.mcp.results.ToolResult.status: ok, tool_error, failed, denied
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ class LocalBackend:
     def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
               stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None) -> Generation:
+              keep_all_turns: bool = False, raw_prompt: str | None = None,
+              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto") -> Generation:
         engine, model = self.engine, self.model
         assert engine is not None, "a model of this machine needs the engine client"
         try:
@@ -57,6 +58,7 @@ class LocalBackend:
             loaded = engine.load(model.path, n_ctx=params.n_ctx, **options.load_arguments())
         if on_loaded is not None:
             on_loaded(loaded)
+        with_tools: dict[str, Any] = {} if tools is None else {"tools": tools, "tool_choice": tool_choice}
         return engine.generate(
             messages,
             conversation_id=conversation_id,
@@ -67,5 +69,5 @@ class LocalBackend:
             raw_prompt=raw_prompt,
             speculative=options.speculative,
             presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty, logit_bias=params.logit_bias,
-            **params.sampler_arguments(),
+            **params.sampler_arguments(), **with_tools,
         )

@@ -38,7 +38,8 @@ class RemoteBackend:
     def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
               stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None) -> Generation:
+              keep_all_turns: bool = False, raw_prompt: str | None = None,
+              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto") -> Generation:
         """Returns at once (a thread streams the reply into the Generation; faults end it as
         "error" or, after some text, "interrupted" with the reason). Raises ConsentNeeded when
         the host is not private and the person has not agreed to send it messages,
@@ -47,5 +48,7 @@ class RemoteBackend:
         is not sent them."""
         if self.remote is None:
             raise EngineError(f"{self.model.name} runs on a server, and no connection to it was given")
+        if tools:
+            raise EngineError(f"{self.model.name} runs on a server; tools are offered to models of this machine only")
         return self.remote.generate(messages, model=self.model, max_tokens=params.max_tokens, stop=stop,
                                     **params.sampler_arguments())

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from app.engine.client import EngineError, FinishedEvent, Generation
@@ -27,10 +28,25 @@ from app.remote.privacy import ConsentNeeded
 from app.settings import SamplingParams
 from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
+from app.termination import Terminated
+from app.tools.families import Family
+from app.tools.parsers import parse_calls
+from app.tools.reply import ContentGate, ToolReply, family_named
 from app.turn.backend import Backend
-from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, TurnEvent
+from app.turn.events import (
+    ConsentEvent,
+    EndEvent,
+    LoadedEvent,
+    MetricsEvent,
+    RecheckedEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
+)
 from app.turn.figures import first_figures
 from app.turn.status import StopCause, end_status
+from app.turn.tools import ToolLoop, assistant_with_calls, tool_message
 from app.turn.writer import TurnWriter
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkRefused
@@ -58,7 +74,8 @@ class Turn:
     lender, for a model of this machine. `library`: where a changed model file is recorded."""
 
     def __init__(self, writer: TurnWriter, messages: list[dict] | Callable[[], list[dict]], *, params: SamplingParams,
-                 conversation_id: str | None, gate: EngineLender | None = None, library: ModelLibrary | None = None) -> None:
+                 conversation_id: str | None, gate: EngineLender | None = None, library: ModelLibrary | None = None,
+                 tools: ToolLoop | None = None) -> None:
         self.writer = writer
         self.params = params
         self.conversation_id = conversation_id
@@ -78,6 +95,10 @@ class Turn:
         self._early: deque[Any] = deque()  # from the start thread: loaded, rechecked, consent, failed, a first end
         self._out: deque[TurnEvent] = deque()  # taken and written, waiting for next_event
         self._first_text = False
+        self.tools = tools  # the tool loop; None: the model is offered no tools
+        self.steps = 0  # replies of this turn that asked for tools
+        self._raw = ""  # with tools: the reply's text so far, of which the gate passes on the content
+        self._gate: ContentGate | None = None
 
     # ---- starting (the start thread) ---------------------------------------------------------
 
@@ -117,7 +138,7 @@ class Turn:
                     return
             generation = backend.start(messages, self.params, conversation_id=self.conversation_id,
                                        on_loaded=lambda loaded: self._early.append(LoadedEvent(loaded)),
-                                       on_recheck=self._on_recheck)
+                                       on_recheck=self._on_recheck, **self._tool_arguments())
         except ConsentNeeded as exc:  # nothing was sent
             model = self.backend.model if self.backend is not None else None
             self._early.append(ConsentEvent(exc.host, exc.connection or str(getattr(model, "connection", "")), str(exc)))
@@ -165,6 +186,8 @@ class Turn:
 
     def _take(self, event: Any) -> list[TurnEvent]:
         if isinstance(event, TextEvent):
+            if self.tools is not None:  # what may become a call is held back until the reply is read
+                event = self._gated(event)
             self.writer.append(event.text)  # checkpointed at most once a second
             if self._first_text or not event.text:
                 return [event]
@@ -174,6 +197,8 @@ class Turn:
         if isinstance(event, RecheckedEvent) and event.updated is None and event.error is None:
             return [self._recorded(event.recheck, raising=False)]
         if isinstance(event, FinishedEvent):
+            if self.tools is not None:
+                return self._tool_step(event)
             return [self._end_reply(event)]
         if isinstance(event, _Failed):
             return [self.fail(event.error)]
@@ -191,6 +216,87 @@ class Turn:
             if raising:
                 raise
             return RecheckedEvent(recheck, error=exc)
+
+    # ---- the tool loop (the driver's thread) ------------------------------------------------
+
+    def _tool_arguments(self) -> dict[str, Any]:
+        if self.tools is None:
+            return {}
+        return {"tools": self.tools.wire(), "tool_choice": self.tools.first_choice if self.steps == 0 else "auto"}
+
+    def _gated(self, event: TextEvent) -> TextEvent:
+        if self._gate is None:
+            self._gate = ContentGate(self._family(None))
+        self._raw += event.text
+        return replace(event, text=self._gate.more(self._raw))
+
+    def _family(self, metrics: dict[str, Any] | None) -> Family:
+        return family_named(str((metrics or {}).get("tool_format") or ""))
+
+    def _tool_step(self, event: FinishedEvent) -> list[TurnEvent]:
+        """A reply's end in a turn with tools: its calls run (each decided first) and the model is
+        called again with their results; a reply without calls, or stopped, ends the turn."""
+        assert self.tools is not None
+        family = self._family(event.metrics)
+        parsed = parse_calls(family, event.text)
+        calls = list(parsed.calls if family.parallel else parsed.calls[:1])
+        gate, self._gate, self._raw = self._gate, None, ""
+        if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
+            rest = ""
+            if gate is not None and not calls:
+                rest = gate.rest(ToolReply(event.text, ()))
+            out: list[TurnEvent] = []
+            if rest:
+                self.writer.append(rest)
+                out.append(TextEvent(rest, time.perf_counter()))
+            text = event.text if not calls else parsed.content
+            return [*out, self._end_reply(replace(event, text=text))]
+        if self.steps >= self.tools.max_steps:
+            note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
+                    f"have; these calls did not run")
+            return [self._end_reply(replace(event, text=parsed.content,
+                                            metrics={**event.metrics, "tool_note": note}))]
+        self.steps += 1
+        writer: Any = self.writer
+        writer.sent = self.sent
+        metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
+                   "tool_calls": [{"id": c.id, "name": c.name} for c in calls]}
+        writer.finish_step(parsed.content, metrics)
+        out = []
+        results = []
+        try:
+            for call in calls:
+                offered = self.tools.find(call.name)
+                out.append(ToolCallEvent(call.id, call.name, call.arguments,
+                                         server=offered.server.name if offered is not None else ""))
+                outcome = self.tools.run_call(call)
+                writer.add_tool_call(call.id, call.name, outcome.request)
+                entry = writer.record_tool(outcome)
+                writer.add_tool_result(call.id, call.name, outcome, entry)
+                results.append(tool_message(call, outcome.result.text))
+                out.append(ToolResultEvent(call.id, outcome.result.text, outcome.result.is_error,
+                                           server=offered.server.name if offered is not None else "",
+                                           status=outcome.result.status))
+        except KeyboardInterrupt as exc:  # Ctrl-C or a signal at the question: the turn ends stopped here
+            self.cancel(StopCause.SIGNAL if isinstance(exc, Terminated) else StopCause.PERSON)
+            writer.next_reply()
+            self._out.extend(out)
+            self._out.append(self._write(end_status(MessageStatus.CANCELLED, self.stop_cause),
+                                         {}, None, "", before_reply=False))
+            raise
+        self.sent = [*(self.sent or []), assistant_with_calls(parsed.content, calls), *results]
+        writer.next_reply()
+        if self._cancel.is_set():
+            return [*out, self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, "",
+                                      before_reply=False)]
+        assert self.backend is not None
+        try:
+            self._generation = self.backend.start(self.sent, self.params, conversation_id=self.conversation_id,
+                                                  **self._tool_arguments())
+        except EXPECTED as exc:
+            return [*out, self._write(MessageStatus.ERROR, {}, str(exc), None, before_reply=False)]
+        self._first_text = False
+        return out
 
     def cancel(self, cause: StopCause = StopCause.PERSON) -> None:
         """Stop the reply (while the model still loads: as soon as it starts). Any thread."""
