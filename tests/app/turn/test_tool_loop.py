@@ -1,0 +1,228 @@
+"""The tool loop inside a turn (app/turn/tools.py), with the scripted fake engine host replaying
+model outputs (a Qwen-style <tool_call> reply, then text) and the fault MCP server, which notes
+every call that reaches it: approved, denied (it never sees the call), always allowed (asked once),
+the step limit; the rows the history keeps, the prompt rebuilt from them, the record entries."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.chat import TurnRecord, build_prompt_messages
+from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest
+from app.mcp.host import McpHost
+from app.mcp.results import ToolLimits
+from app.mcp.servers import ToolServer, stdio_server
+from app.mcp.store import ToolServerStore
+from app.settings import SamplingParams
+from app.store.request_log import RequestLog
+from app.store.statuses import MessageStatus
+from app.turn.backend import backend_for
+from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.tools import ToolLoop, offered_tools
+from app.turn.turn import Turn
+
+FAULT_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "fault_server.py"
+CALL = '<tool_call>\n{"name": "echo", "arguments": {"text": "hi from the tool"}}\n</tool_call>'
+
+
+class ScriptedBackend:
+    """The fake host's backend, each reply's pieces written to FAKE_HOST_PIECES as it starts
+    (the host reads the file per request): a model's real outputs, one reply after another."""
+
+    def __init__(self, inner: Any, pieces_file: Path, replies: list[list[str]]) -> None:
+        self.inner, self.pieces_file, self.replies = inner, pieces_file, replies
+        self.sent: list[list[dict]] = []
+        self.tools_given: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def start(self, messages: list[dict], params: Any, **kwargs: Any) -> Any:
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        self.pieces_file.write_text(json.dumps(reply))
+        self.sent.append(messages)
+        self.tools_given.append((kwargs.get("tools"), kwargs.get("tool_choice")))
+        return self.inner.start(messages, params, **kwargs)
+
+
+@pytest.fixture
+def calls_file(tmp_path: Path) -> Path:
+    path = tmp_path / "calls.txt"
+    path.write_text("")
+    return path
+
+
+@pytest.fixture
+def server(calls_file: Path) -> ToolServer:
+    return stdio_server("fault", [sys.executable, str(FAULT_SERVER), str(calls_file)])
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[McpHost]:
+    with McpHost(tmp_path / "logs" / "tool-servers.log", ToolLimits(call_timeout_s=20, result_cap_chars=1000)) as h:
+        yield h
+
+
+@pytest.fixture
+def pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "pieces.json"
+    path.write_text("[]")
+    monkeypatch.setenv("FAKE_HOST_PIECES", str(path))
+    return path
+
+
+def _split(text: str, size: int = 7) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer, replies: list[list[str]],
+         approver: Any, max_steps: int = 8, text: str = "Say hi through the tool") -> tuple[TurnRecord, Turn, list, Any]:
+    store = ToolServerStore(core.db)
+    if store.find(server.name) is None:
+        store.add(server)
+    loop = ToolLoop(host, offered_tools([(server, host.list_tools(server))]), approver, store, max_steps=max_steps)
+    model = core.library.get("tiny-llama")
+    conversation = core.history.last_conversation() or core.history.create_conversation(model=model.name)
+    params = SamplingParams(max_tokens=400)
+    record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
+    messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
+    turn = Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=loop)
+    backend = ScriptedBackend(backend_for(model, engine=engine), pieces, replies)
+    turn.start(backend)
+    events = []
+    while (event := turn.next_event()) is not None:
+        events.append(event)
+    return record, turn, events, backend
+
+
+def _calls(path: Path) -> list[str]:
+    return path.read_text().split()
+
+
+def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, fake_engine, pieces, host, server,
+                                                                     calls_file):
+    asked: list[ToolRequest] = []
+
+    def approver(request: ToolRequest) -> str:
+        asked.append(request)
+        return ALLOW_ONCE
+
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                         [_split("Let me check. " + CALL), _split("The tool said hi.")], approver)
+    assert [r.tool for r in asked] == ["echo"] and asked[0].arguments == {"text": "hi from the tool"}
+    assert _calls(calls_file) == ["echo"]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ToolCallEvent") < kinds.index("ToolResultEvent") < kinds.index("EndEvent") == len(kinds) - 1
+    result = next(e for e in events if isinstance(e, ToolResultEvent))
+    assert result.content == "hi from the tool" and result.status == "ok" and result.server == "fault"
+    shown = "".join(e.text for e in events if isinstance(e, TextEvent))
+    assert "<tool_call>" not in shown and shown.startswith("Let me check.") and shown.endswith("The tool said hi.")
+    end = events[-1]
+    assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
+    assert end.message.content == "The tool said hi."
+
+    # The history: the reply that called, the call, its result, the answer, each a row of its own.
+    branch = cove_core.history.messages(record.conversation_id)
+    assert [m.role for m in branch] == ["user", "assistant", "tool_call", "tool", "assistant"]
+    first, call, res, final = branch[1:]
+    assert first.content == "Let me check." and first.status == MessageStatus.COMPLETE
+    assert call.params["server"] == "fault" and call.params["arguments"] == {"text": "hi from the tool"}
+    assert res.content == "hi from the tool" and res.params["decision"] == "once"
+    assert res.params["approved_by"] == "the person (allowed once)"
+    assert final.id == end.message.id and final.parent_id == res.id
+
+    # The second reply was sent the call and its result in the shape chat templates expect.
+    second = backend.sent[1]
+    assert second[-2]["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "hi from the tool"}'}
+    assert second[-1] == {"role": "tool", "tool_call_id": second[-2]["tool_calls"][0]["id"], "name": "echo",
+                          "content": "hi from the tool"}
+    assert backend.tools_given[0][0][0]["function"]["name"] == "echo"
+    # ... and the prompt rebuilt from the history for the next turn says the same.
+    rebuilt = build_prompt_messages(cove_core.history, record.conversation_id, None)
+    assert [m["role"] for m in rebuilt] == ["user", "assistant", "tool", "assistant"]
+    assert rebuilt[1]["tool_calls"][0]["id"] == rebuilt[2]["tool_call_id"] == call.params["call_id"]
+
+    # The record: both replies and the call, chained and intact; the call names who approved it.
+    log = RequestLog(cove_core.db)
+    assert log.verify().intact
+    entry = res.params["record_entry"]
+    row = next(cove_core.db.query("SELECT * FROM record_entries WHERE seq = ?", [entry]))
+    params = json.loads(row["params"])
+    assert row["endpoint"] == "tool:fault/echo" and params["approved_by"] == "the person (allowed once)"
+    assert row["reply"] == "hi from the tool"
+    # Searchable: the call and its result are in the full-text index.
+    hits = list(cove_core.db.query("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"hi from the tool\"'"))
+    assert len(hits) >= 2
+
+
+def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(cove_core, fake_engine, pieces, host, server,
+                                                                      calls_file):
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                         [_split(CALL), _split("Understood.")], lambda _request: DENY)
+    assert _calls(calls_file) == []
+    result = next(e for e in events if isinstance(e, ToolResultEvent))
+    assert result.status == "denied" and result.is_error and "denied" in result.content
+    assert backend.sent[1][-1]["content"] == result.content
+    branch = cove_core.history.messages(record.conversation_id)
+    assert [m.role for m in branch] == ["user", "assistant", "tool_call", "tool", "assistant"]
+    assert branch[3].params["decision"] == "deny" and branch[-1].content == "Understood."
+    assert RequestLog(cove_core.db).verify().intact
+
+
+def test_a_question_that_fails_denies(cove_core, fake_engine, pieces, host, server, calls_file):
+    def broken(_request: ToolRequest) -> str:
+        raise OSError("the terminal went away")
+
+    _run(cove_core, fake_engine, pieces, host, server, [_split(CALL), _split("ok")], broken)
+    assert _calls(calls_file) == []
+
+
+def test_always_allow_asks_once_then_the_rule_answers(cove_core, fake_engine, pieces, host, server, calls_file):
+    _run(cove_core, fake_engine, pieces, host, server, [_split(CALL), _split("one")], lambda _r: ALWAYS)
+
+    def never(_request: ToolRequest) -> str:
+        raise AssertionError("asked again although the tool is always allowed")
+
+    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server, [_split(CALL), _split("two")],
+                                           never, text="again")
+    assert _calls(calls_file) == ["echo", "echo"]
+    result_row = [m for m in cove_core.history.messages(record.conversation_id) if m.role == "tool"][-1]
+    assert result_row.params["decision"] == "always" and "always allowed" in result_row.params["approved_by"]
+
+
+def test_the_step_limit_ends_the_turn_with_a_sentence(cove_core, fake_engine, pieces, host, server, calls_file):
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server, [_split(CALL)],
+                                         lambda _r: ALLOW_ONCE, max_steps=2)
+    assert _calls(calls_file) == ["echo", "echo"]
+    assert turn.steps == 2 and len(backend.sent) == 3
+    end = events[-1]
+    assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
+    assert "2 rounds" in end.message.metrics["tool_note"]
+    roles = [m.role for m in cove_core.history.messages(record.conversation_id)]
+    assert roles == ["user", "assistant", "tool_call", "tool", "assistant", "tool_call", "tool", "assistant"]
+
+
+def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_engine, pieces, host, server,
+                                                               calls_file):
+    unknown = '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>'
+    asked: list[ToolRequest] = []
+    record, _turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                          [_split(unknown), _split("sorry")], lambda r: asked.append(r) or ALLOW_ONCE)
+    assert asked == [] and _calls(calls_file) == []
+    result = next(e for e in events if isinstance(e, ToolResultEvent))
+    assert result.status == "failed" and "no tool named 'rm_rf'" in result.content
+
+
+def test_a_reply_without_calls_is_written_whole(cove_core, fake_engine, pieces, host, server, calls_file):
+    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server,
+                                           [_split("Just text, no tools <tool")], lambda _r: ALLOW_ONCE)
+    assert not any(isinstance(e, (ToolCallEvent, ToolResultEvent)) for e in events)
+    shown = "".join(e.text for e in events if isinstance(e, TextEvent))
+    assert shown == "Just text, no tools <tool" == events[-1].message.content
+    assert [m.role for m in cove_core.history.messages(record.conversation_id)] == ["user", "assistant"]
