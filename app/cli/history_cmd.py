@@ -8,6 +8,7 @@ A reply that ran on one of the person's own servers is marked "on HOST", and so 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -97,6 +98,15 @@ def run_show(core: Core, args: argparse.Namespace) -> int:
         say(f"system: {conversation.system_prompt}", out)
     for m in messages:
         print(file=out)
+        if m.role == "tool_call":
+            say(f"tool call: {m.params.get('server') or '?'}/{m.params.get('tool') or m.params.get('name')} "
+                f"{json.dumps(m.params.get('arguments') or {}, ensure_ascii=False, sort_keys=True)}", out)
+            continue
+        if m.role == "tool":
+            who = f", {m.params['approved_by']}" if m.params.get("approved_by") else ""
+            say(f"tool result ({m.params.get('status')}{who}):", out)
+            say(m.content, out)
+            continue
         say(f"{m.role}:", out)
         say(m.content, out)
         if m.role == "assistant":

@@ -36,6 +36,9 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
     if conversation.system_prompt:
         lines += ["## System prompt", "", conversation.system_prompt, ""]
     for message in messages:
+        if message.role in ("tool_call", "tool"):
+            lines += _tool_lines(message)
+            continue
         lines += [_heading(message), ""]
         lines += [message.content if message.content else "*(no text)*", ""]
         if message.error:
@@ -52,6 +55,22 @@ def _heading(message: Message) -> str:
     if message.status != MessageStatus.COMPLETE:
         parts.append(message.status)
     return "## " + " · ".join(parts)
+
+
+def _tool_lines(message: Message) -> list[str]:
+    """A tool call (server, tool, arguments) or its result (status, who decided) as Markdown."""
+    d = message.params
+    if message.role == "tool_call":
+        where = f"{d.get('server')}/{d.get('tool')}" if d.get("server") else str(d.get("name"))
+        arguments = json.dumps(d.get("arguments") or {}, ensure_ascii=False, indent=2, sort_keys=True)
+        return [f"## Tool call · {where}", "", "```json", arguments, "```", ""]
+    about = [str(d.get("name")), str(d.get("status"))]
+    if d.get("approved_by"):
+        about.append(f"decided by {d['approved_by']}")
+    if d.get("record_entry") is not None:
+        about.append(f"record entry {d['record_entry']}")
+    fence = "````" if "```" in message.content else "```"
+    return ["## Tool result · " + " · ".join(about), "", fence, message.content, fence, ""]
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:

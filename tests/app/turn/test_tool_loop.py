@@ -20,6 +20,7 @@ from app.mcp.results import ToolLimits
 from app.mcp.servers import ToolServer, stdio_server
 from app.mcp.store import ToolServerStore
 from app.settings import SamplingParams
+from app.store.export import export_conversation
 from app.store.request_log import RequestLog
 from app.store.statuses import MessageStatus
 from app.turn.backend import backend_for
@@ -159,6 +160,12 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
     # Searchable: the call and its result are in the full-text index.
     hits = list(cove_core.db.query("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"hi from the tool\"'"))
     assert len(hits) >= 2
+    # Exported: Markdown shows the call and its result in sections of their own, JSON keeps the details.
+    markdown = export_conversation(cove_core.history, record.conversation_id, "md")
+    assert "## Tool call · fault/echo" in markdown and '"text": "hi from the tool"' in markdown
+    assert "## Tool result · echo · ok · decided by the person (allowed once)" in markdown
+    exported = json.loads(export_conversation(cove_core.history, record.conversation_id, "json"))["messages"]
+    assert [m["role"] for m in exported][2:4] == ["tool_call", "tool"] and exported[3]["params"]["record_entry"] == entry
 
 
 def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(cove_core, fake_engine, pieces, host, server,
