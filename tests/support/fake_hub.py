@@ -21,6 +21,7 @@ import http.server
 import json
 import socketserver
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -136,7 +137,14 @@ class FakeHub:
             ]
 
     def bytes_served(self, filename: str) -> int:
-        return sum(getattr(r, "sent", 0) for r in self.requests_for(filename, "GET"))
+        """Bytes sent for `filename`'s GETs. A handler notes them after its last write, which the
+        client may have read already: wait (briefly) until every GET was answered."""
+        deadline = time.monotonic() + 10
+        while True:
+            records = self.requests_for(filename, "GET")
+            if all(getattr(r, "answered", False) for r in records) or time.monotonic() > deadline:
+                return sum(getattr(r, "sent", 0) for r in records)
+            time.sleep(0.01)
 
     # -- serving -------------------------------------------------------------------------
 
@@ -208,13 +216,19 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
         return False
 
     def do_HEAD(self) -> None:
-        self._dispatch()
+        self._handle()
 
     def do_GET(self) -> None:
-        self._dispatch()
+        self._handle()
 
-    def _dispatch(self) -> None:
+    def _handle(self) -> None:
         rec = self._record()
+        try:
+            self._dispatch(rec)
+        finally:
+            rec.answered = True  # type: ignore[attr-defined]
+
+    def _dispatch(self, rec: RecordedRequest) -> None:
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         query = parse_qs(parts.query)

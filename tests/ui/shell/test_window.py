@@ -222,7 +222,7 @@ def test_a_message_sent_from_the_welcome_page_shows_its_conversation(qtbot, tmp_
     assert window.welcome.shown
     with qtbot.waitSignal(window.controller.models_changed, timeout=10000):
         release.set()
-    with qtbot.waitSignal(window.controller.reply_finished, timeout=30000):
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=120_000):
         _type_and_send(qtbot, window, "and now from the window")
     assert not window.welcome.shown and window.view.isVisible()
     assert "and now from the window" in [item.content for item in window.view.conversation_model().items()]
