@@ -14,7 +14,7 @@ from app.tools.families import Family
 from app.tools.spec import new_call_id
 
 _DECODER = json.JSONDecoder()
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _LLAMA_START = re.compile(r'(<\|python_tag\|>)?\{\s*"name"\s*:')
 
 
@@ -46,18 +46,31 @@ def _call(obj: Any, keys: tuple[str, ...] = ("arguments", "parameters")) -> Call
 
 
 def _hermes(text: str) -> Parsed:
-    calls, content, last = [], [], 0
-    for match in _HERMES.finditer(text):
+    """`<tool_call>{json}</tool_call>` blocks. The JSON is read by a JSON decoder from the opener
+    on, so a closing tag inside a string argument does not end the call; the closing tag must
+    follow the object (or the text must end there: a reply cut at the tag)."""
+    calls, content, last, pos = [], [], 0, 0
+    while (opener := text.find(_OPEN, pos)) >= 0:
+        begin = opener + len(_OPEN)
+        while begin < len(text) and text[begin].isspace():
+            begin += 1
+        pos = begin
         try:
-            obj, _ = _DECODER.raw_decode(match.group(1))
+            obj, after = _DECODER.raw_decode(text, begin)
         except ValueError:
+            continue
+        rest = len(text[after:]) - len(text[after:].lstrip())
+        close = after + rest
+        if text.startswith(_CLOSE, close):
+            close += len(_CLOSE)
+        elif close != len(text):
             continue
         call = _call(obj)
         if call is None:
             continue
         calls.append(call)
-        content.append(text[last:match.start()])
-        last = match.end()
+        content.append(text[last:opener])
+        last = pos = close
     content.append(text[last:])
     return Parsed("".join(content).strip() if calls else text, tuple(calls))
 

@@ -64,3 +64,14 @@ def test_broken_calls_stay_content() -> None:
     text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": \n</tool_call>'
     parsed = parse_calls(FAMILIES["hermes"], text)
     assert parsed.calls == () and parsed.content == text
+
+
+def test_a_closing_tag_inside_an_argument_does_not_end_the_call() -> None:
+    text = ('<tool_call>\n{"name": "write", "arguments": {"text": "an example: <tool_call>x</tool_call> done"}}\n'
+            '</tool_call>\nafter')
+    parsed = parse_calls(FAMILIES["hermes"], text)
+    assert args(parsed) == [("write", {"text": "an example: <tool_call>x</tool_call> done"})]
+    assert parsed.content == "after"
+    # Text after the object that is not the closing tag: not a call of this format.
+    loose = '<tool_call>{"name": "write", "arguments": {}} and more</tool_call>'
+    assert parse_calls(FAMILIES["hermes"], loose).calls == ()
