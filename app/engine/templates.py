@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -370,6 +370,18 @@ class Rendered:
     note: str | None = None  # set when this turn had to fall back
 
 
+def reply_lead(fallback: Fallback) -> str:
+    """The whitespace `fallback` writes between the end of a prompt and the reply that follows it
+    when the reply is rendered back (it does not start with whitespace): "" for a turn format."""
+    asked = [{"role": "user", "content": "Hi"}]
+    prompt = fallback.render(asked, "", "")
+    after = fallback.render([*asked, {"role": "assistant", "content": "<tool_call>"}], "", "")
+    if not after.startswith(prompt):
+        return ""
+    lead = after[len(prompt):].split("<tool_call>", 1)[0]
+    return lead if lead.isspace() and "<tool_call>" in after[len(prompt):] else ""
+
+
 class ChatFormat:
     """What the host renders prompts with; chosen once per loaded model."""
 
@@ -379,8 +391,11 @@ class ChatFormat:
         self.note = note
         self._template = template
         self._bos, self._eos = bos, eos
-        # The tool-call format of the model's template (app/tools/families.py); generic without one.
-        self.tool_family = tool_family if tool_family is not None and template is not None else family_of(None)
+        # The tool-call format of the model's template (app/tools/families.py); generic without one,
+        # a forced call then starting with what the fallback writes before a reply (a transcript's
+        # space after "A:"), so it re-renders byte for byte in the next prompt.
+        self.tool_family = (tool_family if tool_family is not None and template is not None
+                            else replace(family_of(None), lead=reply_lead(fallback)))
         self._tools: tuple[Tool, ...] = ()
 
     def for_tools(self, tools: tuple[Tool, ...]) -> ChatFormat:

@@ -21,6 +21,10 @@ class Family:
     opener: str  # the text a call starts with; the lazy grammar switches on after it
     native: bool  # the model's template renders the tools and tool turns itself
     parallel: bool = True  # the format holds several calls in one reply
+    # What the prompt's renderer writes between the end of the prompt and a reply's first character
+    # (a base transcript's space after "A:"): a forced call starts with it, so the call, re-rendered
+    # in the next prompt, is the very text the model wrote and its tokens come from the KV cache.
+    lead: str = ""
 
 
 FAMILIES: dict[str, Family] = {

@@ -23,9 +23,17 @@ def tools_text(tools: tuple[Tool, ...]) -> str:
 
 
 def call_text(call: dict[str, Any]) -> str:
+    """A call as the model is asked to write it, and as the generic format's grammar makes it
+    write one (app/tools/grammar.py): json.dumps' spacing, so a call re-renders byte for byte.
+    Arguments as JSON text (OpenAI's shape) are read first."""
     fn = call.get("function") or {}
-    return "<tool_call>\n" + json.dumps({"name": fn.get("name"), "arguments": fn.get("arguments") or {}},
-                                        ensure_ascii=False) + "\n</tool_call>"
+    args = fn.get("arguments") or {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    return "<tool_call>\n" + json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
 
 
 def generic_messages(messages: list[dict[str, Any]], tools: tuple[Tool, ...] | None) -> list[dict[str, Any]]:

@@ -2,7 +2,12 @@
 bounds: a grammar for whole calls in a family's format (tool_choice required, or a named tool:
 active from the first token), and one for what follows the family's opener (tool_choice auto:
 the engine switches it on once the opener has been written, so free text stays free and a call,
-once started, is valid JSON matching its schema)."""
+once started, is valid JSON matching its schema).
+
+In the generic format a call is written exactly as app/tools/generic.py `call_text` writes it back
+into the next prompt (json.dumps' spacing and escapes, the line ends around the JSON, and a forced
+call starting with the family's `lead`), so an agent loop's earlier replies re-render byte for
+byte and come from the KV cache. Numbers are not made canonical (`1.50` comes back as `1.5`)."""
 
 from __future__ import annotations
 
@@ -47,6 +52,47 @@ def _renamed(text: str, prefix: str) -> str:
     return "".join(out)
 
 
+# The converter's escapes in a string; json.dumps(ensure_ascii=False) writes only \" \\ \b \f \n \r \t
+# and \u00XX for the other control characters (lowercase hex), never \/ or \u of a printable one.
+_ESCAPES = '"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
+_SPACE_RULE = re.compile(r"^space\s*::=.*\n?", re.MULTILINE)
+_DUMPS_ESCAPES = '"\\\\" (["\\\\bfnrt] | "u00" ("0" [0-7bef] | "1" [0-9a-f]))'
+
+
+def _dumps_form(text: str) -> str:
+    """The converter's grammar narrowed to JSON as json.dumps writes it: no whitespace but one
+    space after each ':' and ',' between items (its "space" rule gone), and its escapes in strings."""
+    text = _SPACE_RULE.sub("", text)
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"[":
+            end = '"' if c == '"' else "]"
+            j = i + 1
+            while j < n and text[j] != end:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            continue
+        if c == "#":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        match = _WORD.match(text, i)
+        if match:
+            word = match.group(0)
+            if word != "space":
+                out.append(word)
+            elif "".join(out[-2:]).rstrip().endswith(('":"', '","')):
+                out.append('" "')
+            i = match.end()
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out).replace(_ESCAPES, _DUMPS_ESCAPES)
+
+
 def _lit(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -60,7 +106,8 @@ def _call_rest(family: Family, tool: Tool, args: str) -> str:
         head, tail = '"name": "' + name + '", "arguments": ', "}"
     else:
         head, tail = '{"name": "' + name + '", "arguments": ', "}\n</tool_call>"
-        return f'"\\n"? {_lit(head)} {args} {_lit(tail)}'
+        newline = '"\\n"' if family.name == "generic" else '"\\n"?'  # call_text writes it; a template may not
+        return f'{newline} {_lit(head)} {args} {_lit(tail)}'
     return f"{_lit(head)} {args} {_lit(tail)}"
 
 
@@ -73,7 +120,10 @@ def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | No
     rules: list[str] = []
     rests: list[str] = []
     for i, tool in enumerate(chosen):
-        args_text = _renamed(schema_grammar(tool.parameters), f"t{i}-")
+        args_text = schema_grammar(tool.parameters)
+        if family.name == "generic":
+            args_text = _dumps_form(args_text)
+        args_text = _renamed(args_text, f"t{i}-")
         rules.append(args_text.strip())
         rests.append(_call_rest(family, tool, f"t{i}-root"))
     rules.append("call-rest ::= " + " | ".join(f"( {r} )" for r in rests))
@@ -86,5 +136,6 @@ def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | No
     opener = _lit(family.opener)
     whole = f"{opener} call-rest"
     more = f' ( "\\n" {whole} )*' if many else ""
-    rules.append(f"root ::= {'call-rest' if after_opener else whole}{more}")
+    lead = f"{_lit(family.lead)} " if family.lead and not after_opener else ""
+    rules.append(f"root ::= {'call-rest' if after_opener else lead + whole}{more}")
     return "\n".join(rules) + "\n"
