@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.client import EngineClient  # noqa: E402
-from app.engine.templates import FALLBACKS, Fallback  # noqa: E402
+from app.engine.fallback_formats import FALLBACKS, Fallback  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
 
 # (question, expected word: a regular expression matched as a whole word, case-insensitive)
