@@ -4,7 +4,9 @@ reply's `TextEvent`s (a `MetricsEvent` after the first text), and exactly one `E
 
 In a turn with tools (app/turn/tools.py), a reply that asks for tools is followed by a
 `ToolCallEvent` and a `ToolResultEvent` for each call (decided, run or not, and written), then
-the next reply's events (model, call, result, model).
+the next reply's events (model, call, result, model). With a deferred tool loop a call's
+`ToolCallEvent` may carry a question; its result follows once the driver answered and the
+call ran on a worker.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from app.engine.generation import TokenEvent
 from app.engine.loaded import LoadedModel
+from app.mcp.approval import ToolRequest
 from app.store.history import Message
 from app.store.save_errors import ReplyNotSaved
 from models.library import FileRecheck, InstalledModel
@@ -60,12 +63,15 @@ class MetricsEvent:
 
 @dataclass(frozen=True)
 class ToolCallEvent:
-    """The model asked for a tool; the question is asked (or a rule allows it) next."""
+    """The model asked for a tool; the question is asked (or a rule allows it) next. In a turn
+    whose tool loop is deferred, `question` is the request waiting for the person's answer
+    (`Turn.answer(call_id, verdict)`); None when a rule answered or nothing may run."""
 
     call_id: str
     name: str
     arguments: str  # as the model wrote them (JSON text)
     server: str = ""  # the tool server it runs on ("" when the turn offers no tool of that name)
+    question: ToolRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class ToolResultEvent:
     is_error: bool = False
     server: str = ""
     status: str = "ok"  # app.mcp.results.ToolResult.status: ok, tool_error, failed, denied
+    approved_by: str = ""  # who decided, as the record keeps it ("" when nothing could run)
 
 
 @dataclass(frozen=True)

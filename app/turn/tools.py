@@ -3,7 +3,9 @@ the turn), who answers the question for each call, and the host that runs an all
 
 `ToolLoop.run_call` is called on the thread that drives the turn (the one that owns the
 history): it decides (app/mcp/approval.py `decide`: nothing runs without a Decision) and hands
-the call and its Decision to the host, which refuses to reach a server without one.
+the call and its Decision to the host, which refuses to reach a server without one. A loop
+marked `deferred` (the window) is driven in two phases instead (app/turn/tool_step.py): the
+question goes out as an event, the answer comes back later, and the call runs on a worker.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.mcp.approval import AlwaysRules, Approver, Decision, ToolRequest, decide
+from app.mcp.approval import DENY, AlwaysRules, Approver, Decision, ToolRequest, decide
 from app.mcp.host import McpHost, ToolInfo
 from app.mcp.results import ToolResult
 from app.mcp.servers import ToolServer
@@ -66,7 +68,9 @@ class CallOutcome:
 class ToolLoop:
     """`approver` asks the person (the terminal, a dialog) or is `allow_without_asking` for
     `--allow-tools`; a question that fails or is closed counts as a denial. `first_choice`:
-    the first reply's tool_choice ("auto", "required"); later replies are "auto"."""
+    the first reply's tool_choice ("auto", "required"); later replies are "auto". `deferred`:
+    the driver must not block (a window polling its turn): `approver` is not called; each
+    question is a ToolCallEvent's `question`, answered with `Turn.answer`."""
 
     host: McpHost
     tools: list[OfferedTool]
@@ -75,6 +79,7 @@ class ToolLoop:
     who: str = "the person"
     first_choice: str = "auto"
     max_steps: int = DEFAULT_MAX_STEPS
+    deferred: bool = False
     _by_name: dict[str, OfferedTool] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -87,8 +92,16 @@ class ToolLoop:
         return self._by_name.get(name)
 
     def run_call(self, call: Call) -> CallOutcome:
-        """Decide, then run (or not) one call. A call of a tool the turn does not offer, or with
-        arguments its schema refuses, runs nothing and goes back to the model as an error."""
+        """Decide, then run (or not) one call, on this thread."""
+        prepared = self.prepare(call)
+        if isinstance(prepared, CallOutcome):
+            return prepared
+        decision = decide(prepared, self.approver, self.rules, self.who)
+        return CallOutcome(call, prepared, decision, self.host.call_tool(prepared, decision))
+
+    def prepare(self, call: Call) -> ToolRequest | CallOutcome:
+        """The request a call makes, or its outcome when nothing may run: a call of a tool the turn
+        does not offer, or with arguments its schema refuses, goes back to the model as an error."""
         offered = self._by_name.get(call.name)
         if offered is None:
             names = ", ".join(sorted(self._by_name)) or "none"
@@ -100,9 +113,22 @@ class ToolLoop:
         if problem:
             return CallOutcome(call, None, None, ToolResult(
                 f"The call of '{call.name}' does not match its schema ({problem}); nothing ran.", "failed"))
-        request = ToolRequest(offered.server, offered.info.name, arguments)
-        decision = decide(request, self.approver, self.rules, self.who)
-        return CallOutcome(call, request, decision, self.host.call_tool(request, decision))
+        return ToolRequest(offered.server, offered.info.name, arguments)
+
+    def ruled(self, request: ToolRequest) -> Decision | None:
+        """The Decision an "always" rule makes for `request` without asking, or None: ask."""
+        if not self.rules.allows(request.server, request.tool):
+            return None
+        return decide(request, _not_asked, self.rules, self.who)
+
+    def answered(self, request: ToolRequest, verdict: str) -> Decision:
+        """The Decision for the person's answer (ALLOW_ONCE, ALWAYS, DENY; anything else denies);
+        "always" is kept in the same rules as the terminal's."""
+        return decide(request, lambda _request: verdict, self.rules, self.who)
+
+
+def _not_asked(_request: ToolRequest) -> str:
+    return DENY  # never reached: `ruled` decides only what a rule already allows
 
 
 def assistant_with_calls(content: str, calls: list[Call]) -> dict[str, Any]:

@@ -30,23 +30,14 @@ from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from app.tools.families import Family
-from app.tools.parsers import parse_calls
-from app.tools.reply import ContentGate, ToolReply, family_named
+from app.tools.parsers import held, parse_calls
+from app.tools.reply import ContentGate, family_named
 from app.turn.backend import Backend
-from app.turn.events import (
-    ConsentEvent,
-    EndEvent,
-    LoadedEvent,
-    MetricsEvent,
-    RecheckedEvent,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEvent,
-)
+from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, TurnEvent
 from app.turn.figures import first_figures
 from app.turn.status import StopCause, end_status
-from app.turn.tools import ToolLoop, assistant_with_calls, tool_message
+from app.turn.tool_step import ToolStep
+from app.turn.tools import ToolLoop, assistant_with_calls
 from app.turn.writer import TurnWriter
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkRefused
@@ -71,11 +62,13 @@ class EngineLender(Protocol):
 class Turn:
     """`messages`: the prompt, or a callable that builds it on the start thread (the window
     reads the conversation there through its own read-only connection). `gate`: the engine
-    lender, for a model of this machine. `library`: where a changed model file is recorded."""
+    lender, for a model of this machine. `library`: where a changed model file is recorded.
+    `tools`: the tool loop, or a callable that builds it on the start thread (the window lists
+    its servers' tools there); None, or a callable returning None: no tools."""
 
     def __init__(self, writer: TurnWriter, messages: list[dict] | Callable[[], list[dict]], *, params: SamplingParams,
                  conversation_id: str | None, gate: EngineLender | None = None, library: ModelLibrary | None = None,
-                 tools: ToolLoop | None = None) -> None:
+                 tools: ToolLoop | Callable[[], ToolLoop | None] | None = None) -> None:
         self.writer = writer
         self.params = params
         self.conversation_id = conversation_id
@@ -95,10 +88,14 @@ class Turn:
         self._early: deque[Any] = deque()  # from the start thread: loaded, rechecked, consent, failed, a first end
         self._out: deque[TurnEvent] = deque()  # taken and written, waiting for next_event
         self._first_text = False
-        self.tools = tools  # the tool loop; None: the model is offered no tools
+        # The tool loop (None: the model is offered no tools); a callable is built by `_start`.
+        self.tools: ToolLoop | None = tools if isinstance(tools, ToolLoop) else None
+        self._build_tools = tools if callable(tools) and not isinstance(tools, ToolLoop) else None
         self.steps = 0  # replies of this turn that asked for tools
         self._raw = ""  # with tools: the reply's text so far, of which the gate passes on the content
         self._gate: ContentGate | None = None
+        self._step: ToolStep | None = None  # the calls of the reply that asked for tools, while they run
+        self._step_reply: dict[str, Any] = {}  # that reply as the next prompt gives it
 
     # ---- starting (the start thread) ---------------------------------------------------------
 
@@ -126,6 +123,9 @@ class Turn:
     def _start(self, backend: Backend | Callable[[], Backend]) -> None:
         messages = self._messages() if callable(self._messages) else self._messages
         self.sent = messages
+        build, self._build_tools = self._build_tools, None
+        if build is not None:  # before any event: the driver's thread reads `tools` only after one
+            self.tools = build()
         try:
             if callable(backend):
                 backend = backend()
@@ -164,8 +164,10 @@ class Turn:
         self._out.clear()
         while self._early and self.ended is None:
             out.extend(self._take(self._early.popleft()))
+        if self._step is not None and self.ended is None:
+            out.extend(self._poll_step())
         generation = self._generation
-        if generation is not None and self.ended is None:
+        if generation is not None and self.ended is None and self._step is None:
             for event in generation.take_ready():
                 out.extend(self._take(event))
         return out
@@ -235,22 +237,15 @@ class Turn:
 
     def _tool_step(self, event: FinishedEvent) -> list[TurnEvent]:
         """A reply's end in a turn with tools: its calls run (each decided first) and the model is
-        called again with their results; a reply without calls, or stopped, ends the turn."""
+        called again with their results; a reply without calls, or stopped, ends the turn. With
+        a deferred loop a call may wait for `answer` and run on a worker; `poll` goes on."""
         assert self.tools is not None
         family = self._family(event.metrics)
         parsed = parse_calls(family, event.text)
         calls = list(parsed.calls if family.parallel else parsed.calls[:1])
         gate, self._gate, self._raw = self._gate, None, ""
         if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
-            rest = ""
-            if gate is not None and not calls:
-                rest = gate.rest(ToolReply(event.text, ()))
-            out: list[TurnEvent] = []
-            if rest:
-                self.writer.append(rest)
-                out.append(TextEvent(rest, time.perf_counter()))
-            text = event.text if not calls else parsed.content
-            return [*out, self._end_reply(replace(event, text=text))]
+            return self._ended_without_calls(event, family, gate, parsed.content if calls else None)
         if self.steps >= self.tools.max_steps:
             note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
                     f"have; these calls did not run")
@@ -262,41 +257,97 @@ class Turn:
         metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
                    "tool_calls": [{"id": c.id, "name": c.name} for c in calls]}
         writer.finish_step(parsed.content, metrics)
-        out = []
-        results = []
+        self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set)
+        self._step_reply = assistant_with_calls(parsed.content, calls)
+        out: list[TurnEvent] = []
         try:
-            for call in calls:
-                offered = self.tools.find(call.name)
-                out.append(ToolCallEvent(call.id, call.name, call.arguments,
-                                         server=offered.server.name if offered is not None else ""))
-                outcome = self.tools.run_call(call)
-                writer.add_tool_call(call.id, call.name, outcome.request)
-                entry = writer.record_tool(outcome)
-                writer.add_tool_result(call.id, call.name, outcome, entry)
-                results.append(tool_message(call, outcome.result.text))
-                out.append(ToolResultEvent(call.id, outcome.result.text, outcome.result.is_error,
-                                           server=offered.server.name if offered is not None else "",
-                                           status=outcome.result.status))
+            self._step.advance(out)
         except KeyboardInterrupt as exc:  # Ctrl-C or a signal at the question: the turn ends stopped here
             self.cancel(StopCause.SIGNAL if isinstance(exc, Terminated) else StopCause.PERSON)
+            self._step = None
             writer.next_reply()
             self._out.extend(out)
             self._out.append(self._write(end_status(MessageStatus.CANCELLED, self.stop_cause),
                                          {}, None, "", before_reply=False))
             raise
-        self.sent = [*(self.sent or []), assistant_with_calls(parsed.content, calls), *results]
+        return out + self._after_calls()
+
+    def _ended_without_calls(self, event: FinishedEvent, family: Family, gate: ContentGate | None,
+                             content: str | None) -> list[TurnEvent]:
+        """The end of a reply whose calls do not run: none, or it was stopped. A call the token
+        limit (or a Stop) cut off mid-markup is kept out of the text, and a `tool_note` says so."""
+        text = event.text if content is None else content
+        metrics = event.metrics
+        at = held(family, event.text)
+        cut = content is None and event.status != MessageStatus.COMPLETE and at < len(event.text) \
+            and not family.opener.startswith(event.text[at:])
+        if cut:
+            text = event.text[:at]
+            why = ("the token limit" if event.status == MessageStatus.LENGTH else
+                   "the Stop" if event.status == MessageStatus.CANCELLED else f"the reply's end ({event.status})")
+            limit = f" ({self.params.max_tokens} tokens)" if event.status == MessageStatus.LENGTH and \
+                self.params.max_tokens else ""
+            metrics = {**metrics, "tool_note": f"the model's tool call was cut off by {why}{limit} and did not run"}
+        rest = ""
+        if gate is not None and (content is None or cut):
+            rest = text[len(gate.sent):] if text.startswith(gate.sent) else ""
+        out: list[TurnEvent] = []
+        if rest:
+            self.writer.append(rest)
+            out.append(TextEvent(rest, time.perf_counter()))
+        return [*out, self._end_reply(replace(event, text=text, metrics=metrics))]
+
+    def answer(self, call_id: str, verdict: str) -> None:
+        """The person's answer (app.mcp.approval ALLOW_ONCE, ALWAYS or DENY) to the question of a
+        ToolCallEvent, on the thread that polls; what follows comes with the next `poll`. An
+        answer for a question no longer up (the turn was stopped) is ignored."""
+        step = self._step
+        if step is None or self.ended is not None or step.asking is None or step.asking[0].id != call_id:
+            return
+        step.answer(call_id, verdict)
+        out: list[TurnEvent] = []
+        step.take(out)
+        self._out.extend(out + self._after_calls())
+
+    @property
+    def waiting_for(self) -> ToolCallEvent | None:
+        """The call whose question is up, if any (a deferred loop)."""
+        step = self._step
+        if step is None or step.asking is None:
+            return None
+        call, request = step.asking
+        return ToolCallEvent(call.id, call.name, call.arguments, server=request.server.name, question=request)
+
+    def _poll_step(self) -> list[TurnEvent]:
+        """A deferred step's news: a Stop at the question ends the turn, a finished call is written."""
+        step = self._step
+        assert step is not None
+        out: list[TurnEvent] = []
+        if self._cancel.is_set() and step.asking is not None:
+            step.drop_question()
+        step.take(out)
+        return out + self._after_calls()
+
+    def _after_calls(self) -> list[TurnEvent]:
+        """Once the step's calls are all written: the model is called again with their results
+        (or, after a Stop, the turn ends cancelled)."""
+        step = self._step
+        if step is None or not step.done:
+            return []
+        self._step = None
+        self.sent = [*(self.sent or []), self._step_reply, *step.results]
+        writer: Any = self.writer
         writer.next_reply()
         if self._cancel.is_set():
-            return [*out, self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, "",
-                                      before_reply=False)]
+            return [self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, "", before_reply=False)]
         assert self.backend is not None
         try:
             self._generation = self.backend.start(self.sent, self.params, conversation_id=self.conversation_id,
                                                   **self._tool_arguments())
         except EXPECTED as exc:
-            return [*out, self._write(MessageStatus.ERROR, {}, str(exc), None, before_reply=False)]
+            return [self._write(MessageStatus.ERROR, {}, str(exc), None, before_reply=False)]
         self._first_text = False
-        return out
+        return []
 
     def cancel(self, cause: StopCause = StopCause.PERSON) -> None:
         """Stop the reply (while the model still loads: as soon as it starts). Any thread."""
@@ -338,6 +389,15 @@ class Turn:
         thread = self._thread
         while thread is not None and thread.is_alive() and time.monotonic() < deadline:
             thread.join(0.05)  # still loading the model or starting the reply
+        step, self._step = self._step, None
+        if step is not None:  # between replies: a call on its worker is written if it ends in time
+            step.drop_question()
+            step.wait(max(0.0, deadline - time.monotonic()))
+            step.take([])
+            writer: Any = self.writer
+            writer.next_reply()
+            return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), {}, None, "", before_reply=False,
+                               give_back=False)
         generation = self._generation
         events: list[Any] = []
         if generation is not None:
