@@ -12,6 +12,7 @@ byte and come from the KV cache. Numbers are not made canonical (`1.50` comes ba
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from app.engine.grammar import schema_grammar
 from app.tools.families import Family
@@ -21,10 +22,11 @@ _RULE = re.compile(r"^([A-Za-z0-9-]+)\s*::=", re.MULTILINE)
 _WORD = re.compile(r"[A-Za-z0-9-]+")
 
 
-def _renamed(text: str, prefix: str) -> str:
-    """`text` with every rule it defines renamed `prefix` + name, outside literals and classes."""
-    names = set(_RULE.findall(text))
-    out, i, n = [], 0, len(text)
+def _pieces(text: str) -> Iterator[tuple[str, str]]:
+    """GBNF text in pieces, each (kind, text): "literal" (a quoted string or a character class,
+    escapes included), "comment" (to the line's end), "word" (a run of rule-name characters) or
+    "other" (one character). Joined, the pieces are `text`."""
+    i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c in "\"[":
@@ -32,24 +34,25 @@ def _renamed(text: str, prefix: str) -> str:
             j = i + 1
             while j < n and text[j] != end:
                 j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
+            yield "literal", text[i:j + 1]
             i = j + 1
-            continue
-        if c == "#":
+        elif c == "#":
             j = text.find("\n", i)
             j = n if j < 0 else j
-            out.append(text[i:j])
+            yield "comment", text[i:j]
             i = j
-            continue
-        match = _WORD.match(text, i)
-        if match:
-            word = match.group(0)
-            out.append(prefix + word if word in names else word)
+        elif match := _WORD.match(text, i):
+            yield "word", match.group(0)
             i = match.end()
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+        else:
+            yield "other", c
+            i += 1
+
+
+def _renamed(text: str, prefix: str) -> str:
+    """`text` with every rule it defines renamed `prefix` + name, outside literals and classes."""
+    names = set(_RULE.findall(text))
+    return "".join(prefix + piece if kind == "word" and piece in names else piece for kind, piece in _pieces(text))
 
 
 # The converter's escapes in a string; json.dumps(ensure_ascii=False) writes only \" \\ \b \f \n \r \t
@@ -62,34 +65,15 @@ _DUMPS_ESCAPES = '"\\\\" (["\\\\bfnrt] | "u00" ("0" [0-7bef] | "1" [0-9a-f]))'
 def _dumps_form(text: str) -> str:
     """The converter's grammar narrowed to JSON as json.dumps writes it: no whitespace but one
     space after each ':' and ',' between items (its "space" rule gone), and its escapes in strings."""
-    text = _SPACE_RULE.sub("", text)
     out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in "\"[":
-            end = '"' if c == '"' else "]"
-            j = i + 1
-            while j < n and text[j] != end:
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
+    for kind, piece in _pieces(_SPACE_RULE.sub("", text)):
+        if kind == "comment":
             continue
-        if c == "#":
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        match = _WORD.match(text, i)
-        if match:
-            word = match.group(0)
-            if word != "space":
-                out.append(word)
-            elif "".join(out[-2:]).rstrip().endswith(('":"', '","')):
+        if kind == "word" and piece == "space":
+            if "".join(out[-2:]).rstrip().endswith(('":"', '","')):
                 out.append('" "')
-            i = match.end()
             continue
-        out.append(c)
-        i += 1
+        out.append(piece)
     return "".join(out).replace(_ESCAPES, _DUMPS_ESCAPES)
 
 
