@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
@@ -22,7 +23,7 @@ class MessageItem:
     """One message as the view shows it (the history store's record, flattened for display)."""
 
     id: str
-    role: str  # "user" | "assistant" | "system"
+    role: str  # "user" | "assistant" | "system" | "tool_call" (a call and its result, ui/conversation/tool_rows.py)
     content: str
     status: str  # a MessageStatus
     model_name: str | None
@@ -31,6 +32,7 @@ class MessageItem:
     version_index: int = 1  # 1-based position among the message's siblings
     version_count: int = 1
     seen_by_model: bool = True  # False when the context policy dropped this turn
+    tool: Any = None  # a tool call's row: its ui.conversation.tool_rows.ToolShown (line, details, expanded)
 
 
 class MessageRole(IntEnum):

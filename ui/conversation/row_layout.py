@@ -101,7 +101,11 @@ def metrics_line(metrics: dict) -> str:
 
 
 def status_notice(item: MessageItem) -> tuple[str, str] | None:
-    """(sentence, 'warn' | 'error') for a reply that did not complete, else None."""
+    """(sentence, 'warn' | 'error') for a reply that did not complete, or whose tool calls did not
+    run (its `tool_note`), else None."""
+    note = (item.metrics or {}).get("tool_note")
+    if isinstance(note, str) and note and item.role == "assistant":
+        return (note[:1].upper() + note[1:] + ".", "warn")
     if item.status == "error":
         return (f"Failed: {item.error}" if item.error else "Failed: the engine reported an error.", "error")
     if item.status == "interrupted" and item.error:  # a server's stream that broke off: its reason
@@ -126,6 +130,8 @@ def actions_for(item: MessageItem) -> list[tuple[str, str]]:
                     ("version_next", "›")]
     if item.status == "streaming":
         return actions
+    if item.tool is not None:  # a tool call's row (ui/conversation/tool_rows.py)
+        return [("details", "Hide details" if item.tool.expanded else "Show details"), ("copy", "Copy")]
     actions.append(("copy", "Copy"))
     if item.role == "assistant":
         actions.append(("regenerate", "Regenerate") if item.status == "complete" else ("retry", "Retry"))

@@ -23,6 +23,7 @@ from ui.conversation.item_model import ConversationModel
 from ui.conversation.link_policy import classify_url, host_of
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.streaming.reply_surface import ReplySurface
+from ui.conversation.tool_rows import toggle_tool_row
 
 _STREAMING = MessageStatus.STREAMING
 _BOTTOM_SLACK = 4  # pixels from the end that still count as "at the bottom"
@@ -454,6 +455,8 @@ class ConversationView(QListView):
             self.version_requested.emit(hit.message_id, -1 if hit.kind == "version_prev" else 1)
         elif hit.kind == "link":
             self.open_link(hit.value)
+        elif hit.kind == "details":  # a tool call's row opened or closed
+            toggle_tool_row(self.conversation_model(), hit.message_id)
 
     def _copy(self, text: str) -> None:
         QGuiApplication.clipboard().setText(text)
