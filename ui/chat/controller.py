@@ -29,6 +29,7 @@ from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
 from ui.chat.turn_runner import TurnRunner
 from ui.chat.unsaved_replies import UnsavedReplies
+from ui.tools.chat_tools import PARAMS_KEY, ChatTools, enabled_servers
 
 
 class ChatController(QObject):
@@ -48,6 +49,8 @@ class ChatController(QObject):
     first_figures = Signal(dict)  # the reply's time to first token and prompt figures, at its first token
     notice_changed = Signal(str)  # a passing note for the person ("" clears it)
     models_changed = Signal()  # the library changed (e.g. the starter was registered)
+    tool_asked = Signal(object)  # app.turn.events.ToolCallEvent: a call waits for the person's answer
+    tool_servers_changed = Signal(list)  # names of the tool servers on for the open conversation
 
     def __init__(self, core: Core, engine: EngineClient, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -87,6 +90,12 @@ class ChatController(QObject):
         self.turns.model_rechecked.connect(self._on_turn_rechecked)
         self.turns.failed_before_reply.connect(self._on_turn_failed_before_reply)
         self.turns.finished.connect(self._on_turn_finished)
+        # The tools of a conversation (ui/tools/chat_tools.py): the main window sets this.
+        self.tools: ChatTools | None = None
+        self.turns.tools_for = self._tools_for
+        self.turns.tool_asked.connect(self.tool_asked)
+        self.turns.tool_step_written.connect(self._on_tool_step)
+        self._stepped = False  # the turn in progress wrote tool rows (its end may be a row not shown yet)
 
     # ---- state -------------------------------------------------------------------------
 
@@ -157,6 +166,7 @@ class ChatController(QObject):
         self.conversation_id = self.core.history.get_conversation(conversation_id).id
         self._shown_count = PAGE
         self.conversation_opened.emit(self.conversation_id)
+        self.tool_servers_changed.emit(self.tool_servers())
         self.reload_messages(focus_message=focus_message)
 
     def new_conversation(self) -> None:
@@ -164,6 +174,7 @@ class ChatController(QObject):
         self.conversation_id = None
         self._has_earlier = False
         self.conversation_opened.emit("")
+        self.tool_servers_changed.emit([])
         self.messages_reloaded.emit([])
 
     def reload_messages(self, *, focus_message: str | None = None) -> None:
@@ -193,8 +204,39 @@ class ChatController(QObject):
         if self.conversation_id is None:
             self.conversation_id = self.core.history.create_conversation(model=self.model.name if self.model else None).id
             self.conversation_opened.emit(self.conversation_id)
-        self.core.history.update_conversation(self.conversation_id, params=params.to_dict(), system_prompt=system_prompt)
+        kept = {PARAMS_KEY: self.tool_servers()} if self.tool_servers() else {}  # not a sampling setting: kept
+        self.core.history.update_conversation(self.conversation_id, params={**params.to_dict(), **kept},
+                                              system_prompt=system_prompt)
         self.core.save_sampling_defaults(params)
+
+    # ---- tools -------------------------------------------------------------------------
+
+    def tool_servers(self) -> list[str]:
+        """The tool servers on for the open conversation."""
+        return enabled_servers(self.conversation())
+
+    def set_tool_servers(self, names: list[str]) -> None:
+        """Turn tool servers on or off for the open conversation (a new chat is written now)."""
+        if self.conversation_id is None:
+            model = self.model.name if self.model else None
+            self.conversation_id = self.core.history.create_conversation(model=model).id
+            self.conversation_opened.emit(self.conversation_id)
+            self.conversations_changed.emit()
+        conversation = self.conversation()
+        params = dict(conversation.params or {}) if conversation is not None else {}
+        params[PARAMS_KEY] = list(dict.fromkeys(names))
+        self.core.history.update_conversation(self.conversation_id, params=params)
+        self.tool_servers_changed.emit(self.tool_servers())
+
+    def answer_tool(self, call_id: str, verdict: str) -> None:
+        """The person's answer to a tool call's question (app.mcp.approval ALLOW_ONCE, ALWAYS, DENY)."""
+        self.turns.answer_tool(call_id, verdict)
+
+    def _tools_for(self, conversation_id: str):
+        if self.tools is None:
+            return None
+        self.turns.notes = self.tools.notes
+        return self.tools.loop_for(self.core.history.get_conversation(conversation_id))
 
     # ---- turns -------------------------------------------------------------------------
 
@@ -229,9 +271,16 @@ class ChatController(QObject):
         if model is None:
             return
         reply = self.core.history.get_message(assistant_message_id)
-        if reply.parent_id is None:
+        # After tool calls a reply's parent is a tool result: replay from the person's message.
+        parent_id = reply.parent_id
+        while parent_id is not None:
+            parent = self.core.history.get_message(parent_id)
+            if parent.role == "user":
+                break
+            parent_id = parent.parent_id
+        if parent_id is None:
             return
-        self._start(TurnRecord.regenerate(self.core.history, reply.parent_id, model=model, params=self.params()))
+        self._start(TurnRecord.regenerate(self.core.history, parent_id, model=model, params=self.params()))
 
     def edit_and_resend(self, user_message_id: str, text: str) -> bool:
         """The edited message becomes a new version beside the original, then gets a reply."""
@@ -364,12 +413,17 @@ class ChatController(QObject):
         if not ready_without_load(self.model, self.loaded):
             self.model_load_failed.emit(error)
 
+    def _on_tool_step(self) -> None:
+        self._stepped = True
+        self.reload_messages()
+
     def _on_turn_finished(self, final: Message) -> None:
+        stepped, self._stepped = self._stepped, False
         self.reply_finished.emit(final)
         self.busy_changed.emit(False)
         self.conversations_changed.emit()
-        if int(final.metrics.get("dropped_turns") or 0) > 0:
-            self.reload_messages()  # mark the turns the model no longer saw
+        if int(final.metrics.get("dropped_turns") or 0) > 0 or stepped:
+            self.reload_messages()  # mark the turns the model no longer saw; show a tool turn's last row
 
     def _on_unsaved_saved(self, message: Message) -> None:
         self.notice_changed.emit("The reply that could not be saved is saved now.")

@@ -3,6 +3,11 @@ its own thread (for a model on one of the person's servers through the RemoteEng
 builds, again after the one consent question), polls it once per frame (the Turn writes the
 reply) and turns what happened into past-tense signals. The controller owns the rest.
 
+In a turn with tools the loop is deferred: a call's question goes out as `tool_asked` (the
+window opens its dialog with `open()`, never a nested loop) and the answer comes back through
+`answer_tool`; the call runs on a worker while frames go on, and once a call's rows are written
+`tool_step_written` says the conversation changed.
+
 Per-token invariant: the engine's reader thread only queues each token; a frame timer on
 the UI thread takes what has arrived (no other thread wakes per token) and emits ONE
 `text_received` per frame with that text, so the cost per frame is bounded whatever
@@ -14,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +38,8 @@ from app.store.history import History
 from app.store.save_errors import write_failure
 from app.store.statuses import MessageStatus
 from app.turn.backend import Backend, backend_for
-from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent
+from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.tools import ToolLoop
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
 from ui.chat.frame_pacer import FRAME_MS, FramePacer
@@ -54,6 +61,8 @@ class TurnRunner(QObject):
     failed_before_reply = Signal(str)  # sentence: the turn failed before a model ran it
     error_reported = Signal(str)  # sentence for the person
     finished = Signal(object)  # the final assistant Message; the runner is free again
+    tool_asked = Signal(object)  # app.turn.events.ToolCallEvent whose `question` waits for answer_tool
+    tool_step_written = Signal()  # a tool call and its result were written (and the next reply begun)
 
     def __init__(self, core: Core, engine: EngineClient, remote: RemoteTurns, unsaved: UnsavedReplies, *,
                  params: Callable[[], SamplingParams], gate: Callable[[], WindowGate | None],
@@ -79,6 +88,10 @@ class TurnRunner(QObject):
         self._drain.setTimerType(Qt.TimerType.PreciseTimer)
         self._drain.timeout.connect(self._drain_events)
         self._pacer = FramePacer()
+        # How a turn of a conversation gets its tools (ui/tools/chat_tools.py), read at `begin`;
+        # None: no tools. `notes`: sentences a turn's thread left for the person.
+        self.tools_for: Callable[[str], Callable[[], ToolLoop | None] | None] | None = None
+        self.notes: deque[str] | None = None
 
     @property
     def loading_here(self) -> bool:
@@ -97,8 +110,9 @@ class TurnRunner(QObject):
                 reader.close()
 
         self.record = record
+        tools = self.tools_for(conversation_id) if self.tools_for is not None else None
         self.turn = Turn(record, prompt_messages, params=self._params(), conversation_id=conversation_id,
-                         library=self.core.library)
+                         library=self.core.library, tools=tools)
         self.backend = None
         self._first_shown = False
 
@@ -124,6 +138,11 @@ class TurnRunner(QObject):
         if self.turn is not None:
             self.turn.cancel()
 
+    def answer_tool(self, call_id: str, verdict: str) -> None:
+        """The person's answer to a `tool_asked` question; the next frame goes on with the turn."""
+        if self.turn is not None:
+            self.turn.answer(call_id, verdict)
+
     def _drain_events(self) -> None:
         started = time.perf_counter()
         turn, record = self.turn, self.record
@@ -134,8 +153,14 @@ class TurnRunner(QObject):
         arrivals: list[float] = []
         figures: dict | None = None
         end: EndEvent | None = None
+        asked: ToolCallEvent | None = None
+        stepped = False
         for event in turn.poll():  # the text is written into the record as it is taken
-            if isinstance(event, TextEvent):
+            if isinstance(event, (ToolCallEvent, ToolResultEvent)):  # the reply before is written: reloaded below
+                stepped, parts, arrivals = True, [], []
+                if isinstance(event, ToolCallEvent) and event.question is not None:
+                    asked = event
+            elif isinstance(event, TextEvent):
                 parts.append(event.text)
                 arrivals.append(event.t)
             elif isinstance(event, MetricsEvent):
@@ -149,6 +174,12 @@ class TurnRunner(QObject):
                 return
             elif isinstance(event, EndEvent):
                 end = event
+        while self.notes:
+            self.error_reported.emit(self.notes.popleft())
+        if stepped:
+            self.tool_step_written.emit()
+        if asked is not None:
+            self.tool_asked.emit(asked)
         if parts:
             text = "".join(parts)
             self.text_received.emit(record.assistant.id, text, len(parts))

@@ -37,6 +37,7 @@ from ui.chat.presets import PresetStore
 from ui.chat.remote_turn import context_figures
 from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
+from ui.conversation.tool_rows import fold_tool_rows
 from ui.conversation.view import ConversationView
 from ui.models_panel.host import ModelsHost
 from ui.models_panel.panel import ModelsPanel
@@ -100,8 +101,10 @@ class MainWindow(QMainWindow):
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
             self.server.conversations_changed.connect(self.refresh_conversations)  # API clients' chats
-        self.tools = ToolsHost(self, self.core)  # the Tools page: the person's tool servers (MCP)
+        self.tools = ToolsHost(self, self.core)  # the Tools page, the conversation's tools and their questions
         self.sidebar.add_footer(self.tools.button)
+        self.tools.attach(controller)
+        self._bar.insertWidget(self._bar.indexOf(self.settings_button), self.tools.menu_button)
         self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()
@@ -119,7 +122,7 @@ class MainWindow(QMainWindow):
     def _build_layout(self) -> None:
         top = QWidget()
         top.setObjectName("topBar")
-        bar = QHBoxLayout(top)
+        bar = self._bar = QHBoxLayout(top)
         bar.setContentsMargins(8, 6, 8, 6)
         # Elided ("…") when the bar is narrow: a long title must not widen the window.
         self.title_label = _ElidedLabel()
@@ -369,7 +372,7 @@ class MainWindow(QMainWindow):
         self.title_label.setToolTip(title)
 
     def _on_messages(self, shown: list[ShownMessage]) -> None:
-        self.view.conversation_model().set_messages([to_item(s) for s in shown])
+        self.view.conversation_model().set_messages(fold_tool_rows(shown, to_item))  # a call and its result: one row
         self._update_title()
         latest = next((s.message for s in reversed(shown) if s.message.role == "assistant" and s.message.metrics), None)
         self.composer.set_context(*context_figures(latest.metrics if latest else {}, self.controller.model, self.controller.loaded),
@@ -399,6 +402,9 @@ class MainWindow(QMainWindow):
         self.perf.set_turn_metrics(metrics)
         if message.status == MessageStatus.ERROR and message.error:
             self.show_notice(message.error)
+        elif message.metrics.get("tool_note"):  # calls that did not run (cut off, too many rounds)
+            note = str(message.metrics["tool_note"])
+            self.show_notice(note[:1].upper() + note[1:] + ".")
 
     def _on_loaded(self, loaded) -> None:
         model = self.controller.model

@@ -1,6 +1,8 @@
-"""What the main window needs for its Tools page: the entry at the foot of the sidebar that opens
-it, the page in a window of its own (built the first time it is opened), and the MCP host its
-Tests use (made on the first Test). At quit it stops any tool server still running."""
+"""What the main window needs for its tools: the entry at the foot of the sidebar that opens the
+Tools page (in a window of its own, built the first time it is opened), the top bar's Tools menu
+(which servers are on for the open conversation), the question before each call (the approval
+dialog, opened without a nested event loop), and the one MCP host the page's Tests and the
+conversations' calls use (made on first use). At quit it stops any tool server still running."""
 
 from __future__ import annotations
 
@@ -9,15 +11,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QDialog, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QMenu, QMessageBox, QToolButton, QVBoxLayout, QWidget
 
 from app.cli.tools_cmd import LOG_NAME
 from app.mcp.host import McpHost
 from app.mcp.store import ToolServerStore
+from app.turn.events import ToolCallEvent
+from ui.tools.approval_dialog import ToolApprovalDialog
+from ui.tools.chat_tools import ChatTools
 from ui.tools.page import Confirm, ToolsPage
 
 if TYPE_CHECKING:
     from app.core import Core
+    from ui.chat.controller import ChatController
 
 STOP_WAIT_S = 5.0  # at quit, for a Test's server to stop (the host's own waits are bounded too)
 McpFactory = Callable[[], McpHost]
@@ -47,7 +53,7 @@ class ToolsHost(QObject):
                  confirm: Confirm | None = None) -> None:
         super().__init__(window)
         self._window, self._core = window, core
-        self._factory = mcp_factory or self._default_host
+        self.mcp_factory = mcp_factory or self._default_host  # how the one McpHost is made (tests give their own)
         self._confirm = confirm
         self.mcp: McpHost | None = None
         self.panel: ToolsPanel | None = None
@@ -59,6 +65,75 @@ class ToolsHost(QObject):
         self.button.setAccessibleName("Tools")
         self.button.setToolTip("Your tool servers (MCP): add, test, see their tools, revoke always-allow rules")
         self.button.clicked.connect(lambda: self.open())
+        self.approval: ToolApprovalDialog | None = None  # the question up, if one is
+        self.chat = ChatTools(ToolServerStore(core.db), core.network, self._host, confirm or self._ask)
+        self._controller: ChatController | None = None
+        # The top bar's menu: which tool servers the open conversation may use.
+        self.menu_button = QToolButton(window)
+        self.menu_button.setObjectName("conversationToolsButton")
+        self.menu_button.setText("Tools")
+        self.menu_button.setAccessibleName("Tools for this conversation")
+        self.menu_button.setToolTip("Which of your tool servers the model may use in this conversation "
+                                    "(every call is asked first)")
+        self.menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.menu = QMenu(self.menu_button)
+        self.menu.aboutToShow.connect(self.fill_menu)
+        self.menu_button.setMenu(self.menu)
+
+    def attach(self, controller: ChatController) -> None:
+        """Give the chat its tools: the loop for each turn, the questions, the menu's choices."""
+        self._controller = controller
+        controller.tools = self.chat
+        controller.tool_asked.connect(self.ask)
+        controller.reply_finished.connect(lambda _message: self.close_question())
+        controller.tool_servers_changed.connect(self._show_count)
+
+    def fill_menu(self) -> None:
+        """The added servers, each a check box for the open conversation, then the Tools page."""
+        self.menu.clear()
+        controller = self._controller
+        on = set(controller.tool_servers()) if controller is not None else set()
+        servers = ToolServerStore(self._core.db).all()
+        if not servers:
+            empty = self.menu.addAction("No tool servers yet")
+            empty.setEnabled(False)
+        for server in servers:
+            action = self.menu.addAction(server.name)
+            action.setCheckable(True)
+            action.setChecked(server.name in on)
+            action.setToolTip(server.identity)
+            action.toggled.connect(lambda checked, name=server.name: self.enable(name, checked))
+        self.menu.addSeparator()
+        self.menu.addAction("Tool servers…", lambda: self.open())
+
+    def enable(self, name: str, on: bool) -> None:
+        """Turn one server on or off for the open conversation."""
+        controller = self._controller
+        if controller is None:
+            return
+        names = [n for n in controller.tool_servers() if n != name] + ([name] if on else [])
+        controller.set_tool_servers(names)
+
+    def ask(self, event: ToolCallEvent) -> ToolApprovalDialog | None:
+        """Show the question of a call (window-modal, returns at once); its answer goes to the turn."""
+        if event.question is None or self._controller is None:
+            return None
+        self.close_question()
+        dialog = ToolApprovalDialog(event.call_id, event.question, self._window)
+        dialog.answered.connect(self._controller.answer_tool)
+        dialog.finished.connect(dialog.deleteLater)
+        self.approval = dialog
+        dialog.open()
+        return dialog
+
+    def close_question(self) -> None:
+        """The turn ended (a Stop) while its question was up: the dialog goes (its denial is ignored)."""
+        dialog, self.approval = self.approval, None
+        if dialog is not None and dialog.verdict is None:
+            dialog.close()
+
+    def _show_count(self, names: list[str]) -> None:
+        self.menu_button.setText(f"Tools ({len(names)})" if names else "Tools")
 
     def open(self) -> ToolsPanel:
         """Show the Tools page (built on first use)."""
@@ -74,6 +149,7 @@ class ToolsHost(QObject):
 
     def shutdown(self) -> None:
         """Stop the tool servers a Test still runs, waiting at most STOP_WAIT_S."""
+        self.close_question()
         if self.panel is not None:
             self.panel.close()
         mcp, self.mcp = self.mcp, None
@@ -84,8 +160,13 @@ class ToolsHost(QObject):
 
     def _host(self) -> McpHost:
         if self.mcp is None:
-            self.mcp = self._factory()
+            self.mcp = self.mcp_factory()
         return self.mcp
+
+    def _ask(self, title: str, question: str) -> bool:
+        answer = QMessageBox.question(self._window, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
 
     def _default_host(self) -> McpHost:
         logs = self._core.paths.logs_dir
