@@ -1,6 +1,7 @@
-"""The top-bar model picker: installed models with quant and size, then each connection's
-models (the person's own servers) under the connection's name, marked with its host; which
-one is in use, load progress with a Cancel button, and the last load error."""
+"""The top-bar model picker: installed models with quant and size (marked "tools" when their chat
+template knows tools, found by reading the files' headers on a worker thread), then each
+connection's models (the person's own servers) under the connection's name, marked with its
+host; which one is in use, load progress with a Cancel button, and the last load error."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPus
 
 from models.library import InstalledModel
 from models.model_facts import installed_is_base
+from ui.background import BackgroundJob, run_in_background
 from ui.theme import blank_icon, dot_icon, error_color, format_bytes, format_int
+from ui.tools.tool_models import ToolModel, tool_capable
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 THIS_COMPUTER = "This computer"
+TOOLS_MARK = " · tools"  # after the label of a model that can call tools
 BASE_MODEL_NOTE = ("A small base model: it continues text rather than following instructions, so its answers "
                    "are short and often wrong. An instruct model from the catalog answers better.")
 
@@ -101,6 +105,8 @@ class ModelPicker(QWidget):
         self._names: list[str | None] = []  # per combo row: the model's name, None for a heading
         self._remote: set[str] = set()  # names of models on a connection (nothing to load)
         self._base: set[str] = set()  # names of small base models (BASE_MODEL_NOTE)
+        self.tool_models: dict[str, str] = {}  # name -> tool-call format, of models that can call tools
+        self._tools_job: BackgroundJob | None = None
 
         self._combo = QComboBox(self)
         self._combo.setAccessibleName("Model")
@@ -143,6 +149,7 @@ class ModelPicker(QWidget):
         self._names = []
         self._remote = {m.name for m in remote}
         self._base = {m.name for m in models if installed_is_base(m)}
+        self._find_tool_models(list(models))
         self._combo.blockSignals(True)
         self._combo.clear()
         self._combo.setPlaceholderText("Choose a model…" if models or remote else "No models installed")
@@ -178,11 +185,38 @@ class ModelPicker(QWidget):
             item.setFont(font)
 
     def _add_item(self, name: str, label: str, tooltip: str) -> None:
+        if name in self.tool_models:  # known from the last reading; read again meanwhile
+            label += TOOLS_MARK
         self._combo.addItem(blank_icon(), label, name)
         self._names.append(name)
         index = self._combo.count() - 1
         self._combo.setItemData(index, tooltip, Qt.ItemDataRole.ToolTipRole)
         self._combo.setItemData(index, label, Qt.ItemDataRole.AccessibleTextRole)
+
+    def _find_tool_models(self, models: list[InstalledModel]) -> None:
+        """Which models can call tools, read from their files off the UI thread; marked when known."""
+        if self._tools_job is not None:
+            self._tools_job.dropped = True
+        self._tools_job = run_in_background(self, lambda: tool_capable(models), on_done=self.mark_tool_models,
+                                            name="cove-tool-models")
+
+    def mark_tool_models(self, found: Sequence[ToolModel]) -> None:
+        """Mark the rows of models whose chat template knows tools ("· tools", and why in the tooltip)."""
+        self._tools_job = None
+        self.tool_models = {m.name: m.family for m in found}
+        for index, name in enumerate(self._names):
+            family = self.tool_models.get(name) if name is not None else None
+            if family is None:
+                continue
+            label = self._combo.itemText(index)
+            if not label.endswith(TOOLS_MARK):
+                label += TOOLS_MARK
+                self._combo.setItemText(index, label)
+                self._combo.setItemData(index, label, Qt.ItemDataRole.AccessibleTextRole)
+            tip = str(self._combo.itemData(index, Qt.ItemDataRole.ToolTipRole) or "")
+            note = f"Can call tools: its chat template knows them ({family} format)."
+            if note not in tip:
+                self._combo.setItemData(index, f"{tip}\n{note}" if tip else note, Qt.ItemDataRole.ToolTipRole)
 
     def _choosable(self) -> bool:
         return any(name is not None for name in self._names)
