@@ -42,9 +42,10 @@ from ui.tools.tool_models import ToolModel, tool_capable, tool_models_text
 NAME_ROLE = Qt.ItemDataRole.UserRole
 IDENTITY_ROLE = Qt.ItemDataRole.UserRole + 1  # the full command line or URL
 ABOUT = ("Tool servers (MCP) are programs you choose, or HTTP servers on this computer, that offer tools a model "
-         "can call. Adding one starts nothing; Test starts it to list its tools, then stops it. Every call a model "
-         "wants to make is shown to you first. Using these tools in a chat is not built yet: for now "
-         "`cove tools call` calls one from the command line.")
+         "can call. Adding one starts nothing; Test starts it to list its tools, then stops it. Turn a server on for "
+         "a conversation in the Tools menu above the conversation; every call a model wants to make is then shown to "
+         "you first (Allow once, Always allow this tool, Deny). Cove cannot see what a tool server does on the network, "
+         "and while Cove is offline it starts one only if you allow it for that reply.")
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
 
 
@@ -155,7 +156,8 @@ class ToolsPage(QWidget):
         self._reselect(selected)
         offline = self.gate.offline
         self.offline_note.setText(f"Cove is offline ({self.gate.offline_reason}): Test asks before it starts a tool "
-                                  "server, and starts it for that one Test only." if offline else "")
+                                  "server, and starts it for that one Test only; a conversation's tool servers start only if you "
+                                  "allow it for that reply." if offline else "")
         self.offline_note.setVisible(offline)
         self._show_selected()
 
