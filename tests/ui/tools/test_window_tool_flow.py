@@ -30,6 +30,7 @@ from tests.app.turn.test_tool_loop import CALL, ScriptedBackend, _split
 from tests.support.remote_window import make_window, send
 from tests.ui.tools.conftest import WAIT_MS, fault_command
 from ui.conversation.delegate import Hit
+from ui.conversation.row_layout import status_notice
 
 
 class Replies:
@@ -38,10 +39,11 @@ class Replies:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, pieces: Path) -> None:
         self.replies: list[list[str]] = [["Hello."]]
         self.backends: list[ScriptedBackend] = []
+        self.kind: type[ScriptedBackend] = ScriptedBackend
         real = turn_backend.backend_for
 
         def scripted(*args: Any, **kwargs: Any) -> Any:
-            made = ScriptedBackend(real(*args, **kwargs), pieces, self.replies)
+            made = self.kind(real(*args, **kwargs), pieces, self.replies)
             self.backends.append(made)
             return made
 
@@ -294,3 +296,62 @@ def test_offline_the_servers_start_only_if_the_person_allows_it_once(qtbot, cove
     qtbot.mouseClick(_asked(qtbot, window).allow_button, Qt.MouseButton.LeftButton)
     _idle(qtbot, window)
     assert len(questions) == 2 and _calls(calls_file) == ["echo"]
+
+
+def test_a_call_cut_off_by_the_token_limit_shows_its_note_and_no_markup(qtbot, cove_core, fake_engine, hosts,
+                                                                         calls_file, replies) -> None:
+    from tests.app.turn.test_deferred_tools import LengthBackend
+
+    window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
+    _turn_on(window, "fault")
+    replies.kind = LengthBackend  # the reply ends at its token limit
+    replies.set('Checking. <tool_call>\n{"name": "echo", "arguments": {"text": "cut he')
+    send(qtbot, window, "Say hi through the tool")
+    _idle(qtbot, window)
+    last = _rows(window)[-1]
+    assert last.status == MessageStatus.LENGTH and "<tool_call>" not in last.content
+    assert "cut off by the token limit" in last.metrics["tool_note"]
+    assert "cut off by the token limit" in window.notice.text() and _calls(calls_file) == []
+    notice = status_notice(last)  # the row's own notice, under its text
+    assert notice is not None and notice[0].startswith("The model's tool call was cut off by the token limit")
+
+
+def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(qtbot, cove_core, hosts,
+                                                                               tmp_path: Path) -> None:
+    """The real engine, the tiny random-weight model with Qwen 2.5's chat template and the first
+    reply's tool_choice "required" (the grammar forces a valid call), and mcp-server-time. As in
+    tests/app/turn/test_chat_tools_cli.py, temperature 0 and a bias on the '"' token make every
+    string argument "" at once, so the call ends well within the token limit."""
+    from app.engine.client import EngineClient
+    from app.settings import SamplingParams
+    from tests.app.turn.test_chat_tools_cli import QUOTE, TEMPLATE
+    from tests.support.tiny_model import write_tiny_gguf
+    from tests.ui.tools.conftest import time_command
+
+    model = cove_core.library.import_file(write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=TEMPLATE.read_text(),
+                                                          n_ctx_train=4096))
+    cove_core.remember_model(model)
+    cove_core.save_sampling_defaults(SamplingParams(temperature=0.0, max_tokens=128, logit_bias=((QUOTE, 10.0),)))
+    ToolServerStore(cove_core.db).add(stdio_server("time", time_command()))
+    engine = EngineClient()
+    window = make_window(qtbot, cove_core, engine)
+    try:
+        window.tools.mcp_factory = hosts
+        window.tools.chat.first_choice = "required"
+        _turn_on(window, "time")
+        send(qtbot, window, "What time is it in Tokyo?")
+        dialog = _asked(qtbot, window)
+        tool = dialog.request.tool
+        assert dialog.request.server.name == "time" and tool in ("get_current_time", "convert_time")
+        qtbot.mouseClick(dialog.allow_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: not window.controller.busy, timeout=2 * WAIT_MS)
+        history = cove_core.history.messages(window.controller.conversation_id)
+        assert [m.role for m in history][:4] == ["user", "assistant", "tool_call", "tool"]
+        result = history[3]
+        assert result.params["status"] in ("ok", "tool_error") and result.content  # a time, or the tool's error
+        row = next(cove_core.db.query("SELECT * FROM record_entries WHERE seq = ?", [result.params["record_entry"]]))
+        assert row["endpoint"] == f"tool:time/{tool}"
+        assert json.loads(row["params"])["approved_by"] == "the person (allowed once)"
+        assert any(r.content.startswith(f"Called time/{tool} · ") for r in _rows(window))
+    finally:
+        window.close()
