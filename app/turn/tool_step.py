@@ -28,6 +28,8 @@ class _Running:
     """A decided call on its worker; `outcome` is set by the worker when it is done."""
 
     call: Call
+    request: ToolRequest
+    decision: Decision
     outcome: CallOutcome | None = None
     thread: threading.Thread | None = None
 
@@ -105,14 +107,23 @@ class ToolStep:
         out.append(self._written(running.outcome, offered.server.name if offered is not None else ""))
         self.advance(out)
 
-    def wait(self, timeout_s: float) -> None:
-        """Wait up to `timeout_s` for the call on its worker (at quit)."""
+    def quit(self, timeout_s: float) -> None:
+        """At quit: no question, no further call; the call on its worker gets up to `timeout_s`,
+        then is written as it ended, or as sent with its result unknown (it was allowed and may
+        have run: the history and the record keep that it was made)."""
+        self.drop_question()
         running = self.running
-        if running is not None and running.thread is not None:
+        if running is None:
+            return
+        if running.thread is not None:
             running.thread.join(timeout_s)
+        if running.outcome is None:
+            running.outcome = CallOutcome(running.call, running.request, running.decision, ToolResult(
+                f"Cove quit while the call of '{running.request.tool}' ran; its result is unknown.", "failed"))
+        self.take([])
 
     def _start(self, call: Call, request: ToolRequest, decision: Decision) -> None:
-        running = _Running(call)
+        running = _Running(call, request, decision)
         self.running = running
         if not decision.allowed:  # the host answers a denial without reaching the server
             running.outcome = CallOutcome(call, request, decision, self.loop.host.call_tool(request, decision))

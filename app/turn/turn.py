@@ -391,9 +391,7 @@ class Turn:
             thread.join(0.05)  # still loading the model or starting the reply
         step, self._step = self._step, None
         if step is not None:  # between replies: a call on its worker is written if it ends in time
-            step.drop_question()
-            step.wait(max(0.0, deadline - time.monotonic()))
-            step.take([])
+            step.quit(max(0.0, deadline - time.monotonic()))
             writer: Any = self.writer
             writer.next_reply()
             return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), {}, None, "", before_reply=False,

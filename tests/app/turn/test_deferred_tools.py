@@ -239,3 +239,33 @@ def test_a_reply_cut_off_outside_a_call_keeps_its_text_and_has_no_note(cove_core
     _poll_until(turn, events, lambda: turn.ended is not None)
     assert turn.ended is not None and turn.ended.message.content == text
     assert "tool_note" not in turn.ended.message.metrics
+
+
+def test_quitting_at_the_question_keeps_the_turn_as_interrupted_and_runs_nothing(cove_core, fake_engine, pieces,
+                                                                                 server, calls_file, quick_host):
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split("Let me see. " + CALL)])
+    events: list = []
+    _poll_until(turn, events, lambda: _question(events) is not None)
+    end = turn.abandon(1.0)
+    assert end.status == MessageStatus.INTERRUPTED and turn.waiting_for is None
+    assert _calls(calls_file) == []
+    branch = cove_core.history.messages(record.conversation_id)
+    assert [m.role for m in branch] == ["user", "assistant", "assistant"]
+    assert branch[1].content == "Let me see." and branch[2].status == MessageStatus.INTERRUPTED
+
+
+def test_quitting_while_a_call_runs_keeps_that_it_was_made(cove_core, fake_engine, pieces, server, calls_file,
+                                                           quick_host):
+    hang = '<tool_call>\n{"name": "hang", "arguments": {}}\n</tool_call>'
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(hang)])
+    events: list = []
+    _poll_until(turn, events, lambda: _question(events) is not None)
+    turn.answer(_question(events).call_id, ALLOW_ONCE)  # type: ignore[union-attr]
+    _poll_until(turn, events, lambda: _calls(calls_file) == ["hang"])
+    end = turn.abandon(0.2)  # the server does not answer within the grace
+    assert end.status == MessageStatus.INTERRUPTED
+    branch = cove_core.history.messages(record.conversation_id)
+    assert [m.role for m in branch] == ["user", "assistant", "tool_call", "tool", "assistant"]
+    result = branch[3]
+    assert "result is unknown" in result.content and result.params["approved_by"] == "the person (allowed once)"
+    assert result.params["record_entry"] is not None and RequestLog(cove_core.db).verify().intact
