@@ -4,11 +4,12 @@
   commits the person's message first, creates the assistant row as `streaming`, takes text
   as it arrives (checkpointed at most every `CHECKPOINT_INTERVAL_S`) and finishes the row with its status and
   metrics in one transaction.
-- `start_generation` is the engine side for a caller that drives the reply itself (the API):
-  it starts the reply behind the model's backend (app/turn/backend.py), loading a model of
-  this machine if needed (blocking, may take seconds).
-- The window and `cove chat` run a whole turn through `app.turn.Turn`, which writes through
-  a `TurnRecord`.
+- `start_generation` starts a bare reply behind the model's backend (app/turn/backend.py),
+  loading a model of this machine if needed (blocking, may take seconds), for a caller that
+  reads the Generation itself rather than run a turn.
+- The window, `cove chat` and `cove serve` run a whole turn through `app.turn.Turn`: the window
+  and `cove chat` write it through a `TurnRecord`, the API through its request's writer
+  (app/serve/request_turn.py).
 """
 
 from __future__ import annotations

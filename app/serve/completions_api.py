@@ -18,7 +18,8 @@ from app.serve.chat_request import Sampling, read_sampling
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.openai_api import FINISH, ClosingStream
-from app.serve.service import Job, Running, Service, failure_error
+from app.serve.running import Running
+from app.serve.service import Job, Service, failure_error
 from app.store.request_log import timings, usage
 from app.store.statuses import MessageStatus
 from models.library import InstalledModel

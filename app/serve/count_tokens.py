@@ -12,7 +12,6 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.chat import start_generation
 from app.engine.client import EngineClient, EngineError
 from app.engine.generation import FinishedEvent, Generation
 from app.serve.anthropic_api import error_response
@@ -23,6 +22,7 @@ from app.serve.service import Service, failure_error
 from app.store.statuses import MessageStatus
 from app.tools.reply import ToolsEngine
 from app.tools.spec import ToolSet
+from app.turn.backend import backend_for
 from models.library import InstalledModel
 
 
@@ -57,11 +57,12 @@ class TokenCounter:
             # The tools are rendered into the prompt as for a reply (with tool_choice "none" they are not).
             engine = lease.client if tools is None else cast(EngineClient, ToolsEngine(lease.client, tools))
 
+            backend = backend_for(model, engine=engine, options=options, loaded_as_is=window,
+                                  load=None if window else lambda: pool.load(lease.engine))
+
             def start() -> Generation:
                 try:
-                    return start_generation(engine, messages, model=model, params=params, conversation_id=None,
-                                            options=options, keep_all_turns=True, loaded_as_is=window,
-                                            load=None if window else lambda: pool.load(lease.engine))
+                    return backend.start(messages, params, conversation_id=None, keep_all_turns=True)
                 except EngineError as exc:
                     raise ApiError(500, str(exc), "server_error") from None
 

@@ -17,7 +17,8 @@ from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.chat_request import ChatRequest, read_chat_request
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
-from app.serve.service import Job, Running, Service, failure_error
+from app.serve.running import Running
+from app.serve.service import Job, Service, failure_error
 from app.store.request_log import timings, usage
 from app.store.statuses import MessageStatus
 from app.tools.parsers import Call

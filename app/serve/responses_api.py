@@ -21,7 +21,8 @@ from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.openai_api import ClosingStream
 from app.serve.responses_request import ResponsesRequest, read_responses_request
-from app.serve.service import Job, Running, Service, failure_error
+from app.serve.running import Running
+from app.serve.service import Job, Service, failure_error
 from app.store.request_log import timings
 from app.store.statuses import MessageStatus
 from app.tools.parsers import Call

@@ -1,15 +1,14 @@
 """What every endpoint shares: who is asking (the key's name), which installed model a name means,
-running one reply on an engine lent by the pool, and entering each request in the written record
-and the history from its acceptance to its end (app/serve/request_store.py). Runs on the server's
-event loop thread, which opened the history database."""
+running one reply as app/turn's Turn on an engine lent by the pool, and entering each request in
+the written record and the history from its acceptance to its end (app/serve/request_store.py,
+through the turn's writer, app/serve/request_turn.py). Runs on the server's event loop thread;
+every SQLite read and write runs on the store's own thread."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -18,21 +17,26 @@ from typing import Any, cast
 import anyio
 from starlette.requests import Request
 
-from app.chat import start_generation
 from app.core import Core
 from app.engine.client import EngineClient, EngineError
-from app.engine.generation import FinishedEvent, Generation, TokenEvent
+from app.engine.generation import FinishedEvent, TokenEvent
 from app.engine.loaded import Embeddings
 from app.load_options import LoadOptions, load_options
 from app.serve.errors import ApiError
 from app.serve.peer_owner import is_this_account
 from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
 from app.serve.request_store import Opened, RequestStore, StoreThread
+from app.serve.request_turn import RequestBackend, RequestWriter
+from app.serve.running import Running
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
-from app.tools.reply import ToolReply, ToolsEngine, record_of, reply_of
+from app.tools.reply import ToolsEngine
 from app.tools.spec import ToolSet
-from models.library import FileRecheck, InstalledModel, ModelNotFound
+from app.turn.backend import backend_for
+from app.turn.events import EndEvent, RecheckedEvent
+from app.turn.status import StopCause
+from app.turn.turn import Turn
+from models.library import InstalledModel, ModelNotFound
 
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
 
@@ -69,9 +73,6 @@ def failure_error(finished: FinishedEvent) -> ApiError:
     return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
 
 
-CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
-
-
 # A token of any vocabulary spans at most this many characters (the longest are runs of spaces or
 # punctuation, well under 100): a prompt longer than the context times this cannot fit.
 MAX_CHARS_PER_TOKEN = 256
@@ -95,103 +96,6 @@ def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
                        param="messages", code="context_length_exceeded")
 
 
-def unsaved_sentence(why: str) -> str:
-    """What a client is told of a reply the history file could not take yet."""
-    return (f"This reply is not in Cove's history yet ({why}); Cove keeps it and writes it, with the request's "
-            "record entry, as soon as the file takes it.")
-
-
-class Running:
-    """One reply in progress: `await next()` gives its events, None after the last. Tokens that
-    arrived together come as one event, and a stream faster than one token per CHUNK_INTERVAL_S
-    sends what arrived meanwhile as one chunk: the server's work per chunk runs in the window's
-    process when the Server switch is on, and a thousand chunks a second would take the window's
-    main thread its turns at the interpreter. The first token goes out at once."""
-
-    def __init__(self, generation: Generation) -> None:
-        self.generation = generation
-        self.finished: FinishedEvent | None = None
-        self.text: list[str] = []
-        self.tokens = 0  # tokens so far (events before they were joined)
-        self._ready: deque[TokenEvent | FinishedEvent] = deque()
-        self._last_chunk = 0.0
-        self._arrived: asyncio.Event | None = None
-        # A stream's reply is closed (engine given back, request recorded) as soon as its last
-        # event is taken, before the stream's last chunks go out: a client that sends its next
-        # request on [DONE] never waits behind this one's commit.
-        self.close_early: Callable[[], Awaitable[None]] | None = None
-        # Given the reply so far after each event of text, to save it (cheap unless a save is due).
-        self.on_text: Callable[[list[str]], None] | None = None
-        # Set when the reply ended: why it is not (yet) in the history file, None when it is.
-        self.not_saved: str | None = None
-        # Set when a reply with tools ended: its calls as read once, for the record and the endpoint.
-        self.tool_reply: ToolReply | None = None
-
-    async def next(self) -> TokenEvent | FinishedEvent | None:
-        if self.finished is not None:
-            return None
-        ready = self._ready
-        if not ready:
-            ready.extend(self.generation.take_ready())
-        while not ready:  # wait for the engine's next event on the loop, with no thread blocked
-            wake, arrived = self._waker()
-            armed = self.generation.wake_when_ready(wake)
-            if armed:
-                await arrived.wait()
-                arrived.clear()
-            ready.extend(self.generation.take_ready())
-            if not armed and not ready:
-                break
-        if ready and isinstance(ready[0], TokenEvent):
-            early = self._last_chunk + CHUNK_INTERVAL_S - time.perf_counter()
-            if early > 0:
-                await anyio.sleep(early)
-                ready.extend(self.generation.take_ready())
-            self._last_chunk = time.perf_counter()
-        event = ready.popleft() if ready else None
-        if isinstance(event, TokenEvent):
-            self.tokens += 1
-            if ready and isinstance(ready[0], TokenEvent):
-                parts = [event.text]
-                while ready and isinstance(ready[0], TokenEvent):
-                    parts.append(ready.popleft().text)
-                    self.tokens += 1
-                event = TokenEvent("".join(parts), event.t)
-            self.text.append(event.text)
-            if self.on_text is not None:
-                self.on_text(self.text)
-        elif isinstance(event, FinishedEvent):
-            self.finished = event
-        else:
-            self.finished = FinishedEvent("".join(self.text), MessageStatus.ERROR, {}, "the engine stopped without a reply")
-        if self.finished is not None and self.close_early is not None:
-            close, self.close_early = self.close_early, None
-            await close()
-        return event if event is not None else self.finished
-
-    def _waker(self) -> tuple[Callable[[], None], asyncio.Event]:
-        """What the engine's reader thread calls when an event arrives: set `_arrived` on this
-        loop. A loop already closed (the server stopped) is no one's to wake."""
-        loop = asyncio.get_running_loop()
-        if self._arrived is None:
-            self._arrived = asyncio.Event()
-        arrived = self._arrived
-
-        def wake() -> None:
-            try:
-                loop.call_soon_threadsafe(arrived.set)
-            except RuntimeError:
-                pass
-
-        return wake, arrived
-
-    async def whole(self) -> FinishedEvent:
-        while await self.next() is not None:
-            pass
-        assert self.finished is not None
-        return self.finished
-
-
 class Service:
     def __init__(self, core: Core, pool: ModelPool) -> None:
         self.core, self.pool = core, pool
@@ -200,18 +104,19 @@ class Service:
         self._options: dict[str, LoadOptions] = {}  # model path -> its load settings, read on the store's thread
         pool.read_options_with(self.options_of)
         self._ids = itertools.count(1)
-        self._live: dict[int, tuple[LiveRequest, Running | None]] = {}
+        self._live: dict[int, tuple[LiveRequest, Turn | None, Running | None]] = {}
         self._live_lock = threading.Lock()  # the window reads the list from its own thread
         self.stopping = False
 
     def stop_all(self) -> None:
         """The server is stopping (any thread): replies in progress end as cancelled within a
-        token, so they are recorded and their clients told; requests still waiting are refused."""
+        token (StopCause.SERVER), so they are recorded and their clients told; one still starting
+        ends so as soon as it starts; requests still waiting are refused."""
         self.stopping = True
         with self._live_lock:
-            running = [r for _row, r in self._live.values() if r is not None]
-        for reply in running:
-            reply.generation.cancel()
+            turns = [turn for _row, turn, _running in self._live.values() if turn is not None]
+        for turn in turns:
+            turn.cancel(StopCause.SERVER)
 
     def close(self) -> None:
         """The server has stopped (not on the event loop): the store's last writes, then its thread."""
@@ -222,14 +127,15 @@ class Service:
         """The requests being answered now, oldest first (any thread)."""
         with self._live_lock:
             rows = list(self._live.values())
-        return [replace(row, tokens=running.tokens) if running else row for row, running in rows]
+        return [replace(row, tokens=running.tokens) if running else row for row, _turn, running in rows]
 
-    def _set_live(self, live_id: int, row: LiveRequest | None, running: Running | None = None) -> None:
+    def _set_live(self, live_id: int, row: LiveRequest | None, turn: Turn | None = None,
+                  running: Running | None = None) -> None:
         with self._live_lock:
             if row is None:
                 self._live.pop(live_id, None)
             else:
-                self._live[live_id] = (row, running)
+                self._live[live_id] = (row, turn, running)
 
     async def client(self, request: Request) -> str:
         """Who is asking: the name of the key the request carries (Authorization: Bearer, or
@@ -319,65 +225,78 @@ class Service:
     @asynccontextmanager
     async def reply(self, request: Request, job: Job) -> AsyncIterator[Running]:
         """Enter the request (the record, the history) as it is accepted, lend an engine with the
-        job's model, start the reply, and give its events, checkpointing the text as it streams.
-        However it ends (finished, failed, the client gone), the engine is given back and the
-        request is closed in the record and the history once. Raises ApiError before the reply
-        starts (entered as an error)."""
+        job's model, and run the reply as a Turn (app/turn/turn.py) behind the engine's Backend,
+        giving its events, its text checkpointed as it streams. However it ends (finished, failed,
+        the client gone), the engine is given back and the request is closed in the record and
+        the history once, with the status the Turn wrote. Raises ApiError before the reply starts
+        (entered as an error)."""
         refuse_what_cannot_fit(job, self.pool.n_ctx)
         client = request.scope.get("cove.client", CLIENT)
         live_id = next(self._ids)
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
         self._set_live(live_id, waiting)
         opened = await self._open(request, job, conversation=True)
+        writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix)
+        turn = Turn(writer, job.messages, params=job.params, conversation_id=None)
+        self._set_live(live_id, waiting, turn)
+        lease: Lease | None = None
+        backend: RequestBackend | None = None
         running: Running | None = None
         try:
             try:
                 options = await self.load_options(job.model)  # read before the pool may spawn an engine with them
                 lease = await self.pool.lease(job.model, client, job.messages)
-            except ApiError as exc:
-                await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
-                raise
-            try:
                 if self.stopping:
                     raise ApiError(503, "the server is stopping", "server_error")
-                generation, recheck = await anyio.to_thread.run_sync(self._start, lease, job, options)
-                if recheck is not None:  # the file changed under the server: the record names the one that runs
-                    library = self.store.thread.library
-                    job = replace(job, model=await self.store.thread.run(library.record_recheck, job.model.name, recheck))
+                backend = self._backend(lease, job, options)
+                await anyio.to_thread.run_sync(turn.start, backend)  # loads the model if need be
+                first = turn.poll()
+                for event in first:
+                    if isinstance(event, RecheckedEvent):  # the file changed under the server: the record names the one that runs
+                        library = self.store.thread.library
+                        writer.model = await self.store.thread.run(library.record_recheck, job.model.name, event.recheck)
+                failed = next((e for e in first if isinstance(e, EndEvent) and e.before_reply), None)
+                if failed is not None:  # the engine could not start the reply
+                    raise ApiError(500, failed.message.error or "the engine stopped without a reply", "server_error")
             except ApiError as exc:
-                self.pool.release(lease)
-                await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
+                if turn.ended is None:
+                    turn.fail(exc.message)
                 raise
-            running = Running(generation)
-            running.on_text = lambda parts: self.store.checkpoint(opened, parts)
-            self._set_live(live_id, replace(waiting, status="running"), running)
-            try:
-                yield running
-            finally:
-                if running.finished is None:  # the client went away: stop the engine, let it finish first
-                    generation.cancel()
-                    with anyio.CancelScope(shield=True):
-                        await anyio.to_thread.run_sync(lambda: [None for _ in generation])
-                    end = generation.finished
-                    running.finished = FinishedEvent(end.text if end else "".join(running.text), MessageStatus.CANCELLED,
-                                                     end.metrics if end else {}, None)
-                done = running.finished
-                reply_messages = [*job.messages, {"role": "assistant", "content": done.text}]
-                cached = done.metrics.get("state_cache") or {}
-                # The host's RAM cache held `entries` before saving this reply: one more now, at most.
-                # Without a RAM cache it holds the live KV cache's one conversation.
-                holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
-                self.pool.release(lease, prompt_key(reply_messages), holds)
-                if job.tools is not None and job.tools.active and done.status != MessageStatus.ERROR:
-                    running.tool_reply = reply_of(job.tools, done.metrics, done.text, job.call_id_prefix)
-                await self._close(opened, reply=done.text, status=done.status, metrics=done.metrics, error=done.error,
-                                  model=job.model, extra=record_of(running.tool_reply) if running.tool_reply else None)
-                running.not_saved = unsaved_sentence(opened.not_saved) if opened.not_saved else None
+            assert backend.generation is not None
+            running = Running(turn, backend.generation, first)
+            self._set_live(live_id, replace(waiting, status="running"), turn, running)
+            yield running
         finally:
-            if not opened.closed:  # cancelled while waiting for an engine (the client went away, the server stopped)
-                await self._close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
-                                  error="the request ended before an engine was free")
+            generation = backend.generation if backend is not None else None
+            if turn.ended is None and generation is not None:
+                # The client went away mid-reply: stop the engine, let it finish first.
+                turn.cancel(StopCause.PERSON)
+                with anyio.CancelScope(shield=True):
+                    end = await anyio.to_thread.run_sync(generation.wait)
+                turn.end_reply(FinishedEvent(end.text, MessageStatus.CANCELLED, end.metrics))
+            elif turn.ended is None:  # cancelled while waiting for an engine (the client went away, the server stopped)
+                turn.end_reply(FinishedEvent("", MessageStatus.CANCELLED, {}, "the request ended before an engine was free"))
+            if lease is not None:
+                self._give_back(lease, job, writer, started=turn.started)
+            if running is not None:
+                running.tool_reply = writer.tool_reply
+            await writer.close()
+            if running is not None:
+                running.not_saved = writer.not_saved
             self._set_live(live_id, None)
+
+    def _give_back(self, lease: Lease, job: Job, writer: RequestWriter, *, started: bool) -> None:
+        """The engine goes back to the pool, which notes the conversation its caches now hold (the
+        messages and the reply) when a reply ran on it."""
+        done = writer.ended
+        if not started or done is None:
+            self.pool.release(lease)
+            return
+        cached = done.metrics.get("state_cache") or {}
+        # The host's RAM cache held `entries` before saving this reply: one more now, at most.
+        # Without a RAM cache it holds the live KV cache's one conversation.
+        holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
+        self.pool.release(lease, prompt_key([*job.messages, {"role": "assistant", "content": done.content}]), holds)
 
     async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
         """Vectors of `texts` from an engine with `model`; recorded like a reply. Raises ApiError."""
@@ -411,22 +330,14 @@ class Service:
                           metrics={"prompt_tokens": result.prompt_tokens})
         return result
 
-    def _start(self, lease: Lease, job: Job, options: LoadOptions) -> tuple[Generation, FileRecheck | None]:
-        """Start the reply (on a worker thread); with what a recheck of the model's file found, if
-        it changed, for the event loop's thread to store (the library belongs to that thread)."""
-        rechecked: list[FileRecheck] = []
-        try:
-            # An API client sends the conversation it wants answered: nothing is dropped to fit.
-            window = lease.engine is self.pool.window_engine
-            engine = lease.client if job.tools is None else cast(EngineClient, ToolsEngine(lease.client, job.tools))
-            generation = start_generation(
-                engine, job.messages, model=job.model, params=job.params, conversation_id=None, stop=job.stop,
-                options=options, grammar=job.grammar, keep_all_turns=True, raw_prompt=job.raw_prompt,
-                loaded_as_is=window, load=None if window else lambda: self.pool.load(lease.engine),
-                on_recheck=rechecked.append)
-        except EngineError as exc:
-            raise ApiError(500, str(exc), "server_error") from None
-        return generation, rechecked[0] if rechecked else None
+    def _backend(self, lease: Lease, job: Job, options: LoadOptions) -> RequestBackend:
+        """The reply's Backend: the model on the lent engine (the window's own as it has it
+        loaded; another with the pool's settings), with the job's tools and its settings."""
+        window = lease.engine is self.pool.window_engine
+        engine = lease.client if job.tools is None else cast(EngineClient, ToolsEngine(lease.client, job.tools))
+        backend = backend_for(job.model, engine=engine, options=options, loaded_as_is=window,
+                              load=None if window else lambda: self.pool.load(lease.engine))
+        return RequestBackend(backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt)
 
     async def _close(self, opened: Opened, **end: Any) -> None:
         """Close the request in the record and the history, whatever cancels the caller meanwhile."""

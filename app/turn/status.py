@@ -11,9 +11,12 @@ from app.store.statuses import MessageStatus
 class StopCause(IntEnum):
     """Why a turn was stopped; a later, stronger cause wins (a signal after Ctrl-C)."""
 
-    PERSON = 1  # Stop, Esc, Ctrl-C: the reply ends 'cancelled'
+    PERSON = 1  # Stop, Esc, Ctrl-C, an API client that went away: the reply ends 'cancelled'
     SIGNAL = 2  # SIGTERM, SIGHUP: the reply was cut off, not refused: 'interrupted'
     QUIT = 3  # the window quit mid-reply: 'interrupted', whatever the engine said last
+    # The API server stopped (cove serve's Ctrl-C or SIGTERM, the window's Server switch): its
+    # client is sent the reply so far as a whole reply, which ends as the engine said ('cancelled').
+    SERVER = 4
 
 
 def end_status(reported: str, cause: StopCause | None) -> str:

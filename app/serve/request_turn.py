@@ -1,0 +1,138 @@
+"""What an API request's reply runs through app/turn's `Turn` with: `RequestBackend`, the pool's
+engine behind the one Backend interface with the request's own settings bound, and `RequestWriter`,
+the TurnWriter that hands the reply to the request's RequestStore (app/serve/request_store.py),
+whose StoreThread does every write. Nothing here touches SQLite, so the Turn is polled on the
+server's event loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import anyio
+
+from app.engine.generation import Generation
+from app.engine.loaded import LoadedModel
+from app.serve.request_store import Opened, RequestStore
+from app.settings import SamplingParams
+from app.store.history import Message
+from app.store.statuses import MessageStatus
+from app.tools.reply import ToolReply, record_of, reply_of
+from app.tools.spec import ToolSet
+from app.turn.backend import Backend, ChatModel
+from models.library import FileRecheck, InstalledModel, ModelLibrary
+
+
+def unsaved_sentence(why: str) -> str:
+    """What a client is told of a reply the history file could not take yet."""
+    return (f"This reply is not in Cove's history yet ({why}); Cove keeps it and writes it, with the request's "
+            "record entry, as soon as the file takes it.")
+
+
+class RequestBackend:
+    """`backend` (the LocalBackend of the engine the pool lent) with what the request asks of its
+    reply that a Turn does not pass: its stop strings, its grammar, a raw prompt (a text
+    completion), and every turn kept (an API client sends the conversation it wants answered:
+    nothing is dropped to fit). Keeps the Generation it started, for the event loop to wait on
+    without a thread (Generation.wake_when_ready)."""
+
+    def __init__(self, backend: Backend, *, stop: Sequence[str] = (), grammar: str | None = None,
+                 raw_prompt: str | None = None) -> None:
+        self._backend = backend
+        self._stop, self._grammar, self._raw_prompt = tuple(stop), grammar, raw_prompt
+        self.generation: Generation | None = None  # set by start (on the start thread), read after it returned
+
+    @property
+    def model(self) -> ChatModel:
+        return self._backend.model
+
+    @property
+    def installed(self) -> InstalledModel | None:
+        return self._backend.installed
+
+    @property
+    def ran_on(self) -> dict[str, Any] | None:
+        return self._backend.ran_on
+
+    def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
+              stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
+              on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
+              keep_all_turns: bool = False, raw_prompt: str | None = None,
+              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto") -> Generation:
+        self.generation = self._backend.start(
+            messages, params, conversation_id=conversation_id, stop=self._stop or stop, on_loaded=on_loaded,
+            on_recheck=on_recheck, grammar=self._grammar or grammar, keep_all_turns=True,
+            raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt, tools=tools,
+            tool_choice=tool_choice)
+        return self.generation
+
+
+class RequestWriter:
+    """The history side of an API request's Turn. The reply's row and the record's entry were
+    opened when the request was accepted (RequestStore.open); text is checkpointed into the row as
+    it arrives (written in order on the store's thread, not awaited); `finish` keeps the end, and
+    `close` writes it, awaited by the event loop once the engine went back to the pool. With
+    `tools` (the request's), `finish` reads the reply's calls once, for the record and the
+    endpoint. Called only on the server's event loop."""
+
+    sent: list[dict] | None = None
+    ran_on: dict[str, Any] | None = None  # an API request runs on this machine
+    unsaved: Message | None = None  # never set: a write that fails waits in the RequestStore instead
+
+    def __init__(self, store: RequestStore, opened: Opened, *, tools: ToolSet | None = None,
+                 call_id_prefix: str = "call_") -> None:
+        self.store, self.opened = store, opened
+        self.model = opened.model  # the file that runs: the new bytes when a recheck found it changed
+        self.assistant = _reply_row(opened)
+        self.ended: Message | None = None  # the end `finish` kept, for `close`
+        self.tool_reply: ToolReply | None = None  # the reply's calls, read by `finish` (with tools)
+        self.not_saved: str | None = None  # set by `close`: what a client is told when the file did not take it
+        self._tools, self._prefix = tools, call_id_prefix
+        self._parts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def append(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+            self.store.checkpoint(self.opened, self._parts)  # cheap unless a checkpoint is due
+
+    def finish(self, status: str, metrics: dict[str, Any], error: str | None = None, text: str | None = None) -> Message:
+        final = self.text if text is None else text
+        tools = self._tools
+        if tools is not None and tools.active and status != MessageStatus.ERROR:
+            self.tool_reply = reply_of(tools, metrics, final, self._prefix)
+        self.ended = replace(self.assistant, content=final, status=status, error=error, metrics=metrics)
+        return self.ended
+
+    def record_recheck(self, library: ModelLibrary, model_name: str, recheck: FileRecheck) -> InstalledModel:
+        """The model file changed: its entry names the new bytes, and so will the request's closing
+        entry and reply row. Run on the store's thread, whose library it is (a request's Turn is
+        given no library: the service calls this there)."""
+        self.model = library.record_recheck(model_name, recheck)
+        return self.model
+
+    async def close(self) -> None:
+        """Write the end `finish` kept: the closing entry and the finished row, in one transaction
+        on the store's thread, whatever cancels the caller meanwhile."""
+        end = self.ended
+        assert end is not None, "close follows the turn's end"
+        with anyio.CancelScope(shield=True):
+            await self.store.close(self.opened, reply=end.content, status=end.status, metrics=end.metrics,
+                                   error=end.error, model=self.model,
+                                   extra=record_of(self.tool_reply) if self.tool_reply else None)
+        why = self.opened.not_saved
+        self.not_saved = unsaved_sentence(why) if why else None
+
+
+def _reply_row(opened: Opened) -> Message:
+    """The reply's row as opened ('streaming'); its ids are empty while the file has not taken it."""
+    exchange = opened.exchange
+    model = opened.model
+    return Message(id=exchange.message_id if exchange else "", conversation_id=exchange.conversation_id if exchange else "",
+                   parent_id=None, role="assistant", content="", status=MessageStatus.STREAMING, error=None,
+                   created_at="", updated_at="", model_name=model.name, model_sha256=model.sha256,
+                   model_quant=model.quant, params=opened.params, metrics={}, seq=0)

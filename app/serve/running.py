@@ -1,0 +1,131 @@
+"""`Running`: an API request's Turn (app/turn/turn.py) as the endpoints read it, on the server's
+event loop: the reply's text and its end as engine events (TokenEvent, then one FinishedEvent
+whose status is the one the Turn wrote), joined into chunks, with no thread blocked waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+
+import anyio
+
+from app.engine.generation import FinishedEvent, Generation, TokenEvent
+from app.store.statuses import MessageStatus
+from app.tools.reply import ToolReply
+from app.turn.events import EndEvent, TurnEvent
+from app.turn.turn import Turn
+
+CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
+
+
+class Running:
+    """One reply in progress: `await next()` gives its events, None after the last. Tokens that
+    arrived together come as one event, and a stream faster than one token per CHUNK_INTERVAL_S
+    sends what arrived meanwhile as one chunk: the server's work per chunk runs in the window's
+    process when the Server switch is on, and a thousand chunks a second would take the window's
+    main thread its turns at the interpreter. The first token goes out at once.
+
+    Events come from `turn.poll()` (which writes them: text checkpointed, the end kept for the
+    request's close), called only here on the event loop; `generation` is the reply the turn
+    started, waited on with `wake_when_ready`. `first`: what the poll right after the start gave."""
+
+    def __init__(self, turn: Turn, generation: Generation, first: Iterable[TurnEvent] = ()) -> None:
+        self.turn = turn
+        self.generation = generation
+        self.finished: FinishedEvent | None = None
+        self.text: list[str] = []
+        self.tokens = 0  # tokens so far (events before they were joined)
+        self._ready: deque[TokenEvent | FinishedEvent] = deque()
+        self._take(first)
+        self._last_chunk = 0.0
+        self._arrived: asyncio.Event | None = None
+        # A stream's reply is closed (engine given back, request recorded) as soon as its last
+        # event is taken, before the stream's last chunks go out: a client that sends its next
+        # request on [DONE] never waits behind this one's commit.
+        self.close_early: Callable[[], Awaitable[None]] | None = None
+        # Set when the reply ended: why it is not (yet) in the history file, None when it is.
+        self.not_saved: str | None = None
+        # Set when a reply with tools ended: its calls as read once, for the record and the endpoint.
+        self.tool_reply: ToolReply | None = None
+
+    def _take(self, events: Iterable[TurnEvent]) -> None:
+        """The turn's events the endpoints read: text, and its end as a FinishedEvent."""
+        for event in events:
+            if isinstance(event, TokenEvent):
+                self._ready.append(event)
+            elif isinstance(event, EndEvent):
+                self._ready.append(self.finished_of(event))
+
+    def finished_of(self, end: EndEvent) -> FinishedEvent:
+        """The turn's end as the engine's FinishedEvent, with what the turn wrote (its status from
+        app/turn/status.py, its text and metrics) and what only the engine knows (the prompt's
+        figures, why it failed)."""
+        reply, engine = end.message, self.generation.finished
+        failure = engine.failure if engine is not None and reply.status == MessageStatus.ERROR else None
+        started = engine.started if engine is not None and engine.started is not None else self.generation.started
+        return FinishedEvent(reply.content, reply.status, reply.metrics, reply.error, started, failure)
+
+    async def next(self) -> TokenEvent | FinishedEvent | None:
+        if self.finished is not None:
+            return None
+        ready = self._ready
+        if not ready:
+            self._take(self.turn.poll())
+        while not ready:  # wait for the engine's next event on the loop, with no thread blocked
+            wake, arrived = self._waker()
+            armed = self.generation.wake_when_ready(wake)
+            if armed:
+                await arrived.wait()
+                arrived.clear()
+            self._take(self.turn.poll())
+            if not armed and not ready:
+                break
+        if ready and isinstance(ready[0], TokenEvent):
+            early = self._last_chunk + CHUNK_INTERVAL_S - time.perf_counter()
+            if early > 0:
+                await anyio.sleep(early)
+                self._take(self.turn.poll())
+            self._last_chunk = time.perf_counter()
+        event = ready.popleft() if ready else None
+        if isinstance(event, TokenEvent):
+            self.tokens += 1
+            if ready and isinstance(ready[0], TokenEvent):
+                parts = [event.text]
+                while ready and isinstance(ready[0], TokenEvent):
+                    parts.append(ready.popleft().text)
+                    self.tokens += 1
+                event = TokenEvent("".join(parts), event.t)
+            self.text.append(event.text)
+        elif isinstance(event, FinishedEvent):
+            self.finished = event
+        else:  # the engine's events ended without its end
+            ended = self.turn.ended or self.turn.fail("the engine stopped without a reply")
+            self.finished = self.finished_of(ended)
+        if self.finished is not None and self.close_early is not None:
+            close, self.close_early = self.close_early, None
+            await close()
+        return event if event is not None else self.finished
+
+    def _waker(self) -> tuple[Callable[[], None], asyncio.Event]:
+        """What the engine's reader thread calls when an event arrives: set `_arrived` on this
+        loop. A loop already closed (the server stopped) is no one's to wake."""
+        loop = asyncio.get_running_loop()
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
+        arrived = self._arrived
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(arrived.set)
+            except RuntimeError:
+                pass
+
+        return wake, arrived
+
+    async def whole(self) -> FinishedEvent:
+        while await self.next() is not None:
+            pass
+        assert self.finished is not None
+        return self.finished
