@@ -71,13 +71,25 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
                        param="reasoning_effort")
 
 
-def read_chat_request(body: object) -> ChatRequest:
+MODEL_REQUIRED = "'model' is required: the name of an installed model (GET /v1/models)"
+
+
+def read_model(body: object, *, missing: str = MODEL_REQUIRED) -> tuple[dict[str, Any], str]:
+    """What every endpoint reads first: the body, which must be a JSON object free of lone
+    surrogates and not nested too deep (app/serve/body_check.py), and its model's name, which must
+    be given (`missing`: the sentence when it is not, in the endpoint's words). Raises ApiError
+    naming the field."""
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     check_body(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")
+        raise ApiError(400, missing, param="model")
+    return body, model
+
+
+def read_chat_request(body: object) -> ChatRequest:
+    body, model = read_model(body)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, "'messages' must be a non-empty list", param="messages")

@@ -13,8 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.engine.generation import FinishedEvent, TokenEvent
-from app.serve.body_check import check_body
-from app.serve.chat_request import Sampling, read_sampling
+from app.serve.chat_request import Sampling, read_model, read_sampling
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.openai_api import FINISH, ClosingStream
@@ -40,12 +39,7 @@ class CompletionRequest:
 
 def read_completion_request(body: object) -> CompletionRequest:
     """A completions request as read; ApiError naming the field."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    check_body(body)
-    name = body.get("model")
-    if not isinstance(name, str) or not name:
-        raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")
+    body, name = read_model(body)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]

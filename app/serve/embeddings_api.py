@@ -9,6 +9,7 @@ import struct
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.serve.chat_request import read_model
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body
 from app.serve.service import Service
@@ -18,11 +19,7 @@ MAX_INPUTS = 2048  # the real API's limit on inputs in one request
 
 def read_inputs(body: object) -> tuple[str, list[str], str]:
     """(model, texts, encoding format) of an embeddings request; ApiError naming the field."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ApiError(400, "'model' is required: the name of an installed embedding model", param="model")
+    body, model = read_model(body, missing="'model' is required: the name of an installed embedding model")
     raw = body.get("input")
     texts = [raw] if isinstance(raw, str) else raw
     if not isinstance(texts, list) or not texts:

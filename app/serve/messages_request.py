@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine.grammar import grammar_for
-from app.serve.body_check import check_body
-from app.serve.chat_request import MAX_TOKENS_LIMIT
+from app.serve.chat_request import MAX_TOKENS_LIMIT, read_model
 from app.serve.errors import ApiError
 from app.settings import SamplingParams
 from app.tools.spec import ToolError, ToolSet, read_anthropic_tools
@@ -106,12 +105,7 @@ def _output_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | N
 
 
 def read_messages_request(body: object) -> MessagesRequest:
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    check_body(body)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ApiError(400, "model: Field required (the name of an installed model, GET /v1/models)", param="model")
+    body, model = read_model(body, missing="model: Field required (the name of an installed model, GET /v1/models)")
     max_tokens = _whole(body, "max_tokens", 1, MAX_TOKENS_LIMIT, required=True)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:

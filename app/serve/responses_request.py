@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine.grammar import grammar_for
-from app.serve.body_check import check_body
-from app.serve.chat_request import MAX_TOKENS_LIMIT, read_sampling
+from app.serve.chat_request import MAX_TOKENS_LIMIT, read_model, read_sampling
 from app.serve.errors import ApiError
 from app.settings import SamplingParams
 from app.tools.spec import MAX_TOOLS, Tool, ToolChoice, ToolError, ToolSet, arguments_object, read_tool
@@ -217,12 +216,7 @@ def _text_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | Non
 
 
 def read_responses_request(body: object) -> ResponsesRequest:
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    check_body(body)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ApiError(400, "'model' is required: the name of an installed model (GET /v1/models)", param="model")
+    body, model = read_model(body)
     _refuse_stateful(body)
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
