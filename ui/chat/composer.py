@@ -111,7 +111,7 @@ class Composer(QWidget):
         row.addWidget(self._button, 0, Qt.AlignmentFlag.AlignBottom)
 
         self._meter_bar.setFixedWidth(120)
-        meter = QHBoxLayout()
+        meter = self._meter_row = QHBoxLayout()
         meter.setContentsMargins(0, 0, 0, 0)
         meter.addStretch(1)
         meter.addWidget(self._meter_label, 0)
@@ -129,6 +129,10 @@ class Composer(QWidget):
         self._fit_height()
 
     # ---- commands from the owner -------------------------------------------------------
+
+    def add_leading(self, widget: QWidget) -> None:
+        """A control at the left of the line under the box (the conversation's Tools menu)."""
+        self._meter_row.insertWidget(0, widget)
 
     def text(self) -> str:
         """What is typed now, exactly as typed."""

@@ -22,6 +22,7 @@ from app.settings import SamplingParams
 from app.store.history import Conversation, Message
 from app.store.save_errors import write_failure
 from app.turn.backend import installed_model, on_server, ready_without_load
+from app.turn.tools import ToolLoop
 from models.library import InstalledModel
 from ui.background import run_in_background
 from ui.chat.remote_turn import RemoteTurns
@@ -232,10 +233,10 @@ class ChatController(QObject):
         """The person's answer to a tool call's question (app.mcp.approval ALLOW_ONCE, ALWAYS, DENY)."""
         self.turns.answer_tool(call_id, verdict)
 
-    def _tools_for(self, conversation_id: str):
+    def _tools_for(self, conversation_id: str) -> Callable[[], ToolLoop | None] | None:
+        """How the turn of this conversation gets its tools (read now, on the UI thread)."""
         if self.tools is None:
             return None
-        self.turns.notes = self.tools.notes
         return self.tools.loop_for(self.core.history.get_conversation(conversation_id))
 
     # ---- turns -------------------------------------------------------------------------

@@ -104,7 +104,7 @@ class MainWindow(QMainWindow):
         self.tools = ToolsHost(self, self.core)  # the Tools page, the conversation's tools and their questions
         self.sidebar.add_footer(self.tools.button)
         self.tools.attach(controller)
-        self._bar.insertWidget(self._bar.indexOf(self.settings_button), self.tools.menu_button)
+        self.composer.add_leading(self.tools.menu_button)  # the conversation's tool servers, under the box
         self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()
@@ -122,7 +122,7 @@ class MainWindow(QMainWindow):
     def _build_layout(self) -> None:
         top = QWidget()
         top.setObjectName("topBar")
-        bar = self._bar = QHBoxLayout(top)
+        bar = QHBoxLayout(top)
         bar.setContentsMargins(8, 6, 8, 6)
         # Elided ("…") when the bar is narrow: a long title must not widen the window.
         self.title_label = _ElidedLabel()

@@ -1,5 +1,5 @@
 """What the main window needs for its tools: the entry at the foot of the sidebar that opens the
-Tools page (in a window of its own, built the first time it is opened), the top bar's Tools menu
+Tools page (in a window of its own, built the first time it is opened), the composer's Tools menu
 (which servers are on for the open conversation), the question before each call (the approval
 dialog, opened without a nested event loop), and the one MCP host the page's Tests and the
 conversations' calls use (made on first use). At quit it stops any tool server still running."""
@@ -68,7 +68,7 @@ class ToolsHost(QObject):
         self.approval: ToolApprovalDialog | None = None  # the question up, if one is
         self.chat = ChatTools(ToolServerStore(core.db), core.network, self._host, confirm or self._ask)
         self._controller: ChatController | None = None
-        # The top bar's menu: which tool servers the open conversation may use.
+        # The composer's menu: which tool servers the open conversation may use.
         self.menu_button = QToolButton(window)
         self.menu_button.setObjectName("conversationToolsButton")
         self.menu_button.setText("Tools")
@@ -84,6 +84,7 @@ class ToolsHost(QObject):
         """Give the chat its tools: the loop for each turn, the questions, the menu's choices."""
         self._controller = controller
         controller.tools = self.chat
+        controller.turns.notes = self.chat.notes  # sentences a turn's thread leaves (a server that did not start)
         controller.tool_asked.connect(self.ask)
         controller.reply_finished.connect(lambda _message: self.close_question())
         controller.tool_servers_changed.connect(self._show_count)

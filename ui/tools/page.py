@@ -43,7 +43,7 @@ NAME_ROLE = Qt.ItemDataRole.UserRole
 IDENTITY_ROLE = Qt.ItemDataRole.UserRole + 1  # the full command line or URL
 ABOUT = ("Tool servers (MCP) are programs you choose, or HTTP servers on this computer, that offer tools a model "
          "can call. Adding one starts nothing; Test starts it to list its tools, then stops it. Turn a server on for "
-         "a conversation in the Tools menu above the conversation; every call a model wants to make is then shown to "
+         "a conversation in the Tools menu under the message box; every call a model wants to make is then shown to "
          "you first (Allow once, Always allow this tool, Deny). Cove cannot see what a tool server does on the network, "
          "and while Cove is offline it starts one only if you allow it for that reply.")
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?

@@ -1,5 +1,5 @@
 """The window's tool flow (issue 31 §3), as a person goes through it: tool servers turned on for
-the conversation in the top bar's Tools menu, the model's call asked in the approval dialog
+the conversation in the Tools menu under the message box, the model's call asked in the approval dialog
 (opened without blocking the frame timer), allowed / denied / always allowed / closed, the call
 and its result shown as one collapsed row that opens to the arguments and the result, kept in
 the history and the record, shown again in a new window on the same database.
@@ -71,7 +71,7 @@ def _window(qtbot, core, engine, hosts: Callable[[], McpHost], calls_file: Path)
 
 
 def _turn_on(window: Any, name: str) -> None:
-    """Check `name` in the top bar's Tools menu, as a click on it does."""
+    """Check `name` in the composer's Tools menu, as a click on it does."""
     window.tools.fill_menu()
     action = next(a for a in window.tools.menu.actions() if a.text() == name)
     assert action.isCheckable() and not action.isChecked()
@@ -355,3 +355,18 @@ def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(q
         assert any(r.content.startswith(f"Called time/{tool} · ") for r in _rows(window))
     finally:
         window.close()
+
+
+def test_a_server_that_does_not_start_is_one_sentence_and_the_reply_goes_on(qtbot, cove_core, fake_engine, hosts,
+                                                                            calls_file, replies) -> None:
+    import sys
+
+    ToolServerStore(cove_core.db).add(stdio_server("broken", [sys.executable, "-c", "import sys; sys.exit(3)"]))
+    window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
+    _turn_on(window, "broken")
+    replies.set("Plain answer.")
+    send(qtbot, window, "hello")
+    _idle(qtbot, window)
+    assert "broken" in window.notice.text() and "not offered" in window.notice.text()
+    assert "Traceback" not in window.notice.text()
+    assert replies.backends[-1].tools_given[-1][0] is None and _rows(window)[-1].content == "Plain answer."
