@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from app.errors import describe_error
 from app.mcp.approval import DENY, ToolRequest
 from app.mcp.failures import ToolServerError
 from app.mcp.host import McpHost
@@ -67,7 +68,12 @@ class ChatTools:
                 self.notes.append(f"Cove is offline, so the tool servers {listed_names} were not started; "
                                   "this reply has no tools.")
                 return None
-        host = self._host()
+        try:
+            host = self._host()
+        except OSError as exc:  # e.g. its log file cannot be opened: one sentence, the reply goes on
+            self.notes.append(f"The tool servers {listed_names} were not started: {describe_error(exc)}. "
+                              "This reply has no tools.")
+            return None
         store, notes, choice = self.store, self.notes, self.first_choice
 
         def build() -> ToolLoop | None:  # on the turn's thread: starts the servers, lists their tools

@@ -370,3 +370,17 @@ def test_a_server_that_does_not_start_is_one_sentence_and_the_reply_goes_on(qtbo
     assert "broken" in window.notice.text() and "not offered" in window.notice.text()
     assert "Traceback" not in window.notice.text()
     assert replies.backends[-1].tools_given[-1][0] is None and _rows(window)[-1].content == "Plain answer."
+
+
+def test_a_host_that_cannot_be_made_is_one_sentence_and_the_reply_goes_on(qtbot, cove_core, fake_engine, calls_file,
+                                                                          replies) -> None:
+    def no_host() -> McpHost:
+        raise PermissionError(13, "Permission denied", "/nowhere/tool-servers.log")
+
+    window = _window(qtbot, cove_core, fake_engine, no_host, calls_file)
+    _turn_on(window, "fault")
+    replies.set("Plain answer.")
+    send(qtbot, window, "hello")
+    _idle(qtbot, window)
+    assert "were not started: permission denied" in window.notice.text()
+    assert _rows(window)[-1].content == "Plain answer." and _calls(calls_file) == []
