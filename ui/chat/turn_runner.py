@@ -110,7 +110,11 @@ class TurnRunner(QObject):
                 reader.close()
 
         self.record = record
-        tools = self.tools_for(conversation_id) if self.tools_for is not None else None
+        try:
+            tools = self.tools_for(conversation_id) if self.tools_for is not None else None
+        except Exception as exc:  # noqa: BLE001 - e.g. the tool servers could not be read: the reply goes on
+            self.error_reported.emit(f"The conversation's tools could not be prepared ({exc}); this reply has none.")
+            tools = None
         self.turn = Turn(record, prompt_messages, params=self._params(), conversation_id=conversation_id,
                          library=self.core.library, tools=tools)
         self.backend = None
