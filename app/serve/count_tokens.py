@@ -6,21 +6,21 @@ It is a question about a request, not a reply: not entered in the record or the 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.engine.client import EngineClient, EngineError
+from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, Generation
 from app.serve.anthropic_api import error_response
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body
 from app.serve.messages_request import read_messages_request
+from app.serve.request_turn import tool_arguments
 from app.serve.service import Service, failure_error
 from app.store.statuses import MessageStatus
-from app.tools.reply import ToolsEngine
 from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
 from models.library import InstalledModel
@@ -54,15 +54,14 @@ class TokenCounter:
             window = lease.engine is pool.window_engine
             params = replace(self.service.core.settings.sampling, max_tokens=1)
 
-            # The tools are rendered into the prompt as for a reply (with tool_choice "none" they are not).
-            engine = lease.client if tools is None else cast(EngineClient, ToolsEngine(lease.client, tools))
-
-            backend = backend_for(model, engine=engine, options=options, loaded_as_is=window,
+            backend = backend_for(model, engine=lease.client, options=options, loaded_as_is=window,
                                   load=None if window else lambda: pool.load(lease.engine))
 
             def start() -> Generation:
                 try:
-                    return backend.start(messages, params, conversation_id=None, keep_all_turns=True)
+                    # The tools are rendered into the prompt as for a reply (with tool_choice "none" they are not).
+                    return backend.start(messages, params, conversation_id=None, keep_all_turns=True,
+                                         **tool_arguments(tools))
                 except EngineError as exc:
                     raise ApiError(500, str(exc), "server_error") from None
 

@@ -30,17 +30,27 @@ def unsaved_sentence(why: str) -> str:
             "record entry, as soon as the file takes it.")
 
 
+def tool_arguments(tools: ToolSet | None) -> dict[str, Any]:
+    """Backend.start's arguments for a request's tools (app/tools/spec.py): none when it has none
+    or its tool_choice is "none" (the model is not told of them)."""
+    if tools is None or not tools.active:
+        return {}
+    return {"tools": [t.openai() for t in tools.tools], "tool_choice": tools.choice.mode,
+            "tool_name": tools.choice.name, "parallel_tool_calls": tools.choice.parallel}
+
+
 class RequestBackend:
     """`backend` (the LocalBackend of the engine the pool lent) with what the request asks of its
     reply that a Turn does not pass: its stop strings, its grammar, a raw prompt (a text
-    completion), and every turn kept (an API client sends the conversation it wants answered:
-    nothing is dropped to fit). Keeps the Generation it started, for the event loop to wait on
-    without a thread (Generation.wake_when_ready)."""
+    completion), its tools (the client runs their calls), and every turn kept (an API client
+    sends the conversation it wants answered: nothing is dropped to fit). Keeps the Generation
+    it started, for the event loop to wait on without a thread (Generation.wake_when_ready)."""
 
     def __init__(self, backend: Backend, *, stop: Sequence[str] = (), grammar: str | None = None,
-                 raw_prompt: str | None = None) -> None:
+                 raw_prompt: str | None = None, tools: ToolSet | None = None) -> None:
         self._backend = backend
         self._stop, self._grammar, self._raw_prompt = tuple(stop), grammar, raw_prompt
+        self._tools = tool_arguments(tools)
         self.generation: Generation | None = None  # set by start (on the start thread), read after it returned
 
     @property
@@ -59,12 +69,14 @@ class RequestBackend:
               stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
               keep_all_turns: bool = False, raw_prompt: str | None = None,
-              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto") -> Generation:
+              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
+              parallel_tool_calls: bool = True) -> Generation:
+        asked = self._tools or {"tools": tools, "tool_choice": tool_choice, "tool_name": tool_name,
+                                "parallel_tool_calls": parallel_tool_calls}
         self.generation = self._backend.start(
             messages, params, conversation_id=conversation_id, stop=self._stop or stop, on_loaded=on_loaded,
             on_recheck=on_recheck, grammar=self._grammar or grammar, keep_all_turns=True,
-            raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt, tools=tools,
-            tool_choice=tool_choice)
+            raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt, **asked)
         return self.generation
 
 

@@ -12,13 +12,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from starlette.requests import Request
 
 from app.core import Core
-from app.engine.client import EngineClient, EngineError
+from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.engine.loaded import Embeddings
 from app.load_options import LoadOptions, load_options
@@ -30,7 +30,6 @@ from app.serve.request_turn import RequestBackend, RequestWriter
 from app.serve.running import Running
 from app.settings import SamplingParams
 from app.store.statuses import MessageStatus
-from app.tools.reply import ToolsEngine
 from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, RecheckedEvent
@@ -334,10 +333,9 @@ class Service:
         """The reply's Backend: the model on the lent engine (the window's own as it has it
         loaded; another with the pool's settings), with the job's tools and its settings."""
         window = lease.engine is self.pool.window_engine
-        engine = lease.client if job.tools is None else cast(EngineClient, ToolsEngine(lease.client, job.tools))
-        backend = backend_for(job.model, engine=engine, options=options, loaded_as_is=window,
+        backend = backend_for(job.model, engine=lease.client, options=options, loaded_as_is=window,
                               load=None if window else lambda: self.pool.load(lease.engine))
-        return RequestBackend(backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt)
+        return RequestBackend(backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt, tools=job.tools)
 
     async def _close(self, opened: Opened, **end: Any) -> None:
         """Close the request in the record and the history, whatever cancels the caller meanwhile."""

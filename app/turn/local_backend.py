@@ -39,7 +39,8 @@ class LocalBackend:
               stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
               keep_all_turns: bool = False, raw_prompt: str | None = None,
-              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto") -> Generation:
+              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
+              parallel_tool_calls: bool = True) -> Generation:
         engine, model = self.engine, self.model
         assert engine is not None, "a model of this machine needs the engine client"
         try:
@@ -58,7 +59,8 @@ class LocalBackend:
             loaded = engine.load(model.path, n_ctx=params.n_ctx, **options.load_arguments())
         if on_loaded is not None:
             on_loaded(loaded)
-        with_tools: dict[str, Any] = {} if tools is None else {"tools": tools, "tool_choice": tool_choice}
+        with_tools: dict[str, Any] = {} if tools is None else {
+            "tools": tools, "tool_choice": tool_choice, "tool_name": tool_name, "parallel_tool_calls": parallel_tool_calls}
         return engine.generate(
             messages,
             conversation_id=conversation_id,

@@ -31,11 +31,13 @@ def _free_port() -> int:
 @pytest.fixture
 def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """What went through app/turn: each LocalBackend.start, and each end_status (reported, cause)."""
-    out: dict[str, list[Any]] = {"starts": [], "ends": []}
+    out: dict[str, list[Any]] = {"starts": [], "ends": [], "tools": []}
     real_start = LocalBackend.start
 
     def start(self: LocalBackend, messages: list[dict], params: Any, **kwargs: Any) -> Any:
         out["starts"].append((self.model.name, kwargs.get("keep_all_turns"), kwargs.get("raw_prompt")))
+        out["tools"].append((kwargs.get("tool_choice"), kwargs.get("tool_name"), [t["function"]["name"] for t in
+                                                                                   kwargs.get("tools") or []]))
         return real_start(self, messages, params, **kwargs)
 
     def mapped(reported: str, cause: StopCause | None) -> str:
@@ -63,16 +65,23 @@ def test_a_reply_is_started_by_the_backend_and_ended_by_the_turn(cove_core, seen
             "model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0})
         text = httpx.post(f"{server.address}/completions", timeout=60, json={
             "model": "tiny-llama", "prompt": "Once", "max_tokens": 2, "temperature": 0})
-        assert chat.status_code == 200 and text.status_code == 200, (chat.text, text.text)
+        tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+        called = httpx.post(f"{server.address}/chat/completions", timeout=60, json={
+            "model": "tiny-llama", "messages": [{"role": "user", "content": "time?"}], "max_tokens": 2,
+            "temperature": 0, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+        assert chat.status_code == text.status_code == called.status_code == 200, (chat.text, text.text, called.text)
         _wait_idle(server)
     finally:
         server.stop()
-    # Both went through the backend, with what the request asked of the engine (every turn kept, a raw prompt).
-    assert seen["starts"] == [("tiny-llama", True, None), ("tiny-llama", True, "Once")]
-    assert seen["ends"] == [("length", None), ("length", None)]
+    # All went through the backend, with what the request asked of the engine (every turn kept, a raw
+    # prompt, its tools).
+    assert seen["starts"] == [("tiny-llama", True, None), ("tiny-llama", True, "Once"), ("tiny-llama", True, None)]
+    assert seen["tools"] == [("auto", None, []), ("auto", None, []), ("required", "get_time", ["get_time"])]
+    assert seen["ends"] == [("length", None)] * 3
     entries = requests_of(RequestLog(cove_core.db).entries())
     assert [(e["endpoint"], e["status"]) for e in entries] == [("/v1/chat/completions", "length"),
-                                                               ("/v1/completions", "length")]
+                                                               ("/v1/completions", "length"),
+                                                               ("/v1/chat/completions", "length")]
     assert entries[0]["reply"] == chat.json()["choices"][0]["message"]["content"]
 
 
