@@ -237,7 +237,12 @@ class ChatController(QObject):
         """How the turn of this conversation gets its tools (read now, on the UI thread)."""
         if self.tools is None:
             return None
-        return self.tools.loop_for(self.core.history.get_conversation(conversation_id))
+        conversation = self.core.history.get_conversation(conversation_id)
+        if on_server(self.model) and self.tool_servers():  # the engine offers tools to this machine's models only
+            self.tools.notes.append(f"{self.model.name if self.model else 'The model'} runs on a server; tools are "
+                                    "offered to models of this machine only, so this reply has none.")
+            return None
+        return self.tools.loop_for(conversation)
 
     # ---- turns -------------------------------------------------------------------------
 

@@ -384,3 +384,14 @@ def test_a_host_that_cannot_be_made_is_one_sentence_and_the_reply_goes_on(qtbot,
     _idle(qtbot, window)
     assert "were not started: permission denied" in window.notice.text()
     assert _rows(window)[-1].content == "Plain answer." and _calls(calls_file) == []
+
+
+def test_a_model_on_a_server_gets_no_tools_and_says_why(qtbot, cove_core, fake_engine, hosts, calls_file) -> None:
+    from app.remote.remote_model import RemoteModel
+
+    window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
+    _turn_on(window, "fault")
+    controller = window.controller
+    controller.model = RemoteModel("box", "m1", "127.0.0.1:9", None)
+    assert controller._tools_for(controller.conversation_id) is None  # noqa: SLF001 - what a turn would get
+    assert "m1@box runs on a server" in window.tools.chat.notes[-1] and hosts.made == []  # nothing started
