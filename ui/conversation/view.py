@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
-from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QMessageBox, QToolTip, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QToolTip, QWidget
 
 from app.store.statuses import MessageStatus
 from ui.conversation.delegate import Hit, MessageDelegate
 from ui.conversation.item_model import ConversationModel
-from ui.conversation.link_policy import classify_url, host_of
+from ui.conversation.link_dialog import confirm_with_dialog
+from ui.conversation.link_policy import classify_url
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.streaming.reply_surface import ReplySurface
 from ui.conversation.tool_rows import toggle_tool_row
@@ -28,25 +29,6 @@ from ui.conversation.tool_rows import toggle_tool_row
 _STREAMING = MessageStatus.STREAMING
 _BOTTOM_SLACK = 4  # pixels from the end that still count as "at the bottom"
 _PREFETCH_SCREENS = 1.0  # lay out rows this many viewport heights above and below the visible ones
-
-
-def confirm_with_dialog(parent: QWidget, url: str) -> bool:
-    """Ask before opening: the full address, its host, and a note when it carries a query."""
-    box = QMessageBox(parent)
-    box.setIcon(QMessageBox.Icon.Question)
-    box.setWindowTitle("Open link?")
-    box.setTextFormat(Qt.TextFormat.PlainText)
-    box.setText(f"Open this address in your web browser?\n\n{url}")
-    details = [f"It goes to {host_of(url) or 'an unknown host'}."]
-    if "?" in url or "#" in url:
-        details.append("Everything after “?” or “#” is sent along; the model wrote this address.")
-    box.setInformativeText(" ".join(details))
-    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    open_button = box.addButton("Open", QMessageBox.ButtonRole.AcceptRole)
-    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(cancel)
-    box.exec()
-    return box.clickedButton() is open_button
 
 
 class ConversationView(QListView):
