@@ -1,37 +1,139 @@
-"""Sampling under a grammar as llama.cpp's own common sampler does it: the sampler chain picks a
-token from the unconstrained candidates, the grammar checks only that token, and only when it
-refuses is the grammar applied to every candidate and the chain run again.
+"""Sampling under a grammar as llama.cpp's own common sampler does it: a token is picked from the
+unconstrained candidates, the grammar checks only that token, and only when it refuses is the
+grammar applied to candidates and the pick made again among those it allows.
 
 Host-internal. llama-cpp-python puts the grammar inside the chain, where it is applied to every
-token of the vocabulary on every step (262,144 candidates for Gemma 3); most steps the chain's own
+token of the vocabulary on every step (262,144 candidates for Gemma 3); most steps the first
 choice is allowed, so checking one candidate is enough.
+
+The first pick costs what a plain reply's pick costs (app/engine/token_pick.py): where the
+settings let plain decoding pick by argmax or among the top k only (no penalties), so does the
+first pick here. A refused token is picked again among the k best candidates the grammar allows,
+found without applying the grammar to the whole vocabulary (`FirstBytes`): the grammar is first
+asked which bytes a token may start with (one single-byte token each), then applied to the best
+SLICE candidates that start with one of those, and to all of them only when the slice holds fewer
+than k it allows. Other settings run llama-cpp-python's whole chain on every candidate. Either way
+the token is the one the grammar inside the chain would give for the same random draw.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 import llama_cpp
 import numpy as np
 
+from app.engine.token_pick import TopKPick
+
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.float32), ("p", np.float32)], align=True)
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
+
+# A refused token is picked again among the candidates the grammar allows in the SLICE best (by
+# logit) of those whose first byte it allows, or in all of those when the slice holds too few.
+SLICE = 512
+# Outside quoted literals and character classes, "<" opens a token reference (<[id]>, <name>): the
+# grammar then matches tokens by id, not by their text, and FirstBytes does not apply.
+_QUOTED = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]')
+
+
+def matches_text_only(gbnf: str) -> bool:
+    """Whether the grammar matches tokens by their text alone (no token references)."""
+    return "<" not in _QUOTED.sub("", gbnf)
+
+
+class FirstBytes:
+    """The vocabulary by the first byte of each token's text, as the grammar reads it (control
+    tokens shown): a grammar that refuses a one-byte token refuses every token starting with
+    that byte (it refuses at that byte), so asking it about one token per byte rules out most of
+    the vocabulary at once. Built once per model, in about half a second for 262,144 tokens."""
+
+    def __init__(self, vocab: Any, n_vocab: int) -> None:
+        buf = ctypes.create_string_buffer(1024)
+        first = np.full(n_vocab, -1, dtype=np.int16)  # -1: never allowed (no text) or end of generation
+        single = np.full(256, -1, dtype=np.intc)  # a token whose text is that byte alone
+        eog: list[int] = []
+        to_piece, is_eog = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_is_eog
+        for token in range(n_vocab):
+            if is_eog(vocab, token):
+                eog.append(token)
+                continue
+            n = to_piece(vocab, token, buf, len(buf), 0, True)
+            if n < 0:
+                n = -n  # longer than the buffer: only its first byte is needed
+                big = ctypes.create_string_buffer(n)
+                to_piece(vocab, token, big, n, 0, True)
+                lead = big.raw[0]
+            else:
+                lead = buf.raw[0] if n else 0
+            if lead:  # the grammar refuses an empty text or one starting with NUL
+                first[token] = lead
+                if n == 1 and single[lead] < 0:
+                    single[lead] = token
+        self.first = first
+        self.eog = np.array(eog, dtype=np.intc)
+        self.probes = single[single >= 0]
+        self.unprobed = np.flatnonzero((single < 0) & (np.bincount(first[first >= 0], minlength=256) > 0))
+
+    def candidates(self, allowed_bytes: np.ndarray) -> np.ndarray:
+        """The tokens whose first byte is in `allowed_bytes` (a mask over 256 bytes; bytes no
+        one-byte token could be asked about count as allowed), with the end-of-generation ones."""
+        mask = allowed_bytes.copy()
+        mask[self.unprobed] = True
+        lead = self.first
+        keep = np.flatnonzero(mask[np.maximum(lead, 0)] & (lead >= 0)).astype(np.intc)
+        return np.concatenate([keep, self.eog]) if len(self.eog) else keep
+
+
+class Greedy:
+    """The first pick at temperature 0: the largest logit (the first of equals, as llama.cpp's
+    greedy sampler)."""
+
+    k = 1
+
+    def close(self) -> None:
+        pass
+
+
+FastPick = TopKPick | Greedy
+
+
+def fast_pick(settings: dict[str, Any], n_vocab: int, seed: int) -> FastPick | None:
+    """The cheap first pick that gives the chain's own choice for llama-cpp-python's
+    `_init_sampler` settings, or None where only the whole chain does (penalties, mirostat,
+    typical sampling, top-k off)."""
+    if (settings.get("repeat_penalty", 1.0) != 1.0 or settings.get("presence_penalty") or settings.get("frequency_penalty")
+            or settings.get("mirostat_mode") or settings.get("typical_p", 1.0) != 1.0
+            or settings.get("logits_processor") is not None or settings.get("grammar") is not None):
+        return None
+    temp = float(settings.get("temp", 0.8))
+    if temp == 0.0:
+        return Greedy()
+    top_k = int(settings.get("top_k", 40))
+    if temp < 0.0 or not 0 < top_k < n_vocab:
+        return None
+    return TopKPick(top_k, float(settings.get("top_p", 0.95)), float(settings.get("min_p", 0.05)), temp, seed)
 
 
 class GrammarFirstSampler:
     """Stands in for llama-cpp-python's LlamaSampler in Llama.sample(): only `sample(ctx, idx)`.
 
-    With a `trigger` (a lazy grammar, for tool calls), tokens are sampled freely until the reply's
+    With a `trigger` (a lazy grammar, for tool calls), tokens are picked freely until the reply's
     text ends with the trigger (whitespace after it aside); from the next token on the grammar,
     whose root starts after the trigger, applies. `piece` gives a token's text with control
-    tokens shown (a trigger may be one)."""
+    tokens shown (a trigger may be one). `fast`: the first pick (fast_pick), or None for the
+    whole chain on every candidate. `first_bytes`: the model's FirstBytes (made on first use),
+    or None to apply the grammar to the whole vocabulary when a refused token is picked again."""
 
     def __init__(self, chain: Any, vocab: Any, gbnf: str, n_vocab: int, trigger: bytes | None = None,
-                 piece: Callable[[int], bytes] | None = None) -> None:
+                 piece: Callable[[int], bytes] | None = None, fast: FastPick | None = None,
+                 first_bytes: Callable[[], FirstBytes] | None = None) -> None:
         self._chain = chain  # a _internals.LlamaSampler without the grammar; owns its C chain
+        self._fast = fast
+        self._first_bytes = first_bytes if matches_text_only(gbnf) else None
         self._waiting = trigger if trigger and piece is not None else None
         self._piece = piece
         self._seen = b""
@@ -43,24 +145,32 @@ class GrammarFirstSampler:
         self._ids = np.arange(n_vocab, dtype=np.intc)
         self._one = llama_cpp.llama_token_data()
         self._one_array = llama_cpp.llama_token_data_array(ctypes.pointer(self._one), 1, -1, False)
+        self.refused = 0  # first picks the grammar refused
+        self.checked = 0  # candidates the grammar was applied to when picking again
 
     def close(self) -> None:
         if self._grammar:
             llama_cpp.llama_sampler_free(self._grammar)
             self._grammar = None
+        if self._fast is not None:
+            self._fast.close()
+            self._fast = None
         self._chain.close()
 
     def __del__(self) -> None:
         self.close()
 
-    def _candidates(self, ctx: Any, idx: int) -> llama_cpp.llama_token_data_array:
-        logits = llama_cpp.llama_get_logits_ith(ctx, idx)
-        cur = self._cur
-        cur["id"] = self._ids
-        cur["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
+    def _row(self, ctx: Any, idx: int) -> np.ndarray:
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self._n_vocab,))
+
+    def _array(self, ids: np.ndarray, logits: np.ndarray | float) -> llama_cpp.llama_token_data_array:
+        n = len(ids)
+        cur = self._cur[:n]
+        cur["id"] = ids
+        cur["logit"] = logits
         cur["p"] = 0.0
         data = cur.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
-        return llama_cpp.llama_token_data_array(data, self._n_vocab, -1, False)
+        return llama_cpp.llama_token_data_array(data, n, -1, False)
 
     def _allowed(self, token: int) -> bool:
         one, arr = self._one, self._one_array
@@ -68,6 +178,14 @@ class GrammarFirstSampler:
         arr.size, arr.selected, arr.sorted = 1, -1, False
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
         return not math.isinf(one.logit)
+
+    def _allowed_of(self, ids: np.ndarray) -> np.ndarray:
+        """Those of `ids` the grammar allows."""
+        arr = self._array(ids, 0.0)
+        llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
+        self.checked += len(ids)
+        cur = self._cur[: len(ids)]
+        return cur["id"][np.isfinite(cur["logit"])]
 
     def _watch(self, token: int) -> None:
         """Keep the reply's last text and switch the grammar on once it ends with the trigger."""
@@ -77,8 +195,13 @@ class GrammarFirstSampler:
             self._waiting = None
 
     def sample(self, ctx: Any, idx: int) -> int:
+        if self._fast is not None:
+            token = self._sample_fast(ctx.ctx, idx, self._fast)
+            if token is not None:
+                return token
         chain = self._chain.sampler
-        arr = self._candidates(ctx.ctx, idx)
+        row = self._row(ctx.ctx, idx)
+        arr = self._array(self._ids, row)
         llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
         token = int(self._cur[arr.selected]["id"])
         if self._waiting is not None:  # a lazy grammar not yet switched on: the chain's own choice
@@ -86,13 +209,58 @@ class GrammarFirstSampler:
             self._watch(token)
             return token
         if not self._allowed(token):
-            arr = self._candidates(ctx.ctx, idx)  # the chain reordered and cut the array: start again
+            self.refused += 1
+            self.checked += self._n_vocab
+            arr = self._array(self._ids, row)  # the chain reordered and cut the array: start again
             llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
             llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
             token = int(self._cur[arr.selected]["id"])
         llama_cpp.llama_sampler_accept(self._grammar, token)
         llama_cpp.llama_sampler_accept(chain, token)
         return token
+
+    def _sample_fast(self, ctx: Any, idx: int, fast: FastPick) -> int | None:
+        """The token by the fast pick, checked by the grammar; None when the grammar allows no
+        token at all (the whole chain then decides, as it would have)."""
+        row = self._row(ctx, idx)
+        if isinstance(fast, TopKPick):
+            ids = fast.top(row)
+            token = fast.draw(ids, row[ids])
+        else:
+            token = int(row.argmax())
+        if self._waiting is not None:
+            self._watch(token)
+            return token
+        if not self._allowed(token):
+            self.refused += 1
+            allowed = self._best_allowed(row, fast.k)
+            if not len(allowed):
+                return None
+            if isinstance(fast, TopKPick):
+                token = fast.draw(allowed, row[allowed])
+            else:
+                allowed.sort()  # equal logits: the lowest id, as argmax over the whole row
+                token = int(allowed[int(row[allowed].argmax())])
+        llama_cpp.llama_sampler_accept(self._grammar, token)
+        return token
+
+    def _best_allowed(self, row: np.ndarray, k: int) -> np.ndarray:
+        """The k tokens of largest logit that the grammar allows (all it allows when fewer)."""
+        if self._first_bytes is None:
+            candidates = self._ids
+        else:
+            index = self._first_bytes()
+            lead = np.zeros(256, dtype=bool)
+            lead[index.first[self._allowed_of(index.probes)]] = True
+            candidates = index.candidates(lead)
+        allowed = None
+        if len(candidates) > SLICE:  # the best of them first: enough when it holds k allowed ones
+            allowed = self._allowed_of(candidates[np.argpartition(row[candidates], -SLICE)[-SLICE:]])
+        if allowed is None or len(allowed) < k:
+            allowed = self._allowed_of(candidates)
+        if len(allowed) > k:
+            allowed = allowed[np.argpartition(row[allowed], -k)[-k:]]
+        return np.array(allowed, dtype=np.intc)
 
 
 class GrammarSlot:
@@ -103,6 +271,8 @@ class GrammarSlot:
         self.gbnf: str | None = None
         self.trigger: bytes | None = None  # a lazy grammar's trigger (None: the grammar applies from the start)
         self.piece: Callable[[int], bytes] | None = None  # a token's text, control tokens shown
+        self.fast = True  # the first pick as plain decoding makes it, where the settings allow
+        self._first_bytes: FirstBytes | None = None
 
     @classmethod
     def install(cls, llm: Any, vocab: Any) -> GrammarSlot:
@@ -110,11 +280,18 @@ class GrammarSlot:
         n_vocab = int(llm.n_vocab())
         make: Callable[..., Any] = llm._init_sampler
 
+        def first_bytes() -> FirstBytes:
+            if slot._first_bytes is None:
+                slot._first_bytes = FirstBytes(vocab, n_vocab)
+            return slot._first_bytes
+
         def init_sampler(**kwargs: Any) -> Any:
             chain = make(**kwargs)
             if slot.gbnf is None:
                 return chain
-            return GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab, slot.trigger, slot.piece)
+            fast = fast_pick(kwargs, n_vocab, int(llm._seed)) if slot.fast else None
+            return GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab, slot.trigger, slot.piece, fast,
+                                       first_bytes if slot.fast else None)
 
         llm._init_sampler = init_sampler
         return slot

@@ -105,9 +105,13 @@ class TopKPick:
     def pick(self, llm: Any, idx: int) -> int:
         row = logits_row(llm, idx)
         ids = self.top(row)
+        return self.draw(ids, row[ids])
+
+    def draw(self, ids: np.ndarray, logits: np.ndarray) -> int:
+        """The chain's pick among `ids` (at most k of them) with these logits."""
         cur = self._cur[: len(ids)]
         cur["id"] = ids
-        cur["logit"] = row[ids]
+        cur["logit"] = logits
         cur["p"] = 0.0
         arr = llama_cpp.llama_token_data_array(cur.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)),
                                                len(ids), -1, False)

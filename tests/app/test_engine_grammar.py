@@ -175,3 +175,83 @@ def test_grammar_first_sampling_picks_what_the_grammar_in_the_chain_picks(tiny_g
         assert next(iter(llm.generate([1, 50], temp=0.0))) >= 0 and type(llm._sampler).__name__ == "LlamaSampler"
     finally:
         llm.close()
+
+
+@pytest.mark.parametrize("temp", [0.0, 0.9])
+def test_the_fast_first_pick_gives_the_tokens_of_the_whole_chain(tiny_gguf: Path, temp: float) -> None:
+    """The first pick made as plain decoding makes it (argmax, or the top k only), and a refused
+    token picked again among the best candidates the grammar allows (FirstBytes), give the very
+    tokens of the whole chain on every candidate, for the same seed."""
+    import llama_cpp
+
+    from app.engine.grammar_sampler import GrammarSlot
+
+    gbnf = grammar_for(schema_format(SCHEMA))
+    assert gbnf is not None
+    llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=512, n_threads=T)
+    slot = GrammarSlot.install(llm, llm._model.vocab)
+    slot.gbnf = gbnf
+
+    def reply(fast: bool, prompt: list[int], seed: int) -> tuple[list[int], int]:
+        llm.reset()
+        llm.set_seed(seed)
+        slot.fast = fast
+        out: list[int] = []
+        for t in llm.generate(prompt, temp=temp):
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) or len(out) > 100:
+                break
+            out.append(t)
+        return out, llm._sampler.refused
+
+    try:
+        refused = 0
+        for seed, prompt in ((1, [1, 300, 301]), (2, [1, 400, 500, 600]), (3, [1, 50])):
+            fast, n = reply(True, prompt, seed)
+            assert fast == reply(False, prompt, seed)[0]
+            check_thing(json.loads(llm.detokenize(fast)))
+            refused += n
+        assert refused > 0  # the random model's first choice was refused, and picked again
+    finally:
+        llm.close()
+
+
+def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -> None:
+    """Asking the grammar about one single-byte token per byte, then about the tokens starting
+    with the bytes it allows, finds every token that applying it to the whole vocabulary allows,
+    in every state of a reply (a partly written UTF-8 character too)."""
+    import ctypes
+
+    import llama_cpp
+    import numpy as np
+
+    from app.engine.grammar_sampler import FirstBytes, GrammarFirstSampler
+
+    gbnf = grammar_for(schema_format({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+                                      "required": ["s", "n"], "additionalProperties": False}))
+    assert gbnf is not None
+    llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=64, n_threads=T)
+    vocab, n_vocab = llm._model.vocab, llm.n_vocab()
+    index = FirstBytes(vocab, n_vocab)
+    sampler = GrammarFirstSampler(llm._init_sampler(temp=0.8), vocab, gbnf, n_vocab, first_bytes=lambda: index)
+    row = np.random.default_rng(0).standard_normal(n_vocab).astype(np.float32)
+    buf = ctypes.create_string_buffer(64)
+    by_text = {}
+    for t in range(n_vocab):
+        n = llama_cpp.llama_token_to_piece(vocab, t, buf, 64, 0, True)
+        by_text.setdefault(buf.raw[:n], t)
+    # The reply {"s": "ab\u3042cd", "n": 12}, a token at a time (two-letter tokens where the
+    # vocabulary has them; the Japanese character as its three UTF-8 bytes, one byte token each).
+    pieces = [b"{", b'"', b"s", b'"', b":", b" ", b'"', b"ab", b"\xe3", b"\x81", b"\x82", b"cd", b'"', b",", b" ",
+              b'"', b"n", b'"', b":", b" ", b"1", b"2", b"}"]
+    try:
+        for piece in [b"", *pieces]:
+            if piece:
+                llama_cpp.llama_sampler_accept(sampler._grammar, by_text[piece])
+            everything = set(sampler._allowed_of(sampler._ids).tolist())
+            assert set(sampler._best_allowed(row, n_vocab).tolist()) == everything, piece
+            assert everything
+        eos = llama_cpp.llama_vocab_eos(vocab)
+        assert eos in set(sampler._best_allowed(row, n_vocab).tolist())  # the object is complete: it may end
+    finally:
+        sampler.close()
+        llm.close()
