@@ -86,21 +86,3 @@ class ContentGate:
 def argument_pieces(arguments: str, size: int = 16) -> list[str]:
     """A call's arguments in fragments, as streams send them."""
     return [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
-
-
-class ToolsEngine:
-    """An engine client whose replies get the request's tools: generate() is given them, every
-    other attribute is the client's own."""
-
-    def __init__(self, engine: object, tools: ToolSet) -> None:
-        self._engine = engine
-        active = tools.active
-        self._extra = {"tools": [t.openai() for t in tools.tools] if active else None,
-                       "tool_choice": tools.choice.mode if active else "auto", "tool_name": tools.choice.name,
-                       "parallel_tool_calls": tools.choice.parallel}
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._engine, name)
-
-    def generate(self, *args: object, **kwargs: object) -> object:
-        return self._engine.generate(*args, **kwargs, **self._extra)  # type: ignore[attr-defined]

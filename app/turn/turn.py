@@ -32,7 +32,7 @@ from app.termination import Terminated
 from app.tools.families import Family
 from app.tools.parsers import held, parse_calls
 from app.tools.reply import ContentGate, family_named
-from app.turn.backend import Backend
+from app.turn.backend import Backend, server_connection
 from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, TurnEvent
 from app.turn.figures import first_figures
 from app.turn.status import StopCause, end_status
@@ -141,7 +141,7 @@ class Turn:
                                        on_recheck=self._on_recheck, **self._tool_arguments())
         except ConsentNeeded as exc:  # nothing was sent
             model = self.backend.model if self.backend is not None else None
-            self._early.append(ConsentEvent(exc.host, exc.connection or str(getattr(model, "connection", "")), str(exc)))
+            self._early.append(ConsentEvent(exc.host, exc.connection or server_connection(model) or "", str(exc)))
             return
         except EXPECTED as exc:
             self._early.append(_Failed(str(exc)))
