@@ -10,21 +10,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QFileDialog,
-    QHBoxLayout,
-    QMainWindow,
-    QMessageBox,
-    QPushButton,
-    QSplitter,
-    QStackedWidget,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QPushButton, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
-from app.store.export import export_conversation
-from app.store.search import search_messages
 from app.store.statuses import MessageStatus
 from app.turn.backend import ready_without_load
 from ui.chat.composer import Composer
@@ -45,6 +32,7 @@ from ui.perf.memory_poller import MemoryPoller, MemorySample
 from ui.perf.panel import PerfPanel
 from ui.server.control import ServerFactory
 from ui.server.host import ServerHost
+from ui.shell.conversation_actions import ConversationActions
 from ui.shell.gc_pacing import GcPacer
 from ui.shell.network_indicator import NetworkIndicator
 from ui.shell.notice_area import NoticeArea
@@ -75,7 +63,7 @@ class MainWindow(QMainWindow):
         self._state = QSettings(str(state_file), QSettings.Format.IniFormat)
         self._presets = PresetStore(presets_file)
         self._editing: str | None = None  # id of the user message being edited
-        self._confirm_delete = confirm_delete or self._ask_delete
+        self.conversations = ConversationActions(self, confirm_delete)  # the sidebar's rename, pin, export, delete
         self._closing = False
         self.setObjectName("coveMainWindow")
         self.setWindowTitle(APP_TITLE)
@@ -199,12 +187,7 @@ class MainWindow(QMainWindow):
 
         s.new_chat_requested.connect(self.new_chat)
         s.conversation_selected.connect(self.open_conversation)
-        s.search_changed.connect(self._search)
-        s.search_result_chosen.connect(self._open_search_result)
-        s.rename_requested.connect(self._rename)
-        s.pin_requested.connect(self._pin)
-        s.export_requested.connect(self._export)
-        s.delete_requested.connect(self._delete)
+        self.conversations.connect()
 
         self.composer.send_requested.connect(self._send)
         self.composer.stop_requested.connect(c.stop)
@@ -318,53 +301,13 @@ class MainWindow(QMainWindow):
             if not self.view.conversation_model().items():  # a new chat: the chosen model's context
                 self.composer.set_context(*context_figures({}, model, self.controller.loaded), True)
 
-    def _search(self, query: str) -> None:
-        self.sidebar.show_search_results(search_messages(self.core.db, query) if query.strip() else [])
-
-    def _open_search_result(self, conversation_id: str, message_id: str) -> None:
-        self.controller.open_conversation(conversation_id, focus_message=message_id)
-        self.view.scroll_to_message(message_id)
-
-    def _rename(self, conversation_id: str, title: str) -> None:
-        self.core.history.rename_conversation(conversation_id, title)
-        self.refresh_conversations()
-        self._update_title()
-
-    def _pin(self, conversation_id: str, pinned: bool) -> None:
-        self.core.history.set_pinned(conversation_id, pinned)
-        self.refresh_conversations()
-
-    def _export(self, conversation_id: str, fmt: str) -> None:
-        conversation = self.core.history.get_conversation(conversation_id)
-        suggested = f"{(conversation.title or 'conversation')[:40]}.{ 'md' if fmt == 'md' else 'json'}"
-        path, _ = QFileDialog.getSaveFileName(self, "Export conversation", suggested)
-        if path:
-            Path(path).write_text(export_conversation(self.core.history, conversation_id, fmt), encoding="utf-8")
-            self.statusBar().showMessage(f"Exported to {path}", 4000)
-
-    def _ask_delete(self, title: str) -> bool:
-        answer = QMessageBox.question(self, "Delete conversation", f"Delete “{title}” and all its messages? This cannot be undone.")
-        return answer == QMessageBox.StandardButton.Yes
-
-    def _delete(self, conversation_id: str) -> None:
-        conversation = self.core.history.get_conversation(conversation_id)
-        if self.controller.busy and conversation.id == self.controller.conversation_id:
-            self.show_notice("Stop the reply before deleting this conversation.")
-            return
-        if not self._confirm_delete(conversation.title or "Untitled chat"):
-            return
-        self.core.history.delete_conversation(conversation.id)
-        if conversation.id == self.controller.conversation_id:
-            self.controller.new_conversation()
-        self.refresh_conversations()
-
     # ---- controller events -------------------------------------------------------------
 
     def _on_conversation_opened(self, conversation_id: str) -> None:
         self.sidebar.select_conversation(conversation_id or None)
-        self._update_title()
+        self.update_title()
 
-    def _update_title(self) -> None:
+    def update_title(self) -> None:
         conversation = self.controller.conversation()
         title = conversation.title if conversation and conversation.title else "New chat"
         self.setWindowTitle(f"{APP_TITLE} — {title}")
@@ -373,7 +316,7 @@ class MainWindow(QMainWindow):
 
     def _on_messages(self, shown: list[ShownMessage]) -> None:
         self.view.conversation_model().set_messages(fold_tool_rows(shown, to_item))  # a call and its result: one row
-        self._update_title()
+        self.update_title()
         latest = next((s.message for s in reversed(shown) if s.message.role == "assistant" and s.message.metrics), None)
         self.composer.set_context(*context_figures(latest.metrics if latest else {}, self.controller.model, self.controller.loaded),
                                   True)
@@ -382,7 +325,7 @@ class MainWindow(QMainWindow):
         model = self.view.conversation_model()
         for item in shown:
             model.append_message(to_item(item))
-        self._update_title()
+        self.update_title()
 
     def _on_text(self, message_id: str, text: str, n_tokens: int) -> None:
         self.view.conversation_model().append_text(message_id, text)
@@ -448,7 +391,7 @@ class MainWindow(QMainWindow):
                 pass
         self.refresh_models()
         self.refresh_conversations()
-        self._update_title()
+        self.update_title()
         self.welcome.start()
         self.composer.focus_input()
         QTimer.singleShot(0, self.controller.preload_model)

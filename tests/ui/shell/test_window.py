@@ -73,7 +73,7 @@ def test_search_opens_the_conversation_at_the_message(qtbot, cove_core, fake_eng
     qtbot.keyClick(window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)  # Ctrl+K: search
     qtbot.keyClicks(QGuiApplication.focusObject(), "lighthouse")
     qtbot.waitUntil(window.sidebar.is_showing_results, timeout=5000)
-    window._open_search_result(lighthouse.id, cove_core.history.messages(lighthouse.id)[0].id)
+    window.conversations.open_search_result(lighthouse.id, cove_core.history.messages(lighthouse.id)[0].id)
     assert window.controller.conversation_id == lighthouse.id
     assert window.view.conversation_model().items()[0].content == "alpha lighthouse"
 
@@ -87,9 +87,9 @@ def test_delete_is_confirmed_and_keeps_other_chats(qtbot, cove_core, fake_engine
         with qtbot.waitSignal(window.controller.reply_finished, timeout=15000):
             _type_and_send(qtbot, window, text)
     target = window.controller.conversation_id
-    window._delete(target)  # refused
+    window.conversations.delete(target)  # refused
     assert len(cove_core.history.list_conversations()) == 2
-    window._delete(target)  # confirmed
+    window.conversations.delete(target)  # confirmed
     titles = [c.title for c in cove_core.history.list_conversations()]
     assert titles == ["keep me"]
     assert window.view.conversation_model().items() == []
