@@ -10,8 +10,10 @@ for what is measured here. One `cove serve` per round, driven by the official op
    tool result appended before the next step. Per step: TTFT (the engine's `timings.ttft_ms`, and
    the client's clock to the stream's first chunk, which goes out with the first token), prompt
    tokens, cached (`usage.prompt_tokens_details.cached_tokens`), evaluated (prompt - cached), the
-   step's new tokens (its prompt minus the last step's prompt and reply: what the cache cannot
-   hold) and evaluated / new. Step 1 evaluates the tools block; steps 2.. should not.
+   step's new tokens (its prompt minus the last step's prompt and reply, the reply's
+   end-of-generation token aside: what the cache cannot hold) and evaluated / new, and whether
+   the last reply (the model's raw output, read from the record) re-renders byte for byte in the
+   next prompt. Step 1 evaluates the tools block; steps 2.. should not.
 2. Generation speed: the same prompt (1034 tokens on the starter: the tools described in the system
    message) with a tool grammar active (a forced call to write_file, parallel_tool_calls false,
    whose `content` string has a fixed length) against plain decoding of the same number of tokens
@@ -158,12 +160,14 @@ def _agent_loop(client: openai.OpenAI, model: str, steps: int, round_no: int, at
         choice, result = LOOP[k % len(LOOP)]
         step = loop_step(client, model, messages, choice, seed=1000 * round_no + 100 * attempt + k)
         if out:  # what the cache cannot hold: the prompt past the last step's prompt and reply
-            step["new"] = step["prompt"] - out[-1]["prompt"] - out[-1]["reply"]
+            # (the reply's count includes its end-of-generation token, which no prompt holds)
+            step["new"] = step["prompt"] - out[-1]["prompt"] - (out[-1]["reply"] - 1)
             step["eval_per_new"] = step["evaluated"] / max(step["new"], 1)
             step["last_reply_reevaluated"] = step["evaluated"] - step["new"]  # == last reply: none of it reused
         else:
             step["new"], step["eval_per_new"] = step["prompt"], step["evaluated"] / max(step["prompt"], 1)
         step["tool"], step["attempt"] = step["calls"][0]["function"]["name"], attempt
+        step["call"] = step["calls"][0]
         out.append(step)
         messages.append({"role": "assistant", "content": None, "tool_calls": step.pop("calls")})
         messages.append({"role": "tool", "tool_call_id": messages[-1]["tool_calls"][0]["id"], "content": result})
@@ -209,6 +213,25 @@ def speed_pairs(client: openai.OpenAI, model: str, pairs: int, round_no: int, no
     return out
 
 
+def check_rerender(env: dict[str, str], loop: list[dict[str, Any]]) -> None:
+    """Per step: the model's raw reply (from the record) and whether the next prompt re-renders
+    it byte for byte (the generic format's `call_text` after the transcript's lead), which
+    the KV cache needs to hold the reply."""
+    from app.tools.generic import call_text
+
+    raw: dict[str, str] = {}
+    for line in cove(env, "record", "export").stdout.splitlines():
+        entry = json.loads(line)
+        for call in json.loads(entry.get("params") or "{}").get("tool_calls") or []:
+            raw[call["id"]] = entry.get("reply") or ""
+    for step in loop:
+        call = step.pop("call")
+        text = raw.get(call["id"])
+        again = call_text(call)
+        step["raw_reply"] = text
+        step["rerenders"] = text is not None and text.endswith(again) and not text[: -len(again)].strip()
+
+
 def one_round(env: dict[str, str], model: str, steps: int, pairs: int, round_no: int,
               no_eos: dict[str, int]) -> dict[str, Any]:
     with serving(env) as (base, _server):
@@ -216,6 +239,7 @@ def one_round(env: dict[str, str], model: str, steps: int, pairs: int, round_no:
         client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)  # load
         loop = agent_loop(client, model, steps, round_no)
         speed = speed_pairs(client, model, pairs, round_no, no_eos)
+    check_rerender(env, loop)
     later = loop[1:]
     ratios = [p["tg"]["tool"] / p["tg"]["plain"] for p in speed if p["tg"]["tool"] and p["tg"]["plain"]]
     schema_ratios = [p["tg"]["json_schema"] / p["tg"]["plain"] for p in speed if p["tg"]["json_schema"] and p["tg"]["plain"]]
@@ -242,11 +266,14 @@ def describe(result: dict[str, Any]) -> str:
     for r, rnd in enumerate(result["rounds"], 1):
         lines.append(f"round {r}: agent loop")
         lines.append("  step  tool                   prompt  cached  evaluated  new  eval/new  TTFT engine  TTFT client"
-                     "  reply  evaluated-new")
+                     "  reply  evaluated-new  re-renders")
         for k, s in enumerate(rnd["loop"], 1):
             lines.append(f"  {k:>4}  {s['tool']:<21} {s['prompt']:>7} {s['cached']:>7} {s['evaluated']:>10} {s['new']:>4}"
                          f" {s['eval_per_new']:>9.2f} {s['ttft_ms_engine']:>9.0f} ms {s['ttft_ms_client']:>9.0f} ms"
-                         f" {s['reply']:>6} {s.get('last_reply_reevaluated', ''):>14}")
+                         f" {s['reply']:>6} {s.get('last_reply_reevaluated', ''):>14}  {s['rerenders']!s:>10}")
+        for k, s in enumerate(rnd["loop"], 1):
+            if not s["rerenders"]:
+                lines.append(f"  step {k}'s reply, not re-rendered byte for byte: {s['raw_reply']!r}")
         lines.append("  speed (tok/s, engine):   tool grammar  json_schema  plain   tokens (tool/schema/plain)")
         for p in rnd["speed"]:
             t, n = p["tg"], p["tokens"]
