@@ -107,6 +107,9 @@ class TurnRecord:
         self.unsaved: Message | None = None  # the finished reply, when the history could not take it
         self.client = "this window"  # who asked, in the written record ("command line" for cove chat)
         self.sent: list[dict] | None = None  # the messages sent to the engine, for the record
+        # A reply that asked for tools, as the record keeps it: the model's raw output and the calls
+        # read from it (the row keeps only the text outside the calls). Set by finish_step.
+        self._step_record: dict[str, Any] | None = None
         # Where the reply runs when it is not this machine: {"connection", "host", "kind",
         # "model_id", "fingerprint"} of a RemoteModel (the record's ran_on); None here.
         self.ran_on: dict[str, Any] | None = None
@@ -200,6 +203,7 @@ class TurnRecord:
             raise ReplyNotSaved(exc, saved_chars=self._checkpoint.saved_chars, total_chars=len(final)) from exc
         self.unsaved = None
         self._enter_in_record(self.final)
+        self._step_record = None
         return self.final
 
     def _enter_in_record(self, reply: Message) -> None:
@@ -208,12 +212,24 @@ class TurnRecord:
         try:
             RequestLog(self.history.db).append(
                 client=self.client, remote="", endpoint="chat", model_name=reply.model_name or "",
-                model_sha256=reply.model_sha256, quant=reply.model_quant, params=reply.params or {},
-                messages=self.sent or [{"role": "user", "content": self.user.content}], reply=reply.content,
+                model_sha256=reply.model_sha256, quant=reply.model_quant, params=self._record_params(reply),
+                messages=self.sent or [{"role": "user", "content": self.user.content}],
+                reply=self._step_record["raw"] if self._step_record else reply.content,
                 status=reply.status, conversation_id=self.conversation_id,
                 usage=usage(reply.metrics), timings=timings(reply.metrics), ran_on=self._ran_on(reply))
         except sqlite3.Error as exc:
             print(f"cove: the reply is saved, but not its entry in the written record ({exc})", file=sys.stderr)
+
+    def _record_params(self, reply: Message) -> dict[str, Any]:
+        """The reply's params, with the calls read from its raw output and a note on calls that did
+        not run (cut off, over the step limit), so the record answers "why did the tool not run"."""
+        params = dict(reply.params or {})
+        if self._step_record and self._step_record["calls"]:
+            params["tool_calls"] = self._step_record["calls"]
+        note = reply.metrics.get("tool_note") if isinstance(reply.metrics, dict) else None
+        if note:
+            params["tool_note"] = note
+        return params
 
     def _ran_on(self, reply: Message) -> dict[str, Any] | None:
         """Where the reply ran, as the record keeps it: what the turn began with, refined by what
@@ -226,8 +242,14 @@ class TurnRecord:
 
     # -- a turn with tools (app/turn/tools.py): replies, calls and results as rows of their own ---
 
+    def note_raw(self, raw: str, calls: list[dict[str, Any]] | None = None) -> None:
+        """The model's raw output (and the calls read from it: id, name, arguments) for this reply's
+        record entry, where the row keeps less (the text outside the calls, or a cut-off call left out)."""
+        self._step_record = {"raw": raw, "calls": calls or []}
+
     def finish_step(self, content: str, metrics: dict[str, Any]) -> Message:
-        """A reply that asked for tools ends complete with its text outside the calls."""
+        """A reply that asked for tools ends complete with its text outside the calls (its record
+        entry keeps what `note_raw` was given)."""
         return self.finish(MessageStatus.COMPLETE, metrics, text=content)
 
     def add_tool_call(self, call_id: str, name: str, request: Any) -> Message:

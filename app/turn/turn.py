@@ -13,6 +13,7 @@ prompt, borrows the engine and starts the reply, appending to a deque.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -30,7 +31,7 @@ from app.store.save_errors import ReplyNotSaved
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from app.tools.families import Family
-from app.tools.parsers import held, parse_calls
+from app.tools.parsers import Call, held, parse_calls
 from app.tools.reply import ContentGate, family_named
 from app.turn.backend import Backend, server_connection
 from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, TurnEvent
@@ -249,6 +250,7 @@ class Turn:
         if self.steps >= self.tools.max_steps:
             note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
                     f"have; these calls did not run")
+            self._note_raw(event.text, calls)
             return [self._end_reply(replace(event, text=parsed.content,
                                             metrics={**event.metrics, "tool_note": note}))]
         self.steps += 1
@@ -256,6 +258,7 @@ class Turn:
         writer.sent = self.sent
         metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
                    "tool_calls": [{"id": c.id, "name": c.name} for c in calls]}
+        self._note_raw(event.text, calls)
         writer.finish_step(parsed.content, metrics)
         self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set)
         self._step_reply = assistant_with_calls(parsed.content, calls)
@@ -271,6 +274,11 @@ class Turn:
                                          {}, None, "", before_reply=False))
             raise
         return out + self._after_calls()
+
+    def _note_raw(self, raw: str, calls: list[Call]) -> None:
+        """The record entry of this reply keeps the model's raw output and the calls read from it."""
+        writer: Any = self.writer
+        writer.note_raw(raw, [{"id": c.id, "name": c.name, "arguments": _arguments(c.arguments)} for c in calls])
 
     def _ended_without_calls(self, event: FinishedEvent, family: Family, gate: ContentGate | None,
                              content: str | None) -> list[TurnEvent]:
@@ -288,6 +296,7 @@ class Turn:
             limit = f" ({self.params.max_tokens} tokens)" if event.status == MessageStatus.LENGTH and \
                 self.params.max_tokens else ""
             metrics = {**metrics, "tool_note": f"the model's tool call was cut off by {why}{limit} and did not run"}
+            self._note_raw(event.text, [])
         rest = ""
         if gate is not None and (content is None or cut):
             rest = text[len(gate.sent):] if text.startswith(gate.sent) else ""
@@ -434,3 +443,11 @@ class Turn:
 
     def first_figures(self) -> dict[str, Any] | None:
         return first_figures(self._generation)
+
+
+def _arguments(text: str) -> Any:
+    """A call's arguments as the record keeps them: the object, or the text when it is no JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

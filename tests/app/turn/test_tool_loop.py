@@ -157,6 +157,12 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
     params = json.loads(row["params"])
     assert row["endpoint"] == "tool:fault/echo" and params["approved_by"] == "the person (allowed once)"
     assert row["reply"] == "hi from the tool"
+    # The reply that called is entered with the model's raw output and the calls read from it
+    # (the row keeps only the text outside the call): "why did the tool not run" has an answer.
+    calling = next(r for r in cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq"))
+    assert calling["reply"] == "Let me check. " + CALL
+    assert json.loads(calling["params"])["tool_calls"] == [{"id": call.params["call_id"], "name": "echo",
+                                                            "arguments": {"text": "hi from the tool"}}]
     # Searchable: the call and its result are in the full-text index.
     hits = list(cove_core.db.query("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"hi from the tool\"'"))
     assert len(hits) >= 2
@@ -213,6 +219,8 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(cove_core, fake_engine, pi
     assert "2 rounds" in end.message.metrics["tool_note"]
     roles = [m.role for m in cove_core.history.messages(record.conversation_id)]
     assert roles == ["user", "assistant", "tool_call", "tool", "assistant", "tool_call", "tool", "assistant"]
+    last = list(cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq DESC LIMIT 1"))[0]
+    assert "2 rounds" in json.loads(last["params"])["tool_note"] and last["reply"] == CALL  # the calls that did not run
 
 
 def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_engine, pieces, host, server,
