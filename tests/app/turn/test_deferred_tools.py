@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from app.engine.client import FinishedEvent
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY
 from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
-from app.mcp.servers import ToolServer, stdio_server
+from app.mcp.servers import ToolServer
 from app.mcp.store import ToolServerStore
 from app.settings import SamplingParams
 from app.store.request_log import RequestLog
@@ -31,29 +30,9 @@ from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
-from tests.app.turn.test_tool_loop import CALL, FAULT_SERVER, ScriptedBackend, _calls, _split
+from tests.app.turn.test_tool_loop import CALL, ScriptedBackend, _calls, _split
 
 WAIT_S = 60.0
-
-
-@pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    path = tmp_path / "calls.txt"
-    path.write_text("")
-    return path
-
-
-@pytest.fixture
-def server(calls_file: Path) -> ToolServer:
-    return stdio_server("fault", [sys.executable, str(FAULT_SERVER), str(calls_file)])
-
-
-@pytest.fixture
-def pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "pieces.json"
-    path.write_text("[]")
-    monkeypatch.setenv("FAKE_HOST_PIECES", str(path))
-    return path
 
 
 def _never(_request: Any) -> str:

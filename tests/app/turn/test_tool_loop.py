@@ -6,18 +6,13 @@ the step limit; the rows the history keeps, the prompt rebuilt from them, the re
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from app.chat import TurnRecord, build_prompt_messages
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest
 from app.mcp.host import McpHost
-from app.mcp.results import ToolLimits
-from app.mcp.servers import ToolServer, stdio_server
+from app.mcp.servers import ToolServer
 from app.mcp.store import ToolServerStore
 from app.settings import SamplingParams
 from app.store.export import export_conversation
@@ -28,7 +23,6 @@ from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
 
-FAULT_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "fault_server.py"
 CALL = '<tool_call>\n{"name": "echo", "arguments": {"text": "hi from the tool"}}\n</tool_call>'
 
 
@@ -50,32 +44,6 @@ class ScriptedBackend:
         self.sent.append(messages)
         self.tools_given.append((kwargs.get("tools"), kwargs.get("tool_choice")))
         return self.inner.start(messages, params, **kwargs)
-
-
-@pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    path = tmp_path / "calls.txt"
-    path.write_text("")
-    return path
-
-
-@pytest.fixture
-def server(calls_file: Path) -> ToolServer:
-    return stdio_server("fault", [sys.executable, str(FAULT_SERVER), str(calls_file)])
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> Iterator[McpHost]:
-    with McpHost(tmp_path / "logs" / "tool-servers.log", ToolLimits(call_timeout_s=20, result_cap_chars=1000)) as h:
-        yield h
-
-
-@pytest.fixture
-def pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "pieces.json"
-    path.write_text("[]")
-    monkeypatch.setenv("FAKE_HOST_PIECES", str(path))
-    return path
 
 
 def _split(text: str, size: int = 7) -> list[str]:
