@@ -71,6 +71,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(for scripts; you allow every call of this run up front)")
     p.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
                    help="with --tools: 'required' makes the first reply call a tool (default: the model chooses)")
+    p.add_argument("--allow-offline-once", action="store_true", help="with --tools: start the tool servers "
+                   "this once while Cove is offline (Cove cannot see what they do on the network)")
     p.add_argument("--max-tool-steps", type=positive_int, default=DEFAULT_MAX_STEPS, metavar="N",
                    help=f"with --tools: most rounds of calls in one turn (default {DEFAULT_MAX_STEPS})")
     p.set_defaults(run=run)
@@ -342,8 +344,9 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
         return
     store = ToolServerStore(core.db)
     servers = [store.get(name) for name in dict.fromkeys(names)]
-    if core.network.offline:
-        raise ValueError("Cove is offline, so the tool servers were not started (`cove online`, or leave out --tools)")
+    if core.network.offline and not args.allow_offline_once:
+        raise ValueError("Cove is offline, so the tool servers were not started (Cove cannot see what they do on the "
+                         "network): add --allow-offline-once to start them this once, or leave out --tools")
     core.paths.logs_dir.mkdir(parents=True, exist_ok=True)
     with McpHost(core.paths.logs_dir / LOG_NAME) as host:
         listed = []

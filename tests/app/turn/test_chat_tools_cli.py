@@ -112,6 +112,23 @@ def test_without_allow_tools_and_no_terminal_each_call_is_denied_and_the_reply_g
     assert cove(home, "record", "verify").returncode == 0
 
 
+def test_offline_the_servers_start_only_with_allow_offline_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls_file = home / "calls.txt"
+    cove(home, "tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER), str(calls_file))
+    monkeypatch.setenv("COVE_OFFLINE", "1")
+
+    refused = cove(home, *CHAT, "--tools", "fault", "--allow-tools", "Say hi through the tool")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "Cove is offline, so the tool servers were not started" in refused.stderr
+    assert "--allow-offline-once" in refused.stderr
+    assert not calls_file.exists()  # the server never started (it makes the file when it starts)
+    assert not (home / "logs" / "tool-servers.log").exists()
+
+    done = cove(home, *CHAT, "--tools", "fault", "--allow-tools", "--allow-offline-once", "Say hi through the tool")
+    assert done.returncode == 0, done.stderr
+    assert calls_file.exists() and calls_file.read_text().split()  # started, and the forced call ran
+
+
 CALL = '<tool_call>\n{"name": "echo", "arguments": {"text": "hi"}}\n</tool_call>'
 
 
