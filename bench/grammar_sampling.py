@@ -1,0 +1,123 @@
+"""Sampling under a tool grammar against plain decoding, in one process on the starter: the cost
+of app/engine/grammar_sampler.py's pick per token, with the first pick made as plain decoding
+makes it ("fast", what the engine does) and with llama-cpp-python's whole chain on every candidate
+("whole", the sampler before), against plain top-k decoding of the same prompt.
+
+The reply is the forced write_file call of bench/tools.py (generic format, the Q:/A: transcript
+with the 10 tools in the system message), temperature 0.8, top-k 40, the same seeds for every
+kind (fast and whole write the very same tokens). Per kind: the sampler's own CPU milliseconds per
+token (its thread's time: what a busy shared machine disturbs least), and wall-clock tokens per
+second (decoding and sampling; on a busy machine mostly noise).
+
+Run: .venv/bin/python bench/grammar_sampling.py [--tokens 150] [--seeds 3] [--threads 2] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import llama_cpp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from app.engine.fallback_formats import FALLBACKS  # noqa: E402
+from app.engine.grammar_sampler import FirstBytes, GrammarFirstSampler, fast_pick  # noqa: E402
+from app.engine.token_pick import TopKPick  # noqa: E402
+from app.tools.families import FAMILIES  # noqa: E402
+from app.tools.generic import generic_messages  # noqa: E402
+from app.tools.spec import read_openai_tools  # noqa: E402
+from app.tools.turn import tool_turn  # noqa: E402
+from bench.tools import SPEED_TASK, TOOLS  # noqa: E402
+
+SETTINGS = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "temp": 0.8}
+NO_EOS = (1, 106)  # Gemma's <eos> and <end_of_turn>: plain decoding runs its full length
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=150)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--model", help="a .gguf instead of the starter")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.model is None:
+        from bench.starter_file import default_model
+
+        args.model = default_model()
+    llm = llama_cpp.Llama(args.model, n_ctx=2048, n_threads=args.threads, verbose=False)
+    vocab, n_vocab = llm._model.vocab, int(llm.n_vocab())
+    tools = read_openai_tools({"tools": TOOLS, "tool_choice": "auto"}).tools
+    messages = [{"role": "system", "content": "You are a careful coding agent."}, {"role": "user", "content": SPEED_TASK}]
+    prompt = llm.tokenize(FALLBACKS["qa"].render(generic_messages(messages, tools), "", "").encode(), add_bos=True,
+                          special=True)
+    gbnf = tool_turn(TOOLS, replace(FAMILIES["generic"], lead=" "), choice="required", name="write_file",
+                     parallel=False).gbnf
+    index = FirstBytes(vocab, n_vocab)
+
+    def reply(kind: str, seed: int) -> dict[str, Any]:
+        llm.reset()
+        llm.set_seed(seed)
+        llm.eval(prompt)
+        sampler: Any
+        if kind == "plain":
+            sampler = TopKPick(SETTINGS["top_k"], SETTINGS["top_p"], SETTINGS["min_p"], SETTINGS["temp"], seed)
+        else:
+            fast = fast_pick(SETTINGS, n_vocab, seed) if kind == "fast" else None
+            sampler = GrammarFirstSampler(llm._init_sampler(**SETTINGS), vocab, gbnf, n_vocab, fast=fast,
+                                          first_bytes=lambda: index)
+        out: list[int] = []
+        sample_s = 0.0
+        wall0 = time.perf_counter()
+        for _ in range(args.tokens):
+            t0 = time.thread_time()
+            if kind == "plain":  # the row biased in place, as BiasedPick does with logit_bias
+                np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))[list(NO_EOS)] -= 100.0
+                token = sampler.pick(llm, -1)
+            else:
+                token = sampler.sample(llm._ctx, -1)
+            sample_s += time.thread_time() - t0
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                break
+            out.append(token)
+            llm.eval([token])
+        wall = time.perf_counter() - wall0
+        info = {"kind": kind, "seed": seed, "tokens": len(out), "tok_s": len(out) / wall,
+                "sample_ms": 1000 * sample_s / max(len(out), 1), "refused": getattr(sampler, "refused", None),
+                "text": llm.detokenize(out).decode("utf-8", "replace")}
+        sampler.close()
+        return info
+
+    runs = [reply(kind, seed) for seed in range(1, args.seeds + 1) for kind in ("plain", "whole", "fast")]
+    by = {k: [r for r in runs if r["kind"] == k] for k in ("plain", "whole", "fast")}
+    same = all(w["text"] == f["text"] for w, f in zip(by["whole"], by["fast"], strict=True))
+    med = {k: {"tok_s": statistics.median(r["tok_s"] for r in v),
+               "sample_ms": statistics.median(r["sample_ms"] for r in v)} for k, v in by.items()}
+    ratios = {k: statistics.median(r["tok_s"] / p["tok_s"] for r, p in zip(by[k], by["plain"], strict=True))
+              for k in ("whole", "fast")}
+    result = {"runs": runs, "medians": med, "ratio_to_plain": ratios, "fast_same_tokens_as_whole": same}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for r in runs:
+        print(f"{r['kind']:<6} seed {r['seed']}: {r['tokens']:>4} tokens, {r['tok_s']:6.1f} tok/s, sampling "
+              f"{r['sample_ms']:6.2f} ms/token, refused {r['refused']}")
+    print(f"medians: plain {med['plain']['tok_s']:.1f}, whole chain {med['whole']['tok_s']:.1f}, fast "
+          f"{med['fast']['tok_s']:.1f} tok/s; sampling {med['plain']['sample_ms']:.2f} / "
+          f"{med['whole']['sample_ms']:.2f} / {med['fast']['sample_ms']:.2f} ms/token")
+    print(f"grammar / plain: whole chain {ratios['whole']:.3f}, fast {ratios['fast']:.3f}; fast wrote the whole chain's "
+          f"tokens: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
