@@ -41,7 +41,7 @@ from app.engine.state_cache import StateKeeper
 from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, Rendered, build_chat_format
 from app.engine.token_pick import make_pick
-from app.engine.transcript import Transcript, common_prefix, kept_reply
+from app.engine.transcript import STATELESS, Transcript, common_prefix, kept_reply
 from app.tools.turn import ToolTurn, tool_turn
 from models.context_size import MAX_BATCH, batch_size, round_ctx
 from models.placement import Placement
@@ -394,9 +394,10 @@ class ModelSession:
             emitted.append(tail)
             send(token_line(line_prefix, tail))
         final = "".join(emitted)
-        if text is not None and req.conversation_id is not None:
+        if text is not None and not req.no_cache:
             n_keep, c_keep = kept_reply(boundaries, len(final))
-            self.transcript = Transcript(req.conversation_id, text + final[:c_keep], tuple(tokens) + tuple(reply[:n_keep]))
+            key = STATELESS if req.conversation_id is None else req.conversation_id
+            self.transcript = Transcript(key, text + final[:c_keep], tuple(tokens) + tuple(reply[:n_keep]))
         else:
             self.transcript = None
         metrics = self._metrics(tokens, cached, dropped, source, stop_reason, n_sampled, t_first, t_last, t_call,

@@ -15,6 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The conversation id of the transcript of a request that names no conversation (an API
+# request: clients resend the whole conversation each time). It is kept in memory only, with
+# the live KV cells, and reused only by a later request that names no conversation either and
+# whose prompt text starts with its text: an agent's next step after a reply with tool calls.
+STATELESS = ""
+
 
 @dataclass(frozen=True)
 class Transcript:
@@ -39,8 +45,7 @@ def plan_prompt(
     """
     if (
         prev is None
-        or conversation_id is None
-        or prev.conversation_id != conversation_id
+        or prev.conversation_id != (STATELESS if conversation_id is None else conversation_id)
         or not prev.text
         or not text.startswith(prev.text)
     ):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
-from app.engine.transcript import Transcript, common_prefix, kept_reply, plan_prompt
+from app.engine.transcript import STATELESS, Transcript, common_prefix, kept_reply, plan_prompt
 
 
 def _pieces(chunks: list[bytes]) -> tuple[IncrementalDetokenizer, list[int]]:
@@ -86,6 +86,18 @@ def test_plan_prompt_reuses_the_transcript_tokens() -> None:
     full = [1, 10, 11, 20, 21, 30]  # the whole new text tokenized in one go (A1 re-tokenized)
     tokens, reused = plan_prompt(prev, "c1", "<s>Q1 A1<e>Q2", full, lambda rest: [30] if rest == "<e>Q2" else [])
     assert reused and tokens == [1, 10, 11, 99, 30]
+
+
+def test_plan_prompt_reuses_a_stateless_transcript_only_for_a_request_without_a_conversation() -> None:
+    prev = Transcript(STATELESS, "<s>Q1 A1", (1, 10, 11, 99))  # an API request's reply
+    full = [1, 10, 11, 20, 21, 30]
+    tokens, reused = plan_prompt(prev, None, "<s>Q1 A1<e>Q2", full, lambda rest: [30] if rest == "<e>Q2" else [])
+    assert reused and tokens == [1, 10, 11, 99, 30]
+    tokens, reused = plan_prompt(prev, "c1", "<s>Q1 A1<e>Q2", full, lambda rest: [30])  # a conversation's turn
+    assert not reused and tokens == full
+    conversation = Transcript("c1", "<s>Q1 A1", (1, 10, 11, 99))  # ... and a conversation's, for an API request
+    tokens, reused = plan_prompt(conversation, None, "<s>Q1 A1<e>Q2", full, lambda rest: [30])
+    assert not reused and tokens == full
 
 
 @pytest.mark.parametrize(

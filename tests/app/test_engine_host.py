@@ -103,6 +103,18 @@ def test_follow_up_turn_reuses_the_exact_transcript(tiny_gguf_with_template: Pat
         assert 0 < other.metrics["cached_tokens"] < one.metrics["prompt_tokens"]
 
 
+def test_a_request_without_a_conversation_reuses_its_previous_reply_exactly(tiny_gguf_with_template: Path) -> None:
+    """An API client resends the whole conversation: the next step's prompt starts with the last
+    prompt and reply, whose tokens (as sampled, not re-tokenized) are all reused."""
+    with EngineClient() as engine:
+        engine.load(tiny_gguf_with_template, n_threads=T)
+        history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
+        one = engine.generate(history, conversation_id=None, max_tokens=20, seed=3).wait()
+        history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "and more"}]
+        two = engine.generate(history, conversation_id=None, max_tokens=20, seed=3).wait()
+        assert two.metrics["cached_tokens"] == one.metrics["context_used"]
+
+
 def test_small_context_is_raised_to_the_minimum_and_used_consistently(tiny_gguf: Path) -> None:
     """llama.cpp pads n_ctx=64 to 256; the engine's batch and token buffer follow the padded context, not the request."""
     with EngineClient() as engine:
