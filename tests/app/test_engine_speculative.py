@@ -74,10 +74,12 @@ def test_a_draft_model_with_the_same_vocabulary_drafts_what_the_model_picks(engi
     assert drafting.text == plain.text
     d = drafting.metrics["draft"]
     assert d["mode"] == "model"
-    # The twin proposes the loaded model's own greedy picks, so some are kept (on a model this small
-    # a draft model costs as much as the model itself, so drafting soon pauses as not paying).
+    # The twin proposes the loaded model's own greedy picks, so some are kept. Whether drafting
+    # pauses as not paying (a draft model this small costs as much as the model) is decided from
+    # measured step times, so on a loaded machine it may not within the reply: only the reason is
+    # checked here (tests/app/test_speculative_policy.py checks the decision on given times).
     assert d["drafted"] > 0 and d["accepted"] > 0
-    assert d["stopped"] in ("not paying", "too few drafts accepted")
+    assert d["stopped"] in (None, "not paying", "too few drafts accepted")
 
 
 def test_a_draft_model_with_another_vocabulary_is_left_out_with_a_sentence(engine: EngineClient,
