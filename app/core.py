@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from app.engine.state_folders import prune_state_folders
+from app.mcp.results import ToolLimits
 from app.paths import Paths, resolve_paths
 from app.private_files import make_private
 from app.settings import ModelPlacement, SamplingParams, Settings, load_settings, read_settings, save_settings
@@ -159,6 +160,19 @@ class Core:
             return False
         save_settings(self.paths.settings_file, self.settings.with_placement(model_name, placement))
         return True
+
+    def tool_limits(self) -> ToolLimits:
+        """How long a tool call may take and how much of its result the model gets (the settings)."""
+        settings = self.settings
+        return ToolLimits(call_timeout_s=float(settings.tool_timeout_s), result_cap_chars=settings.tool_result_chars)
+
+    def save_tool_limits(self, timeout_s: int, result_chars: int) -> None:
+        if timeout_s <= 0 or result_chars <= 0:
+            raise ValueError("a tool call's time limit and its result's size must be more than zero")
+        if self.read_only:
+            raise RuntimeError(self.notice or "the data folder is read-only, so the settings cannot be saved")
+        save_settings(self.paths.settings_file, replace(self.settings, tool_timeout_s=timeout_s,
+                                                         tool_result_chars=result_chars))
 
     def save_sampling_defaults(self, params: SamplingParams) -> None:
         if not self.read_only:

@@ -135,6 +135,8 @@ def _choice(value: object, choices: tuple[str, ...]) -> str:
 
 # The default limit of the conversations' KV state saved to disk (least recently used out first).
 SAVED_STATE_MB = 4096
+TOOL_TIMEOUT_S = 60  # app/mcp/results.py DEFAULT_CALL_TIMEOUT
+TOOL_RESULT_CHARS = 20_000  # app/mcp/results.py DEFAULT_RESULT_CAP
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class Settings:
     models_dir: str | None = None  # where downloads go; None = the default under the data dir
     placements: dict[str, ModelPlacement] = field(default_factory=dict)  # by model name; absent: Cove chooses
     saved_state_mb: int = SAVED_STATE_MB  # disk for conversations' saved KV state (app/engine/state_files.py); 0: none
+    tool_timeout_s: int = TOOL_TIMEOUT_S  # how long a tool server may take to start or answer one call
+    tool_result_chars: int = TOOL_RESULT_CHARS  # a tool's result is cut past this, and the model is told
 
     def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
@@ -185,6 +189,8 @@ def read_settings(path: Path) -> LoadedSettings:
         placements={name: ModelPlacement.from_dict(value) for name, value in raw["placements"].items() if isinstance(name, str)}
         if isinstance(raw.get("placements"), dict) else {},
         saved_state_mb=_whole(raw.get("saved_state_mb"), SAVED_STATE_MB),
+        tool_timeout_s=_whole(raw.get("tool_timeout_s"), TOOL_TIMEOUT_S) or TOOL_TIMEOUT_S,
+        tool_result_chars=_whole(raw.get("tool_result_chars"), TOOL_RESULT_CHARS) or TOOL_RESULT_CHARS,
     ))
 
 
@@ -221,5 +227,7 @@ def save_settings(path: Path, settings: Settings) -> None:
         "models_dir": settings.models_dir,
         "placements": {name: placement.to_dict() for name, placement in settings.placements.items()},
         "saved_state_mb": settings.saved_state_mb,
+        "tool_timeout_s": settings.tool_timeout_s,
+        "tool_result_chars": settings.tool_result_chars,
     }
     write_text_whole(path, json.dumps(data, indent=2))

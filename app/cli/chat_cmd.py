@@ -348,7 +348,7 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
         raise ValueError("Cove is offline, so the tool servers were not started (Cove cannot see what they do on the "
                          "network): add --allow-offline-once to start them this once, or leave out --tools")
     core.paths.logs_dir.mkdir(parents=True, exist_ok=True)
-    with McpHost(core.paths.logs_dir / LOG_NAME) as host:
+    with McpHost(core.paths.logs_dir / LOG_NAME, core.tool_limits()) as host:
         listed = []
         for server in servers:
             try:

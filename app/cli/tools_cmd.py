@@ -58,6 +58,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("name")
     rm.set_defaults(run=_remove)
 
+    limits = tsub.add_parser("limits", help="how long a tool call may take and how much of its result the model "
+                             "gets, for the window and cove chat: shown, or changed with the options")
+    limits.add_argument("--timeout", type=int, metavar="SECONDS", help="seconds a server may take to start or answer")
+    limits.add_argument("--max-result", type=int, metavar="CHARS", help="characters of a result the model is given")
+    limits.set_defaults(run=_limits)
+
     revoke = tsub.add_parser("revoke", help="forget 'always allow' for one tool of a server, or all of them")
     revoke.add_argument("name")
     revoke.add_argument("tool", nargs="?")
@@ -65,10 +71,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _limits_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=float, default=DEFAULT_CALL_TIMEOUT, metavar="SECONDS",
-                   help=f"how long a server may take to start or answer a call (default {DEFAULT_CALL_TIMEOUT:g})")
-    p.add_argument("--max-result", type=int, default=DEFAULT_RESULT_CAP, metavar="CHARS",
-                   help=f"results longer than this are cut, and the cut is said (default {DEFAULT_RESULT_CAP})")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long a server may take to start or answer a call (default: the setting, "
+                        f"`cove tools limits`; {DEFAULT_CALL_TIMEOUT:g} unless changed)")
+    p.add_argument("--max-result", type=int, default=None, metavar="CHARS",
+                   help="results longer than this are cut, and the cut is said (default: the setting; "
+                        f"{DEFAULT_RESULT_CAP} unless changed)")
+
+
+def _limits(core: Core, args: argparse.Namespace) -> int:
+    kept = core.tool_limits()
+    if args.timeout is not None or args.max_result is not None:
+        timeout = int(kept.call_timeout_s) if args.timeout is None else args.timeout
+        chars = kept.result_cap_chars if args.max_result is None else args.max_result
+        if timeout <= 0 or chars <= 0:
+            raise ToolsError("--timeout and --max-result must be more than zero.")
+        core.save_tool_limits(timeout, chars)
+        kept = core.tool_limits()
+    print(f"A tool call may take {kept.call_timeout_s:g} s (to start its server and answer); a result longer "
+          f"than {kept.result_cap_chars:,} characters is cut, and the model is told.")
+    return 0
 
 
 def _add(core: Core, args: argparse.Namespace) -> int:
@@ -164,7 +186,9 @@ def _call(core: Core, args: argparse.Namespace) -> int:
 
 
 def _host(core: Core, args: argparse.Namespace) -> McpHost:
-    limits = ToolLimits(call_timeout_s=args.timeout, result_cap_chars=args.max_result)
+    kept = core.tool_limits()
+    limits = ToolLimits(call_timeout_s=kept.call_timeout_s if args.timeout is None else args.timeout,
+                        result_cap_chars=kept.result_cap_chars if args.max_result is None else args.max_result)
     if limits.call_timeout_s <= 0 or limits.result_cap_chars <= 0:
         raise ToolsError("--timeout and --max-result must be more than zero.")
     core.paths.logs_dir.mkdir(parents=True, exist_ok=True)

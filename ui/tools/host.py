@@ -15,10 +15,12 @@ from PySide6.QtWidgets import QDialog, QMenu, QMessageBox, QToolButton, QVBoxLay
 
 from app.cli.tools_cmd import LOG_NAME
 from app.mcp.host import McpHost
+from app.mcp.results import ToolLimits
 from app.mcp.store import ToolServerStore
 from app.turn.events import ToolCallEvent
 from ui.tools.approval_dialog import ToolApprovalDialog
 from ui.tools.chat_tools import ChatTools
+from ui.tools.limits_row import ToolLimitsRow
 from ui.tools.page import Confirm, ToolsPage
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ class ToolsPanel(QDialog):
     def __init__(self, page: ToolsPage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.page = page
+        self.limits: ToolLimitsRow | None = None  # the call limits, under the page
         self.setWindowTitle("Tools")
         self.setAccessibleName("Tools")
         self.setObjectName("toolsPanel")
@@ -143,6 +146,8 @@ class ToolsHost(QObject):
             page = ToolsPage(ToolServerStore(core.db), core.network, self._host,
                              installed=core.library.list, confirm=self._confirm)
             self.panel = ToolsPanel(page, self._window)
+            self.panel.limits = ToolLimitsRow(core, self._apply_limits, self.panel)
+            self.panel.layout().addWidget(self.panel.limits)
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()
@@ -159,6 +164,10 @@ class ToolsHost(QObject):
             closing.start()
             closing.join(STOP_WAIT_S)
 
+    def _apply_limits(self, limits: ToolLimits) -> None:
+        if self.mcp is not None:
+            self.mcp.limits = limits  # read at each call and each server start
+
     def _host(self) -> McpHost:
         if self.mcp is None:
             self.mcp = self.mcp_factory()
@@ -172,4 +181,4 @@ class ToolsHost(QObject):
     def _default_host(self) -> McpHost:
         logs = self._core.paths.logs_dir
         logs.mkdir(parents=True, exist_ok=True)
-        return McpHost(logs / LOG_NAME)
+        return McpHost(logs / LOG_NAME, self._core.tool_limits())

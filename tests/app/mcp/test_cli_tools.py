@@ -58,3 +58,23 @@ def test_offline_starts_nothing_unless_allowed_once(tmp_path: Path, monkeypatch)
     assert "starting:" not in (tmp_path / "logs" / "tool-servers.log").read_text()
     allowed = cove(tmp_path, "tools", "call", "fault", "echo", '{"text": "x"}', "--allow-tools", "--allow-offline-once")
     assert allowed.stdout == "x\n"
+
+
+def test_the_limits_are_a_setting_that_calls_and_chats_take(tmp_path: Path) -> None:
+    calls_file = tmp_path / "calls.txt"
+    cove(tmp_path, "tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER), str(calls_file))
+    shown = cove(tmp_path, "tools", "limits")
+    assert shown.returncode == 0 and "may take 60 s" in shown.stdout and "20,000 characters" in shown.stdout
+
+    changed = cove(tmp_path, "tools", "limits", "--max-result", "500")
+    assert changed.returncode == 0 and "may take 60 s" in changed.stdout and "500 characters" in changed.stdout
+    settings = json.loads((tmp_path / "data" / "settings.json").read_text())
+    assert settings["tool_result_chars"] == 500 and settings["tool_timeout_s"] == 60
+
+    # A call without --max-result is cut at the setting, and the model (here: stdout) is told.
+    cut = cove(tmp_path, "tools", "call", "fault", "huge", '{"size": 2000}', "--allow-tools")
+    assert cut.returncode == 0, cut.stderr
+    assert cut.stdout.startswith("x" * 500) and "x" * 501 not in cut.stdout and "was 2000 characters" in cut.stdout
+
+    assert_clean_error(cove(tmp_path, "tools", "limits", "--timeout", "0"))
+    assert json.loads((tmp_path / "data" / "settings.json").read_text())["tool_timeout_s"] == 60  # unchanged

@@ -47,3 +47,27 @@ def test_quitting_stops_the_host_a_test_made(qtbot, cove_core, fake_engine, call
     assert host is not None
     window.close()
     assert window.tools.mcp is None and host._closed  # noqa: SLF001 - the host was closed at quit
+
+
+def test_the_call_limits_are_set_on_the_page_kept_and_taken_by_the_live_host(qtbot, cove_core, fake_engine) -> None:
+    from app.mcp.results import ToolLimits
+
+    window = make_window(qtbot, cove_core, fake_engine)
+    try:
+        host = window.tools._host()  # noqa: SLF001 - the host a conversation's calls would use
+        assert host.limits == ToolLimits(60.0, 20_000)
+        row = window.tools.open().limits
+        assert row is not None and row.isVisible()
+        row.timeout.setValue(5)
+        row.chars.setValue(1_500)
+        row.chars.editingFinished.emit()
+        assert cove_core.tool_limits() == ToolLimits(5.0, 1_500)  # kept in the settings file
+        assert host.limits == ToolLimits(5.0, 1_500)  # and the next call of this window takes them
+    finally:
+        window.close()
+    again = make_window(qtbot, cove_core, fake_engine)  # a restart shows what was kept
+    try:
+        row = again.tools.open().limits
+        assert row is not None and (row.timeout.value(), row.chars.value()) == (5, 1_500)
+    finally:
+        again.close()
