@@ -323,10 +323,12 @@ class ModelSession:
         cached = self._reusable(tokens)
         prepare_ms = (time.perf_counter() - t_begin) * 1000.0
         stops = list(req.stop) + list(rendered.stop if rendered else ())
-        detok = IncrementalDetokenizer(self.piece)
+        # A gpt-oss reply with tools shows its control tokens (<|end|>): app/tools/harmony.py reads them.
+        piece = self._special_piece if tools is not None and tools.family.name == "harmony" else self.piece
+        detok = IncrementalDetokenizer(piece)
         stopper = StopMatcher(stops)
         line_prefix = token_line_prefix(rid)
-        is_eog, vocab, piece = llama_cpp.llama_vocab_is_eog, self.vocab, self.piece
+        is_eog, vocab = llama_cpp.llama_vocab_is_eog, self.vocab
         max_tokens = req.max_tokens if req.max_tokens and req.max_tokens > 0 else None
         n_ctx, ignore_eos = self.n_ctx, req.ignore_eos
         emitted: list[str] = []
@@ -426,7 +428,11 @@ class ModelSession:
     def _special_piece(self, token: int) -> bytes:
         """A token's bytes with control tokens shown (a tool-call opener may be one)."""
         n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, 256, 0, True)
-        return ctypes.string_at(self._buf, n) if n >= 0 else b""
+        if n >= 0:
+            return ctypes.string_at(self._buf, n)
+        big = ctypes.create_string_buffer(-n)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, True)
+        return ctypes.string_at(big, max(n, 0))
 
     def _metrics(self, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str, n_sampled: int,
                  t_first: float, t_last: float, t_call: float, prepare_ms: float, rendered: Rendered | None) -> dict[str, Any]:

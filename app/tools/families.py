@@ -7,6 +7,7 @@ the template renders tools itself.
 | mistral | `[TOOL_CALLS]`                    | `[TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]`        |
 | hermes  | `<tool_call>` (Qwen 2.5/3, Hermes) | `<tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>` |
 | llama3  | `<|python_tag|>`, or Llama 3 headers with "parameters" | `{"name": "f", "parameters": {...}}`        |
+| harmony | `<|channel|>` and `<|start|>` (gpt-oss) | `<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>` |
 | generic | anything else (Gemma 3, Phi-3.5, no template) | as hermes, the format described in the system message |
 """
 
@@ -31,6 +32,9 @@ FAMILIES: dict[str, Family] = {
     "mistral": Family("mistral", "[TOOL_CALLS]", True),
     "hermes": Family("hermes", "<tool_call>", True),
     "llama3": Family("llama3", '{"name": "', True, parallel=False),  # its template renders one call per turn
+    # gpt-oss: one call per reply (<|call|> ends the reply; its template renders a message's first call
+    # only); the opener is the recipient, written after the channel or after the role (app/tools/harmony.py).
+    "harmony": Family("harmony", " to=functions.", True, parallel=False),
     "generic": Family("generic", "<tool_call>", False),
 }
 
@@ -38,6 +42,8 @@ FAMILIES: dict[str, Family] = {
 def family_of(template: str | None) -> Family:
     """The family a chat template's source belongs to (None: no template in use -> generic)."""
     source = template or ""
+    if "<|channel|>" in source and "<|start|>" in source:
+        return FAMILIES["harmony"]
     if "[TOOL_CALLS]" in source:
         return FAMILIES["mistral"]
     if "<tool_call>" in source:

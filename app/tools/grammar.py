@@ -81,9 +81,21 @@ def _lit(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+# gpt-oss (Harmony): after the recipient's name, the channel when the recipient came after the role,
+# then `<|constrain|>json` (the template writes ` json`; "json" never touches the name); special
+# tokens are matched by their text, as llama.cpp's own grammar for this format does. A forced call
+# may follow one analysis message (the model reasons first), whose text holds no "<|".
+_HARMONY_RULES = """harmony-header ::= ( "<|channel|>" ( "commentary" | "analysis" ) )? harmony-constrain? "<|message|>"
+harmony-constrain ::= " "? "<|constrain|>json" | " json"
+harmony-analysis ::= "<|channel|>analysis<|message|>" ( [^<] | "<" [^|] )* "<|end|><|start|>assistant"
+"""
+
+
 def _call_rest(family: Family, tool: Tool, args: str) -> str:
     """One call of `tool` in the family's format, from after its opener (Mistral: after "[{")."""
     name = tool.name
+    if family.name == "harmony":
+        return f"{_lit(name)} harmony-header {args}"
     if family.name == "llama3":  # the opener is '{"name": "'
         head, tail = name + '", "parameters": ', "}"
     elif family.name == "mistral":
@@ -112,6 +124,11 @@ def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | No
         rests.append(_call_rest(family, tool, f"t{i}-root"))
     rules.append("call-rest ::= " + " | ".join(f"( {r} )" for r in rests))
     many = parallel and family.parallel
+    if family.name == "harmony":
+        start = "" if after_opener else '"<|channel|>commentary to=functions." '
+        rules.append(_HARMONY_RULES.rstrip())
+        rules.append(f"root ::= {'' if after_opener else 'harmony-analysis? '}{start}call-rest")
+        return "\n".join(rules) + "\n"
     if family.name == "mistral":
         more = ' ( ", {" call-rest )*' if many else ""
         start = '"[{"' if after_opener else '"[TOOL_CALLS][{"'

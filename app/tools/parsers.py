@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from app.tools import harmony
 from app.tools.families import Family
 from app.tools.spec import new_call_id
 
@@ -126,8 +127,20 @@ def _mistral(text: str) -> Parsed:
     return Parsed((before + text[end:]).strip(), tuple(c for c in calls if c is not None))
 
 
+def _harmony(text: str) -> Parsed:
+    """gpt-oss's channels (app/tools/harmony.py): the calls, and the final channel's text as
+    content; a call that does not parse, or a reply with neither calls nor content, is all
+    content as written."""
+    read = harmony.read(text)
+    if not read.calls and (read.failed or not read.content):
+        return Parsed(text, ())
+    return Parsed(read.content, tuple(Call(new_call_id(), name, args) for name, args in read.calls))
+
+
 def parse_calls(family: Family, text: str) -> Parsed:
     """The calls in a whole reply of `family`'s model, and the rest of its text as content."""
+    if family.name == "harmony":
+        return _harmony(text)
     if family.name == "mistral":
         return _mistral(text)
     if family.name == "llama3":
@@ -139,6 +152,10 @@ def held(family: Family, text: str) -> int:
     """Where in `text` the part that may be (or become) a call begins: a stream sends content only
     up to there until the reply ends. The opener itself, or the start of a partial opener at
     the very end, or (Llama 3, Mistral without its marker) a reply that opens with JSON."""
+    if family.name == "harmony":
+        at = harmony.call_start(text)
+        partial = harmony.partial_mark(text)
+        return min(at, partial)
     opener = family.opener
     at = text.find(opener)
     if family.name in ("llama3", "mistral"):
@@ -155,3 +172,11 @@ def held(family: Family, text: str) -> int:
         if text.endswith(opener[:k]):
             return len(text) - k
     return len(text)
+
+
+def visible(family: Family, text: str) -> str:
+    """What of a reply so far a stream may send as content: for gpt-oss the final channel's text
+    (app/tools/harmony.py), for the others the text up to `held`."""
+    if family.name == "harmony":
+        return harmony.read(text, partial=True).content
+    return text[:held(family, text)]

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.tools.check import schema_problem
 from app.tools.families import FAMILIES, Family
-from app.tools.parsers import Call, held, parse_calls
+from app.tools.parsers import Call, parse_calls, visible
 from app.tools.spec import ToolSet
 
 
@@ -40,7 +40,7 @@ def read_reply(tools: ToolSet, family: Family, text: str) -> ToolReply:
         if problem:
             return ToolReply(parsed.content, calls, f"the model's call of {call.name!r} does not match its schema "
                                                     f"({problem}); its output was: {text[:2000]}")
-    return ToolReply(parsed.content if calls else text, calls)
+    return ToolReply(parsed.content, calls)  # the whole text when no call parsed (gpt-oss: its final channel)
 
 
 def reply_of(tools: ToolSet, metrics: dict[str, Any], text: str, id_prefix: str = "call_") -> ToolReply:
@@ -63,8 +63,8 @@ def record_of(reply: ToolReply) -> dict[str, Any]:
 
 
 class ContentGate:
-    """A stream's content with tools: sent only up to where a call may begin, the rest once the
-    reply is read whole."""
+    """A stream's content with tools: sent only up to where a call may begin (gpt-oss: only its
+    final channel's text), the rest once the reply is read whole."""
 
     def __init__(self, family: Family) -> None:
         self.family = family
@@ -72,7 +72,8 @@ class ContentGate:
 
     def more(self, text: str) -> str:
         """What of `text` (the reply so far) may go out now."""
-        out = text[len(self.sent):held(self.family, text)]
+        shown = visible(self.family, text)
+        out = shown[len(self.sent):] if shown.startswith(self.sent) else ""
         self.sent += out
         return out
 
