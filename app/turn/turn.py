@@ -246,7 +246,7 @@ class Turn:
         calls = list(parsed.calls if family.parallel else parsed.calls[:1])
         gate, self._gate, self._raw = self._gate, None, ""
         if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
-            return self._ended_without_calls(event, family, gate, parsed.content if calls else None)
+            return self._ended_without_calls(event, family, gate, parsed.content if calls else None, parsed.content)
         if self.steps >= self.tools.max_steps:
             note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
                     f"have; these calls did not run")
@@ -281,10 +281,13 @@ class Turn:
         writer.note_raw(raw, [{"id": c.id, "name": c.name, "arguments": _arguments(c.arguments)} for c in calls])
 
     def _ended_without_calls(self, event: FinishedEvent, family: Family, gate: ContentGate | None,
-                             content: str | None) -> list[TurnEvent]:
+                             content: str | None, clean: str) -> list[TurnEvent]:
         """The end of a reply whose calls do not run: none, or it was stopped. A call the token
-        limit (or a Stop) cut off mid-markup is kept out of the text, and a `tool_note` says so."""
-        text = event.text if content is None else content
+        limit (or a Stop) cut off mid-markup is kept out of the text, and a `tool_note` says so.
+        `clean`: the reply's content as its family reads it (without a Harmony reply's channels)."""
+        text = clean if content is None else content
+        if text != event.text:
+            self._note_raw(event.text, [])  # the record keeps what the model wrote
         metrics = event.metrics
         at = held(family, event.text)
         cut = content is None and event.status != MessageStatus.COMPLETE and at < len(event.text) \

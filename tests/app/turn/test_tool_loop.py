@@ -209,3 +209,29 @@ def test_a_reply_without_calls_is_written_whole(cove_core, fake_engine, pieces, 
     shown = "".join(e.text for e in events if isinstance(e, TextEvent))
     assert shown == "Just text, no tools <tool" == events[-1].message.content
     assert [m.role for m in cove_core.history.messages(record.conversation_id)] == ["user", "assistant"]
+
+
+HARMONY_CALL = ("<|channel|>analysis<|message|>The person wants a greeting through the tool.<|end|>"
+                "<|start|>assistant<|channel|>commentary to=functions.echo <|constrain|>json<|message|>"
+                '{"text": "hi from the tool"}')
+HARMONY_ANSWER = ("<|channel|>analysis<|message|>The tool answered.<|end|>"
+                  "<|start|>assistant<|channel|>final<|message|>The tool said hi.")
+
+
+def test_a_harmony_reply_keeps_only_its_final_channel_and_its_call_runs(cove_core, fake_engine, pieces, host, server,
+                                                                       calls_file, monkeypatch):
+    """gpt-oss's channels (replayed): the call runs, the rows hold no analysis text or markup,
+    and the record keeps what the model wrote."""
+    from app.tools.families import FAMILIES
+
+    monkeypatch.setattr(Turn, "_family", lambda _self, _metrics: FAMILIES["harmony"])
+    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server,
+                                           [_split(HARMONY_CALL), _split(HARMONY_ANSWER)], lambda _r: ALLOW_ONCE)
+    assert _calls(calls_file) == ["echo"]
+    shown = "".join(e.text for e in events if isinstance(e, TextEvent))
+    assert shown == "The tool said hi."
+    branch = cove_core.history.messages(record.conversation_id)
+    assert [m.role for m in branch] == ["user", "assistant", "tool_call", "tool", "assistant"]
+    assert branch[1].content == "" and branch[-1].content == "The tool said hi."
+    replies = list(cove_core.db.query("SELECT reply FROM record_entries WHERE endpoint = 'chat' ORDER BY seq"))
+    assert [r["reply"] for r in replies] == [HARMONY_CALL, HARMONY_ANSWER]
