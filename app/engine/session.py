@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -36,10 +35,11 @@ from app.engine.placement_run import nvml_process_vram, open_with_retries, plan,
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
 from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
+from app.engine.reply_metrics import reply_metrics
 from app.engine.speculative import Drafting, DraftPolicy, open_draft_model
 from app.engine.state_cache import StateKeeper
 from app.engine.state_key import disk_tier
-from app.engine.templates import ChatFormat, Rendered, build_chat_format
+from app.engine.templates import ChatFormat, build_chat_format
 from app.engine.token_pick import make_pick
 from app.engine.transcript import STATELESS, Transcript, common_prefix, kept_reply
 from app.tools.turn import ToolTurn, tool_turn
@@ -402,7 +402,7 @@ class ModelSession:
             self.transcript = Transcript(key, text + final[:c_keep], tuple(tokens) + tuple(reply[:n_keep]))
         else:
             self.transcript = None
-        metrics = self._metrics(tokens, cached, dropped, source, stop_reason, n_sampled, t_first, t_last, t_call,
+        metrics = reply_metrics(self, tokens, cached, dropped, source, stop_reason, n_sampled, t_first, t_last, t_call,
                                 prepare_ms, rendered)
         # Which of the request's own stop strings ended the reply (None: none did; the chat
         # format's end-of-turn strings count as the model ending its turn).
@@ -433,37 +433,3 @@ class ModelSession:
         big = ctypes.create_string_buffer(-n)
         n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, True)
         return ctypes.string_at(big, max(n, 0))
-
-    def _metrics(self, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str, n_sampled: int,
-                 t_first: float, t_last: float, t_call: float, prepare_ms: float, rendered: Rendered | None) -> dict[str, Any]:
-        prefill_s = (t_first - t_call) if n_sampled else 0.0
-        gen_s = (t_last - t_first) if n_sampled > 1 else 0.0
-        evaluated = len(tokens) - cached
-        perf = llama_cpp.llama_perf_context(self.llm.ctx)
-        m: dict[str, Any] = {
-            "prompt_tokens": len(tokens),
-            "cached_tokens": cached,
-            "prefill_ms": round(prefill_s * 1000, 3) if n_sampled else None,
-            "prompt_tps": round(evaluated / prefill_s, 2) if n_sampled and prefill_s > 0 else None,
-            "gen_tokens": n_sampled,
-            "gen_ms": round(gen_s * 1000, 3),
-            "gen_tps": round((n_sampled - 1) / gen_s, 2) if gen_s > 0 else None,
-            "stop_reason": stop_reason,
-            "n_ctx": self.n_ctx,
-            "context_used": int(self.llm.n_tokens),
-            "dropped_turns": dropped,
-            "template_source": source,
-            "prepare_ms": round(prepare_ms, 3),
-            "llama_p_eval_ms": round(perf.t_p_eval_ms, 3),
-            "llama_n_p_eval": int(perf.n_p_eval),
-            "llama_eval_ms": round(perf.t_eval_ms, 3),
-            "llama_n_eval": int(perf.n_eval),
-        }
-        if rendered is not None and rendered.note:
-            m["template_note"] = rendered.note
-        m["state_cache"] = self.state.metrics()
-        placed = self.placement
-        m["placement"] = {"backend": placed.backend, "device": placed.device, "n_gpu_layers": placed.n_gpu_layers,
-                          "n_layers": placed.n_layers, "kv_on_gpu": placed.kv_on_gpu, "vram_used": placed.vram_used,
-                          "vram_estimate": placed.vram_estimate}
-        return m
