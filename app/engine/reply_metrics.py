@@ -3,20 +3,18 @@ cache, where the model runs), as the engine host's Finished message carries them
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import llama_cpp
 
 from app.engine.templates import Rendered
 
-if TYPE_CHECKING:
-    from app.engine.session import ModelSession
 
-
-def reply_metrics(session: ModelSession, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str,
+def reply_metrics(session: Any, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str,
                   n_sampled: int, t_first: float, t_last: float, t_call: float, prepare_ms: float,
                   rendered: Rendered | None) -> dict[str, Any]:
-    """The figures of one reply, as Finished carries them to the parent."""
+    """The figures of one reply, as Finished carries them to the parent. `session`: the
+    ModelSession that ran it (its llm, n_ctx, state and placement; not imported here, which it imports)."""
     prefill_s = (t_first - t_call) if n_sampled else 0.0
     gen_s = (t_last - t_first) if n_sampled > 1 else 0.0
     evaluated = len(tokens) - cached

@@ -5,21 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.store.export import export_conversation
 from app.store.search import search_messages
 
-if TYPE_CHECKING:
-    from ui.shell.main_window import MainWindow
-
 
 class ConversationActions:
-    """`confirm_delete(title) -> bool` asks before a delete (a question box unless given)."""
+    """`window`: the MainWindow (its sidebar, view, controller, core and notices; not imported here,
+    which imports this). `confirm_delete(title) -> bool` asks before a delete (a question box unless given)."""
 
-    def __init__(self, window: MainWindow, confirm_delete: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, window: Any, confirm_delete: Callable[[str], bool] | None = None) -> None:
         self.window = window
         self.confirm_delete = confirm_delete or self._ask_delete
 
