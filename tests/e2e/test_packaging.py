@@ -353,3 +353,24 @@ def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dic
         server.terminate()
         server.wait(timeout=60)
     assert _python_was_run(no_python_env) == ""
+
+
+@pytest.mark.packaging
+@pytest.mark.timeout(1800)
+def test_frozen_tools_reach_an_mcp_server(frozen: Path, no_python_env: dict[str, str], tmp_path: Path) -> None:
+    """The `mcp` SDK's client, its pydantic models and its JSON Schema data work in the frozen app:
+    a tool server of the test suite's own (run by this Python, named by its full path) answers."""
+    from tests.app.mcp.conftest import FAULT_SERVER
+
+    calls_file = tmp_path / "calls.txt"
+    added = subprocess.run([frozen / "cove", "tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER),
+                            str(calls_file)], capture_output=True, text=True, env=no_python_env, timeout=60)
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([frozen / "cove", "tools", "list"], capture_output=True, text=True, env=no_python_env,
+                            timeout=180)
+    assert listed.returncode == 0 and "- echo: Echo the text back." in listed.stdout, listed.stdout + listed.stderr
+    called = subprocess.run([frozen / "cove", "tools", "call", "fault", "echo", '{"text": "frozen hi"}', "--allow-tools"],
+                            capture_output=True, text=True, env=no_python_env, timeout=180)
+    assert called.returncode == 0 and called.stdout == "frozen hi\n", called.stderr
+    assert calls_file.read_text().split() == ["echo"]
+    assert _python_was_run(no_python_env) == ""  # the decoys: the server ran from its full path, Cove from itself
