@@ -140,3 +140,11 @@ def assistant_with_calls(content: str, calls: list[Call]) -> dict[str, Any]:
 
 def tool_message(call: Call, text: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text}
+
+
+def call_arguments(text: str) -> Any:
+    """A call's arguments as the record keeps them: the object, or the text when it is no JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -13,7 +13,6 @@ prompt, borrows the engine and starts the reply, appending to a deque.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -38,7 +37,7 @@ from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, R
 from app.turn.figures import first_figures
 from app.turn.status import StopCause, end_status
 from app.turn.tool_step import ToolStep
-from app.turn.tools import ToolLoop, assistant_with_calls
+from app.turn.tools import ToolLoop, assistant_with_calls, call_arguments
 from app.turn.writer import TurnWriter
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkRefused
@@ -278,7 +277,7 @@ class Turn:
     def _note_raw(self, raw: str, calls: list[Call]) -> None:
         """The record entry of this reply keeps the model's raw output and the calls read from it."""
         writer: Any = self.writer
-        writer.note_raw(raw, [{"id": c.id, "name": c.name, "arguments": _arguments(c.arguments)} for c in calls])
+        writer.note_raw(raw, [{"id": c.id, "name": c.name, "arguments": call_arguments(c.arguments)} for c in calls])
 
     def _ended_without_calls(self, event: FinishedEvent, family: Family, gate: ContentGate | None,
                              content: str | None, clean: str) -> list[TurnEvent]:
@@ -446,11 +445,3 @@ class Turn:
 
     def first_figures(self) -> dict[str, Any] | None:
         return first_figures(self._generation)
-
-
-def _arguments(text: str) -> Any:
-    """A call's arguments as the record keeps them: the object, or the text when it is no JSON."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text

@@ -3,7 +3,6 @@ file it writes each call's name to, a host to run it, and the fake engine host's
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,20 +10,13 @@ import pytest
 
 from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
-from app.mcp.servers import ToolServer, stdio_server
-from tests.app.mcp.conftest import FAULT_SERVER
+from app.mcp.servers import ToolServer
+from tests.app.mcp.conftest import calls_file, fault_server  # noqa: F401 - fixtures shared with the MCP tests
 
 
 @pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    path = tmp_path / "calls.txt"
-    path.write_text("")
-    return path
-
-
-@pytest.fixture
-def server(calls_file: Path) -> ToolServer:
-    return stdio_server("fault", [sys.executable, str(FAULT_SERVER), str(calls_file)])
+def server(fault_server: ToolServer) -> ToolServer:  # noqa: F811 - the imported fixture, by name
+    return fault_server
 
 
 @pytest.fixture
