@@ -77,7 +77,7 @@ class ChatService:
         on_text: TextSink | None = None,
         on_loaded: Callable[[LoadedModel], None] | None = None,
         options: LoadOptions | None = None,
-        tools: ToolLoop | None = None,
+        tools: ToolLoop | Callable[[], ToolLoop | None] | None = None,
         on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
     ) -> TurnResult:
         """`tools`: the tools the model may call this turn, each call asked first (app/turn/tools.py);

@@ -336,9 +336,10 @@ def _result_json(result: TurnResult) -> dict:
 
 
 @contextlib.contextmanager
-def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterator[ToolLoop | None]:
-    """The tools of the servers named by --tools, listed before the turn (the servers start now),
-    with who answers for each call: the terminal, or --allow-tools. Stops the servers at the end."""
+def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterator[Callable[[], ToolLoop] | None]:
+    """The tools of the servers named by --tools, as a function the turn calls once it has saved the
+    person's message (the servers start then), with who answers for each call: the terminal, or
+    --allow-tools. Stops the servers at the end."""
     if not names:
         yield None
         return
@@ -348,25 +349,34 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
         raise ValueError("Cove is offline, so the tool servers were not started (Cove cannot see what they do on the "
                          "network): add --allow-offline-once to start them this once, or leave out --tools")
     core.paths.logs_dir.mkdir(parents=True, exist_ok=True)
+    approver: Approver
+    if args.allow_tools:
+        approver, who = allow_without_asking, "the person (--allow-tools)"
+    elif _isatty(sys.stdin) and _isatty(sys.stderr):
+        approver, who = ask_on_terminal, "the person"
+    else:
+        approver, who = _no_terminal, "the person"
     with McpHost(core.paths.logs_dir / LOG_NAME, core.tool_limits()) as host:
-        listed = []
-        for server in servers:
-            try:
-                listed.append((server, host.list_tools(server)))
-            except ToolServerError as exc:
-                raise ValueError(str(exc)) from None
-        offered = offered_tools(listed)
-        if not offered:
-            raise ValueError(f"the tool servers {', '.join(names)} offer no tools")
-        approver: Approver
-        if args.allow_tools:
-            approver, who = allow_without_asking, "the person (--allow-tools)"
-        elif _isatty(sys.stdin) and _isatty(sys.stderr):
-            approver, who = ask_on_terminal, "the person"
-        else:
-            approver, who = _no_terminal, "the person"
-        yield ToolLoop(host, offered, approver, store, who=who, first_choice=args.tool_choice,
-                       max_steps=args.max_tool_steps)
+        made: list[ToolLoop] = []
+
+        def loop() -> ToolLoop:
+            """Listed by the first turn, after it saved the person's message (a signal while the
+            servers start loses nothing), then kept for the session's later turns."""
+            if not made:
+                listed = []
+                for server in servers:
+                    try:
+                        listed.append((server, host.list_tools(server)))
+                    except ToolServerError as exc:
+                        raise ValueError(str(exc)) from None
+                offered = offered_tools(listed)
+                if not offered:
+                    raise ValueError(f"the tool servers {', '.join(names)} offer no tools")
+                made.append(ToolLoop(host, offered, approver, store, who=who, first_choice=args.tool_choice,
+                                     max_steps=args.max_tool_steps))
+            return made[0]
+
+        yield loop
 
 
 def _no_terminal(request: ToolRequest) -> str:

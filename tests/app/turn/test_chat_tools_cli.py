@@ -160,3 +160,16 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(tmp_path: Path, monkeypatc
            "these calls did not run" in err
     assert err.count("[tool call: fault/echo") == 1
     assert calls_file.read_text().split() == ["echo"]
+
+
+def test_the_message_is_saved_before_the_servers_start(home: Path) -> None:
+    """The servers start once the turn has saved the person's message: one that cannot start (or a
+    signal while they start) ends the turn with a sentence and loses nothing."""
+    cove(home, "tools", "add", "bad", "--", str(home / "no-such-server"))
+    done = cove(home, *CHAT, "--tools", "bad", "--allow-tools", "Keep this message")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "the tool server 'bad' could not start" in done.stderr
+    listed = cove(home, "history", "list")
+    conversation_id = listed.stdout.split()[0]
+    messages = _messages(home, conversation_id)
+    assert messages[0]["role"] == "user" and messages[0]["content"] == "Keep this message"
