@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.speed.gpu_readout import nvidia_smi_process_mib
 from app.speed.llama_bench import DEFAULT_VERSION, LlamaBenchError, ensure_llama_bench, merge_runs, run_llama_bench
 from app.speed.report import build_report, format_json, format_table
 from app.speed.runner import engine_settings, run_cove_bench
@@ -97,6 +98,15 @@ def bench_main(
         binary = ensure_llama_bench(resolve_paths().tools_dir, DEFAULT_VERSION, log=progress) if compare else None
         client = EngineClient()
         reference_runs: list[dict[str, Any]] = []
+        # nvidia-smi's figure for the engine host, read once the model is loaded (the moment
+        # the engine reads its own through NVML) and again after the runs, while the engine
+        # still holds the model; both None without nvidia-smi.
+        readout: dict[str, Any] = {"engine_pid": None, "after_load_mib": None, "after_runs_mib": None}
+
+        def after_load(_loaded: Any) -> None:
+            readout["engine_pid"] = client.host_pid
+            readout["after_load_mib"] = nvidia_smi_process_mib(client.host_pid)
+
         try:
             loaded_settings: dict[str, Any] = {}
 
@@ -113,14 +123,15 @@ def bench_main(
 
             cove = run_cove_bench(
                 client, model_path, threads=threads, reps=reps, n_prompt=N_PROMPT, n_gen=N_GEN, log=progress,
-                reference_round=reference_round if binary is not None else None,
+                reference_round=reference_round if binary is not None else None, after_load=after_load,
             )
+            readout["after_runs_mib"] = nvidia_smi_process_mib(client.host_pid)
         finally:
             client.close()
         reference = merge_runs(reference_runs) if reference_runs else None
     except (LlamaBenchError, EngineError, RuntimeError, ValueError) as exc:
         print(f"cove: {exc}", file=err)
         return 1
-    report = build_report(model_path, threads=threads, reps=reps, cove=cove, llama_bench=reference)
+    report = build_report(model_path, threads=threads, reps=reps, cove=cove, llama_bench=reference, readout=readout)
     print(format_json(report) if as_json else format_table(report), file=out)
     return 0

@@ -7,6 +7,10 @@ Release, shared libraries, GGML_NATIVE=ON, OpenMP, no curl, plus `$CMAKE_ARGS` e
 llama-cpp-python's build honours it. The three tools share every library and flag, so they
 are one build: `cove bench --compare-llama-bench`, the levers benchmark and the remote tests
 all take their binaries from the one folder `llama-tools-<version>`.
+
+The sources come from PyPI through pip, or, where `$COVE_LLAMA_SDIST` names a local
+`llama_cpp_python-<version>.tar.gz`, from that file (a machine without network access:
+bench/gpu_check.sh points it at the trimmed sdist its bundle carries).
 """
 
 from __future__ import annotations
@@ -194,24 +198,47 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def local_sdist(version: str, environ: dict[str, str] | None = None) -> Path | None:
+    """The archive `$COVE_LLAMA_SDIST` names, checked to be llama-cpp-python `version`'s sdist; None when unset."""
+    env = os.environ if environ is None else environ
+    value = env.get("COVE_LLAMA_SDIST", "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    expected = f"llama_cpp_python-{version}.tar.gz"
+    if path.name != expected:
+        raise LlamaToolError(f"COVE_LLAMA_SDIST must name {expected}, not {path.name}")
+    if not path.is_file():
+        raise LlamaToolError(f"COVE_LLAMA_SDIST names {path}, which does not exist")
+    return path
+
+
 def _download_sdist(version: str, tmp: Path, spec: ToolSpec, log: Callable[[str], None]) -> Path:
-    log(f"downloading the llama-cpp-python {version} sources with pip")
-    cmd = [
-        sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
-        "--no-deps", "--no-binary", ":all:", "-d", str(tmp / "sdist"),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    archives = sorted((tmp / "sdist").glob("llama_cpp_python-*.tar.gz")) if (tmp / "sdist").is_dir() else []
-    if not archives:
-        # Metadata preparation can fail after the archive is saved; only a missing archive matters.
-        tail = tail_of(done.stderr or done.stdout)
-        raise LlamaToolError(f"pip could not download the llama-cpp-python {version} sources: {tail}")
+    archive = local_sdist(version)
+    if archive is not None:
+        log(f"using the llama-cpp-python {version} sources in {archive} (COVE_LLAMA_SDIST)")
+        archives = [archive]
+    else:
+        log(f"downloading the llama-cpp-python {version} sources with pip")
+        cmd = [
+            sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
+            "--no-deps", "--no-binary", ":all:", "-d", str(tmp / "sdist"),
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        archives = sorted((tmp / "sdist").glob("llama_cpp_python-*.tar.gz")) if (tmp / "sdist").is_dir() else []
+        if not archives:
+            # Metadata preparation can fail after the archive is saved; only a missing archive matters.
+            tail = tail_of(done.stderr or done.stdout)
+            raise LlamaToolError(f"pip could not download the llama-cpp-python {version} sources: {tail}")
     log("extracting the sources")
-    with tarfile.open(archives[0]) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(tmp / "src", filter="data")
-        else:  # pragma: no cover - Python without PEP 706
-            tar.extractall(tmp / "src")
+    try:
+        with tarfile.open(archives[0]) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp / "src", filter="data")
+            else:  # pragma: no cover - Python without PEP 706
+                tar.extractall(tmp / "src")
+    except (tarfile.TarError, OSError) as exc:
+        raise LlamaToolError(f"the llama-cpp-python {version} sources in {archives[0]} could not be extracted: {exc}") from exc
     roots = [p for p in (tmp / "src").iterdir() if (p / "CMakeLists.txt").is_file()]
     missing = [d for d in spec.source_dirs if not roots or not (roots[0] / "vendor" / "llama.cpp" / d).is_dir()]
     if missing:

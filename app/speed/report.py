@@ -24,8 +24,16 @@ def build_report(
     reps: int,
     cove: dict[str, Any],
     llama_bench: dict[str, Any] | None = None,
+    readout: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON-ready object: {"model", "threads", "repetitions", "cove", "llama_bench", "ratio"}."""
+    """The JSON-ready object: {"model", "threads", "repetitions", "cove", "llama_bench", "ratio",
+    "engine_pid", "nvidia_smi"}.
+
+    `readout` is bench_main's {"engine_pid", "after_load_mib", "after_runs_mib"}: the engine
+    host's process id and nvidia-smi's MiB for it. "nvidia_smi" is None when nvidia-smi gave
+    no figure; else those two figures and "vram_ratio", the engine's own readout
+    (cove.placement.vram_used, in bytes) over nvidia-smi's after-load figure.
+    """
     report: dict[str, Any] = {
         "model": str(model_path),
         "threads": threads,
@@ -35,6 +43,8 @@ def build_report(
         "cove": cove,
         "llama_bench": llama_bench,
         "ratio": None,
+        "engine_pid": (readout or {}).get("engine_pid"),
+        "nvidia_smi": vram_readout(cove.get("placement") or {}, readout or {}),
     }
     if llama_bench is not None:
         report["ratio"] = {
@@ -42,6 +52,21 @@ def build_report(
             "tg": ratio(cove.get("tg_tps"), llama_bench.get("tg_tps")),
         }
     return report
+
+
+def vram_readout(placement: dict[str, Any], readout: dict[str, Any]) -> dict[str, Any] | None:
+    """nvidia-smi's figures beside the engine's, or None when nvidia-smi gave none."""
+    after_load, after_runs = readout.get("after_load_mib"), readout.get("after_runs_mib")
+    if after_load is None and after_runs is None:
+        return None
+    used = placement.get("vram_used")
+    engine_mib = used / 2**20 if isinstance(used, (int, float)) else None
+    return {
+        "after_load_mib": after_load,
+        "after_runs_mib": after_runs,
+        "engine_vram_used_mib": engine_mib,
+        "vram_ratio": ratio(engine_mib, after_load),
+    }
 
 
 def format_json(report: dict[str, Any]) -> str:
@@ -78,6 +103,22 @@ def format_table(report: dict[str, Any]) -> str:
             f"tg {_num(cove.get('tg_llama_perf_tps'))} tok/s decode only; "
             f"{_pct(cove.get('tg_share_outside_decode'))} of tg time is outside llama_decode "
             "(sampling, Python, pipe)"
+        )
+    placement = cove.get("placement") or {}
+    smi = report.get("nvidia_smi")
+    if placement.get("n_gpu_layers"):
+        used = placement.get("vram_used")
+        lines.append("")
+        lines.append(
+            f"placement    {placement['n_gpu_layers']} of {placement.get('n_layers', '?')} layers on "
+            f"{placement.get('device', 'the GPU')}; engine's VRAM readout "
+            + ("n/a" if used is None else f"{used / 2**20:.0f} MiB")
+        )
+    if smi is not None:
+        lines.append(
+            f"nvidia-smi   {_num(smi.get('after_load_mib'), 0)} MiB after loading, "
+            f"{_num(smi.get('after_runs_mib'), 0)} MiB after the runs (engine process {report.get('engine_pid')}); "
+            f"readout ratio {_num(smi.get('vram_ratio'), 3)}"
         )
     if ref is not None and ref.get("build_commit"):
         lines.append("")

@@ -56,13 +56,15 @@ def run_cove_bench(
     seed: int = 1234,
     log: Callable[[str], None] | None = None,
     reference_round: Callable[[int], None] | None = None,
+    after_load: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """Load `model_path` in the engine host and return median pp/tg tokens/s and every sample.
 
     Each round is one pp and one tg run plus, when given, `reference_round(i)` (bench_main
     runs one llama-bench repetition there): after Cove's runs in even rounds, before them in
     odd ones. On a shared machine whose load drifts, this keeps both sides in the same
-    stretches of time and neither one always first.
+    stretches of time and neither one always first. `after_load(loaded)`, when given, runs
+    once the model is loaded and before the warmup (bench_main reads nvidia-smi there).
     """
     say = log or (lambda _msg: None)
     sp = sampling or SamplingParams()
@@ -74,6 +76,8 @@ def run_cove_bench(
     # batch sizes it chose, and bench_main passes them to llama-bench.
     loaded = client.load(str(model_path), n_ctx=n_prompt + n_gen, n_threads=threads, flash_attn=flash_attn)
     n_vocab = int(getattr(loaded, "n_vocab", 0) or n_vocab)
+    if after_load is not None:
+        after_load(loaded)
 
     def one_pp() -> dict[str, Any]:
         return _generate(client, sp, random_prompt(rng, n_vocab, bos, n_prompt), max_tokens=1)

@@ -223,14 +223,17 @@ class _ScriptedClient:
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     closed: bool = False
+    host_pid: int | None = 4242
 
     loaded: Any = None
+    placement: dict[str, Any] | None = None  # what the Loaded message's placement says (None: none)
 
     def load(self, path: str, **kw: Any) -> Any:
         self.calls.append({"load": path, **kw})
+        ngl = (self.placement or {}).get("n_gpu_layers", 0)
         self.loaded = type("Loaded", (), {"n_ctx": 768, "n_threads": kw["n_threads"], "backend": "cpu",
-                                          "n_gpu_layers": 0, "n_batch": 512, "n_ubatch": 512, "flash_attn": "auto",
-                                          "n_vocab": 8})()
+                                          "n_gpu_layers": ngl, "n_batch": 512, "n_ubatch": 512, "flash_attn": "auto",
+                                          "n_vocab": 8, "placement": self.placement})()
         return self.loaded
 
     def generate(self, messages: list[dict[str, Any]], **kw: Any) -> _Gen:
@@ -302,6 +305,47 @@ def test_bench_main_prints_one_json_object(tmp_path: Path, monkeypatch: pytest.M
     argv = json.loads((tmp_path / "call.json").read_text())["argv"]
     assert argv[argv.index("-b") + 1] == "512" and argv[argv.index("-fa") + 1] == "auto"
     assert argv[argv.index("-t") + 1] == "2" and argv[argv.index("-ctk") + 1] == "f16"
+
+
+def test_bench_main_reports_the_placement_the_engine_pid_and_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With layers on a GPU: llama-bench runs with the engine's -ngl, and nvidia-smi (a stand-in
+    on PATH) is read for the engine process after the load and after the runs."""
+    import app.speed as bench
+
+    placement = {"backend": "cuda", "device": "NVIDIA H200", "n_layers": 17, "n_gpu_layers": 17, "kv_on_gpu": True,
+                 "vram_estimate": 1400 * 2**20, "vram_used": 1300 * 2**20, "devices": [{"name": "CUDA0"}]}
+
+    class GpuClient(_ScriptedClient):
+        def __init__(self) -> None:
+            super().__init__(placement=placement)
+
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    monkeypatch.setattr("app.engine.client.EngineClient", GpuClient)
+    fake = _fake_llama_bench(tmp_path, _json_output(_entry(512, 0, [1000.0]), _entry(0, 128, [125.0])))
+    monkeypatch.setattr(bench, "ensure_llama_bench", lambda *a, **k: fake)
+    smi_dir = tmp_path / "smi"
+    smi_dir.mkdir()
+    count = tmp_path / "smi-calls"
+    smi = smi_dir / "nvidia-smi"
+    # 1320 MiB on the first call (after the load), 1500 after; another process holds 5000.
+    smi.write_text(f"#!/bin/sh\necho x >> {count}\n"
+                   f"if [ $(wc -l < {count}) -eq 1 ]; then echo '4242, 1320'; else echo '4242, 1500'; fi\n"
+                   "echo '999, 5000'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi_dir}{os.pathsep}{os.environ['PATH']}")
+    out, err = io.StringIO(), io.StringIO()
+    rc = bench_main(str(model), threads=2, reps=1, compare=True, as_json=True, out=out, err=err)
+    assert rc == 0, err.getvalue()
+    report = json.loads(out.getvalue())
+    assert report["engine_pid"] == 4242
+    assert report["cove"]["placement"]["n_gpu_layers"] == 17 and "devices" not in report["cove"]["placement"]
+    assert report["cove"]["placement"]["vram_used"] == 1300 * 2**20
+    assert report["nvidia_smi"] == {"after_load_mib": 1320, "after_runs_mib": 1500, "engine_vram_used_mib": 1300.0,
+                                    "vram_ratio": pytest.approx(1300 / 1320)}
+    argv = json.loads((tmp_path / "call.json").read_text())["argv"]
+    assert argv[argv.index("-ngl") + 1] == "17"
 
 
 def _tiny_model(request: pytest.FixtureRequest) -> Path:
