@@ -3,8 +3,9 @@
 #
 #   packaging/build.sh                  # from the repository, after the README's setup (.venv)
 #   COVE_BUNDLE_STARTER=1 packaging/build.sh   # also bundle the starter model (+253 MB)
-#   COVE_BACKEND=vulkan packaging/build.sh      # llama.cpp's backend (packaging/llama-wheel.sh): cpu
-#                                               # (the default: portable, every x86-64 CPU), vulkan, cuda,
+#   COVE_BACKEND=cpu packaging/build.sh         # llama.cpp's backend (packaging/llama-wheel.sh): vulkan
+#                                               # (the default on Linux: every x86-64 CPU, and GPUs through
+#                                               # Vulkan where a driver exists), cpu (no GPU backend), cuda,
 #                                               # metal (the default on macOS), native (this CPU only)
 #   packaging/build.sh --distpath D --workpath W   # extra arguments go to PyInstaller
 #

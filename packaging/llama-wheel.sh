@@ -6,13 +6,16 @@
 #   packaging/llama-wheel.sh --install            # and installs it into .venv, replacing llama_cpp
 #   COVE_BACKEND=vulkan packaging/llama-wheel.sh --install
 #
-# COVE_BACKEND (default: cpu; metal on macOS):
+# COVE_BACKEND (default: vulkan on Linux, metal on macOS, else cpu):
 #   cpu     no -march=native: the CPU kernels are built for every x86-64 level (SSE4.2 to
 #           AVX-512) as backends loaded at run time, and llama.cpp picks the best one the CPU
-#           runs (GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS). What packaging/build.sh ships.
+#           runs (GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS).
 #   vulkan  the CPU variants above plus the Vulkan backend (NVIDIA, AMD and Intel GPUs with their
-#           ordinary drivers); needs the Vulkan headers and the shader compiler
-#           (Debian/Ubuntu: apt install libvulkan-dev glslc spirv-headers).
+#           ordinary drivers), as a library of its own that loads only where a Vulkan loader and a
+#           driver exist: what packaging/build.sh ships on Linux. Needs the Vulkan loader, the shader
+#           compiler and SPIR-V headers (Debian/Ubuntu: apt install libvulkan1 glslc spirv-headers) and
+#           Vulkan headers of 1.3.275 or later, which packaging/vulkan-headers.sh fetches (Debian 12's
+#           are too old for this llama.cpp).
 #   cuda    the CPU variants plus CUDA (NVIDIA); needs the CUDA toolkit (nvcc) on PATH.
 #   metal   Apple GPUs (macOS; Metal is built into the system).
 #   native  this machine's CPU only (-march=native): what the README's setup builds.
@@ -23,13 +26,16 @@ if [ ! -x "$PY" ]; then
     echo "llama-wheel: $PY not found; set up the venv first (README)" >&2
     exit 1
 fi
-default=cpu
-[ "$(uname -s)" = "Darwin" ] && default=metal
+case "$(uname -s)" in
+    Linux) default=vulkan ;;
+    Darwin) default=metal ;;
+    *) default=cpu ;;
+esac
 BACKEND="${COVE_BACKEND:-$default}"
 PORTABLE="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
 case "$BACKEND" in
     cpu) ARGS="$PORTABLE" ;;
-    vulkan) ARGS="$PORTABLE -DGGML_VULKAN=ON" ;;
+    vulkan) ARGS="$PORTABLE -DGGML_VULKAN=ON $(packaging/vulkan-headers.sh --cmake-args)" ;;
     cuda) ARGS="$PORTABLE -DGGML_CUDA=ON" ;;
     metal) ARGS="-DGGML_METAL=ON" ;;
     native) ARGS="" ;;

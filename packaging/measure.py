@@ -3,6 +3,7 @@ window's first paint, for the frozen app and the venv's `cove`, runs alternating
 
     .venv/bin/python packaging/measure.py                 # dist/Cove/cove vs .venv/bin/cove, 5 runs each
     .venv/bin/python packaging/measure.py --runs 9 --json
+    .venv/bin/python packaging/measure.py --dist D1 --compare-dist D2   # two builds (e.g. with and without Vulkan)
 
 Start-up is what `cove` prints with COVE_REPORT_STARTUP=1 (ui/main.py): the time from the
 process's start, as the kernel recorded it, to the first paint of the window. Each variant
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dist", type=Path, default=ROOT / "dist" / "Cove", help="the build folder (default dist/Cove)")
     parser.add_argument("--venv-cove", type=Path, default=ROOT / ".venv" / "bin" / "cove", help="the non-frozen cove")
+    parser.add_argument("--compare-dist", type=Path, help="another build folder, run instead of the venv's cove")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--platform", default="offscreen", help="QT_QPA_PLATFORM for the runs (default offscreen)")
     parser.add_argument("--json", action="store_true")
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     frozen = args.dist / "cove"
     if not frozen.is_file():
         raise SystemExit(f"measure: no build at {frozen}; run packaging/build.sh first")
-    variants = {"frozen": [str(frozen)], "venv": [str(args.venv_cove)]}
+    other = "venv" if args.compare_dist is None else "other"
+    variants = {"frozen": [str(frozen)], other: [str(args.venv_cove if args.compare_dist is None else args.compare_dist / "cove")]}
     times: dict[str, list[int]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory(prefix="cove-measure-") as tmp:
         homes = {name: Path(tmp) / name for name in variants}
@@ -99,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         "startup_ms": {name: {"median": statistics.median(v), "runs": v} for name, v in times.items()},
         "platform": args.platform,
     }
-    report["startup_ratio_frozen_to_venv"] = round(
-        report["startup_ms"]["frozen"]["median"] / report["startup_ms"]["venv"]["median"], 3
-    )
+    if args.compare_dist is not None:
+        report["other_dist"] = str(args.compare_dist)
+        report["other_size_bytes"] = tree_size(args.compare_dist)
+    ratio_key = f"startup_ratio_frozen_to_{other}"
+    report[ratio_key] = round(report["startup_ms"]["frozen"]["median"] / report["startup_ms"][other]["median"], 3)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -115,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"launch to window shown ({args.platform}, median of {args.runs} warm runs, alternating):")
     for name, data in report["startup_ms"].items():
         print(f"  {name:7s} {data['median']:6.0f} ms   runs {data['runs']}")
-    print(f"  frozen / venv: {report['startup_ratio_frozen_to_venv']}")
+    if args.compare_dist is not None:
+        print(f"size of {args.compare_dist}: {report['other_size_bytes'] / mb:.1f} MiB ({report['other_size_bytes']} bytes)")
+    print(f"  frozen / {other}: {report[ratio_key]}")
     return 0
 
 

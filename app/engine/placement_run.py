@@ -1,12 +1,13 @@
 """Placement in the engine host: which device a model's layers go to, chosen from the devices
 llama.cpp sees and the memory estimate, a retry with fewer layers when the device runs out of
-memory, and the report of where everything ended up (shown in the performance panel and in
-`cove chat --json`)."""
+memory (or past the device memory limit the person set), and the report of where everything
+ended up (shown in the performance panel and in `cove chat --json`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +18,11 @@ from models.model_facts import facts_from_header
 from models.placement import Placement, choose_layers, fewer_layers
 
 T = TypeVar("T")
+
+# A cap on the device memory a model may take (MiB), for a GPU shared with other programs: the
+# placement plans within it, and a load whose buffers on the device go past it is retried with fewer layers.
+LIMIT_ENV = "COVE_GPU_MEMORY_LIMIT_MB"
+_MIB = 1024 * 1024
 
 # Words in llama.cpp's and the backends' errors when a device has no memory left.
 _OUT_OF_MEMORY = ("out of memory", "outofdevicememory", "failed to allocate", "unable to allocate", "cudamalloc",
@@ -62,6 +68,35 @@ def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | 
     return placed, facts.n_layer
 
 
+def memory_limit(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The device memory limit in bytes (LIMIT_ENV), or None. Raises ValueError with a sentence."""
+    raw = environ.get(LIMIT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        mib = float(raw)
+    except ValueError:
+        raise ValueError(f"{LIMIT_ENV} must be a number of MiB (e.g. 4096), not '{raw}'") from None
+    if not mib > 0:
+        raise ValueError(f"{LIMIT_ENV} must be more than 0 MiB (it is {raw}); unset it for no limit")
+    return int(mib * _MIB)
+
+
+def within_limit(devices: list[Device], limit: int | None) -> list[Device]:
+    """`devices` with no GPU's free memory above `limit` (what the placement plans with)."""
+    if limit is None:
+        return devices
+    return [replace(d, free_bytes=min(d.free_bytes, limit)) if d.kind != "cpu" else d for d in devices]
+
+
+def over_limit(allocated: int, limit: int | None, device: str) -> str:
+    """An out-of-memory error's text when a load's buffers on `device` went past the limit, else ""."""
+    if limit is None or allocated <= limit:
+        return ""
+    return (f"out of memory under the device memory limit: llama.cpp allocated {allocated / _MIB:.0f} MiB on "
+            f"{device}, {LIMIT_ENV} is {limit / _MIB:.0f}")
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     text = str(error).lower().replace(" ", "")
     return any(word.replace(" ", "") in text for word in _OUT_OF_MEMORY)
@@ -87,10 +122,13 @@ def open_with_retries(open_model: Callable[[int], T], n_gpu_layers: int, n_layer
 
 def report(devs: list[Device], gpu: Device | None, placed: Placement, n_layer: int, n_gpu_layers: int,
            kv_on_gpu: bool, retried: str, after: list[Device] | None = None,
-           process_vram: Callable[[], int | None] | None = None) -> PlacementReport:
+           process_vram: Callable[[], int | None] | None = None,
+           allocated: Callable[[str], int] | None = None) -> PlacementReport:
     """What a load did: `devs` and `gpu` as read before it, `after` the devices read after it
     (their free memory gives what the load took when the backend cannot say per process),
-    `process_vram` this process's device memory where the driver tells (NVML)."""
+    `process_vram` this process's device memory where the driver tells (NVML), `allocated` what
+    llama.cpp says it allocated on a device, for a device whose free memory does not move (Mesa's
+    software driver reports its heap budget unchanged)."""
     layers = n_layer + 1
     ngl = min(max(n_gpu_layers, 0), layers) if gpu is not None else 0
     cpu = next((d for d in devs if d.kind == "cpu"), None)
@@ -101,8 +139,10 @@ def report(devs: list[Device], gpu: Device | None, placed: Placement, n_layer: i
     used = process_vram() if process_vram is not None else None
     if used is None and after is not None:
         now = next((d for d in after if d.name == gpu.name), None)
-        if now is not None and gpu.free_bytes >= now.free_bytes:
+        if now is not None and gpu.free_bytes > now.free_bytes:
             used = gpu.free_bytes - now.free_bytes
+    if used is None and allocated is not None:
+        used = allocated(gpu.name) or None
     note = retried or (placed.reason if placed.n_gpu_layers == ngl else f"{ngl} of {layers} layers on {gpu.name}")
     return PlacementReport(gpu.backend.lower() or "gpu", gpu.description or gpu.name, layers, ngl, kv_on_gpu, note,
                            vram_estimate=placed.vram_bytes or None, vram_used=used,

@@ -44,5 +44,5 @@ def reply_metrics(session: Any, tokens: list[int], cached: int, dropped: int, so
     placed = session.placement
     m["placement"] = {"backend": placed.backend, "device": placed.device, "n_gpu_layers": placed.n_gpu_layers,
                       "n_layers": placed.n_layers, "kv_on_gpu": placed.kv_on_gpu, "vram_used": placed.vram_used,
-                      "vram_estimate": placed.vram_estimate}
+                      "vram_estimate": placed.vram_estimate, "note": placed.note}
     return m

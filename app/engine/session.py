@@ -21,7 +21,7 @@ import numpy as np
 from llama_cpp import Llama
 
 from app.context_policy import ContextOverflow
-from app.engine.backends import NoBackend, devices, load_backends
+from app.engine.backends import NoBackend, backend_dirs, devices, load_backends
 from app.engine.cpu_quirks import extra_buffers
 from app.engine.decode_loop import TokenStream
 from app.engine.detok import IncrementalDetokenizer, StopMatcher
@@ -29,9 +29,18 @@ from app.engine.devices import gpu_of
 from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an_embedding_model
 from app.engine.grammar import GrammarError, check_grammar
 from app.engine.grammar_sampler import GrammarSlot
-from app.engine.llama_log import llama_buffer_report
+from app.engine.llama_log import BufferReport, llama_buffer_report
 from app.engine.llama_open import LoadError, default_threads, kv_types, llama_init_patches
-from app.engine.placement_run import nvml_process_vram, open_with_retries, plan, report
+from app.engine.placement_run import (
+    is_out_of_memory,
+    memory_limit,
+    nvml_process_vram,
+    open_with_retries,
+    over_limit,
+    plan,
+    report,
+    within_limit,
+)
 from app.engine.prompt_counts import LongestToken, TokenCounts
 from app.engine.prompt_plan import Tokenizer, plan_turn
 from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
@@ -42,6 +51,8 @@ from app.engine.state_key import disk_tier
 from app.engine.templates import ChatFormat, build_chat_format
 from app.engine.token_pick import make_pick
 from app.engine.transcript import STATELESS, Transcript, common_prefix, kept_reply
+from app.engine.vulkan_probe import no_gpu_reason, ships_vulkan
+from app.engine.vulkan_probe import probe as vulkan_probe
 from app.tools.turn import ToolTurn, tool_turn
 from models.context_size import MAX_BATCH, batch_size, round_ctx
 from models.placement import Placement
@@ -64,10 +75,16 @@ class ModelSession:
             load_backends()
         except NoBackend as exc:
             raise LoadError(str(exc)) from None
-        devs = devices()
+        try:
+            limit = memory_limit()
+        except ValueError as exc:
+            raise LoadError(str(exc)) from None
+        devs = within_limit(devices(), limit)
         gpu = gpu_of(devs)
         allow_extra, buffers_note = extra_buffers()
         placed, n_layer = Placement(0, 0, 0, "no GPU: every layer runs on the CPU"), None
+        if gpu is None and ships_vulkan(backend_dirs()):
+            placed = Placement(0, 0, 0, no_gpu_reason(vulkan_probe()))
         if gpu is not None:
             try:
                 placed, n_layer = plan(path, want, devs, req.n_gpu_layers, flash_attn=req.flash_attn is not False,
@@ -77,6 +94,22 @@ class ModelSession:
         kv_on_gpu = req.kv_on_gpu is not False
 
         def open_model(n_gpu_layers: int) -> Llama:
+            seen, sized = len(buffers.errors), len(buffers.lines)
+            try:
+                llm = _open(n_gpu_layers)
+                past = over_limit(BufferReport(buffers.lines[sized:]).device_bytes(gpu.name), limit, gpu.name) if gpu else ""
+                if past and n_gpu_layers > 0:
+                    llm.close()
+                    raise RuntimeError(past)
+                return llm
+            except Exception as exc:  # the log says why (a device out of memory); the exception does not
+                del buffers.lines[sized:]  # a failed attempt's buffers were freed
+                logged = "; ".join(buffers.errors[seen:])
+                if not logged:
+                    raise
+                raise RuntimeError(f"{exc} ({logged})") from None
+
+        def _open(n_gpu_layers: int) -> Llama:
             with llama_init_patches(fa_type, want, extra_buffers=allow_extra):
                 return Llama(
                     model_path=str(path),
@@ -97,15 +130,17 @@ class ModelSession:
                 llm, n_gpu_layers, retried = open_with_retries(open_model, placed.n_gpu_layers, n_layer or 0)
         except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
             detail = str(exc).replace(str(path), path.name) or type(exc).__name__
-            if "Failed to load model" in detail:
-                detail = "the file is damaged, incomplete, or not a model this llama.cpp version supports"
-            elif "llama_context" in detail:
+            if "llama_context" in detail:
                 size = f"{want}-token" if want else "default-size"
                 detail = f"could not set up a {size} context (perhaps not enough memory)"
+            elif is_out_of_memory(exc):
+                detail = "there is not enough memory for it, even with every layer on the CPU"
+            elif "Failed to load model" in detail:
+                detail = "the file is damaged, incomplete, or not a model this llama.cpp version supports"
             raise LoadError(f"llama.cpp could not load {path.name}: {detail}") from None
         self.placement = report(devs, gpu, placed, int(llama_cpp.llama_model_n_layer(llm.model)), n_gpu_layers,
                                 kv_on_gpu, retried, after=devices() if gpu is not None else None,
-                                process_vram=lambda: nvml_process_vram(os.getpid()))
+                                process_vram=lambda: nvml_process_vram(os.getpid()), allocated=buffers.device_bytes)
         if not allow_extra:
             self.placement = replace(self.placement, note=f"{self.placement.note}; {buffers_note}", extra_buffers=False)
         self.llm = llm

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.engine.devices import Device, gpu_of
-from app.engine.placement_run import is_out_of_memory, open_with_retries, plan, report
+from app.engine.llama_log import BufferReport
+from app.engine.placement_run import is_out_of_memory, memory_limit, open_with_retries, over_limit, plan, report, within_limit
 from models.memory_estimate import GPU_RUNTIME
 from models.placement import MARGIN_MIN, Placement
 from tests.support.tiny_model import write_tiny_gguf
@@ -83,3 +84,37 @@ def test_the_report_names_the_device_the_layers_the_kv_cache_and_the_measured_vr
     cpu = report([CPU], None, Placement(0, 28, 0, "no GPU: every layer runs on the CPU"), 28, 0, True, "")
     assert (cpu.backend, cpu.device, cpu.n_gpu_layers, cpu.kv_on_gpu, cpu.vram_used) == ("cpu", "AMD EPYC 7B13", 0, False, None)
     assert cpu.to_dict()["devices"][0]["name"] == "CPU"
+
+
+def test_the_device_memory_limit_is_read_in_mib_and_bad_values_are_one_sentence() -> None:
+    assert memory_limit({}) is None and memory_limit({"COVE_GPU_MEMORY_LIMIT_MB": " "}) is None
+    assert memory_limit({"COVE_GPU_MEMORY_LIMIT_MB": "1.5"}) == 3 * 512 * 1024
+    with pytest.raises(ValueError, match=r"^COVE_GPU_MEMORY_LIMIT_MB must be a number of MiB \(e.g. 4096\), not '4G'$"):
+        memory_limit({"COVE_GPU_MEMORY_LIMIT_MB": "4G"})
+    with pytest.raises(ValueError, match="must be more than 0 MiB"):
+        memory_limit({"COVE_GPU_MEMORY_LIMIT_MB": "-1"})
+
+
+def test_the_placement_plans_within_the_limit_and_a_load_past_it_is_out_of_memory() -> None:
+    limited = within_limit([CPU, GPU], 2 * GiB)
+    assert limited[0] == CPU and limited[1].free_bytes == 2 * GiB and limited[1].total_bytes == GPU.total_bytes
+    assert within_limit([CPU, GPU], None) == [CPU, GPU]
+    assert within_limit([CPU, GPU], 9 * GiB)[1].free_bytes == GPU.free_bytes
+    assert over_limit(GiB, 2 * GiB, "Vulkan0") == "" and over_limit(3 * GiB, None, "Vulkan0") == ""
+    past = over_limit(3 * GiB, 2 * GiB, "Vulkan0")
+    assert past == ("out of memory under the device memory limit: llama.cpp allocated 3072 MiB on Vulkan0, "
+                    "COVE_GPU_MEMORY_LIMIT_MB is 2048")
+    assert is_out_of_memory(RuntimeError(past))
+
+
+def test_what_llama_cpp_allocated_on_a_device_is_read_from_its_log() -> None:
+    lines = ["load_tensors:   CPU_Mapped model buffer size =   170.00 MiB",
+             "load_tensors:      Vulkan0 model buffer size =    65.00 MiB",
+             "llama_context: Vulkan_Host  output buffer size =     1.00 MiB",
+             "llama_kv_cache:    Vulkan0 KV buffer size =     6.00 MiB",
+             "llama_kv_cache:    Vulkan0 KV buffer size =    30.00 MiB",
+             "sched_reserve:    Vulkan0 compute buffer size =    33.50 MiB",
+             "sched_reserve: Vulkan_Host compute buffer size =   514.50 MiB"]
+    report = BufferReport(lines)
+    assert report.device_bytes("Vulkan0") == round(134.5 * 1024 * 1024)
+    assert report.device_bytes("Vulkan1") == 0 and report.kv_bytes == 36 * 1024 * 1024
