@@ -32,9 +32,10 @@ def library_dir() -> Path:
 
 def backend_dirs() -> list[Path]:
     """Where a build's run-time backends may lie: next to libggml (the frozen app, where
-    packaging/build.sh puts them), or where pip installs a wheel's bin/ files (a portable or
-    GPU wheel installed into a venv by packaging/llama-wheel.sh --install)."""
-    return [library_dir(), Path(sys.prefix) / "bin"]
+    packaging/build.sh puts them), or where pip installs a wheel's top-level bin/ folder (a
+    portable or GPU wheel installed into a venv by packaging/llama-wheel.sh --install): beside
+    the llama_cpp package in site-packages, or under the environment's prefix."""
+    return [library_dir(), Path(llama_cpp.__file__).resolve().parent.parent / "bin", Path(sys.prefix) / "bin"]
 
 
 _ggml: ctypes.CDLL | None = None

@@ -147,3 +147,23 @@ def test_a_device_memory_limit_makes_the_load_retry_with_fewer_layers(vulkan_lib
 def test_a_limit_that_is_not_a_number_is_one_sentence(vulkan_libs: Path, tiny_gguf: Path) -> None:
     result = run(vulkan_libs, tiny_gguf, 1, visible=True, extra_env={"COVE_GPU_MEMORY_LIMIT_MB": "lots"})
     assert result["error"] == "COVE_GPU_MEMORY_LIMIT_MB must be a number of MiB (e.g. 4096), not 'lots'"
+
+
+def test_the_wheel_installed_by_pip_finds_its_backends(vulkan_libs: Path, tmp_path: Path) -> None:
+    """`packaging/llama-wheel.sh --install` (README, "With a GPU"): pip puts the wheel's bin/ folder
+    (the CPU variants and the Vulkan backend) beside the llama_cpp package, where the engine looks."""
+    wheel = subprocess.run(["bash", str(REPO_ROOT / "packaging" / "llama-wheel.sh")], capture_output=True, text=True,
+                           cwd=REPO_ROOT, env={**os.environ, "COVE_BACKEND": "vulkan", "COVE_PYTHON": sys.executable},
+                           timeout=600).stdout.strip()
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), wheel],
+                   check=True, timeout=600)
+    assert (target / "bin" / "libggml-cpu-x64.so").is_file()
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_CPP_LIB_PATH"}
+    env.update(PYTHONPATH=f"{target}{os.pathsep}{REPO_ROOT}", GGML_VK_VISIBLE_DEVICES="0")
+    done = subprocess.run([sys.executable, "-c", "from app.engine.backends import devices, load_backends; "
+                           "print(sorted(load_backends()), [d.kind for d in devices()])"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # Both backends, each once (the wheel holds libggml-vulkan.so in lib/ and bin/), and llvmpipe as a GPU.
+    assert done.stdout.strip() == "['CPU', 'Vulkan'] ['gpu', 'cpu']", done.stdout
