@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.engine.devices import Device, gpu_of
+from app.engine.llama_log import BufferReport
 from models.context_size import cove_context
 from models.gguf_validate import read_gguf_header
 from models.model_facts import facts_from_header
@@ -95,6 +96,32 @@ def over_limit(allocated: int, limit: int | None, device: str) -> str:
         return ""
     return (f"out of memory under the device memory limit: llama.cpp allocated {allocated / _MIB:.0f} MiB on "
             f"{device}, {LIMIT_ENV} is {limit / _MIB:.0f}")
+
+
+def checked_open(open_model: Callable[[int], Any], buffers: BufferReport, device: str | None,
+                 limit: int | None) -> Callable[[int], Any]:
+    """open_model(layers) for open_with_retries, with what llama.cpp's log says: a failed load's
+    error lines added to its exception (llama-cpp-python's says only "Failed to load model"; the
+    log says the device ran out of memory), and a load whose buffers on `device` go past `limit`
+    closed and failed as out of memory. `buffers` is the llama_buffer_report of the loads."""
+
+    def attempt(n_gpu_layers: int) -> Any:
+        seen, sized = len(buffers.errors), len(buffers.lines)
+        try:
+            model = open_model(n_gpu_layers)
+            past = over_limit(BufferReport(buffers.lines[sized:]).device_bytes(device), limit, device) if device else ""
+            if past and n_gpu_layers > 0:
+                model.close()
+                raise RuntimeError(past)
+            return model
+        except Exception as exc:
+            del buffers.lines[sized:]  # a failed attempt's buffers were freed
+            logged = "; ".join(buffers.errors[seen:])
+            if not logged:
+                raise
+            raise RuntimeError(f"{exc} ({logged})") from None
+
+    return attempt
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -29,14 +29,14 @@ from app.engine.devices import gpu_of
 from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an_embedding_model
 from app.engine.grammar import GrammarError, check_grammar
 from app.engine.grammar_sampler import GrammarSlot
-from app.engine.llama_log import BufferReport, llama_buffer_report
+from app.engine.llama_log import llama_buffer_report
 from app.engine.llama_open import LoadError, default_threads, kv_types, llama_init_patches
 from app.engine.placement_run import (
+    checked_open,
     is_out_of_memory,
     memory_limit,
     nvml_process_vram,
     open_with_retries,
-    over_limit,
     plan,
     report,
     within_limit,
@@ -93,22 +93,6 @@ class ModelSession:
                 pass
         kv_on_gpu = req.kv_on_gpu is not False
 
-        def open_model(n_gpu_layers: int) -> Llama:
-            seen, sized = len(buffers.errors), len(buffers.lines)
-            try:
-                llm = _open(n_gpu_layers)
-                past = over_limit(BufferReport(buffers.lines[sized:]).device_bytes(gpu.name), limit, gpu.name) if gpu else ""
-                if past and n_gpu_layers > 0:
-                    llm.close()
-                    raise RuntimeError(past)
-                return llm
-            except Exception as exc:  # the log says why (a device out of memory); the exception does not
-                del buffers.lines[sized:]  # a failed attempt's buffers were freed
-                logged = "; ".join(buffers.errors[seen:])
-                if not logged:
-                    raise
-                raise RuntimeError(f"{exc} ({logged})") from None
-
         def _open(n_gpu_layers: int) -> Llama:
             with llama_init_patches(fa_type, want, extra_buffers=allow_extra):
                 return Llama(
@@ -127,6 +111,7 @@ class ModelSession:
 
         try:
             with llama_buffer_report() as buffers:
+                open_model = checked_open(_open, buffers, None if gpu is None else gpu.name, limit)
                 llm, n_gpu_layers, retried = open_with_retries(open_model, placed.n_gpu_layers, n_layer or 0)
         except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
             detail = str(exc).replace(str(path), path.name) or type(exc).__name__
