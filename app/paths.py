@@ -29,6 +29,11 @@ class Paths:
         return self.data_dir / "cove.db"
 
     @property
+    def documents_database(self) -> Path:
+        """The document index (app/docs): its own file, so a damaged index never touches the history."""
+        return self.data_dir / "documents.db"
+
+    @property
     def settings_file(self) -> Path:
         return self.data_dir / "settings.json"
 
