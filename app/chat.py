@@ -29,11 +29,13 @@ from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
 from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
+from app.store.sources import Source, write_sources
 from app.store.statuses import MessageStatus
 from app.turn.backend import backend_for, ran_on, reply_identity
 from models.library import FileRecheck, InstalledModel, ModelLibrary
 
 if TYPE_CHECKING:
+    from app.docs.turn_sources import TurnDocuments
     from app.remote.engine import RemoteEngine
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
@@ -114,6 +116,10 @@ class TurnRecord:
         # "model_id", "fingerprint"} of a RemoteModel (the record's ran_on); None here.
         self.ran_on: dict[str, Any] | None = None
         self._last_id: str | None = None  # the newest tool row of this turn, once there is one
+        # The turn's documents (app/docs/turn_sources.py), when the conversation has collections: their
+        # passages are found on the turn's thread while the prompt is built, and written here with the reply.
+        self.docs: TurnDocuments | None = None
+        self._sources: list[Source] = []
 
     @classmethod
     def begin(
@@ -202,9 +208,20 @@ class TurnRecord:
             self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error)
             raise ReplyNotSaved(exc, saved_chars=self._checkpoint.saved_chars, total_chars=len(final)) from exc
         self.unsaved = None
+        self._write_sources(self.final)
         self._enter_in_record(self.final)
         self._step_record = None
         return self.final
+
+    def _write_sources(self, reply: Message) -> None:
+        """The passages the reply was given, each marked cited or not, beside the saved reply."""
+        self._sources = self.docs.sources(reply.content) if self.docs is not None and self.docs.given else []
+        if not self._sources:
+            return
+        try:
+            write_sources(self.history.db, reply.id, self._sources)
+        except sqlite3.Error as exc:
+            print(f"cove: the reply is saved, but not the list of passages it was given ({exc})", file=sys.stderr)
 
     def _enter_in_record(self, reply: Message) -> None:
         """The turn as an entry of the written record (app/store/request_log.py), beside the
@@ -229,6 +246,8 @@ class TurnRecord:
         note = reply.metrics.get("tool_note") if isinstance(reply.metrics, dict) else None
         if note:
             params["tool_note"] = note
+        if self._sources:  # what the model was shown of the person's documents: where from, and the hash
+            params["documents"] = [source.provenance() for source in self._sources]
         return params
 
     def _ran_on(self, reply: Message) -> dict[str, Any] | None:

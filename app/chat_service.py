@@ -24,6 +24,7 @@ from app.turn.turn import Turn
 from models.library import InstalledModel, ModelLibrary
 
 if TYPE_CHECKING:
+    from app.docs.turn_sources import TurnDocuments
     from app.remote.engine import RemoteEngine
 
 
@@ -79,16 +80,23 @@ class ChatService:
         options: LoadOptions | None = None,
         tools: ToolLoop | Callable[[], ToolLoop | None] | None = None,
         on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
+        docs: TurnDocuments | None = None,
     ) -> TurnResult:
         """`tools`: the tools the model may call this turn, each call asked first (app/turn/tools.py);
-        `on_tool` is told of each call and its result."""
+        `on_tool` is told of each call and its result. `docs`: the conversation's documents, whose
+        passages for this message go into the prompt (app/docs/turn_sources.py)."""
         if self._library is not None and not on_server(model):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
         record.client = self.client
+        record.docs = docs
         self._signal = None
-        turn = Turn(record, lambda: build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id),
-                    params=params, conversation_id=conversation_id, library=self._library, tools=tools)
+
+        def prompt() -> list[dict]:
+            messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
+            return docs.apply(messages) if docs is not None else messages
+
+        turn = Turn(record, prompt, params=params, conversation_id=conversation_id, library=self._library, tools=tools)
 
         def backend() -> Backend:  # after the prompt is built; a connection that is gone ends the turn with a sentence
             return backend_for(model, engine=self._engine, remote_engine=self._remote_engine, options=options)

@@ -217,6 +217,22 @@ def _m0014_tool_servers(db: sqlite_utils.Database) -> None:
         not_null={"identity", "created_at"})
 
 
+def _m0015_documents(db: sqlite_utils.Database) -> None:
+    # Documents in conversations (app/store/sources.py): the collections attached to a conversation
+    # (by name; the index itself is documents.db, app/docs), and for each reply that was given
+    # passages, which ones, where they came from and whether the reply cited them. The chunk's
+    # hash and offsets say exactly what the model was shown, even after the file changes.
+    db.table("conversation_collections").create(
+        {"conversation_id": str, "collection": str, "attached_at": str}, pk=("conversation_id", "collection"),
+        not_null={"attached_at"},
+        foreign_keys=[ForeignKey("conversation_collections", "conversation_id", "conversations", "id", on_delete="CASCADE")])
+    db.table("message_sources").create(
+        {"message_id": str, "n": int, "collection": str, "path": str, "start": int, "end": int, "hash": str,
+         "page": int, "heading": str, "excerpt": str, "cited": int},
+        pk=("message_id", "n"), not_null={"collection", "path", "start", "end", "hash", "excerpt", "cited"},
+        foreign_keys=[ForeignKey("message_sources", "message_id", "messages", "id", on_delete="CASCADE")])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -232,6 +248,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0012_model_stat", _m0012_model_stat),
     ("0013_record_open", _m0013_record_open),
     ("0014_tool_servers", _m0014_tool_servers),
+    ("0015_documents", _m0015_documents),
 )
 
 
