@@ -8,7 +8,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from app.docs.readers._base import MAX_BYTES, Unreadable, too_large
+from app.docs.readers.code import CODE_SUFFIXES, read_code
+from app.docs.readers.docx import read_docx
+from app.docs.readers.html import read_html
 from app.docs.readers.markdown import read_markdown
+from app.docs.readers.pdf import read_pdf
 from app.docs.readers.text import read_text
 from app.docs.types import Section
 
@@ -17,12 +21,17 @@ __all__ = ["MAX_BYTES", "SUFFIXES", "Unreadable", "is_supported", "read_sections
 _READERS: dict[str, Callable[[Path], Iterator[Section]]] = {
     ".txt": read_text,
     ".text": read_text,
-    ".log": read_text,
     ".rst": read_text,
     ".csv": read_text,
     ".tsv": read_text,
     ".md": read_markdown,
     ".markdown": read_markdown,
+    ".html": read_html,
+    ".htm": read_html,
+    ".xhtml": read_html,
+    ".pdf": read_pdf,
+    ".docx": read_docx,
+    **dict.fromkeys(CODE_SUFFIXES, read_code),
 }
 
 SUFFIXES: frozenset[str] = frozenset(_READERS)

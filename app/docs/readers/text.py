@@ -1,5 +1,5 @@
 """Plain text: the encoding found (a BOM; else UTF-8 if the first block decodes as UTF-8; else
-charset-normalizer, MIT, the detector requests uses, on the first 64 KB, ties going to cp1252), then the file
+charset-normalizer, MIT, the detector requests uses, on the first 64 KB, near-ties going to cp1252), then the file
 decoded block by block with an incremental decoder (errors replaced), so a large file is never
 held whole. A file with NUL bytes (other than UTF-16/32) or mostly control characters is binary.
 Sections: paragraph groups, no heading."""
@@ -27,6 +27,7 @@ _BOMS = (
 )
 _WIDE = ("utf-16", "utf-32")
 _WESTERN = "cp1252"
+_MARGIN = 0.1  # cp1252 wins when its decoding is at most this much more "chaotic" than the best
 _CONTROLS = frozenset(chr(c) for c in range(32)) - frozenset("\t\n\r\f\v\x1b")
 
 
@@ -79,9 +80,9 @@ def _encoding(first: bytes) -> tuple[str, int]:
     best = results.best()
     if best is None:
         raise Unreadable(BINARY)
-    tied = [m.encoding for m in results if m.chaos <= best.chaos + 0.01 and m.coherence >= best.coherence - 0.01]
-    if _WESTERN in best.could_be_from_charset or _WESTERN in tied:
-        return _WESTERN, 0  # the detector breaks ties towards cp1250; Western European text is likelier
+    close = [m.encoding for m in results if m.chaos <= best.chaos + _MARGIN]
+    if _WESTERN in best.could_be_from_charset or _WESTERN in close:
+        return _WESTERN, 0  # on short text the detector often picks cp1250/cp1257 for Western text
     return best.encoding, 0
 
 
