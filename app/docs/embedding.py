@@ -1,0 +1,133 @@
+"""Embeddings for documents: the Embedder the indexer and search take, the engine-backed one
+(EngineEmbedder: the embedding GGUF in an engine host of its own, apart from the chat engine), and
+which installed model is the embedding model.
+
+Thread invariant: an EngineEmbedder may be called from any thread (EngineClient is thread-safe and
+takes one request at a time); the window and the indexer may share one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from app.engine.client import EngineClient, EngineError
+from app.engine.embeddings import declared_pooling
+from models.gguf_validate import InvalidModelFile, read_gguf_header
+from models.library import InstalledModel, ModelLibrary
+
+BATCH = 16  # texts per embed call
+EMBED_CTX = 2048  # the embedding host's context: the most tokens of one text (or the model's own, if smaller)
+_TOO_LONG = re.compile(r"text (\d+) is (\d+) tokens; .* at most (\d+)")
+
+
+class EmbeddingFailed(Exception):
+    """The texts could not be embedded; the message is one sentence."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors. `model_name` names the vectors' space: vectors of different
+    models are never compared."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text, in order. Raises EmbeddingFailed with a sentence."""
+        ...
+
+
+class EngineEmbedder:
+    """An Embedder on an installed embedding model, loaded in an engine host of its own on first
+    use. A text longer than the model takes is cut for embedding (what is indexed stays whole)."""
+
+    def __init__(self, model: InstalledModel, *, n_threads: int | None = None, n_gpu_layers: int | None = 0,
+                 client: EngineClient | None = None) -> None:
+        self._model = model
+        self._n_threads = n_threads if n_threads is not None else max(1, (os.cpu_count() or 2) // 2)
+        self._n_gpu_layers = n_gpu_layers
+        self._client = client
+        self._own_client = client is None
+        self._lock = threading.Lock()
+        self.max_chars = 4 * EMBED_CTX  # texts are cut to this before they are sent; lowered when a text is too long
+
+    @property
+    def model_name(self) -> str:
+        return self._model.name
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        with self._lock:
+            client = self._loaded()
+            for i in range(0, len(texts), BATCH):
+                out += self._embed_batch(client, [t[: self.max_chars] or " " for t in texts[i:i + BATCH]])
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None and self._own_client:
+                self._client.close()
+            self._client = None
+
+    def _loaded(self) -> EngineClient:
+        if self._client is None:
+            self._client = EngineClient()
+        n_ctx = min(EMBED_CTX, self._model.context_length or EMBED_CTX)
+        try:
+            self._client.load(self._model.path, n_ctx=n_ctx, n_threads=self._n_threads, n_gpu_layers=self._n_gpu_layers,
+                              state_cache_mb=0)
+        except EngineError as exc:
+            raise EmbeddingFailed(f"the embedding model {self._model.name} could not be loaded: {exc}") from exc
+        return self._client
+
+    def _embed_batch(self, client: EngineClient, batch: list[str]) -> list[list[float]]:
+        for _ in range(8):
+            try:
+                return client.embed(batch).vectors
+            except EngineError as exc:
+                m = _TOO_LONG.search(str(exc))
+                if m is None:
+                    raise EmbeddingFailed(f"the embedding model {self._model.name} failed: {exc}") from exc
+                i, tokens, most = int(m.group(1)) - 1, int(m.group(2)), int(m.group(3))
+                keep = max(1, int(len(batch[i]) * most / tokens * 0.9))
+                batch[i] = batch[i][:keep]
+                self.max_chars = max(64, min(self.max_chars, keep))
+        raise EmbeddingFailed(f"the embedding model {self._model.name} would not take the texts, even cut short")
+
+
+def is_embedding_model(path: str) -> bool:
+    """Whether the GGUF at `path` declares a pooling type (one vector per text)."""
+    try:
+        meta = read_gguf_header(path).metadata
+    except (InvalidModelFile, OSError):
+        return False
+    arch = str(meta.get("general.architecture", ""))
+    raw = meta.get(f"{arch}.pooling_type")
+    return raw is not None and declared_pooling({f"{arch}.pooling_type": str(raw)}, arch) is not None
+
+
+_CACHE: dict[tuple[str, int, float], bool] = {}
+
+
+def embedding_model(library: ModelLibrary, settings: Any = None) -> InstalledModel | None:
+    """The installed model documents are embedded with: among the models whose file declares a
+    pooling type, the one named by `settings.embedding_model` if there is such a setting, else
+    the one used last, else the first by name. None: no embedding model is installed."""
+    found = []
+    for model in library.list():
+        key = (model.path, model.size, model.mtime)
+        if key not in _CACHE:
+            _CACHE[key] = is_embedding_model(model.path)
+        if _CACHE[key]:
+            found.append(model)
+    wanted = getattr(settings, "embedding_model", None)
+    for model in found:
+        if wanted and model.name == wanted:
+            return model
+    used = [m for m in found if m.last_used_at]
+    if used:
+        return max(used, key=lambda m: m.last_used_at or "")
+    return found[0] if found else None

@@ -1,0 +1,117 @@
+"""The document index's disk format (documents.db): its append-only list of named migrations,
+applied by app.store.migrations.apply_migrations like the history's.
+
+Disk-format invariants: chunks is an ordinary rowid table whose `id INTEGER PRIMARY KEY` keys the
+external-content FTS5 table chunks_fts, kept in step by triggers (they also fire on the foreign
+keys' cascading deletes). Vectors are float32 little-endian BLOBs of `dim` values, one per chunk
+and model. `index_state.generation` grows with every write that changes chunks or vectors, so a
+reader can tell that a matrix it loaded earlier is still current.
+"""
+
+from __future__ import annotations
+
+import sqlite_utils
+
+from app.store.migrations import Migration
+
+_SCHEMA = (
+    """
+    CREATE TABLE collections (
+        name TEXT PRIMARY KEY,
+        created TEXT NOT NULL,
+        embedding_model TEXT
+    );
+    """,
+    """
+    CREATE TABLE roots (
+        collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        PRIMARY KEY (collection, path)
+    );
+    """,
+    """
+    CREATE TABLE files (
+        id INTEGER PRIMARY KEY,
+        collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        size INTEGER,
+        mtime_ns INTEGER,
+        sha256 TEXT,
+        status TEXT NOT NULL,          -- 'indexed' | 'problem' | 'pending'
+        problem TEXT,                  -- the sentence, for status 'problem' (or an embedding failure)
+        indexed_at TEXT,
+        UNIQUE (collection, path)
+    );
+    """,
+    """
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        start INTEGER NOT NULL,
+        "end" INTEGER NOT NULL,
+        page INTEGER,
+        heading TEXT,
+        hash TEXT NOT NULL
+    );
+    """,
+    """
+    CREATE INDEX chunks_file ON chunks(file_id, ord);
+    """,
+    """
+    CREATE INDEX chunks_hash ON chunks(hash);
+    """,
+    """
+    CREATE TABLE vectors (
+        chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (chunk_id, model)
+    );
+    """,
+    """
+    CREATE INDEX vectors_model ON vectors(model);
+    """,
+    """
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+    );
+    """,
+    """
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    """,
+    """
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    """,
+    """
+    CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    """,
+    """
+    CREATE TABLE index_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        generation INTEGER NOT NULL
+    );
+    """,
+    """
+    INSERT INTO index_state (id, generation) VALUES (1, 0);
+    """,
+)
+
+
+def _m0001_documents(db: sqlite_utils.Database) -> None:
+    # One statement at a time: executescript would commit the migration's transaction.
+    for statement in _SCHEMA:
+        db.execute(statement)
+
+
+# Append-only: never rename, reorder, edit or remove an entry once released.
+MIGRATIONS: tuple[Migration, ...] = (("0001_documents", _m0001_documents),)

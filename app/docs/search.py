@@ -1,0 +1,160 @@
+"""Searching collections: BM25 over the full-text index (always), exact cosine over the stored
+vectors with numpy (when the collection has vectors of the embedder's model), the two lists fused
+by reciprocal rank fusion (k = 60).
+
+The person's words never reach MATCH as syntax: the query is split into words and each word is
+quoted, the words joined with OR (BM25 ranks passages that have more of them, and rarer ones,
+first). A query with no words (only punctuation) finds nothing.
+
+The vector matrix of a (collection, model) is loaded once and kept until the index's generation
+changes (any write to chunks or vectors), so repeated searches do not read the BLOBs again.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.docs.embedding import Embedder
+from app.docs.index_db import DocumentIndex
+from app.docs.types import Passage
+
+RRF_K = 60
+MIN_CANDIDATES = 50  # each list's length before fusion: max(this, 10 * limit)
+MAX_TERMS = 64
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(text: str) -> str | None:
+    """The MATCH expression for the person's `text`: each word quoted, joined by OR; None when
+    there is no word in it."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:MAX_TERMS]
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def search(index: DocumentIndex, names: Sequence[str], query: str, *, limit: int = 5,
+           embedder: Embedder | None = None) -> list[Passage]:
+    """The best `limit` passages of collections `names` for `query`, best first. UnknownCollection
+    for a name that is not a collection."""
+    names = list(dict.fromkeys(names))
+    models = {name: index.require(name).embedding_model for name in names}
+    match = fts_query(query)
+    if match is None or limit <= 0 or not names:
+        return []
+    n = max(MIN_CANDIDATES, 10 * limit)
+    bm25 = bm25_ranked(index, names, match, n)
+    vector: list[int] = []
+    if embedder is not None:
+        with_vectors = [name for name in names if models[name] == embedder.model_name]
+        if with_vectors:
+            vector = vector_ranked(index, with_vectors, embedder, query, n)
+    return _passages(index, fuse(bm25, vector), limit, bm25, vector)
+
+
+def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) -> list[int]:
+    """Chunk ids of `names` matching `match`, best BM25 first, at most `n`."""
+    marks = ",".join("?" * len(names))
+    rows = index.conn.execute(
+        "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
+        f"WHERE chunks_fts MATCH ? AND f.collection IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT ?",
+        (match, *names, n)).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def vector_ranked(index: DocumentIndex, names: Sequence[str], embedder: Embedder, query: str, n: int) -> list[int]:
+    """Chunk ids of `names` nearest to the query's embedding (exact cosine), at most `n`. Empty
+    when the query cannot be embedded (keywords still search)."""
+    matrices = [m for m in (_matrix(index, name, embedder.model_name) for name in names) if m.ids.size]
+    if not matrices:
+        return []
+    try:
+        q = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    except Exception:
+        return []
+    scored: list[tuple[np.ndarray, np.ndarray]] = []
+    for m in matrices:
+        if m.vectors.shape[1] != q.shape[0]:
+            continue
+        scores = m.vectors @ q
+        top = np.argpartition(-scores, min(n, scores.size) - 1)[:n] if scores.size > n else np.arange(scores.size)
+        scored.append((m.ids[top], scores[top]))
+    if not scored:
+        return []
+    ids = np.concatenate([s[0] for s in scored])
+    scores = np.concatenate([s[1] for s in scored])
+    order = np.lexsort((ids, -scores))[:n]
+    return [int(i) for i in ids[order]]
+
+
+def fuse(*ranked: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: each id scored sum(1 / (k + rank)), best first (ties by id)."""
+    score: dict[int, float] = {}
+    for ids in ranked:
+        for rank, cid in enumerate(ids, start=1):
+            score[cid] = score.get(cid, 0.0) + 1.0 / (k + rank)
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _passages(index: DocumentIndex, fused: list[tuple[int, float]], limit: int, bm25: list[int], vector: list[int]) -> list[Passage]:
+    top = fused[:limit]
+    if not top:
+        return []
+    rank_b = {cid: r for r, cid in enumerate(bm25, start=1)}
+    rank_v = {cid: r for r, cid in enumerate(vector, start=1)}
+    marks = ",".join("?" * len(top))
+    rows = {int(r[0]): r for r in index.conn.execute(
+        'SELECT c.id, f.collection, f.path, c.text, c.start, c."end", c.hash, c.page, c.heading '
+        f"FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})", [cid for cid, _ in top])}
+    out: list[Passage] = []
+    for cid, score in top:
+        r = rows.get(cid)
+        if r is None:
+            continue
+        out.append(Passage(chunk_id=cid, collection=r[1], path=r[2], text=r[3], start=r[4], end=r[5], hash=r[6], score=score,
+                           page=r[7], heading=r[8], rank_bm25=rank_b.get(cid), rank_vector=rank_v.get(cid)))
+    return out
+
+
+# ---- the vector matrices, kept per (index file, collection, model) until the index changes ----
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    generation: int
+    ids: np.ndarray  # int64 chunk ids
+    vectors: np.ndarray  # float32, one unit row per id
+
+
+_MATRICES: dict[tuple[str, str, str], _Matrix] = {}
+_MATRICES_LOCK = threading.Lock()
+
+
+def _matrix(index: DocumentIndex, name: str, model: str) -> _Matrix:
+    key = (str(index.path.resolve()), name, model)
+    generation = index.generation()
+    with _MATRICES_LOCK:
+        cached = _MATRICES.get(key)
+    if cached is not None and cached.generation == generation:
+        return cached
+    rows = index.conn.execute(
+        "SELECT v.chunk_id, v.dim, v.vector FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
+        "WHERE f.collection = ? AND v.model = ? ORDER BY v.chunk_id", (name, model)).fetchall()
+    dims = {int(r[1]) for r in rows}
+    if len(dims) != 1:  # none, or (never written so) mixed sizes: no vector search
+        matrix = _Matrix(generation, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+    else:
+        dim = dims.pop()
+        ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
+        matrix = _Matrix(generation, ids, vectors.astype(np.float32, copy=False))
+    with _MATRICES_LOCK:
+        for stale in [k for k in _MATRICES if k[0] == key[0] and k != key and _MATRICES[k].generation != generation]:
+            del _MATRICES[stale]
+        _MATRICES[key] = matrix
+    return matrix
