@@ -64,6 +64,15 @@ COBALT = "Cobalt blue"
 HIDDEN_SCRIPT = "SCRIPT_TEXT_NEVER_INDEXED"
 
 HUGE_SIZE = 2 * 1024**3
+# Root reads a chmod 000 file; without these two capabilities it cannot (it stays root, so the venv's
+# Python under /root is still reachable, which it is not for nobody via setpriv --reuid).
+_NO_FILE_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
+
+
+def without_file_override(command: list[str]) -> list[str]:
+    """`command` so that it runs subject to file permissions: under root, prefixed by setpriv
+    dropping the capabilities that override them; otherwise as it is."""
+    return [*_NO_FILE_OVERRIDE, *command] if os.geteuid() == 0 else list(command)
 
 
 def write_corpus(root: Path, *, bad: bool = True) -> Corpus:
