@@ -1,0 +1,65 @@
+"""The watcher: a file written in a watched folder calls on_change(name) from the watcher's thread;
+files Cove does not read do not; stop() ends the thread promptly."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.docs.watcher import Watcher
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_saved_file_calls_on_change_and_stop_ends_the_thread(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    called: list[str] = []
+    changed = threading.Event()
+
+    def on_change(name: str) -> None:
+        called.append(name)
+        changed.set()
+
+    watcher = Watcher("notes", [tmp_path], on_change, debounce_ms=200)
+    watcher.start()
+    try:
+        # The watch starts asynchronously: write until a change is seen (a generous limit, no timing asserted).
+        deadline = time.monotonic() + 30
+        i = 0
+        while not changed.wait(0.5) and time.monotonic() < deadline:
+            (tmp_path / "sub" / f"note{i}.md").write_text(f"# Note {i}\n")
+            i += 1
+        assert changed.is_set() and set(called) == {"notes"}
+    finally:
+        watcher.stop(timeout_s=10)
+    assert not watcher.running and watcher.problem is None
+
+
+def test_unread_suffixes_do_not_count_and_a_file_root_is_watched(tmp_path: Path) -> None:
+    only = tmp_path / "only.txt"
+    only.write_text("one")
+    changed = threading.Event()
+    watcher = Watcher("one", [only], lambda _name: changed.set(), debounce_ms=200)
+    watcher.start()
+    try:
+        time.sleep(0.5)  # let the watch begin (not asserted)
+        (tmp_path / "other.txt").write_text("not a root")
+        (tmp_path / "image.png").write_bytes(b"png")
+        assert not changed.wait(2)
+        deadline = time.monotonic() + 30
+        while not changed.wait(0.5) and time.monotonic() < deadline:
+            only.write_text(f"changed {time.monotonic()}")
+        assert changed.is_set()
+    finally:
+        watcher.stop(timeout_s=10)
+    assert not watcher.running
+
+
+def test_stop_before_any_change_is_prompt(tmp_path: Path) -> None:
+    watcher = Watcher("x", [tmp_path], lambda _name: None)
+    watcher.start()
+    watcher.stop(timeout_s=10)
+    assert not watcher.running
