@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -186,3 +187,19 @@ def test_the_files_are_never_changed(tmp_path: Path) -> None:
         index.remove("notes")
     assert snapshot() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "documents.db"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority is Linux's")
+def test_the_indexing_thread_lowers_its_own_priority_only(tmp_path: Path) -> None:
+    _, db = setup(tmp_path, n=1)
+    seen: list[int] = []
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def note(_p: Progress) -> None:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    worker = threading.Thread(target=index_collection, args=(db, "notes"), kwargs={"on_progress": note})
+    worker.start()
+    worker.join(60)
+    assert seen and all(v >= 10 for v in seen)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread is untouched
