@@ -30,7 +30,7 @@ import numpy as np
 from app.docs.chunker import chunk_sections
 from app.docs.embedding import Embedder
 from app.docs.index_db import DocumentIndex
-from app.docs.readers import Unreadable, is_supported, read_sections
+from app.docs.readers import Unreadable, is_supported, read_sections, too_large
 from app.docs.types import Chunk, FileProblem, Progress
 from app.docs.walk import Found, walk_roots
 from models.timestamps import utc_timestamp
@@ -106,6 +106,10 @@ class _Run:
         return self._report(finished=True, current=None)
 
     def _index_file(self, f: Found, old: _Known | None) -> None:
+        too_big = too_large(f.size)
+        if too_big is not None:  # said before it is hashed: a 2 GB file is not read at all
+            self._write_problem(f, None, too_big)
+            return
         try:
             digest = _sha256(f.path)
         except OSError as exc:

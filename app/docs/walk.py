@@ -69,7 +69,7 @@ def _walk_dir(folder: Path, supported: Callable[[Path], bool], ancestors: tuple[
         if stat.S_ISDIR(st.st_mode):
             key = (st.st_dev, st.st_ino)
             if key in ancestors:
-                yield Found(str(path), problem="is a link back into a folder above it (a loop), so it is not followed")
+                yield Found(str(path), problem="is a symbolic link back into a folder above it (a loop), so it is not followed")
                 continue
             yield from _walk_dir(path, supported, (*ancestors, key))
         else:
@@ -88,7 +88,7 @@ def _file(path: Path, st: os.stat_result, supported: Callable[[Path], bool], *, 
 
 def _sentence(exc: OSError, path: Path) -> str:
     if exc.errno == errno.ELOOP:
-        return "is a link that loops back on itself, so it is not followed"
+        return "is a symbolic link that loops back on itself, so it is not followed"
     if exc.errno == errno.ENOENT:
         return "is a link to something that no longer exists" if os.path.islink(path) else "no longer exists"
     if exc.errno in (errno.EACCES, errno.EPERM):
