@@ -83,12 +83,17 @@ class DocumentIndex:
     def conn(self) -> sqlite3.Connection:
         return self.db.conn
 
-    def close(self) -> None:
+    def close(self, *, tidy: bool = False) -> None:
+        """Close. `tidy` (the indexer, after a run): PRAGMA optimize and a truncating WAL checkpoint
+        first, which may wait for other connections; a plain close never waits (a passive checkpoint)."""
         try:
             if self.conn.in_transaction:
                 self.conn.rollback()
-            self.conn.execute("PRAGMA optimize")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if tidy:
+                self.conn.execute("PRAGMA optimize")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            else:
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             pass  # best effort; every commit is already durable
         finally:
@@ -215,8 +220,10 @@ def _open(path: Path) -> sqlite_utils.Database:
     """A connection with the schema up to date. DocumentIndexError with a sentence."""
     db = _connect(path)
     try:
+        if int(db.conn.execute("PRAGMA user_version").fetchone()[0]) == len(MIGRATIONS):
+            return db  # up to date: opening for a search takes no write lock
         apply_migrations(db, MIGRATIONS)
-    except MigrationError as exc:
+    except (MigrationError, sqlite3.DatabaseError) as exc:
         db.close()
         raise DocumentIndexError(f"Could not update the document index {path}: {exc}.") from exc
     return db

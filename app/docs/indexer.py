@@ -61,7 +61,7 @@ def index_collection(index_path: Path, name: str, *, embedder: Embedder | None =
     try:
         return _Run(index, name, embedder, on_progress, should_stop, hold).run()
     finally:
-        index.close()
+        index.close(tidy=True)
 
 
 class _Run:
