@@ -88,15 +88,24 @@ def read_code(path: Path) -> Iterator[Section]:
 
 
 def code_sections(source: Iterator[str], suffix: str) -> Iterator[Section]:
-    """Sections of source given line by line, in the language of `suffix`."""
+    """Sections of source given line by line, in the language of `suffix`. Decorator or
+    annotation lines ("@...") at column 0 go with the definition they precede."""
     pattern = _COMPILED.get(suffix)
     builder = SectionBuilder()
+    decorators: list[str] = []
     for line in source:
+        if pattern is not None and line[:1] == "@":
+            decorators.append(line)
+            continue
         if pattern is not None and line[:1].strip() and line[:1] not in "#/*}])'\"":
             found = pattern.match(line)
-            if found:
-                name = next((g for g in found.groups() if g), None)
-                if name:
-                    yield from builder.heading(name.strip()[:80])
+            name = next((g for g in found.groups() if g), None) if found else None
+            if name:
+                yield from builder.heading(name.strip()[:80])
+        for held in decorators:
+            yield from builder.add(held)
+        decorators.clear()
         yield from builder.add(line)
+    for held in decorators:
+        yield from builder.add(held)
     yield from builder.flush()

@@ -23,18 +23,25 @@ _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _CELLS = frozenset({"td", "th"})
 _GAPS = ("", " | ", "\n", "\n\n")  # weakest first: a stronger break owed replaces a weaker one
 _SPACE = re.compile(r"\s+")
+_META = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
 
 def read_html(path: Path) -> Iterator[Section]:
     """The Sections of an HTML page."""
     parser = _Text()
     builder = SectionBuilder()
-    for piece in decoded_text(path):
+    for piece in decoded_text(path, meta_charset):
         parser.feed(piece)
         yield from parser.drain(builder)
     parser.close()
     yield from parser.drain(builder)
     yield from builder.flush()
+
+
+def meta_charset(first: bytes) -> str | None:
+    """The charset a page names in a <meta> near its start, or None."""
+    found = _META.search(first[:8192])
+    return found.group(1).decode("ascii") if found else None
 
 
 class _Text(HTMLParser):

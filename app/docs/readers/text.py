@@ -7,7 +7,7 @@ Sections: paragraph groups, no heading."""
 from __future__ import annotations
 
 import codecs
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import charset_normalizer
@@ -15,7 +15,7 @@ import charset_normalizer
 from app.docs.readers._base import SectionBuilder, Unreadable, open_checked, read_block
 from app.docs.types import Section
 
-BLOCK = 1024 * 1024  # bytes read at a time
+BLOCK = 256 * 1024  # bytes read at a time
 DETECT = 64 * 1024  # bytes charset-normalizer looks at
 BINARY = "looks like a binary file, not text"
 _BOMS = (
@@ -39,12 +39,14 @@ def read_text(path: Path) -> Iterator[Section]:
     yield from builder.flush()
 
 
-def decoded_text(path: Path) -> Iterator[str]:
+def decoded_text(path: Path, declared: Callable[[bytes], str | None] | None = None) -> Iterator[str]:
     """The text of the file at `path`, in pieces of about a block each, without a BOM.
-    Unreadable when it is binary or cannot be opened or read."""
+    `declared` finds the encoding the file names for itself (HTML's meta charset) in its first
+    block, used when there is no BOM and the file is not UTF-8. Unreadable when it is binary or
+    cannot be opened or read."""
     with open_checked(path) as file:
         first = read_block(file, BLOCK)
-        encoding, skip = _encoding(first)
+        encoding, skip = _encoding(first, declared)
         decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
         wide = encoding.startswith(_WIDE)
         block = first[skip:]
@@ -64,7 +66,7 @@ def decoded_text(path: Path) -> Iterator[str]:
             yield tail
 
 
-def _encoding(first: bytes) -> tuple[str, int]:
+def _encoding(first: bytes, declared: Callable[[bytes], str | None] | None) -> tuple[str, int]:
     """The encoding of a file that begins with `first`, and the length of its BOM."""
     for bom, name in _BOMS:
         if first.startswith(bom):
@@ -76,6 +78,12 @@ def _encoding(first: bytes) -> tuple[str, int]:
         return "utf-8", 0
     except UnicodeDecodeError:
         pass
+    named = declared(first) if declared else None
+    if named and not named.lower().replace("_", "-").startswith(("utf-16", "utf-32", "utf-8")):
+        try:
+            return codecs.lookup(named).name, 0
+        except LookupError:
+            pass
     results = charset_normalizer.from_bytes(first[:DETECT])
     best = results.best()
     if best is None:
