@@ -298,6 +298,23 @@ def test_memory_stays_bounded_reading_a_large_file(tmp_path: Path, suffix: str) 
     assert peak < 8 * 1024**2, peak  # a few blocks, not the whole file
 
 
+def test_memory_reading_a_pdf_grows_little_with_its_pages(tmp_path: Path) -> None:
+    # pypdf keeps every object it parses; the reader drops them after each page, so what is left
+    # growing is pypdf's list of pages (about 3 KB a page here, against about 11 KB kept).
+    line = "The lighthouse keeper counted gulls before the storm reached Harrow Point again."
+    peaks = []
+    for pages in (20, 80):
+        path = tmp_path / f"{pages}.pdf"
+        path.write_bytes(_pdf([[f"{n} {line}"] * 40 for n in range(pages)]))
+        tracemalloc.start()
+        try:
+            assert sum(1 for _ in read_sections(path)) == pages
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert (peaks[1] - peaks[0]) / 60 < 6 * 1024, peaks
+
+
 def test_an_html_page_names_its_own_charset(tmp_path: Path) -> None:
     path = tmp_path / "page.html"
     text = "Zażółć gęślą jaźń"
