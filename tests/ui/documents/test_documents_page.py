@@ -1,0 +1,145 @@
+"""The Documents page on a real index and the real corpus: a folder added by the dialog is indexed
+with its progress shown and its bad files listed with their sentences; pause and resume; remove
+asks first and leaves the files alone; a folder dropped on the page becomes a collection, and one
+dropped on a collection is added to it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+from app.docs.index_db import DocumentIndex
+from tests.support.docs_corpus import Corpus
+from tests.ui.documents.conftest import WAIT_MS, Answers
+from ui.documents.page import DocumentsPage
+from ui.documents.worker import IndexWorker
+
+
+def _status(worker: IndexWorker, name: str):
+    with DocumentIndex(worker.index_path) as index:
+        return index.status(name)
+
+
+def _readable(corpus: Corpus) -> int:
+    """The files the index reads: the good ones, and the chmod 000 one when the tests run as root."""
+    extra = corpus.unreadable is not None and os.access(corpus.root / corpus.unreadable, os.R_OK)
+    return len(corpus.good) + int(extra)
+
+
+def _problem_texts(page: DocumentsPage) -> list[str]:
+    return [page.progress.problems.item(row).text() for row in range(page.progress.problems.count())]
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink() and p.stat().st_size < 10_000_000 and p.name != "unreadable.txt"}
+
+
+def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(qtbot, page: DocumentsPage, answers: Answers,
+                                                                          corpus: Corpus, held, worker: IndexWorker) -> None:
+    answers.folder = corpus.root
+    answers.name = "Papers"
+    held.set()  # the run waits before its first file: the bar shows 0 of N
+    page.new_button.click()
+    qtbot.waitUntil(lambda: page.selected() == "Papers" and page.progress.bar.isVisible()
+                    and page.progress.bar.maximum() > 1, timeout=WAIT_MS)
+    total = page.progress.bar.maximum()
+    assert page.progress.bar.value() == 0
+    assert f"0 of {total} files" in page.progress.line.text()
+    held.clear()
+    qtbot.waitUntil(lambda: not worker.is_busy("Papers") and "passages" in page.progress.summary.text(), timeout=WAIT_MS)
+    status = _status(worker, "Papers")
+    assert status.files_indexed == _readable(corpus)
+    assert f"{_readable(corpus)} files" in page.progress.summary.text()
+    texts = _problem_texts(page)
+    for relative, fragment in corpus.bad.items():
+        assert any(Path(relative).name in t and fragment in t for t in texts), (relative, texts)
+    assert page.progress.problems_title.text().endswith("left out:")
+    assert page.roots.text() == str(corpus.root)
+
+
+def test_pause_stops_between_files_and_resume_goes_on(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus,
+                                                      held, worker: IndexWorker) -> None:
+    held.set()
+    page.add_paths([corpus.root], None)
+    qtbot.waitUntil(lambda: page.selected() == "papers" and page.progress.bar.maximum() > 1, timeout=WAIT_MS)
+    assert page.pause_button.text() == "Pause" and page.pause_button.isEnabled()
+    page.pause_button.click()
+    held.clear()
+    qtbot.waitUntil(lambda: not worker.is_busy("papers"), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "Paused" in page.progress.line.text() and "not read yet" in page.progress.line.text(),
+                    timeout=WAIT_MS)
+    assert page.pause_button.text() == "Resume"
+    paused = _status(worker, "papers")
+    assert paused.files_indexed == 0 and paused.pending > 0
+    worker.reindex("papers")  # a save seen by the watcher does not start a paused collection
+    assert not worker.is_busy("papers")
+    page.pause_button.click()
+    assert page.pause_button.text() == "Pause"
+    qtbot.waitUntil(lambda: not worker.is_busy("papers") and "Up to date" in page.progress.line.text(), timeout=WAIT_MS)
+    done = _status(worker, "papers")
+    assert done.pending == 0 and done.files_indexed == _readable(corpus)
+
+
+def test_remove_asks_first_and_leaves_the_files(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus,
+                                                worker: IndexWorker) -> None:
+    before = _digests(corpus.root)
+    page.add_paths([corpus.root], None)
+    qtbot.waitUntil(lambda: page.selected() == "papers" and not worker.is_busy("papers"), timeout=WAIT_MS)
+    answers.yes = False
+    page.remove_button.click()
+    title, question = answers.asked[-1]
+    assert title == "Remove collection?" and "The files themselves are not touched" in question
+    assert page.names() == ["papers"]
+    answers.yes = True
+    page.remove_button.click()
+    qtbot.waitUntil(lambda: page.names_shown() == [] and "Removed papers" in page.error.text(), timeout=WAIT_MS)
+    assert "not touched" in page.error.text()
+    assert not page.details.isVisible()
+    assert _digests(corpus.root) == before
+
+
+def _drop(page: DocumentsPage, paths: list[Path], at: QPoint) -> QDropEvent:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    actions = Qt.DropAction.CopyAction
+    enter = QDragEnterEvent(at, actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(page, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(QPointF(at), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(page, drop)
+    return drop
+
+
+def test_a_dropped_folder_becomes_a_collection_and_a_drop_on_one_adds_to_it(qtbot, page: DocumentsPage, tmp_path: Path,
+                                                                             worker: IndexWorker) -> None:
+    first = tmp_path / "Field notes"
+    first.mkdir()
+    (first / "birds.md").write_text("# Birds\n\nThe kestrel hovered over the ditch at noon.\n")
+    second = tmp_path / "more"
+    second.mkdir()
+    (second / "tides.txt").write_text("Spring tides ran high at Harrow Point.\n")
+    hint = page.hint.geometry().center()
+    drop = _drop(page, [first], hint)
+    assert drop.isAccepted()
+    qtbot.waitUntil(lambda: page.names_shown() == ["Field notes"] and not worker.is_busy("Field notes"), timeout=WAIT_MS)
+    assert _status(worker, "Field notes").files_indexed == 1
+    row = page.collections.visualItemRect(page.collections.item(0)).center()
+    _drop(page, [second], page.collections.viewport().mapTo(page, row))
+    qtbot.waitUntil(lambda: str(second) in page.roots.text() and "2 files" in page.progress.summary.text(),
+                    timeout=WAIT_MS)
+    assert page.names_shown() == ["Field notes"]
+    assert _status(worker, "Field notes").files_indexed == 2
+    _drop(page, [second], hint)  # off the collections: a new one, with a free name
+    qtbot.waitUntil(lambda: page.names_shown() == ["Field notes", "more"], timeout=WAIT_MS)
+
+
+def test_a_bad_name_or_path_gets_a_sentence(qtbot, page: DocumentsPage, tmp_path: Path, worker: IndexWorker) -> None:
+    page.make_collection("ghost", [tmp_path / "nowhere"])
+    qtbot.waitUntil(lambda: page.error.isVisible() and "does not exist" in page.error.text(), timeout=WAIT_MS)
+    assert page.error.text().endswith(".") and page.names_shown() == []

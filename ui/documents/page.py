@@ -1,0 +1,355 @@
+"""The Documents page: the person's collections (named sets of folders and files), a new one from a
+folder, folders or files added by dialog or by dropping them on the page, each collection's
+indexing (progress, time left, files left out with their sentence), Pause / Resume, Reindex and
+Remove (which asks first, and says the files themselves are not touched).
+
+Threads: every write to the index goes to the IndexWorker's thread. The page reads names and
+status here, on the UI thread, with a connection of its own opened only once the index file
+exists (quick reads; SQLite's WAL lets them go on beside the worker's writes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.docs.index_db import DocumentIndex, DocumentIndexError, UnknownCollection
+from app.docs.types import Progress
+from ui.documents.progress_view import ProgressView
+from ui.documents.worker import REMOVE, IndexWorker
+from ui.theme import show_sentence
+
+NAME_ROLE = Qt.ItemDataRole.UserRole
+HINT = ("Drop folders or files here to make a collection of them, or onto a collection to add them to it. "
+        "Cove reads text, Markdown, HTML, PDF (with a text layer), Word (.docx) and source code. Nothing leaves "
+        "this computer, and your files are only read, never changed, moved or copied.")
+Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
+
+
+class DocumentsPage(QWidget):
+    """Emits `collections_changed()` once a collection was made, added to or removed."""
+
+    collections_changed = Signal()
+
+    def __init__(self, worker: IndexWorker, *, confirm: Confirm | None = None,
+                 choose_folder: Callable[[], Path | None] | None = None,
+                 choose_files: Callable[[], list[Path]] | None = None,
+                 ask_name: Callable[[str], str | None] | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.worker = worker
+        self._confirm = confirm or self._ask
+        self._choose_folder = choose_folder or self._folder_dialog
+        self._choose_files = choose_files or self._files_dialog
+        self._ask_name = ask_name or self._name_dialog
+        self._index: DocumentIndex | None = None
+        self.setObjectName("documentsPage")
+        self.setAcceptDrops(True)
+
+        self.collections = QListWidget(self)
+        self.collections.setObjectName("documentsCollections")
+        self.collections.setAccessibleName("Collections")
+        self.new_button = QPushButton("New collection…", self)
+        self.new_button.setToolTip("Make a collection of a folder")
+        left = QWidget(self)
+        column = QVBoxLayout(left)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.collections, 1)
+        column.addWidget(self.new_button)
+
+        self.title = QLabel(self)
+        font = self.title.font()
+        font.setBold(True)
+        self.title.setFont(font)
+        self.roots = QLabel(self)
+        self.roots.setObjectName("documentsRoots")
+        self.roots.setWordWrap(True)
+        self.roots.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.add_folder_button = QPushButton("Add folder…", self)
+        self.add_files_button = QPushButton("Add files…", self)
+        self.pause_button = QPushButton("Pause", self)
+        self.reindex_button = QPushButton("Reindex", self)
+        self.reindex_button.setToolTip("Read new and changed files again and drop deleted ones")
+        self.remove_button = QPushButton("Remove…", self)
+        buttons = QHBoxLayout()
+        for button in (self.add_folder_button, self.add_files_button, self.pause_button, self.reindex_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.remove_button)
+        self.progress = ProgressView(self)
+        self.error = QLabel(self)
+        self.error.setObjectName("documentsError")
+        self.error.setWordWrap(True)
+        self.hint = QLabel(HINT, self)
+        self.hint.setWordWrap(True)
+        right = QWidget(self)
+        self.details = right
+        detail = QVBoxLayout(right)
+        detail.addWidget(self.title)
+        detail.addWidget(self.roots)
+        detail.addLayout(buttons)
+        detail.addWidget(self.progress, 1)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([220, 560])
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.hint)
+        layout.addWidget(self.error)
+        layout.addWidget(splitter, 1)
+        show_sentence(self.error, "", False, self)
+
+        self.collections.currentItemChanged.connect(lambda *_: self.show_selected())
+        self.new_button.clicked.connect(self.new_collection)
+        self.add_folder_button.clicked.connect(self.add_folder)
+        self.add_files_button.clicked.connect(self.add_files)
+        self.pause_button.clicked.connect(self.toggle_pause)
+        self.reindex_button.clicked.connect(lambda: self.selected() and self.worker.reindex(self.selected() or ""))
+        self.remove_button.clicked.connect(self.remove_selected)
+        worker.progress_changed.connect(self._on_progress)
+        worker.job_finished.connect(self._on_job_finished)
+        worker.job_failed.connect(self._on_job_failed)
+        worker.watch_failed.connect(lambda _name, sentence: self.say(sentence, error=True))
+        self.refresh()
+
+    # ---- reading the index (UI thread, quick) ------------------------------------------------
+
+    def index(self) -> DocumentIndex | None:
+        """The page's own connection, once the index file exists."""
+        if self._index is None and self.worker.index_path.exists():
+            try:
+                self._index = DocumentIndex(self.worker.index_path)
+            except DocumentIndexError as exc:
+                self.say(str(exc), error=True)
+        return self._index
+
+    def names(self) -> list[str]:
+        index = self.index()
+        return index.names() if index is not None else []
+
+    def refresh(self) -> None:
+        """List the collections again (keeping the selection) and show the selected one."""
+        keep = self.selected()
+        names = self.names()
+        self.collections.blockSignals(True)
+        self.collections.clear()
+        for name in names:
+            item = QListWidgetItem(name)
+            item.setData(NAME_ROLE, name)
+            self.collections.addItem(item)
+            if name == keep:
+                self.collections.setCurrentItem(item)
+        if self.collections.currentItem() is None and self.collections.count():
+            self.collections.setCurrentRow(0)
+        self.collections.blockSignals(False)
+        self.show_selected()
+
+    def selected(self) -> str | None:
+        item = self.collections.currentItem()
+        return item.data(NAME_ROLE) if item is not None else None
+
+    def select(self, name: str) -> None:
+        for row in range(self.collections.count()):
+            if self.collections.item(row).data(NAME_ROLE) == name:
+                self.collections.setCurrentRow(row)
+                return
+
+    def show_selected(self) -> None:
+        name = self.selected()
+        self.details.setVisible(name is not None)
+        if name is None:
+            self.progress.clear()
+            return
+        index = self.index()
+        try:
+            status = index.status(name) if index is not None else None
+        except UnknownCollection:
+            status = None
+        self.title.setText(name)
+        self.roots.setText("\n".join(status.roots) if status is not None else "")
+        paused, busy = self.worker.is_paused(name), self.worker.is_busy(name)
+        self.pause_button.setText("Resume" if paused else "Pause")
+        self.pause_button.setEnabled(paused or busy)
+        latest = self.worker.latest.get(name)
+        if busy and latest is not None:
+            self.progress.show_progress(latest)
+            if status is not None:
+                self.progress.summary.setText("")
+        elif status is not None:
+            self.progress.show_status(status, paused=paused)
+
+    # ---- commands -------------------------------------------------------------------------
+
+    def new_collection(self) -> None:
+        """Ask for a folder, then a name (the folder's by default); make it and index it."""
+        folder = self._choose_folder()
+        if folder is None:
+            return
+        name = self._ask_name(self._free_name(Path(folder).name or "Documents"))
+        if name:
+            self.make_collection(name, [Path(folder)])
+
+    def make_collection(self, name: str, roots: Sequence[Path]) -> None:
+        self.say("")
+        self.worker.create(name.strip(), roots)
+        self.pending_select = name.strip()
+
+    def add_folder(self) -> None:
+        name = self.selected()
+        folder = self._choose_folder() if name else None
+        if name and folder is not None:
+            self.worker.add_roots(name, [Path(folder)])
+            self.show_selected()
+
+    def add_files(self) -> None:
+        name = self.selected()
+        files = self._choose_files() if name else []
+        if name and files:
+            self.worker.add_roots(name, files)
+            self.show_selected()
+
+    def add_paths(self, paths: Sequence[Path], collection: str | None) -> None:
+        """What a drop does: add `paths` to `collection`, or make a new collection of them, named
+        after the first."""
+        paths = [Path(p) for p in paths]
+        if not paths:
+            return
+        if collection is not None:
+            self.worker.add_roots(collection, paths)
+            self.show_selected()
+            return
+        self.make_collection(self._free_name(paths[0].name or "Documents"), paths)
+
+    def toggle_pause(self) -> None:
+        name = self.selected()
+        if name is None:
+            return
+        if self.worker.is_paused(name):
+            self.worker.resume(name)
+        else:
+            self.worker.pause(name)
+        self.show_selected()
+
+    def remove_selected(self) -> None:
+        name = self.selected()
+        if name is None:
+            return
+        question = (f"Remove the collection {name}? Its passages are deleted from Cove's document index. "
+                    "The files themselves are not touched: nothing on your disk is changed, moved or deleted.")
+        if self._confirm("Remove collection?", question):
+            self.worker.remove(name)
+            self.say(f"Removing {name}…")
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        show_sentence(self.error, text, error, self)
+
+    def close_index(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    # ---- what the worker reported -----------------------------------------------------------
+
+    pending_select: str | None = None
+
+    def _on_progress(self, progress: Progress) -> None:
+        if progress.collection not in self.names_shown():
+            self.refresh()  # a collection just made: listed at its first progress
+            if self.pending_select == progress.collection:
+                self.select(progress.collection)
+        if progress.collection == self.selected():
+            self.progress.show_progress(progress)
+            self.pause_button.setEnabled(True)
+
+    def _on_job_finished(self, kind: str, name: str, _final: object) -> None:
+        if kind == REMOVE:
+            self.say(f"Removed {name}. Your files were not touched.")
+        self.refresh()
+        if self.pending_select == name and kind != REMOVE:
+            self.select(name)
+            self.pending_select = None
+        self.collections_changed.emit()
+
+    def _on_job_failed(self, _kind: str, name: str, sentence: str) -> None:
+        self.say(sentence, error=True)
+        self.refresh()
+
+    def names_shown(self) -> list[str]:
+        return [self.collections.item(row).data(NAME_ROLE) for row in range(self.collections.count())]
+
+    def _free_name(self, base: str) -> str:
+        taken = set(self.names())
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base} {n}", n + 1
+        return name
+
+    # ---- drag and drop -------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt name)
+        if _local_paths(event):
+            event.acceptProposedAction()
+
+    def dragMoveEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        if _local_paths(event):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt name)
+        paths = _local_paths(event)
+        if not paths:
+            return
+        event.acceptProposedAction()
+        self.add_paths(paths, self._drop_target(event.position().toPoint()))
+
+    def _drop_target(self, pos: QPoint) -> str | None:
+        """The collection under the drop: a row of the list, or the details of the one shown."""
+        viewport = self.collections.viewport()
+        item = self.collections.itemAt(viewport.mapFrom(self, pos))
+        if item is not None:
+            return item.data(NAME_ROLE)
+        if self.details.isVisible() and self.details.geometry().contains(self.details.parentWidget().mapFrom(self, pos)):
+            return self.selected()
+        return None
+
+    # ---- dialogs (tests give their own) ------------------------------------------------
+
+    def _folder_dialog(self) -> Path | None:
+        folder = QFileDialog.getExistingDirectory(self, "Choose a folder of documents")
+        return Path(folder) if folder else None
+
+    def _files_dialog(self) -> list[Path]:
+        files, _filter = QFileDialog.getOpenFileNames(self, "Choose documents")
+        return [Path(f) for f in files]
+
+    def _name_dialog(self, default: str) -> str | None:
+        name, ok = QInputDialog.getText(self, "New collection", "Name of the collection:", text=default)
+        return name.strip() if ok and name.strip() else None
+
+    def _ask(self, title: str, question: str) -> bool:
+        answer = QMessageBox.question(self, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+
+def _local_paths(event: QDropEvent | QDragEnterEvent) -> list[Path]:
+    mime = event.mimeData()
+    if mime is None or not mime.hasUrls():
+        return []
+    return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]

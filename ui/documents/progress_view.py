@@ -1,0 +1,140 @@
+"""One collection's indexing as the Documents page shows it: the progress bar with files done of
+total, the file being read and the time left (from bytes read of bytes to read), the summary of
+what the index holds, and the files left out, each with its sentence."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QProgressBar, QVBoxLayout, QWidget
+
+from app.docs.index_db import CollectionStatus
+from app.docs.types import FileProblem, Progress
+from ui.theme import format_int
+
+PATH_ROLE = Qt.ItemDataRole.UserRole
+
+
+def time_left(bytes_done: int, bytes_total: int, elapsed_s: float) -> str:
+    """'about 2 min left' from the reading rate so far; '' until there is a rate to go by."""
+    if bytes_done <= 0 or elapsed_s <= 0.5 or bytes_total <= bytes_done:
+        return ""
+    seconds = (bytes_total - bytes_done) / (bytes_done / elapsed_s)
+    if seconds < 10:
+        return "a few seconds left"
+    if seconds < 90:
+        return f"about {round(seconds / 10) * 10} s left"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min left"
+    return f"about {seconds / 3600:.1f} h left"
+
+
+def progress_line(progress: Progress, elapsed_s: float) -> str:
+    """'12 of 40 files · reading report.pdf · about 1 min left' (or how the run ended)."""
+    files = f"{format_int(progress.files_done)} of {format_int(progress.files_total)} files"
+    if progress.paused:
+        return f"Paused at {files}."
+    if progress.finished:
+        return "Up to date." if progress.files_total == 0 else f"Indexed {files}."
+    parts = [files]
+    if progress.current:
+        parts.append(f"reading {Path(progress.current).name}")
+    left = time_left(progress.bytes_done, progress.bytes_total, elapsed_s)
+    if left:
+        parts.append(left)
+    return " · ".join(parts)
+
+
+def problem_sentence(problem: FileProblem) -> str:
+    """'scan.pdf is a scanned PDF with no text layer.' (the readers' sentences follow the name)."""
+    return f"{Path(problem.path).name} {problem.sentence.rstrip('.')}."
+
+
+def status_line(status: CollectionStatus) -> str:
+    """What the index holds of a collection, and how it is searched."""
+    text = (f"{format_int(status.files_indexed)} files, {format_int(status.chunks)} passages. ")
+    if status.embedding_model and status.vectors:
+        text += f"Searched by keywords and by meaning ({status.embedding_model})."
+    else:
+        text += "Searched by keywords (install an embedding model to search by meaning too)."
+    if status.pending:
+        text += f" {format_int(status.pending)} files not read yet."
+    return text
+
+
+class ProgressView(QWidget):
+    """`show_progress(progress)` while a run goes on; `show_status(status)` when none does."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.bar = QProgressBar(self)
+        self.bar.setObjectName("documentsProgress")
+        self.bar.setAccessibleName("Indexing progress")
+        self.bar.setTextVisible(True)
+        self.line = QLabel(self)
+        self.line.setObjectName("documentsProgressLine")
+        self.line.setWordWrap(True)
+        self.summary = QLabel(self)
+        self.summary.setObjectName("documentsSummary")
+        self.summary.setWordWrap(True)
+        self.problems_title = QLabel(self)
+        self.problems = QListWidget(self)
+        self.problems.setObjectName("documentsProblems")
+        self.problems.setAccessibleName("Files left out")
+        self.problems.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.bar)
+        layout.addWidget(self.line)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.problems_title)
+        layout.addWidget(self.problems, 1)
+        self._started: dict[str, float] = {}  # collection -> when its run's first progress came
+        self.clear()
+
+    def clear(self) -> None:
+        self.bar.hide()
+        self.line.clear()
+        self.summary.clear()
+        self.show_problems(())
+
+    def show_progress(self, progress: Progress) -> None:
+        running = not (progress.finished or progress.paused)
+        started = self._started.setdefault(progress.collection, time.monotonic())
+        if not running:
+            self._started.pop(progress.collection, None)
+        self.bar.setVisible(running or progress.paused)
+        self.bar.setRange(0, max(1, progress.files_total))
+        self.bar.setValue(progress.files_done)
+        self.bar.setFormat(f"{progress.files_done} / {progress.files_total}")
+        self.line.setText(progress_line(progress, time.monotonic() - started))
+        self.show_problems(progress.problems)
+
+    def show_status(self, status: CollectionStatus, *, paused: bool) -> None:
+        self.bar.setVisible(paused and status.pending > 0)
+        if paused:
+            self.bar.setFormat("paused")
+            self.line.setText(f"Paused. {format_int(status.pending)} files are not read yet." if status.pending
+                              else "Paused.")
+        elif status.last_indexed is None and not status.files_indexed:
+            self.line.setText("Not indexed yet.")
+        else:
+            self.line.setText("Up to date." if not status.pending else "Stopped before the end; Reindex goes on.")
+        self.summary.setText(status_line(status))
+        self.show_problems(status.problems)
+
+    def show_problems(self, problems: Sequence[FileProblem]) -> None:
+        self.problems.clear()
+        count = len(problems)
+        self.problems_title.setText("" if not count else
+                                    f"{count} file{'s' if count != 1 else ''} left out:")
+        self.problems_title.setVisible(bool(count))
+        self.problems.setVisible(bool(count))
+        for problem in problems:
+            item = QListWidgetItem(problem_sentence(problem))
+            item.setToolTip(problem.path)
+            item.setData(PATH_ROLE, problem.path)
+            self.problems.addItem(item)
