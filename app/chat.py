@@ -214,8 +214,10 @@ class TurnRecord:
         return self.final
 
     def _write_sources(self, reply: Message) -> None:
-        """The passages the reply was given, each marked cited or not, beside the saved reply."""
-        self._sources = self.docs.sources(reply.content) if self.docs is not None and self.docs.given else []
+        """The passages the reply was given (those the engine found room for), each marked cited or
+        not, beside the saved reply."""
+        kept = reply.metrics.get("passages_kept") if isinstance(reply.metrics, dict) else None
+        self._sources = self.docs.sources(reply.content, kept) if self.docs is not None and self.docs.given else []
         if not self._sources:
             return
         try:
@@ -230,7 +232,7 @@ class TurnRecord:
             RequestLog(self.history.db).append(
                 client=self.client, remote="", endpoint="chat", model_name=reply.model_name or "",
                 model_sha256=reply.model_sha256, quant=reply.model_quant, params=self._record_params(reply),
-                messages=self.sent or [{"role": "user", "content": self.user.content}],
+                messages=_as_recorded(self.sent) or [{"role": "user", "content": self.user.content}],
                 reply=self._step_record["raw"] if self._step_record else reply.content,
                 status=reply.status, conversation_id=self.conversation_id,
                 usage=usage(reply.metrics), timings=timings(reply.metrics), ran_on=self._ran_on(reply))
@@ -327,6 +329,14 @@ class TurnRecord:
         )
         self.unsaved = None
         return self.final
+
+
+def _as_recorded(messages: list[dict] | None) -> list[dict] | None:
+    """The messages as the record keeps them: a message's `passages` (the same text as its content,
+    in parts for the engine) left out, and the content as the engine fitted it."""
+    if messages is None:
+        return None
+    return [{k: v for k, v in m.items() if k != "passages"} for m in messages]
 
 
 def start_generation(

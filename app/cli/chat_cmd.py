@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from app.chat import remote_host
 from app.chat_service import ChatService, TurnResult
+from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
@@ -32,6 +33,7 @@ from app.remote.connections import Connection, ConnectionProblem
 from app.remote.privacy import is_private_host, strip_port
 from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
 from app.settings import SamplingParams
+from app.store.sources import sources_of
 from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from app.turn.backend import installed_model, server_connection, server_host
@@ -75,6 +77,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "this once while Cove is offline (Cove cannot see what they do on the network)")
     p.add_argument("--max-tool-steps", type=positive_int, default=DEFAULT_MAX_STEPS, metavar="N",
                    help=f"with --tools: most rounds of calls in one turn (default {DEFAULT_MAX_STEPS})")
+    p.add_argument("--docs", metavar="NAME[,NAME]", help="answer from these document collections (`cove docs list`), "
+                   "citing the passages used; attached to the conversation for its later turns")
     p.set_defaults(run=run)
 
 
@@ -170,24 +174,28 @@ def run(core: Core, args: argparse.Namespace) -> int:
         raise ValueError(f"{model.name} runs on a server; --tools works with models of this machine for now")
 
     # A server needs no engine here; this machine's saves conversations' KV state beside the window's.
+    wanted_docs = [n.strip() for n in (args.docs or "").split(",") if n.strip()]
     with core.engine_client() if local is not None else contextlib.nullcontext(None) as engine, \
-            chat_tools(core, tool_names, args) as tools:
+            chat_tools(core, tool_names, args) as tools, \
+            chat_documents(core, conversation.id, wanted_docs, model, params) as docs:
         service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
                               on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
         if local is not None:  # `cove chat` without --model stays on this machine
             core.remember_model(local)
         if interactive:
             return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options,
-                                tools)
+                                tools, docs)
         stream = None if args.json else _stream_to_stdout
         assert prompt is not None  # read from stdin above when not interactive
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
                               on_loaded=None if args.json else _template_notes(), options=options, tools=tools,
-                              on_tool=None if args.json else _say_tool)
+                              on_tool=None if args.json else _say_tool, docs=docs)
+    sources = sources_of(core.db, result.assistant_message.id)
     if args.json:
-        print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
+        print(json.dumps({**_result_json(result), "sources": sources_json(sources)}, ensure_ascii=False, indent=2))
     else:
         _print_footer(model.name, result)
+        print_sources(sources, docs)
     return _exit_code(result)
 
 
@@ -267,7 +275,7 @@ def _template_notes() -> Callable[[LoadedModel], None]:
     return note
 
 
-def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options, tools=None) -> int:
+def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options, tools=None, docs=None) -> int:
     host = server_host(model)
     where = f" on {host}" if host else ""
     print(f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.",
@@ -286,8 +294,9 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
             continue
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
                               on_text=_stream_to_stdout, on_loaded=on_loaded, options=options, tools=tools,
-                              on_tool=_say_tool)
+                              on_tool=_say_tool, docs=docs)
         _print_footer(model.name, result)
+        print_sources(sources_of(core.db, result.assistant_message.id), docs)
         if result.terminated_by is not None:
             return 128 + result.terminated_by
 

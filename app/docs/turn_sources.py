@@ -87,12 +87,19 @@ def _label(n: int, p: Passage) -> str:
     return f"[{n}] {Path(p.path).name}" + (f", {where}" if where else "")
 
 
+def passage_parts(question: str, passages: Sequence[Passage], names: Sequence[str]) -> dict[str, Any]:
+    """The person's message as the model reads it, in the parts this machine's engine may fit with
+    fewer passages (app/engine/passage_fit.py): the instruction, the numbered passages, the question."""
+    return {"head": INSTRUCTION + "\n\n", "blocks": [f"{_label(i, p)}\n{p.text.strip()}" for i, p in enumerate(passages, 1)],
+            "tail": "\n\nQuestion: " + question, "none": NOTHING_FOUND.format(names=", ".join(names))}
+
+
 def prompt_with_passages(question: str, passages: Sequence[Passage], names: Sequence[str]) -> str:
-    """The person's message as the model reads it: the instruction, the numbered passages, the question."""
-    if not passages:
-        return NOTHING_FOUND.format(names=", ".join(names)) + "\n\nQuestion: " + question
-    blocks = [f"{_label(i, p)}\n{p.text.strip()}" for i, p in enumerate(passages, 1)]
-    return INSTRUCTION + "\n\n" + "\n\n".join(blocks) + "\n\nQuestion: " + question
+    """The person's message with every passage (what a server's model is sent)."""
+    parts = passage_parts(question, passages, names)
+    if not parts["blocks"]:
+        return parts["none"] + parts["tail"]
+    return parts["head"] + "\n\n".join(parts["blocks"]) + parts["tail"]
 
 
 def cited_numbers(reply: str, count: int) -> set[int]:
@@ -147,8 +154,10 @@ class TurnDocuments:
             return messages
         self.given = fit_passages(found[:self.limit], self.budget_chars)
         out = list(messages)
-        out[last] = {**messages[last], "content": prompt_with_passages(question, self.given, self.names)}
+        out[last] = {**messages[last], "content": prompt_with_passages(question, self.given, self.names),
+                     "passages": passage_parts(question, self.given, self.names)}
         return out
 
-    def sources(self, reply: str) -> list[Source]:
-        return sources(self.given, reply)
+    def sources(self, reply: str, kept: int | None = None) -> list[Source]:
+        """The passages the reply was shown (the first `kept`, when the engine had room for no more)."""
+        return sources(self.given if kept is None else self.given[:kept], reply)

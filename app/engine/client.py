@@ -505,9 +505,10 @@ class EngineClient:
 
 def _wire_message(m: dict[str, Any]) -> dict[str, Any]:
     """A message as the host is sent it: role and text, and the tool fields it has (a reply's
-    tool_calls, a tool result's tool_call_id and name)."""
+    tool_calls, a tool result's tool_call_id and name), and the document passages the host may
+    fit with fewer of (app/engine/passage_fit.py)."""
     out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
-    for key in ("tool_calls", "tool_call_id", "name"):
+    for key in ("tool_calls", "tool_call_id", "name", "passages"):
         if m.get(key) is not None:
             out[key] = m[key]
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.context_policy import ContextOverflow, reply_reserve
+from app.engine.passage_fit import fit_passages
 from app.engine.prompt_counts import FittedPrompt, LongestToken, TokenCounts, fit_prompt, min_prompt_tokens
 from app.engine.protocol import Generate
 from app.engine.templates import ChatFormat, Rendered
@@ -25,6 +26,7 @@ class PromptPlan:
     rendered: Rendered | None
     dropped_turns: int
     reserve: int  # tokens kept free for the reply
+    passages_kept: int | None = None  # of the newest message's document passages, how many fit (None: it had none)
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,12 @@ def plan_turn(req: Generate, tok: Tokenizer, n_ctx: int, transcript: Transcript 
             raise ContextOverflow(len(tokens), n_ctx, reserve)
         return PromptPlan(tokens, None, None, 0, reserve)
     if req.keep_all_turns:
-        fitted = whole_prompt(req.messages, tok, n_ctx, reserve)
+        fitted, kept = fit_passages(req.messages, lambda messages: whole_prompt(messages, tok, n_ctx, reserve))
     else:
-        fitted = fit_prompt(req.messages, tok.chat_format, tok.tokenize_prompt, tok.counts, tok.longest_token,
-                            n_ctx, reserve)
+        fitted, kept = fit_passages(req.messages, lambda messages: fit_prompt(
+            messages, tok.chat_format, tok.tokenize_prompt, tok.counts, tok.longest_token, n_ctx, reserve))
     rendered, full = fitted.rendered, fitted.tokens
     tokens, _ = plan_prompt(transcript, req.conversation_id, rendered.text, full, tok.tokenize_rest)
     if len(tokens) > len(full) and len(tokens) + reserve > n_ctx:
         tokens = full  # the transcript's tokenization is longer and would not leave room
-    return PromptPlan(tokens, rendered.text, rendered, fitted.dropped_turns, reserve)
+    return PromptPlan(tokens, rendered.text, rendered, fitted.dropped_turns, reserve, kept)

@@ -427,6 +427,8 @@ class ModelSession:
         # Which of the request's own stop strings ended the reply (None: none did; the chat
         # format's end-of-turn strings count as the model ending its turn).
         metrics["stop_sequence"] = stopper.matched if stopper.matched in req.stop else None
+        if plan.passages_kept is not None:  # the newest message's document passages that fit (passage_fit.py)
+            metrics["passages_kept"] = plan.passages_kept
         metrics["draft"] = policy.metrics() if policy is not None else {"mode": "off", "drafted": 0, "accepted": 0,
                                                                         "steps": 0, "stopped": None}
         if tools is not None:

@@ -243,7 +243,9 @@ class RemoteEngine:
                  seed: int | None = None) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events."""
         self.check()
-        body: dict[str, Any] = {"model": model.model_id, "messages": messages, "stream": True,
+        # A message's `passages` is for this machine's engine (app/engine/passage_fit.py); its content has them all.
+        sent = [{k: v for k, v in m.items() if k != "passages"} for m in messages]
+        body: dict[str, Any] = {"model": model.model_id, "messages": sent, "stream": True,
                                 "stream_options": {"include_usage": True}}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
