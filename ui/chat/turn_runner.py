@@ -27,6 +27,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core
+from app.docs.turn_sources import TurnDocuments
 from app.engine.client import EngineClient, FinishedEvent
 from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
@@ -92,6 +93,9 @@ class TurnRunner(QObject):
         # None: no tools. `notes`: sentences a turn's thread left for the person.
         self.tools_for: Callable[[str], Callable[[], ToolLoop | None] | None] | None = None
         self.notes: deque[str] | None = None
+        # How a turn of a conversation gets its documents (app/docs/turn_sources.TurnDocuments), read at
+        # `begin`; None: no documents.
+        self.docs_for: Callable[[str], TurnDocuments | None] | None = None
 
     @property
     def loading_here(self) -> bool:
@@ -101,13 +105,20 @@ class TurnRunner(QObject):
     def begin(self, record: TurnRecord, db_path: Path, conversation_id: str, system_prompt: str | None) -> None:
         """Take `record` as the turn in progress; its prompt is built later, on the turn's thread."""
         upto = record.user.id
+        try:  # the conversation's documents (ui/documents/host.py), read here; their passages are found on the turn's thread
+            documents = self.docs_for(conversation_id) if self.docs_for is not None else None
+        except Exception as exc:  # noqa: BLE001 - e.g. the index could not be read: the reply goes on without
+            self.error_reported.emit(f"The conversation's documents could not be prepared ({exc}); this reply is given none.")
+            documents = None
+        record.docs = documents
 
         def prompt_messages() -> list[dict]:  # runs on the turn's thread, with its own reader
             reader = open_reader(db_path)
             try:
-                return build_prompt_messages(History(reader), conversation_id, system_prompt, upto=upto)
+                messages = build_prompt_messages(History(reader), conversation_id, system_prompt, upto=upto)
             finally:
                 reader.close()
+            return documents.apply(messages) if documents is not None else messages
 
         self.record = record
         try:
@@ -237,6 +248,8 @@ class TurnRunner(QObject):
         assert record is not None
         if end.before_reply and record.ran_on is None:
             self.failed_before_reply.emit(end.message.error or "")
+        if record.docs is not None and record.docs.problem:
+            self.error_reported.emit(record.docs.problem)
         if end.not_saved is not None:
             self.unsaved.keep(record)
             self.error_reported.emit(

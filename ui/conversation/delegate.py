@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QS
 from app.store.statuses import MessageStatus
 from ui.conversation.item_model import ConversationModel, MessageItem
 from ui.conversation.row_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout, same_chrome
+from ui.conversation.source_rows import SOURCE, paint_sources, source_hit, tooltip
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.text.document_paint import anchor_areas, paint_document
 from ui.conversation.text.markdown_render import COPY_SCHEME, LINK_SCHEME
@@ -31,7 +32,7 @@ _HIT_SLOP = 3
 class Hit:
     """What a click at a point of a row means: an action, a link (its real URL) or a code copy."""
 
-    kind: str  # copy | retry | regenerate | edit | version_prev | version_next | link | copy_code
+    kind: str  # copy | retry | regenerate | edit | version_prev | version_next | link | copy_code | source | open_source
     message_id: str
     value: str = ""
 
@@ -301,6 +302,8 @@ class MessageDelegate(QStyledItemDelegate):
             elided = self.layouter.fm_small.elidedText(lay.metrics_text, Qt.TextElideMode.ElideRight,
                                                        lay.metrics_rect.width())
             painter.drawText(lay.metrics_rect, int(Qt.AlignmentFlag.AlignLeft), elided)
+        if lay.sources is not None:
+            paint_sources(painter, lay.sources, self.layouter.fm_small, text, muted, link)
         for kind, label, rect in lay.actions:
             if not rect.intersects(shown):
                 continue
@@ -394,6 +397,9 @@ class MessageDelegate(QStyledItemDelegate):
             if region.contains(pos):
                 return Hit(kind, item.id)
         lay = self.layout_for(item)
+        source = source_hit(lay.sources, pos - rect.topLeft(), _HIT_SLOP)
+        if source is not None:
+            return Hit(source[0], item.id, str(source[1]))
         if lay.doc is None or lay.rendered is None:
             return None
         local = QPointF(pos - rect.topLeft() - QPoint(lay.doc_left, lay.doc_top))
@@ -418,6 +424,9 @@ class MessageDelegate(QStyledItemDelegate):
         tip = ""
         if hit is not None and hit.kind == "link":
             tip = hit.value
+        elif hit is not None and hit.kind == SOURCE and item is not None and item.sources is not None:
+            line = item.sources.line(int(hit.value))
+            tip = tooltip(line) if line is not None else ""
         elif item is not None:
             lay = self.layout_for(item)
             if lay.metrics_text and lay.metrics_rect.translated(option.rect.topLeft()).contains(event.pos()):

@@ -33,6 +33,7 @@ class MessageItem:
     version_count: int = 1
     seen_by_model: bool = True  # False when the context policy dropped this turn
     tool: Any = None  # a tool call's row: its ui.conversation.tool_rows.ToolShown (line, details, expanded)
+    sources: Any = None  # a reply given document passages: its ui.conversation.source_rows.SourcesShown
 
 
 class MessageRole(IntEnum):

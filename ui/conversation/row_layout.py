@@ -19,6 +19,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 
 from app.draft_metrics import draft_figures
 from ui.conversation.item_model import MessageItem, speaker
+from ui.conversation.source_rows import SourcesLayout, layout_sources, sources_bottom
 from ui.conversation.streaming.reply import StreamingReply
 from ui.conversation.text.markdown_render import Rendered, document_stylesheet, render_markdown
 from ui.conversation.text.safe_document import SafeTextDocument
@@ -163,6 +164,7 @@ class RowLayout:
     actions: list[tuple[str, str, QRect]] = field(default_factory=list)
     doc_height: int = 0  # the height the text was given
     doc_room: int = 0  # the height a streaming row keeps for its text (whole steps of lines)
+    sources: SourcesLayout | None = None  # the reply's sources (ui/conversation/source_rows.py)
 
 
 class DocumentStore:
@@ -263,7 +265,8 @@ class Layouter:
         """A row's height without rendering it: the exact chrome plus estimated text lines."""
         notice = status_notice(item)
         shape = (width, item.role, item.status, bool(item.content), item.seen_by_model, bool(item.metrics),
-                 item.version_count > 1, notice[0] if notice else None)
+                 item.version_count > 1, notice[0] if notice else None,
+                 (item.sources.title, len(item.sources.lines)) if item.sources is not None else None)
         chrome = self._chrome.get(shape)
         if chrome is None:
             chrome = self.layout(item, width, None, None, 0).height
@@ -322,6 +325,9 @@ class Layouter:
             if lay.metrics_text:
                 lay.metrics_rect = QRect(inner_left, y + GAP, inner_width, self.fm_small.height())
                 y = lay.metrics_rect.bottom() + 1
+        if item.sources is not None and item.status != "streaming":
+            lay.sources = layout_sources(item.sources, self.fm_small, inner_left, inner_width, y, GAP)
+            y = sources_bottom(lay.sources) + 1
         actions = actions_for(item)
         if actions:
             y += GAP

@@ -42,6 +42,7 @@ class ConversationView(QListView):
     link_confirmed = Signal(str)  # the person agreed and the URL was handed to the browser
     link_refused = Signal(str)  # a link the policy never opens (file:, javascript:, …)
     top_reached = Signal()  # the person scrolled to the very top (the owner may show earlier messages)
+    source_activated = Signal(str, str, int)  # message id, "source" (show the passage) or "open_source", its [n]
 
     def __init__(self, parent: QWidget | None = None, *, model: ConversationModel | None = None,
                  confirm_open: Callable[[str], bool] | None = None) -> None:
@@ -439,6 +440,8 @@ class ConversationView(QListView):
             self.open_link(hit.value)
         elif hit.kind == "details":  # a tool call's row opened or closed
             toggle_tool_row(self.conversation_model(), hit.message_id)
+        elif hit.kind in ("source", "open_source"):  # the owner shows the passage or asks before opening the file
+            self.source_activated.emit(hit.message_id, hit.kind, int(hit.value))
 
     def _copy(self, text: str) -> None:
         QGuiApplication.clipboard().setText(text)

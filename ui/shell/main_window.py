@@ -26,6 +26,7 @@ from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
 from ui.conversation.tool_rows import fold_tool_rows
 from ui.conversation.view import ConversationView
+from ui.documents.host import DocumentsHost
 from ui.models_panel.host import ModelsHost
 from ui.models_panel.panel import ModelsPanel
 from ui.perf.memory_poller import MemoryPoller, MemorySample
@@ -96,6 +97,12 @@ class MainWindow(QMainWindow):
         self.welcome = WelcomeHost(self, self.pages)
         self._connect()
         self._shortcuts()
+        # Documents: the page, the conversation's collections in a chip above the composer, turns' passages, sources.
+        self.documents = DocumentsHost(self, controller, notice=self.show_notice)
+        self.sidebar.add_footer(self.documents.button)
+        column = self.composer.parentWidget().layout()
+        column.insertWidget(column.indexOf(self.composer), self.documents.chip, 0, Qt.AlignmentFlag.AlignLeft)
+        self.documents.attach(self.view)
 
         self.poller = MemoryPoller(self.memory_sampled.emit)
         self.memory_sampled.connect(self._on_memory)
@@ -393,6 +400,7 @@ class MainWindow(QMainWindow):
         self.refresh_conversations()
         self.update_title()
         self.welcome.start()
+        self.documents.start()
         self.composer.focus_input()
         QTimer.singleShot(0, self.controller.preload_model)
 
@@ -412,6 +420,7 @@ class MainWindow(QMainWindow):
             self.network_indicator.detach()
             self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
             self.tools.shutdown()  # a Test's tool server, if one still runs
+            self.documents.shutdown()  # indexing stops between files; the watchers stop
             if self.server is not None:
                 self.server.shutdown()  # stops off the UI thread; ui/main.py waits for it once the window is gone
             self.controller.shutdown()
