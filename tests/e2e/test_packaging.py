@@ -282,6 +282,26 @@ def test_frozen_window_opens_offscreen_and_closes(frozen: Path, no_python_env: d
 
 @pytest.mark.packaging
 @pytest.mark.timeout(1800)
+def test_frozen_app_reads_every_kind_of_document(frozen: Path, no_python_env: dict[str, str], tmp_path: Path) -> None:
+    """pypdf, python-docx (lxml), charset-normalizer and the readers are in the build and read."""
+    from tests.support.docs_corpus import write_corpus
+
+    corpus = write_corpus(tmp_path / "papers", bad=False)
+    added = subprocess.run([frozen / "cove", "docs", "add", "papers", str(corpus.root)], capture_output=True, text=True,
+                           env=no_python_env, timeout=300)
+    assert added.returncode == 0, added.stderr
+    assert "could not be read" not in added.stdout, added.stdout
+    for fact in corpus.facts:
+        found = subprocess.run([frozen / "cove", "docs", "search", "papers", fact.text, "--json"], capture_output=True,
+                               text=True, env=no_python_env, timeout=120)
+        assert found.returncode == 0, found.stderr
+        hits = json.loads(found.stdout)
+        assert any(h["path"].endswith(fact.path) and h["page"] == fact.page for h in hits), (fact, hits[:2])
+    assert _python_was_run(no_python_env) == ""
+
+
+@pytest.mark.packaging
+@pytest.mark.timeout(1800)
 def test_frozen_build_holds_only_what_cove_uses(frozen: Path) -> None:
     internal = frozen / "_internal"
     libs = sorted(p.name for p in (internal / "llama_cpp" / "lib").iterdir())
