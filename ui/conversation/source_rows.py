@@ -79,7 +79,8 @@ def layout_sources(shown: SourcesShown, fm: QFontMetrics, left: int, width: int,
     open_width = fm.horizontalAdvance(OPEN_LABEL)
     lines = []
     for line in shown.lines:
-        text_width = min(fm.horizontalAdvance(line.text), max(40, width - open_width - 16))
+        # A few pixels over the advance: elidedText shapes the text and may need a pixel or two more.
+        text_width = min(fm.horizontalAdvance(line.text) + 4, max(40, width - open_width - 24))
         text = QRect(left + 8, y, text_width, height)
         lines.append((line, text, QRect(text.right() + 13, y, open_width, height)))
         y += height + 2

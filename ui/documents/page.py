@@ -190,8 +190,6 @@ class DocumentsPage(QWidget):
         latest = self.worker.latest.get(name)
         if busy and latest is not None:
             self.progress.show_progress(latest)
-            if status is not None:
-                self.progress.summary.setText("")
         elif status is not None:
             self.progress.show_status(status, paused=paused)
 

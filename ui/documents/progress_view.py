@@ -111,6 +111,7 @@ class ProgressView(QWidget):
         self.bar.setValue(progress.files_done)
         self.bar.setFormat(f"{progress.files_done} / {progress.files_total}")
         self.line.setText(progress_line(progress, time.monotonic() - started))
+        self.summary.hide()
         self.show_problems(progress.problems)
 
     def show_status(self, status: CollectionStatus, *, paused: bool) -> None:
@@ -124,6 +125,7 @@ class ProgressView(QWidget):
         else:
             self.line.setText("Up to date." if not status.pending else "Stopped before the end; Reindex goes on.")
         self.summary.setText(status_line(status))
+        self.summary.show()
         self.show_problems(status.problems)
 
     def show_problems(self, problems: Sequence[FileProblem]) -> None:

@@ -66,7 +66,7 @@ class IndexWorker(QObject):
         super().__init__(parent)
         self.index_path = Path(index_path)
         self._embedder = embedder
-        self._hold = hold or (lambda: False)
+        self.hold = hold or (lambda: False)
         self._watch = watch
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._reports: queue.SimpleQueue[_Report] = queue.SimpleQueue()
@@ -215,7 +215,7 @@ class IndexWorker(QObject):
         embedder = self._embedder() if self._embedder is not None else None
         return index_collection(self.index_path, name, embedder=embedder,
                                 on_progress=lambda p: self._reports.put(_Report(job, p)),
-                                should_stop=stopping, hold=self._hold)
+                                should_stop=stopping, hold=self.hold)
 
     # ---- back on the UI thread ------------------------------------------------------------
 

@@ -143,3 +143,24 @@ def test_a_bad_name_or_path_gets_a_sentence(qtbot, page: DocumentsPage, tmp_path
     page.make_collection("ghost", [tmp_path / "nowhere"])
     qtbot.waitUntil(lambda: page.error.isVisible() and "does not exist" in page.error.text(), timeout=WAIT_MS)
     assert page.error.text().endswith(".") and page.names_shown() == []
+
+
+def test_a_saved_file_is_indexed_again_while_the_folders_are_watched(qtbot, tmp_path: Path, held) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nThe kestrel hovered over the ditch.\n")
+    watching = IndexWorker(tmp_path / "watched.db", hold=held.is_set)
+    try:
+        with qtbot.waitSignal(watching.job_finished, timeout=WAIT_MS):
+            watching.create("notes", [folder])
+        watching.watch({"notes": [str(folder)]})
+        assert set(watching.watchers) == {"notes"}
+        qtbot.wait(300)  # the watcher's thread is watching
+        with qtbot.waitSignal(watching.job_finished, timeout=WAIT_MS) as done:
+            (folder / "b.md").write_text("# B\n\nThe heron waited by the sluice gate.\n")
+        assert done.args[:2] == ["index", "notes"] and done.args[2].files_done == 1
+        assert _status(watching, "notes").files_indexed == 2
+        watching.watch({})
+        assert watching.watchers == {}
+    finally:
+        watching.shutdown()

@@ -68,6 +68,11 @@ def test_the_chip_attaches_and_detaches_collections(qtbot, cove_core, fake_engin
     assert chip.text() == "Documents: more notes"
     window.new_chat()
     assert chip.text() == "Documents: none"
+    assert not window.documents.worker.hold()
+    window.controller.busy_changed.emit(True)  # a reply streams: indexing waits between files
+    assert window.documents.worker.hold()
+    window.controller.busy_changed.emit(False)
+    assert not window.documents.worker.hold()
 
 
 def _row_point(window: MainWindow, message_id: str, which: int, part: int) -> QPoint:
