@@ -64,6 +64,7 @@ class DocumentsHost(QObject):
         self._reader: DocumentIndex | None = None
         self.panel: DocumentsPanel | None = None
         self.sources: ReplySources | None = None
+        self._closed = False
 
         self.button = QToolButton(window)
         self.button.setObjectName("documentsButton")
@@ -106,7 +107,7 @@ class DocumentsHost(QObject):
 
     def _catch_up(self) -> None:
         reader = self.reader()
-        if reader is None:
+        if reader is None or self._closed:
             return
         self._resolve_embedder()
         for name in reader.names():
@@ -129,7 +130,7 @@ class DocumentsHost(QObject):
 
     def _watch(self) -> None:
         reader = self.reader()
-        if reader is not None:
+        if reader is not None and not self._closed:
             self.worker.watch({name: reader.roots(name) for name in reader.names()})
 
     def _collections_changed(self) -> None:
@@ -143,9 +144,12 @@ class DocumentsHost(QObject):
         return attached_collections(self._core.db, conversation_id) if conversation_id else []
 
     def show_chip(self) -> None:
-        names = self.attached()
+        """The chip names the open conversation's collections (those still in the index); it is
+        hidden while there are no collections at all."""
+        existing = self.names()
+        names = [n for n in self.attached() if n in existing]
         self.chip.setText(f"Documents: {', '.join(names)}" if names else "Documents: none")
-        self.chip.setVisible(bool(names) or bool(self.names()))
+        self.chip.setVisible(bool(existing))
 
     def fill_menu(self) -> None:
         """Every collection, a check box for the open conversation; then the Documents page."""
@@ -226,6 +230,7 @@ class DocumentsHost(QObject):
 
     def shutdown(self) -> None:
         """Stop indexing (between files), the watchers and the embedding model's engine."""
+        self._closed = True
         if self.panel is not None:
             self.panel.close()
             self.panel.page.close_index()
