@@ -159,3 +159,24 @@ def test_a_reply_citing_none_shows_what_it_was_given_and_a_missing_file_gets_a_s
     window.documents.sources.confirm = lambda line: True
     assert not window.documents.sources.open_file(shown.lines[0])
     assert "gone.md is no longer at" in window.notice.text()
+
+
+def test_a_collection_left_unfinished_is_brought_up_to_date_after_start_and_watched(qtbot, cove_core, fake_engine,
+                                                                                    tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nThe kestrel hovered over the ditch.\n")
+    with DocumentIndex(cove_core.paths.documents_database) as index:
+        index.create("notes", [folder])  # made, never indexed: as after a run that was killed
+    window = _window(qtbot, cove_core, fake_engine)
+    worker = window.documents.worker
+
+    def indexed() -> int:
+        with DocumentIndex(cove_core.paths.documents_database) as index:
+            return index.status("notes").files_indexed
+
+    qtbot.waitUntil(lambda: indexed() == 1 and "notes" in worker.watchers, timeout=WAIT_MS)
+    (folder / "b.md").write_text("# B\n\nThe heron waited by the sluice gate.\n")
+    qtbot.waitUntil(lambda: indexed() == 2, timeout=WAIT_MS)
+    window.close()
+    assert worker.watchers == {}
