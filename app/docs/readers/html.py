@@ -51,7 +51,7 @@ class _Text(HTMLParser):
         super().__init__(convert_charrefs=True)
         self._events: list[tuple[str | None, str]] = []  # (None, text) or (heading path, heading text)
         self._hidden: list[str] = []  # open hidden elements
-        self._pre = 0
+        self._pre = 0  # depth of open <pre> elements, whose white space is kept
         self._gap = ""  # the break owed before the next text: "", " | ", "\n" or "\n\n"
         self._wrote = False
         self._heading: tuple[int, list[str]] | None = None  # (level, text so far) inside h1-h6
@@ -64,7 +64,8 @@ class _Text(HTMLParser):
             self._end_heading()
             self._heading = (_HEADINGS[tag], [])
         elif tag in _BLOCKS:
-            self._pre += tag == "pre"
+            if tag == "pre":
+                self._pre += 1
             self._owe("\n\n")
         elif tag in ("br", "tr"):
             self._owe("\n")
@@ -83,7 +84,8 @@ class _Text(HTMLParser):
         elif tag in _HEADINGS:
             self._end_heading()
         elif tag in _BLOCKS:
-            self._pre -= tag == "pre" and self._pre > 0
+            if tag == "pre" and self._pre:
+                self._pre -= 1
             self._owe("\n\n")
 
     def handle_data(self, data: str) -> None:

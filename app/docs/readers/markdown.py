@@ -16,6 +16,7 @@ from app.docs.types import Section
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?\n?\Z")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\r?\n?\Z")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_LINE_ENDS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")  # str.splitlines's
 _LIST_OR_QUOTE = re.compile(r" {0,3}(?:[-*+>]|\d+[.)])(?:[ \t]|$)")
 
 
@@ -90,9 +91,7 @@ def lines(pieces: Iterable[str], longest: int = SECTION_LIMIT) -> Iterator[str]:
         text = rest + piece
         found = text.splitlines(keepends=True)
         rest = found.pop() if found else ""
-        if rest.endswith("\r"):  # a "\r\n" may be split between pieces
-            pass
-        elif rest.endswith(("\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")):
+        if rest.endswith(_LINE_ENDS) and not rest.endswith("\r"):  # a "\r" may be half of a "\r\n" cut by the piece
             found.append(rest)
             rest = ""
         for line in found:
@@ -105,5 +104,6 @@ def lines(pieces: Iterable[str], longest: int = SECTION_LIMIT) -> Iterator[str]:
 
 
 def _parts(line: str, longest: int) -> Iterator[str]:
+    """`line` in parts of at most `longest` characters."""
     for at in range(0, len(line), longest):
         yield line[at : at + longest]

@@ -385,3 +385,8 @@ def test_suffixes() -> None:
     assert is_supported(Path("REPORT.PDF")) and is_supported(Path("a/b/notes.Md"))
     assert not is_supported(Path("photo.jpg")) and not is_supported(Path("Makefile"))
 
+
+
+def test_lines_keep_their_ends_across_pieces() -> None:
+    found = list(lines(["a\r", "\nb\r", "c\n", "d" * 10, "e" * 10], longest=8))
+    assert found == ["a\r\n", "b\r", "c\n", "d" * 8, "d" * 2 + "e" * 6, "e" * 4]
