@@ -180,3 +180,30 @@ def test_a_collection_left_unfinished_is_brought_up_to_date_after_start_and_watc
     qtbot.waitUntil(lambda: indexed() == 2, timeout=WAIT_MS)
     window.close()
     assert worker.watchers == {}
+
+
+def test_with_an_embedding_model_installed_the_collection_is_searched_by_meaning_too(qtbot, cove_core, fake_engine,
+                                                                                     tmp_path: Path, monkeypatch) -> None:
+    from tests.support.tiny_model import write_tiny_gguf
+
+    cove_core.library.import_file(write_tiny_gguf(tmp_path / "embed.gguf", pooling_type=1, seed=1), name="embed")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "birds.md").write_text("# Birds\n\nThe kestrel hovered over the ditch at noon.\n")
+    (folder / "tides.md").write_text("# Tides\n\nSpring tides ran high at Harrow Point.\n")
+    pieces = tmp_path / "pieces.json"
+    pieces.write_text(json.dumps(["It hovered ", "at noon [1]."]))
+    monkeypatch.setenv("FAKE_HOST_PIECES", str(pieces))  # before the window starts the engine host
+    window = _window(qtbot, cove_core, fake_engine)
+    page = window.documents.open().page
+    page.add_paths([folder], None)
+    qtbot.waitUntil(lambda: "by meaning (embed)" in page.progress.summary.text(), timeout=WAIT_MS)
+    with DocumentIndex(cove_core.paths.documents_database) as index:
+        status = index.status("notes")
+    assert status.embedding_model == "embed" and status.vectors == status.chunks > 0
+    window.documents.panel.close()
+    _action(window, "notes").setChecked(True)
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=WAIT_MS) as done:
+        window._send("When did the kestrel hover?")
+    given = sources_of(cove_core.db, done.args[0].id)
+    assert given and given[0].path.endswith("birds.md") and given[0].cited
