@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -32,8 +33,8 @@ class Fact(NamedTuple):
 class Corpus:
     """What write_corpus wrote. `files`: every path written (good and bad, the symlinks too);
     `facts`: sentences retrieval must find; `bad`: relative path -> a fragment of the sentence
-    its problem gets (the unreadable file is listed only when the tests do not run as root...
-    see `unreadable`)."""
+    its problem gets; `unreadable`: the chmod 000 file, in `bad` only when not running as root
+    (root reads it; see without_file_override to run a command that cannot)."""
 
     root: Path
     files: list[Path] = field(default_factory=list)
@@ -137,7 +138,7 @@ def write_corpus(root: Path, *, bad: bool = True) -> Corpus:
     return corpus
 
 
-def _write_bad(corpus: Corpus, put) -> None:  # noqa: ANN001 - put is write_corpus's closure
+def _write_bad(corpus: Corpus, put: Callable[..., Path]) -> None:
     root = corpus.root
     put("bad/scanned.pdf", _pdf([[]], shapes=True))
     corpus.bad["bad/scanned.pdf"] = "scanned PDF with no text layer"

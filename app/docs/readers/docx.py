@@ -1,7 +1,7 @@
 """Word (.docx): paragraphs and tables in document order, read with python-docx (MIT), the
 'Heading 1'.. 'Heading 9' (and 'Title') styles making the heading path. python-docx parses the
-whole document part, so the unpacked size is checked first against the same limit as a file's
-size (a small .docx can unpack to gigabytes). An encrypted .docx is an OLE file, not a zip."""
+whole document part, so the size of its XML unpacked is checked first (a small .docx can unpack
+to gigabytes; its pictures are not counted). An encrypted .docx is an OLE file, not a zip."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from pathlib import Path
 import docx
 from docx.table import Table
 
-from app.docs.readers._base import MAX_BYTES, SectionBuilder, Unreadable, open_checked, os_sentence, size_text
+from app.docs.readers._base import SectionBuilder, Unreadable, open_checked, os_sentence, size_text
 from app.docs.types import Section
 
 DAMAGED = "is damaged or not a Word (.docx) document"
+MAX_MARKUP = 128 * 1024 * 1024  # XML unpacked; python-docx's parsed tree takes several times as much memory
 _OLE = bytes.fromhex("d0cf11e0a1b11ae1")  # an encrypted .docx, or an old binary .doc
 _HEADING = re.compile(r"heading (\d)\Z", re.IGNORECASE)
 
@@ -29,9 +30,11 @@ def read_docx(path: Path) -> Iterator[Section]:
                 raise Unreadable("is encrypted with a password, or is an old Word (.doc) file")
             file.seek(0)
             with zipfile.ZipFile(file) as archive:
-                unpacked = sum(info.file_size for info in archive.infolist())
-            if unpacked > MAX_BYTES:
-                raise Unreadable(f"unpacks to {size_text(unpacked)}; files over {size_text(MAX_BYTES)} are left out")
+                markup = sum(info.file_size for info in archive.infolist() if info.filename.endswith((".xml", ".rels")))
+            if markup > MAX_MARKUP:
+                raise Unreadable(
+                    f"unpacks to {size_text(markup)} of XML; Word documents over {size_text(MAX_MARKUP)} unpacked are left out"
+                )
             file.seek(0)
             document = docx.Document(file)
             yield from _sections(document)

@@ -20,6 +20,7 @@ from pypdf import PdfReader, PdfWriter
 
 from app.docs.readers import MAX_BYTES, SUFFIXES, Unreadable, is_supported, read_sections
 from app.docs.readers.code import code_sections
+from app.docs.readers.docx import MAX_MARKUP
 from app.docs.readers.markdown import lines, markdown_sections
 from app.docs.types import Section
 from tests.support.docs_corpus import HIDDEN_SCRIPT, HUGE_SIZE, Corpus, _pdf, without_file_override, write_corpus
@@ -124,10 +125,10 @@ def test_a_docx_that_unpacks_past_the_limit_is_refused_before_it_is_parsed(tmp_p
     block = bytes(8 * 1024**2)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive, \
             archive.open("word/document.xml", "w", force_zip64=True) as member:
-        for _ in range(MAX_BYTES // len(block) + 1):
+        for _ in range(MAX_MARKUP // len(block) + 1):
             member.write(block)
-    assert path.stat().st_size < 5 * 1024**2
-    assert problem(path) == "unpacks to 520 MB; files over 512 MB are left out"
+    assert path.stat().st_size < 2 * 1024**2
+    assert problem(path) == "unpacks to 136 MB of XML; Word documents over 128 MB unpacked are left out"
 
 
 def test_an_encrypted_docx_or_an_old_doc_says_so(tmp_path: Path) -> None:
