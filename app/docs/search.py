@@ -4,7 +4,9 @@ by reciprocal rank fusion (k = 60).
 
 The person's words never reach MATCH as syntax: the query is split into words and each word is
 quoted, the words joined with OR (BM25 ranks passages that have more of them, and rarer ones,
-first). A query with no words (only punctuation) finds nothing.
+first). The commonest English words ("the", "how", "did") are left out when the question has
+other words, so a passage that shares only those with it is not found at all. A query with no
+words (only punctuation) finds nothing.
 
 The vector matrix of a (collection, model) is loaded once and kept until the index's generation
 changes (any write to chunks or vectors), so repeated searches do not read the BLOBs again.
@@ -29,10 +31,21 @@ MAX_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+# Function words of English questions: alone they match nearly every passage. Short on purpose:
+# a word that carries meaning in some documents ("will", "can", "may" as nouns) is not in it.
+STOPWORDS = frozenset("""
+a an and are as at be been but by did do does doing for from had has have how i if in into is it its
+me my of on or our so than that the their them then there these they this those to was we were what
+when where which who whom why with you your about any all also am could should would
+""".split())
+
+
 def fts_query(text: str) -> str | None:
-    """The MATCH expression for the person's `text`: each word quoted, joined by OR; None when
-    there is no word in it."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:MAX_TERMS]
+    """The MATCH expression for the person's `text`: each word quoted, joined by OR (the commonest
+    English words left out unless there is nothing else); None when there is no word in it."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    meaningful = [w for w in words if w not in STOPWORDS]
+    words = (meaningful or words)[:MAX_TERMS]
     if not words:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)

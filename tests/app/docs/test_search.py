@@ -48,6 +48,8 @@ def test_fts_syntax_in_the_query_is_only_words(index: DocumentIndex) -> None:
         paths = {Path(p.path).name for p in search(index, ["manuals", "kitchen"], q)}
         assert "guide.md" in paths or "recipes.txt" in paths  # no error, words found
     assert fts_query('say "hi" (now)') == '"say" OR "hi" OR "now"'
+    assert fts_query("How many gulls did the keeper count?") == '"many" OR "gulls" OR "keeper" OR "count"'
+    assert fts_query("What is it?") == '"what" OR "is" OR "it"'  # nothing but common words: kept
     for q in ["", "   ", "?!", "*", '"', "()", "---", "^:"]:
         assert search(index, ["manuals"], q) == []
         assert fts_query(q) is None
