@@ -151,7 +151,7 @@ class DocumentsPage(QWidget):
         self.collections.blockSignals(True)
         self.collections.clear()
         for name in names:
-            item = QListWidgetItem(name)
+            item = QListWidgetItem(self._item_text(name))
             item.setData(NAME_ROLE, name)
             self.collections.addItem(item)
             if name == keep:
@@ -160,6 +160,23 @@ class DocumentsPage(QWidget):
             self.collections.setCurrentRow(0)
         self.collections.blockSignals(False)
         self.show_selected()
+
+    def _item_text(self, name: str, progress: Progress | None = None) -> str:
+        """The collection's name and, under it, its state in a few words."""
+        if progress is not None and not (progress.finished or progress.paused):
+            state = f"indexing {progress.files_done} of {progress.files_total}"
+        elif self.worker.is_paused(name):
+            state = "paused"
+        else:
+            index = self.index()
+            try:
+                status = index.status(name) if index is not None else None
+            except UnknownCollection:
+                status = None
+            if status is None:
+                return name
+            state = f"{status.files_indexed} files" + (f" · {len(status.problems)} left out" if status.problems else "")
+        return f"{name}\n{state}"
 
     def selected(self) -> str | None:
         item = self.collections.currentItem()
@@ -243,7 +260,7 @@ class DocumentsPage(QWidget):
             self.worker.resume(name)
         else:
             self.worker.pause(name)
-        self.show_selected()
+        self.refresh()
 
     def remove_selected(self) -> None:
         name = self.selected()
@@ -272,6 +289,10 @@ class DocumentsPage(QWidget):
             self.refresh()  # a collection just made: listed at its first progress
             if self.pending_select == progress.collection:
                 self.select(progress.collection)
+        for row in range(self.collections.count()):
+            item = self.collections.item(row)
+            if item.data(NAME_ROLE) == progress.collection:
+                item.setText(self._item_text(progress.collection, progress))
         if progress.collection == self.selected():
             self.progress.show_progress(progress)
             self.pause_button.setEnabled(True)

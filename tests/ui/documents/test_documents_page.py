@@ -51,6 +51,7 @@ def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(qtbot, p
     total = page.progress.bar.maximum()
     assert page.progress.bar.value() == 0
     assert f"0 of {total} files" in page.progress.line.text()
+    assert page.collections.item(0).text() == f"Papers\nindexing 0 of {total}"
     held.clear()
     qtbot.waitUntil(lambda: not worker.is_busy("Papers") and "passages" in page.progress.summary.text(), timeout=WAIT_MS)
     status = _status(worker, "Papers")
@@ -61,6 +62,15 @@ def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(qtbot, p
         assert any(Path(relative).name in t and fragment in t for t in texts), (relative, texts)
     assert page.progress.problems_title.text().endswith("left out:")
     assert page.roots.text() == str(corpus.root)
+    assert page.collections.item(0).text() == f"Papers\n{_readable(corpus)} files · {len(corpus.bad)} left out"
+
+    # Add files… adds single files to the collection shown, and indexes them.
+    extra = corpus.root.parent / "letter.txt"
+    extra.write_text("Dear Ada, the orchard's pears ripen in the third week of September.\n")
+    answers.files = [extra]
+    page.add_files_button.click()
+    qtbot.waitUntil(lambda: str(extra) in page.roots.text() and f"{_readable(corpus) + 1} files" in
+                    page.progress.summary.text(), timeout=WAIT_MS)
 
 
 def test_pause_stops_between_files_and_resume_goes_on(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus,
@@ -75,6 +85,7 @@ def test_pause_stops_between_files_and_resume_goes_on(qtbot, page: DocumentsPage
     qtbot.waitUntil(lambda: "Paused" in page.progress.line.text() and "not read yet" in page.progress.line.text(),
                     timeout=WAIT_MS)
     assert page.pause_button.text() == "Resume"
+    assert page.collections.item(0).text() == "papers\npaused"
     paused = _status(worker, "papers")
     assert paused.files_indexed == 0 and paused.pending > 0
     worker.reindex("papers")  # a save seen by the watcher does not start a paused collection

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, Qt, QUrl
+from PySide6.QtCore import QEvent, QPoint, Qt, QUrl
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtWidgets import QApplication, QToolTip
 
 from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
@@ -127,7 +129,11 @@ def test_a_turn_with_a_collection_shows_the_sources_its_reply_cites(qtbot, cove_
     sources.activate(reply.id, OPEN_SOURCE, 1)
     assert opened == [QUrl.fromLocalFile(given[0].path)]
 
-    # A click on the line shows the whole passage.
+    # Hovering the line shows the passage; a click shows all of it.
+    point = _row_point(window, reply.id, 0, 1)
+    QApplication.sendEvent(view.viewport(), QHelpEvent(QEvent.Type.ToolTip, point, view.viewport().mapToGlobal(point)))
+    assert LIGHTHOUSE in QToolTip.text() and given[0].path in QToolTip.text()
+    QToolTip.hideText()
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=_row_point(window, reply.id, 0, 1))
     assert activated[-1] == (reply.id, SOURCE, 1)
     assert sources.dialog is not None and LIGHTHOUSE in sources.dialog.text.toPlainText()
