@@ -47,6 +47,7 @@ def decoded_text(path: Path, declared: Callable[[bytes], str | None] | None = No
     with open_checked(path) as file:
         first = read_block(file, BLOCK)
         encoding, skip = _encoding(first, declared)
+        encoding = codecs.lookup(encoding).name  # "utf_16" -> "utf-16"
         decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
         wide = encoding.startswith(_WIDE)
         block = first[skip:]
