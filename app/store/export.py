@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from app.store.history import History, Message
+from app.store.sources import Source, sources_for
 from app.store.statuses import MessageStatus
 
 FORMATS = ("md", "json")
@@ -19,11 +20,13 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
         raise ValueError(f"unknown format '{fmt}'; use md or json")
     conversation = history.get_conversation(conversation_id)
     messages = history.messages(conversation.id)
+    sources = sources_for(history.db, [m.id for m in messages if m.role == "assistant"])
     if fmt == "json":
         return json.dumps(
             {
                 "conversation": asdict(conversation),
-                "messages": [asdict(message) for message in messages],
+                "messages": [{**asdict(message), **({"sources": [asdict(s) for s in sources[message.id]]}
+                                                    if message.id in sources else {})} for message in messages],
             },
             ensure_ascii=False,
             indent=2,
@@ -45,7 +48,18 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
             lines += [f"> Error: {message.error}", ""]
         if message.metrics:
             lines += [f"*{format_metrics(message.metrics)}*", ""]
+        if message.id in sources:
+            lines += _source_lines(sources[message.id])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _source_lines(sources: list[Source]) -> list[str]:
+    """The passages a reply was given: those it cites, or all of them said as such."""
+    cited = [s for s in sources if s.cited]
+    lines = ["Sources:" if cited else "Passages the model was given (the reply cites none of them):", ""]
+    for s in cited or sources:
+        lines.append(f"- [{s.n}] {s.path}" + (f", {s.where}" if s.where else ""))
+    return [*lines, ""]
 
 
 def _heading(message: Message) -> str:

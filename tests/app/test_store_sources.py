@@ -42,3 +42,20 @@ def test_a_replys_sources_are_kept_in_order_and_leave_with_its_conversation(tmp_
     h.delete_conversation(conv.id)
     assert sources_of(h.db, reply.id) == []
     assert attached_collections(h.db, conv.id) == []
+
+
+def test_an_export_lists_a_replys_sources(tmp_path: Path) -> None:
+    from app.store.export import export_conversation
+
+    h = history(tmp_path)
+    conv = h.create_conversation()
+    user = h.add_user_message(conv.id, "where is the lighthouse?")
+    reply = h.start_assistant_message(conv.id, parent_id=user.id, model_name="m", model_sha256=None, model_quant=None, params={})
+    h.finish_assistant(reply.id, "On the point [1].", status="complete", metrics={})
+    write_sources(h.db, reply.id, [source(1), source(2, cited=False)])
+    md = export_conversation(h, conv.id, "md")
+    assert "Sources:\n\n- [1] /docs/report1.pdf, page 1\n" in md and "report2.pdf" not in md
+    import json
+
+    exported = json.loads(export_conversation(h, conv.id, "json"))
+    assert [s["n"] for s in exported["messages"][1]["sources"]] == [1, 2] and "sources" not in exported["messages"][0]
