@@ -93,6 +93,7 @@ class ProgressView(QWidget):
         layout.addWidget(self.problems_title)
         layout.addWidget(self.problems, 1)
         self._started: dict[str, float] = {}  # collection -> when its run's first progress came
+        self._shown_problems: tuple[FileProblem, ...] | None = None
         self.clear()
 
     def clear(self) -> None:
@@ -129,6 +130,10 @@ class ProgressView(QWidget):
         self.show_problems(status.problems)
 
     def show_problems(self, problems: Sequence[FileProblem]) -> None:
+        problems = tuple(problems)
+        if problems == self._shown_problems:
+            return  # a run reports them with every file: the list is rebuilt only when they change
+        self._shown_problems = problems
         self.problems.clear()
         count = len(problems)
         self.problems_title.setText("" if not count else
