@@ -124,3 +124,22 @@ def test_serving_a_streaming_client_opens_no_connection_out(tmp_path: Path, tiny
     assert events == []
     starts = [json.loads(line) for line in log.read_text().splitlines() if '"start"' in line]
     assert any("app.engine.host" in s["args"] or "--in-fd" in s["args"] for s in starts), starts
+
+
+def test_documents_are_read_embedded_searched_and_chatted_with_without_a_connection(tmp_path: Path, tiny_gguf: Path) -> None:
+    from tests.support.docs_corpus import write_corpus
+    from tests.support.tiny_model import write_tiny_gguf
+
+    env, log = _audited_env(tmp_path)
+    cove = [sys.executable, "-m", "app.cli.main"]
+    corpus = write_corpus(tmp_path / "papers")
+    embedder = write_tiny_gguf(tmp_path / "tiny-embed.gguf", pooling_type=1)
+    steps = [["models", "import", str(embedder)], ["docs", "add", "papers", str(corpus.root)],
+             ["docs", "search", "papers", "lighthouse gulls"],
+             ["chat", "--model", str(tiny_gguf), "--docs", "papers", "--max-tokens", "8", "How many gulls?"]]
+    for step in steps:
+        done = subprocess.run([*cove, *step], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (step, done.stderr)
+    status = subprocess.run([*cove, "docs", "status", "papers", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(status.stdout)["vectors"] > 0  # the embedding model's own engine host ran too
+    assert _network_events(log) == []
