@@ -4,34 +4,32 @@ with one sentence (before the first Section or part way)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from app.docs.readers._base import MAX_BYTES, Unreadable, too_large
-from app.docs.readers.code import CODE_SUFFIXES, read_code
-from app.docs.readers.docx import read_docx
-from app.docs.readers.html import read_html
-from app.docs.readers.markdown import read_markdown
-from app.docs.readers.pdf import read_pdf
-from app.docs.readers.text import read_text
+from app.docs.readers.code import CODE_SUFFIXES
 from app.docs.types import Section
 
 __all__ = ["MAX_BYTES", "SUFFIXES", "Unreadable", "is_supported", "read_sections", "too_large"]
 
-_READERS: dict[str, Callable[[Path], Iterator[Section]]] = {
-    ".txt": read_text,
-    ".text": read_text,
-    ".rst": read_text,
-    ".csv": read_text,
-    ".tsv": read_text,
-    ".md": read_markdown,
-    ".markdown": read_markdown,
-    ".html": read_html,
-    ".htm": read_html,
-    ".xhtml": read_html,
-    ".pdf": read_pdf,
-    ".docx": read_docx,
-    **dict.fromkeys(CODE_SUFFIXES, read_code),
+# suffix -> the reader, as "module:function" under app.docs.readers, imported on first use (pypdf
+# and python-docx take a noticeable part of a second to import; `cove docs list` needs neither)
+_READERS: dict[str, str] = {
+    ".txt": "text:read_text",
+    ".text": "text:read_text",
+    ".rst": "text:read_text",
+    ".csv": "text:read_text",
+    ".tsv": "text:read_text",
+    ".md": "markdown:read_markdown",
+    ".markdown": "markdown:read_markdown",
+    ".html": "html:read_html",
+    ".htm": "html:read_html",
+    ".xhtml": "html:read_html",
+    ".pdf": "pdf:read_pdf",
+    ".docx": "docx:read_docx",
+    **dict.fromkeys(CODE_SUFFIXES, "code:read_code"),
 }
 
 SUFFIXES: frozenset[str] = frozenset(_READERS)
@@ -46,7 +44,9 @@ def read_sections(path: Path) -> Iterator[Section]:
     """The Sections of the file at `path`, in file order. Unreadable (one sentence) when it
     cannot be read, or its suffix is not one of SUFFIXES; raised while iterating, as a reader's
     own problems are."""
-    reader = _READERS.get(path.suffix.lower())
-    if reader is None:
+    where = _READERS.get(path.suffix.lower())
+    if where is None:
         raise Unreadable(f"is a {path.suffix or 'suffix-less'} file, which Cove does not read")
+    module, function = where.split(":")
+    reader: Callable[[Path], Iterator[Section]] = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     yield from reader(path)
