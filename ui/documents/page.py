@@ -15,22 +15,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (
-    QFileDialog,
-    QHBoxLayout,
-    QInputDialog,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QMessageBox,
-    QPushButton,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from app.docs.index_db import DocumentIndex, DocumentIndexError, UnknownCollection
 from app.docs.types import Progress
+from ui.documents import dialogs
 from ui.documents.progress_view import ProgressView
 from ui.documents.worker import REMOVE, IndexWorker
 from ui.theme import show_sentence
@@ -53,10 +42,10 @@ class DocumentsPage(QWidget):
                  ask_name: Callable[[str], str | None] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.worker = worker
-        self._confirm = confirm or self._ask
-        self._choose_folder = choose_folder or self._folder_dialog
-        self._choose_files = choose_files or self._files_dialog
-        self._ask_name = ask_name or self._name_dialog
+        self._confirm = confirm or (lambda title, question: dialogs.ask_yes_no(self, title, question))
+        self._choose_folder = choose_folder or (lambda: dialogs.choose_folder(self))
+        self._choose_files = choose_files or (lambda: dialogs.choose_files(self))
+        self._ask_name = ask_name or (lambda default: dialogs.ask_name(self, default))
         self._index: DocumentIndex | None = None
         self.setObjectName("documentsPage")
         self.setAcceptDrops(True)
@@ -346,25 +335,6 @@ class DocumentsPage(QWidget):
         if self.details.isVisible() and self.details.geometry().contains(self.details.parentWidget().mapFrom(self, pos)):
             return self.selected()
         return None
-
-    # ---- dialogs (tests give their own) ------------------------------------------------
-
-    def _folder_dialog(self) -> Path | None:
-        folder = QFileDialog.getExistingDirectory(self, "Choose a folder of documents")
-        return Path(folder) if folder else None
-
-    def _files_dialog(self) -> list[Path]:
-        files, _filter = QFileDialog.getOpenFileNames(self, "Choose documents")
-        return [Path(f) for f in files]
-
-    def _name_dialog(self, default: str) -> str | None:
-        name, ok = QInputDialog.getText(self, "New collection", "Name of the collection:", text=default)
-        return name.strip() if ok and name.strip() else None
-
-    def _ask(self, title: str, question: str) -> bool:
-        answer = QMessageBox.question(self, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                                      QMessageBox.StandardButton.No)
-        return answer == QMessageBox.StandardButton.Yes
 
 
 def _local_paths(event: QDropEvent | QDragEnterEvent) -> list[Path]:
