@@ -154,6 +154,8 @@ def _cell(item: MessageItem, row_size: Callable[[MessageItem], QSize] | None) ->
 def _accessible_text(item: MessageItem) -> str:
     text = item.content if len(item.content) <= 300 else item.content[:300] + "…"
     status = "" if item.status == MessageStatus.COMPLETE else f" ({item.status})"
+    if item.sources is not None:  # ui/conversation/source_rows.py's SourcesShown
+        text += f" {item.sources.title}: " + "; ".join(line.text for line in item.sources.lines)
     return f"{speaker(item)}{status}: {text}"
 
 

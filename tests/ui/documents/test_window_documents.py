@@ -162,6 +162,8 @@ def test_a_reply_citing_none_shows_what_it_was_given_and_a_missing_file_gets_a_s
     shown = model.item(1).sources
     assert shown.title == UNCITED_TITLE
     assert [line.text for line in shown.lines] == ["[1] gone.md · Garden > Spring", "[2] b.pdf · page 2"]
+    spoken = model.index(1, 0).data(Qt.ItemDataRole.AccessibleTextRole)
+    assert spoken.endswith(f"{UNCITED_TITLE}: [1] gone.md · Garden > Spring; [2] b.pdf · page 2")
     window.documents.sources.confirm = lambda line: True
     assert not window.documents.sources.open_file(shown.lines[0])
     assert "gone.md is no longer at" in window.notice.text()
