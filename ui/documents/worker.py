@@ -79,6 +79,7 @@ class IndexWorker(QObject):
         self.current: Job | None = None  # the job the worker thread runs now (read on the UI thread)
         self.latest: dict[str, Progress] = {}  # the last progress of each collection's run, on the UI thread
         self.watchers: dict[str, Watcher] = {}
+        self._watched: dict[str, tuple[str, ...]] = {}  # the roots each watcher watches
         self._drain = QTimer(self)
         self._drain.setInterval(DRAIN_MS)
         self._drain.timeout.connect(self._take_reports)
@@ -134,13 +135,14 @@ class IndexWorker(QObject):
         """Watch exactly these collections' roots (a reindex a moment after a save)."""
         if not self._watch:
             return
-        for name in [n for n in self.watchers if n not in roots_by_name]:
-            self._unwatch(name)
+        for name in [n for n in self.watchers if tuple(roots_by_name.get(n, ())) != self._watched.get(n)]:
+            self._unwatch(name)  # gone, or its folders changed (watched again below)
         for name, roots in roots_by_name.items():
             if name not in self.watchers and roots:
                 watcher = Watcher(name, list(roots), self.reindex)
                 watcher.start()
                 self.watchers[name] = watcher
+                self._watched[name] = tuple(roots)
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Stop the run (between files), the watchers and the thread."""
@@ -254,6 +256,7 @@ class IndexWorker(QObject):
 
     def _unwatch(self, name: str) -> None:
         watcher = self.watchers.pop(name, None)
+        self._watched.pop(name, None)
         if watcher is not None:
             watcher.stop()
 

@@ -171,6 +171,19 @@ def test_a_saved_file_is_indexed_again_while_the_folders_are_watched(qtbot, tmp_
             (folder / "b.md").write_text("# B\n\nThe heron waited by the sluice gate.\n")
         assert done.args[:2] == ["index", "notes"] and done.args[2].files_done == 1
         assert _status(watching, "notes").files_indexed == 2
+        other = tmp_path / "other"
+        other.mkdir()
+        first = watching.watchers["notes"]
+        watching.watch({"notes": [str(folder)]})
+        assert watching.watchers["notes"] is first  # the same folders: the same watcher
+        with qtbot.waitSignal(watching.job_finished, timeout=WAIT_MS):
+            watching.add_roots("notes", [other])
+        watching.watch({"notes": [str(folder), str(other)]})  # a folder added: watched too
+        assert watching.watchers["notes"] is not first and not first.running
+        qtbot.wait(300)
+        with qtbot.waitSignal(watching.job_finished, timeout=WAIT_MS):
+            (other / "c.md").write_text("# C\n\nThe curlew called at dusk.\n")
+        assert _status(watching, "notes").files_indexed == 3
         watching.watch({})
         assert watching.watchers == {}
     finally:
