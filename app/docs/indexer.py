@@ -2,9 +2,12 @@
 embedded when an embedder is given, and written; files that are gone removed; problems recorded.
 
 Invariants:
-- Each file is written in ONE transaction (its row, its chunks, their full-text rows and vectors),
-  so a run killed at any point loses at most the file in progress, and the next run resumes: files
-  a run found but has not read yet are rows with status 'pending'.
+- Each file is written in ONE transaction (its row, its chunks, their full-text rows, and the
+  vectors the index already had for their hashes), streamed from the reader a batch of chunks at a
+  time, so a run killed at any point loses at most the file in progress, and the next run
+  resumes: files a run found but has not read yet are rows with status 'pending'. New vectors
+  follow in transactions of their own, a batch at a time (the model embeds outside any write
+  lock); chunks a stopped run left without vectors are embedded by the next run.
 - A file is read again only when its size or mtime changed and then its content's sha256 too (a
   touched file keeps its chunks). Vectors are reused by chunk hash, so a renamed or edited file
   re-embeds only passages it did not have before.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -37,6 +41,7 @@ from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
 EMBED_BATCH = 16
+WRITE_BATCH = 128  # chunks held in memory at a time while a file is written or embedded
 HOLD_POLL_S = 0.1
 _NICE = 10
 
@@ -120,7 +125,9 @@ class _Run:
                 self.index.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", (f.size, f.mtime_ns, old.id))
             return
         try:
-            chunks = list(chunk_sections(read_sections(Path(f.path))))
+            file_id = self._write_file(f, digest)
+        except sqlite3.Error:
+            raise  # the index itself (a full disk): not this file's problem
         except Unreadable as exc:
             self._write_problem(f, digest, str(exc))
             return
@@ -130,8 +137,8 @@ class _Run:
         except Exception as exc:  # a reader's bug must not end the run: the file gets a sentence
             self._write_problem(f, digest, f"could not be read ({type(exc).__name__}: {exc})")
             return
-        vectors, problem = self._vectors(chunks)
-        self._write_file(f, digest, chunks, vectors, problem)
+        if self.embedder is not None:
+            self._embed_file(file_id, f.path)
 
     # ---- vectors ----------------------------------------------------------------------------
 
@@ -183,35 +190,50 @@ class _Run:
 
     def _fill_vectors(self) -> bool:
         """Embed the chunks of indexed files that have no vector of the embedder's model (files
-        indexed before there was one, or with another); one transaction per file. False: stopped."""
+        indexed before there was one, with another, or by a run that was stopped). False: stopped."""
         assert self.embedder is not None
-        model = self.embedder.model_name
         rows = self.index.conn.execute(
             "SELECT DISTINCT f.id, f.path FROM files f JOIN chunks c ON c.file_id = f.id "
             "LEFT JOIN vectors v ON v.chunk_id = c.id AND v.model = ? "
             "WHERE f.collection = ? AND f.status = 'indexed' AND v.chunk_id IS NULL ORDER BY f.path",
-            (model, self.name)).fetchall()
+            (self.embedder.model_name, self.name)).fetchall()
         for file_id, path in rows:
             if file_id in self.failed_ids:
                 continue
             if self._stopping():
                 return False
             self._report(current=str(path))
-            chunks = self.index.conn.execute(
+            self._embed_file(int(file_id), str(path))
+        return True
+
+    def _embed_file(self, file_id: int, path: str) -> None:
+        """Vectors for the file's chunks that have none, a batch at a time, each batch in a
+        transaction of its own (the write lock is never held while the model embeds); a failure
+        leaves the file indexed for keywords, with a sentence."""
+        assert self.embedder is not None
+        model = self.embedder.model_name
+        after = 0
+        while True:
+            rows = self.index.conn.execute(
                 "SELECT c.id, c.hash, c.text FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id AND v.model = ? "
-                "WHERE c.file_id = ? AND v.chunk_id IS NULL", (model, file_id)).fetchall()
-            vectors, problem = self._vectors([Chunk(text=t, start=0, end=0, hash=h) for _, h, t in chunks])
+                "WHERE c.file_id = ? AND v.chunk_id IS NULL AND c.id > ? ORDER BY c.id LIMIT ?",
+                (model, file_id, after, WRITE_BATCH)).fetchall()
+            if not rows:
+                break
+            after = int(rows[-1][0])
+            vectors, problem = self._vectors([Chunk(text=t, start=0, end=0, hash=h) for _, h, t in rows])
             with write_transaction(self.index.db):
                 if problem is not None:
                     self.index.conn.execute("UPDATE files SET problem = ? WHERE id = ?", (problem, file_id))
-                    self._problem(str(path), problem)
+                    self._problem(path, problem)
                     self.failed_ids.add(file_id)
-                else:
-                    self._insert_vectors([(cid, vectors[h]) for cid, h, _ in chunks], model)
-                    self.index.conn.execute("UPDATE files SET problem = NULL WHERE id = ?", (file_id,))
-                    self.problems.pop(str(path), None)
+                    return
+                self._insert_vectors([(cid, vectors[h]) for cid, h, _ in rows], model)
                 self.index.bump_generation()
-        return True
+        with write_transaction(self.index.db):
+            if self.index.conn.execute("UPDATE files SET problem = NULL WHERE id = ? AND problem IS NOT NULL",
+                                       (file_id,)).rowcount:
+                self.problems.pop(path, None)
 
     def _insert_vectors(self, rows: Sequence[tuple[int, bytes]], model: str) -> None:
         self.index.conn.executemany("INSERT OR REPLACE INTO vectors (chunk_id, model, dim, vector) VALUES (?, ?, ?, ?)",
@@ -219,23 +241,36 @@ class _Run:
 
     # ---- writing ----------------------------------------------------------------------------
 
-    def _write_file(self, f: Found, digest: str, chunks: Sequence[Chunk], vectors: dict[str, bytes], problem: str | None) -> None:
+    def _write_file(self, f: Found, digest: str) -> int:
+        """The file's row and its chunks, streamed from the reader into one transaction (a batch of
+        chunks in memory at a time), with the vectors the index already has for their hashes."""
         conn = self.index.conn
         with write_transaction(self.index.db):
-            file_id = self._upsert_file(f, digest, "indexed", problem)
+            file_id = self._upsert_file(f, digest, "indexed", None)
             conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
-            ids: list[tuple[int, str]] = []
-            for ord_, c in enumerate(chunks):
-                cur = conn.execute('INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) '
-                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash))
-                assert cur.lastrowid is not None
-                ids.append((cur.lastrowid, c.hash))
-            if vectors and self.embedder is not None:
-                self._insert_vectors([(cid, vectors[h]) for cid, h in ids if h in vectors], self.embedder.model_name)
+            batch: list[Chunk] = []
+            ord_ = 0
+            for chunk in chunk_sections(read_sections(Path(f.path))):
+                batch.append(chunk)
+                if len(batch) >= WRITE_BATCH:
+                    ord_ = self._insert_chunks(file_id, ord_, batch)
+                    batch = []
+            self._insert_chunks(file_id, ord_, batch)
             self.index.bump_generation()
-        if problem is not None:
-            self._problem(f.path, problem)
-            self.failed_ids.add(file_id)
+        return file_id
+
+    def _insert_chunks(self, file_id: int, first: int, chunks: Sequence[Chunk]) -> int:
+        ids: list[tuple[int, str]] = []
+        for ord_, c in enumerate(chunks, first):
+            cur = self.index.conn.execute('INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) '
+                                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                          (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash))
+            assert cur.lastrowid is not None
+            ids.append((cur.lastrowid, c.hash))
+        if self.embedder is not None and ids:  # a renamed or edited file: passages it had keep their vectors
+            have = self._stored_vectors(self.embedder.model_name, {h for _, h in ids})
+            self._insert_vectors([(cid, have[h]) for cid, h in ids if h in have], self.embedder.model_name)
+        return first + len(chunks)
 
     def _write_problem(self, f: Found, digest: str | None, sentence: str) -> None:
         with write_transaction(self.index.db):
