@@ -97,6 +97,11 @@ class DocumentsPage(QWidget):
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(left)
         splitter.addWidget(right)
+        self.empty = QLabel("No collections yet.\n\nDrop a folder of documents here, or choose New collection…", self)
+        self.empty.setObjectName("documentsEmpty")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        splitter.addWidget(self.empty)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([220, 560])
         layout = QVBoxLayout(self)
@@ -180,6 +185,7 @@ class DocumentsPage(QWidget):
     def show_selected(self) -> None:
         name = self.selected()
         self.details.setVisible(name is not None)
+        self.empty.setVisible(name is None)
         if name is None:
             self.progress.clear()
             return

@@ -111,7 +111,7 @@ def test_remove_asks_first_and_leaves_the_files(qtbot, page: DocumentsPage, answ
     page.remove_button.click()
     qtbot.waitUntil(lambda: page.names_shown() == [] and "Removed papers" in page.error.text(), timeout=WAIT_MS)
     assert "not touched" in page.error.text()
-    assert not page.details.isVisible()
+    assert not page.details.isVisible() and page.empty.isVisible()
     assert _digests(corpus.root) == before
 
 
@@ -188,3 +188,17 @@ def test_a_saved_file_is_indexed_again_while_the_folders_are_watched(qtbot, tmp_
         assert watching.watchers == {}
     finally:
         watching.shutdown()
+
+
+def test_remove_while_indexing_stops_the_run_first(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus, held,
+                                                  worker: IndexWorker) -> None:
+    held.set()
+    page.add_paths([corpus.root], None)
+    qtbot.waitUntil(lambda: page.selected() == "papers" and page.progress.bar.maximum() > 1, timeout=WAIT_MS)
+    answers.yes = True
+    page.remove_button.click()  # the run is held between files: it stops, then the collection goes
+    qtbot.waitUntil(lambda: page.names_shown() == [] and "Removed papers" in page.error.text(), timeout=WAIT_MS)
+    assert not worker.is_busy("papers")
+    with DocumentIndex(worker.index_path) as index:
+        assert index.names() == []
+        assert index.conn.execute("SELECT count(*) FROM files").fetchone()[0] == 0
