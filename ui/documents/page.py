@@ -15,7 +15,17 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.docs.index_db import DocumentIndex, DocumentIndexError, UnknownCollection
 from app.docs.types import Progress
@@ -96,12 +106,14 @@ class DocumentsPage(QWidget):
 
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(left)
-        splitter.addWidget(right)
         self.empty = QLabel("No collections yet.\n\nDrop a folder of documents here, or choose New collection…", self)
         self.empty.setObjectName("documentsEmpty")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)
-        splitter.addWidget(self.empty)
+        self.right = QStackedWidget(self)  # the collection shown, or what to do when there is none
+        self.right.addWidget(right)
+        self.right.addWidget(self.empty)
+        splitter.addWidget(self.right)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([220, 560])
         layout = QVBoxLayout(self)
@@ -184,8 +196,7 @@ class DocumentsPage(QWidget):
 
     def show_selected(self) -> None:
         name = self.selected()
-        self.details.setVisible(name is not None)
-        self.empty.setVisible(name is None)
+        self.right.setCurrentWidget(self.details if name is not None else self.empty)
         if name is None:
             self.progress.clear()
             return
@@ -338,7 +349,7 @@ class DocumentsPage(QWidget):
         item = self.collections.itemAt(viewport.mapFrom(self, pos))
         if item is not None:
             return item.data(NAME_ROLE)
-        if self.details.isVisible() and self.details.geometry().contains(self.details.parentWidget().mapFrom(self, pos)):
+        if self.details.isVisible() and self.right.geometry().contains(self.right.parentWidget().mapFrom(self, pos)):
             return self.selected()
         return None
 
