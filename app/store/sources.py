@@ -44,13 +44,13 @@ class Source:
 
 def attached_collections(db: sqlite_utils.Database, conversation_id: str) -> list[str]:
     """The collections attached to a conversation, in the order they were attached."""
-    rows = db.execute("SELECT collection FROM conversation_collections WHERE conversation_id = ? "
-                      "ORDER BY attached_at, collection", [conversation_id]).fetchall()
+    rows = db.execute("SELECT collection FROM conversation_collections WHERE conversation_id = ? ORDER BY rowid",
+                      [conversation_id]).fetchall()
     return [row[0] for row in rows]
 
 
 def attach_collections(db: sqlite_utils.Database, conversation_id: str, names: Sequence[str]) -> None:
-    """Make `names` the conversation's collections (those not named are detached)."""
+    """Make `names` the conversation's collections, in this order (those not named are detached)."""
     with write_transaction(db):
         db.execute("DELETE FROM conversation_collections WHERE conversation_id = ?", [conversation_id])
         stamp = utc_timestamp()

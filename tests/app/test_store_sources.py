@@ -23,7 +23,7 @@ def test_collections_are_attached_and_detached_per_conversation(tmp_path: Path) 
     h = history(tmp_path)
     a, b = h.create_conversation(), h.create_conversation()
     attach_collections(h.db, a.id, ["papers", "notes", "papers"])
-    assert attached_collections(h.db, a.id) == ["notes", "papers"]  # attached together: by name, each once
+    assert attached_collections(h.db, a.id) == ["papers", "notes"]  # in the order given, each once
     assert attached_collections(h.db, b.id) == []
     attach_collections(h.db, a.id, ["notes"])
     assert attached_collections(h.db, a.id) == ["notes"]
