@@ -76,6 +76,8 @@ EMBED_SAMPLE = ("tutorial/inputoutput.html", "tutorial/errors.html", "tutorial/c
 SAYS_NOT = re.compile(r"do(es)? not (say|mention|contain|cover|answer|provide|include)|not mentioned|no information|"
                       r"not (in|covered by) the (documents|passages)|(documents|passages) (don't|doesn't|do not|does not)|"
                       r"cannot (find|answer)|can't (find|answer)|no (passage|mention)|not contain", re.IGNORECASE)
+DECLINES = re.compile(r"\bI (don't|do not) know\b|\bI'?m not sure\b|\bI am not sure\b|\b(cannot|can't|unable to) (say|tell|answer)",
+                      re.IGNORECASE)  # a refusal that does not name the documents, counted apart
 ENCODER_HOST = """import runpy, sys
 sys.path.insert(0, {root!r})
 import app.engine.session as s
@@ -499,10 +501,13 @@ def unanswerable(db: Path, name: str, questions: list[str], models_dir: Path) ->
         docs = turn_documents(db, [name], context_length=model.context_length, params=params)
         messages = docs.apply([{"role": "user", "content": q}])
         fin = engine.generate(messages, conversation_id=None, max_tokens=128, temperature=0.0, seed=1, no_cache=True).wait()
-        replies.append({"q": q, "passages": len(docs.given), "says_not": bool(SAYS_NOT.search(fin.text)), "reply": fin.text[:300]})
+        replies.append({"q": q, "passages": len(docs.given), "says_not": bool(SAYS_NOT.search(fin.text)),
+                        "declines": bool(DECLINES.search(fin.text)), "reply": fin.text[:300]})
     engine.close()
     said = sum(r["says_not"] for r in replies)
+    declined = sum(r["declines"] and not r["says_not"] for r in replies)
     return {"model": model.name, "questions": len(replies), "says_not": said, "rate": said / len(replies) if replies else None,
+            "declines_without_naming_the_documents": declined,
             "seconds": time.perf_counter() - t0, "replies": replies}
 
 
@@ -644,7 +649,8 @@ def table(r: dict[str, Any]) -> str:
     if "unanswerable" in r:
         u = r["unanswerable"]
         out.append(f"unanswerable questions, {u['model']}: said the documents do not answer in {u['says_not']}/{u['questions']} "
-                   f"({u['rate']:.0%}), {u['seconds']:.0f} s")
+                   f"({u['rate']:.0%}); declined without naming them ('I don't know') in "
+                   f"{u['declines_without_naming_the_documents']}; {u['seconds']:.0f} s")
     return "\n".join(out)
 
 
