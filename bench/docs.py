@@ -12,15 +12,15 @@ Reported:
   fresh process (the vector matrix read from SQLite) reported apart. Embedding the whole collection
   takes hours on two cores, so for latency its chunks get random unit vectors stored under the
   embedding model's name (what the cosine and fusion cost does not depend on the values); the
-  query is embedded by the real model;
+  query is embedded by the real model; docs/documents-bench.md has the figures;
 - the window's UI stall while indexing: a 5 ms heartbeat's lateness in the real main window
   (bench/ui_stream.py's bench window, offscreen) while the Documents page's IndexWorker
   (ui/documents/worker.py) indexes the docs, and the same window idle for comparison;
 - retrieval quality: recall@5 (a passage of a right file among the top 5) on bench/docs_questions.json,
   BM25 over the whole docs, and BM25 vs hybrid over the recall collection (the docs' library, howto,
-  tutorial, faq and reference folders and every other answer file: about 650 files, 17,000
-  chunks, every chunk embedded by the real model); that collection's index is kept in
-  ~/.cache/cove/bench/docs-recall (about 20 minutes to embed the first time on two cores; later
+  tutorial, faq and reference folders and every other answer file: 379 files, 14,104 chunks,
+  every chunk embedded by the real model); that collection's index is kept in
+  ~/.cache/cove/bench/docs-recall (about 17 minutes to embed the first time on two cores; later
   runs only check the files: the indexer is incremental), and query latency is measured on it too;
 - brute-force cosine (numpy, as app/docs/search.py) at growing numbers of vectors;
 - with the starter model (gemma-3 270M, a base model), how often a reply to a question the

@@ -22,7 +22,8 @@ def test_a_quick_run_reports_every_figure() -> None:
                          capture_output=True, text=True, timeout=540, cwd=REPO_ROOT, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout)
-    assert set(r) >= {"machine", "corpus", "indexing", "memory", "embedding_model", "latency", "recall", "brute_force", "stall"}
+    assert set(r) >= {"machine", "corpus", "indexing", "memory", "embedding_model", "latency", "latency_real_vectors", "recall",
+                      "brute_force", "stall"}
     assert "load average" in r["machine"]["load_at_start"] and "load average" in r["machine"]["load_at_end"]
     for kind in ("html", "pdf", "embedded"):
         ix = r["indexing"][kind]
@@ -34,6 +35,8 @@ def test_a_quick_run_reports_every_figure() -> None:
     lat = r["latency"]
     assert lat["queries"] == 40 and lat["random_vectors"] == lat["chunks"] > 0
     assert all(lat[k] > 0 for k in ("bm25_p50", "bm25_p99", "hybrid_p50", "hybrid_p99", "hybrid_cold_ms", "query_embed_ms"))
+    real = r["latency_real_vectors"]
+    assert real["vectors"] == real["chunks"] > 0 and real["hybrid_p50"] > 0 and real["bm25_p50"] > 0
     for key in ("bm25_all_docs", "bm25_answers", "hybrid_answers"):
         rec = r["recall"][key]
         assert rec["questions"] > 0 and 0 <= rec["hits"] <= rec["questions"], rec
