@@ -154,6 +154,8 @@ class ModelSession:
         self.name = path.name
         self.pooling = declared_pooling(llm.metadata, self.architecture)  # None: not an embedding model
         self._embedder: Embedder | None = None  # made on the first Embed
+        # A model whose context has no KV cache (BERT-like: most embedding GGUFs) embeds but writes no text.
+        self.writes_text = bool(llama_cpp.llama_get_memory(llm.ctx))
         self.add_bos = bool(model.add_bos_token())
         self.bos_text = self._token_text(model.token_bos())
         self.eos_text = self._token_text(model.token_eos())
@@ -196,6 +198,8 @@ class ModelSession:
         """One throwaway decode, as llama.cpp's own tools do: pages the weights in and starts
         the thread pool, so the first reply's timings measure the model, not the start-up."""
         llm = self.llm
+        if not self.writes_text:
+            return  # a model without a KV cache (BERT-like: most embedding GGUFs) has nothing to decode into
         bos = llm.token_bos()
         llm.eval([max(bos, 0)])
         llama_cpp.llama_synchronize(llm.ctx)  # settle its timings before the counters are reset
@@ -265,6 +269,9 @@ class ModelSession:
 
     def generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished | Failed:
         rid = req.request_id
+        if not self.writes_text:
+            return Failed(rid, f"{self.name} is an embedding model: it turns text into vectors for searching documents "
+                               "and does not write replies; choose a chat model", "generate")
         sent = False
         self.state.new_reply()
 
