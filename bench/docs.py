@@ -42,10 +42,7 @@ with bench/minilm_gguf.py (no torch, no transformers: numpy and llama.cpp's own 
     python3.11 -m venv /tmp/convenv && /tmp/convenv/bin/pip install numpy pyyaml tqdm requests
     mkdir -p ~/.cache/cove/bench && PYTHONPATH=/tmp/lcp/llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py \
         /tmp/convenv/bin/python bench/minilm_gguf.py /tmp/emb/model ~/.cache/cove/bench/minilm.gguf
-The default --embedding-model is that file. Cove's engine (app/engine/session.py) fails to load an
-encoder-only model (its warm-up decode needs a KV cache a BERT has not: "Memory is not
-initialized"); until that is fixed the bench runs the embedding host with the warm-up skipped for
-embedding models and says so in its output ("engine_workaround").
+The default --embedding-model is that file; Cove's own engine host loads and runs it.
 """
 
 from __future__ import annotations
@@ -78,21 +75,6 @@ SAYS_NOT = re.compile(r"do(es)? not (say|mention|contain|cover|answer|provide|in
                       r"cannot (find|answer)|can't (find|answer)|no (passage|mention)|not contain", re.IGNORECASE)
 DECLINES = re.compile(r"\bI (don't|do not) know\b|\bI'?m not sure\b|\bI am not sure\b|\b(cannot|can't|unable to) (say|tell|answer)",
                       re.IGNORECASE)  # a refusal that does not name the documents, counted apart
-ENCODER_HOST = """import runpy, sys
-sys.path.insert(0, {root!r})
-import app.engine.session as s
-_warm = s.ModelSession._warm_up
-def _warm_up(self):  # an encoder-only embedding model has no KV cache for the warm-up decode
-    try:
-        _warm(self)
-    except Exception:
-        if self.pooling is None:
-            raise
-s.ModelSession._warm_up = _warm_up
-runpy.run_module("app.engine.host", run_name="__main__")
-"""
-
-
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -160,27 +142,15 @@ def installed(path: Path) -> Any:
 
 
 def make_embedder(path: Path, workdir: Path, n_threads: int | None = None) -> tuple[Any, Any, str | None]:
-    """(EngineEmbedder, its EngineClient, the workaround used or None), the model loaded."""
-    from app.docs.embedding import EmbeddingFailed, EngineEmbedder
+    """(EngineEmbedder, its EngineClient, None), the model loaded in Cove's own engine host."""
+    from app.docs.embedding import EngineEmbedder
     from app.engine.client import EngineClient
 
     model = installed(path)
     client = EngineClient()
     embedder = EngineEmbedder(model, n_threads=n_threads, client=client)
-    try:
-        embedder.embed(["probe"])
-        return embedder, client, None
-    except EmbeddingFailed as exc:
-        client.close()
-        if "could not run it" not in str(exc):
-            raise
-        note = f"the engine could not load it ({exc}); the bench's host skips the warm-up decode for embedding models"
-    host = workdir / "encoder_host.py"
-    host.write_text(ENCODER_HOST.format(root=str(ROOT)))
-    client = EngineClient(host_argv=[sys.executable, str(host)])
-    embedder = EngineEmbedder(model, n_threads=n_threads, client=client)
     embedder.embed(["probe"])
-    return embedder, client, note
+    return embedder, client, None
 
 
 def index_child(spec: dict[str, Any]) -> dict[str, Any]:
