@@ -20,6 +20,10 @@ _BLOCKS = frozenset(
     "hr li main nav ol p pre section summary table ul".split()
 )
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
+# Chrome around the page's own text, left out with everything inside it: navigation (<nav>, or an
+# element with role="navigation", as Sphinx's sidebars and related-links bars are) and the "¶"
+# anchors documentation generators put beside headings.
+_CHROME_CLASSES = frozenset({"headerlink"})
 _CELLS = frozenset({"td", "th"})
 _GAPS = ("", " | ", "\n", "\n\n")  # weakest first: a stronger break owed replaces a weaker one
 _SPACE = re.compile(r"\s+")
@@ -36,6 +40,15 @@ def read_html(path: Path) -> Iterator[Section]:
     parser.close()
     yield from parser.drain(builder)
     yield from builder.flush()
+
+
+def _is_chrome(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    if tag == "nav":
+        return True
+    found = dict(attrs)
+    if (found.get("role") or "").lower() == "navigation":
+        return True
+    return bool(_CHROME_CLASSES & set((found.get("class") or "").split()))
 
 
 def meta_charset(first: bytes) -> str | None:
@@ -56,9 +69,16 @@ class _Text(HTMLParser):
         self._wrote = False
         self._heading: tuple[int, list[str]] | None = None  # (level, text so far) inside h1-h6
         self._path: list[tuple[int, str]] = []
+        self._chrome: tuple[str, int] | None = None  # (tag, depth) of the navigation being left out
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _HIDDEN:
+        if self._chrome is not None:
+            if tag == self._chrome[0]:
+                self._chrome = (tag, self._chrome[1] + 1)
+            return
+        if _is_chrome(tag, attrs):
+            self._chrome = (tag, 1)
+        elif tag in _HIDDEN:
             self._hidden.append(tag)
         elif tag in _HEADINGS:
             self._end_heading()
@@ -77,6 +97,11 @@ class _Text(HTMLParser):
             self.handle_starttag(tag, attrs)
 
     def handle_endtag(self, tag: str) -> None:
+        if self._chrome is not None:
+            if tag == self._chrome[0]:
+                depth = self._chrome[1] - 1
+                self._chrome = (tag, depth) if depth else None
+            return
         if tag in _HIDDEN:
             if tag in self._hidden:
                 while self._hidden.pop() != tag:
@@ -89,7 +114,7 @@ class _Text(HTMLParser):
             self._owe("\n\n")
 
     def handle_data(self, data: str) -> None:
-        if self._hidden:
+        if self._hidden or self._chrome is not None:
             return
         if self._heading is not None:
             self._heading[1].append(data)

@@ -391,3 +391,19 @@ def test_suffixes() -> None:
 def test_lines_keep_their_ends_across_pieces() -> None:
     found = list(lines(["a\r", "\nb\r", "c\n", "d" * 10, "e" * 10], longest=8))
     assert found == ["a\r\n", "b\r", "c\n", "d" * 8, "d" * 2 + "e" * 6, "e" * 4]
+
+
+def test_html_navigation_and_heading_anchors_are_left_out(tmp_path: Path) -> None:
+    page = tmp_path / "sphinx.html"
+    page.write_text(
+        '<html><body><div class="related" role="navigation"><h3>Navigation</h3><ul><li><a href="x">index</a></li></ul></div>'
+        '<div class="body"><section><h1>File objects<a class="headerlink" href="#f">¶</a></h1>'
+        '<p>Use <code>readline()</code> to read one line.</p></section></div>'
+        '<div class="sphinxsidebar" role="navigation"><div><h3>This Page</h3><div><p>Show Source</p></div></div></div>'
+        '<nav><p>Previous topic</p></nav><footer><p>Copyright the authors.</p></footer></body></html>')
+    sections = list(read_sections(page))
+    text = "".join(s.text for s in sections)
+    assert "Use readline() to read one line." in text and "Copyright the authors." in text
+    for chrome in ("Navigation", "index", "This Page", "Show Source", "Previous topic", "¶"):
+        assert chrome not in text, chrome
+    assert {s.heading for s in sections if "readline" in s.text} == {"File objects"}
