@@ -141,8 +141,8 @@ def installed(path: Path) -> Any:
                           repo=None, file=None, revision=None, added_at="", last_used_at=None)
 
 
-def make_embedder(path: Path, workdir: Path, n_threads: int | None = None) -> tuple[Any, Any, str | None]:
-    """(EngineEmbedder, its EngineClient, None), the model loaded in Cove's own engine host."""
+def make_embedder(path: Path, n_threads: int | None = None) -> tuple[Any, Any]:
+    """(EngineEmbedder, its EngineClient), the model loaded in Cove's own engine host."""
     from app.docs.embedding import EngineEmbedder
     from app.engine.client import EngineClient
 
@@ -150,7 +150,7 @@ def make_embedder(path: Path, workdir: Path, n_threads: int | None = None) -> tu
     client = EngineClient()
     embedder = EngineEmbedder(model, n_threads=n_threads, client=client)
     embedder.embed(["probe"])
-    return embedder, client, None
+    return embedder, client
 
 
 def index_child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -160,9 +160,9 @@ def index_child(spec: dict[str, Any]) -> dict[str, Any]:
     from app.docs.index_db import DocumentIndex
     from app.docs.indexer import index_collection
 
-    embedder, client, note = (None, None, None)
+    embedder, client = (None, None)
     if spec.get("model"):
-        embedder, client, note = make_embedder(Path(spec["model"]), Path(spec["db"]).parent, spec.get("n_threads"))
+        embedder, client = make_embedder(Path(spec["model"]), spec.get("n_threads"))
     db = Path(spec["db"])
     index = DocumentIndex(db)
     info = index.collection(spec["name"])
@@ -194,8 +194,7 @@ def index_child(spec: dict[str, Any]) -> dict[str, Any]:
     index.close()
     return {"seconds": seconds, "files": files, "file_mb": progress.bytes_done / 1e6, "text_mb": text / 1e6, "chunks": chunks,
             "pages": pages, "vectors": vectors, "problems": len(progress.problems), "rss_before_mb": rss_before,
-            "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "tracemalloc_peak_mb": traced,
-            "engine_workaround": note}
+            "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "tracemalloc_peak_mb": traced}
 
 
 def _rss_mb() -> float:
@@ -230,8 +229,7 @@ def index_runs(label: str, roots: list[Path], runs: int, work: Path, model: Path
             "pages_s": med([s["pages"] / s["seconds"] for s in samples]) if last["pages"] else None,
             "chunks_s": med([s["chunks"] / s["seconds"] for s in samples]),
             "seconds": [round(s["seconds"], 2) for s in samples],
-            "rss_peak_mb": max(s["rss_peak_mb"] for s in samples), "rss_before_mb": med([s["rss_before_mb"] for s in samples]),
-            "engine_workaround": last["engine_workaround"]}
+            "rss_peak_mb": max(s["rss_peak_mb"] for s in samples), "rss_before_mb": med([s["rss_before_mb"] for s in samples])}
 
 
 # ---- queries --------------------------------------------------------------------------------
@@ -529,11 +527,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                 "rss_before_mb": traced["rss_before_mb"], "files": traced["files"]}
 
         # 2: latency, 5: recall
-        embedder, client, workaround = make_embedder(model, work)
+        embedder, client = make_embedder(model)
         try:
             dim = len(embedder.embed(["probe"])[0])
-            result["embedding_model"] = {"name": embedder.model_name, "path": str(model), "dim": dim, "note": model_note,
-                                         "engine_workaround": workaround}
+            result["embedding_model"] = {"name": embedder.model_name, "path": str(model), "dim": dim, "note": model_note}
             db = Path(idx["html"]["db"])
             filled = fill_vectors(db, "docs", embedder.model_name, dim)
             queries = query_set(db, "docs", questions, 40 if args.quick else args.queries)
@@ -589,8 +586,6 @@ def table(r: dict[str, Any]) -> str:
                    f"RSS peak {m['rss_peak_mb']:.0f} MB")
     em = r["embedding_model"]
     out.append(f"embedding model: {em['name']} ({em['dim']} dims, {em['path']})" + (f"; {em['note']}" if em["note"] else ""))
-    if em["engine_workaround"]:
-        out.append(f"  engine workaround: {em['engine_workaround']}")
     lat = r["latency"]
     out.append(f"query latency over {lat['chunks']} chunks, {lat['queries']} queries: "
                f"BM25 p50 {lat['bm25_p50']:.1f} p99 {lat['bm25_p99']:.1f} ms; "
