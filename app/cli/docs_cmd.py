@@ -118,7 +118,7 @@ class _ProgressLine:
     def __call__(self, progress: Progress) -> None:
         if progress.files_total == 0 or progress.files_done == self._last_done and not self._tty:
             return
-        line = f"indexing {progress.collection}: {progress.files_done}/{progress.files_total} files"
+        line = f"indexing {progress.collection}: {progress.files_done}/{_n(progress.files_total, 'file')}"
         if progress.current:
             line += f" ({Path(progress.current).name})"
         if self._tty:
@@ -145,7 +145,7 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
             s = index.status(name)
             problems = f", {len(s.problems)} not readable" if s.problems else ""
             search_by = f"keywords and meaning ({s.embedding_model})" if s.embedding_model and s.vectors else "keywords"
-            say(f"{name}: {s.files_indexed} files, {s.chunks} passages{problems}; searched by {search_by}; "
+            say(f"{name}: {_n(s.files_indexed, 'file')}, {_n(s.chunks, 'passage')}{problems}; searched by {search_by}; "
                 f"{', '.join(s.roots)}", sys.stdout)
     return 0
 
@@ -160,15 +160,19 @@ def run_status(core: Core, args: argparse.Namespace) -> int:
     return 0
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def _print_status(s: CollectionStatus, out: Any) -> None:
-    say(f"{s.name}: {s.files_indexed} files indexed, {s.chunks} passages"
+    say(f"{s.name}: {_n(s.files_indexed, 'file')} indexed, {_n(s.chunks, 'passage')}"
         + (f", {s.vectors} embedded with {s.embedding_model}" if s.embedding_model else ", keyword search only")
-        + (f"; {s.pending} files still to read" if s.pending else "")
+        + (f"; {_n(s.pending, 'file')} still to read" if s.pending else "")
         + (f"; last indexed {s.last_indexed}" if s.last_indexed else ""), out)
     for root in s.roots:
         say(f"  folder or file: {root}", out)
     if s.problems:
-        say(f"  {len(s.problems)} files could not be read:", out)
+        say(f"  {_n(len(s.problems), 'file')} could not be read:", out)
         for problem in s.problems:
             say(f"    {problem.path}: {problem.sentence}", out)
 
