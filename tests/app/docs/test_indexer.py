@@ -230,3 +230,36 @@ def test_a_large_file_is_written_a_batch_of_passages_at_a_time(tmp_path: Path) -
     with DocumentIndex(path) as index:
         assert index.status("big").chunks > 40_000
     assert peak < 8_000_000, peak
+
+
+def test_two_runs_of_one_collection_at_once_leave_it_whole(tmp_path: Path) -> None:
+    """The window's worker and a `cove docs reindex` may index the same collection at once: each
+    file is written once, the full-text index stays in step, nothing is left pending."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\n" + f"The harbour ledger line {i}.\n\n" * 600)
+    path = tmp_path / "documents.db"
+    with DocumentIndex(path) as index:
+        index.create("notes", [folder])
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            assert index_collection(path, "notes", lower_priority=False).finished
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    runs = [threading.Thread(target=run) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join(120)
+    assert errors == []
+    with DocumentIndex(path) as index:
+        status = index.status("notes")
+        assert (status.files_indexed, status.pending) == (40, 0)
+        assert index.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0] == status.chunks
+        assert index.conn.execute("SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY file_id, ord "
+                                  "HAVING count(*) > 1)").fetchone()[0] == 0
+        assert len(search(index, ["notes"], "ledger line 7")) > 0
