@@ -17,13 +17,12 @@ import sqlite_utils
 
 from app.docs.index_schema import MIGRATIONS
 from app.docs.types import FileProblem
-from app.set_aside import aside_name, utc_stamp
+from app.set_aside import move_database_aside
 from app.store.migrations import MigrationError, apply_migrations
 from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
 BUSY_TIMEOUT_MS = 5000
-_SIDECARS = ("-wal", "-shm")
 
 
 class DocumentIndexError(Exception):
@@ -258,13 +257,8 @@ def _damaged(path: Path) -> bool:
 
 
 def _move_aside(path: Path) -> Path:
-    target = aside_name(path, utc_stamp())
+    """Rename the file and its sidecars to `<name>.corrupt-<UTC timestamp>`; never delete."""
     try:
-        for suffix in _SIDECARS:
-            sidecar = path.with_name(path.name + suffix)
-            if sidecar.exists():
-                sidecar.replace(target.with_name(target.name + suffix))
-        path.replace(target)
+        return move_database_aside(path)
     except OSError as exc:
         raise DocumentIndexError(f"The document index {path} is damaged and could not be moved aside: {exc}.") from exc
-    return target

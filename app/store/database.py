@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from app.set_aside import aside_name, utc_stamp
+from app.set_aside import move_database_aside
 from app.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, Migration, MigrationError, apply_migrations
 
 BUSY_TIMEOUT_MS = 5000
@@ -20,9 +20,6 @@ BUSY_TIMEOUT_MS = 5000
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
-# SQLite's sidecar files. Disk-format invariant: a WAL belongs to the file whose name it
-# extends; it is moved and backed up together with its database, never separately.
-_SIDECARS = ("-wal", "-shm")
 
 
 class DatabaseError(Exception):
@@ -189,18 +186,10 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
 
 def _move_aside(path: Path) -> Path:
     """Rename the file and its sidecars to `<name>.corrupt-<UTC timestamp>`; never delete."""
-    target = aside_name(path, utc_stamp())
     try:
-        for suffix in _SIDECARS:
-            sidecar = path.with_name(path.name + suffix)
-            if sidecar.exists():
-                sidecar.replace(target.with_name(target.name + suffix))
-        path.replace(target)
+        return move_database_aside(path)
     except OSError as exc:
-        raise DatabaseError(
-            f"The history file {path} is damaged and could not be moved aside: {exc}."
-        ) from exc
-    return target
+        raise DatabaseError(f"The history file {path} is damaged and could not be moved aside: {exc}.") from exc
 
 
 def _backup_before_migrating(path: Path, version: int) -> None:
