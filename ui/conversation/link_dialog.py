@@ -1,5 +1,7 @@
-"""The question before a link from model output opens: the full address, its host, and a note
-when it carries a query (the policy of which links may be offered is ui/conversation/link_policy.py)."""
+"""The question before something opens outside Cove: a link from model output (the full address,
+its host, and a note when it carries a query; which links may be offered is
+ui/conversation/link_policy.py), or a source's file (ui/documents/sources.py). Open is never the
+default button."""
 
 from __future__ import annotations
 
@@ -11,15 +13,20 @@ from ui.conversation.link_policy import host_of
 
 def confirm_with_dialog(parent: QWidget, url: str) -> bool:
     """Ask before opening: the full address, its host, and a note when it carries a query."""
-    box = QMessageBox(parent)
-    box.setIcon(QMessageBox.Icon.Question)
-    box.setWindowTitle("Open link?")
-    box.setTextFormat(Qt.TextFormat.PlainText)
-    box.setText(f"Open this address in your web browser?\n\n{url}")
     details = [f"It goes to {host_of(url) or 'an unknown host'}."]
     if "?" in url or "#" in url:
         details.append("Everything after “?” or “#” is sent along; the model wrote this address.")
-    box.setInformativeText(" ".join(details))
+    return ask_before_opening(parent, "Open link?", f"Open this address in your web browser?\n\n{url}", " ".join(details))
+
+
+def ask_before_opening(parent: QWidget, title: str, text: str, details: str) -> bool:
+    """True when the person chose Open (Cancel is the default)."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setWindowTitle(title)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(text)
+    box.setInformativeText(details)
     box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     open_button = box.addButton("Open", QMessageBox.ButtonRole.AcceptRole)
     cancel = box.addButton(QMessageBox.StandardButton.Cancel)

@@ -15,28 +15,19 @@ from pathlib import Path
 import sqlite_utils
 from PySide6.QtCore import QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QMessageBox, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from app.store.sources import sources_for
+from ui.conversation.link_dialog import ask_before_opening
 from ui.conversation.source_rows import OPEN_SOURCE, SourceLine, shown_sources
 from ui.conversation.view import ConversationView
 
 
 def confirm_open_file(parent: QWidget, line: SourceLine) -> bool:
     """Ask before a document opens: the full path, and with what."""
-    box = QMessageBox(parent)
-    box.setIcon(QMessageBox.Icon.Question)
-    box.setWindowTitle("Open file?")
-    box.setTextFormat(Qt.TextFormat.PlainText)
-    box.setText(f"Open this file with its usual application?\n\n{line.path}")
     where = f" The passage is at {line.where}." if line.where else ""
-    box.setInformativeText(f"Your desktop chooses the application for {line.name}.{where}")
-    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    open_button = box.addButton("Open", QMessageBox.ButtonRole.AcceptRole)
-    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(cancel)
-    box.exec()
-    return box.clickedButton() is open_button
+    return ask_before_opening(parent, "Open file?", f"Open this file with its usual application?\n\n{line.path}",
+                              f"Your desktop chooses the application for {line.name}.{where}")
 
 
 class PassageDialog(QDialog):
