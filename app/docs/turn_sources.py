@@ -16,6 +16,7 @@ from typing import Any
 
 from app.context_policy import reply_reserve
 from app.docs.types import Passage
+from app.engine.passage_fit import compose
 from app.store.sources import Source
 
 PASSAGES_PER_TURN = 5
@@ -96,10 +97,7 @@ def passage_parts(question: str, passages: Sequence[Passage], names: Sequence[st
 
 def prompt_with_passages(question: str, passages: Sequence[Passage], names: Sequence[str]) -> str:
     """The person's message with every passage (what a server's model is sent)."""
-    parts = passage_parts(question, passages, names)
-    if not parts["blocks"]:
-        return parts["none"] + parts["tail"]
-    return parts["head"] + "\n\n".join(parts["blocks"]) + parts["tail"]
+    return compose(passage_parts(question, passages, names), len(passages))
 
 
 def cited_numbers(reply: str, count: int) -> set[int]:
