@@ -362,28 +362,18 @@ def brute_force(sizes: list[int], dim: int, reps: int = 20) -> list[dict[str, An
 def stall_child(spec: dict[str, Any]) -> dict[str, Any]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, str(ROOT / "bench"))
-    from PySide6.QtCore import QEventLoop, Qt, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from ui_stream import open_bench_window
+    from ui_stream import Heartbeat, open_bench_window
 
     app = QApplication.instance() or QApplication([])
     home = Path(spec["home"])
     core, window = open_bench_window(home, max_tokens=64)
     window.show()
     window.start()
-    lateness: list[float] = []
-    last = [time.perf_counter()]
-
-    def beat() -> None:
-        now = time.perf_counter()
-        lateness.append(max(0.0, (now - last[0] - 0.005) * 1000.0))
-        last[0] = now
-
-    heartbeat = QTimer()
-    heartbeat.setTimerType(Qt.TimerType.PreciseTimer)
-    heartbeat.setInterval(5)
-    heartbeat.timeout.connect(beat)
+    heartbeat = Heartbeat()
+    lateness = heartbeat.lateness
 
     def measure(seconds: float, done: list[bool] | None = None) -> list[float]:
         lateness.clear()
@@ -392,7 +382,6 @@ def stall_child(spec: dict[str, Any]) -> dict[str, Any]:
         poll.timeout.connect(lambda: loop.quit() if done and done[0] else None)
         poll.start(50)
         QTimer.singleShot(int(seconds * 1000), loop.quit)
-        last[0] = time.perf_counter()
         heartbeat.start()
         loop.exec()
         heartbeat.stop()

@@ -45,6 +45,32 @@ FILLER = ("Here is a **paragraph** with `inline code` and enough words to wrap o
           "```python\ndef f(x):\n    return x * 2\n```\n")
 
 
+
+
+class Heartbeat:
+    """The main-thread stall probe: a 5 ms PreciseTimer whose lateness past each 5 ms (in ms) is
+    collected in `lateness` while it runs (bench/docs.py measures with it too)."""
+
+    def __init__(self) -> None:
+        self.lateness: list[float] = []
+        self._last = time.perf_counter()
+        self._timer = QTimer()
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setInterval(5)
+        self._timer.timeout.connect(self._beat)
+
+    def _beat(self) -> None:
+        now = time.perf_counter()
+        self.lateness.append(max(0.0, (now - self._last - 0.005) * 1000.0))
+        self._last = now
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -117,22 +143,12 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
     os.environ.update({"FAKE_HOST_TPS": str(rate), "FAKE_HOST_WORDS": str(n_tokens), "FAKE_HOST_TIMES": str(times_file)})
     times_file.write_text("")
     window.controller.engine.close()
-    window.controller.engine = EngineClient(host_argv=[sys.executable, str(FAKE_HOST)])
+    window.controller.engine = window.controller.turns.engine = EngineClient(host_argv=[sys.executable, str(FAKE_HOST)])
     window.controller.loaded = None
     window.controller.open_conversation(conversation_id)
 
-    lateness: list[float] = []
-    last = [time.perf_counter()]
-
-    def beat() -> None:
-        now = time.perf_counter()
-        lateness.append(max(0.0, (now - last[0] - 0.005) * 1000.0))
-        last[0] = now
-
-    heartbeat = QTimer()
-    heartbeat.setTimerType(Qt.TimerType.PreciseTimer)
-    heartbeat.setInterval(5)
-    heartbeat.timeout.connect(beat)
+    heartbeat = Heartbeat()
+    lateness = heartbeat.lateness
 
     visible: dict[int, float] = {}
     pending: list[int] = []
@@ -151,7 +167,6 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
     # Warm the host up (spawn + load) before measuring.
     window.controller.preload_model()
     wait_for(window.controller.model_loaded, 30000)
-    last[0] = time.perf_counter()
     heartbeat.start()
     window.controller.send(f"stream please ({rate} tok/s)")
     done = wait_for(window.controller.reply_finished, 120000)
@@ -165,6 +180,7 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
         "rate_tps": rate,
         "tokens": len(produced),
         "status": final.status if final else "timeout",
+        "error": final.error if final else None,
         "stall_ms": {"p50": pct(lateness, 50), "p99": pct(lateness, 99), "max": max(lateness) if lateness else None},
         "latency_ms": {"p50": pct(latency, 50), "p99": pct(latency, 99), "max": max(latency) if latency else None,
                        "n": len(latency)},
@@ -200,7 +216,7 @@ def use_starter(window, core):
 
     starter = ensure_starter(core.library)
     window.controller.engine.close()
-    window.controller.engine = EngineClient()
+    window.controller.engine = window.controller.turns.engine = EngineClient()
     window.controller.loaded = None
     window.controller.choose_model(starter.name)
     return starter
