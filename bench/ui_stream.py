@@ -323,6 +323,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=1000, help="tokens per streamed reply")
     parser.add_argument("--starter", action="store_true", help="also measure window vs headless tg on the starter model")
     parser.add_argument("--api-clients", type=int, default=0, help="API clients streaming from the window's server meanwhile")
+    parser.add_argument("--while-indexing", type=Path, metavar="FOLDER", help="the window's Documents page indexes FOLDER "
+                        "meanwhile (its own worker, which steps aside between files while a reply streams)")
     args = parser.parse_args()
 
     app = QApplication.instance() or QApplication([])
@@ -333,9 +335,15 @@ def main() -> int:
     window.show()
     window.start()
     server, clients = start_api_load(args.api_clients) if args.api_clients else (None, [])
+    if args.while_indexing is not None:
+        window.documents.worker.create("bench", [args.while_indexing.resolve()])
     t_load = time.monotonic()
 
     result: dict = {"rates": [run_rate(window, small, rate, args.tokens, home / f"times-{rate}.txt") for rate in (200, 1000)]}
+    if args.while_indexing is not None:
+        progress = window.documents.worker.latest.get("bench")
+        result["indexing"] = {"folder": str(args.while_indexing), "files_done": progress.files_done if progress else 0,
+                              "files_total": progress.files_total if progress else 0}
     opens = time_open(window, big, small)
     result["open_10k_ms"] = {"median": statistics.median(opens), "samples": opens}
     if server is not None:
