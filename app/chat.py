@@ -25,12 +25,12 @@ from app.engine.client import EngineClient, Generation, LoadedModel
 from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
 from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
 from app.store.sources import Source, write_sources
-from app.store.statuses import MessageStatus
 from app.turn.backend import backend_for, ran_on, reply_identity
 from models.library import FileRecheck, InstalledModel, ModelLibrary
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from dataclasses import dataclass, field, replace
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
-from app.engine.state_folders import prune_state_folders
+from app.engine.state_folders import forget_conversation, prune_state_folders
 from app.mcp.results import ToolLimits
 from app.paths import Paths, resolve_paths
 from app.private_files import make_private
@@ -218,7 +219,7 @@ def open_core(paths: Paths | None = None) -> Core:
     if not opened.read_only and (problem := _unwritable(paths)) is not None:
         opened.db.close()  # it opened, but the first save of a chat or a setting would fail
         raise problem
-    history = History(opened.db, state_dir=paths.kv_states_dir)
+    history = History(opened.db, forget=functools.partial(forget_conversation, paths.kv_states_dir))
     repaired = 0 if opened.read_only else history.repair_interrupted()
     if not opened.read_only:
         record = RequestLog(opened.db)

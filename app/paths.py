@@ -48,7 +48,7 @@ class Paths:
 
     @property
     def kv_states_dir(self) -> Path:
-        """Conversations' saved KV state (app/engine/state_files.py), one folder per conversation."""
+        """Conversations' saved KV state (app/engine/host/state_files.py), one folder per conversation."""
         return self.cache_dir / "kv-states"
 
     @property

@@ -146,7 +146,7 @@ class Settings:
     offline: bool = False  # refuse every Hub call (search, listings, header reads, downloads)
     models_dir: str | None = None  # where downloads go; None = the default under the data dir
     placements: dict[str, ModelPlacement] = field(default_factory=dict)  # by model name; absent: Cove chooses
-    saved_state_mb: int = SAVED_STATE_MB  # disk for conversations' saved KV state (app/engine/state_files.py); 0: none
+    saved_state_mb: int = SAVED_STATE_MB  # disk for conversations' saved KV state (app/engine/host/state_files.py); 0: none
     tool_timeout_s: int = TOOL_TIMEOUT_S  # how long a tool server may take to start or answer one call
     tool_result_chars: int = TOOL_RESULT_CHARS  # a tool's result is cut past this, and the model is told
 

@@ -93,7 +93,7 @@ def _engine_uss(server: subprocess.Popen) -> list[int]:
     import psutil
 
     children = psutil.Process(server.pid).children(recursive=True)
-    return sorted(int(p.memory_full_info().uss) for p in children if "app.engine.host" in " ".join(p.cmdline()))
+    return sorted(int(p.memory_full_info().uss) for p in children if "app.engine.host.main" in " ".join(p.cmdline()))
 
 
 CACHE_SIZES = (("state_cache_256_mb", 256), ("state_cache_8_mb", 8), ("no_state_cache", 0))

@@ -1,5 +1,5 @@
 """Which conversation format gives a base model (the starter, Gemma 3 270M) its most coherent
-replies: each format of app/engine/templates.py renders the same simple questions, the model
+replies: each format of app/engine/host/templates.py renders the same simple questions, the model
 answers greedily, and a reply counts as correct when it holds the expected word and ends by
 itself (a stop string or end of text) before the token limit.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.client import EngineClient  # noqa: E402
-from app.engine.fallback_formats import FALLBACKS, Fallback  # noqa: E402
+from app.engine.host.fallback_formats import FALLBACKS, Fallback  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
 
 # (question, expected word: a regular expression matched as a whole word, case-insensitive)

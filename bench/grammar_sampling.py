@@ -1,5 +1,5 @@
 """Sampling under a tool grammar against plain decoding, in one process on the starter: the cost
-of app/engine/grammar_sampler.py's pick per token, with the first pick made as plain decoding
+of app/engine/host/grammar_sampler.py's pick per token, with the first pick made as plain decoding
 makes it ("fast", what the engine does) and with llama-cpp-python's whole chain on every candidate
 ("whole", the sampler before), against plain top-k decoding of the same prompt.
 
@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from app.engine.fallback_formats import FALLBACKS  # noqa: E402
-from app.engine.grammar_sampler import FirstBytes, GrammarFirstSampler, fast_pick  # noqa: E402
-from app.engine.token_pick import TopKPick  # noqa: E402
+from app.engine.host.fallback_formats import FALLBACKS  # noqa: E402
+from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler, fast_pick  # noqa: E402
+from app.engine.host.token_pick import TopKPick  # noqa: E402
 from app.tools.families import FAMILIES  # noqa: E402
 from app.tools.generic import generic_messages  # noqa: E402
 from app.tools.spec import read_openai_tools  # noqa: E402

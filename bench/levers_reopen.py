@@ -1,5 +1,5 @@
 """Reopening a long conversation after a restart: time to first token with its saved KV state
-(app/engine/state_files.py) against recomputing the whole prompt.
+(app/engine/host/state_files.py) against recomputing the whole prompt.
 
 Through EngineClient, as the window and `cove chat` run a turn: the starter (Gemma 3 270M Q4_K_M) at
 a context of 8192 builds a conversation of about --tokens tokens (several long user turns with
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
-from app.engine.state_files import SUFFIX, read_meta  # noqa: E402
+from app.engine.host.state_files import SUFFIX, read_meta  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
 
 N_CTX = 8192

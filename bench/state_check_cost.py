@@ -1,4 +1,4 @@
-"""What binding a saved KV state to its tokens costs (app/engine/state_check.py): a restore
+"""What binding a saved KV state to its tokens costs (app/engine/host/state_check.py): a restore
 (llama_state_seq_set_data) with and without the checks after it, and the fingerprint at saving.
 
 Run: .venv/bin/python bench/state_check_cost.py [--model tiny|starter] [--tokens N] [--rounds R]
@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from app.engine.cpu_quirks import extra_buffers  # noqa: E402
-from app.engine.llama_open import model_buffers  # noqa: E402
-from app.engine.state_cache import last_logits, verify_restored  # noqa: E402
-from app.engine.state_check import cells_in_place, take  # noqa: E402
+from app.engine.host.cpu_quirks import extra_buffers  # noqa: E402
+from app.engine.host.llama_open import model_buffers  # noqa: E402
+from app.engine.host.state_cache import last_logits, verify_restored  # noqa: E402
+from app.engine.host.state_check import cells_in_place, take  # noqa: E402
 
 
 def model_path(which: str, folder: Path) -> tuple[Path, dict[str, bool]]:

@@ -179,7 +179,7 @@ def speed_pairs(client: openai.OpenAI, model: str, pairs: int, round_no: int, no
     plain decoding of as many tokens on the same prompt text: /v1/completions given the prompt the
     chat path renders (the Q:/A: transcript with the tools in the system message), so no stop
     string ends it early, and `no_eos` keeps the model from ending it."""
-    from app.engine.fallback_formats import FALLBACKS
+    from app.engine.host.fallback_formats import FALLBACKS
     from app.tools.generic import generic_messages, tools_text
     from app.tools.spec import read_openai_tools
 

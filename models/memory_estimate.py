@@ -1,6 +1,6 @@
 """How much memory a model will take in Cove's engine, before it is downloaded or loaded:
 weights, KV cache, compute buffers and overhead, as llama.cpp allocates them with the settings
-Cove's engine uses (models/context_size.py, app/engine/session.py).
+Cove's engine uses (models/context_size.py, app/engine/host/session.py).
 
 `loaded_ram` is what the engine holds after loading and a short first reply; `total_ram`
 is the peak once the context is full, the figure the verdict uses. What each part counts,

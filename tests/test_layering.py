@@ -1,5 +1,7 @@
 """The layering holds: app/ and models/ never import PySide6, shiboken6 or ui/, models/ never imports
-app/ (imports go ui -> app -> models), and no modules of app/, models/, ui/ import each other in a cycle."""
+app/ (imports go ui -> app -> models), no modules of app/, models/, ui/ import each other in a cycle,
+only the engine host's package (app/engine/host/) imports llama_cpp, and the engine and the history
+store (app/engine/, app/store/) do not import each other."""
 
 from __future__ import annotations
 
@@ -143,3 +145,41 @@ def test_the_cycle_check_notices_a_cycle(tmp_path: Path) -> None:
     graph = _import_graph(tmp_path, ("app",))
     assert graph["app.b"] == {"app.sub.c"}
     assert _cycles(graph) == [["app.a", "app.b", "app.sub.c"]]
+
+
+ENGINE_HOST = "app/engine/host"
+
+
+def _llama_importers(root: Path) -> list[str]:
+    """Modules of app/, models/ and ui/ outside the engine host's package that import llama_cpp
+    (at any level: module, function or TYPE_CHECKING)."""
+    bad = []
+    for package in OUR_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith(ENGINE_HOST + "/"):
+                continue
+            if any(name.split(".")[0] == "llama_cpp" for name in _imports(path)):
+                bad.append(rel)
+    return bad
+
+
+def test_only_the_engine_host_imports_llama_cpp() -> None:
+    assert _llama_importers(ROOT) == []
+    assert "app.engine.host.session" in _import_graph(ROOT)  # the host's package is where it is said to be
+
+
+def test_the_llama_check_notices_an_import_outside_the_host(tmp_path: Path) -> None:
+    (tmp_path / "app" / "engine" / "host").mkdir(parents=True)
+    (tmp_path / "app" / "engine" / "host" / "session.py").write_text("import llama_cpp\n")
+    (tmp_path / "app" / "docs").mkdir()
+    (tmp_path / "app" / "docs" / "embedding.py").write_text("def f():\n    from llama_cpp import Llama\n")
+    assert _llama_importers(tmp_path) == ["app/docs/embedding.py"]
+
+
+def test_the_engine_and_the_history_store_do_not_import_each_other() -> None:
+    graph = _import_graph(ROOT)
+    crossing = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                      if (a.startswith("app.engine.") and b.startswith("app.store."))
+                      or (a.startswith("app.store.") and b.startswith("app.engine.")))
+    assert crossing == []

@@ -33,8 +33,8 @@ from app.remote.connections import Connection, ConnectionProblem
 from app.remote.privacy import is_private_host, strip_port
 from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.sources import sources_of
-from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from app.turn.backend import installed_model, server_connection, server_host
 from app.turn.events import ToolCallEvent, ToolResultEvent

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from app.engine.client import EngineClient, EngineError
-from app.engine.embeddings import declared_pooling
+from app.engine.pooling import declared_pooling
 from models.gguf_validate import InvalidModelFile, read_gguf_header
 from models.library import InstalledModel, ModelLibrary
 

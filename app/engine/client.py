@@ -50,7 +50,7 @@ from app.engine.protocol import (
     Unload,
     Unloaded,
 )
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 
 __all__ = ["Embeddings", "EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel",
            "StartedInfo", "TokenEvent"]
@@ -84,9 +84,9 @@ class EngineClient:
         if host_argv:
             self._argv = list(host_argv)
         elif python:
-            self._argv = [python, "-m", "app.engine.host"]
-        else:  # `python -m app.engine.host`, or the frozen app's own executable (app/child_command.py)
-            self._argv = child_command("app.engine.host")
+            self._argv = [python, "-m", "app.engine.host.main"]
+        else:  # `python -m app.engine.host.main`, or the frozen app's own executable (app/child_command.py)
+            self._argv = child_command("app.engine.host.main")
         self._cancel_grace_s = cancel_grace_s
         self._load_timeout_s = load_timeout_s
         self._state_dir = os.fspath(state_dir) if state_dir is not None and state_disk_mb > 0 else None
@@ -252,7 +252,7 @@ class EngineClient:
             self._drop_proc(proc)
 
     def devices(self) -> list[dict[str, Any]]:
-        """The devices llama.cpp sees on this machine (app/engine/backends.py: Device.to_dict()),
+        """The devices llama.cpp sees on this machine (app/engine/host/backends.py: Device.to_dict()),
         asked of the engine process (started if needed), which keeps native code out of this one.
         Raises EngineError with a sentence when it cannot tell."""
         with self._op_lock:

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 _CONVERTER_NAME = "_cove_llama_grammar"
-_ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
+ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 
 # Groups inside one another in one grammar. llama.cpp 0.3.36's parser refuses a grammar from about
 # 1,050 levels ("exceeds sane defaults") and overflows its stack, killing the process, from about
@@ -218,22 +218,3 @@ def grammar_for(response_format: object) -> str | None:
     if not isinstance(schema, dict):
         raise ValueError("response_format.json_schema.schema must be a JSON schema object")
     return schema_grammar(schema)
-
-
-def check_grammar(vocab: Any, text: str) -> None:
-    """Raise GrammarError unless llama.cpp's parser accepts `text` (host side: loads llama_cpp).
-
-    llama-cpp-python adds a grammar to its sampler chain without looking at what
-    llama_sampler_init_grammar returned, and a refused grammar returns NULL, which the chain
-    would then dereference; so the grammar is parsed once here first.
-    """
-    if not text.strip():
-        raise GrammarError("the grammar is empty")
-    if not _ROOT_RULE.search(text):
-        raise GrammarError("the grammar has no \"root\" rule (a line \"root ::= ...\")")
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode("utf-8"), b"root")
-    if not sampler:
-        raise GrammarError("llama.cpp could not parse the grammar (a syntax error, an undefined or left-recursive rule)")
-    llama_cpp.llama_sampler_free(sampler)

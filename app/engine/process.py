@@ -37,7 +37,7 @@ def host_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The host's environment: no credentials, Hugging Face offline, telemetry off."""
     env = dict(os.environ if base is None else base)
     scrub_environment(env)
-    # The host runs `-m app.engine.host`; make the package importable from any cwd.
+    # The host runs `-m app.engine.host.main`; make the package importable from any cwd.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
     return env
 

@@ -34,7 +34,7 @@ class Load:
     kv_on_gpu: bool | None = None  # None: with the layers it belongs to (on the GPU when they are)
     use_model_template: bool = True  # False: skip the GGUF template, use the fallback
     fallback_reason: str | None = None  # why the GGUF template is skipped (for the note)
-    state_cache_mb: int = 256  # RAM for earlier conversations' KV state (app/engine/state_cache.py); 0: off
+    state_cache_mb: int = 256  # RAM for earlier conversations' KV state (app/engine/host/state_cache.py); 0: off
     type_k: str = "f16"  # the KV cache's K type: "f16", "q8_0" or "q4_0" (KV_CACHE_CHOICES)
     type_v: str = "f16"  # the KV cache's V type; quantized V needs flash attention
     state_dir: str | None = None  # the folder of conversations' KV state saved to disk; None: none saved
@@ -45,7 +45,7 @@ class Load:
 # The KV cache types a person may pick (llama.cpp's names).
 KV_CACHE_CHOICES = ("f16", "q8_0", "q4_0")
 
-# How a reply may draft tokens to verify in one batch (app/engine/speculative.py): "auto" drafts from
+# How a reply may draft tokens to verify in one batch (app/engine/host/speculative.py): "auto" drafts from
 # the conversation (prompt lookup) or with the loaded draft model, and stops when it does not pay.
 SPECULATIVE_MODES = ("auto", "off")
 
@@ -151,7 +151,7 @@ class Loaded:
     flash_attn: str = "auto"  # "auto" | "on" | "off", as llama-bench spells it
     architecture: str = ""
     n_vocab: int = 0
-    placement: dict[str, Any] = field(default_factory=dict)  # app/engine/placement_run.py: PlacementReport
+    placement: dict[str, Any] = field(default_factory=dict)  # app/engine/host/placement_run.py: PlacementReport
     embeddings: bool = False  # the file declares a pooling type: Embed works
     type_k: str = "f16"
     type_v: str = "f16"
@@ -169,7 +169,7 @@ class Unloaded:
 @dataclass(frozen=True)
 class Devices:
     request_id: str
-    devices: list[dict[str, Any]] = field(default_factory=list)  # app/engine/backends.py: Device.to_dict()
+    devices: list[dict[str, Any]] = field(default_factory=list)  # app/engine/host/backends.py: Device.to_dict()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Which folder of the saved-state directory holds a conversation's KV state files
-(app/engine/state_files.py), and removing those folders: when a conversation is deleted, and for
+(app/engine/host/state_files.py), and removing those folders: when a conversation is deleted, and for
 conversations the history no longer has.
 
 No llama.cpp and no database: the history (app/store/history.py), app/core.py and the engine host

@@ -31,7 +31,7 @@ from app.remote.http_client import RemoteHttp, abort
 from app.remote.privacy import ConsentNeeded, is_private_host, private_without_lookup
 from app.remote.remote_model import RemoteModel
 from app.remote.sse import DONE, SseEvent, SseReader, StreamTooLarge, json_payloads, storable, storable_json
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate, NetworkRefused
 
 # Unreadable lines or events in a row after which a stream counts as garbage.

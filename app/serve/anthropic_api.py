@@ -20,8 +20,8 @@ from app.serve.messages_request import MessagesRequest, read_messages_request
 from app.serve.openai_api import ClosingStream
 from app.serve.running import Running
 from app.serve.service import MAX_CHARS_PER_TOKEN, Job, Service, failure_error
+from app.statuses import MessageStatus
 from app.store.request_log import timings
-from app.store.statuses import MessageStatus
 from app.tools.anthropic import BlockStream, content_blocks, usable
 from app.tools.reply import ContentGate, family_named
 

@@ -19,8 +19,8 @@ from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.openai_api import FINISH, ClosingStream
 from app.serve.running import Running
 from app.serve.service import Job, Service, failure_error
+from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
-from app.store.statuses import MessageStatus
 from models.library import InstalledModel
 
 DEFAULT_MAX_TOKENS = 16  # the real API's default for text completions

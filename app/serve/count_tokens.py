@@ -20,7 +20,7 @@ from app.serve.http import MAX_BODY_BYTES, json_body
 from app.serve.messages_request import read_messages_request
 from app.serve.request_turn import tool_arguments
 from app.serve.service import Service, failure_error
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
 from models.library import InstalledModel

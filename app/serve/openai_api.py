@@ -19,8 +19,8 @@ from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body, sse
 from app.serve.running import Running
 from app.serve.service import Job, Service, failure_error
+from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
-from app.store.statuses import MessageStatus
 from app.tools.parsers import Call
 from app.tools.reply import ContentGate, argument_pieces, family_named, read_reply
 

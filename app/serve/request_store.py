@@ -14,6 +14,7 @@ window's unsaved replies are)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import sys
 import threading
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from app.engine.state_folders import forget_conversation
 from app.serve.keys import ApiKeys
 from app.store.api_conversations import OpenExchange, close_exchange, open_exchange
 from app.store.checkpoint import Checkpointer
@@ -75,7 +77,7 @@ class StoreThread:
 
     def _open(self, database: Path, models_dir: Path, kv_states_dir: Path) -> None:
         db = open_writer(database)
-        self.history = History(db, state_dir=kv_states_dir)
+        self.history = History(db, forget=functools.partial(forget_conversation, kv_states_dir))
         self.record = RequestLog(db)
         self.library = ModelLibrary(db, models_dir)
         self.keys = ApiKeys(db)

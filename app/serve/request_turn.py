@@ -16,8 +16,8 @@ from app.engine.generation import Generation
 from app.engine.loaded import LoadedModel
 from app.serve.request_store import Opened, RequestStore
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.history import Message
-from app.store.statuses import MessageStatus
 from app.tools.reply import ToolReply, record_of, reply_of
 from app.tools.spec import ToolSet
 from app.turn.backend import Backend, ChatModel

@@ -23,8 +23,8 @@ from app.serve.openai_api import ClosingStream
 from app.serve.responses_request import ResponsesRequest, read_responses_request
 from app.serve.running import Running
 from app.serve.service import Job, Service, failure_error
+from app.statuses import MessageStatus
 from app.store.request_log import timings
-from app.store.statuses import MessageStatus
 from app.tools.parsers import Call
 from app.tools.reply import ContentGate, ToolReply, argument_pieces, family_named, reply_of
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import anyio
 
 from app.engine.generation import FinishedEvent, Generation, TokenEvent
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from app.tools.reply import ToolReply
 from app.turn.events import EndEvent, TurnEvent
 from app.turn.turn import Turn

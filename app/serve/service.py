@@ -29,7 +29,7 @@ from app.serve.request_store import Opened, RequestStore, StoreThread
 from app.serve.request_turn import RequestBackend, RequestWriter
 from app.serve.running import Running
 from app.settings import SamplingParams
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, RecheckedEvent

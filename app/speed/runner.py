@@ -142,7 +142,7 @@ def engine_settings(loaded: Any, threads: int) -> dict[str, Any]:
         "load_mode": "mmap",
         "n_gpu_layers": getattr(loaded, "n_gpu_layers", None),
         "backend": getattr(loaded, "backend", None),
-        # Weights in llama.cpp's repacked (or AMX) buffers, or kept plain (app/engine/cpu_quirks.py).
+        # Weights in llama.cpp's repacked (or AMX) buffers, or kept plain (app/engine/host/cpu_quirks.py).
         "repack": 1 if (getattr(loaded, "placement", None) or {}).get("extra_buffers", True) else 0,
     }
     return settings

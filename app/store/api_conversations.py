@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from app.statuses import MessageStatus
 from app.store.history import History
 from app.store.records import to_json
-from app.store.statuses import MessageStatus
 from app.store.writer import this_writer
 from models.library import InstalledModel
 from models.transactions import write_transaction

@@ -7,9 +7,9 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from app.statuses import MessageStatus
 from app.store.history import History, Message
 from app.store.sources import Source, sources_for
-from app.store.statuses import MessageStatus
 
 FORMATS = ("md", "json")
 

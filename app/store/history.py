@@ -6,12 +6,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Final
 
 import sqlite_utils
 
-from app.engine.state_folders import forget_conversation
+from app.statuses import FINAL_STATUSES, MessageStatus
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.records import (
@@ -27,7 +26,6 @@ from app.store.records import (
     to_json,
 )
 from app.store.request_log import RequestLog
-from app.store.statuses import FINAL_STATUSES, MessageStatus
 from app.store.writer import this_writer, writer_alive
 from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
@@ -77,12 +75,14 @@ class History:
     """
 
     def __init__(
-        self, db: sqlite_utils.Database, *, now: Callable[[], datetime] | None = None, state_dir: Path | None = None
+        self, db: sqlite_utils.Database, *, now: Callable[[], datetime] | None = None,
+        forget: Callable[[str], None] | None = None,
     ) -> None:
-        """`state_dir`: the folder of conversations' saved KV state (a deleted conversation's goes too)."""
+        """`forget(conversation_id)`: called after a conversation is deleted, for what is kept of it
+        outside the database (its saved KV state: app/engine/state_folders.py)."""
         self.db = db
         self._now = now
-        self.state_dir = state_dir
+        self._forget = forget
 
     # -- conversations ---------------------------------------------------------------
 
@@ -159,8 +159,8 @@ class History:
             # Its entries in the written record lose their text and stay as marked gaps, and the
             # erasure is an entry of its own.
             RequestLog(self.db).erase_conversation(full_id)
-        if self.state_dir is not None:
-            forget_conversation(self.state_dir, full_id)
+        if self._forget is not None:
+            self._forget(full_id)
 
     def conversation_ids(self) -> list[str]:
         """Every conversation's id (window chats and API clients' alike)."""

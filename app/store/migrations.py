@@ -59,7 +59,7 @@ def _m0002_messages(db: sqlite_utils.Database) -> None:
             "parent_id": str,  # NULL for a root; branches share a parent
             "role": str,  # 'system' | 'user' | 'assistant'
             "content": str,
-            # a MessageStatus (app/store/statuses.py): 'complete' | 'streaming' | 'cancelled' | 'length' | 'error' | 'interrupted'
+            # a MessageStatus (app/statuses.py): 'complete' | 'streaming' | 'cancelled' | 'length' | 'error' | 'interrupted'
             "status": str,
             "error": str,
             "created_at": str,

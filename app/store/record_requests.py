@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.statuses import MessageStatus
 from app.store.request_log import RequestLog
-from app.store.statuses import MessageStatus
 from app.store.writer import this_writer, writer_alive
 from models.transactions import write_transaction
 

@@ -11,7 +11,7 @@ recipient (`to=functions.NAME`), written either after the channel or after the r
 The final channel (and commentary without a recipient, a preamble) is content; the analysis
 channel is reasoning, which Cove has no place for: it is left out of the content. A message to
 another recipient (a built-in tool such as `python`) is left out too, as llama.cpp does. `<|end|>`
-is a control token a reply's text may lack (app/engine/session.py shows it for this family's tool
+is a control token a reply's text may lack (app/engine/host/session.py shows it for this family's tool
 replies), so a body also ends where `<|start|>` begins the next message."""
 
 from __future__ import annotations

@@ -59,15 +59,17 @@ class Backend(Protocol):
 def backend_for(model: ChatModel, *, engine: EngineClient | None = None,
                 remote_engine: Callable[[RemoteModel], RemoteEngine] | RemoteEngine | None = None,
                 options: Callable[[InstalledModel], LoadOptions | None] | LoadOptions | None = None,
-                load: Callable[[], LoadedModel] | None = None, loaded_as_is: bool = False) -> Backend:
+                load: Callable[[], LoadedModel] | None = None, loaded_as_is: bool = False,
+                priority: str = "normal") -> Backend:
     """The backend `model` runs behind. `remote_engine`: a server's RemoteEngine, or how to get
     one (called only for a server's model; it may raise ConnectionProblem). `options`: the load
-    settings, or how to read them (called only for a model of this machine)."""
+    settings, or how to read them (called only for a model of this machine). `priority`: the
+    engine's for a model of this machine ("window" for the window's own reply, else "normal")."""
     if isinstance(model, RemoteModel):
         remote = remote_engine(model) if callable(remote_engine) else remote_engine
         return RemoteBackend(model, remote)
     resolved = options(model) if callable(options) else options
-    return LocalBackend(model, engine, options=resolved, load=load, loaded_as_is=loaded_as_is)
+    return LocalBackend(model, engine, options=resolved, load=load, loaded_as_is=loaded_as_is, priority=priority)
 
 
 def on_server(model: ChatModel | None) -> bool:

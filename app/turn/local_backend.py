@@ -17,15 +17,19 @@ from models.library import FileRecheck, InstalledModel, recheck_file
 class LocalBackend:
     """`options`: the model's load settings (None: Cove chooses). `loaded_as_is`: the engine has
     this model loaded already (another's engine, lent): keep its settings rather than load it
-    again. `load`: how to load it instead (an API pool's settings)."""
+    again. `load`: how to load it instead (an API pool's settings). `priority`: the engine's
+    priority for the reply (EngineClient.generate): "window" for the window's own reply, which the
+    engine serves first while API replies share it; "normal" for everything else."""
 
     def __init__(self, model: InstalledModel, engine: EngineClient | None, *, options: LoadOptions | None = None,
-                 load: Callable[[], LoadedModel] | None = None, loaded_as_is: bool = False) -> None:
+                 load: Callable[[], LoadedModel] | None = None, loaded_as_is: bool = False,
+                 priority: str = "normal") -> None:
         self.model = model
         self.engine = engine
         self.options = options
         self._load = load
         self._loaded_as_is = loaded_as_is
+        self.priority = priority
 
     @property
     def installed(self) -> InstalledModel:

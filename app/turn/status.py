@@ -1,11 +1,11 @@
 """The one mapping from how a reply ended, as its engine or server reported it, and why it was
-stopped, to the status its row keeps (app/store/statuses.py is the vocabulary)."""
+stopped, to the status its row keeps (app/statuses.py is the vocabulary)."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 
 
 class StopCause(IntEnum):

@@ -26,8 +26,8 @@ from app.remote.connections import ConnectionProblem
 from app.remote.errors import RemoteProblem
 from app.remote.privacy import ConsentNeeded
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.save_errors import ReplyNotSaved
-from app.store.statuses import MessageStatus
 from app.termination import Terminated
 from app.tools.families import Family
 from app.tools.parsers import Call, held, parse_calls

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.engine.client import EngineClient
-from app.engine.fallback_formats import BASE_FORMAT, TRANSCRIPT_INTRO
-from app.engine.templates import build_chat_format
+from app.engine.host.fallback_formats import BASE_FORMAT, TRANSCRIPT_INTRO
+from app.engine.host.templates import build_chat_format
 from models.model_facts import is_base_model, looks_instruction_tuned
 from tests.support.tiny_model import write_tiny_gguf
 

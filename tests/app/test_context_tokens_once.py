@@ -186,9 +186,9 @@ def test_a_paste_whose_bound_is_over_the_budget_is_never_counted() -> None:
 
 # ---- the engine host's session, with the tiny model ------------------------------------
 
-from app.engine.prompt_counts import TokenCounts, messages_digest, min_prompt_tokens, non_space_bytes  # noqa: E402
+from app.engine.host.prompt_counts import TokenCounts, messages_digest, min_prompt_tokens, non_space_bytes  # noqa: E402
+from app.engine.host.session import ModelSession  # noqa: E402
 from app.engine.protocol import Failed, Finished, Generate, Load  # noqa: E402
-from app.engine.session import ModelSession  # noqa: E402
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.core import Core, open_core
-from app.engine.state_files import SUFFIX
+from app.engine.host.state_files import SUFFIX
 from app.engine.state_folders import conversation_folder
 from app.paths import resolve_paths
 from app.settings import save_settings

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.detok import IncrementalDetokenizer, StopMatcher
-from app.engine.transcript import STATELESS, Transcript, common_prefix, kept_reply, plan_prompt
+from app.engine.host.detok import IncrementalDetokenizer, StopMatcher
+from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply, plan_prompt
 
 
 def _pieces(chunks: list[bytes]) -> tuple[IncrementalDetokenizer, list[int]]:
@@ -133,8 +133,8 @@ def test_common_prefix() -> None:
 
 @pytest.mark.timeout(60)
 def test_real_tokenizer_round_trip_through_the_incremental_detokenizer(tiny_gguf: Path) -> None:
+    from app.engine.host.session import ModelSession
     from app.engine.protocol import Generate, Load
-    from app.engine.session import ModelSession
 
     session = ModelSession(Load("l", str(tiny_gguf)))
     try:
@@ -151,7 +151,7 @@ def test_real_tokenizer_round_trip_through_the_incremental_detokenizer(tiny_gguf
 
 
 def test_the_stop_matcher_names_the_stop_string_it_met() -> None:
-    from app.engine.detok import StopMatcher
+    from app.engine.host.detok import StopMatcher
 
     matcher = StopMatcher(["END", "halt"])
     assert matcher.push("go on ha") == ("go on ", False) and matcher.matched is None

@@ -11,10 +11,10 @@ import pytest
 from llama_cpp import Llama
 from llama_cpp import _internals as llama_internals
 
-from app.engine import cpu_quirks
 from app.engine.client import EngineClient
-from app.engine.cpu_quirks import AMX_NOTE, EXTRA_BUFFERS_ENV, OFF_NOTE, extra_buffers
-from app.engine.llama_open import model_buffers
+from app.engine.host import cpu_quirks
+from app.engine.host.cpu_quirks import AMX_NOTE, EXTRA_BUFFERS_ENV, OFF_NOTE, extra_buffers
+from app.engine.host.llama_open import model_buffers
 from tests.support.tiny_model import write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(120)

@@ -148,7 +148,7 @@ def test_grammar_first_sampling_picks_what_the_grammar_in_the_chain_picks(tiny_g
     import llama_cpp
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from app.engine.grammar_sampler import GrammarSlot
+    from app.engine.host.grammar_sampler import GrammarSlot
 
     gbnf = grammar_for(schema_format(SCHEMA))
     assert gbnf is not None
@@ -184,7 +184,7 @@ def test_the_fast_first_pick_gives_the_tokens_of_the_whole_chain(tiny_gguf: Path
     tokens of the whole chain on every candidate, for the same seed."""
     import llama_cpp
 
-    from app.engine.grammar_sampler import GrammarSlot
+    from app.engine.host.grammar_sampler import GrammarSlot
 
     gbnf = grammar_for(schema_format(SCHEMA))
     assert gbnf is not None
@@ -224,7 +224,7 @@ def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -
     import llama_cpp
     import numpy as np
 
-    from app.engine.grammar_sampler import FirstBytes, GrammarFirstSampler
+    from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler
 
     gbnf = grammar_for(schema_format({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
                                       "required": ["s", "n"], "additionalProperties": False}))

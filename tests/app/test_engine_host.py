@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.client import EngineClient, EngineError, FinishedEvent, TokenEvent
-from app.engine.session import default_threads
+from app.engine.host.session import default_threads
 from tests.support.tiny_model import BOS_ID, write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(60)

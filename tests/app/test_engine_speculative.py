@@ -125,7 +125,7 @@ def test_a_reply_stopped_inside_accepted_drafts_leaves_the_cache_as_plain_decodi
 def test_top_k_on_the_largest_logits_samples_what_the_full_chain_samples(models: dict[str, Path]) -> None:
     from llama_cpp import Llama
 
-    from app.engine.token_pick import TopKPick
+    from app.engine.host.token_pick import TopKPick
 
     llm = Llama(str(models["sure"]), n_ctx=512, n_threads=1, verbose=False)
     try:

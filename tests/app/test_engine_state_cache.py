@@ -1,4 +1,4 @@
-"""The host's RAM cache of earlier conversations' KV state (app/engine/state_cache.py): its
+"""The host's RAM cache of earlier conversations' KV state (app/engine/host/state_cache.py): its
 bookkeeping, and on the real engine: a conversation taken up again after another one reuses its
 restored state, says so, and continues exactly as if nothing had come between."""
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from app.engine.client import EngineClient, FinishedEvent
-from app.engine.state_cache import SavedState, StateCache, worth_restoring
-from app.engine.transcript import Transcript
+from app.engine.host.state_cache import SavedState, StateCache, worth_restoring
+from app.engine.host.transcript import Transcript
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.tiny_model import write_tiny_gguf
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from app.engine.client import EngineClient, FinishedEvent
-from app.engine.state_files import SUFFIX, read_meta
+from app.engine.host.state_files import SUFFIX, read_meta
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.paths import REPO_ROOT
 from tests.support.tiny_model import write_tiny_gguf
@@ -212,8 +212,8 @@ SMALL_FILES_HOST = [sys.executable, "-c", (
     f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
     "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
     "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))\n"
-    "sys.argv = ['app.engine.host', *sys.argv[1:]]\n"
-    "runpy.run_module('app.engine.host', run_name='__main__', alter_sys=True)\n")]
+    "sys.argv = ['app.engine.host.main', *sys.argv[1:]]\n"
+    "runpy.run_module('app.engine.host.main', run_name='__main__', alter_sys=True)\n")]
 
 
 def test_replies_go_on_when_the_state_cannot_be_written(chat_gguf: Path, tmp_path: Path) -> None:

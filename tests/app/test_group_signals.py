@@ -74,7 +74,7 @@ def _read_some(proc: subprocess.Popen, n: int = 40) -> bytes:
 def _engine_children(pid: int) -> list[psutil.Process]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        found = [p for p in psutil.Process(pid).children() if "app.engine.host" in " ".join(p.cmdline())]
+        found = [p for p in psutil.Process(pid).children() if "app.engine.host.main" in " ".join(p.cmdline())]
         if found:
             return found
         time.sleep(0.05)
@@ -163,7 +163,7 @@ def test_a_host_stuck_in_a_request_still_ends_when_its_pipe_closes(tmp_path: Pat
     """A load or a prefill llama.cpp cannot interrupt: the host exits anyway once its parent is gone."""
     from app.engine.protocol import ListDevices, encode
 
-    stuck = ("import sys, time, app.engine.host as h; h.PARENT_GONE_EXIT_S = 0.5; "
+    stuck = ("import sys, time, app.engine.host.main as h; h.PARENT_GONE_EXIT_S = 0.5; "
              "h.Host._dispatch = lambda self, req: time.sleep(3600); sys.exit(h.main(sys.argv[1:]))")
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()

@@ -1,4 +1,4 @@
-"""The engine host's placement (app/engine/placement_run.py) with the devices and the memory
+"""The engine host's placement (app/engine/host/placement_run.py) with the devices and the memory
 figures injected at the boundary: which device takes the layers, a load that runs out of
 device memory retried with fewer layers, and the report the performance panel shows."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.engine.devices import Device, gpu_of
-from app.engine.llama_log import BufferReport
-from app.engine.placement_run import is_out_of_memory, memory_limit, open_with_retries, over_limit, plan, report, within_limit
+from app.engine.host.llama_log import BufferReport
+from app.engine.host.placement_run import is_out_of_memory, memory_limit, open_with_retries, over_limit, plan, report, within_limit
 from models.memory_estimate import GPU_RUNTIME
 from models.placement import MARGIN_MIN, Placement
 from tests.support.tiny_model import write_tiny_gguf

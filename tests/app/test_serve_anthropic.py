@@ -15,7 +15,7 @@ import pytest
 
 from app.engine.generation import FinishedEvent
 from app.serve.anthropic_api import error_type, stop_of
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from tests.support.serve_fixture import Served, cove_serve
 
 GREEDY = {"temperature": 0}  # in the body: newer clients have no temperature argument

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.speculative import MAX_DRAFT, MIN_DRAFT_STEPS, BatchCosts, DraftPolicy, PromptLookup
+from app.engine.host.speculative import MAX_DRAFT, MIN_DRAFT_STEPS, BatchCosts, DraftPolicy, PromptLookup
 
 
 def ids(*tokens: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The disk tier's files on their own (app/engine/state_files.py, app/engine/state_folders.py): the
+"""The disk tier's files on their own (app/engine/host/state_files.py, app/engine/state_folders.py): the
 format round trip, what a damaged or foreign file does, the size limit's least-recently-used
 eviction, writes that fail, and deleted conversations' folders. No engine: states are random bytes."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine import state_files
-from app.engine.state_files import PREFIX, SUFFIX, BadStateFile, StateFiles, read_data, read_meta
+from app.engine.host import state_files
+from app.engine.host.state_files import PREFIX, SUFFIX, BadStateFile, StateFiles, read_data, read_meta
+from app.engine.host.transcript import Transcript
 from app.engine.state_folders import (
     TOMBSTONE_KEEP_S,
     TOMBSTONES,
@@ -24,7 +25,6 @@ from app.engine.state_folders import (
     is_forgotten,
     prune_state_folders,
 )
-from app.engine.transcript import Transcript
 from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(60)
@@ -229,7 +229,7 @@ import resource, signal, sys
 import numpy as np
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from app.engine.state_files import write_atomic
+from app.engine.host.state_files import write_atomic
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the kernel then fails the write with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
 try:

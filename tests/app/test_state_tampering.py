@@ -3,7 +3,7 @@ to match as an attacker would: another conversation's cells under this one's nam
 in the cells, cells at zeroed positions. The engine restores none of them: the file is deleted, the
 prompt is evaluated from the start, the reply is the one computed with no saved state at all, the
 metrics say why (`state_cache.discarded`), and the state written after that reply is restored
-normally again (app/engine/state_check.py, state_cache.py)."""
+normally again (app/engine/host/state_check.py, state_cache.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from app.engine.client import EngineClient, FinishedEvent
-from app.engine.state_check import CELL, Fingerprint, cells_in_place, find_cells, mismatch, take
-from app.engine.state_files import PREFIX, read_meta
+from app.engine.host.state_check import CELL, Fingerprint, cells_in_place, find_cells, mismatch, take
+from app.engine.host.state_files import PREFIX, read_meta
 from tests.app.test_engine_state_files import engine
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.tiny_model import write_tiny_gguf

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.fallback_formats import FALLBACKS, choose_fallback
-from app.engine.templates import MAX_PROMPT_CHARS, TemplateFailure, TemplateHung, _run_limited, build_chat_format, collect_limited
+from app.engine.host.fallback_formats import FALLBACKS, choose_fallback
+from app.engine.host.templates import MAX_PROMPT_CHARS, TemplateFailure, TemplateHung, _run_limited, build_chat_format, collect_limited
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.engine.vulkan_probe import VulkanDevice, VulkanState, no_gpu_reason, probe, ships_vulkan
+from app.engine.host.vulkan_probe import VulkanDevice, VulkanState, no_gpu_reason, probe, ships_vulkan
 from tests.support.paths import REPO_ROOT
 
 
@@ -47,7 +47,7 @@ def _has_loader() -> bool:
 def test_the_real_loader_without_a_driver_says_so(tmp_path: Path) -> None:
     # A process of its own: the loader reads VK_ICD_FILENAMES once, when it is first used.
     env = {**os.environ, "VK_ICD_FILENAMES": str(tmp_path / "no-such-driver.json"), "VK_DRIVER_FILES": str(tmp_path / "x.json")}
-    done = subprocess.run([sys.executable, "-c", "from app.engine.vulkan_probe import probe; print(probe())"],
+    done = subprocess.run([sys.executable, "-c", "from app.engine.host.vulkan_probe import probe; print(probe())"],
                           capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     if _has_loader():

@@ -35,7 +35,7 @@ ROOT = REPO_ROOT
 
 def test_child_command_runs_python_m_from_a_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(sys, "frozen", raising=False)
-    assert child_command("app.engine.host") == [sys.executable, "-m", "app.engine.host"]
+    assert child_command("app.engine.host.main") == [sys.executable, "-m", "app.engine.host.main"]
 
 
 def test_child_command_reenters_the_executable_when_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +58,7 @@ def _entry(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_entry_runs_a_child_module_with_its_own_arguments() -> None:
     # argparse in the host sees only what follows the module name: its usage names its options.
-    result = _entry(CHILD_FLAG, "app.engine.host", "--help")
+    result = _entry(CHILD_FLAG, "app.engine.host.main", "--help")
     assert result.returncode == 0, result.stderr
     assert "--in-fd" in result.stdout and "--out-fd" in result.stdout
 
@@ -257,7 +257,7 @@ def test_frozen_engine_host_is_the_frozen_executable(frozen: Path, no_python_env
         assert len(children) == 1, [c.cmdline() for c in children]
         host = children[0]
         assert Path(host.exe()).resolve() == (frozen / "cove").resolve()
-        assert host.cmdline()[1:3] == [CHILD_FLAG, "app.engine.host"]
+        assert host.cmdline()[1:3] == [CHILD_FLAG, "app.engine.host.main"]
         assert "--in-fd" in host.cmdline() and "--out-fd" in host.cmdline()  # the pipes it was passed
         os.write(master, b"\x04")  # Ctrl-D at the prompt: leave
         assert proc.wait(timeout=60) == 0

@@ -45,7 +45,7 @@ def _host_under_qemu(qemu: str, cpu: str, frozen: Path, model: Path, env: dict[s
     and the llama.cpp CPU libraries the process mapped."""
     env = _emulated_env(frozen, env)
     proc = subprocess.Popen(
-        [qemu, "-cpu", cpu, str(frozen / "cove"), CHILD_FLAG, "app.engine.host", "--in-fd", "0", "--out-fd", "1"],
+        [qemu, "-cpu", cpu, str(frozen / "cove"), CHILD_FLAG, "app.engine.host.main", "--in-fd", "0", "--out-fd", "1"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None

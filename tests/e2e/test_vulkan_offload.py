@@ -161,7 +161,7 @@ def test_the_wheel_installed_by_pip_finds_its_backends(vulkan_libs: Path, tmp_pa
     assert (target / "bin" / "libggml-cpu-x64.so").is_file()
     env = {k: v for k, v in os.environ.items() if k != "LLAMA_CPP_LIB_PATH"}
     env.update(PYTHONPATH=f"{target}{os.pathsep}{REPO_ROOT}", GGML_VK_VISIBLE_DEVICES="0")
-    done = subprocess.run([sys.executable, "-c", "from app.engine.backends import devices, load_backends; "
+    done = subprocess.run([sys.executable, "-c", "from app.engine.host.backends import devices, load_backends; "
                            "print(sorted(load_backends()), [d.kind for d in devices()])"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

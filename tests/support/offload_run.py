@@ -17,10 +17,10 @@ from typing import Any
 
 
 def main(argv: list[str]) -> int:
-    from app.engine import token_pick
-    from app.engine.llama_open import LoadError
+    from app.engine.host import token_pick
+    from app.engine.host.llama_open import LoadError
+    from app.engine.host.session import ModelSession
     from app.engine.protocol import Generate, Load
-    from app.engine.session import ModelSession
 
     model, prompt, max_tokens = Path(argv[0]), argv[1], int(argv[2])
     n_ctx = int(argv[3]) if len(argv) > 3 else 2048

@@ -34,10 +34,10 @@ from app.remote.connections import ConnectionProblem
 from app.remote.remote_model import RemoteModel
 from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.database import open_reader
 from app.store.history import History
 from app.store.save_errors import write_failure
-from app.store.statuses import MessageStatus
 from app.turn.backend import Backend, backend_for
 from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop

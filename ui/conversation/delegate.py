@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, 
 from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from ui.conversation.item_model import ConversationModel, MessageItem
 from ui.conversation.row_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout, same_chrome
 from ui.conversation.source_rows import SOURCE, paint_sources, source_hit, tooltip

@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 
 
 @dataclass(frozen=True)

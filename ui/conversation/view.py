@@ -17,7 +17,7 @@ from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl,
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QToolTip, QWidget
 
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from ui.conversation.delegate import Hit, MessageDelegate
 from ui.conversation.item_model import ConversationModel
 from ui.conversation.link_dialog import confirm_with_dialog

@@ -12,7 +12,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QPushButton, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from app.turn.backend import ready_without_load
 from ui.chat.composer import Composer
 from ui.chat.controller import ChatController, ShownMessage

@@ -18,7 +18,7 @@ import app.remote.checked_connect as checked_connect
 import app.remote.privacy as privacy
 from app.remote.checked_connect import CheckedBackend, PublicAddress
 from app.remote.engine import RemoteEngine
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import connection_to, model_on
 from tests.support.fault_proxy import Listener, start_listener

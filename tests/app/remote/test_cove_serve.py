@@ -10,7 +10,7 @@ import pytest
 
 from app.remote.probe import probe
 from app.remote.remote_model import RemoteModel
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import connection_to
 from tests.support.serve_fixture import Served, cove_serve

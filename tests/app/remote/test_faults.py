@@ -10,7 +10,7 @@ import pytest
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import SERVER_KEY, connection_to, engine_for, wait_idle
 from tests.support.fault_proxy import FaultProxy

@@ -14,7 +14,7 @@ from app.remote.engine import RemoteEngine
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
 from app.remote.remote_model import remote_models
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from tests.app.remote.conftest import SERVER_KEY
 from tests.support.fault_proxy import FaultProxy
 from tests.support.keyrings import files_containing

@@ -11,7 +11,7 @@ import pytest
 
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate, NetworkRefused
 from tests.app.remote.conftest import SERVER_KEY, connection_to, engine_for
 from tests.support.fault_proxy import Elsewhere

@@ -15,7 +15,7 @@ from pathlib import Path
 from starlette.responses import Response
 
 from app.remote.sse import storable
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import stand_in
 from tests.app.remote.test_stream_shapes import ask, chunk, served, sse

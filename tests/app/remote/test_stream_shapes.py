@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from starlette.responses import JSONResponse, Response
 
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import engine_for, stand_in
 

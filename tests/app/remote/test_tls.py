@@ -19,8 +19,8 @@ from app.remote.connections import ConnectionProblem, Connections
 from app.remote.errors import RemoteProblem
 from app.remote.keys import ConnectionKeys
 from app.remote.probe import probe
+from app.statuses import MessageStatus
 from app.store.database import open_database
-from app.store.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import connection_to, engine_for
 from tests.support.keyrings import InMemoryKeyring

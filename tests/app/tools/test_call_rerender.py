@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.engine.client import EngineClient
-from app.engine.templates import build_chat_format
+from app.engine.host.templates import build_chat_format
 from app.tools.families import FAMILIES
 from app.tools.grammar import tool_call_grammar
 from app.tools.parsers import parse_calls

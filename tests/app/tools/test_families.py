@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.templates import GgufTemplate
+from app.engine.host.templates import GgufTemplate
 from app.tools.families import FAMILIES, family_of
 from app.tools.parsers import parse_calls
 

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from app.engine.templates import GgufTemplate
+from app.engine.host.templates import GgufTemplate
 from app.tools.families import FAMILIES, family_of
 from app.tools.grammar import tool_call_grammar
 from app.tools.parsers import held, parse_calls

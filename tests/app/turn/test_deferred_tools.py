@@ -24,8 +24,8 @@ from app.mcp.results import ToolLimits
 from app.mcp.servers import ToolServer
 from app.mcp.store import ToolServerStore
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.request_log import RequestLog
-from app.store.statuses import MessageStatus
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools

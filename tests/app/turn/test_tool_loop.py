@@ -15,9 +15,9 @@ from app.mcp.host import McpHost
 from app.mcp.servers import ToolServer
 from app.mcp.store import ToolServerStore
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.export import export_conversation
 from app.store.request_log import RequestLog
-from app.store.statuses import MessageStatus
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools

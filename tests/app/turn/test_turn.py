@@ -13,9 +13,9 @@ import pytest
 from app.chat import TurnRecord, build_prompt_messages
 from app.engine.client import EngineError
 from app.settings import SamplingParams
+from app.statuses import MessageStatus
 from app.store.history import Message
 from app.store.request_log import RequestLog
-from app.store.statuses import MessageStatus
 from app.turn.backend import backend_for, installed_model, on_server, ready_without_load
 from app.turn.events import EndEvent, LoadedEvent, MetricsEvent, TextEvent
 from app.turn.local_backend import LocalBackend

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QApplication, QToolTip
 
 from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
+from app.statuses import MessageStatus
 from app.store.sources import Source, attached_collections, sources_of, write_sources
-from app.store.statuses import MessageStatus
 from tests.support.docs_corpus import LIGHTHOUSE, write_corpus
 from ui.chat.controller import ChatController
 from ui.conversation.source_rows import CITED_TITLE, OPEN_SOURCE, SOURCE, UNCITED_TITLE, tooltip

@@ -24,7 +24,7 @@ from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
 from app.mcp.servers import stdio_server
 from app.mcp.store import ToolServerStore
-from app.store.statuses import MessageStatus
+from app.statuses import MessageStatus
 from app.turn import backend as turn_backend
 from tests.app.turn.test_tool_loop import CALL, ScriptedBackend, _split
 from tests.support.remote_window import make_window, send

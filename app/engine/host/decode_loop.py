@@ -15,8 +15,8 @@ from typing import Any
 
 import llama_cpp
 
-from app.engine.speculative import MAX_DRAFT, Drafter, DraftPolicy
-from app.engine.token_pick import Pick
+from app.engine.host.speculative import MAX_DRAFT, Drafter, DraftPolicy
+from app.engine.host.token_pick import Pick
 
 
 class OneToken:

@@ -6,7 +6,7 @@ Host-internal. llama-cpp-python puts the grammar inside the chain, where it is a
 token of the vocabulary on every step (262,144 candidates for Gemma 3); most steps the first
 choice is allowed, so checking one candidate is enough.
 
-The first pick costs what a plain reply's pick costs (app/engine/token_pick.py): where the
+The first pick costs what a plain reply's pick costs (app/engine/host/token_pick.py): where the
 settings let plain decoding pick by argmax or among the top k only (no penalties), so does the
 first pick here. A refused token is picked again among the k best candidates the grammar allows,
 found without applying the grammar to the whole vocabulary (`FirstBytes`): the grammar is first
@@ -27,7 +27,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.engine.token_pick import TopKPick
+from app.engine.host.token_pick import TopKPick
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.float32), ("p", np.float32)], align=True)
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)

@@ -4,9 +4,9 @@ model switch restores its state instead of evaluating its prompt again.
 
 A file is a 32-byte prefix (magic, format version, meta length and CRC-32, data length and CRC-32),
 the meta (UTF-8 JSON: key, conversation id, the tokens the cells hold, the transcript's text and
-tokens, the fingerprint that binds the cells to those tokens: app/engine/state_check.py) and the
+tokens, the fingerprint that binds the cells to those tokens: app/engine/host/state_check.py) and the
 data (`llama_state_seq_get_data` of sequence 0, written from the very array the RAM cache holds).
-`key` (app/engine/state_key.py) names the model file and context settings, so a file is only ever
+`key` (app/engine/host/state_key.py) names the model file and context settings, so a file is only ever
 read back by an identical setup. A file that is not exactly what this code writes, or whose meta
 does not match, is deleted when read; the checksums only catch damage, and what binds the data to
 the meta is checked when it is restored (state_cache.py). Writes happen on one background thread
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.state_check import Fingerprint
+from app.engine.host.state_check import Fingerprint
+from app.engine.host.transcript import Transcript
 from app.engine.state_folders import conversation_folder, is_forgotten
-from app.engine.transcript import Transcript
 
 MAGIC = b"CoveKVS\n"
 FORMAT_VERSION = 2  # 2: the meta has the fingerprint ("check")

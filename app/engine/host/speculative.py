@@ -295,8 +295,8 @@ def open_draft_model(path: str, target: Any, *, n_ctx: int, n_threads: int) -> t
 
     from llama_cpp import Llama
 
-    from app.engine.cpu_quirks import extra_buffers
-    from app.engine.llama_open import model_buffers
+    from app.engine.host.cpu_quirks import extra_buffers
+    from app.engine.host.llama_open import model_buffers
 
     name = Path(path).name
     if not Path(path).is_file():

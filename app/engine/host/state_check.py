@@ -1,4 +1,4 @@
-"""What binds a saved KV state (app/engine/state_cache.py, state_files.py) to the tokens it claims
+"""What binds a saved KV state (app/engine/host/state_cache.py, state_files.py) to the tokens it claims
 to hold, checked when a state file is restored.
 
 A state file's checksums only say that the file is the one that was written; anyone who can write

@@ -18,7 +18,7 @@ from typing import Any
 import llama_cpp
 
 from app.context_policy import fit_messages
-from app.engine.templates import ChatFormat, Rendered
+from app.engine.host.templates import ChatFormat, Rendered
 
 
 def messages_digest(messages: Sequence[dict[str, Any]], format_source: str) -> bytes:

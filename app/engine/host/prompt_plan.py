@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.context_policy import ContextOverflow, reply_reserve
+from app.engine.host.prompt_counts import FittedPrompt, LongestToken, TokenCounts, fit_prompt, min_prompt_tokens
+from app.engine.host.templates import ChatFormat, Rendered
+from app.engine.host.transcript import Transcript, plan_prompt
 from app.engine.passage_fit import fit_passages
-from app.engine.prompt_counts import FittedPrompt, LongestToken, TokenCounts, fit_prompt, min_prompt_tokens
 from app.engine.protocol import Generate
-from app.engine.templates import ChatFormat, Rendered
-from app.engine.transcript import Transcript, plan_prompt
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import llama_cpp
 
-from app.engine.templates import Rendered
+from app.engine.host.templates import Rendered
 
 
 def reply_metrics(session: Any, tokens: list[int], cached: int, dropped: int, source: str, stop_reason: str,

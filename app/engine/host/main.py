@@ -1,6 +1,6 @@
 """The engine host process: owns one llama.cpp model and answers requests from the parent.
 
-Run as `python -m app.engine.host --in-fd N --out-fd M`. Requests arrive as JSON lines on
+Run as `python -m app.engine.host.main --in-fd N --out-fd M`. Requests arrive as JSON lines on
 fd N and events leave on fd M (see protocol.py); stdout and stderr are left to native
 code, which may print. A reader thread takes requests off the pipe so that Cancel is seen
 while the main thread is generating; everything else runs in order on the main thread.
@@ -51,7 +51,7 @@ from app.engine.protocol import (
 )
 
 if TYPE_CHECKING:
-    from app.engine.session import ModelSession
+    from app.engine.host.session import ModelSession
 
 TEMPLATE_HUNG_EXIT = 70
 PARENT_GONE_EXIT_S = 10.0
@@ -148,7 +148,7 @@ class Host:
 
     def _list_devices(self, req: ListDevices) -> None:
         try:
-            from app.engine.backends import NoBackend, devices, load_backends
+            from app.engine.host.backends import NoBackend, devices, load_backends
         except ImportError as exc:
             self.send(Failed(req.request_id, f"the engine cannot start llama.cpp ({exc})", "load"))
             return
@@ -171,8 +171,8 @@ class Host:
     def _load(self, req: Load) -> None:
         self._close_session()
         try:
-            from app.engine.session import LoadError, ModelSession
-            from app.engine.templates import TemplateHung
+            from app.engine.host.session import LoadError, ModelSession
+            from app.engine.host.templates import TemplateHung
         except ImportError as exc:
             self.send(Failed(req.request_id, f"the engine cannot start llama.cpp ({exc})", "load"))
             return
@@ -212,7 +212,7 @@ class Host:
         ))
 
     def _generate(self, req: Generate) -> None:
-        from app.engine.templates import TemplateHung
+        from app.engine.host.templates import TemplateHung
 
         if self._session is None:
             self.send(Failed(req.request_id, "no model is loaded in the engine", "generate"))
@@ -245,7 +245,7 @@ def _open_fd(value: int, mode: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="app.engine.host", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="app.engine.host.main", description=__doc__.splitlines()[0])
     parser.add_argument("--in-fd", type=int, required=True, help="pipe to read requests from")
     parser.add_argument("--out-fd", type=int, required=True, help="pipe to write events to")
     args = parser.parse_args(argv)

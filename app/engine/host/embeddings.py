@@ -13,37 +13,18 @@ context's size or the model's training context), and the chat context is never t
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
 import numpy as np
 
-POOLING_NAMES = {1: "mean", 2: "cls", 3: "last"}  # gguf.PoolingType values that give one vector per text
 MIN_CTX = 512
 MAX_SEQS = 32  # texts per decode
 
 
 class EmbedError(Exception):
     """The texts could not be embedded; the message is one readable sentence."""
-
-
-def declared_pooling(metadata: Mapping[str, str], architecture: str) -> int | None:
-    """The pooling type a GGUF declares (`<arch>.pooling_type`) if it gives one vector per text, else None."""
-    raw = metadata.get(f"{architecture}.pooling_type")
-    try:
-        value = int(raw) if raw is not None else None
-    except ValueError:
-        return None
-    return value if value in POOLING_NAMES else None
-
-
-def not_an_embedding_model(name: str, metadata: Mapping[str, str], architecture: str) -> str:
-    """The sentence for a model that cannot embed."""
-    raw = metadata.get(f"{architecture}.pooling_type")
-    if raw == "4":
-        return f"{name} is a reranking model: it scores pairs of texts rather than embedding them"
-    return f"{name} is not an embedding model: its file declares no pooling type"
 
 
 def _round_up(n: int, step: int) -> int:

@@ -3,7 +3,7 @@ size-capped and time-limited, or the fallback for the model's architecture when 
 
 How a template is rendered and stopped: docs/ARCHITECTURE.md, "Rendering a chat template".
 A template that hangs its render thread raises TemplateHung: the host must then be replaced,
-since a Python thread cannot be killed. The fallbacks (by architecture, and for base models) are in app/engine/fallback_formats.py.
+since a Python thread cannot be killed. The fallbacks (by architecture, and for base models) are in app/engine/host/fallback_formats.py.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateError
 
-from app.engine.fallback_formats import BASE_FORMAT, FALLBACKS, Fallback, Messages, choose_fallback, plain_turns, split_system
-from app.engine.template_sandbox import TemplateSandbox, template_environment
+from app.engine.host.fallback_formats import BASE_FORMAT, FALLBACKS, Fallback, Messages, choose_fallback, plain_turns, split_system
+from app.engine.host.template_sandbox import TemplateSandbox, template_environment
 from app.tools.families import Family, family_of
 from app.tools.generic import generic_messages
 from app.tools.spec import Tool

@@ -1,4 +1,5 @@
-"""The status of a stored message: the one vocabulary the engine, the history and the window share.
+"""The status of a reply and of a stored message: the one vocabulary the engine, the history and the
+window share (here, outside both app/engine and app/store, so that neither imports the other).
 
 Disk-format invariant: the values are what the `messages.status` column holds; never change one.
 """

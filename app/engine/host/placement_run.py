@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.engine.devices import Device, gpu_of
-from app.engine.llama_log import BufferReport
+from app.engine.host.llama_log import BufferReport
 from models.context_size import cove_context
 from models.gguf_validate import read_gguf_header
 from models.model_facts import facts_from_header

@@ -1,4 +1,4 @@
-"""The key of a loaded model's saved-state files (app/engine/state_files.py): everything a saved KV
+"""The key of a loaded model's saved-state files (app/engine/host/state_files.py): everything a saved KV
 state depends on, hashed, so a state file is only ever restored into exactly the same model file,
 context settings and llama.cpp build. Host-internal (it reads the loaded llama_cpp.Llama).
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import llama_cpp
 
+from app.engine.host.state_files import FORMAT_VERSION, StateFiles
 from app.engine.protocol import Load
-from app.engine.state_files import FORMAT_VERSION, StateFiles
 
 
 def _stat(path: str) -> dict[str, int]:

@@ -16,7 +16,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.engine.speculative import greedy_margin_ok
+from app.engine.host.speculative import greedy_margin_ok
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.float32), ("p", np.float32)], align=True)
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)

@@ -21,17 +21,18 @@ import numpy as np
 from llama_cpp import Llama
 
 from app.context_policy import ContextOverflow
-from app.engine.backends import NoBackend, backend_dirs, devices, load_backends
-from app.engine.cpu_quirks import extra_buffers
-from app.engine.decode_loop import TokenStream
-from app.engine.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.devices import gpu_of
-from app.engine.embeddings import Embedder, EmbedError, declared_pooling, not_an_embedding_model
-from app.engine.grammar import GrammarError, check_grammar
-from app.engine.grammar_sampler import GrammarSlot
-from app.engine.llama_log import llama_buffer_report
-from app.engine.llama_open import LoadError, default_threads, kv_types, llama_init_patches
-from app.engine.placement_run import (
+from app.engine.grammar import GrammarError
+from app.engine.host.backends import NoBackend, backend_dirs, devices, load_backends
+from app.engine.host.cpu_quirks import extra_buffers
+from app.engine.host.decode_loop import TokenStream
+from app.engine.host.detok import IncrementalDetokenizer, StopMatcher
+from app.engine.host.embeddings import Embedder, EmbedError
+from app.engine.host.grammar_check import check_grammar
+from app.engine.host.grammar_sampler import GrammarSlot
+from app.engine.host.llama_log import llama_buffer_report
+from app.engine.host.llama_open import LoadError, default_threads, kv_types, llama_init_patches
+from app.engine.host.placement_run import (
     checked_open,
     is_out_of_memory,
     memory_limit,
@@ -41,18 +42,19 @@ from app.engine.placement_run import (
     report,
     within_limit,
 )
-from app.engine.prompt_counts import LongestToken, TokenCounts
-from app.engine.prompt_plan import Tokenizer, plan_turn
+from app.engine.host.prompt_counts import LongestToken, TokenCounts
+from app.engine.host.prompt_plan import Tokenizer, plan_turn
+from app.engine.host.reply_metrics import reply_metrics
+from app.engine.host.speculative import Drafting, DraftPolicy, open_draft_model
+from app.engine.host.state_cache import StateKeeper
+from app.engine.host.state_key import disk_tier
+from app.engine.host.templates import ChatFormat, build_chat_format
+from app.engine.host.token_pick import make_pick
+from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply
+from app.engine.host.vulkan_probe import no_gpu_reason, ships_vulkan
+from app.engine.host.vulkan_probe import probe as vulkan_probe
+from app.engine.pooling import declared_pooling, not_an_embedding_model
 from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Load, Started, encode, token_line, token_line_prefix
-from app.engine.reply_metrics import reply_metrics
-from app.engine.speculative import Drafting, DraftPolicy, open_draft_model
-from app.engine.state_cache import StateKeeper
-from app.engine.state_key import disk_tier
-from app.engine.templates import ChatFormat, build_chat_format
-from app.engine.token_pick import make_pick
-from app.engine.transcript import STATELESS, Transcript, common_prefix, kept_reply
-from app.engine.vulkan_probe import no_gpu_reason, ships_vulkan
-from app.engine.vulkan_probe import probe as vulkan_probe
 from app.tools.turn import ToolTurn, tool_turn
 from models.context_size import MAX_BATCH, batch_size, round_ctx
 from models.placement import Placement

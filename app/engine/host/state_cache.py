@@ -1,9 +1,9 @@
 """A RAM cache of earlier conversations' KV state in the engine host (llama-server's --cache-ram):
 the state of sequence 0 is saved after a reply, with the exact tokens it holds, and restored before
 a reply whose prompt shares a longer prefix with it than with the live KV cache. StateKeeper also
-hands each saved state to the disk tier (app/engine/state_files.py) and, for a conversation the RAM
+hands each saved state to the disk tier (app/engine/host/state_files.py) and, for a conversation the RAM
 cache does not hold, restores the conversation's file instead. A file's cells are checked against
-the tokens it claims (app/engine/state_check.py) before and after they are restored; a file that
+the tokens it claims (app/engine/host/state_check.py) before and after they are restored; a file that
 fails, or whose restore is followed by a failed decode, is deleted and the prompt evaluated from the
 start, and the reply's metrics say so (`state_cache.discarded`).
 
@@ -25,9 +25,9 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.engine.state_check import Fingerprint, cells_in_place, mismatch, take
-from app.engine.state_files import DiskState, StateFiles
-from app.engine.transcript import Transcript, common_prefix
+from app.engine.host.state_check import Fingerprint, cells_in_place, mismatch, take
+from app.engine.host.state_files import DiskState, StateFiles
+from app.engine.host.transcript import Transcript, common_prefix
 
 MAX_ENTRIES = 16
 # A restore copies the whole saved state back and saves prefilling `gain` tokens. Copying one
