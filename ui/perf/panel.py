@@ -1,25 +1,30 @@
 """The collapsible live performance and memory panel: generation speed over the current reply,
-time to first token, prompt speed, context use, the last reply's drafting, private memory of both
+time to first token, prompt speed, context use, the last reply's drafting, what the engine serves
+(replies at once in its slots, requests waiting, their rate together), private memory of both
 processes, model file, VRAM, backend, device, where the layers and KV cache run, and the KV
 cache's types and size (measured beside the estimate) with flash attention.
 
 Every setter only stores values and marks the panel dirty; a 250 ms timer repaints at most
 four times a second and only when something changed (the figures at most once a second while
-a reply streams), so feeding it from the token path costs next to nothing.
+a reply streams or the engine serves replies), so feeding it from the token path costs next to
+nothing. While it is shown it polls the engine's serving figures at the same 250 ms.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from ui.background import run_in_background
 from ui.connections.probe_worker import KIND_NAMES
 from ui.perf.kv_figures import LoadedKV, drafting_text, estimated_kv_bytes, kv_text, prompt_text
+from ui.perf.serving_line import ServingFigures, ServingPoller, serving_header, serving_live, serving_text
 from ui.perf.sparkline import Sparkline
 from ui.theme import format_bytes, format_int, format_rate
 
@@ -53,6 +58,7 @@ class PerfPanel(QWidget):
         self._engine_uss: int | None = None
         self._kv: LoadedKV | None = None
         self._kv_estimate: int | None = None
+        self._serving: ServingFigures | None = None
         self._dirty = False
         self._figures_at = float("-inf")  # monotonic time the figures were last shown
 
@@ -75,12 +81,13 @@ class PerfPanel(QWidget):
         self.sparkline = Sparkline(self._body)
         self.sparkline.setAccessibleName("Generation speed over this reply")
         self._labels: dict[str, QLabel] = {}
-        form = QFormLayout(self._body)
+        self._form = form = QFormLayout(self._body)
         form.setContentsMargins(8, 0, 8, 4)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow(self.sparkline)
         for key, caption in (
             ("gen", "Generation"),
+            ("serving", "Serving"),
             ("ttft", "First token"),
             ("prompt", "Prompt"),
             ("context", "Context"),
@@ -107,6 +114,10 @@ class PerfPanel(QWidget):
                                           "conversation's saved state")
         self._labels["kv"].setToolTip("The KV cache's K and V types, the buffers llama.cpp allocated for it "
                                       "beside the memory estimate, and flash attention as loaded")
+        self._labels["serving"].setToolTip("Replies the engine generates at once in its slots (this window's and "
+                                           "API clients'), requests waiting for a free slot, and the tokens per "
+                                           "second of all of them together")
+        self._form.setRowVisible(self._labels["serving"], False)  # until a source says a model is loaded
         self._labels["drafting"].setToolTip("Tokens drafted (from the conversation or a draft model) and how many "
                                             "the model accepted in the last reply")
 
@@ -120,6 +131,7 @@ class PerfPanel(QWidget):
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self._on_tick)
+        self._serving_poller = ServingPoller(self._serving_changed, REFRESH_MS, self)
 
         self._apply_expanded()
         self._render()
@@ -218,8 +230,27 @@ class PerfPanel(QWidget):
             self._ui_uss, self._engine_uss = ui_uss, engine_uss
             self._mark_dirty()
 
+    def watch_serving(self, source: Callable[[], ServingFigures] | None) -> None:
+        """Poll `source` (EngineClient.serving: cheap, no I/O) every 250 ms on the UI thread while the
+        panel is shown, for the Serving line; None stops it and hides the line."""
+        self._serving_poller.set_source(source)
+        if source is not None and self.isVisible():
+            self._serving_poller.start()
+
+    def _serving_changed(self, figures: ServingFigures | None) -> None:
+        self._serving = figures
+        self._mark_dirty()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self._serving_poller.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # noqa: N802 (Qt override)
+        self._serving_poller.stop()  # a hidden panel asks the engine nothing
+        super().hideEvent(event)
+
     def label_text(self, key: str) -> str:
-        """The text currently shown for one figure (gen, ttft, prompt, context, drafting, ui_mem,
+        """The text currently shown for one figure (gen, serving, ttft, prompt, context, drafting, ui_mem,
         engine_mem, model_file, vram, backend, layers, kv)."""
         return self._labels[key].text()
 
@@ -235,7 +266,8 @@ class PerfPanel(QWidget):
             self._timer.stop()  # idle: no timer runs until the next change
             return
         now = time.monotonic()
-        if self._streaming and now - self._figures_at < LIVE_FIGURES_S:
+        live = self._streaming or serving_live(self._serving)
+        if live and now - self._figures_at < LIVE_FIGURES_S:
             self.sparkline.set_values(self._samples)  # the figures follow within a second
             return  # still dirty: the timer keeps running
         self._dirty = False
@@ -255,6 +287,10 @@ class PerfPanel(QWidget):
         else:
             gen = "–"
         self._set("gen", gen)
+        serving = serving_text(self._serving)
+        self._set("serving", serving)
+        if self._form.isRowVisible(self._labels["serving"]) != bool(serving):
+            self._form.setRowVisible(self._labels["serving"], bool(serving))
         ttft = _number(m.get("ttft_ms"))
         self._set("ttft", f"{ttft:,.0f} ms" if ttft is not None else "–")
         self._set("prompt", prompt_text(m))
@@ -283,6 +319,9 @@ class PerfPanel(QWidget):
         rate = (live if not self._expanded else None) if self._streaming else final
         if rate is not None:
             header += f"  ·  {format_rate(rate)}"
+        together = serving_header(self._serving) if not self._expanded else ""
+        if together:
+            header += f"  ·  {together}"
         if self._header.text() != header:
             self._header.setText(header)
 
