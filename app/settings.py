@@ -149,6 +149,9 @@ class Settings:
     saved_state_mb: int = SAVED_STATE_MB  # disk for conversations' saved KV state (app/engine/host/state_files.py); 0: none
     tool_timeout_s: int = TOOL_TIMEOUT_S  # how long a tool server may take to start or answer one call
     tool_result_chars: int = TOOL_RESULT_CHARS  # a tool's result is cut past this, and the model is told
+    # While the API server shares the engine: the window's reply gets its token every step (True), or
+    # every reply is treated alike (False); the window's turn asks generate() for priority "window".
+    window_first: bool = True
 
     def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
@@ -191,6 +194,7 @@ def read_settings(path: Path) -> LoadedSettings:
         saved_state_mb=_whole(raw.get("saved_state_mb"), SAVED_STATE_MB),
         tool_timeout_s=_whole(raw.get("tool_timeout_s"), TOOL_TIMEOUT_S) or TOOL_TIMEOUT_S,
         tool_result_chars=_whole(raw.get("tool_result_chars"), TOOL_RESULT_CHARS) or TOOL_RESULT_CHARS,
+        window_first=raw.get("window_first") is not False,
     ))
 
 
@@ -229,5 +233,6 @@ def save_settings(path: Path, settings: Settings) -> None:
         "saved_state_mb": settings.saved_state_mb,
         "tool_timeout_s": settings.tool_timeout_s,
         "tool_result_chars": settings.tool_result_chars,
+        "window_first": settings.window_first,
     }
     write_text_whole(path, json.dumps(data, indent=2))

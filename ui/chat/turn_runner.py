@@ -135,8 +135,12 @@ class TurnRunner(QObject):
         """Start the turn's thread (again, after the person agreed to send to a server)."""
         turn = self.turn
         assert turn is not None
+        # The window's own reply goes first on an engine it shares with API clients, unless the
+        # person chose to treat all replies alike (the Server panel; app/settings.py window_first).
+        priority = "window" if self.core.settings.window_first else "normal"
         try:  # a server's connection and key, or a model's load settings, are read here, on the history's thread
-            backend = backend_for(model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options)
+            backend = backend_for(model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options,
+                                  priority=priority)
         except ConnectionProblem as exc:
             self._ended(turn.fail(str(exc)))
             return

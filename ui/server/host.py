@@ -11,9 +11,11 @@ from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QToolButton, QWidget
 
 from app.cli.serve_cmd import DEFAULT_PORT
+from app.core import Core
 from app.serve.keys import ApiKeys
 from ui.server.control import OFF, ON, STARTING, ServerControl, ServerFactory
 from ui.server.keys_section import KeysSection
+from ui.server.priority_row import PriorityRow
 from ui.server.record_key_section import RecordKeySection
 from ui.server.server_panel import ServerPanel
 from ui.theme import muted_color
@@ -37,13 +39,14 @@ def dot_icon(color: QColor, size: int = 10) -> QIcon:
 class ServerHost(QObject):
     """`button` goes in the window; `open()` shows the panel; `shutdown()` on quit, then
     `wait_stopped(timeout)` once the window is gone. `conversations_changed` follows requests
-    the server finished answering."""
+    the server finished answering. `core`: where the panel's priority choice is kept (none without)."""
 
     conversations_changed = Signal()
 
-    def __init__(self, window: QWidget, db: object, factory: ServerFactory, *, port: int | None = None) -> None:
+    def __init__(self, window: QWidget, db: object, factory: ServerFactory, *, port: int | None = None,
+                 core: Core | None = None) -> None:
         super().__init__(window)
-        self._window, self._db = window, db
+        self._window, self._db, self._core = window, db, core
         self.port = DEFAULT_PORT if port is None else port
         self.control = ServerControl(factory, self)
         self.panel: ServerPanel | None = None
@@ -66,7 +69,9 @@ class ServerHost(QObject):
         if self.panel is None:
             keys = KeysSection(ApiKeys(self._db))  # the window's own connection, on the UI thread
             record = RecordKeySection(self._db)
-            self.panel = ServerPanel(self.control, keys, port=self.port, record=record, parent=self._window)
+            priority = PriorityRow(self._core) if self._core is not None else None
+            self.panel = ServerPanel(self.control, keys, port=self.port, record=record, priority=priority,
+                                     parent=self._window)
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()

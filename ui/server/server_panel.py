@@ -1,5 +1,5 @@
 """The Server panel: the switch and port of the window's API server, its address with a Copy
-button, the requests it is answering, the models it has loaded, the pool's recent events, and
+button, who goes first while the server is busy, the requests it is answering, the models it has loaded, the pool's recent events, and
 the API keys. While it is visible and the server is on it reads the server's snapshots every
 250 ms; it never calls into the server from another thread."""
 
@@ -49,7 +49,7 @@ def engine_line(engine: Any) -> str:
 
 class ServerPanel(QDialog):
     def __init__(self, control: ServerControl, keys: KeysSection, *, port: int, record: QWidget | None = None,
-                 parent: QWidget | None = None) -> None:
+                 priority: QWidget | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.control = control
         self.keys = keys
@@ -137,6 +137,8 @@ class ServerPanel(QDialog):
         layout.addLayout(top)
         layout.addLayout(address_row)
         layout.addWidget(hint)
+        if priority is not None:  # the window's reply first, or all alike (priority_row.py)
+            layout.addWidget(priority)
         layout.addLayout(columns, 1)
         self.resize(900, 600)
 

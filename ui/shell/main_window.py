@@ -85,7 +85,7 @@ class MainWindow(QMainWindow):
                                  downloads=downloads, token_store=token_store)
         self.downloads = self.models.downloads
         # The Server switch (off at every start), when the composition root gives a way to make a server.
-        self.server = ServerHost(self, self.core.db, server_factory) if server_factory else None
+        self.server = ServerHost(self, self.core.db, server_factory, core=self.core) if server_factory else None
         self._build_layout()
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
