@@ -5,7 +5,9 @@ every method is thread-safe, events reach the caller through each Generation's q
 the reader thread never waits on the consumer.
 
 Cross-process invariants:
-- One host process at a time, one request in flight at a time (a load or a reply).
+- One host process at a time. Replies may be in flight together (the host runs `slots` of them at
+  once in one batch and queues the rest); a load, an unload or an embedding waits for none and
+  is refused while a reply is in flight.
 - A host that dies is noticed at once (its event pipe closes): the reply in progress ends
   as 'error' with the text so far and a sentence, a pending load raises EngineError, and
   the next load()/generate() starts a new host, reloading the last model for generate().
@@ -29,7 +31,7 @@ from typing import Any
 
 from app.child_command import child_command
 from app.engine import protocol
-from app.engine.generation import Failure, FinishedEvent, Generation, StartedInfo, TokenEvent
+from app.engine.generation import Failure, FinishedEvent, Generation, Serving, StartedInfo, TokenEvent
 from app.engine.loaded import Embeddings, LoadedModel, LoadSettings, file_stamp, loaded_model
 from app.engine.process import HostGone, HostProcess, host_environment, process_memory
 from app.engine.protocol import (
@@ -50,10 +52,11 @@ from app.engine.protocol import (
     Unload,
     Unloaded,
 )
+from app.engine.protocol import Serving as ServingEvent
 from app.statuses import MessageStatus
 
 __all__ = ["Embeddings", "EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel",
-           "StartedInfo", "TokenEvent"]
+           "Serving", "StartedInfo", "TokenEvent"]
 
 # The host's stop reason -> the reply's status.
 _STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cancelled": MessageStatus.CANCELLED}
@@ -99,7 +102,8 @@ class EngineClient:
         self._settings: LoadSettings | None = None  # what load() was last asked for
         self._template_fallback: dict[str, str] = {}  # model path -> why its template is skipped
         self._pending: dict[str, tuple[HostProcess, queue.SimpleQueue[Message | _Exited]]] = {}
-        self._gen: Generation | None = None
+        self._gens: dict[str, Generation] = {}  # replies sent or being sent, until they end
+        self._serving = Serving()
         self._last_exit = ""
         self._aborting = False  # set by abort(): the host's exit is the person's doing
         self._closed = False
@@ -113,8 +117,24 @@ class EngineClient:
     @property
     def busy(self) -> bool:
         """A reply is being generated, or a model loaded or embedded, right now."""
-        gen = self._gen
-        return (gen is not None and not gen.done) or self._op_lock.locked()
+        return self._in_flight() or self._op_lock.locked()
+
+    def _in_flight(self) -> bool:
+        with self._lock:
+            for rid in [rid for rid, g in self._gens.items() if g.done]:
+                del self._gens[rid]
+            return bool(self._gens)
+
+    def _active(self) -> list[Generation]:
+        with self._lock:
+            return [g for g in self._gens.values() if not g.done]
+
+    def serving(self) -> Serving:
+        """What the engine is doing now (zeros when nothing is in flight); cheap, any thread."""
+        loaded = self._loaded
+        if not self._in_flight():
+            return Serving(slots=loaded.slots if loaded is not None else 0)
+        return self._serving
 
     @property
     def host_pid(self) -> int | None:
@@ -134,20 +154,22 @@ class EngineClient:
         type_k: str = "f16",
         type_v: str = "f16",
         draft_model_path: str | os.PathLike[str] | None = None,
+        parallel: int = 1,
     ) -> LoadedModel:
         """Load a model (blocking). Returns at once if it is already loaded with these settings.
         `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers;
         `state_cache_mb`: RAM the host keeps earlier conversations' KV state in (0: none);
         `type_k`/`type_v`: the KV cache's types (protocol.KV_CACHE_CHOICES); `draft_model_path`: a
-        small model with the same vocabulary that drafts tokens for the loaded one."""
+        small model with the same vocabulary that drafts tokens for the loaded one; `parallel`: the
+        slots, replies the engine decodes together (each with a context of `n_ctx`)."""
         path = os.path.abspath(os.fspath(model_path))
         draft = os.path.abspath(os.fspath(draft_model_path)) if draft_model_path is not None else None
         settings = LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, int(state_cache_mb),
-                                type_k, type_v, draft, file_stamp(path))
+                                type_k, type_v, draft, max(1, int(parallel)), file_stamp(path))
         with self._op_lock:
             with self._lock:
                 self._check_open()
-                if self._gen is not None and not self._gen.done:
+                if any(not g.done for g in self._gens.values()):
                     raise EngineError("a reply is still being generated; cancel it before loading a model")
                 proc, loaded = self._proc, self._loaded
                 if loaded is not None and self._settings == settings and proc is not None and proc.alive:
@@ -188,6 +210,7 @@ class EngineClient:
         tool_choice: str = "auto",
         tool_name: str | None = None,
         parallel_tool_calls: bool = True,
+        priority: str = "normal",
     ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events.
         `tools` (OpenAI's shape), `tool_choice`, `tool_name`, `parallel_tool_calls`: what the
@@ -196,7 +219,9 @@ class EngineClient:
         `keep_all_turns`: never drop old turns; a prompt that does not fit ends as an error
         whose FinishedEvent.failure (kind "context") holds the numbers. `raw_prompt`: complete
         this text as it is (no chat template; `messages` are not used). `speculative`: "auto"
-        drafts tokens where it pays, "off" never does (protocol.SPECULATIVE_MODES)."""
+        drafts tokens where it pays, "off" never does (protocol.SPECULATIVE_MODES). `priority`:
+        "window" for the window's own reply, which goes first while API replies share the engine
+        (protocol.PRIORITIES). Several replies may be in flight at once."""
         rid = f"g{next(self._ids)}"
         req = Generate(
             rid, conversation_id, [_wire_message(m) for m in messages],
@@ -207,16 +232,14 @@ class EngineClient:
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
             no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt,
             speculative=speculative, tools=tools, tool_choice=tool_choice, tool_name=tool_name,
-            parallel_tool_calls=parallel_tool_calls,
+            parallel_tool_calls=parallel_tool_calls, priority=priority,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:
             self._check_open()
-            if self._gen is not None and not self._gen.done:
-                raise EngineError("a reply is already being generated; wait for it or cancel it first")
             if self._settings is None:
                 raise EngineError("no model is loaded; load one before generating")
-            self._gen = gen
+            self._gens[rid] = gen
             proc = self._proc
             ready = proc is not None and proc.alive and self._loaded is not None and not self._op_lock.locked()
             if ready:
@@ -233,9 +256,8 @@ class EngineClient:
         return gen
 
     def cancel(self) -> None:
-        """Cancel the reply in progress, if any (same as Generation.cancel())."""
-        gen = self._gen
-        if gen is not None:
+        """Cancel every reply in flight (one reply: Generation.cancel())."""
+        for gen in self._active():
             gen.cancel()
 
     def abort(self) -> None:
@@ -243,9 +265,9 @@ class EngineClient:
         the host is killed, a pending load raises EngineError("loading was cancelled"), a
         reply ends 'cancelled' with its text. The next request starts a new host."""
         with self._lock:
-            proc, gen = self._proc, self._gen
+            proc = self._proc
             self._aborting = proc is not None
-        if gen is not None and not gen.done:
+        for gen in self._active():
             gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
         if proc is not None:
             proc.expected_exit = True
@@ -272,7 +294,7 @@ class EngineClient:
         with self._op_lock:
             with self._lock:
                 self._check_open()
-                if self._gen is not None and not self._gen.done:
+                if any(not g.done for g in self._gens.values()):
                     raise EngineError("a reply is still being generated; wait for it or cancel it before embedding")
                 settings, loaded, proc = self._settings, self._loaded, self._proc
             if settings is None:
@@ -310,8 +332,8 @@ class EngineClient:
                 return
             self._closed = True
             proc, self._proc, self._loaded = self._proc, None, None
-            gen = self._gen
-        if gen is not None:
+            gens = [g for g in self._gens.values() if not g.done]
+        for gen in gens:
             gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
         if proc is not None:
             proc.expected_exit = True
@@ -355,7 +377,7 @@ class EngineClient:
                        kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason,
                        state_cache_mb=s.state_cache_mb, type_k=s.type_k, type_v=s.type_v,
                        state_dir=self._state_dir, state_disk_mb=self._state_disk_mb if self._state_dir else 0,
-                       draft_model_path=s.draft_model_path)
+                       draft_model_path=s.draft_model_path, parallel=s.parallel)
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):
                 loaded = loaded_model(s.path, reply)
@@ -457,10 +479,14 @@ class EngineClient:
 
     def _on_message(self, proc: HostProcess, msg: Message) -> None:
         rid = getattr(msg, "request_id", "")
+        if isinstance(msg, ServingEvent):
+            self._serving = Serving(msg.sequences, msg.waiting, msg.tokens_per_s, msg.slots)
+            return
         with self._lock:
-            gen = self._gen if self._gen is not None and self._gen.host is proc else None
+            gen = self._gens.get(rid)
+            gen = gen if gen is not None and gen.host is proc else None
             pending = self._pending.get(rid)
-        if gen is not None and rid == gen.request_id:
+        if gen is not None:
             self._on_generation_event(proc, gen, msg)
         elif pending is not None and pending[0] is proc:
             pending[1].put(msg)
@@ -490,11 +516,11 @@ class EngineClient:
             if self._proc is proc:
                 self._proc, self._loaded = None, None
             self._last_exit = cause
-            gen = self._gen if self._gen is not None and self._gen.host is proc else None
+            gens = [g for g in self._gens.values() if g.host is proc and not g.done]
             pendings = [box for p, box in self._pending.values() if p is proc]
         for box in pendings:
             box.put(_Exited(cause))
-        if gen is not None:
+        for gen in gens:
             if proc.expected_exit:
                 gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
             else:

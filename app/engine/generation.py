@@ -58,6 +58,17 @@ class FinishedEvent:
         return self.failure.kind if self.failure is not None else None
 
 
+@dataclass(frozen=True)
+class Serving:
+    """What the engine is doing: replies being decoded together, replies waiting for a slot, the
+    tokens generated per second over all of them (last ~2 s), and its slots."""
+
+    sequences: int = 0
+    waiting: int = 0
+    tokens_per_s: float = 0.0
+    slots: int = 0
+
+
 class Generation:
     """Iterate for TokenEvents then one FinishedEvent; `wait()` for the end; `cancel()` any time."""
 

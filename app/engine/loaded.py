@@ -37,6 +37,7 @@ class LoadedModel:
     compute_bytes: int = 0
     draft_model: str = ""  # the draft model's file name; "" for none
     draft_note: str = ""  # why the draft model asked for is not used
+    slots: int = 1  # replies the engine runs at once, each with n_ctx of its own
 
 
 def loaded_model(path: str, reply: Loaded) -> LoadedModel:
@@ -47,7 +48,7 @@ def loaded_model(path: str, reply: Loaded) -> LoadedModel:
         n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
         n_vocab=reply.n_vocab, placement=dict(reply.placement), embeddings=reply.embeddings,
         type_k=reply.type_k, type_v=reply.type_v, kv_bytes=reply.kv_bytes, compute_bytes=reply.compute_bytes,
-        draft_model=reply.draft_model, draft_note=reply.draft_note,
+        draft_model=reply.draft_model, draft_note=reply.draft_note, slots=reply.slots,
     )
 
 
@@ -63,6 +64,7 @@ class LoadSettings:
     type_k: str = "f16"
     type_v: str = "f16"
     draft_model_path: str | None = None
+    parallel: int = 1
     # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
     # engine never runs other bytes than the ones the reply records.
     file_stamp: tuple[int, int, int] | None = None

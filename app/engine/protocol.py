@@ -40,6 +40,7 @@ class Load:
     state_dir: str | None = None  # the folder of conversations' KV state saved to disk; None: none saved
     state_disk_mb: int = 0  # the most those files may take together (least recently used out first)
     draft_model_path: str | None = None  # a small model with the same vocabulary that drafts tokens
+    parallel: int = 1  # slots: sequences decoded together in one batch, each with its own n_ctx of KV cache
 
 
 # The KV cache types a person may pick (llama.cpp's names).
@@ -91,6 +92,11 @@ class Generate:
     tool_choice: str = "auto"  # "auto" | "required"
     tool_name: str | None = None
     parallel_tool_calls: bool = True
+    priority: str = "normal"  # PRIORITIES: "window" gets its token every step while API replies share the batch
+
+
+# How a reply shares the engine's batch with others (app/engine/host/scheduler.py).
+PRIORITIES = ("normal", "window")
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,7 @@ class Loaded:
     compute_bytes: int = 0  # the compute buffers llama.cpp allocated
     draft_model: str = ""  # the draft model's file name; "" for none
     draft_note: str = ""  # why the draft model asked for is not used ("" when it is, or none was asked for)
+    slots: int = 1  # sequences the engine decodes together (n_ctx is each one's)
 
 
 @dataclass(frozen=True)
@@ -199,6 +206,17 @@ class Token:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """Sent about twice a second while the engine has replies to run, and once when it falls idle."""
+
+    request_id: str = ""
+    sequences: int = 0  # replies being decoded now
+    waiting: int = 0  # replies waiting for a free slot
+    tokens_per_s: float = 0.0  # tokens generated over all replies, per second, over the last ~2 s
+    slots: int = 1
+
+
+@dataclass(frozen=True)
 class Finished:
     request_id: str
     text: str
@@ -219,7 +237,7 @@ class Failed:
 
 
 Request = Load | Generate | Cancel | Unload | Shutdown | ListDevices | Embed
-Event = Ready | Loaded | Unloaded | Devices | Embedded | Started | Token | Finished | Failed
+Event = Ready | Loaded | Unloaded | Devices | Embedded | Started | Token | Serving | Finished | Failed
 Message = Request | Event
 
 _TYPES: dict[str, type] = {
@@ -237,6 +255,7 @@ _TYPES: dict[str, type] = {
     "embedded": Embedded,
     "started": Started,
     "token": Token,
+    "serving": Serving,
     "finished": Finished,
     "failed": Failed,
 }

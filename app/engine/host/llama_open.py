@@ -46,8 +46,8 @@ def default_threads() -> int:
 
 
 @contextmanager
-def llama_init_patches(fa_type: int, n_ctx: int | None, *, extra_buffers: bool = True) -> Iterator[None]:
-    """Three adjustments to Llama.__init__ (llama-cpp-python 0.3.36), undone afterwards.
+def llama_init_patches(fa_type: int, n_ctx: int | None, *, extra_buffers: bool = True, n_seq: int = 1) -> Iterator[None]:
+    """Four adjustments to Llama.__init__ (llama-cpp-python 0.3.36), undone afterwards.
 
     1. The context is created with flash_attn_type = fa_type (Llama only offers on/off; None
        means llama.cpp's own AUTO) and, when no n_ctx was asked for, with
@@ -58,6 +58,9 @@ def llama_init_patches(fa_type: int, n_ctx: int | None, *, extra_buffers: bool =
        sandboxed and time-limited, so that compile is skipped.
     3. With extra_buffers False the model is loaded with use_extra_bufts off: llama.cpp keeps
        the weights in plain CPU buffers instead of AMX or repacked ones (cpu_quirks.py).
+    4. The context holds `n_seq` sequences (slots), each in a KV stream of its own (kv_unified
+       off) of the per-sequence context, so the context made is n_ctx * n_seq cells; Llama only
+       sets n_seq_max for embeddings.
     """
     base = llama_internals.LlamaContext
 
@@ -68,6 +71,10 @@ def llama_init_patches(fa_type: int, n_ctx: int | None, *, extra_buffers: bool =
                 want = cove_context(None, int(model.n_ctx_train()))
                 params.n_ctx = want
                 params.n_batch = params.n_ubatch = batch_size(want)
+            if n_seq > 1:
+                params.n_seq_max = n_seq
+                params.kv_unified = False
+                params.n_ctx = int(params.n_ctx) * n_seq
             super().__init__(model=model, params=params, verbose=verbose)
 
     class _NoFormatter:

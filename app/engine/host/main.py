@@ -3,7 +3,9 @@
 Run as `python -m app.engine.host.main --in-fd N --out-fd M`. Requests arrive as JSON lines on
 fd N and events leave on fd M (see protocol.py); stdout and stderr are left to native
 code, which may print. A reader thread takes requests off the pipe so that Cancel is seen
-while the main thread is generating; everything else runs in order on the main thread.
+while the main thread is generating; everything else runs on the main thread, which takes new
+requests between the steps of the replies in progress (scheduler.py: several replies at once,
+one per slot, in one batch).
 
 Cross-process invariants:
 - Every request gets exactly one final answer (Loaded/Unloaded/Finished/Failed) with its
@@ -35,7 +37,6 @@ from app.engine.protocol import (
     Devices,
     Embed,
     Failed,
-    Finished,
     Generate,
     ListDevices,
     Load,
@@ -51,6 +52,7 @@ from app.engine.protocol import (
 )
 
 if TYPE_CHECKING:
+    from app.engine.host.scheduler import Scheduler
     from app.engine.host.session import ModelSession
 
 TEMPLATE_HUNG_EXIT = 70
@@ -77,11 +79,11 @@ class Host:
         self._write = write
         self._on_input_closed = on_input_closed  # called once, on the reader thread, at end of input
         self._requests: queue.Queue[Request | None] = queue.Queue()
-        self._cancel = threading.Event()
         self._lock = threading.Lock()
-        self._current: str | None = None  # id of the Generate being run
-        self._cancelled: set[str] = set()  # Cancel that arrived before its Generate started
         self._session: ModelSession | None = None  # imported lazily: llama_cpp loads native code
+        self._scheduler: Scheduler | None = None
+        self._early_cancels: set[str] = set()  # Cancel that arrived before there was a scheduler
+        self._held: list[Request] = []  # loads and unloads that wait for the replies in progress
 
     def send(self, msg: object) -> None:
         try:
@@ -93,12 +95,44 @@ class Host:
         threading.Thread(target=self._read, args=(reader,), name="requests", daemon=True).start()
         self.send(Ready(pid=os.getpid()))
         while True:
-            req = self._requests.get()
+            scheduler = self._scheduler
+            busy = scheduler is not None and scheduler.busy
+            if not busy and self._held:
+                req: Request | None = self._held.pop(0)
+            elif busy:
+                try:
+                    req = self._requests.get_nowait()
+                except queue.Empty:
+                    assert scheduler is not None
+                    self._step(scheduler)
+                    continue
+            else:
+                req = self._requests.get()
             if req is None or isinstance(req, Shutdown):
                 break
+            if busy and isinstance(req, (Load, Unload)):
+                self._held.append(req)  # after the replies in progress end
+                continue
             self._dispatch(req)
+        if self._scheduler is not None:
+            for rid in [r.rid for r in self._scheduler.active] + [g.request_id for g in self._scheduler.waiting]:
+                self._scheduler.cancel(rid)
+            self._step(self._scheduler)  # the replies end as cancelled, with their text
         self._close_session()
         return 0
+
+    def _step(self, scheduler: Scheduler) -> None:
+        from app.engine.host.templates import TemplateHung
+
+        try:
+            scheduler.step()
+        except TemplateHung as exc:
+            self._template_hung(scheduler.hung, str(exc))
+        except Exception as exc:  # last resort: sentences, never a traceback on the pipe
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            scheduler.fail_all(f"the engine hit an unexpected error: {type(exc).__name__}: {exc}")
 
     def _read(self, reader: BinaryIO) -> None:
         for line in reader:
@@ -111,13 +145,13 @@ class Host:
                 continue
             if isinstance(req, Cancel):
                 with self._lock:
-                    if req.request_id == self._current:
-                        self._cancel.set()
-                    else:
-                        self._cancelled.add(req.request_id)
+                    scheduler = self._scheduler
+                    if scheduler is None:
+                        self._early_cancels.add(req.request_id)
+                if scheduler is not None:
+                    scheduler.cancel(req.request_id)
                 continue
             self._requests.put(req)  # type: ignore[arg-type]
-        self._cancel.set()
         self._requests.put(None)
         if self._on_input_closed is not None:
             self._on_input_closed()
@@ -160,6 +194,8 @@ class Host:
         self.send(Devices(req.request_id, [d.to_dict() for d in devices()]))
 
     def _close_session(self) -> None:
+        with self._lock:
+            self._scheduler = None
         if self._session is not None:
             session, self._session = self._session, None
             session.close()
@@ -184,7 +220,15 @@ class Host:
         except TemplateHung as exc:
             self._template_hung(req.request_id, str(exc))
             return
+        from app.engine.host.scheduler import Scheduler
+
         self._session = session
+        scheduler = Scheduler(session, self._write)
+        with self._lock:
+            self._scheduler = scheduler
+            early, self._early_cancels = self._early_cancels, set()
+        for rid in early:
+            scheduler.cancel(rid)
         self.send(Loaded(
             request_id=req.request_id,
             model_path=req.model_path,
@@ -209,31 +253,15 @@ class Host:
             compute_bytes=session.compute_bytes,
             draft_model=session.draft_model_name,
             draft_note=session.draft_note,
+            slots=session.n_slots,
         ))
 
     def _generate(self, req: Generate) -> None:
-        from app.engine.host.templates import TemplateHung
-
-        if self._session is None:
+        scheduler = self._scheduler
+        if scheduler is None:
             self.send(Failed(req.request_id, "no model is loaded in the engine", "generate"))
             return
-        with self._lock:
-            self._current = req.request_id
-            self._cancel.clear()
-            if req.request_id in self._cancelled:
-                self._cancelled.discard(req.request_id)
-                self._cancel.set()
-        try:
-            result = self._session.generate(req, self._write, self._cancel)
-        except TemplateHung as exc:
-            self._template_hung(req.request_id, str(exc))
-            return
-        finally:
-            with self._lock:
-                self._current = None
-        self.send(result)
-        if isinstance(result, Finished):
-            self._session.after_reply(req)
+        scheduler.submit(req)
 
 
 def _open_fd(value: int, mode: str) -> int:

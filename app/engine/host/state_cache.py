@@ -1,6 +1,7 @@
 """A RAM cache of earlier conversations' KV state in the engine host (llama-server's --cache-ram):
-the state of sequence 0 is saved after a reply, with the exact tokens it holds, and restored before
-a reply whose prompt shares a longer prefix with it than with the live KV cache. StateKeeper also
+the state of a slot's sequence is saved after a reply, with the exact tokens it holds, and restored before
+a reply whose prompt shares a longer prefix with it than with the slot's live cells (into whichever slot
+the reply took). StateKeeper also
 hands each saved state to the disk tier (app/engine/host/state_files.py) and, for a conversation the RAM
 cache does not hold, restores the conversation's file instead. A file's cells are checked against
 the tokens it claims (app/engine/host/state_check.py) before and after they are restored; a file that
@@ -25,6 +26,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.engine.host.slots import Slot
 from app.engine.host.state_check import Fingerprint, cells_in_place, mismatch, take
 from app.engine.host.state_files import DiskState, StateFiles
 from app.engine.host.transcript import Transcript, common_prefix
@@ -137,13 +139,13 @@ def worth_restoring(gain: int, state_tokens: int) -> bool:
     return gain >= MIN_GAIN and gain * GAIN_RATIO >= state_tokens
 
 
-def last_logits(llm: Any, tokens: np.ndarray) -> np.ndarray:
+def last_logits(llm: Any, tokens: np.ndarray, seq: int = 0) -> np.ndarray:
     """Evaluate tokens[-1] again at its position over the cells before it and return its logits (a
     copy): the fingerprint's evaluation (state_check.py). The context must hold exactly `tokens` in
-    sequence 0; it does again afterwards. RuntimeError when llama.cpp refuses the batch."""
+    sequence `seq`; it does again afterwards. RuntimeError when llama.cpp refuses the batch."""
     n = len(tokens)
     mem = llama_cpp.llama_get_memory(llm.ctx)
-    if not llama_cpp.llama_memory_seq_rm(mem, 0, n - 1, -1):
+    if not llama_cpp.llama_memory_seq_rm(mem, seq, n - 1, -1):
         raise RuntimeError("the last cell could not be removed")
     batch = llama_cpp.llama_batch_init(1, 0, 1)
     try:
@@ -151,7 +153,7 @@ def last_logits(llm: Any, tokens: np.ndarray) -> np.ndarray:
         batch.token[0] = int(tokens[-1])
         batch.pos[0] = n - 1
         batch.n_seq_id[0] = 1
-        batch.seq_id[0][0] = 0
+        batch.seq_id[0][0] = seq
         batch.logits[0] = True
         code = llama_cpp.llama_decode(llm.ctx, batch)
     finally:
@@ -165,7 +167,7 @@ def last_logits(llm: Any, tokens: np.ndarray) -> np.ndarray:
     return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_vocab,)).copy()
 
 
-def verify_restored(llm: Any, tokens: np.ndarray, check: Fingerprint) -> str | None:
+def verify_restored(llm: Any, tokens: np.ndarray, check: Fingerprint, seq: int = 0) -> str | None:
     """After llama_state_seq_set_data of a state claiming `tokens`: None when its cells are those
     tokens' by every check, else why not (the caller then clears the context)."""
     n = len(tokens)
@@ -174,26 +176,28 @@ def verify_restored(llm: Any, tokens: np.ndarray, check: Fingerprint) -> str | N
     # llama.cpp gives the lowest position over both caches.
     n_swa = int(llama_cpp.llama_model_n_swa(llm.model))
     lowest = max(0, n - n_swa) if n_swa > 0 else 0
-    pos_min, pos_max = llama_cpp.llama_memory_seq_pos_min(mem, 0), llama_cpp.llama_memory_seq_pos_max(mem, 0)
+    pos_min, pos_max = llama_cpp.llama_memory_seq_pos_min(mem, seq), llama_cpp.llama_memory_seq_pos_max(mem, seq)
     if not 0 <= pos_min <= lowest or pos_max != n - 1:
         return "its cells are not at positions 0 to n-1"
     try:
-        logits = last_logits(llm, tokens)
+        logits = last_logits(llm, tokens, seq)
     except RuntimeError as exc:
         return f"llama.cpp refused its cells ({exc})"
     return mismatch(check, logits)
 
 
 class StateKeeper:
-    """Saves and restores sequence 0 of one llama_cpp.Llama, in RAM and (with `files`) on disk, and
-    says what it did for the metrics."""
+    """Saves and restores the slots' sequences of one llama_cpp.Llama, in RAM and (with `files`) on
+    disk, and says what it did for the metrics. One cache for every slot: a state saved from one
+    slot restores into any other."""
 
-    def __init__(self, llm: Any, max_bytes: int, *, enabled: bool, files: StateFiles | None = None) -> None:
+    def __init__(self, llm: Any, max_bytes: int, *, enabled: bool, files: StateFiles | None = None,
+                 n_ctx: int | None = None) -> None:
         self._llm = llm
         self.cache = StateCache(max_bytes if enabled else 0)
         self.files = files if enabled else None
         self.enabled = enabled and (max_bytes > 0 or self.files is not None)
-        self._n_ctx, self._n_vocab = int(llm.n_ctx()), int(llm.n_vocab())
+        self._n_ctx, self._n_vocab = int(n_ctx or llm.n_ctx()), int(llm.n_vocab())
         self.save_ms = 0.0  # the last save's (after the previous reply)
         # What transcript_for found on disk, for the before_reply of the same reply.
         self._looked: str | None = None
@@ -232,7 +236,7 @@ class StateKeeper:
             return None
         return found
 
-    def before_reply(self, prompt: list[int], conversation_id: str | None = None) -> None:
+    def before_reply(self, slot: Slot, prompt: list[int], conversation_id: str | None = None) -> None:
         """Restore the saved state (RAM, or the conversation's file) that shares the longest prefix
         with `prompt`, when that saves enough evaluation over what the live KV cache already holds."""
         looked, found, looked_ms = self._looked, self._found, self._looked_ms
@@ -240,8 +244,7 @@ class StateKeeper:
         self._reset_counts()
         if not self.enabled:
             return
-        llm = self._llm
-        live = common_prefix(llm.input_ids[: int(llm.n_tokens)], prompt)
+        live = common_prefix(slot.tokens(), prompt)
         state, shared = self.cache.best(prompt) if len(self.cache) else (None, 0)
         if self.files is not None and conversation_id is not None and len(prompt) - 1 - max(live, shared) >= MIN_GAIN:
             if looked == conversation_id:
@@ -257,7 +260,7 @@ class StateKeeper:
                 self._disk_read_ms += (time.perf_counter() - t0) * 1000.0
                 if data is not None:
                     saved = SavedState(disk.tokens, data, disk.transcript, disk.check)
-                    why = self._restore_checked(saved, n, prompt)
+                    why = self._restore_checked(slot, saved, n, prompt)
                     if why is None:
                         self._disk_hit = True
                         self._restored_from = (disk, saved)
@@ -269,10 +272,10 @@ class StateKeeper:
                     live = 0
         if state is None or not worth_restoring(shared - live, len(state.tokens)):
             return
-        if self._restore(state, shared, prompt):
+        if self._restore(slot, state, shared, prompt):
             self.cache.touch(state)
 
-    def _restore_checked(self, state: SavedState, shared: int, prompt: list[int]) -> str | None:
+    def _restore_checked(self, slot: Slot, state: SavedState, shared: int, prompt: list[int]) -> str | None:
         """Restore a state read from a file, checked against the tokens it claims (state_check.py):
         None when restored, else why not (the context is then empty)."""
         check, n = state.check, len(state.tokens)
@@ -280,69 +283,66 @@ class StateKeeper:
             return "it has no fingerprint"
         if not cells_in_place(state.data, n, check.cells):
             return "its cells are not those of its tokens' positions"
-        if not self._restore(state, shared, prompt):
+        if not self._restore(slot, state, shared, prompt):
             return "llama.cpp refused it"
         t0 = time.perf_counter()
-        why = verify_restored(self._llm, state.tokens, check)
+        why = verify_restored(self._llm, state.tokens, check, slot.seq)
         self._check_ms = (time.perf_counter() - t0) * 1000.0
         self._restore_ms += self._check_ms
         if why is not None:
-            self._clear()
+            slot.clear()
             self._hit, self._restored = False, 0
         return why
-
-    def _clear(self) -> None:
-        llm = self._llm
-        llm.reset()
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
 
     def new_reply(self) -> None:
         """A reply starts: no file's cells are restored for it yet."""
         self._restored_from = None
 
-    def failed_after_restore(self, error: str, *, retry: bool) -> bool:
+    @property
+    def restored_from(self) -> tuple[DiskState, SavedState] | None:
+        """The file the last before_reply restored cells from (None: none), for failed_after_restore."""
+        return self._restored_from
+
+    def failed_after_restore(self, slot: Slot, restored: tuple[DiskState, SavedState] | None, error: str, *,
+                             retry: bool) -> bool:
         """The reply failed (a decode error) after this reply's cells were restored from a file: the
         file is deleted, the state leaves the RAM cache and the context is cleared; True when there
         was such a file. With `retry` the next reply's metrics (the same reply run again from the
         start) say why the file went."""
-        restored, self._restored_from = self._restored_from, None
+        self._restored_from = None
         if restored is None:
             return False
         disk, saved = restored
         if self.files is not None:
             self.files.discard(disk.path)
         self.cache.remove(saved)
-        self._clear()
+        slot.clear()
         if retry:
             self._carried = f"a decode failed after it was restored ({error})"
         return True
 
-    def _restore(self, state: SavedState, shared: int, prompt: list[int]) -> bool:
-        llm = self._llm
+    def _restore(self, slot: Slot, state: SavedState, shared: int, prompt: list[int]) -> bool:
         t0 = time.perf_counter()
-        ok = llama_cpp.llama_state_seq_set_data(llm.ctx, state.pointer(), state.size, 0) == state.size
-        n = len(state.tokens)
+        slot.clear()
+        ok = llama_cpp.llama_state_seq_set_data(self._llm.ctx, state.pointer(), state.size, slot.seq) == state.size
         if ok:
-            # What llama-cpp-python's generate() compares the prompt with: the tokens the cells hold.
-            llm.input_ids[:n] = state.tokens
-            llm.n_tokens = n
-            llm._requires_eval = True  # the logits are not those of the last token: replay it
+            slot.evaluated(state.tokens, 0)  # the tokens the cells hold
             self._hit, self._restored = True, min(shared, len(prompt) - 1)
-        else:  # the cells of sequence 0 are in an unknown state: start from nothing
-            self._clear()
+        else:  # the slot's cells are in an unknown state: start from nothing
+            slot.clear()
         self._restore_ms += (time.perf_counter() - t0) * 1000.0
         return ok
 
-    def after_reply(self, transcript: Transcript | None, conversation_id: str | None = None) -> None:
-        """Save the live state of sequence 0 (called once the reply's Finished has been sent): into
-        the RAM cache, and queued for the conversation's file."""
+    def after_reply(self, slot: Slot, transcript: Transcript | None, conversation_id: str | None = None) -> None:
+        """Save the live state of the slot's sequence (called once the reply's Finished has been
+        sent): into the RAM cache, and queued for the conversation's file."""
         if not self.enabled:
             return
         llm = self._llm
-        n = int(llm.n_tokens)
+        n = slot.n_tokens
         if n <= 0:
             return
-        tokens = np.array(llm.input_ids[:n], dtype=np.intc)
+        tokens = np.array(slot.tokens(), dtype=np.intc)
         if transcript is not None and common_prefix(tokens, transcript.tokens) < min(n, len(transcript.tokens)):
             transcript = None  # only a transcript of exactly these cells is worth keeping with them
         saved = self.cache.covered(tokens)
@@ -352,17 +352,17 @@ class StateKeeper:
             self.cache.touch(saved)
         else:
             t0 = time.perf_counter()
-            size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
+            size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, slot.seq))
             limit = max(self.cache.max_bytes, self.files.max_bytes if self.files is not None else 0)
             if 0 < size <= limit:
                 try:  # the fingerprint's logits, from the very cells saved next
-                    logits = last_logits(llm, tokens)
+                    logits = last_logits(llm, tokens, slot.seq)
                 except RuntimeError:  # the cells are in an unknown state: nothing is kept
-                    self._clear()
+                    slot.clear()
                     return
                 data = np.empty(size, dtype=np.uint8)  # not zeroed first: llama.cpp writes every byte
                 made = SavedState(tokens, data, transcript)
-                if llama_cpp.llama_state_seq_get_data(llm.ctx, made.pointer(), size, 0) == size:
+                if llama_cpp.llama_state_seq_get_data(llm.ctx, made.pointer(), size, slot.seq) == size:
                     made.check = take(tokens, logits, data)
                     if made.check is not None:  # non-finite logits: not a state worth keeping
                         self.cache.add(made)

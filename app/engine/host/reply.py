@@ -1,0 +1,329 @@
+"""One reply in the engine host, as the scheduler runs it beside others: planned (template, context
+fit, the conversation's transcript), given a slot (a saved state restored into it, its cells cut
+back to the prefix it shares), its prompt read in chunks, then one token per step with its own
+sampler, grammar, seed, stop strings and cancellation, until it ends and says so in one Finished.
+
+Host-internal, main thread only. Per generated token: a pick from its row of the batch's logits,
+one incremental decode, a stop-string check on a short tail and one pipe write.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import llama_cpp
+
+from app.engine.grammar import GrammarError
+from app.engine.host.detok import IncrementalDetokenizer, StopMatcher
+from app.engine.host.grammar_check import check_grammar
+from app.engine.host.prompt_plan import plan_turn
+from app.engine.host.reply_metrics import reply_metrics
+from app.engine.host.slots import Slot
+from app.engine.host.speculative import MAX_DRAFT
+from app.engine.host.token_pick import Pick, make_pick
+from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply
+from app.engine.protocol import Finished, Generate, Started, encode, token_line, token_line_prefix
+from app.tools.turn import ToolTurn, tool_turn
+
+if TYPE_CHECKING:
+    from app.engine.host.session import ModelSession
+
+
+class Reply:
+    def __init__(self, session: ModelSession, req: Generate, send: Callable[[bytes], None]) -> None:
+        self.session, self.req, self._send = session, req, send
+        self.rid = req.request_id
+        self.window = req.priority == "window"
+        self.t_begin = time.perf_counter()
+        self.sent = False
+        self.cancelled = False
+        self.slot: Slot | None = None
+        self.done = False
+        self.sequences_seen: list[int] = []  # sequences in each step it took part in
+        s = session
+        self.tools = self._tool_turn()
+        gbnf = self.tools.gbnf if self.tools is not None else req.grammar
+        if gbnf is not None:
+            check_grammar(s.vocab, gbnf)  # before any cell is touched
+        self.gbnf = gbnf
+        transcript = None
+        if not req.no_cache:
+            transcript = (s.slots.transcript_for(req.conversation_id) or s.state.transcript_for(req.conversation_id)
+                          or s.slots.newest_transcript())
+        tok = s.tokenizer if self.tools is None else replace(s.tokenizer, chat_format=s.format.for_tools(self.tools.tools))
+        self.plan = plan_turn(req, tok, s.n_ctx, transcript)
+        self.tokens = self.plan.tokens
+
+    # ---- a slot ---------------------------------------------------------------------------
+
+    def attach(self, slot: Slot) -> None:
+        """Take `slot`: restore a saved state into it when that saves work, cut its cells back to
+        what the prompt shares, and get the sampler ready."""
+        s, req, tokens = self.session, self.req, self.tokens
+        self.slot = slot
+        if req.no_cache:
+            slot.clear()
+            slot.transcript = None
+        else:
+            s.state.before_reply(slot, tokens, req.conversation_id)
+        self.restored = s.state.restored_from
+        self.state_metrics = s.state.metrics()
+        self.cached = s.reusable(slot, tokens)
+        if not slot.cut(self.cached):
+            self.cached = 0
+        self.pending = self.cached  # the next prompt token to evaluate
+        self.prepare_ms = (time.perf_counter() - self.t_begin) * 1000.0
+        rendered = self.plan.rendered
+        self.stops = list(req.stop) + list(rendered.stop if rendered else ())
+        tools = self.tools
+        # A gpt-oss reply with tools shows its control tokens (<|end|>): app/tools/harmony.py reads them.
+        self.piece = s.special_piece if tools is not None and tools.family.name == "harmony" else s.piece
+        self.detok = IncrementalDetokenizer(self.piece)
+        self.stopper = StopMatcher(self.stops)
+        self.line_prefix = token_line_prefix(self.rid)
+        self.max_tokens = req.max_tokens if req.max_tokens and req.max_tokens > 0 else None
+        self.emitted: list[str] = []
+        self.reply: list[int] = []
+        self.boundaries: list[tuple[int, int]] = []  # (reply tokens, chars) at whole-character ends
+        self.hidden_seen = False
+        self.n_sampled = 0
+        self.t_first = self.t_last = 0.0
+        self.t_call = time.perf_counter()
+        self.stop_reason = "stop"
+        self.last: int | None = None  # the token picked and not yet evaluated
+        self.pick = self._make_pick()
+        self.drafter, self.policy = s.drafting.for_reply(req.speculative)
+
+    def _make_pick(self) -> Pick:
+        s, req, llm = self.session, self.req, self.session.llm
+        s.grammar.gbnf = self.gbnf  # the sampler made next samples under it
+        s.grammar.trigger = self.tools.trigger.encode("utf-8") if self.tools is not None and self.tools.trigger else None
+        llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
+        self.sampler = llm._init_sampler(top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
+                                         temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
+                                         presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
+        return make_pick(llm, self.sampler, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
+                         min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=self.gbnf is not None,
+                         penalties=bool(req.presence_penalty or req.frequency_penalty), logit_bias=req.logit_bias,
+                         seed=int(llm._seed))
+
+    def restart(self) -> None:
+        """Read the prompt again from the start (the slot's restored cells were refused)."""
+        assert self.slot is not None
+        self.slot.clear()
+        self.cached = self.pending = 0
+        self.restored = None
+
+    # ---- the scheduler's steps ----------------------------------------------------------------
+
+    @property
+    def prefilling(self) -> bool:
+        return self.pending < len(self.tokens)
+
+    def add_prompt(self, batch: Any, budget: int) -> tuple[int, int | None]:
+        """Up to `budget` prompt tokens into `batch`; returns how many, and the row of the last
+        prompt token's logits when the prompt is now complete."""
+        assert self.slot is not None
+        start, end = self.pending, min(len(self.tokens), self.pending + budget)
+        row = None
+        for pos in range(start, end):
+            last = pos == len(self.tokens) - 1
+            i = batch.add(self.tokens[pos], pos, self.slot.seq, last)
+            if last:
+                row = i
+        self.pending = end
+        self._chunk = (start, end)
+        return end - start, row
+
+    def prompt_evaluated(self) -> None:
+        assert self.slot is not None
+        start, end = self._chunk
+        self.slot.evaluated(self.tokens[start:end], start)
+
+    def add_next(self, batch: Any) -> int:
+        """The picked token into `batch` at the slot's next position; returns its logits' row."""
+        assert self.slot is not None and self.last is not None
+        self._next_pos = self.slot.n_tokens
+        return batch.add(self.last, self._next_pos, self.slot.seq, True)
+
+    def next_evaluated(self) -> None:
+        assert self.slot is not None and self.last is not None
+        self.slot.evaluated([self.last], self._next_pos)
+
+    def take(self, row: int) -> bool:
+        """Pick the next token from `row` of the last batch's logits and pass it on; True when
+        the reply has ended."""
+        token = self.pick.pick(self.session.llm, row)
+        return self.accept(token)
+
+    def accept(self, token: int) -> bool:
+        """One picked token: shown, checked against the stops and limits. True when the reply ends."""
+        s, req = self.session, self.req
+        self.t_last = time.perf_counter()
+        self.n_sampled += 1
+        if self.n_sampled == 1:
+            self.t_first = self.t_last
+            tools = self.tools
+            self._emit(encode(Started(self.rid, len(self.tokens), self.cached, self.plan.dropped_turns,
+                                      round((self.t_first - self.t_call) * 1000, 3),
+                                      self.plan.rendered.source if self.plan.rendered else "tokens",
+                                      tools.family.name if tools is not None else "")))
+        if not req.ignore_eos and llama_cpp.llama_vocab_is_eog(s.vocab, token):
+            return True
+        self.reply.append(token)
+        data = self.piece(token)
+        if not data:
+            self.hidden_seen = True  # a control token: not shown, ends the transcript-able part
+        chunk = self.detok.feed_bytes(data)
+        if not self.hidden_seen and not self.detok.pending:
+            self.boundaries.append((len(self.reply), self.detok.chars))
+        if chunk:
+            out, hit = self.stopper.push(chunk)
+            if out:
+                self.emitted.append(out)
+                self._emit(token_line(self.line_prefix, out))
+            if hit:
+                return True
+        if self.cancelled:
+            self.stop_reason = "cancelled"
+            return True
+        if self.max_tokens is not None and self.n_sampled >= self.max_tokens:
+            self.stop_reason = "length"
+            return True
+        assert self.slot is not None
+        if self.slot.n_tokens >= s.n_ctx:  # the next token would not fit in the slot's cells
+            self.stop_reason = "length"
+            return True
+        self.last = token
+        return False
+
+    def _emit(self, line: bytes) -> None:
+        self.sent = True
+        self._send(line)
+
+    # ---- drafting (when this is the only reply being decoded) -------------------------------
+
+    def drafts(self) -> list[int]:
+        policy, drafter, slot = self.policy, self.drafter, self.slot
+        if policy is None or drafter is None or policy.costs.step_s is None or self.last is None or slot is None:
+            return []  # (until one plain step has been timed, nothing says whether drafting pays)
+        n = slot.n_tokens
+        room = self.session.n_ctx - n - 2
+        if drafter.cheap:  # what the draft rests on decides how much of it to use
+            drafts = drafter.draft(slot.tokens(), self.last, min(MAX_DRAFT, room))
+            return drafts[: policy.draft_length(drafter.kind)] if drafts else []
+        k = min(policy.draft_length(drafter.kind), room)
+        return drafter.draft(slot.tokens(), self.last, k) if k > 0 else []
+
+    def verify(self, batch: Any, drafts: list[int]) -> bool:
+        """Evaluate the picked token with `drafts` in one batch and take each picked token while
+        it is its draft; True when the reply has ended."""
+        gen = self._verify(batch, drafts)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            return bool(stop.value)
+
+    def _verify(self, batch: Any, drafts: list[int]) -> Generator[None, None, bool]:
+        slot, policy, pick, llm = self.slot, self.policy, self.pick, self.session.llm
+        assert slot is not None and policy is not None and self.drafter is not None and self.last is not None
+        t0 = time.perf_counter()
+        kind = self.drafter.kind
+        run = [self.last, *drafts]
+        n_past = slot.n_tokens
+        batch.clear()
+        for i, token in enumerate(run):
+            batch.add(token, n_past + i, slot.seq, True)
+        batch.decode()
+        slot.evaluated(run, n_past)
+        kept, accepted = 1, 0  # cells of the reply's own tokens (`last`, then accepted drafts)
+        ended = False
+        next_token: int | None = None
+        try:
+            for i in range(len(run)):
+                token = pick.pick(llm, i)
+                if not pick.sure(llm, i, token):
+                    kept = i  # too close to call from batched logits: evaluate run[i] on its own
+                    break
+                if i == len(drafts) or token != drafts[i]:
+                    kept = i + 1
+                    policy.verified(len(drafts), min(i + 1, len(drafts)), accepted, accepted + 1,
+                                    time.perf_counter() - t0, kind)
+                    next_token = token
+                    break
+                accepted += 1
+                kept = i + 2
+                if self.accept(token):
+                    ended = True
+                    break
+                yield
+        finally:
+            slot.cut(n_past + kept)  # drop the cells past what was kept
+        if ended:
+            return True
+        if next_token is not None:
+            return self.accept(next_token)
+        # run[kept] must be evaluated on its own; then pick as plain decoding would.
+        self.last = run[kept]
+        batch.clear()
+        row = self.add_next(batch)
+        batch.decode()
+        self.next_evaluated()
+        policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0,
+                        kind)
+        return self.take(row)
+
+    # ---- the end -------------------------------------------------------------------------
+
+    def finish(self) -> Finished:
+        s, req, slot = self.session, self.req, self.slot
+        assert slot is not None
+        self.pick.close()
+        tail = self.stopper.flush()  # empty after a stop string; otherwise text held back for one
+        if tail:
+            self.emitted.append(tail)
+            self._emit(token_line(self.line_prefix, tail))
+        final = "".join(self.emitted)
+        text = self.plan.text
+        if text is not None and not req.no_cache:
+            n_keep, c_keep = kept_reply(self.boundaries, len(final))
+            key = STATELESS if req.conversation_id is None else req.conversation_id
+            slot.transcript = Transcript(key, text + final[:c_keep], tuple(self.tokens) + tuple(self.reply[:n_keep]))
+        else:
+            slot.transcript = None
+        m = reply_metrics(s, slot, self.tokens, self.cached, self.plan.dropped_turns,
+                          self.plan.rendered.source if self.plan.rendered else "tokens", self.stop_reason,
+                          self.n_sampled, self.t_first, self.t_last, self.t_call, self.prepare_ms, self.plan.rendered,
+                          self.state_metrics)
+        # Which of the request's own stop strings ended the reply (None: none did; the chat
+        # format's end-of-turn strings count as the model ending its turn).
+        m["stop_sequence"] = self.stopper.matched if self.stopper.matched in req.stop else None
+        if self.plan.passages_kept is not None:  # the newest message's document passages that fit (passage_fit.py)
+            m["passages_kept"] = self.plan.passages_kept
+        m["draft"] = self.policy.metrics() if self.policy is not None else {"mode": "off", "drafted": 0, "accepted": 0,
+                                                                            "steps": 0, "stopped": None}
+        seen = self.sequences_seen or [1]
+        m["batch"] = {"slot": slot.seq, "max_sequences": max(seen), "mean_sequences": round(sum(seen) / len(seen), 2)}
+        if self.tools is not None:
+            m["tool_format"] = self.tools.family.name
+        return Finished(self.rid, final, self.stop_reason, m)
+
+    def shares_prefix(self, tokens: Any) -> int:
+        return common_prefix(tokens, self.tokens)
+
+    def _tool_turn(self) -> ToolTurn | None:
+        """The tools of the request with their grammar, in the family of the model's template.
+        Raises GrammarError for tools whose schemas make no grammar."""
+        req, s = self.req, self.session
+        if not req.tools:
+            return None
+        s.grammar.piece = s.special_piece
+        try:
+            return tool_turn(req.tools, s.format.tool_family, choice=req.tool_choice, name=req.tool_name,
+                             parallel=req.parallel_tool_calls)
+        except ValueError as exc:
+            raise GrammarError(f"the tools cannot be enforced: {exc}") from None

@@ -1,0 +1,282 @@
+"""Continuous batching in the engine host: the replies in the slots advance together, one token each
+per llama_decode, new replies join between steps, a long prompt is read in chunks between other
+replies' steps, and a reply that ends frees its slot at once.
+
+The window's reply comes first (protocol.Generate.priority "window"): it is in every step, and API
+replies join a step only as far as the window's own token rate stays within WINDOW_SHARE of its rate
+alone (measured as it goes). A reply that is alone drafts tokens as before (speculative.py); with
+several, drafting steps aside (a verification batch would hold back everyone else's token).
+
+Host-internal, main thread only; `cancel` may be called from the request reader thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import llama_cpp
+
+from app.context_policy import ContextOverflow
+from app.engine.grammar import GrammarError
+from app.engine.host.reply import Reply
+from app.engine.host.templates import TemplateHung
+from app.engine.protocol import Failed, Finished, Generate, Serving, encode
+
+# Prompt tokens one reply reads per step while other replies are decoding: small enough that their
+# tokens keep coming (a 4,000-token paste is read over ~30 steps), large enough to keep the batch full.
+SHARED_CHUNK = 128
+# With the window's reply in progress, the time API replies may add to its steps, as a share of its
+# step time alone: its tokens come at least 1 / (1 + WINDOW_SHARE) as fast as they would alone.
+WINDOW_SHARE = 0.15
+RATE_WINDOW_S = 2.0
+SERVING_EVERY_S = 0.5
+
+End = Callable[[Finished | Failed], None]
+
+
+class WindowFirst:
+    """How much API work the window's steps can carry: credit accrues WINDOW_SHARE of a step alone
+    per step and is spent by each shared step's extra time."""
+
+    def __init__(self) -> None:
+        self.alone_s: float | None = None
+        self.credit = 0.0
+
+    def allow(self) -> bool:
+        return self.alone_s is not None and self.credit > 0.0
+
+    def record(self, seconds: float, shared: bool) -> None:
+        if not shared:
+            self.alone_s = seconds if self.alone_s is None else 0.8 * self.alone_s + 0.2 * seconds
+        if self.alone_s is None:
+            return
+        self.credit += WINDOW_SHARE * self.alone_s
+        if shared:
+            self.credit -= max(0.0, seconds - self.alone_s)
+        self.credit = min(self.credit, 20 * self.alone_s)
+
+
+class Scheduler:
+    def __init__(self, session: object, send: Callable[[bytes], None], on_end: End | None = None) -> None:
+        from app.engine.host.session import ModelSession
+
+        assert isinstance(session, ModelSession)
+        self.session = session
+        self._send = send
+        self._on_end = on_end if on_end is not None else (lambda result: send(encode(result)))
+        self.active: list[Reply] = []
+        self.waiting: deque[Generate] = deque()
+        self._cancel_lock = threading.Lock()
+        self._cancelled: set[str] = set()
+        self.window_first = WindowFirst()
+        self.equal = False  # True: the window's reply is one among others
+        self._rates: deque[tuple[float, int]] = deque()
+        self._last_serving = 0.0
+        self._was_busy = False
+        self.hung = ""  # the request whose chat template did not stop rendering
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.active or self.waiting)
+
+    def submit(self, req: Generate) -> None:
+        if req.priority == "window":
+            self.waiting.appendleft(req)
+        else:
+            self.waiting.append(req)
+
+    def cancel(self, request_id: str) -> None:
+        with self._cancel_lock:
+            self._cancelled.add(request_id)
+
+    def _ended(self, request_id: str) -> None:
+        with self._cancel_lock:
+            self._cancelled.discard(request_id)
+            if len(self._cancelled) > 1000:  # cancels of replies that had ended before they came
+                self._cancelled.clear()
+
+    def fail_all(self, message: str) -> None:
+        """End every reply here as an error (the host hit something it did not expect)."""
+        for r in list(self.active):
+            assert r.slot is not None
+            r.slot.clear()
+            r.slot.transcript = None
+            self._release(r, Failed(r.rid, message, "internal"))
+        while self.waiting:
+            req = self.waiting.popleft()
+            self._end(Failed(req.request_id, message, "internal"))
+
+    def _end(self, result: Finished | Failed) -> None:
+        self._ended(result.request_id)
+        self._on_end(result)
+
+    # ---- one step ---------------------------------------------------------------------------
+
+    def step(self) -> None:
+        self._apply_cancels()
+        self._admit()
+        self._report()
+        if not self.active:
+            return
+        alone = self.active[0] if len(self.active) == 1 else None
+        if alone is not None and not alone.prefilling:
+            drafts = alone.drafts()
+            if drafts:
+                alone.sequences_seen.append(1)
+                self._guarded([alone], lambda: self._finish_if(alone, alone.verify(self.session.batch, drafts)))
+                return
+        self._batched_step()
+        self._report()
+
+    def _batched_step(self) -> None:
+        batch = self.session.batch
+        windows = [r for r in self.active if r.window] if not self.equal else []
+        others_in = not windows or self.window_first.allow()
+        chosen = [r for r in self.active if r.window or others_in or not windows]
+        decoding = [r for r in chosen if not r.prefilling]
+        prefilling = sorted((r for r in chosen if r.prefilling), key=lambda r: not r.window)
+        batch.clear()
+        rows: list[tuple[Reply, int]] = [(r, r.add_next(batch)) for r in decoding]
+        read: list[Reply] = []
+        for r in prefilling:
+            if batch.room <= 0:
+                break
+            chunk = batch.room if len(self.active) == 1 else min(batch.room, SHARED_CHUNK)
+            _, row = r.add_prompt(batch, chunk)
+            read.append(r)
+            if row is not None:
+                rows.append((r, row))
+        taking = decoding + [r for r in read if r not in decoding]
+        t0 = time.perf_counter()
+
+        def run() -> None:
+            batch.decode()
+            for r in read:
+                r.prompt_evaluated()
+            for r in decoding:
+                r.next_evaluated()
+
+        if not self._guarded(taking, run):
+            return
+        seconds = time.perf_counter() - t0
+        for r in taking:
+            r.sequences_seen.append(len(taking))
+        for r, row in rows:
+            self._guarded([r], lambda r=r, row=row: self._finish_if(r, r.take(row)))  # type: ignore[misc]
+        if windows:
+            self.window_first.record(seconds, shared=len(taking) > len(windows))
+        if len(taking) == 1 and decoding and decoding[0].policy is not None:
+            decoding[0].policy.plain_step(seconds)
+        self._rates.append((time.perf_counter(), len(rows)))
+
+    def _guarded(self, replies: list[Reply], work: Callable[[], None]) -> bool:
+        """Run `work`; a llama.cpp failure ends `replies` as errors (or, for a reply whose cells came
+        from a state file and that has sent nothing, reads its prompt again from the start)."""
+        try:
+            work()
+            return True
+        except Exception as exc:  # a decode error leaves these sequences' cells in an unknown state
+            for r in replies:
+                if r.done:
+                    continue
+                assert r.slot is not None
+                state = self.session.state
+                if not r.sent and state.failed_after_restore(r.slot, r.restored, str(exc), retry=True):
+                    r.restart()
+                    continue
+                r.slot.clear()
+                r.slot.transcript = None
+                self._release(r, Failed(r.rid, f"llama.cpp failed while generating: {exc}", "generate"))
+            return False
+
+    def _finish_if(self, reply: Reply, ended: bool) -> None:
+        if ended:
+            self._release(reply, reply.finish())
+
+    def _release(self, reply: Reply, result: Finished | Failed) -> None:
+        reply.done = True
+        self.active.remove(reply)
+        self._end(result)
+        slot = reply.slot
+        assert slot is not None
+        if isinstance(result, Finished) and not reply.req.no_cache:
+            self.session.state.after_reply(slot, slot.transcript, reply.req.conversation_id)
+        self.session.slots.give_back(slot)
+
+    # ---- joining and leaving ------------------------------------------------------------------
+
+    def _apply_cancels(self) -> None:
+        with self._cancel_lock:
+            cancelled = set(self._cancelled)
+        if not cancelled:
+            return
+        for req in [g for g in self.waiting if g.request_id in cancelled]:
+            self.waiting.remove(req)
+            self._end(Finished(req.request_id, "", "cancelled", {"stop_reason": "cancelled", "gen_tokens": 0}))
+        for r in [r for r in self.active if r.rid in cancelled]:
+            r.cancelled = True
+            r.stop_reason = "cancelled"
+            self._release(r, r.finish())
+
+    def _admit(self) -> None:
+        slots = self.session.slots
+        while self.waiting and slots.free():
+            req = self.waiting.popleft()
+            reply = self._prepared(req)
+            if reply is None:
+                continue
+            slot = slots.choose(reply.tokens)
+            assert slot is not None
+            slots.take(slot)
+            if not self.active:
+                llama_cpp.llama_perf_context_reset(self.session.llm.ctx)  # its counters are this reply's
+            try:
+                reply.attach(slot)
+            except Exception as exc:
+                slot.clear()
+                slots.give_back(slot)
+                self._end(Failed(req.request_id, f"llama.cpp failed while generating: {exc}", "generate"))
+                continue
+            self.active.append(reply)
+
+    def _prepared(self, req: Generate) -> Reply | None:
+        """The reply planned, or None after its Failed was sent."""
+        s = self.session
+        if not s.writes_text:
+            self._end(Failed(req.request_id, f"{s.name} is an embedding model: it turns text into vectors for "
+                                "searching documents and does not write replies; choose a chat model", "generate"))
+            return None
+        try:
+            return Reply(s, req, self._send)
+        except ContextOverflow as exc:
+            self._end(Failed(req.request_id, str(exc), "context", prompt_tokens=exc.needed, n_ctx=exc.n_ctx,
+                             reserve=exc.reserve, at_least=exc.at_least))
+        except GrammarError as exc:
+            self._end(Failed(req.request_id, str(exc), "grammar"))
+        except ValueError as exc:
+            self._end(Failed(req.request_id, f"llama.cpp failed while generating: {exc}", "generate"))
+        except TemplateHung:
+            self.hung = req.request_id  # the host reports it and exits (the render thread cannot be stopped)
+            raise
+        return None
+
+    # ---- what the engine is doing, for the window's performance panel ----------------------
+
+    def _report(self) -> None:
+        now = time.perf_counter()
+        busy = self.busy
+        if busy and now - self._last_serving < SERVING_EVERY_S:
+            return
+        if not busy and not self._was_busy:
+            return
+        self._was_busy = busy
+        self._last_serving = now
+        while self._rates and self._rates[0][0] < now - RATE_WINDOW_S:
+            self._rates.popleft()
+        span = now - self._rates[0][0] if len(self._rates) > 1 else 0.0
+        tokens = sum(n for _, n in self._rates)
+        rate = tokens / span if busy and span > 0.2 else 0.0
+        self._send(encode(Serving("", len(self.active), len(self.waiting), round(rate, 1), len(self.session.slots))))

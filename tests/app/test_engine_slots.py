@@ -1,0 +1,177 @@
+"""Slots: one engine process decodes several replies together (app/engine/host/scheduler.py), on the
+tiny random-weight GGUF. Every check counts events or compares text; none measures time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.engine.client import EngineClient, FinishedEvent, Generation, TokenEvent
+from app.engine.host.scheduler import WINDOW_SHARE, WindowFirst
+
+pytestmark = pytest.mark.timeout(120)
+
+T = 1  # one thread: on a busy 2-core machine a 2-thread run can be far slower (test_engine_host.py)
+N_CTX = 512
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def greedy(engine: EngineClient, text: str, n: int = 24, **kw: object) -> Generation:
+    return engine.generate(user(text), conversation_id=None, max_tokens=n, temperature=0.0, ignore_eos=True,
+                           no_cache=True, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_gguf_with_template: Path) -> Iterator[EngineClient]:
+    with EngineClient() as client:
+        client.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=0)
+        yield client
+
+
+PROMPTS = ["the first question", "a second, longer question about birds", "three", "and a fourth one here"]
+
+
+@pytest.mark.parametrize("together", [2, 4])
+def test_replies_decoded_together_are_the_replies_each_gives_alone(engine: EngineClient, together: int) -> None:
+    alone = [greedy(engine, p).wait(60).text for p in PROMPTS[:together]]
+    gens = [greedy(engine, p) for p in PROMPTS[:together]]
+    ends = [g.wait(60) for g in gens]
+    assert all(e.status == "length" and e.metrics["gen_tokens"] == 24 for e in ends)
+    assert max(e.metrics["batch"]["max_sequences"] for e in ends) >= 2  # they did share steps
+    # llama.cpp's batched kernels may round differently from single-token decoding; on this model the
+    # replies match exactly (a divergence would show as a near-tie, as in test_engine_speculative.py).
+    assert [e.text for e in ends] == alone
+
+
+def test_loaded_reports_its_slots_and_one_context_each(engine: EngineClient) -> None:
+    loaded = engine.loaded
+    assert loaded is not None and loaded.slots == 4 and loaded.n_ctx == N_CTX
+
+
+def test_cancelling_one_of_four_leaves_the_others_whole(engine: EngineClient) -> None:
+    gens = [greedy(engine, p, n=60) for p in PROMPTS]
+    victim = gens[1]
+    got = 0
+    for event in victim:
+        if isinstance(event, TokenEvent) and event.text:
+            got += 1
+            if got == 3:
+                victim.cancel()
+        if isinstance(event, FinishedEvent):
+            break
+    ends = [g.wait(60) for g in gens]
+    assert ends[1].status == "cancelled" and 0 < ends[1].metrics["gen_tokens"] < 60
+    for i in (0, 2, 3):
+        assert ends[i].status == "length" and ends[i].metrics["gen_tokens"] == 60
+
+
+def test_a_reply_under_a_grammar_beside_free_ones(engine: EngineClient) -> None:
+    free = [greedy(engine, p, n=30) for p in PROMPTS[:3]]
+    bound = engine.generate(user("yes or no?"), conversation_id=None, max_tokens=30, temperature=0.8, seed=4,
+                            grammar='root ::= ("yes" | "no") "."')
+    fin = bound.wait(60)
+    assert fin.status == "complete" and fin.text in ("yes.", "no.")
+    assert all(g.wait(60).metrics["gen_tokens"] == 30 for g in free)
+
+
+def test_a_long_prompt_is_read_between_the_steps_of_streaming_replies(engine: EngineClient) -> None:
+    streams = [greedy(engine, p, n=300) for p in PROMPTS[:3]]
+    for g in streams:  # all three are decoding
+        while not any(isinstance(e, TokenEvent) and e.text for e in [next(g)]):
+            pass
+    before = [len(g.text) for g in streams]
+    paste = engine.generate(user("word " * 110), conversation_id=None, max_tokens=2, temperature=0.0, no_cache=True)
+    first = next(iter(paste))  # its first token comes once its whole prompt has been read
+    assert isinstance(first, (TokenEvent, FinishedEvent))
+    grown = [len(g.text) - b for g, b in zip(streams, before, strict=True)]
+    fin = paste.wait(60)
+    assert fin.status == "length" and fin.metrics["prompt_tokens"] > 2 * 128
+    # the paste was read in chunks of 128 with the others' tokens in between, not in one go
+    assert all(n > 0 for n in grown), grown
+    assert all(g.wait(60).status == "length" for g in streams)
+
+
+def test_a_conversation_goes_back_to_the_slot_that_holds_its_tokens(engine: EngineClient) -> None:
+    history = [{"role": "user", "content": "tell me about the harbour"}]
+    one = engine.generate(history, conversation_id="harbour", max_tokens=8, temperature=0.0, ignore_eos=True).wait(60)
+    others = [engine.generate(user(p), conversation_id=f"other{i}", max_tokens=8, ignore_eos=True)
+              for i, p in enumerate(PROMPTS[:2])]
+    [g.wait(60) for g in others]
+    history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "and the boats?"}]
+    two = engine.generate(history, conversation_id="harbour", max_tokens=8, ignore_eos=True).wait(60)
+    assert two.metrics["batch"]["slot"] == one.metrics["batch"]["slot"]
+    assert two.metrics["cached_tokens"] == one.metrics["context_used"]  # every cell of the first turn kept
+    assert two.metrics["state_cache"]["enabled"] is False  # the slot kept them, not a saved state
+
+
+def test_serving_says_how_many_replies_the_engine_decodes(engine: EngineClient) -> None:
+    gens = [greedy(engine, p, n=400) for p in PROMPTS[:3]]
+    seen = 0
+    for event in gens[0]:
+        seen = max(seen, engine.serving().sequences)
+        if seen >= 3 or isinstance(event, FinishedEvent):
+            break
+    assert seen == 3 and engine.serving().slots == 4
+    engine.cancel()
+    assert all(g.wait(60).status == "cancelled" for g in gens)
+
+
+def test_more_requests_than_slots_wait_and_all_finish(engine: EngineClient) -> None:
+    gens = [greedy(engine, f"request {i}", n=6) for i in range(7)]
+    ends = [g.wait(60) for g in gens]
+    assert [e.status for e in ends] == ["length"] * 7
+    assert {e.metrics["batch"]["slot"] for e in ends} <= {0, 1, 2, 3}
+
+
+def test_the_windows_reply_goes_on_while_api_replies_stream(engine: EngineClient) -> None:
+    api = [greedy(engine, p, n=300) for p in PROMPTS[:3]]
+    for g in api:
+        next(g)
+    window = engine.generate(user("the window asks"), conversation_id="w", max_tokens=40, temperature=0.0,
+                             ignore_eos=True, priority="window").wait(60)
+    still = [not g.done for g in api]
+    engine.cancel()
+    assert window.status == "length" and window.metrics["gen_tokens"] == 40
+    assert window.metrics["batch"]["max_sequences"] >= 2 and any(still)
+
+
+def test_window_first_lets_api_work_into_its_steps_only_as_far_as_its_share() -> None:
+    first = WindowFirst()
+    alone, shared = 0.010, 0.040  # a step with the window alone, and with three API replies too
+    steps = shared_steps = 0
+    elapsed = 0.0
+    for _ in range(2000):
+        together = first.allow()
+        first.record(shared if together else alone, shared=together)
+        steps += 1
+        shared_steps += together
+        elapsed += shared if together else alone
+    assert 0 < shared_steps < steps
+    window_rate, rate_alone = steps / elapsed, 1 / alone
+    assert window_rate >= rate_alone / (1 + WINDOW_SHARE) * 0.99
+    free = WindowFirst()  # when sharing costs the window nothing, the API replies are in every step
+    for _ in range(50):
+        together = free.allow()
+        free.record(alone, shared=together)
+    assert free.allow()
+
+
+def test_saved_state_is_restored_into_a_slot(tiny_gguf: Path) -> None:
+    with EngineClient() as engine:
+        engine.load(tiny_gguf, n_threads=T, n_ctx=N_CTX, parallel=2, state_cache_mb=64)
+        history = [{"role": "user", "content": "a conversation worth keeping " * 6}]
+        one = engine.generate(history, conversation_id="kept", max_tokens=6, ignore_eos=True).wait(60)
+        # two other conversations take both slots, so the first one's cells are gone from them
+        for i in range(2):
+            pair = [engine.generate(user(f"other {i} {j} " * 8), conversation_id=f"o{i}{j}", max_tokens=4,
+                                    ignore_eos=True) for j in range(2)]
+            [g.wait(60) for g in pair]
+        history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "more"}]
+        two = engine.generate(history, conversation_id="kept", max_tokens=4, ignore_eos=True).wait(60)
+        assert two.metrics["state_cache"]["hit"] is True
+        assert two.metrics["cached_tokens"] >= one.metrics["prompt_tokens"]
