@@ -25,18 +25,19 @@ def judge(
     parts: MemoryEstimate,
     facts: ModelFacts,
     machine: MachineMemory,
-    recompute: Callable[[int, int, str | None], MemoryEstimate],
+    recompute: Callable[..., MemoryEstimate],
     *,
     flash_attn: bool = True,
 ) -> MemoryEstimate:
     """`parts` with the verdict for `machine` and the advice filled in. `recompute(n_ctx,
-    n_gpu_layers, kv_type)` is the same arithmetic (memory_estimate.compute_parts) with other settings
-    (`kv_type` None: the K and V types of `parts`; a type: that one for both caches)."""
+    n_gpu_layers, kv_type, slots)` is the same arithmetic (memory_estimate.compute_parts) with other
+    settings (`kv_type` None: the K and V types of `parts`; a type: that one for both caches)."""
     ram = machine.available_ram
     vram = machine.vram_free if machine.vram_free is not None else machine.vram_total
 
-    def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str | None = None) -> MemoryEstimate:
-        return recompute(n_ctx, ngl, kv)
+    def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str | None = None,
+           slots: int = parts.slots) -> MemoryEstimate:
+        return recompute(n_ctx, ngl, kv, slots)
 
     verdict = _verdict(parts, ram, vram)
     advice: list[str] = []
@@ -69,6 +70,12 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
     def fits(e: MemoryEstimate) -> bool:
         return _verdict(e, ram, vram) != TOO_LARGE
 
+    if p.slots > 1:  # each slot holds a whole context: fewer of them is the first thing to try
+        slots = _most(lambda s: fits(at(slots=s)), 1, p.slots - 1)
+        if slots:
+            held = "one conversation" if slots == 1 else f"{slots} conversations"
+            return [f"{slots} of {p.slots} slots would fit (--parallel {slots}): {held} at a time "
+                    f"at {p.n_ctx} tokens each."]
     ngl = p.n_gpu_layers
     if ngl > 0 and (vram is None or p.total_vram > vram):
         fewer = _last(lambda n: fits(at(ngl=n)), range(ngl - 1, 0, -1))

@@ -5,6 +5,12 @@ Cove's engine uses (models/context_size.py, app/engine/host/session.py).
 `loaded_ram` is what the engine holds after loading and a short first reply; `total_ram`
 is the peak once the context is full, the figure the verdict uses. What each part counts,
 and how `bench/fit_accuracy.py` checks both: docs/ARCHITECTURE.md, "Memory estimates".
+
+`slots` is the engine's `parallel`: that many conversations held at once in one context with
+llama.cpp's non-unified KV cache (n_seq_max = slots, one stream of `n_ctx` cells per slot). The
+KV cache is `slots` times one conversation's; the compute buffer is not: llama.cpp reserves it
+for one micro-batch whose tokens are spread over the streams, each attending to its own `n_ctx`
+cells, so the masks and activations are those of one slot (docs/memory-estimate.md).
 """
 
 from __future__ import annotations
@@ -105,13 +111,15 @@ def estimate_memory(
     swa_full: bool = True,
     machine_name: str | None = None,
     type_v: str | None = None,
+    slots: int = 1,
 ) -> MemoryEstimate:
     """Estimate, and judge against `machine` (None: this machine, read now).
 
     `file_size` may exceed the header's own file (all parts of a split model): the extra
     bytes count as repeating-layer weights. `n_ctx` None means Cove's default context.
     `flash_attn` True matches Cove's "auto" on the CPU and on CUDA/Metal. `kv_type` is the K
-    cache's type, and the V cache's too unless `type_v` says otherwise.
+    cache's type, and the V cache's too unless `type_v` says otherwise. `slots`: conversations
+    held at once, each with `n_ctx` tokens of context (see the module docstring).
     """
     facts = as_facts(info)
     if machine is None:
@@ -120,12 +128,14 @@ def estimate_memory(
     if no_gpu:
         n_gpu_layers = 0  # a CPU-only machine runs every layer on the CPU
     parts = compute_parts(facts, file_size, cove_context(n_ctx, facts.n_ctx_train), n_gpu_layers, kv_type,
-                          flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name, type_v=type_v)
+                          flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name, type_v=type_v,
+                          slots=slots)
 
-    def recompute(n_ctx: int, ngl: int, kv: str | None) -> MemoryEstimate:
+    def recompute(n_ctx: int, ngl: int, kv: str | None, n_slots: int = slots) -> MemoryEstimate:
         # kv None: the chosen K and V types; a type (the advice's q8_0): that one for both caches.
         return compute_parts(facts, file_size, n_ctx, ngl, kv_type if kv is None else kv, flash_attn=flash_attn,
-                             swa_full=swa_full, machine_name=machine_name, type_v=type_v if kv is None else kv)
+                             swa_full=swa_full, machine_name=machine_name, type_v=type_v if kv is None else kv,
+                             slots=n_slots)
 
     judged = judge(parts, facts, machine, recompute, flash_attn=flash_attn)
     if no_gpu:
@@ -145,9 +155,12 @@ def compute_parts(
     swa_full: bool = True,
     machine_name: str | None = None,
     type_v: str | None = None,
+    slots: int = 1,
 ) -> MemoryEstimate:
     """The arithmetic alone (verdict "" and no advice): see the module docstring. `kv_type` is
-    the K cache's type, and the V cache's too unless `type_v` is given."""
+    the K cache's type, and the V cache's too unless `type_v` is given; `n_ctx` is one slot's."""
+    if slots < 1:
+        raise ValueError(f"slots must be at least 1, not {slots}")
     type_v = kv_type if type_v is None else type_v
     for name in (kv_type, type_v):
         if name not in KV_TYPES:
@@ -167,9 +180,9 @@ def compute_parts(
     kv_ram = kv_vram = 0
     for il, size in enumerate(_kv_per_layer(facts, n_ctx, n_ubatch, kv_type, type_v, swa_full)):
         if on_gpu(il):
-            kv_vram += size
+            kv_vram += size * slots
         else:
-            kv_ram += size
+            kv_ram += size * slots
     peak = _compute(facts, n_ubatch, n_ctx, flash_attn)
     short = _compute(facts, min(SHORT_TURN_TOKENS, n_ubatch), min(MIN_CTX, n_ctx), flash_attn)
     cpu_layers = sum(1 for il in range(n_layer) if not on_gpu(il))
@@ -181,9 +194,9 @@ def compute_parts(
         compute_ram = short_ram = n_ubatch * 4 * facts.n_embd + 4 * facts.n_vocab
         compute_vram = peak
     n_caches = 2 if any(facts.swa_layers) else 1
-    context_python = n_ctx * CONTEXT_TOKEN_PYTHON
-    overhead = (ENGINE_RUNTIME + _vocab_bytes(facts) + (SAMPLING_PER_TOKEN + 4) * facts.n_vocab
-                + n_ctx * n_caches * CELL_BOOKKEEPING + context_python)
+    context_python = n_ctx * CONTEXT_TOKEN_PYTHON * slots
+    overhead = (ENGINE_RUNTIME + _vocab_bytes(facts) + (SAMPLING_PER_TOKEN + 4) * facts.n_vocab * slots
+                + n_ctx * slots * n_caches * CELL_BOOKKEEPING + context_python)
     total_ram = w_ram + kv_ram + compute_ram + overhead
     overhead_vram = GPU_RUNTIME if ngl > 0 else 0
     return MemoryEstimate(
@@ -194,7 +207,7 @@ def compute_parts(
         loaded_ram=total_ram - (compute_ram - short_ram) - context_python,
         overhead_vram=overhead_vram, n_ubatch=n_ubatch, n_layers=n_layer, repacked_ram=repacked,
         reclaimable_ram=reclaimable,
-        exact=facts.exact,
+        exact=facts.exact, slots=slots,
     )
 
 

@@ -42,6 +42,7 @@ class MemoryEstimate:
     available_vram: int | None = None
     exact: bool = True  # False when no tensor table was known (weights spread evenly)
     type_v: str = ""  # the V cache's type ("" in a record made without one: the same as kv_type)
+    slots: int = 1  # sequences held at once, each with its own n_ctx cells (llama.cpp's non-unified KV)
 
     @property
     def kv_types(self) -> str:

@@ -3,7 +3,9 @@
 NAME is an installed model (its header is read from disk, no network). REPO FILE is a
 file on the Hub: only its header is fetched (ranged reads through the NetworkGate), so the
 answer comes before any download. The figures follow Cove's own engine settings; see
-docs/ARCHITECTURE.md, "Memory estimates", for what each one counts.
+docs/ARCHITECTURE.md, "Memory estimates", for what each one counts. `--parallel N` counts N
+slots (conversations held at once, each with the whole context); the output also says how many
+slots Cove would give the model here by default (models/slots.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from models.gguf_info import GGUFInfo, info_from_header
 from models.gguf_validate import GGUFHeader, read_gguf_header
 from models.library import ModelNotFound
 from models.memory_estimate import KV_TYPES, MachineMemory, MemoryEstimate, estimate_memory, machine_memory
+from models.slots import default_parallel
 
 
 def add_subcommands(msub: argparse._SubParsersAction) -> None:
@@ -44,6 +47,8 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
                    help="the V cache's type (default: --kv-type; a quantized V needs flash attention)")
     p.add_argument("--flash-attn", type=word_choice("flash attention", tuple(FLASH_ATTN)), default="auto",
                    metavar="auto|on|off", help="auto: counted as on, as llama.cpp turns it on here (the default)")
+    p.add_argument("--parallel", type=positive_int, default=1, metavar="N",
+                   help="slots: conversations held at once, each with the whole context (default 1)")
     p.add_argument("--revision", default=None, help="with REPO: branch, tag or commit (default: the main branch)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_fit)
@@ -57,14 +62,18 @@ def run_fit(core: Core, args: argparse.Namespace) -> int:
     source, header, info, file_size = _read_header(core, args)
     machine = with_engine_gpu(machine_memory())
     est = estimate_memory(header, file_size, args.ctx, n_gpu_layers=args.gpu_layers, kv_type=type_k, type_v=type_v,
-                          machine=machine, flash_attn=flash_attn)
+                          machine=machine, flash_attn=flash_attn, slots=args.parallel)
+    default = default_parallel(header, file_size, est.n_ctx, machine, n_gpu_layers=est.n_gpu_layers, kv_type=type_k,
+                               type_v=type_v, flash_attn=flash_attn)
     if args.json:
         print_json({"model": {**source, "general_name": info.name, "architecture": info.architecture, "quant": info.quant,
                               "file_size": file_size, "parameter_count": info.parameter_count,
                               "context_length": info.context_length},
-                    "machine": _machine_dict(machine), "estimate": est})
+                    "machine": _machine_dict(machine), "estimate": est, "default_parallel": default})
         return 0
     _print(source, info, file_size, est)
+    held = "one conversation at a time" if default == 1 else f"{default} conversations at once"
+    print(f"By default Cove would give it {_slots(default)} here ({held} at this context; --parallel {default}).")
     return 0
 
 
@@ -111,7 +120,8 @@ def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEsti
     read = "" if source["source"] == "local" else f"; header read from the Hub ({human_size(source['bytes_fetched'])})"
     say(f"{where}: {info.architecture}, {info.quant or '?'}, {human_size(file_size)}{read}", sys.stdout)  # header text is untrusted
     layers = "CPU only" if e.n_gpu_layers == 0 else f"{e.n_gpu_layers} of {e.n_layers + 1} layers on the GPU"
-    print(f"At {e.n_ctx} tokens of context, {layers}, {e.kv_types} KV cache:")
+    per_slot = "" if e.slots == 1 else " each"
+    print(f"At {e.n_ctx} tokens of context{per_slot}, {_slots(e.slots)}, {layers}, {e.kv_types} KV cache:")
     gpu = e.n_gpu_layers > 0
     rows = [("weights", e.weights_ram, e.weights_vram), ("KV cache", e.kv_ram, e.kv_vram),
             ("compute", e.compute_ram, e.compute_vram), ("overhead", e.overhead, e.overhead_vram)]
@@ -132,6 +142,10 @@ def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEsti
         print("  (no tensor table was available, so the weights are spread evenly over the layers)")
     for line in e.advice:
         print(f"  - {line}")
+
+
+def _slots(n: int) -> str:
+    return "1 slot" if n == 1 else f"{n} slots"
 
 
 def _machine_dict(m: MachineMemory) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def test_fit_of_a_gguf_path_and_the_printed_figures(cli, tmp_path: Path) -> None
     model = write_tiny_gguf(tmp_path / "loose.gguf")
     code, out, err = cli("models", "fit", str(model), "--kv-type", "q8_0")
     assert code == 0, err
-    assert "At 512 tokens of context, CPU only, q8_0 KV cache:" in out  # the tiny model trained for 512
+    assert "At 512 tokens of context, 1 slot, CPU only, q8_0 KV cache:" in out  # the tiny model trained for 512
     for label in ("weights", "KV cache", "compute", "overhead", "total", "loaded"):
         assert f"  {label}" in out
     assert "Verdict: fits in RAM" in out
@@ -112,3 +112,19 @@ def test_a_gated_file_needs_the_saved_token(cli, padded: Path, monkeypatch: pyte
     assert code == 0, err
     assert json.loads(out)["estimate"]["verdict"] == "fits in RAM"
     assert VALID_TOKEN not in out + err
+
+
+def test_fit_counts_the_slots_asked_for_and_says_the_default(cli, tmp_path: Path) -> None:
+    model = write_tiny_gguf(tmp_path / "loose.gguf")
+    code, out, err = cli("models", "fit", str(model), "--parallel", "3", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    one = estimate_memory(read_gguf_header(model), None, 512, machine=ROOMY)
+    assert data["estimate"]["slots"] == 3 and data["estimate"]["kv_ram"] == 3 * one.kv_ram
+    assert data["estimate"]["compute_ram"] == one.compute_ram and data["default_parallel"] == 4
+    code, out, err = cli("models", "fit", str(model), "--parallel", "3")
+    assert code == 0, err
+    assert "At 512 tokens of context each, 3 slots, CPU only, f16 KV cache:" in out
+    assert "By default Cove would give it 4 slots here (4 conversations at once at this context; --parallel 4)." in out
+    with pytest.raises(SystemExit):  # argparse: '0' must be at least 1
+        cli("models", "fit", str(model), "--parallel", "0")

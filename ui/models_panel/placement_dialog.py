@@ -1,8 +1,9 @@
 """The "How NAME loads" dialog of one installed model: GPU layers (Cove's choice, the CPU only, all,
 or a number), where the KV cache goes and its K and V types, flash attention, drafting and the
 draft model (installed models with the same vocabulary). Before anything loads it shows what the
-KV cache and the whole model would take with the chosen settings, and the fit verdict; a
-combination llama.cpp would refuse disables OK and says why.
+KV cache and the whole model would take with the chosen settings and the slots the engine would
+hold (conversations at once, each with the whole context), and the fit verdict; a combination
+llama.cpp would refuse disables OK and says why.
 
 Thread invariant: the model's header, the machine's memory and the draft models' vocabularies
 are read off the UI thread (ui/background.py) once when the dialog opens; the estimate for each
@@ -43,14 +44,16 @@ class ModelFacts:
 class PlacementDialog(QDialog):
     """Edits one model's ModelPlacement; placement() is the person's choice after accept. With
     `model` (and `machine`, how to read this machine's memory, off the UI thread) it shows the
-    memory estimate; `candidates` are the installed models a draft model may be chosen from."""
+    memory estimate; `candidates` are the installed models a draft model may be chosen from.
+    `slots`: the engine's `parallel` the estimate counts (None: as many as fit by the estimate,
+    models.slots.default_parallel, for each choice of settings)."""
 
     def __init__(self, model_name: str, placement: ModelPlacement, parent: QWidget | None = None, *,
                  model: InstalledModel | None = None, candidates: Sequence[InstalledModel] = (),
-                 n_ctx: int | None = None, machine: Callable[[], Any] | None = None) -> None:
+                 n_ctx: int | None = None, machine: Callable[[], Any] | None = None, slots: int | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"How {model_name} loads")
-        self._model, self._n_ctx = model, n_ctx
+        self._model, self._n_ctx, self._slots = model, n_ctx, slots
         self._facts: ModelFacts | None = None
         self._draft_names: tuple[str, ...] = ()
         self.layers = self._combo("GPU layers", [(key, label) for key, label in _LAYERS])
@@ -72,6 +75,8 @@ class PlacementDialog(QDialog):
         self.memory = QLabel("Reading the model file…" if model is not None else "", self)
         self.memory.setAccessibleName("Memory with these settings")
         self.memory.setWordWrap(True)
+        self.memory.setToolTip("Each slot holds one conversation with its whole context, so the engine can answer "
+                               "several at once (the window and the API); every slot has its own KV cache.")
         self.problem = QLabel(self)
         self.problem.setAccessibleName("Why these settings cannot be used")
         self.problem.setWordWrap(True)
@@ -152,15 +157,18 @@ class PlacementDialog(QDialog):
 
         try:
             load = estimate_load(facts.header, self._model.size, self._n_ctx, facts.machine, type_k=chosen.type_k,
-                                 type_v=chosen.type_v, flash_attn=chosen.flash_attn, gpu_layers=chosen.gpu_layers)
+                                 type_v=chosen.type_v, flash_attn=chosen.flash_attn, gpu_layers=chosen.gpu_layers,
+                                 slots=self._slots)
         except ValueError as exc:
             self.memory.setText(f"No estimate: {exc}.")
             return
         e = load.estimate
         saved = f" (f16: {format_bytes(load.kv_f16)})" if load.kv_f16 != load.kv_bytes else ""
         vram = f" and {format_bytes(e.total_vram)} of VRAM" if e.n_gpu_layers else ""
-        self.memory.setText(f"At {e.n_ctx:,} tokens: KV cache {format_bytes(load.kv_bytes)}{saved}; about "
-                            f"{format_bytes(e.total_ram)} of RAM{vram} in all, with the context full. Verdict: {e.verdict}.")
+        held = f"At {e.n_ctx:,} tokens, 1 slot" if e.slots == 1 else f"At {e.n_ctx:,} tokens a slot, {e.slots} slots"
+        full = "the context full" if e.slots == 1 else "every slot's context full"
+        self.memory.setText(f"{held}: KV cache {format_bytes(load.kv_bytes)}{saved}; about "
+                            f"{format_bytes(e.total_ram)} of RAM{vram} in all, with {full}. Verdict: {e.verdict}.")
 
     # ---- reading off the UI thread ---------------------------------------------------------
 

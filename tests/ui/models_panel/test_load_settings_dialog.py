@@ -69,19 +69,31 @@ def test_the_estimate_follows_the_chosen_cache_types_before_loading(qtbot, cove_
     header = read_gguf_header(model.path)
 
     def expected(**types: object) -> str:
-        load = estimate_load(header, model.size, None, ROOMY, **types)  # type: ignore[arg-type]
+        load = estimate_load(header, model.size, None, ROOMY, slots=None, **types)  # type: ignore[arg-type]
+        assert load.estimate.slots == 4  # a roomy CPU-only machine: as many as a CPU gets
         return format_bytes(load.kv_bytes)
 
     f16 = dialog.memory.text()
-    assert f16.startswith(f"At 512 tokens: KV cache {expected()}; about ") and "(f16:" not in f16
-    assert f16.endswith("in all, with the context full. Verdict: fits in RAM.")
+    assert f16.startswith(f"At 512 tokens a slot, 4 slots: KV cache {expected()}; about ") and "(f16:" not in f16
+    assert f16.endswith("in all, with every slot's context full. Verdict: fits in RAM.")
     dialog.type_k.setCurrentIndex(dialog.type_k.findData("q8_0"))
     dialog.type_v.setCurrentIndex(dialog.type_v.findData("q4_0"))
     mixed = dialog.memory.text()
-    assert mixed.startswith(f"At 512 tokens: KV cache {expected(type_k='q8_0', type_v='q4_0')} (f16: {expected()}); ")
+    assert mixed.startswith(f"At 512 tokens a slot, 4 slots: KV cache {expected(type_k='q8_0', type_v='q4_0')} "
+                            f"(f16: {expected()}); ")
     assert expected(type_k="q8_0", type_v="q4_0") != expected()
     dialog._select(dialog.flash, False)
     assert dialog.memory.text() == "No estimate: these settings cannot be used."
+
+
+def test_the_estimate_counts_the_slots_it_is_given(qtbot, cove_core) -> None:
+    model = cove_core.library.get("tiny-llama")
+    dialog = PlacementDialog(model.name, ModelPlacement(), model=model, machine=lambda: ROOMY, slots=1)
+    qtbot.addWidget(dialog)
+    qtbot.waitUntil(lambda: dialog.memory.text().startswith("At "), timeout=WAIT_MS)
+    one = estimate_load(read_gguf_header(model.path), model.size, None, ROOMY)
+    assert dialog.memory.text().startswith(f"At 512 tokens, 1 slot: KV cache {format_bytes(one.kv_bytes)}; about ")
+    assert dialog.memory.text().endswith("in all, with the context full. Verdict: fits in RAM.")
 
 
 def test_only_models_with_the_same_vocabulary_are_offered_to_draft(qtbot, cove_core, tmp_path: Path) -> None:
