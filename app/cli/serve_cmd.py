@@ -6,12 +6,19 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli.output import positive_int
 from app.core import Core
 
+if TYPE_CHECKING:
+    from app.serve.pool import ModelPool
+
 DEFAULT_PORT = 8642
 DEFAULT_TTL_MINUTES = 10.0
+ROUTING_REMOVED = ("cove serve: --routing is no longer used and will be refused in a later version: each model runs in "
+                   "one engine whose slots serve requests at once, and the engine gives each request the slot whose "
+                   "cache shares the longest prefix with it.")
 
 
 def _minutes(text: str) -> float:
@@ -30,11 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the installed models over the OpenAI API on 127.0.0.1")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs keys)")
-    p.add_argument("--parallel", type=positive_int, default=1,
-                   help="engine processes per model (they share its weights; each adds a KV cache)")
-    p.add_argument("--routing", choices=("cache", "round-robin"), default="cache",
-                   help="which engine a request goes to: the one whose cache shares the longest prefix "
-                        "with it (default), or the next in turn")
+    p.add_argument("--parallel", type=positive_int, default=None, metavar="N",
+                   help="slots of each model's engine: replies it decodes at once, in one process, each with a "
+                        "KV cache of its own (default: as many as fit in memory, at most 4 on a CPU)")
+    # Removed: one engine per model picks the slot for each request itself. Still accepted, with a sentence.
+    p.add_argument("--routing", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cache-ram", type=int, default=256, metavar="MB",
                    help="RAM each engine keeps earlier conversations' state in, so a client's next turn is not "
                         "evaluated again (default 256; 0: none)")
@@ -72,9 +79,19 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
     return 0
 
 
+def make_pool(core: Core, args: argparse.Namespace) -> ModelPool:
+    """The engines behind the server: one process per model with `--parallel` slots (None: as
+    many as fit); a `--routing` still given is said to be unused."""
+    from app.serve.pool import ModelPool
+
+    if args.routing is not None:
+        print(ROUTING_REMOVED, file=sys.stderr, flush=True)
+    return ModelPool(parallel=args.parallel, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx,
+                     cache_ram_mb=max(0, args.cache_ram))
+
+
 def run(core: Core, args: argparse.Namespace) -> int:
     from app.serve.keys import ApiKeys
-    from app.serve.pool import ModelPool
     from app.serve.server import LOOPBACK_NAMES, create_app
     from app.serve.service import Service
     from app.serve.serving import ListenError, listen_socket, make_server, url_host
@@ -87,8 +104,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
     except ListenError as exc:
         raise ValueError(str(exc)) from None
     try:
-        pool = ModelPool(parallel=args.parallel, routing=args.routing, ttl_s=args.ttl * 60,
-                         n_ctx=core.settings.sampling.n_ctx, cache_ram_mb=max(0, args.cache_ram))
+        pool = make_pool(core, args)
         # The service gives the pool each model's load settings, read off the event loop.
         service = Service(core, pool)
         # Another address answers to any Host name (requests need a key there); loopback only to its own.

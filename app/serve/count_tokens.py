@@ -48,7 +48,7 @@ class TokenCounter:
                      tools: ToolSet | None = None) -> int:
         pool = self.service.pool
         options = await self.service.load_options(model)  # read before the pool may spawn an engine with them
-        lease = await pool.lease(model, client, messages)
+        lease = await pool.lease(model, client)
         generation: Generation | None = None
         try:
             window = lease.engine is pool.window_engine

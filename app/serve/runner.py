@@ -7,29 +7,35 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from app.engine.client import EngineClient
 from app.paths import Paths
 from app.serve.http import LOOPBACK_NAMES
-from app.serve.pool import LiveRequest, ModelPool
+from app.serve.live_request import LiveRequest
+from app.serve.pool import ModelPool
 from app.serve.window_gate import WindowGate
 
 
 @dataclass(frozen=True)
 class LoadedEngine:
     model: str
-    copy: int  # 1, 2, ... among the copies of its model
+    copy: int  # always 1: one engine per model (its slots serve requests at once); kept for the panel
     loading: bool
     busy: bool
+    answering: int = 0  # requests on it now
+    slots: int = 1
 
 
 class ServerThread:
-    def __init__(self, paths: Paths, *, host: str = "127.0.0.1", port: int = 8642, parallel: int = 1,
-                 ttl_s: float = 600.0, window_engine: EngineClient | None = None) -> None:
+    def __init__(self, paths: Paths, *, host: str = "127.0.0.1", port: int = 8642, parallel: int | None = None,
+                 ttl_s: float = 600.0, window_engine: EngineClient | None = None,
+                 window_first: Callable[[], bool] = lambda: True) -> None:
         self.paths, self.host, self.port, self.parallel, self.ttl_s = paths, host, port, parallel, ttl_s
         self.window_engine = window_engine  # shared with API requests for the model it has loaded
+        self.window_first = window_first  # whether one of its slots is kept for the window's turn (any thread)
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._server: Any = None  # uvicorn.Server, once the thread made it
@@ -82,7 +88,7 @@ class ServerThread:
             # The service gives the pool each model's load settings, read off the event loop.
             self._pool = pool = ModelPool(parallel=self.parallel, ttl_s=self.ttl_s, n_ctx=core.settings.sampling.n_ctx)
             if self.window_engine is not None:
-                pool.adopt(self.window_engine)
+                pool.adopt(self.window_engine, self.window_first)
             self._service = service = Service(core, pool)
             app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
             self._server = server = make_server(app, service.stop_all)
@@ -128,7 +134,7 @@ class ServerThread:
         pool = self._pool
         if pool is None:
             return []
-        return [LoadedEngine(e.model.name, e.index + 1, e.loading, e.busy) for e in list(pool.engines)]
+        return [LoadedEngine(e.model.name, 1, e.loading, e.busy, e.leases, e.slots) for e in list(pool.engines)]
 
     def events(self) -> list[str]:
         pool = self._pool

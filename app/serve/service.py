@@ -22,9 +22,11 @@ from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.engine.loaded import Embeddings
 from app.load_options import LoadOptions, load_options
+from app.serve.engines import Lease
 from app.serve.errors import ApiError
+from app.serve.live_request import LiveRequest
 from app.serve.peer_owner import is_this_account
-from app.serve.pool import Lease, LiveRequest, ModelPool, prompt_key
+from app.serve.pool import ModelPool
 from app.serve.request_store import Opened, RequestStore, StoreThread
 from app.serve.request_turn import RequestBackend, RequestWriter
 from app.serve.running import Running
@@ -244,7 +246,7 @@ class Service:
         try:
             try:
                 options = await self.load_options(job.model)  # read before the pool may spawn an engine with them
-                lease = await self.pool.lease(job.model, client, job.messages)
+                lease = await self.pool.lease(job.model, client)
                 if self.stopping:
                     raise ApiError(503, "the server is stopping", "server_error")
                 backend = self._backend(lease, job, options)
@@ -276,26 +278,13 @@ class Service:
             elif turn.ended is None:  # cancelled while waiting for an engine (the client went away, the server stopped)
                 turn.end_reply(FinishedEvent("", MessageStatus.CANCELLED, {}, "the request ended before an engine was free"))
             if lease is not None:
-                self._give_back(lease, job, writer, started=turn.started)
+                self.pool.release(lease)
             if running is not None:
                 running.tool_reply = writer.tool_reply
             await writer.close()
             if running is not None:
                 running.not_saved = writer.not_saved
             self._set_live(live_id, None)
-
-    def _give_back(self, lease: Lease, job: Job, writer: RequestWriter, *, started: bool) -> None:
-        """The engine goes back to the pool, which notes the conversation its caches now hold (the
-        messages and the reply) when a reply ran on it."""
-        done = writer.ended
-        if not started or done is None:
-            self.pool.release(lease)
-            return
-        cached = done.metrics.get("state_cache") or {}
-        # The host's RAM cache held `entries` before saving this reply: one more now, at most.
-        # Without a RAM cache it holds the live KV cache's one conversation.
-        holds = (int(cached.get("entries") or 0) + 1 if cached.get("enabled") else 1) if cached else None
-        self.pool.release(lease, prompt_key([*job.messages, {"role": "assistant", "content": done.content}]), holds)
 
     async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
         """Vectors of `texts` from an engine with `model`; recorded like a reply. Raises ApiError."""
@@ -305,7 +294,7 @@ class Service:
         opened = await self._open(request, job, conversation=False)
         try:
             await self.load_options(model)
-            lease = await self.pool.lease(model, client, [])
+            lease = await self.pool.lease(model, client, exclusive=True)  # the engine embeds with no reply in flight
             try:
                 if lease.engine.loaded is not None and not lease.engine.loaded.embeddings:
                     raise ApiError(400, f"{model.name} is not an embedding model (its file declares no pooling type); "

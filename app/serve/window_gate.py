@@ -1,7 +1,8 @@
 """How the window's turns take the window's own engine from the server's pool while the server
-runs in the window, so an API request and a turn of the window never meet on one engine:
-`borrow` (from the turn's worker thread) waits only for an API request using that engine now;
-`give_back` (from any thread) returns it once the reply has ended."""
+runs in the window: `borrow` (from the turn's worker thread) returns at once when the engine has
+the turn's model loaded (the turn runs beside the API's requests, in a slot of its own), or waits
+for the API requests on it to end when the turn must load another model; `give_back` (from any
+thread) returns it once the reply has ended."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
-from app.serve.pool import Lease, ModelPool, prompt_key
+from app.serve.engines import Lease
+from app.serve.pool import ModelPool
 from models.library import InstalledModel
 
 
@@ -20,10 +22,11 @@ class WindowGate:
         self.pool, self.loop = pool, loop
 
     def borrow(self, model: InstalledModel, messages: list[dict[str, Any]], cancelled: Callable[[], bool]) -> Lease | None:
-        """The window's engine, once no API request uses it (blocking). None when the turn was
-        cancelled meanwhile, or the server stopped (the engine is the window's alone again)."""
+        """The window's engine for a turn with `model` (blocking; `messages` are not needed: the
+        engine picks the slot that holds their prefix). None when the turn was cancelled while
+        waiting, or the server stopped (the engine is the window's alone again)."""
         try:
-            future = asyncio.run_coroutine_threadsafe(self.pool.lease_window(model, messages), self.loop)
+            future = asyncio.run_coroutine_threadsafe(self.pool.lease_window(model), self.loop)
         except RuntimeError:  # the loop is closed: the server stopped
             return None
         while True:
@@ -37,8 +40,8 @@ class WindowGate:
                 return None
 
     def give_back(self, lease: Lease, messages: list[dict[str, Any]], reply: str) -> None:
-        key = prompt_key([*messages, {"role": "assistant", "content": reply}])
+        """The turn has ended (`messages` and `reply` are the Turn's; the pool needs neither)."""
         try:
-            self.loop.call_soon_threadsafe(self.pool.release, lease, key)
+            self.loop.call_soon_threadsafe(self.pool.release, lease)
         except RuntimeError:
             pass  # the server stopped meanwhile: there is no pool to give it back to

@@ -1,7 +1,7 @@
 """The engine pool behind cove serve, with real engines on the tiny model: models load on
 demand, a model that does not fit unloads the least recently used one, idle models unload
-after the TTL, requests queue fairly across clients, and cache routing sends a conversation
-back to the copy that holds it."""
+after the TTL, requests queue fairly across clients, and the window's engine serves the API for
+its model. (Slots, with fake engines: tests/app/serve/test_pool_slots.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from app.serve.errors import ApiError
-from app.serve.pool import Footprint, ModelPool, prompt_key
+from app.serve.machine import Footprint
+from app.serve.pool import ModelPool
 from tests.support.tiny_model import write_tiny_gguf
 
 pytestmark = pytest.mark.anyio
@@ -33,10 +34,6 @@ def models(cove_core, tmp_path: Path):
     return first, second
 
 
-def _messages(*texts: str) -> list[dict[str, str]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]
-
-
 def _ram_left(total: int, pool_of) -> Callable[[], int]:
     """A machine with `total` bytes available before the pool loads anything: what the pool's
     engines take (by their footprints) is gone from it, as the OS would report."""
@@ -48,11 +45,8 @@ def _ram_left(total: int, pool_of) -> Callable[[], int]:
     return available
 
 
-async def _use(pool: ModelPool, model, client: str, messages) -> int:
-    lease = await pool.lease(model, client, messages)
-    index = lease.engine.index
-    pool.release(lease, prompt_key([*messages, {"role": "assistant", "content": "ok"}]))
-    return index
+async def _use(pool: ModelPool, model, client: str) -> None:
+    pool.release(await pool.lease(model, client))
 
 
 async def test_a_model_is_loaded_on_demand_and_reused(models) -> None:
@@ -60,11 +54,11 @@ async def test_a_model_is_loaded_on_demand_and_reused(models) -> None:
     pool = ModelPool()
     async with pool.running():
         assert pool.loaded() == []
-        lease = await pool.lease(tiny, "a", _messages("hi"))
+        lease = await pool.lease(tiny, "a")
         assert lease.engine.loaded is not None and lease.client.loaded is not None
         pid = lease.client.host_pid
         pool.release(lease)
-        again = await pool.lease(tiny, "a", _messages("hi"))
+        again = await pool.lease(tiny, "a")
         assert again.client.host_pid == pid  # the same engine process, not a second load
         pool.release(again)
         assert len(pool.loaded()) == 1
@@ -74,12 +68,12 @@ async def test_a_model_is_loaded_on_demand_and_reused(models) -> None:
 async def test_a_model_that_does_not_fit_unloads_the_least_recently_used(models) -> None:
     tiny, other = models
     # Room for one model at a time: each "needs" 60 MiB of the 100 the pool may use.
-    pool = ModelPool(footprint_of=lambda m, n_ctx: Footprint(50 * MIB, 10 * MIB),
+    pool = ModelPool(footprint_of=lambda m: Footprint(50 * MIB, 10 * MIB),
                      available_ram=_ram_left(100 * MIB, lambda: pool))
     async with pool.running():
-        await _use(pool, tiny, "a", _messages("hi"))
+        await _use(pool, tiny, "a")
         first_pid = pool.loaded()[0].client.host_pid
-        await _use(pool, other, "a", _messages("hi"))
+        await _use(pool, other, "a")
         assert [e.model.name for e in pool.loaded()] == ["other"]
         assert any("unloaded tiny-llama" in event for event in pool.events)
         assert first_pid not in [e.client.host_pid for e in pool.loaded()]
@@ -87,20 +81,20 @@ async def test_a_model_that_does_not_fit_unloads_the_least_recently_used(models)
 
 async def test_two_models_that_fit_stay_loaded_together(models) -> None:
     tiny, other = models
-    pool = ModelPool(footprint_of=lambda m, n_ctx: Footprint(20 * MIB, 5 * MIB),
+    pool = ModelPool(footprint_of=lambda m: Footprint(20 * MIB, 5 * MIB),
                      available_ram=_ram_left(100 * MIB, lambda: pool))
     async with pool.running():
-        await _use(pool, tiny, "a", _messages("hi"))
-        await _use(pool, other, "a", _messages("hi"))
+        await _use(pool, tiny, "a")
+        await _use(pool, other, "a")
         assert sorted(e.model.name for e in pool.loaded()) == ["other", "tiny-llama"]
 
 
 async def test_a_model_larger_than_memory_is_refused_with_the_numbers(models) -> None:
     tiny, _ = models
-    pool = ModelPool(footprint_of=lambda m, n_ctx: Footprint(200 * MIB, 10 * MIB), available_ram=lambda: 100 * MIB)
+    pool = ModelPool(footprint_of=lambda m: Footprint(200 * MIB, 10 * MIB), available_ram=lambda: 100 * MIB)
     async with pool.running():
         with pytest.raises(ApiError) as caught:
-            await pool.lease(tiny, "a", _messages("hi"))
+            await pool.lease(tiny, "a")
         assert caught.value.status == 507 and "0.2 GiB" in caught.value.message and "0.1 GiB" in caught.value.message
         assert pool.loaded() == [] and pool.waiting() == 0
 
@@ -109,25 +103,25 @@ async def test_an_idle_model_unloads_after_the_ttl(models) -> None:
     tiny, _ = models
     pool = ModelPool(ttl_s=0.2)
     async with pool.running():
-        await _use(pool, tiny, "a", _messages("hi"))
+        await _use(pool, tiny, "a")
         assert len(pool.loaded()) == 1
         with anyio.fail_after(30):
             while pool.loaded():
                 await anyio.sleep(0.05)
         assert any("idle" in event for event in pool.events)
-        await _use(pool, tiny, "a", _messages("hi"))  # and it loads again when asked for
+        await _use(pool, tiny, "a")  # and it loads again when asked for
         assert len(pool.loaded()) == 1
 
 
 async def test_waiting_requests_are_served_fairly_across_clients(models) -> None:
     tiny, _ = models
-    pool = ModelPool()
+    pool = ModelPool(parallel=1)
     order: list[str] = []
     async with pool.running():
-        held = await pool.lease(tiny, "scripts", _messages("first"))
+        held = await pool.lease(tiny, "scripts")
 
         async def ask(client: str, text: str) -> None:
-            lease = await pool.lease(tiny, client, _messages(text))
+            lease = await pool.lease(tiny, client)
             order.append(f"{client}:{text}")
             pool.release(lease)
 
@@ -143,59 +137,16 @@ async def test_waiting_requests_are_served_fairly_across_clients(models) -> None
         assert order[1:] == ["scripts:0", "scripts:1", "scripts:2"]
 
 
-async def test_cache_routing_returns_a_conversation_to_the_copy_that_holds_it(models) -> None:
-    tiny, _ = models
-    pool = ModelPool(parallel=2)
-    async with pool.running():
-        a = await pool.lease(tiny, "a", _messages("conversation A " * 20))
-        b = await pool.lease(tiny, "b", _messages("conversation B " * 20))
-        assert {a.engine.index, b.engine.index} == {0, 1}  # two requests at once: a second copy loaded
-        a_engine = a.engine.index
-        pool.release(a, prompt_key([*_messages("conversation A " * 20), {"role": "assistant", "content": "ok"}]))
-        pool.release(b, prompt_key([*_messages("conversation B " * 20), {"role": "assistant", "content": "ok"}]))
-        for _ in range(3):
-            turn = _messages("conversation A " * 20, "ok", "and then?")
-            assert await _use(pool, tiny, "a", turn) == a_engine
-
-
-async def test_round_robin_takes_the_copies_in_turn(models) -> None:
-    tiny, _ = models
-    pool = ModelPool(parallel=2, routing="round-robin")
-    async with pool.running():
-        a = await pool.lease(tiny, "a", _messages("one"))
-        b = await pool.lease(tiny, "b", _messages("two"))
-        pool.release(a)
-        pool.release(b)
-        served = [await _use(pool, tiny, "a", _messages("conversation A")) for _ in range(4)]
-        assert served in ([0, 1, 0, 1], [1, 0, 1, 0])
-
-
 async def test_a_request_that_goes_away_while_waiting_leaves_no_trace(models) -> None:
     tiny, _ = models
-    pool = ModelPool()
+    pool = ModelPool(parallel=1)
     async with pool.running():
-        held = await pool.lease(tiny, "a", _messages("hi"))
+        held = await pool.lease(tiny, "a")
         with anyio.move_on_after(0.1):
-            await pool.lease(tiny, "b", _messages("hi"))
+            await pool.lease(tiny, "b")
         assert pool.waiting() == 0
         pool.release(held)
         assert not pool.loaded()[0].busy
-
-
-async def test_parallel_copies_share_the_cores_between_them(models, monkeypatch) -> None:
-    import app.serve.machine as machine
-
-    monkeypatch.setattr(machine, "physical_cores", lambda: 4)
-    tiny, _ = models
-    assert ModelPool().threads_per_engine() is None  # one copy: the engine's default, every core
-    pool = ModelPool(parallel=2)
-    assert pool.threads_per_engine() == 2
-    async with pool.running():
-        a = await pool.lease(tiny, "a", _messages("one"))
-        b = await pool.lease(tiny, "b", _messages("two"))
-        assert a.client.loaded.n_threads == 2 and b.client.loaded.n_threads == 2
-        pool.release(a)
-        pool.release(b)
 
 
 async def test_the_windows_engine_serves_api_requests_for_its_model_while_the_window_is_idle(models) -> None:
@@ -207,7 +158,7 @@ async def test_the_windows_engine_serves_api_requests_for_its_model_while_the_wi
         pool = ModelPool()
         pool.adopt(window)
         async with pool.running():
-            lease = await pool.lease(tiny, "editor", _messages("hi"))
+            lease = await pool.lease(tiny, "editor")
             assert lease.client is window and pool.loaded() == []  # no second process for the same model
             pool.release(lease)
         assert window.loaded is not None  # the pool never unloads the window's engine
@@ -223,11 +174,11 @@ async def test_the_window_gets_its_engine_back_before_waiting_api_requests(model
         pool.adopt(window)
         order: list[str] = []
         async with pool.running():
-            api = await pool.lease(tiny, "editor", _messages("first"))
+            api = await pool.lease(tiny, "editor")
             assert api.client is window
 
             async def window_turn() -> None:
-                lease = await pool.lease_window(tiny, _messages("mine"))
+                lease = await pool.lease_window(tiny)
                 order.append("window")
                 assert lease.client is window
                 pool.release(lease)
@@ -238,36 +189,13 @@ async def test_the_window_gets_its_engine_back_before_waiting_api_requests(model
                 assert order == []  # it waits for the API request using its engine now
                 pool.release(api)
             assert order == ["window"]
-            # While the window uses its engine, an API request gets a copy of its own.
-            mine = await pool.lease_window(tiny, _messages("mine again"))
-            other = await pool.lease(tiny, "editor", _messages("second"))
-            assert other.client is not window and len(pool.loaded()) == 1
-            pool.release(other)
+            # With one slot, an API request waits for the window's turn: one process for one model.
+            mine = await pool.lease_window(tiny)
+            with anyio.move_on_after(0.1):
+                await pool.lease(tiny, "editor")
+                raise AssertionError("an API request took the window's one slot")
+            assert pool.loaded() == [] and pool.waiting() == 0
             pool.release(mine)
-
-
-async def test_cache_routing_waits_for_the_busy_copy_that_holds_the_conversation(models) -> None:
-    tiny, _ = models
-    pool = ModelPool(parallel=2)
-    story = _messages("conversation A " * 30)
-    async with pool.running():
-        a = await pool.lease(tiny, "a", story)
-        b = await pool.lease(tiny, "b", _messages("something else"))
-        home = a.engine
-        pool.release(a, prompt_key([*story, {"role": "assistant", "content": "ok"}]))
-        c = await pool.lease(tiny, "c", _messages("a third thing"))
-        assert c.engine is home  # the only idle copy
-        pool.release(b)  # the other copy is idle now, but holds nothing of A's
-        got: list[object] = []
-
-        async def next_turn() -> None:
-            lease = await pool.lease(tiny, "a", [*story, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}])
-            got.append(lease.engine)
-            pool.release(lease)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(next_turn)
-            await anyio.sleep(0.05)
-            assert got == []  # it waits for its copy rather than evaluate it all again on the idle one
-            pool.release(c)
-        assert got == [home]
+            other = await pool.lease(tiny, "editor")
+            assert other.client is window
+            pool.release(other)

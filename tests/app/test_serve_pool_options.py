@@ -25,7 +25,7 @@ async def test_the_pool_loads_a_model_with_its_settings_and_says_a_missing_draft
     placement = ModelPlacement(type_k="q8_0", type_v="q8_0", flash_attn=True, draft_model="not-installed")
     pool = ModelPool(options_of=lambda m: load_options(cove_core.library, m, placement))
     async with pool.running():
-        lease = await pool.lease(model, "a", [{"role": "user", "content": "hi"}])
+        lease = await pool.lease(model, "a")
         loaded = lease.engine.loaded
         assert loaded is not None and (loaded.type_k, loaded.type_v, loaded.flash_attn) == ("q8_0", "q8_0", "on")
         assert loaded.draft_model == ""

@@ -83,8 +83,8 @@ def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core,
 
 
 def test_requests_run_on_the_engines_as_the_pool_loaded_them(cove_core) -> None:
-    """A request asking for other load settings than the pool's (threads per copy, context)
-    would load the model again, with every core per copy."""
+    """Requests at once run on the one engine the pool loaded (its slots), never loading it again:
+    one asking for other load settings than the pool's would reload it under the others."""
     import threading
 
     server = ServerThread(cove_core.paths, port=_free_port(), parallel=2)
@@ -100,7 +100,7 @@ def test_requests_run_on_the_engines_as_the_pool_loaded_them(cove_core) -> None:
         for t in threads:
             t.join()
         engines = server._pool.engines
-        assert engines and all(e.client.loaded is e.loaded for e in engines)  # loaded once, never again
-        assert all(e.loaded.n_threads == server._pool.threads_per_engine() for e in engines if e.loaded)
+        assert len(engines) == 1 and engines[0].client.loaded is engines[0].loaded  # one process, loaded once
+        assert [(e.model, e.slots) for e in server.loaded()] == [("tiny-llama", engines[0].slots)]
     finally:
         server.stop()
