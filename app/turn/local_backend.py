@@ -73,7 +73,7 @@ class LocalBackend:
             grammar=grammar,
             keep_all_turns=keep_all_turns,
             raw_prompt=raw_prompt,
-            speculative=options.speculative,
+            speculative=options.speculative, priority=self.priority,
             presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty, logit_bias=params.logit_bias,
             **params.sampler_arguments(), **with_tools,
         )

@@ -181,6 +181,7 @@ class MainWindow(QMainWindow):
         c.messages_appended.connect(self._on_appended)
         c.reply_started.connect(lambda _m: self.perf.reply_started())
         c.first_figures.connect(self.perf.set_first_figures)
+        self.perf.watch_serving(lambda: self.controller.engine.serving())  # the engine it shares with API clients
         c.reply_text_received.connect(self._on_text)
         c.reply_finished.connect(self._on_finished)
         c.busy_changed.connect(self.composer.set_busy)

@@ -125,3 +125,20 @@ def test_a_moving_rate_repaints_the_figures_at_most_once_a_second(qtbot, panel: 
         if not texts or texts[-1] != panel.label_text("serving"):
             texts.append(panel.label_text("serving"))
     assert 2 <= len(texts) <= 5  # ~3 s of polls every 250 ms: about one new text per second
+
+
+def test_the_windows_panel_reads_its_engine(qtbot, cove_core, fake_engine, monkeypatch) -> None:
+    """The main window's panel polls the engine client the window talks to (the fake host's)."""
+    from ui.chat.controller import ChatController
+    from ui.shell.main_window import MainWindow
+
+    monkeypatch.setenv("FAKE_HOST_WORDS", "3")
+    window = MainWindow(ChatController(cove_core, fake_engine), state_file=cove_core.paths.data_dir / "window.ini",
+                        presets_file=cove_core.paths.data_dir / "presets.json")
+    qtbot.addWidget(window)
+    window.show()
+    window.start()
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=15000):
+        assert window.controller.send("hello")
+    slots = fake_engine.loaded.slots
+    qtbot.waitUntil(lambda: _shown(window.perf) == f"idle · {slots} slot{'' if slots == 1 else 's'}", timeout=3000)

@@ -1,0 +1,81 @@
+"""The window's reply asks the engine for priority "window" (served first while API replies
+share it), or "normal" when the person chose to treat all replies alike; a turn of anything
+else (the command line, an API request) asks for "normal"."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from app.settings import save_settings
+from app.turn.backend import backend_for
+from app.turn.local_backend import LocalBackend
+from ui.chat.controller import ChatController
+
+
+@pytest.fixture
+def recorded(qtbot, cove_core, fake_engine, monkeypatch):
+    """A controller over the fake host whose engine records every generate()'s arguments."""
+    generates: list[dict[str, Any]] = []
+    generate = fake_engine.generate
+
+    def recording_generate(messages, **kw):
+        generates.append(kw)
+        return generate(messages, **kw)
+
+    monkeypatch.setattr(fake_engine, "generate", recording_generate)
+    monkeypatch.setenv("FAKE_HOST_WORDS", "3")
+    controller = ChatController(cove_core, fake_engine)
+    controller.start()
+    yield controller, generates
+    controller.shutdown()
+
+
+def _reply(qtbot, controller, text: str) -> None:
+    with qtbot.waitSignal(controller.reply_finished, timeout=15000) as done:
+        assert controller.send(text)
+    assert done.args[0].status == "complete"
+
+
+def test_the_windows_reply_goes_first_unless_all_are_alike(qtbot, recorded) -> None:
+    controller, generates = recorded
+    core = controller.core
+    _reply(qtbot, controller, "first")
+    assert generates[-1]["priority"] == "window"
+    save_settings(core.paths.settings_file, replace(core.settings, window_first=False))  # the Server panel's choice
+    _reply(qtbot, controller, "second")
+    assert generates[-1]["priority"] == "normal"
+    save_settings(core.paths.settings_file, replace(core.settings, window_first=True))
+    _reply(qtbot, controller, "third")
+    assert [kw["priority"] for kw in generates] == ["window", "normal", "window"]
+
+
+class _Engine:
+    """Records generate()'s keywords; the model counts as loaded already."""
+
+    def __init__(self) -> None:
+        self.loaded: Any = None
+        self.kw: dict[str, Any] = {}
+
+    def load(self, path: str, **_kw: Any) -> Any:
+        return None
+
+    def generate(self, messages: list[dict], **kw: Any) -> Any:
+        self.kw = kw
+        return object()
+
+
+def test_other_turns_ask_for_normal(cove_core) -> None:
+    from app.settings import SamplingParams
+
+    model = cove_core.library.list()[0]
+    engine = _Engine()
+    backend = backend_for(model, engine=engine)  # type: ignore[arg-type]  # as the CLI and the API build it
+    assert isinstance(backend, LocalBackend) and backend.priority == "normal"
+    backend.start([{"role": "user", "content": "hi"}], SamplingParams(), conversation_id=None)
+    assert engine.kw["priority"] == "normal"
+    window = backend_for(model, engine=engine, priority="window")  # type: ignore[arg-type]
+    window.start([{"role": "user", "content": "hi"}], SamplingParams(), conversation_id=None)
+    assert engine.kw["priority"] == "window"
