@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import llama_cpp
 
@@ -28,12 +28,10 @@ from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kep
 from app.engine.protocol import Finished, Generate, Started, encode, token_line, token_line_prefix
 from app.tools.turn import ToolTurn, tool_turn
 
-if TYPE_CHECKING:
-    from app.engine.host.session import ModelSession
-
 
 class Reply:
-    def __init__(self, session: ModelSession, req: Generate, send: Callable[[bytes], None]) -> None:
+    def __init__(self, session: Any, req: Generate, send: Callable[[bytes], None]) -> None:
+        """`session`: the ModelSession the reply runs on (not imported here: it imports this)."""
         self.session, self.req, self._send = session, req, send
         self.rid = req.request_id
         self.window = req.priority == "window"

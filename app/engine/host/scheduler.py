@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import llama_cpp
 
@@ -60,10 +61,8 @@ class WindowFirst:
 
 
 class Scheduler:
-    def __init__(self, session: object, send: Callable[[bytes], None], on_end: End | None = None) -> None:
-        from app.engine.host.session import ModelSession
-
-        assert isinstance(session, ModelSession)
+    def __init__(self, session: Any, send: Callable[[bytes], None], on_end: End | None = None) -> None:
+        """`session`: the loaded ModelSession (not imported here: it runs replies through this)."""
         self.session = session
         self._send = send
         self._on_end = on_end if on_end is not None else (lambda result: send(encode(result)))
