@@ -19,13 +19,13 @@ UNKNOWN_WEIGHTS_FACTOR = 1.2  # a model whose estimate cannot be read: its file 
 
 def estimate(model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None, slots: int) -> Footprint:
     """Cove's memory estimate of `model` with `slots` conversations' KV caches (each of `n_ctx`)."""
-    return machine.estimated_footprint(model, n_ctx, placement)  # LEAD: pass slots=slots once helper M's machine.py takes it
+    return machine.estimated_footprint(model, n_ctx, placement, slots=slots)
 
 
 def fitting_slots(model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None) -> int:
     """The slots `model`'s engine gets when `--parallel` is not given: as many as fit in memory
     by the estimate (at most 4 on a CPU)."""
-    return 1  # LEAD: machine.default_slots(model, n_ctx, placement) once helper M's machine.py has it
+    return machine.default_slots(model, n_ctx, placement)
 
 
 @dataclass(frozen=True)
