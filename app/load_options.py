@@ -26,6 +26,7 @@ class LoadArguments(TypedDict):
     type_v: str
     flash_attn: bool | None
     draft_model_path: str | None
+    parallel: int
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class LoadOptions:
     placement: ModelPlacement = field(default_factory=ModelPlacement)
     draft_model_path: str | None = None  # the draft model's file, when one is set and installed
     notice: str = ""  # a sentence for the person when the set draft model was left out
+    parallel: int = 1  # the engine's slots (replies at once): more only while the API shares the window's engine
 
     @property
     def speculative(self) -> str:
@@ -44,7 +46,8 @@ class LoadOptions:
     def load_arguments(self) -> LoadArguments:
         p = self.placement
         return LoadArguments(n_gpu_layers=p.gpu_layers, kv_on_gpu=p.kv_on_gpu, type_k=p.type_k, type_v=p.type_v,
-                             flash_attn=p.flash_attn, draft_model_path=self.draft_model_path)
+                             flash_attn=p.flash_attn, draft_model_path=self.draft_model_path,
+                             parallel=self.parallel)
 
 
 def load_options(library: ModelLibrary | None, model: InstalledModel, placement: ModelPlacement) -> LoadOptions:

@@ -25,7 +25,7 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,11 +169,16 @@ class EngineClient:
         with self._op_lock:
             with self._lock:
                 self._check_open()
+                proc, loaded, current = self._proc, self._loaded, self._settings
+                alive = loaded is not None and proc is not None and proc.alive
+                if alive and current == settings:
+                    assert loaded is not None
+                    return loaded  # (also while replies are in flight: they share it)
                 if any(not g.done for g in self._gens.values()):
+                    if alive and current is not None and replace(current, parallel=settings.parallel) == settings:
+                        assert loaded is not None
+                        return loaded  # the same model with other slots: changed once no reply is in flight
                     raise EngineError("a reply is still being generated; cancel it before loading a model")
-                proc, loaded = self._proc, self._loaded
-                if loaded is not None and self._settings == settings and proc is not None and proc.alive:
-                    return loaded
                 self._settings = settings
             try:
                 return self._load_locked(settings)

@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 
-if TYPE_CHECKING:
-    from app.serve.pool import ModelPool
+from app.serve.engines import Engine
+
+
+class ModelPool(Protocol):
+    """What the clock needs of app/serve/pool.py's ModelPool (which imports this module)."""
+
+    ttl_s: float
+    engines: list[Engine]
+    closed: bool
+    loop: asyncio.AbstractEventLoop | None
+    tasks: anyio.abc.TaskGroup | None
+
+    def unload(self, engine: Engine, why: str) -> Any: ...
 
 
 async def unload_idle(pool: ModelPool) -> None:

@@ -231,8 +231,9 @@ class ModelPool:
         if engine.loaded is not None and current is not None and current.path == path and file_stamp(path) == engine.stamp:
             return current
         engine.stamp = file_stamp(path)
-        return engine.client.load(path, n_ctx=self.n_ctx, state_cache_mb=self.cache_ram_mb, parallel=engine.slots,
-                                  **engine.options.load_arguments())
+        arguments = engine.options.load_arguments()
+        arguments["parallel"] = engine.slots
+        return engine.client.load(path, n_ctx=self.n_ctx, state_cache_mb=self.cache_ram_mb, **arguments)
 
     def unload(self, engine: Engine, why: str) -> None:
         self.engines.remove(engine)

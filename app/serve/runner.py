@@ -22,7 +22,6 @@ from app.serve.window_gate import WindowGate
 @dataclass(frozen=True)
 class LoadedEngine:
     model: str
-    copy: int  # always 1: one engine per model (its slots serve requests at once); kept for the panel
     loading: bool
     busy: bool
     answering: int = 0  # requests on it now
@@ -134,7 +133,7 @@ class ServerThread:
         pool = self._pool
         if pool is None:
             return []
-        return [LoadedEngine(e.model.name, 1, e.loading, e.busy, e.leases, e.slots) for e in list(pool.engines)]
+        return [LoadedEngine(e.model.name, e.loading, e.busy, e.leases, e.slots) for e in list(pool.engines)]
 
     def events(self) -> list[str]:
         pool = self._pool

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.client import EngineClient, FinishedEvent, Generation, TokenEvent
+from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, TokenEvent
 from app.engine.host.scheduler import WINDOW_SHARE, WindowFirst
 
 pytestmark = pytest.mark.timeout(120)
@@ -175,3 +175,19 @@ def test_saved_state_is_restored_into_a_slot(tiny_gguf: Path) -> None:
         two = engine.generate(history, conversation_id="kept", max_tokens=4, ignore_eos=True).wait(60)
         assert two.metrics["state_cache"]["hit"] is True
         assert two.metrics["cached_tokens"] >= one.metrics["prompt_tokens"]
+
+
+def test_a_load_of_the_loaded_model_while_replies_stream_keeps_the_engine(engine: EngineClient,
+                                                                           tiny_gguf_with_template: Path,
+                                                                           tiny_gguf: Path) -> None:
+    """The window's turn asks for its model while API replies run on the same engine: it shares it."""
+    gen = greedy(engine, "streaming on", n=400)
+    next(gen)
+    pid = engine.host_pid
+    same = engine.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=0)
+    fewer = engine.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=1, state_cache_mb=0)
+    assert same is fewer and same.slots == 4 and engine.host_pid == pid
+    with pytest.raises(EngineError, match="still being generated"):
+        engine.load(tiny_gguf, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=0)
+    gen.cancel()
+    assert gen.wait(60).status == "cancelled"

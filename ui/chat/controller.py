@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
@@ -17,6 +18,7 @@ from app.core import Core, NoModelError
 from app.engine.client import EngineClient, LoadedModel
 from app.load_options import LoadOptions, load_options
 from app.remote.remote_model import RemoteModel
+from app.serve.machine import default_slots
 from app.serve.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.store.history import Conversation, Message
@@ -132,7 +134,11 @@ class ChatController(QObject):
     def load_options(self, model: InstalledModel) -> LoadOptions:
         """`model`'s load settings for its next load (reads the library: call on the UI thread). A
         draft model that is gone is left out and said once, as a notice; the turn goes on."""
-        options = load_options(self.core.library, model, self.core.settings.placement_for(model.name))
+        placement = self.core.settings.placement_for(model.name)
+        options = load_options(self.core.library, model, placement)
+        # The API shares this engine while the server runs: as many slots as fit (models/slots.py).
+        if self.engine_gate is not None and self.engine_gate() is not None:
+            options = replace(options, parallel=default_slots(model, self.params().n_ctx, placement))
         if options.notice and options.notice not in self._told:
             self._told.add(options.notice)
             self.notice_changed.emit(options.notice)

@@ -42,9 +42,14 @@ def address_for(port: int) -> str:
 
 
 def engine_line(engine: Any) -> str:
-    copy = f" (copy {engine.copy})" if engine.copy > 1 else ""
-    doing = "loading…" if engine.loading else "answering" if engine.busy else "ready"
-    return f"{engine.model}{copy} — {doing}"
+    """One engine: its model, what it is doing, and how many of its slots answer requests."""
+    if engine.loading:
+        doing = "loading…"
+    elif engine.answering:
+        doing = f"answering {engine.answering} of {engine.slots} at once" if engine.slots > 1 else "answering"
+    else:
+        doing = "ready" if engine.slots == 1 else f"ready, {engine.slots} at once"
+    return f"{engine.model} — {doing}"
 
 
 class ServerPanel(QDialog):

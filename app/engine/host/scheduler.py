@@ -33,7 +33,7 @@ SHARED_CHUNK = 128
 # step time alone: its tokens come at least 1 / (1 + WINDOW_SHARE) as fast as they would alone.
 WINDOW_SHARE = 0.15
 RATE_WINDOW_S = 2.0
-SERVING_EVERY_S = 0.5
+SERVING_EVERY_S = 0.5  # a Serving event at least this often while replies run, and at once when their number changes
 
 End = Callable[[Finished | Failed], None]
 
@@ -74,7 +74,7 @@ class Scheduler:
         self.equal = False  # True: the window's reply is one among others
         self._rates: deque[tuple[float, int]] = deque()
         self._last_serving = 0.0
-        self._was_busy = False
+        self._counts = (0, 0)  # (decoding, waiting) as last said in a Serving event
         self.hung = ""  # the request whose chat template did not stop rendering
 
     @property
@@ -266,13 +266,12 @@ class Scheduler:
 
     def _report(self) -> None:
         now = time.perf_counter()
-        busy = self.busy
-        if busy and now - self._last_serving < SERVING_EVERY_S:
-            return
-        if not busy and not self._was_busy:
-            return
-        self._was_busy = busy
+        counts = (len(self.active), len(self.waiting))
+        if counts == self._counts and (not counts[0] or now - self._last_serving < SERVING_EVERY_S):
+            return  # said already (a change of replies is said at once, the rate every SERVING_EVERY_S)
+        self._counts = counts
         self._last_serving = now
+        busy = self.busy
         while self._rates and self._rates[0][0] < now - RATE_WINDOW_S:
             self._rates.popleft()
         span = now - self._rates[0][0] if len(self._rates) > 1 else 0.0

@@ -175,7 +175,8 @@ class _ScriptedServer:
         return [LiveRequest(1, "editor", "big-model", "/v1/chat/completions", "loading", 0, 0.0)]
 
     def loaded(self):
-        return [LoadedEngine("big-model", 1, True, False), LoadedEngine("big-model", 2, False, True)]
+        return [LoadedEngine("big-model", True, False), LoadedEngine("small-model", False, True, 3, 4),
+                LoadedEngine("one-slot", False, True, 1, 1), LoadedEngine("idle", False, False, 0, 4)]
 
     def events(self):
         return ["loading big-model", "loading big-model (copy 2)"]
@@ -190,7 +191,8 @@ def test_loading_shows_in_the_panel(qtbot) -> None:
     panel = _turn_on(qtbot, host)
     qtbot.waitUntil(lambda: panel.request_rows() != [], timeout=5000)
     assert panel.request_rows() == [("editor", "big-model", "/v1/chat/completions", "loading", "0")]
-    assert panel.engine_lines() == ["big-model — loading…", "big-model (copy 2) — answering"]
+    assert panel.engine_lines() == ["big-model — loading…", "small-model — answering 3 of 4 at once",
+                                    "one-slot — answering", "idle — ready, 4 at once"]
     assert panel.events.toPlainText().splitlines() == ["loading big-model", "loading big-model (copy 2)"]
     host.shutdown()
     assert host.wait_stopped(10)
