@@ -64,8 +64,13 @@ class Scheduler:
     def __init__(self, session: Any, send: Callable[[bytes], None], on_end: End | None = None) -> None:
         """`session`: the loaded ModelSession (not imported here: it runs replies through this)."""
         self.session = session
-        self._send = send
-        self._on_end = on_end if on_end is not None else (lambda result: send(encode(result)))
+        # Lines of a step go out together, in one write after it: one wake-up of the parent's reader
+        # per step rather than one per reply (on a machine with few cores, every wake-up of
+        # another process takes a core from llama.cpp's threads, which wait on each other).
+        self._pipe = send
+        self._lines: list[bytes] = []
+        self._send = self._lines.append
+        self._on_end = on_end if on_end is not None else (lambda result: self._send(encode(result)))
         self.active: list[Reply] = []
         self.waiting: deque[Generate] = deque()
         self._cancel_lock = threading.Lock()
@@ -115,6 +120,19 @@ class Scheduler:
     # ---- one step ---------------------------------------------------------------------------
 
     def step(self) -> None:
+        try:
+            self._step()
+        finally:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what the step wrote."""
+        if self._lines:
+            data = b"".join(self._lines)
+            self._lines.clear()
+            self._pipe(data)
+
+    def _step(self) -> None:
         self._apply_cancels()
         self._admit()
         self._report()
@@ -135,6 +153,9 @@ class Scheduler:
         windows = [r for r in self.active if r.window] if not self.equal else []
         others_in = not windows or self.window_first.allow()
         chosen = [r for r in self.active if r.window or others_in or not windows]
+        # In sequence order: llama.cpp splits a batch for KV streams of their own into micro-batches
+        # of consecutive sequences, so a batch out of order costs several graph runs instead of one.
+        chosen.sort(key=lambda r: r.slot.seq if r.slot is not None else 0)
         decoding = [r for r in chosen if not r.prefilling]
         prefilling = sorted((r for r in chosen if r.prefilling), key=lambda r: not r.window)
         batch.clear()
@@ -199,6 +220,7 @@ class Scheduler:
         reply.done = True
         self.active.remove(reply)
         self._end(result)
+        self.flush()  # its Finished goes out before its state is saved
         slot = reply.slot
         assert slot is not None
         if isinstance(result, Finished) and not reply.req.no_cache:
