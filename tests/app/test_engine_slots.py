@@ -191,3 +191,15 @@ def test_a_load_of_the_loaded_model_while_replies_stream_keeps_the_engine(engine
         engine.load(tiny_gguf, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=0)
     gen.cancel()
     assert gen.wait(60).status == "cancelled"
+
+
+def test_a_reply_that_ends_and_saves_its_state_leaves_the_others_their_tokens(tiny_gguf_with_template: Path) -> None:
+    """Saving an ended reply's state decodes a batch of its own; the replies that shared its step
+    have taken their tokens from the step's logits before that."""
+    with EngineClient() as engine:
+        engine.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=64)
+        gens = [engine.generate(user(f"conversation {i}"), conversation_id=f"c{i}", max_tokens=5 + 7 * i,
+                                temperature=0.0, ignore_eos=True) for i in range(4)]
+        ends = [g.wait(60) for g in gens]
+        assert [e.error for e in ends] == [None] * 4
+        assert [e.metrics["gen_tokens"] for e in ends] == [5, 12, 19, 26]

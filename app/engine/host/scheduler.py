@@ -184,8 +184,14 @@ class Scheduler:
         seconds = time.perf_counter() - t0
         for r in taking:
             r.sequences_seen.append(len(taking))
+        # Every reply takes its token from this batch's logits first; the ones that ended are let
+        # go afterwards (saving a reply's state decodes a batch of its own, and that replaces the logits).
+        ended: list[Reply] = []
         for r, row in rows:
-            self._guarded([r], lambda r=r, row=row: self._finish_if(r, r.take(row)))  # type: ignore[misc]
+            self._guarded([r], lambda r=r, row=row: ended.append(r) if r.take(row) else None)  # type: ignore[misc]
+        for r in ended:
+            if not r.done:
+                self._release(r, r.finish())
         if windows:
             self.window_first.record(seconds, shared=len(taking) > len(windows))
         if len(taking) == 1 and decoding and decoding[0].policy is not None:
