@@ -1,10 +1,11 @@
 """Concurrent streaming clients against `cove serve --parallel N` and llama.cpp's own
 `llama-server -np N` (built from the same pinned sources), on the starter model by default.
 
-For each N in --clients, N threads each stream one chat completion at once over HTTP (httpx,
-OpenAI streaming chat API): a distinct ~200-token prompt per client (a tag at its start, so no
-two share a prefix beyond the chat template; distinct per run too, so no server's prompt cache
-helps), 128 tokens out, temperature 0.8, end-of-generation ignored (`ignore_eos` and a -100
+For each N in --clients, N threads each stream one completion at once over HTTP (httpx, OpenAI's
+streaming /v1/completions: both servers read exactly the same prompt tokens; --chat sends chat
+messages instead, which each server wraps in its own format): a distinct ~200-token prompt per
+client (a tag at its start, so no two share a prefix; distinct per run too, so no server's prompt
+cache helps), 128 tokens out, temperature 0.8, end-of-generation ignored (`ignore_eos` and a -100
 logit_bias on every end-of-generation token, sent to both servers). Per run and server:
 
   aggregate tok/s   completion tokens of all streams / (last stream finished - first request sent)
@@ -20,7 +21,7 @@ between them. Cove runs as a person runs it (drafting as it decides); the per-sl
 Cove's default for the model, and llama-server gets the same per slot.
 
 Run: .venv/bin/python bench/batching.py [--clients 1,2,4,8] [--runs 3] [--systems cove,cove-1,llama-server]
-     [--cove-parallel P] [--threads T] [--model PATH] [--prompt-tokens 200] [--gen 128] [--json]
+     [--cove-parallel P] [--threads T] [--model PATH] [--prompt-tokens 200] [--gen 128] [--chat] [--json]
 Goals (issue 34): Cove / llama-server aggregate >= 0.95 at every N; Cove / cove-1 >= 2 at N = 4.
 """
 
@@ -99,9 +100,11 @@ def prompts(trim: Callable[[str, int], str], tag: str, n: int, n_tokens: int) ->
 
 
 def stream_one(base: str, body: dict[str, Any]) -> Stream:
-    """One streaming chat completion; content chunks stamped as they arrive."""
+    """One streaming completion (a chat completion when `body` has messages); text chunks stamped
+    as they arrive."""
     got = Stream(time.perf_counter(), [], 0)
-    with httpx.Client(timeout=900) as http, http.stream("POST", f"{base}/chat/completions", json=body) as response:
+    path = "chat/completions" if "messages" in body else "completions"
+    with httpx.Client(timeout=900) as http, http.stream("POST", f"{base}/{path}", json=body) as response:
         if response.status_code != 200:
             response.read()
             got.error = f"HTTP {response.status_code}: {response.text[:200]}"
@@ -113,7 +116,8 @@ def stream_one(base: str, body: dict[str, Any]) -> Stream:
             chunk = json.loads(line[6:])
             if "error" in chunk:
                 got.error = str(chunk["error"])[:200]
-            if chunk.get("choices") and chunk["choices"][0].get("delta", {}).get("content"):
+            choice = chunk["choices"][0] if chunk.get("choices") else {}
+            if choice.get("delta", {}).get("content") or choice.get("text"):
                 got.stamps.append(time.perf_counter())
             usage = chunk.get("usage") or usage
     got.tokens = int(usage["completion_tokens"]) if usage else len(got.stamps)
@@ -121,13 +125,15 @@ def stream_one(base: str, body: dict[str, Any]) -> Stream:
     return got
 
 
-def run_clients(target: Target, texts: list[str], gen: int, extra: dict[str, Any]) -> dict[str, Any]:
-    """Every text streamed at once, one thread each; the run's figures."""
+def run_clients(target: Target, texts: list[str], gen: int, extra: dict[str, Any], chat: bool = False) -> dict[str, Any]:
+    """Every text streamed at once, one thread each; the run's figures. `chat`: as chat messages
+    (each server wraps them in its own chat format) rather than the same raw prompt for both."""
     streams: list[Stream] = [Stream(0.0, [], 0)] * len(texts)
     peak = PeakRss(target.pids)
 
     def client(i: int) -> None:
-        body = {"model": target.model, "messages": [{"role": "user", "content": texts[i]}], "max_tokens": gen,
+        text = {"messages": [{"role": "user", "content": texts[i]}]} if chat else {"prompt": texts[i]}
+        body = {"model": target.model, **text, "max_tokens": gen,
                 "temperature": 0.8, "seed": 1000 + i, "stream": True, "stream_options": {"include_usage": True}, **extra}
         try:
             streams[i] = stream_one(target.base, body)
@@ -263,7 +269,7 @@ def ratios(row: dict[str, Any]) -> dict[str, float]:
 
 
 def run(model_path: str, clients: list[int], systems: list[str], runs: int, threads: int, prompt_tokens: int, gen: int,
-        cove_parallel: int | None = None) -> dict[str, Any]:
+        cove_parallel: int | None = None, chat: bool = False) -> dict[str, Any]:
     from models.context_size import cove_context
     from models.gguf_info import read_gguf_info
 
@@ -273,7 +279,8 @@ def run(model_path: str, clients: list[int], systems: list[str], runs: int, thre
     env, cove_model = cove_home(model_path) if any(s.startswith("cove") for s in systems) else ({}, "")
     result: dict[str, Any] = {"model": Path(model_path).name, "threads": threads, "ctx_per_slot": ctx, "runs": runs,
                               "prompt_tokens": prompt_tokens, "gen_tokens": gen, "temperature": 0.8, "clients": clients,
-                              "systems": systems, "cove_parallel": cove_parallel, "by_n": {}}
+                              "systems": systems, "cove_parallel": cove_parallel,
+                              "endpoint": "chat/completions" if chat else "completions", "by_n": {}}
     with tempfile.TemporaryDirectory(prefix="cove-batching-logs-") as logs:
         for n in clients:
             with ExitStack() as stack:
@@ -282,13 +289,13 @@ def run(model_path: str, clients: list[int], systems: list[str], runs: int, thre
                     cove_target(env, cove_model, 1) if s == "cove-1" else
                     llama_target(model_path, n, ctx, threads, Path(logs))) for s in systems}
                 for s, target in targets.items():  # load the model and page it in; N at once starts every engine
-                    run_clients(target, prompts(trim, f"warm-{s}-{n}", n, 16), 8, extra)
+                    run_clients(target, prompts(trim, f"warm-{s}-{n}", n, 16), 8, extra, chat)
                 measured: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
                 for r in range(runs):
                     order = systems[r % len(systems):] + systems[:r % len(systems)]
                     for s in order:
                         texts = prompts(trim, f"{s}-n{n}-r{r}", n, prompt_tokens)
-                        measured[s].append(run_clients(targets[s], texts, gen, extra))
+                        measured[s].append(run_clients(targets[s], texts, gen, extra, chat))
                         print(f"N={n} {s} run {r + 1}: {measured[s][-1]['aggregate_tps']:.1f} tok/s", file=sys.stderr)
             row: dict[str, Any] = {s: summarize(v) for s, v in measured.items()}
             row["ratios"] = ratios(row)
@@ -297,7 +304,7 @@ def run(model_path: str, clients: list[int], systems: list[str], runs: int, thre
 
 
 def print_table(r: dict[str, Any]) -> None:
-    print(f"{r['model']}: {r['prompt_tokens']}-token prompts, {r['gen_tokens']} tokens out, temperature 0.8, "
+    print(f"{r['model']}: {r['prompt_tokens']}-token prompts to /v1/{r['endpoint']}, {r['gen_tokens']} tokens out, temperature 0.8, "
           f"{r['threads']} threads, context {r['ctx_per_slot']} per slot, medians of {r['runs']}")
     print(f"{'N':>3} {'system':<13} {'aggregate':>10} {'per-stream':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'RSS MiB':>8} {'prompt':>6}")
     for n, row in r["by_n"].items():
@@ -323,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="llama-server's threads (default: Cove's, every physical core)")
     parser.add_argument("--prompt-tokens", type=int, default=200)
     parser.add_argument("--gen", type=int, default=128)
+    parser.add_argument("--chat", action="store_true",
+                        help="send chat messages (each server applies its own chat format, and Cove's fallback format for "
+                             "a base model adds its own stop strings) instead of the same raw prompt to /v1/completions")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     systems = args.systems.split(",")
@@ -336,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
 
         model = default_model()
     result = run(model, [int(n) for n in args.clients.split(",")], systems, args.runs, args.threads or default_threads(),
-                 args.prompt_tokens, args.gen, args.cove_parallel)
+                 args.prompt_tokens, args.gen, args.cove_parallel, args.chat)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -10,8 +10,9 @@ and once: the time to open a 10,000-message conversation, from the click to its 
 (median of 3). With --starter, also the generation speed of the real starter model through
 the window against the same request headless (same prompt, seed and settings), as a ratio.
 With --api-clients N, the window's Server switch is on meanwhile (the API server on a thread
-of the window's process, two engine copies of the tiny model) and N client processes stream
-replies from it without pause, so the stall figures show what serving costs the window.
+of the window's process, one engine of the tiny model with N slots) and N client processes stream
+replies from it without pause, all decoded together, so the stall figures show what serving costs
+the window.
 
 Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_stream.py [--json] [--starter]
 Goals: p99 stall <= 16 ms and max <= 50 ms at both rates, p99 latency <= 33 ms,
@@ -305,15 +306,15 @@ def start_api_load(n_clients: int):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = ServerThread(resolve_paths(), port=port, parallel=2)
+    server = ServerThread(resolve_paths(), port=port, parallel=max(1, n_clients))
     error = server.start()
     if error:
         raise SystemExit(f"the API server did not start: {error}")
     clients = [subprocess.Popen([sys.executable, "-c", API_CLIENT, server.address, "tiny", str(i)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True) for i in range(n_clients)]
     deadline = time.monotonic() + 60
-    while len([e for e in server.live() if e.tokens > 0]) < min(2, n_clients) and time.monotonic() < deadline:
-        time.sleep(0.05)  # both engine copies loaded and streaming before the window is measured
+    while len([e for e in server.live() if e.tokens > 0]) < n_clients and time.monotonic() < deadline:
+        time.sleep(0.05)  # the engine loaded and streaming before the window is measured
     return server, clients
 
 
