@@ -33,33 +33,14 @@ from app.child_command import child_command
 from app.engine import protocol
 from app.engine.generation import Failure, FinishedEvent, Generation, Serving, StartedInfo, TokenEvent
 from app.engine.loaded import Embeddings, LoadedModel, LoadSettings, file_stamp, loaded_model
-from app.engine.process import HostGone, HostProcess, host_environment, process_memory
-from app.engine.protocol import (
-    Cancel,
-    Devices,
-    Embed,
-    Embedded,
-    Failed,
-    Finished,
-    Generate,
-    ListDevices,
-    Load,
-    Loaded,
-    Message,
-    Shutdown,
-    Started,
-    Token,
-    Unload,
-    Unloaded,
-)
+from app.engine.process import HostGone, HostProcess, host_environment
+from app.engine.protocol import Cancel, Devices, Embed, Embedded, Failed, Generate, ListDevices, Load, Loaded, Message, Shutdown, Unload
 from app.engine.protocol import Serving as ServingEvent
+from app.engine.reply_events import deliver, host_gone, wire_message
 from app.statuses import MessageStatus
 
 __all__ = ["Embeddings", "EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel",
            "Serving", "StartedInfo", "TokenEvent"]
-
-# The host's stop reason -> the reply's status.
-_STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cancelled": MessageStatus.CANCELLED}
 
 
 class EngineError(Exception):
@@ -229,7 +210,7 @@ class EngineClient:
         (protocol.PRIORITIES). Several replies may be in flight at once."""
         rid = f"g{next(self._ids)}"
         req = Generate(
-            rid, conversation_id, [_wire_message(m) for m in messages],
+            rid, conversation_id, [wire_message(m) for m in messages],
             max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
             min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
             presence_penalty=float(presence_penalty), frequency_penalty=float(frequency_penalty),
@@ -492,29 +473,12 @@ class EngineClient:
             gen = gen if gen is not None and gen.host is proc else None
             pending = self._pending.get(rid)
         if gen is not None:
-            self._on_generation_event(proc, gen, msg)
+            if isinstance(msg, Failed) and msg.kind == "template" and self._settings is not None:
+                self._template_fallback[self._settings.path] = msg.message
+            deliver(gen, msg, proc.pid)
         elif pending is not None and pending[0] is proc:
             pending[1].put(msg)
         # anything else is a late event of an old request: dropped
-
-    def _on_generation_event(self, proc: HostProcess, gen: Generation, msg: Message) -> None:
-        if isinstance(msg, Token):
-            gen._token(msg.text)
-        elif isinstance(msg, Started):
-            gen._start(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
-                                   msg.tool_format))
-        elif isinstance(msg, Finished):
-            metrics = dict(msg.metrics)
-            metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
-            metrics.update(process_memory(proc.pid))
-            gen._finish(msg.text, _STATUS.get(msg.stop_reason, MessageStatus.COMPLETE), metrics, None)
-        elif isinstance(msg, Failed):
-            if msg.kind == "template" and self._settings is not None:
-                self._template_fallback[self._settings.path] = msg.message
-            failure = Failure(msg.kind, msg.prompt_tokens, msg.n_ctx, msg.reserve, msg.at_least)
-            gen._finish(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message, failure)
-        elif isinstance(msg, Unloaded):
-            pass
 
     def _on_exit(self, proc: HostProcess, cause: str) -> None:
         with self._lock:
@@ -526,20 +490,4 @@ class EngineClient:
         for box in pendings:
             box.put(_Exited(cause))
         for gen in gens:
-            if proc.expected_exit:
-                gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
-            else:
-                gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
-                            f"the engine stopped unexpectedly ({cause}) while generating", Failure("crash"))
-
-
-
-def _wire_message(m: dict[str, Any]) -> dict[str, Any]:
-    """A message as the host is sent it: role and text, and the tool fields it has (a reply's
-    tool_calls, a tool result's tool_call_id and name), and the document passages the host may
-    fit with fewer of (app/engine/passage_fit.py)."""
-    out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
-    for key in ("tool_calls", "tool_call_id", "name", "passages"):
-        if m.get(key) is not None:
-            out[key] = m[key]
-    return out
+            host_gone(gen, cause, expected=proc.expected_exit)

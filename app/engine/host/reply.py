@@ -92,6 +92,7 @@ class Reply:
         self.t_call = time.perf_counter()
         self.stop_reason = "stop"
         self.last: int | None = None  # the token picked and not yet evaluated
+        self._plain_next = False
         self.pick = self._make_pick()
         self.drafter, self.policy = s.drafting.for_reply(req.speculative)
 
@@ -145,6 +146,7 @@ class Reply:
         """The picked token into `batch` at the slot's next position; returns its logits' row."""
         assert self.slot is not None and self.last is not None
         self._next_pos = self.slot.n_tokens
+        self._plain_next = False
         return batch.add(self.last, self._next_pos, self.slot.seq, True)
 
     def next_evaluated(self) -> None:
@@ -205,6 +207,8 @@ class Reply:
     # ---- drafting (when this is the only reply being decoded) -------------------------------
 
     def drafts(self) -> list[int]:
+        if self._plain_next:  # the last pick could not be ruled on in a batch: one plain step first
+            return []
         policy, drafter, slot = self.policy, self.drafter, self.slot
         if policy is None or drafter is None or policy.costs.step_s is None or self.last is None or slot is None:
             return []  # (until one plain step has been timed, nothing says whether drafting pays)
@@ -274,6 +278,52 @@ class Reply:
         policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0,
                         kind)
         return self.take(row)
+
+    def add_run(self, batch: Any, drafts: list[int]) -> list[int]:
+        """The picked token and `drafts` into `batch` (a step shared with other replies); their rows."""
+        assert self.slot is not None and self.last is not None
+        self._run, self._run_past = [self.last, *drafts], self.slot.n_tokens
+        return [batch.add(t, self._run_past + i, self.slot.seq, True) for i, t in enumerate(self._run)]
+
+    def run_evaluated(self) -> None:
+        assert self.slot is not None
+        self.slot.evaluated(self._run, self._run_past)
+
+    def take_run(self, rows: list[int]) -> bool:
+        """Each picked token of a shared step's run while it is its draft, as `verify` does alone;
+        a pick too close to call is left to the next step, which evaluates its token on its own.
+        True when the reply has ended."""
+        slot, policy, pick, llm = self.slot, self.policy, self.pick, self.session.llm
+        assert slot is not None and policy is not None and self.drafter is not None
+        run, n_past = self._run, self._run_past
+        drafts = run[1:]
+        kept, accepted = 1, 0
+        following: int | None = None  # the pick after the accepted drafts, not yet evaluated
+        ended = uncertain = False
+        for i, row in enumerate(rows):
+            token = pick.pick(llm, row)
+            if not pick.sure(llm, row, token):
+                kept, uncertain = i, True
+                break
+            if i == len(drafts) or token != drafts[i]:
+                kept, following = i + 1, token
+                break
+            accepted += 1
+            kept = i + 2
+            if self.accept(token):
+                ended = True
+                break
+        slot.cut(n_past + kept)  # the cells past what was kept go
+        produced = accepted + (0 if uncertain else 1)
+        policy.verified(len(drafts), min(produced, len(drafts)), accepted, produced, 0.0, self.drafter.kind, shared=True)
+        if ended:
+            return True
+        if uncertain:
+            self.last = run[kept]  # shown already; evaluated on its own next step
+            self._plain_next = True
+            return False
+        assert following is not None
+        return self.accept(following)
 
     # ---- the end -------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ replies' steps, and a reply that ends frees its slot at once.
 The window's reply comes first (protocol.Generate.priority "window"): it is in every step, and API
 replies join a step only as far as the window's own token rate stays within WINDOW_SHARE of its rate
 alone (measured as it goes). A reply that is alone drafts tokens as before (speculative.py); with
-several, drafting steps aside (a verification batch would hold back everyone else's token).
+several, each reply whose drafts come from the conversation (prompt lookup, which costs nothing to
+ask) adds them to its row of the shared step; a draft model steps aside (it holds one sequence).
 
 Host-internal, main thread only; `cancel` may be called from the request reader thread.
 """
@@ -159,7 +160,15 @@ class Scheduler:
         decoding = [r for r in chosen if not r.prefilling]
         prefilling = sorted((r for r in chosen if r.prefilling), key=lambda r: not r.window)
         batch.clear()
-        rows: list[tuple[Reply, int]] = [(r, r.add_next(batch)) for r in decoding]
+        rows: list[tuple[Reply, int]] = []
+        runs: list[tuple[Reply, list[int]]] = []
+        for r in decoding:
+            drafts = r.drafts() if r.drafter is not None and r.drafter.cheap else []
+            if drafts:
+                runs.append((r, r.add_run(batch, drafts)))
+            else:
+                rows.append((r, r.add_next(batch)))
+        plain = [r for r, _ in rows]
         read: list[Reply] = []
         for r in prefilling:
             if batch.room <= 0:
@@ -170,14 +179,17 @@ class Scheduler:
             if row is not None:
                 rows.append((r, row))
         taking = decoding + [r for r in read if r not in decoding]
+        sampled = [(r, r.n_sampled) for r in taking]
         t0 = time.perf_counter()
 
         def run() -> None:
             batch.decode()
             for r in read:
                 r.prompt_evaluated()
-            for r in decoding:
+            for r in plain:
                 r.next_evaluated()
+            for r, _ in runs:
+                r.run_evaluated()
 
         if not self._guarded(taking, run):
             return
@@ -189,14 +201,16 @@ class Scheduler:
         ended: list[Reply] = []
         for r, row in rows:
             self._guarded([r], lambda r=r, row=row: ended.append(r) if r.take(row) else None)  # type: ignore[misc]
+        for r, run_rows in runs:
+            self._guarded([r], lambda r=r, run_rows=run_rows: ended.append(r) if r.take_run(run_rows) else None)  # type: ignore[misc]
         for r in ended:
             if not r.done:
                 self._release(r, r.finish())
         if windows:
             self.window_first.record(seconds, shared=len(taking) > len(windows))
-        if len(taking) == 1 and decoding and decoding[0].policy is not None:
-            decoding[0].policy.plain_step(seconds)
-        self._rates.append((time.perf_counter(), len(rows)))
+        if len(taking) == 1 and plain and plain[0].policy is not None:
+            plain[0].policy.plain_step(seconds)
+        self._rates.append((time.perf_counter(), sum(r.n_sampled - n for r, n in sampled)))
 
     def _guarded(self, replies: list[Reply], work: Callable[[], None]) -> bool:
         """Run `work`; a llama.cpp failure ends `replies` as errors (or, for a reply whose cells came

@@ -2,7 +2,7 @@
 itself (prompt lookup), or with a small draft model of the same vocabulary; and the policy that
 decides how many to draft and stops drafting for the rest of a reply once it does not pay.
 
-Host-internal. A drafter only proposes tokens; `decode_loop.TokenStream` verifies them with the
+Host-internal. A drafter only proposes tokens; `reply.Reply.verify` checks them with the
 loaded model's own sampler, so a reply's tokens are always the loaded model's choices.
 """
 
@@ -201,15 +201,19 @@ class DraftPolicy:
         self.costs.plain(seconds)
 
     def verified(self, drafted: int, judged: int, accepted: int, produced: int, seconds: float,
-                 kind: str = "model") -> None:
+                 kind: str = "model", shared: bool = False) -> None:
         """One verification batch of a `kind` draft: `drafted` tokens proposed, `judged` of them
-        ruled on, `accepted` kept, `produced` tokens of the reply out of it, in `seconds`."""
+        ruled on, `accepted` kept, `produced` tokens of the reply out of it, in `seconds`.
+        `shared`: verified in a step with other replies' tokens, whose time says nothing of this
+        draft's cost (only the acceptance counts)."""
         self.drafted += drafted
         self.accepted += accepted
         self.steps += 1
         counts = self._counts[kind]
         counts[0] += accepted
         counts[1] += judged
+        if shared:
+            return
         self._window_steps += 1
         self._spec_tokens += produced
         self._spec_s += seconds

@@ -1,0 +1,52 @@
+"""What the parent does with the host's messages about one reply: each goes to its Generation as
+text, its start, its end (with the figures the parent adds: time to first token, the engine's
+memory) or its failure; and a message as the host is sent it (`wire_message`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.engine.generation import Failure, Generation, StartedInfo
+from app.engine.process import process_memory
+from app.engine.protocol import Failed, Finished, Message, Started, Token
+from app.statuses import MessageStatus
+
+# The host's stop reason -> the reply's status.
+STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cancelled": MessageStatus.CANCELLED}
+
+
+def deliver(gen: Generation, msg: Message, pid: int) -> None:
+    """Pass one of the host's messages about `gen` on to it (`pid`: the host's process)."""
+    if isinstance(msg, Token):
+        gen._token(msg.text)
+    elif isinstance(msg, Started):
+        gen._start(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
+                               msg.tool_format))
+    elif isinstance(msg, Finished):
+        metrics = dict(msg.metrics)
+        metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
+        metrics.update(process_memory(pid))
+        gen._finish(msg.text, STATUS.get(msg.stop_reason, MessageStatus.COMPLETE), metrics, None)
+    elif isinstance(msg, Failed):
+        failure = Failure(msg.kind, msg.prompt_tokens, msg.n_ctx, msg.reserve, msg.at_least)
+        gen._finish(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message, failure)
+
+
+def host_gone(gen: Generation, cause: str, *, expected: bool) -> None:
+    """The host process ended under `gen`: cancelled when that was asked for, else an error."""
+    if expected:
+        gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
+    else:
+        gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
+                    f"the engine stopped unexpectedly ({cause}) while generating", Failure("crash"))
+
+
+def wire_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A message as the host is sent it: role and text, and the tool fields it has (a reply's
+    tool_calls, a tool result's tool_call_id and name), and the document passages the host may
+    fit with fewer of (app/engine/passage_fit.py)."""
+    out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
+    for key in ("tool_calls", "tool_call_id", "name", "passages"):
+        if m.get(key) is not None:
+            out[key] = m[key]
+    return out
