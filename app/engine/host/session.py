@@ -197,9 +197,15 @@ class ModelSession:
         llm = self.llm
         if not self.writes_text:
             return  # a model without a KV cache (BERT-like: most embedding GGUFs) has nothing to decode into
-        bos = llm.token_bos()
-        llm.eval([max(bos, 0)])
+        bos = max(llm.token_bos(), 0)
+        llm.eval([bos])
         llama_cpp.llama_synchronize(llm.ctx)  # settle its timings before the counters are reset
+        # A second token, timed: what a plain step costs, so that drafting can be weighed from the
+        # first step on, also for replies that are never decoded alone.
+        t0 = time.perf_counter()
+        llm.eval([bos])
+        llama_cpp.llama_synchronize(llm.ctx)
+        self.drafting.costs.plain(time.perf_counter() - t0)
         llm.reset()
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
 
