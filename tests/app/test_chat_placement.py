@@ -30,7 +30,7 @@ class RecordingEngine:
 
 
 DEFAULTS = {"n_gpu_layers": None, "kv_on_gpu": None, "type_k": "f16", "type_v": "f16", "flash_attn": None,
-            "draft_model_path": None}
+            "draft_model_path": None, "parallel": 1}
 
 
 def test_the_models_settings_reach_the_engines_load_and_the_reply(cove_core) -> None:
@@ -44,7 +44,7 @@ def test_the_models_settings_reach_the_engines_load_and_the_reply(cove_core) -> 
                      conversation_id="c")
     assert engine.loads == [
         {"path": model.path, "n_ctx": 512, "n_gpu_layers": 12, "kv_on_gpu": False, "type_k": "q8_0", "type_v": "q4_0",
-         "flash_attn": True, "draft_model_path": None},
+         "flash_attn": True, "draft_model_path": None, "parallel": 1},
         {"path": model.path, "n_ctx": None, **DEFAULTS},  # never set: Cove chooses
     ]
     assert [g["speculative"] for g in engine.generates] == ["off", "auto"]
