@@ -50,7 +50,7 @@ def test_the_preload_and_each_turn_load_with_the_models_settings(qtbot, recorded
     with qtbot.waitSignal(controller.model_loaded, timeout=15000):
         controller.preload_model()
     assert loads[-1] == {"n_ctx": None, "n_gpu_layers": None, "kv_on_gpu": None, "type_k": "q4_0", "type_v": "f16",
-                         "flash_attn": False, "draft_model_path": None}
+                         "flash_attn": False, "draft_model_path": None, "parallel": 1}
     with qtbot.waitSignal(controller.reply_finished, timeout=15000):
         assert controller.send("hello")
     assert loads[-1]["type_k"] == "q4_0" and generates[-1]["speculative"] == "off"
