@@ -21,7 +21,8 @@ between them. Cove runs as a person runs it (drafting as it decides); the per-sl
 Cove's default for the model, and llama-server gets the same per slot.
 
 Run: .venv/bin/python bench/batching.py [--clients 1,2,4,8] [--runs 3] [--systems cove,cove-1,llama-server]
-     [--cove-parallel P] [--threads T] [--model PATH] [--prompt-tokens 200] [--gen 128] [--chat] [--json]
+     [--cove-parallel P] [--threads T] [--model PATH] [--prompt-tokens 200] [--gen 128] [--chat]
+     [--cove-drafting auto|off] [--json]
 Goals (issue 34): Cove / llama-server aggregate >= 0.95 at every N; Cove / cove-1 >= 2 at N = 4.
 """
 
@@ -195,15 +196,19 @@ class PeakRss:
         self._thread.join()
 
 
-def cove_home(model_path: str) -> tuple[dict[str, str], str]:
-    """A scratch Cove home with the model registered (in place); (its environment, the model's name)."""
+def cove_home(model_path: str, drafting: str = "auto") -> tuple[dict[str, str], str]:
+    """A scratch Cove home with the model registered (in place) and its drafting set (`cove models
+    place --drafting`); (its environment, the model's name)."""
     home = Path(tempfile.mkdtemp(prefix="cove-batching-"))
     env = {**os.environ, "COVE_HOME": str(home)}
     cli = [sys.executable, "-m", "app.cli.main"]
     subprocess.run([*cli, "models", "import", model_path], cwd=ROOT, env=env, capture_output=True, check=True, timeout=300)
     listed = subprocess.run([*cli, "models", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                             check=True, timeout=120)
-    return env, json.loads(listed.stdout)[0]["name"]
+    name = json.loads(listed.stdout)[0]["name"]
+    subprocess.run([*cli, "models", "place", name, "--drafting", drafting], cwd=ROOT, env=env, capture_output=True,
+                   check=True, timeout=120)
+    return env, name
 
 
 @contextmanager
@@ -269,18 +274,19 @@ def ratios(row: dict[str, Any]) -> dict[str, float]:
 
 
 def run(model_path: str, clients: list[int], systems: list[str], runs: int, threads: int, prompt_tokens: int, gen: int,
-        cove_parallel: int | None = None, chat: bool = False) -> dict[str, Any]:
+        cove_parallel: int | None = None, chat: bool = False, drafting: str = "auto") -> dict[str, Any]:
     from models.context_size import cove_context
     from models.gguf_info import read_gguf_info
 
     ctx = cove_context(None, read_gguf_info(model_path).context_length)
     trim, eog = vocab_tools(model_path)
     extra = {"ignore_eos": True, "logit_bias": {str(t): -100 for t in eog[:300]}}
-    env, cove_model = cove_home(model_path) if any(s.startswith("cove") for s in systems) else ({}, "")
+    env, cove_model = cove_home(model_path, drafting) if any(s.startswith("cove") for s in systems) else ({}, "")
     result: dict[str, Any] = {"model": Path(model_path).name, "threads": threads, "ctx_per_slot": ctx, "runs": runs,
                               "prompt_tokens": prompt_tokens, "gen_tokens": gen, "temperature": 0.8, "clients": clients,
                               "systems": systems, "cove_parallel": cove_parallel,
-                              "endpoint": "chat/completions" if chat else "completions", "by_n": {}}
+                              "endpoint": "chat/completions" if chat else "completions", "cove_drafting": drafting,
+                              "by_n": {}}
     with tempfile.TemporaryDirectory(prefix="cove-batching-logs-") as logs:
         for n in clients:
             with ExitStack() as stack:
@@ -304,7 +310,8 @@ def run(model_path: str, clients: list[int], systems: list[str], runs: int, thre
 
 
 def print_table(r: dict[str, Any]) -> None:
-    print(f"{r['model']}: {r['prompt_tokens']}-token prompts to /v1/{r['endpoint']}, {r['gen_tokens']} tokens out, temperature 0.8, "
+    print(f"{r['model']}: {r['prompt_tokens']}-token prompts to /v1/{r['endpoint']}, {r['gen_tokens']} tokens out, "
+          f"Cove's drafting {r['cove_drafting']}, temperature 0.8, "
           f"{r['threads']} threads, context {r['ctx_per_slot']} per slot, medians of {r['runs']}")
     print(f"{'N':>3} {'system':<13} {'aggregate':>10} {'per-stream':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'RSS MiB':>8} {'prompt':>6}")
     for n, row in r["by_n"].items():
@@ -333,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chat", action="store_true",
                         help="send chat messages (each server applies its own chat format, and Cove's fallback format for "
                              "a base model adds its own stop strings) instead of the same raw prompt to /v1/completions")
+    parser.add_argument("--cove-drafting", choices=("auto", "off"), default="auto",
+                        help="Cove's drafting (auto: as a person runs it; off: decoding alone, as llama-server does)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     systems = args.systems.split(",")
@@ -346,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
 
         model = default_model()
     result = run(model, [int(n) for n in args.clients.split(",")], systems, args.runs, args.threads or default_threads(),
-                 args.prompt_tokens, args.gen, args.cove_parallel, args.chat)
+                 args.prompt_tokens, args.gen, args.cove_parallel, args.chat, args.cove_drafting)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
