@@ -28,7 +28,7 @@ def test_the_server_thread_answers_and_stops(cove_core) -> None:
         reply = httpx.post(f"{server.address}/chat/completions", timeout=60, json={
             "model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
-        assert [(e.model, e.copy) for e in server.loaded()] == [("tiny-llama", 1)]
+        assert [e.model for e in server.loaded()] == ["tiny-llama"] and server.loaded()[0].slots >= 1  # one engine
     finally:
         server.stop()
     assert not server.running
