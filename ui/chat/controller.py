@@ -136,9 +136,11 @@ class ChatController(QObject):
         draft model that is gone is left out and said once, as a notice; the turn goes on."""
         placement = self.core.settings.placement_for(model.name)
         options = load_options(self.core.library, model, placement)
-        # The API shares this engine while the server runs: as many slots as fit (models/slots.py).
+        # The API shares this engine while the server runs: as many slots for it as fit (models/slots.py),
+        # and one more, which the server keeps for the window's own turn while the window goes first.
         if self.engine_gate is not None and self.engine_gate() is not None:
-            options = replace(options, parallel=default_slots(model, self.params().n_ctx, placement))
+            api = default_slots(model, self.params().n_ctx, placement)
+            options = replace(options, parallel=api + (1 if self.core.settings.window_first else 0))
         if options.notice and options.notice not in self._told:
             self._told.add(options.notice)
             self.notice_changed.emit(options.notice)

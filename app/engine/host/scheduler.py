@@ -58,7 +58,7 @@ class WindowFirst:
         self.credit += WINDOW_SHARE * self.alone_s
         if shared:
             self.credit -= max(0.0, seconds - self.alone_s)
-        self.credit = min(self.credit, 20 * self.alone_s)
+        self.credit = min(self.credit, 2 * self.alone_s)  # no burst of shared steps after a quiet spell
 
 
 class Scheduler:
@@ -206,7 +206,9 @@ class Scheduler:
         for r in ended:
             if not r.done:
                 self._release(r, r.finish())
-        if windows:
+        if windows and not read and all(r in plain for r in windows):
+            # Only the window's plain decoding steps count: a step that read a prompt, or checked
+            # the window's drafts, says nothing of what a token of the window's costs alone.
             self.window_first.record(seconds, shared=len(taking) > len(windows))
         if len(taking) == 1 and plain and plain[0].policy is not None:
             plain[0].policy.plain_step(seconds)

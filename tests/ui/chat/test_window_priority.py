@@ -79,3 +79,17 @@ def test_other_turns_ask_for_normal(cove_core) -> None:
     window = backend_for(model, engine=engine, priority="window")  # type: ignore[arg-type]
     window.start([{"role": "user", "content": "hi"}], SamplingParams(), conversation_id=None)
     assert engine.kw["priority"] == "window"
+
+
+def test_the_windows_engine_gets_slots_for_the_api_and_one_for_itself_while_the_server_runs(recorded) -> None:
+    from app.serve.machine import default_slots
+
+    controller, _ = recorded
+    model = controller.core.library.list()[0]
+    assert controller.load_options(model).parallel == 1  # no server: one reply at a time
+    controller.engine_gate = lambda: object()  # the server runs and borrows this engine
+    api = default_slots(model, controller.params().n_ctx, controller.core.settings.placement_for(model.name))
+    assert controller.load_options(model).parallel == api + 1  # one kept for the window's own turn
+    core = controller.core
+    save_settings(core.paths.settings_file, replace(core.settings, window_first=False))  # the Server panel's choice
+    assert controller.load_options(model).parallel == api  # all alike: no slot kept
