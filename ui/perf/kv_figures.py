@@ -26,22 +26,24 @@ class LoadedKV:
     kv_bytes: int  # llama.cpp's own report of its KV buffers (0: not reported)
     flash_attn: str  # "auto" | "on" | "off", as loaded
     draft_model: str  # the draft model's file name, "" for none
+    slots: int = 1  # replies the engine holds at once, each with n_ctx of KV cache
 
     @classmethod
     def of(cls, loaded: Any) -> LoadedKV:
         return cls(str(loaded.path), int(loaded.n_ctx), int(loaded.n_gpu_layers or 0), str(loaded.type_k),
-                   str(loaded.type_v), int(loaded.kv_bytes or 0), str(loaded.flash_attn), str(loaded.draft_model or ""))
+                   str(loaded.type_v), int(loaded.kv_bytes or 0), str(loaded.flash_attn), str(loaded.draft_model or ""),
+                   int(getattr(loaded, "slots", 1) or 1))
 
 
 def estimated_kv_bytes(kv: LoadedKV) -> int:
-    """The memory estimate's KV cache for this load (models/memory_estimate.py); reads the header."""
+    """The memory estimate's KV cache for this load, every slot's (models/memory_estimate.py); reads the header."""
     from models.gguf_validate import read_gguf_header
     from models.memory_estimate import compute_parts
     from models.model_facts import facts_from_header
 
     facts = facts_from_header(read_gguf_header(kv.path))
     e = compute_parts(facts, None, kv.n_ctx, kv.n_gpu_layers, kv.type_k, type_v=kv.type_v,
-                      flash_attn=kv.flash_attn != "off")
+                      flash_attn=kv.flash_attn != "off", slots=kv.slots)
     return e.kv_ram + e.kv_vram
 
 
