@@ -50,8 +50,10 @@ class WindowFirst:
     def allow(self) -> bool:
         return self.alone_s is not None and self.credit > 0.0
 
-    def record(self, seconds: float, shared: bool) -> None:
-        if not shared:
+    def record(self, seconds: float, shared: bool, plain: bool = True) -> None:
+        """A step of the window's: `shared` with API replies; `plain`: the window's tokens were
+        decoded one each (no drafts), so a step alone measures what the window's step costs."""
+        if not shared and plain:
             self.alone_s = seconds if self.alone_s is None else 0.8 * self.alone_s + 0.2 * seconds
         if self.alone_s is None:
             return
@@ -206,10 +208,10 @@ class Scheduler:
         for r in ended:
             if not r.done:
                 self._release(r, r.finish())
-        if windows and not read and all(r in plain for r in windows):
-            # Only the window's plain decoding steps count: a step that read a prompt, or checked
-            # the window's drafts, says nothing of what a token of the window's costs alone.
-            self.window_first.record(seconds, shared=len(taking) > len(windows))
+        if windows and not read:
+            # A step that read a prompt is left out; one that checked the window's drafts spends
+            # credit when shared but says nothing of what a plain step of the window's costs alone.
+            self.window_first.record(seconds, shared=len(taking) > len(windows), plain=all(r in plain for r in windows))
         if len(taking) == 1 and plain and plain[0].policy is not None:
             plain[0].policy.plain_step(seconds)
         self._rates.append((time.perf_counter(), sum(r.n_sampled - n for r, n in sampled)))
