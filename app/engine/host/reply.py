@@ -10,7 +10,7 @@ one incremental decode, a stop-string check on a short tail and one pipe write.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -220,64 +220,16 @@ class Reply:
         k = min(policy.draft_length(drafter.kind), room)
         return drafter.draft(slot.tokens(), self.last, k) if k > 0 else []
 
-    def verify(self, batch: Any, drafts: list[int]) -> bool:
-        """Evaluate the picked token with `drafts` in one batch and take each picked token while
-        it is its draft; True when the reply has ended."""
-        gen = self._verify(batch, drafts)
-        try:
-            while True:
-                next(gen)
-        except StopIteration as stop:
-            return bool(stop.value)
-
-    def _verify(self, batch: Any, drafts: list[int]) -> Generator[None, None, bool]:
-        slot, policy, pick, llm = self.slot, self.policy, self.pick, self.session.llm
-        assert slot is not None and policy is not None and self.drafter is not None and self.last is not None
-        t0 = time.perf_counter()
-        kind = self.drafter.kind
-        run = [self.last, *drafts]
-        n_past = slot.n_tokens
+    def verify(self, batch: Any, drafts: list[int], t0: float) -> bool:
+        """This reply alone: evaluate the picked token with `drafts` in one batch and take each
+        pick while it is its draft (`take_run`); the step's time since `t0` (when drafting began:
+        a draft model's work counts in the step's cost) goes to the drafting policy. True when
+        the reply has ended."""
         batch.clear()
-        for i, token in enumerate(run):
-            batch.add(token, n_past + i, slot.seq, True)
+        rows = self.add_run(batch, drafts)
         batch.decode()
-        slot.evaluated(run, n_past)
-        kept, accepted = 1, 0  # cells of the reply's own tokens (`last`, then accepted drafts)
-        ended = False
-        next_token: int | None = None
-        try:
-            for i in range(len(run)):
-                token = pick.pick(llm, i)
-                if not pick.sure(llm, i, token):
-                    kept = i  # too close to call from batched logits: evaluate run[i] on its own
-                    break
-                if i == len(drafts) or token != drafts[i]:
-                    kept = i + 1
-                    policy.verified(len(drafts), min(i + 1, len(drafts)), accepted, accepted + 1,
-                                    time.perf_counter() - t0, kind)
-                    next_token = token
-                    break
-                accepted += 1
-                kept = i + 2
-                if self.accept(token):
-                    ended = True
-                    break
-                yield
-        finally:
-            slot.cut(n_past + kept)  # drop the cells past what was kept
-        if ended:
-            return True
-        if next_token is not None:
-            return self.accept(next_token)
-        # run[kept] must be evaluated on its own; then pick as plain decoding would.
-        self.last = run[kept]
-        batch.clear()
-        row = self.add_next(batch)
-        batch.decode()
-        self.next_evaluated()
-        policy.verified(len(drafts), min(accepted + 1, len(drafts)), accepted, accepted + 1, time.perf_counter() - t0,
-                        kind)
-        return self.take(row)
+        self.run_evaluated()
+        return self.take_run(rows, time.perf_counter() - t0)
 
     def add_run(self, batch: Any, drafts: list[int]) -> list[int]:
         """The picked token and `drafts` into `batch` (a step shared with other replies); their rows."""
@@ -289,10 +241,11 @@ class Reply:
         assert self.slot is not None
         self.slot.evaluated(self._run, self._run_past)
 
-    def take_run(self, rows: list[int]) -> bool:
-        """Each picked token of a shared step's run while it is its draft, as `verify` does alone;
-        a pick too close to call is left to the next step, which evaluates its token on its own.
-        True when the reply has ended."""
+    def take_run(self, rows: list[int], seconds: float | None = None) -> bool:
+        """Each picked token of the run while it is its draft; a pick too close to call from batched
+        logits is left to the next step, which evaluates its token on its own, as plain decoding
+        would. `seconds`: what the step cost, when the run was all of it (None: a step shared with
+        other replies, whose time says nothing of this draft's cost). True when the reply has ended."""
         slot, policy, pick, llm = self.slot, self.policy, self.pick, self.session.llm
         assert slot is not None and policy is not None and self.drafter is not None
         run, n_past = self._run, self._run_past
@@ -315,7 +268,8 @@ class Reply:
                 break
         slot.cut(n_past + kept)  # the cells past what was kept go
         produced = accepted + (0 if uncertain else 1)
-        policy.verified(len(drafts), min(produced, len(drafts)), accepted, produced, 0.0, self.drafter.kind, shared=True)
+        policy.verified(len(drafts), min(produced, len(drafts)), accepted, produced, seconds or 0.0, self.drafter.kind,
+                        shared=seconds is None)
         if ended:
             return True
         if uncertain:

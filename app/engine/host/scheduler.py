@@ -143,10 +143,11 @@ class Scheduler:
             return
         alone = self.active[0] if len(self.active) == 1 else None
         if alone is not None and not alone.prefilling:
+            t0 = time.perf_counter()
             drafts = alone.drafts()
             if drafts:
                 alone.sequences_seen.append(1)
-                self._guarded([alone], lambda: self._finish_if(alone, alone.verify(self.session.batch, drafts)))
+                self._guarded([alone], lambda: self._finish_if(alone, alone.verify(self.session.batch, drafts, t0)))
                 return
         self._batched_step()
         self._report()

@@ -240,13 +240,14 @@ class ModelSession:
         # Exactly one BOS: the template's own, or the tokenizer's when the template has none.
         return self.tokenize(text, add_bos=self.add_bos and not (self.bos_text and text.startswith(self.bos_text)))
 
-    def piece(self, token: int) -> bytes:
-        """The bytes of one token as shown to the person (control tokens give b"")."""
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, 256, 0, False)
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """The bytes of one token as shown to the person (control tokens give b"", or their text
+        with `special`)."""
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, 256, 0, special)
         if n >= 0:
             return ctypes.string_at(self._buf, n)
         big = ctypes.create_string_buffer(-n)
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, special)
         return ctypes.string_at(big, max(n, 0))
 
     def close(self) -> None:
@@ -305,9 +306,4 @@ class ModelSession:
 
     def special_piece(self, token: int) -> bytes:
         """A token's bytes with control tokens shown (a tool-call opener may be one)."""
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, 256, 0, True)
-        if n >= 0:
-            return ctypes.string_at(self._buf, n)
-        big = ctypes.create_string_buffer(-n)
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, True)
-        return ctypes.string_at(big, max(n, 0))
+        return self.piece(token, True)
