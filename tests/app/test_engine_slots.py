@@ -203,3 +203,24 @@ def test_a_reply_that_ends_and_saves_its_state_leaves_the_others_their_tokens(ti
         ends = [g.wait(60) for g in gens]
         assert [e.error for e in ends] == [None] * 4
         assert [e.metrics["gen_tokens"] for e in ends] == [5, 12, 19, 26]
+
+
+def test_an_engine_killed_mid_batch_ends_every_reply_with_its_text_and_the_next_starts_it_again(
+        tiny_gguf_with_template: Path) -> None:
+    import os
+    import signal
+
+    with EngineClient() as engine:
+        engine.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=3, state_cache_mb=0)
+        gens = [greedy(engine, p, n=400) for p in PROMPTS[:3]]
+        for g in gens:  # every one has text on its way
+            while not g.text:
+                next(g)
+        pid = engine.host_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        ends = [g.wait(60) for g in gens]
+        assert [e.status for e in ends] == ["error"] * 3
+        assert all(e.text and "stopped unexpectedly" in (e.error or "") for e in ends)
+        again = greedy(engine, "after the crash", n=4).wait(60)
+        assert again.status == "length" and engine.host_pid not in (None, pid)
