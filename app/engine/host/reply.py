@@ -62,12 +62,13 @@ class Reply:
         what the prompt shares, and get the sampler ready."""
         s, req, tokens = self.session, self.req, self.tokens
         self.slot = slot
+        self.restored = None  # the state file its cells came from, if any (for failed_after_restore)
         if req.no_cache:
             slot.clear()
             slot.transcript = None
         else:
             s.state.before_reply(slot, tokens, req.conversation_id)
-        self.restored = s.state.restored_from
+            self.restored = s.state.restored_from
         self.state_metrics = s.state.metrics()
         self.cached = s.reusable(slot, tokens)
         if not slot.cut(self.cached):
