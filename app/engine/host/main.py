@@ -13,7 +13,7 @@ Cross-process invariants:
 - If a chat template will not stop rendering, the host reports Failed(kind="template")
   and exits; the parent starts a new host (a Python thread cannot be killed).
 - End of input (the parent closed the pipe, or died, even of SIGKILL) ends the host: the
-  reply in progress is cancelled, and if the main thread has not returned
+  replies in progress are cancelled, and if the main thread has not returned
   PARENT_GONE_EXIT_S later (a load or a prefill llama.cpp cannot interrupt) the process
   exits anyway.
 - The host runs in a session of its own (process.py), so signals sent to the parent's
