@@ -226,30 +226,13 @@ def cove_target(env: dict[str, str], model: str, parallel: int) -> Iterator[Targ
 
 @contextmanager
 def llama_target(model_path: str, n: int, ctx: int, threads: int, log_dir: Path) -> Iterator[Target]:
-    from app.speed.llama_tools import ensure_tool, library_env
-    from tests.support.llama_server import tools_cache
-    from tests.support.serve_fixture import free_port
+    from app.speed.llama_tools import ensure_tool
+    from tests.support.llama_server import llama_server, tools_cache
 
     exe = ensure_tool(tools_cache(), "llama-server", log=lambda msg: print(msg, file=sys.stderr))
-    port = free_port()
-    cmd = [str(exe), "-m", model_path, "--host", "127.0.0.1", "--port", str(port), "--alias", "bench", "-c", str(ctx * n),
-           "-np", str(n), "--no-kv-unified", "-t", str(threads), "--no-webui"]
-    with (log_dir / f"llama-server-{n}.log").open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=library_env(exe))
-    try:
-        for _ in range(1200):
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited ({proc.returncode}); see {log_dir}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        yield Target(f"http://127.0.0.1:{port}/v1", "bench", lambda: [proc.pid])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    with llama_server(Path(model_path), log_dir, alias="bench", n_ctx=ctx * n, threads=threads, slots=n,
+                      extra_args=("--no-kv-unified",), binary=exe, start_timeout_s=120.0) as server:
+        yield Target(server.base_url, "bench", lambda: [server.pid])
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ class LlamaServer:
     port: int
     model_id: str  # what /v1/models lists (the --alias given)
     log: Path  # the server's own output
+    pid: int = 0
 
     @property
     def base_url(self) -> str:
@@ -59,16 +60,18 @@ def llama_server(
     extra_args: Sequence[str] = (),
     binary: Path | None = None,
     start_timeout_s: float = 120.0,
+    slots: int = 1,
 ) -> Iterator[LlamaServer]:
     """llama-server serving `model` on a free loopback port, answering /health, until the block ends.
 
-    One slot (-np 1), so the whole context belongs to the one request a test sends; the key,
-    when given, goes through the environment (LLAMA_API_KEY), not the command line.
+    One slot (-np 1) by default, so the whole context belongs to the one request a test sends
+    (`n_ctx` is the whole context, shared by `slots`); the key, when given, goes through the
+    environment (LLAMA_API_KEY), not the command line.
     """
     exe = binary or llama_server_binary()
     port = free_port()
     cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", alias,
-           "-c", str(n_ctx), "-t", str(threads), "-np", "1", "--no-webui", *extra_args]
+           "-c", str(n_ctx), "-t", str(threads), "-np", str(slots), "--no-webui", *extra_args]
     env = library_env(exe)
     if api_key is not None:
         env["LLAMA_API_KEY"] = api_key
@@ -78,7 +81,7 @@ def llama_server(
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(proc, url, log, start_timeout_s)
-        yield LlamaServer(url, port, alias, log)
+        yield LlamaServer(url, port, alias, log, proc.pid)
     finally:
         stop_process(proc, 30)
 
