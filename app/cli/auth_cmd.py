@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from app.cli.output import print_json
+from app.hub_token import TOKENS_PAGE, InvalidToken, TokenStore
 from app.log_redact import redact
-from app.secrets import TOKENS_PAGE, InvalidToken, TokenStore
 
 EXIT_OK, EXIT_ERROR = 0, 1
 _MAX_LINE = 4096

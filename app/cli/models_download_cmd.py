@@ -14,7 +14,7 @@ import time
 from pathlib import PurePosixPath
 from typing import TextIO
 
-from app import secrets
+from app import hub_token
 from app.cli.model_json import model_dict
 from app.cli.output import human_size
 from app.cli.terminal_text import print_json_for, say
@@ -43,7 +43,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
 
 def run_download(core: Core, args: argparse.Namespace) -> int:
     check_repo_path(_typed_name(args.file))  # before any request: `..` would leave the pinned URL
-    token = secrets.load_token()
+    token = hub_token.load_token()
     listing = list_gguf_files(core.network, args.repo, token=token, revision=args.revision)
     entry = find_entry(listing, args.file)
     filenames = [p.filename for p in entry.parts]

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app import secrets
+from app import hub_token
 from app.cli.models_place_cmd import FLASH_ATTN, kv_type_arg, word_choice
 from app.cli.output import human_size, positive_int, print_json
 from app.cli.terminal_text import say
@@ -91,7 +91,7 @@ def _read_header(core: Core, args: argparse.Namespace) -> tuple[dict[str, Any], 
         return {"source": "local", "name": name, "path": str(path)}, header, info_from_header(header), header.file_size
     from models.remote_header import read_remote_header
 
-    remote = read_remote_header(core.network, args.target, args.file, token=secrets.load_token(), revision=args.revision)
+    remote = read_remote_header(core.network, args.target, args.file, token=hub_token.load_token(), revision=args.revision)
     file_size = remote.file_size
     if _split_count(remote.header) > 1:  # the other parts' weights count too
         file_size = _split_total(core, args, remote.file_size)
@@ -108,7 +108,7 @@ def _split_count(header: GGUFHeader) -> int:
 def _split_total(core: Core, args: argparse.Namespace, first_size: int) -> int:
     from models.hub_files import list_gguf_files
 
-    listing = list_gguf_files(core.network, args.target, token=secrets.load_token(), revision=args.revision)
+    listing = list_gguf_files(core.network, args.target, token=hub_token.load_token(), revision=args.revision)
     for entry in listing.entries:
         if any(part.filename == args.file for part in entry.parts):
             return entry.total_size

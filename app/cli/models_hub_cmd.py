@@ -13,7 +13,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from app import secrets
+from app import hub_token
 from app.cli.output import human_size, positive_int
 from app.cli.terminal_text import print_json_for, say
 from app.core import Core
@@ -51,7 +51,7 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
         # The catalog needs no network: show it first, even when the Hub can't be reached.
         _print_catalog(catalog, ram, query)
         print(flush=True)
-    hub = search_models(core.network, query, sort=args.sort, limit=args.limit, token=secrets.load_token())
+    hub = search_models(core.network, query, sort=args.sort, limit=args.limit, token=hub_token.load_token())
     if args.json:
         print_json_for(
             {
@@ -69,7 +69,7 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_files(core: Core, args: argparse.Namespace) -> int:
-    listing = list_gguf_files(core.network, args.repo, token=secrets.load_token(), revision=args.revision)
+    listing = list_gguf_files(core.network, args.repo, token=hub_token.load_token(), revision=args.revision)
     if args.json:
         print_json_for(_listing_dict(listing), sys.stdout)
         return 0

@@ -1,7 +1,7 @@
 """The keys of the person's servers: the OS keyring (service "cove", username "remote:NAME")
 when a secure one exists, else this process's memory for the run, with a sentence saying so.
 
-The same backend rules as the Hugging Face token (app/secrets.py decides what counts as
+The same backend rules as the Hugging Face token (app/keyring_policy.py decides what counts as
 secure). A key is never in SQLite, settings, logs, exception text, a child's environment or
 arguments; every keyring failure becomes a notice that never quotes the key.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from app.secrets import SERVICE, KeyringUser, NoBackend, SaveResult, _failure_reason, describe_backend
+from app.keyring_policy import SERVICE, KeyringUser, NoBackend, SaveResult, describe_backend, failure_reason
 
 # Longest key accepted (keys of vLLM, llama-server, Ollama proxies and Cove are far shorter).
 MAX_KEY_CHARS = 4096
@@ -120,7 +120,7 @@ class ConnectionKeys(KeyringUser):
             stored = target.get_password(SERVICE, username(name))
         except Exception as exc:  # noqa: BLE001 - every keyring failure becomes a notice
             self._memory.set(name, key)
-            return SaveResult(False, f"The key could not be saved in the {where}: {_failure_reason(exc, 'save')}; "
+            return SaveResult(False, f"The key could not be saved in the {where}: {failure_reason(exc, 'save')}; "
                                      "it is kept in memory for this run only.")
         if stored != key:
             self._memory.set(name, key)
@@ -140,7 +140,7 @@ class ConnectionKeys(KeyringUser):
                 return
             target.delete_password(SERVICE, username(name))
         except Exception as exc:  # noqa: BLE001
-            self.last_notice = f"The key could not be removed from the {describe_backend(target)}: {_failure_reason(exc, 'remove')}."
+            self.last_notice = f"The key could not be removed from the {describe_backend(target)}: {failure_reason(exc, 'remove')}."
 
     def _insecure_notice(self) -> str:
         backend = self.backend

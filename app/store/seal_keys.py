@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.atomic_file import write_text_whole
-from app.secrets import SERVICE, KeyringUser, describe_backend
+from app.keyring_policy import SERVICE, KeyringUser, describe_backend
 
 
 class SealKeyError(RuntimeError):

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from keyring.backends import fail
 
-import app.secrets as secrets
+import app.hub_token as secrets
 from app.cli.main import main
+from app.hub_token import USERNAME
+from app.keyring_policy import SERVICE, describe_backend
 from app.log_redact import uninstall_redaction
-from app.secrets import SERVICE, USERNAME, describe_backend
 from tests.support.fake_hub import VALID_TOKEN
 from tests.support.keyrings import InMemoryKeyring, LockedKeyring, files_containing, use_keyring
 from tests.support.paths import REPO_ROOT
@@ -31,9 +32,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
         monkeypatch.setenv(name, str(path))
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"):
         monkeypatch.delenv(var, raising=False)
-    secrets._PROCESS_MEMORY.clear()
+    secrets.PROCESS_MEMORY.clear()
     yield homes
-    secrets._PROCESS_MEMORY.clear()
+    secrets.PROCESS_MEMORY.clear()
     uninstall_redaction()  # main() installs it; leave logging as the next test expects it
 
 
@@ -128,7 +129,7 @@ def test_without_a_secure_keyring_login_says_the_token_is_gone(env, monkeypatch,
         # process it stays until cleared, and status says so.
         code, out2, err2 = run(monkeypatch, capsys, "auth", "status", "--json")
         assert json.loads(out2)["storage"] == "memory"
-        secrets._PROCESS_MEMORY.clear()
+        secrets.PROCESS_MEMORY.clear()
         code, out2, err2 = run(monkeypatch, capsys, "auth", "status")
         assert code == 0 and "Not signed in" in out2 and "No secure keyring" in out2
     assert_no_canary_anywhere(env, out, err, out2, err2)
@@ -138,7 +139,7 @@ def test_locked_keyring_is_one_sentence(env, monkeypatch, capsys) -> None:
     with use_keyring(LockedKeyring()):
         code, out, err = run(monkeypatch, capsys, "auth", "login", stdin=VALID_TOKEN)
         assert code == 1 and "locked" in err and "Traceback" not in err
-        secrets._PROCESS_MEMORY.clear()
+        secrets.PROCESS_MEMORY.clear()
         code, out, err2 = run(monkeypatch, capsys, "auth", "status", "--json")
         assert code == 0 and "locked" in json.loads(out)["notice"]
         code, out, err3 = run(monkeypatch, capsys, "auth", "logout")

@@ -24,7 +24,7 @@ ROOMY = MachineMemory(total_ram=64 * 10**9, available_ram=60 * 10**9, vram_total
 def cli(fake_hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     """Run `cove ...` in-process under a temporary COVE_HOME on a made-up roomy machine."""
     monkeypatch.setenv("COVE_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("app.secrets.load_token", lambda: None, raising=False)  # never the real keyring
+    monkeypatch.setattr("app.hub_token.load_token", lambda: None, raising=False)  # never the real keyring
     monkeypatch.setattr("app.cli.models_fit_cmd.machine_memory", lambda: ROOMY)
 
     def run(*argv: str) -> tuple[int, str, str]:
@@ -107,7 +107,7 @@ def test_a_gated_file_needs_the_saved_token(cli, padded: Path, monkeypatch: pyte
     cli.hub.add_repo(REPO, {FILE: padded.read_bytes()}, gated=True)
     code, _out, err = cli("models", "fit", REPO, FILE)
     assert code == 1 and f"request access at {cli.hub.url}/{REPO}" in err
-    monkeypatch.setattr("app.secrets.load_token", lambda: VALID_TOKEN, raising=False)
+    monkeypatch.setattr("app.hub_token.load_token", lambda: VALID_TOKEN, raising=False)
     code, out, err = cli("models", "fit", REPO, FILE, "--json")
     assert code == 0, err
     assert json.loads(out)["estimate"]["verdict"] == "fits in RAM"

@@ -20,7 +20,7 @@ FITS = {"fits", "tight", "too large"}
 def cli(fake_hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     """Run `cove ...` in-process with COVE_HOME under tmp_path; returns (exit status, stdout, stderr)."""
     monkeypatch.setenv("COVE_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("app.secrets.load_token", lambda: None, raising=False)  # never the real keyring
+    monkeypatch.setattr("app.hub_token.load_token", lambda: None, raising=False)  # never the real keyring
 
     def run(*argv: str) -> tuple[int, str, str]:
         code = main(list(argv))
@@ -154,7 +154,7 @@ def test_a_missing_repo_is_one_line_exit_1(cli) -> None:
 
 
 def test_the_saved_token_is_sent_as_a_header_only(cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("app.secrets.load_token", lambda: VALID_TOKEN, raising=False)
+    monkeypatch.setattr("app.hub_token.load_token", lambda: VALID_TOKEN, raising=False)
     code, out, err = cli("models", "search", "qwen", "--json")
     assert code == 0
     assert VALID_TOKEN not in out + err

@@ -7,18 +7,10 @@ from pathlib import Path
 import pytest
 from keyring.backends import chainer, fail, null
 
-import app.secrets as secrets
-from app.secrets import (
-    SERVICE,
-    USERNAME,
-    InvalidToken,
-    MemoryToken,
-    TokenStore,
-    classify_backend,
-    describe_backend,
-    load_token,
-    validate_token_format,
-)
+import app.hub_token as secrets
+import app.keyring_policy as keyring_policy
+from app.hub_token import USERNAME, InvalidToken, MemoryToken, TokenStore, load_token, validate_token_format
+from app.keyring_policy import SERVICE, classify_backend, describe_backend
 from tests.support.fake_hub import VALID_TOKEN
 from tests.support.keyrings import (
     DroppingKeyring,
@@ -34,9 +26,9 @@ from tests.support.keyrings import (
 
 @pytest.fixture(autouse=True)
 def _forget_process_token():
-    secrets._PROCESS_MEMORY.clear()
+    secrets.PROCESS_MEMORY.clear()
     yield
-    secrets._PROCESS_MEMORY.clear()
+    secrets.PROCESS_MEMORY.clear()
 
 
 def store_with(backend) -> TokenStore:
@@ -71,7 +63,7 @@ def test_default_backend_and_load_token_use_keyrings_choice() -> None:
         assert TokenStore().save(VALID_TOKEN).persisted
         assert kr.passwords[(SERVICE, USERNAME)] == VALID_TOKEN
         assert load_token() == VALID_TOKEN
-        assert secrets._PROCESS_MEMORY.get() is None  # the keyring is the one copy
+        assert secrets.PROCESS_MEMORY.get() is None  # the keyring is the one copy
         TokenStore().clear()
         assert load_token() is None
 
@@ -219,7 +211,7 @@ def test_load_token_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*a, **k):
         raise RuntimeError("keyring configuration is broken")
 
-    monkeypatch.setattr(secrets, "_default_backend", boom)
+    monkeypatch.setattr(keyring_policy, "default_backend", boom)
     assert load_token() is None
     with use_keyring(LockedKeyring()):
         monkeypatch.undo()

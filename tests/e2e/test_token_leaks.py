@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import app.secrets as secrets
+import app.hub_token as secrets
 from app import log_redact
 from app.log_redact import RedactingFilter, install_redaction, redact, uninstall_redaction
 from tests.support.fake_hub import VALID_TOKEN
@@ -156,7 +156,7 @@ DOWNLOAD_SCRIPT = textwrap.dedent(
     from pathlib import Path
     from app.log_redact import install_redaction
     from app.paths import resolve_paths
-    from app.secrets import load_token
+    from app.hub_token import load_token
     from models.network import prepare_hub_import
 
     install_redaction()
@@ -239,7 +239,7 @@ def test_canary_never_reaches_files_logs_or_output(tmp_path: Path, fake_hub) -> 
 def test_child_processes_never_see_the_token(tmp_path: Path, fake_engine, backend: str) -> None:
     from keyring.backends import fail
 
-    secrets._PROCESS_MEMORY.clear()
+    secrets.PROCESS_MEMORY.clear()
     try:
         with use_keyring(InMemoryKeyring() if backend == "keyring" else fail.Keyring()):
             result = secrets.TokenStore().save(VALID_TOKEN)
@@ -255,4 +255,4 @@ def test_child_processes_never_see_the_token(tmp_path: Path, fake_engine, backen
                 data = Path(f"/proc/{pid}/{name}").read_bytes()
                 assert VALID_TOKEN.encode() not in data and b"HF_TOKEN=" not in data
     finally:
-        secrets._PROCESS_MEMORY.clear()
+        secrets.PROCESS_MEMORY.clear()

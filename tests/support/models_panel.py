@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.downloads import DownloadManager
-from app.secrets import MemoryToken, TokenStore
+from app.hub_token import MemoryToken, TokenStore
 from models.download.protocol import TransferPolicy
 from tests.support.keyrings import InMemoryKeyring
 from tests.support.tiny_model import write_tiny_gguf

@@ -105,7 +105,7 @@ class TurnRunner(QObject):
     def begin(self, record: TurnRecord, db_path: Path, conversation_id: str, system_prompt: str | None) -> None:
         """Take `record` as the turn in progress; its prompt is built later, on the turn's thread."""
         upto = record.user.id
-        try:  # the conversation's documents (ui/documents/host.py), read here; their passages are found on the turn's thread
+        try:  # the conversation's documents (ui/documents/feature.py), read here; their passages are found on the turn's thread
             documents = self.docs_for(conversation_id) if self.docs_for is not None else None
         except Exception as exc:  # noqa: BLE001 - e.g. the index could not be read: the reply goes on without
             self.error_reported.emit(f"The conversation's documents could not be prepared ({exc}); this reply is given none.")

@@ -1,4 +1,4 @@
-"""The Hub and storage settings: the Hugging Face token (saved through app.secrets.TokenStore,
+"""The Hub and storage settings: the Hugging Face token (saved through app.hub_token.TokenStore,
 never shown back), offline mode, and the folder downloads go to.
 
 The token field is a password field that is always empty after saving: the stored token is
@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.secrets import TOKENS_PAGE, InvalidToken, TokenStore
+from app.hub_token import TOKENS_PAGE, InvalidToken, TokenStore
 
 FORCED_OFFLINE = "COVE_OFFLINE is set"
 

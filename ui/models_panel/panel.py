@@ -16,7 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QDialog, QLabel, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
-from app.secrets import TokenStore
+from app.hub_token import TokenStore
 from models.download.partial import ResumableDownload
 from models.hub_files import GGUFEntry, RepoListing
 from models.library import FileNotOwned, InstalledModel, ModelNotFound

@@ -26,20 +26,20 @@ from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
 from ui.conversation.tool_rows import fold_tool_rows
 from ui.conversation.view import ConversationView
-from ui.documents.host import DocumentsHost
-from ui.models_panel.host import ModelsHost
+from ui.documents.feature import DocumentsFeature
+from ui.models_panel.feature import ModelsFeature
 from ui.models_panel.panel import ModelsPanel
 from ui.perf.memory_poller import MemoryPoller, MemorySample
 from ui.perf.panel import PerfPanel
 from ui.server.control import ServerFactory
-from ui.server.host import ServerHost
+from ui.server.feature import ServerFeature
 from ui.shell.conversation_actions import ConversationActions
 from ui.shell.gc_pacing import GcPacer
 from ui.shell.network_indicator import NetworkIndicator
 from ui.shell.notice_area import NoticeArea
 from ui.shell.sidebar import Sidebar
-from ui.shell.welcome_host import WelcomeHost
-from ui.tools.host import ToolsHost
+from ui.shell.welcome_feature import WelcomeFeature
+from ui.tools.feature import ToolsFeature
 
 APP_TITLE = "Cove"
 
@@ -80,25 +80,25 @@ class MainWindow(QMainWindow):
         self.network_indicator = NetworkIndicator(self.core.network)
         self.statusBar().addPermanentWidget(self.network_indicator)
         # The Models panel's services (token store, Hub worker, downloads); the panel is built on first open.
-        self.models = ModelsHost(self, controller, choose=self._choose_model, library_changed=self.refresh_models,
+        self.models = ModelsFeature(self, controller, choose=self._choose_model, library_changed=self.refresh_models,
                                  offline_changed=lambda _offline: self.network_indicator.refresh(),
                                  downloads=downloads, token_store=token_store)
         self.downloads = self.models.downloads
         # The Server switch (off at every start), when the composition root gives a way to make a server.
-        self.server = ServerHost(self, self.core.db, server_factory, core=self.core) if server_factory else None
+        self.server = ServerFeature(self, self.core.db, server_factory, core=self.core) if server_factory else None
         self._build_layout()
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
             self.server.conversations_changed.connect(self.refresh_conversations)  # API clients' chats
-        self.tools = ToolsHost(self, self.core)  # the Tools page, the conversation's tools and their questions
+        self.tools = ToolsFeature(self, self.core)  # the Tools page, the conversation's tools and their questions
         self.sidebar.add_footer(self.tools.button)
         self.tools.attach(controller)
         self.composer.add_leading(self.tools.menu_button)  # the conversation's tool servers, under the box
-        self.welcome = WelcomeHost(self, self.pages)
+        self.welcome = WelcomeFeature(self, self.pages)
         self._connect()
         self._shortcuts()
         # Documents: the page, the conversation's collections in a chip above the composer, turns' passages, sources.
-        self.documents = DocumentsHost(self, controller, notice=self.show_notice)
+        self.documents = DocumentsFeature(self, controller, notice=self.show_notice)
         self.sidebar.add_footer(self.documents.button)
         column = self.composer.parentWidget().layout()
         column.insertWidget(column.indexOf(self.composer), self.documents.chip, 0, Qt.AlignmentFlag.AlignLeft)

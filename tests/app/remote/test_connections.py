@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from app.core import open_core
+from app.keyring_policy import NoBackend
 from app.paths import resolve_paths
 from app.remote.connections import ConnectionProblem, Connections, normalise_url
 from app.remote.keys import ConnectionKeys
 from app.remote.probe import ServerInfo
 from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
-from app.secrets import NoBackend
 from app.store.database import open_database
 from app.store.migrations import MIGRATIONS
 from tests.app.remote.conftest import SERVER_KEY

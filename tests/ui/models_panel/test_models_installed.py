@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QLineEdit
 
 from app.downloads import resumable
-from app.secrets import MemoryToken, TokenStore
+from app.hub_token import MemoryToken, TokenStore
 from tests.support.fake_hub import VALID_TOKEN, Fault
 from tests.support.keyrings import InMemoryKeyring, PlaintextKeyring
 from tests.support.models_panel import FILE, REPO, WAIT_MS, Confirmations, make_panel

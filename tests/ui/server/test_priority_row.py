@@ -8,7 +8,7 @@ from dataclasses import replace
 from PySide6.QtWidgets import QWidget
 
 from app.settings import save_settings
-from ui.server.host import ServerHost
+from ui.server.feature import ServerFeature
 from ui.server.priority_row import PriorityRow
 
 
@@ -43,11 +43,11 @@ def test_a_read_only_folder_says_the_choice_is_not_saved(qtbot, cove_core, monke
 def test_the_server_panel_holds_the_row(qtbot, cove_core) -> None:
     parent = QWidget()
     qtbot.addWidget(parent)
-    host = ServerHost(parent, cove_core.db, lambda _port: None, port=1, core=cove_core)  # type: ignore[arg-type, return-value]
+    host = ServerFeature(parent, cove_core.db, lambda _port: None, port=1, core=cove_core)  # type: ignore[arg-type, return-value]
     panel = host.open()
     rows = panel.findChildren(PriorityRow)
     assert len(rows) == 1 and rows[0].isVisible()
     panel.close()
-    bare = ServerHost(parent, cove_core.db, lambda _port: None, port=1)  # type: ignore[arg-type, return-value]
+    bare = ServerFeature(parent, cove_core.db, lambda _port: None, port=1)  # type: ignore[arg-type, return-value]
     assert not bare.open().findChildren(PriorityRow)  # without the core: no row
     bare.panel.close()  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ from PySide6.QtGui import QGuiApplication
 from app.serve.runner import LoadedEngine, ServerThread
 from ui.chat.controller import ChatController
 from ui.server.control import OFF, ON
-from ui.server.host import ServerHost
+from ui.server.feature import ServerFeature
 from ui.shell.main_window import MainWindow
 
 
@@ -39,7 +39,7 @@ def _window(qtbot, core, engine, port: int) -> MainWindow:
 
 @pytest.fixture
 def host(qtbot, cove_core):
-    """A ServerHost in a bare widget, making real servers; stopped at the end."""
+    """A ServerFeature in a bare widget, making real servers; stopped at the end."""
     from PySide6.QtWidgets import QWidget
 
     parent = QWidget()
@@ -50,7 +50,7 @@ def host(qtbot, cove_core):
         made.append(ServerThread(cove_core.paths, port=port))
         return made[-1]
 
-    server_host = ServerHost(parent, cove_core.db, factory, port=_free_port())
+    server_host = ServerFeature(parent, cove_core.db, factory, port=_free_port())
     yield server_host
     server_host.shutdown()
     assert server_host.wait_stopped(30)
@@ -58,7 +58,7 @@ def host(qtbot, cove_core):
         server.stop()
 
 
-def _turn_on(qtbot, host: ServerHost):
+def _turn_on(qtbot, host: ServerFeature):
     panel = host.open()
     qtbot.mouseClick(panel.switch, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: host.control.state != "starting", timeout=30000)
@@ -94,7 +94,7 @@ def test_the_switch_starts_the_server_and_the_address_is_copied(qtbot, cove_core
         httpx.get(f"{address}/models", timeout=5)
 
 
-def test_a_request_in_flight_shows_in_the_live_list(qtbot, host: ServerHost) -> None:
+def test_a_request_in_flight_shows_in_the_live_list(qtbot, host: ServerFeature) -> None:
     panel = _turn_on(qtbot, host)
     address = host.control.address
     done = threading.Event()
@@ -128,7 +128,7 @@ def test_a_request_in_flight_shows_in_the_live_list(qtbot, host: ServerHost) -> 
     assert panel.no_requests.isVisible()
 
 
-def test_a_taken_port_is_a_sentence_and_the_switch_stays_off(qtbot, host: ServerHost) -> None:
+def test_a_taken_port_is_a_sentence_and_the_switch_stays_off(qtbot, host: ServerFeature) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -142,7 +142,7 @@ def test_a_taken_port_is_a_sentence_and_the_switch_stays_off(qtbot, host: Server
     assert not panel.copy_button.isEnabled()
 
 
-def test_turning_it_off_stops_answering(qtbot, host: ServerHost) -> None:
+def test_turning_it_off_stops_answering(qtbot, host: ServerFeature) -> None:
     panel = _turn_on(qtbot, host)
     address = host.control.address
     assert httpx.get(f"{address}/models", timeout=10).status_code == 200
@@ -187,7 +187,7 @@ def test_loading_shows_in_the_panel(qtbot) -> None:
 
     parent = QWidget()
     qtbot.addWidget(parent)
-    host = ServerHost(parent, _no_keys_db(), lambda _port: _ScriptedServer(), port=1)
+    host = ServerFeature(parent, _no_keys_db(), lambda _port: _ScriptedServer(), port=1)
     panel = _turn_on(qtbot, host)
     qtbot.waitUntil(lambda: panel.request_rows() != [], timeout=5000)
     assert panel.request_rows() == [("editor", "big-model", "/v1/chat/completions", "loading", "0")]

@@ -13,13 +13,13 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
 from app.downloads import DownloadManager
-from app.secrets import TokenStore
+from app.hub_token import TokenStore
 from ui.models_panel.download_bridge import DownloadBridge
 from ui.models_panel.hub_worker import HubWorker
 from ui.models_panel.panel import ModelsPanel
 
 
-class ModelsHost(QObject):
+class ModelsFeature(QObject):
     """`open(tab)` shows the panel; `shutdown()` on quit. `choose(name)` is the window's way to
     use a model for the next turn; `library_changed()` refreshes the window's model picker."""
 

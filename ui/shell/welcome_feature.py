@@ -19,7 +19,7 @@ from models.model_facts import installed_is_base
 from ui.shell.welcome_page import WelcomePage
 
 
-class WelcomeHost(QObject):
+class WelcomeFeature(QObject):
     def __init__(self, window: Any, pages: QStackedWidget) -> None:
         super().__init__(window)
         self._window = window

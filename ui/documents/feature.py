@@ -46,7 +46,7 @@ class DocumentsPanel(QDialog):
         self.page.refresh()
 
 
-class DocumentsHost(QObject):
+class DocumentsFeature(QObject):
     """`button` goes in the sidebar, `chip` above the composer; `attach(controller, view)` wires
     the turns and the sources; `start()` after the window shows; `shutdown()` on quit."""
 

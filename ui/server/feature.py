@@ -36,7 +36,7 @@ def dot_icon(color: QColor, size: int = 10) -> QIcon:
     return QIcon(pixmap)
 
 
-class ServerHost(QObject):
+class ServerFeature(QObject):
     """`button` goes in the window; `open()` shows the panel; `shutdown()` on quit, then
     `wait_stopped(timeout)` once the window is gone. `conversations_changed` follows requests
     the server finished answering. `core`: where the panel's priority choice is kept (none without)."""

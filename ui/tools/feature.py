@@ -49,7 +49,7 @@ class ToolsPanel(QDialog):
         self.page.refresh_models()
 
 
-class ToolsHost(QObject):
+class ToolsFeature(QObject):
     """`button` goes in the window; `open()` shows the Tools page; `shutdown()` on quit."""
 
     def __init__(self, window: QWidget, core: Core, *, mcp_factory: McpFactory | None = None,
