@@ -98,10 +98,10 @@ class ConversationSettingsDialog(QDialog):
         self._seed = _integer(-1, INT_MAX, 1, "Seed", "The same seed and settings give the same reply", "Random")
         self._n_ctx = _integer(0, 1_048_576, 1024, "Context size", "Tokens the model can see at once; larger uses more memory",
                                "Model default")
-        for box in (self._temperature, self._top_p, self._min_p, self._repeat):
-            box.valueChanged.connect(self._on_field_changed)
-        for box in (self._top_k, self._max_tokens, self._seed, self._n_ctx):
-            box.valueChanged.connect(self._on_field_changed)
+        for fraction in (self._temperature, self._top_p, self._min_p, self._repeat):
+            fraction.valueChanged.connect(self._on_field_changed)
+        for count in (self._top_k, self._max_tokens, self._seed, self._n_ctx):
+            count.valueChanged.connect(self._on_field_changed)
 
         preset_row = QHBoxLayout()
         preset_row.addWidget(self._preset_combo, 1)
