@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout,
 
 from models.catalog import CatalogEntry
 from ui.models_panel.formatting import FIT_HINTS, FIT_WORDS, verdict_color
-from ui.shell.list_tree import choose_row, setup_list_tree
+from ui.models_panel.list_tree import choose_row, setup_list_tree
 from ui.theme import format_bytes
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole

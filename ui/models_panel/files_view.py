@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from models.hub_files import GGUFEntry, RepoListing
 from ui.models_panel.formatting import advice_lines, estimate_figures, verdict_color
-from ui.shell.list_tree import choose_row, setup_list_tree
+from ui.models_panel.list_tree import choose_row, setup_list_tree
 from ui.theme import format_bytes, format_int, muted_color
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from models.library import InstalledModel
 from ui.models_panel.formatting import estimate_figures, format_age
-from ui.shell.list_tree import setup_list_tree
+from ui.models_panel.list_tree import setup_list_tree
 from ui.theme import blank_icon, dot_icon, format_bytes, format_int
 
 NAME_ROLE = Qt.ItemDataRole.UserRole

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushBu
 
 from models.hub_search import HubModel
 from ui.models_panel.formatting import format_age, format_count
-from ui.shell.list_tree import choose_row, setup_list_tree
+from ui.models_panel.list_tree import choose_row, setup_list_tree
 from ui.theme import format_int
 
 REPO_ROLE = Qt.ItemDataRole.UserRole

@@ -22,8 +22,10 @@ def setup_list_tree(tree: QTreeWidget, name: str, columns: Sequence[str], stretc
 
 
 def choose_row(tree: QTreeWidget, row: int, on_item: Callable[[QTreeWidgetItem], None]) -> None:
-    """Pick `row` as a click would: selecting it, or acting on it again if it already is."""
+    """Pick `row` as a click would: selecting it, or acting on it again if it already is (no such row: nothing)."""
     item = tree.topLevelItem(row)
+    if item is None:
+        return
     if tree.currentItem() is item:
         on_item(item)
     else:
