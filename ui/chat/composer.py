@@ -128,6 +128,23 @@ class Composer(QWidget):
         self._set_context_warning(False, force=True)
         self._fit_height()
 
+    # ---- what the person sees (handles for tests that act as the person does) -------------
+
+    @property
+    def text_box(self) -> QPlainTextEdit:
+        """The box the person types in: Enter sends, Shift+Enter breaks the line, Esc stops a reply."""
+        return self._input
+
+    @property
+    def send_button(self) -> QPushButton:
+        """The button beside the box: Send, or Stop while a reply streams."""
+        return self._button
+
+    @property
+    def context_label(self) -> QLabel:
+        """The meter's words ('≈ 1,234 / 8,192 tokens'), in the warning colour above WARN_FRACTION."""
+        return self._meter_label
+
     # ---- commands from the owner -------------------------------------------------------
 
     def add_leading(self, widget: QWidget) -> None:

@@ -28,6 +28,15 @@ class UnsavedReplies(QObject):
     def pending(self) -> list[Message]:
         return [r.unsaved for r in self._records if r.unsaved is not None]
 
+    @property
+    def retry_ms(self) -> int:
+        """How long between tries, in milliseconds (RETRY_MS unless given or set)."""
+        return self._timer.interval()
+
+    @retry_ms.setter
+    def retry_ms(self, ms: int) -> None:
+        self._timer.setInterval(ms)
+
     def keep(self, record: TurnRecord) -> None:
         """Take a record whose finish failed (its `unsaved` holds the reply) and retry it."""
         self._records.append(record)

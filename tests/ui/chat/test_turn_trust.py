@@ -60,7 +60,7 @@ def test_a_full_disk_at_the_end_of_a_reply_releases_the_turn_and_saves_it_once_t
     window.show()
     window.start()
     c = window.controller
-    c.unsaved._timer.setInterval(100)
+    c.unsaved.retry_ms = 100  # a retry within the wait below
     notices: list[str] = []
     c.error_reported.connect(notices.append)
     with qtbot.waitSignal(c.reply_text_received, timeout=15000):
@@ -71,7 +71,7 @@ def test_a_full_disk_at_the_end_of_a_reply_releases_the_turn_and_saves_it_once_t
     shown = done.args[0]
     assert shown.status == "complete" and shown.content.startswith("w0 w1")
     assert not c.busy  # Stop, Esc and Send work again
-    assert window.composer._button.text() == "Send"
+    assert window.composer.send_button.text() == "Send"
     assert any("disk is full" in n and "saves it as soon as there is space" in n for n in notices), notices
     items = window.view.conversation_model().items()
     assert items[-1].content == shown.content  # the text stays on screen
