@@ -264,6 +264,30 @@ class ModelPicker(QWidget):
     def status_text(self) -> str:
         return self._status.full_text()
 
+    # ---- what the person sees (handles for tests that act as the person does) -------------
+
+    @property
+    def combo(self) -> QComboBox:
+        """The drop-down the person picks a model in: its rows (headings, separators, models with
+        their tooltips and accessible text), the row in use, and whether it can be opened now."""
+        return self._combo
+
+    @property
+    def cancel_button(self) -> QPushButton:
+        """Cancel, shown while a model loads."""
+        return self._cancel
+
+    @property
+    def progress_bar(self) -> QProgressBar:
+        """The indeterminate bar shown while a model loads."""
+        return self._progress
+
+    @property
+    def status_label(self) -> QLabel:
+        """The line after the controls: loading, the last load error, or what a base model in use is;
+        elided to fit, the whole sentence in its tooltip (`status_text()` gives it too)."""
+        return self._status
+
     # ---- internals ---------------------------------------------------------------------
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)

@@ -32,13 +32,13 @@ def test_the_picker_says_a_base_model_continues_text_and_an_instruct_model_answe
     qtbot.addWidget(picker)
     picker.show()
     picker.set_models([STARTER, INSTRUCT, INSTRUCT_NO_TEMPLATE], current=None)
-    tips = [picker._combo.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(3)]
+    tips = [picker.combo.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(3)]
     assert BASE_MODEL_NOTE in tips[0] and "base model" in BASE_MODEL_NOTE and "instruct model" in BASE_MODEL_NOTE
     assert BASE_MODEL_NOTE not in tips[1] and BASE_MODEL_NOTE not in tips[2]
     assert picker.status_text() == ""
     picker.set_loading(STARTER.name, True)
     picker.set_loaded(STARTER.name)
-    assert picker.status_text() == BASE_MODEL_NOTE and picker._status.isVisible()
+    assert picker.status_text() == BASE_MODEL_NOTE and picker.status_label.isVisible()
     picker.set_loaded(INSTRUCT.name)
     assert picker.status_text() == ""
 
