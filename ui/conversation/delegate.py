@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
@@ -23,6 +23,7 @@ from ui.conversation.source_rows import SOURCE, paint_sources, source_hit, toolt
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.text.document_paint import anchor_areas, paint_document
 from ui.conversation.text.markdown_render import COPY_SCHEME, LINK_SCHEME
+from ui.conversation.text.safe_document import SafeTextDocument
 from ui.theme import is_dark
 
 _HIT_SLOP = 3
@@ -113,7 +114,7 @@ class MessageDelegate(QStyledItemDelegate):
     def forget_width(self) -> None:
         self._width = None
 
-    def _item(self, index: QModelIndex) -> MessageItem | None:
+    def _item(self, index: QModelIndex | QPersistentModelIndex) -> MessageItem | None:
         model = self._model
         row = index.row()
         if model is None or not 0 <= row < model.item_count():
@@ -177,7 +178,9 @@ class MessageDelegate(QStyledItemDelegate):
 
     def is_laid_out(self, index: QModelIndex) -> bool:
         item = self._item(index)
-        lay = None if item is None else self._layouts.get(item.id)
+        if item is None:
+            return False
+        lay = self._layouts.get(item.id)
         return lay is not None and self._is_current(lay, item, self.row_width())
 
     # --- heights in the model ----------------------------------------------------------------
@@ -249,7 +252,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     # --- QStyledItemDelegate ---------------------------------------------------------------
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
         item = self._item(index)
         if item is None:
             return
@@ -287,7 +290,7 @@ class MessageDelegate(QStyledItemDelegate):
         if lay.header.intersects(shown):
             self._paint_header(painter, item, lay, text, muted, dark)
         if lay.doc is not None:
-            self._paint_text(painter, item, lay, option.rect, text, visible)
+            self._paint_text(painter, item, lay, lay.doc, option.rect, text, visible)
         if lay.notice is not None and lay.notice_rect.intersects(shown):
             painter.setFont(self.layouter.font)
             painter.setPen(self._status_color(item.status, dark, muted))
@@ -317,16 +320,16 @@ class MessageDelegate(QStyledItemDelegate):
                 painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), label)
         painter.restore()
 
-    def _paint_text(self, painter: QPainter, item: MessageItem, lay: RowLayout, row_rect: QRect, color: QColor,
-                    visible: QRectF) -> None:
-        """The row's text: its document, or a streaming row's reply (unless a widget over the
-        row draws it)."""
+    def _paint_text(self, painter: QPainter, item: MessageItem, lay: RowLayout, doc: SafeTextDocument, row_rect: QRect,
+                    color: QColor, visible: QRectF) -> None:
+        """The row's text: its document `doc` (the layout's), or a streaming row's reply (unless a
+        widget over the row draws it)."""
         origin = QPoint(lay.doc_left, lay.doc_top)
         reply = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
-        if reply is None or reply.document is not lay.doc:
-            paint_document(painter, lay.doc, origin, color, visible)
+        if reply is None or reply.document is not doc:
+            paint_document(painter, doc, origin, color, visible)
             return
-        area = QRect(row_rect.topLeft() + origin, QSize(math.ceil(lay.doc.textWidth()) + 2, lay.doc_room))
+        area = QRect(row_rect.topLeft() + origin, QSize(math.ceil(doc.textWidth()) + 2, lay.doc_room))
         if self.text_drawn_over(item.id, area):
             return
         clip = visible.translated(-QPointF(origin))
@@ -369,7 +372,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     # --- hit testing -----------------------------------------------------------------------
 
-    def action_regions(self, index: QModelIndex, rect: QRect) -> dict[str, QRect]:
+    def action_regions(self, index: QModelIndex | QPersistentModelIndex, rect: QRect) -> dict[str, QRect]:
         """Clickable action areas of a row, in the coordinates `rect` (the row's visualRect) uses."""
         item = self._item(index)
         if item is None:
@@ -389,7 +392,7 @@ class MessageDelegate(QStyledItemDelegate):
         origin = rect.topLeft() + QPoint(lay.doc_left, lay.doc_top)
         return [(href, area.translated(origin)) for href, area in anchor_areas(lay.doc)]
 
-    def hit_test(self, index: QModelIndex, rect: QRect, pos: QPoint) -> Hit | None:
+    def hit_test(self, index: QModelIndex | QPersistentModelIndex, rect: QRect, pos: QPoint) -> Hit | None:
         item = self._item(index)
         if item is None or not rect.contains(pos):
             return None
@@ -406,7 +409,8 @@ class MessageDelegate(QStyledItemDelegate):
         href = lay.doc.documentLayout().anchorAt(local)
         return _resolve_anchor(item.id, href, lay)
 
-    def editorEvent(self, event: QEvent, model: object, option: QStyleOptionViewItem, index: QModelIndex) -> bool:
+    def editorEvent(self, event: QEvent, model: object, option: QStyleOptionViewItem,
+                    index: QModelIndex | QPersistentModelIndex) -> bool:
         if (event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent)
                 and event.button() == Qt.MouseButton.LeftButton):
             hit = self.hit_test(index, option.rect, event.position().toPoint())
@@ -416,7 +420,7 @@ class MessageDelegate(QStyledItemDelegate):
         return False
 
     def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem,
-                  index: QModelIndex) -> bool:
+                  index: QModelIndex | QPersistentModelIndex) -> bool:
         if event is None or event.type() != QEvent.Type.ToolTip:
             return super().helpEvent(event, view, option, index)
         item = self._item(index)

@@ -38,7 +38,8 @@ def is_tool_row(item: MessageItem) -> bool:
 
 def tool_line(call: Message | None, result: Message | None) -> str:
     """The collapsed row: what was called, how it ended, who decided."""
-    details: dict[str, Any] = dict((call or result).params or {}) if (call or result) is not None else {}
+    first = call or result
+    details: dict[str, Any] = dict(first.params or {}) if first is not None else {}
     name = str(details.get("tool") or details.get("name") or "a tool")
     server = details.get("server")
     what = f"{server}/{name}" if server else name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QToolTip, QWidget
 
@@ -174,11 +174,11 @@ class ConversationView(QListView):
         self._stick_to_bottom = self._pending_anchor is None
         self.scheduleDelayedItemsLayout()
 
-    def rowsAboutToBeRemoved(self, parent: QModelIndex, start: int, end: int) -> None:
+    def rowsAboutToBeRemoved(self, parent: QModelIndex | QPersistentModelIndex, start: int, end: int) -> None:
         self._surface.stop()
         super().rowsAboutToBeRemoved(parent, start, end)
 
-    def rowsInserted(self, parent: QModelIndex, start: int, end: int) -> None:
+    def rowsInserted(self, parent: QModelIndex | QPersistentModelIndex, start: int, end: int) -> None:
         if not self._sizes_from_model():
             self._delegate.write_heights(range(start, end + 1), new_cells=True)
         super().rowsInserted(parent, start, end)
@@ -188,7 +188,8 @@ class ConversationView(QListView):
         model = self.model()
         return isinstance(model, ConversationModel) and model.row_size == self._delegate.size_for_new_row
 
-    def dataChanged(self, top_left: QModelIndex, bottom_right: QModelIndex, roles: Sequence[int] = ()) -> None:
+    def dataChanged(self, top_left: QModelIndex | QPersistentModelIndex, bottom_right: QModelIndex | QPersistentModelIndex,
+                    roles: Sequence[int] = ()) -> None:
         # QListView answers any dataChanged with a relayout of every row. A row whose height did
         # not change only needs repainting.
         if not top_left.isValid():

@@ -289,7 +289,7 @@ class PlainTail:
         if len(laid) < last.textStart():
             return None  # the last line holds only spaces
         anchor = self._anchor
-        x = last.cursorToX(len(laid))[0] + anchor.metrics.horizontalAdvance(self._laid[len(laid):])
+        x = last.cursorToX(len(laid))[0] + anchor.metrics.horizontalAdvance(self._laid[len(laid):])  # type: ignore[index]  # stub: cursorToX -> object
         top, bottom = self._first_box if self._lines == 1 else (last.y(), last.y() + last.height())
         return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, x, last.y() + last.ascent(),
                               top, bottom)
@@ -318,7 +318,7 @@ class PlainTail:
             line = layout.lineForTextPosition(start)
         if not line.isValid():
             return self._start
-        x = line.cursorToX(start)[0]
+        x = line.cursorToX(start)[0]  # type: ignore[index]  # stub: cursorToX -> object; Qt gives (x, pos)
         if line.lineNumber() == 0 and not self._frozen:  # the tail's first line
             return (x, min(self._start[1], line.y()), max(self._start[2], line.y() + line.height()))
         return (x, line.y(), line.y() + line.height())

@@ -21,6 +21,7 @@ from PySide6.QtGui import QColor, QFont, QPainter
 
 from ui.conversation.streaming.plain_tail import PlainTail
 from ui.conversation.streaming.stream_document import MAX_PENDING_CHARS, StreamDocument
+from ui.conversation.streaming.word_runs import WordRuns
 from ui.conversation.text.document_paint import LastParagraph, draw_last_paragraph_lines, draw_with_layout
 from ui.conversation.text.markdown_render import Rendered
 from ui.conversation.text.safe_document import SafeTextDocument
@@ -37,6 +38,7 @@ _NOWHERE = (math.inf, math.inf, math.inf)
 _FAR = 1 << 20  # "to the right edge" or "to the bottom": the caller clips to the reply's area
 
 Rect = tuple[int, int, int, int]  # x, y, width, height in the reply's coordinates
+Area = tuple[float, float, float, float]  # the same, as a painter's clip gives it (fractions of a pixel)
 
 
 class Damage(NamedTuple):
@@ -146,8 +148,8 @@ class StreamingReply:
 
     def _forget_words(self) -> None:
         """The document changed (or may have): the fast path starts again from its tail."""
-        self._runs = None  # the WordRuns whose font, lines and rules place the words
-        self._tail = None
+        self._runs: WordRuns | None = None  # the WordRuns whose font, lines and rules place the words
+        self._tail: PlainTail | None = None
         self._words: list = []
         self._cursor = self._baseline = 0.0
         self._open = False
@@ -171,9 +173,11 @@ class StreamingReply:
         runs = self._runs
         if runs is None:
             tail = stream.tail()
-            runs = None if tail is None else tail.runs_for(piece)
+            if tail is None:
+                return None  # nothing pending yet: the document's way
+            runs = tail.runs_for(piece)
             if runs is None:
-                return None  # nothing pending yet, or other scripts: the document's way
+                return None  # other scripts, or inside a word the tail's layout holds: the document's way
             self._tail, self._runs, self._words = tail, runs, list(runs.words)
             self._cursor, self._baseline, self._open = runs.cursor, runs.baseline, runs.open_word
             self._words_only = tail.words_only_from(runs)
@@ -221,7 +225,7 @@ class StreamingReply:
 
     # --- drawing ---------------------------------------------------------------------------
 
-    def paint(self, painter: QPainter, clip: Rect, color: QColor, *, ready: bool = False) -> None:
+    def paint(self, painter: QPainter, clip: Area, color: QColor, *, ready: bool = False) -> None:
         """Draw the part of the reply inside `clip`, in the painter's coordinates (the reply's
         top-left at 0, 0), text without a colour of its own in `color`. `ready`: the painter
         already has `color` as its pen and words_font() as its font (a surface kept for this
@@ -239,7 +243,7 @@ class StreamingReply:
             painter.setPen(color)
         self._runs.draw_words(painter, self._words, left, top, top + height, set_font=not ready)
 
-    def _paint_text(self, painter: QPainter, tail: PlainTail | None, color: QColor, clip: Rect, *,
+    def _paint_text(self, painter: QPainter, tail: PlainTail | None, color: QColor, clip: Area, *,
                     words: bool = True) -> None:
         """The document, then its plain `tail`, inside `clip`. No save() and restore(), and plain
         numbers rather than Qt geometry objects where it can: each Qt call costs microseconds on

@@ -20,6 +20,7 @@ class ReplySurface(QWidget):
 
     def __init__(self, viewport: QWidget) -> None:
         super().__init__(viewport)
+        self._viewport = viewport
         # A painter on it starts with the text's colour and font (WindowText, setFont): a frame's
         # paint makes no call it can avoid, each costing microseconds on the caches the engine empties.
         self.setAutoFillBackground(True)
@@ -66,7 +67,7 @@ class ReplySurface(QWidget):
         the viewport shows it: the row's own paint leaves that text out."""
         if self._reply is None or message_id != self._message_id or self.isHidden():
             return False
-        return self.geometry().contains(area.intersected(self.parentWidget().rect()))
+        return self.geometry().contains(area.intersected(self._viewport.rect()))
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
         reply = self._reply
@@ -79,5 +80,5 @@ class ReplySurface(QWidget):
             if self.font() != font:
                 self.setFont(font)  # once a reply: the painter of the next paint starts with it
                 painter.setFont(font)
-        reply.paint(painter, event.rect().getRect(), self._color, ready=font is not None)
+        reply.paint(painter, event.rect().getRect(), self._color, ready=font is not None)  # type: ignore[arg-type]  # stub: getRect -> object; Qt gives (x, y, w, h)
         painter.end()

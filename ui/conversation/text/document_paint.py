@@ -135,7 +135,7 @@ def anchor_areas(doc: QTextDocument) -> list[tuple[str, QRect]]:
     while block.isValid():
         text_layout = block.layout()
         origin = layout.blockBoundingRect(block).topLeft()
-        for it in block:
+        for it in block:  # type: ignore[attr-defined]  # stub: __iter__ -> object; it yields QTextBlock.iterator
             fragment = it.fragment()
             fmt = fragment.charFormat()
             if fmt.isAnchor() and fmt.anchorHref():
@@ -143,8 +143,8 @@ def anchor_areas(doc: QTextDocument) -> list[tuple[str, QRect]]:
                 line = text_layout.lineForTextPosition(start)
                 if line.isValid():
                     end = min(start + fragment.length(), line.textStart() + line.textLength())
-                    x1, _ = line.cursorToX(start)
-                    x2, _ = line.cursorToX(end)
+                    x1: float = line.cursorToX(start)[0]  # type: ignore[index]  # stub: object; Qt gives (x, pos)
+                    x2: float = line.cursorToX(end)[0]  # type: ignore[index]  # stub: object; Qt gives (x, pos)
                     rect = QRectF(origin.x() + x1, origin.y() + line.y(), max(1.0, x2 - x1), line.height())
                     out.append((fmt.anchorHref(), rect.toAlignedRect()))
         block = block.next()

@@ -28,10 +28,10 @@ class SafeTextDocument(QTextDocument):
         self._placeholder: QImage | None = None
         self.setUndoRedoEnabled(False)  # streaming inserts must not grow an undo stack
 
-    def loadResource(self, type: int, name: QUrl) -> Any:  # Qt's names
+    def loadResource(self, type: int, name: QUrl | str) -> Any:  # Qt's names
         # Invariant: the base class is never called, whatever the scheme (http, https, file,
         # UNC, ftp, qrc, data, relative). Nothing leaves or is read into this process.
-        url = name.toString()
+        url = name.toString() if isinstance(name, QUrl) else name  # Qt passes a QUrl
         self.refused.append(url)
         if self._on_refused is not None:
             self._on_refused(url)
