@@ -7,6 +7,8 @@ token limit, model-default context) are each spin box's lowest value, shown as a
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -28,6 +30,7 @@ from ui.chat.presets import PresetError, PresetStore
 
 CUSTOM = "Custom"
 INT_MAX = 2_147_483_647
+W = TypeVar("W", bound=QWidget)
 
 
 def _double(low: float, high: float, step: float, decimals: int, name: str, tip: str) -> QDoubleSpinBox:
@@ -179,6 +182,17 @@ class ConversationSettingsDialog(QDialog):
     def result_values(self) -> tuple[SamplingParams, str | None]:
         """(sampling parameters, system prompt or None when blank)."""
         return self.params(), self.system_prompt()
+
+    # ---- what the person sees (a handle for tests that act as the person does) -------------
+
+    def control(self, name: str, kind: type[W]) -> W:
+        """The `kind` of control the person and a screen reader know as `name`, its accessible
+        name: "System prompt", "Seed", "Context size", "Preset", "Delete preset", "Preset status", ...
+        Raises LookupError when the dialog has none."""
+        for widget in self.findChildren(kind):
+            if widget.accessibleName() == name:
+                return widget
+        raise LookupError(f"No {kind.__name__} named {name!r} in the settings dialog")
 
     # ---- presets -----------------------------------------------------------------------
 

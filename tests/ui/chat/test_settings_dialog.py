@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QPlainTextEdit, QPushButton, QSpinBox
 
 from app.settings import SamplingParams
 from ui.chat.presets import BUILTIN_PRESETS, PresetError, PresetStore, params_from_json
@@ -39,20 +40,20 @@ def test_round_trips_sampling_params_and_prompt(qtbot, store: PresetStore) -> No
 def test_blanks_map_to_none(qtbot, store: PresetStore) -> None:
     params = SamplingParams(max_tokens=None, seed=None, n_ctx=None)
     dialog = make_dialog(qtbot, params, None, store)
-    assert dialog._seed.text() == "Random"
-    assert dialog._n_ctx.text() == "Model default"
-    assert dialog._max_tokens.text() == "No limit"
+    assert dialog.control("Seed", QSpinBox).text() == "Random"
+    assert dialog.control("Context size", QSpinBox).text() == "Model default"
+    assert dialog.control("Maximum reply tokens", QSpinBox).text() == "No limit"
     assert dialog.result_values() == (params, None)
-    dialog._system.setPlainText("   \n ")
+    dialog.control("System prompt", QPlainTextEdit).setPlainText("   \n ")
     assert dialog.system_prompt() is None
 
 
 def test_edits_show_in_the_result(qtbot, store: PresetStore) -> None:
     dialog = make_dialog(qtbot, SamplingParams(), None, store)
-    dialog._temperature.setValue(1.5)
-    dialog._seed.setValue(7)
-    dialog._n_ctx.setValue(4096)
-    dialog._system.setPlainText("Be kind.")
+    dialog.control("Temperature", QDoubleSpinBox).setValue(1.5)
+    dialog.control("Seed", QSpinBox).setValue(7)
+    dialog.control("Context size", QSpinBox).setValue(4096)
+    dialog.control("System prompt", QPlainTextEdit).setPlainText("Be kind.")
     params, prompt = dialog.result_values()
     assert params == replace(SamplingParams(), temperature=1.5, seed=7, n_ctx=4096)
     assert prompt == "Be kind."
@@ -62,7 +63,7 @@ def test_spin_ranges_prevent_invalid_values(qtbot, store: PresetStore) -> None:
     dialog = make_dialog(qtbot, SamplingParams(temperature=-3.0, top_p=7.0, top_k=-5), None, store)
     params = dialog.params()
     assert params.temperature == 0.0 and params.top_p == 1.0 and params.top_k == 0
-    dialog._temperature.setValue(-1.0)
+    dialog.control("Temperature", QDoubleSpinBox).setValue(-1.0)
     assert dialog.params().temperature == 0.0
 
 
@@ -72,9 +73,10 @@ def test_choosing_a_preset_fills_fields_and_editing_shows_custom(qtbot, store: P
     dialog.choose_preset("Precise")
     assert dialog.params().temperature == 0.2
     assert dialog.current_preset() == "Precise"
-    dialog._top_k.setValue(5)
+    dialog.control("Top-k", QSpinBox).setValue(5)
     assert dialog.current_preset() == CUSTOM
-    dialog._preset_combo.activated.emit(dialog._preset_combo.findText("Creative"))
+    presets = dialog.control("Preset", QComboBox)
+    presets.activated.emit(presets.findText("Creative"))
     assert dialog.params().temperature == 1.1
     assert dialog.current_preset() == "Creative"
 
@@ -82,14 +84,14 @@ def test_choosing_a_preset_fills_fields_and_editing_shows_custom(qtbot, store: P
 def test_save_and_delete_preset_through_the_dialog(qtbot, store: PresetStore) -> None:
     dialog = make_dialog(qtbot, SamplingParams(temperature=0.55, seed=42), None, store)
     assert dialog.current_preset() == CUSTOM
-    assert not dialog._delete_preset.isEnabled()
+    assert not dialog.control("Delete preset", QPushButton).isEnabled()
     assert dialog.save_preset_as("  My   tuned ")
     assert dialog.current_preset() == "My tuned"
-    assert dialog._delete_preset.isEnabled()
+    assert dialog.control("Delete preset", QPushButton).isEnabled()
     assert PresetStore(store.path).get("My tuned") == SamplingParams(temperature=0.55, seed=42)
 
     assert not dialog.save_preset_as("balanced")  # built-in names are refused, with a note
-    assert "built-in" in dialog._preset_note.text()
+    assert "built-in" in dialog.control("Preset status", QLabel).text()
 
     dialog.delete_current_preset()
     assert "My tuned" not in PresetStore(store.path).names()
@@ -97,7 +99,7 @@ def test_save_and_delete_preset_through_the_dialog(qtbot, store: PresetStore) ->
     assert dialog.params() == SamplingParams(temperature=0.55, seed=42)  # fields keep their values
 
     dialog.choose_preset("Balanced")
-    assert not dialog._delete_preset.isEnabled()
+    assert not dialog.control("Delete preset", QPushButton).isEnabled()
     dialog.delete_current_preset()  # a built-in: nothing happens
     assert "Balanced" in store.names()
 
@@ -107,7 +109,7 @@ def test_corrupt_presets_file_shows_a_note_not_a_crash(qtbot, tmp_path: Path) ->
     path.write_text("{not json", encoding="utf-8")
     store = PresetStore(path)
     dialog = make_dialog(qtbot, SamplingParams(), None, store)
-    assert "moved to presets.json.unreadable" in dialog._preset_note.text()
+    assert "moved to presets.json.unreadable" in dialog.control("Preset status", QLabel).text()
     assert dialog.current_preset() == "Balanced"
 
 
@@ -119,6 +121,15 @@ def test_every_control_has_an_accessible_name(qtbot, store: PresetStore) -> None
     controls += dialog.findChildren(QPlainTextEdit) + dialog.findChildren(QAbstractButton)
     assert len(controls) >= 13
     assert all(control.accessibleName() for control in controls)
+
+
+def test_a_control_is_found_by_its_accessible_name_and_kind(qtbot, store: PresetStore) -> None:
+    dialog = make_dialog(qtbot, SamplingParams(seed=9), None, store)
+    assert dialog.control("Seed", QSpinBox).value() == 9
+    with pytest.raises(LookupError):
+        dialog.control("Seed", QComboBox)  # the right name, the wrong kind
+    with pytest.raises(LookupError):
+        dialog.control("Se", QSpinBox)  # names match whole
 
 
 # ---- the preset store (no Qt) -------------------------------------------------------------
