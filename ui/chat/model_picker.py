@@ -5,7 +5,7 @@ host; which one is in use, load progress with a Cancel button, and the last load
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
@@ -105,7 +105,7 @@ class ModelPicker(QWidget):
         self._names: list[str | None] = []  # per combo row: the model's name, None for a heading
         self._remote: set[str] = set()  # names of models on a connection (nothing to load)
         self._base: set[str] = set()  # names of small base models (BASE_MODEL_NOTE)
-        self.tool_models: dict[str, str] = {}  # name -> tool-call format, of models that can call tools
+        self._tool_models: dict[str, str] = {}  # name -> tool-call format, of models that can call tools
         self._tools_job: BackgroundJob | None = None
 
         self._combo = QComboBox(self)
@@ -185,7 +185,7 @@ class ModelPicker(QWidget):
             item.setFont(font)
 
     def _add_item(self, name: str, label: str, tooltip: str) -> None:
-        if name in self.tool_models:  # known from the last reading; read again meanwhile
+        if name in self._tool_models:  # known from the last reading; read again meanwhile
             label += TOOLS_MARK
         self._combo.addItem(blank_icon(), label, name)
         self._names.append(name)
@@ -203,9 +203,9 @@ class ModelPicker(QWidget):
     def mark_tool_models(self, found: Sequence[ToolModel]) -> None:
         """Mark the rows of models whose chat template knows tools ("· tools", and why in the tooltip)."""
         self._tools_job = None
-        self.tool_models = {m.name: m.family for m in found}
+        self._tool_models = {m.name: m.family for m in found}
         for index, name in enumerate(self._names):
-            family = self.tool_models.get(name) if name is not None else None
+            family = self._tool_models.get(name) if name is not None else None
             if family is None:
                 continue
             label = self._combo.itemText(index)
@@ -217,6 +217,12 @@ class ModelPicker(QWidget):
             note = f"Can call tools: its chat template knows them ({family} format)."
             if note not in tip:
                 self._combo.setItemData(index, f"{tip}\n{note}" if tip else note, Qt.ItemDataRole.ToolTipRole)
+
+    @property
+    def tool_models(self) -> Mapping[str, str]:
+        """The listed models whose chat template knows tools, name -> tool-call format, as last read
+        (the rows marked "· tools")."""
+        return self._tool_models
 
     def _choosable(self) -> bool:
         return any(name is not None for name in self._names)
