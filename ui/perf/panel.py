@@ -21,8 +21,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
+from app.remote.server_kinds import KIND_NAMES
 from ui.background import run_in_background
-from ui.connections.probe_worker import KIND_NAMES
 from ui.perf.kv_figures import LoadedKV, drafting_text, estimated_kv_bytes, kv_text, prompt_text
 from ui.perf.serving_line import ServingFigures, ServingPoller, serving_header, serving_live, serving_text
 from ui.perf.sparkline import Sparkline
