@@ -13,6 +13,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from app.private_files import keep_private
 from ui.shell import system_libraries  # Qt-free: it runs before Qt is imported
@@ -73,14 +74,18 @@ def _report_first_paint(window: object) -> None:
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication, QWidget
 
+    found = QApplication.instance()
+    if found is None:  # no application: nothing will paint
+        return
+    app = found
+
     class FirstPaint(QObject):
         def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
             if event.type() == QEvent.Type.Paint and isinstance(watched, QWidget) and watched.window() is window:
-                QApplication.instance().removeEventFilter(self)
+                app.removeEventFilter(self)
                 print(f"cove: window shown {process_age_s() * 1000:.0f} ms after the process started", file=sys.stderr, flush=True)
             return False
 
-    app = QApplication.instance()
     app.installEventFilter(FirstPaint(app))
 
 
@@ -113,7 +118,8 @@ def run_window(
     from ui.chat.controller import ChatController
     from ui.shell.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "cove"])
+    # instance() is typed as the QCoreApplication base; in this process it is only ever a QApplication.
+    app = cast(QApplication, QApplication.instance()) or QApplication([sys.argv[0] if sys.argv else "cove"])
     app.setApplicationName("Cove")
     app.setApplicationDisplayName("Cove")
     from ui.shell.app_icon import app_icon

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout,
 
 from models.catalog import CatalogEntry
 from ui.models_panel.formatting import FIT_HINTS, FIT_WORDS, verdict_color
-from ui.models_panel.list_tree import choose_row, setup_list_tree
+from ui.models_panel.list_tree import choose_row, setup_list_tree, top_items
 from ui.theme import format_bytes
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole
@@ -62,8 +62,7 @@ class CatalogView(QWidget):
 
     def rows(self) -> list[tuple[str, str]]:
         """(model name, fit word) per row, as shown."""
-        return [(self.tree.topLevelItem(i).text(0), self.tree.topLevelItem(i).text(FIT_COLUMN))
-                for i in range(self.tree.topLevelItemCount())]
+        return [(item.text(0), item.text(FIT_COLUMN)) for item in top_items(self.tree)]
 
     def choose(self, row: int) -> None:
         """Pick the catalog model on `row` as a click would."""

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from models.hub_files import GGUFEntry, RepoListing
 from ui.models_panel.formatting import advice_lines, estimate_figures, verdict_color
-from ui.models_panel.list_tree import choose_row, setup_list_tree
+from ui.models_panel.list_tree import choose_row, setup_list_tree, top_items
 from ui.theme import format_bytes, format_int, muted_color
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole
@@ -148,8 +148,7 @@ class FilesView(QWidget):
             self.tree.setCurrentItem(chosen)
 
     def refresh_states(self) -> None:
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in top_items(self.tree):
             item.setText(3, self._state_of(item.data(0, ENTRY_ROLE)))
         self.tree.resizeColumnToContents(3)  # "downloading 40 %", "installed": never cut short
         self._update_button()
@@ -212,8 +211,8 @@ class FilesView(QWidget):
         return self.verdict.text()
 
     def rows(self) -> list[tuple[str, str, str, str]]:
-        return [tuple(self.tree.topLevelItem(i).text(c) for c in range(len(COLUMNS)))  # type: ignore[misc]
-                for i in range(self.tree.topLevelItemCount())]
+        return [tuple(item.text(c) for c in range(len(COLUMNS)))  # type: ignore[misc]
+                for item in top_items(self.tree)]
 
     def status_text(self) -> str:
         return self.status.text() if not self.status.isHidden() else ""

@@ -52,10 +52,11 @@ def format_age(moment: datetime | str | None, now: datetime | None = None) -> st
     if moment is None:
         return "–"
     if isinstance(moment, str):
+        text = moment
         try:
-            moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            return moment
+            return text
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     now = now or datetime.now(UTC)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from models.library import InstalledModel
 from ui.models_panel.formatting import estimate_figures, format_age
-from ui.models_panel.list_tree import setup_list_tree
+from ui.models_panel.list_tree import setup_list_tree, top_items
 from ui.theme import blank_icon, dot_icon, format_bytes, format_int
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
@@ -163,9 +163,9 @@ class InstalledView(QWidget):
         self._update_buttons()
 
     def select(self, name: str) -> None:
-        for i in range(self.tree.topLevelItemCount()):
-            if self.tree.topLevelItem(i).data(0, NAME_ROLE) == name:
-                self.tree.setCurrentItem(self.tree.topLevelItem(i))
+        for item in top_items(self.tree):
+            if item.data(0, NAME_ROLE) == name:
+                self.tree.setCurrentItem(item)
                 return
 
     def selected(self) -> str | None:
@@ -177,7 +177,7 @@ class InstalledView(QWidget):
         return [m.name for m in self._models]
 
     def rows(self) -> list[tuple[str, ...]]:
-        return [tuple(self.tree.topLevelItem(i).text(c) for c in range(len(COLUMNS))) for i in range(self.tree.topLevelItemCount())]
+        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in top_items(self.tree)]
 
     def set_memory(self, name: str, estimate: object | None, measured: object | None, n_ctx: int) -> None:
         """'Memory of NAME at 4,096 tokens: estimated RAM 300 MB · measured 290 MB (...)'."""
@@ -212,8 +212,7 @@ class InstalledView(QWidget):
     def _paint_marks(self) -> None:
         palette = self.palette()
         mark = dot_icon(palette.color(QPalette.ColorRole.Highlight), selected_color=palette.color(QPalette.ColorRole.HighlightedText))
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in top_items(self.tree):
             name = item.data(0, NAME_ROLE)
             item.setIcon(0, mark if name == self._loaded else blank_icon())
             item.setToolTip(0, next((m.path for m in self._models if m.name == name), "")

@@ -1,14 +1,17 @@
-"""The flat, single-selection table the Models panel's views share (catalog, search, files, installed):
-its set-up, and choosing a row the way a click does."""
+"""The flat, single-selection table the Models panel's views share (catalog, search, files, installed,
+connections): its set-up, its rows, and choosing a row the way a click does."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem
 
+TreeT = TypeVar("TreeT", bound=QTreeWidget)
 
-def setup_list_tree(tree: QTreeWidget, name: str, columns: Sequence[str], stretch: int = 0) -> QTreeWidget:
+
+def setup_list_tree(tree: TreeT, name: str, columns: Sequence[str], stretch: int = 0) -> TreeT:
     """Columns with headers, no tree decoration, one row selectable; column `stretch` takes the spare width."""
     tree.setAccessibleName(name)
     tree.setColumnCount(len(columns))
@@ -19,6 +22,11 @@ def setup_list_tree(tree: QTreeWidget, name: str, columns: Sequence[str], stretc
     tree.header().setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
     tree.header().setStretchLastSection(False)
     return tree
+
+
+def top_items(tree: QTreeWidget) -> list[QTreeWidgetItem]:
+    """The table's rows (its top-level items), in the order shown."""
+    return [item for row in range(tree.topLevelItemCount()) if (item := tree.topLevelItem(row)) is not None]
 
 
 def choose_row(tree: QTreeWidget, row: int, on_item: Callable[[QTreeWidgetItem], None]) -> None:

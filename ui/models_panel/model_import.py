@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from PySide6.QtCore import QObject, Signal
 
@@ -48,14 +49,15 @@ class ModelImporter(QObject):
         for path in paths:
             self._pending += 1
             self.busy_changed.emit(True)
-            name = os.path.basename(str(path))
             run_in_background(
-                self, lambda path=str(path): _hash(path),
+                self, partial(_hash, str(path)),
                 on_done=self._register,
-                on_failed=lambda sentence, path=str(path), name=name: self._register(
-                    _Hashed(path, None, None, f"{name} could not be imported: {sentence}.")),
+                on_failed=partial(self._hash_failed, str(path)),
                 name="cove-import",
             )
+
+    def _hash_failed(self, path: str, sentence: str) -> None:
+        self._register(_Hashed(path, None, None, f"{os.path.basename(path)} could not be imported: {sentence}."))
 
     def _register(self, hashed: _Hashed) -> None:
         self._pending -= 1

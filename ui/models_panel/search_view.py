@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushBu
 
 from models.hub_search import HubModel
 from ui.models_panel.formatting import format_age, format_count
-from ui.models_panel.list_tree import choose_row, setup_list_tree
+from ui.models_panel.list_tree import choose_row, setup_list_tree, top_items
 from ui.theme import format_int
 
 REPO_ROLE = Qt.ItemDataRole.UserRole
@@ -127,11 +127,7 @@ class SearchView(QWidget):
 
     def rows(self) -> list[tuple[str, ...]]:
         """Every result row's cells, as shown."""
-        out = []
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
-            out.append(tuple(item.text(c) for c in range(len(COLUMNS))))
-        return out
+        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in top_items(self.tree)]
 
     def choose(self, row: int) -> None:
         choose_row(self.tree, row, self._on_item)

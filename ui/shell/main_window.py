@@ -13,7 +13,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, Q
 from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QPushButton, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
 from app.statuses import MessageStatus
-from app.turn.backend import ready_without_load
+from app.turn.backend import installed_model, ready_without_load
 from ui.chat.composer import Composer
 from ui.chat.controller import ChatController, ShownMessage
 from ui.chat.model_picker import (
@@ -100,7 +100,7 @@ class MainWindow(QMainWindow):
         # Documents: the page, the conversation's collections in a chip above the composer, turns' passages, sources.
         self.documents = DocumentsFeature(self, controller, notice=self.show_notice)
         self.sidebar.add_footer(self.documents.button)
-        column = self.composer.parentWidget().layout()
+        column = self._column
         column.insertWidget(column.indexOf(self.composer), self.documents.chip, 0, Qt.AlignmentFlag.AlignLeft)
         self.documents.attach(self.view)
 
@@ -144,7 +144,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.perf_button)
 
         center = QWidget()
-        col = QVBoxLayout(center)
+        col = self._column = QVBoxLayout(center)  # notices, the pages, the composer
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addWidget(self.notices)
@@ -360,7 +360,8 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, loaded) -> None:
         model = self.controller.model
         self.picker.set_loaded(model.name if model else None)
-        self.perf.set_model_info(model.size if model else None, loaded.backend, loaded.n_gpu_layers,
+        local = installed_model(model)  # a server's model has no file size
+        self.perf.set_model_info(local.size if local else None, loaded.backend, loaded.n_gpu_layers,
                                  placement=loaded.placement)
         self.perf.set_loaded(loaded)
         self.poller.set_engine_pid(self.controller.engine.host_pid)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAbstractTextDocumentLayout, QKeyEvent, QPainter, QPalette, QTextDocument
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -66,7 +66,7 @@ def _plain_snippet(snippet: str) -> str:
 class _HitDelegate(QStyledItemDelegate):
     """Paints a search hit: the conversation title in bold over the snippet with matches in bold."""
 
-    def _document(self, option: QStyleOptionViewItem, index: QModelIndex) -> QTextDocument:
+    def _document(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QTextDocument:
         doc = QTextDocument()
         doc.setDefaultFont(option.font)
         doc.setDocumentMargin(6)
@@ -76,7 +76,7 @@ class _HitDelegate(QStyledItemDelegate):
         doc.setTextWidth(max(50, width))
         return doc
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
         opt.text = ""
@@ -94,7 +94,8 @@ class _HitDelegate(QStyledItemDelegate):
         doc.documentLayout().draw(painter, context)
         painter.restore()
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802 (Qt override)
+    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 (Qt override)
+                 index: QModelIndex | QPersistentModelIndex) -> QSize:
         doc = self._document(option, index)
         return QSize(int(doc.idealWidth()), int(doc.size().height()) + 2)
 
@@ -175,16 +176,16 @@ class Sidebar(QWidget):
         self._stack.addWidget(self._list)
         self._stack.addWidget(self._results)
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.setSpacing(6)
-        layout.addWidget(self._new_chat)
-        layout.addWidget(self._search)
-        layout.addWidget(self._stack, 1)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(6, 6, 6, 6)
+        self._layout.setSpacing(6)
+        self._layout.addWidget(self._new_chat)
+        self._layout.addWidget(self._search)
+        self._layout.addWidget(self._stack, 1)
 
     def add_footer(self, widget: QWidget) -> None:
         """Put `widget` (the Server entry) at the foot of the sidebar, below the list."""
-        self.layout().addWidget(widget)
+        self._layout.addWidget(widget)
 
     # ---- conversations -----------------------------------------------------------------
 
@@ -319,9 +320,9 @@ class Sidebar(QWidget):
 
     # ---- internals ---------------------------------------------------------------------
 
-    def eventFilter(self, watched: object, event: QEvent) -> bool:  # noqa: N802 (Qt override)
-        if watched is self._search and event.type() == QEvent.Type.KeyPress:
-            key = event.key()  # type: ignore[attr-defined]
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if watched is self._search and isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress:
+            key = event.key()
             if key == Qt.Key.Key_Escape and self._search.text():
                 self.clear_search()
                 return True
@@ -402,7 +403,7 @@ class Sidebar(QWidget):
     def _select_item(self, conversation_id: str | None) -> None:
         item = self._item(conversation_id)
         if item is None:
-            self._list.setCurrentItem(None)  # type: ignore[arg-type]
+            self._list.setCurrentRow(-1)  # no current row (what setCurrentItem(None) does)
             self._list.clearSelection()
         else:
             self._list.setCurrentItem(item)
