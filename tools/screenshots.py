@@ -77,13 +77,13 @@ def main(argv: list[str]) -> int:
     def finish() -> None:
         save(window, "chat")
         save(window.perf, "performance")
-        window.picker._combo.showPopup()
+        window.picker.combo.showPopup()
         QTimer.singleShot(500, picker_shot)
 
     def picker_shot() -> None:
-        popup = window.picker._combo.view().window()
+        popup = window.picker.combo.view().window()
         save(popup, "model-picker")
-        window.picker._combo.hidePopup()
+        window.picker.combo.hidePopup()
         window.sidebar.focus_search()
         window.sidebar._search.setText("lighthouse")
         QTimer.singleShot(1200, search_shot)
@@ -153,12 +153,12 @@ def main(argv: list[str]) -> int:
 
     def remote_chat_shot() -> None:
         save(window, "remote-chat")
-        window.picker._combo.showPopup()
+        window.picker.combo.showPopup()
         QTimer.singleShot(500, remote_picker_shot)
 
     def remote_picker_shot() -> None:
-        save(window.picker._combo.view().window(), "model-picker-remote")
-        window.picker._combo.hidePopup()
+        save(window.picker.combo.view().window(), "model-picker-remote")
+        window.picker.combo.hidePopup()
         window.close()
         app.quit()
 
