@@ -81,11 +81,11 @@ class AddConnectionDialog(QDialog):
         about = QLabel(ABOUT, self)
         about.setWordWrap(True)
         about.setAccessibleName("About connections")
-        self.result = QLabel(self)
-        self.result.setAccessibleName("Test result")
-        self.result.setWordWrap(True)
-        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.result.hide()
+        self.result_label = QLabel(self)
+        self.result_label.setAccessibleName("Test result")
+        self.result_label.setWordWrap(True)
+        self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.result_label.hide()
 
         self.buttons = QDialogButtonBox(self)
         self.test_button = self.buttons.addButton("Test", QDialogButtonBox.ButtonRole.ActionRole)
@@ -105,7 +105,7 @@ class AddConnectionDialog(QDialog):
         form.addRow("URL", self.url_field)
         form.addRow("Key", self.key_field)
         form.addRow("Certificate", ca_row)
-        form.addRow(self.result)
+        form.addRow(self.result_label)
         form.addRow(self.buttons)
         worker.probed.connect(self._on_probed)
         self.url_field.textChanged.connect(self._update_buttons)
@@ -141,13 +141,13 @@ class AddConnectionDialog(QDialog):
             palette.setColor(QPalette.ColorRole.WindowText, error_color(self.palette()))
         elif muted:
             palette.setColor(QPalette.ColorRole.WindowText, muted_color(self.palette()))
-        self.result.setPalette(palette)
-        self.result.setText(text)
-        self.result.setProperty("isError", error)
-        self.result.setVisible(bool(text))
+        self.result_label.setPalette(palette)
+        self.result_label.setText(text)
+        self.result_label.setProperty("isError", error)
+        self.result_label.setVisible(bool(text))
 
     def result_text(self) -> str:
-        return self.result.text() if not self.result.isHidden() else ""
+        return self.result_label.text() if not self.result_label.isHidden() else ""
 
     def testing(self) -> bool:
         return self._ticket is not None

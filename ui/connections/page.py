@@ -29,7 +29,7 @@ from app.remote.remote_model import remote_models
 from models.network import NetworkGate
 from ui.connections.add_dialog import AddConnectionDialog
 from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary, server_words
-from ui.shell.list_tree import setup_list_tree
+from ui.models_panel.list_tree import setup_list_tree
 from ui.theme import format_int, show_sentence
 
 COLUMNS = ("Name", "Address", "Server", "Models", "Key")
@@ -230,20 +230,24 @@ class ConnectionsPage(QWidget):
 
     def rows(self) -> list[tuple[str, ...]]:
         """Each connection's row as shown (name, address, server, models, key)."""
-        return [tuple(self.tree.topLevelItem(i).text(c) for c in range(len(COLUMNS)))
-                for i in range(self.tree.topLevelItemCount())]
+        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in self._connection_rows()]
 
     def model_names(self, connection: str) -> list[str]:
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        """The names (MODEL_ID@CONNECTION) of the models listed under a connection's row."""
+        for item in self._connection_rows():
             if item.data(0, CONNECTION_ROLE) == connection:
-                return [item.child(j).data(0, MODEL_ROLE) for j in range(item.childCount())]
+                return [child.data(0, MODEL_ROLE) for child in _children(item)]
         return []
 
     def select(self, connection: str, model: str | None = None) -> None:
         self._reselect(f"{model}@{connection}" if model else connection)
 
     # ---- internals ---------------------------------------------------------------------
+
+    def _connection_rows(self) -> list[QTreeWidgetItem]:
+        """The tree's top-level rows, one per connection, in the order shown."""
+        rows = (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
+        return [row for row in rows if row is not None]
 
     def _connection_item(self, connection: Connection) -> QTreeWidgetItem:
         server = connection.server or {}
@@ -298,9 +302,8 @@ class ConnectionsPage(QWidget):
         item = self.tree.currentItem()
         if item is None:
             return None
-        if item.parent() is not None:
-            item = item.parent()
-        value = item.data(0, CONNECTION_ROLE)
+        parent = item.parent()  # on a model's row: the connection above it
+        value = (parent if parent is not None else item).data(0, CONNECTION_ROLE)
         return value if isinstance(value, str) else None
 
     def _selected_model(self) -> str | None:
@@ -311,14 +314,13 @@ class ConnectionsPage(QWidget):
     def _reselect(self, value: str | None) -> None:
         if value is None:
             return
-        for i in range(self.tree.topLevelItemCount()):
-            top = self.tree.topLevelItem(i)
+        for top in self._connection_rows():
             if top.data(0, CONNECTION_ROLE) == value:
                 self.tree.setCurrentItem(top)
                 return
-            for j in range(top.childCount()):
-                if top.child(j).data(0, MODEL_ROLE) == value:
-                    self.tree.setCurrentItem(top.child(j))
+            for child in _children(top):
+                if child.data(0, MODEL_ROLE) == value:
+                    self.tree.setCurrentItem(child)
                     return
 
     def _update_buttons(self) -> None:
@@ -342,3 +344,9 @@ class ConnectionsPage(QWidget):
         key, accepted = QInputDialog.getText(self, "Connection key", f"The key {name} sends (leave it empty for none):",
                                              QLineEdit.EchoMode.Password)
         return key if accepted else None
+
+
+def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
+    """A connection row's model rows, in the order shown."""
+    children = (item.child(j) for j in range(item.childCount()))
+    return [child for child in children if child is not None]

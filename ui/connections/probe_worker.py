@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -112,10 +112,10 @@ def server_words(kind: str | None, version: str | None = None) -> str:
     return f"{KIND_NAMES[kind]} {version}" if version else KIND_NAMES[kind]
 
 
-def probe_summary(host: str, info: Any) -> str:
+def probe_summary(host: str, info: ServerInfo) -> str:
     """What the server said about itself, in one sentence: 'gpu-box.lan:8000 answered: vLLM
     0.8.5 with 1 model (meta-llama/Llama-3.1-70B-Instruct).'"""
-    ids = [m.get("id") for m in info.models if isinstance(m, dict) and m.get("id")]
+    ids = [str(m["id"]) for m in info.models if isinstance(m, dict) and m.get("id")]
     shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
     count = f"{len(ids)} model{'s' if len(ids) != 1 else ''}"
     return f"{host} answered: {server_words(info.kind, info.version)} with {count}" + (f" ({shown})." if ids else ".")

@@ -95,9 +95,14 @@ class DocumentsFeature(QObject):
         c.busy_changed.connect(lambda busy: self._streaming.set() if busy else self._streaming.clear())
         c.conversation_opened.connect(lambda _id: self.show_chip())
         self.sources = ReplySources(view, lambda: self._core.db, notice=self._notice)
-        c.messages_reloaded.connect(lambda _shown: self.sources and self.sources.show_sources())
-        c.reply_finished.connect(lambda message: self.sources and self.sources.show_sources([message.id]))
+        c.messages_reloaded.connect(lambda _shown: self._show_sources(None))
+        c.reply_finished.connect(lambda message: self._show_sources([message.id]))
         self.show_chip()
+
+    def _show_sources(self, message_ids: list[str] | None) -> None:
+        """Put their sources on these replies' rows (all shown replies when None)."""
+        if self.sources is not None:
+            self.sources.show_sources(message_ids)
 
     def start(self) -> None:
         """Once the window shows: watch the collections and bring them up to date (no file is made

@@ -127,7 +127,7 @@ class DocumentsPage(QWidget):
         self.add_folder_button.clicked.connect(self.add_folder)
         self.add_files_button.clicked.connect(self.add_files)
         self.pause_button.clicked.connect(self.toggle_pause)
-        self.reindex_button.clicked.connect(lambda: self.selected() and self.worker.reindex(self.selected() or ""))
+        self.reindex_button.clicked.connect(lambda: self.reindex_selected())
         self.remove_button.clicked.connect(self.remove_selected)
         worker.progress_changed.connect(self._on_progress)
         worker.job_finished.connect(self._on_job_finished)
@@ -268,6 +268,12 @@ class DocumentsPage(QWidget):
             self.worker.pause(name)
         self.refresh()
 
+    def reindex_selected(self) -> None:
+        """Bring the selected collection up to date (the Reindex button)."""
+        name = self.selected()
+        if name:
+            self.worker.reindex(name)
+
     def remove_selected(self) -> None:
         name = self.selected()
         if name is None:
@@ -349,7 +355,8 @@ class DocumentsPage(QWidget):
         item = self.collections.itemAt(viewport.mapFrom(self, pos))
         if item is not None:
             return item.data(NAME_ROLE)
-        if self.details.isVisible() and self.right.geometry().contains(self.right.parentWidget().mapFrom(self, pos)):
+        holder = self.right.parentWidget()
+        if self.details.isVisible() and holder is not None and self.right.geometry().contains(holder.mapFrom(self, pos)):
             return self.selected()
         return None
 

@@ -4,7 +4,7 @@ delegate, so listing conversations costs no more than before."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QRect, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
@@ -22,7 +22,7 @@ class CaptionDelegate(QStyledItemDelegate):
     """Paints a conversation row; one with a caption gets it small and muted at its right end,
     the title elided before it. Rows without a caption are Qt's own paint."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
         caption = index.data(CAPTION_ROLE)
         if not caption:
             super().paint(painter, option, index)

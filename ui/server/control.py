@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
 from ui.background import run_in_background
+
+if TYPE_CHECKING:
+    from app.serve.live_request import LiveRequest
+    from app.serve.runner import LoadedEngine
 
 OFF, STARTING, ON, STOPPING = "off", "starting", "on", "stopping"
 START_TIMEOUT_S = 30.0
@@ -28,6 +32,9 @@ class Server(Protocol):
     def running(self) -> bool: ...
     def start(self, timeout_s: float = ...) -> str | None: ...
     def stop(self, timeout_s: float = ...) -> None: ...
+    def live(self) -> list[LiveRequest]: ...
+    def loaded(self) -> list[LoadedEngine]: ...
+    def events(self) -> list[str]: ...
 
 
 ServerFactory = Callable[[int], Server]  # port -> a server not started yet

@@ -6,6 +6,7 @@ stopping the server."""
 
 from __future__ import annotations
 
+import sqlite_utils
 from PySide6.QtCore import QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QToolButton, QWidget
@@ -43,7 +44,7 @@ class ServerFeature(QObject):
 
     conversations_changed = Signal()
 
-    def __init__(self, window: QWidget, db: object, factory: ServerFactory, *, port: int | None = None,
+    def __init__(self, window: QWidget, db: sqlite_utils.Database, factory: ServerFactory, *, port: int | None = None,
                  core: Core | None = None) -> None:
         super().__init__(window)
         self._window, self._db, self._core = window, db, core
@@ -89,7 +90,7 @@ class ServerFeature(QObject):
     def _check_answered(self) -> None:
         """Did the server store a turn since the last check? (The window's own connection, which
         sees what the server's connection committed; a count over an index, cheap every second.)"""
-        now = tuple(self._db.execute(  # type: ignore[attr-defined]
+        now = tuple(self._db.execute(
             "SELECT count(*), max(updated_at) FROM conversations WHERE client IS NOT NULL").fetchone())
         if self._api_history is not None and now != self._api_history:
             self.conversations_changed.emit()

@@ -5,7 +5,7 @@ the API keys. While it is visible and the server is on it reads the server's sna
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QGuiApplication, QHideEvent, QShowEvent
@@ -31,6 +31,10 @@ from ui.server.keys_section import KeysSection
 from ui.server.switch import Switch
 from ui.theme import error_color, muted_color
 
+if TYPE_CHECKING:
+    from app.serve.live_request import LiveRequest
+    from app.serve.runner import LoadedEngine
+
 REFRESH_MS = 250
 EVENTS_SHOWN = 40
 COLUMNS = ("Client", "Model", "Endpoint", "Status", "Tokens")
@@ -41,7 +45,7 @@ def address_for(port: int) -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def engine_line(engine: Any) -> str:
+def engine_line(engine: LoadedEngine) -> str:
     """One engine: its model, what it is doing, and how many of its slots answer requests."""
     if engine.loading:
         doing = "loading…"
@@ -206,7 +210,7 @@ class ServerPanel(QDialog):
             self.events.setPlainText(text)
             self.events.verticalScrollBar().setValue(self.events.verticalScrollBar().maximum())
 
-    def _show_activity(self, live: list[Any], loaded: list[Any]) -> None:
+    def _show_activity(self, live: list[LiveRequest], loaded: list[LoadedEngine]) -> None:
         rows = tuple((r.client, r.model, r.endpoint, r.status, str(r.tokens)) for r in live)
         lines = tuple(engine_line(e) for e in loaded)
         if (rows, lines) == self._shown:
@@ -228,7 +232,11 @@ class ServerPanel(QDialog):
 
     def request_rows(self) -> list[tuple[str, ...]]:
         """What the requests table shows, row by row."""
-        return [tuple(self.requests.item(r, c).text() for c in range(len(COLUMNS))) for r in range(self.requests.rowCount())]
+        return [tuple(self._cell_text(r, c) for c in range(len(COLUMNS))) for r in range(self.requests.rowCount())]
+
+    def _cell_text(self, row: int, column: int) -> str:
+        item = self.requests.item(row, column)
+        return item.text() if item is not None else ""
 
     def engine_lines(self) -> list[str]:
         return [self.engines.item(r).text() for r in range(self.engines.count())]

@@ -77,10 +77,10 @@ class AddToolServerDialog(QDialog):
         self.preview.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.preview.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         self.preview.setMaximumHeight(90)
-        self.result = QLabel(self)
-        self.result.setWordWrap(True)
-        self.result.setAccessibleName("Add tool server message")
-        self.result.hide()
+        self.result_label = QLabel(self)
+        self.result_label.setWordWrap(True)
+        self.result_label.setAccessibleName("Add tool server message")
+        self.result_label.hide()
 
         self.add_button = QPushButton("Add", self)
         self.add_button.setAccessibleName("Add this tool server")
@@ -104,7 +104,7 @@ class AddToolServerDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.preview_heading)
         layout.addWidget(self.preview)
-        layout.addWidget(self.result)
+        layout.addWidget(self.result_label)
         layout.addLayout(buttons)
 
         for field in (self.name_field, self.command_field, self.url_field):
@@ -141,10 +141,10 @@ class AddToolServerDialog(QDialog):
         return self.preview.toPlainText()
 
     def refuse(self, sentence: str) -> None:
-        show_sentence(self.result, capital(sentence), True, self)
+        show_sentence(self.result_label, capital(sentence), True, self)
 
     def result_text(self) -> str:
-        return self.result.text() if not self.result.isHidden() else ""
+        return self.result_label.text() if not self.result_label.isHidden() else ""
 
     def _update(self) -> None:
         by_url = self.url_choice.isChecked()

@@ -39,9 +39,14 @@ class ToolsPanel(QDialog):
         self.setWindowTitle("Tools")
         self.setAccessibleName("Tools")
         self.setObjectName("toolsPanel")
-        layout = QVBoxLayout(self)
-        layout.addWidget(page)
+        self._layout = QVBoxLayout(self)
+        self._layout.addWidget(page)
         self.resize(900, 600)
+
+    def set_limits(self, row: ToolLimitsRow) -> None:
+        """Put the call limits under the page."""
+        self.limits = row
+        self._layout.addWidget(row)
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().showEvent(event)
@@ -69,7 +74,7 @@ class ToolsFeature(QObject):
         self.button.setToolTip("Your tool servers (MCP): add, test, see their tools, revoke always-allow rules")
         self.button.clicked.connect(lambda: self.open())
         self.approval: ToolApprovalDialog | None = None  # the question up, if one is
-        self.chat = ChatTools(ToolServerStore(core.db), core.network, self._host, confirm or self._ask)
+        self.chat = ChatTools(ToolServerStore(core.db), core.network, self.host, confirm or self._ask)
         self._controller: ChatController | None = None
         # The composer's menu: which tool servers the open conversation may use.
         self.menu_button = QToolButton(window)
@@ -143,11 +148,10 @@ class ToolsFeature(QObject):
         """Show the Tools page (built on first use)."""
         if self.panel is None:
             core = self._core
-            page = ToolsPage(ToolServerStore(core.db), core.network, self._host,
+            page = ToolsPage(ToolServerStore(core.db), core.network, self.host,
                              installed=core.library.list, confirm=self._confirm)
             self.panel = ToolsPanel(page, self._window)
-            self.panel.limits = ToolLimitsRow(core, self._apply_limits, self.panel)
-            self.panel.layout().addWidget(self.panel.limits)
+            self.panel.set_limits(ToolLimitsRow(core, self._apply_limits, self.panel))
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()
@@ -168,7 +172,9 @@ class ToolsFeature(QObject):
         if self.mcp is not None:
             self.mcp.limits = limits  # read at each call and each server start
 
-    def _host(self) -> McpHost:
+    def host(self) -> McpHost:
+        """The one McpHost the Tools page's Tests and the conversations' calls use (`mcp`),
+        made by `mcp_factory` on first use."""
         if self.mcp is None:
             self.mcp = self.mcp_factory()
         return self.mcp

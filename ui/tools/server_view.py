@@ -125,8 +125,9 @@ class ServerView(QWidget):
         self._update_revoke()
 
     def tool_rows(self) -> list[tuple[str, str]]:
-        return [(self.tools.topLevelItem(i).text(0), self.tools.topLevelItem(i).text(1))
-                for i in range(self.tools.topLevelItemCount())]
+        """Each tool as the list shows it: (name, description)."""
+        items = (self.tools.topLevelItem(i) for i in range(self.tools.topLevelItemCount()))
+        return [(item.text(0), item.text(1)) for item in items if item is not None]
 
     def status_text(self) -> str:
         return self.status.text() if not self.status.isHidden() else ""

@@ -54,7 +54,7 @@ def test_the_call_limits_are_set_on_the_page_kept_and_taken_by_the_live_host(qtb
 
     window = make_window(qtbot, cove_core, fake_engine)
     try:
-        host = window.tools._host()  # noqa: SLF001 - the host a conversation's calls would use
+        host = window.tools.host()  # the host a conversation's calls would use
         assert host.limits == ToolLimits(60.0, 20_000)
         row = window.tools.open().limits
         assert row is not None and row.isVisible()
