@@ -35,6 +35,22 @@ REFRESH_MS = 250  # at most 4 repaints per second
 LIVE_FIGURES_S = 1.0
 MAX_SAMPLES = 240
 RATE_BUCKET_S = 0.25  # tokens_arrived() turns arrivals into one speed sample per bucket
+# The figures, top to bottom below the chart: (key, the caption a person reads and the label's accessible name).
+FIGURES = (
+    ("gen", "Generation"),
+    ("serving", "Serving"),
+    ("ttft", "First token"),
+    ("prompt", "Prompt"),
+    ("context", "Context"),
+    ("drafting", "Drafting"),
+    ("ui_mem", "Window memory"),
+    ("engine_mem", "Engine memory"),
+    ("model_file", "Model file"),
+    ("vram", "VRAM"),
+    ("backend", "Backend"),
+    ("layers", "Layers"),
+    ("kv", "KV cache"),
+)
 
 
 class PerfPanel(QWidget):
@@ -85,21 +101,7 @@ class PerfPanel(QWidget):
         form.setContentsMargins(8, 0, 8, 4)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow(self.sparkline)
-        for key, caption in (
-            ("gen", "Generation"),
-            ("serving", "Serving"),
-            ("ttft", "First token"),
-            ("prompt", "Prompt"),
-            ("context", "Context"),
-            ("drafting", "Drafting"),
-            ("ui_mem", "Window memory"),
-            ("engine_mem", "Engine memory"),
-            ("model_file", "Model file"),
-            ("vram", "VRAM"),
-            ("backend", "Backend"),
-            ("layers", "Layers"),
-            ("kv", "KV cache"),
-        ):
+        for key, caption in FIGURES:
             label = QLabel("–", self._body)
             label.setAccessibleName(caption)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -249,10 +251,37 @@ class PerfPanel(QWidget):
         self._serving_poller.stop()  # a hidden panel asks the engine nothing
         super().hideEvent(event)
 
+    # ---- what a person sees (read-only handles for tests) ---------------------------------
+
+    @property
+    def header(self) -> QToolButton:
+        """The button at the top: "Performance", with the rate after it while the body is hidden
+        (or once a reply is done); a click collapses or expands the body."""
+        return self._header
+
+    @property
+    def body(self) -> QWidget:
+        """The part below the header (the chart and the figures), shown while expanded."""
+        return self._body
+
+    def label(self, key: str) -> QLabel:
+        """The label that shows one figure (a key of FIGURES), with its tooltip and accessible name."""
+        return self._labels[key]
+
     def label_text(self, key: str) -> str:
         """The text currently shown for one figure (gen, serving, ttft, prompt, context, drafting, ui_mem,
         engine_mem, model_file, vram, backend, layers, kv)."""
         return self._labels[key].text()
+
+    def line_shown(self, key: str) -> bool:
+        """Whether one figure's line (caption and label) is in the body: the Serving line is left out
+        while no source says a model is loaded; the others always are."""
+        return self._form.isRowVisible(self._labels[key])
+
+    def is_idle(self) -> bool:
+        """True while the refresh timer is stopped: it stops at its first tick with nothing changed
+        and starts again at the next change."""
+        return not self._timer.isActive()
 
     # ---- rendering ---------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject, QTimer
 
 from ui.perf.memory_poller import MemoryPoller, MemorySample
-from ui.perf.panel import REFRESH_MS, PerfPanel
+from ui.perf.panel import FIGURES, REFRESH_MS, PerfPanel
 from ui.perf.sparkline import Sparkline
 
 
@@ -72,8 +72,7 @@ def test_tight_loop_only_stores_values_until_the_tick(qtbot, panel: PerfPanel) -
     assert panel.label_text("gen") == before  # nothing rendered inside the loop
     qtbot.waitUntil(lambda: panel.label_text("gen") == "999 tok/s", timeout=2000)
     assert len(panel.sparkline.values()) == 240  # a bounded window
-    qtbot.wait(REFRESH_MS * 2)
-    assert not panel._timer.isActive()  # idle again: no timer while nothing changes
+    qtbot.waitUntil(panel.is_idle, timeout=2000)  # idle again: no timer while nothing changes
 
 
 def test_tokens_arrived_become_rate_samples(qtbot, panel: PerfPanel) -> None:
@@ -104,7 +103,7 @@ def test_turn_metrics_model_info_and_memory_show_in_labels(qtbot, panel: PerfPan
     assert panel.label_text("model_file") == "253 MB"
     assert panel.label_text("vram") == "n/a (no GPU)"
     assert panel.label_text("backend") == "CPU · all layers on CPU"
-    assert "42.1 tok/s" in panel._header.text()
+    assert "42.1 tok/s" in panel.header.text()
 
     panel.set_model_info(file_size=None, backend="CUDA", gpu_layers=33, vram_bytes=2_100_000_000)
     panel.set_memory(ui_uss=None, engine_uss=None)
@@ -117,17 +116,17 @@ def test_turn_metrics_model_info_and_memory_show_in_labels(qtbot, panel: PerfPan
 def test_header_collapses_the_body(qtbot, panel: PerfPanel) -> None:
     states: list[bool] = []
     panel.expanded_changed.connect(states.append)
-    assert panel.is_expanded() and panel._body.isVisible()
-    panel._header.click()
-    assert not panel.is_expanded() and not panel._body.isVisible()
-    panel._header.click()
-    assert panel._body.isVisible()
+    assert panel.is_expanded() and panel.body.isVisible()
+    panel.header.click()
+    assert not panel.is_expanded() and not panel.body.isVisible()
+    panel.header.click()
+    assert panel.body.isVisible()
     assert states == [False, True]
 
 
 def test_every_label_has_an_accessible_name(panel: PerfPanel) -> None:
-    assert panel._header.accessibleName() and panel.sparkline.accessibleName()
-    assert all(label.accessibleName() for label in panel._labels.values())
+    assert panel.header.accessibleName() and panel.sparkline.accessibleName()
+    assert [panel.label(key).accessibleName() for key, _caption in FIGURES] == [caption for _key, caption in FIGURES]
 
 
 def test_sparkline_paints_any_values(qtbot) -> None:
@@ -263,10 +262,10 @@ def test_the_live_rate_is_in_the_header_only_while_the_body_is_hidden(qtbot, pan
         panel.tokens_arrived(10, t * 0.3)
     qtbot.wait(REFRESH_MS * 2)
     assert "tok/s" in panel.label_text("gen")
-    assert panel._header.text() == "Performance"  # expanded: the Generation line shows it
+    assert panel.header.text() == "Performance"  # expanded: the Generation line shows it
     panel.set_expanded(False)
     qtbot.wait(REFRESH_MS * 2)
-    assert "tok/s" in panel._header.text()
+    assert "tok/s" in panel.header.text()
 
 
 def test_a_long_series_is_averaged_down_to_the_chart_width() -> None:
@@ -279,35 +278,30 @@ def test_a_long_series_is_averaged_down_to_the_chart_width() -> None:
     assert fitted == sorted(fitted)
 
 
-def test_while_a_reply_streams_the_chart_moves_and_the_figures_follow_once_a_second(qtbot, panel: PerfPanel) -> None:
+def test_while_a_reply_streams_the_chart_moves_and_the_figures_follow_once_a_second(qtbot, panel: PerfPanel,
+                                                                                    monkeypatch) -> None:
     # A label whose text changes lays the panel and the main window out again: the figures
-    # change at most once a second while a reply streams; the chart every refresh.
-    from ui.perf.panel import LIVE_FIGURES_S
+    # change at most once a second while a reply streams; the chart every refresh. The panel
+    # reads the test's clock, which moves one refresh interval (a quarter second) per sample.
+    import ui.perf.panel as perf_panel
 
+    now = [1000.0]
+    monkeypatch.setattr(perf_panel, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     panel.reply_started()
-    seen = {"chart": [], "gen": []}
-    fed = 0
-
-    def feed() -> None:
-        nonlocal fed
-        panel.add_rate_sample(10.0 + fed)  # a new speed every 50 ms
-        fed += 1
-        for key, value in (("chart", panel.sparkline.values()), ("gen", panel.label_text("gen"))):
-            if not seen[key] or seen[key][-1][1] != value:
-                seen[key].append((time.monotonic(), value))
-
-    timer = QTimer()
-    timer.setInterval(50)
-    timer.timeout.connect(feed)
-    timer.start()
-    qtbot.wait(int(LIVE_FIGURES_S * 2500))
-    timer.stop()
-    gen_changes = [t for t, _ in seen["gen"][1:]]
-    assert all(b - a >= LIVE_FIGURES_S * 0.9 for a, b in zip(gen_changes, gen_changes[1:]))
-    assert len(seen["chart"]) > len(seen["gen"]) + 2  # the chart kept moving in between
+    qtbot.waitUntil(lambda: panel.label_text("gen") == "…", timeout=5000)  # the new reply is shown
+    shown = []
+    for i in range(12):
+        now[0] += REFRESH_MS / 1000
+        panel.add_rate_sample(10.0 + i)
+        qtbot.waitUntil(lambda: panel.sparkline.values()[-1:] == (10.0 + i,), timeout=5000)  # a refresh drew it
+        shown.append(panel.label_text("gen"))
+    assert panel.sparkline.values() == tuple(10.0 + i for i in range(12))  # the chart took every sample
+    # The figure follows on every fourth refresh (LIVE_FIGURES_S on the panel's clock), with the newest speed.
+    assert perf_panel.LIVE_FIGURES_S == 4 * REFRESH_MS / 1000
+    assert shown == ["…"] * 3 + ["13.0 tok/s"] * 4 + ["17.0 tok/s"] * 4 + ["21.0 tok/s"]
     panel.set_turn_metrics({"gen_tps": 42.0, "gen_tokens": 100})
-    qtbot.wait(REFRESH_MS * 2)
-    assert panel.label_text("gen").startswith("42")  # the final figure shows at once
+    # The final figure shows at once: the panel's clock has not moved since the last figures.
+    qtbot.waitUntil(lambda: panel.label_text("gen").startswith("42"), timeout=5000)
 
 
 def test_the_sparkline_paints_its_own_background(qtbot) -> None:
@@ -396,7 +390,7 @@ def test_placement_shows_the_device_the_layers_the_kv_cache_and_vram_against_the
     assert panel.label_text("backend") == "Vulkan · AMD Radeon RX 7600"
     assert panel.label_text("layers") == "20 of 29 on GPU · KV cache with its layers"
     assert panel.label_text("vram") == "4.1 GB (estimated 3.9 GB)"
-    assert panel._labels["layers"].toolTip() == placement["note"]
+    assert panel.label("layers").toolTip() == placement["note"]
     panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29, placement={**placement, "n_gpu_layers": 29})
     qtbot.waitUntil(lambda: panel.label_text("layers") == "29 of 29 on GPU · KV cache on GPU", timeout=2000)
     panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29,

@@ -46,8 +46,8 @@ def test_long_figures_wrap_instead_of_widening_the_panel(qtbot, panel: PerfPanel
     qtbot.waitUntil(lambda: panel.label_text("context") != "–", timeout=2000)
     assert "from the saved state" in panel.label_text("prompt")
     for key in ("gen", "prompt", "context", "drafting"):  # each can take two lines instead of its full width
-        label = panel._labels[key]
+        label = panel.label(key)
         assert label.minimumSizeHint().width() < label.fontMetrics().horizontalAdvance(label.text()), key
-    assert "41.1 tok/s" in panel._header.text()
+    assert "41.1 tok/s" in panel.header.text()
     # The header's rate does not set the panel's width: only "Performance" and the figures do.
-    assert panel.minimumSizeHint().width() <= max(narrowest, panel._body.minimumSizeHint().width())
+    assert panel.minimumSizeHint().width() <= max(narrowest, panel.body.minimumSizeHint().width())

@@ -38,10 +38,6 @@ def _shown(panel: PerfPanel) -> str:
     return panel.label_text("serving").replace(NBSP, " ")
 
 
-def _row_visible(panel: PerfPanel) -> bool:
-    return panel._form.isRowVisible(panel._labels["serving"])
-
-
 @pytest.mark.parametrize(("figures", "text"), [
     (Serving(3, 1, 142.4, 4), "3 of 4 slots · 1 waiting · 142 tok/s together"),
     (Serving(1, 0, 24.04, 4), "1 of 4 slots · 24.0 tok/s"),
@@ -66,17 +62,17 @@ def test_the_header_names_several_replies_only() -> None:
 
 
 def test_the_panel_shows_what_the_engine_serves(qtbot, panel: PerfPanel) -> None:
-    assert not _row_visible(panel)  # no source: no line
+    assert not panel.line_shown("serving")  # no source: no line
     client = FakeClient(Serving(3, 1, 142.4, 4))
     panel.watch_serving(client.serving)
     qtbot.waitUntil(lambda: _shown(panel) == "3 of 4 slots · 1 waiting · 142 tok/s together", timeout=3000)
-    assert _row_visible(panel)
+    assert panel.line_shown("serving")
     assert panel.label_text("serving").count("·") == 2
 
     client.figures = Serving(0, 0, 0.0, 4)  # the replies ended
     qtbot.waitUntil(lambda: _shown(panel) == "idle · 4 slots", timeout=3000)
     client.figures = Serving()  # the model was unloaded
-    qtbot.waitUntil(lambda: not _row_visible(panel), timeout=3000)
+    qtbot.waitUntil(lambda: not panel.line_shown("serving"), timeout=3000)
     panel.watch_serving(None)
     calls = client.calls
     qtbot.wait(REFRESH_MS * 3)
@@ -87,13 +83,13 @@ def test_the_collapsed_header_says_how_many_run_at_once(qtbot, panel: PerfPanel)
     client = FakeClient(Serving(3, 0, 98.0, 4))
     panel.watch_serving(client.serving)
     panel.set_expanded(False)
-    qtbot.waitUntil(lambda: "3 at once" in panel._header.text(), timeout=3000)
+    qtbot.waitUntil(lambda: "3 at once" in panel.header.text(), timeout=3000)
     client.figures = Serving(1, 0, 30.0, 4)
-    qtbot.waitUntil(lambda: "at once" not in panel._header.text(), timeout=3000)
+    qtbot.waitUntil(lambda: "at once" not in panel.header.text(), timeout=3000)
     panel.set_expanded(True)
     client.figures = Serving(3, 0, 98.0, 4)
     qtbot.waitUntil(lambda: _shown(panel).startswith("3 of 4"), timeout=3000)
-    assert "at once" not in panel._header.text()  # the body's line says it
+    assert "at once" not in panel.header.text()  # the body's line says it
 
 
 def test_polls_at_the_refresh_rate_only_while_shown(qtbot, panel: PerfPanel) -> None:
