@@ -118,6 +118,11 @@ class DownloadBridge(QObject):
     def row(self, key: int) -> DownloadRow | None:
         return self._rows.get(key)
 
+    def handle(self, key: int) -> DownloadHandle | None:
+        """The manager's handle of download `key` (its child process's pid, the state the child last
+        reported), for a look below the rows; commands go through pause, resume and cancel here."""
+        return self._handles.get(key)
+
     def is_downloading(self, repo: str, filename: str) -> bool:
         return any(r.repo == repo and filename in r.filenames and r.state in (*ACTIVE_STATES, "paused") for r in self._rows.values())
 

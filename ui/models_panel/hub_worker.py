@@ -114,7 +114,7 @@ class HubWorker(QObject):
         self._machine: Any = None
         self._machine_lock = threading.Lock()
         self._closed = False
-        self.dropped = 0  # stale replies thrown away (tests read this)
+        self._dropped = 0
 
     # ---- requests ----------------------------------------------------------------------
 
@@ -146,6 +146,12 @@ class HubWorker(QObject):
     def latest(self, kind: str) -> int:
         return self._latest[kind]
 
+    @property
+    def dropped(self) -> int:
+        """How many answers came too late and were thrown away (a newer request of their kind, a
+        cancel, or the window closing, came first); none of them reached the panel."""
+        return self._dropped
+
     def close(self) -> None:
         """Drop every answer still to come (the window is closing)."""
         self._closed = True
@@ -166,7 +172,7 @@ class HubWorker(QObject):
 
     def _on_replied(self, reply: HubReply) -> None:
         if self._closed or reply.ticket != self._latest.get(reply.kind):
-            self.dropped += 1
+            self._dropped += 1
             return
         self.busy_changed.emit(reply.kind, False)
         {"search": self.searched, "files": self.files_listed, "fit": self.fit_estimated,

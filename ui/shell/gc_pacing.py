@@ -31,13 +31,23 @@ class GcPacer(QObject):
         # Another window's pacer may have set NEVER already: restore CPython's default then.
         self._saved = (gen0, gen1, gen2 if gen2 < NEVER else PYTHON_DEFAULT_GEN2)
         self._busy = False
-        self.full_passes = 0  # tests read this
+        self._full_passes = 0
         gc.set_threshold(gen0, gen1, NEVER)
         self._after_reply = QTimer(self, singleShot=True, interval=AFTER_REPLY_MS)
         self._after_reply.timeout.connect(self.collect_now)
         self._idle = QTimer(self, interval=IDLE_EVERY_MS)
         self._idle.timeout.connect(self.collect_now)
         self._idle.start()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a reply streams, as last told by `set_busy`: no full pass runs while it does."""
+        return self._busy
+
+    @property
+    def full_passes(self) -> int:
+        """How many full passes this pacer has run (its own, not CPython's or anyone else's)."""
+        return self._full_passes
 
     def set_busy(self, busy: bool) -> None:
         """A reply started (True) or ended (False)."""
@@ -53,7 +63,7 @@ class GcPacer(QObject):
         if self._busy or gc.get_count()[2] < self._saved[2]:
             return
         gc.collect()
-        self.full_passes += 1
+        self._full_passes += 1
 
     def stop(self) -> None:
         """Give the collector its own thresholds back (the window is closing)."""

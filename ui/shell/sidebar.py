@@ -183,6 +183,28 @@ class Sidebar(QWidget):
         self._layout.addWidget(self._search)
         self._layout.addWidget(self._stack, 1)
 
+    # ---- what the person sees and uses (public handles) ---------------------------------
+
+    @property
+    def new_chat_button(self) -> QPushButton:
+        """The New chat button at the top."""
+        return self._new_chat
+
+    @property
+    def search_box(self) -> QLineEdit:
+        """The "Search messages" box: typing searches after a pause, Esc clears it, Down enters the results."""
+        return self._search
+
+    @property
+    def conversation_list(self) -> QListWidget:
+        """The conversations, one row each (pinned first, then newest first); F2 renames, Delete asks to delete."""
+        return self._list
+
+    @property
+    def results_list(self) -> QListWidget:
+        """The search results shown in the list's place while the search box has text."""
+        return self._results
+
     def add_footer(self, widget: QWidget) -> None:
         """Put `widget` (the Server entry) at the foot of the sidebar, below the list."""
         self._layout.addWidget(widget)

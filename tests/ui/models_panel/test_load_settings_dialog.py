@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtWidgets import QComboBox, QDialogButtonBox
 
 from app.settings import ModelPlacement
 from models.gguf_validate import read_gguf_header
@@ -27,6 +27,13 @@ WAIT_MS = 10_000
 
 def _ok(dialog: PlacementDialog):
     return dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+
+
+def _choose(combo: QComboBox, label: str) -> None:
+    """Pick the item the person reads as `label`."""
+    index = combo.findText(label)
+    assert index >= 0, f"{combo.accessibleName()} has no {label!r}"
+    combo.setCurrentIndex(index)
 
 
 @pytest.mark.parametrize("placement", [
@@ -49,7 +56,7 @@ def test_a_quantized_v_with_flash_attention_off_disables_ok_with_the_reason(qtbo
     qtbot.addWidget(dialog)
     dialog.type_v.setCurrentIndex(dialog.type_v.findData("q8_0"))
     assert _ok(dialog).isEnabled()  # flash attention auto: fine
-    dialog._select(dialog.flash, False)
+    _choose(dialog.flash, "Off")
     reason = "A q8_0 V cache needs flash attention: set flash attention to auto or on, or the V cache to f16."
     assert not _ok(dialog).isEnabled() and dialog.problem_text() == reason and _ok(dialog).toolTip() == reason
     dialog.type_k.setCurrentIndex(dialog.type_k.findData("q4_0"))
@@ -57,7 +64,7 @@ def test_a_quantized_v_with_flash_attention_off_disables_ok_with_the_reason(qtbo
     dialog.type_v.setCurrentIndex(dialog.type_v.findData("f16"))
     assert _ok(dialog).isEnabled() and dialog.problem_text() == ""  # a quantized K alone is fine
     dialog.type_v.setCurrentIndex(dialog.type_v.findData("q4_0"))
-    dialog._select(dialog.flash, None)
+    _choose(dialog.flash, "Auto (llama.cpp decides)")
     assert _ok(dialog).isEnabled()
 
 
@@ -82,7 +89,7 @@ def test_the_estimate_follows_the_chosen_cache_types_before_loading(qtbot, cove_
     assert mixed.startswith(f"At 512 tokens a slot, 4 slots: KV cache {expected(type_k='q8_0', type_v='q4_0')} "
                             f"(f16: {expected()}); ")
     assert expected(type_k="q8_0", type_v="q4_0") != expected()
-    dialog._select(dialog.flash, False)
+    _choose(dialog.flash, "Off")
     assert dialog.memory.text() == "No estimate: these settings cannot be used."
 
 

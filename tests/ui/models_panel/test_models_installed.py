@@ -139,13 +139,13 @@ def test_window_opens_the_panel_with_ctrl_m_and_quitting_stops_a_download(qtbot,
     assert window.models_button.accessibleName() == "Models"
     with qtbot.waitSignal(window.downloads.model_installed, timeout=WAIT_MS):
         window.downloads.start(REPO, ["tiny-Q4_K_M.gguf"], None)
-    assert "tiny-Q4_K_M" in window.picker._names  # a finished download is in the model picker at once
+    assert "tiny-Q4_K_M" in window.picker.names()  # a finished download is in the model picker at once
 
     key = window.downloads.start(REPO, [FILE], None)
     qtbot.waitUntil(lambda: window.downloads.row(key).bytes_done >= 200_000, timeout=WAIT_MS)
     qtbot.waitUntil(lambda: "downloading" in window.network_indicator.text_shown(), timeout=WAIT_MS)
-    handle = window.downloads._handles[key]
-    assert handle.pid is not None and psutil.pid_exists(handle.pid)
+    handle = window.downloads.handle(key)
+    assert handle is not None and handle.pid is not None and psutil.pid_exists(handle.pid)
     window.close()
     hub.release_stalls()
     assert not psutil.pid_exists(handle.pid)  # the download child is gone (reaped) when close returns

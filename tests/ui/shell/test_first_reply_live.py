@@ -21,7 +21,7 @@ def _window(qtbot, core, engine) -> MainWindow:
 
 def _send(qtbot, window: MainWindow, text: str) -> None:
     window.composer.focus_input()
-    box = window.composer._input
+    box = window.composer.text_box
     qtbot.keyClicks(box, text)
     qtbot.keyClick(box, Qt.Key.Key_Return)
 

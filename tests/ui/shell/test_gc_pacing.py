@@ -91,7 +91,7 @@ def test_the_window_paces_collections_by_its_replies(qtbot, cove_core, fake_engi
     window.show()
     window.start()
     during: list[bool] = []
-    window.controller.reply_text_received.connect(lambda *_: during.append(window.gc_pacer._busy))
+    window.controller.reply_text_received.connect(lambda *_: during.append(window.gc_pacer.busy))
     with qtbot.waitSignal(window.controller.reply_finished, timeout=15000):
         window.controller.send("hello")
     assert during and all(during)

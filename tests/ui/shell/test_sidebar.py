@@ -39,12 +39,12 @@ def sidebar(qtbot) -> Sidebar:
 
 def test_pinned_first_then_newest_first(sidebar: Sidebar) -> None:
     assert sidebar.conversation_ids() == ["pin-new", "pin-old", "new", "mid", "old"]
-    texts = [sidebar._list.item(i).text() for i in range(sidebar._list.count())]
+    texts = [sidebar.conversation_list.item(i).text() for i in range(sidebar.conversation_list.count())]
     assert texts[3] == "Untitled chat"
-    pinned_icon = sidebar._list.item(0).icon().pixmap(14, 14).toImage()
-    plain_icon = sidebar._list.item(2).icon().pixmap(14, 14).toImage()
+    pinned_icon = sidebar.conversation_list.item(0).icon().pixmap(14, 14).toImage()
+    plain_icon = sidebar.conversation_list.item(2).icon().pixmap(14, 14).toImage()
     assert pinned_icon != plain_icon  # the pin mark is drawn only on pinned rows
-    assert sidebar._list.item(0).data(Qt.ItemDataRole.AccessibleTextRole).startswith("Pinned")
+    assert sidebar.conversation_list.item(0).data(Qt.ItemDataRole.AccessibleTextRole).startswith("Pinned")
 
 
 def test_clicking_a_conversation_emits_but_select_does_not(qtbot, sidebar: Sidebar) -> None:
@@ -55,20 +55,20 @@ def test_clicking_a_conversation_emits_but_select_does_not(qtbot, sidebar: Sideb
     sidebar.set_conversations(CONVERSATIONS)  # a refresh keeps the selection, silently
     assert sidebar.selected_conversation() == "mid"
     assert chosen == []
-    rect = sidebar._list.visualItemRect(sidebar._list.item(2))
-    qtbot.mouseClick(sidebar._list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    rect = sidebar.conversation_list.visualItemRect(sidebar.conversation_list.item(2))
+    qtbot.mouseClick(sidebar.conversation_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert chosen == ["new"]
 
 
 def test_new_chat_button_emits(qtbot, sidebar: Sidebar) -> None:
     with qtbot.waitSignal(sidebar.new_chat_requested, timeout=1000):
-        qtbot.mouseClick(sidebar._new_chat, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(sidebar.new_chat_button, Qt.MouseButton.LeftButton)
 
 
 def test_search_is_debounced_and_emits_once(qtbot, sidebar: Sidebar) -> None:
     queries: list[str] = []
     sidebar.search_changed.connect(queries.append)
-    qtbot.keyClicks(sidebar._search, "llama  ")  # each key restarts the debounce timer
+    qtbot.keyClicks(sidebar.search_box, "llama  ")  # each key restarts the debounce timer
     assert queries == []
     qtbot.waitUntil(lambda: queries == ["llama"], timeout=SEARCH_DEBOUNCE_MS * 10)
     qtbot.wait(SEARCH_DEBOUNCE_MS * 2)
@@ -76,34 +76,34 @@ def test_search_is_debounced_and_emits_once(qtbot, sidebar: Sidebar) -> None:
 
 
 def test_results_show_title_and_bold_matches_and_click_emits_ids(qtbot, sidebar: Sidebar) -> None:
-    sidebar._search.setText("cats")
+    sidebar.search_box.setText("cats")
     hits = [
         SearchHit("m1", "new", "Newest chat", "user", "I like [cats] & <dogs>", "2025-03-01T10:00:00Z"),
         SearchHit("m2", "mid", None, "assistant", "…about [cats]…", "2025-02-01T10:00:00Z"),
     ]
     sidebar.show_search_results(hits)
     assert sidebar.is_showing_results()
-    assert sidebar._results.count() == 2
-    first = sidebar._results.item(0)
+    assert sidebar.results_list.count() == 2
+    first = sidebar.results_list.item(0)
     html_text = first.data(Qt.ItemDataRole.UserRole + 2)
     assert "<b>Newest chat</b>" in html_text and "<b>cats</b>" in html_text
     assert "&lt;dogs&gt;" in html_text and "&amp;" in html_text  # snippet text is escaped
-    assert sidebar._results.item(1).data(Qt.ItemDataRole.AccessibleTextRole).startswith("Untitled chat: ")
+    assert sidebar.results_list.item(1).data(Qt.ItemDataRole.AccessibleTextRole).startswith("Untitled chat: ")
 
     with qtbot.waitSignal(sidebar.search_result_chosen, timeout=1000) as blocker:
-        rect = sidebar._results.visualItemRect(sidebar._results.item(1))
-        qtbot.mouseClick(sidebar._results.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        rect = sidebar.results_list.visualItemRect(sidebar.results_list.item(1))
+        qtbot.mouseClick(sidebar.results_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert blocker.args == ["mid", "m2"]
 
 
 def test_clearing_the_search_returns_to_the_list(qtbot, sidebar: Sidebar) -> None:
     queries: list[str] = []
     sidebar.search_changed.connect(queries.append)
-    sidebar._search.setText("x")
+    sidebar.search_box.setText("x")
     sidebar.show_search_results([])
     assert sidebar.is_showing_results()
-    assert "No messages match" in sidebar._results.item(0).data(Qt.ItemDataRole.UserRole + 2)
-    qtbot.keyClick(sidebar._search, Qt.Key.Key_Escape)
+    assert "No messages match" in sidebar.results_list.item(0).data(Qt.ItemDataRole.UserRole + 2)
+    qtbot.keyClick(sidebar.search_box, Qt.Key.Key_Escape)
     assert sidebar.search_text() == ""
     assert not sidebar.is_showing_results()
     sidebar.show_search_results([SearchHit("m", "new", "t", "user", "x", "z")])  # late: ignored
@@ -147,7 +147,7 @@ def test_rename_inline_emits_new_title(qtbot, sidebar: Sidebar) -> None:
     renames: list[tuple[str, str]] = []
     sidebar.rename_requested.connect(lambda cid, title: renames.append((cid, title)))
     _action(sidebar.context_menu("old"), "Rename").trigger()
-    editor = sidebar._list.viewport().findChild(QLineEdit)
+    editor = sidebar.conversation_list.viewport().findChild(QLineEdit)
     assert editor is not None and editor.text() == "Oldest chat"
     editor.setText("  A   better title ")
     qtbot.keyClick(editor, Qt.Key.Key_Return)  # the delegate commits on a queued call
@@ -158,24 +158,24 @@ def test_rename_to_blank_or_same_emits_nothing(qtbot, sidebar: Sidebar) -> None:
     renames: list[tuple[str, str]] = []
     sidebar.rename_requested.connect(lambda cid, title: renames.append((cid, title)))
     sidebar.begin_rename("old")
-    editor = sidebar._list.viewport().findChild(QLineEdit)
+    editor = sidebar.conversation_list.viewport().findChild(QLineEdit)
     editor.setText("   ")
     qtbot.keyClick(editor, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: sidebar._list.state() != sidebar._list.State.EditingState, timeout=1000)
+    qtbot.waitUntil(lambda: sidebar.conversation_list.state() != sidebar.conversation_list.State.EditingState, timeout=1000)
     assert renames == []
-    assert sidebar._list.item(4).text() == "Oldest chat"
+    assert sidebar.conversation_list.item(4).text() == "Oldest chat"
 
 
 def test_keyboard_delete_and_f2(qtbot, sidebar: Sidebar) -> None:
     deletes: list[str] = []
     sidebar.delete_requested.connect(deletes.append)
     sidebar.select_conversation("mid")
-    qtbot.keyClick(sidebar._list, Qt.Key.Key_Delete)
+    qtbot.keyClick(sidebar.conversation_list, Qt.Key.Key_Delete)
     assert deletes == ["mid"]
-    qtbot.keyClick(sidebar._list, Qt.Key.Key_F2)
-    assert sidebar._list.viewport().findChild(QLineEdit) is not None
+    qtbot.keyClick(sidebar.conversation_list, Qt.Key.Key_F2)
+    assert sidebar.conversation_list.viewport().findChild(QLineEdit) is not None
 
 
 def test_every_control_has_an_accessible_name(sidebar: Sidebar) -> None:
-    for widget in (sidebar._new_chat, sidebar._search, sidebar._list, sidebar._results):
+    for widget in (sidebar.new_chat_button, sidebar.search_box, sidebar.conversation_list, sidebar.results_list):
         assert widget.accessibleName()

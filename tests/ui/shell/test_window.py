@@ -28,7 +28,7 @@ def _window(qtbot, core, engine, **kwargs) -> MainWindow:
 def _type_and_send(qtbot, window: MainWindow, text: str) -> None:
     window.activateWindow()
     window.composer.focus_input()  # Ctrl+L does the same
-    box = window.composer._input  # the text box itself: offscreen, focus may sit in another window
+    box = window.composer.text_box  # the text box itself: offscreen, focus may sit in another window
     qtbot.keyClicks(box, text)
     qtbot.keyClick(box, Qt.Key.Key_Return)
 
