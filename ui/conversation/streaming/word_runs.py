@@ -85,11 +85,11 @@ def in_primary_font(font: QFont, text: str) -> bool:
 
 # Letters of Han, hiragana, katakana and Hangul (no marks, no punctuation, no symbols): each is a
 # script of its own, so Qt ends their script run at the next Latin letter.
-_CJK_LETTER = re.compile("[\u3041-\u3096\u30A1-\u30FA\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3]")
+CJK_LETTER = re.compile("[\u3041-\u3096\u30A1-\u30FA\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3]")
 # CJK and fullwidth punctuation of no script (Unicode's Common), and the line separator: like ASCII
 # spaces, digits and punctuation, they join the script run before them.
-_CJK_COMMON = re.compile("[\u2028\u3000-\u3003\u3008-\u3011\u3014-\u301F\u30FB\u30FC"
-                         "\uFF01-\uFF0F\uFF1A-\uFF20\uFF3B-\uFF40\uFF5B-\uFF65]")
+CJK_COMMON = re.compile("[\u2028\u3000-\u3003\u3008-\u3011\u3014-\u301F\u30FB\u30FC"
+                        "\uFF01-\uFF0F\uFF1A-\uFF20\uFF3B-\uFF40\uFF5B-\uFF65]")
 _ASCII_LETTER = re.compile("[A-Za-z]")
 
 
@@ -111,14 +111,14 @@ def past_fallback_run(font: QFont, paragraph: str) -> bool:
         if char <= "\x7f":
             letter = letter or bool(_ASCII_LETTER.match(char))
         elif not in_primary_font(font, char):
-            if not letter or _CJK_LETTER.match(char):
+            if not letter or CJK_LETTER.match(char):
                 return letter
-            if not _CJK_COMMON.match(char):
+            if not CJK_COMMON.match(char):
                 return False
             for before in reversed(paragraph[:i]):  # the run punctuation belongs to: the letter before it
-                if _CJK_LETTER.match(before):
+                if CJK_LETTER.match(before):
                     return True
-                if _ASCII_LETTER.match(before) or not (before <= "\x7f" or _CJK_COMMON.match(before)):
+                if _ASCII_LETTER.match(before) or not (before <= "\x7f" or CJK_COMMON.match(before)):
                     return False
             return False  # no letter before it: it joins the Latin run after it
     return True

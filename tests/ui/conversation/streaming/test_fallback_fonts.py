@@ -185,8 +185,8 @@ def test_the_cjk_letters_and_punctuation_past_fallback_run_knows_have_the_script
 
     from ui.conversation.streaming import word_runs
 
-    for pattern, scripts in ((word_runs._CJK_LETTER, {"Hani", "Hira", "Kana", "Hang"}),
-                             (word_runs._CJK_COMMON, {"Zyyy"})):
+    for pattern, scripts in ((word_runs.CJK_LETTER, {"Hani", "Hira", "Kana", "Hang"}),
+                             (word_runs.CJK_COMMON, {"Zyyy"})):
         chars = [chr(code) for code in range(0x2000, 0x10000) if pattern.fullmatch(chr(code))]
         assert chars and {unicodedata.script(char) for char in chars} == scripts, pattern.pattern
 
