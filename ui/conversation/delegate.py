@@ -103,6 +103,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     @property
     def render_count(self) -> int:
+        """Markdown renders done so far (DocumentStore.render_count): what painting and scrolling cost."""
         return self.docs.render_count
 
     def row_width(self) -> int:

@@ -175,7 +175,7 @@ class DocumentStore:
         self._streams: dict[str, StreamingReply] = {}
         self._on_refused = on_refused
         self._clock = clock
-        self.render_count = 0  # markdown renders done (tests check only visible rows render)
+        self.render_count = 0  # public counter: markdown renders done, finished messages' and streaming tails'
         self.font = QFont()
         self.dark = False
 

@@ -75,7 +75,7 @@ class StreamingReply:
         self._shapes = LastParagraph()
         self.text = ""
         self._height = 0.0
-        self.quick_frames = 0  # frames the fast path took (tests and benches read it)
+        self.quick_frames = 0  # public counter: the append() calls the fast path took (words placed, document untouched)
         self._forget_words()
 
     # --- what the row needs to know ------------------------------------------------------
@@ -91,7 +91,7 @@ class StreamingReply:
 
     @property
     def stream(self) -> StreamDocument:
-        """The document's state (tests read its lines and pending text)."""
+        """The document behind the reply: its rendered part, the pending text after it and that text's plain tail."""
         return self._stream
 
     def height(self) -> float:
