@@ -45,7 +45,9 @@ def probe_sentence(exc: BaseException) -> str:
 
 
 class ProbeWorker(QObject):
-    """`probe(connection, key, purpose)` returns a ticket; `probed(ProbeReply)` follows."""
+    """`probe(connection, key, purpose)` returns a ticket; `probed(ProbeReply)` follows, unless
+    a later probe of the same connection (or Test) superseded it, the connection was forgotten or
+    the worker closed: such an answer is dropped, and `dropped` counts the answers dropped so far."""
 
     probed = Signal(object)  # ProbeReply
     busy_changed = Signal(str, bool)  # connection name, whether a probe of it runs
@@ -56,7 +58,7 @@ class ProbeWorker(QObject):
         self._ids = itertools.count(1)
         self._latest: dict[str, int] = {}
         self._closed = False
-        self.dropped = 0  # stale answers thrown away (tests read this)
+        self.dropped = 0  # answers dropped (superseded, forgotten or after close)
 
     def probe(self, connection: Connection, key: str | None, purpose: str) -> int:
         ticket = next(self._ids)

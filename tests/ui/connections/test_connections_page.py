@@ -2,7 +2,8 @@
 own server on the tiny model: Add… with a name, the URL and the key, Test shows what the server
 said, Add lists its models (and the model picker shows them under the connection's name); a
 wrong key, a bad URL, an unreachable server and offline mode are sentences in the dialog; Remove
-asks first and takes the key out of the keyring."""
+asks first and takes the key out of the keyring; a probe's answer older than the latest probe
+of its connection is dropped."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import llama_cpp
 from PySide6.QtCore import Qt
 
 from tests.support.keyrings import files_containing
-from tests.support.remote_window import KEY, WAIT_MS, make_window
+from tests.support.remote_window import KEY, WAIT_MS, add_connection, make_window
 from tests.support.serve_fixture import free_port
+from tests.ui.connections.modal_answers import answer_question, answer_text
+from ui.connections.probe_worker import ProbeWorker
 
 TAB = "Connections"
 VERSION = llama_cpp.__version__  # what the server says it is
@@ -113,14 +116,14 @@ def test_remove_asks_first_and_forgets_the_key(qtbot, cove_core, fake_engine, se
     page = _page(qtbot, window)
     page.add("box", server.url, KEY, None)
     qtbot.waitUntil(lambda: "tiny@box" in window.picker.names(), timeout=WAIT_MS)
-    asked: list[str] = []
-    page._confirm = lambda _title, question: asked.append(question) or False
+    asked = answer_question(yes=False)
     page.select("box")
     qtbot.mouseClick(page.remove_button, Qt.MouseButton.LeftButton)
     assert asked and "Remove the connection box and its key?" in asked[0]
     assert [r[0] for r in page.rows()] == ["box"]  # said no: nothing changed
-    page._confirm = lambda _title, _question: True
+    asked = answer_question(yes=True)
     qtbot.mouseClick(page.remove_button, Qt.MouseButton.LeftButton)
+    assert len(asked) == 1
     assert page.rows() == [] and page.message_text().startswith("Removed box.")
     assert ("cove", "remote:box") not in keyring_backend.passwords
     assert "tiny@box" not in window.picker.names()
@@ -133,12 +136,13 @@ def test_a_mistyped_key_is_replaced_with_key_and_then_the_models_come(qtbot, cov
     qtbot.waitUntil(lambda: "refused the key" in page.message_text(), timeout=WAIT_MS)
     assert "tiny@box" not in window.picker.names()
     page.select("box")
-    page._ask_key = lambda _name: None  # cancelled: nothing changes
+    asked = answer_text(qtbot, None)  # cancelled: nothing changes
     qtbot.mouseClick(page.key_button, Qt.MouseButton.LeftButton)
+    assert asked == ["The key box sends (leave it empty for none):"]
     assert keyring_backend.passwords[("cove", "remote:box")] == "sk-mistyped"
-    page._ask_key = lambda name: KEY if name == "box" else None
+    asked = answer_text(qtbot, KEY)
     qtbot.mouseClick(page.key_button, Qt.MouseButton.LeftButton)
-    assert page.message_text().startswith("Saved the new key for box.")
+    assert len(asked) == 1 and page.message_text().startswith("Saved the new key for box.")
     assert keyring_backend.passwords[("cove", "remote:box")] == KEY
     page.select("box")
     qtbot.mouseClick(page.refresh_button, Qt.MouseButton.LeftButton)
@@ -146,7 +150,20 @@ def test_a_mistyped_key_is_replaced_with_key_and_then_the_models_come(qtbot, cov
     assert page.rows()[0][2:] == (f"llama-cpp-python {VERSION}", "1", "yes")
     # An empty key: the connection sends none from now on.
     page.select("box")
-    page._ask_key = lambda _name: ""
+    asked = answer_text(qtbot, "")
     qtbot.mouseClick(page.key_button, Qt.MouseButton.LeftButton)
-    assert page.message_text().startswith("box sends no key now.")
+    assert len(asked) == 1 and page.message_text().startswith("box sends no key now.")
     assert ("cove", "remote:box") not in keyring_backend.passwords and page.rows()[0][4] == "no"
+
+
+def test_an_answer_older_than_the_latest_probe_of_its_connection_is_dropped(qtbot, cove_core, server, keyring_backend):
+    connection = add_connection(cove_core, "box", server.url, probed=False)
+    worker = ProbeWorker(cove_core.network)
+    answers: list = []
+    worker.probed.connect(answers.append)
+    worker.probe(connection, KEY, "refresh")
+    latest = worker.probe(connection, KEY, "refresh")  # asked again before the first answer came
+    assert worker.busy("box")
+    qtbot.waitUntil(lambda: len(answers) == 1 and worker.dropped == 1, timeout=WAIT_MS)
+    assert answers[0].ticket == latest and answers[0].info is not None and answers[0].error == ""
+    assert not worker.busy("box")

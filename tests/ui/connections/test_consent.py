@@ -4,26 +4,16 @@ the default, does not)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
 
+from tests.ui.connections.modal_answers import answer_next
 from ui.connections.consent import TITLE, ask_consent, consent_question
 
 
 def _answer(qtbot, press) -> list[QMessageBox]:
     """Answer the dialog ask_consent opens, once it is up: `press(box)` clicks or types."""
-    seen: list[QMessageBox] = []
-
-    def find() -> None:
-        box = QApplication.activeModalWidget()
-        if isinstance(box, QMessageBox):
-            seen.append(box)
-            press(box)
-        else:
-            QTimer.singleShot(20, find)
-
-    QTimer.singleShot(0, find)
-    return seen
+    return answer_next(press, QMessageBox)
 
 
 def test_the_question_names_the_host_and_what_leaves(qtbot) -> None:
