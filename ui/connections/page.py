@@ -29,7 +29,7 @@ from app.remote.remote_model import remote_models
 from models.network import NetworkGate
 from ui.connections.add_dialog import AddConnectionDialog
 from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary, server_words
-from ui.models_panel.list_tree import setup_list_tree
+from ui.models_panel.list_tree import setup_list_tree, top_items
 from ui.theme import format_int, show_sentence
 
 COLUMNS = ("Name", "Address", "Server", "Models", "Key")
@@ -230,11 +230,11 @@ class ConnectionsPage(QWidget):
 
     def rows(self) -> list[tuple[str, ...]]:
         """Each connection's row as shown (name, address, server, models, key)."""
-        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in self._connection_rows()]
+        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in top_items(self.tree)]
 
     def model_names(self, connection: str) -> list[str]:
         """The names (MODEL_ID@CONNECTION) of the models listed under a connection's row."""
-        for item in self._connection_rows():
+        for item in top_items(self.tree):
             if item.data(0, CONNECTION_ROLE) == connection:
                 return [child.data(0, MODEL_ROLE) for child in _children(item)]
         return []
@@ -243,11 +243,6 @@ class ConnectionsPage(QWidget):
         self._reselect(f"{model}@{connection}" if model else connection)
 
     # ---- internals ---------------------------------------------------------------------
-
-    def _connection_rows(self) -> list[QTreeWidgetItem]:
-        """The tree's top-level rows, one per connection, in the order shown."""
-        rows = (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
-        return [row for row in rows if row is not None]
 
     def _connection_item(self, connection: Connection) -> QTreeWidgetItem:
         server = connection.server or {}
@@ -314,7 +309,7 @@ class ConnectionsPage(QWidget):
     def _reselect(self, value: str | None) -> None:
         if value is None:
             return
-        for top in self._connection_rows():
+        for top in top_items(self.tree):
             if top.data(0, CONNECTION_ROLE) == value:
                 self.tree.setCurrentItem(top)
                 return

@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from app.errors import describe_error
 from app.remote.connections import Connection, ConnectionProblem
 from app.remote.errors import RemoteProblem
+from app.remote.server_kinds import KIND_NAMES
 from models.network import NetworkGate, NetworkRefused
 from ui.background import run_in_background
 
@@ -95,11 +96,6 @@ class ProbeWorker(QObject):
         del self._latest[slot]
         self.busy_changed.emit(name, False)
         self.probed.emit(reply)
-
-
-# The kinds of server app.remote.probe recognises, as the person reads them.
-KIND_NAMES = {"llama-server": "llama.cpp's llama-server", "ollama": "Ollama", "vllm": "vLLM", "cove": "Cove",
-              "llama-cpp-python": "llama-cpp-python"}
 
 
 def _slot(name: str, purpose: str) -> str:

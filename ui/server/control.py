@@ -25,9 +25,10 @@ STOP_TIMEOUT_S = 15.0
 class Server(Protocol):
     """What the window needs of app.serve.runner.ServerThread."""
 
-    address: str
     error: str | None
 
+    @property
+    def address(self) -> str: ...
     @property
     def running(self) -> bool: ...
     def start(self, timeout_s: float = ...) -> str | None: ...
