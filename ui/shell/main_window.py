@@ -1,11 +1,13 @@
 """Cove's main window: sidebar | conversation + composer | performance panel, a top bar with
-the model picker, and the keyboard shortcuts. It only wires widgets to the ChatController
-and the history; it holds no chat logic of its own."""
+the model picker, and the keyboard shortcuts. It only wires widgets to the ChatController, the
+conversation list's actions (ui/shell/conversation_actions.py) and the features; it holds no chat
+logic of its own."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
@@ -56,7 +58,8 @@ def to_item(shown: ShownMessage) -> MessageItem:
 class MainWindow(QMainWindow):
     memory_sampled = Signal(object)  # MemorySample, marshalled from the poller thread
 
-    def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path, confirm_delete=None,
+    def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path,
+                 confirm_delete: Callable[[str], bool] | None = None,
                  downloads=None, token_store=None, server_factory: ServerFactory | None = None) -> None:
         super().__init__()
         self.controller = controller
@@ -64,7 +67,6 @@ class MainWindow(QMainWindow):
         self._state = QSettings(str(state_file), QSettings.Format.IniFormat)
         self._presets = PresetStore(presets_file)
         self._editing: str | None = None  # id of the user message being edited
-        self.conversations = ConversationActions(self, confirm_delete)  # the sidebar's rename, pin, export, delete
         self._closing = False
         self.setObjectName("coveMainWindow")
         self.setWindowTitle(APP_TITLE)
@@ -87,9 +89,13 @@ class MainWindow(QMainWindow):
         # The Server switch (off at every start), when the composition root gives a way to make a server.
         self.server = ServerFeature(self, self.core.db, server_factory, core=self.core) if server_factory else None
         self._build_layout()
+        # The conversation list: refreshed from the history; the sidebar's search, rename, pin, export, delete.
+        self.conversations = ConversationActions(self.sidebar, controller, self.view, self, status=self.statusBar(),
+                                                 notice=self.show_notice, title_changed=self.update_title,
+                                                 confirm_delete=confirm_delete)
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
-            self.server.conversations_changed.connect(self.refresh_conversations)  # API clients' chats
+            self.server.conversations_changed.connect(self.conversations.refresh)  # API clients' chats
         self.tools = ToolsFeature(self, self.core)  # the Tools page, the conversation's tools and their questions
         self.sidebar.add_footer(self.tools.button)
         self.tools.attach(controller)
@@ -175,7 +181,7 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         c, s = self.controller, self.sidebar
-        c.conversations_changed.connect(self.refresh_conversations)
+        c.conversations_changed.connect(self.conversations.refresh)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.messages_reloaded.connect(self._on_messages)
         c.messages_appended.connect(self._on_appended)
@@ -269,10 +275,6 @@ class MainWindow(QMainWindow):
     def keep_notice(self, text: str, folder: Path | None = None) -> None:
         """A notice that stays until the person dismisses it; `folder` adds an Open folder button."""
         self.notices.keep(text, folder)
-
-    def refresh_conversations(self) -> None:
-        self.sidebar.set_conversations(self.core.history.list_conversations())
-        self.sidebar.select_conversation(self.controller.conversation_id)
 
     def refresh_models(self) -> None:
         model = self.controller.model
@@ -399,7 +401,7 @@ class MainWindow(QMainWindow):
             except Exception:  # noqa: BLE001 - it was deleted since; the latest one is open
                 pass
         self.refresh_models()
-        self.refresh_conversations()
+        self.conversations.refresh()
         self.update_title()
         self.welcome.start()
         self.documents.start()
