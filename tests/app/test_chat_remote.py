@@ -7,12 +7,8 @@ interrupted with the reason; an unreachable server is a sentence and the message
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -23,37 +19,14 @@ from app.settings import SamplingParams
 from app.store.request_log import RequestLog
 from tests.support.fault_proxy import FaultProxy
 from tests.support.keyrings import InMemoryKeyring, use_keyring
-from tests.support.llama_cpp_server import llama_cpp_server
-
-KEY = "sk-cove-remote-canary-3f9a1c"  # the test server's key; must never reach a file, an argv or an output
-
-
-@dataclass(frozen=True)
-class Server:
-    base_url: str  # http://127.0.0.1:PORT/v1
-    host: str  # 127.0.0.1:PORT
-    port: int
-    model_id: str
-    key: str | None
-
-
-@contextmanager
-def running_server(folder: Path, *, key: str | None = KEY) -> Iterator[Server]:
-    """llama-cpp-python's own server (tests/support/llama_cpp_server.py), with room for long replies."""
-    with llama_cpp_server(folder, api_key=key, n_ctx=2048) as running:
-        yield Server(f"{running.url}/v1", f"127.0.0.1:{running.port}", running.port, running.model, key)
+from tests.support.llama_cpp_server import RemoteServer, running_server
+from tests.support.serve_fixture import free_port
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteServer]:
     with running_server(tmp_path_factory.mktemp("server")) as running:
         yield running
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -62,7 +35,7 @@ def keyring_in_memory() -> Iterator[InMemoryKeyring]:
         yield backend  # type: ignore[misc]
 
 
-def _connect(core, server: Server, name: str = "box") -> RemoteModel:
+def _connect(core, server: RemoteServer, name: str = "box") -> RemoteModel:
     from app.remote.probe import probe
 
     connection = core.connections.add(name, server.base_url, key=server.key)
@@ -160,7 +133,7 @@ def test_a_cancelled_remote_reply_keeps_its_text(cove_core, server, keyring_in_m
 
 
 def test_an_unreachable_server_is_a_sentence_and_the_message_stays(cove_core, keyring_in_memory) -> None:
-    cove_core.connections.add("gone", f"http://127.0.0.1:{_free_port()}/v1")
+    cove_core.connections.add("gone", f"http://127.0.0.1:{free_port()}/v1")
     model = RemoteModel(connection="gone", model_id="tiny", host=cove_core.connections.get("gone").host, kind=None)
     conversation = cove_core.history.create_conversation()
     result = ChatService(cove_core.history, None, remote_engine=cove_core.remote_engine).send(

@@ -3,37 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO_ROOT
-
-ROOT = REPO_ROOT
-
-
-def cove(home: Path, *args: str, stdin: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def assert_clean_error(done: subprocess.CompletedProcess, code: int = 1) -> str:
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert lines, "an error must say something"
-    return lines[-1]
+from tests.support.cli import assert_clean_error, cove
 
 
 def test_version(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.docs.turn_sources import cited_numbers
-from tests.app.test_cli import assert_clean_error, cove
+from tests.support.cli import assert_clean_error, cove
 from tests.support.docs_corpus import LIGHTHOUSE, WARRANTY, Corpus, write_corpus
 
 

@@ -21,14 +21,15 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_paths
-from tests.app.test_chat_remote import KEY, Server, _free_port, running_server
 from tests.support.fault_proxy import FaultProxy
 from tests.support.keyrings import InMemoryKeyring, files_containing, use_keyring
+from tests.support.llama_cpp_server import REMOTE_KEY, RemoteServer, running_server
 from tests.support.paths import REPO_ROOT
+from tests.support.serve_fixture import free_port
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteServer]:
     with running_server(tmp_path_factory.mktemp("server")) as running:
         yield running
 
@@ -54,8 +55,8 @@ def one_sentence(done: subprocess.CompletedProcess, code: int = 1) -> str:
     return lines[-1]
 
 
-def _add(tmp_path: Path, server: Server, name: str = "box") -> subprocess.CompletedProcess:
-    done = cove(tmp_path, "remote", "add", name, server.base_url, "--key-stdin", stdin=KEY + "\n")
+def _add(tmp_path: Path, server: RemoteServer, name: str = "box") -> subprocess.CompletedProcess:
+    done = cove(tmp_path, "remote", "add", name, server.base_url, "--key-stdin", stdin=REMOTE_KEY + "\n")
     assert done.returncode == 0, done.stderr
     return done
 
@@ -64,12 +65,12 @@ def _database(tmp_path: Path) -> Path:
     return resolve_paths({"COVE_HOME": str(tmp_path / "home")}).database
 
 
-def test_add_list_models_remove_with_the_key_on_stdin(tmp_path: Path, server: Server) -> None:
+def test_add_list_models_remove_with_the_key_on_stdin(tmp_path: Path, server: RemoteServer) -> None:
     added = _add(tmp_path, server)
     assert f"Added box ({server.base_url})" in added.stdout
     assert "llama-cpp-python" in added.stdout and f"  {server.model_id}@box" in added.stdout
     keyring = json.loads((tmp_path / "keyring.json").read_text())
-    assert keyring == {"cove/remote:box": KEY}  # the key is in the keyring, and only there
+    assert keyring == {"cove/remote:box": REMOTE_KEY}  # the key is in the keyring, and only there
 
     listed = cove(tmp_path, "remote", "list")
     assert listed.returncode == 0, listed.stderr
@@ -85,8 +86,8 @@ def test_add_list_models_remove_with_the_key_on_stdin(tmp_path: Path, server: Se
     assert json.loads(cove(tmp_path, "remote", "models", "box", "--json").stdout)[0]["model_id"] == server.model_id
 
     for done in (added, listed, models):
-        assert KEY not in done.stdout + done.stderr
-    assert files_containing(tmp_path / "home", KEY) == []
+        assert REMOTE_KEY not in done.stdout + done.stderr
+    assert files_containing(tmp_path / "home", REMOTE_KEY) == []
 
     removed = cove(tmp_path, "remote", "remove", "box")
     assert removed.returncode == 0 and "Removed box" in removed.stdout and "its key" in removed.stdout
@@ -94,10 +95,10 @@ def test_add_list_models_remove_with_the_key_on_stdin(tmp_path: Path, server: Se
     assert "No connections yet" in cove(tmp_path, "remote", "list").stdout
 
 
-def test_a_key_is_never_taken_as_an_argument(tmp_path: Path, server: Server) -> None:
-    done = cove(tmp_path, "remote", "add", "box", server.base_url, KEY)
+def test_a_key_is_never_taken_as_an_argument(tmp_path: Path, server: RemoteServer) -> None:
+    done = cove(tmp_path, "remote", "add", "box", server.base_url, REMOTE_KEY)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert KEY not in done.stderr + done.stdout and "never taken from the command line" in done.stderr
+    assert REMOTE_KEY not in done.stderr + done.stdout and "never taken from the command line" in done.stderr
     # Without a terminal, the command must be told where the key comes from.
     line = one_sentence(cove(tmp_path, "remote", "add", "box", server.base_url))
     assert "--key-stdin" in line and "--no-key" in line
@@ -105,7 +106,7 @@ def test_a_key_is_never_taken_as_an_argument(tmp_path: Path, server: Server) -> 
     assert json.loads(cove(tmp_path, "remote", "list", "--json").stdout) == []  # nothing half-added
 
 
-def test_a_wrong_or_missing_key_is_a_sentence(tmp_path: Path, server: Server) -> None:
+def test_a_wrong_or_missing_key_is_a_sentence(tmp_path: Path, server: RemoteServer) -> None:
     added = cove(tmp_path, "remote", "add", "box", server.base_url, "--no-key")
     assert added.returncode == 0  # kept, with the reason it could not be listed
     assert "it is kept" in added.stderr and "key" in added.stderr and "Traceback" not in added.stderr
@@ -114,7 +115,7 @@ def test_a_wrong_or_missing_key_is_a_sentence(tmp_path: Path, server: Server) ->
 
 
 def test_failures_are_one_sentence(tmp_path: Path) -> None:
-    down = f"http://127.0.0.1:{_free_port()}/v1"
+    down = f"http://127.0.0.1:{free_port()}/v1"
     added = cove(tmp_path, "remote", "add", "down", down, "--no-key")
     assert added.returncode == 0 and f"Added down ({down})" in added.stdout
     assert "it is kept, but" in added.stderr and "127.0.0.1" in added.stderr
@@ -128,7 +129,7 @@ def test_failures_are_one_sentence(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_connection_keeps_the_message(tmp_path: Path) -> None:
-    cove(tmp_path, "remote", "add", "down", f"http://127.0.0.1:{_free_port()}/v1", "--no-key")
+    cove(tmp_path, "remote", "add", "down", f"http://127.0.0.1:{free_port()}/v1", "--no-key")
     done = cove(tmp_path, "chat", "--model", "tiny@down", "--new", "are you there?")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "127.0.0.1" in done.stderr and "[tiny@down on 127.0.0.1:" in done.stderr
@@ -138,7 +139,7 @@ def test_an_unreachable_connection_keeps_the_message(tmp_path: Path) -> None:
     assert user["content"] == "are you there?" and reply["status"] == "error" and reply["error"]
 
 
-def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path, server: Server) -> None:
+def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path, server: RemoteServer) -> None:
     _add(tmp_path, server)
     name = f"{server.model_id}@box"
     done = cove(tmp_path, "chat", "--model", name, "--new", "--max-tokens", "10", "--temperature", "0", "hello there")
@@ -172,8 +173,8 @@ def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path,
     assert verified.returncode == 0 and "2 entries: intact" in verified.stdout
 
     for output in (done, again):
-        assert KEY not in output.stdout + output.stderr
-    assert files_containing(tmp_path / "home", KEY) == []
+        assert REMOTE_KEY not in output.stdout + output.stderr
+    assert files_containing(tmp_path / "home", REMOTE_KEY) == []
 
     # Saying by hand that the first reply ran somewhere else is caught.
     with sqlite3.connect(_database(tmp_path)) as db:
@@ -184,11 +185,11 @@ def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path,
     assert "Entries changed (their fields, text or links do not match): 1." in tampered.stdout
 
 
-def test_ctrl_c_keeps_the_partial_remote_reply(tmp_path: Path, server: Server) -> None:
+def test_ctrl_c_keeps_the_partial_remote_reply(tmp_path: Path, server: RemoteServer) -> None:
     # The server sends a few pieces of the reply and then nothing (the stream held open): Ctrl-C
     # must end it at once, as cancelled, with what was shown.
     with FaultProxy(server.base_url.removesuffix("/v1"), mode="stall", after_events=6) as proxy:
-        added = cove(tmp_path, "remote", "add", "slow", f"{proxy.url}/v1", "--key-stdin", stdin=KEY + "\n")
+        added = cove(tmp_path, "remote", "add", "slow", f"{proxy.url}/v1", "--key-stdin", stdin=REMOTE_KEY + "\n")
         assert added.returncode == 0, added.stderr
         proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "chat", "--model", f"{server.model_id}@slow", "--new",
                                  "--max-tokens", "100", "--temperature", "0", "hello there"],
@@ -198,7 +199,7 @@ def test_ctrl_c_keeps_the_partial_remote_reply(tmp_path: Path, server: Server) -
         printed = os.read(proc.stdout.fileno(), 4096)  # the first piece of the reply
         # While it streams, neither Cove's arguments nor its environment hold the key.
         for part in ("cmdline", "environ"):
-            assert KEY.encode() not in Path(f"/proc/{proc.pid}/{part}").read_bytes()
+            assert REMOTE_KEY.encode() not in Path(f"/proc/{proc.pid}/{part}").read_bytes()
         time.sleep(0.5)  # the rest of what the server sends arrives; then it is silent
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=30)
@@ -213,7 +214,7 @@ def test_ctrl_c_keeps_the_partial_remote_reply(tmp_path: Path, server: Server) -
     assert 1 <= reply["metrics"]["gen_tokens"] < 100 and reply["metrics"]["stop_reason"] == "cancelled"
 
 
-def test_offline_refuses_before_anything_is_saved(tmp_path: Path, server: Server) -> None:
+def test_offline_refuses_before_anything_is_saved(tmp_path: Path, server: RemoteServer) -> None:
     _add(tmp_path, server)
     line = one_sentence(cove(tmp_path, "chat", "--model", f"{server.model_id}@box", "--new", "hi", COVE_OFFLINE="1"))
     assert "offline" in line.lower() and "COVE_OFFLINE" in line
@@ -221,7 +222,7 @@ def test_offline_refuses_before_anything_is_saved(tmp_path: Path, server: Server
     assert "offline" in one_sentence(cove(tmp_path, "remote", "models", "box", COVE_OFFLINE="1")).lower()
 
 
-def test_an_unknown_model_of_a_connection_is_a_sentence(tmp_path: Path, server: Server) -> None:
+def test_an_unknown_model_of_a_connection_is_a_sentence(tmp_path: Path, server: RemoteServer) -> None:
     _add(tmp_path, server)
     line = one_sentence(cove(tmp_path, "chat", "--model", "nope@box", "--new", "hi"))
     assert "nope" in line and "cove remote models box" in line
@@ -243,7 +244,7 @@ def test_a_public_host_is_refused_without_a_terminal(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: Server):
+def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: RemoteServer):
     import app.cli.chat_cmd as chat_cmd
     from app.cli.main import main
     from app.log_redact import uninstall_redaction
@@ -267,12 +268,12 @@ def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: Server):
             return int(exc.code or 0)
 
     with use_keyring(InMemoryKeyring()):
-        assert run("remote", "add", "box", server.base_url, "--key-stdin", stdin=KEY + "\n") == 0
+        assert run("remote", "add", "box", server.base_url, "--key-stdin", stdin=REMOTE_KEY + "\n") == 0
         yield run, asked
     uninstall_redaction()
 
 
-def test_the_first_message_to_a_public_host_asks_once(in_process, server: Server, capsys) -> None:
+def test_the_first_message_to_a_public_host_asks_once(in_process, server: RemoteServer, capsys) -> None:
     run, asked = in_process
     name = f"{server.model_id}@box"
     capsys.readouterr()
@@ -290,7 +291,7 @@ def test_the_first_message_to_a_public_host_asks_once(in_process, server: Server
     assert conversation["message_count"] == 4  # the refused message was never saved
 
 
-def test_allow_host_confirms_without_a_terminal(in_process, server: Server, capsys) -> None:
+def test_allow_host_confirms_without_a_terminal(in_process, server: RemoteServer, capsys) -> None:
     run, _ = in_process
     name = f"{server.model_id}@box"
     assert run("chat", "--model", name, "--new", "--max-tokens", "4", "hi") == 1
@@ -336,7 +337,7 @@ def _on_a_terminal(tmp_path: Path, args: list[str], steps: list[tuple[bytes, byt
             read_until(prompt)
             assert prompt in seen, seen
             for name in ("cmdline", "environ"):
-                assert KEY.encode() not in Path(f"/proc/{pid}/{name}").read_bytes()
+                assert REMOTE_KEY.encode() not in Path(f"/proc/{pid}/{name}").read_bytes()
             os.write(fd, answer + b"\r")
         read_until(None)
     finally:
@@ -345,13 +346,13 @@ def _on_a_terminal(tmp_path: Path, args: list[str], steps: list[tuple[bytes, byt
     return os.waitstatus_to_exitcode(status), seen
 
 
-def test_the_key_is_asked_for_on_a_terminal_without_echo(tmp_path: Path, server: Server) -> None:
-    code, seen = _on_a_terminal(tmp_path, ["remote", "add", "box", server.base_url], [(b"input hidden", KEY.encode())])
+def test_the_key_is_asked_for_on_a_terminal_without_echo(tmp_path: Path, server: RemoteServer) -> None:
+    code, seen = _on_a_terminal(tmp_path, ["remote", "add", "box", server.base_url], [(b"input hidden", REMOTE_KEY.encode())])
     assert code == 0, seen
     assert b"Added box" in seen and f"{server.model_id}@box".encode() in seen  # the key reached the server
-    assert KEY.encode() not in seen  # getpass turned echo off
-    assert json.loads((tmp_path / "keyring.json").read_text()) == {"cove/remote:box": KEY}
-    assert files_containing(tmp_path / "home", KEY) == []
+    assert REMOTE_KEY.encode() not in seen  # getpass turned echo off
+    assert json.loads((tmp_path / "keyring.json").read_text()) == {"cove/remote:box": REMOTE_KEY}
+    assert files_containing(tmp_path / "home", REMOTE_KEY) == []
 
 
 def test_a_public_host_is_asked_about_once_on_a_terminal(tmp_path: Path) -> None:

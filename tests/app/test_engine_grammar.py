@@ -12,6 +12,7 @@ import pytest
 
 from app.engine.client import EngineClient
 from app.engine.grammar import grammar_for
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,8 +83,7 @@ def test_the_parent_converts_schemas_without_loading_llama_cpp() -> None:
         f"g = grammar_for({schema_format(SCHEMA)!r})\n"
         "print(json.dumps(['llama_cpp' in sys.modules, 'llama_cpp.llama_cpp' in sys.modules, len(g)]))\n"
     )
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
     package, native, size = json.loads(out.stdout)
     assert package is False and native is False and size > 50
 

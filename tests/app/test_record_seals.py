@@ -24,42 +24,13 @@ from app.store.record_seals import key_at
 from app.store.request_log import GENESIS, RequestLog, content_hash, entry_hash
 from app.store.seal_keys import SealKeyError
 from tests.support.paths import REPO_ROOT
-
-
-def _fill(log: RequestLog, n: int, conversation_id: str | None = None) -> list[int]:
-    return [log.append(client="scripts", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name="tiny",
-                       model_sha256="ab" * 32, quant="F32", params={"temperature": 0.0, "seed": i},
-                       messages=[{"role": "user", "content": f"question {i}"}], reply=f"answer {i}", status="complete",
-                       usage={"prompt_tokens": 3, "completion_tokens": 2}, timings={"ttft_ms": 1.5},
-                       conversation_id=conversation_id) for i in range(n)]
-
-
-def _sql(core, statement: str, args: list | tuple = ()) -> None:
-    core.db.execute(statement, list(args))
-    core.db.conn.commit()
-
-
-def _rehash_from(core, first: int) -> None:
-    """What a careful forger does with Cove's own functions: every hash from `first` on recomputed."""
-    log = RequestLog(core.db)
-    rows = log.entries()
-    previous = next((r["hash"] for r in rows if r["seq"] == first - 1), GENESIS)
-    for row in rows:
-        if row["seq"] < first:
-            continue
-        row["prev_hash"] = previous
-        if row["messages"] is not None:
-            row["content_hash"] = content_hash(row["messages"], row["reply"] or "")
-        row["hash"] = entry_hash(row)
-        _sql(core, "UPDATE record_entries SET prev_hash = ?, content_hash = ?, hash = ? WHERE seq = ?",
-             (row["prev_hash"], row["content_hash"], row["hash"], row["seq"]))
-        previous = row["hash"]
+from tests.support.record_tampering import TAMPERING, delete_last_three, fill_record, reply_changed_and_rehashed, run_sql
 
 
 @pytest.fixture
 def log(cove_core) -> RequestLog:
     record = RequestLog(cove_core.db)
-    _fill(record, 6, conversation_id="c-1")
+    fill_record(record, 6, conversation_id="c-1")
     assert record.verify().intact
     return record
 
@@ -74,112 +45,6 @@ def test_normal_use_verifies_with_this_machines_key_and_with_the_verification_ke
     assert full.intact and full.checked_with == "the verification key"
     # The key evolved: what the machine holds now is not any earlier epoch's key.
     assert state.key != state.verification and state.key == key_at(bytes.fromhex(state.verification), 0, 6).hex()
-
-
-# The table of issue 29: each edit of the database, and what verify must say.
-def _delete_last(core) -> None:
-    _sql(core, "DELETE FROM record_entries WHERE seq = 6")
-
-
-def _delete_last_with_its_seal(core) -> None:
-    _sql(core, "DELETE FROM record_entries WHERE seq = 6")
-    _sql(core, "DELETE FROM record_seals WHERE seq = 6")
-
-
-def _delete_last_three(core) -> None:
-    _sql(core, "DELETE FROM record_entries WHERE seq >= 4")
-    _sql(core, "DELETE FROM record_seals WHERE seq >= 4")
-
-
-def _delete_everything(core) -> None:
-    _sql(core, "DELETE FROM record_entries")
-    _sql(core, "DELETE FROM record_seals")
-
-
-def _delete_middle(core) -> None:
-    _sql(core, "DELETE FROM record_entries WHERE seq = 3")
-
-
-def _delete_first(core) -> None:
-    _sql(core, "DELETE FROM record_entries WHERE seq = 1")
-    _sql(core, "DELETE FROM record_seals WHERE seq = 1")
-
-
-def _forged_erasure_with_new_text(core) -> None:
-    _sql(core, "UPDATE record_entries SET erased = 1, messages = ?, reply = 'forged reply' WHERE seq = 2",
-         [json.dumps([{"role": "user", "content": "a question never asked"}])])
-
-
-def _forged_erasure(core) -> None:
-    _sql(core, "UPDATE record_entries SET erased = 1, messages = NULL, reply = NULL WHERE seq = 2")
-
-
-def _reply_changed_and_rehashed(core) -> None:
-    _sql(core, "UPDATE record_entries SET reply = 'a different answer' WHERE seq = 3")
-    _rehash_from(core, 3)
-
-
-def _rehashed_and_seals_removed(core) -> None:
-    _reply_changed_and_rehashed(core)
-    _sql(core, "DELETE FROM record_seals")
-
-
-def _forged_entry_appended(core) -> None:
-    last = RequestLog(core.db).entries()[-1]
-    row = {**last, "seq": 7, "messages": json.dumps([{"role": "user", "content": "planted"}]), "reply": "planted",
-           "prev_hash": last["hash"]}
-    row["content_hash"] = content_hash(row["messages"], row["reply"])
-    row["hash"] = entry_hash(row)
-    core.db.table("record_entries").insert(row)
-    core.db.conn.commit()
-
-
-def _forged_entry_with_a_made_up_seal(core) -> None:
-    _forged_entry_appended(core)
-    seal = dict(next(core.db.query("SELECT * FROM record_seals ORDER BY epoch DESC LIMIT 1")))
-    forged = {**seal, "epoch": seal["epoch"] + 1, "seq": 7, "head": RequestLog(core.db).entries()[-1]["hash"],
-              "mac": "00" * 32, "check_mac": "11" * 32}
-    core.db.table("record_seals").insert(forged)
-    core.db.conn.commit()
-
-
-def _conversation_changed(core) -> None:
-    _sql(core, "UPDATE record_entries SET conversation_id = 'another' WHERE seq = 4")
-
-
-def _reply_edited(core) -> None:
-    _sql(core, "UPDATE record_entries SET reply = 'forged' WHERE seq = 4")
-
-
-def _model_edited(core) -> None:
-    _sql(core, "UPDATE record_entries SET model_sha256 = ? WHERE seq = 4", ["cd" * 32])
-
-
-def _two_swapped(core) -> None:
-    rows = {r["seq"]: r for r in RequestLog(core.db).entries()}
-    for seq, other in ((2, 3), (3, 2)):
-        _sql(core, "UPDATE record_entries SET messages = ?, reply = ?, content_hash = ? WHERE seq = ?",
-             (rows[other]["messages"], rows[other]["reply"], rows[other]["content_hash"], seq))
-
-
-TAMPERING = {
-    "the last entry deleted": (_delete_last, {"missing": (6,)}),
-    "the last entry and its seal deleted": (_delete_last_with_its_seal, {"missing": (6,), "missing_seals": (5,)}),
-    "the last three deleted with their seals": (_delete_last_three, {"missing": (4, 5, 6), "missing_seals": (3, 4, 5)}),
-    "every entry and seal deleted": (_delete_everything, {"missing": (1, 2, 3, 4, 5, 6)}),
-    "an entry in the middle deleted": (_delete_middle, {"missing": (3,)}),
-    "the first deleted with its seal": (_delete_first, {"missing": (1,), "missing_seals": (0,)}),
-    "erased=1 with a forged question and reply": (_forged_erasure_with_new_text, {"changed": (2,)}),
-    "an erasure nobody made": (_forged_erasure, {"changed": (2,)}),
-    "a reply changed and every hash recomputed": (_reply_changed_and_rehashed, {"unsealed": (3, 4, 5, 6)}),
-    "re-hashed and every seal deleted": (_rehashed_and_seals_removed, {"missing_seals": (0, 1, 2, 3, 4, 5)}),
-    "a forged entry appended with correct links": (_forged_entry_appended, {"unsealed": (7,)}),
-    "a forged entry with a made-up seal": (_forged_entry_with_a_made_up_seal, {"bad_seals": (6,)}),
-    "conversation_id changed": (_conversation_changed, {"changed": (4,)}),
-    "a reply edited": (_reply_edited, {"changed": (4,)}),
-    "a model_sha256 edited": (_model_edited, {"changed": (4,)}),
-    "two entries swapped": (_two_swapped, {"changed": (2, 3)}),
-}
 
 
 @pytest.mark.parametrize("kind", list(TAMPERING))
@@ -199,7 +64,7 @@ def test_a_forger_with_todays_key_is_caught_by_the_verification_key(cove_core, l
     state = log.keys.load()
     assert state is not None and state.verification is not None
     verification = (state.key_id, bytes.fromhex(state.verification))
-    _reply_changed_and_rehashed(cove_core)
+    reply_changed_and_rehashed(cove_core)
     heads = {r["seq"]: r["hash"] for r in log.entries()}
     previous = ""
     for seal in [dict(r) for r in cove_core.db.query("SELECT * FROM record_seals ORDER BY epoch")]:
@@ -207,8 +72,8 @@ def test_a_forger_with_todays_key_is_caught_by_the_verification_key(cove_core, l
                              separators=(",", ":")).encode()
         mac = hmac.new(bytes.fromhex(state.key), payload, hashlib.sha256).hexdigest()  # the best key they have
         check = hmac.new(bytes.fromhex(state.check), payload, hashlib.sha256).hexdigest()
-        _sql(cove_core, "UPDATE record_seals SET head = ?, mac = ?, check_mac = ? WHERE key_id = ? AND epoch = ?",
-             (heads[seal["seq"]], mac, check, seal["key_id"], seal["epoch"]))
+        run_sql(cove_core, "UPDATE record_seals SET head = ?, mac = ?, check_mac = ? WHERE key_id = ? AND epoch = ?",
+                (heads[seal["seq"]], mac, check, seal["key_id"], seal["epoch"]))
         previous = mac
     assert log.verify().intact  # this machine's own check is fooled: docs/record.md says so
     full = log.verify(verification)
@@ -217,7 +82,7 @@ def test_a_forger_with_todays_key_is_caught_by_the_verification_key(cove_core, l
 
 def test_a_deleted_conversation_is_a_sealed_erasure_that_verifies(cove_core, log: RequestLog) -> None:
     conversation = cove_core.history.create_conversation(model="tiny")
-    ids = _fill(log, 2, conversation_id=conversation.id)
+    ids = fill_record(log, 2, conversation_id=conversation.id)
     cove_core.history.delete_conversation(conversation.id)
     verdict = log.verify()
     assert verdict.intact and verdict.erased == tuple(ids)
@@ -227,8 +92,8 @@ def test_a_deleted_conversation_is_a_sealed_erasure_that_verifies(cove_core, log
 
 
 def test_numbers_cut_from_the_end_are_never_given_again(cove_core, log: RequestLog) -> None:
-    _delete_last_three(cove_core)
-    (seq,) = _fill(log, 1)
+    delete_last_three(cove_core)
+    (seq,) = fill_record(log, 1)
     assert seq == 7
     verdict = log.verify()
     assert not verdict.intact and verdict.missing == (4, 5, 6)
@@ -237,12 +102,12 @@ def test_numbers_cut_from_the_end_are_never_given_again(cove_core, log: RequestL
 def test_cove_stopping_between_an_entry_and_its_keys_evolution_is_not_tampering(cove_core, log: RequestLog,
                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(record_seals.Sealer, "_advance", lambda self, epoch, seq: None)  # killed right after COMMIT
-    _fill(log, 1)
+    fill_record(log, 1)
     state = log.keys.load()
     assert state is not None and state.epoch == 6  # the key did not evolve
     assert log.verify().intact
     monkeypatch.undo()
-    _fill(log, 1)  # the next entry brings the key forward first
+    fill_record(log, 1)  # the next entry brings the key forward first
     state = log.keys.load()
     assert state is not None and state.epoch == 8 and log.verify().intact
 
@@ -254,7 +119,7 @@ def test_an_entry_whose_key_cannot_be_used_is_written_unsealed_and_reported(cove
         raise SealKeyError("the record's sealing key could not be read from the Secret Service (KeyringLocked)")
 
     monkeypatch.setattr(record_seals.Sealer, "prepare", locked)
-    (seq,) = _fill(log, 1)
+    (seq,) = fill_record(log, 1)
     assert "not sealed" in capsys.readouterr().err
     assert log.entries()[-1]["reply"] == "answer 0"  # the entry is there: nothing is lost to a locked keyring
     monkeypatch.undo()
@@ -274,7 +139,7 @@ def test_an_older_coves_record_is_sealed_as_it_is_when_sealing_begins(cove_core)
         row["hash"] = entry_hash(row)
         cove_core.db.table("record_entries").insert(row)
         previous = row["hash"]
-    _sql(cove_core, "UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE seq = 2")
+    run_sql(cove_core, "UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE seq = 2")
     log = RequestLog(cove_core.db)
     log.begin_sealing()
     verdict = log.verify()
@@ -282,11 +147,11 @@ def test_an_older_coves_record_is_sealed_as_it_is_when_sealing_begins(cove_core)
     log.begin_sealing()  # once only
     assert len(log.entries()) == 4
     # Seals deleted from a sealed record are not made again when Cove next opens it.
-    _sql(cove_core, "DELETE FROM record_seals")
+    run_sql(cove_core, "DELETE FROM record_seals")
     log.begin_sealing()
     assert next(cove_core.db.query("SELECT count(*) AS n FROM record_seals"))["n"] == 0
     assert log.verify().missing_seals == (0,)
-    _sql(cove_core, "UPDATE record_entries SET reply = 'changed' WHERE seq = 3")
+    run_sql(cove_core, "UPDATE record_entries SET reply = 'changed' WHERE seq = 3")
     assert log.verify().changed == (3,)
 
 
@@ -309,7 +174,7 @@ def test_the_verification_key_is_given_once_and_checks_every_seal(tmp_path: Path
     home = tmp_path / "home"
     core = open_core(resolve_paths({"COVE_HOME": str(home)}))
     try:
-        _fill(RequestLog(core.db), 4)
+        fill_record(RequestLog(core.db), 4)
     finally:
         core.close()
     status = _cove(home, "record", "key")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import jsonschema
@@ -23,7 +22,7 @@ from tests.support.paths import REPO_ROOT
 from tests.support.serve_fixture import CLI, Served, cove_serve
 from tests.support.tiny_model import write_tiny_gguf
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
+TEMPLATES = REPO_ROOT / "tests" / "data" / "chat_templates"
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]},
                                             "days": {"type": "integer", "enum": [1, 2, 3]}},
            "required": ["city", "days"], "additionalProperties": False}

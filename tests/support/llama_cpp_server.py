@@ -1,6 +1,7 @@
 """llama-cpp-python's own OpenAI-compatible server (`python -m llama_cpp.server`, from its
 `server` extra) on a free loopback port, serving the tiny model the suite writes: a real
-server no one here wrote, for the remote-connection tests."""
+server no one here wrote, for the remote-connection tests; and the same server as one of the
+person's own servers (`running_server`, with its key) for the chat and `cove remote` tests."""
 
 from __future__ import annotations
 
@@ -71,3 +72,26 @@ def llama_cpp_server(folder: Path, *, api_key: str | None = None, certfile: Path
         yield LlamaCppServer(url, port, MODEL_ALIAS, log)
     finally:
         stop_process(proc, 15)
+
+
+# The key of the person's own server in the chat and `cove remote` tests; it must never reach a
+# file, an argv or an output.
+REMOTE_KEY = "sk-cove-remote-canary-3f9a1c"
+
+
+@dataclass(frozen=True)
+class RemoteServer:
+    """The server as a remote connection sees it."""
+
+    base_url: str  # http://127.0.0.1:PORT/v1
+    host: str  # 127.0.0.1:PORT
+    port: int
+    model_id: str
+    key: str | None
+
+
+@contextmanager
+def running_server(folder: Path, *, key: str | None = REMOTE_KEY) -> Iterator[RemoteServer]:
+    """The server with room for long replies (a context of 2048), asking for `key`."""
+    with llama_cpp_server(folder, api_key=key, n_ctx=2048) as running:
+        yield RemoteServer(f"{running.url}/v1", f"127.0.0.1:{running.port}", running.port, running.model, key)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.app.mcp.conftest import FAULT_SERVER, calls
-from tests.app.test_cli import assert_clean_error, cove
+from tests.support.cli import assert_clean_error, cove
 
 
 def test_add_prints_the_command_line_and_starts_nothing(tmp_path: Path) -> None:

@@ -25,23 +25,22 @@ import pytest
 
 from app.paths import resolve_paths
 from tests.app.mcp.conftest import FAULT_SERVER
-from tests.app.test_cli import cove
-from tests.support.tiny_model import tiny_vocab, write_tiny_gguf
+from tests.support.cli import cove
+from tests.support.tiny_model import write_tiny_gguf
+from tests.support.tool_turns import QUOTE_TOKEN, QWEN_TEMPLATE
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "data" / "chat_templates" / "qwen2.5-instruct.jinja"
-QUOTE = tiny_vocab()[0].index('"')  # the '"' token of the tiny model
 CHAT = ("chat", "--new", "--model", "qwentools", "--temperature", "0", "--tool-choice", "required",
         "--max-tokens", "128")
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    model = write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=TEMPLATE.read_text(), n_ctx_train=4096)
+    model = write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=QWEN_TEMPLATE.read_text(), n_ctx_train=4096)
     done = cove(tmp_path, "models", "import", str(model))
     assert done.returncode == 0, done.stderr
     settings = resolve_paths({"COVE_HOME": str(tmp_path)}).settings_file
     settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text(json.dumps({"sampling": {"logit_bias": [[QUOTE, 10.0]]}}))
+    settings.write_text(json.dumps({"sampling": {"logit_bias": [[QUOTE_TOKEN, 10.0]]}}))
     return tmp_path
 
 
@@ -147,7 +146,7 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(tmp_path: Path, monkeypatc
     monkeypatch.setenv("FAKE_HOST_PIECES", str(pieces))
     real = Core.engine_client
     monkeypatch.setattr(Core, "engine_client", lambda self, host_argv=None: real(self, [sys.executable, str(FAKE_HOST)]))
-    model = write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=TEMPLATE.read_text(), n_ctx_train=4096)
+    model = write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=QWEN_TEMPLATE.read_text(), n_ctx_train=4096)
     calls_file = tmp_path / "calls.txt"
     assert main(["models", "import", str(model)]) == 0
     assert main(["tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER), str(calls_file)]) == 0

@@ -7,7 +7,6 @@ the fault MCP server notes every call that reaches it."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -17,7 +16,6 @@ from typing import Any
 import pytest
 
 from app.chat import TurnRecord, build_prompt_messages
-from app.engine.client import FinishedEvent
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY
 from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
@@ -30,7 +28,7 @@ from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
-from tests.app.turn.test_tool_loop import CALL, ScriptedBackend, _calls, _split
+from tests.support.tool_turns import CALL, LengthBackend, ScriptedBackend, calls_made, split_text
 
 WAIT_S = 60.0
 
@@ -79,7 +77,7 @@ def _question(events: list) -> ToolCallEvent | None:
 def test_nothing_runs_before_the_answer_then_the_call_runs_and_the_turn_goes_on(cove_core, fake_engine, pieces,
                                                                                 server, calls_file, quick_host):
     record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server,
-                         [_split("Let me check. " + CALL), _split("The tool said hi.")])
+                         [split_text("Let me check. " + CALL), split_text("The tool said hi.")])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     asked = _question(events)
@@ -88,12 +86,12 @@ def test_nothing_runs_before_the_answer_then_the_call_runs_and_the_turn_goes_on(
     assert asked.server == "fault" and turn.waiting_for is not None
     for _ in range(5):  # frames go by while the question is up: nothing runs, nothing ends
         events.extend(turn.poll())
-    assert _calls(calls_file) == [] and turn.ended is None
+    assert calls_made(calls_file) == [] and turn.ended is None
     turn.answer("not-the-call", ALLOW_ONCE)  # an answer to no question changes nothing
     assert turn.waiting_for is not None
     turn.answer(asked.call_id, ALLOW_ONCE)
     _poll_until(turn, events, lambda: turn.ended is not None)
-    assert _calls(calls_file) == ["echo"]
+    assert calls_made(calls_file) == ["echo"]
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.content == "hi from the tool" and result.approved_by == "the person (allowed once)"
     end = events[-1]
@@ -108,50 +106,50 @@ def test_nothing_runs_before_the_answer_then_the_call_runs_and_the_turn_goes_on(
 
 
 def test_a_denial_never_reaches_the_server(cove_core, fake_engine, pieces, server, calls_file, quick_host):
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(CALL), _split("Understood.")])
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("Understood.")])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     turn.answer(_question(events).call_id, DENY)  # type: ignore[union-attr]
     _poll_until(turn, events, lambda: turn.ended is not None)
-    assert _calls(calls_file) == []
+    assert calls_made(calls_file) == []
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.status == "denied" and result.approved_by == "the person (denied)"
     assert turn.ended is not None and turn.ended.message.content == "Understood."
 
 
 def test_always_is_asked_once_then_the_rule_answers(cove_core, fake_engine, pieces, server, calls_file, quick_host):
-    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(CALL), _split("one")])
+    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("one")])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     turn.answer(_question(events).call_id, ALWAYS)  # type: ignore[union-attr]
     _poll_until(turn, events, lambda: turn.ended is not None)
-    _record, again = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(CALL), _split("two")],
+    _record, again = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("two")],
                            text="again")
     seen: list = []
     _poll_until(again, seen, lambda: again.ended is not None)
     assert _question(seen) is None and any(isinstance(e, ToolCallEvent) for e in seen)
-    assert _calls(calls_file) == ["echo", "echo"]
+    assert calls_made(calls_file) == ["echo", "echo"]
     result = next(e for e in seen if isinstance(e, ToolResultEvent))
     assert "always allowed" in result.approved_by
 
 
 def test_stop_at_the_question_ends_the_turn_and_nothing_runs(cove_core, fake_engine, pieces, server, calls_file,
                                                              quick_host):
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(CALL), _split("never")])
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("never")])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     turn.cancel()
     _poll_until(turn, events, lambda: turn.ended is not None)
     assert turn.ended is not None and turn.ended.status == MessageStatus.CANCELLED
     turn.answer(_question(events).call_id, ALLOW_ONCE)  # type: ignore[union-attr]  # too late: ignored
-    assert _calls(calls_file) == []
+    assert calls_made(calls_file) == []
     assert [m.role for m in cove_core.history.messages(record.conversation_id)] == ["user", "assistant", "assistant"]
 
 
 def test_polls_return_while_a_call_hangs_on_its_worker(cove_core, fake_engine, pieces, server, calls_file,
                                                        quick_host):
     hang = '<tool_call>\n{"name": "hang", "arguments": {}}\n</tool_call>'
-    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(hang), _split("It hung.")])
+    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(hang), split_text("It hung.")])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     turn.answer(_question(events).call_id, ALLOW_ONCE)  # type: ignore[union-attr]
@@ -165,35 +163,16 @@ def test_polls_return_while_a_call_hangs_on_its_worker(cove_core, fake_engine, p
             polls_while_running += 1
         time.sleep(0.01)
     assert polls_while_running >= 3  # the driver's thread kept polling while the server did not answer
-    assert _calls(calls_file) == ["hang"]
+    assert calls_made(calls_file) == ["hang"]
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.status == "failed" and "hang" in result.content
     assert turn.ended is not None and turn.ended.message.content == "It hung."
 
 
-class LengthBackend(ScriptedBackend):
-    """Each reply ends as an engine ends one at its token limit ('length')."""
-
-    def start(self, messages: list[dict], params: Any, **kwargs: Any) -> Any:
-        return _AtLimit(super().start(messages, params, **kwargs))
-
-
-class _AtLimit:
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def take_ready(self) -> list:
-        return [dataclasses.replace(e, status=MessageStatus.LENGTH) if isinstance(e, FinishedEvent) else e
-                for e in self.inner.take_ready()]
-
-
 def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(cove_core, fake_engine, pieces,
                                                                                 server, calls_file, quick_host):
     cut = 'Let me look that up. <tool_call>\n{"name": "echo", "arguments": {"text": "hi fr'
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(cut)], max_tokens=40,
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(cut)], max_tokens=40,
                          backend_type=LengthBackend)
     events: list = []
     _poll_until(turn, events, lambda: turn.ended is not None)
@@ -204,7 +183,7 @@ def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(
     assert "<tool_call>" not in end.message.content and end.message.content.startswith("Let me look that up.")
     note = end.message.metrics["tool_note"]
     assert "cut off by the token limit (40 tokens)" in note and "did not run" in note
-    assert _calls(calls_file) == [] and not any(isinstance(e, ToolCallEvent) for e in events)
+    assert calls_made(calls_file) == [] and not any(isinstance(e, ToolCallEvent) for e in events)
     stored = cove_core.history.messages(record.conversation_id)[-1]
     assert stored.content == end.message.content and stored.metrics["tool_note"] == note
 
@@ -212,7 +191,7 @@ def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(
 def test_a_reply_cut_off_outside_a_call_keeps_its_text_and_has_no_note(cove_core, fake_engine, pieces, server,
                                                                        calls_file, quick_host):
     text = "A long answer that simply ran out of room <tool"
-    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(text)],
+    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(text)],
                           backend_type=LengthBackend)
     events: list = []
     _poll_until(turn, events, lambda: turn.ended is not None)
@@ -222,12 +201,12 @@ def test_a_reply_cut_off_outside_a_call_keeps_its_text_and_has_no_note(cove_core
 
 def test_quitting_at_the_question_keeps_the_turn_as_interrupted_and_runs_nothing(cove_core, fake_engine, pieces,
                                                                                  server, calls_file, quick_host):
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split("Let me see. " + CALL)])
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text("Let me see. " + CALL)])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     end = turn.abandon(1.0)
     assert end.status == MessageStatus.INTERRUPTED and turn.waiting_for is None
-    assert _calls(calls_file) == []
+    assert calls_made(calls_file) == []
     branch = cove_core.history.messages(record.conversation_id)
     assert [m.role for m in branch] == ["user", "assistant", "assistant"]
     assert branch[1].content == "Let me see." and branch[2].status == MessageStatus.INTERRUPTED
@@ -236,11 +215,11 @@ def test_quitting_at_the_question_keeps_the_turn_as_interrupted_and_runs_nothing
 def test_quitting_while_a_call_runs_keeps_that_it_was_made(cove_core, fake_engine, pieces, server, calls_file,
                                                            quick_host):
     hang = '<tool_call>\n{"name": "hang", "arguments": {}}\n</tool_call>'
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [_split(hang)])
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(hang)])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     turn.answer(_question(events).call_id, ALLOW_ONCE)  # type: ignore[union-attr]
-    _poll_until(turn, events, lambda: _calls(calls_file) == ["hang"])
+    _poll_until(turn, events, lambda: calls_made(calls_file) == ["hang"])
     end = turn.abandon(0.2)  # the server does not answer within the grace
     assert end.status == MessageStatus.INTERRUPTED
     branch = cove_core.history.messages(record.conversation_id)

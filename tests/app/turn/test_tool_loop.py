@@ -22,32 +22,7 @@ from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
-
-CALL = '<tool_call>\n{"name": "echo", "arguments": {"text": "hi from the tool"}}\n</tool_call>'
-
-
-class ScriptedBackend:
-    """The fake host's backend, each reply's pieces written to FAKE_HOST_PIECES as it starts
-    (the host reads the file per request): a model's real outputs, one reply after another."""
-
-    def __init__(self, inner: Any, pieces_file: Path, replies: list[list[str]]) -> None:
-        self.inner, self.pieces_file, self.replies = inner, pieces_file, replies
-        self.sent: list[list[dict]] = []
-        self.tools_given: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def start(self, messages: list[dict], params: Any, **kwargs: Any) -> Any:
-        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
-        self.pieces_file.write_text(json.dumps(reply))
-        self.sent.append(messages)
-        self.tools_given.append((kwargs.get("tools"), kwargs.get("tool_choice")))
-        return self.inner.start(messages, params, **kwargs)
-
-
-def _split(text: str, size: int = 7) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+from tests.support.tool_turns import CALL, ScriptedBackend, calls_made, split_text
 
 
 def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer, replies: list[list[str]],
@@ -70,10 +45,6 @@ def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer
     return record, turn, events, backend
 
 
-def _calls(path: Path) -> list[str]:
-    return path.read_text().split()
-
-
 def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, fake_engine, pieces, host, server,
                                                                      calls_file):
     asked: list[ToolRequest] = []
@@ -83,9 +54,9 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
         return ALLOW_ONCE
 
     record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [_split("Let me check. " + CALL), _split("The tool said hi.")], approver)
+                                         [split_text("Let me check. " + CALL), split_text("The tool said hi.")], approver)
     assert [r.tool for r in asked] == ["echo"] and asked[0].arguments == {"text": "hi from the tool"}
-    assert _calls(calls_file) == ["echo"]
+    assert calls_made(calls_file) == ["echo"]
     kinds = [type(e).__name__ for e in events]
     assert kinds.index("ToolCallEvent") < kinds.index("ToolResultEvent") < kinds.index("EndEvent") == len(kinds) - 1
     result = next(e for e in events if isinstance(e, ToolResultEvent))
@@ -145,8 +116,8 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
 def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(cove_core, fake_engine, pieces, host, server,
                                                                       calls_file):
     record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [_split(CALL), _split("Understood.")], lambda _request: DENY)
-    assert _calls(calls_file) == []
+                                         [split_text(CALL), split_text("Understood.")], lambda _request: DENY)
+    assert calls_made(calls_file) == []
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.status == "denied" and result.is_error and "denied" in result.content
     assert backend.sent[1][-1]["content"] == result.content
@@ -160,27 +131,27 @@ def test_a_question_that_fails_denies(cove_core, fake_engine, pieces, host, serv
     def broken(_request: ToolRequest) -> str:
         raise OSError("the terminal went away")
 
-    _run(cove_core, fake_engine, pieces, host, server, [_split(CALL), _split("ok")], broken)
-    assert _calls(calls_file) == []
+    _run(cove_core, fake_engine, pieces, host, server, [split_text(CALL), split_text("ok")], broken)
+    assert calls_made(calls_file) == []
 
 
 def test_always_allow_asks_once_then_the_rule_answers(cove_core, fake_engine, pieces, host, server, calls_file):
-    _run(cove_core, fake_engine, pieces, host, server, [_split(CALL), _split("one")], lambda _r: ALWAYS)
+    _run(cove_core, fake_engine, pieces, host, server, [split_text(CALL), split_text("one")], lambda _r: ALWAYS)
 
     def never(_request: ToolRequest) -> str:
         raise AssertionError("asked again although the tool is always allowed")
 
-    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server, [_split(CALL), _split("two")],
+    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server, [split_text(CALL), split_text("two")],
                                            never, text="again")
-    assert _calls(calls_file) == ["echo", "echo"]
+    assert calls_made(calls_file) == ["echo", "echo"]
     result_row = [m for m in cove_core.history.messages(record.conversation_id) if m.role == "tool"][-1]
     assert result_row.params["decision"] == "always" and "always allowed" in result_row.params["approved_by"]
 
 
 def test_the_step_limit_ends_the_turn_with_a_sentence(cove_core, fake_engine, pieces, host, server, calls_file):
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server, [_split(CALL)],
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server, [split_text(CALL)],
                                          lambda _r: ALLOW_ONCE, max_steps=2)
-    assert _calls(calls_file) == ["echo", "echo"]
+    assert calls_made(calls_file) == ["echo", "echo"]
     assert turn.steps == 2 and len(backend.sent) == 3
     end = events[-1]
     assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
@@ -196,15 +167,15 @@ def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_e
     unknown = '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>'
     asked: list[ToolRequest] = []
     record, _turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                          [_split(unknown), _split("sorry")], lambda r: asked.append(r) or ALLOW_ONCE)
-    assert asked == [] and _calls(calls_file) == []
+                                          [split_text(unknown), split_text("sorry")], lambda r: asked.append(r) or ALLOW_ONCE)
+    assert asked == [] and calls_made(calls_file) == []
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.status == "failed" and "no tool named 'rm_rf'" in result.content
 
 
 def test_a_reply_without_calls_is_written_whole(cove_core, fake_engine, pieces, host, server, calls_file):
     record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server,
-                                           [_split("Just text, no tools <tool")], lambda _r: ALLOW_ONCE)
+                                           [split_text("Just text, no tools <tool")], lambda _r: ALLOW_ONCE)
     assert not any(isinstance(e, (ToolCallEvent, ToolResultEvent)) for e in events)
     shown = "".join(e.text for e in events if isinstance(e, TextEvent))
     assert shown == "Just text, no tools <tool" == events[-1].message.content
@@ -226,8 +197,8 @@ def test_a_harmony_reply_keeps_only_its_final_channel_and_its_call_runs(cove_cor
 
     monkeypatch.setattr(Turn, "_family", lambda _self, _metrics: FAMILIES["harmony"])
     record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server,
-                                           [_split(HARMONY_CALL), _split(HARMONY_ANSWER)], lambda _r: ALLOW_ONCE)
-    assert _calls(calls_file) == ["echo"]
+                                           [split_text(HARMONY_CALL), split_text(HARMONY_ANSWER)], lambda _r: ALLOW_ONCE)
+    assert calls_made(calls_file) == ["echo"]
     shown = "".join(e.text for e in events if isinstance(e, TextEvent))
     assert shown == "The tool said hi."
     branch = cove_core.history.messages(record.conversation_id)

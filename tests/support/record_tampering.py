@@ -1,0 +1,148 @@
+"""A record written the way Cove writes it (`fill_record`), and the edits of issue 29 a determined
+editor of the database can make to it (`TAMPERING`: each edit, and what `verify` must then say):
+for the record's own tests (tests/app/store/test_record_seals.py), the window's record-key
+section and bench/record_tamper.py."""
+
+from __future__ import annotations
+
+import json
+
+from app.store.request_log import GENESIS, RequestLog, content_hash, entry_hash
+
+
+def fill_record(log: RequestLog, n: int, conversation_id: str | None = None) -> list[int]:
+    """`n` complete replies appended to `log`; returns their sequence numbers."""
+    return [log.append(client="scripts", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name="tiny",
+                       model_sha256="ab" * 32, quant="F32", params={"temperature": 0.0, "seed": i},
+                       messages=[{"role": "user", "content": f"question {i}"}], reply=f"answer {i}", status="complete",
+                       usage={"prompt_tokens": 3, "completion_tokens": 2}, timings={"ttft_ms": 1.5},
+                       conversation_id=conversation_id) for i in range(n)]
+
+
+def run_sql(core, statement: str, args: list | tuple = ()) -> None:
+    """`statement` run on the core's database and committed, as an editor of the file would."""
+    core.db.execute(statement, list(args))
+    core.db.conn.commit()
+
+
+def _rehash_from(core, first: int) -> None:
+    """What a careful forger does with Cove's own functions: every hash from `first` on recomputed."""
+    log = RequestLog(core.db)
+    rows = log.entries()
+    previous = next((r["hash"] for r in rows if r["seq"] == first - 1), GENESIS)
+    for row in rows:
+        if row["seq"] < first:
+            continue
+        row["prev_hash"] = previous
+        if row["messages"] is not None:
+            row["content_hash"] = content_hash(row["messages"], row["reply"] or "")
+        row["hash"] = entry_hash(row)
+        run_sql(core, "UPDATE record_entries SET prev_hash = ?, content_hash = ?, hash = ? WHERE seq = ?",
+                (row["prev_hash"], row["content_hash"], row["hash"], row["seq"]))
+        previous = row["hash"]
+
+
+# The table of issue 29: each edit of the database, and what verify must say.
+def _delete_last(core) -> None:
+    run_sql(core, "DELETE FROM record_entries WHERE seq = 6")
+
+
+def _delete_last_with_its_seal(core) -> None:
+    run_sql(core, "DELETE FROM record_entries WHERE seq = 6")
+    run_sql(core, "DELETE FROM record_seals WHERE seq = 6")
+
+
+def delete_last_three(core) -> None:
+    run_sql(core, "DELETE FROM record_entries WHERE seq >= 4")
+    run_sql(core, "DELETE FROM record_seals WHERE seq >= 4")
+
+
+def _delete_everything(core) -> None:
+    run_sql(core, "DELETE FROM record_entries")
+    run_sql(core, "DELETE FROM record_seals")
+
+
+def _delete_middle(core) -> None:
+    run_sql(core, "DELETE FROM record_entries WHERE seq = 3")
+
+
+def _delete_first(core) -> None:
+    run_sql(core, "DELETE FROM record_entries WHERE seq = 1")
+    run_sql(core, "DELETE FROM record_seals WHERE seq = 1")
+
+
+def _forged_erasure_with_new_text(core) -> None:
+    run_sql(core, "UPDATE record_entries SET erased = 1, messages = ?, reply = 'forged reply' WHERE seq = 2",
+            [json.dumps([{"role": "user", "content": "a question never asked"}])])
+
+
+def _forged_erasure(core) -> None:
+    run_sql(core, "UPDATE record_entries SET erased = 1, messages = NULL, reply = NULL WHERE seq = 2")
+
+
+def reply_changed_and_rehashed(core) -> None:
+    run_sql(core, "UPDATE record_entries SET reply = 'a different answer' WHERE seq = 3")
+    _rehash_from(core, 3)
+
+
+def _rehashed_and_seals_removed(core) -> None:
+    reply_changed_and_rehashed(core)
+    run_sql(core, "DELETE FROM record_seals")
+
+
+def _forged_entry_appended(core) -> None:
+    last = RequestLog(core.db).entries()[-1]
+    row = {**last, "seq": 7, "messages": json.dumps([{"role": "user", "content": "planted"}]), "reply": "planted",
+           "prev_hash": last["hash"]}
+    row["content_hash"] = content_hash(row["messages"], row["reply"])
+    row["hash"] = entry_hash(row)
+    core.db.table("record_entries").insert(row)
+    core.db.conn.commit()
+
+
+def _forged_entry_with_a_made_up_seal(core) -> None:
+    _forged_entry_appended(core)
+    seal = dict(next(core.db.query("SELECT * FROM record_seals ORDER BY epoch DESC LIMIT 1")))
+    forged = {**seal, "epoch": seal["epoch"] + 1, "seq": 7, "head": RequestLog(core.db).entries()[-1]["hash"],
+              "mac": "00" * 32, "check_mac": "11" * 32}
+    core.db.table("record_seals").insert(forged)
+    core.db.conn.commit()
+
+
+def _conversation_changed(core) -> None:
+    run_sql(core, "UPDATE record_entries SET conversation_id = 'another' WHERE seq = 4")
+
+
+def _reply_edited(core) -> None:
+    run_sql(core, "UPDATE record_entries SET reply = 'forged' WHERE seq = 4")
+
+
+def _model_edited(core) -> None:
+    run_sql(core, "UPDATE record_entries SET model_sha256 = ? WHERE seq = 4", ["cd" * 32])
+
+
+def _two_swapped(core) -> None:
+    rows = {r["seq"]: r for r in RequestLog(core.db).entries()}
+    for seq, other in ((2, 3), (3, 2)):
+        run_sql(core, "UPDATE record_entries SET messages = ?, reply = ?, content_hash = ? WHERE seq = ?",
+                (rows[other]["messages"], rows[other]["reply"], rows[other]["content_hash"], seq))
+
+
+TAMPERING = {
+    "the last entry deleted": (_delete_last, {"missing": (6,)}),
+    "the last entry and its seal deleted": (_delete_last_with_its_seal, {"missing": (6,), "missing_seals": (5,)}),
+    "the last three deleted with their seals": (delete_last_three, {"missing": (4, 5, 6), "missing_seals": (3, 4, 5)}),
+    "every entry and seal deleted": (_delete_everything, {"missing": (1, 2, 3, 4, 5, 6)}),
+    "an entry in the middle deleted": (_delete_middle, {"missing": (3,)}),
+    "the first deleted with its seal": (_delete_first, {"missing": (1,), "missing_seals": (0,)}),
+    "erased=1 with a forged question and reply": (_forged_erasure_with_new_text, {"changed": (2,)}),
+    "an erasure nobody made": (_forged_erasure, {"changed": (2,)}),
+    "a reply changed and every hash recomputed": (reply_changed_and_rehashed, {"unsealed": (3, 4, 5, 6)}),
+    "re-hashed and every seal deleted": (_rehashed_and_seals_removed, {"missing_seals": (0, 1, 2, 3, 4, 5)}),
+    "a forged entry appended with correct links": (_forged_entry_appended, {"unsealed": (7,)}),
+    "a forged entry with a made-up seal": (_forged_entry_with_a_made_up_seal, {"bad_seals": (6,)}),
+    "conversation_id changed": (_conversation_changed, {"changed": (4,)}),
+    "a reply edited": (_reply_edited, {"changed": (4,)}),
+    "a model_sha256 edited": (_model_edited, {"changed": (4,)}),
+    "two entries swapped": (_two_swapped, {"changed": (2, 3)}),
+}
