@@ -9,7 +9,10 @@
 #                                               # metal (the default on macOS), native (this CPU only)
 #   packaging/build.sh --distpath D --workpath W   # extra arguments go to PyInstaller
 #
-# Installs the build tools (the `package` extra: PyInstaller) into .venv when missing.
+# The build runs in a venv of its own, build/venv, installed from packaging/requirements.lock
+# (exact versions, every file's sha256: packaging/lock.sh writes it) and llama.cpp's wheel for the
+# chosen backend (packaging/llama-wheel.sh, from the source packaging/llama-source.lock names),
+# so two builds a month apart contain the same code. It is made again when either changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${COVE_PYTHON:-.venv/bin/python}"
@@ -17,13 +20,10 @@ if [ ! -x "$PY" ]; then
     echo "build: $PY not found; set up the venv first (README: python3.11 -m venv .venv && .venv/bin/pip install -e '.[starter,dev]')" >&2
     exit 1
 fi
-if ! "$PY" -c "import PyInstaller" 2>/dev/null; then
-    "$PY" -m pip install --quiet -e '.[package]'
-fi
 # llama.cpp for distribution, not the venv's native build: its wheel (built once and cached by
 # llama-wheel.sh) unpacked into build/, and the PyInstaller hook takes its libraries from there.
+wheel="$(packaging/llama-wheel.sh)"
 if [ "${COVE_BACKEND:-}" != "native" ]; then
-    wheel="$(packaging/llama-wheel.sh)"
     libs="build/llama-$(basename "$(dirname "$wheel")")"
     if [ ! -e "$libs/.from" ] || [ "$(cat "$libs/.from")" != "$wheel" ]; then
         rm -rf "$libs" && mkdir -p "$libs"
@@ -35,7 +35,18 @@ if [ "${COVE_BACKEND:-}" != "native" ]; then
     fi
     export COVE_LLAMA_LIB_DIR="$PWD/$libs/wheel/llama_cpp/lib"
 fi
-"$PY" -m PyInstaller --noconfirm --clean --log-level WARN \
+BUILD_VENV="build/venv"
+stamp="$(cat packaging/requirements.lock | sha256sum | cut -c1-16) $wheel"
+if [ ! -x "$BUILD_VENV/bin/python" ] || [ "$(cat "$BUILD_VENV/.from" 2>/dev/null)" != "$stamp" ]; then
+    echo "build: installing the locked packages into $BUILD_VENV (packaging/requirements.lock)" >&2
+    rm -rf "$BUILD_VENV"
+    "$PY" -m venv "$BUILD_VENV"
+    # --require-hashes: a file whose sha256 is not in the lock is refused; every dependency must be there too.
+    "$BUILD_VENV/bin/python" -m pip install --quiet --require-hashes -r packaging/requirements.lock >&2
+    "$BUILD_VENV/bin/python" -m pip install --quiet --no-deps "$wheel" >&2
+    echo "$stamp" > "$BUILD_VENV/.from"
+fi
+"$BUILD_VENV/bin/python" -m PyInstaller --noconfirm --clean --log-level WARN \
     --distpath dist --workpath build/pyinstaller "$@" packaging/cove.spec
 
 # Python built from source (pyenv) keeps its debug info in libpython and the stdlib's

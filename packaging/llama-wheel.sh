@@ -53,8 +53,13 @@ if [ -z "$wheel" ]; then
     mkdir -p "$CACHE"
     echo "llama-wheel: building llama-cpp-python $VERSION for '$BACKEND' (several minutes; once)" >&2
     # --no-cache-dir: pip's own cache holds the README's native build under the same name.
+    # The source release packaging/llama-source.lock names, refused unless its sha256 matches.
+    if ! grep -q "^llama-cpp-python==$VERSION " packaging/llama-source.lock; then
+        echo "llama-wheel: packaging/llama-source.lock is not for llama-cpp-python $VERSION; run packaging/lock.sh" >&2
+        exit 1
+    fi
     CMAKE_ARGS="$ARGS" "$PY" -m pip wheel --quiet --no-deps --no-cache-dir --no-binary llama-cpp-python \
-        -w "$CACHE" "llama-cpp-python==$VERSION" >&2
+        --require-hashes -w "$CACHE" -r packaging/llama-source.lock >&2
     wheel="$(ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl | head -1)"
 fi
 if [ "${1:-}" = "--install" ]; then

@@ -21,9 +21,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from app import __version__
 from app.child_command import CHILD_FLAG, CHILD_MODULES, child_command
+from tests.support.lock_file import LLAMA_LOCK, LOCK, applies, read_lock
 from tests.support.paths import REPO_ROOT
 from tests.support.tiny_model import write_tiny_gguf
 
@@ -326,6 +329,28 @@ def test_frozen_build_holds_only_what_cove_uses(frozen: Path) -> None:
     assert {"app", "models", "ui", "llama_cpp", "keyring"} <= top
     assert not top & {"pytest", "_pytest", "hypothesis", "pytestqt", "tests", "PyInstaller", "tkinter"}
     assert set(CHILD_MODULES) <= {name for name, _path, _kind in toc[1]}
+
+
+@pytest.mark.packaging
+@pytest.mark.timeout(1800)
+def test_frozen_build_is_made_from_the_lock_files(frozen: Path) -> None:
+    """Its third-party code comes from build/venv, whose packages are exactly the lock's lines for
+    this platform (plus llama.cpp's wheel), and the metadata it ships names the locked versions."""
+    venv = ROOT / "build" / "venv"
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True,
+                            text=True, timeout=120, check=True)
+    installed = {canonicalize_name(p["name"]): Version(p["version"]) for p in json.loads(listed.stdout)}
+    locked = {e.name: e.version for e in read_lock(LOCK.read_text()) if applies(e, "3.11")}
+    (llama,) = read_lock(LLAMA_LOCK.read_text())
+    assert installed == {**locked, llama.name: llama.version}
+    toc = ast.literal_eval((frozen.parents[1] / "work" / "cove" / "PYZ-00.toc").read_text())
+    sources = {name.split(".")[0]: Path(path) for name, path, _kind in toc[1] if path}
+    site = venv.resolve() / "lib"
+    for module in ("huggingface_hub", "keyring", "starlette", "llama_cpp", "PySide6", "numpy"):
+        assert sources[module].resolve().is_relative_to(site), f"{module} came from {sources[module]}"
+    shipped = {canonicalize_name(name): Version(version) for name, version in
+               (d.name.removesuffix(".dist-info").rsplit("-", 1) for d in (frozen / "_internal").glob("*.dist-info"))}
+    assert shipped["huggingface-hub"] == locked["huggingface-hub"] and shipped["httpx2"] == locked["httpx2"]
 
 
 @pytest.mark.packaging
