@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
         save(popup, "model-picker")
         window.picker.combo.hidePopup()
         window.sidebar.focus_search()
-        window.sidebar._search.setText("lighthouse")
+        window.sidebar.search_box.setText("lighthouse")
         QTimer.singleShot(1200, search_shot)
 
     def search_shot() -> None:
@@ -140,7 +140,7 @@ def main(argv: list[str]) -> int:
         panel.connections_page.select("gpu-box", starter.name)
         save(panel, "connections")
         panel.close()
-        window.sidebar._search.clear()
+        window.sidebar.search_box.clear()
         window.new_chat()
         window._choose_model(f"{starter.name}@gpu-box")
         controller.reply_finished.connect(remote_replied)
