@@ -53,7 +53,7 @@ def test_a_remote_reply_streams_is_marked_on_its_host_and_loads_nothing(qtbot, c
     choose(window, "tiny@box")
     assert window.controller.model.name == "tiny@box"
     assert window.picker.loaded() == "tiny@box"  # nothing to load: in use at once
-    assert window.picker._combo.currentText() == f"tiny · {connection.host}"
+    assert window.picker.combo.currentText() == f"tiny · {connection.host}"
     activity: list[str] = []
     cove_core.network.add_listener(lambda a, started: activity.append(a.label) if started else None)
     chunks: list[str] = []
@@ -79,7 +79,7 @@ def test_a_remote_reply_streams_is_marked_on_its_host_and_loads_nothing(qtbot, c
     model = window.controller.model
     # Not this machine's context: the server's own figure for the model, when it gave one.
     expected = f"≈ ? / {model.context_length:,} tokens" if model.context_length else ""
-    assert window.composer._meter_label.text() == expected
+    assert window.composer.context_label.text() == expected
     entry = RequestLog(cove_core.db).entries()[-1]
     assert json.loads(entry["ran_on"])["host"] == connection.host and entry["model_name"] == "tiny@box"
 

@@ -18,6 +18,7 @@ from app.docs.indexer import index_collection
 from app.statuses import MessageStatus
 from app.store.sources import Source, attached_collections, sources_of, write_sources
 from tests.support.docs_corpus import LIGHTHOUSE, write_corpus
+from tests.support.remote_window import send
 from ui.chat.controller import ChatController
 from ui.conversation.source_rows import CITED_TITLE, OPEN_SOURCE, SOURCE, UNCITED_TITLE, tooltip
 from ui.shell.main_window import MainWindow
@@ -99,8 +100,7 @@ def test_a_turn_with_a_collection_shows_the_sources_its_reply_cites(qtbot, cove_
     window = _window(qtbot, cove_core, fake_engine)
     _action(window, "papers").setChecked(True)
     with qtbot.waitSignal(window.controller.reply_finished, timeout=WAIT_MS) as done:
-        window.composer.set_text("How many gulls did the lighthouse keeper count?")
-        window._send(window.composer.text())
+        send(qtbot, window, "How many gulls did the lighthouse keeper count?")
     reply = done.args[0]
     assert reply.status == MessageStatus.COMPLETE
     given = sources_of(cove_core.db, reply.id)
@@ -212,6 +212,6 @@ def test_with_an_embedding_model_installed_the_collection_is_searched_by_meaning
     window.documents.panel.close()
     _action(window, "notes").setChecked(True)
     with qtbot.waitSignal(window.controller.reply_finished, timeout=WAIT_MS) as done:
-        window._send("When did the kestrel hover?")
+        send(qtbot, window, "When did the kestrel hover?")
     given = sources_of(cove_core.db, done.args[0].id)
     assert given and given[0].path.endswith("birds.md") and given[0].cited

@@ -37,14 +37,14 @@ def test_api_conversations_carry_their_client_caption(qtbot) -> None:
     sidebar.show()
     sidebar.set_conversations([_conversation("3", "Refactor", "editor"), _conversation("2", "Poem", None),
                                _conversation("1", "Curl test", "local API")])
-    items = [sidebar._list.item(r) for r in range(3)]
+    items = [sidebar.conversation_list.item(r) for r in range(3)]
     assert [i.data(CAPTION_ROLE) for i in items] == ["editor · API", None, "local API"]
     assert items[0].data(Qt.ItemDataRole.AccessibleTextRole) == "Refactor (editor · API)"
     assert "From the API: editor" in items[0].toolTip() and "API" not in items[1].toolTip()
 
-    image = sidebar._list.viewport().grab().toImage()
+    image = sidebar.conversation_list.viewport().grab().toImage()
     background = image.pixelColor(image.width() - 2, image.height() - 2)  # below the rows
-    captioned, plain = (sidebar._list.visualItemRect(i) for i in items[:2])
+    captioned, plain = (sidebar.conversation_list.visualItemRect(i) for i in items[:2])
     right = (captioned.right() - 60, captioned.right() - 4)  # where the caption goes; short titles end far left of it
     assert _ink(image, captioned, *right, background) > 20
     assert _ink(image, plain, *right, background) == 0
@@ -78,7 +78,8 @@ def test_a_turn_the_server_answers_joins_the_sidebar_under_its_client(qtbot, cov
         assert reply.status_code == 200, reply.text
 
         def listed() -> list[str]:
-            rows = [window.sidebar._list.item(r) for r in range(window.sidebar._list.count())]
+            shown = window.sidebar.conversation_list
+            rows = [shown.item(r) for r in range(shown.count())]
             return [i.text() for i in rows if i.data(CAPTION_ROLE) == "editor · API"]
 
         qtbot.waitUntil(lambda: listed() == ["rename this function"], timeout=10000)  # no click needed

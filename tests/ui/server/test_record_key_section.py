@@ -9,13 +9,13 @@ from PySide6.QtGui import QGuiApplication
 
 from app.store.record_key import parse_key_text
 from app.store.request_log import RequestLog
-from tests.app.test_record_seals import _fill
+from tests.support.record_tampering import fill_record
 from ui.server.record_key_section import RecordKeySection, qr_pixmap
 
 
 def test_the_verification_key_is_shown_once_with_copy_and_a_qr_code_and_checks_the_seals(qtbot, cove_core) -> None:
     log = RequestLog(cove_core.db)
-    _fill(log, 3)
+    fill_record(log, 3)
     section = RecordKeySection(cove_core.db)
     qtbot.addWidget(section)
     section.show()
@@ -50,7 +50,7 @@ def test_the_qr_code_holds_the_text() -> None:
 
 def test_the_panel_says_whether_the_record_verifies_and_warns_when_it_was_edited(qtbot, cove_core) -> None:
     log = RequestLog(cove_core.db)
-    _fill(log, 3)
+    fill_record(log, 3)
     section = RecordKeySection(cove_core.db)
     qtbot.addWidget(section)
     section.show()  # the first showing checks it, off the UI thread

@@ -15,7 +15,7 @@ from ui.chat.model_picker import TOOLS_MARK
 
 
 def _label(window, name: str) -> str:
-    combo = window.picker._combo  # noqa: SLF001 - the rows as the person sees them
+    combo = window.picker.combo  # the rows as the person sees them
     return combo.itemText(combo.findData(name))
 
 
@@ -25,7 +25,7 @@ def test_the_picker_marks_the_models_that_can_call_tools(qtbot, cove_core, fake_
     qtbot.waitUntil(lambda: _label(window, capable.name).endswith(TOOLS_MARK), timeout=WAIT_MS)
     assert window.picker.tool_models == {capable.name: "hermes"}
     assert not _label(window, "tiny-llama").endswith(TOOLS_MARK)  # no template: it does not know tools
-    combo = window.picker._combo  # noqa: SLF001
+    combo = window.picker.combo
     tip = combo.itemData(combo.findData(capable.name), Qt.ItemDataRole.ToolTipRole)
     assert "Can call tools" in tip and "hermes" in tip
     window.refresh_models()  # listed again: the mark stays

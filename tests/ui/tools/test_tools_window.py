@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 
+from app.mcp.failures import ToolServerError
 from app.mcp.servers import stdio_server
 from tests.support.remote_window import make_window
 from tests.support.tiny_model import write_tiny_gguf
@@ -46,7 +48,9 @@ def test_quitting_stops_the_host_a_test_made(qtbot, cove_core, fake_engine, call
     host = window.tools.mcp
     assert host is not None
     window.close()
-    assert window.tools.mcp is None and host._closed  # noqa: SLF001 - the host was closed at quit
+    assert window.tools.mcp is None
+    with pytest.raises(ToolServerError, match="Cove is stopping"):  # the host was closed at quit: it starts nothing now
+        host.list_tools(stdio_server("fault", fault_command(calls_file)))
 
 
 def test_the_call_limits_are_set_on_the_page_kept_and_taken_by_the_live_host(qtbot, cove_core, fake_engine) -> None:

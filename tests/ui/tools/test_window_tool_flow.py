@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import shiboken6
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 
 from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
@@ -26,10 +26,10 @@ from app.mcp.servers import stdio_server
 from app.mcp.store import ToolServerStore
 from app.statuses import MessageStatus
 from app.turn import backend as turn_backend
-from tests.app.turn.test_tool_loop import CALL, ScriptedBackend, _split
 from tests.support.remote_window import make_window, send
+from tests.support.tool_turns import CALL, ScriptedBackend, split_text
+from tests.ui.connections.modal_answers import answer_question
 from tests.ui.tools.conftest import WAIT_MS, fault_command
-from ui.conversation.delegate import Hit
 from ui.conversation.row_layout import status_notice
 
 
@@ -50,7 +50,7 @@ class Replies:
         monkeypatch.setattr("ui.chat.turn_runner.backend_for", scripted)
 
     def set(self, *texts: str) -> None:
-        self.replies[:] = [_split(t) for t in texts]
+        self.replies[:] = [split_text(t) for t in texts]
 
 
 @pytest.fixture
@@ -95,6 +95,17 @@ def _rows(window: Any) -> list[Any]:
     return window.view.conversation_model().items()
 
 
+def _click_action(qtbot, window: Any, message_id: str, kind: str) -> None:
+    """Click one of a row's actions (its "Show details" for kind "details") where the person sees it."""
+    view = window.view
+    index = view.model().index(view.conversation_model().row_of(message_id), 0)
+    view.scrollTo(index)
+    qtbot.wait(20)
+    regions = view.message_delegate().action_regions(index, view.visualRect(index))
+    assert kind in regions, f"{kind} not among {sorted(regions)}"
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=regions[kind].center())
+
+
 def test_a_call_is_asked_allowed_run_shown_stored_and_recorded(qtbot, cove_core, fake_engine, hosts, calls_file,
                                                                replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
@@ -125,10 +136,10 @@ def test_a_call_is_asked_allowed_run_shown_stored_and_recorded(qtbot, cove_core,
     tool_row = shown[2]
     assert tool_row.content == "Called fault/echo · done · decided by the person (allowed once)"
     assert shown[1].content == "Let me check." and shown[-1].content == "The tool said hi."
-    window.view._on_hit(Hit("details", tool_row.id))  # noqa: SLF001 - the click on "Show details"
+    _click_action(qtbot, window, tool_row.id, "details")  # "Show details"
     opened = _rows(window)[2]
     assert '"text": "hi from the tool"' in opened.content and "**Result**" in opened.content
-    window.view._on_hit(Hit("details", tool_row.id))  # noqa: SLF001
+    _click_action(qtbot, window, tool_row.id, "details")  # "Hide details"
     assert _rows(window)[2].content == tool_row.content
 
     # Regenerate the answer: it replays from the person's message, not from the tool's result.
@@ -232,21 +243,23 @@ def test_the_window_stays_live_while_a_slow_call_runs(qtbot, cove_core, fake_eng
     _turn_on(window, "fault")
     replies.set('<tool_call>\n{"name": "hang", "arguments": {}}\n</tool_call>', "It did not answer.")
     send(qtbot, window, "hang")
-    frames_while_running: list[int] = []
-    runner = window.controller.turns
+    ticks_while_running: list[int] = []
 
-    def frame() -> None:
-        turn = runner.turn
-        step = turn._step if turn is not None else None  # noqa: SLF001 - the call on its worker
-        if step is not None and step.running is not None and step.running.outcome is None:
-            frames_while_running.append(1)
+    def tick() -> None:  # on the window's thread, as its frames are: none comes while that thread waits
+        history = cove_core.history.messages(window.controller.conversation_id)
+        if _calls(calls_file) == ["hang"] and not any(m.role == "tool" for m in history):  # the server has the call
+            ticks_while_running.append(1)
 
-    runner._drain.timeout.connect(frame)  # noqa: SLF001 - the frame timer itself
+    clock = QTimer(window)
+    clock.setInterval(50)
+    clock.timeout.connect(tick)
+    clock.start()
     qtbot.mouseClick(_asked(qtbot, window).allow_button, Qt.MouseButton.LeftButton)
     _idle(qtbot, window)
+    clock.stop()
     try:
         assert _calls(calls_file) == ["hang"]
-        assert len(frames_while_running) >= 3  # frames kept coming while the server did not answer
+        assert len(ticks_while_running) >= 5  # the window's thread kept running during the 2 s the server did not answer
         result = [m for m in cove_core.history.messages(window.controller.conversation_id) if m.role == "tool"][-1]
         assert result.params["status"] == "failed"
         assert _rows(window)[-1].content == "It did not answer." and _rows(window)[-1].status == MessageStatus.COMPLETE
@@ -274,33 +287,26 @@ def test_stop_while_the_question_is_up_closes_it_and_nothing_runs(qtbot, cove_co
 def test_offline_the_servers_start_only_if_the_person_allows_it_once(qtbot, cove_core, fake_engine, hosts,
                                                                      calls_file, replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
-    questions: list[str] = []
-    answer = [False]
-
-    def confirm(_title: str, question: str) -> bool:
-        questions.append(question)
-        return answer[0]
-
-    window.tools.chat._confirm = confirm  # noqa: SLF001 - the offline question's answer
     _turn_on(window, "fault")
     cove_core.network.set_offline(True)
     replies.set("No tools here.")
+    questions = answer_question(yes=False)  # the window's question before the servers start
     send(qtbot, window, "hello")
     _idle(qtbot, window)
     assert len(questions) == 1 and "offline" in questions[0] and fault_command(calls_file)[-1] in questions[0]
     assert hosts.made == [] and replies.backends[-1].tools_given[-1][0] is None  # nothing started, no tools
     assert "were not started" in window.notice.text()
-    answer[0] = True
     replies.set(CALL, "Done.")
+    questions = answer_question(yes=True)
     send(qtbot, window, "again")
     qtbot.mouseClick(_asked(qtbot, window).allow_button, Qt.MouseButton.LeftButton)
     _idle(qtbot, window)
-    assert len(questions) == 2 and _calls(calls_file) == ["echo"]
+    assert len(questions) == 1 and _calls(calls_file) == ["echo"]
 
 
 def test_a_call_cut_off_by_the_token_limit_shows_its_note_and_no_markup(qtbot, cove_core, fake_engine, hosts,
                                                                          calls_file, replies) -> None:
-    from tests.app.turn.test_deferred_tools import LengthBackend
+    from tests.support.tool_turns import LengthBackend
 
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
@@ -324,14 +330,14 @@ def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(q
     string argument "" at once, so the call ends well within the token limit."""
     from app.engine.client import EngineClient
     from app.settings import SamplingParams
-    from tests.app.turn.test_chat_tools_cli import QUOTE, TEMPLATE
     from tests.support.tiny_model import write_tiny_gguf
+    from tests.support.tool_turns import QUOTE_TOKEN, QWEN_TEMPLATE
     from tests.ui.tools.conftest import time_command
 
-    model = cove_core.library.import_file(write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=TEMPLATE.read_text(),
+    model = cove_core.library.import_file(write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=QWEN_TEMPLATE.read_text(),
                                                           n_ctx_train=4096))
     cove_core.remember_model(model)
-    cove_core.save_sampling_defaults(SamplingParams(temperature=0.0, max_tokens=128, logit_bias=((QUOTE, 10.0),)))
+    cove_core.save_sampling_defaults(SamplingParams(temperature=0.0, max_tokens=128, logit_bias=((QUOTE_TOKEN, 10.0),)))
     ToolServerStore(cove_core.db).add(stdio_server("time", time_command()))
     engine = EngineClient()
     window = make_window(qtbot, cove_core, engine)
@@ -393,5 +399,5 @@ def test_a_model_on_a_server_gets_no_tools_and_says_why(qtbot, cove_core, fake_e
     _turn_on(window, "fault")
     controller = window.controller
     controller.model = RemoteModel("box", "m1", "127.0.0.1:9", None)
-    assert controller._tools_for(controller.conversation_id) is None  # noqa: SLF001 - what a turn would get
+    assert controller.turns.tools_for(controller.conversation_id) is None  # what a turn would get
     assert "m1@box runs on a server" in window.tools.chat.notes[-1] and hosts.made == []  # nothing started
