@@ -6,7 +6,7 @@ the engine's own configure): run it and parse its JSON output.
 from __future__ import annotations
 
 import json
-import shutil  # noqa: F401  (the build finds cmake through shutil.which; tests/app/test_bench.py patches lb.shutil)
+import shutil  # noqa: F401  (the build finds cmake through shutil.which; tests/app/speed/test_bench.py patches lb.shutil)
 import statistics
 import subprocess
 from collections.abc import Callable, Sequence

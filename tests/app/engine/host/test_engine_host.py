@@ -43,7 +43,7 @@ def test_load_defaults_and_context_read_back(engine: EngineClient, tiny_gguf: Pa
     assert loaded.n_threads == default_threads()
     assert loaded.backend == "cpu" and loaded.n_gpu_layers == 0
     assert 0 < loaded.n_batch <= loaded.n_ctx and loaded.n_ubatch <= loaded.n_batch
-    assert loaded.template_source == "fallback:qa"  # a base model (tests/app/test_base_model_format.py)
+    assert loaded.template_source == "fallback:qa"  # a base model (tests/app/engine/host/test_base_model_format.py)
     assert "no chat template" in loaded.template_note
     assert loaded.architecture == "llama" and loaded.n_vocab > 256 and loaded.load_ms > 0
     pid = engine.host_pid

@@ -1,6 +1,6 @@
 """The written record (app/store/request_log.py): entries chained by hash; verify passes on an
 untouched record, names an entry edited by hand, reports a deleted one as missing, and keeps an
-erased entry (its text gone) as a marked gap that still verifies (tests/app/test_record_seals.py
+erased entry (its text gone) as a marked gap that still verifies (tests/app/store/test_record_seals.py
 has every way of tampering)."""
 
 from __future__ import annotations

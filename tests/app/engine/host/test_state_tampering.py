@@ -20,7 +20,7 @@ import pytest
 from app.engine.client import EngineClient, FinishedEvent
 from app.engine.host.state_check import CELL, Fingerprint, cells_in_place, find_cells, mismatch, take
 from app.engine.host.state_files import PREFIX, read_meta
-from tests.app.test_engine_state_files import engine
+from tests.app.engine.host.test_engine_state_files import engine
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.tiny_model import write_tiny_gguf
 

@@ -77,7 +77,7 @@ def test_a_draft_model_with_the_same_vocabulary_drafts_what_the_model_picks(engi
     # The twin proposes the loaded model's own greedy picks, so some are kept. Whether drafting
     # pauses as not paying (a draft model this small costs as much as the model) is decided from
     # measured step times, so on a loaded machine it may not within the reply: only the reason is
-    # checked here (tests/app/test_speculative_policy.py checks the decision on given times).
+    # checked here (tests/app/engine/host/test_speculative_policy.py checks the decision on given times).
     assert d["drafted"] > 0 and d["accepted"] > 0
     assert d["stopped"] in (None, "not paying", "too few drafts accepted")
 
