@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import shiboken6
 from PySide6.QtCore import QObject, Signal
@@ -60,9 +60,9 @@ def run_in_background(
         if job.dropped or not shiboken6.isValid(owner):
             return
         if exc is None:
-            on_done(result)  # type: ignore[arg-type]
+            on_done(cast(T, result))  # the worker's own result, through a Signal(object, object)
         elif on_failed is not None:
-            on_failed(describe(exc))  # type: ignore[arg-type]
+            on_failed(describe(cast(BaseException, exc)))  # what work() raised
 
     relay.delivered.connect(deliver)
 

@@ -13,10 +13,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from app.private_files import keep_private
 from ui.shell import system_libraries  # Qt-free: it runs before Qt is imported
+
+if TYPE_CHECKING:
+    from app.core import Core
 
 NO_DISPLAY = (
     "Cove's window needs a display, and none was found (DISPLAY and WAYLAND_DISPLAY are not set); "
@@ -89,13 +92,13 @@ def _report_first_paint(window: object) -> None:
     app.installEventFilter(FirstPaint(app))
 
 
-def tidy_downloads(core: object) -> None:
+def tidy_downloads(core: Core) -> None:
     """At start-up, before any download of this run: delete what interrupted downloads left
     that cannot be resumed (resumable ones stay; the Models panel offers them)."""
     from app.downloads import cleanup_orphans
 
     try:
-        cleanup_orphans(core.paths, (core.models_dir,))  # type: ignore[attr-defined]
+        cleanup_orphans(core.paths, (core.models_dir,))
     except OSError:
         pass  # tidying is best effort; it runs again next start
 

@@ -64,7 +64,7 @@ class ConversationModel(QStandardItemModel):
 
     # --- reading -------------------------------------------------------------------------
 
-    def item(self, row: int, column: int = 0) -> MessageItem:  # type: ignore[override]
+    def item(self, row: int, column: int = 0) -> MessageItem:  # type: ignore[override]  # every row is a MessageItem (a narrower return than QStandardItemModel's)
         return self._items[row]
 
     def item_count(self) -> int:

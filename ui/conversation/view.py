@@ -103,7 +103,7 @@ class ConversationView(QListView):
     def message_delegate(self) -> MessageDelegate:
         return self._delegate
 
-    def setModel(self, model: ConversationModel) -> None:  # type: ignore[override]
+    def setModel(self, model: ConversationModel) -> None:  # type: ignore[override]  # the view shows only a ConversationModel
         self._surface.stop()
         old = self.model()
         if isinstance(old, ConversationModel):

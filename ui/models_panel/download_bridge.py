@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -178,8 +179,8 @@ class DownloadBridge(QObject):
                      model_name=model.name, message=f"Installed as {model.name}.")
         self.model_installed.emit(model)
 
-    def _update(self, key: int, **changes: object) -> None:
-        row = replace(self._rows[key], **changes)  # type: ignore[arg-type]
+    def _update(self, key: int, **changes: Any) -> None:
+        row = replace(self._rows[key], **changes)
         self._rows[key] = row
         self.download_changed.emit(row)
 

@@ -56,6 +56,7 @@ class _RowWidget(QFrame):
         self.line = QLabel(self)
         self.line.setWordWrap(True)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.wanted: list[tuple[str, str]] | None = None  # the buttons shown now: (text, action)
         self.buttons = QHBoxLayout()
         self.buttons.setContentsMargins(0, 0, 0, 0)
         self.buttons.addStretch(1)
@@ -190,7 +191,7 @@ class DownloadsView(QWidget):
             wanted = [("Use for next turn", "use"), ("Clear", "forget")]
         else:
             wanted = [("Clear", "forget")]
-        if getattr(widget, "wanted", None) == wanted:
+        if widget.wanted == wanted:
             return
         for button in widget.findChildren(QPushButton):
             widget.buttons.removeWidget(button)
@@ -209,7 +210,7 @@ class DownloadsView(QWidget):
                 button.clicked.connect(lambda _=False: self.use_requested.emit(name))
             else:
                 button.clicked.connect(lambda _=False, w=widget: self._forget(key, w))
-        widget.wanted = wanted  # type: ignore[attr-defined]
+        widget.wanted = wanted
 
     def _forget(self, key: int, widget: _RowWidget) -> None:
         self._rows.pop(key, None)

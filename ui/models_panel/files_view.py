@@ -210,9 +210,8 @@ class FilesView(QWidget):
     def fit_text(self) -> str:
         return self.verdict.text()
 
-    def rows(self) -> list[tuple[str, str, str, str]]:
-        return [tuple(item.text(c) for c in range(len(COLUMNS)))  # type: ignore[misc]
-                for item in top_items(self.tree)]
+    def rows(self) -> list[tuple[str, ...]]:
+        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in top_items(self.tree)]
 
     def status_text(self) -> str:
         return self.status.text() if not self.status.isHidden() else ""
