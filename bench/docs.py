@@ -12,7 +12,7 @@ Reported:
   fresh process (the vector matrix read from SQLite) reported apart. Embedding the whole collection
   takes hours on two cores, so for latency its chunks get random unit vectors stored under the
   embedding model's name (what the cosine and fusion cost does not depend on the values); the
-  query is embedded by the real model; docs/documents-bench.md has the figures;
+  query is embedded by the real model; docs/decisions/documents-bench.md has the figures;
 - the window's UI stall while indexing: a 5 ms heartbeat's lateness in the real main window
   (bench/ui_stream.py's bench window, offscreen) while the Documents page's IndexWorker
   (ui/documents/worker.py) indexes the docs, and the same window idle for comparison;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes the one archive bench/gpu_check.sh needs on a GPU machine without network access
-# (docs/gpu-check.md): run here, with PyPI reachable.
+# (docs/decisions/gpu-check.md): run here, with PyPI reachable.
 #
 #   bench/gpu_bundle.sh [--python-version 3.12] [--out build/cove-gpu-check.tar]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check (issue 32, item 5), run on an NVIDIA machine from the unpacked bundle that
-# bench/gpu_bundle.sh makes (docs/gpu-check.md); needs no network.
+# bench/gpu_bundle.sh makes (docs/decisions/gpu-check.md); needs no network.
 #
 #   ./gpu_check.sh [--python python3.12] [--wheel PATH] [--model PATH] [--reps 5] [--work DIR]
 #

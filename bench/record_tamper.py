@@ -1,5 +1,5 @@
 """The table of issue 29, re-run as a person would see it: for each way of editing the database
-by hand (the edits of tests/app/test_record_seals.py), six entries are written by Cove in a home
+by hand (the edits of tests/support/record_tampering.py), six entries are written by Cove in a home
 of their own, the database is edited, and `cove record verify` runs; the table shows its exit
 status and what it said. Also with the verification key (`--key`), exported before the edit.
 
@@ -21,7 +21,7 @@ os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 from app.core import open_core  # noqa: E402
 from app.paths import resolve_paths  # noqa: E402
 from app.store.request_log import RequestLog  # noqa: E402
-from tests.app.test_record_seals import TAMPERING, _fill  # noqa: E402
+from tests.support.record_tampering import TAMPERING, fill_record  # noqa: E402
 
 
 def _cove(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -42,7 +42,7 @@ def main() -> int:
         for i, (kind, (edit, _expected)) in enumerate(cases.items()):
             home = Path(tmp) / f"home{i}"
             core = open_core(resolve_paths({"COVE_HOME": str(home)}))
-            _fill(RequestLog(core.db), 6, conversation_id="c-1")
+            fill_record(RequestLog(core.db), 6, conversation_id="c-1")
             core.close()
             key = Path(tmp) / f"key{i}.txt"
             key.write_text(_cove(home, "record", "key", "--export").stdout, encoding="utf-8")

@@ -8,7 +8,7 @@ Ratio = measured / estimated; goal: within 0.90-1.10.
 
 The context is opened with n_outputs_max = slots: each decode step asks for at most one logits
 row per slot, and llama.cpp would otherwise reserve (but never touch) n_ubatch rows of logits in
-the compute buffer (docs/ARCHITECTURE.md, "Memory estimates").
+the compute buffer (docs/decisions/memory-estimates.md).
 
 Run: .venv/bin/python bench/slots_memory.py [MODEL.gguf] [--ctx 2048,8192] [--slots 1,4] [--json]
 """

@@ -1,4 +1,4 @@
-"""The GPU check's parts that need no GPU (bench/gpu_check.sh, bench/gpu_check/, docs/gpu-check.md):
+"""The GPU check's parts that need no GPU (bench/gpu_check.sh, bench/gpu_check/, docs/decisions/gpu-check.md):
 nvidia-smi's per-process figure, the goals' verdict, the architecture read from a stand-in
 nvidia-smi, the sdist trim and the bundle check on fabricated folders, the random model, the
 bundled sources reaching Cove's tools build, and a CPU dry run of the whole script."""

@@ -2,7 +2,7 @@
 keeps most drafts and gives the same reply as plain decoding; on open-ended prompts a reply with
 drafting is the same as without up to the first near-tie of plain decoding (llama.cpp's batched
 kernels round a logit differently from single-token decoding, by up to about 1 on this model; see
-docs/ARCHITECTURE.md, "Drafting"), never before it."""
+docs/decisions/drafting.md), never before it."""
 
 from __future__ import annotations
 

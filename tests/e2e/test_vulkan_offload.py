@@ -32,7 +32,7 @@ from tests.support.paths import REPO_ROOT
 pytestmark = [pytest.mark.vulkan, pytest.mark.timeout(900)]
 
 # Logits: how far the Vulkan device's may be from the CPU's at the same position (other kernels,
-# another order of sums): the largest difference measured on the starter was 0.58 (docs/gpu.md).
+# another order of sums): the largest difference measured on the starter was 0.58 (docs/decisions/gpu.md).
 LOGIT_TOLERANCE = 1.0
 PROMPT = "Monday, Tuesday, Wednesday, Thursday,"
 
@@ -121,7 +121,7 @@ def test_the_starter_runs_on_lavapipe_as_on_the_cpu(vulkan_libs: Path, starter_m
     assert shared >= 5 and gpu["text"].startswith(" Friday, Saturday, Sunday"), (cpu["text"], gpu["text"])
     # The device memory llama.cpp allocated (lavapipe's free memory does not move), beside the estimate:
     # below it, which also counts a driver allowance (350 MiB) and the tied output layer's weights,
-    # which llama.cpp keeps on the CPU on this device (docs/gpu.md has the parts).
+    # which llama.cpp keeps on the CPU on this device (docs/decisions/gpu.md has the parts).
     used, estimate = gpu["placement"]["vram_used"], gpu["placement"]["vram_estimate"]
     assert used is not None and 0 < used <= estimate, gpu["placement"]
 
