@@ -185,7 +185,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
         if interactive:
             return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options,
                                 tools, docs)
-        stream = None if args.json else _stream_to_stdout
+        stream = None if args.json else stream_to_stdout
         assert prompt is not None  # read from stdin above when not interactive
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
                               on_loaded=None if args.json else _template_notes(), options=options, tools=tools,
@@ -293,7 +293,7 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         if not line.strip():
             continue
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
-                              on_text=_stream_to_stdout, on_loaded=on_loaded, options=options, tools=tools,
+                              on_text=stream_to_stdout, on_loaded=on_loaded, options=options, tools=tools,
                               on_tool=_say_tool, docs=docs)
         _print_footer(model.name, result)
         print_sources(sources_of(core.db, result.assistant_message.id), docs)
@@ -301,7 +301,8 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
             return 128 + result.terminated_by
 
 
-def _stream_to_stdout(text: str) -> None:
+def stream_to_stdout(text: str) -> None:
+    """A piece of the reply on standard output as it arrives: escaped for a terminal, exact for a pipe."""
     try:
         sys.stdout.write(for_terminal(text, sys.stdout))  # a reply's escape sequences never reach a terminal raw
         sys.stdout.flush()

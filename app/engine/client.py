@@ -254,7 +254,7 @@ class EngineClient:
             proc = self._proc
             self._aborting = proc is not None
         for gen in self._active():
-            gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
+            gen.end(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
         if proc is not None:
             proc.expected_exit = True
             self._drop_proc(proc)
@@ -320,7 +320,7 @@ class EngineClient:
             proc, self._proc, self._loaded = self._proc, None, None
             gens = [g for g in self._gens.values() if not g.done]
         for gen in gens:
-            gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
+            gen.end(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
         if proc is not None:
             proc.expected_exit = True
             try:
@@ -432,10 +432,10 @@ class EngineClient:
                     gen.host = proc
                 proc.send(req)
         except EngineError as exc:
-            gen._finish(None, MessageStatus.ERROR, {"error_kind": "restart"}, f"the engine could not be restarted: {exc}",
+            gen.end(None, MessageStatus.ERROR, {"error_kind": "restart"}, f"the engine could not be restarted: {exc}",
                         Failure("restart"))
         except HostGone:
-            gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
+            gen.end(None, MessageStatus.ERROR, {"error_kind": "crash"},
                         "the engine stopped unexpectedly before the reply started", Failure("crash"))
 
     # ---- cancel -------------------------------------------------------------------------
@@ -443,7 +443,7 @@ class EngineClient:
     def _cancel_generation(self, gen: Generation) -> None:
         proc = gen.host
         if not isinstance(proc, HostProcess):  # not sent yet (a restart is under way)
-            gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
+            gen.end(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled"}, None)
             return
         try:
             proc.send(Cancel(gen.request_id))
@@ -459,7 +459,7 @@ class EngineClient:
         # The host did not stop in time (llama.cpp cannot interrupt a prompt evaluation):
         # replace it. The model is reloaded on the next request.
         self._drop_proc(proc)
-        gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
+        gen.end(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
 
     # ---- events (reader thread) -----------------------------------------------------------
 

@@ -171,12 +171,14 @@ class Generation:
         with self._lock:
             return "".join(self._parts)
 
-    # ---- engine side (called by the client) ---------------------------------------------
+    # ---- the feeding side (the engine client, a remote engine) -----------------------------
 
-    def _start(self, info: StartedInfo) -> None:
+    def set_started(self, info: StartedInfo) -> None:
+        """What the engine said as the reply started (its prompt's figures)."""
         self.started = info
 
-    def _token(self, text: str) -> None:
+    def add_token(self, text: str) -> None:
+        """A piece of the reply's text (dropped after the end)."""
         now = time.perf_counter()
         with self._lock:
             if self._done.is_set():
@@ -187,8 +189,8 @@ class Generation:
         self._events.put(TokenEvent(text, now))
         self._wake()
 
-    def _finish(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None,
-                failure: Failure | None = None) -> bool:
+    def end(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None,
+            failure: Failure | None = None) -> bool:
         """End the reply once; later calls are ignored. `text=None` keeps the text so far."""
         with self._lock:
             if self._done.is_set():

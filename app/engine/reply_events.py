@@ -18,26 +18,26 @@ STATUS = {"stop": MessageStatus.COMPLETE, "length": MessageStatus.LENGTH, "cance
 def deliver(gen: Generation, msg: Message, pid: int) -> None:
     """Pass one of the host's messages about `gen` on to it (`pid`: the host's process)."""
     if isinstance(msg, Token):
-        gen._token(msg.text)
+        gen.add_token(msg.text)
     elif isinstance(msg, Started):
-        gen._start(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
+        gen.set_started(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
                                msg.tool_format))
     elif isinstance(msg, Finished):
         metrics = dict(msg.metrics)
         metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
         metrics.update(process_memory(pid))
-        gen._finish(msg.text, STATUS.get(msg.stop_reason, MessageStatus.COMPLETE), metrics, None)
+        gen.end(msg.text, STATUS.get(msg.stop_reason, MessageStatus.COMPLETE), metrics, None)
     elif isinstance(msg, Failed):
         failure = Failure(msg.kind, msg.prompt_tokens, msg.n_ctx, msg.reserve, msg.at_least)
-        gen._finish(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message, failure)
+        gen.end(None, MessageStatus.ERROR, {"error_kind": msg.kind}, msg.message, failure)
 
 
 def host_gone(gen: Generation, cause: str, *, expected: bool) -> None:
     """The host process ended under `gen`: cancelled when that was asked for, else an error."""
     if expected:
-        gen._finish(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
+        gen.end(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
     else:
-        gen._finish(None, MessageStatus.ERROR, {"error_kind": "crash"},
+        gen.end(None, MessageStatus.ERROR, {"error_kind": "crash"},
                     f"the engine stopped unexpectedly ({cause}) while generating", Failure("crash"))
 
 

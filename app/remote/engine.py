@@ -112,7 +112,7 @@ class _Turn:
             if piece:
                 self.has_text = True
         if piece:
-            self.gen._token(piece)
+            self.gen.add_token(piece)
 
     def delta(self, delta: dict[str, Any]) -> None:
         """One chunk's delta. Its reasoning (reasoning_content) is shown as <think>...</think>, as
@@ -177,7 +177,7 @@ class _Turn:
     def complete(self) -> None:
         self.close_thinking()
         status = MessageStatus.LENGTH if self.finish_reason == "length" else MessageStatus.COMPLETE
-        self.gen._finish(None, status, self.metrics("length" if status == MessageStatus.LENGTH else "stop"), None)
+        self.gen.end(None, status, self.metrics("length" if status == MessageStatus.LENGTH else "stop"), None)
 
     def fault(self, problem: RemoteProblem, fault: str) -> None:
         """End on a fault: "interrupted" (text kept) after some text, else "error"."""
@@ -187,19 +187,19 @@ class _Turn:
         if self.has_text:
             self.close_thinking()
             sentence = message.rstrip(".") + KEPT
-            self.gen._finish(None, MessageStatus.INTERRUPTED, self.metrics("interrupted", fault), sentence)
+            self.gen.end(None, MessageStatus.INTERRUPTED, self.metrics("interrupted", fault), sentence)
             return
         metrics = self.metrics("error", fault)
         metrics["error_kind"] = f"remote-{problem.kind}"
         if problem.retry_after_s is not None:
             metrics["retry_after_s"] = problem.retry_after_s
-        self.gen._finish(None, MessageStatus.ERROR, metrics, message, Failure(f"remote-{problem.kind}"))
+        self.gen.end(None, MessageStatus.ERROR, metrics, message, Failure(f"remote-{problem.kind}"))
 
     # ---- from any thread ----------------------------------------------------------------
 
     def cancel(self) -> None:
         self.cancelled = True
-        self.gen._finish(None, MessageStatus.CANCELLED, self.metrics("cancelled"), None)
+        self.gen.end(None, MessageStatus.CANCELLED, self.metrics("cancelled"), None)
         response = self.response
         if response is not None:
             abort(response)
@@ -220,6 +220,11 @@ class RemoteEngine:
 
     def __repr__(self) -> str:
         return f"<RemoteEngine {self.connection.name} {self.connection.host}>"
+
+    @property
+    def http(self) -> RemoteHttp:
+        """The connection's requests (its repr never shows the key)."""
+        return self._http
 
     def close(self) -> None:
         self._http.close()

@@ -155,9 +155,9 @@ class RemoteHttp:
     def key(self) -> str | None:
         return self._key
 
-    def _http(self, checked: bool = False) -> httpx.Client:
+    def client(self, checked: bool = False) -> httpx.Client:
         """The client for probes (`checked` False), or the one that carries conversations, which
-        connects only to an address the person allowed, judged at connect time."""
+        connects only to an address the person allowed, judged at connect time; made on first use."""
         existing = self._checked if checked else self._client
         if existing is not None:
             return existing
@@ -199,7 +199,7 @@ class RemoteHttp:
         (nothing sent) when the name now resolves only outside what the person allowed."""
         home = origin(self.connection.base_url)
         host = self.connection.host
-        client = self._http(checked)
+        client = self.client(checked)
         timeout = None
         if read_timeout_s is not None:
             timeout = httpx.Timeout(connect=self.connect_timeout_s, read=read_timeout_s, write=read_timeout_s,

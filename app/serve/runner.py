@@ -52,6 +52,11 @@ class ServerThread:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and self.error is None
 
+    @property
+    def pool(self) -> ModelPool | None:
+        """The engines behind the API, once the server thread made them (None before)."""
+        return self._pool
+
     def start(self, timeout_s: float = 30.0) -> str | None:
         """Start serving; returns None once requests are answered, or a sentence saying why not
         (the port is taken, another interface without keys)."""

@@ -165,7 +165,7 @@ def _build(dest: Path, spec: ToolSpec, version: str, log: Callable[[str], None])
             )
         staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}-{version}-", dir=dest.parent))
         try:
-            _collect(build, staging, spec)
+            collect_build(build, staging, spec)
             info = {
                 "version": version,
                 "targets": list(spec.targets),
@@ -270,7 +270,7 @@ def _run_logged(cmd: list[str], fh: Any, what: str, build_log: Path, log: Callab
         raise LlamaToolError(f"{what} (exit {rc}; full log in {build_log}): {tail_of(''.join(lines))}")
 
 
-def _collect(build: Path, dest: Path, spec: ToolSpec) -> None:
+def collect_build(build: Path, dest: Path, spec: ToolSpec) -> None:
     """Copy the spec's binaries and every shared library the build produced into `dest`."""
     for target in spec.targets:
         name = binary_name(target)

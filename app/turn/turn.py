@@ -329,6 +329,12 @@ class Turn:
         call, request = step.asking
         return ToolCallEvent(call.id, call.name, call.arguments, server=request.server.name, question=request)
 
+    @property
+    def call_running(self) -> bool:
+        """Whether a decided call runs on its worker now (a deferred loop: polls return meanwhile)."""
+        step = self._step
+        return step is not None and step.running is not None and step.running.outcome is None
+
     def _poll_step(self) -> list[TurnEvent]:
         """A deferred step's news: a Stop at the question ends the turn, a finished call is written."""
         step = self._step

@@ -179,13 +179,17 @@ class GrammarFirstSampler:
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
         return not math.isinf(one.logit)
 
-    def _allowed_of(self, ids: np.ndarray) -> np.ndarray:
-        """Those of `ids` the grammar allows."""
+    def allowed_of(self, ids: np.ndarray) -> np.ndarray:
+        """Those of `ids` the grammar allows, in its present state."""
         arr = self._array(ids, 0.0)
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
         self.checked += len(ids)
         cur = self._cur[: len(ids)]
         return cur["id"][np.isfinite(cur["logit"])]
+
+    def accept_in_grammar(self, token: int) -> None:
+        """Move the grammar past `token`, as a pick does (the chain is left as it is)."""
+        llama_cpp.llama_sampler_accept(self._grammar, token)
 
     def _watch(self, token: int) -> None:
         """Keep the reply's last text and switch the grammar on once it ends with the trigger."""
@@ -233,7 +237,7 @@ class GrammarFirstSampler:
             return token
         if not self._allowed(token):
             self.refused += 1
-            allowed = self._best_allowed(row, fast.k)
+            allowed = self.best_allowed(row, fast.k)
             if not len(allowed):
                 return None
             if isinstance(fast, TopKPick):
@@ -244,20 +248,20 @@ class GrammarFirstSampler:
         llama_cpp.llama_sampler_accept(self._grammar, token)
         return token
 
-    def _best_allowed(self, row: np.ndarray, k: int) -> np.ndarray:
+    def best_allowed(self, row: np.ndarray, k: int) -> np.ndarray:
         """The k tokens of largest logit that the grammar allows (all it allows when fewer)."""
         if self._first_bytes is None:
             candidates = self._ids
         else:
             index = self._first_bytes()
             lead = np.zeros(256, dtype=bool)
-            lead[index.first[self._allowed_of(index.probes)]] = True
+            lead[index.first[self.allowed_of(index.probes)]] = True
             candidates = index.candidates(lead)
         allowed = None
         if len(candidates) > SLICE:  # the best of them first: enough when it holds k allowed ones
-            allowed = self._allowed_of(candidates[np.argpartition(row[candidates], -SLICE)[-SLICE:]])
+            allowed = self.allowed_of(candidates[np.argpartition(row[candidates], -SLICE)[-SLICE:]])
         if allowed is None or len(allowed) < k:
-            allowed = self._allowed_of(candidates)
+            allowed = self.allowed_of(candidates)
         if len(allowed) > k:
             allowed = allowed[np.argpartition(row[allowed], -k)[-k:]]
         return np.array(allowed, dtype=np.intc)

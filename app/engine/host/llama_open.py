@@ -1,5 +1,6 @@
 """Opening a model with llama-cpp-python as Cove needs it: the thread count, the KV cache types a
-load asks for, and the adjustments Cove makes to `Llama.__init__` while it runs.
+load asks for, and the adjustments Cove makes to `Llama.__init__` while it runs; and the loaded
+model's vocabulary (`vocab_of`).
 
 Runs only in the engine host (it imports llama_cpp).
 """
@@ -33,6 +34,11 @@ def kv_types(req: Load) -> tuple[int, int]:
     if req.type_v != "f16" and req.flash_attn is False:
         raise LoadError(f"a {req.type_v} V cache needs flash attention; set flash attention to auto or on, or the V cache to f16")
     return _GGML_TYPES[req.type_k], _GGML_TYPES[req.type_v]
+
+
+def vocab_of(llm: llama_cpp.Llama) -> llama_cpp.llama_vocab_p:
+    """The loaded model's llama.cpp vocabulary, which llama-cpp-python keeps on its model object."""
+    return llm._model.vocab
 
 
 def default_threads() -> int:

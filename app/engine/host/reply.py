@@ -23,7 +23,7 @@ from app.engine.host.prompt_plan import plan_turn
 from app.engine.host.reply_metrics import reply_metrics
 from app.engine.host.slots import Slot
 from app.engine.host.speculative import MAX_DRAFT
-from app.engine.host.token_pick import Pick, make_pick
+from app.engine.host.token_pick import Pick, make_pick, sampler_chain
 from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply
 from app.engine.protocol import Finished, Generate, Started, encode, token_line, token_line_prefix
 from app.tools.turn import ToolTurn, tool_turn
@@ -102,9 +102,9 @@ class Reply:
         s.grammar.gbnf = self.gbnf  # the sampler made next samples under it
         s.grammar.trigger = self.tools.trigger.encode("utf-8") if self.tools is not None and self.tools.trigger else None
         llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
-        self.sampler = llm._init_sampler(top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                         temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
-                                         presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
+        self.sampler = sampler_chain(llm, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
+                                     temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
+                                     presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
         return make_pick(llm, self.sampler, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
                          min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=self.gbnf is not None,
                          penalties=bool(req.presence_penalty or req.frequency_penalty), logit_bias=req.logit_bias,

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import llama_cpp
 import numpy as np
 
+from app.engine.host.llama_open import vocab_of
+
 MAX_DRAFT = 8  # tokens per verification batch, at most
 MIN_DRAFT_STEPS = 6  # verification steps before a pause for not paying (the first drafts of a reply often miss)
 MIN_GAIN = 1.05  # a draft length must promise this much over plain decoding to be used
@@ -123,7 +125,7 @@ class DraftModel:
 def same_vocabulary(a: Any, b: Any) -> bool:
     """Whether two loaded models tokenize alike: the same vocabulary size, special tokens, and
     the same text for a spread of token ids (a full comparison reads every token's text)."""
-    va, vb = a._model.vocab, b._model.vocab
+    va, vb = vocab_of(a), vocab_of(b)
     n = int(a.n_vocab())
     if n != int(b.n_vocab()) or a.token_bos() != b.token_bos() or a.token_eos() != b.token_eos():
         return False

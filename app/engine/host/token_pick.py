@@ -35,6 +35,13 @@ def logits_row(llm: Any, idx: int) -> np.ndarray:
     return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, idx), shape=(int(llm._n_vocab),))
 
 
+def sampler_chain(llm: Any, **settings: Any) -> Any:
+    """llama-cpp-python's sampler chain for `settings` (top_k, top_p, min_p, temp, the penalties), as
+    its `Llama.generate` makes one: the grammar slot's sampler while the slot holds a grammar
+    (app/engine/host/grammar_sampler.py). `ChainPick` picks with it."""
+    return llm._init_sampler(**settings)
+
+
 class ChainPick:
     """llama-cpp-python's own sampler (penalties, grammar, the whole chain)."""
 

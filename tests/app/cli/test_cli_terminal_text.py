@@ -124,11 +124,11 @@ def test_a_streamed_reply_reaches_a_terminal_escaped_and_a_pipe_exact(monkeypatc
     tty = FakeTty()
     monkeypatch.setattr(sys, "stdout", tty)
     for piece in (hostile[:10], hostile[10:]):  # an escape sequence split across two pieces
-        chat_cmd._stream_to_stdout(piece)
+        chat_cmd.stream_to_stdout(piece)
     shown = tty.getvalue()
     assert "\x1b" not in shown and "\x07" not in shown
     assert shown.startswith("line one\n") and "\t" in shown
     pipe = io.StringIO()
     monkeypatch.setattr(sys, "stdout", pipe)
-    chat_cmd._stream_to_stdout(hostile)
+    chat_cmd.stream_to_stdout(hostile)
     assert pipe.getvalue() == hostile

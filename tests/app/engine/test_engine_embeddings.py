@@ -4,6 +4,9 @@ text, between replies, and the chat's cached prefix left as it was."""
 from __future__ import annotations
 
 import math
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +34,17 @@ def engine(pooled_gguf: Path) -> Iterator[EngineClient]:
         loaded = client.load(pooled_gguf, n_threads=T)
         assert loaded.embeddings is True
         yield client
+
+
+def host_embed(model: Path, req: p.Embed) -> p.Embedded | p.Failed:
+    """What the engine host answers to `req` with `model` loaded (its session, in this process)."""
+    from app.engine.host.session import ModelSession
+
+    session = ModelSession(p.Load("l", str(model), n_threads=T))
+    try:
+        return session.embed(req)
+    finally:
+        session.close()
 
 
 def norm(v: list[float]) -> float:
@@ -118,11 +132,9 @@ def test_a_model_without_pooling_is_not_an_embedding_model(tiny_gguf: Path) -> N
         with pytest.raises(EngineError) as info:
             client.embed(["hello"])
         assert str(info.value) == "tiny-llama.gguf is not an embedding model: its file declares no pooling type"
-        # The host says the same when asked directly (a client that skips the check).
-        proc = client._proc
-        assert proc is not None
-        reply = client._request(proc, p.Embed("e-direct", ["hello"]), 30.0)
-        assert isinstance(reply, p.Failed) and reply.kind == "embed" and "declares no pooling type" in reply.message
+    # The host's session says the same when asked directly (a client that skips the check).
+    reply = host_embed(tiny_gguf, p.Embed("e-direct", ["hello"]))
+    assert isinstance(reply, p.Failed) and reply.kind == "embed" and "declares no pooling type" in reply.message
     with EngineClient() as client, pytest.raises(EngineError, match="no model is loaded"):
         client.embed(["hello"])
 
@@ -131,10 +143,8 @@ def test_a_reranker_is_named_as_one(tmp_path: Path) -> None:
     path = write_tiny_gguf(tmp_path / "tiny-rank.gguf", pooling_type=4)
     with EngineClient() as client:
         assert client.load(path, n_threads=T).embeddings is False
-        proc = client._proc
-        assert proc is not None
-        reply = client._request(proc, p.Embed("e-rank", ["hello"]), 30.0)
-        assert isinstance(reply, p.Failed) and "reranking model" in reply.message
+    reply = host_embed(path, p.Embed("e-rank", ["hello"]))
+    assert isinstance(reply, p.Failed) and "reranking model" in reply.message
 
 
 def test_the_host_restarts_for_an_embed_after_a_crash(pooled_gguf: Path) -> None:
@@ -142,9 +152,12 @@ def test_the_host_restarts_for_an_embed_after_a_crash(pooled_gguf: Path) -> None
         client.load(pooled_gguf, n_threads=T)
         first = client.embed(["hello world"]).vectors[0]
         pid = client.host_pid
-        assert pid is not None and client._proc is not None
-        client._proc.kill()
-        client._proc.wait_exit(10)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # a crash: the host killed from outside
+        deadline = time.monotonic() + 10
+        while client.host_pid == pid and time.monotonic() < deadline:  # until the client sees it gone
+            time.sleep(0.01)
+        assert client.host_pid is None
         again = client.embed(["hello world"]).vectors[0]
         assert client.host_pid not in (None, pid)
         assert again == pytest.approx(first, abs=1e-6)

@@ -8,14 +8,14 @@ from app.engine.generation import FinishedEvent, Generation, TokenEvent
 def test_take_ready_returns_what_arrived_without_waiting() -> None:
     gen = Generation("r1", on_cancel=lambda g: None)
     assert gen.take_ready() == []  # nothing yet: returns at once
-    gen._token("Hel")
-    gen._token("lo")
+    gen.add_token("Hel")
+    gen.add_token("lo")
     first = gen.take_ready()
     assert [e.text for e in first] == ["Hel", "lo"] and all(isinstance(e, TokenEvent) for e in first)
     assert gen.take_ready() == []
-    gen._token("!")
-    gen._finish(None, "complete", {"gen_tokens": 3}, None)
-    gen._token("late")  # after the end: dropped
+    gen.add_token("!")
+    gen.end(None, "complete", {"gen_tokens": 3}, None)
+    gen.add_token("late")  # after the end: dropped
     rest = gen.take_ready()
     assert [type(e) for e in rest] == [TokenEvent, FinishedEvent]
     assert rest[-1].text == "Hello!" and rest[-1].status == "complete"

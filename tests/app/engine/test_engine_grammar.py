@@ -146,21 +146,24 @@ def test_grammar_first_sampling_picks_what_the_grammar_in_the_chain_picks(tiny_g
     """At temperature 0 checking only the chain's choice (and resampling when the grammar refuses
     it) gives the very tokens that applying the grammar to every candidate gives."""
     import llama_cpp
+    import numpy as np
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from app.engine.host.grammar_sampler import GrammarSlot
+    from app.engine.host.grammar_sampler import GrammarFirstSampler, GrammarSlot
+    from app.engine.host.llama_open import vocab_of
+    from app.engine.host.token_pick import logits_row, sampler_chain
 
     gbnf = grammar_for(schema_format(SCHEMA))
     assert gbnf is not None
     llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=512, n_threads=T)
-    slot = GrammarSlot.install(llm, llm._model.vocab)
+    slot = GrammarSlot.install(llm, vocab_of(llm))
 
     def reply(first: bool, prompt: list[int]) -> bytes:
         llm.reset()
         slot.gbnf = gbnf if first else None
         out: list[int] = []
         for t in llm.generate(prompt, temp=0.0, grammar=None if first else LlamaGrammar.from_string(gbnf)):
-            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) or len(out) > 100:
+            if llama_cpp.llama_vocab_is_eog(vocab_of(llm), t) or len(out) > 100:
                 break
             out.append(t)
         return llm.detokenize(out)
@@ -171,8 +174,14 @@ def test_grammar_first_sampling_picks_what_the_grammar_in_the_chain_picks(tiny_g
             assert text == reply(False, prompt)
             check_thing(json.loads(text))
         slot.gbnf = None  # an empty slot leaves llama-cpp-python's own sampler in place
+        chain = sampler_chain(llm, temp=0.0)
+        assert not isinstance(chain, GrammarFirstSampler)
+        chain.close()
         llm.reset()
-        assert next(iter(llm.generate([1, 50], temp=0.0))) >= 0 and type(llm._sampler).__name__ == "LlamaSampler"
+        first = next(iter(llm.generate([1, 50], temp=0.0)))
+        # Greedy, with no grammar in the way: the largest logit of the prompt's last token, which
+        # the grammar's first byte ('{') would not allow for this random model.
+        assert first == int(np.argmax(logits_row(llm, -1))) and not llm.detokenize([first]).startswith(b"{")
     finally:
         llm.close()
 
@@ -185,11 +194,12 @@ def test_the_fast_first_pick_gives_the_tokens_of_the_whole_chain(tiny_gguf: Path
     import llama_cpp
 
     from app.engine.host.grammar_sampler import GrammarSlot
+    from app.engine.host.llama_open import vocab_of
 
     gbnf = grammar_for(schema_format(SCHEMA))
     assert gbnf is not None
     llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=512, n_threads=T)
-    slot = GrammarSlot.install(llm, llm._model.vocab)
+    slot = GrammarSlot.install(llm, vocab_of(llm))
     slot.gbnf = gbnf
 
     def reply(fast: bool, prompt: list[int], seed: int) -> tuple[list[int], int]:
@@ -198,7 +208,7 @@ def test_the_fast_first_pick_gives_the_tokens_of_the_whole_chain(tiny_gguf: Path
         slot.fast = fast
         out: list[int] = []
         for t in llm.generate(prompt, temp=temp):
-            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) or len(out) > 100:
+            if llama_cpp.llama_vocab_is_eog(vocab_of(llm), t) or len(out) > 100:
                 break
             out.append(t)
         return out, llm._sampler.refused
@@ -225,14 +235,17 @@ def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -
     import numpy as np
 
     from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler
+    from app.engine.host.llama_open import vocab_of
+    from app.engine.host.token_pick import sampler_chain
 
     gbnf = grammar_for(schema_format({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
                                       "required": ["s", "n"], "additionalProperties": False}))
     assert gbnf is not None
     llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=64, n_threads=T)
-    vocab, n_vocab = llm._model.vocab, llm.n_vocab()
+    vocab, n_vocab = vocab_of(llm), llm.n_vocab()
     index = FirstBytes(vocab, n_vocab)
-    sampler = GrammarFirstSampler(llm._init_sampler(temp=0.8), vocab, gbnf, n_vocab, first_bytes=lambda: index)
+    sampler = GrammarFirstSampler(sampler_chain(llm, temp=0.8), vocab, gbnf, n_vocab, first_bytes=lambda: index)
+    every_token = np.arange(n_vocab, dtype=np.intc)
     row = np.random.default_rng(0).standard_normal(n_vocab).astype(np.float32)
     buf = ctypes.create_string_buffer(64)
     by_text = {}
@@ -246,12 +259,12 @@ def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -
     try:
         for piece in [b"", *pieces]:
             if piece:
-                llama_cpp.llama_sampler_accept(sampler._grammar, by_text[piece])
-            everything = set(sampler._allowed_of(sampler._ids).tolist())
-            assert set(sampler._best_allowed(row, n_vocab).tolist()) == everything, piece
+                sampler.accept_in_grammar(by_text[piece])
+            everything = set(sampler.allowed_of(every_token).tolist())
+            assert set(sampler.best_allowed(row, n_vocab).tolist()) == everything, piece
             assert everything
         eos = llama_cpp.llama_vocab_eos(vocab)
-        assert eos in set(sampler._best_allowed(row, n_vocab).tolist())  # the object is complete: it may end
+        assert eos in set(sampler.best_allowed(row, n_vocab).tolist())  # the object is complete: it may end
     finally:
         sampler.close()
         llm.close()

@@ -63,7 +63,7 @@ def test_the_key_is_in_no_file_and_no_sentence_after_a_session(tmp_path: Path, k
             engine = RemoteEngine(echoed, connections.key("echo"), core.network)
             sentences.append(engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(30).error
                              or "")
-            sentences.append(repr(engine) + repr(engine._http) + repr(connections.keys))  # noqa: SLF001
+            sentences.append(repr(engine) + repr(engine.http) + repr(connections.keys))
             engine.close()
     finally:
         core.close()

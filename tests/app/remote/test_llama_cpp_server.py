@@ -106,7 +106,7 @@ def test_the_key_goes_as_a_bearer_and_a_wrong_or_missing_one_is_a_sentence(keyed
     failed = engine.generate(HELLO, model=model, max_tokens=4).wait(30)
     assert failed.status == MessageStatus.ERROR and failed.text == "" and "refused the key" in (failed.error or "")
     assert failed.failure is not None and failed.failure.kind == "remote-auth"
-    assert wrong not in repr(failed) and wrong not in repr(engine._http)  # noqa: SLF001
+    assert wrong not in repr(failed) and wrong not in repr(engine.http)
     engine, model = engine_for(keyed_server.url, gate, key=SERVER_KEY)
     done = engine.generate(HELLO, model=model, max_tokens=6).wait(30)
     assert done.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and done.text

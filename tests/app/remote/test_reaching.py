@@ -78,7 +78,7 @@ def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout(liste
         for filler in fillers:
             filler.close()
     engine, _ = engine_for("http://127.0.0.1:1", gate)
-    assert engine.connect_timeout_s == 5.0 and engine._http._http().timeout.connect == 5.0  # noqa: SLF001
+    assert engine.connect_timeout_s == 5.0 and engine.http.client().timeout.connect == 5.0
 
 
 def test_offline_refuses_before_any_socket(listening: socket.socket) -> None:

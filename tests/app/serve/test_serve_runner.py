@@ -99,7 +99,8 @@ def test_requests_run_on_the_engines_as_the_pool_loaded_them(cove_core) -> None:
             t.start()
         for t in threads:
             t.join()
-        engines = server._pool.engines
+        assert server.pool is not None
+        engines = server.pool.engines
         assert len(engines) == 1 and engines[0].client.loaded is engines[0].loaded  # one process, loaded once
         assert [(e.model, e.slots) for e in server.loaded()] == [("tiny-llama", engines[0].slots)]
     finally:

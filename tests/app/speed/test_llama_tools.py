@@ -121,13 +121,13 @@ def test_collect_takes_every_target_and_the_shared_libraries(tmp_path: Path) -> 
     (build / "bin" / "libllama.so").symlink_to("libllama.so.0.0.1")
     dest = tmp_path / "dest"
     dest.mkdir()
-    lt._collect(build, dest, lt.LLAMA_TOOLS)
+    lt.collect_build(build, dest, lt.LLAMA_TOOLS)
     assert (dest / "llama-server").read_text() == "llama-server" and (dest / "llama-cli").read_text() == "llama-cli"
     assert (dest / "libllama.so").is_symlink() and (dest / "libllama.so").read_text() == "lib"
     (dest / "llama-cli").unlink()
     (build / "bin" / "llama-cli").unlink()
     with pytest.raises(lt.LlamaToolError, match="produced no llama-cli binary"):
-        lt._collect(build, tmp_path / "dest", lt.LLAMA_TOOLS)
+        lt.collect_build(build, tmp_path / "dest", lt.LLAMA_TOOLS)
 
 
 def test_progress_lines_say_steps_share_and_time() -> None:

@@ -158,8 +158,7 @@ def test_polls_return_while_a_call_hangs_on_its_worker(cove_core, fake_engine, p
     while turn.ended is None:
         assert time.monotonic() < deadline
         events.extend(turn.poll())
-        step = turn._step  # noqa: SLF001 - the step's worker is what this test is about
-        if step is not None and step.running is not None and step.running.outcome is None:
+        if turn.call_running:
             polls_while_running += 1
         time.sleep(0.01)
     assert polls_while_running >= 3  # the driver's thread kept polling while the server did not answer

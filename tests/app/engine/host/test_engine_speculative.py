@@ -125,7 +125,7 @@ def test_a_reply_stopped_inside_accepted_drafts_leaves_the_cache_as_plain_decodi
 def test_top_k_on_the_largest_logits_samples_what_the_full_chain_samples(models: dict[str, Path]) -> None:
     from llama_cpp import Llama
 
-    from app.engine.host.token_pick import TopKPick
+    from app.engine.host.token_pick import ChainPick, TopKPick, sampler_chain
 
     llm = Llama(str(models["sure"]), n_ctx=512, n_threads=1, verbose=False)
     try:
@@ -139,8 +139,8 @@ def test_top_k_on_the_largest_logits_samples_what_the_full_chain_samples(models:
                 pick = TopKPick(40, 0.95, 0.05, 1.5, 1234)
                 sample = lambda: pick.pick(llm, -1)  # noqa: E731
             else:
-                chain = llm._init_sampler(top_k=40, top_p=0.95, min_p=0.05, temp=1.5, repeat_penalty=1.0)
-                sample = lambda: int(chain.sample(llm._ctx, -1))  # noqa: E731
+                chain = ChainPick(sampler_chain(llm, top_k=40, top_p=0.95, min_p=0.05, temp=1.5, repeat_penalty=1.0))
+                sample = lambda: chain.pick(llm, -1)  # noqa: E731
             out = []
             for _ in range(100):
                 token = sample()
