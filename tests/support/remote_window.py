@@ -62,7 +62,7 @@ def remember(core, name: str) -> None:
 
 def choose(window: MainWindow, name: str) -> None:
     """Pick `name` in the top bar's model picker, as a click on its row does."""
-    combo = window.picker._combo
+    combo = window.picker.combo
     window.refresh_models()
     index = combo.findData(name)
     assert index >= 0, f"{name} is not in the picker: {window.picker.names()}"
@@ -71,7 +71,7 @@ def choose(window: MainWindow, name: str) -> None:
 
 
 def send(qtbot, window: MainWindow, text: str) -> None:
-    box = window.composer._input  # the text box itself: offscreen, focus may sit in another window
+    box = window.composer.text_box  # the text box itself: offscreen, focus may sit in another window
     window.composer.focus_input()
     qtbot.keyClicks(box, text)
     qtbot.keyClick(box, Qt.Key.Key_Return)

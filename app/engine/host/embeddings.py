@@ -1,8 +1,8 @@
 """Pooled, L2-normalised text embeddings from the loaded model, computed in the engine host on a
 llama.cpp context of their own (created on first use, next to the chat context, on the same weights).
 
-Why a second context rather than llama_set_embeddings() on the chat one: the chat context has one
-sequence (n_seq_max 1), so embedding there would overwrite the KV cells of the conversation the
+Why a second context rather than llama_set_embeddings() on the chat one: the chat context's
+sequences hold the conversations of its slots, so embedding there would overwrite KV cells the
 next reply reuses; its pooling type is fixed when it is created; and a non-causal model (BERT-like)
 needs each text in one micro-batch, which the chat context's n_ubatch does not promise. The
 second context shares the weights (no copy); its own KV cache and compute buffer are sized to the
