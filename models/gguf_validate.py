@@ -9,7 +9,7 @@ does the same from the first bytes of a file known only by its size (a file on t
 raising `NeedMoreBytes` until it has been given enough.
 
 The checks mirror, and tighten, llama.cpp's own in ggml/src/gguf.cpp; the type tables
-come from the `gguf` package (why not its `GGUFReader`: docs/ARCHITECTURE.md, "Model files").
+come from the `gguf` package (why not its `GGUFReader`: docs/decisions/gguf-validation.md).
 """
 
 from __future__ import annotations

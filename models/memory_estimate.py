@@ -4,13 +4,13 @@ Cove's engine uses (models/context_size.py, app/engine/host/session.py).
 
 `loaded_ram` is what the engine holds after loading and a short first reply; `total_ram`
 is the peak once the context is full, the figure the verdict uses. What each part counts,
-and how `bench/fit_accuracy.py` checks both: docs/ARCHITECTURE.md, "Memory estimates".
+and how `bench/fit_accuracy.py` checks both: docs/decisions/memory-estimates.md.
 
 `slots` is the engine's `parallel`: that many conversations held at once in one context with
 llama.cpp's non-unified KV cache (n_seq_max = slots, one stream of `n_ctx` cells per slot). The
 KV cache is `slots` times one conversation's; the compute buffer is not: llama.cpp reserves it
 for one micro-batch whose tokens are spread over the streams, each attending to its own `n_ctx`
-cells, so the masks and activations are those of one slot (docs/memory-estimate.md).
+cells, so the masks and activations are those of one slot (docs/decisions/memory-estimates.md, "With slots").
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ MiB = 1 << 20
 
 # The engine process itself (interpreter, llama-cpp-python, numpy): the private memory of a
 # host with the tiny test model loaded, minus that model's own modelled share (the
-# measurement: docs/ARCHITECTURE.md, "Memory estimates").
+# measurement: docs/decisions/memory-estimates.md).
 ENGINE_RUNTIME = 26_000_000
 # The tokenizer's tables in llama.cpp (token strings twice, the text->id map, the piece
 # cache; plus the merge map for BPE), per token and per merge, fitted to the private memory
-# of loading llama.cpp's own vocabulary files (docs/ARCHITECTURE.md, "Memory estimates").
+# of loading llama.cpp's own vocabulary files (docs/decisions/memory-estimates.md).
 VOCAB_PER_TOKEN_SPM = 170
 VOCAB_PER_TOKEN_BPE = 267
 VOCAB_PER_MERGE = 64
@@ -49,7 +49,7 @@ CONTEXT_TOKEN_PYTHON = 100
 # A short first reply (the figure `loaded_ram` assumes): prompt tokens in one micro-batch.
 SHORT_TURN_TOKENS = 32
 # CUDA/Metal context, cuBLAS workspace and friends on an offloading GPU: the middle of the
-# usual range, not a measurement (docs/ARCHITECTURE.md, "Memory estimates").
+# usual range, not a measurement (docs/decisions/memory-estimates.md).
 GPU_RUNTIME = 350 * MiB
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
@@ -298,7 +298,7 @@ def _activations(facts: ModelFacts, n_tokens: int) -> int:
     Per token: the residual stream, its normed copy and the attention output (3 x n_embd);
     the feed-forward up, gate and their product (3 x n_ff); the queries (n_q); keys, rotated
     keys and values (2 x key + value per KV head). How close that comes to the compute buffer
-    llama.cpp reports: docs/ARCHITECTURE.md, "Memory estimates".
+    llama.cpp reports: docs/decisions/memory-estimates.md.
     """
     kv_heads = max(facts.n_head_kv, default=0)
     per_token = 3 * facts.n_embd + 3 * facts.n_ff + facts.n_q + (2 * facts.key_length + facts.value_length) * kv_heads

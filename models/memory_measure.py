@@ -7,7 +7,7 @@ buffers such as the KV cache and compute buffers, stacks, written data of librar
 swapped-out pages; `mapped_model` is the resident part of the model file's mapping. Their sum
 is what loading the model costs the machine. Where psutil cannot break a process down by
 mapping (macOS, Windows, or no permission), `private` falls back to USS minus the model
-file's private pages, or to USS. Why not plain USS: docs/ARCHITECTURE.md, "Memory estimates".
+file's private pages, or to USS. Why not plain USS: docs/decisions/memory-estimates.md, "What is measured".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 NAME is an installed model (its header is read from disk, no network). REPO FILE is a
 file on the Hub: only its header is fetched (ranged reads through the NetworkGate), so the
 answer comes before any download. The figures follow Cove's own engine settings; see
-docs/ARCHITECTURE.md, "Memory estimates", for what each one counts. `--parallel N` counts N
+docs/decisions/memory-estimates.md for what each one counts. `--parallel N` counts N
 slots (conversations held at once, each with the whole context); the output also says how many
 slots Cove would give the model here by default (models/slots.py).
 """

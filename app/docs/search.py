@@ -73,7 +73,7 @@ def search(index: DocumentIndex, names: Sequence[str], query: str, *, limit: int
 def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) -> list[int]:
     """Chunk ids of `names` matching `match`, best BM25 first, at most `n`. Searching every
     collection of the index (the usual case) needs no join: FTS5 ranks on its own, about 1.5x
-    faster (docs/documents-bench.md)."""
+    faster (docs/decisions/documents-bench.md)."""
     if set(names) >= set(index.names()):
         rows = index.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
                                   (match, n)).fetchall()

@@ -8,7 +8,7 @@ Cove's side goes through the real engine path a chat uses (pipe to the host, tok
   tg: a 1-token prompt (BOS) with no_cache=True, ignore_eos=True, max_tokens=N; the rate
       is N tokens over the time from the start of that 1-token decode to the N-th token,
       i.e. N decode+sample steps, the same count of decodes llama-bench times.
-What llama-bench's own tests do, and so why these shapes: docs/ARCHITECTURE.md, "`cove bench`".
+What llama-bench's own tests do, and so why these shapes: docs/decisions/benchmarks.md, "`cove bench`".
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def message_from_tuple(values: tuple[Any, ...]) -> Message:
     out[_PARAMS] = from_json(out[_PARAMS])
     out[_METRICS] = from_json(out[_METRICS])
     # A frozen dataclass's __init__ sets each field through object.__setattr__, slow for a long
-    # chat (figures: docs/ARCHITECTURE.md, "The history store"). Filling __dict__ directly builds
+    # chat (figures: docs/decisions/history-store.md). Filling __dict__ directly builds
     # the same immutable record (frozen only guards attribute assignment) in a fraction of that.
     message = object.__new__(Message)
     message.__dict__.update(zip(MESSAGE_FIELDS, out))

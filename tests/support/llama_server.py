@@ -31,7 +31,7 @@ def tools_cache() -> Path:
 
 
 def llama_server_binary(log: Callable[[str], None] | None = None) -> Path:
-    """The built llama-server (building the tools the first time takes minutes; see docs/ARCHITECTURE.md)."""
+    """The built llama-server (building the tools the first time takes minutes; see docs/decisions/benchmarks.md)."""
     return ensure_tool(tools_cache(), "llama-server", log=log or (lambda _msg: None))
 
 

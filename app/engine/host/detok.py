@@ -3,7 +3,7 @@
 Both are O(1) per token (apart from the length of the stop strings): each token's bytes
 are looked up once and fed to `codecs`' incremental decoder, so a character split across
 byte tokens appears when its last byte arrives (why the host does not use llama-cpp-python's
-streaming: docs/ARCHITECTURE.md, "The engine and the prompt").
+streaming: docs/decisions/token-loop.md, "Detokenizing a stream").
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from app.engine.host.transcript import Transcript, common_prefix
 
 MAX_ENTRIES = 16
 # A restore copies the whole saved state back and saves prefilling `gain` tokens. Copying one
-# token's KV cells is two orders of magnitude cheaper than evaluating it (docs/ARCHITECTURE.md,
-# "Earlier conversations' KV state"), so a restore is worth it once it saves MIN_GAIN tokens
+# token's KV cells is two orders of magnitude cheaper than evaluating it (docs/decisions/kv-state.md,
+# "In RAM"), so a restore is worth it once it saves MIN_GAIN tokens
 # and at least 1/GAIN_RATIO of what it copies.
 MIN_GAIN = 8
 GAIN_RATIO = 32

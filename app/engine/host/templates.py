@@ -1,7 +1,7 @@
 """Chat prompts for the engine host: the model's own (untrusted) template, rendered sandboxed,
 size-capped and time-limited, or the fallback for the model's architecture when it fails.
 
-How a template is rendered and stopped: docs/ARCHITECTURE.md, "Rendering a chat template".
+How a template is rendered and stopped: docs/decisions/chat-templates.md.
 A template that hangs its render thread raises TemplateHung: the host must then be replaced,
 since a Python thread cannot be killed. The fallbacks (by architecture, and for base models) are in app/engine/host/fallback_formats.py.
 """

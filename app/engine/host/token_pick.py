@@ -4,7 +4,7 @@ top k candidates only, or llama-cpp-python's sampler chain for everything else (
 Host-internal. llama.cpp's `llama_sampler_sample` copies every logit into a candidate array
 (262,144 entries for Gemma 3) before the chain's top-k cuts it to k; picking the top k with numpy
 first and running the same chain on those gives the same token for the same seed, for less work
-per token. Figures in docs/ARCHITECTURE.md ("Sampling a token").
+per token. Figures in docs/decisions/token-loop.md ("Sampling a token").
 """
 
 from __future__ import annotations
