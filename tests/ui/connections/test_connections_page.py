@@ -11,9 +11,9 @@ import llama_cpp
 from PySide6.QtCore import Qt
 
 from tests.support.keyrings import files_containing
+from tests.support.modal_answers import answer_question, answer_text
 from tests.support.remote_window import KEY, WAIT_MS, add_connection, make_window
 from tests.support.serve_fixture import free_port
-from tests.ui.connections.modal_answers import answer_question, answer_text
 from ui.connections.probe_worker import ProbeWorker
 
 TAB = "Connections"

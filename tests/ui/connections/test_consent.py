@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from tests.ui.connections.modal_answers import answer_next
+from tests.support.modal_answers import answer_next
 from ui.connections.consent import TITLE, ask_consent, consent_question
 
 

@@ -26,9 +26,9 @@ from app.mcp.servers import stdio_server
 from app.mcp.store import ToolServerStore
 from app.statuses import MessageStatus
 from app.turn import backend as turn_backend
+from tests.support.modal_answers import answer_question
 from tests.support.remote_window import make_window, send
 from tests.support.tool_turns import CALL, ScriptedBackend, split_text
-from tests.ui.connections.modal_answers import answer_question
 from tests.ui.tools.conftest import WAIT_MS, fault_command
 from ui.conversation.row_layout import status_notice
 
