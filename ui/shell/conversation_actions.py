@@ -10,6 +10,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QStatusBar, QWidget
 
+from app.errors import describe_error
 from app.store.export import export_conversation
 from app.store.search import search_messages
 from ui.chat.controller import ChatController
@@ -75,9 +76,14 @@ class ConversationActions:
         conversation = self.history.get_conversation(conversation_id)
         suggested = f"{(conversation.title or 'conversation')[:40]}.{ 'md' if fmt == 'md' else 'json'}"
         path, _ = QFileDialog.getSaveFileName(self.parent, "Export conversation", suggested)
-        if path:
+        if not path:
+            return
+        try:
             Path(path).write_text(export_conversation(self.history, conversation_id, fmt), encoding="utf-8")
-            self.status.showMessage(f"Exported to {path}", EXPORT_SHOWN_MS)
+        except OSError as exc:  # a folder the person may not write, a full disk: a sentence, the conversation untouched
+            self.notice(f"The conversation was not exported: {describe_error(exc)}.")
+            return
+        self.status.showMessage(f"Exported to {path}", EXPORT_SHOWN_MS)
 
     def delete(self, conversation_id: str) -> None:
         """Delete once the person confirms; not the open conversation while its reply streams."""

@@ -119,3 +119,21 @@ def test_export_writes_the_chosen_file_and_says_where(parts: Parts, cove_core, t
     assert offered[1] == "Export conversation: Holiday plans.json"
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".md", ".json")) == ["chosen.md"]
     assert parts.window.statusBar().currentMessage() == ""
+
+
+def test_an_export_the_folder_refuses_is_a_sentence(parts: Parts, cove_core, tmp_path, monkeypatch) -> None:
+    conversation = cove_core.history.create_conversation(title="Holiday plans")
+    cove_core.history.add_user_message(conversation.id, "Where shall we go?")
+    target = tmp_path / "no-such-folder" / "chosen.md"  # the folder is gone by the time it is written
+
+    class SaveDialog:
+        @staticmethod
+        def getSaveFileName(_parent, _caption: str, _suggested: str) -> tuple[str, str]:  # noqa: N802 (Qt's name)
+            return (str(target), "")
+
+    monkeypatch.setattr(conversation_actions, "QFileDialog", SaveDialog)
+    parts.sidebar.export_requested.emit(conversation.id, "md")
+    assert parts.notices == [f"The conversation was not exported: no such file: {target}."]
+    assert parts.window.statusBar().currentMessage() == ""
+    assert not target.exists()
+    assert [m.content for m in cove_core.history.messages(conversation.id)] == ["Where shall we go?"]
