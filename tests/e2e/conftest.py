@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -16,8 +15,6 @@ from tests.support.paths import REPO_ROOT as ROOT
 @pytest.fixture(scope="session")
 def frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the app into a temporary folder with packaging/build.sh; returns dist/Cove."""
-    if importlib.util.find_spec("PyInstaller") is None:
-        pytest.fail("PyInstaller is not installed: .venv/bin/pip install -e '.[package]'")
     out = tmp_path_factory.mktemp("build")
     result = subprocess.run(
         ["bash", str(ROOT / "packaging" / "build.sh"), "--distpath", str(out / "dist"), "--workpath", str(out / "work")],

@@ -3,8 +3,8 @@ itself, built with PyInstaller and run as a person would run it, with no Python 
 
 The tests marked `packaging` build the app (about a minute on 2 cores) and are deselected
 by the default run (pyproject's addopts); run them with
-`QT_QPA_PLATFORM=offscreen .venv/bin/python -m pytest -m packaging` (needs the `package`
-extra: `.venv/bin/pip install -e '.[package]'`). The others run with the suite.
+`QT_QPA_PLATFORM=offscreen .venv/bin/python -m pytest -m packaging` (packaging/build.sh installs
+PyInstaller with the app's packages from packaging/requirements.lock). The others run with the suite.
 """
 
 from __future__ import annotations
