@@ -157,7 +157,7 @@ class AnthropicApi:
         blocks: BlockStream | None = None  # with tools: the text block opens when there is text
         if tools:
             family = family_named(info.tool_format if info else str(metrics.get("tool_format") or ""))
-            blocks = BlockStream(ContentGate(family))
+            blocks = BlockStream(ContentGate(family, job.tools.names() if job.tools is not None else ()))
         else:
             yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
         yield event("ping")

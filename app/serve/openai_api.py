@@ -120,7 +120,7 @@ class OpenAIApi:
                 else:
                     if gate is None:
                         started = running.generation.started
-                        gate = ContentGate(family_named(started.tool_format if started else ""))
+                        gate = ContentGate(family_named(started.tool_format if started else ""), tools.names())
                     text = gate.more("".join(running.text))
                     if text:
                         yield delta({"content": text})
@@ -132,7 +132,7 @@ class OpenAIApi:
             finish = FINISH.get(event.status, "stop")
             if tools is not None:
                 family = family_named(str(event.metrics.get("tool_format") or ""))
-                gate = gate or ContentGate(family)
+                gate = gate or ContentGate(family, tools.names())
                 reply = running.tool_reply or read_reply(tools, family, event.text)  # read once as the reply closed
                 if reply.problem:
                     yield sse({"error": {"message": reply.problem, "type": "server_error", "code": "tool_call_invalid"}})

@@ -218,7 +218,7 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | FinishedEv
             else:
                 if gate is None:
                     started = running.generation.started
-                    gate = ContentGate(family_named(started.tool_format if started else ""))
+                    gate = ContentGate(family_named(started.tool_format if started else ""), tools.names())
                 text = gate.more("".join(running.text))
             for chunk in message.send(text) if text else ():
                 yield chunk
@@ -235,7 +235,8 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | FinishedEv
                 yield _failed(reply, event, tool_reply.problem)
                 return
             calls = tool_reply.calls
-            gate = gate or ContentGate(family_named(str(step.metrics.get("tool_format") or "")))
+            gate = gate or ContentGate(family_named(str(step.metrics.get("tool_format") or "")),
+                                      tools.names() if tools is not None else ())
             rest = gate.rest(tool_reply) if calls else step.text[len(gate.sent):]
         else:
             rest = step.text[len(message.text):]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from app.engine.grammar import schema_grammar
 from app.tools.families import Family
+from app.tools.openings import FENCE_LANGUAGES, TAG, WRAPPERS
 from app.tools.spec import Tool
 
 _RULE = re.compile(r"^([A-Za-z0-9-]+)\s*::=", re.MULTILINE)
@@ -139,4 +140,39 @@ def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | No
     more = f' ( "\\n" {whole} )*' if many else ""
     lead = f"{_lit(family.lead)} " if family.lead and not after_opener else ""
     rules.append(f"root ::= {'call-rest' if after_opener else lead + whole}{more}")
+    return "\n".join(rules) + "\n"
+
+
+def opening_call_grammar(tools: tuple[Tool, ...], family: Family, *, parallel: bool) -> str:
+    """The grammar of calls in the hermes or generic family from where a call's opening begins
+    (app/tools/openings.py): `<tool_call>` as the template asks (as `tool_call_grammar` writes it),
+    or a call's JSON object (`{"name": ..., "arguments": ...}`, space as the model likes),
+    bare, fenced as JSON or XML, in one of the other wrappers, or `<function=NAME>{...}</function>`.
+    The engine switches it on at an opening's start and gives it the opening's text first."""
+    rules: list[str] = []
+    tagged: list[str] = []
+    named: list[str] = []
+    function: list[str] = []
+    for i, tool in enumerate(tools):
+        tag_args = schema_grammar(tool.parameters)
+        if family.name == "generic":
+            tag_args = _dumps_form(tag_args)
+        rules.append(_renamed(tag_args, f"t{i}-").strip())
+        tagged.append(_call_rest(family, tool, f"t{i}-root"))
+        rules.append(_renamed(schema_grammar(tool.parameters), f"u{i}-").strip())
+        named.append(f'{_lit(chr(34) + tool.name + chr(34))} call-ws "," call-ws call-key call-ws ":" call-ws '
+                     f'u{i}-root call-ws "}}"')
+        function.append(f'{_lit(tool.name + ">")} call-ws u{i}-root call-ws "</function>"')
+    wrapped = " | ".join(f'"<{w}>" call-ws call-object call-ws "</{w}>"' for w in WRAPPERS if w != TAG)
+    languages = " | ".join(_lit(language) for language in FENCE_LANGUAGES)
+    rules += [
+        "call-ws ::= [ \\t\\r\\n]{0,40}",
+        'call-key ::= "\\"arguments\\"" | "\\"parameters\\""',
+        'call-object ::= "{" call-ws "\\"name\\"" call-ws ":" call-ws ( ' + " | ".join(f"( {n} )" for n in named) + " )",
+        'call-function ::= "<function=" ( ' + " | ".join(f"( {f} )" for f in function) + " )",
+        f"call-inner ::= call-object | call-function | {wrapped}",
+        f'call-tagged ::= {_lit("<" + TAG + ">")} ( ' + " | ".join(f"( {r} )" for r in tagged) + " )",
+        f'call ::= call-tagged | "```" ( {languages} )? call-ws call-inner call-ws "```" | call-inner',
+        "root ::= call" + (" ( call-ws call )*" if parallel and family.parallel else ""),
+    ]
     return "\n".join(rules) + "\n"

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from app.tools import harmony
 from app.tools.families import Family
+from app.tools.openings import TAG, closing_end, first_opening
 from app.tools.spec import new_call_id
 
 _DECODER = json.JSONDecoder()
-_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_CLOSE = "</tool_call>"
 _LLAMA_START = re.compile(r'(<\|python_tag\|>)?\{\s*"name"\s*:')
 
 
@@ -46,34 +48,51 @@ def _call(obj: Any, keys: tuple[str, ...] = ("arguments", "parameters")) -> Call
     return Call(new_call_id(), obj["name"], json.dumps(args, ensure_ascii=False))
 
 
-def _hermes(text: str) -> Parsed:
-    """`<tool_call>{json}</tool_call>` blocks. The JSON is read by a JSON decoder from the opener
-    on, so a closing tag inside a string argument does not end the call; the closing tag must
-    follow the object (or the text must end there: a reply cut at the tag)."""
+def _hermes(text: str, names: Collection[str] = ()) -> Parsed:
+    """`<tool_call>{json}</tool_call>` blocks, and (for the tools in `names`) the forms
+    app/tools/openings.py finds: a fenced or bare JSON call, one in another wrapper, or
+    `<function=NAME>{arguments}</function>`. The JSON is read by a JSON decoder from its start, so
+    a closing tag inside a string argument does not end the call. After `<tool_call>` the
+    closing tag must follow the object (or the text must end there: a reply cut at the tag)."""
     calls, content, last, pos = [], [], 0, 0
-    while (opener := text.find(_OPEN, pos)) >= 0:
-        begin = opener + len(_OPEN)
-        while begin < len(text) and text[begin].isspace():
-            begin += 1
-        pos = begin
+    while True:
+        at, opening = first_opening(text, names, pos)
+        if at >= len(text):
+            break
+        pos = at + 1
+        if opening is None:
+            continue
         try:
-            obj, after = _DECODER.raw_decode(text, begin)
+            obj, after = _DECODER.raw_decode(text, opening.body)
         except ValueError:
             continue
-        rest = len(text[after:]) - len(text[after:].lstrip())
-        close = after + rest
-        if text.startswith(_CLOSE, close):
-            close += len(_CLOSE)
-        elif close != len(text):
-            continue
-        call = _call(obj)
+        if opening.wrapper == TAG:
+            close = _space_end(text, after)
+            if text.startswith(_CLOSE, close):
+                close += len(_CLOSE)
+            elif close != len(text):
+                continue
+            if opening.fence and text.startswith("```", _space_end(text, close)):
+                close = _space_end(text, close) + 3
+        else:
+            close = closing_end(text, after, opening)
+        if opening.wrapper == "function=":
+            call = _call({"name": opening.name, "arguments": obj})
+        else:
+            call = _call(obj)
+            if call is not None and opening.wrapper != TAG and call.name not in names:
+                call = None
         if call is None:
             continue
         calls.append(call)
-        content.append(text[last:opener])
+        content.append(text[last:at])
         last = pos = close
     content.append(text[last:])
     return Parsed("".join(content).strip() if calls else text, tuple(calls))
+
+
+def _space_end(text: str, i: int) -> int:
+    return len(text) - len(text[i:].lstrip()) if i < len(text) else i
 
 
 def _json_calls(text: str, start: re.Pattern[str]) -> Parsed:
@@ -137,25 +156,35 @@ def _harmony(text: str) -> Parsed:
     return Parsed(read.content, tuple(Call(new_call_id(), name, args) for name, args in read.calls))
 
 
-def parse_calls(family: Family, text: str) -> Parsed:
-    """The calls in a whole reply of `family`'s model, and the rest of its text as content."""
+def parse_calls(family: Family, text: str, names: Collection[str] = ()) -> Parsed:
+    """The calls in a whole reply of `family`'s model, and the rest of its text as content.
+    `names`: the tools the request offers; a call written in a form the template did not ask for
+    (app/tools/openings.py) counts only for one of them."""
     if family.name == "harmony":
         return _harmony(text)
     if family.name == "mistral":
         return _mistral(text)
     if family.name == "llama3":
+        if names:
+            parsed = _hermes(text.replace("<|python_tag|>", ""), names)
+            if parsed.calls:
+                return parsed
         return _json_calls(text, _LLAMA_START)
-    return _hermes(text)
+    return _hermes(text, names)
 
 
-def held(family: Family, text: str) -> int:
+def held(family: Family, text: str, names: Collection[str] = (), since: int = 0) -> int:
     """Where in `text` the part that may be (or become) a call begins: a stream sends content only
     up to there until the reply ends. The opener itself, or the start of a partial opener at
-    the very end, or (Llama 3, Mistral without its marker) a reply that opens with JSON."""
+    the very end, or (Llama 3, Mistral without its marker) a reply that opens with JSON; for the
+    hermes and generic families every form `parse_calls` reads for `names`. `since`: text before
+    it was found free of any opening already (a stream's content sent so far)."""
     if family.name == "harmony":
         at = harmony.call_start(text)
         partial = harmony.partial_mark(text)
         return min(at, partial)
+    if family.name in ("hermes", "generic"):
+        return first_opening(text, names, since)[0]
     opener = family.opener
     at = text.find(opener)
     if family.name in ("llama3", "mistral"):
@@ -166,6 +195,10 @@ def held(family: Family, text: str) -> int:
         stripped = text.lstrip()
         if stripped[:1] in ("{", "[") and len(text) - len(stripped) < 8:
             return len(text) - len(stripped)
+        if family.name == "llama3" and names:
+            found = first_opening(text, names, since)[0]
+            if found < len(text):
+                at = found if at < 0 else min(at, found)
     if at >= 0:
         return at
     for k in range(min(len(opener) - 1, len(text)), 0, -1):
@@ -174,9 +207,9 @@ def held(family: Family, text: str) -> int:
     return len(text)
 
 
-def visible(family: Family, text: str) -> str:
+def visible(family: Family, text: str, names: Collection[str] = (), since: int = 0) -> str:
     """What of a reply so far a stream may send as content: for gpt-oss the final channel's text
     (app/tools/harmony.py), for the others the text up to `held`."""
     if family.name == "harmony":
         return harmony.read(text, partial=True).content
-    return text[:held(family, text)]
+    return text[:held(family, text, names, since)]

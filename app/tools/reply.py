@@ -4,6 +4,7 @@ what the API endpoints answer with, whatever their shape."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +29,7 @@ def read_reply(tools: ToolSet, family: Family, text: str) -> ToolReply:
     """The calls in `text` and the rest as content; a reply with no call that parses is all
     content (never nothing). A call of an unknown tool, or with arguments its schema refuses,
     is a problem; calls past the first when parallel calls are off are left out."""
-    parsed = parse_calls(family, text)
+    parsed = parse_calls(family, text, tools.names())
     calls = parsed.calls if tools.choice.parallel else parsed.calls[:1]
     known = {t.name: t for t in tools.tools}
     for call in calls:
@@ -64,15 +65,17 @@ def record_of(reply: ToolReply) -> dict[str, Any]:
 
 class ContentGate:
     """A stream's content with tools: sent only up to where a call may begin (gpt-oss: only its
-    final channel's text), the rest once the reply is read whole."""
+    final channel's text), the rest once the reply is read whole. `names`: the tools offered (a
+    call of one of them may begin in any form app/tools/openings.py knows)."""
 
-    def __init__(self, family: Family) -> None:
+    def __init__(self, family: Family, names: Collection[str] = ()) -> None:
         self.family = family
+        self.names = tuple(names)
         self.sent = ""
 
     def more(self, text: str) -> str:
         """What of `text` (the reply so far) may go out now."""
-        shown = visible(self.family, text)
+        shown = visible(self.family, text, self.names, len(self.sent))
         out = shown[len(self.sent):] if shown.startswith(self.sent) else ""
         self.sent += out
         return out

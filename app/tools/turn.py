@@ -3,11 +3,13 @@ calls in, and the grammar that keeps them valid (with its trigger when it is laz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from app.tools.families import Family
-from app.tools.grammar import tool_call_grammar
+from app.tools.grammar import opening_call_grammar, tool_call_grammar
+from app.tools.openings import first_opening
 from app.tools.spec import EMPTY_SCHEMA, Tool
 
 
@@ -17,6 +19,9 @@ class ToolTurn:
     tools: tuple[Tool, ...]
     gbnf: str
     trigger: str | None  # the grammar applies once the reply ends with this; None: from the first token
+    # Instead of `trigger` (hermes, generic): where in the reply so far a call's opening begins, or
+    # None; the grammar applies from there, given the text from there on first.
+    find: Callable[[str], int | None] | None = None
 
 
 def tools_of(wire: list[dict[str, Any]]) -> tuple[Tool, ...]:
@@ -35,6 +40,15 @@ def tool_turn(wire: list[dict[str, Any]], family: Family, *, choice: str, name: 
     """Raises ValueError for a schema the grammar converter refuses."""
     tools = tools_of(wire)
     required = choice == "required"
+    if not required and family.name in ("hermes", "generic"):
+        names = tuple(t.name for t in tools)
+        return ToolTurn(family, tools, opening_call_grammar(tools, family, parallel=parallel), None,
+                        lambda text: _opening_start(text, names))
     gbnf = tool_call_grammar(tools, family, name=name if required else None, parallel=parallel,
                              after_opener=not required)
     return ToolTurn(family, tools, gbnf, None if required else family.opener)
+
+
+def _opening_start(text: str, names: tuple[str, ...]) -> int | None:
+    at, opening = first_opening(text, names)
+    return at if opening is not None else None

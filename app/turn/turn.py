@@ -228,9 +228,12 @@ class Turn:
 
     def _gated(self, event: TextEvent) -> TextEvent:
         if self._gate is None:
-            self._gate = ContentGate(self._family(None))
+            self._gate = ContentGate(self._family(None), self._tool_names())
         self._raw += event.text
         return replace(event, text=self._gate.more(self._raw))
+
+    def _tool_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tools.tools) if self.tools is not None else ()
 
     def _family(self, metrics: dict[str, Any] | None) -> Family:
         return family_named(str((metrics or {}).get("tool_format") or ""))
@@ -241,7 +244,7 @@ class Turn:
         a deferred loop a call may wait for `answer` and run on a worker; `poll` goes on."""
         assert self.tools is not None
         family = self._family(event.metrics)
-        parsed = parse_calls(family, event.text)
+        parsed = parse_calls(family, event.text, self._tool_names())
         calls = list(parsed.calls if family.parallel else parsed.calls[:1])
         gate, self._gate, self._raw = self._gate, None, ""
         if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
@@ -288,7 +291,7 @@ class Turn:
         if text != event.text:
             self._note_raw(event.text, [])  # the record keeps what the model wrote
         metrics = event.metrics
-        at = held(family, event.text)
+        at = held(family, event.text, self._tool_names())
         cut = content is None and event.status != MessageStatus.COMPLETE and at < len(event.text) \
             and not family.opener.startswith(event.text[at:])
         if cut:

@@ -35,6 +35,8 @@ assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 # A refused token is picked again among the candidates the grammar allows in the SLICE best (by
 # logit) of those whose first byte it allows, or in all of those when the slice holds too few.
 SLICE = 512
+# The reply's last bytes `find` looks at: a call's opening (fence, wrapper, space, a tool's name) fits.
+_FIND_WINDOW = 512
 # Outside quoted literals and character classes, "<" opens a token reference (<[id]>, <name>): the
 # grammar then matches tokens by id, not by their text, and FirstBytes does not apply.
 _QUOTED = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]')
@@ -123,18 +125,24 @@ class GrammarFirstSampler:
 
     With a `trigger` (a lazy grammar, for tool calls), tokens are picked freely until the reply's
     text ends with the trigger (whitespace after it aside); from the next token on the grammar,
-    whose root starts after the trigger, applies. `piece` gives a token's text with control
-    tokens shown (a trigger may be one). `fast`: the first pick (fast_pick), or None for the
+    whose root starts after the trigger, applies. With `find` instead, the grammar's root starts
+    where `find` says a call begins in the reply so far: it is switched on there and given that
+    text first (tokenized again by `tokenize`), as llama.cpp's lazy grammar is given its trigger's
+    match; when that text does not fit it, the grammar waits for the next call as before. `piece`
+    gives a token's text with control tokens shown (a trigger may be one). `fast`: the first pick (fast_pick), or None for the
     whole chain on every candidate. `first_bytes`: the model's FirstBytes (made on first use),
     or None to apply the grammar to the whole vocabulary when a refused token is picked again."""
 
     def __init__(self, chain: Any, vocab: Any, gbnf: str, n_vocab: int, trigger: bytes | None = None,
                  piece: Callable[[int], bytes] | None = None, fast: FastPick | None = None,
-                 first_bytes: Callable[[], FirstBytes] | None = None) -> None:
+                 first_bytes: Callable[[], FirstBytes] | None = None, find: Callable[[str], int | None] | None = None,
+                 tokenize: Callable[[bytes], list[int]] | None = None) -> None:
         self._chain = chain  # a _internals.LlamaSampler without the grammar; owns its C chain
         self._fast = fast
         self._first_bytes = first_bytes if matches_text_only(gbnf) else None
         self._waiting = trigger if trigger and piece is not None else None
+        self._find = find if find is not None and tokenize is not None and piece is not None else None
+        self._tokenize = tokenize
         self._piece = piece
         self._seen = b""
         self._grammar = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
@@ -191,12 +199,38 @@ class GrammarFirstSampler:
         """Move the grammar past `token`, as a pick does (the chain is left as it is)."""
         llama_cpp.llama_sampler_accept(self._grammar, token)
 
+    @property
+    def _lazy(self) -> bool:
+        """The grammar is not switched on yet."""
+        return self._waiting is not None or self._find is not None
+
     def _watch(self, token: int) -> None:
-        """Keep the reply's last text and switch the grammar on once it ends with the trigger."""
-        assert self._waiting is not None and self._piece is not None
+        """Keep the reply's last text and switch the grammar on once it ends with the trigger
+        (or, with `find`, once a call begins in it)."""
+        assert self._piece is not None
+        if self._find is not None:
+            self._seen = (self._seen + self._piece(token))[-_FIND_WINDOW:]
+            self._found()
+            return
+        assert self._waiting is not None
         self._seen = (self._seen + self._piece(token))[-4 * len(self._waiting) - 64:]
         if self._seen.rstrip().endswith(self._waiting):
             self._waiting = None
+
+    def _found(self) -> None:
+        """Switch the grammar on at a call's start, given the text from there, when `find` sees one."""
+        assert self._find is not None and self._tokenize is not None
+        text = self._seen.decode("utf-8", "replace")
+        at = self._find(text)
+        if at is None:
+            return
+        for token in self._tokenize(text[at:].encode("utf-8")):
+            if not self._allowed(token):  # not a call the grammar knows after all: wait for the next one
+                llama_cpp.llama_sampler_reset(self._grammar)
+                self._seen = b""
+                return
+            llama_cpp.llama_sampler_accept(self._grammar, token)
+        self._find = None
 
     def sample(self, ctx: Any, idx: int) -> int:
         if self._fast is not None:
@@ -208,7 +242,7 @@ class GrammarFirstSampler:
         arr = self._array(self._ids, row)
         llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
         token = int(self._cur[arr.selected]["id"])
-        if self._waiting is not None:  # a lazy grammar not yet switched on: the chain's own choice
+        if self._lazy:  # a lazy grammar not yet switched on: the chain's own choice
             llama_cpp.llama_sampler_accept(chain, token)
             self._watch(token)
             return token
@@ -232,7 +266,7 @@ class GrammarFirstSampler:
             token = fast.draw(ids, row[ids])
         else:
             token = int(row.argmax())
-        if self._waiting is not None:
+        if self._lazy:
             self._watch(token)
             return token
         if not self._allowed(token):
@@ -274,6 +308,8 @@ class GrammarSlot:
     def __init__(self) -> None:
         self.gbnf: str | None = None
         self.trigger: bytes | None = None  # a lazy grammar's trigger (None: the grammar applies from the start)
+        self.find: Callable[[str], int | None] | None = None  # or where a call begins (GrammarFirstSampler)
+        self.tokenize: Callable[[bytes], list[int]] | None = None  # text to tokens, for `find`'s text
         self.piece: Callable[[int], bytes] | None = None  # a token's text, control tokens shown
         self.fast = True  # the first pick as plain decoding makes it, where the settings allow
         self._first_bytes: FirstBytes | None = None
@@ -295,7 +331,7 @@ class GrammarSlot:
                 return chain
             fast = fast_pick(kwargs, n_vocab, int(llm._seed)) if slot.fast else None
             return GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab, slot.trigger, slot.piece, fast,
-                                       first_bytes if slot.fast else None)
+                                       first_bytes if slot.fast else None, slot.find, slot.tokenize)
 
         llm._init_sampler = init_sampler
         return slot

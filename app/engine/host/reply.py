@@ -101,6 +101,7 @@ class Reply:
         s, req, llm = self.session, self.req, self.session.llm
         s.grammar.gbnf = self.gbnf  # the sampler made next samples under it
         s.grammar.trigger = self.tools.trigger.encode("utf-8") if self.tools is not None and self.tools.trigger else None
+        s.grammar.find = self.tools.find if self.tools is not None else None
         llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
         self.sampler = sampler_chain(llm, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
                                      temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
@@ -325,6 +326,7 @@ class Reply:
         if not req.tools:
             return None
         s.grammar.piece = s.special_piece
+        s.grammar.tokenize = s.plain_tokens
         try:
             return tool_turn(req.tools, s.format.tool_family, choice=req.tool_choice, name=req.tool_name,
                              parallel=req.parallel_tool_calls)

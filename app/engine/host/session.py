@@ -304,6 +304,10 @@ class ModelSession:
             scheduler.step()
         return results[0]
 
+    def plain_tokens(self, text: bytes) -> list[int]:
+        """`text` as tokens, control tokens' text read as plain text (no BOS)."""
+        return list(self.llm.tokenize(text, add_bos=False, special=False))
+
     def special_piece(self, token: int) -> bytes:
         """A token's bytes with control tokens shown (a tool-call opener may be one)."""
         return self.piece(token, True)
