@@ -172,7 +172,9 @@ def opening_call_grammar(tools: tuple[Tool, ...], family: Family, *, parallel: b
         'call-function ::= "<function=" ( ' + " | ".join(f"( {f} )" for f in function) + " )",
         f"call-inner ::= call-object | call-function | {wrapped}",
         f'call-tagged ::= {_lit("<" + TAG + ">")} ( ' + " | ".join(f"( {r} )" for r in tagged) + " )",
-        f'call ::= call-tagged | "```" ( {languages} )? call-ws call-inner call-ws "```" | call-inner',
-        "root ::= call" + (" ( call-ws call )*" if parallel and family.parallel else ""),
+        f'call-untagged ::= "```" ( {languages} )? call-ws call-inner call-ws "```" | call-inner',
+        # Several calls only in the template's own form: after a call in another form the reply ends
+        # (a small model asked to stop writing prose would go on writing calls instead).
+        "root ::= call-untagged | call-tagged" + (" ( call-ws call-tagged )*" if parallel and family.parallel else ""),
     ]
     return "\n".join(rules) + "\n"

@@ -80,8 +80,9 @@ def _hermes(text: str, names: Collection[str] = ()) -> Parsed:
             call = _call({"name": opening.name, "arguments": obj})
         else:
             call = _call(obj)
-            if call is not None and opening.wrapper != TAG and call.name not in names:
-                call = None
+            if opening.wrapper != TAG and (call is None or call.name not in names or not isinstance(obj, dict)
+                                           or not ("arguments" in obj or "parameters" in obj)):
+                call = None  # outside the template's tag, a call names an offered tool and its arguments
         if call is None:
             continue
         calls.append(call)

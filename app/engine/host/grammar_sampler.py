@@ -200,13 +200,13 @@ class GrammarFirstSampler:
         llama_cpp.llama_sampler_accept(self._grammar, token)
 
     @property
-    def _lazy(self) -> bool:
-        """The grammar is not switched on yet."""
+    def waiting(self) -> bool:
+        """The grammar is lazy and not switched on yet."""
         return self._waiting is not None or self._find is not None
 
-    def _watch(self, token: int) -> None:
-        """Keep the reply's last text and switch the grammar on once it ends with the trigger
-        (or, with `find`, once a call begins in it)."""
+    def watch(self, token: int) -> None:
+        """Take a token picked while the grammar waits: keep the reply's last text and switch the
+        grammar on once it ends with the trigger (or, with `find`, once a call begins in it)."""
         assert self._piece is not None
         if self._find is not None:
             self._seen = (self._seen + self._piece(token))[-_FIND_WINDOW:]
@@ -242,9 +242,9 @@ class GrammarFirstSampler:
         arr = self._array(self._ids, row)
         llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
         token = int(self._cur[arr.selected]["id"])
-        if self._lazy:  # a lazy grammar not yet switched on: the chain's own choice
+        if self.waiting:  # a lazy grammar not yet switched on: the chain's own choice
             llama_cpp.llama_sampler_accept(chain, token)
-            self._watch(token)
+            self.watch(token)
             return token
         if not self._allowed(token):
             self.refused += 1
@@ -266,8 +266,8 @@ class GrammarFirstSampler:
             token = fast.draw(ids, row[ids])
         else:
             token = int(row.argmax())
-        if self._lazy:
-            self._watch(token)
+        if self.waiting:
+            self.watch(token)
             return token
         if not self._allowed(token):
             self.refused += 1
