@@ -57,6 +57,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 pytest_plugins = [
     "tests.support.models_panel",  # the Models panel fixtures (hub, panel, served_bytes)
     "tests.support.llama_tools_build",  # llama.cpp's tools, built once before the tests that use them
+    "tests.support.real_models",  # real instruct models, fetched once before the tests that use them
     "pytester",  # runs a pytest session inside a test (tests/app/speed/test_llama_tools_build.py)
 ]
 

@@ -13,7 +13,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app import __version__
-from app.cli import auth_cmd, bench_cmd, chat_cmd, docs_cmd, history_cmd, models_cmd, record_cmd, remote_cmd, serve_cmd, tools_cmd
+from app.cli import (
+    auth_cmd,
+    bench_cmd,
+    chat_cmd,
+    docs_cmd,
+    history_cmd,
+    models_cmd,
+    record_cmd,
+    remote_cmd,
+    serve_cmd,
+    setup_cmd,
+    tools_cmd,
+)
 from app.errors import describe_error
 from app.log_redact import install_redaction
 from app.private_files import keep_private
@@ -43,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     remote_cmd.add_parser(sub)
     tools_cmd.add_parser(sub)
     docs_cmd.add_parser(sub)
+    setup_cmd.add_parser(sub)
     return parser
 
 

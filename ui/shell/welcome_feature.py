@@ -14,9 +14,10 @@ from typing import Any
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QStackedWidget
 
+from app.cli import setup_cmd
 from models.catalog import CatalogEntry, load_catalog, machine_ram
 from models.model_facts import installed_is_base
-from ui.shell.welcome_page import WelcomePage
+from ui.shell.welcome_page import WelcomePage, setup_note_text, wheel_model_text
 
 
 class WelcomeFeature(QObject):
@@ -72,7 +73,16 @@ class WelcomeFeature(QObject):
         model = self.controller.model
         self.page.set_model_state(ready=model is not None, name=model.name if model else None,
                                   preparing=self.controller.preparing_starter, error=self.controller.starter_error,
-                                  load_error=self.controller.load_error, base=installed_is_base(model))
+                                  load_error=self.controller.load_error, base=installed_is_base(model),
+                                  about=self._about(model))
+
+    def _about(self, model: object) -> str | None:
+        """The instruct starter's origin when it is the model; else why `cove setup` could not fetch it."""
+        spec = setup_cmd.INSTRUCT_STARTER
+        if getattr(model, "sha256", None) == spec.sha256:
+            return wheel_model_text(spec)
+        note = setup_cmd.read_setup_note(self.core.paths.data_dir)
+        return setup_note_text(spec, note) if note else None
 
     def leave(self) -> None:
         """Show the conversation (a chat was opened or started)."""

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushBut
 
 from models.catalog import FITS, TIGHT, CatalogEntry, machine_fit
 from models.units import format_size
+from models.wheel_models import WheelModel
 
 PRIVACY_TEXT = (
     "Cove runs language models on this computer. What you write, the replies, and your whole "
@@ -27,6 +28,18 @@ FIT_LABELS = {FITS: "fits this computer", TIGHT: "tight on memory", "too large":
 MAX_CATALOG_ROWS = 6
 BASE_MODEL_TEXT = ("It is a small base model: it continues text rather than following instructions, so its "
                    "answers are short and often wrong. An instruct model from the list below answers better.")
+
+
+def wheel_model_text(spec: WheelModel) -> str:
+    """What the instruct starter is and where its bytes came from (`cove setup` put it here)."""
+    return (f"{escape(spec.summary)}: an instruct model that answers simple questions and calls tools. "
+            f"It came from PyPI as {len(spec.parts)} wheels of an unknown publisher ({escape(spec.parts[0].package)} "
+            f"and the rest); every byte was checked against its pinned sha256, and nothing in them was run.")
+
+
+def setup_note_text(spec: WheelModel, note: str) -> str:
+    """Why the instruct starter is missing: the sentence `cove setup` gave."""
+    return f"{escape(spec.title)} could not be set up: {escape(note)}. Running <code>cove setup</code> tries again."
 
 
 
@@ -126,11 +139,13 @@ class WelcomePage(QScrollArea):
 
     def set_model_state(
         self, *, ready: bool, name: str | None, preparing: bool, error: str | None = None, load_error: str | None = None,
-        base: bool = False,
+        base: bool = False, about: str | None = None,
     ) -> None:
         """What the start button can do now: chat with `name`, wait for the starter, or nothing
         yet. `load_error`: the chosen model failed to load, so it is not called ready. `base`:
-        `name` is a small base model (models.model_facts.is_base_model), said plainly."""
+        `name` is a small base model (models.model_facts.is_base_model), said plainly. `about`:
+        rich text on the first model (what it is and where it came from, or why the instruct
+        starter is missing), said after it."""
         if error:
             self.starter_status.setText(f"The starter model could not be prepared: {error}")
         elif load_error and name:
@@ -141,10 +156,10 @@ class WelcomePage(QScrollArea):
             self.starter_status.setText("Preparing the starter model (Gemma 3 270M, 253 MB, first start only)…")
         elif ready and name and base:
             self.starter_status.setText(f"<b>{escape(name)}</b> is ready on this computer: type your first message "
-                                        f"below. {BASE_MODEL_TEXT}")
+                                        f"below. {BASE_MODEL_TEXT}{' ' + about if about else ''}")
         elif ready and name:
             self.starter_status.setText(f"<b>{name}</b> is ready on this computer: type your first message "
-                                        "below. Larger models below give better answers.")
+                                        f"below. {about or 'Larger models below give better answers.'}")
         else:
             self.starter_status.setText("No model yet: get one below, or import a GGUF file you already have.")
         self.start_button.setEnabled(ready and not preparing and not error)
