@@ -55,6 +55,8 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
             owner = None
             if m.status in _RESENDABLE and m.content:
                 owner = {"role": "assistant", "content": m.content}
+                if m.reasoning:  # the template decides whether it goes into the prompt
+                    owner["reasoning"] = m.reasoning
                 out.append(owner)
         elif m.role == "user" and not _refused_as_too_long(branch[i + 1] if i + 1 < len(branch) else None):
             owner = None
@@ -120,6 +122,7 @@ class TurnRecord:
         # passages are found on the turn's thread while the prompt is built, and written here with the reply.
         self.docs: TurnDocuments | None = None
         self._sources: list[Source] = []
+        self.reasoning = ""  # the reply's reasoning, set by the Turn before `finish` (app/reasoning)
 
     @classmethod
     def begin(
@@ -203,9 +206,11 @@ class TurnRecord:
         if self.ran_on is not None and "remote" not in metrics:  # a reply that never reached the server
             metrics = {**metrics, "remote": self.ran_on}
         try:
-            self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error)
+            self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error,
+                                                       reasoning=self.reasoning)
         except sqlite3.Error as exc:
-            self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error)
+            self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error,
+                                   reasoning=self.reasoning)
             raise ReplyNotSaved(exc, saved_chars=self._checkpoint.saved_chars, total_chars=len(final)) from exc
         self.unsaved = None
         self._write_sources(self.final)
@@ -250,6 +255,8 @@ class TurnRecord:
             params["tool_note"] = note
         if self._sources:  # what the model was shown of the person's documents: where from, and the hash
             params["documents"] = [source.provenance() for source in self._sources]
+        if reply.reasoning:  # the reply's reasoning, kept apart from its text (app/reasoning)
+            params["reasoning"] = reply.reasoning
         return params
 
     def _ran_on(self, reply: Message) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from app.store.checkpoint import CHECKPOINT_INTERVAL_S
 from app.store.history import History, Message
 from app.termination import Terminated
 from app.turn.backend import Backend, backend_for, on_server
-from app.turn.events import ConsentEvent, LoadedEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.events import ConsentEvent, LoadedEvent, ReasoningEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.status import StopCause
 from app.turn.tools import ToolLoop
 from app.turn.turn import Turn
@@ -81,10 +81,12 @@ class ChatService:
         tools: ToolLoop | Callable[[], ToolLoop | None] | None = None,
         on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
         docs: TurnDocuments | None = None,
+        on_reasoning: TextSink | None = None,
     ) -> TurnResult:
         """`tools`: the tools the model may call this turn, each call asked first (app/turn/tools.py);
         `on_tool` is told of each call and its result. `docs`: the conversation's documents, whose
-        passages for this message go into the prompt (app/docs/turn_sources.py)."""
+        passages for this message go into the prompt (app/docs/turn_sources.py). `on_reasoning`: the
+        reply's reasoning as it arrives (app/reasoning), apart from its text."""
         if self._library is not None and not on_server(model):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
         record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
@@ -103,7 +105,7 @@ class ChatService:
 
         try:
             turn.start(backend)
-            self._drive(turn, on_text, on_loaded, on_tool)
+            self._drive(turn, on_text, on_loaded, on_tool, on_reasoning)
         except KeyboardInterrupt as exc:
             # Interrupted while loading: nothing was generated; the turn ends cancelled
             # (interrupted when a signal ended it).
@@ -130,7 +132,8 @@ class ChatService:
                           terminated_by=terminated)
 
     def _drive(self, turn: Turn, on_text: TextSink | None, on_loaded: Callable[[LoadedModel], None] | None,
-               on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None) -> None:
+               on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
+               on_reasoning: TextSink | None = None) -> None:
         """Read the turn's events to its end, passing text on; Ctrl-C, SIGTERM or SIGHUP while
         waiting for a token or printing one stops the reply, and reading goes on to the end so
         the partial reply is kept with its metrics."""
@@ -142,6 +145,9 @@ class ChatService:
                 if isinstance(event, TextEvent):
                     if on_text is not None:
                         on_text(event.text)
+                elif isinstance(event, ReasoningEvent):
+                    if on_reasoning is not None:
+                        on_reasoning(event.text)
                 elif isinstance(event, (ToolCallEvent, ToolResultEvent)):
                     if on_tool is not None:
                         on_tool(event)

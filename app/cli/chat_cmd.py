@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from app.chat import remote_host
-from app.chat_service import ChatService, TurnResult
+from app.chat_service import ChatService, TextSink, TurnResult
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
@@ -185,11 +185,11 @@ def run(core: Core, args: argparse.Namespace) -> int:
         if interactive:
             return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options,
                                 tools, docs)
-        stream = None if args.json else stream_to_stdout
+        stream, thinking = (None, None) if args.json else reasoning_apart(stream_to_stdout)
         assert prompt is not None  # read from stdin above when not interactive
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
                               on_loaded=None if args.json else _template_notes(), options=options, tools=tools,
-                              on_tool=None if args.json else _say_tool, docs=docs)
+                              on_tool=None if args.json else _say_tool, docs=docs, on_reasoning=thinking)
     sources = sources_of(core.db, result.assistant_message.id)
     if args.json:
         print(json.dumps({**_result_json(result), "sources": sources_json(sources)}, ensure_ascii=False, indent=2))
@@ -292,9 +292,10 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         line = _readable(line, "your message", _stdin_encoding())
         if not line.strip():
             continue
+        shown, thinking = reasoning_apart(stream_to_stdout)
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
-                              on_text=stream_to_stdout, on_loaded=on_loaded, options=options, tools=tools,
-                              on_tool=_say_tool, docs=docs)
+                              on_text=shown, on_loaded=on_loaded, options=options, tools=tools,
+                              on_tool=_say_tool, docs=docs, on_reasoning=thinking)
         _print_footer(model.name, result)
         print_sources(sources_of(core.db, result.assistant_message.id), docs)
         if result.terminated_by is not None:
@@ -310,6 +311,39 @@ def stream_to_stdout(text: str) -> None:
         raise
     except OSError:
         pass  # the terminal is gone (SIGHUP follows): the reply is still saved
+
+
+def reasoning_apart(on_text: TextSink) -> tuple[TextSink, TextSink]:
+    """(on_text, on_reasoning) for one reply: its reasoning on standard error as it arrives, after a
+    "Thinking…" line and dim on a terminal, never on standard output (a pipe gets the answer
+    alone); a blank line between it and the answer, which goes to `on_text`."""
+    state = {"thinking": False}
+
+    def reasoning(text: str) -> None:
+        try:
+            dim = _isatty(sys.stderr)
+            if not state["thinking"]:
+                state["thinking"] = True
+                sys.stderr.write("\x1b[2mThinking…\n" if dim else "Thinking…\n")
+            elif dim:
+                sys.stderr.write("\x1b[2m")
+            sys.stderr.write(for_terminal(text, sys.stderr))
+            sys.stderr.write("\x1b[0m" if dim else "")
+            sys.stderr.flush()
+        except BrokenPipeError:
+            raise
+        except OSError:
+            pass  # the terminal is gone: the reasoning is still saved
+
+    def answer(text: str) -> None:
+        if state["thinking"] and text:
+            state["thinking"] = False
+            with contextlib.suppress(OSError):
+                sys.stderr.write("\n\n")
+                sys.stderr.flush()
+        on_text(text)
+
+    return answer, reasoning
 
 
 def _print_footer(model_name: str, result: TurnResult) -> None:
@@ -336,6 +370,7 @@ def _print_footer(model_name: str, result: TurnResult) -> None:
 def _result_json(result: TurnResult) -> dict:
     return {
         "text": result.text,
+        "reasoning": result.assistant_message.reasoning,  # apart from the text: never the answer
         "conversation_id": result.conversation_id,
         "message_ids": {"user": result.user_message.id, "assistant": result.assistant_message.id},
         "status": result.status,
@@ -395,15 +430,31 @@ def _no_terminal(request: ToolRequest) -> str:
     return DENY
 
 
+RESULT_LINES = 8  # a tool result's lines shown in the terminal before the rest is folded
+RESULT_LINE_WIDTH = 200
+
+
+def folded_result(content: str) -> str:
+    """A tool result as the terminal shows it: one line after the label, or its first
+    RESULT_LINES lines indented below it (each cut at RESULT_LINE_WIDTH characters) and a count
+    of the rest (`cove history show` has it whole). `say` escapes what a terminal would obey."""
+    lines = content.strip().splitlines()
+    cut = [line if len(line) <= RESULT_LINE_WIDTH else line[:RESULT_LINE_WIDTH] + "…" for line in lines[:RESULT_LINES]]
+    if len(lines) <= 1:
+        return f" {cut[0]}" if cut else ""
+    more = len(lines) - RESULT_LINES
+    tail = [f"… {more} more line{'s' if more != 1 else ''} (cove history show has the whole result)"] if more > 0 else []
+    return "\n" + "\n".join(f"  {line}" for line in cut + tail) + "\n"
+
+
 def _say_tool(event: ToolCallEvent | ToolResultEvent) -> None:
-    """A call and its result, one short line each on stderr (the history keeps them whole)."""
+    """A call on one line and its result (folded past a few lines) on stderr; the history keeps
+    them whole."""
     try:
         if isinstance(event, ToolCallEvent):
             say(f"[tool call: {event.server or '?'}/{event.name} {event.arguments}]", sys.stderr)
         else:
-            first = event.content.strip().splitlines()[0] if event.content.strip() else ""
-            shown = first if len(first) <= 200 else first[:200] + "…"
-            say(f"[tool result ({event.status}): {shown}]", sys.stderr)
+            say(f"[tool result ({event.status}):{folded_result(event.content)}]", sys.stderr)
     except BrokenPipeError:
         raise
     except OSError:

@@ -197,6 +197,7 @@ class EngineClient:
         tool_name: str | None = None,
         parallel_tool_calls: bool = True,
         priority: str = "normal",
+        reasoning: str = "",
     ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events.
         `tools` (OpenAI's shape), `tool_choice`, `tool_name`, `parallel_tool_calls`: what the
@@ -207,7 +208,8 @@ class EngineClient:
         this text as it is (no chat template; `messages` are not used). `speculative`: "auto"
         drafts tokens where it pays, "off" never does (protocol.SPECULATIVE_MODES). `priority`:
         "window" for the window's own reply, which goes first while API replies share the engine
-        (protocol.PRIORITIES). Several replies may be in flight at once."""
+        (protocol.PRIORITIES). `reasoning`: the reasoning switch (app/reasoning/switch.py ASKS; ""
+        the template's default). Several replies may be in flight at once."""
         rid = f"g{next(self._ids)}"
         req = Generate(
             rid, conversation_id, [wire_message(m) for m in messages],
@@ -218,7 +220,7 @@ class EngineClient:
             ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
             no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt,
             speculative=speculative, tools=tools, tool_choice=tool_choice, tool_name=tool_name,
-            parallel_tool_calls=parallel_tool_calls, priority=priority,
+            parallel_tool_calls=parallel_tool_calls, priority=priority, reasoning=reasoning,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:

@@ -23,6 +23,7 @@ class StartedInfo:
     prefill_ms: float | None = None
     template_source: str = ""
     tool_format: str = ""  # the tool-call family of the reply (app/tools/families.py); "" without tools
+    reasoning: str = ""  # what the reply starts in (app/reasoning/style.py MODES); "" when it does not reason
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,9 @@ class Generate:
     tool_name: str | None = None
     parallel_tool_calls: bool = True
     priority: str = "normal"  # PRIORITIES: "window" gets its token every step while API replies share the batch
+    # The reasoning switch (app/reasoning/switch.py ASKS): "" the template's default, "none", "on",
+    # "low" | "medium" | "high"; what the template cannot do is Failed(kind="reasoning").
+    reasoning: str = ""
 
 
 # How a reply shares the engine's batch with others (app/engine/host/scheduler.py).
@@ -197,6 +200,7 @@ class Started:
     prefill_ms: float | None = None
     template_source: str = ""
     tool_format: str = ""  # the tool-call family the reply is written in (app/tools/families.py); "" without tools
+    reasoning: str = ""  # what the reply starts in (app/reasoning/style.py MODES): "", "think", "think-open", "harmony"
 
 
 @dataclass(frozen=True)
@@ -228,7 +232,7 @@ class Finished:
 class Failed:
     request_id: str
     message: str  # one readable sentence, never a traceback
-    kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "embed" | "protocol" | "busy" | "internal"
+    kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "reasoning" | "embed" | "protocol" | "busy" | "internal"
     # kind "context": the prompt's tokens (a lower bound when at_least), the context, the reply's reserve
     prompt_tokens: int | None = None
     n_ctx: int | None = None

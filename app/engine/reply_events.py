@@ -21,7 +21,7 @@ def deliver(gen: Generation, msg: Message, pid: int) -> None:
         gen.add_token(msg.text)
     elif isinstance(msg, Started):
         gen.set_started(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
-                               msg.tool_format))
+                               msg.tool_format, msg.reasoning))
     elif isinstance(msg, Finished):
         metrics = dict(msg.metrics)
         metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
@@ -43,10 +43,10 @@ def host_gone(gen: Generation, cause: str, *, expected: bool) -> None:
 
 def wire_message(m: dict[str, Any]) -> dict[str, Any]:
     """A message as the host is sent it: role and text, and the tool fields it has (a reply's
-    tool_calls, a tool result's tool_call_id and name), and the document passages the host may
+    tool_calls, a tool result's tool_call_id and name, a reply's reasoning), and the document passages the host may
     fit with fewer of (app/engine/passage_fit.py)."""
     out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
-    for key in ("tool_calls", "tool_call_id", "name", "passages"):
+    for key in ("tool_calls", "tool_call_id", "name", "passages", "reasoning"):
         if m.get(key) is not None:
             out[key] = m[key]
     return out

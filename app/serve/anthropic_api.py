@@ -1,7 +1,8 @@
 """The Anthropic Messages endpoint, POST /v1/messages: whole replies and Anthropic's named
 server-sent event stream, with errors in Anthropic's shape, so the official `anthropic`
 client works against `cove serve`; with tools, tool_use blocks and stop_reason "tool_use"
-(app/tools/anthropic.py). The reply runs through Service.reply like the OpenAI one."""
+(app/tools/anthropic.py); a reply's reasoning (app/reasoning) as a `thinking` block before the
+rest (streamed as thinking_delta). The reply runs through Service.reply like the OpenAI one."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from app.statuses import MessageStatus
 from app.store.request_log import timings
 from app.tools.anthropic import BlockStream, content_blocks, usable
 from app.tools.reply import ContentGate, family_named
+from app.turn.events import ReasoningEvent
 
 ENDPOINT = "/v1/messages"
 
@@ -78,6 +80,45 @@ def stop_of(finished: FinishedEvent, stops: tuple[str, ...], max_tokens: int | N
     return "end_turn", None
 
 
+def thinking_blocks(reasoning: str) -> list[dict[str, Any]]:
+    """A whole reply's thinking block (before its text), when it reasoned. Cove signs nothing:
+    the signature is empty, and a thinking block sent back is read as it is."""
+    return [{"type": "thinking", "thinking": reasoning, "signature": ""}] if reasoning else []
+
+
+class _Thinking:
+    """A stream's thinking block: opened at index 0 by the reply's first reasoning, closed before
+    its text; `shift` is how far it moves the blocks after it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.open = False
+        self.closed = False
+
+    @property
+    def shift(self) -> int:
+        return 1 if self.open or self.closed else 0
+
+    def more(self, text: str) -> list[tuple[str, dict[str, Any]]]:
+        if not text or self.closed:
+            return []
+        out: list[tuple[str, dict[str, Any]]] = []
+        if not self.open:
+            self.open = True
+            out.append(("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": "",
+                                                                               "signature": ""}}))
+        self.text += text
+        out.append(("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": text}}))
+        return out
+
+    def close(self) -> list[tuple[str, dict[str, Any]]]:
+        if not self.open or self.closed:
+            return []
+        self.open, self.closed = False, True
+        return [("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": ""}}),
+                ("content_block_stop", {"index": 0})]
+
+
 def _usage(metrics: dict[str, Any]) -> dict[str, int]:
     """Anthropic's counts: input_tokens are the prompt's tokens the engine evaluated, the ones
     its cache already held are cache_read_input_tokens."""
@@ -96,9 +137,11 @@ class AnthropicApi:
             record["output_format"] = req.output_format
         if req.tools is not None:
             record.update(req.tools.record())
+        if req.reasoning:
+            record["reasoning_effort"] = req.reasoning
         return Job(endpoint=ENDPOINT, model=await self.service.model(req.model), messages=req.messages, params=req.params,
                    stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record, tools=req.tools,
-                   call_id_prefix="toolu_")
+                   call_id_prefix="toolu_", reasoning=req.reasoning, reasoning_param="thinking")
 
     async def messages(self, request: Request) -> Response:
         try:
@@ -115,13 +158,13 @@ class AnthropicApi:
         except ApiError as exc:
             return error_response(exc)
         if finished.status == MessageStatus.ERROR:
-            return error_response(failure_error(finished))
+            return error_response(failure_error(finished, "thinking"))
         stop_reason, stop_sequence = stop_of(finished, job.stop, job.params.max_tokens)
         if usable(running.tool_reply):
             stop_reason, stop_sequence = "tool_use", None
         return JSONResponse({
             "id": message_id, "type": "message", "role": "assistant", "model": job.model.name,
-            "content": content_blocks(running.tool_reply, finished.text),
+            "content": thinking_blocks(running.reasoning_text) + content_blocks(running.tool_reply, finished.text),
             "stop_reason": stop_reason, "stop_sequence": stop_sequence,
             "usage": _usage(finished.metrics), "timings": timings(finished.metrics),
             **({"warning": running.not_saved} if running.not_saved else {}),
@@ -138,9 +181,13 @@ class AnthropicApi:
         return ClosingStream(self._stream(job, running, first, message_id), close, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
 
-    async def _stream(self, job: Job, running: Running, first: TokenEvent | FinishedEvent | None,
+    async def _stream(self, job: Job, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None,
                       message_id: str) -> AsyncIterator[bytes]:
+        thought = _Thinking()  # the thinking block, at index 0 when the reply reasons; the rest after it
+
         def event(name: str, **data: Any) -> bytes:
+            if "index" in data:
+                data["index"] += thought.shift
             return sse({"type": name, **data}, name)
 
         # The engine has counted the prompt by its first event (StartedInfo comes before it).
@@ -158,24 +205,48 @@ class AnthropicApi:
         if tools:
             family = family_named(info.tool_format if info else str(metrics.get("tool_format") or ""))
             blocks = BlockStream(ContentGate(family, job.tools.names() if job.tools is not None else ()))
-        else:
+        # Without tools the text block opens before the ping, as Anthropic's does, unless the reply may
+        # reason first (a thinking block then comes first and the text block opens at the first text).
+        text_open = not tools and not (info.reasoning if info else "")
+        if text_open:
             yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
         yield event("ping")
         step = first
         while step is not None:
+            if isinstance(step, ReasoningEvent):
+                if not text_open and not (blocks is not None and blocks.text_open):
+                    for name, data in thought.more(step.text):
+                        yield sse({"type": name, **data}, name)
+                step = await running.next()
+                continue
             if isinstance(step, TokenEvent):
-                if blocks is not None:
-                    for name, data in blocks.more("".join(running.text)):
-                        yield event(name, **data)
-                elif step.text:
-                    yield event("content_block_delta", index=0, delta={"type": "text_delta", "text": step.text})
+                pieces = list(blocks.more("".join(running.text))) if blocks is not None else \
+                    [("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": step.text}})] \
+                    if step.text else []
+                if pieces:  # the thinking is over once text goes out
+                    for name, data in thought.close():
+                        yield sse({"type": name, **data}, name)
+                if pieces and blocks is None and not text_open:
+                    text_open = True
+                    yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+                for name, data in pieces:
+                    yield event(name, **data)
                 step = await running.next()
                 continue
             if step.status == MessageStatus.ERROR:  # after some text: the stream has begun
-                failure = failure_error(step)
+                failure = failure_error(step, "thinking")
                 yield sse(error_body(500 if failure.status < 500 else failure.status, failure.message), "error")
                 return
             stop_reason, stop_sequence = stop_of(step, job.stop, job.params.max_tokens)
+            if not text_open and not (blocks is not None and blocks.text_open):  # the thinking the stream still held
+                whole = running.reasoning_text
+                for name, data in thought.more(whole[len(thought.text):] if whole.startswith(thought.text) else ""):
+                    yield sse({"type": name, **data}, name)
+            for name, data in thought.close():
+                yield sse({"type": name, **data}, name)
+            if blocks is None and not text_open:
+                text_open = True
+                yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
             if blocks is not None:
                 for name, data in blocks.end(running.tool_reply, step.text):
                     yield event(name, **data)

@@ -10,6 +10,7 @@ from typing import Any
 from app.engine.grammar import grammar_for
 from app.serve.body_check import check_body
 from app.serve.errors import ApiError
+from app.serve.reasoning_request import chat_reasoning
 from app.settings import SamplingParams
 from app.tools.spec import ToolError, ToolSet, arguments_object, read_openai_tools
 
@@ -29,6 +30,7 @@ class ChatRequest:
     grammar: str | None = None  # GBNF the reply must match (response_format)
     response_format: dict[str, Any] | None = None
     tools: ToolSet | None = None  # tools, tool_choice and parallel_tool_calls
+    reasoning: str = ""  # the reasoning switch (app/serve/reasoning_request.py); "": the template's default
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -64,11 +66,6 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         field = "logprobs" if body.get("logprobs") not in (None, False) else "top_logprobs"
         raise ApiError(400, f"'{field}' is not supported: Cove's server does not return token log probabilities; "
                             "leave it out", param=field)
-    effort = body.get("reasoning_effort")
-    if effort not in (None, "none"):
-        raise ApiError(400, "'reasoning_effort' is not supported: Cove cannot set how much a local model reasons "
-                            "(a model that thinks does so in its reply's text); leave it out or send \"none\"",
-                       param="reasoning_effort")
 
 
 MODEL_REQUIRED = "'model' is required: the name of an installed model (GET /v1/models)"
@@ -109,7 +106,7 @@ def read_chat_request(body: object) -> ChatRequest:
     except ValueError as exc:
         raise ApiError(400, str(exc), param="response_format") from None
     return ChatRequest(model, messages, sampling.params, sampling.stop, sampling.stream, sampling.include_usage, grammar,
-                       response_format if isinstance(response_format, dict) else None, tools)
+                       response_format if isinstance(response_format, dict) else None, tools, chat_reasoning(body))
 
 
 def _messages(raw: list[Any]) -> list[dict[str, Any]]:
@@ -124,6 +121,9 @@ def _messages(raw: list[Any]) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"role": role, "content": _text(message.get("content"), i)}
         if role == "assistant" and message.get("tool_calls"):
             item["tool_calls"] = _tool_calls(message["tool_calls"], i, calls)
+        thought = message.get("reasoning_content") if role == "assistant" else None
+        if isinstance(thought, str) and thought:  # a reply's reasoning, as llama-server takes it back
+            item["reasoning"] = thought
         if role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in calls:

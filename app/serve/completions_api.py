@@ -21,6 +21,7 @@ from app.serve.running import Running
 from app.serve.service import Job, Service, failure_error
 from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
+from app.turn.events import ReasoningEvent
 from models.library import InstalledModel
 
 DEFAULT_MAX_TOKENS = 16  # the real API's default for text completions
@@ -90,9 +91,13 @@ class CompletionsApi:
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], **extra}
 
     async def _stream(self, reply_id: str, created: int, job: Job, running: Running,
-                      first: TokenEvent | FinishedEvent | None, include_usage: bool) -> AsyncIterator[bytes]:
+                      first: TokenEvent | ReasoningEvent | FinishedEvent | None,
+                      include_usage: bool) -> AsyncIterator[bytes]:
         event = first
         while event is not None:
+            if isinstance(event, ReasoningEvent):  # a raw prompt has no template to reason by: never sent
+                event = await running.next()
+                continue
             if isinstance(event, TokenEvent):
                 yield sse(self._body(reply_id, created, job, event.text, None))
                 event = await running.next()

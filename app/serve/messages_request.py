@@ -13,6 +13,7 @@ from typing import Any
 from app.engine.grammar import grammar_for
 from app.serve.chat_request import MAX_TOKENS_LIMIT, read_model
 from app.serve.errors import ApiError
+from app.serve.reasoning_request import anthropic_reasoning
 from app.settings import SamplingParams
 from app.tools.spec import ToolError, ToolSet, read_anthropic_tools
 
@@ -32,6 +33,7 @@ class MessagesRequest:
     grammar: str | None = None  # GBNF the reply must match (output_config.format)
     output_format: dict[str, Any] | None = None  # output_config.format as given
     tools: ToolSet | None = None  # tools and tool_choice
+    reasoning: str = ""  # the reasoning switch from `thinking` (app/serve/reasoning_request.py)
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -58,7 +60,7 @@ def _whole(body: dict[str, Any], name: str, low: int, high: int, *, required: bo
 
 def _text(content: object, where: str) -> str:
     """A turn's or the system prompt's text: a string, or a list of text blocks. Any other kind
-    of block (image, document, tool_use, tool_result, thinking) is refused by name."""
+    of block (image, document, tool_use, tool_result) is refused by name."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -124,11 +126,7 @@ def read_messages_request(body: object) -> MessagesRequest:
     if messages[-1]["role"] == "assistant":
         raise ApiError(400, "messages: the last turn must be the user's; continuing an assistant turn (a prefill) "
                             "is not supported here", param="messages")
-    thinking = body.get("thinking")
-    if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
-        raise ApiError(400, "thinking: Cove cannot turn a local model's extended thinking on or give it a budget (a "
-                            "model that thinks does so in its reply's text); leave it out or send "
-                            "{\"type\": \"disabled\"}", param="thinking")
+    reasoning = anthropic_reasoning(body)
     stop = body.get("stop_sequences")
     if stop is not None and (not isinstance(stop, list) or len(stop) > MAX_STOP_SEQUENCES
                              or not all(isinstance(s, str) and s for s in stop)):
@@ -152,7 +150,7 @@ def read_messages_request(body: object) -> MessagesRequest:
         raise ApiError(400, "output_config.format: cannot be used with tools: a reply is either the tools' calls or "
                             "the format's JSON", param="output_config")
     return MessagesRequest(model, messages, params, tuple(dict.fromkeys(stop or ())), stream, top_k, grammar,
-                           output_format, tools)
+                           output_format, tools, reasoning)
 
 
 def _turns(raw: list[Any]) -> list[dict[str, Any]]:
@@ -168,6 +166,7 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
         role, content, where = message["role"], message.get("content"), f"messages.{i}.content"
         blocks = content if isinstance(content, list) else None
         texts: list[str] = []
+        thoughts: list[str] = []  # an assistant turn's thinking blocks, given back
         tool_calls: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
         for j, block in enumerate(blocks if blocks is not None else []):
@@ -176,6 +175,10 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
                 tool_calls.append(_tool_use(block, f"{where}.{j}", calls))
             elif kind == "tool_result" and role == "user":
                 results.append(_tool_result(block, f"{where}.{j}", calls))
+            elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+                thinking = block.get("thinking") if isinstance(block, dict) else None
+                if isinstance(thinking, str) and thinking:  # redacted thinking is not Cove's to read
+                    thoughts.append(thinking)
             else:
                 texts.append(_block_text(block, f"{where}.{j}", "messages"))
         text = "".join(texts) if blocks is not None else _text(content, where)
@@ -187,8 +190,11 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
             last["content"] = last["content"] + "\n\n" + text if last["content"] and text else last["content"] or text
             if tool_calls:
                 last["tool_calls"] = [*last.get("tool_calls", []), *tool_calls]
+            if thoughts:
+                last["reasoning"] = "\n\n".join([*filter(None, [last.get("reasoning")]), *thoughts])
         else:
-            out.append({"role": role, "content": text, **({"tool_calls": tool_calls} if tool_calls else {})})
+            out.append({"role": role, "content": text, **({"tool_calls": tool_calls} if tool_calls else {}),
+                        **({"reasoning": "\n\n".join(thoughts)} if thoughts else {})})
     return out
 
 

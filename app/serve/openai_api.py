@@ -1,5 +1,7 @@
 """The OpenAI endpoints: GET /v1/models, GET /v1/models/{id} and POST /v1/chat/completions
-(whole replies and server-sent event streams), in the shapes the official clients read."""
+(whole replies and server-sent event streams), in the shapes the official clients read. A reply's
+reasoning (app/reasoning) is the message's `reasoning_content`, whole and streamed, as
+llama-server and DeepSeek send it."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
 from app.tools.parsers import Call
 from app.tools.reply import ContentGate, argument_pieces, family_named, read_reply
+from app.turn.events import ReasoningEvent
 
 FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
 
@@ -49,11 +52,13 @@ class OpenAIApi:
         return JSONResponse(_model_entry(found.name))
 
     async def _job(self, chat: ChatRequest, request: Request) -> Job:
-        extra = {"response_format": chat.response_format} if chat.response_format else {}
+        extra: dict[str, Any] = {"response_format": chat.response_format} if chat.response_format else {}
         if chat.tools is not None:
             extra.update(chat.tools.record())
+        if chat.reasoning:
+            extra["reasoning_effort"] = chat.reasoning
         return Job(request.url.path, await self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
-                   chat.grammar, record_params=extra, tools=chat.tools)
+                   chat.grammar, record_params=extra, tools=chat.tools, reasoning=chat.reasoning)
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -83,10 +88,12 @@ class OpenAIApi:
                 message = {"role": "assistant", "content": reply.content or None,
                            "tool_calls": [_call_entry(c) for c in reply.calls]}
                 finish = "tool_calls"
+        if running.reasoning_text:
+            message["reasoning_content"] = running.reasoning_text
         return JSONResponse({
             "id": reply_id, "object": "chat.completion", "created": created, "model": job.model.name,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": usage(finished.metrics), "timings": timings(finished.metrics),
+            "usage": usage_of(finished.metrics), "timings": timings(finished.metrics),
             **({"warning": running.not_saved} if running.not_saved else {}),
         })
 
@@ -100,7 +107,8 @@ class OpenAIApi:
         return ClosingStream(self._stream(job, running, first, reply_id, created, include_usage), close,
                              media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    async def _stream(self, job: Job, running: Running, first: TokenEvent | FinishedEvent | None, reply_id: str,
+    async def _stream(self, job: Job, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None,
+                      reply_id: str,
                       created: int, include_usage: bool) -> AsyncIterator[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             return sse({"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": job.model.name,
@@ -114,9 +122,14 @@ class OpenAIApi:
         gate: ContentGate | None = None
         event = first
         while event is not None:
+            if isinstance(event, ReasoningEvent):
+                yield delta({"reasoning_content": event.text})
+                event = await running.next()
+                continue
             if isinstance(event, TokenEvent):
                 if tools is None:
-                    yield delta({"content": event.text})
+                    if event.text or not running.reasoning:
+                        yield delta({"content": event.text})
                 else:
                     if gate is None:
                         started = running.generation.started
@@ -149,11 +162,20 @@ class OpenAIApi:
                     finish = "tool_calls"
             yield delta({}, finish)
             if include_usage:
-                yield chunk([], usage=usage(event.metrics), timings=timings(event.metrics))
+                yield chunk([], usage=usage_of(event.metrics), timings=timings(event.metrics))
             if running.not_saved:  # the whole reply went out; what the history could not take is said last
                 yield sse({"error": {"message": running.not_saved, "type": "server_error", "code": "history_not_saved"}})
             yield b"data: [DONE]\n\n"
             return
+
+
+def usage_of(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The reply's token counts; a reply that reasoned says how many of its tokens did
+    (`completion_tokens_details.reasoning_tokens`, as OpenAI's API does)."""
+    counts: dict[str, Any] = usage(metrics)
+    if metrics.get("reasoning_tokens"):
+        counts["completion_tokens_details"] = {"reasoning_tokens": int(metrics["reasoning_tokens"])}
+    return counts
 
 
 def _call_entry(call: Call) -> dict[str, Any]:

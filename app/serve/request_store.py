@@ -133,17 +133,18 @@ class RequestStore:
 
     async def close(self, opened: Opened, *, reply: str, status: str, metrics: dict[str, Any],
                     error: str | None = None, model: InstalledModel | None = None,
-                    extra: dict[str, Any] | None = None) -> None:
+                    extra: dict[str, Any] | None = None, reasoning: str = "") -> None:
         """Enter how the request ended (one transaction). `model`: the file that ran, when a
         recheck found it changed after the request was accepted; `extra`: more the closing entry
-        keeps in its params (a reply's parsed tool calls). A conversation the person
+        keeps in its params (a reply's parsed tool calls, its reasoning); `reasoning`: the reply's
+        reasoning, for its row. A conversation the person
         deleted meanwhile stays deleted, and the reply's entry is erased with it. When the file
         cannot take it now, it is kept and written later; `opened.not_saved` says so."""
         if opened.closed:
             return
         opened.closed = True
         opened._end = {"reply": reply, "status": status, "metrics": metrics, "error": error, "model": model,
-                        "extra": extra}
+                        "extra": extra, "reasoning": reasoning}
         await self.thread.run(self._close_now, opened)
 
     def stop(self) -> None:
@@ -213,7 +214,7 @@ class RequestStore:
             kept = opened.exchange is None or close_exchange(
                 self.history, opened.exchange, messages=opened.messages, reply=end["reply"], status=end["status"],
                 metrics=end["metrics"], error=end["error"], model_sha256=model.sha256 if model and changed else None,
-                model_quant=model.quant if model and changed else None)
+                model_quant=model.quant if model and changed else None, reasoning=end.get("reasoning") or "")
             seq = close_request(self.record, opened.record, reply=end["reply"], status=end["status"],
                                 usage=usage(end["metrics"]), timings=timings(end["metrics"]), error=end["error"],
                                 model_sha256=model.sha256 if model and changed else None, extra=end.get("extra"))

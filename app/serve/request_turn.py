@@ -42,13 +42,15 @@ def tool_arguments(tools: ToolSet | None) -> dict[str, Any]:
 class RequestBackend:
     """`backend` (the LocalBackend of the engine the pool lent) with what the request asks of its
     reply that a Turn does not pass: its stop strings, its grammar, a raw prompt (a text
-    completion), its tools (the client runs their calls), and every turn kept (an API client
+    completion), its tools (the client runs their calls), its reasoning switch (app/reasoning/switch.py
+    ASKS), and every turn kept (an API client
     sends the conversation it wants answered: nothing is dropped to fit). Keeps the Generation
     it started, for the event loop to wait on without a thread (Generation.wake_when_ready)."""
 
     def __init__(self, backend: Backend, *, stop: Sequence[str] = (), grammar: str | None = None,
-                 raw_prompt: str | None = None, tools: ToolSet | None = None) -> None:
+                 raw_prompt: str | None = None, tools: ToolSet | None = None, reasoning: str = "") -> None:
         self._backend = backend
+        self._reasoning = reasoning
         self._stop, self._grammar, self._raw_prompt = tuple(stop), grammar, raw_prompt
         self._tools = tool_arguments(tools)
         self.generation: Generation | None = None  # set by start (on the start thread), read after it returned
@@ -70,13 +72,14 @@ class RequestBackend:
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
               keep_all_turns: bool = False, raw_prompt: str | None = None,
               tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True) -> Generation:
+              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
         asked = self._tools or {"tools": tools, "tool_choice": tool_choice, "tool_name": tool_name,
                                 "parallel_tool_calls": parallel_tool_calls}
         self.generation = self._backend.start(
             messages, params, conversation_id=conversation_id, stop=self._stop or stop, on_loaded=on_loaded,
             on_recheck=on_recheck, grammar=self._grammar or grammar, keep_all_turns=True,
-            raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt, **asked)
+            raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt,
+            reasoning=self._reasoning or reasoning, **asked)
         return self.generation
 
 
@@ -91,6 +94,7 @@ class RequestWriter:
     sent: list[dict] | None = None
     ran_on: dict[str, Any] | None = None  # an API request runs on this machine
     unsaved: Message | None = None  # never set: a write that fails waits in the RequestStore instead
+    reasoning: str = ""  # the reply's reasoning, set by the Turn before `finish` (app/reasoning)
 
     def __init__(self, store: RequestStore, opened: Opened, *, tools: ToolSet | None = None,
                  call_id_prefix: str = "call_") -> None:
@@ -117,7 +121,8 @@ class RequestWriter:
         tools = self._tools
         if tools is not None and tools.active and status != MessageStatus.ERROR:
             self.tool_reply = reply_of(tools, metrics, final, self._prefix)
-        self.ended = replace(self.assistant, content=final, status=status, error=error, metrics=metrics)
+        self.ended = replace(self.assistant, content=final, status=status, error=error, metrics=metrics,
+                             reasoning=self.reasoning)
         return self.ended
 
     def record_recheck(self, library: ModelLibrary, model_name: str, recheck: FileRecheck) -> InstalledModel:
@@ -132,10 +137,12 @@ class RequestWriter:
         on the store's thread, whatever cancels the caller meanwhile."""
         end = self.ended
         assert end is not None, "close follows the turn's end"
+        extra = record_of(self.tool_reply) if self.tool_reply else {}
+        if end.reasoning:  # the record keeps the reply's reasoning beside its text
+            extra = {**extra, "reasoning": end.reasoning}
         with anyio.CancelScope(shield=True):
             await self.store.close(self.opened, reply=end.content, status=end.status, metrics=end.metrics,
-                                   error=end.error, model=self.model,
-                                   extra=record_of(self.tool_reply) if self.tool_reply else None)
+                                   error=end.error, model=self.model, extra=extra or None, reasoning=end.reasoning)
         why = self.opened.not_saved
         self.not_saved = unsaved_sentence(why) if why else None
 

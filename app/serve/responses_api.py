@@ -1,8 +1,10 @@
 """OpenAI's Responses endpoint, POST /v1/responses, served statelessly: a request (read by
 app/serve/responses_request.py) runs through Service.reply like a chat completion, and comes
-back as a Response object (message and function_call output items, usage) or as the Responses
-event stream (response.created ... response.completed, each event numbered), in the shapes the
-official `openai` client reads. Errors take OpenAI's shape."""
+back as a Response object (reasoning, message and function_call output items, usage) or as the
+Responses event stream (response.created ... response.completed, each event numbered), in the
+shapes the official `openai` client reads. A reply's reasoning (app/reasoning) is a reasoning item
+before its message, its text in `content` as reasoning_text (streamed as
+response.reasoning_text.delta). Errors take OpenAI's shape."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from app.statuses import MessageStatus
 from app.store.request_log import timings
 from app.tools.parsers import Call
 from app.tools.reply import ContentGate, ToolReply, argument_pieces, family_named, reply_of
+from app.turn.events import ReasoningEvent
 
 # A reply's end as a Response's status; a reply cut by the context or max_output_tokens is incomplete.
 STATUS: dict[str, str] = {MessageStatus.COMPLETE: "completed", MessageStatus.LENGTH: "incomplete",
@@ -39,12 +42,18 @@ def usage_of(metrics: dict[str, Any]) -> dict[str, Any]:
     prompt, output = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
     return {"input_tokens": prompt,
             "input_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0), "cache_write_tokens": 0},
-            "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + output}
+            "output_tokens": output, "output_tokens_details": {"reasoning_tokens": int(metrics.get("reasoning_tokens") or 0)},
+            "total_tokens": prompt + output}
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
     return {"id": item_id, "type": "message", "role": "assistant", "status": status,
             "content": [text_part(text)] if status != "in_progress" else []}
+
+
+def reasoning_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    return {"id": item_id, "type": "reasoning", "summary": [], "status": status,
+            "content": [{"type": "reasoning_text", "text": text}] if status != "in_progress" else []}
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -79,7 +88,8 @@ class Reply:
             "model": self.job.model.name, "output": list(self.output), "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
             "temperature": self.job.params.temperature, "top_p": self.job.params.top_p,
-            "store": False, "previous_response_id": None, "truncation": "disabled", "reasoning": None,
+            "store": False, "previous_response_id": None, "truncation": "disabled",
+            "reasoning": {"effort": self.job.reasoning, "summary": None} if self.job.reasoning else None,
             **(self.req.echo or {}),
             "usage": usage_of(finished.metrics) if finished is not None else None,
             **({"timings": timings(finished.metrics)} if finished is not None else {}),
@@ -103,8 +113,10 @@ class ResponsesApi:
         extra: dict[str, Any] = {"text_format": req.text_format} if req.text_format else {}
         if req.tools is not None:
             extra.update(req.tools.record())
+        if req.reasoning:
+            extra["reasoning_effort"] = req.reasoning
         return Job(request.url.path, await self.service.model(req.model), req.messages, req.params, (), req.stream,
-                   req.grammar, record_params=extra, tools=req.tools)
+                   req.grammar, record_params=extra, tools=req.tools, reasoning=req.reasoning, reasoning_param="reasoning")
 
     async def responses(self, request: Request) -> Response:
         try:
@@ -127,13 +139,15 @@ class ResponsesApi:
         except ApiError as exc:
             return exc.response()
         if finished.status == MessageStatus.ERROR:
-            return failure_error(finished).response()
+            return failure_error(finished, "reasoning").response()
         status = STATUS.get(finished.status, "completed")
         item = "incomplete" if status != "completed" else "completed"
         tool_reply = reply.calls(running, finished)
         if tool_reply is not None and tool_reply.problem:
             return ApiError(500, tool_reply.problem, "server_error", code="tool_call_invalid").response()
         content = finished.text if tool_reply is None or not tool_reply.calls else tool_reply.content
+        if running.reasoning_text:
+            reply.output.append(reasoning_item(new_id("rs"), running.reasoning_text, item))
         if content or tool_reply is None or not tool_reply.calls:
             reply.output.append(message_item(new_id("msg"), content, item))
         for call in tool_reply.calls if tool_reply is not None else ():
@@ -189,6 +203,41 @@ class _Message:
                 self.event("response.output_item.done", output_index=self.index, item=done)]
 
 
+class _Reasoning:
+    """The stream's reasoning item: opened at the reply's first reasoning, closed before its text."""
+
+    def __init__(self, reply: Reply, event: _Events) -> None:
+        self.reply, self.event = reply, event
+        self.id = new_id("rs")
+        self.index: int | None = None
+        self.text = ""
+        self.done = False
+
+    def send(self, text: str) -> list[bytes]:
+        out: list[bytes] = []
+        if self.index is None:
+            self.index = len(self.reply.output)
+            self.reply.output.append(reasoning_item(self.id, "", "in_progress"))
+            out.append(self.event("response.output_item.added", output_index=self.index,
+                                  item=reasoning_item(self.id, "", "in_progress")))
+        self.text += text
+        out.append(self.event("response.reasoning_text.delta", item_id=self.id, output_index=self.index,
+                              content_index=0, delta=text))
+        return out
+
+    def close(self, status: str, whole: str | None = None) -> list[bytes]:
+        if self.done or (self.index is None and not whole):
+            return []
+        out = self.send(whole[len(self.text):]) if whole and whole.startswith(self.text) and whole != self.text else []
+        self.done = True
+        assert self.index is not None
+        item = reasoning_item(self.id, self.text, status)
+        self.reply.output[self.index] = item
+        return [*out, self.event("response.reasoning_text.done", item_id=self.id, output_index=self.index,
+                                 content_index=0, text=self.text),
+                self.event("response.output_item.done", output_index=self.index, item=item)]
+
+
 def _call_events(reply: Reply, event: _Events, call: Call) -> list[bytes]:
     item_id, index = new_id("fc"), len(reply.output)
     reply.output.append(call_item(item_id, call, "completed"))
@@ -201,18 +250,28 @@ def _call_events(reply: Reply, event: _Events, call: Call) -> list[bytes]:
     return out
 
 
-async def _stream(reply: Reply, running: Running, first: TokenEvent | FinishedEvent | None) -> AsyncIterator[bytes]:
+async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None
+                  ) -> AsyncIterator[bytes]:
     """The Responses event stream. With tools, text goes out only up to where a call may begin
     (ContentGate); the calls go out whole once the reply is read, as chat's stream sends them."""
     event = _Events()
     yield event("response.created", response=reply.object("in_progress"))
     yield event("response.in_progress", response=reply.object("in_progress"))
     message = _Message(reply, event)
+    thinking = _Reasoning(reply, event)
     tools = reply.job.tools if reply.job.tools is not None and reply.job.tools.active else None
     gate: ContentGate | None = None
     step = first
     while step is not None:
+        if isinstance(step, ReasoningEvent):
+            for chunk in thinking.send(step.text) if not thinking.done else ():
+                yield chunk
+            step = await running.next()
+            continue
         if isinstance(step, TokenEvent):
+            if step.text:  # the reasoning is over once the text begins
+                for chunk in thinking.close("completed"):
+                    yield chunk
             if tools is None:
                 text = step.text
             else:
@@ -228,6 +287,8 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | FinishedEv
             yield _failed(reply, event, step.error or "the engine stopped without a reply")
             return
         status = STATUS.get(step.status, "completed")
+        for chunk in thinking.close("completed" if status == "completed" else "incomplete", running.reasoning_text):
+            yield chunk
         tool_reply = reply.calls(running, step)
         calls: tuple[Call, ...] = ()
         if tool_reply is not None:

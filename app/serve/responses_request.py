@@ -13,6 +13,7 @@ from typing import Any
 from app.engine.grammar import grammar_for
 from app.serve.chat_request import MAX_TOKENS_LIMIT, read_model, read_sampling
 from app.serve.errors import ApiError
+from app.serve.reasoning_request import responses_reasoning
 from app.settings import SamplingParams
 from app.tools.spec import MAX_TOOLS, Tool, ToolChoice, ToolError, ToolSet, arguments_object, read_tool
 
@@ -32,6 +33,7 @@ class ResponsesRequest:
     text_format: dict[str, Any] | None = None  # text.format as given (json_schema / json_object)
     tools: ToolSet | None = None
     echo: dict[str, Any] | None = None  # the settings a Response object repeats back
+    reasoning: str = ""  # the reasoning switch (app/serve/reasoning_request.py); "": the template's default
 
 
 def _refuse_stateful(body: dict[str, Any]) -> None:
@@ -54,11 +56,6 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         field = "top_logprobs" if body.get("top_logprobs") not in (None, 0) else "include"
         raise ApiError(400, f"'{field}' asks for token log probabilities, which Cove's server does not return",
                        param=field)
-    reasoning = body.get("reasoning")
-    effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
-    if reasoning is not None and (not isinstance(reasoning, dict) or effort not in (None, "none")):
-        raise ApiError(400, "'reasoning' is not supported: Cove cannot set how much a local model reasons (a model "
-                            "that thinks does so in its reply's text); leave it out", param="reasoning")
     if body.get("truncation") not in (None, "disabled"):
         raise ApiError(400, "'truncation' must be \"disabled\": Cove never drops input items to fit the context; "
                             "a request too large for it is refused", param="truncation")
@@ -101,6 +98,7 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, "'input' is required: a string, or a non-empty list of input items", param="input")
     calls: dict[str, str] = {}  # call_id -> tool name
+    thought = ""  # a reasoning item's text, for the assistant message or call that follows it
     for i, item in enumerate(raw):
         where = f"input[{i}]"
         kind = item.get("type", "message" if "role" in item else None) if isinstance(item, dict) else None
@@ -111,6 +109,9 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
             kinds = ("input_text", "output_text", "refusal") if role == "assistant" else ("input_text",)
             text = _text(item.get("content"), f"{where}.content", kinds)
             messages.append({"role": "system" if role == "developer" else role, "content": text})
+            if role == "assistant" and thought:
+                messages[-1]["reasoning"] = thought
+            thought = ""
         elif kind == "function_call":
             call_id, name = item.get("call_id"), item.get("name")
             if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
@@ -122,10 +123,12 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
             call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
             calls[call_id] = name
             last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
+            if last is not None and last["role"] == "assistant" and not thought:
                 last.setdefault("tool_calls", []).append(call)
             else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call],
+                                 **({"reasoning": thought} if thought else {})})
+                thought = ""
         elif kind == "function_call_output":
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or call_id not in calls:
@@ -133,15 +136,31 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
                                     "(Cove keeps no earlier responses: send the call with its output)", param="input")
             output = _text(item.get("output"), f"{where}.output", ("input_text",))
             messages.append({"role": "tool", "tool_call_id": call_id, "name": calls[call_id], "content": output})
+        elif kind == "reasoning":  # a reply's reasoning, given back: the template decides whether it is rendered
+            thought = _reasoning_text(item, where)
         elif kind == "item_reference":
             raise ApiError(400, f"{where}: an item_reference points at a stored item: {STATELESS}", param="input")
         else:
             what = f"an item of type {kind!r}" if isinstance(kind, str) else "an item without a type or role"
-            raise ApiError(400, f"{where}: {what} is not supported here; send message, function_call and "
-                                "function_call_output items", param="input")
+            raise ApiError(400, f"{where}: {what} is not supported here; send message, reasoning, function_call "
+                                "and function_call_output items", param="input")
     if not any(m["role"] != "system" for m in messages):
         raise ApiError(400, "'input' has no user message to answer", param="input")
     return messages
+
+
+def _reasoning_text(item: dict[str, Any], where: str) -> str:
+    """A reasoning item's text: its reasoning_text parts (as Cove sends them), else its summary."""
+    for key, kind in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = item.get(key)
+        if parts is None:
+            continue
+        if not isinstance(parts, list) or not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
+            raise ApiError(400, f"{where}.{key}: must be a list of {kind} parts", param="input")
+        text = "".join(p["text"] for p in parts if p.get("type") == kind)
+        if text:
+            return text
+    return ""
 
 
 def _tools(body: dict[str, Any]) -> ToolSet | None:
@@ -242,4 +261,4 @@ def read_responses_request(body: object) -> ResponsesRequest:
             "max_output_tokens": limit, "text": {"format": text_format or {"type": "text"}},
             "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {}}
     return ResponsesRequest(model, messages, sampling.params, sampling.stream, instructions, grammar, text_format,
-                            tools, echo)
+                            tools, echo, responses_reasoning(body))

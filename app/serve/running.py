@@ -1,6 +1,7 @@
 """`Running`: an API request's Turn (app/turn/turn.py) as the endpoints read it, on the server's
 event loop: the reply's text and its end as engine events (TokenEvent, then one FinishedEvent
-whose status is the one the Turn wrote), joined into chunks, with no thread blocked waiting."""
+whose status is the one the Turn wrote), its reasoning as the Turn's ReasoningEvents (before the
+text they precede; app/reasoning), joined into chunks, with no thread blocked waiting."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import anyio
 from app.engine.generation import FinishedEvent, Generation, TokenEvent
 from app.statuses import MessageStatus
 from app.tools.reply import ToolReply
-from app.turn.events import EndEvent, TurnEvent
+from app.turn.events import EndEvent, ReasoningEvent, TurnEvent
 from app.turn.turn import Turn
 
 CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
@@ -36,8 +37,9 @@ class Running:
         self.generation = generation
         self.finished: FinishedEvent | None = None
         self.text: list[str] = []
+        self.reasoning: list[str] = []  # the reply's reasoning so far, as it went out
         self.tokens = 0  # tokens so far (events before they were joined)
-        self._ready: deque[TokenEvent | FinishedEvent] = deque()
+        self._ready: deque[TokenEvent | ReasoningEvent | FinishedEvent] = deque()
         self._take(first)
         self._last_chunk = 0.0
         self._arrived: asyncio.Event | None = None
@@ -53,7 +55,7 @@ class Running:
     def _take(self, events: Iterable[TurnEvent]) -> None:
         """The turn's events the endpoints read: text, and its end as a FinishedEvent."""
         for event in events:
-            if isinstance(event, TokenEvent):
+            if isinstance(event, (TokenEvent, ReasoningEvent)):
                 self._ready.append(event)
             elif isinstance(event, EndEvent):
                 self._ready.append(self.finished_of(event))
@@ -67,7 +69,13 @@ class Running:
         started = engine.started if engine is not None and engine.started is not None else self.generation.started
         return FinishedEvent(reply.content, reply.status, reply.metrics, reply.error, started, failure)
 
-    async def next(self) -> TokenEvent | FinishedEvent | None:
+    @property
+    def reasoning_text(self) -> str:
+        """The reply's whole reasoning: what the turn wrote once it ended, what went out before."""
+        ended = self.turn.ended
+        return ended.message.reasoning if ended is not None else "".join(self.reasoning)
+
+    async def next(self) -> TokenEvent | ReasoningEvent | FinishedEvent | None:
         if self.finished is not None:
             return None
         ready = self._ready
@@ -82,22 +90,23 @@ class Running:
             self._take(self.turn.poll())
             if not armed and not ready:
                 break
-        if ready and isinstance(ready[0], TokenEvent):
+        if ready and isinstance(ready[0], (TokenEvent, ReasoningEvent)):
             early = self._last_chunk + CHUNK_INTERVAL_S - time.perf_counter()
             if early > 0:
                 await anyio.sleep(early)
                 self._take(self.turn.poll())
             self._last_chunk = time.perf_counter()
         event = ready.popleft() if ready else None
-        if isinstance(event, TokenEvent):
+        if isinstance(event, (TokenEvent, ReasoningEvent)):
+            kind = type(event)  # text and reasoning are joined apart, in the order they came
             self.tokens += 1
-            if ready and isinstance(ready[0], TokenEvent):
+            if ready and type(ready[0]) is kind:
                 parts = [event.text]
-                while ready and isinstance(ready[0], TokenEvent):
-                    parts.append(ready.popleft().text)
+                while ready and type(ready[0]) is kind:
+                    parts.append(ready.popleft().text)  # type: ignore[union-attr]
                     self.tokens += 1
-                event = TokenEvent("".join(parts), event.t)
-            self.text.append(event.text)
+                event = kind("".join(parts), event.t)
+            (self.text if kind is TokenEvent else self.reasoning).append(event.text)
         elif isinstance(event, FinishedEvent):
             self.finished = event
         else:  # the engine's events ended without its end

@@ -34,7 +34,7 @@ from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
-from app.turn.events import EndEvent, RecheckedEvent
+from app.turn.events import EndEvent, ReasoningEvent, RecheckedEvent
 from app.turn.status import StopCause
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
@@ -57,11 +57,14 @@ class Job:
     record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
     tools: ToolSet | None = None  # the tools the model may call (app/tools/)
     call_id_prefix: str = "call_"  # how the ids of the reply's tool calls begin (Anthropic's: "toolu_")
+    reasoning: str = ""  # the reasoning switch (app/reasoning/switch.py ASKS); "": the template's default
+    reasoning_param: str = "reasoning_effort"  # the field a refused switch is named by (thinking, reasoning)
 
 
-def failure_error(finished: FinishedEvent) -> ApiError:
+def failure_error(finished: FinishedEvent, reasoning_param: str = "reasoning_effort") -> ApiError:
     """The error a reply that ended as an error is answered with: a prompt larger than the
-    context is the client's (400, with the numbers), anything else the server's."""
+    context, or a reasoning switch the model's template cannot honour (named by `reasoning_param`),
+    is the client's (400, with the numbers or the sentence), anything else the server's."""
     failure = finished.failure
     if failure is not None and failure.kind == "context" and failure.n_ctx:
         size = f"at least {failure.prompt_tokens:,}" if failure.at_least else f"{failure.prompt_tokens:,}"
@@ -71,6 +74,9 @@ def failure_error(finished: FinishedEvent) -> ApiError:
     if failure is not None and failure.kind == "grammar":
         param = "tools" if (finished.error or "").startswith("the tools") else "response_format"
         return ApiError(400, finished.error or "the response_format cannot be enforced", param=param)
+    if failure is not None and failure.kind == "reasoning":
+        return ApiError(400, f"'{reasoning_param}': {finished.error or 'the model cannot reason as asked'}",
+                        param=reasoning_param)
     return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
 
 
@@ -207,7 +213,7 @@ class Service:
         return running, stack.aclose
 
     async def open_stream(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]],
-                                                                       TokenEvent | FinishedEvent | None]:
+                                                                       TokenEvent | ReasoningEvent | FinishedEvent | None]:
         """`open_reply` and the reply's first event: a stream's status is known there, so a reply
         that cannot start (a prompt larger than the context, a grammar refused) raises ApiError,
         closed already, and becomes an error response rather than a stream."""
@@ -220,7 +226,7 @@ class Service:
             raise
         if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
             await close()
-            raise failure_error(first)
+            raise failure_error(first, job.reasoning_param)
         return running, close, first
 
     @asynccontextmanager
@@ -324,7 +330,8 @@ class Service:
         window = lease.engine is self.pool.window_engine
         backend = backend_for(job.model, engine=lease.client, options=options, loaded_as_is=window,
                               load=None if window else lambda: self.pool.load(lease.engine))
-        return RequestBackend(backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt, tools=job.tools)
+        return RequestBackend(backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt, tools=job.tools,
+                              reasoning=job.reasoning)
 
     async def _close(self, opened: Opened, **end: Any) -> None:
         """Close the request in the record and the history, whatever cancels the caller meanwhile."""

@@ -73,7 +73,7 @@ def open_exchange(history: History, *, client: str, model: InstalledModel, messa
 
 def close_exchange(history: History, opened: OpenExchange, *, messages: list[dict[str, Any]], reply: str, status: str,
                    metrics: dict[str, Any], error: str | None = None, model_sha256: str | None = None,
-                   model_quant: str | None = None) -> bool:
+                   model_quant: str | None = None, reasoning: str = "") -> bool:
     """Store how the request ended: the reply's text, status and figures, and the thread's hash
     so the client's next request continues this conversation. False when the person deleted the
     conversation meanwhile (nothing is stored then)."""
@@ -83,7 +83,8 @@ def close_exchange(history: History, opened: OpenExchange, *, messages: list[dic
             return False
         if model_sha256:  # the file changed under the server: the row names the one that ran
             history.record_reply_model(opened.message_id, model_sha256, model_quant)
-        history.finish_assistant(opened.message_id, reply, status=status, metrics=metrics, error=error)
+        history.finish_assistant(opened.message_id, reply, status=status, metrics=metrics, error=error,
+                                 reasoning=reasoning)
         after = [*messages, {"role": "assistant", "content": reply}]
         db.execute("UPDATE conversations SET thread_hash = ? WHERE id = ?", [thread_hash(after), opened.conversation_id])
     return True

@@ -342,8 +342,10 @@ class History:
         status: str,
         metrics: dict[str, Any],
         error: str | None = None,
+        reasoning: str = "",
     ) -> Message:
-        """Final text, status and metrics in ONE transaction."""
+        """Final text, reasoning (app/reasoning: "" when the reply had none), status and metrics
+        in ONE transaction."""
         if status not in FINAL_STATUSES:
             raise ValueError(f"unknown final status '{status}'; use one of {sorted(str(s) for s in FINAL_STATUSES)}")
         stamp = self._stamp()
@@ -357,6 +359,7 @@ class History:
                 message_id,
                 {
                     "content": content,
+                    "reasoning": reasoning,
                     "status": status,
                     "error": error,
                     "metrics": to_json(metrics),

@@ -233,6 +233,12 @@ def _m0015_documents(db: sqlite_utils.Database) -> None:
         foreign_keys=[ForeignKey("message_sources", "message_id", "messages", "id", on_delete="CASCADE")])
 
 
+def _m0016_reasoning(db: sqlite_utils.Database) -> None:
+    # A reply's reasoning (a template that thinks: <think>, gpt-oss's analysis channel), kept apart
+    # from its text: never the answer, shown collapsed above it (app/reasoning). "" when none.
+    db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -249,6 +255,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0013_record_open", _m0013_record_open),
     ("0014_tool_servers", _m0014_tool_servers),
     ("0015_documents", _m0015_documents),
+    ("0016_reasoning", _m0016_reasoning),
 )
 
 

@@ -49,6 +49,7 @@ class Message:
     params: dict[str, Any]
     metrics: dict[str, Any]
     seq: int
+    reasoning: str = ""  # the reply's reasoning, kept apart from its text (app/reasoning); "" when none
 
 
 class BranchNode(NamedTuple):  # a tuple, not a dataclass: built 10,000 times when a long chat opens

@@ -63,9 +63,13 @@ def usage(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def timings(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Cove's own clocks for the reply (the engine's, not the client's)."""
-    return {"prompt_ms": metrics.get("prefill_ms"), "ttft_ms": metrics.get("ttft_ms"),
-            "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
+    """Cove's own clocks for the reply (the engine's, not the client's); how long it reasoned
+    (`reasoning_ms`) when it did."""
+    out = {"prompt_ms": metrics.get("prefill_ms"), "ttft_ms": metrics.get("ttft_ms"),
+           "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
+    if metrics.get("reasoning_ms") is not None:
+        out["reasoning_ms"] = metrics["reasoning_ms"]
+    return out
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ recipient (`to=functions.NAME`), written either after the channel or after the r
     <|channel|>final<|message|>The answer<|return|>
 
 The final channel (and commentary without a recipient, a preamble) is content; the analysis
-channel is reasoning, which Cove has no place for: it is left out of the content. A message to
+channel is reasoning, read apart (`HarmonyReply.reasoning`, app/reasoning/split.py). A message to
 another recipient (a built-in tool such as `python`) is left out too, as llama.cpp does. `<|end|>`
 is a control token a reply's text may lack (app/engine/host/session.py shows it for this family's tool
 replies), so a body also ends where `<|start|>` begins the next message."""
@@ -34,6 +34,7 @@ class HarmonyReply:
     content: str
     calls: tuple[tuple[str, str], ...]  # (name, arguments: a JSON object as text)
     failed: bool  # a call to a function whose arguments did not parse
+    reasoning: str = ""  # the analysis channel's text, its messages joined by a blank line
 
 
 def partial_mark(text: str) -> int:
@@ -62,6 +63,7 @@ def read(text: str, *, partial: bool = False) -> HarmonyReply:
     """The calls and the content of a reply. `partial`: the reply so far (a stream): a trailing
     special token's text that may still be coming is not content, and a body not yet ended counts."""
     content: list[str] = []
+    thoughts: list[str] = []
     calls: list[tuple[str, str]] = []
     failed = False
     pos = 0
@@ -100,8 +102,14 @@ def read(text: str, *, partial: bool = False) -> HarmonyReply:
             if partial and end == len(text):
                 body = body[:partial_mark(body)]
             content.append(body)
+        elif recipient is None and channel == "analysis":
+            body = text[begin:end]
+            if partial and end == len(text):
+                body = body[:partial_mark(body)]
+            thoughts.append(body)
         pos = after
-    return HarmonyReply("".join(content).strip() if not partial else "".join(content).lstrip(), tuple(calls), failed)
+    return HarmonyReply("".join(content).strip() if not partial else "".join(content).lstrip(), tuple(calls), failed,
+                        "\n\n".join(t.strip() for t in thoughts if t.strip()))
 
 
 def call_start(text: str) -> int:

@@ -52,3 +52,28 @@ def tool_turn(wire: list[dict[str, Any]], family: Family, *, choice: str, name: 
 def _opening_start(text: str, names: tuple[str, ...]) -> int | None:
     at, opening = first_opening(text, names)
     return at if opening is not None else None
+
+
+class AfterThinking:
+    """A `find` that looks for a call only outside the model's thinking (`<think>...</think>`), as
+    llama.cpp's lazy grammar trigger lets a thought come first: a call the model thinks about is not
+    a call. `inside`: the reply starts in its thinking (the prompt ended with `<think>`). It keeps
+    whether the thought has ended, since the text it is given is only the reply's last bytes."""
+
+    def __init__(self, find: Callable[[str], int | None], inside: bool) -> None:
+        self.find = find
+        self.inside = inside
+
+    def __call__(self, text: str) -> int | None:
+        start = 0
+        opened, ended = text.rfind("<think>"), text.rfind("</think>")
+        if opened > ended:
+            self.inside = True
+            return None
+        if ended >= 0:
+            self.inside = False
+            start = ended + len("</think>")
+        elif self.inside:
+            return None
+        at = self.find(text[start:])
+        return None if at is None else start + at

@@ -47,12 +47,13 @@ class Backend(Protocol):
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
               keep_all_turns: bool = False, raw_prompt: str | None = None,
               tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True) -> Generation:
+              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
         """Start the reply (blocking while a model loads; a server's returns at once). Raises
         EngineError, or for a server RemoteProblem, ConsentNeeded, NetworkRefused. `tools` (OpenAI's
         shape) and `tool_choice`: what the model may call (a turn with tools, app/turn/tools.py);
         `tool_name`: the one it must call with a named choice, `parallel_tool_calls`: whether it
-        may call several at once (an API request's tools, app/serve/request_turn.py)."""
+        may call several at once (an API request's tools, app/serve/request_turn.py); `reasoning`: the
+        reasoning switch (app/reasoning/switch.py ASKS), this machine's engine's only."""
         ...
 
 

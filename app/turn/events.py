@@ -1,6 +1,9 @@
 """What a turn tells whoever drives it, in order: `LoadedEvent` / `RecheckedEvent` while the
 model gets ready, `ConsentEvent` when messages would first leave for a public host, then the
-reply's `TextEvent`s (a `MetricsEvent` after the first text), and exactly one `EndEvent`.
+reply's `TextEvent`s (a `MetricsEvent` after the first text), and exactly one `EndEvent`. A reply
+that reasons (app/reasoning) gives its reasoning as `ReasoningEvent`s, never as text: they come
+first, as the model writes it; the reply's row keeps it in `Message.reasoning` and its metrics
+say how long it took (`reasoning_ms`).
 
 In a turn with tools (app/turn/tools.py), a reply that asks for tools is followed by a
 `ToolCallEvent` and a `ToolResultEvent` for each call (decided, run or not, and written), then
@@ -23,6 +26,16 @@ from models.library import FileRecheck, InstalledModel
 
 # Text of the reply as it arrived: .text, and .t (time.perf_counter() when it reached this process).
 TextEvent = TokenEvent
+
+
+@dataclass(frozen=True)
+class ReasoningEvent:
+    """Reasoning of the reply as it arrived (a template that thinks: `<think>`, gpt-oss's analysis
+    channel), kept apart from its text: `text`, and `t` (time.perf_counter() when it reached this
+    process), as TextEvent has them."""
+
+    text: str
+    t: float
 
 
 @dataclass(frozen=True)
@@ -102,5 +115,5 @@ class EndEvent:
         return self.message.status
 
 
-TurnEvent = (LoadedEvent | RecheckedEvent | ConsentEvent | TextEvent | MetricsEvent | ToolCallEvent | ToolResultEvent
-             | EndEvent)
+TurnEvent = (LoadedEvent | RecheckedEvent | ConsentEvent | TextEvent | ReasoningEvent | MetricsEvent | ToolCallEvent
+             | ToolResultEvent | EndEvent)

@@ -10,6 +10,7 @@ from typing import Any
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.load_options import LoadOptions
 from app.settings import SamplingParams
+from app.turn.tools import for_template
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, recheck_file
 
@@ -44,7 +45,7 @@ class LocalBackend:
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
               keep_all_turns: bool = False, raw_prompt: str | None = None,
               tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True) -> Generation:
+              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
         engine, model = self.engine, self.model
         assert engine is not None, "a model of this machine needs the engine client"
         try:
@@ -66,7 +67,7 @@ class LocalBackend:
         with_tools: dict[str, Any] = {} if tools is None else {
             "tools": tools, "tool_choice": tool_choice, "tool_name": tool_name, "parallel_tool_calls": parallel_tool_calls}
         return engine.generate(
-            messages,
+            for_template(messages),
             conversation_id=conversation_id,
             max_tokens=params.max_tokens,
             stop=stop,
@@ -75,5 +76,5 @@ class LocalBackend:
             raw_prompt=raw_prompt,
             speculative=options.speculative, priority=self.priority,
             presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty, logit_bias=params.logit_bias,
-            **params.sampler_arguments(), **with_tools,
+            **params.sampler_arguments(), **with_tools, reasoning=reasoning,
         )

@@ -40,7 +40,7 @@ class RemoteBackend:
               on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
               keep_all_turns: bool = False, raw_prompt: str | None = None,
               tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True) -> Generation:
+              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
         """Returns at once (a thread streams the reply into the Generation; faults end it as
         "error" or, after some text, "interrupted" with the reason). Raises ConsentNeeded when
         the host is not private and the person has not agreed to send it messages,

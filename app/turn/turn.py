@@ -13,6 +13,7 @@ prompt, borrows the engine and starts the reply, appending to a deque.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -35,6 +36,7 @@ from app.tools.reply import ContentGate, family_named
 from app.turn.backend import Backend, server_connection
 from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, TurnEvent
 from app.turn.figures import first_figures
+from app.turn.reasoning import ReplyReasoning
 from app.turn.status import StopCause, end_status
 from app.turn.tool_step import ToolStep
 from app.turn.tools import ToolLoop, assistant_with_calls, call_arguments
@@ -92,10 +94,13 @@ class Turn:
         self.tools: ToolLoop | None = tools if isinstance(tools, ToolLoop) else None
         self._build_tools = tools if callable(tools) and not isinstance(tools, ToolLoop) else None
         self.steps = 0  # replies of this turn that asked for tools
+        self._calls_made: set[tuple[str, str]] = set()  # (name, arguments) of the calls this turn made
         self._raw = ""  # with tools: the reply's text so far, of which the gate passes on the content
         self._gate: ContentGate | None = None
         self._step: ToolStep | None = None  # the calls of the reply that asked for tools, while they run
         self._step_reply: dict[str, Any] = {}  # that reply as the next prompt gives it
+        self._reasoning: ReplyReasoning | None = None  # the reply's reasoning kept apart (app/turn/reasoning.py)
+        self._thought = ""  # the last ended reply's reasoning, for the next prompt of a tool step
 
     # ---- starting (the start thread) ---------------------------------------------------------
 
@@ -188,23 +193,57 @@ class Turn:
 
     def _take(self, event: Any) -> list[TurnEvent]:
         if isinstance(event, TextEvent):
+            thought, event = self._reasoned(event)  # the reasoning apart; the event keeps the rest
             if self.tools is not None:  # what may become a call is held back until the reply is read
                 event = self._gated(event)
             self.writer.append(event.text)  # checkpointed at most once a second
-            if self._first_text or not event.text:
-                return [event]
+            if self._first_text or not (event.text or thought):
+                return [*thought, event]
             self._first_text = True
             figures = first_figures(self._generation)
-            return [event, MetricsEvent(figures)] if figures else [event]
+            return [*thought, event, MetricsEvent(figures)] if figures else [*thought, event]
         if isinstance(event, RecheckedEvent) and event.updated is None and event.error is None:
             return [self._recorded(event.recheck, raising=False)]
         if isinstance(event, FinishedEvent):
+            thought, event = self._reasoned_end(event)
             if self.tools is not None:
-                return self._tool_step(event)
-            return [self._end_reply(event)]
+                return [*thought, *self._tool_step(event)]
+            return [*thought, self._end_reply(event)]
         if isinstance(event, _Failed):
             return [self.fail(event.error)]
         return [event]
+
+    def _reasoned(self, event: TextEvent) -> tuple[list[TurnEvent], TextEvent]:
+        """A reply's text split into its reasoning (ReasoningEvents) and the rest (app/turn/reasoning.py)."""
+        if self._reasoning is None:
+            self._reasoning = ReplyReasoning(self._generation.started if self._generation is not None else None)
+        thought, event = self._reasoning.take(event)
+        if thought:
+            writer: Any = self.writer
+            writer.reasoning = self._reasoning.text
+        return list(thought), event
+
+    def _reasoned_end(self, event: FinishedEvent) -> tuple[list[TurnEvent], FinishedEvent]:
+        """A reply's end: its text without its reasoning, which the writer keeps (and the reasoning
+        and the rest the stream still held, given out now); the next reply starts afresh."""
+        reasoning, self._reasoning = self._reasoning, None
+        if reasoning is None:
+            if event.text is None or self._generation is None or self._generation.started is None:
+                return [], event
+            reasoning = ReplyReasoning(self._generation.started)  # a reply whose text came only at its end
+        thought, rest, event = reasoning.end(event, time.perf_counter())
+        writer: Any = self.writer
+        writer.reasoning = self._thought = reasoning.text
+        out: list[TurnEvent] = list(thought)
+        if rest and self.tools is None:
+            self.writer.append(rest)
+            out.append(TextEvent(rest, time.perf_counter()))
+        return out, event
+
+    def _with_thought(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """A tool step's reply as the next prompt gives it, with its reasoning (the template
+        decides whether it is rendered: gpt-oss keeps a call's analysis)."""
+        return {**reply, "reasoning": self._thought} if self._thought else reply
 
     def _recorded(self, recheck: Any, *, raising: bool) -> RecheckedEvent:
         """Write a changed model file's new checksum to its entry and this reply's row."""
@@ -249,13 +288,17 @@ class Turn:
         gate, self._gate, self._raw = self._gate, None, ""
         if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
             return self._ended_without_calls(event, family, gate, parsed.content if calls else None, parsed.content)
-        if self.steps >= self.tools.max_steps:
+        repeated = [c for c in calls if (c.name, _canonical(c.arguments)) in self._calls_made]
+        if self.steps >= self.tools.max_steps or len(repeated) == len(calls):
             note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
-                    f"have; these calls did not run")
+                    f"have; these calls did not run") if not repeated else (
+                    f"the model asked again for the call of '{repeated[0].name}' it made before with the same "
+                    f"arguments; it did not run again")
             self._note_raw(event.text, calls)
             return [self._end_reply(replace(event, text=parsed.content,
                                             metrics={**event.metrics, "tool_note": note}))]
         self.steps += 1
+        self._calls_made.update((c.name, _canonical(c.arguments)) for c in calls)
         writer: Any = self.writer
         writer.sent = self.sent
         metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
@@ -263,7 +306,7 @@ class Turn:
         self._note_raw(event.text, calls)
         writer.finish_step(parsed.content, metrics)
         self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set)
-        self._step_reply = assistant_with_calls(parsed.content, calls)
+        self._step_reply = self._with_thought(assistant_with_calls(parsed.content, calls))
         out: list[TurnEvent] = []
         try:
             self._step.advance(out)
@@ -426,6 +469,8 @@ class Turn:
             events = generation.take_ready()
         parts = [e.text for e in events if isinstance(e, TextEvent)]
         final = next((e for e in events if isinstance(e, FinishedEvent)), None)
+        if final is not None:  # its text without its reasoning, which the writer keeps
+            final = self._reasoned_end(final)[1]
         text = final.text if final is not None else self.writer.text + "".join(parts)
         metrics = dict(final.metrics) if final is not None else {}
         return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), metrics, None, text, before_reply=False,
@@ -454,3 +499,11 @@ class Turn:
 
     def first_figures(self) -> dict[str, Any] | None:
         return first_figures(self._generation)
+
+
+def _canonical(arguments: str) -> str:
+    """A call's arguments in one spelling, to tell a repeated call."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments

@@ -42,6 +42,8 @@ class ChatController(QObject):
     messages_appended = Signal(list)  # list[ShownMessage] added at the end (a new turn)
     reply_started = Signal(object)  # the assistant Message (status 'streaming')
     reply_text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
+    reply_reasoning_received = Signal(str, str, float)  # message id, reasoning this frame, perf_counter() of its first piece
+    reply_reasoning_ended = Signal(str, float)  # message id, ms the reply thought (its answer began, or it ended)
     reply_finished = Signal(object)  # the final assistant Message
     busy_changed = Signal(bool)
     model_load_started = Signal(str)  # model name
@@ -85,6 +87,8 @@ class ChatController(QObject):
                                 conversation_id=lambda: self.conversation_id, options=self.load_options,
                                 parent=self)
         self.turns.text_received.connect(self.reply_text_received)
+        self.turns.reasoning_received.connect(self.reply_reasoning_received)
+        self.turns.reasoning_ended.connect(self.reply_reasoning_ended)
         self.turns.first_text_shown.connect(self.first_text_shown)
         self.turns.first_figures.connect(self.first_figures)
         self.turns.error_reported.connect(self.error_reported)

@@ -11,7 +11,8 @@ window opens its dialog with `open()`, never a nested loop) and the answer comes
 Per-token invariant: the engine's reader thread only queues each token; a frame timer on
 the UI thread takes what has arrived (no other thread wakes per token) and emits ONE
 `text_received` per frame with that text, so the cost per frame is bounded whatever
-the token rate.
+the token rate. A reply's reasoning goes the same way, apart: at most one `reasoning_received`
+per frame, and one `reasoning_ended` when its answer begins (or it ends).
 """
 
 from __future__ import annotations
@@ -39,7 +40,17 @@ from app.store.database import open_reader
 from app.store.history import History
 from app.store.save_errors import write_failure
 from app.turn.backend import Backend, backend_for
-from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.events import (
+    ConsentEvent,
+    EndEvent,
+    LoadedEvent,
+    MetricsEvent,
+    ReasoningEvent,
+    RecheckedEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from app.turn.tools import ToolLoop
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
@@ -54,6 +65,9 @@ class TurnRunner(QObject):
     `gate` and `conversation_id` are read at each launch (the relaunch after consent included)."""
 
     text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
+    # message id, reasoning that arrived this frame, time.perf_counter() when its first piece arrived
+    reasoning_received = Signal(str, str, float)
+    reasoning_ended = Signal(str, float)  # message id, ms it thought: its answer began (or the reply ended)
     first_text_shown = Signal(float)  # ms from send to the first visible character
     first_figures = Signal(dict)  # what the first token made known (app.turn.events.MetricsEvent)
     launching = Signal(object)  # the InstalledModel whose turn starts now (its thread loads it if needed)
@@ -82,6 +96,7 @@ class TurnRunner(QObject):
         self.turn: Turn | None = None
         self.backend: Backend | None = None  # what the turn in progress runs behind, once launched
         self._first_shown = False
+        self._thinking_since: float | None = None  # when the reply in progress began its reasoning, until it answers
         self._shut_down = False
         # Frames of streamed text: every FRAME_MS, or in step with steady tokens (FramePacer).
         self._drain = QTimer(self)
@@ -130,6 +145,7 @@ class TurnRunner(QObject):
                          library=self.core.library, tools=tools)
         self.backend = None
         self._first_shown = False
+        self._thinking_since = None
 
     def launch(self, model: InstalledModel | RemoteModel, conversation_id: str) -> None:
         """Start the turn's thread (again, after the person agreed to send to a server)."""
@@ -170,18 +186,29 @@ class TurnRunner(QObject):
             return
         parts: list[str] = []
         arrivals: list[float] = []
+        thought: list[str] = []  # reasoning this frame, from `thought_at` on
+        thought_at = answer_at = 0.0
         figures: dict | None = None
         end: EndEvent | None = None
         asked: ToolCallEvent | None = None
         stepped = False
         for event in turn.poll():  # the text is written into the record as it is taken
             if isinstance(event, (ToolCallEvent, ToolResultEvent)):  # the reply before is written: reloaded below
-                stepped, parts, arrivals = True, [], []
+                stepped, parts, arrivals, thought = True, [], [], []
+                self._thinking_since = None
                 if isinstance(event, ToolCallEvent) and event.question is not None:
                     asked = event
+            elif isinstance(event, ReasoningEvent):
+                if not thought:
+                    thought_at = event.t
+                if self._thinking_since is None:
+                    self._thinking_since = event.t
+                thought.append(event.text)
             elif isinstance(event, TextEvent):
-                parts.append(event.text)
+                parts.append(event.text)  # "" for a token that was reasoning: counted, not shown
                 arrivals.append(event.t)
+                if event.text and self._thinking_since is not None and not answer_at:
+                    answer_at = event.t
             elif isinstance(event, MetricsEvent):
                 figures = event.figures
             elif isinstance(event, LoadedEvent):
@@ -199,10 +226,17 @@ class TurnRunner(QObject):
             self.tool_step_written.emit()
         if asked is not None:
             self.tool_asked.emit(asked)
-        if parts:
+        reasoning = "".join(thought)
+        if reasoning:
+            self.reasoning_received.emit(record.assistant.id, reasoning, thought_at)
+        if answer_at and self._thinking_since is not None:
+            self.reasoning_ended.emit(record.assistant.id, (answer_at - self._thinking_since) * 1000.0)
+            self._thinking_since = None
+        if parts or reasoning:
             text = "".join(parts)
-            self.text_received.emit(record.assistant.id, text, len(parts))
-            if not self._first_shown and text:
+            if parts:
+                self.text_received.emit(record.assistant.id, text, len(parts))
+            if not self._first_shown and (text or reasoning):  # the first visible character: "Thinking…" too
                 self._first_shown = True
                 self.first_text_shown.emit((time.perf_counter() - turn.t0) * 1000.0)
                 if figures:
@@ -254,6 +288,9 @@ class TurnRunner(QObject):
             self.failed_before_reply.emit(end.message.error or "")
         if record.docs is not None and record.docs.problem:
             self.error_reported.emit(record.docs.problem)
+        if self._thinking_since is not None:  # it ended still thinking (stopped, cut off)
+            self.reasoning_ended.emit(record.assistant.id, (time.perf_counter() - self._thinking_since) * 1000.0)
+            self._thinking_since = None
         if end.not_saved is not None:
             self.unsaved.keep(record)
             self.error_reported.emit(

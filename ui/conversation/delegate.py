@@ -18,6 +18,9 @@ from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QS
 
 from app.statuses import MessageStatus
 from ui.conversation.item_model import ConversationModel, MessageItem
+from ui.conversation.reasoning_rows import REASONING, ReasoningDocs, paint_reasoning, reasoning_hit
+from ui.conversation.reasoning_rows import text_width as reasoning_width
+from ui.conversation.reasoning_rows import tooltip as reasoning_tooltip
 from ui.conversation.row_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout, same_chrome
 from ui.conversation.source_rows import SOURCE, paint_sources, source_hit, tooltip
 from ui.conversation.streaming.reply import Damage
@@ -34,6 +37,7 @@ class Hit:
     """What a click at a point of a row means: an action, a link (its real URL) or a code copy."""
 
     kind: str  # copy | retry | regenerate | edit | version_prev | version_next | link | copy_code | source | open_source
+    #            | reasoning (open or close the reply's thinking) | copy_reasoning
     message_id: str
     value: str = ""
 
@@ -63,6 +67,7 @@ class MessageDelegate(QStyledItemDelegate):
         self.docs = DocumentStore(on_refused=self.refused_loads.append)
         self.layouter = Layouter(view.font())
         self.docs.font = view.font()
+        self.reasoning_docs = ReasoningDocs()  # replies' open reasoning, as plain text
         self._layouts: dict[str, RowLayout] = {}
         self._laid: dict[str, int] = {}  # message id -> height written to the model
         self._dirty: set[str] = set()  # painted rows whose exact height is not written yet
@@ -85,6 +90,8 @@ class MessageDelegate(QStyledItemDelegate):
         # What QListView gives the delegate for an enabled row: the Normal (Active) colour group.
         self.stream_text_color = self._view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)
         self.docs.clear()
+        self.reasoning_docs.font = self._view.font()
+        self.reasoning_docs.clear()
         self._layouts.clear()
 
     def set_model(self, model: ConversationModel | None) -> None:
@@ -131,7 +138,10 @@ class MessageDelegate(QStyledItemDelegate):
         doc, rendered = self.docs.document(item, self.layouter.text_width(width))
         reply = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
         height = round(doc.size().height() if reply is None else reply.height())
-        lay = self.layouter.layout(item, width, doc, rendered, height)
+        thinking = item.reasoning
+        reasoning_doc = self.reasoning_docs.document(item.id, thinking.text, reasoning_width(self.layouter.text_width(width))) \
+            if thinking is not None and thinking.expanded else None
+        lay = self.layouter.layout(item, width, doc, rendered, height, reasoning_doc)
         self.layout_count += 1
         self._layouts[item.id] = lay
         return lay
@@ -290,6 +300,9 @@ class MessageDelegate(QStyledItemDelegate):
 
         if lay.header.intersects(shown):
             self._paint_header(painter, item, lay, text, muted, dark)
+        if lay.reasoning is not None and lay.reasoning.area.intersects(shown):
+            paint_reasoning(painter, lay.reasoning, self.layouter.font, self.layouter.small, blend(text, base, 0.25),
+                            muted, link, blend(text, base, 0.8), visible)
         if lay.doc is not None:
             self._paint_text(painter, item, lay, lay.doc, option.rect, text, visible)
         if lay.notice is not None and lay.notice_rect.intersects(shown):
@@ -404,6 +417,9 @@ class MessageDelegate(QStyledItemDelegate):
         source = source_hit(lay.sources, pos - rect.topLeft(), _HIT_SLOP)
         if source is not None:
             return Hit(source[0], item.id, str(source[1]))
+        thinking = reasoning_hit(lay.reasoning, pos - rect.topLeft(), _HIT_SLOP)
+        if thinking is not None:
+            return Hit(thinking, item.id)
         if lay.doc is None or lay.rendered is None:
             return None
         local = QPointF(pos - rect.topLeft() - QPoint(lay.doc_left, lay.doc_top))
@@ -432,6 +448,8 @@ class MessageDelegate(QStyledItemDelegate):
         elif hit is not None and hit.kind == SOURCE and item is not None and item.sources is not None:
             line = item.sources.line(int(hit.value))
             tip = tooltip(line) if line is not None else ""
+        elif hit is not None and hit.kind == REASONING and item is not None and item.reasoning is not None:
+            tip = reasoning_tooltip(item.reasoning)
         elif item is not None:
             lay = self.layout_for(item)
             if lay.metrics_text and lay.metrics_rect.translated(option.rect.topLeft()).contains(event.pos()):

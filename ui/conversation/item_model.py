@@ -34,6 +34,7 @@ class MessageItem:
     seen_by_model: bool = True  # False when the context policy dropped this turn
     tool: Any = None  # a tool call's row: its ui.conversation.tool_rows.ToolShown (line, details, expanded)
     sources: Any = None  # a reply given document passages: its ui.conversation.source_rows.SourcesShown
+    reasoning: Any = None  # a reply that thought first: its ui.conversation.reasoning_rows.ReasoningShown
 
 
 class MessageRole(IntEnum):
@@ -131,7 +132,8 @@ class ConversationModel(QStandardItemModel):
             raise KeyError(item.id)
         self._items[row] = item
         self.setItemData(self.index(row, 0), {MessageRole.Item: item,
-                                              Qt.ItemDataRole.AccessibleTextRole: _accessible_text(item)})
+                                              Qt.ItemDataRole.AccessibleTextRole: _accessible_text(item),
+                                              Qt.ItemDataRole.AccessibleDescriptionRole: _accessible_hint(item)})
 
     def remove_message(self, message_id: str) -> None:
         row = self._rows.get(message_id)
@@ -146,6 +148,8 @@ def _cell(item: MessageItem, row_size: Callable[[MessageItem], QSize] | None) ->
     cell = QStandardItem()
     cell.setData(item, MessageRole.Item)
     cell.setData(_accessible_text(item), Qt.ItemDataRole.AccessibleTextRole)
+    if item.reasoning is not None:
+        cell.setData(_accessible_hint(item), Qt.ItemDataRole.AccessibleDescriptionRole)
     if row_size is not None:
         cell.setSizeHint(row_size(item))
     return cell
@@ -154,9 +158,18 @@ def _cell(item: MessageItem, row_size: Callable[[MessageItem], QSize] | None) ->
 def _accessible_text(item: MessageItem) -> str:
     text = item.content if len(item.content) <= 300 else item.content[:300] + "…"
     status = "" if item.status == MessageStatus.COMPLETE else f" ({item.status})"
+    if item.reasoning is not None:  # ui/conversation/reasoning_rows.py's ReasoningShown: named, never read as the answer
+        text = f"[{item.reasoning.label}, {'shown' if item.reasoning.expanded else 'collapsed'}] {text}"
     if item.sources is not None:  # ui/conversation/source_rows.py's SourcesShown
         text += f" {item.sources.title}: " + "; ".join(line.text for line in item.sources.lines)
     return f"{speaker(item)}{status}: {text}"
+
+
+def _accessible_hint(item: MessageItem) -> str:
+    if item.reasoning is None:
+        return ""
+    return "Enter or Space hides the model's thinking" if item.reasoning.expanded else \
+        "Enter or Space shows the model's thinking"
 
 
 def speaker(item: MessageItem) -> str:

@@ -19,6 +19,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 
 from app.draft_metrics import draft_figures
 from ui.conversation.item_model import MessageItem, speaker
+from ui.conversation.reasoning_rows import ReasoningLayout, estimate_text_height, layout_reasoning
 from ui.conversation.source_rows import SourcesLayout, layout_sources, sources_bottom
 from ui.conversation.streaming.reply import StreamingReply
 from ui.conversation.text.markdown_render import Rendered, document_stylesheet, render_markdown
@@ -62,8 +63,9 @@ def remote_host(metrics: dict) -> str | None:
 
 
 def metrics_line(metrics: dict) -> str:
-    """Where it ran (a server's host) · TTFT · prompt tokens and speed · reply tokens and speed ·
-    drafted and accepted tokens (when it drafted) · stop reason, from what is known."""
+    """Where it ran (a server's host) · TTFT · prompt tokens and speed · reply tokens (the answer's,
+    then the thinking's, when the model thought) and speed · drafted and accepted tokens (when it
+    drafted) · stop reason, from what is known."""
 
     def num(key: str) -> float | None:
         value = metrics.get(key)
@@ -85,9 +87,12 @@ def metrics_line(metrics: dict) -> str:
             text += f" at {prompt_tps:,.1f} tok/s"
         parts.append(text)
     gen_tokens, gen_tps = num("gen_tokens"), num("gen_tps")
+    thought = num("reasoning_tokens")  # of gen_tokens, those the model thought in (app/turn/reasoning.py)
     if gen_tokens is not None or gen_tps is not None:
         text = "reply"
-        if gen_tokens is not None:
+        if gen_tokens is not None and thought is not None and 0 < thought <= gen_tokens:
+            text += f" {gen_tokens - thought:,.0f} tok + thinking {thought:,.0f} tok"  # the answer's own count first
+        elif gen_tokens is not None:
             text += f" {gen_tokens:,.0f} tok"
         if gen_tps is not None:
             text += f" at {gen_tps:,.1f} tok/s"
@@ -165,6 +170,7 @@ class RowLayout:
     doc_height: int = 0  # the height the text was given
     doc_room: int = 0  # the height a streaming row keeps for its text (whole steps of lines)
     sources: SourcesLayout | None = None  # the reply's sources (ui/conversation/source_rows.py)
+    reasoning: ReasoningLayout | None = None  # the reply's reasoning line (ui/conversation/reasoning_rows.py)
 
 
 class DocumentStore:
@@ -266,13 +272,17 @@ class Layouter:
         notice = status_notice(item)
         shape = (width, item.role, item.status, bool(item.content), item.seen_by_model, bool(item.metrics),
                  item.version_count > 1, notice[0] if notice else None,
-                 (item.sources.title, len(item.sources.lines)) if item.sources is not None else None)
+                 (item.sources.title, len(item.sources.lines)) if item.sources is not None else None,
+                 item.reasoning.expanded if item.reasoning is not None else None)
         chrome = self._chrome.get(shape)
         if chrome is None:
             chrome = self.layout(item, width, None, None, 0).height
             if len(self._chrome) > 512:
                 self._chrome.clear()
             self._chrome[shape] = chrome
+        if item.reasoning is not None and item.reasoning.expanded:  # the chrome has one line for its text
+            chrome += max(0, estimate_text_height(item.reasoning.text, self.text_width(width), self.avg_char,
+                                                  self.line_spacing) - self.fm.height())
         if not item.content:
             return chrome
         return chrome + max(0, self.estimate_doc_height(item, width) - self.fm.height())
@@ -295,15 +305,26 @@ class Layouter:
         return max(-(-doc_height // step) * step, self.fm.height())
 
     def layout(self, item: MessageItem, width: int, doc: SafeTextDocument | None, rendered: Rendered | None,
-               doc_height: int) -> RowLayout:
+               doc_height: int, reasoning_doc: SafeTextDocument | None = None) -> RowLayout:
+        """`reasoning_doc`: the open reasoning's text (ReasoningDocs); without it, it takes one line."""
         inner_left = MARGIN_X + PAD_X
         inner_width = self.text_width(width)
         y = MARGIN_Y + PAD_Y
         header = QRect(inner_left, y, inner_width, self.fm_bold.height())
         y = header.bottom() + 1 + GAP
+        reasoning = None
+        if item.reasoning is not None:  # between the speaker and the answer
+            text_height = round(reasoning_doc.size().height()) if reasoning_doc is not None else 0
+            reasoning = layout_reasoning(item.reasoning, reasoning_doc, self.fm, self.fm_small, inner_left, inner_width, y,
+                                         text_height)
+            y = reasoning.bottom + 1 + GAP + (GAP if item.reasoning.expanded else 0)
+        # While it thinks, its line says so ("Thinking… 14 s"): no "writing…" beside the speaker.
+        thinking = reasoning is not None and item.reasoning.live and item.status == "streaming"
+        status_label = "" if thinking else STATUS_LABELS.get(item.status, "")
         lay = RowLayout(item=item, width=width, height=0, card=QRect(), header=header,
-                        header_text=speaker(item), status_label=STATUS_LABELS.get(item.status, ""),
-                        doc=doc, rendered=rendered, doc_left=inner_left, doc_top=y, doc_height=doc_height)
+                        header_text=speaker(item), status_label=status_label,
+                        doc=doc, rendered=rendered, doc_left=inner_left, doc_top=y, doc_height=doc_height,
+                        reasoning=reasoning)
         if item.status == "streaming":
             lay.doc_room = self.stream_room(doc_height)
             y += lay.doc_room

@@ -6,6 +6,7 @@ a frame repaints what the reply says changed, and lays the list out again only w
 grows. The view follows new text only while the person
 is at the bottom, and keeps the row under the top edge still when rows above change height.
 Links never open without the person confirming the full address (ui/conversation/link_policy.py).
+A reply's reasoning is a collapsed line above its answer (ui/conversation/reasoning_rows.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from ui.conversation.delegate import Hit, MessageDelegate
 from ui.conversation.item_model import ConversationModel
 from ui.conversation.link_dialog import confirm_with_dialog
 from ui.conversation.link_policy import classify_url
+from ui.conversation.reasoning_clock import ThinkingClock
+from ui.conversation.reasoning_rows import COPY_REASONING, REASONING, append_reasoning, end_reasoning, toggle_reasoning
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.streaming.reply_surface import ReplySurface
 from ui.conversation.tool_rows import toggle_tool_row
@@ -69,6 +72,7 @@ class ConversationView(QListView):
         self._width_timer.setSingleShot(True)
         self._width_timer.setInterval(40)
         self._width_timer.timeout.connect(self._on_width_changed)
+        self._thinking = ThinkingClock(self.conversation_model, self)  # "Thinking… 14 s" between frames
         self.setObjectName("conversationView")
         self.setAccessibleName("Conversation")
         self.setAccessibleDescription("Messages of this conversation, oldest first. Ctrl+C copies the current one.")
@@ -151,9 +155,29 @@ class ConversationView(QListView):
         return True
 
     def copy_message(self, message_id: str) -> None:
+        """Copy a message's text: a reply's answer, never its reasoning."""
         row = self.conversation_model().row_of(message_id)
         if row >= 0:
             self._copy(self.conversation_model().item(row).content)
+
+    def append_reasoning(self, message_id: str, text: str, t: float) -> None:
+        """Reasoning a streaming reply wrote this frame (`t`: time.perf_counter() when its first
+        piece arrived): its row shows "Thinking… N s", collapsed, and the seconds move."""
+        if append_reasoning(self.conversation_model(), message_id, text, t, self._thinking.clock()):
+            self._thinking.watch(message_id)
+
+    def end_reasoning(self, message_id: str, thought_ms: float) -> None:
+        """The reply began its answer (or ended) after thinking `thought_ms`: "Thought for N s"."""
+        end_reasoning(self.conversation_model(), message_id, thought_ms)
+
+    def toggle_reasoning(self, message_id: str) -> bool:
+        """Open a reply's reasoning, or close it; False when it has none."""
+        return toggle_reasoning(self.conversation_model(), message_id)
+
+    @property
+    def thinking_clock(self) -> ThinkingClock:
+        """What moves the seconds of a thinking reply (a test sets its clock and drives its timer)."""
+        return self._thinking
 
     # --- model and layout ------------------------------------------------------------------
     # Heights: every row has one in the model (Qt.SizeHintRole). Rows are estimated when they
@@ -422,6 +446,15 @@ class ConversationView(QListView):
         if event.matches(QKeySequence.StandardKey.Copy) and self.currentIndex().isValid():
             self._copy(self.conversation_model().item(self.currentIndex().row()).content)
             return
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space) and self.currentIndex().isValid() \
+                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            item = self.conversation_model().item(self.currentIndex().row())
+            if item.reasoning is not None:  # the current reply's thinking opens or closes
+                self.toggle_reasoning(item.id)
+                return
+            if item.tool is not None:  # a tool call's details
+                toggle_tool_row(self.conversation_model(), item.id)
+                return
         super().keyPressEvent(event)
 
     def _on_hit(self, hit: Hit) -> None:
@@ -441,6 +474,13 @@ class ConversationView(QListView):
             self.open_link(hit.value)
         elif hit.kind == "details":  # a tool call's row opened or closed
             toggle_tool_row(self.conversation_model(), hit.message_id)
+        elif hit.kind == REASONING:  # a reply's thinking opened or closed
+            self.toggle_reasoning(hit.message_id)
+        elif hit.kind == COPY_REASONING:
+            row = self.conversation_model().row_of(hit.message_id)
+            thinking = self.conversation_model().item(row).reasoning if row >= 0 else None
+            if thinking is not None:
+                self._copy(thinking.text)
         elif hit.kind in ("source", "open_source"):  # the owner shows the passage or asks before opening the file
             self.source_activated.emit(hit.message_id, hit.kind, int(hit.value))
 

@@ -26,6 +26,7 @@ from ui.chat.presets import PresetStore
 from ui.chat.remote_turn import context_figures
 from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
+from ui.conversation.reasoning_rows import finished_reasoning, reasoning_of
 from ui.conversation.tool_rows import fold_tool_rows
 from ui.conversation.view import ConversationView
 from ui.documents.feature import DocumentsFeature
@@ -51,7 +52,7 @@ def to_item(shown: ShownMessage) -> MessageItem:
     return MessageItem(
         id=m.id, role=m.role, content=m.content, status=m.status, model_name=m.model_name, metrics=m.metrics,
         error=m.error, version_index=shown.version_index, version_count=shown.version_count,
-        seen_by_model=shown.seen_by_model,
+        seen_by_model=shown.seen_by_model, reasoning=reasoning_of(m),
     )
 
 
@@ -189,6 +190,8 @@ class MainWindow(QMainWindow):
         c.first_figures.connect(self.perf.set_first_figures)
         self.perf.watch_serving(lambda: self.controller.engine.serving())  # the engine it shares with API clients
         c.reply_text_received.connect(self._on_text)
+        c.reply_reasoning_received.connect(self.view.append_reasoning)  # collapsed above the answer, never in it
+        c.reply_reasoning_ended.connect(self.view.end_reasoning)
         c.reply_finished.connect(self._on_finished)
         c.busy_changed.connect(self.composer.set_busy)
         c.busy_changed.connect(lambda busy: self.poller.set_engine_busy(busy))  # no engine reads mid-reply
@@ -348,7 +351,7 @@ class MainWindow(QMainWindow):
             shown = model.item(row)
             model.update_message(dataclasses.replace(
                 shown, content=message.content, status=message.status, metrics=message.metrics, error=message.error,
-                model_name=message.model_name))
+                model_name=message.model_name, reasoning=finished_reasoning(shown.reasoning, message)))
         if message.metrics.get("context_used") is not None or "remote" in message.metrics:
             self.composer.set_context(*context_figures(message.metrics, self.controller.model, self.controller.loaded), True)
         metrics = dict(message.metrics)

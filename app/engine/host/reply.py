@@ -26,7 +26,8 @@ from app.engine.host.speculative import MAX_DRAFT
 from app.engine.host.token_pick import Pick, make_pick, sampler_chain
 from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply
 from app.engine.protocol import Finished, Generate, Started, encode, token_line, token_line_prefix
-from app.tools.turn import ToolTurn, tool_turn
+from app.reasoning.style import MODE_THINK, MODE_THINK_OPEN
+from app.tools.turn import AfterThinking, ToolTurn, tool_turn
 
 
 class Reply:
@@ -52,7 +53,9 @@ class Reply:
             transcript = (s.slots.transcript_for(req.conversation_id) or s.state.transcript_for(req.conversation_id)
                           or s.slots.newest_transcript())
         tok = s.tokenizer if self.tools is None else replace(s.tokenizer, chat_format=s.format.for_tools(self.tools.tools))
+        tok = replace(tok, chat_format=tok.chat_format.for_reasoning(req.reasoning))  # may raise ReasoningRefused
         self.plan = plan_turn(req, tok, s.n_ctx, transcript)
+        self.reasoning_mode = tok.chat_format.reasoning_mode(self.plan.rendered)  # app/reasoning/style.py MODES
         self.tokens = self.plan.tokens
 
     # ---- a slot ---------------------------------------------------------------------------
@@ -101,7 +104,9 @@ class Reply:
         s, req, llm = self.session, self.req, self.session.llm
         s.grammar.gbnf = self.gbnf  # the sampler made next samples under it
         s.grammar.trigger = self.tools.trigger.encode("utf-8") if self.tools is not None and self.tools.trigger else None
-        s.grammar.find = self.tools.find if self.tools is not None else None
+        find = self.tools.find if self.tools is not None else None
+        thinks = self.reasoning_mode in (MODE_THINK, MODE_THINK_OPEN)
+        s.grammar.find = AfterThinking(find, self.reasoning_mode == MODE_THINK_OPEN) if find and thinks else find
         llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
         self.sampler = sampler_chain(llm, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
                                      temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
@@ -172,7 +177,7 @@ class Reply:
             self._emit(encode(Started(self.rid, len(self.tokens), self.cached, self.plan.dropped_turns,
                                       round((self.t_first - self.t_call) * 1000, 3),
                                       self.plan.rendered.source if self.plan.rendered else "tokens",
-                                      tools.family.name if tools is not None else "")))
+                                      tools.family.name if tools is not None else "", self.reasoning_mode)))
         if not req.ignore_eos and llama_cpp.llama_vocab_is_eog(s.vocab, token):
             return True
         self.reply.append(token)

@@ -26,6 +26,7 @@ from app.engine.grammar import GrammarError
 from app.engine.host.reply import Reply
 from app.engine.host.templates import TemplateHung
 from app.engine.protocol import Failed, Finished, Generate, Serving, encode
+from app.reasoning.switch import ReasoningRefused
 
 # Prompt tokens one reply reads per step while other replies are decoding: small enough that their
 # tokens keep coming (a 4,000-token paste is read over ~30 steps), large enough to keep the batch full.
@@ -302,6 +303,8 @@ class Scheduler:
                              reserve=exc.reserve, at_least=exc.at_least))
         except GrammarError as exc:
             self._end(Failed(req.request_id, str(exc), "grammar"))
+        except ReasoningRefused as exc:  # the template cannot do what the reasoning switch asks
+            self._end(Failed(req.request_id, str(exc), "reasoning"))
         except ValueError as exc:
             self._end(Failed(req.request_id, f"llama.cpp failed while generating: {exc}", "generate"))
         except TemplateHung:

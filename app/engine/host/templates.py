@@ -23,6 +23,8 @@ from jinja2.exceptions import SecurityError, TemplateError
 
 from app.engine.host.fallback_formats import BASE_FORMAT, FALLBACKS, Fallback, Messages, choose_fallback, plain_turns, split_system
 from app.engine.host.template_sandbox import TemplateSandbox, template_environment
+from app.reasoning.style import MODE_NONE, ReasoningStyle, mode_of, style_of
+from app.reasoning.switch import template_variables
 from app.tools.families import Family, family_of
 from app.tools.generic import generic_messages
 from app.tools.spec import Tool
@@ -131,11 +133,16 @@ class GgufTemplate:
         self._bos, self._eos, self._timeout_s = bos_token, eos_token, timeout_s
         self._template = _run_limited(lambda: _environment().from_string(source), timeout_s)
 
-    def render(self, messages: Messages, tools: list[dict[str, Any]] | None = None) -> str:
+    def render(self, messages: Messages, tools: list[dict[str, Any]] | None = None,
+               variables: Mapping[str, Any] | None = None) -> str:
         """The prompt; with `tools` (OpenAI's shape) the template is given them, and the messages
-        keep their tool fields (tool_calls, tool_call_id, name) as templates expect them."""
+        keep their tool fields (tool_calls, tool_call_id, name) as templates expect them. A reply's
+        reasoning goes in the fields templates read it from (`_with_reasoning`); `variables` (the
+        reasoning switch, app/reasoning/switch.py) are given to the template as they are."""
         msgs = _template_messages(messages) if tools else [{"role": r, "content": c} for r, c in plain_turns(messages)]
+        msgs = _with_reasoning(msgs, messages)
         extra: dict[str, Any] = {"tools": tools} if tools else {}
+        extra.update(variables or {})
         if sum(len(m["content"]) for m in msgs) > MAX_PROMPT_CHARS:
             raise TemplateFailure(f"was given messages longer than {MAX_PROMPT_CHARS:,} characters", "too_long")
         text = _run_limited(
@@ -169,6 +176,26 @@ def _template_messages(messages: Messages) -> list[dict[str, Any]]:
             if m.get(key) is not None:
                 item[key] = m[key]
         out.append(item)
+    return out
+
+
+def _with_reasoning(msgs: list[dict[str, Any]], messages: Messages) -> list[dict[str, Any]]:
+    """`msgs` with each reply's reasoning where templates read it: `reasoning_content` (Qwen3,
+    as llama.cpp passes it) and `thinking` (gpt-oss). The template decides whether a turn's
+    reasoning goes into the prompt (Qwen3 and gpt-oss keep it only after the last user message)."""
+    if len(msgs) != len(messages):
+        return msgs
+    out = msgs
+    for i, m in enumerate(messages):
+        reasoning = m.get("reasoning")
+        if not reasoning or not isinstance(reasoning, str) or msgs[i].get("role") != "assistant":
+            continue
+        if out is msgs:
+            out = list(msgs)
+        item = {**msgs[i], "reasoning_content": reasoning}
+        if not (item.get("tool_calls") and item.get("content")):  # gpt-oss refuses both beside calls
+            item["thinking"] = reasoning
+        out[i] = item
     return out
 
 
@@ -229,7 +256,7 @@ class ChatFormat:
     """What the host renders prompts with; chosen once per loaded model."""
 
     def __init__(self, fallback: Fallback, note: str, *, template: GgufTemplate | None, bos: str, eos: str,
-                 tool_family: Family | None = None) -> None:
+                 tool_family: Family | None = None, template_source: str | None = None) -> None:
         self.fallback = fallback
         self.note = note
         self._template = template
@@ -240,6 +267,29 @@ class ChatFormat:
         self.tool_family = (tool_family if tool_family is not None and template is not None
                             else replace(family_of(None), lead=reply_lead(fallback)))
         self._tools: tuple[Tool, ...] = ()
+        # How the model's template reasons (app/reasoning/style.py), and the variables its
+        # reasoning switch is rendered with (set per reply by `for_reasoning`).
+        self.reasoning_style = style_of(template_source) if template is not None else ReasoningStyle("", "")
+        self._variables: dict[str, Any] = template_variables(self.reasoning_style, "")
+        self._asked = ""
+
+    def for_reasoning(self, asked: str) -> ChatFormat:
+        """This format for one reply whose reasoning switch is `asked` (app/reasoning/switch.py
+        ASKS). Raises ReasoningRefused with a sentence when the template cannot do it."""
+        variables = template_variables(self.reasoning_style if self._template is not None else ReasoningStyle("", ""),
+                                       asked)
+        if asked == self._asked:
+            return self
+        view = copy.copy(self)
+        view._variables, view._asked = variables, asked
+        return view
+
+    def reasoning_mode(self, rendered: Rendered | None) -> str:
+        """What a reply to `rendered` starts in (app/reasoning/style.py MODES); none for a prompt
+        the model's template did not render."""
+        if rendered is None or not rendered.source.startswith("gguf") or self._template is None:
+            return MODE_NONE
+        return mode_of(self.reasoning_style, rendered.text)
 
     def for_tools(self, tools: tuple[Tool, ...]) -> ChatFormat:
         """This format for one reply with `tools`: the model's template is given them when it
@@ -251,6 +301,8 @@ class ChatFormat:
     @property
     def source(self) -> str:
         base = "gguf" if self._template is not None else f"fallback:{self.fallback.name}"
+        if self._asked and self._template is not None:  # counts of prompts with a reasoning switch are kept apart
+            base += f"+reasoning={self._asked}"
         return base + "+tools" if self._tools else base  # counts of prompts with tools are kept apart
 
     def render(self, messages: Messages) -> Rendered:
@@ -264,8 +316,9 @@ class ChatFormat:
             try:
                 if native:
                     wire = [t.openai() for t in self._tools]
-                    return Rendered(self._template.render(_native_messages(messages, self.tool_family), wire), "gguf", ())
-                return Rendered(_render_with_fold(self._template, messages), "gguf", ())
+                    return Rendered(self._template.render(_native_messages(messages, self.tool_family), wire,
+                                                          self._variables), "gguf", ())
+                return Rendered(_render_with_fold(self._template, messages, self._variables), "gguf", ())
             except TemplateFailure as exc:
                 if exc.reason == "too_long":
                     # What the person sent is too long, not the template at fault: it stays in
@@ -303,13 +356,13 @@ def _native_messages(messages: Messages, family: Family) -> list[dict[str, Any]]
     return out
 
 
-def _render_with_fold(template: GgufTemplate, messages: Messages) -> str:
+def _render_with_fold(template: GgufTemplate, messages: Messages, variables: Mapping[str, Any] | None = None) -> str:
     try:
-        return template.render(messages)
+        return template.render(messages, variables=variables)
     except TemplateFailure as exc:
         if exc.reason != "error" or not any(m.get("role") == "system" for m in messages):
             raise
-    return template.render(fold_system(messages))
+    return template.render(fold_system(messages), variables=variables)
 
 
 def build_chat_format(
@@ -350,4 +403,4 @@ def build_chat_format(
         note = f"the model's chat template {exc}; using {why_fb}"
         return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
     return ChatFormat(fb, "using the model's own chat template", template=tmpl, bos=bos_token, eos=eos_token,
-                      tool_family=family_of(template_source))
+                      tool_family=family_of(template_source), template_source=template_source)

@@ -7,7 +7,6 @@ to the tool's schema."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import llama_cpp
 import pytest
@@ -18,7 +17,7 @@ from app.tools.openings import first_opening
 from app.tools.parsers import held, parse_calls
 from app.tools.reply import ContentGate, read_reply
 from app.tools.spec import Tool, ToolChoice, ToolSet
-from app.tools.turn import tool_turn
+from app.tools.turn import AfterThinking, tool_turn
 from tests.support.tiny_model import write_tiny_gguf
 
 HERMES, GENERIC, LLAMA3 = FAMILIES["hermes"], FAMILIES["generic"], FAMILIES["llama3"]
@@ -178,3 +177,20 @@ def test_text_that_only_looks_like_an_opening_leaves_the_grammar_waiting(vocab) 
         sampler.watch(token)
     assert sampler.waiting
     sampler.close()
+
+
+def test_a_call_the_model_only_thinks_about_does_not_switch_the_grammar_on() -> None:
+    turn = tool_turn(WIRE, HERMES, choice="auto", name=None, parallel=True)
+    assert turn.find is not None
+    thought = 'maybe {"name": "get_weather", "arguments": {"city": "Paris"}} would do'
+    opening = '{"name": "get_weather"'
+    fresh = AfterThinking(turn.find, inside=False)
+    assert fresh("<think>" + thought) is None  # still thinking
+    assert fresh("<think>" + thought + "</think>\n\n" + opening) == len("<think>" + thought + "</think>\n\n")
+    opened = AfterThinking(turn.find, inside=True)  # the prompt ended with <think>
+    assert opened(thought) is None
+    assert opened(thought[-20:]) is None  # the window moved on: still inside
+    assert opened("</think>\n" + opening) == len("</think>\n")
+    assert opened(opening) == 0  # once the thought ended, later windows need no </think>
+    plain = AfterThinking(turn.find, inside=False)
+    assert plain("Sure: " + opening) == len("Sure: ")

@@ -149,7 +149,8 @@ def test_always_allow_asks_once_then_the_rule_answers(cove_core, fake_engine, pi
 
 
 def test_the_step_limit_ends_the_turn_with_a_sentence(cove_core, fake_engine, pieces, host, server, calls_file):
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server, [split_text(CALL)],
+    replies = [split_text(CALL.replace("hi from the tool", f"hi {n}")) for n in range(3)]
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server, replies,
                                          lambda _r: ALLOW_ONCE, max_steps=2)
     assert calls_made(calls_file) == ["echo", "echo"]
     assert turn.steps == 2 and len(backend.sent) == 3
@@ -159,7 +160,22 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(cove_core, fake_engine, pi
     roles = [m.role for m in cove_core.history.messages(record.conversation_id)]
     assert roles == ["user", "assistant", "tool_call", "tool", "assistant", "tool_call", "tool", "assistant"]
     last = list(cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq DESC LIMIT 1"))[0]
-    assert "2 rounds" in json.loads(last["params"])["tool_note"] and last["reply"] == CALL  # the calls that did not run
+    assert "2 rounds" in json.loads(last["params"])["tool_note"]
+    assert last["reply"] == CALL.replace("hi from the tool", "hi 2")  # the calls that did not run
+
+
+def test_a_call_made_again_with_the_same_arguments_does_not_run_again(cove_core, fake_engine, pieces, host, server,
+                                                                      calls_file):
+    """A small model given a result may ask for the very same call again and again (Qwen2.5-Coder
+    0.5B does): it runs once, and the turn ends with a sentence instead of using up its rounds."""
+    spaced = CALL.replace('"text": ', '"text":  ')  # the same arguments, spelled otherwise
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                         [split_text(CALL), split_text(spaced), split_text("never")], lambda _r: ALLOW_ONCE)
+    assert calls_made(calls_file) == ["echo"]
+    assert turn.steps == 1 and len(backend.sent) == 2
+    end = events[-1]
+    assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
+    assert "same arguments" in end.message.metrics["tool_note"] and "'echo'" in end.message.metrics["tool_note"]
 
 
 def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_engine, pieces, host, server,

@@ -1,0 +1,55 @@
+"""The tool loop of `cove chat` and the window gives the engine its earlier calls with their
+arguments as objects, so a template's `| tojson` writes each call once, as the model wrote it (as
+JSON text the call came back escaped, `"arguments": "{\\"timezone\\": ...}"`, the model copied that
+form and the prompt cache re-read its own call); and `cove chat` shows a tool's whole result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.cli.chat_cmd import RESULT_LINES, folded_result
+from app.engine.host.templates import GgufTemplate
+from app.tools.parsers import Call
+from app.turn.tools import assistant_with_calls, for_template, tool_message
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
+TOOLS = [{"type": "function", "function": {"name": "get_current_time", "description": "Time in a zone",
+                                           "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}}}}]
+CALL = Call("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
+
+
+def _loop_messages() -> list[dict]:
+    return [{"role": "user", "content": "What time is it in Tokyo?"}, assistant_with_calls("", [CALL]),
+            tool_message(CALL, '{"datetime": "2026-12-06T07:22:22+09:00"}')]
+
+
+def test_the_loops_calls_reach_the_template_as_objects_and_render_once() -> None:
+    messages = _loop_messages()
+    assert isinstance(messages[1]["tool_calls"][0]["function"]["arguments"], str)  # OpenAI's wire shape, kept
+    given = for_template(messages)
+    assert given[1]["tool_calls"][0]["function"]["arguments"] == {"timezone": "Asia/Tokyo"}
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == '{"timezone": "Asia/Tokyo"}'  # not changed in place
+    source = (TEMPLATES / "qwen2.5-instruct.jinja").read_text()
+    text = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(given, TOOLS)
+    assert '<tool_call>\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>' in text
+    assert '\\"timezone\\"' not in text
+    before = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(messages, TOOLS)
+    assert '\\"timezone\\"' in before  # what the loop gave the template before: the call encoded twice
+
+
+def test_arguments_that_are_no_json_reach_the_template_as_written() -> None:
+    odd = [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "not json"}}]}]
+    assert for_template(odd) == odd
+
+
+def test_cove_chat_shows_a_tools_whole_result_folded_past_a_few_lines() -> None:
+    assert folded_result("12:00") == " 12:00"
+    pretty = json.dumps({"timezone": "Asia/Tokyo", "datetime": "2026-12-06T07:22:22+09:00", "is_dst": False}, indent=2)
+    shown = folded_result(pretty)
+    assert '"datetime": "2026-12-06T07:22:22+09:00"' in shown and shown.count("\n") == pretty.count("\n") + 2
+    long = "\n".join(f"line {i}" for i in range(30))
+    folded = folded_result(long)
+    assert f"line {RESULT_LINES - 1}" in folded and f"line {RESULT_LINES}" not in folded
+    assert f"{30 - RESULT_LINES} more lines" in folded
