@@ -18,6 +18,7 @@ from app.tools.spec import new_call_id
 
 _DECODER = json.JSONDecoder()
 _CLOSE = "</tool_call>"
+_MISTRAL_FENCE = re.compile(r"\s*```(?:json)?\s*")
 _LLAMA_START = re.compile(r'(<\|python_tag\|>)?\{\s*"name"\s*:')
 
 
@@ -124,13 +125,16 @@ def _json_calls(text: str, start: re.Pattern[str]) -> Parsed:
     return Parsed("".join(content).strip() if calls else text, tuple(calls))
 
 
-def _mistral(text: str) -> Parsed:
+def _mistral(text: str, names: Collection[str] = ()) -> Parsed:
     """`[TOOL_CALLS][...]`; the marker is a control token a reply's text may not show, so a reply
-    that is a JSON list of calls counts too."""
+    that is a JSON list of calls counts too, fenced as JSON or not (then, when `names` are given,
+    only calls of those tools)."""
     marker = text.find("[TOOL_CALLS]")
     before, begin = (text[:marker], marker + len("[TOOL_CALLS]")) if marker >= 0 else ("", -1)
+    fenced = None
     if begin < 0:
-        stripped = text.lstrip()
+        fenced = _MISTRAL_FENCE.match(text)
+        stripped = text[fenced.end():] if fenced else text.lstrip()
         if not stripped.startswith("[{"):
             return Parsed(text, ())
         begin = len(text) - len(stripped)
@@ -144,6 +148,11 @@ def _mistral(text: str) -> Parsed:
     calls = [_call(item) for item in items] if isinstance(items, list) else [None]
     if not calls or any(c is None for c in calls):
         return Parsed(text, ())
+    if marker < 0 and names and any(c is not None and c.name not in names for c in calls):
+        return Parsed(text, ())
+    if fenced is not None:
+        close = re.match(r"\s*```", text[end:])
+        end += close.end() if close else 0
     return Parsed((before + text[end:]).strip(), tuple(c for c in calls if c is not None))
 
 
@@ -164,7 +173,7 @@ def parse_calls(family: Family, text: str, names: Collection[str] = ()) -> Parse
     if family.name == "harmony":
         return _harmony(text)
     if family.name == "mistral":
-        return _mistral(text)
+        return _mistral(text, names)
     if family.name == "llama3":
         if names:
             parsed = _hermes(text.replace("<|python_tag|>", ""), names)
@@ -196,6 +205,8 @@ def held(family: Family, text: str, names: Collection[str] = (), since: int = 0)
         stripped = text.lstrip()
         if stripped[:1] in ("{", "[") and len(text) - len(stripped) < 8:
             return len(text) - len(stripped)
+        if family.name == "mistral" and len(text) - len(stripped) < 8 and _fence_then_list(stripped):
+            return len(text) - len(stripped)
         if family.name == "llama3" and names:
             found = first_opening(text, names, since)[0]
             if found < len(text):
@@ -206,6 +217,14 @@ def held(family: Family, text: str, names: Collection[str] = (), since: int = 0)
         if text.endswith(opener[:k]):
             return len(text) - k
     return len(text)
+
+
+def _fence_then_list(text: str) -> bool:
+    """Whether `text` is, or may still become, a JSON fence followed by a list (```json\n[)."""
+    if "```json".startswith(text):
+        return text != ""
+    fence = _MISTRAL_FENCE.match(text)
+    return fence is not None and text.startswith("```") and text[fence.end():fence.end() + 1] in ("", "[")
 
 
 def visible(family: Family, text: str, names: Collection[str] = (), since: int = 0) -> str:

@@ -194,3 +194,15 @@ def test_a_call_the_model_only_thinks_about_does_not_switch_the_grammar_on() -> 
     assert opened(opening) == 0  # once the thought ended, later windows need no </think>
     plain = AfterThinking(turn.find, inside=False)
     assert plain("Sure: " + opening) == len("Sure: ")
+
+
+def test_mistral_reads_a_fenced_list_of_offered_calls_and_holds_it_back() -> None:
+    mistral = FAMILIES["mistral"]
+    fenced = '```json\n[{"name": "get_weather", "arguments": {"city": "Paris"}}]\n```'
+    assert calls_of(fenced, mistral) == [PARIS]
+    assert parse_calls(mistral, fenced, NAMES).content == ""
+    other = '```json\n[{"name": "Joke", "arguments": {}}]\n```'
+    assert calls_of(other, mistral) == [] and parse_calls(mistral, other, NAMES).content == other
+    for cut in ("``", "```js", "```json\n", "```json\n[{"):
+        assert held(mistral, cut, NAMES) == 0
+    assert held(mistral, "```python\nx = 1", NAMES) == len("```python\nx = 1")
