@@ -1,7 +1,8 @@
 """The sampling parameters the API accepts do something or are refused by name: logit_bias and
 presence/frequency penalties reach the engine's sampler, output_config.format becomes the
-json_schema grammar, logprobs/reasoning_effort/thinking are a 400, and a chat request without
-max_tokens has no cap of its own."""
+json_schema grammar, logprobs and a reasoning_effort or thinking that names no setting are a 400
+(a setting the model's template cannot honour is refused by the engine: tests/app/serve/test_reasoning_api.py),
+and a chat request without max_tokens has no cap of its own."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def test_penalties_and_logit_bias_are_read() -> None:
 @pytest.mark.parametrize(("body", "param"), [
     (chat(logprobs=True), "logprobs"),
     (chat(top_logprobs=3), "top_logprobs"),
-    (chat(reasoning_effort="high"), "reasoning_effort"),
+    (chat(reasoning_effort="extreme"), "reasoning_effort"),
+    (chat(reasoning_effort=3), "reasoning_effort"),
     (chat(presence_penalty=3), "presence_penalty"),
     (chat(logit_bias={"x": 1}), "logit_bias"),
     (chat(logit_bias={"1": 101}), "logit_bias"),
@@ -57,12 +59,14 @@ def test_what_cove_cannot_honour_is_refused_by_name(body: dict, param: str) -> N
     assert info.value.status == 400 and info.value.param == param and param in info.value.message
 
 
-def test_logprobs_false_and_reasoning_effort_none_are_accepted() -> None:
+def test_logprobs_false_and_each_reasoning_effort_are_accepted() -> None:
     read_chat_request(chat(logprobs=False, reasoning_effort="none"))
+    assert read_chat_request(chat(reasoning_effort="high")).reasoning == "high"
 
 
 @pytest.mark.parametrize(("body", "param"), [
-    (messages(thinking={"type": "enabled", "budget_tokens": 1024}), "thinking"),
+    (messages(thinking={"type": "sometimes"}), "thinking"),
+    (messages(thinking="yes"), "thinking"),
     (messages(output_config={"effort": "high"}), "output_config"),
     (messages(output_config={"format": {"type": "xml"}}), "output_config.format"),
     (messages(output_config={"format": {"type": "json_schema", "schema": {"type": "string", "maxLength": 99999}}}),
