@@ -10,7 +10,6 @@ from typing import Any
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
 from app.load_options import LoadOptions
 from app.settings import SamplingParams
-from app.turn.tools import for_template
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, recheck_file
 
@@ -67,7 +66,7 @@ class LocalBackend:
         with_tools: dict[str, Any] = {} if tools is None else {
             "tools": tools, "tool_choice": tool_choice, "tool_name": tool_name, "parallel_tool_calls": parallel_tool_calls}
         return engine.generate(
-            for_template(messages),
+            messages,
             conversation_id=conversation_id,
             max_tokens=params.max_tokens,
             stop=stop,

@@ -138,31 +138,6 @@ def assistant_with_calls(content: str, calls: list[Call]) -> dict[str, Any]:
                            for c in calls]}
 
 
-def for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`messages` as a chat template renders them: a call's arguments as an object, not the JSON
-    text of OpenAI's wire shape, which a template's `| tojson` would encode a second time (and the
-    model, shown its own call escaped, writes the next one that way). llama.cpp's server does the
-    same (`func_args_not_string`, common/chat.cpp); the API path's messages arrive as objects."""
-    out = []
-    for m in messages:
-        calls = m.get("tool_calls")
-        if m.get("role") == "assistant" and isinstance(calls, list):
-            m = {**m, "tool_calls": [_with_object_arguments(c) for c in calls]}
-        out.append(m)
-    return out
-
-
-def _with_object_arguments(call: Any) -> Any:
-    fn = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
-        return call
-    try:
-        arguments = json.loads(fn["arguments"]) if fn["arguments"].strip() else {}
-    except ValueError:
-        return call  # not JSON: the template is given the text as the model wrote it
-    return {**call, "function": {**fn, "arguments": arguments}}
-
-
 def tool_message(call: Call, text: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import json
 import sys
 import threading
 import time
@@ -175,8 +176,25 @@ def _template_messages(messages: Messages) -> list[dict[str, Any]]:
         for key in ("tool_calls", "tool_call_id", "name"):
             if m.get(key) is not None:
                 item[key] = m[key]
+        if isinstance(item.get("tool_calls"), list):
+            item["tool_calls"] = [_with_object_arguments(c) for c in item["tool_calls"]]
         out.append(item)
     return out
+
+
+def _with_object_arguments(call: Any) -> Any:
+    """A call with its arguments as an object, not the JSON text of OpenAI's wire shape, which a
+    template's `| tojson` would encode a second time (and the model, shown its own call escaped,
+    writes the next one that way); llama.cpp's server does the same (`func_args_not_string`,
+    common/chat.cpp). Arguments that are no JSON object reach the template as written."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+        return call
+    try:
+        arguments = json.loads(fn["arguments"]) if fn["arguments"].strip() else {}
+    except ValueError:
+        return call
+    return {**call, "function": {**fn, "arguments": arguments}} if isinstance(arguments, dict) else call
 
 
 def _with_reasoning(msgs: list[dict[str, Any]], messages: Messages) -> list[dict[str, Any]]:

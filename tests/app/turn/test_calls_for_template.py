@@ -1,6 +1,6 @@
-"""The tool loop of `cove chat` and the window gives the engine its earlier calls with their
-arguments as objects, so a template's `| tojson` writes each call once, as the model wrote it (as
-JSON text the call came back escaped, `"arguments": "{\\"timezone\\": ...}"`, the model copied that
+"""The tool loop of `cove chat` and the window keeps its earlier calls in OpenAI's shape (arguments
+as JSON text), and the engine host gives them to the template as objects, so a template's `| tojson`
+writes each call once (encoded twice, `"arguments": "{\\"timezone\\": ...}"`, the model copied that
 form and the prompt cache re-read its own call); and `cove chat` shows a tool's whole result."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from app.cli.chat_cmd import RESULT_LINES, folded_result
 from app.engine.host.templates import GgufTemplate
 from app.tools.parsers import Call
-from app.turn.tools import assistant_with_calls, for_template, tool_message
+from app.turn.tools import assistant_with_calls, tool_message
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
 TOOLS = [{"type": "function", "function": {"name": "get_current_time", "description": "Time in a zone",
@@ -24,24 +24,23 @@ def _loop_messages() -> list[dict]:
             tool_message(CALL, '{"datetime": "2026-12-06T07:22:22+09:00"}')]
 
 
-def test_the_loops_calls_reach_the_template_as_objects_and_render_once() -> None:
+def test_the_loops_calls_render_once_in_the_template() -> None:
     messages = _loop_messages()
     assert isinstance(messages[1]["tool_calls"][0]["function"]["arguments"], str)  # OpenAI's wire shape, kept
-    given = for_template(messages)
-    assert given[1]["tool_calls"][0]["function"]["arguments"] == {"timezone": "Asia/Tokyo"}
-    assert messages[1]["tool_calls"][0]["function"]["arguments"] == '{"timezone": "Asia/Tokyo"}'  # not changed in place
     source = (TEMPLATES / "qwen2.5-instruct.jinja").read_text()
-    text = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(given, TOOLS)
+    text = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(messages, TOOLS)
     assert '<tool_call>\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>' in text
     assert '\\"timezone\\"' not in text
-    before = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(messages, TOOLS)
-    assert '\\"timezone\\"' in before  # what the loop gave the template before: the call encoded twice
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == '{"timezone": "Asia/Tokyo"}'  # not changed in place
 
 
-def test_arguments_that_are_no_json_reach_the_template_as_written() -> None:
-    odd = [{"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "not json"}}]}]
-    assert for_template(odd) == odd
+def test_arguments_that_are_no_json_object_reach_the_template_as_written() -> None:
+    source = (TEMPLATES / "qwen2.5-instruct.jinja").read_text()
+    for arguments in ("not json", "[1, 2]"):
+        odd = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]}]
+        text = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(odd, TOOLS)
+        assert json.dumps(arguments) in text
 
 
 def test_cove_chat_shows_a_tools_whole_result_folded_past_a_few_lines() -> None:
