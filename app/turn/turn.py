@@ -291,7 +291,7 @@ class Turn:
         repeated = [c for c in calls if (c.name, _canonical(c.arguments)) in self._calls_made]
         if self.steps >= self.tools.max_steps or len(repeated) == len(calls):
             note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
-                    f"have; these calls did not run") if not repeated else (
+                    f"have; these calls did not run") if self.steps >= self.tools.max_steps else (
                     f"the model asked again for the call of '{repeated[0].name}' it made before with the same "
                     f"arguments; it did not run again")
             self._note_raw(event.text, calls)
