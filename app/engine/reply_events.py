@@ -43,10 +43,10 @@ def host_gone(gen: Generation, cause: str, *, expected: bool) -> None:
 
 def wire_message(m: dict[str, Any]) -> dict[str, Any]:
     """A message as the host is sent it: role and text, and the tool fields it has (a reply's
-    tool_calls, a tool result's tool_call_id and name, a reply's reasoning), and the document passages the host may
-    fit with fewer of (app/engine/passage_fit.py)."""
+    tool_calls, a tool result's tool_call_id and name, a reply's reasoning and the text it was
+    written as), and the document passages the host may fit with fewer of (app/engine/passage_fit.py)."""
     out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
-    for key in ("tool_calls", "tool_call_id", "name", "passages", "reasoning"):
+    for key in ("tool_calls", "tool_call_id", "name", "passages", "reasoning", "as_written"):
         if m.get(key) is not None:
             out[key] = m[key]
     return out

@@ -306,7 +306,8 @@ class Turn:
         self._note_raw(event.text, calls)
         writer.finish_step(parsed.content, metrics)
         self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set)
-        self._step_reply = self._with_thought(assistant_with_calls(parsed.content, calls))
+        # The reply as the model wrote it, for a template that can be given that text (app/engine/host/templates.py).
+        self._step_reply = self._with_thought({**assistant_with_calls(parsed.content, calls), "as_written": event.text})
         out: list[TurnEvent] = []
         try:
             self._step.advance(out)

@@ -321,6 +321,11 @@ def test_cove_chat_with_allow_tools_runs_the_call_and_gives_the_result_to_the_mo
     result = assert_the_tokyo_call_ran(home, "the person (--allow-tools) (allowed once)")
     assert "[tool result (ok):" in done.stderr and result["datetime"] in done.stderr  # shown
     assert cove(home, "record", "verify").returncode == 0
+    # The second step read only what was new: the first step's prompt and every token the model wrote
+    # (its call, fenced, as it wrote it; all but the end-of-reply token) came from the cache.
+    replies = [m for m in stored(home, records(home)[0]["conversation_id"]) if m["role"] == "assistant"]
+    first, second = replies[0]["metrics"], replies[1]["metrics"]
+    assert second["cached_tokens"] == first["prompt_tokens"] + first["gen_tokens"] - 1, (first, second)
 
 
 def on_a_terminal(home: Path, args: list[str], answer: Callable[[bytes], bytes | None],

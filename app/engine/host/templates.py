@@ -360,7 +360,15 @@ def _short_id(call_id: object) -> str:
 
 
 def _native_messages(messages: Messages, family: Family) -> list[dict[str, Any]]:
-    """Messages for a template that renders tools itself; Mistral's want 9-character call ids."""
+    """Messages for a template that renders tools itself; Mistral's want 9-character call ids.
+    A hermes reply whose calls the model wrote in another form than the template's tag (a fenced or
+    bare JSON call, app/tools/openings.py) and that says how (`as_written`, the tool loop of the
+    window and `cove chat`) is given as that text: the next step's prompt then holds the very text
+    the model wrote, whose tokens the transcript keeps (app/engine/host/transcript.py), instead of
+    the call re-rendered in the tag's form, which would be read again. Hermes templates render a
+    tool result whether or not the reply before it has `tool_calls`."""
+    if family.name == "hermes":
+        return [_as_written(m) for m in messages]
     if family.name != "mistral":
         return list(messages)
     out = []
@@ -372,6 +380,14 @@ def _native_messages(messages: Messages, family: Family) -> list[dict[str, Any]]
             m["tool_call_id"] = _short_id(m["tool_call_id"])
         out.append(m)
     return out
+
+
+def _as_written(m: Mapping[str, Any]) -> dict[str, Any]:
+    written = m.get("as_written")
+    if m.get("role") != "assistant" or not m.get("tool_calls") or not isinstance(written, str) or not written \
+            or "<tool_call>" in written:
+        return dict(m)
+    return {k: v for k, v in m.items() if k not in ("tool_calls", "as_written")} | {"content": written}
 
 
 def _render_with_fold(template: GgufTemplate, messages: Messages, variables: Mapping[str, Any] | None = None) -> str:

@@ -52,3 +52,28 @@ def test_cove_chat_shows_a_tools_whole_result_folded_past_a_few_lines() -> None:
     folded = folded_result(long)
     assert f"line {RESULT_LINES - 1}" in folded and f"line {RESULT_LINES}" not in folded
     assert f"{30 - RESULT_LINES} more lines" in folded
+
+
+def _qwen_with_tools():
+    from app.engine.host.templates import build_chat_format
+    from app.tools.turn import tools_of
+
+    source = (TEMPLATES / "qwen2.5-instruct.jinja").read_text()
+    fmt = build_chat_format(source, architecture="qwen2", has_token=lambda _: True, bos_token="", eos_token="<|im_end|>")
+    return fmt.for_tools(tools_of(TOOLS))
+
+
+def test_a_call_the_model_wrote_fenced_is_rendered_as_it_wrote_it_in_the_loops_next_step() -> None:
+    """The loop's next prompt holds the reply's very text (whose tokens the engine kept) where the
+    model wrote its call in another form than the template's tag; the API's messages, which carry no
+    such text, and a call written in the tag's form render the template's way."""
+    fenced = '```json\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n```'
+    messages = _loop_messages()
+    messages[1] = {**messages[1], "as_written": fenced}
+    text = _qwen_with_tools().render(messages).text
+    assert f"<|im_start|>assistant\n{fenced}<|im_end|>" in text and '<tool_call>\n{"name": "get_current_time"' not in text
+    assert "<tool_response>\n{\"datetime\"" in text  # the result follows it as before
+    plain = _qwen_with_tools().render(_loop_messages()).text
+    assert '<tool_call>\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>' in plain
+    tagged = {**_loop_messages()[1], "as_written": '<tool_call>\n{"name": "get_current_time"}\n</tool_call>'}
+    assert _qwen_with_tools().render([_loop_messages()[0], tagged, _loop_messages()[2]]).text == plain
