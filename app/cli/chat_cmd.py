@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from app.chat import remote_host
-from app.chat_service import ChatService, TextSink, TurnResult
+from app.chat_service import ChatService, TurnResult
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
 from app.cli.tools_cmd import LOG_NAME
 from app.cli.tools_cmd import _ask_on_terminal as ask_on_terminal
+from app.cli.turn_lines import reasoning_apart, say_tool
 from app.core import Core
 from app.engine.client import LoadedModel
 from app.load_options import load_options
@@ -37,7 +38,6 @@ from app.statuses import MessageStatus
 from app.store.sources import sources_of
 from app.termination import Terminated
 from app.turn.backend import installed_model, server_connection, server_host
-from app.turn.events import ToolCallEvent, ToolResultEvent
 from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offered_tools
 from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound
@@ -189,7 +189,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
         assert prompt is not None  # read from stdin above when not interactive
         result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
                               on_loaded=None if args.json else _template_notes(), options=options, tools=tools,
-                              on_tool=None if args.json else _say_tool, docs=docs, on_reasoning=thinking)
+                              on_tool=None if args.json else say_tool, docs=docs, on_reasoning=thinking)
     sources = sources_of(core.db, result.assistant_message.id)
     if args.json:
         print(json.dumps({**_result_json(result), "sources": sources_json(sources)}, ensure_ascii=False, indent=2))
@@ -295,7 +295,7 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         shown, thinking = reasoning_apart(stream_to_stdout)
         result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
                               on_text=shown, on_loaded=on_loaded, options=options, tools=tools,
-                              on_tool=_say_tool, docs=docs, on_reasoning=thinking)
+                              on_tool=say_tool, docs=docs, on_reasoning=thinking)
         _print_footer(model.name, result)
         print_sources(sources_of(core.db, result.assistant_message.id), docs)
         if result.terminated_by is not None:
@@ -311,39 +311,6 @@ def stream_to_stdout(text: str) -> None:
         raise
     except OSError:
         pass  # the terminal is gone (SIGHUP follows): the reply is still saved
-
-
-def reasoning_apart(on_text: TextSink) -> tuple[TextSink, TextSink]:
-    """(on_text, on_reasoning) for one reply: its reasoning on standard error as it arrives, after a
-    "Thinking…" line and dim on a terminal, never on standard output (a pipe gets the answer
-    alone); a blank line between it and the answer, which goes to `on_text`."""
-    state = {"thinking": False}
-
-    def reasoning(text: str) -> None:
-        try:
-            dim = _isatty(sys.stderr)
-            if not state["thinking"]:
-                state["thinking"] = True
-                sys.stderr.write("\x1b[2mThinking…\n" if dim else "Thinking…\n")
-            elif dim:
-                sys.stderr.write("\x1b[2m")
-            sys.stderr.write(for_terminal(text, sys.stderr))
-            sys.stderr.write("\x1b[0m" if dim else "")
-            sys.stderr.flush()
-        except BrokenPipeError:
-            raise
-        except OSError:
-            pass  # the terminal is gone: the reasoning is still saved
-
-    def answer(text: str) -> None:
-        if state["thinking"] and text:
-            state["thinking"] = False
-            with contextlib.suppress(OSError):
-                sys.stderr.write("\n\n")
-                sys.stderr.flush()
-        on_text(text)
-
-    return answer, reasoning
 
 
 def _print_footer(model_name: str, result: TurnResult) -> None:
@@ -428,34 +395,3 @@ def _no_terminal(request: ToolRequest) -> str:
     say(f"cove: the model called '{request.tool}' on '{request.server.name}'; there is no terminal to ask, so it "
         "was denied (run with --allow-tools to allow the calls of this run)", sys.stderr)
     return DENY
-
-
-RESULT_LINES = 8  # a tool result's lines shown in the terminal before the rest is folded
-RESULT_LINE_WIDTH = 200
-
-
-def folded_result(content: str) -> str:
-    """A tool result as the terminal shows it: one line after the label, or its first
-    RESULT_LINES lines indented below it (each cut at RESULT_LINE_WIDTH characters) and a count
-    of the rest (`cove history show` has it whole). `say` escapes what a terminal would obey."""
-    lines = content.strip().splitlines()
-    cut = [line if len(line) <= RESULT_LINE_WIDTH else line[:RESULT_LINE_WIDTH] + "…" for line in lines[:RESULT_LINES]]
-    if len(lines) <= 1:
-        return f" {cut[0]}" if cut else ""
-    more = len(lines) - RESULT_LINES
-    tail = [f"… {more} more line{'s' if more != 1 else ''} (cove history show has the whole result)"] if more > 0 else []
-    return "\n" + "\n".join(f"  {line}" for line in cut + tail) + "\n"
-
-
-def _say_tool(event: ToolCallEvent | ToolResultEvent) -> None:
-    """A call on one line and its result (folded past a few lines) on stderr; the history keeps
-    them whole."""
-    try:
-        if isinstance(event, ToolCallEvent):
-            say(f"[tool call: {event.server or '?'}/{event.name} {event.arguments}]", sys.stderr)
-        else:
-            say(f"[tool result ({event.status}):{folded_result(event.content)}]", sys.stderr)
-    except BrokenPipeError:
-        raise
-    except OSError:
-        pass

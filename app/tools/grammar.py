@@ -108,6 +108,14 @@ def _call_rest(family: Family, tool: Tool, args: str) -> str:
     return f"{_lit(head)} {args} {_lit(tail)}"
 
 
+def _tagged_arguments(args_text: str, family: Family, prefix: str) -> str:
+    """A tool's arguments grammar (the converter's) as a call in the family's own format takes it:
+    narrowed to json.dumps' form in the generic format; its rules renamed with `prefix`."""
+    if family.name == "generic":
+        args_text = _dumps_form(args_text)
+    return _renamed(args_text, prefix).strip()
+
+
 def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | None, parallel: bool,
                       after_opener: bool) -> str:
     """The grammar of one call, or several when `parallel` (and the family allows), of the tools
@@ -117,11 +125,7 @@ def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | No
     rules: list[str] = []
     rests: list[str] = []
     for i, tool in enumerate(chosen):
-        args_text = schema_grammar(tool.parameters)
-        if family.name == "generic":
-            args_text = _dumps_form(args_text)
-        args_text = _renamed(args_text, f"t{i}-")
-        rules.append(args_text.strip())
+        rules.append(_tagged_arguments(schema_grammar(tool.parameters), family, f"t{i}-"))
         rests.append(_call_rest(family, tool, f"t{i}-root"))
     rules.append("call-rest ::= " + " | ".join(f"( {r} )" for r in rests))
     many = parallel and family.parallel
@@ -154,15 +158,17 @@ def opening_call_grammar(tools: tuple[Tool, ...], family: Family, *, parallel: b
     named: list[str] = []
     function: list[str] = []
     for i, tool in enumerate(tools):
-        tag_args = schema_grammar(tool.parameters)
-        if family.name == "generic":
-            tag_args = _dumps_form(tag_args)
-        rules.append(_renamed(tag_args, f"t{i}-").strip())
+        args_text = schema_grammar(tool.parameters)
+        rules.append(_tagged_arguments(args_text, family, f"t{i}-"))
         tagged.append(_call_rest(family, tool, f"t{i}-root"))
-        rules.append(_renamed(schema_grammar(tool.parameters), f"u{i}-").strip())
+        # The other forms take the converter's own JSON; hermes's tagged form already is that.
+        free = f"t{i}-root"
+        if family.name == "generic":
+            rules.append(_renamed(args_text, f"u{i}-").strip())
+            free = f"u{i}-root"
         named.append(f'{_lit(chr(34) + tool.name + chr(34))} call-ws "," call-ws call-key call-ws ":" call-ws '
-                     f'u{i}-root call-ws "}}"')
-        function.append(f'{_lit(tool.name + ">")} call-ws u{i}-root call-ws "</function>"')
+                     f'{free} call-ws "}}"')
+        function.append(f'{_lit(tool.name + ">")} call-ws {free} call-ws "</function>"')
     wrapped = " | ".join(f'"<{w}>" call-ws call-object call-ws "</{w}>"' for w in WRAPPERS if w != TAG)
     languages = " | ".join(_lit(language) for language in FENCE_LANGUAGES)
     rules += [

@@ -148,3 +148,11 @@ def call_arguments(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def call_key(call: Call) -> tuple[str, str]:
+    """A call's tool and arguments in one spelling, to tell a call made again."""
+    try:
+        return call.name, json.dumps(json.loads(call.arguments), sort_keys=True)
+    except ValueError:
+        return call.name, call.arguments

@@ -13,7 +13,6 @@ prompt, borrows the engine and starts the reply, appending to a deque.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -39,7 +38,7 @@ from app.turn.figures import first_figures
 from app.turn.reasoning import ReplyReasoning
 from app.turn.status import StopCause, end_status
 from app.turn.tool_step import ToolStep
-from app.turn.tools import ToolLoop, assistant_with_calls, call_arguments
+from app.turn.tools import ToolLoop, assistant_with_calls, call_arguments, call_key
 from app.turn.writer import TurnWriter
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkRefused
@@ -288,7 +287,7 @@ class Turn:
         gate, self._gate, self._raw = self._gate, None, ""
         if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
             return self._ended_without_calls(event, family, gate, parsed.content if calls else None, parsed.content)
-        repeated = [c for c in calls if (c.name, _canonical(c.arguments)) in self._calls_made]
+        repeated = [c for c in calls if call_key(c) in self._calls_made]
         if self.steps >= self.tools.max_steps or len(repeated) == len(calls):
             note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
                     f"have; these calls did not run") if self.steps >= self.tools.max_steps else (
@@ -298,7 +297,7 @@ class Turn:
             return [self._end_reply(replace(event, text=parsed.content,
                                             metrics={**event.metrics, "tool_note": note}))]
         self.steps += 1
-        self._calls_made.update((c.name, _canonical(c.arguments)) for c in calls)
+        self._calls_made.update(call_key(c) for c in calls)
         writer: Any = self.writer
         writer.sent = self.sent
         metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
@@ -501,10 +500,3 @@ class Turn:
     def first_figures(self) -> dict[str, Any] | None:
         return first_figures(self._generation)
 
-
-def _canonical(arguments: str) -> str:
-    """A call's arguments in one spelling, to tell a repeated call."""
-    try:
-        return json.dumps(json.loads(arguments), sort_keys=True)
-    except ValueError:
-        return arguments

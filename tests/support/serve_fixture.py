@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.paths import Paths
+from app.serve.runner import ServerThread
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import stop_process
 from tests.support.tiny_model import write_tiny_gguf
@@ -105,3 +107,19 @@ def cove_serve(home: Path, *, n_ctx_train: int = 512, args: tuple[str, ...] = ()
     finally:
         if proc.poll() is None:
             stop_process(proc, 30)
+
+
+@contextmanager
+def server_thread(paths: Paths) -> Iterator[ServerThread]:
+    """The window's API server (app/serve/runner.py ServerThread) on a free port of this machine,
+    stopped once the replies it still streams have ended."""
+    thread = ServerThread(paths, port=free_port())
+    assert thread.start() is None, thread.error
+    try:
+        yield thread
+    finally:
+        for _ in range(200):
+            if not thread.live():
+                break
+            time.sleep(0.05)
+        thread.stop()

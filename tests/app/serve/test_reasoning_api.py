@@ -7,8 +7,6 @@ the switch each API takes reaches the engine as the template's ask."""
 from __future__ import annotations
 
 import json
-import socket
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,14 +21,8 @@ from app.statuses import MessageStatus
 from app.store.request_log import RequestLog
 from app.turn.local_backend import LocalBackend
 from tests.app.reasoning.test_split import GPT_OSS, QWEN3, R1
-from tests.support.serve_fixture import requests_of
+from tests.support.serve_fixture import requests_of, server_thread
 from tests.support.tool_turns import split_text
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Script:
@@ -61,16 +53,8 @@ def script(monkeypatch: pytest.MonkeyPatch) -> Script:
 
 @pytest.fixture
 def server(cove_core, script) -> Iterator[ServerThread]:
-    thread = ServerThread(cove_core.paths, port=_free_port())
-    assert thread.start() is None, thread.error
-    try:
+    with server_thread(cove_core.paths) as thread:
         yield thread
-    finally:
-        for _ in range(200):
-            if not thread.live():
-                break
-            time.sleep(0.05)
-        thread.stop()
 
 
 def oai(server: ServerThread) -> openai.OpenAI:

@@ -7,8 +7,6 @@ the template cannot honour is a 400 with the sentence."""
 
 from __future__ import annotations
 
-import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,16 +15,12 @@ import openai
 import pytest
 
 from app.serve.runner import ServerThread
+from tests.support.serve_fixture import server_thread
 from tests.support.tiny_model import write_tiny_gguf
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -36,16 +30,8 @@ def server(cove_core, tmp_path: Path) -> Iterator[ServerThread]:
         path = write_tiny_gguf(tmp_path / f"{name}.gguf", chat_template=(TEMPLATES / template).read_text(),
                                n_ctx_train=1024)
         cove_core.library.import_file(path, name=name)
-    thread = ServerThread(cove_core.paths, port=_free_port())
-    assert thread.start() is None, thread.error
-    try:
+    with server_thread(cove_core.paths) as thread:
         yield thread
-    finally:
-        for _ in range(200):
-            if not thread.live():
-                break
-            time.sleep(0.05)
-        thread.stop()
 
 
 def test_reasoning_effort_none_renders_qwen3s_empty_think_block(server) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.cli.chat_cmd import RESULT_LINES, folded_result
+from app.cli.turn_lines import RESULT_LINES, folded_result
 from app.engine.host.templates import GgufTemplate
 from app.tools.parsers import Call
 from app.turn.tools import assistant_with_calls, tool_message
