@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import test_packaging
+from tests.support.placement_notes import gpu_note
 from tests.support.tiny_model import N_LAYER, write_tiny_gguf
 
 no_python_env = test_packaging.no_python_env  # the fixture: PATH holds only decoy python commands
@@ -41,14 +42,6 @@ def chat(frozen: Path, env: dict[str, str], model: Path, prefix: list[str] | Non
 def tiny(tmp_path: Path) -> Path:
     return write_tiny_gguf(tmp_path / "tiny.gguf")
 
-
-
-def gpu_note(placement: dict) -> str:
-    """The placement note's sentence about the GPU: on a processor with AMX the engine adds why
-    llama.cpp's AMX weight path is off (app/engine/host/cpu_quirks.py), which says nothing of the GPU."""
-    from app.engine.host.cpu_quirks import AMX_NOTE
-
-    return str(placement["note"]).removesuffix("; " + AMX_NOTE)
 
 def test_the_vulkan_backend_is_shipped_once_beside_the_cpu_variants(frozen: Path) -> None:
     libs = [p for p in (frozen / "_internal").rglob("libggml-*.so*") if p.is_file()]

@@ -28,6 +28,7 @@ import pytest
 
 from models.gguf_validate import read_gguf_header
 from tests.support.paths import REPO_ROOT
+from tests.support.placement_notes import gpu_note
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.timeout(900)]
 
@@ -89,7 +90,7 @@ def check_offloaded(placement: dict[str, Any], n_layers: int) -> None:
     assert "llvmpipe" in placement["device"], placement
     assert placement["n_layers"] == n_layers + 1 and placement["n_gpu_layers"] == n_layers + 1, placement
     assert placement["kv_on_gpu"] is True
-    assert placement["note"] == f"all {n_layers + 1} layers fit on Vulkan0", placement
+    assert gpu_note(placement) == f"all {n_layers + 1} layers fit on Vulkan0", placement
     assert placement["vram_estimate"] and placement["vram_estimate"] > 0
 
 
@@ -139,7 +140,7 @@ def test_a_device_memory_limit_makes_the_load_retry_with_fewer_layers(vulkan_lib
               extra_env={"COVE_GPU_MEMORY_LIMIT_MB": f"{limit_mib:.1f}"})
     placement = gpu["placement"]
     assert placement["backend"] == "vulkan" and 0 < placement["n_gpu_layers"] < n_layers + 1, placement
-    assert placement["note"] == f"loaded {placement['n_gpu_layers']} of {n_layers + 1} layers on the GPU: the rest did not fit"
+    assert gpu_note(placement) == f"loaded {placement['n_gpu_layers']} of {n_layers + 1} layers on the GPU: the rest did not fit"
     assert placement["vram_used"] <= limit_mib * 2**20, placement
     assert len(gpu["picks"]) == 4
 
