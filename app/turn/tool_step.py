@@ -41,10 +41,14 @@ class UnknownQuestion(LookupError):
 class ToolStep:
     """`advance(out)` goes on with the calls until one waits (a question, a call on its worker)
     or all are written; `done` then says whether the step is over. `results` are the tool
-    messages the model is given next."""
+    messages the model is given next; `failed` the ids of the calls whose results were errors.
+    `not_run`: calls that must not run (id: what the model is told instead), asked nothing."""
 
-    def __init__(self, loop: ToolLoop, calls: list[Call], writer: Any, cancelled: Callable[[], bool]) -> None:
+    def __init__(self, loop: ToolLoop, calls: list[Call], writer: Any, cancelled: Callable[[], bool],
+                 not_run: dict[str, str] | None = None) -> None:
         self.loop = loop
+        self._not_run = not_run or {}
+        self.failed: set[str] = set()
         self.writer = writer
         self._calls = deque(calls)
         self._cancelled = cancelled
@@ -64,6 +68,11 @@ class ToolStep:
             call = self._calls.popleft()
             offered = self.loop.find(call.name)
             server = offered.server.name if offered is not None else ""
+            why = self._not_run.get(call.id)
+            if why is not None:
+                out.append(ToolCallEvent(call.id, call.name, call.arguments, server=server))
+                out.append(self._written(CallOutcome(call, None, None, ToolResult(why, "failed")), server))
+                continue
             if not self.loop.deferred:
                 out.append(ToolCallEvent(call.id, call.name, call.arguments, server=server))
                 out.append(self._written(self.loop.run_call(call), server))
@@ -147,6 +156,8 @@ class ToolStep:
         entry = writer.record_tool(outcome)
         writer.add_tool_result(call.id, call.name, outcome, entry)
         self.results.append(tool_message(call, outcome.result.text))
+        if outcome.result.is_error:
+            self.failed.add(call.id)
         decision = outcome.decision
         return ToolResultEvent(call.id, outcome.result.text, outcome.result.is_error, server=server,
                                status=outcome.result.status,

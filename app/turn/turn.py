@@ -32,6 +32,7 @@ from app.termination import Terminated
 from app.tools.families import Family
 from app.tools.parsers import Call, held, parse_calls
 from app.tools.reply import ContentGate, family_named
+from app.turn.answer_step import ASKED_TO_ANSWER, NO_CALL_FIRST, answer_messages, limit_note, not_run_result, repeated_note
 from app.turn.backend import Backend, server_connection
 from app.turn.events import ConsentEvent, EndEvent, LoadedEvent, MetricsEvent, RecheckedEvent, TextEvent, ToolCallEvent, TurnEvent
 from app.turn.figures import first_figures
@@ -94,6 +95,8 @@ class Turn:
         self._build_tools = tools if callable(tools) and not isinstance(tools, ToolLoop) else None
         self.steps = 0  # replies of this turn that asked for tools
         self._calls_made: set[tuple[str, str]] = set()  # (name, arguments) of the calls this turn made
+        self._failed: set[str] = set()  # ids of the calls whose results were errors
+        self._answering = ""  # the note of a loop that cannot go on, while the model answers without tools
         self._raw = ""  # with tools: the reply's text so far, of which the gate passes on the content
         self._gate: ContentGate | None = None
         self._step: ToolStep | None = None  # the calls of the reply that asked for tools, while they run
@@ -285,26 +288,32 @@ class Turn:
         parsed = parse_calls(family, event.text, self._tool_names())
         calls = list(parsed.calls if family.parallel else parsed.calls[:1])
         gate, self._gate, self._raw = self._gate, None, ""
-        if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set():
+        if self._answering:  # the last reply, asked for without tools: a call in it does not run
+            event = replace(event, metrics={**event.metrics, "tool_note": self._answering})
+        if event.status != MessageStatus.COMPLETE or not calls or self._cancel.is_set() or self._answering:
             return self._ended_without_calls(event, family, gate, parsed.content if calls else None, parsed.content)
         repeated = [c for c in calls if call_key(c) in self._calls_made]
+        not_run: dict[str, str] = {}
         if self.steps >= self.tools.max_steps or len(repeated) == len(calls):
-            note = (f"the model asked for tools again after {self.steps} rounds of calls, the most one turn may "
-                    f"have; these calls did not run") if self.steps >= self.tools.max_steps else (
-                    f"the model asked again for the call of '{repeated[0].name}' it made before with the same "
-                    f"arguments; it did not run again")
-            self._note_raw(event.text, calls)
-            return [self._end_reply(replace(event, text=parsed.content,
-                                            metrics={**event.metrics, "tool_note": note}))]
-        self.steps += 1
-        self._calls_made.update(call_key(c) for c in calls)
+            at_limit = self.steps >= self.tools.max_steps
+            note = limit_note(self.steps) if at_limit else repeated_note(repeated[0].name)
+            if parsed.content.strip():  # the model said something beside the calls: that is its answer
+                self._note_raw(event.text, calls)
+                return [self._end_reply(replace(event, text=parsed.content,
+                                                metrics={**event.metrics, "tool_note": note}))]
+            # The calls are written as not run, and the model answers once more, without tools.
+            self._answering = note + ASKED_TO_ANSWER
+            not_run = {c.id: not_run_result(c, not at_limit, self.steps) for c in calls}
+        else:
+            self.steps += 1
+            self._calls_made.update(call_key(c) for c in calls)
         writer: Any = self.writer
         writer.sent = self.sent
         metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
                    "tool_calls": [{"id": c.id, "name": c.name} for c in calls]}
         self._note_raw(event.text, calls)
         writer.finish_step(parsed.content, metrics)
-        self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set)
+        self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set, not_run)
         # The reply as the model wrote it, for a template that can be given that text (app/engine/host/templates.py).
         self._step_reply = self._with_thought({**assistant_with_calls(parsed.content, calls), "as_written": event.text})
         out: list[TurnEvent] = []
@@ -399,14 +408,17 @@ class Turn:
             return []
         self._step = None
         self.sent = [*(self.sent or []), self._step_reply, *step.results]
+        self._failed |= step.failed
         writer: Any = self.writer
         writer.next_reply()
         if self._cancel.is_set():
             return [self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, "", before_reply=False)]
         assert self.backend is not None
+        more = self._tool_arguments()
+        if self._answering:  # the answer, from the calls that worked, without tools (app/turn/answer_step.py)
+            self.sent, more = answer_messages(self.sent, self._failed), {"grammar": NO_CALL_FIRST}
         try:
-            self._generation = self.backend.start(self.sent, self.params, conversation_id=self.conversation_id,
-                                                  **self._tool_arguments())
+            self._generation = self.backend.start(self.sent, self.params, conversation_id=self.conversation_id, **more)
         except EXPECTED as exc:
             return [self._write(MessageStatus.ERROR, {}, str(exc), None, before_reply=False)]
         self._first_text = False

@@ -13,9 +13,11 @@ writes its calls as fenced or bare JSON rather than in <tool_call> tags, at temp
   asked on a real terminal (a pty), its result shown, stored, recorded and given to the next reply.
 - The window: the same call asked in the approval dialog, shown as a row, recorded.
 
-Once given the time, this model tends to call convert_time (with a date where the tool wants
-HH:MM) instead of answering, so what is asserted is the first call, its approval, its result and
-where that result goes; the replies after it are kept short (max_tokens) and not asserted on.
+Once given the time, this model calls convert_time (with a date where the tool wants HH:MM), then
+that call again; the call made again does not run and the model answers without tools
+(app/turn/answer_step.py): one test lets every reply finish and asserts the answer gives the time;
+the others assert the first call, its approval, its result and where that result goes, and keep the
+replies after it short (max_tokens).
 """
 
 from __future__ import annotations
@@ -312,8 +314,11 @@ def assert_the_tokyo_call_ran(home: Path, approved_by: str) -> dict[str, Any]:
     return result
 
 
-def test_cove_chat_with_allow_tools_runs_the_call_and_gives_the_result_to_the_model(home: Path) -> None:
-    done = cove(home, *CHAT, "--allow-tools", TIME_QUESTION, timeout=540)
+def test_cove_chat_with_allow_tools_calls_and_answers_with_the_time(home: Path) -> None:
+    """The issue's `cove chat --tools time "What time is it in Tokyo?"`, with room for every reply:
+    the call runs, the model asks for convert_time (with a date where it wants HH:MM) and then for
+    that call again, which does not run, and its answer without tools gives the time."""
+    done = cove(home, *CHAT, "--max-tokens", "128", "--allow-tools", TIME_QUESTION, timeout=540)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     called = re.search(r"^\[tool call: time/get_current_time (\{.*\})\]$", done.stderr, re.M)
@@ -321,6 +326,11 @@ def test_cove_chat_with_allow_tools_runs_the_call_and_gives_the_result_to_the_mo
     result = assert_the_tokyo_call_ran(home, "the person (--allow-tools) (allowed once)")
     assert "[tool result (ok):" in done.stderr and result["datetime"] in done.stderr  # shown
     assert cove(home, "record", "verify").returncode == 0
+    rows = stored(home, records(home)[0]["conversation_id"])
+    hh_mm = result["datetime"][11:16]
+    assert rows[-1]["role"] == "assistant" and hh_mm in rows[-1]["content"], rows[-1]
+    assert hh_mm in done.stdout and "answer from the results without tools" in done.stderr
+    assert not any(leak in rows[-1]["content"] for leak in LEAKS)
     # The second step read only what was new: the first step's prompt and every token the model wrote
     # (its call, fenced, as it wrote it; all but the end-of-reply token) came from the cache.
     replies = [m for m in stored(home, records(home)[0]["conversation_id"]) if m["role"] == "assistant"]

@@ -30,6 +30,7 @@ class ScriptedBackend:
         self.inner, self.pieces_file, self.replies = inner, pieces_file, replies
         self.sent: list[list[dict]] = []
         self.tools_given: list[Any] = []
+        self.grammars: list[str | None] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -39,6 +40,7 @@ class ScriptedBackend:
         self.pieces_file.write_text(json.dumps(reply))
         self.sent.append(messages)
         self.tools_given.append((kwargs.get("tools"), kwargs.get("tool_choice")))
+        self.grammars.append(kwargs.get("grammar"))
         return self.inner.start(messages, params, **kwargs)
 
 

@@ -156,8 +156,10 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(tmp_path: Path, monkeypatc
                  "required", "--max-tool-steps", "1", "Say hi through the tool"]) == 0
     err = capsys.readouterr().err
     assert "the model asked for tools again after 1 rounds of calls, the most one turn may have; " \
-           "these calls did not run" in err
-    assert err.count("[tool call: fault/echo") == 1
+           "these calls did not run; the model was asked to answer from the results without tools" in err
+    # The second call is shown with what the model was told instead of its result; it never reached the server.
+    assert err.count("[tool call: fault/echo") == 2
+    assert "[tool result (failed): Cove did not run 'echo': this turn has had 1 rounds of calls" in err
     assert calls_file.read_text().split() == ["echo"]
 
 

@@ -18,6 +18,7 @@ from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.export import export_conversation
 from app.store.request_log import RequestLog
+from app.turn.answer_step import NO_CALL_FIRST
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools
@@ -148,34 +149,78 @@ def test_always_allow_asks_once_then_the_rule_answers(cove_core, fake_engine, pi
     assert result_row.params["decision"] == "always" and "always allowed" in result_row.params["approved_by"]
 
 
-def test_the_step_limit_ends_the_turn_with_a_sentence(cove_core, fake_engine, pieces, host, server, calls_file):
+def test_the_step_limit_ends_the_loop_and_the_model_answers_without_tools(cove_core, fake_engine, pieces, host, server,
+                                                                          calls_file):
+    """Calls past the last round do not run (each is written with a result saying why), and the
+    model is asked once more, without tools and kept from opening a call, for its answer."""
     replies = [split_text(CALL.replace("hi from the tool", f"hi {n}")) for n in range(3)]
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server, replies,
-                                         lambda _r: ALLOW_ONCE, max_steps=2)
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                         [*replies, split_text("The tool said hi 0 and hi 1.")], lambda _r: ALLOW_ONCE,
+                                         max_steps=2)
     assert calls_made(calls_file) == ["echo", "echo"]
-    assert turn.steps == 2 and len(backend.sent) == 3
+    assert turn.steps == 2 and len(backend.sent) == 4
+    assert backend.tools_given[3] == (None, None) and backend.grammars[3] == NO_CALL_FIRST
+    assert backend.grammars[:3] == [None, None, None]
+    # The answer's prompt holds the calls that ran and their results; the one that did not is left out.
+    assert backend.sent[3] == backend.sent[2]
     end = events[-1]
     assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
-    assert "2 rounds" in end.message.metrics["tool_note"]
-    roles = [m.role for m in cove_core.history.messages(record.conversation_id)]
-    assert roles == ["user", "assistant", "tool_call", "tool", "assistant", "tool_call", "tool", "assistant"]
-    last = list(cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq DESC LIMIT 1"))[0]
-    assert "2 rounds" in json.loads(last["params"])["tool_note"]
-    assert last["reply"] == CALL.replace("hi from the tool", "hi 2")  # the calls that did not run
+    assert end.message.content == "The tool said hi 0 and hi 1."
+    assert "2 rounds" in end.message.metrics["tool_note"] and "answer from the results without tools" in \
+        end.message.metrics["tool_note"]
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert [r.status for r in results] == ["ok", "ok", "failed"]
+    assert results[2].content.startswith("Cove did not run 'echo': this turn has had 2 rounds of calls")
+    rows = cove_core.history.messages(record.conversation_id)
+    assert [m.role for m in rows] == ["user", "assistant", "tool_call", "tool", "assistant", "tool_call", "tool",
+                                      "assistant", "tool_call", "tool", "assistant"]
+    entries = list(cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq"))
+    assert CALL.replace("hi from the tool", "hi 2") in [e["reply"] for e in entries]  # the call that did not run
+    assert "2 rounds" in json.loads(entries[-1]["params"])["tool_note"]
+    assert RequestLog(cove_core.db).verify().intact
 
 
 def test_a_call_made_again_with_the_same_arguments_does_not_run_again(cove_core, fake_engine, pieces, host, server,
                                                                       calls_file):
     """A small model given a result may ask for the very same call again and again (Qwen2.5-Coder
-    0.5B does): it runs once, and the turn ends with a sentence instead of using up its rounds."""
+    0.5B does): it runs once, and the model answers without tools from the prompt it had."""
     spaced = CALL.replace('"text": ', '"text":  ')  # the same arguments, spelled otherwise
     record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [split_text(CALL), split_text(spaced), split_text("never")], lambda _r: ALLOW_ONCE)
+                                         [split_text(CALL), split_text(spaced), split_text("It said hi.")],
+                                         lambda _r: ALLOW_ONCE)
     assert calls_made(calls_file) == ["echo"]
-    assert turn.steps == 1 and len(backend.sent) == 2
+    assert turn.steps == 1 and len(backend.sent) == 3 and backend.sent[2] == backend.sent[1]
+    assert backend.tools_given[2] == (None, None) and backend.grammars[2] == NO_CALL_FIRST
     end = events[-1]
-    assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
+    assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE and end.message.content == "It said hi."
     assert "same arguments" in end.message.metrics["tool_note"] and "'echo'" in end.message.metrics["tool_note"]
+    again = [e for e in events if isinstance(e, ToolResultEvent)][-1]
+    assert again.status == "failed" and "made the same call with the same arguments before" in again.content
+
+
+def test_a_call_in_the_answer_without_tools_does_not_run(cove_core, fake_engine, pieces, host, server, calls_file):
+    """The answer may still write a call (after text: only its beginning is kept from one): it
+    does not run, and the reply keeps the text beside it."""
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                         [split_text(CALL), split_text(CALL), split_text("Once more: " + CALL)],
+                                         lambda _r: ALLOW_ONCE)
+    assert calls_made(calls_file) == ["echo"] and len(backend.sent) == 3
+    end = events[-1]
+    assert isinstance(end, EndEvent) and end.message.content.strip() == "Once more:"
+    assert "<tool_call>" not in "".join(e.text for e in events if isinstance(e, TextEvent))
+    assert "same arguments" in end.message.metrics["tool_note"]
+
+
+def test_text_beside_a_repeated_call_is_the_answer(cove_core, fake_engine, pieces, host, server, calls_file):
+    """A reply that says something beside a call made before ends the turn with that text: the
+    model was not asked again."""
+    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
+                                         [split_text(CALL), split_text("It said hi. " + CALL), split_text("never")],
+                                         lambda _r: ALLOW_ONCE)
+    assert calls_made(calls_file) == ["echo"] and len(backend.sent) == 2
+    end = events[-1]
+    assert end.message.content.strip() == "It said hi." and "same arguments" in end.message.metrics["tool_note"]
+    assert "without tools" not in end.message.metrics["tool_note"]
 
 
 def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_engine, pieces, host, server,
