@@ -54,7 +54,7 @@ def _hermes(text: str, names: Collection[str] = ()) -> Parsed:
     app/tools/openings.py finds: a fenced or bare JSON call, one in another wrapper, or
     `<function=NAME>{arguments}</function>`. The JSON is read by a JSON decoder from its start, so
     a closing tag inside a string argument does not end the call. After `<tool_call>` the
-    closing tag must follow the object (or the text must end there: a reply cut at the tag)."""
+    closing tag must follow the object (or the text must end there or within the tag: a reply cut there)."""
     calls, content, last, pos = [], [], 0, 0
     while True:
         at, opening = first_opening(text, names, pos)
@@ -71,7 +71,9 @@ def _hermes(text: str, names: Collection[str] = ()) -> Parsed:
             close = _space_end(text, after)
             if text.startswith(_CLOSE, close):
                 close += len(_CLOSE)
-            elif close != len(text):
+            elif _CLOSE.startswith(text[close:]):  # the text ends there, or within the closing tag
+                close = len(text)
+            else:
                 continue
             if opening.fence and text.startswith("```", _space_end(text, close)):
                 close = _space_end(text, close) + 3

@@ -344,8 +344,9 @@ class Turn:
             self._note_raw(event.text, [])  # the record keeps what the model wrote
         metrics = event.metrics
         at = held(family, event.text, self._tool_names())
-        cut = content is None and event.status != MessageStatus.COMPLETE and at < len(event.text) \
-            and not family.opener.startswith(event.text[at:])
+        # A reply that ended otherwise than complete within a call (or with whole calls: they did not run).
+        cut = event.status != MessageStatus.COMPLETE and at < len(event.text) and (
+            content is not None or not family.opener.startswith(event.text[at:]))
         if cut:
             text = event.text[:at]
             why = ("the token limit" if event.status == MessageStatus.LENGTH else

@@ -187,6 +187,26 @@ def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(
     assert stored.content == end.message.content and stored.metrics["tool_note"] == note
 
 
+@pytest.mark.parametrize("cut_at", ["</tool_", "</tool_call", "</tool_call>"])
+def test_a_call_cut_off_in_its_closing_tag_or_right_after_it_is_kept_out_with_a_note(
+        cove_core, fake_engine, pieces, server, calls_file, quick_host, cut_at):
+    """The token limit may end a reply within the closing tag or just after it: the call is whole
+    but did not run, and neither the tags nor any part of them stay in the saved reply."""
+    text = "Let me look that up. " + CALL[:CALL.index("</tool_call>")] + cut_at
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(text)], max_tokens=40,
+                         backend_type=LengthBackend)
+    events: list = []
+    _poll_until(turn, events, lambda: turn.ended is not None)
+    end = turn.ended
+    assert end is not None and end.status == MessageStatus.LENGTH
+    assert end.message.content.strip() == "Let me look that up."
+    shown = "".join(e.text for e in events if isinstance(e, TextEvent))
+    assert "<" not in shown and "tool_call" not in shown
+    assert "cut off by the token limit (40 tokens)" in end.message.metrics["tool_note"]
+    assert calls_made(calls_file) == [] and not any(isinstance(e, ToolCallEvent) for e in events)
+    assert cove_core.history.messages(record.conversation_id)[-1].content == end.message.content
+
+
 def test_a_reply_cut_off_outside_a_call_keeps_its_text_and_has_no_note(cove_core, fake_engine, pieces, server,
                                                                        calls_file, quick_host):
     text = "A long answer that simply ran out of room <tool"
