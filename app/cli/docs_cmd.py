@@ -1,18 +1,19 @@
 """`cove docs`: the person's document collections from the terminal: add folders or files (and
 index them), list, status, reindex, remove, and search (the passages a chat would be given).
-Nothing here changes, moves or copies a document; the index is documents.db beside the history."""
+Nothing here changes, moves or copies a document; the index is documents.db beside the history.
+What a document holds (its path, headings, text) reaches the terminal through the terminal-text
+rule (app/cli/terminal_text.py), its JSON included."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.output import positive_int
-from app.cli.terminal_text import for_terminal, say
+from app.cli.terminal_text import for_terminal, print_json_for, say
 from app.docs.embedder_choice import EmbedderChoice, choose_embedder
 from app.docs.index_db import CollectionStatus, DocumentIndex
 from app.docs.indexer import index_collection
@@ -154,7 +155,7 @@ def run_status(core: Core, args: argparse.Namespace) -> int:
     with _index(core) as index:
         status = index.status(args.name)
     if args.json:
-        print(json.dumps(asdict(status), ensure_ascii=False, indent=2))
+        print_json_for(asdict(status), sys.stdout)
     else:
         _print_status(status, sys.stdout)
     return 0
@@ -196,7 +197,7 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
         finally:
             choice.close()
     if args.json:
-        print(json.dumps([{**asdict(p), "where": p.where} for p in found], ensure_ascii=False, indent=2))
+        print_json_for([{**asdict(p), "where": p.where} for p in found], sys.stdout)
         return 0
     if not found:
         say(f"No passage of {', '.join(names)} matches that.", sys.stdout)

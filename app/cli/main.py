@@ -26,6 +26,7 @@ from app.cli import (
     setup_cmd,
     tools_cmd,
 )
+from app.cli.terminal_text import say
 from app.errors import describe_error
 from app.log_redact import install_redaction
 from app.private_files import keep_private
@@ -125,10 +126,9 @@ def _announce_network(activity: NetworkActivity, started: bool) -> None:
 def _report(exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    print(f"cove: {describe_error(exc)}", file=sys.stderr)
+    # The sentence may quote what a tool server, a model file or a document wrote.
+    say(f"cove: {describe_error(exc)}", sys.stderr)
     return EXIT_ERROR
-
-
 
 
 if __name__ == "__main__":

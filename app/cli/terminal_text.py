@@ -16,8 +16,10 @@ these characters is written as readable text:
 else `\\u` + four. Newlines and tabs stay as they are. A backslash already in the text is
 not doubled, so the result is for reading, not for decoding back.
 
-Anything that is not a terminal (a pipe, a file) gets the exact text. JSON on a terminal
-gets JSON's own `\\uXXXX` escapes for these characters, so it still decodes to the exact text.
+The table is app/visible_text.py's `CONTROLS`, the rule a window follows too (with more
+characters). Anything that is not a terminal (a pipe, a file) gets the exact text. JSON on a
+terminal gets JSON's own `\\uXXXX` escapes for these characters, so it still decodes to the exact
+text.
 """
 
 from __future__ import annotations
@@ -25,26 +27,11 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from app.cli.output import print_json
+from app.visible_text import CONTROLS, json_table, visible_table
 
-_CONTROLS: tuple[int, ...] = (
-    *range(0x00, 0x09),
-    *range(0x0B, 0x20),
-    *range(0x7F, 0xA0),
-    *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
-)
-
-
-def _shown(code: int) -> str:
-    if code == 0x0D:
-        return "\\r"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-_VISIBLE: dict[int, str] = {code: _shown(code) for code in _CONTROLS}
-# In JSON text these characters can only stand inside strings (json.dumps already escapes
-# C0), so replacing them with JSON escapes keeps the document valid and its values exact.
-_JSON: dict[int, str] = {code: f"\\u{code:04x}" for code in _CONTROLS if code not in (0x09, 0x0A)}
+# The characters and how each is written come from the one rule for untrusted text (app/visible_text.py).
+_VISIBLE: dict[int, str] = visible_table(CONTROLS)
+_JSON: dict[int, str] = json_table(CONTROLS)
 
 
 def escape_controls(text: str) -> str:

@@ -1,13 +1,18 @@
 """`cove tools`: add, list (read live), call and remove the person's own tool servers (MCP),
-and revoke "always allow" rules. `add` stores the exact command line and starts nothing."""
+and revoke "always allow" rules. `add` stores the exact command line and starts nothing.
+
+Everything a server wrote (its tools' names and descriptions, results, error sentences) reaches
+the terminal through the terminal-text rule (app/cli/terminal_text.py): shown, never obeyed, on
+a terminal; exact in a pipe or a file."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+from app.cli.terminal_text import for_terminal, json_for_terminal, say
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest, allow_without_asking, decide
 from app.mcp.failures import ToolServerError
 from app.mcp.host import McpHost
@@ -100,17 +105,17 @@ def _add(core: Core, args: argparse.Namespace) -> int:
               else stdio_server(args.name, args.command))
     ToolServerStore(core.db).add(server)
     if server.url:
-        print(f"Added the tool server '{server.name}' at {server.url}. Nothing was contacted.")
+        say(f"Added the tool server '{server.name}' at {server.url}. Nothing was contacted.", sys.stdout)
     else:
-        print(f"Added the tool server '{server.name}'. When its tools are listed or called, Cove will run "
-              f"exactly this command line:\n  {server.identity}\nNothing was started.")
+        say(f"Added the tool server '{server.name}'. When its tools are listed or called, Cove will run "
+            f"exactly this command line:\n  {server.identity}\nNothing was started.", sys.stdout)
     print(NETWORK_NOTE)
     return 0
 
 
 def _remove(core: Core, args: argparse.Namespace) -> int:
     ToolServerStore(core.db).remove(args.name)
-    print(f"Removed the tool server '{args.name}' and its always-allow rules.")
+    say(f"Removed the tool server '{args.name}' and its always-allow rules.", sys.stdout)
     return 0
 
 
@@ -119,7 +124,7 @@ def _revoke(core: Core, args: argparse.Namespace) -> int:
     store.get(args.name)
     count = store.revoke(args.name, args.tool)
     what = f"'{args.tool}'" if args.tool else "its tools"
-    print(f"Forgot {count} always-allow rule(s) for {what} on '{args.name}': they will be asked again.")
+    say(f"Forgot {count} always-allow rule(s) for {what} on '{args.name}': they will be asked again.", sys.stdout)
     return 0
 
 
@@ -130,26 +135,38 @@ def _list(core: Core, args: argparse.Namespace) -> int:
         print("No tool servers yet: cove tools add NAME -- COMMAND [ARGS...]")
         return 0
     offline = core.network.offline and not args.allow_offline_once
+    out = sys.stdout
     with _host(core, args) as host:
         for server in servers:
-            print(f"{server.name} ({server.kind}): {server.identity}")
+            say(f"{server.name} ({server.kind}): {server.identity}", out)
             print(f"  {NETWORK_NOTE}")
             always = store.rules(server)
             if always:
-                print(f"  always allowed: {', '.join(always)}")
+                say(f"  always allowed: {', '.join(always)}", out)
             if offline:
                 print("  not started: Cove is offline (add --allow-offline-once to start it this once).")
                 continue
             try:
                 tools = host.list_tools(server)
             except ToolServerError as exc:
-                print(f"  {exc}")
+                say(f"  {exc}", out)
                 continue
             for tool in tools:
-                print(f"  - {tool.name}: {tool.description.strip().splitlines()[0] if tool.description.strip() else ''}")
+                say(f"  - {tool.name}: {_first_line(tool.description)}", out)
             if not tools:
                 print("  (it offers no tools)")
     return 0
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _refused(sentence: str) -> int:
+    """A refusal that holds what a server wrote: on standard error through the terminal-text rule."""
+    say(f"cove: {sentence}", sys.stderr)
+    return 1
 
 
 def _call(core: Core, args: argparse.Namespace) -> int:
@@ -163,10 +180,10 @@ def _call(core: Core, args: argparse.Namespace) -> int:
         try:
             offered = [tool.name for tool in host.list_tools(server)]
         except ToolServerError as exc:
-            raise ToolsError(str(exc)) from None
+            return _refused(str(exc))
         if args.tool not in offered:
-            raise ToolsError(f"the tool server '{server.name}' has no tool '{args.tool}' "
-                             f"(it offers: {', '.join(offered) or 'none'}).")
+            return _refused(f"the tool server '{server.name}' has no tool '{args.tool}' "
+                            f"(it offers: {', '.join(offered) or 'none'}).")
         request = ToolRequest(server, args.tool, arguments)
         if args.allow_tools:
             decision = decide(request, allow_without_asking, store, who="the person (--allow-tools)")
@@ -175,14 +192,12 @@ def _call(core: Core, args: argparse.Namespace) -> int:
         result = host.call_tool(request, decision)
     record_tool_call(core.db, request, decision, result)
     if result.status == "ok":
-        print(result.text)
+        say(result.text, sys.stdout)
         return 0
     if result.status == "tool_error":
-        print(result.text)
-        print(f"cove: the tool '{args.tool}' reported an error.", file=sys.stderr)
-        return 1
-    print(f"cove: {result.text}", file=sys.stderr)
-    return 1
+        say(result.text, sys.stdout)
+        return _refused(f"the tool '{args.tool}' reported an error.")
+    return _refused(result.text)
 
 
 def _host(core: Core, args: argparse.Namespace) -> McpHost:
@@ -206,15 +221,18 @@ def _arguments(text: str) -> dict[str, Any]:
     return value
 
 
-def describe_request(request: ToolRequest) -> str:
-    """The call in full, as the person is asked about it."""
+def describe_request(request: ToolRequest, out: TextIO) -> str:
+    """The call in full, as the person is asked about it on `out`. On a terminal the names are
+    shown through the terminal-text rule and the arguments keep reading as JSON (JSON's escapes),
+    so nothing in them can retitle the window or make the question read backwards."""
     server: ToolServer = request.server
-    return (f"The tool server '{server.name}' ({server.identity})\nwants to run the tool '{request.tool}' "
-            f"with these arguments:\n{request.arguments_text()}")
+    return (for_terminal(f"The tool server '{server.name}' ({server.identity})\nwants to run the tool "
+                         f"'{request.tool}' with these arguments:\n", out)
+            + json_for_terminal(request.arguments_text(), out))
 
 
 def _ask_on_terminal(request: ToolRequest) -> str:
-    print(describe_request(request), file=sys.stderr)
+    print(describe_request(request, sys.stderr), file=sys.stderr)
     print("Allow once [o] / Always allow this tool [a] / Deny [d] (default: deny): ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline().strip().lower()
     return {"o": ALLOW_ONCE, "once": ALLOW_ONCE, "a": ALWAYS, "always": ALWAYS}.get(answer, DENY)

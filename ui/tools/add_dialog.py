@@ -1,5 +1,6 @@
 """The Add tool server dialog: a name and a command line (or a URL), with the exact command line
-Cove will run shown, in full, before anything is saved. Adding starts nothing."""
+Cove will run shown, in full, before anything is saved (a pasted control, bidirectional or invisible
+character shown as an escape, app/visible_text.py). Adding starts nothing."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.mcp.servers import ToolServer, ToolServerDefinitionError, check_name, http_server, stdio_server
+from app.visible_text import in_window
 from ui.theme import show_sentence
 
 COMMAND_HINT = "e.g. uvx mcp-server-time --local-timezone Europe/Paris"
@@ -162,11 +164,11 @@ class AddToolServerDialog(QDialog):
             self.preview.setPlainText("")
             self.preview_heading.setText(problem)
         elif server.url:
-            self.preview.setPlainText(server.identity)
+            self.preview.setPlainText(in_window(server.identity))
             self.preview_heading.setText("Cove will connect to exactly this URL when you press Test. "
                                          "Adding contacts nothing.")
         else:
-            self.preview.setPlainText(server.identity)
+            self.preview.setPlainText(in_window(server.identity))
             self.preview_heading.setText(f"Cove will run exactly this command line ({len(server.command)} "
                                          f"argument{'s' if len(server.command) != 1 else ''}) when you press "
                                          "Test. Adding starts nothing.")

@@ -5,6 +5,10 @@ Opened with `open()` (window-modal, never a nested event loop), so the window's 
 running while it is up; the answer comes back as `answered(call_id, verdict)`. Closing the
 dialog in any way (the close box, Esc) answers Deny. The dialog only asks: the Decision is made
 by app.mcp.approval and checked where the call runs.
+
+What a model or a server wrote is shown by the window's rule for untrusted text
+(app/visible_text.py): control, bidirectional and invisible characters appear as escapes (the
+arguments as JSON's own), so nothing can make the question read backwards or hide a part of it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest
+from app.visible_text import in_window, json_in_window
 
 
 class ToolApprovalDialog(QDialog):
@@ -30,15 +35,17 @@ class ToolApprovalDialog(QDialog):
         self.setWindowTitle("Allow this tool call?")
         self.setAccessibleName("Allow this tool call?")
         server = request.server
-        self.heading = QLabel(f"The model wants to call <b>{_escape(request.tool)}</b> on the tool server "
-                              f"<b>{_escape(server.name)}</b>.", self)
+        tool, name, identity = in_window(request.tool), in_window(server.name), in_window(server.identity)
+        self.heading = QLabel(f"The model wants to call <b>{_escape(tool)}</b> on the tool server "
+                              f"<b>{_escape(name)}</b>.", self)
+        self.heading.setTextFormat(Qt.TextFormat.RichText)
         self.heading.setWordWrap(True)
         where = "URL" if server.url else "command line"
-        self.identity = QLabel(f"Server {where}: {server.identity}", self)
+        self.identity = QLabel(f"Server {where}: {identity}", self)
         self.identity.setWordWrap(True)
         self.identity.setTextFormat(Qt.TextFormat.PlainText)
         self.identity.setAccessibleName("Tool server")
-        self.arguments = QPlainTextEdit(request.arguments_text(), self)  # scrollable, every character shown
+        self.arguments = QPlainTextEdit(json_in_window(request.arguments_text()), self)  # scrollable, in full
         self.arguments.setReadOnly(True)
         self.arguments.setAccessibleName("Arguments")
         self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
@@ -51,8 +58,8 @@ class ToolApprovalDialog(QDialog):
 
         self.allow_button = QPushButton("Allow once", self)
         self.always_button = QPushButton("Always allow this tool", self)
-        self.always_button.setToolTip(f"Kept for {request.tool} on {server.name} as it is defined now "
-                                      f"({server.identity}); revoke it on the Tools page")
+        self.always_button.setToolTip(f"Kept for {tool} on {name} as it is defined now "
+                                      f"({identity}); revoke it on the Tools page")
         self.deny_button = QPushButton("Deny", self)
         for button in (self.allow_button, self.always_button):
             button.setAutoDefault(False)

@@ -5,7 +5,9 @@ offline question, and the deferred tool loop a turn gets (app/turn/tools.py).
 Threads: the store and the conversation are read on the UI thread when a turn begins; the loop
 is built on the turn's own thread (listing the tools starts the servers, which may take
 seconds), handed only the frozen servers and the window's McpHost. The rules store inside the
-loop is used on the UI thread only (the Turn decides on the thread that polls it).
+loop is used on the UI thread only (the Turn decides on the thread that polls it). A server's
+failure sentence goes into the notes with its control, bidirectional and invisible characters
+shown (app/visible_text.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from app.mcp.host import McpHost
 from app.mcp.store import ToolServerStore
 from app.store.history import Conversation
 from app.turn.tools import ToolLoop, offered_tools
+from app.visible_text import in_window
 from models.network import NetworkGate
 from ui.tools.add_dialog import capital
 
@@ -82,7 +85,7 @@ class ChatTools:
                 try:
                     listed.append((server, host.list_tools(server)))
                 except ToolServerError as exc:
-                    notes.append(f"{capital(str(exc))} Its tools are not offered in this reply.")
+                    notes.append(f"{capital(in_window(str(exc)))} Its tools are not offered in this reply.")
             offered = offered_tools(listed)
             if not offered:
                 return None

@@ -2,7 +2,8 @@
 dialog shows the exact command line; nothing starts), Test (starts the server off the UI thread,
 lists its tools with their descriptions, stops it), Remove…, and each server's always-allow rules
 with Revoke. While Cove is offline, Test asks before it starts anything. Below, which installed
-models can call tools.
+models can call tools. Command lines and what a server wrote are shown with their control,
+bidirectional and invisible characters as escapes (app/visible_text.py).
 
 Threads: the store (the window's history connection) is read and written here, on the UI thread.
 A Test's thread gets the frozen ToolServer and the McpHost, nothing else.
@@ -31,6 +32,7 @@ from app.mcp.failures import ToolServerError
 from app.mcp.host import McpHost, ToolInfo
 from app.mcp.servers import ToolServer
 from app.mcp.store import ToolServerStore
+from app.visible_text import in_window
 from models.library import InstalledModel
 from models.network import NetworkGate
 from ui.background import BackgroundJob, run_in_background
@@ -89,6 +91,7 @@ class ToolsPage(QWidget):
         self.message = QLabel(self)
         self.message.setAccessibleName("Tools message")
         self.message.setWordWrap(True)
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.hide()
         self.models_label = QLabel(self)
@@ -143,7 +146,7 @@ class ToolsPage(QWidget):
         self.server_list.clear()
         servers = self.store.all()
         for server in servers:
-            item = QListWidgetItem(f"{server.name}\n{server.identity}")
+            item = QListWidgetItem(in_window(f"{server.name}\n{server.identity}"))
             item.setData(NAME_ROLE, server.name)
             item.setData(IDENTITY_ROLE, server.identity)
             item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{server.name}: {server.identity}")
@@ -210,7 +213,7 @@ class ToolsPage(QWidget):
             return
         if self.gate.offline:
             question = (f"Cove is offline ({self.gate.offline_reason}). Start the tool server {server.name} this once "
-                        f"to list its tools?\n\n{server.identity}\n\nCove cannot see what it does on the network.")
+                        f"to list its tools?\n\n{in_window(server.identity)}\n\nCove cannot see what it does on the network.")
             if not self._confirm("Start a tool server while offline?", question):
                 self.show_message(f"{server.name} was not started: Cove is offline.")
                 return
@@ -238,7 +241,7 @@ class ToolsPage(QWidget):
         server = self._selected_server()
         if server is None:
             return
-        question = f"Remove the tool server {server.name} and its always-allow rules?\n\n{server.identity}"
+        question = f"Remove the tool server {server.name} and its always-allow rules?\n\n{in_window(server.identity)}"
         if not self._confirm("Remove tool server", question):
             return
         try:
@@ -265,7 +268,8 @@ class ToolsPage(QWidget):
         self.servers_changed.emit()
 
     def show_message(self, text: str, error: bool = False) -> None:
-        show_sentence(self.message, text, error, self)
+        """One sentence under the list; a server's words in it (a tool's name) are shown, not obeyed."""
+        show_sentence(self.message, in_window(text), error, self)
 
     def message_text(self) -> str:
         return self.message.text() if not self.message.isHidden() else ""

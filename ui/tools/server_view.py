@@ -1,6 +1,10 @@
 """One tool server in full, the right side of the Tools page: its exact command line or URL, the
 note that Cove cannot see what it does on the network, what the last Test found (its tools with
-their descriptions, or the one-sentence failure), and the tools it always allows, with Revoke."""
+their descriptions, or the one-sentence failure), and the tools it always allows, with Revoke.
+
+What a server wrote (its tools' names and descriptions, its failures) is shown by the window's rule
+for untrusted text (app/visible_text.py): control, bidirectional and invisible characters appear as
+escapes, and never as rich text."""
 
 from __future__ import annotations
 
@@ -8,12 +12,25 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtGui import Qt as GuiQt  # convertFromPlainText lives in QtGui
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.mcp.host import ToolInfo
 from app.mcp.servers import ToolServer
+from app.visible_text import in_window
 from ui.theme import muted_color, show_sentence
 
+RULE_ROLE = Qt.ItemDataRole.UserRole  # an always-allow rule's tool name as stored (the text shows it escaped)
 NETWORK_NOTE = ("Cove cannot see what this server does on the network: the network indicator and "
                 "offline mode cover Cove's own connections, not the programs it starts for you.")
 
@@ -57,6 +74,7 @@ class ServerView(QWidget):
         self.status = QLabel(self)
         self.status.setAccessibleName("Test result")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.tools = QTreeWidget(self)
         self.tools.setAccessibleName("Tools")
@@ -112,12 +130,15 @@ class ServerView(QWidget):
             self.title.setText("Select a tool server, or Add… one.")
             show_sentence(self.status, "", False, self)
             return
-        self.title.setText(f"{server.name} ({'Streamable HTTP' if server.url else 'a program on this computer'})")
+        self.title.setText(in_window(f"{server.name} ({'Streamable HTTP' if server.url else 'a program on this computer'})"))
         self.runs_label.setText("Cove connects to exactly:" if server.url else "Cove runs exactly this command line:")
-        self.identity.setText(server.identity)
+        self.identity.setText(in_window(server.identity))
         self._show_outcome(server, outcome)
         self.rules.clear()
-        self.rules.addItems(always)
+        for tool in always:
+            rule = QListWidgetItem(in_window(tool))
+            rule.setData(RULE_ROLE, tool)
+            self.rules.addItem(rule)
         self.rules.setVisible(bool(always))
         self.revoke_button.setVisible(bool(always))
         self.rules_label.setText("Always allowed (calls of these tools are not asked):" if always else
@@ -144,15 +165,16 @@ class ServerView(QWidget):
         elif outcome.running:
             text, error = ("Connecting…" if server.url else "Starting the server and asking for its tools…"), False
         elif outcome.failure is not None:
-            text, error = outcome.failure, True
+            text, error = in_window(outcome.failure), True
         else:
             tools = outcome.tools or ()
             count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''}"
             text = f"It offers {count} (it was stopped again after the Test)." if tools else "It offers no tools."
             error = False
             for tool in tools:
-                item = QTreeWidgetItem([tool.name, tool.description.strip()])
-                item.setToolTip(1, tool.description.strip())
+                description = in_window(tool.description.strip())
+                item = QTreeWidgetItem([in_window(tool.name), description])
+                item.setToolTip(1, GuiQt.convertFromPlainText(description) if description else "")
                 self.tools.addTopLevelItem(item)
             self.tools.resizeColumnToContents(0)
         show_sentence(self.status, text, error, self)
@@ -164,4 +186,4 @@ class ServerView(QWidget):
     def _revoke(self) -> None:
         item = self.rules.currentItem()
         if self._server is not None and item is not None:
-            self.revoke_requested.emit(self._server.name, item.text())
+            self.revoke_requested.emit(self._server.name, item.data(RULE_ROLE))
