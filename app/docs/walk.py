@@ -1,6 +1,16 @@
-"""Finding a collection's files: its roots walked (folders recursively, following links to folders
-but never round a loop), hidden and tool folders skipped, only the suffixes a reader reads kept.
-What cannot be walked or read is said in one sentence per path, and the walk goes on."""
+"""Finding a collection's files: its roots walked (real folders recursively, hidden and tool folders
+skipped), only the suffixes a reader reads kept. A link is never walked through: one that leads to a
+file or folder the collection holds adds nothing (that is walked where it is, so it is indexed once),
+and one that leads out of the collection's folders, or into a hidden or tool folder, is left out with
+a sentence (app/docs/inside.py). What is left out, or cannot be walked or read, is said in one
+sentence per path, and the walk goes on.
+
+What a Found without a problem guarantees, as of the scan: it was a regular file, not a link, met
+in a folder reached from its root through real folders only (on POSIX each folder is opened
+O_NOFOLLOW relative to the one above, so a folder swapped for a link mid-walk is not entered), or it
+is a file root the person named (which may be a link); its path names it under that root as given,
+and `dev`/`ino` are its identity. The path is only a name: a reader that opens it and compares
+fstat's identity with `dev`/`ino` catches a file or folder swapped for a link since."""
 
 from __future__ import annotations
 
@@ -11,8 +21,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-# Folders no person's documents live in (tools' caches and checkouts' internals).
-SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".mypy_cache"})
+from app.docs.inside import SKIPPED_DIRS, Place, Roots, is_left_out_name
+
+__all__ = ["SKIPPED_DIRS", "Found", "walk_roots"]
+
+# Folders opened by descriptor, each relative to the one above (POSIX); elsewhere by path.
+_BY_FD = {os.open, os.stat} <= os.supports_dir_fd and os.scandir in os.supports_fd and hasattr(os, "O_NOFOLLOW")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+_JUNCTION = 0xA0000003  # stat.IO_REPARSE_TAG_MOUNT_POINT, named on Windows only
+_Ancestors = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -23,67 +40,129 @@ class Found:
     size: int = 0
     mtime_ns: int = 0
     problem: str | None = None
+    dev: int = 0
+    ino: int = 0
 
 
 def walk_roots(roots: Iterable[str], supported: Callable[[Path], bool]) -> Iterator[Found]:
     """Each supported file under `roots` once (a file under two roots is given once), in a stable
     order, and each problem met on the way."""
+    walk = _Walk(Roots(roots), supported)
     seen: set[str] = set()
-    for root in roots:
-        for found in _walk_root(Path(root), supported):
+    for root in walk.inside.given:
+        for found in walk.root(root):
             if found.path not in seen:
                 seen.add(found.path)
                 yield found
 
 
-def _walk_root(root: Path, supported: Callable[[Path], bool]) -> Iterator[Found]:
-    try:
-        st = os.stat(root)
-    except OSError as exc:
-        yield Found(str(root), problem=_sentence(exc, root))
-        return
-    if stat.S_ISDIR(st.st_mode):
-        yield from _walk_dir(root, supported, ((st.st_dev, st.st_ino),))
-    else:
-        yield _file(root, st, supported, explicit=True) or Found(str(root), problem="is not a file Cove reads")
+class _Walk:
+    def __init__(self, inside: Roots, supported: Callable[[Path], bool]) -> None:
+        self.inside, self.supported = inside, supported
 
-
-def _walk_dir(folder: Path, supported: Callable[[Path], bool], ancestors: tuple[tuple[int, int], ...]) -> Iterator[Found]:
-    try:
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError as exc:
-        yield Found(str(folder), problem=_sentence(exc, folder))
-        return
-    for entry in entries:
-        path = Path(entry.path)
-        if entry.name.startswith(".") or entry.name in SKIPPED_DIRS:
-            continue
+    def root(self, root: Path) -> Iterator[Found]:
         try:
-            st = os.stat(path)  # follows links
+            st = os.stat(root)  # a root that is a link was named by the person: followed
+            if not stat.S_ISDIR(st.st_mode):
+                yield self.file(root, st, explicit=True) or Found(str(root), problem="is not a file Cove reads")
+                return
+            fd = os.open(root, _DIR_FLAGS) if _BY_FD else None
         except OSError as exc:
-            if entry.is_symlink() and exc.errno != errno.ELOOP and not supported(path):
-                continue  # a dangling link to something Cove would not read anyway
-            yield Found(str(path), problem=_sentence(exc, path))
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            key = (st.st_dev, st.st_ino)
-            if key in ancestors:
-                yield Found(str(path), problem="is a symbolic link back into a folder above it (a loop), so it is not followed")
+            yield Found(str(root), problem=_sentence(exc, root))
+            return
+        try:
+            yield from self.folder(root, fd, ((st.st_dev, st.st_ino),))
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def folder(self, folder: Path, fd: int | None, ancestors: _Ancestors) -> Iterator[Found]:
+        try:
+            with os.scandir(folder if fd is None else fd) as it:
+                names = sorted(e.name for e in it)
+        except OSError as exc:
+            yield Found(str(folder), problem=_sentence(exc, folder))
+            return
+        for name in names:
+            if is_left_out_name(name):
                 continue
-            yield from _walk_dir(path, supported, (*ancestors, key))
-        else:
-            found = _file(path, st, supported, explicit=False)
+            path = folder / name
+            try:
+                st = os.lstat(path) if fd is None else os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError as exc:
+                yield Found(str(path), problem=_sentence(exc, path))
+                continue
+            if _is_link(st):
+                found = self.link(path)
+            elif stat.S_ISDIR(st.st_mode):
+                yield from self.subfolder(path, fd, st, ancestors)
+                continue
+            else:
+                found = self.file(path, st, explicit=False)
             if found is not None:
                 yield found
 
+    def subfolder(self, path: Path, fd: int | None, st: os.stat_result, ancestors: _Ancestors) -> Iterator[Found]:
+        key = (st.st_dev, st.st_ino)
+        if key in ancestors:  # a mount of a folder above it
+            yield Found(str(path), problem="is a folder that leads back into a folder above it (a loop), so it is not walked")
+            return
+        try:
+            sub = None if fd is None else os.open(path.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError as exc:
+            problem = "became a link while it was being walked, so it is not followed" if exc.errno == errno.ELOOP else None
+            yield Found(str(path), problem=problem or _sentence(exc, path))
+            return
+        try:
+            yield from self.folder(path, sub, (*ancestors, key))
+        finally:
+            if sub is not None:
+                os.close(sub)
 
-def _file(path: Path, st: os.stat_result, supported: Callable[[Path], bool], *, explicit: bool) -> Found | None:
-    if not supported(path):
-        return Found(str(path), problem=f"is a {path.suffix or 'suffix-less'} file, which Cove does not read") if explicit else None
-    if not stat.S_ISREG(st.st_mode):
-        return Found(str(path), problem="is not a regular file (a device, pipe or socket), so it is not read")
-    return Found(str(path), size=st.st_size, mtime_ns=st.st_mtime_ns)
+    def link(self, path: Path) -> Found | None:
+        """A link met in a folder: a sentence when it leads out of the collection's folders, into a
+        hidden one, or back round a loop; nothing when it leads to what the walk finds where it is."""
+        try:
+            st = os.stat(path)  # follows links
+        except OSError as exc:
+            if exc.errno != errno.ELOOP and not self.supported(path):
+                return None  # a dangling link to something Cove would not read anyway
+            return Found(str(path), problem=_sentence(exc, path))
+        real = os.path.realpath(path)
+        place = self.inside.place(real)
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if place.path is None:
+            if is_dir or self.supported(path) or self.supported(Path(real)):
+                return Found(str(path), problem=_left_out(place, real, is_dir))
+            return None
+        parent = os.path.realpath(path.parent)
+        if is_dir and (parent == real or parent.startswith(real.rstrip(os.sep) + os.sep)):
+            return Found(str(path), problem="is a symbolic link back into a folder above it (a loop), so it is not followed")
+        return None
+
+    def file(self, path: Path, st: os.stat_result, *, explicit: bool) -> Found | None:
+        if not self.supported(path):
+            return Found(str(path), problem=f"is a {path.suffix or 'suffix-less'} file, which Cove does not read") if explicit else None
+        if not stat.S_ISREG(st.st_mode):
+            return Found(str(path), problem="is not a regular file (a device, pipe or socket), so it is not read")
+        return Found(str(path), size=st.st_size, mtime_ns=st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino)
+
+
+def _is_link(st: os.stat_result) -> bool:
+    """A symbolic link, or on Windows a junction."""
+    return stat.S_ISLNK(st.st_mode) or getattr(st, "st_reparse_tag", 0) == _JUNCTION
+
+
+def _left_out(place: Place, real: str, is_dir: bool) -> str:
+    kind = "folder" if is_dir else "file"
+    target = os.fsencode(real).decode("utf-8", "replace")
+    if place.hidden is None:
+        return (f"is a link to a {kind} outside the collection's folders ({target}), so it is left out; "
+                f"add that {kind} to the collection to include it")
+    if Path(real).name == place.hidden:
+        return f"is a link to a hidden {kind} ({target}), so it is left out; add that {kind} to the collection to include it"
+    return (f"is a link into the hidden or tool folder {place.hidden} ({target}), so it is left out; "
+            "add that folder to the collection to include it")
 
 
 def _sentence(exc: OSError, path: Path) -> str:

@@ -1,7 +1,9 @@
 """Watching a collection's folders while the window is open (watchfiles, in a thread of its own), so
 a saved file is indexed again seconds later: `on_change(name)` is called once per burst of changes
 (watchfiles debounces them), from the watcher's thread. Only changes to files a reader reads (or to
-folders) count. stop() returns promptly: the thread checks its stop event every `step_ms`.
+folders) where the walk would find them count: watchfiles also watches the folders a link leads to,
+and a change there, or under a hidden or tool folder, is not the collection's (app/docs/inside.py).
+stop() returns promptly: the thread checks its stop event every `step_ms`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import watchfiles
 
+from app.docs.inside import Roots
 from app.docs.readers import is_supported
 
 DEBOUNCE_MS = 1600
@@ -53,12 +56,15 @@ class Watcher:
         paths = sorted({str(r.parent if r in files else r) for r in roots})
         if not paths:
             return
+        inside = Roots(roots)
 
         def counts(_change: watchfiles.Change, path: str) -> bool:
             p = Path(path)
-            if any(d == p or d in p.parents for d in dirs):
-                return is_supported(p) or not p.suffix  # a readable file, or a folder
-            return p in files  # beside a file root: only that file
+            if p in files or p in dirs:
+                return True
+            if any(d in p.parents for d in dirs):  # a readable file, or a folder, that the walk reaches
+                return (is_supported(p) or not p.suffix) and inside.holds(p)
+            return False  # beside a file root
 
         try:
             for _ in watchfiles.watch(*paths, watch_filter=_Filter(counts), debounce=self._debounce_ms, step=self._step_ms,

@@ -63,3 +63,32 @@ def test_stop_before_any_change_is_prompt(tmp_path: Path) -> None:
     watcher.start()
     watcher.stop(timeout_s=10)
     assert not watcher.running
+
+
+def test_changes_the_walk_would_not_find_do_not_count_and_a_new_link_does(tmp_path: Path) -> None:
+    docs, keys = tmp_path / "docs", tmp_path / "outside" / "keys"
+    (docs / ".secret").mkdir(parents=True)
+    keys.mkdir(parents=True)
+    (docs / "keys").symlink_to(keys)  # watchfiles watches where a link to a folder leads
+    (docs / "x").symlink_to(".secret")
+    changed = threading.Event()
+    watcher = Watcher("docs", [docs], lambda _name: changed.set(), debounce_ms=200)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 30  # the watch is live once a real change is seen
+        while not changed.wait(0.5) and time.monotonic() < deadline:
+            (docs / "real.md").write_text(f"# Real {time.monotonic()}\n")
+        assert changed.is_set()
+        time.sleep(1)  # the burst's last events (not asserted)
+        changed.clear()
+        for i in range(6):
+            (keys / f"id{i}.txt").write_text("a key")  # outside, reached through docs/keys
+            (docs / ".secret" / f"s{i}.md").write_text("hidden")
+            (docs / "x" / f"t{i}.md").write_text("hidden, through a link")
+            time.sleep(0.2)
+        assert not changed.wait(2)
+        (docs / "new.txt").symlink_to(tmp_path / "outside" / "elsewhere.txt")  # a reindex says it is left out
+        assert changed.wait(30)
+    finally:
+        watcher.stop(timeout_s=10)
+    assert not watcher.running and watcher.problem is None
