@@ -103,7 +103,7 @@ def _add(core: Core, args: argparse.Namespace) -> int:
         raise ToolsError("give either --url URL or -- COMMAND [ARGS...], not both.")
     server = (http_server(args.name, args.url, allow_remote=args.allow_remote) if args.url
               else stdio_server(args.name, args.command))
-    ToolServerStore(core.db).add(server)
+    server = ToolServerStore(core.db).add(server)  # as kept: its program and script as absolute paths
     if server.url:
         say(f"Added the tool server '{server.name}' at {server.url}. Nothing was contacted.", sys.stdout)
     else:
@@ -226,7 +226,8 @@ def describe_request(request: ToolRequest, out: TextIO) -> str:
     shown through the terminal-text rule and the arguments keep reading as JSON (JSON's escapes),
     so nothing in them can retitle the window or make the question read backwards."""
     server: ToolServer = request.server
-    return (for_terminal(f"The tool server '{server.name}' ({server.identity})\nwants to run the tool "
+    again = f"{request.asked_again}\n" if request.asked_again else ""
+    return (for_terminal(f"{again}The tool server '{server.name}' ({server.identity})\nwants to run the tool "
                          f"'{request.tool}' with these arguments:\n", out)
             + json_for_terminal(request.arguments_text(), out))
 

@@ -1,4 +1,8 @@
-"""What a tool server is: a name and either a command (stdio) or a URL (Streamable HTTP)."""
+"""What a tool server is: a name and either a command (stdio) or a URL (Streamable HTTP).
+
+A command is made when the server is added (`stdio_server`): its program and script are resolved
+to absolute paths then (app/mcp/identity.py), so the server runs the same files from whatever
+folder Cove later runs in."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import re
 import shlex
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from app.mcp.identity import resolve_command
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -29,8 +35,8 @@ class ToolServer:
 
     @property
     def identity(self) -> str:
-        """The exact command line (shell-quoted, untruncated) or the URL: what the person saw,
-        and what an "always allow" rule is bound to."""
+        """The exact command line (shell-quoted, untruncated) or the URL: what the person saw.
+        An "always allow" rule is bound to it and to what it runs (app/mcp/identity.py `WhatRuns`)."""
         return self.url if self.url else shlex.join(self.command)
 
 
@@ -41,12 +47,21 @@ def check_name(name: str) -> str:
     return name
 
 
-def stdio_server(name: str, command: list[str] | tuple[str, ...]) -> ToolServer:
+def stdio_server(name: str, command: list[str] | tuple[str, ...], cwd: str | None = None) -> ToolServer:
+    """A server that runs `command`, its program and script resolved from `cwd` (default: this
+    process's folder) and PATH to absolute paths."""
     if not command or not command[0].strip():
         raise ToolServerDefinitionError("a tool server needs a command: cove tools add NAME -- COMMAND [ARGS...]")
     if any("\x00" in part for part in command):
         raise ToolServerDefinitionError("the command contains a NUL character.")
-    return ToolServer(name=check_name(name), command=tuple(command))
+    check_name(name)
+    try:
+        resolved = resolve_command(command, cwd)
+    except OSError as exc:  # the folder Cove runs in was removed, or cannot be read
+        raise ToolServerDefinitionError(
+            f"the program and script of '{shlex.join(command)}' cannot be found from here ({exc.strerror or exc}): "
+            "give their full paths.") from None
+    return ToolServer(name=name, command=resolved)
 
 
 def http_server(name: str, url: str, allow_remote: bool = False) -> ToolServer:

@@ -9,7 +9,8 @@ import json
 
 import sqlite_utils
 
-from app.mcp.servers import ToolServer
+from app.mcp.identity import WhatRuns, what_changed, what_runs
+from app.mcp.servers import ToolServer, stdio_server
 from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
@@ -24,13 +25,18 @@ class ToolServerStore:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
 
-    def add(self, server: ToolServer) -> None:
+    def add(self, server: ToolServer) -> ToolServer:
+        """Keep `server`, its program and script resolved to absolute paths (as `stdio_server`
+        does); returns it as kept."""
         if self.find(server.name) is not None:
             raise ValueError(f"a tool server named '{server.name}' exists already (cove tools remove {server.name} first).")
+        if server.command:
+            server = stdio_server(server.name, server.command)
         with write_transaction(self.db):
             self.db.table("tool_servers").insert({
                 "name": server.name, "command": json.dumps(list(server.command)) if server.command else None,
                 "url": server.url, "added_at": utc_timestamp()})
+        return server
 
     def remove(self, name: str) -> None:
         self.get(name)
@@ -52,16 +58,25 @@ class ToolServerStore:
     def all(self) -> list[ToolServer]:
         return [_server(row) for row in self.db.query("SELECT * FROM tool_servers ORDER BY name")]
 
-    # -- "always allow" rules, bound to the server's exact command line or URL ----------------
+    # -- "always allow" rules: bound to the exact command line or URL and to what it runs --------
 
     def allows(self, server: ToolServer, tool: str) -> bool:
-        row = next(self.db.query("SELECT identity FROM tool_rules WHERE server = ? AND tool = ?", [server.name, tool]), None)
-        return row is not None and row["identity"] == server.identity
+        row = self._rule(server, tool)
+        return row is not None and _mismatch(row, server, what_runs(server.command, server.url)) is None
+
+    def asked_again(self, server: ToolServer, tool: str) -> str | None:
+        """Why a rule kept for this tool no longer allows it (one sentence), or None: there is
+        none, or it still applies."""
+        row = self._rule(server, tool)
+        return None if row is None else _mismatch(row, server, what_runs(server.command, server.url))
 
     def remember(self, server: ToolServer, tool: str) -> None:
+        """Keep "always" for `tool`, tied to the command line or URL and to what it runs now."""
+        runs_now = what_runs(server.command, server.url)
         with write_transaction(self.db):
             self.db.table("tool_rules").upsert(
-                {"server": server.name, "tool": tool, "identity": server.identity, "created_at": utc_timestamp()},
+                {"server": server.name, "tool": tool, "identity": server.identity, "what_runs": runs_now.to_json(),
+                 "created_at": utc_timestamp()},
                 pk=("server", "tool"))
 
     def revoke(self, server_name: str, tool: str | None = None) -> int:
@@ -74,9 +89,25 @@ class ToolServerStore:
         return int(cursor.rowcount)
 
     def rules(self, server: ToolServer) -> list[str]:
-        """The tools always allowed on this server as it is now defined."""
-        rows = self.db.query("SELECT tool, identity FROM tool_rules WHERE server = ? ORDER BY tool", [server.name])
-        return [row["tool"] for row in rows if row["identity"] == server.identity]
+        """The tools always allowed on this server as it is now defined and runs now."""
+        rows = list(self.db.query("SELECT * FROM tool_rules WHERE server = ? ORDER BY tool", [server.name]))
+        runs_now = what_runs(server.command, server.url) if rows else None
+        return [row["tool"] for row in rows if runs_now is not None and _mismatch(row, server, runs_now) is None]
+
+    def _rule(self, server: ToolServer, tool: str) -> dict | None:
+        return next(self.db.query("SELECT * FROM tool_rules WHERE server = ? AND tool = ?", [server.name, tool]), None)
+
+
+def _mismatch(row: dict, server: ToolServer, now: WhatRuns) -> str | None:
+    """Why the rule in `row` does not allow a call of `server` that would run `now`, or None."""
+    if row["identity"] != server.identity:
+        return f"its command line or URL has changed since (it was: {row['identity']})"
+    if not row.get("what_runs"):
+        return "that was before Cove tied \"always\" to the program and script a server runs, so it asks once again"
+    kept = WhatRuns.from_json(row["what_runs"])
+    if kept is None:
+        return "what it was kept for cannot be read back, so it asks again"
+    return what_changed(kept, now, server.command)
 
 
 def _server(row: dict) -> ToolServer:

@@ -239,6 +239,13 @@ def _m0016_reasoning(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
 
 
+def _m0017_tool_rule_files(db: sqlite_utils.Database) -> None:
+    # An "always allow" rule is also tied to what its server runs (app/mcp/identity.py `WhatRuns`:
+    # the program and script as absolute paths, each with its SHA-256), as JSON. A rule kept before
+    # (NULL) no longer applies: the person is asked once again, and "always" then keeps one.
+    db.execute("ALTER TABLE tool_rules ADD COLUMN what_runs TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -256,6 +263,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0014_tool_servers", _m0014_tool_servers),
     ("0015_documents", _m0015_documents),
     ("0016_reasoning", _m0016_reasoning),
+    ("0017_tool_rule_files", _m0017_tool_rule_files),
 )
 
 

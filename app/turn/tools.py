@@ -11,10 +11,12 @@ question goes out as an event, the answer comes back later, and the call runs on
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.mcp.approval import DENY, AlwaysRules, Approver, Decision, ToolRequest, decide
+from app.mcp.approval import DENY, AlwaysRules, Approver, Decision, ToolRequest, decide, with_reason
 from app.mcp.host import McpHost, ToolInfo
 from app.mcp.results import ToolResult
 from app.mcp.servers import ToolServer
@@ -26,7 +28,7 @@ DEFAULT_MAX_STEPS = 8  # model replies with calls in one turn before the turn en
 
 @dataclass(frozen=True)
 class OfferedTool:
-    """A tool as the model sees it (`name`, unique in the turn) and where it runs."""
+    """A tool as the model sees it (`name`, unique in the turn; see `offer`) and where it runs."""
 
     name: str
     server: ToolServer
@@ -38,19 +40,57 @@ class OfferedTool:
                                                  "parameters": schema}}
 
 
+# The names MCP gives tools. Anything else (spaces, quotes, line breaks, other scripts) could
+# reword the question the person reads or a chat template's markup, so it is not offered.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools of a turn, each under a name that maps to exactly one (server, tool), and one
+    sentence for each tool that is not offered."""
+
+    tools: list[OfferedTool]
+    refused: list[str]
+
+
+def offer(listed: list[tuple[ToolServer, list[ToolInfo]]]) -> Offer:
+    """A tool keeps its own name when no other tool of the turn has it (letter case aside) and it
+    does not begin with another enabled server's name and '_'; otherwise it is offered as
+    SERVER_TOOL. So a server cannot take the name another server's tool is offered under. A name
+    that two tools would still share (a server listing one tool twice; server names such as 'a'
+    and 'a_b') is offered for neither, and each gets a sentence, as does a name MCP does not allow."""
+    refused: list[str] = []
+    valid: list[tuple[ToolServer, ToolInfo]] = []
+    for server, infos in listed:
+        for info in infos:
+            if _TOOL_NAME.match(info.name):
+                valid.append((server, info))
+            else:
+                refused.append(f"The tool server '{server.name}' offers a tool named {ascii(info.name[:80])}, which is "
+                               "not a tool name (letters, digits, '_', '.' and '-', up to 128): it is not offered.")
+    own = Counter(info.name.casefold() for _server, info in valid)
+    prefixes = {f"{server.name}_".casefold() for server, _tools in listed}
+    named: list[tuple[str, ToolServer, ToolInfo]] = []
+    for server, info in valid:
+        folded = info.name.casefold()
+        foreign = any(folded.startswith(prefix) for prefix in prefixes - {f"{server.name}_".casefold()})
+        name = info.name if own[folded] == 1 and not foreign else f"{server.name}_{info.name}"
+        named.append((name, server, info))
+    taken = Counter(name.casefold() for name, _server, _info in named)
+    tools: list[OfferedTool] = []
+    for name, server, info in named:
+        if taken[name.casefold()] == 1:
+            tools.append(OfferedTool(name, server, info))
+        else:
+            refused.append(f"The tool '{info.name}' of the tool server '{server.name}' would be offered as '{name}', "
+                           "a name another tool of this conversation has too: it is not offered.")
+    return Offer(tools, refused)
+
+
 def offered_tools(listed: list[tuple[ToolServer, list[ToolInfo]]]) -> list[OfferedTool]:
-    """The tools of several servers under names unique in the turn: a tool's own name, or
-    SERVER_TOOL when another server offers a tool of the same name."""
-    counts: dict[str, int] = {}
-    for _server, tools in listed:
-        for info in tools:
-            counts[info.name] = counts.get(info.name, 0) + 1
-    out = []
-    for server, tools in listed:
-        for info in tools:
-            name = info.name if counts[info.name] == 1 else f"{server.name}_{info.name}"
-            out.append(OfferedTool(name, server, info))
-    return out
+    """The tools `offer` offers (names unique in the turn, each for one server's tool)."""
+    return offer(listed).tools
 
 
 @dataclass(frozen=True)
@@ -113,7 +153,9 @@ class ToolLoop:
         if problem:
             return CallOutcome(call, None, None, ToolResult(
                 f"The call of '{call.name}' does not match its schema ({problem}); nothing ran.", "failed"))
-        return ToolRequest(offered.server, offered.info.name, arguments)
+        # The server's own tool name: the name the model called may be the SERVER_TOOL `offer` made.
+        # A rule that no longer applies says why in the question (the deferred loop's too).
+        return with_reason(ToolRequest(offered.server, offered.info.name, arguments), self.rules)
 
     def ruled(self, request: ToolRequest) -> Decision | None:
         """The Decision an "always" rule makes for `request` without asking, or None: ask."""

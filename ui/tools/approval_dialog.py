@@ -45,6 +45,11 @@ class ToolApprovalDialog(QDialog):
         self.identity.setWordWrap(True)
         self.identity.setTextFormat(Qt.TextFormat.PlainText)
         self.identity.setAccessibleName("Tool server")
+        # Why a tool "always" allowed is asked about again (what will run has changed), if it is.
+        self.asked_again = QLabel(in_window(request.asked_again), self)
+        self.asked_again.setWordWrap(True)
+        self.asked_again.setTextFormat(Qt.TextFormat.PlainText)
+        self.asked_again.setVisible(bool(request.asked_again))
         self.arguments = QPlainTextEdit(json_in_window(request.arguments_text()), self)  # scrollable, in full
         self.arguments.setReadOnly(True)
         self.arguments.setAccessibleName("Arguments")
@@ -75,6 +80,7 @@ class ToolApprovalDialog(QDialog):
         buttons.addWidget(self.allow_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.heading)
+        layout.addWidget(self.asked_again)
         layout.addWidget(self.identity)
         layout.addWidget(QLabel("Arguments:", self))
         layout.addWidget(self.arguments, 1)

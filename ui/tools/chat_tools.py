@@ -22,7 +22,7 @@ from app.mcp.failures import ToolServerError
 from app.mcp.host import McpHost
 from app.mcp.store import ToolServerStore
 from app.store.history import Conversation
-from app.turn.tools import ToolLoop, offered_tools
+from app.turn.tools import ToolLoop, offer
 from app.visible_text import in_window
 from models.network import NetworkGate
 from ui.tools.add_dialog import capital
@@ -86,9 +86,10 @@ class ChatTools:
                     listed.append((server, host.list_tools(server)))
                 except ToolServerError as exc:
                     notes.append(f"{capital(in_window(str(exc)))} Its tools are not offered in this reply.")
-            offered = offered_tools(listed)
-            if not offered:
+            offered = offer(listed)
+            notes.extend(in_window(sentence) for sentence in offered.refused)
+            if not offered.tools:
                 return None
-            return ToolLoop(host, offered, _not_asked, store, first_choice=choice, deferred=True)
+            return ToolLoop(host, offered.tools, _not_asked, store, first_choice=choice, deferred=True)
 
         return build

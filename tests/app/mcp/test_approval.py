@@ -131,3 +131,20 @@ def test_each_call_is_a_sealed_entry_of_the_record(tmp_path: Path, host: McpHost
         assert log.verify().intact
     finally:
         core.close()
+
+
+def test_a_rule_whose_kept_files_cannot_be_read_asks_again_with_a_sentence(
+        tmp_path: Path, fault_server: ToolServer) -> None:
+    core = open_store(tmp_path)
+    try:
+        store = ToolServerStore(core.db)
+        store.add(fault_server)
+        store.remember(fault_server, "echo")
+        assert store.allows(fault_server, "echo")
+        core.db.conn.execute("UPDATE tool_rules SET what_runs = '{not json' WHERE server = 'fault'")
+        approver = Approver(DENY)
+        assert decide(ToolRequest(fault_server, "echo", {}), approver, store).verdict == DENY
+        assert approver.asked[0].asked_again == ('You chose "always" for this tool before, but what it was kept for cannot '
+                                               'be read back, so it asks again.')
+    finally:
+        core.close()

@@ -22,14 +22,14 @@ from tests.app.reasoning.test_split import QWEN3
 
 def test_the_migration_adds_reasoning_and_keeps_the_rows_of_the_previous_version(tmp_path) -> None:
     db = sqlite_utils.Database(tmp_path / "cove.db")
-    apply_migrations(db, MIGRATIONS[:-1])
+    apply_migrations(db, MIGRATIONS[:[n for n, _ in MIGRATIONS].index("0016_reasoning")])
     history = History(db)
     conversation = history.create_conversation()
     db.execute("INSERT INTO messages (id, conversation_id, role, content, status, created_at, updated_at, params, "
                "metrics, seq) VALUES ('m1', ?, 'assistant', 'old reply', 'complete', '', '', '{}', '{}', 0)",
                [conversation.id])
     db.conn.commit()
-    assert apply_migrations(db, MIGRATIONS) == ["0016_reasoning"]
+    assert apply_migrations(db, MIGRATIONS)[0] == "0016_reasoning"
     old = history.messages(conversation.id)[0]
     assert (old.content, old.reasoning) == ("old reply", "")
 

@@ -71,6 +71,30 @@ def test_the_approval_dialog_shows_hidden_characters_as_escapes(qtbot, tmp_path:
     assert dialog.deny_button.isDefault()
 
 
+def test_a_tool_asked_about_again_says_why_in_the_dialog_and_on_the_terminal(qtbot, tmp_path: Path) -> None:
+    """A tool "always" allowed whose program changed is asked about again, and the question says why."""
+    import io
+
+    from app.cli.tools_cmd import describe_request
+    from ui.tools.approval_dialog import ToolApprovalDialog
+
+    why = "You chose \"always\" for this tool before, but /srv/\u202esrv.py has changed since."
+    request = ToolRequest(_server(tmp_path), NAMED_TOOL, {}, asked_again=why)
+    dialog = ToolApprovalDialog("c1", request)
+    qtbot.addWidget(dialog)
+    assert dialog.asked_again.isVisibleTo(dialog) and dialog.asked_again.text() == _shown(why)
+    plain = ToolApprovalDialog("c2", ToolRequest(_server(tmp_path), NAMED_TOOL, {}))
+    qtbot.addWidget(plain)
+    assert not plain.asked_again.isVisibleTo(plain)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    asked = describe_request(request, Terminal())
+    assert asked.startswith(why.replace("\u202e", "\\u202e") + "\n") and "\u202e" not in asked
+
+
 def test_the_tools_page_shows_what_the_server_wrote_as_escapes(qtbot, page, tmp_path: Path) -> None:
     server = _server(tmp_path)
     page.add(server)
