@@ -7,8 +7,10 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+from app.cli import moments
 from app.core import Core
 from app.store.record_key import ALREADY_GIVEN, give_out, parse_key_text, sealing_state
 from app.store.record_verdict import verdict_lines
@@ -27,13 +29,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("record", help="the written record of every request: verify it, export it, its sealing key")
     rsub = p.add_subparsers(dest="record_command", metavar="COMMAND", required=True)
     verify = rsub.add_parser("verify", help="check that no entry was changed, deleted, added or re-sealed")
-    verify.add_argument("--key", metavar="FILE", help="the verification key (cove record key --export): check every seal")
+    verify.add_argument("--key", metavar="FILE", action="append",
+                        help="a verification key (cove record key --export): check every seal of its key; give it "
+                             "once per key the record was sealed with (a key lost and replaced began another)")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=run_verify)
     export = rsub.add_parser("export", help="write the entries out")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    export.add_argument("--since", help="from this UTC time on (as the entries write it, e.g. 2026-12-01T10:00)")
-    export.add_argument("--until", help="up to this UTC time")
+    export.add_argument("--since", type=moments.since, metavar="WHEN",
+                        help=f"from this moment on (a date: from its start); {moments.ACCEPTED}")
+    export.add_argument("--until", type=moments.until, metavar="WHEN",
+                        help="up to and including this moment (a date: to its end); the same forms as --since")
     export.add_argument("--client", help="only this client's entries")
     export.set_defaults(run=run_export)
     key = rsub.add_parser("key", help="the sealing key: where it is kept; --export gives the verification key, once")
@@ -42,12 +48,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(core: Core, args: argparse.Namespace) -> int:
-    verification = read_key_file(Path(args.key), core) if args.key else None
-    verdict = RequestLog(core.db).verify(verification)
+    keys = [read_key_file(Path(path), core) for path in args.key or ()]
+    verdict = RequestLog(core.db).verify(*keys)
     if args.json:
         print(json.dumps({"intact": verdict.intact, "entries": verdict.entries, "changed": verdict.changed,
                           "missing": verdict.missing, "erased": verdict.erased, "unsealed": verdict.unsealed,
                           "bad_seals": verdict.bad_seals, "missing_seals": verdict.missing_seals,
+                          "unchecked": verdict.unchecked, "why_unchecked": verdict.why_unchecked,
+                          "key_findings": verdict.key_findings, "keys": [asdict(r) for r in verdict.series],
                           "other_series": verdict.other_series, "checked_with": verdict.checked_with,
                           "key_problem": verdict.key_problem}))
         return 0 if verdict.intact else 1
@@ -82,6 +90,9 @@ def run_key(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_export(core: Core, args: argparse.Namespace) -> int:
+    if args.since and args.until and args.since > args.until:
+        print(f"cove: --since ({args.since}) is after --until ({args.until}): no moment is in both", file=sys.stderr)
+        return 2
     rows = RequestLog(core.db).entries(since=args.since, until=args.until, client=args.client)
     if args.format == "jsonl":
         for row in rows:

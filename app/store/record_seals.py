@@ -10,7 +10,8 @@ that entry's chain hash, which covers every entry before it), and the previous s
 carries two MACs over that: `mac` with the epoch's evolving key (checked with the verification
 key) and `check_mac` with a fixed key kept beside the sealing key (checked on this machine by
 `cove record verify` alone). The sealing state says which epoch comes next, so seals cut from the
-end are missed by their number.
+end are missed by their number. A record's series follow one another: a new one begins only with
+an entry that announces it (app/store/record_series.py).
 
 docs/record.md says what this proves and what it cannot.
 """
@@ -102,6 +103,18 @@ class Sealer:
             self.keys.save(state)
         return state
 
+    def then(self, state: SealState, seq: int) -> SealState:
+        """The state of the next seal in the same transaction, after `state` sealed entry `seq`."""
+        return replace(_forward(state, state.epoch + 1), last_seq=max(state.last_seq, seq))
+
+    def has_sealed(self, state: SealState) -> bool:
+        """Whether this record holds a seal of `state`'s series."""
+        return self._last_seal(state.key_id) is not None
+
+    def latest_seal(self) -> dict[str, Any] | None:
+        """The seal over the newest entry, of whichever series."""
+        return next(self.db.query("SELECT * FROM record_seals ORDER BY seq DESC, epoch DESC LIMIT 1"), None)
+
     def _advance(self, epoch: int, seq: int) -> None:
         """Overwrite the key with the one of `epoch` (after a commit): the old key is gone."""
         try:
@@ -121,49 +134,40 @@ def _forward(state: SealState, epoch: int) -> SealState:
 
 
 @dataclass(frozen=True)
-class SealFindings:
-    """What the seals say about the record."""
+class SeriesCheck:
+    """What the seals of one series say about the entries they cover."""
 
-    sealed_to: int  # the last entry a good seal of the checked series covers (0: none)
+    good: tuple[int, ...]  # the entries covered by a seal that matches (its MAC, when a key was at hand, too)
     bad: tuple[int, ...]  # epochs whose MAC, link or covered entry does not match
-    missing: tuple[int, ...]  # epochs absent: deleted from the middle, or cut from the end
-    other_series: int  # seals made with another key (another machine, or a key lost), not checked
-    checked_with: str  # "the verification key", "this machine's key", or "" when no key was at hand
+    missing: tuple[int, ...]  # epochs absent between the first (0) and the last one present
+    last_epoch: int  # the last epoch present (-1: none)
 
 
-def check_seals(db: sqlite_utils.Database, heads: dict[int, str], state: SealState | None,
-                verification: tuple[str, bytes] | None = None) -> SealFindings:
-    """Check the seals of one series against the entries' chain hashes `heads` (seq -> hash):
-    with `verification` (key_id, epoch 0's key) every MAC with its epoch's key; with only `state`
-    (this machine's) the local check MACs. With `state`, seals cut from the end are counted too:
-    the state's epoch says how many were made."""
-    rows = [dict(r) for r in db.query("SELECT * FROM record_seals ORDER BY key_id, epoch")]
-    key_id = verification[0] if verification else state.key_id if state else None
-    if key_id is None:
-        return SealFindings(0, (), (), len(rows), "")
-    mine = [r for r in rows if r["key_id"] == key_id]
-    macs = {r["epoch"]: r["mac"] for r in mine}
-    check_key = bytes.fromhex(state.check) if state is not None and state.key_id == key_id else None
-    key, key_epoch = (verification[1], 0) if verification else (None, 0)
+def check_series(seals: list[dict[str, Any]], heads: dict[int, str], *, verification: bytes | None = None,
+                 check_key: bytes | None = None) -> SeriesCheck:
+    """Check the seals of one series (`seals`, by epoch) against the entries' chain hashes `heads`
+    (seq -> hash): with `verification` (epoch 0's key) every MAC with its epoch's key; else with
+    `check_key` (this machine's) the local check MACs; with neither only what needs no key (each
+    seal names the chain hash its entry has now)."""
+    macs = {int(r["epoch"]): r["mac"] for r in seals}
+    key, key_epoch = verification, 0
+    good: list[int] = []
     bad: list[int] = []
     missing: list[int] = []
-    sealed_to = expected = 0
-    for row in mine:
+    expected = 0
+    for row in seals:
         epoch = int(row["epoch"])
         missing.extend(range(expected, epoch))  # seals deleted from the middle
-        payload = _payload(key_id, epoch, row["seq"], row["head"], macs.get(epoch - 1, ""))
-        good = heads.get(row["seq"]) == row["head"]
+        payload = _payload(row["key_id"], epoch, row["seq"], row["head"], macs.get(epoch - 1, ""))
+        fine = heads.get(row["seq"]) == row["head"]
         if key is not None:
             key, key_epoch = key_at(key, key_epoch, epoch), epoch
-            good = good and hmac.compare_digest(_mac(key, payload), row["mac"])
+            fine = fine and hmac.compare_digest(_mac(key, payload), row["mac"])
         elif check_key is not None:
-            good = good and hmac.compare_digest(_mac(check_key, payload), row["check_mac"])
-        if good:
-            sealed_to = max(sealed_to, int(row["seq"]))
+            fine = fine and hmac.compare_digest(_mac(check_key, payload), row["check_mac"])
+        if fine:
+            good.append(int(row["seq"]))
         else:
             bad.append(epoch)
         expected = epoch + 1
-    if state is not None and state.key_id == key_id and state.epoch > expected:
-        missing.extend(range(expected, state.epoch))  # seals cut from the end: the key went further
-    who = "the verification key" if verification else "this machine's key" if check_key is not None else ""
-    return SealFindings(sealed_to, tuple(bad), tuple(missing), len(rows) - len(mine), who)
+    return SeriesCheck(tuple(good), tuple(bad), tuple(missing), expected - 1)

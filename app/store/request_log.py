@@ -20,7 +20,8 @@ from typing import Any
 
 import sqlite_utils
 
-from app.store.record_seals import Sealer, check_seals
+from app.store.record_seals import Sealer
+from app.store.record_series import KEY_CHANGE, SeriesReport, change_notice, change_params, check_chain
 from app.store.seal_keys import SealKeyError, SealKeys, SealState
 from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
@@ -78,8 +79,11 @@ class Verdict:
     erased entry that still has text, or that no erasure entry names, is changed too);
     `missing`: entries deleted outright; `erased`: those the person erased; `unsealed`: entries
     after the last good seal; `bad_seals` and `missing_seals`: epochs of the sealing key whose
-    seal does not match, or is gone (cut from the end when the key went further);
-    `checked_with`: the key the seals were checked with ("" when none was at hand)."""
+    seal does not match, or is gone (cut from the end when the key went further); `unchecked`:
+    entries sealed only with a key this check could not use (`why_unchecked` says which and why);
+    `key_findings`: how the keys follow one another, where they do not as Cove makes them;
+    `series`: each key's part of the record; `checked_with`: the key the seals were checked with
+    ("" when none was at hand)."""
 
     entries: int
     changed: tuple[int, ...]
@@ -91,6 +95,10 @@ class Verdict:
     other_series: int = 0
     checked_with: str = ""
     key_problem: str | None = None  # why the seals could not be checked, if they could not
+    unchecked: tuple[int, ...] = ()
+    why_unchecked: tuple[str, ...] = ()
+    key_findings: tuple[str, ...] = ()
+    series: tuple[SeriesReport, ...] = ()
 
     @property
     def tampered(self) -> tuple[int, ...]:
@@ -99,7 +107,7 @@ class Verdict:
     @property
     def intact(self) -> bool:
         return not (self.changed or self.missing or self.unsealed or self.bad_seals or self.missing_seals
-                    or self.key_problem)
+                    or self.key_problem or self.unchecked or self.key_findings)
 
 
 def seal_keys_for(db: sqlite_utils.Database) -> SealKeys:
@@ -132,7 +140,9 @@ class RequestLog:
         """Add an entry, sealed; returns its number. `ran_on`: where a turn sent to one of the
         person's servers ran ({"connection", "host", "kind", "model_id", "fingerprint"}); None for
         here. When the sealing key cannot be used (a locked keyring), the entry is written unsealed,
-        which `verify` reports, and a line on stderr says why: a reply is never lost to it."""
+        which `verify` reports, and a line on stderr says why: a reply is never lost to it. When the
+        record was sealed before and its key is gone, a new key begins with an entry that says so
+        (app/store/record_series.py), and a line on stderr tells the person."""
         with write_transaction(self.db):
             sealer = Sealer(self.db, self.keys)
             try:
@@ -140,21 +150,47 @@ class RequestLog:
             except SealKeyError as exc:
                 print(f"cove: this entry of the record is not sealed: {exc}", file=sys.stderr)
                 state = None
-            last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"), None)
-            seq = max(last["seq"] if last else 0, state.last_seq if state else 0) + 1
-            messages_json = _json(messages)
-            row: dict[str, Any] = {
-                "v": VERSION, "seq": seq, "at": utc_timestamp(), "client": client, "remote": remote,
-                "endpoint": endpoint, "model_name": model_name, "model_sha256": model_sha256 or "", "quant": quant or "",
-                "params": _json(params), "messages": messages_json, "reply": reply, "status": status,
-                "usage": _json(usage), "timings": _json(timings), "erased": 0, "conversation_id": conversation_id,
-                "content_hash": content_hash(messages_json, reply), "prev_hash": last["hash"] if last else GENESIS,
-                "ran_on": _json(ran_on) if ran_on else None,
-            }
-            row["hash"] = entry_hash(row)
-            self.db.table("record_entries").insert(row)
-            if state is not None:
-                sealer.seal(state, seq, row["hash"])
+            if state is not None and self._key_is_new_here(sealer, state):
+                params_of_change = change_params(sealer.latest_seal(), state, self.keys.where)
+                seq = self._write(sealer, state, client="Cove", remote="", endpoint=KEY_CHANGE, model_name="",
+                                  model_sha256=None, quant=None, params=params_of_change, messages=[], reply="",
+                                  status=KEY_CHANGE, usage={}, timings={})
+                print(f"cove: {change_notice(seq, self.keys.where)}.", file=sys.stderr)
+                state = sealer.then(state, seq)
+            return self._write(sealer, state, client=client, remote=remote, endpoint=endpoint, model_name=model_name,
+                               model_sha256=model_sha256, quant=quant, params=params, messages=messages, reply=reply,
+                               status=status, usage=usage, timings=timings, conversation_id=conversation_id,
+                               ran_on=ran_on)
+
+    def _key_is_new_here(self, sealer: Sealer, state: SealState) -> bool:
+        """Whether `state` is a new key (it has sealed nothing) in a record a key sealed before (one of
+        its seals is here, or an entry of the format only a sealing Cove writes): then that key vanished."""
+        if state.epoch > 0 or sealer.has_sealed(state):
+            return False
+        return (next(self.db.query("SELECT 1 FROM record_seals LIMIT 1"), None) is not None
+                or next(self.db.query("SELECT 1 FROM record_entries WHERE v = ? LIMIT 1", [VERSION]), None) is not None)
+
+    def _write(self, sealer: Sealer, state: SealState | None, *, client: str, remote: str, endpoint: str,
+               model_name: str, model_sha256: str | None, quant: str | None, params: dict[str, Any],
+               messages: list[dict[str, Any]], reply: str, status: str, usage: dict[str, Any],
+               timings: dict[str, Any], conversation_id: str | None = None,
+               ran_on: dict[str, Any] | None = None) -> int:
+        """Insert one entry, chained to the last, and seal it with `state` (None: unsealed)."""
+        last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"), None)
+        seq = max(last["seq"] if last else 0, state.last_seq if state else 0) + 1
+        messages_json = _json(messages)
+        row: dict[str, Any] = {
+            "v": VERSION, "seq": seq, "at": utc_timestamp(), "client": client, "remote": remote,
+            "endpoint": endpoint, "model_name": model_name, "model_sha256": model_sha256 or "", "quant": quant or "",
+            "params": _json(params), "messages": messages_json, "reply": reply, "status": status,
+            "usage": _json(usage), "timings": _json(timings), "erased": 0, "conversation_id": conversation_id,
+            "content_hash": content_hash(messages_json, reply), "prev_hash": last["hash"] if last else GENESIS,
+            "ran_on": _json(ran_on) if ran_on else None,
+        }
+        row["hash"] = entry_hash(row)
+        self.db.table("record_entries").insert(row)
+        if state is not None:
+            sealer.seal(state, seq, row["hash"])
         return seq
 
     def entries(self, *, since: str | None = None, until: str | None = None, client: str | None = None) -> list[dict[str, Any]]:
@@ -191,10 +227,14 @@ class RequestLog:
     def begin_sealing(self) -> None:
         """Seal a record an older Cove wrote (entries, no seals, no sealing key yet): its erasures
         become an erasure entry, and the newest entry is sealed. Nothing to do once a seal or a key
-        exists: seals deleted from a sealed record stay missing."""
+        exists, or an entry only a sealing Cove writes: seals deleted from a sealed record stay
+        missing, and a record whose seals and key are both gone is not sealed as found (its next
+        entry begins a key that says so)."""
         if next(self.db.query("SELECT 1 FROM record_seals LIMIT 1"), None) is not None:
             return
         if next(self.db.query("SELECT 1 FROM record_entries LIMIT 1"), None) is None:
+            return
+        if next(self.db.query("SELECT 1 FROM record_entries WHERE v = ? LIMIT 1", [VERSION]), None) is not None:
             return
         try:
             if self.keys.load() is not None:
@@ -213,9 +253,12 @@ class RequestLog:
             last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"))
             sealer.seal(state, int(last["seq"]), last["hash"])
 
-    def verify(self, verification: tuple[str, bytes] | None = None) -> Verdict:
-        """Check every entry, and the seals: with `verification` (key id, verification key) every
-        seal's own MAC, else this machine's local check and the count of seals made."""
+    def verify(self, *verification: tuple[str, bytes] | None) -> Verdict:
+        """Check every entry, and the seals: with `verification` keys (key id, verification key) every
+        seal of their series with its own MAC, and the entries no given key covers are reported as
+        not checked; with none, this machine's local check, the count of seals made, and the entries
+        sealed with a key that is not on this machine as not checked."""
+        keys = {key_id: key for key_id, key in (v for v in verification if v is not None)}
         rows = self.entries()
         changed: list[int] = []
         missing: list[int] = []
@@ -251,14 +294,17 @@ class RequestLog:
             state = self.keys.load()
         except SealKeyError as exc:
             state, key_problem = None, str(exc)
-        findings = check_seals(self.db, heads, state, verification)
-        if not findings.checked_with and key_problem is None and (rows or findings.other_series):
+        found = check_chain(self.db, rows, state, keys)
+        if not found.checked_with and key_problem is None and (rows or found.other_series):
             key_problem = ("the record's sealing key is not on this machine, so its seals cannot be checked here; "
                            "check it with the verification key: cove record verify --key FILE")
         last_seq = max(heads, default=0)
-        if state is not None and (verification is None or verification[0] == state.key_id) and state.last_seq > last_seq:
+        if state is not None and (not keys or state.key_id in keys) and state.last_seq > last_seq:
             missing.extend(range(last_seq + 1, state.last_seq + 1))  # entries cut from the end
-        unsealed = tuple(s for s in heads if s > findings.sealed_to) if findings.checked_with else ()
+        unsealed = tuple(s for s in heads if s not in found.covered and s not in found.unchecked) \
+            if found.checked_with else ()
+        bad = tuple(sorted({e for r in found.series for e in r.bad}))
+        missing_seals = tuple(sorted({e for r in found.series for e in r.missing}))
         return Verdict(len(rows), tuple(sorted(set(changed))), tuple(sorted(set(missing))), tuple(erased), unsealed,
-                       findings.bad, findings.missing, findings.other_series,
-                       findings.checked_with, key_problem)
+                       bad, missing_seals, found.other_series, found.checked_with, key_problem, found.unchecked,
+                       found.why_unchecked, found.problems, found.series)

@@ -1,13 +1,16 @@
-"""A record written the way Cove writes it (`fill_record`), and the edits of issue 29 a determined
-editor of the database can make to it (`TAMPERING`: each edit, and what `verify` must then say):
-for the record's own tests (tests/app/store/test_record_seals.py), the window's record-key
-section and bench/record_tamper.py."""
+"""A record written the way Cove writes it (`fill_record`), and the edits of issues 29 and 46 a
+determined editor of the database and the key's file can make to it (`TAMPERING`: each edit, and
+what `verify` must then say): for the record's own tests (tests/app/store/test_record_seals.py,
+test_record_key_change.py), the window's record-key section and bench/record_tamper.py."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from app.store.record_seals import Sealer, new_series, next_key
 from app.store.request_log import GENESIS, RequestLog, content_hash, entry_hash
+from models.transactions import write_transaction
 
 
 def fill_record(log: RequestLog, n: int, conversation_id: str | None = None) -> list[int]:
@@ -42,7 +45,54 @@ def _rehash_from(core, first: int) -> None:
         previous = row["hash"]
 
 
-# The table of issue 29: each edit of the database, and what verify must say.
+def forget_the_key(core) -> None:
+    """Delete the record's sealing key: the file beside the database (tests have no secure keyring)."""
+    keys = RequestLog(core.db).keys
+    assert keys.fallback is not None and keys.fallback.is_file(), keys.where
+    keys.fallback.unlink()
+
+
+def seal_heads_rewritten(core) -> None:
+    """Each seal made to name the chain hash its entry has now (its MACs cannot be made again)."""
+    run_sql(core, "UPDATE record_seals SET head = (SELECT hash FROM record_entries e WHERE e.seq = record_seals.seq)")
+
+
+def rehashed_and_key_deleted(core) -> None:
+    """Issue 46: a reply changed, every hash recomputed, the key deleted; then Cove writes one more entry."""
+    reply_changed_and_rehashed(core)
+    forget_the_key(core)
+    fill_record(RequestLog(core.db), 1)
+
+
+def _rehashed_seals_pointed_and_key_deleted(core) -> None:
+    reply_changed_and_rehashed(core)
+    seal_heads_rewritten(core)
+    forget_the_key(core)
+    fill_record(RequestLog(core.db), 1)
+
+
+def resealed_with_a_key_of_ones_own(core, first: int) -> None:
+    """The seals from entry `first` on deleted, and a key of the forger's own, made with Cove's
+    functions and kept where Cove keeps its key, sealing those entries again."""
+    run_sql(core, "DELETE FROM record_seals WHERE seq >= ?", [first])
+    log = RequestLog(core.db)
+    state = new_series()
+    log.keys.save(state)
+    sealer = Sealer(core.db, log.keys)
+    with write_transaction(core.db):
+        for row in log.entries()[first - 1:]:
+            sealer.seal(state, row["seq"], row["hash"])
+            state = replace(state, epoch=state.epoch + 1, key=next_key(bytes.fromhex(state.key)).hex(),
+                            last_seq=row["seq"])
+
+
+def key_rolled_mid_record(core) -> None:
+    """A reply changed and re-hashed, and re-sealed from there on with a key of the forger's own."""
+    reply_changed_and_rehashed(core)
+    resealed_with_a_key_of_ones_own(core, 3)
+
+
+# The table of issues 29 and 46: each edit of the database (and the key), and what verify must say.
 def _delete_last(core) -> None:
     run_sql(core, "DELETE FROM record_entries WHERE seq = 6")
 
@@ -145,4 +195,9 @@ TAMPERING = {
     "a reply edited": (_reply_edited, {"changed": (4,)}),
     "a model_sha256 edited": (_model_edited, {"changed": (4,)}),
     "two entries swapped": (_two_swapped, {"changed": (2, 3)}),
+    "a reply changed, re-hashed, the key deleted, one more entry": (rehashed_and_key_deleted,
+                                                                     {"bad_seals": (2, 3, 4, 5)}),
+    "the same with the seals made to name the new hashes": (_rehashed_seals_pointed_and_key_deleted, {}),
+    "a reply changed, re-hashed and re-sealed with a key of the forger's own": (key_rolled_mid_record,
+                                                                                 {"unsealed": (3, 4, 5, 6)}),
 }

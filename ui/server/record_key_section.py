@@ -1,8 +1,10 @@
 """The record in the Server panel: whether it verifies (checked when the panel is first shown,
-and by Check the record, on a thread of its own with a read-only connection), and Show the
-verification key…, which gives the key out once (app/store/record_key.py), as text with a Copy
-button and as a QR code to photograph with another device, then Cove forgets it. The key runs
-on the UI thread, on the window's own database connection."""
+and by Check the record, on a thread of its own with a read-only connection, with this machine's
+key; the verdict's last sentence says what that check can prove, and what only the verification
+key kept elsewhere can), and Show the verification key…, which gives the key out once
+(app/store/record_key.py), as text with a Copy button and as a QR code to photograph with another
+device, then Cove forgets it. The key runs on the UI thread, on the window's own database
+connection."""
 
 from __future__ import annotations
 
@@ -21,8 +23,11 @@ from app.store.request_log import RequestLog
 from app.store.seal_keys import SealKeyError
 from ui.background import BackgroundJob, run_in_background
 
-RECORD_NOTE = ("Every request and turn is an entry of the record, sealed with a key that evolves. The verification "
-               "key checks every seal: keep it elsewhere (cove record verify --key FILE).")
+RECORD_NOTE = ("Every request and turn is an entry of the record, sealed with a key that evolves. This window checks "
+               "it with this machine's key. Keep the verification key elsewhere (another device, a password manager, "
+               "paper): only it proves the record against someone who can write this account's files, the key "
+               "included (cove record verify --key FILE). If this machine's key is ever lost, Cove begins a new one "
+               "and says so here: keep that one's verification key too.")
 SHOWN_ONCE = ("Keep it elsewhere now (another device, a password manager, paper): Cove has forgotten it and will not "
               "show it again.")
 
@@ -126,8 +131,7 @@ class RecordKeySection(QGroupBox):
         self.intact, lines = found
         self._checking = None
         self.check_button.setEnabled(True)
-        self.verdict.setText(" ".join(lines) if self.intact else "⚠ " + " ".join(lines)
-                             + " cove record verify --key FILE checks every seal with the key you kept.")
+        self.verdict.setText(" ".join(lines) if self.intact else "⚠ " + " ".join(lines))
         self.verdict.setStyleSheet("" if self.intact else "color: #b00020; font-weight: bold;")
 
     def _check_failed(self, why: str) -> None:
