@@ -19,7 +19,7 @@ CHILD_FLAG = "--cove-child"
 
 # Every module Cove starts as a child process. Add a new child here (and it is bundled:
 # packaging/cove.spec adds these as hidden imports, since runpy imports them by name).
-CHILD_MODULES: frozenset[str] = frozenset({"app.engine.host.main", "models.download.child"})
+CHILD_MODULES: frozenset[str] = frozenset({"app.engine.host.main", "models.download.child", "app.mcp.leash"})
 
 
 def is_frozen() -> bool:

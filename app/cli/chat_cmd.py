@@ -38,7 +38,7 @@ from app.statuses import MessageStatus
 from app.store.sources import sources_of
 from app.termination import Terminated
 from app.turn.backend import installed_model, server_connection, server_host
-from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offered_tools
+from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offer
 from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound
 
@@ -179,7 +179,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
             chat_tools(core, tool_names, args) as tools, \
             chat_documents(core, conversation.id, wanted_docs, model, params) as docs:
         service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
-                              on_notice=lambda sentence: print(f"cove: {sentence}", file=sys.stderr, flush=True))
+                              on_notice=_notice)
         if local is not None:  # `cove chat` without --model stays on this machine
             core.remember_model(local)
         if interactive:
@@ -381,14 +381,22 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
                         listed.append((server, host.list_tools(server)))
                     except ToolServerError as exc:
                         raise ValueError(str(exc)) from None
-                offered = offered_tools(listed)
-                if not offered:
+                offered = offer(listed)
+                for sentence in offered.refused:
+                    say(f"cove: {sentence}", sys.stderr)
+                if not offered.tools:
                     raise ValueError(f"the tool servers {', '.join(names)} offer no tools")
-                made.append(ToolLoop(host, offered, approver, store, who=who, first_choice=args.tool_choice,
+                made.append(ToolLoop(host, offered.tools, approver, store, who=who, first_choice=args.tool_choice,
                                      max_steps=args.max_tool_steps))
             return made[0]
 
         yield loop
+
+
+def _notice(sentence: str) -> None:
+    """A sentence from the service (it may quote a model file or a server): at once, escaped on a terminal."""
+    say(f"cove: {sentence}", sys.stderr)
+    sys.stderr.flush()
 
 
 def _no_terminal(request: ToolRequest) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from app.cli.terminal_text import for_terminal, json_for_terminal, say
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest, allow_without_asking, decide
-from app.mcp.failures import ToolServerError
+from app.mcp.failures import ToolServerError, interrupted
 from app.mcp.host import McpHost
 from app.mcp.record import record_tool_call
 from app.mcp.results import DEFAULT_CALL_TIMEOUT, DEFAULT_RESULT_CAP, ToolLimits
@@ -189,7 +189,12 @@ def _call(core: Core, args: argparse.Namespace) -> int:
             decision = decide(request, allow_without_asking, store, who="the person (--allow-tools)")
         else:
             decision = decide(request, _ask_on_terminal, store)
-        result = host.call_tool(request, decision)
+        try:
+            result = host.call_tool(request, decision)
+        except KeyboardInterrupt as exc:  # Ctrl-C or a signal while the call ran: it was sent, so it is recorded
+            if decision.allowed:
+                record_tool_call(core.db, request, decision, interrupted(request, f"Cove was stopped ({exc or 'SIGINT'})"))
+            raise
     record_tool_call(core.db, request, decision, result)
     if result.status == "ok":
         say(result.text, sys.stdout)

@@ -1,11 +1,15 @@
 """One sentence for each way a tool server can fail: it does not start, it crashes, it hangs
-past the timeout, or it answers with something that is not MCP."""
+past the timeout, or it answers with something that is not MCP; and the result of a call Cove
+sent whose answer it stopped waiting for."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.mcp.results import ToolResult
+
 if TYPE_CHECKING:
+    from app.mcp.approval import ToolRequest
     from app.mcp.servers import ToolServer
 
 # JSON-RPC codes the SDK uses for its own conditions (mcp_types).
@@ -63,3 +67,10 @@ def describe_failure(server: ToolServer, exc: BaseException, *, starting: bool, 
     if isinstance(exc, OSError):
         return ToolServerError(f"{name} could not start: {exc.strerror or exc}.")
     return ToolServerError(f"{name} failed: {type(exc).__name__}: {exc}.")
+
+
+def interrupted(request: ToolRequest, why: str) -> ToolResult:
+    """A call that was sent and whose answer Cove stopped waiting for (`why`: "Cove quit", "Cove was
+    stopped (SIGTERM)"): status 'interrupted'; the server may have done it."""
+    return ToolResult(f"{why} while the call of '{request.tool}' on '{request.server.name}' ran; its result is "
+                      "unknown (the server may have done it).", "interrupted")

@@ -4,7 +4,8 @@ facade (list tools, call a tool, stop all) for the rest of Cove.
 Threads: every SDK object lives on the host's loop thread; callers block on a future. The
 host never touches SQLite: deciding and recording a call happen on the caller's thread.
 One session per server stays open between calls; a server that crashed, hung or sent
-garbage is stopped, and the next call starts it again.
+garbage is stopped, and the next call starts it again. A stdio server runs on a leash
+(app/mcp/launch.py): whatever it started ends with it, and nothing of it outlives Cove.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from app.mcp.approval import ApprovalRequired, Decision, ToolRequest, denial_text
-from app.mcp.environment import scrubbed_environment
 from app.mcp.failures import ToolServerError, describe_failure
+from app.mcp.launch import stdio_parameters
 from app.mcp.results import ToolLimits, ToolResult, capped, result_text
 from app.mcp.servers import ToolServer
 
@@ -48,6 +49,7 @@ class _Session:
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.garbage = False  # the server wrote something that is not MCP
         self.task: asyncio.Task[None] | None = None
+        self.running: asyncio.Future[Any] | None = None  # the caller's future of the request in flight
 
 
 class McpHost:
@@ -60,6 +62,7 @@ class McpHost:
         self._log: TextIO = open(log_file, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in close()
         self._loop = asyncio.new_event_loop()
         self._sessions: dict[str, _Session] = {}  # loop thread only
+        self._stopping: set[asyncio.Task[None]] = set()  # sessions on their way down; loop thread only
         self._closed = False
         self._thread = threading.Thread(target=self._loop.run_forever, name="cove-mcp", daemon=True)
         self._thread.start()
@@ -151,6 +154,9 @@ class McpHost:
             asyncio.run_coroutine_threadsafe(self._stop_session(server.name), self._loop)
             what = f"the call of '{tool}' on the tool server '{server.name}'" if tool else f"the tool server '{server.name}'"
             raise ToolServerError(f"{what} got no answer within {budget:g} seconds; the server was stopped.") from None
+        except KeyboardInterrupt:  # Ctrl-C or a signal (Terminated): the call is abandoned, so is the server
+            asyncio.run_coroutine_threadsafe(self._stop_session(server.name), self._loop)
+            raise
         return result
 
     def _submit(self, coroutine: Awaitable[T], timeout: float) -> T:
@@ -160,6 +166,9 @@ class McpHost:
         except FutureTimeout:
             future.cancel()
             raise _Overdue from None
+        except BaseException:  # a KeyboardInterrupt or a signal's: the caller no longer waits
+            future.cancel()
+            raise
 
     async def _request(self, server: ToolServer, work: Callable[[Any], Awaitable[T]], tool: str | None) -> T:
         session = self._sessions.get(server.name)
@@ -179,7 +188,7 @@ class McpHost:
         await session.requests.put((work, done))
         try:
             return await done
-        except ToolServerError:
+        except (ToolServerError, asyncio.CancelledError):  # cancelled: the caller went away; close() stops the server
             raise
         except BaseException as exc:
             failure = describe_failure(server, exc, starting=False, garbage=session.garbage, tool=tool,
@@ -205,6 +214,7 @@ class McpHost:
                 session.ready.set_result(None)
                 while (item := await session.requests.get()) is not None:
                     work, done = item
+                    session.running = done
                     try:
                         outcome = await work(client)
                     except Exception as exc:  # noqa: BLE001 - handed to the caller as one sentence
@@ -213,6 +223,7 @@ class McpHost:
                     else:
                         if not done.done():
                             done.set_result(outcome)
+                    session.running = None
         except BaseException as exc:
             if not session.ready.done():
                 session.ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
@@ -224,15 +235,16 @@ class McpHost:
             self._note(server, "stopped")
 
     def _transport(self, server: ToolServer) -> Any:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.stdio import stdio_client
 
         if server.url:
             return server.url  # the SDK's Streamable HTTP client (httpx2); no proxy from the environment
-        params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
-                                       env=scrubbed_environment(), encoding_error_handler="replace")
-        return stdio_client(params, errlog=self._log)
+        return stdio_client(stdio_parameters(server), errlog=self._log)
 
     def _fail_waiting(self, session: _Session) -> None:
+        running, session.running = session.running, None
+        if running is not None and not running.done():
+            running.set_exception(ConnectionError("the server stopped"))
         while not session.requests.empty():
             item = session.requests.get_nowait()
             if item is not None and not item[1].done():
@@ -241,10 +253,16 @@ class McpHost:
             del self._sessions[session.server.name]
 
     async def _stop_session(self, name: str) -> None:
+        """Stop a server: at once when a call is in flight (its caller is told the server stopped),
+        else once its session has wound down (bounded)."""
         session = self._sessions.pop(name, None)
         if session is None or session.task is None:
             return
+        self._stopping.add(session.task)
+        session.task.add_done_callback(self._stopping.discard)
         await session.requests.put(None)
+        if session.running is not None:
+            session.task.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(session.task), _STOP_GRACE)
         except (TimeoutError, asyncio.CancelledError):
@@ -253,8 +271,11 @@ class McpHost:
             pass
 
     async def _stop_all(self) -> None:
+        """Every server stopped, those another stop began included (bounded)."""
         for name in list(self._sessions):
             await self._stop_session(name)
+        if self._stopping:
+            await asyncio.wait(list(self._stopping), timeout=_STOP_GRACE)
 
     def _note(self, server: ToolServer, line: str) -> None:
         try:

@@ -21,7 +21,8 @@ class ToolLimits:
 @dataclass(frozen=True)
 class ToolResult:
     """What goes back to the model. `status`: 'ok', 'tool_error' (the tool said it failed),
-    'failed' (the server failed: one sentence in `text`), or 'denied'."""
+    'failed' (the server failed: one sentence in `text`), 'denied', or 'interrupted' (sent, and Cove
+    stopped waiting for its answer: app/mcp/failures.py `interrupted`)."""
 
     text: str
     status: str

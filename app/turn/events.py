@@ -95,7 +95,7 @@ class ToolResultEvent:
     content: str
     is_error: bool = False
     server: str = ""
-    status: str = "ok"  # app.mcp.results.ToolResult.status: ok, tool_error, failed, denied
+    status: str = "ok"  # app.mcp.results.ToolResult.status: ok, tool_error, failed, denied, interrupted
     approved_by: str = ""  # who decided, as the record keeps it ("" when nothing could run)
 
 

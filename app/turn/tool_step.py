@@ -2,6 +2,10 @@
 the next, for `Turn`. It owns the step's state: the calls still to go, the question waiting for
 the person's answer (a deferred loop) and the call running on a worker thread.
 
+A call that was sent is always written: one whose result never came (Ctrl-C or a signal while it
+ran, or quitting the window) is written with status 'interrupted' and a result that says it is
+unknown, before the interruption goes on.
+
 Threading invariant: every method runs on the thread that drives the turn (the history's);
 the worker thread of a deferred loop only calls `McpHost.call_tool` (which blocks on the
 host's own asyncio thread) and sets its `_Running.outcome`, which the driving thread picks up
@@ -16,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.mcp.approval import Decision, ToolRequest
+from app.mcp.approval import Decision, ToolRequest, decide
+from app.mcp.failures import interrupted
 from app.mcp.results import ToolResult
 from app.tools.parsers import Call
 from app.turn.events import ToolCallEvent, ToolResultEvent, TurnEvent
@@ -75,7 +80,7 @@ class ToolStep:
                 continue
             if not self.loop.deferred:
                 out.append(ToolCallEvent(call.id, call.name, call.arguments, server=server))
-                out.append(self._written(self.loop.run_call(call), server))
+                self._run_here(call, server, out)
                 continue
             prepared = self.loop.prepare(call)
             if isinstance(prepared, CallOutcome):  # nothing may run: no question
@@ -127,9 +132,29 @@ class ToolStep:
         if running.thread is not None:
             running.thread.join(timeout_s)
         if running.outcome is None:
-            running.outcome = CallOutcome(running.call, running.request, running.decision, ToolResult(
-                f"Cove quit while the call of '{running.request.tool}' ran; its result is unknown.", "failed"))
+            running.outcome = CallOutcome(running.call, running.request, running.decision,
+                                          interrupted(running.request, "Cove quit"))
         self.take([])
+
+    def _run_here(self, call: Call, server: str, out: list[TurnEvent]) -> None:
+        """Decide and run one call on this thread (the synchronous loop: `cove chat`). A Ctrl-C or
+        a signal while an allowed call runs writes it as interrupted, then goes on up the stack."""
+        loop = self.loop
+        prepared = loop.prepare(call)
+        if isinstance(prepared, CallOutcome):
+            out.append(self._written(prepared, server))
+            return
+        decision = decide(prepared, loop.approver, loop.rules, loop.who)  # a Ctrl-C here: nothing was sent
+        try:
+            result = loop.host.call_tool(prepared, decision)
+        except KeyboardInterrupt as exc:  # Terminated (SIGTERM, SIGHUP) is one too
+            if not decision.allowed:  # a denial never reaches the server
+                raise
+            stopped_by = str(exc) or "SIGINT"
+            outcome = CallOutcome(call, prepared, decision, interrupted(prepared, f"Cove was stopped ({stopped_by})"))
+            out.append(self._written(outcome, server))
+            raise
+        out.append(self._written(CallOutcome(call, prepared, decision, result), server))
 
     def _start(self, call: Call, request: ToolRequest, decision: Decision) -> None:
         running = _Running(call, request, decision)

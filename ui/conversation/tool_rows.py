@@ -19,7 +19,8 @@ from app.store.history import Message
 from ui.conversation.item_model import MessageItem
 
 TOOL_ROLES = ("tool_call", "tool")
-STATUS_WORDS = {"ok": "done", "tool_error": "the tool reported an error", "failed": "failed", "denied": "denied"}
+STATUS_WORDS = {"ok": "done", "tool_error": "the tool reported an error", "failed": "failed", "denied": "denied",
+                "interrupted": "interrupted: its result is unknown"}
 SPEAKER = "Tool"
 
 
