@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--no-embed", action="store_true", help="keyword search only, even with an embedding model installed")
     add.set_defaults(docs_run=run_add)
     dsub.add_parser("list", help="the collections, with their files and passages").set_defaults(docs_run=run_list)
-    status = dsub.add_parser("status", help="one collection: folders, counts, files left out or not readable")
+    status = dsub.add_parser("status", help="one collection: folders, counts, files with a note (left out, not readable or cut)")
     status.add_argument("name")
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(docs_run=run_status)
@@ -173,7 +173,7 @@ def _print_status(s: CollectionStatus, out: Any) -> None:
     for root in s.roots:
         say(f"  folder or file: {root}", out)
     if s.problems:
-        say(f"  {_n(len(s.problems), 'file')} left out or not readable:", out)
+        say(f"  {_n(len(s.problems), 'file')} with a note (left out, not readable or cut):", out)
         for problem in s.problems:
             say(f"    {problem.path}: {problem.sentence}", out)
 

@@ -53,7 +53,7 @@ class CollectionStatus:
     chunks: int
     vectors: int  # chunks with a vector of `embedding_model`
     problems: tuple[FileProblem, ...]  # files left out (or indexed without vectors), with why
-    pending: int  # files found by a run that has not read them yet (a paused or stopped run)
+    pending: int  # files found by a run that has not read them (all) yet (a paused or stopped run)
     last_indexed: str | None  # when a file was last indexed; None: never
     embedding_model: str | None
 
@@ -165,7 +165,8 @@ class DocumentIndex:
         info = self.require(name)
         q = self.conn.execute
         files = int(q("SELECT count(*) FROM files WHERE collection = ? AND status = 'indexed'", (name,)).fetchone()[0])
-        pending = int(q("SELECT count(*) FROM files WHERE collection = ? AND status = 'pending'", (name,)).fetchone()[0])
+        pending = int(q("SELECT count(*) FROM files WHERE collection = ? AND status IN ('pending', 'reading')",
+                        (name,)).fetchone()[0])
         chunks = int(q("SELECT count(*) FROM chunks JOIN files f ON f.id = chunks.file_id WHERE f.collection = ?",
                        (name,)).fetchone()[0])
         vectors = 0

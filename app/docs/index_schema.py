@@ -6,6 +6,11 @@ external-content FTS5 table chunks_fts, kept in step by triggers (they also fire
 keys' cascading deletes). Vectors are float32 little-endian BLOBs of `dim` values, one per chunk
 and model. `index_state.generation` grows with every write that changes chunks or vectors, so a
 reader can tell that a matrix it loaded earlier is still current.
+
+files.path is text that can be stored and printed; a name that is not UTF-8 has its bytes shown
+as \\xNN there and its exact bytes in raw_path (NULL for every other file). A file is written a
+batch of passages at a time: while it is, its status is 'reading' and `claim` names the run
+writing it; a batch is written only while the claim is still that run's.
 """
 
 from __future__ import annotations
@@ -113,5 +118,13 @@ def _m0001_documents(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _m0002_raw_paths_and_claims(db: sqlite_utils.Database) -> None:
+    db.execute("ALTER TABLE files ADD COLUMN raw_path BLOB")  # the name's bytes when `path` shows them escaped
+    db.execute("ALTER TABLE files ADD COLUMN claim TEXT")  # the run writing the file's passages ('reading')
+
+
 # Append-only: never rename, reorder, edit or remove an entry once released.
-MIGRATIONS: tuple[Migration, ...] = (("0001_documents", _m0001_documents),)
+MIGRATIONS: tuple[Migration, ...] = (
+    ("0001_documents", _m0001_documents),
+    ("0002_raw_paths_and_claims", _m0002_raw_paths_and_claims),
+)

@@ -2,19 +2,24 @@
 embedded when an embedder is given, and written; files that are gone removed; problems recorded.
 
 Invariants:
-- Each file is written in ONE transaction (its row, its chunks, their full-text rows, and the
-  vectors the index already had for their hashes), streamed from the reader a batch of chunks at a
-  time, so a run killed at any point loses at most the file in progress, and the next run
-  resumes: files a run found but has not read yet are rows with status 'pending'. New vectors
-  follow in transactions of their own, a batch at a time (the model embeds outside any write
-  lock); chunks a stopped run left without vectors are embedded by the next run.
+- A file's passages are written a batch at a time, each batch a transaction of its own
+  (app/docs/file_rows.py), so the index's write lock is never held while a file is read and a
+  run stopped or killed part way keeps what it wrote; the next run reads that file again. Files a
+  run found but has not read yet are rows with status 'pending'. New vectors follow in
+  transactions of their own, a batch at a time (the model embeds outside any write lock); chunks
+  a stopped run left without vectors are embedded by the next run.
+- Reading one file is bounded (app/docs/readers/limits.py: time, PDF content unpacked, characters);
+  a file that reaches a limit is cut there, indexed up to it, and gets a sentence saying where.
 - A file is read again only when its size or mtime changed and then its content's sha256 too (a
-  touched file keeps its chunks). Vectors are reused by chunk hash, so a renamed or edited file
-  re-embeds only passages it did not have before.
-- Any thread may run it: it opens its own connection. `hold()` true pauses it between files and
-  embedding batches (a reply is streaming); `should_stop()` ends it between files. On Linux the
-  thread that runs it lowers its own priority.
-- The files themselves are only read, never written, moved or copied.
+  touched file keeps its chunks). Vectors are reused by chunk hash from any chunk still in the
+  index, so a renamed file is not embedded again (an edited file's old chunks, and their vectors,
+  are dropped when it is read again).
+- Any thread may run it: it opens its own connection. `hold()` true pauses it between files,
+  between batches of a file and between embedding batches (a reply is streaming);
+  `should_stop()` ends it between files or batches. On Linux the thread that runs it lowers its
+  own priority.
+- The files themselves are only read, never written, moved or copied; each is opened without
+  blocking and read only when what was opened is a regular file.
 """
 
 from __future__ import annotations
@@ -25,46 +30,46 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from app.docs.chunker import chunk_sections
 from app.docs.embedding import Embedder
+from app.docs.file_names import shown_path
+from app.docs.file_rows import ClaimLost, FileRows, Known
 from app.docs.index_db import DocumentIndex
-from app.docs.readers import Unreadable, is_supported, read_sections, too_large
-from app.docs.types import Chunk, FileProblem, Progress
+from app.docs.readers import NotRegular, NotTheSame, Unreadable, is_supported, read_sections, too_large
+from app.docs.readers._base import open_checked
+from app.docs.readers.limits import AT_START, DEFAULT_LIMITS, Budget, Cut, Limits
+from app.docs.types import Chunk, FileProblem, Progress, Section
 from app.docs.walk import Found, walk_roots
-from models.timestamps import utc_timestamp
 from models.transactions import write_transaction
 
 EMBED_BATCH = 16
 WRITE_BATCH = 128  # chunks held in memory at a time while a file is written or embedded
 HOLD_POLL_S = 0.1
 _NICE = 10
-
-
-@dataclass(frozen=True)
-class _Known:
-    id: int
-    size: int | None
-    mtime_ns: int | None
-    sha256: str | None
-    status: str
+CHANGED_KIND = "is no longer a regular file (it became a pipe, device, socket or folder while Cove was indexing), so it is skipped"
+REPLACED = "was replaced by another file or a link while Cove was indexing, so it is skipped"
+EMBED_FAILED = "was indexed for keyword search only: embedding failed"
+SAME_NAME = "has a name that is not UTF-8 and reads, escaped, like another file's name beside it, so it is left out"
 
 
 def index_collection(index_path: Path, name: str, *, embedder: Embedder | None = None,
                      on_progress: Callable[[Progress], None] | None = None, should_stop: Callable[[], bool] | None = None,
-                     hold: Callable[[], bool] | None = None, lower_priority: bool = True) -> Progress:
+                     hold: Callable[[], bool] | None = None, lower_priority: bool = True,
+                     limits: Limits = DEFAULT_LIMITS) -> Progress:
     """Bring collection `name` up to date with its files; the last Progress (finished, or paused
-    when `should_stop()` ended it early). UnknownCollection when there is no such collection."""
+    when `should_stop()` ended it early). `limits`: how much reading one file may take.
+    UnknownCollection when there is no such collection."""
     if lower_priority:
         _lower_thread_priority()
     index = DocumentIndex(index_path)
     try:
-        return _Run(index, name, embedder, on_progress, should_stop, hold).run()
+        return _Run(index, name, embedder, on_progress, should_stop, hold, limits).run()
     finally:
         index.close(tidy=True)
 
@@ -72,11 +77,13 @@ def index_collection(index_path: Path, name: str, *, embedder: Embedder | None =
 class _Run:
     def __init__(self, index: DocumentIndex, name: str, embedder: Embedder | None,
                  on_progress: Callable[[Progress], None] | None, should_stop: Callable[[], bool] | None,
-                 hold: Callable[[], bool] | None) -> None:
-        self.index, self.name, self.embedder = index, name, embedder
+                 hold: Callable[[], bool] | None, limits: Limits) -> None:
+        self.index, self.name, self.embedder, self.limits = index, name, embedder, limits
         self._on_progress, self._should_stop, self._hold = on_progress, should_stop, hold
+        self.rows = FileRows(index, name, embedder.model_name if embedder is not None else None)
         self.progress = Progress(collection=name, files_done=0, files_total=0)
-        self.problems: dict[str, str] = {}  # the collection's problems as of now, by path
+        self.problems: dict[str, str] = {}  # the collection's problems as of now, by shown path
+        self.left_out: dict[str, str] = {}  # files this run leaves out without a row of their own (SAME_NAME)
         self.embed_failure: str | None = None  # after one failure the run stops asking the embedder
         self.failed_ids: set[int] = set()  # files indexed this run without vectors
 
@@ -86,59 +93,96 @@ class _Run:
         info = self.index.require(self.name)
         if self.embedder is not None and info.embedding_model != self.embedder.model_name:
             self._switch_model(self.embedder.model_name)
-        known = self._known()
+        known = self.rows.known()
         self.problems = {str(p): str(s) for p, s in self.index.conn.execute(
             "SELECT path, problem FROM files WHERE collection = ? AND problem IS NOT NULL", (self.name,))}
-        found = list(walk_roots(info.roots, is_supported))
+        found = self._one_per_name(walk_roots(info.roots, is_supported))
         found_paths = {f.path for f in found}
         todo = [f for f in found if f.problem is None and _changed(known.get(f.path), f)]
         self._walk_problems([f for f in found if f.problem is not None], known)
-        self._mark_pending([f for f in todo if f.path not in known])
+        self.rows.mark_pending([f.path for f in todo if f.path not in known])
         self._report(files_total=len(todo), bytes_total=sum(f.size for f in todo))
         for f in todo:
             if self._stopping():
                 return self._report(paused=True, current=None)
-            self._report(current=f.path)
-            self.problems.pop(f.path, None)
-            self._index_file(f, self._known_one(f.path))
+            shown = shown_path(f.path)
+            self._report(current=shown)
+            self.problems.pop(shown, None)
+            if not self._index_file(f, self.rows.known_one(f.path)):
+                return self._report(paused=True, current=None)
             self._report(files_done=self.progress.files_done + 1, bytes_done=self.progress.bytes_done + f.size)
         if self.embedder is not None and not self._fill_vectors():
             return self._report(paused=True, current=None)
         gone = [p for p in known if p not in found_paths]
-        self._remove_gone(gone)
+        self.rows.remove(gone)
         for path in gone:
-            self.problems.pop(path, None)
+            self.problems.pop(shown_path(path), None)
         return self._report(finished=True, current=None)
 
-    def _index_file(self, f: Found, old: _Known | None) -> None:
+    def _index_file(self, f: Found, old: Known | None) -> bool:
+        """Read, cut and write one file (or record its problem). False: the run was stopped part
+        way through it."""
         too_big = too_large(f.size)
         if too_big is not None:  # said before it is hashed: a 2 GB file is not read at all
             self._write_problem(f, None, too_big)
-            return
+            return True
         try:
-            digest = _sha256(f.path)
-        except OSError as exc:
-            self._write_problem(f, None, _os_sentence(exc))
-            return
+            digest = _sha256(f.path, _identity(f))
+        except Unreadable as exc:
+            self._write_problem(f, None, _sentence(exc))
+            return True
         if old is not None and old.status == "indexed" and old.sha256 == digest:
-            with write_transaction(self.index.db):  # touched, same content: keep its chunks
-                self.index.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", (f.size, f.mtime_ns, old.id))
-            return
+            self.rows.touch(old.id, f)
+            return True
         try:
-            file_id = self._write_file(f, digest)
+            written = self._write_file(f, digest, Budget(self.limits))
         except sqlite3.Error:
             raise  # the index itself (a full disk): not this file's problem
+        except ClaimLost:
+            return True  # another run took the file over and writes it
         except Unreadable as exc:
-            self._write_problem(f, digest, str(exc))
-            return
+            self._write_problem(f, digest, _sentence(exc))
+            return True
         except OSError as exc:
             self._write_problem(f, digest, _os_sentence(exc))
-            return
+            return True
         except Exception as exc:  # a reader's bug must not end the run: the file gets a sentence
             self._write_problem(f, digest, f"could not be read ({type(exc).__name__}: {exc})")
-            return
+            return True
+        if written is None:
+            return False
+        file_id, cut = written
+        if cut is not None:
+            self._problem(shown_path(f.path), cut)
         if self.embedder is not None:
-            self._embed_file(file_id, f.path)
+            self._embed_file(file_id, shown_path(f.path))
+        return True
+
+    def _write_file(self, f: Found, digest: str, budget: Budget) -> tuple[int, str | None] | None:
+        """The file's passages, streamed from the reader and written a batch at a time until the
+        file ends or `budget` runs out: (its id, the sentence saying where it was cut, or None).
+        None: the run was stopped between two batches (what was written is kept)."""
+        file_id = self.rows.begin(f, digest)
+        sections = read_sections(Path(f.path), budget, _identity(f))
+        bounded = _within(sections, budget)
+        chunks = chunk_sections(bounded)
+        try:
+            batch: list[Chunk] = []
+            ord_ = 0
+            for chunk in chunks:
+                batch.append(chunk)
+                if len(batch) >= WRITE_BATCH:
+                    ord_ = self.rows.add(file_id, ord_, batch)
+                    batch = []
+                    with budget.paused():
+                        if self._stopping():
+                            return None
+            self.rows.add(file_id, ord_, batch)
+        finally:  # the reader's file closed now, also when the run stops part way (they are generators)
+            for gen in (chunks, bounded, sections):
+                getattr(gen, "close", lambda: None)()
+        self.rows.finish(file_id, budget.cut)
+        return file_id, budget.cut
 
     # ---- vectors ----------------------------------------------------------------------------
 
@@ -150,7 +194,7 @@ class _Run:
         if self.embed_failure is not None:
             return {}, self.embed_failure
         model = self.embedder.model_name
-        have = self._stored_vectors(model, {c.hash for c in chunks})
+        have = self.rows.stored_vectors(model, {c.hash for c in chunks})
         missing = list({c.hash: c.text for c in chunks if c.hash not in have}.items())
         for i in range(0, len(missing), EMBED_BATCH):
             self._wait_while_held()
@@ -160,23 +204,11 @@ class _Run:
                 if len(out) != len(batch):
                     raise ValueError(f"{len(out)} vectors came back for {len(batch)} texts")
             except Exception as exc:
-                self.embed_failure = f"was indexed for keyword search only: embedding failed ({exc})"
+                self.embed_failure = f"{EMBED_FAILED} ({exc})"
                 return {}, self.embed_failure
             for (h, _), vec in zip(batch, out, strict=True):
                 have[h] = np.asarray(vec, dtype="<f4").tobytes()
         return have, None
-
-    def _stored_vectors(self, model: str, hashes: set[str]) -> dict[str, bytes]:
-        have: dict[str, bytes] = {}
-        ordered = sorted(hashes)
-        for i in range(0, len(ordered), 500):
-            part = ordered[i:i + 500]
-            marks = ",".join("?" * len(part))
-            for h, blob in self.index.conn.execute(
-                    f"SELECT c.hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
-                    f"WHERE v.model = ? AND c.hash IN ({marks})", (model, *part)):
-                have[str(h)] = bytes(blob)
-        return have
 
     def _switch_model(self, model: str) -> None:
         """Vectors of another model are dropped (never mixed with this one's); the files are
@@ -223,105 +255,46 @@ class _Run:
             after = int(rows[-1][0])
             vectors, problem = self._vectors([Chunk(text=t, start=0, end=0, hash=h) for _, h, t in rows])
             with write_transaction(self.index.db):
-                if problem is not None:
-                    self.index.conn.execute("UPDATE files SET problem = ? WHERE id = ?", (problem, file_id))
-                    self._problem(path, problem)
+                if problem is not None:  # a sentence saying where the file was cut stays the one it shows
+                    if self.index.conn.execute("UPDATE files SET problem = ? WHERE id = ? AND (problem IS NULL OR problem LIKE ?)",
+                                               (problem, file_id, EMBED_FAILED + "%")).rowcount:
+                        self._problem(path, problem)
                     self.failed_ids.add(file_id)
                     return
-                self._insert_vectors([(cid, vectors[h]) for cid, h, _ in rows], model)
+                self.rows.insert_vectors([(cid, vectors[h]) for cid, h, _ in rows], model)
                 self.index.bump_generation()
         with write_transaction(self.index.db):
-            if self.index.conn.execute("UPDATE files SET problem = NULL WHERE id = ? AND problem IS NOT NULL",
-                                       (file_id,)).rowcount:
+            if self.index.conn.execute("UPDATE files SET problem = NULL WHERE id = ? AND problem LIKE ?",
+                                       (file_id, EMBED_FAILED + "%")).rowcount:
                 self.problems.pop(path, None)
 
-    def _insert_vectors(self, rows: Sequence[tuple[int, bytes]], model: str) -> None:
-        self.index.conn.executemany("INSERT OR REPLACE INTO vectors (chunk_id, model, dim, vector) VALUES (?, ?, ?, ?)",
-                                    [(cid, model, len(blob) // 4, blob) for cid, blob in rows])
-
-    # ---- writing ----------------------------------------------------------------------------
-
-    def _write_file(self, f: Found, digest: str) -> int:
-        """The file's row and its chunks, streamed from the reader into one transaction (a batch of
-        chunks in memory at a time), with the vectors the index already has for their hashes."""
-        conn = self.index.conn
-        with write_transaction(self.index.db):
-            file_id = self._upsert_file(f, digest, "indexed", None)
-            conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
-            batch: list[Chunk] = []
-            ord_ = 0
-            for chunk in chunk_sections(read_sections(Path(f.path))):
-                batch.append(chunk)
-                if len(batch) >= WRITE_BATCH:
-                    ord_ = self._insert_chunks(file_id, ord_, batch)
-                    batch = []
-            self._insert_chunks(file_id, ord_, batch)
-            self.index.bump_generation()
-        return file_id
-
-    def _insert_chunks(self, file_id: int, first: int, chunks: Sequence[Chunk]) -> int:
-        ids: list[tuple[int, str]] = []
-        for ord_, c in enumerate(chunks, first):
-            cur = self.index.conn.execute('INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) '
-                                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                          (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash))
-            assert cur.lastrowid is not None
-            ids.append((cur.lastrowid, c.hash))
-        if self.embedder is not None and ids:  # a renamed or edited file: passages it had keep their vectors
-            have = self._stored_vectors(self.embedder.model_name, {h for _, h in ids})
-            self._insert_vectors([(cid, have[h]) for cid, h in ids if h in have], self.embedder.model_name)
-        return first + len(chunks)
+    # ---- problems ---------------------------------------------------------------------------
 
     def _write_problem(self, f: Found, digest: str | None, sentence: str) -> None:
-        with write_transaction(self.index.db):
-            file_id = self._upsert_file(f, digest, "problem", sentence)
-            if self.index.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,)).rowcount:
-                self.index.bump_generation()
-        self._problem(f.path, sentence)
+        self.rows.problem(f, digest, sentence)
+        self._problem(shown_path(f.path), sentence)
 
-    def _upsert_file(self, f: Found, digest: str | None, status: str, problem: str | None) -> int:
-        row = self.index.conn.execute(
-            "INSERT INTO files (collection, path, size, mtime_ns, sha256, status, problem, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (collection, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-            "sha256 = excluded.sha256, status = excluded.status, problem = excluded.problem, indexed_at = excluded.indexed_at "
-            "RETURNING id", (self.name, f.path, f.size, f.mtime_ns, digest, status, problem, utc_timestamp())).fetchone()
-        return int(row[0])
-
-    def _walk_problems(self, found: Sequence[Found], known: dict[str, _Known]) -> None:
+    def _walk_problems(self, found: Sequence[Found], known: dict[str, Known]) -> None:
         """Paths the walk could not take: recorded (once; again only when the sentence changes)."""
         for f in found:
             assert f.problem is not None
-            row = self.index.conn.execute("SELECT problem FROM files WHERE collection = ? AND path = ?", (self.name, f.path)).fetchone()
-            if row is None or row[0] != f.problem or f.path not in known or known[f.path].status != "problem":
+            shown = shown_path(f.path)
+            if f.path not in known or known[f.path].status != "problem" or self.problems.get(shown) != f.problem:
                 self._write_problem(f, None, f.problem)
             else:
-                self._problem(f.path, f.problem)
+                self._problem(shown, f.problem)
 
-    def _mark_pending(self, new: Sequence[Found]) -> None:
-        """Files found and not yet read, so a status shows them (and a killed run's next run reads them)."""
-        if new:
-            with write_transaction(self.index.db):
-                self.index.conn.executemany("INSERT OR IGNORE INTO files (collection, path, status) VALUES (?, ?, 'pending')",
-                                            [(self.name, f.path) for f in new])
-
-    def _remove_gone(self, paths: Sequence[str]) -> None:
-        if not paths:
-            return
-        with write_transaction(self.index.db):
-            for path in paths:
-                self.index.conn.execute("DELETE FROM files WHERE collection = ? AND path = ?", (self.name, path))
-            self.index.bump_generation()
-
-    # ---- reading the index ----------------------------------------------------------------
-
-    def _known(self) -> dict[str, _Known]:
-        return {str(r[0]): _Known(*r[1:]) for r in self.index.conn.execute(
-            "SELECT path, id, size, mtime_ns, sha256, status FROM files WHERE collection = ?", (self.name,))}
-
-    def _known_one(self, path: str) -> _Known | None:
-        row = self.index.conn.execute("SELECT id, size, mtime_ns, sha256, status FROM files WHERE collection = ? AND path = ?",
-                                      (self.name, path)).fetchone()
-        return _Known(*row) if row is not None else None
+    def _one_per_name(self, found: Iterable[Found]) -> list[Found]:
+        """`found`, leaving out a file whose shown name another has already (a name that is not
+        UTF-8, its bytes escaped, can read like another's): the index keys files by that name."""
+        kept: dict[str, Found] = {}
+        for f in found:
+            shown = shown_path(f.path)
+            if shown in kept:
+                self.left_out[shown] = SAME_NAME
+                continue
+            kept[shown] = f
+        return list(kept.values())
 
     # ---- pacing and progress ----------------------------------------------------------------
 
@@ -340,7 +313,7 @@ class _Run:
         self.progress = replace(self.progress, problems=self._problem_list())
 
     def _problem_list(self) -> tuple[FileProblem, ...]:
-        return tuple(FileProblem(p, s) for p, s in sorted(self.problems.items()))
+        return tuple(FileProblem(p, s) for p, s in sorted({**self.left_out, **self.problems}.items()))
 
     def _report(self, **changes: object) -> Progress:
         self.progress = replace(self.progress, problems=self._problem_list(), **changes)  # type: ignore[arg-type]
@@ -349,13 +322,45 @@ class _Run:
         return self.progress
 
 
-def _changed(known: _Known | None, f: Found) -> bool:
-    return known is None or known.status == "pending" or known.size != f.size or known.mtime_ns != f.mtime_ns
+def _changed(known: Known | None, f: Found) -> bool:
+    return known is None or known.status in ("pending", "reading") or known.size != f.size or known.mtime_ns != f.mtime_ns
 
 
-def _sha256(path: str) -> str:
+def _within(sections: Iterable[Section], budget: Budget) -> Iterator[Section]:
+    """`sections` until `budget` runs out (time and characters looked at before each; a Cut the
+    reader raises itself ends them too): `budget.cut` then says where and why. They end without
+    an error, so the chunker gives out the text it holds before the cut."""
+    try:
+        for section in sections:
+            if section.page is not None:
+                where = f"at page {section.page:,}"
+            else:
+                where = f"after {section.start:,} characters" if section.start else AT_START
+            budget.check_time(where)
+            budget.take_text(len(section.text), where)
+            yield section
+    except Cut as cut:
+        budget.cut = str(cut)
+
+
+def _sentence(exc: Unreadable) -> str:
+    """The file's sentence; the walk found a regular file, so one that is no longer it changed since."""
+    if isinstance(exc, NotRegular):
+        return CHANGED_KIND
+    if isinstance(exc, NotTheSame):
+        return REPLACED
+    return str(exc)
+
+
+def _identity(f: Found) -> tuple[int, int] | None:
+    """The file as the walk found it (st_dev, st_ino), when the walk said."""
+    return (f.dev, f.ino) if f.ino else None
+
+
+def _sha256(path: str, identity: tuple[int, int] | None) -> str:
+    """The SHA-256 of the file's content; Unreadable (NotRegular, NotTheSame: not the regular file found)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_checked(path, identity) as fh:
         while block := fh.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()

@@ -1,6 +1,7 @@
 """What every reader shares: the Unreadable sentence, the size limit checked before a byte is read,
-opening a file with its OS errors turned into one sentence, and the builder that turns a stream of
-text into Sections (offsets laid end to end, a heading path, cut at paragraph breaks)."""
+opening a file without blocking and only when what was opened is a regular file (its OS errors
+turned into one sentence), and the builder that turns a stream of text into Sections (offsets
+laid end to end, a heading path, cut at paragraph breaks)."""
 
 from __future__ import annotations
 
@@ -52,19 +53,56 @@ def os_sentence(exc: OSError) -> str:
     return f"cannot be read ({exc.strerror or exc.__class__.__name__})".lower()
 
 
-def open_checked(path: Path) -> BinaryIO:
+class NotRegular(Unreadable):
+    """The path is (now) a folder, pipe, device or socket, not a regular file."""
+
+
+class NotTheSame(Unreadable):
+    """The path opens another file than the one expected (it was replaced, or made a link)."""
+
+
+# Opened without waiting: a FIFO put where a file was would otherwise block open() until a writer
+# came, forever; without O_NOCTTY a terminal device would become the controlling terminal. No
+# O_NOFOLLOW: a file the person named may be a link (app/docs/walk.py decides which links count);
+# a file swapped for a link after the walk is caught by its identity instead.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_checked(path: Path | str, identity: tuple[int, int] | None = None) -> BinaryIO:
     """`path` opened for reading in binary, after checking it is a regular file within the size
-    limit; Unreadable with a sentence otherwise."""
+    limit and, given `identity` (st_dev, st_ino, as a walk found it), that very file; Unreadable
+    with a sentence otherwise (NotRegular: not a regular file; NotTheSame: another file).
+
+    The path is looked at before it is opened (a device is never opened) and what was opened is
+    checked again (fstat), as the path may have been swapped for a pipe, device or link since.
+    """
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable("is a folder, not a file" if stat.S_ISDIR(info.st_mode) else "is not a regular file")
+        _check_regular(os.stat(path))
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise Unreadable(os_sentence(exc)) from None
+    try:
+        info = os.fstat(fd)
+        _check_regular(info)
+        if identity is not None and (info.st_dev, info.st_ino) != identity:
+            raise NotTheSame("is not the file that was found there (it was replaced)")
         sentence = too_large(info.st_size)
         if sentence:
             raise Unreadable(sentence)
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except OSError as exc:
-        raise Unreadable(os_sentence(exc)) from None
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise Unreadable(os_sentence(exc)) from None
+        raise
+
+
+def _check_regular(info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegular("is a folder, not a file" if stat.S_ISDIR(info.st_mode) else "is not a regular file")
 
 
 def read_block(file: BinaryIO, size: int) -> bytes:

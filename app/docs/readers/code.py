@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from app.docs.readers._base import SectionBuilder
+from app.docs.readers.limits import Budget
 from app.docs.readers.markdown import lines
 from app.docs.readers.text import decoded_text
 from app.docs.types import Section
@@ -82,9 +84,9 @@ _COMPILED = {suffix: re.compile("|".join(f"(?:{p})" for p in patterns)) if patte
 CODE_SUFFIXES = frozenset(_PATTERNS)
 
 
-def read_code(path: Path) -> Iterator[Section]:
-    """The Sections of a source or configuration file."""
-    return code_sections(lines(decoded_text(path)), path.suffix.lower())
+def read_code(file: BinaryIO, path: Path, budget: Budget) -> Iterator[Section]:
+    """The Sections of a source or configuration file (its language by `path`'s suffix)."""
+    return code_sections(lines(decoded_text(file)), path.suffix.lower())
 
 
 def code_sections(source: Iterator[str], suffix: str) -> Iterator[Section]:

@@ -9,8 +9,10 @@ import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import BinaryIO
 
 from app.docs.readers._base import SectionBuilder
+from app.docs.readers.limits import Budget
 from app.docs.readers.text import decoded_text
 from app.docs.types import Section
 
@@ -30,11 +32,11 @@ _SPACE = re.compile(r"\s+")
 _META = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
 
-def read_html(path: Path) -> Iterator[Section]:
+def read_html(file: BinaryIO, path: Path, budget: Budget) -> Iterator[Section]:
     """The Sections of an HTML page."""
     parser = _Text()
     builder = SectionBuilder()
-    for piece in decoded_text(path, meta_charset):
+    for piece in decoded_text(file, meta_charset):
         parser.feed(piece)
         yield from parser.drain(builder)
     parser.close()

@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from app.docs.readers._base import SECTION_LIMIT, SectionBuilder
+from app.docs.readers.limits import Budget
 from app.docs.readers.text import decoded_text
 from app.docs.types import Section
 
@@ -20,9 +22,9 @@ _LINE_ENDS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u202
 _LIST_OR_QUOTE = re.compile(r" {0,3}(?:[-*+>]|\d+[.)])(?:[ \t]|$)")
 
 
-def read_markdown(path: Path) -> Iterator[Section]:
+def read_markdown(file: BinaryIO, path: Path, budget: Budget) -> Iterator[Section]:
     """The Sections of a Markdown file."""
-    return markdown_sections(lines(decoded_text(path)))
+    return markdown_sections(lines(decoded_text(file)))
 
 
 def markdown_sections(source: Iterable[str]) -> Iterator[Section]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import charset_normalizer
 
-from app.docs.readers._base import SectionBuilder, Unreadable, open_checked, read_block
+from app.docs.readers._base import SectionBuilder, Unreadable, read_block
+from app.docs.readers.limits import Budget
 from app.docs.types import Section
 
 BLOCK = 256 * 1024  # bytes read at a time
@@ -31,40 +33,39 @@ _MARGIN = 0.1  # cp1252 wins when its decoding is at most this much more "chaoti
 _CONTROLS = frozenset(chr(c) for c in range(32)) - frozenset("\t\n\r\f\v\x1b")
 
 
-def read_text(path: Path) -> Iterator[Section]:
+def read_text(file: BinaryIO, path: Path, budget: Budget) -> Iterator[Section]:
     """The Sections of a plain-text file."""
     builder = SectionBuilder()
-    for piece in decoded_text(path):
+    for piece in decoded_text(file):
         yield from builder.add(piece)
     yield from builder.flush()
 
 
-def decoded_text(path: Path, declared: Callable[[bytes], str | None] | None = None) -> Iterator[str]:
-    """The text of the file at `path`, in pieces of about a block each, without a BOM.
+def decoded_text(file: BinaryIO, declared: Callable[[bytes], str | None] | None = None) -> Iterator[str]:
+    """The text of the open `file`, in pieces of about a block each, without a BOM.
     `declared` finds the encoding the file names for itself (HTML's meta charset) in its first
     block, used when there is no BOM and the file is not UTF-8. Unreadable when it is binary or
-    cannot be opened or read."""
-    with open_checked(path) as file:
-        first = read_block(file, BLOCK)
-        encoding, skip = _encoding(first, declared)
-        encoding = codecs.lookup(encoding).name  # "utf_16" -> "utf-16"
-        decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-        wide = encoding.startswith(_WIDE)
-        block = first[skip:]
-        checked = False
-        while block:
-            if not wide and b"\x00" in block:
-                raise Unreadable(BINARY)
-            text = decoder.decode(block)
-            if not checked:
-                _check_text(text)
-                checked = True
-            if text:
-                yield text
-            block = read_block(file, BLOCK)
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield tail
+    cannot be read."""
+    first = read_block(file, BLOCK)
+    encoding, skip = _encoding(first, declared)
+    encoding = codecs.lookup(encoding).name  # "utf_16" -> "utf-16"
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    wide = encoding.startswith(_WIDE)
+    block = first[skip:]
+    checked = False
+    while block:
+        if not wide and b"\x00" in block:
+            raise Unreadable(BINARY)
+        text = decoder.decode(block)
+        if not checked:
+            _check_text(text)
+            checked = True
+        if text:
+            yield text
+        block = read_block(file, BLOCK)
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail
 
 
 def _encoding(first: bytes, declared: Callable[[bytes], str | None] | None) -> tuple[str, int]:

@@ -1,6 +1,7 @@
 """Kill -9 during indexing: a real child process indexing a folder is killed with SIGKILL part way;
 every file it reported done is still in the index, the index is consistent (full-text rows in step
-with chunks), and the next run reads only the rest, with no duplicate chunks."""
+with chunks), and the next run reads only the rest, with no duplicate chunks. Killed part way through
+one large file, the batches it wrote are kept and searchable, and the next run reads that file whole."""
 
 from __future__ import annotations
 
@@ -89,3 +90,57 @@ def test_kill_9_loses_nothing_indexed_and_the_next_run_resumes(tmp_path: Path) -
         for i in (0, n_files // 2, n_files - 1):
             found = search(index, ["big"], f"marker{i}", limit=1)
             assert found and found[0].path == str(docs / f"f{i:03}.md")
+
+
+CHILD_ONE_FILE = """
+import sys, time
+from pathlib import Path
+from app.docs.indexer import index_collection
+
+def hold():  # asked between files and between the batches of one file
+    print("between", flush=True)
+    time.sleep(0.05)
+    return False
+
+index_collection(Path(sys.argv[1]), "ledger", hold=hold)
+print("finished", flush=True)
+"""
+
+
+def test_kill_9_part_way_through_one_large_file_keeps_its_batches_and_the_next_run_reads_it_whole(tmp_path: Path) -> None:
+    docs, db = tmp_path / "docs", tmp_path / "documents.db"
+    docs.mkdir()
+    (docs / "ledger.txt").write_text("".join(f"Entry {i}: the schooner Marigold{i} paid its dues.\n\n" for i in range(40_000)))
+    with DocumentIndex(db) as index:
+        index.create("ledger", [docs])
+
+    child = subprocess.Popen([sys.executable, "-c", CHILD_ONE_FILE, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert child.stdout is not None
+    seen = 0
+    for line in child.stdout:
+        seen += line.startswith("between")
+        if seen >= 4:  # before the file, then after three of its batches
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+
+    with DocumentIndex(db) as index:
+        q = index.conn.execute
+        assert q("PRAGMA integrity_check").fetchone()[0] == "ok"
+        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        status, kept = q("SELECT f.status, count(c.id) FROM files f LEFT JOIN chunks c ON c.file_id = f.id GROUP BY f.id").fetchone()
+        assert status == "reading" and kept >= 3 * 128  # what was written before the kill is there
+        assert search(index, ["ledger"], "Marigold7")  # and searchable
+
+    resumed = index_collection(db, "ledger")
+    assert resumed.finished and resumed.files_total == 1
+    with DocumentIndex(db) as index:
+        q = index.conn.execute
+        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        assert index.status("ledger").files_indexed == 1 and index.status("ledger").pending == 0
+        assert q("SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY 1, 2 HAVING count(*) > 1)").fetchone()[0] == 0
+        assert q("SELECT max(ord) + 1, count(*) FROM chunks").fetchone()[0] == q("SELECT count(*) FROM chunks").fetchone()[0]
+        assert search(index, ["ledger"], "Marigold39999")

@@ -128,7 +128,7 @@ def test_a_docx_that_unpacks_past_the_limit_is_refused_before_it_is_parsed(tmp_p
         for _ in range(MAX_MARKUP // len(block) + 1):
             member.write(block)
     assert path.stat().st_size < 2 * 1024**2
-    assert problem(path) == "unpacks to 136 MB of XML; Word documents over 128 MB unpacked are left out"
+    assert problem(path) == "unpacks to 72 MB of XML; Word documents over 64 MB unpacked are left out"
 
 
 def test_an_encrypted_docx_or_an_old_doc_says_so(tmp_path: Path) -> None:
