@@ -23,12 +23,9 @@ replies after it short (max_tokens).
 from __future__ import annotations
 
 import json
-import os
 import re
-import select
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +45,7 @@ from app.tools.parsers import Call
 from app.turn.tools import assistant_with_calls, tool_message
 from models.wheel_models import QWEN_05B, SMOLLM2_135M
 from tests.support.cli import cove
-from tests.support.paths import REPO_ROOT
+from tests.support.on_a_terminal import cove_on_a_terminal
 from tests.support.serve_fixture import Served, cove_serve
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
@@ -338,43 +335,6 @@ def test_cove_chat_with_allow_tools_calls_and_answers_with_the_time(home: Path) 
     assert second["cached_tokens"] == first["prompt_tokens"] + first["gen_tokens"] - 1, (first, second)
 
 
-def on_a_terminal(home: Path, args: list[str], answer: Callable[[bytes], bytes | None],
-                  timeout: float = 540) -> tuple[int, bytes]:
-    """Run `cove ARGS` with a pty as its terminal; each time it asks (the approval's last line),
-    type what `answer(everything shown so far)` says. Returns (exit code, everything shown)."""
-    import pty
-
-    env = {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
-    pid, fd = pty.fork()
-    if pid == 0:  # child: the terminal is the pty
-        os.chdir(REPO_ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "app.cli.main", *args], env)
-    seen, asked = b"", 0
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child is gone
-                break
-            if not chunk:
-                break
-            seen += chunk
-            if seen.count(b"(default: deny): ") > asked:
-                asked += 1
-                reply = answer(seen)
-                os.write(fd, (reply or b"") + b"\r")
-    finally:
-        if time.monotonic() >= deadline:
-            os.kill(pid, 9)
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), seen
-
-
 def test_cove_chat_asks_on_the_terminal_before_the_call_runs(home: Path) -> None:
     answers: list[bytes] = []
 
@@ -382,7 +342,7 @@ def test_cove_chat_asks_on_the_terminal_before_the_call_runs(home: Path) -> None
         answers.append(b"o" if not answers else b"d")  # the first call allowed once; any later one denied
         return answers[-1]
 
-    code, seen = on_a_terminal(home, [*CHAT, TIME_QUESTION], answer)
+    code, seen = cove_on_a_terminal(home, *CHAT, TIME_QUESTION, answer=answer, timeout=540)
     shown = seen.decode(errors="replace").replace("\r\n", "\n")
     assert code == 0, shown
     assert answers and answers[0] == b"o", shown

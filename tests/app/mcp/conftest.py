@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.mcp.approval import ToolRequest
 from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
 from app.mcp.servers import ToolServer, stdio_server
@@ -60,3 +61,15 @@ def quick_host(log_file: Path) -> Iterator[McpHost]:
 
 def calls(path: Path) -> list[str]:
     return path.read_text().split()
+
+
+class Approver:
+    """An approver that gives one answer and keeps the requests it was asked about."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.asked: list[ToolRequest] = []
+
+    def __call__(self, request: ToolRequest) -> str:
+        self.asked.append(request)
+        return self.answer

@@ -17,17 +17,7 @@ from app.mcp.servers import ToolServer, stdio_server
 from app.mcp.store import ToolServerStore, UnknownToolServer
 from app.paths import resolve_paths
 from app.store.request_log import RequestLog
-from tests.app.mcp.conftest import MemoryRules, calls
-
-
-class Approver:
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
-        self.asked: list[ToolRequest] = []
-
-    def __call__(self, request: ToolRequest) -> str:
-        self.asked.append(request)
-        return self.answer
+from tests.app.mcp.conftest import Approver, MemoryRules, calls
 
 
 def test_no_decision_no_call(host: McpHost, fault_server: ToolServer, calls_file: Path) -> None:

@@ -23,20 +23,11 @@ from app.mcp.store import ToolServerStore
 from app.paths import resolve_paths
 from app.tools.parsers import Call
 from app.turn.tools import ToolLoop, offered_tools
+from tests.app.mcp.conftest import Approver
 from tests.support.named_tool_server import calls_made, write_server
 from tests.support.paths import REPO_ROOT
 
 BIN = Path(sys.executable).parent  # holds `python`, with the mcp package
-
-
-class Approver:
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
-        self.asked: list[ToolRequest] = []
-
-    def __call__(self, request: ToolRequest) -> str:
-        self.asked.append(request)
-        return self.answer
 
 
 @pytest.fixture
