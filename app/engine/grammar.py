@@ -2,77 +2,42 @@
 the parent), and the engine host's check of a grammar before it constrains sampling with it
 (`check_grammar`, run in the host).
 
-The parent never loads llama.cpp's native library for this: llama-cpp-python's JSON-schema
-converter (`llama_cpp/llama_grammar.py`, pure Python) is loaded from its file on its own,
-without the `llama_cpp` package (whose __init__ loads libllama).
-
-Three things are done to the converter's grammar here. Backslashes in literals are escaped
-(`_fix_literals`). Its "char" rule (a character inside a JSON
-string) lets raw control characters through, which JSON forbids, and its "dot" (a pattern's ".")
-lets through a quote or a backslash that would end the string or escape the next character; both
-are narrowed to what upstream llama.cpp's converter allows in a string (`_JSON_SAFE`). And a
-grammar whose groups nest deeper than MAX_GRAMMAR_NESTING is refused: the converter writes each
-item up to maxItems, each character up to maxLength and each repetition a pattern allows as one
-more group inside the last, and llama.cpp's grammar parser recurses once per level (figures in
+Schemas are converted by llama.cpp's own Python converter, vendored as
+app/engine/schema_to_grammar.py with Cove's changes marked there (JSON-safe string characters,
+escaped literals); the parent never loads llama.cpp's native library for this. Refused here, each
+with one sentence: a remote "$ref" (the converter would fetch it), a count (minItems, maxItems,
+minLength, maxLength, a pattern's {m,n}) past MAX_GRAMMAR_NESTING, before converting, and a
+converted grammar whose groups nest deeper than that (llama.cpp's grammar parser recurses once per
+level; the converter nests groups as deep as the schema and its patterns do; figures in
 docs/STRUCTURED_OUTPUT.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import re
-import sys
-from types import ModuleType
 from typing import Any
 
-_CONVERTER_NAME = "_cove_llama_grammar"
+from app.engine import schema_to_grammar
+
 ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 
 # Groups inside one another in one grammar. llama.cpp 0.3.36's parser refuses a grammar from about
 # 1,050 levels ("exceeds sane defaults") and overflows its stack, killing the process, from about
 # 18,000 (docs/STRUCTURED_OUTPUT.md); 1,000 is refused here, in the parent, with a sentence.
 MAX_GRAMMAR_NESTING = 1000
-# Any character a JSON string may hold unescaped (RFC 8259: not '"', '\\' or U+0000..U+001F;
-# U+007F too, as upstream llama.cpp's converter has it; and no surrogate or value past U+10FFFF, which
-# llama.cpp's UTF-8 decoding lets byte tokens make but no UTF-8 text holds).
-_JSON_SAFE = r'[^"\\\x7F\x00-\x1F\uD800-\uDFFF\U00110000-\U001FFFFF]'
-_CHAR_RULE = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)
-_DOT_RULE = re.compile(r"^dot ::= \[\^\\x0A\\x0D\]$", re.MULTILINE)
 
 
 class GrammarError(ValueError):
     """A grammar llama.cpp's parser refuses; the message is one readable sentence."""
 
 
-def _fix_literals(module: ModuleType) -> ModuleType:
-    """The converter writes a JSON text (an enum's or a const's value, a property's name) as a
-    GBNF literal escaping only quotes and line ends, so a backslash in it loses its pair and the
-    reply is not the JSON meant; escape backslashes too, as upstream llama.cpp's converter does."""
-    setattr(module, "GRAMMAR_LITERAL_ESCAPE_RE", re.compile(r'[\r\n"\\]'))  # noqa: B010
-    setattr(module, "GRAMMAR_LITERAL_ESCAPES", {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"})  # noqa: B010
-    return module
-
-
-def _converter() -> ModuleType:
-    """llama-cpp-python's llama_grammar module, loaded without its package when it can be."""
-    loaded = sys.modules.get(_CONVERTER_NAME) or sys.modules.get("llama_cpp.llama_grammar")
-    if loaded is not None:
-        return _fix_literals(loaded)
-    spec = importlib.util.find_spec("llama_cpp")  # finds the package without running its __init__
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        file_spec = importlib.util.spec_from_file_location(_CONVERTER_NAME, f"{folder}/llama_grammar.py")
-        if file_spec is None or file_spec.loader is None:
-            continue
-        module = importlib.util.module_from_spec(file_spec)
-        try:
-            file_spec.loader.exec_module(module)
-        except OSError:  # no such file here (e.g. a frozen build keeps modules in an archive)
-            continue
-        sys.modules[_CONVERTER_NAME] = module
-        return _fix_literals(module)
-    return _fix_literals(importlib.import_module("llama_cpp.llama_grammar"))  # last resort: loads libllama too
+def _convert(schema: dict[str, Any]) -> str:
+    """llama.cpp's conversion of `schema` (its command line's defaults: no fetching, "." not
+    matching line ends, patterns as JSON strings, properties in the schema's order)."""
+    converter = schema_to_grammar.SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(schema, ""), "")
+    return converter.format_grammar() + "\n"
 
 
 _COUNTS = ("minItems", "maxItems", "minLength", "maxLength")
@@ -81,8 +46,9 @@ _PATTERN_COUNT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 
 def _oversized(node: Any) -> str | None:
     """A sentence for the first count in a schema past MAX_GRAMMAR_NESTING (minItems, maxItems,
-    minLength, maxLength or a pattern's {m,n}); checked before converting, since the converter
-    writes out every repetition and a count of a billion would fill the memory first."""
+    minLength, maxLength or a pattern's {m,n}); checked before converting. llama.cpp's parser
+    expands each repetition into rules; past this count it refuses some (maxItems 2,000) and
+    sampling under them is not measured (docs/STRUCTURED_OUTPUT.md)."""
     stack = [node]
     while stack:
         item = stack.pop()
@@ -146,15 +112,9 @@ def grammar_nesting(text: str) -> int:
     return deepest
 
 
-def _json_safe(text: str) -> str:
-    """The converter's grammar with its string characters narrowed to what JSON allows unescaped."""
-    text = _CHAR_RULE.sub(lambda _: f"char ::= {_JSON_SAFE} |", text)
-    return _DOT_RULE.sub(lambda _: f"dot ::= {_JSON_SAFE}", text)
-
-
 def json_grammar() -> str:
     """A grammar for any JSON object (OpenAI's "json_object")."""
-    return str(_converter().JSON_GBNF)
+    return _convert({"type": "object"})
 
 
 def schema_grammar(schema: dict[str, Any]) -> str:
@@ -166,11 +126,11 @@ def schema_grammar(schema: dict[str, Any]) -> str:
     if oversized:
         raise ValueError(oversized)
     try:
-        text = json.dumps(schema)
+        schema = json.loads(json.dumps(schema))  # a copy, which the converter's "$ref" resolving may change
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the JSON schema cannot be written as JSON ({exc})") from None
     try:
-        grammar = str(_converter().json_schema_to_gbnf(text))
+        grammar = _convert(schema)
     except RecursionError:
         raise ValueError("the JSON schema is nested too deeply to turn into a grammar") from None
     except Exception as exc:  # the converter asserts or raises on what it does not support
@@ -179,9 +139,9 @@ def schema_grammar(schema: dict[str, Any]) -> str:
     nesting = grammar_nesting(grammar)
     if nesting > MAX_GRAMMAR_NESTING:
         raise ValueError(f"the JSON schema makes a grammar nested {nesting:,} levels deep, over Cove's limit of "
-                         f"{MAX_GRAMMAR_NESTING:,}: each item up to maxItems, each character up to maxLength and "
-                         "each repetition a pattern allows (as in a{1,5000}) is one level; lower them")
-    return _json_safe(grammar)
+                         f"{MAX_GRAMMAR_NESTING:,}: each schema inside another and each group inside another in a "
+                         "pattern is one level; nest them less")
+    return grammar
 
 
 def grammar_for(response_format: object) -> str | None:

@@ -1,0 +1,85 @@
+"""Cove's grammars are llama.cpp's: the schemas of llama.cpp's own converter tests
+(tests/app/engine/data/llama_cpp_schema_cases.json, from tests/test-json-schema-to-grammar.cpp)
+are accepted and refused as llama.cpp's Python converter does, each grammar is the one that test
+expects but for Cove's string characters, and llama.cpp's grammar parser takes every one."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.engine.grammar import schema_grammar
+
+pytestmark = pytest.mark.timeout(120)
+
+CASES = json.loads((Path(__file__).parent / "data" / "llama_cpp_schema_cases.json").read_text(encoding="utf-8"))["cases"]
+# Upstream's rules for a string's character and a pattern's "." (Cove narrows both; checked in
+# test_json_schema_property.py).
+UPSTREAM_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\bfnrt] | "u" [0-9a-fA-F]{4})'
+UPSTREAM_DOT = r"dot ::= [^\x0A\x0D]"
+PARSE = (
+    "import json, sys, llama_cpp\n"
+    "llama_cpp.llama_backend_init()\n"
+    "m = llama_cpp.llama_model_load_from_file(sys.argv[1].encode(), llama_cpp.llama_model_default_params())\n"
+    "v = llama_cpp.llama_model_get_vocab(m)\n"
+    "print(json.dumps([bool(llama_cpp.llama_sampler_init_grammar(v, g.encode(), b'root')) for g in json.load(sys.stdin)]))\n"
+)
+
+
+def as_upstream(gbnf: str) -> str:
+    gbnf = re.sub(r"^char ::= .*$", lambda _: UPSTREAM_CHAR, gbnf, flags=re.MULTILINE)
+    return re.sub(r"^dot ::= .*$", lambda _: UPSTREAM_DOT, gbnf, flags=re.MULTILINE).strip()
+
+
+def test_llama_cpps_cases_convert_as_llama_cpp_does_and_parse(tiny_gguf: Path) -> None:
+    accepted: dict[str, str] = {}
+    wrong: list[str] = []
+    for case in CASES:
+        try:
+            accepted[case["name"]] = schema_grammar(case["schema"])
+        except ValueError:
+            if case["python"] == "accepts":
+                wrong.append(f"{case['name']}: refused")
+            continue
+        if case["python"] == "refuses":
+            wrong.append(f"{case['name']}: accepted")
+        elif "python_grammar" in case and as_upstream(accepted[case["name"]]) != case["python_grammar"]:
+            wrong.append(f"{case['name']}: not llama.cpp's grammar")
+    assert not wrong, wrong
+    assert len(accepted) == sum(case["python"] == "accepts" for case in CASES) > 60
+    done = subprocess.run([sys.executable, "-c", PARSE, str(tiny_gguf)], input=json.dumps(list(accepted.values())),
+                          capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-500:]
+    parsed = dict(zip(accepted, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
+    assert all(parsed.values()), [name for name, ok in parsed.items() if not ok]
+
+
+def test_pattern_shorthands_are_classes_and_unknown_escapes_a_sentence(tiny_gguf: Path) -> None:
+    """\\d, \\w and \\s become classes llama.cpp parses (upstream wrote them as GBNF escapes, which
+    its parser refuses, so the engine failed at the first token); an escape it cannot write is refused."""
+    patterns = ["^\\d{3}-\\d{4}$", "^[0-9]{3}\\w$", "^[\\w.-]+@[a-z]+$", "^a\\sb$"]
+    gbnfs = [schema_grammar({"type": "string", "pattern": p}) for p in patterns]
+    assert "[0-9]" in gbnfs[0] and "[a-zA-Z0-9_.-]" in gbnfs[2]
+    done = subprocess.run([sys.executable, "-c", PARSE, str(tiny_gguf)], input=json.dumps(gbnfs),
+                          capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) == [True] * 4, done.stderr[-500:]
+    with pytest.raises(ValueError, match=r"Unsupported escape"):
+        schema_grammar({"type": "string", "pattern": "^\\p{L}+$"})
+
+
+def test_odd_bounds_and_odd_property_names_make_grammars_llama_cpp_parses(tiny_gguf: Path) -> None:
+    """Fractional integer bounds are rounded inwards, a boolean one (draft 4) is no bound, and the
+    classes written for the keys additionalProperties allows hold "]", "-", "^" and "\\" as themselves."""
+    assert schema_grammar({"type": "integer", "minimum": 0.5, "maximum": 3.5}).startswith("root ::= ([1-3]) space")
+    assert "root ::= (\"-\"? integral-part) space" in schema_grammar({"type": "integer", "exclusiveMinimum": True})
+    keys = {"type": "object", "properties": {"a-]": {"type": "integer"}, "a^\\": {"type": "integer"}, "^b": {"type": "integer"}},
+            "additionalProperties": {"type": "integer"}}
+    gbnf = schema_grammar(keys)
+    done = subprocess.run([sys.executable, "-c", PARSE, str(tiny_gguf)], input=json.dumps([gbnf]),
+                          capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) == [True], (gbnf, done.stderr[-500:])
