@@ -141,7 +141,8 @@ class AnthropicApi:
             record["reasoning_effort"] = req.reasoning
         return Job(endpoint=ENDPOINT, model=await self.service.model(req.model), messages=req.messages, params=req.params,
                    stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record, tools=req.tools,
-                   call_id_prefix="toolu_", reasoning=req.reasoning, reasoning_param="thinking")
+                   call_id_prefix="toolu_", reasoning=req.reasoning, reasoning_param="thinking",
+                   reply_format=req.output_format if req.grammar else None)
 
     async def messages(self, request: Request) -> Response:
         try:

@@ -11,6 +11,7 @@ from app.engine.grammar import grammar_for
 from app.serve.body_check import check_body
 from app.serve.errors import ApiError
 from app.serve.reasoning_request import chat_reasoning
+from app.serve.schema_keywords import refuse_unenforced, refuse_unenforced_tools
 from app.settings import SamplingParams
 from app.tools.spec import ToolError, ToolSet, arguments_object, read_openai_tools
 
@@ -96,11 +97,15 @@ def read_chat_request(body: object) -> ChatRequest:
     except ToolError as exc:
         raise ApiError(400, exc.message, param=exc.param) from None
     _refuse_unsupported(body)
+    refuse_unenforced_tools(body.get("tools"))
     if tools is not None and tools.active and body.get("response_format") not in (None, {"type": "text"}):
         raise ApiError(400, "'response_format' and 'tools' cannot be used together: a reply is either the tools' "
                             "calls or the format's JSON", param="response_format")
     sampling = read_sampling(body)
     response_format = body.get("response_format")
+    if isinstance(response_format, dict) and isinstance(response_format.get("json_schema"), dict):
+        refuse_unenforced(response_format["json_schema"].get("schema"), "response_format.json_schema.schema",
+                          "response_format")
     try:
         grammar = grammar_for(response_format)
     except ValueError as exc:

@@ -14,6 +14,7 @@ from app.engine.grammar import grammar_for
 from app.serve.chat_request import MAX_TOKENS_LIMIT, read_model
 from app.serve.errors import ApiError
 from app.serve.reasoning_request import anthropic_reasoning
+from app.serve.schema_keywords import refuse_unenforced, refuse_unenforced_tools
 from app.settings import SamplingParams
 from app.tools.spec import ToolError, ToolSet, read_anthropic_tools
 
@@ -99,6 +100,7 @@ def _output_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | N
     schema = fmt.get("schema")
     if not isinstance(schema, dict):
         raise ApiError(400, f"{where}.schema: must be a JSON schema object", param=where)
+    refuse_unenforced(schema, f"{where}.schema", where)
     try:
         grammar = grammar_for({"type": "json_schema", "json_schema": {"schema": schema}})
     except ValueError as exc:
@@ -123,6 +125,7 @@ def read_messages_request(body: object) -> MessagesRequest:
         messages += _turns(raw)
     except ToolError as exc:
         raise ApiError(400, exc.message, param=exc.param) from None
+    refuse_unenforced_tools(body.get("tools"))
     if messages[-1]["role"] == "assistant":
         raise ApiError(400, "messages: the last turn must be the user's; continuing an assistant turn (a prefill) "
                             "is not supported here", param="messages")

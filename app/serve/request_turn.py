@@ -14,6 +14,7 @@ import anyio
 
 from app.engine.generation import Generation
 from app.engine.loaded import LoadedModel
+from app.serve.format_check import format_problem, format_schema
 from app.serve.request_store import Opened, RequestStore
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
@@ -89,7 +90,9 @@ class RequestWriter:
     it arrives (written in order on the store's thread, not awaited); `finish` keeps the end, and
     `close` writes it, awaited by the event loop once the engine went back to the pool. With
     `tools` (the request's), `finish` reads the reply's calls once, for the record and the
-    endpoint. Called only on the server's event loop."""
+    endpoint. With `reply_format` (a JSON format the grammar kept the reply to), `finish` checks
+    the reply against it: how it breaks it goes to the record, the reply to the client as it is.
+    Called only on the server's event loop."""
 
     sent: list[dict] | None = None
     ran_on: dict[str, Any] | None = None  # an API request runs on this machine
@@ -97,13 +100,15 @@ class RequestWriter:
     reasoning: str = ""  # the reply's reasoning, set by the Turn before `finish` (app/reasoning)
 
     def __init__(self, store: RequestStore, opened: Opened, *, tools: ToolSet | None = None,
-                 call_id_prefix: str = "call_") -> None:
+                 call_id_prefix: str = "call_", reply_format: dict[str, Any] | None = None) -> None:
         self.store, self.opened = store, opened
         self.model = opened.model  # the file that runs: the new bytes when a recheck found it changed
         self.assistant = _reply_row(opened)
         self.ended: Message | None = None  # the end `finish` kept, for `close`
         self.tool_reply: ToolReply | None = None  # the reply's calls, read by `finish` (with tools)
         self.not_saved: str | None = None  # set by `close`: what a client is told when the file did not take it
+        self.format_problem: str | None = None  # how the reply breaks `reply_format`, set by `finish`
+        self._schema = format_schema(reply_format)
         self._tools, self._prefix = tools, call_id_prefix
         self._parts: list[str] = []
 
@@ -121,6 +126,8 @@ class RequestWriter:
         tools = self._tools
         if tools is not None and tools.active and status != MessageStatus.ERROR:
             self.tool_reply = reply_of(tools, metrics, final, self._prefix)
+        if self._schema is not None and status in (MessageStatus.COMPLETE, MessageStatus.LENGTH):
+            self.format_problem = format_problem(self._schema, final)
         self.ended = replace(self.assistant, content=final, status=status, error=error, metrics=metrics,
                              reasoning=self.reasoning)
         return self.ended
@@ -138,6 +145,8 @@ class RequestWriter:
         end = self.ended
         assert end is not None, "close follows the turn's end"
         extra = record_of(self.tool_reply) if self.tool_reply else {}
+        if self.format_problem:
+            extra = {**extra, "response_format_problem": self.format_problem}
         if end.reasoning:  # the record keeps the reply's reasoning beside its text
             extra = {**extra, "reasoning": end.reasoning}
         with anyio.CancelScope(shield=True):

@@ -98,7 +98,8 @@ class Reply:
 
     def calls(self, running: Running, finished: FinishedEvent) -> ToolReply | None:
         """The reply read for tool calls (as the service read it for the record, so the call ids
-        match), when the request has tools the model may call."""
+        match), when the request has tools the model may call. Its calls go out as the model wrote
+        them, a call that breaks its schema too (the record keeps its problem)."""
         tools = self.job.tools
         if tools is None or not tools.active:
             return None
@@ -116,7 +117,8 @@ class ResponsesApi:
         if req.reasoning:
             extra["reasoning_effort"] = req.reasoning
         return Job(request.url.path, await self.service.model(req.model), req.messages, req.params, (), req.stream,
-                   req.grammar, record_params=extra, tools=req.tools, reasoning=req.reasoning, reasoning_param="reasoning")
+                   req.grammar, record_params=extra, tools=req.tools, reasoning=req.reasoning, reasoning_param="reasoning",
+                   reply_format=req.text_format if req.grammar else None)
 
     async def responses(self, request: Request) -> Response:
         try:
@@ -143,8 +145,6 @@ class ResponsesApi:
         status = STATUS.get(finished.status, "completed")
         item = "incomplete" if status != "completed" else "completed"
         tool_reply = reply.calls(running, finished)
-        if tool_reply is not None and tool_reply.problem:
-            return ApiError(500, tool_reply.problem, "server_error", code="tool_call_invalid").response()
         content = finished.text if tool_reply is None or not tool_reply.calls else tool_reply.content
         if running.reasoning_text:
             reply.output.append(reasoning_item(new_id("rs"), running.reasoning_text, item))
@@ -292,10 +292,7 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningE
         tool_reply = reply.calls(running, step)
         calls: tuple[Call, ...] = ()
         if tool_reply is not None:
-            if tool_reply.problem:
-                yield _failed(reply, event, tool_reply.problem)
-                return
-            calls = tool_reply.calls
+            calls = tool_reply.calls  # as written, even one that breaks its schema (the record keeps the problem)
             gate = gate or ContentGate(family_named(str(step.metrics.get("tool_format") or "")),
                                       tools.names() if tools is not None else ())
             rest = gate.rest(tool_reply) if calls else step.text[len(gate.sent):]

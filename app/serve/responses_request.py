@@ -14,6 +14,7 @@ from app.engine.grammar import grammar_for
 from app.serve.chat_request import MAX_TOKENS_LIMIT, read_model, read_sampling
 from app.serve.errors import ApiError
 from app.serve.reasoning_request import responses_reasoning
+from app.serve.schema_keywords import refuse_unenforced, refuse_unenforced_tools
 from app.settings import SamplingParams
 from app.tools.spec import MAX_TOOLS, Tool, ToolChoice, ToolError, ToolSet, arguments_object, read_tool
 
@@ -222,6 +223,7 @@ def _text_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | Non
     if fmt.get("type") == "json_schema":
         if not isinstance(fmt.get("schema"), dict):
             raise ApiError(400, "text.format.schema: a json_schema format needs a JSON schema object", param="text.format")
+        refuse_unenforced(fmt["schema"], "text.format.schema", "text.format")
         response_format: object = {"type": "json_schema", "json_schema": {
             "name": fmt.get("name"), "schema": fmt["schema"], "strict": fmt.get("strict")}}
     else:
@@ -246,6 +248,7 @@ def read_responses_request(body: object) -> ResponsesRequest:
         raise ApiError(400, exc.message, param=exc.param) from None
     messages = _messages(instructions, body.get("input"))
     _refuse_unsupported(body)
+    refuse_unenforced_tools(body.get("tools"))
     limit = body.get("max_output_tokens")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOKENS_LIMIT):
         raise ApiError(400, f"'max_output_tokens' must be a whole number from 1 to {MAX_TOKENS_LIMIT}",

@@ -59,6 +59,7 @@ class Job:
     call_id_prefix: str = "call_"  # how the ids of the reply's tool calls begin (Anthropic's: "toolu_")
     reasoning: str = ""  # the reasoning switch (app/reasoning/switch.py ASKS); "": the template's default
     reasoning_param: str = "reasoning_effort"  # the field a refused switch is named by (thinking, reasoning)
+    reply_format: dict[str, Any] | None = None  # the JSON format the grammar keeps the reply to, as the request gave it
 
 
 def failure_error(finished: FinishedEvent, reasoning_param: str = "reasoning_effort") -> ApiError:
@@ -243,7 +244,8 @@ class Service:
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
         self._set_live(live_id, waiting)
         opened = await self._open(request, job, conversation=True)
-        writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix)
+        writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix,
+                               reply_format=job.reply_format)
         turn = Turn(writer, job.messages, params=job.params, conversation_id=None)
         self._set_live(live_id, waiting, turn)
         lease: Lease | None = None

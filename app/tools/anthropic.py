@@ -1,8 +1,9 @@
 """A reply with tools in Anthropic's Messages shapes: its content blocks (text, then a tool_use
 block for each call) and, for a stream, the events that end it once the reply is read whole
 (the text not sent yet, then each call as content_block_start of type tool_use and its input in
-input_json_delta pieces). A reply whose calls did not parse, or broke the tools' schemas, is its
-raw text as one text block: never nothing."""
+input_json_delta pieces). A call that breaks its tool's schema is a tool_use block as written (its
+problem is in the record); a reply whose calls did not parse is its raw text as one text block:
+never nothing."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ Event = tuple[str, dict[str, Any]]  # (the event's name, its data without "type"
 
 def usable(reply: ToolReply | None) -> bool:
     """Whether `reply` has calls to answer with (else its raw text is the answer)."""
-    return reply is not None and bool(reply.calls) and reply.problem is None
+    return reply is not None and bool(reply.calls)
 
 
 def content_blocks(reply: ToolReply | None, text: str) -> list[dict[str, Any]]:

@@ -1,5 +1,7 @@
 """A finished reply read for tool calls, and a stream's content held back where a call may begin:
-what the API endpoints answer with, whatever their shape."""
+what the API endpoints answer with, whatever their shape. A call that breaks the request's tools
+(an unknown name, arguments its schema refuses) still goes to the client as the model wrote it, as
+OpenAI's and Anthropic's APIs send a call they did not constrain; its problem is kept for the record."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from app.tools.spec import ToolSet
 class ToolReply:
     content: str
     calls: tuple[Call, ...]
-    problem: str | None = None  # a call the request's tools do not allow (an error for the client)
+    problem: str | None = None  # how a call breaks the request's tools: for the record, the calls go out as written
 
 
 def family_named(name: str) -> Family:
@@ -28,7 +30,8 @@ def family_named(name: str) -> Family:
 def read_reply(tools: ToolSet, family: Family, text: str) -> ToolReply:
     """The calls in `text` and the rest as content; a reply with no call that parses is all
     content (never nothing). A call of an unknown tool, or with arguments its schema refuses,
-    is a problem; calls past the first when parallel calls are off are left out."""
+    is kept as written, and the first such is the reply's problem; calls past the first when
+    parallel calls are off are left out."""
     parsed = parse_calls(family, text, tools.names())
     calls = parsed.calls if tools.choice.parallel else parsed.calls[:1]
     known = {t.name: t for t in tools.tools}

@@ -236,18 +236,19 @@ def test_a_streamed_call_is_anthropics_sequence_of_events(served: tuple[Served, 
     assert data[-2]["delta"]["stop_reason"] == "tool_use"
 
 
-def test_a_reply_whose_call_breaks_its_schema_is_its_raw_text() -> None:
+def test_a_call_that_breaks_its_schema_is_a_tool_use_as_written() -> None:
     tools = read_messages_request({"model": "m", "max_tokens": 5, "messages": HI, "tools": TOOLS}).tools
     assert tools is not None
     raw = 'Sure.\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "Mars"}}\n</tool_call>'
     bad = reply_of(tools, {"tool_format": "hermes"}, raw, "toolu_")
-    assert bad.problem and content_blocks(bad, raw) == [{"type": "text", "text": raw}]
+    assert bad.problem and content_blocks(bad, raw) == [{"type": "text", "text": "Sure."}, {
+        "type": "tool_use", "id": bad.calls[0].id, "name": "get_time", "input": {"zone": "Mars"}}]
     good_raw = raw.replace("Mars", "CET")
     good = reply_of(tools, {"tool_format": "hermes"}, good_raw, "toolu_")
     assert content_blocks(good, good_raw) == [{"type": "text", "text": "Sure."}, {
         "type": "tool_use", "id": good.calls[0].id, "name": "get_time", "input": {"zone": "CET"}}]
     assert good.calls[0].id.startswith("toolu_")
-    events = list(BlockStream(ContentGate(family_named("hermes"))).end(bad, raw))
+    events = list(BlockStream(ContentGate(family_named("hermes"))).end(None, raw))  # no call that parsed
     assert [n for n, _ in events] == ["content_block_start", "content_block_delta", "content_block_stop"]
     assert events[1][1]["delta"] == {"type": "text_delta", "text": raw}
     nothing = list(BlockStream(ContentGate(family_named("hermes"))).end(None, ""))
