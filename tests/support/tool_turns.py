@@ -71,3 +71,25 @@ def split_text(text: str, size: int = 7) -> list[str]:
 def calls_made(path: Path) -> list[str]:
     """The names of the calls that reached the fault server, from the file it notes them in."""
     return path.read_text().split()
+
+
+def run_turn(core: Any, engine: Any, pieces: Path, loop: Any, replies: list[list[str]], conversation: Any,
+             text: str) -> tuple[Any, Any, list, ScriptedBackend]:
+    """One turn with `loop`'s tools in `conversation` on the tiny model, its replies replayed by
+    the scripted fake host, driven to its end: (the TurnRecord, the Turn, its events, the backend)."""
+    from app.chat import TurnRecord, build_prompt_messages
+    from app.settings import SamplingParams
+    from app.turn.backend import backend_for
+    from app.turn.turn import Turn
+
+    model = core.library.get("tiny-llama")
+    params = SamplingParams(max_tokens=400)
+    record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
+    messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
+    turn = Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=loop)
+    backend = ScriptedBackend(backend_for(model, engine=engine), pieces, replies)
+    turn.start(backend)
+    events = []
+    while (event := turn.next_event()) is not None:
+        events.append(event)
+    return record, turn, events, backend

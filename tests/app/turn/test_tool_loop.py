@@ -14,16 +14,14 @@ from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest
 from app.mcp.host import McpHost
 from app.mcp.servers import ToolServer
 from app.mcp.store import ToolServerStore
-from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.export import export_conversation
 from app.store.request_log import RequestLog
 from app.turn.answer_step import NO_CALL_FIRST
-from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
-from tests.support.tool_turns import CALL, ScriptedBackend, calls_made, split_text
+from tests.support.tool_turns import CALL, calls_made, run_turn, split_text
 
 
 def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer, replies: list[list[str]],
@@ -32,18 +30,8 @@ def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer
     if store.find(server.name) is None:
         store.add(server)
     loop = ToolLoop(host, offered_tools([(server, host.list_tools(server))]), approver, store, max_steps=max_steps)
-    model = core.library.get("tiny-llama")
-    conversation = core.history.last_conversation() or core.history.create_conversation(model=model.name)
-    params = SamplingParams(max_tokens=400)
-    record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
-    messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
-    turn = Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=loop)
-    backend = ScriptedBackend(backend_for(model, engine=engine), pieces, replies)
-    turn.start(backend)
-    events = []
-    while (event := turn.next_event()) is not None:
-        events.append(event)
-    return record, turn, events, backend
+    conversation = core.history.last_conversation() or core.history.create_conversation(model="tiny-llama")
+    return run_turn(core, engine, pieces, loop, replies, conversation, text)
 
 
 def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, fake_engine, pieces, host, server,

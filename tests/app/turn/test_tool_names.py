@@ -9,18 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.mcp.approval import ALLOW_ONCE, ToolRequest
 from app.mcp.host import McpHost, ToolInfo
 from app.mcp.servers import ToolServer, stdio_server
 from app.mcp.store import ToolServerStore
-from app.settings import SamplingParams
-from app.turn.backend import backend_for
 from app.turn.events import ToolResultEvent
 from app.turn.tools import ToolLoop, offer, offered_tools
-from app.turn.turn import Turn
 from tests.support.named_tool_server import calls_made, write_server
-from tests.support.tool_turns import ScriptedBackend, split_text
+from tests.support.tool_turns import ScriptedBackend, run_turn, split_text
 
 
 def _servers(tmp_path: Path, calls: Path) -> list[ToolServer]:
@@ -32,17 +28,8 @@ def _servers(tmp_path: Path, calls: Path) -> list[ToolServer]:
 
 
 def _turn(core: Any, engine: Any, pieces: Path, loop: ToolLoop, replies: list[list[str]]) -> tuple[list, ScriptedBackend]:
-    model = core.library.get("tiny-llama")
-    conversation = core.history.create_conversation(model=model.name)
-    params = SamplingParams(max_tokens=400)
-    record = TurnRecord.begin(core.history, conversation.id, "What time is it?", model=model, params=params)
-    messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
-    turn = Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=loop)
-    backend = ScriptedBackend(backend_for(model, engine=engine), pieces, replies)
-    turn.start(backend)
-    events = []
-    while (event := turn.next_event()) is not None:
-        events.append(event)
+    conversation = core.history.create_conversation(model="tiny-llama")
+    _record, _turn_run, events, backend = run_turn(core, engine, pieces, loop, replies, conversation, "What time is it?")
     return events, backend
 
 
