@@ -196,10 +196,10 @@ class PeakRss:
         self._thread.join()
 
 
-def cove_home(model_path: str, drafting: str = "auto") -> tuple[dict[str, str], str]:
-    """A scratch Cove home with the model registered (in place) and its drafting set (`cove models
-    place --drafting`); (its environment, the model's name)."""
-    home = Path(tempfile.mkdtemp(prefix="cove-batching-"))
+def cove_home(model_path: str, drafting: str = "auto", home: Path | None = None) -> tuple[dict[str, str], str]:
+    """A scratch Cove home (`home`, or a new temporary folder) with the model registered (in place)
+    and its drafting set (`cove models place --drafting`); (its environment, the model's name)."""
+    home = home or Path(tempfile.mkdtemp(prefix="cove-batching-"))
     env = {**os.environ, "COVE_HOME": str(home)}
     cli = [sys.executable, "-m", "app.cli.main"]
     subprocess.run([*cli, "models", "import", model_path], cwd=ROOT, env=env, capture_output=True, check=True, timeout=300)

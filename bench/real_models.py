@@ -337,21 +337,6 @@ def loop_run(clients: dict[str, tuple[Any, str]], data: dict[str, Any]) -> list[
 
 # --- the servers ---
 
-def cove_home(model_path: str, home: Path, drafting: str) -> tuple[dict[str, str], str]:
-    """A scratch Cove home with the model imported and its drafting set; (its environment, the model's name)."""
-    import os
-
-    env = {**os.environ, "COVE_HOME": str(home)}
-    cli = [sys.executable, "-m", "app.cli.main"]
-    subprocess.run([*cli, "models", "import", model_path], cwd=ROOT, env=env, capture_output=True, check=True, timeout=600)
-    listed = subprocess.run([*cli, "models", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            check=True, timeout=120)
-    name = json.loads(listed.stdout)[0]["name"]
-    subprocess.run([*cli, "models", "place", name, "--drafting", drafting], cwd=ROOT, env=env, capture_output=True,
-                   check=True, timeout=120)
-    return env, name
-
-
 def cove_repacks() -> bool:
     """Whether Cove's engine lets llama.cpp repack the weights on this CPU (not where its AMX path
     crashes, app/engine/host/cpu_quirks.py): llama-server is started with --no-repack where it does not."""
@@ -424,7 +409,9 @@ def run(model_path: str, runs: int, threads: int, gen: int, drafting: str,
     speed: list[list[dict[str, Any]]] = []
     loops: list[list[dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="cove-real-models-") as tmp:
-        env, cove_model = cove_home(model_path, Path(tmp) / "home", drafting)
+        from bench.batching import cove_home  # a scratch home with the model imported and placed
+
+        env, cove_model = cove_home(model_path, drafting, Path(tmp) / "home")
         for r in range(1, runs + 1):
             with servers(model_path, env, cove_model, ctx, threads, repack, Path(tmp)) as clients:
                 records = call_rate_run(clients, data, r)
