@@ -49,6 +49,8 @@ import re
 import sys
 from typing import Any, List, Optional, Set, Tuple, Union
 
+from app.engine import number_range  # Cove: number bounds
+
 def _build_repetition(item_rule, min_items, max_items, separator_rule=None):
 
     if max_items == 0:
@@ -726,6 +728,12 @@ class SchemaConverter:
             max_len = schema.get('maxLength')
 
             return self._add_rule(rule_name, r'"\"" ' + _build_repetition(char_rule, min_len, max_len) + r' "\"" space')
+
+        elif schema_type == 'number' and \
+                any(_is_number(schema.get(k)) for k in ('minimum', 'exclusiveMinimum', 'maximum', 'exclusiveMaximum')):
+            # Cove: number bounds, which llama.cpp leaves to the model (app/engine/number_range.py)
+            body = number_range.number_range(*number_range.bounds(schema), _generate_min_max_int)
+            return self._add_rule(rule_name, f'({body}) space')
 
         elif schema_type in (None, 'integer') and \
                 any(_is_number(schema.get(k)) for k in ('minimum', 'exclusiveMinimum', 'maximum', 'exclusiveMaximum')):  # Cove: numbers

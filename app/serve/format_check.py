@@ -1,8 +1,8 @@
 """A reply to a JSON format (chat's `response_format`, Responses' `text.format`, Anthropic's
-`output_config.format`) checked once it ended. The grammar keeps a reply to its format, but not to
-every keyword (the converter does not bound `minimum`/`maximum`, for instance) nor past a reply cut
-by max_tokens: such a reply still goes to the client as written, as OpenAI's and Anthropic's APIs
-send one, and the sentence made here is kept in the record (`response_format_problem`)."""
+`output_config.format`) checked once it ended. The grammar keeps a reply to its format, but not
+past a reply cut by max_tokens, nor to a keyword a non-strict schema may carry that no grammar
+holds: such a reply still goes to the client as written, as OpenAI's and Anthropic's APIs send
+one, and the sentence made here is kept in the record (`response_format_problem`)."""
 
 from __future__ import annotations
 

@@ -1,61 +1,68 @@
-"""A call's arguments checked against its tool's schema, for the parts of JSON Schema a tool's
-parameters use (type, properties, required, additionalProperties false, enum, const, items,
-minimum/maximum, minLength/maxLength): the grammar keeps calls to their schema while it is on,
-and this catches a call written while it was not (one whose opener differed from the family's)."""
+"""A value checked against a JSON schema (a call's arguments against its tool's parameters, a
+reply against its response format), with one sentence for the first way it breaks it.
+
+The grammar keeps a reply to its schema while it is on; this catches one written while it was not
+(a call whose opener differed from the family's, a tool not marked strict, a reply cut by
+max_tokens). The checking is jsonschema's (the schema's own draft, 2020-12 when it names none,
+formats checked); the sentences are Cove's, naming where the value breaks the schema.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
-                                       "integer": (int,), "number": (int, float), "null": (type(None),)}
+from jsonschema import Draft202012Validator, exceptions, validators
+
+_LONGEST = 200  # characters of jsonschema's own message kept, for a keyword without a sentence here
 
 
-def _type_ok(value: Any, kind: str) -> bool:
-    if kind in ("integer", "number") and isinstance(value, bool):
-        return False
-    if kind == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _TYPES.get(kind, (object,)))
+def _where(where: str, path: Iterable[Any]) -> str:
+    return where + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+
+
+def _sentence(error: exceptions.ValidationError, where: str) -> str:
+    at = _where(where, error.absolute_path)
+    keyword, bound, value = error.validator, error.validator_value, error.instance
+    if keyword == "type":
+        return f"{at} should be of type {'/'.join(bound) if isinstance(bound, list) else bound}"
+    if keyword == "enum":
+        return f"{at} should be one of {bound}"
+    if keyword == "const":
+        return f"{at} should be {bound!r}"
+    if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        phrase = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than",
+                  "exclusiveMaximum": "less than"}[keyword]
+        return f"{at} should be {phrase} {bound}"
+    if keyword in ("minLength", "maxLength"):
+        return f"{at} is {'shorter' if keyword == 'minLength' else 'longer'} than {bound} characters"
+    if keyword in ("minItems", "maxItems"):
+        return f"{at} should have {'at least' if keyword == 'minItems' else 'at most'} {bound} items"
+    if keyword == "required" and isinstance(value, dict):
+        missing = next((name for name in bound if name not in value), None)
+        if missing is not None:
+            return f"{at} lacks the required property {missing!r}"
+    if keyword == "additionalProperties" and isinstance(value, dict) and bound is False:
+        allowed = error.schema.get("properties") or {} if isinstance(error.schema, dict) else {}
+        extra = next((name for name in value if name not in allowed), None)
+        if extra is not None:
+            return f"{at} has a property {extra!r} the schema does not allow"
+    if keyword == "pattern":
+        return f"{at} does not match the pattern {bound!r}"
+    message = error.message if len(error.message) <= _LONGEST else error.message[:_LONGEST] + "…"
+    return f"{at}: {message}"
 
 
 def schema_problem(value: Any, schema: Any, where: str = "arguments") -> str | None:
-    """A sentence for the first way `value` breaks `schema`, or None."""
+    """A sentence for the first way `value` breaks `schema` (jsonschema's best match), or None.
+    A schema jsonschema cannot use (a broken pattern, a reference it cannot follow, a bound that is
+    not a number) gives None: the value cannot be judged by it, and the grammar, where it was on,
+    already held the value to what it could."""
     if not isinstance(schema, dict):
         return None
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
-    if kinds and not any(_type_ok(value, k) for k in kinds):
-        return f"{where} should be of type {'/'.join(kinds)}"
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{where} should be one of {schema['enum']}"
-    if "const" in schema and value != schema["const"]:
-        return f"{where} should be {schema['const']!r}"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{where} should be at least {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{where} should be at most {schema['maximum']}"
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            return f"{where} is shorter than {schema['minLength']} characters"
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return f"{where} is longer than {schema['maxLength']} characters"
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for name in schema.get("required") or []:
-            if name not in value:
-                return f"{where} lacks the required property {name!r}"
-        for name, item in value.items():
-            if name in props:
-                problem = schema_problem(item, props[name], f"{where}.{name}")
-                if problem:
-                    return problem
-            elif schema.get("additionalProperties") is False:
-                return f"{where} has a property {name!r} the schema does not allow"
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            problem = schema_problem(item, schema["items"], f"{where}[{i}]")
-            if problem:
-                return problem
-    return None
+    try:
+        cls = validators.validator_for(schema, default=Draft202012Validator)
+        error = exceptions.best_match(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value))
+    except Exception:  # noqa: BLE001 - jsonschema raises many kinds on a schema it cannot use
+        return None
+    return None if error is None else _sentence(error, where)

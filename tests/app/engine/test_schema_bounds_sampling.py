@@ -1,6 +1,7 @@
-"""An integer's minimum, maximum, exclusiveMinimum and exclusiveMaximum hold in a sampled reply: the
-real engine and the tiny random model, at temperature 1 over several seeds, never write a number
-out of bounds (llama-cpp-python's converter ignored the bounds: "hours" came back as 632260094)."""
+"""A number's and an integer's minimum, maximum, exclusiveMinimum and exclusiveMaximum hold in a
+sampled reply: the real engine and the tiny random model, at temperature 1 over several seeds,
+never write a number out of bounds (llama-cpp-python's converter ignored the bounds: "hours" came
+back as 632260094 and "share" as 379E89732752)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ SCHEMA = {
         "hours": {"type": "integer", "minimum": 1, "maximum": 48},
         "ratio": {"type": "integer", "exclusiveMinimum": -10, "exclusiveMaximum": 10},
         "year": {"type": "integer", "minimum": 1900},
+        "share": {"type": "number", "minimum": 0, "maximum": 1},
+        "offset": {"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 0},
     },
-    "required": ["hours", "ratio", "year"],
+    "required": ["hours", "ratio", "year", "share", "offset"],
     "additionalProperties": False,
 }
 
@@ -39,7 +42,7 @@ def test_sampled_integers_stay_within_their_bounds(engine: EngineClient) -> None
     gbnf = grammar_for({"type": "json_schema", "json_schema": {"name": "span", "schema": SCHEMA, "strict": True}})
     values = []
     for seed in range(12):
-        fin = engine.generate([{"role": "user", "content": "how long?"}], conversation_id=None, max_tokens=120,
+        fin = engine.generate([{"role": "user", "content": "how long?"}], conversation_id=None, max_tokens=200,
                               seed=seed, temperature=1.0, top_k=0, grammar=gbnf).wait()
         assert fin.status in ("complete", "length"), (fin.status, fin.error)
         if fin.status == "complete":
