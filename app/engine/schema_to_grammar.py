@@ -533,12 +533,14 @@ class SchemaConverter:
                     i += 1
                 elif c == '(':
                     i += 1
+                    if pattern[i:i + 2] == '?:':  # Cove: a non-capturing group is a group, as llama.cpp's C++ converter reads it
+                        i += 2
                     if i < length:
                         assert pattern[i] != '?', f'Unsupported pattern syntax "{pattern[i]}" at index {i} of /{pattern}/'
                     seq.append((f'({to_rule(transform())})', False))
                 elif c == ')':
                     i += 1
-                    assert start > 0 and pattern[start-1] == '(', f'Unbalanced parentheses; start = {start}, i = {i}, pattern = {pattern}'
+                    assert start > 0 and (pattern[start-1] == '(' or pattern[start-3:start] == '(?:'), f'Unbalanced parentheses; start = {start}, i = {i}, pattern = {pattern}'
                     return join_seq()
                 elif c == '[':
                     square_brackets = c
