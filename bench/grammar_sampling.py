@@ -33,10 +33,10 @@ import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app.engine.grammar import grammar_for, schema_grammar  # noqa: E402
-from app.engine.host.fallback_formats import FALLBACKS  # noqa: E402
 from app.engine.host.cpu_quirks import extra_buffers  # noqa: E402
-from app.engine.host.llama_open import model_buffers  # noqa: E402
+from app.engine.host.fallback_formats import FALLBACKS  # noqa: E402
 from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler, fast_pick  # noqa: E402
+from app.engine.host.llama_open import model_buffers  # noqa: E402
 from app.engine.host.token_pick import TopKPick  # noqa: E402
 from app.tools.families import FAMILIES  # noqa: E402
 from app.tools.generic import generic_messages  # noqa: E402

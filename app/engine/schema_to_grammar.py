@@ -229,15 +229,37 @@ def _generate_min_max_int(min_value: Optional[int], max_value: Optional[int], ou
             _generate_min_max_int(0, max_value, out, decimals_left, top_level=True)
         else:
             out.append("\"-\" (")
-            _generate_min_max_int(-max_value, None, out, decimals_left, top_level=False)
+            _generate_min_max_int(-max_value, None, out, decimals_left, top_level=True)  # Cove: upstream let "-05" in (top_level=False)
             out.append(")")
         return
 
     raise RuntimeError("At least one of min_value or max_value must be set")
 
 # Cove: any character a JSON string may hold unescaped (RFC 8259: not '"', '\\' or U+0000..U+001F;
-# U+007F too, as upstream; and no surrogate or value past U+10FFFF).
-JSON_SAFE_CHAR = r'[^"\\\x7F\x00-\x1F\uD800-\uDFFF\U00110000-\U001FFFFF]'
+# U+007F too, as upstream; and no surrogate or value past U+10FFFF). Written as the ranges it takes,
+# not as a negated class: llama.cpp refuses a partly written UTF-8 character when the characters it
+# could become overlap a negated class's exclusions (a lone 0xED byte, which begins U+D000..U+DFFF,
+# though U+D000..U+D7FF are Hangul), and then refuses less than a whole token would be allowed.
+JSON_SAFE_CHAR = r'[\x20-\x21\x23-\x5B\x5D-\x7E\x80-\uD7FF\uE000-\U0010FFFF]'
+
+# Cove: JSON_SAFE_CHAR's ranges, and a JSON string's escapes (as the `char` rule writes them).
+_JSON_SAFE_RANGES = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E), (0x80, 0xD7FF), (0xE000, 0x10FFFF))
+_JSON_ESCAPE = r'"\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
+
+
+def _class_code(cp: int) -> str:
+    return f'\\x{cp:02X}' if cp < 0x80 else f'\\u{cp:04X}' if cp < 0x10000 else f'\\U{cp:08X}'
+
+
+def _safe_char_except(rejects) -> str:
+    """Cove: one character of a JSON string other than `rejects` (upstream wrote [^"...], which let
+    control characters and a lone backslash into a property name), as ranges (see JSON_SAFE_CHAR)."""
+    ranges = list(_JSON_SAFE_RANGES)
+    for cp in sorted({ord(c) for c in rejects}):
+        ranges = [part for lo, hi in ranges for part in
+                  (((lo, cp - 1), (cp + 1, hi)) if lo <= cp <= hi else ((lo, hi),)) if part[0] <= part[1]]
+    body = ''.join(_class_code(lo) if lo == hi else f'{_class_code(lo)}-{_class_code(hi)}' for lo, hi in ranges)
+    return f'([{body}] | {_JSON_ESCAPE})'
 
 
 def _class_char(c: str) -> str:
@@ -296,7 +318,12 @@ PRIMITIVE_RULES = {
 
 # TODO: support "uri", "email" string formats
 STRING_FORMAT_RULES = {
-    'date'            : BuiltinRule('[0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( \"0\" [1-9] | [1-2] [0-9] | "3" [0-1] )', []),
+    # Cove: only days that exist (upstream took 02-31 and year 0000, which a date parser refuses):
+    # 31 days in 01 03 05 07 08 10 12, 30 in 04 06 09 11, 28 in 02, and 02-29 in a leap year.
+    'date'            : BuiltinRule('date-year "-" ( ( "0" [13578] | "1" [02] ) "-" ( date-day28 | "29" | "30" | "31" ) | ( "0" [469] | "11" ) "-" ( date-day28 | "29" | "30" ) | "02-" date-day28 ) | date-leap-year "-02-29"', ['date-year', 'date-day28', 'date-leap-year']),
+    'date-year'       : BuiltinRule('[0-9]{3} [1-9] | [0-9]{2} [1-9] [0-9] | [0-9] [1-9] [0-9]{2} | [1-9] [0-9]{3}', []),
+    'date-day28'      : BuiltinRule('"0" [1-9] | "1" [0-9] | "2" [0-8]', []),
+    'date-leap-year'  : BuiltinRule('[0-9]{2} ( [02468] [48] | [13579] [26] | [2468] "0" ) | ( [02468] [48] | [13579] [26] | [2468] "0" ) "00"', []),
     'time'            : BuiltinRule('([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )', []),
     'date-time'       : BuiltinRule('date "T" time', ['date', 'time']),
     'date-string'     : BuiltinRule('"\\"" date "\\"" space', ['date']),
@@ -398,7 +425,7 @@ class SchemaConverter:
             if node.children:
                 if not first:
                     out.append(' | ')
-                out.append(f'[^"{"".join(map(_class_char, rejects))}] {char_rule}*')  # Cove: escaped
+                out.append(f'{_safe_char_except(rejects)} {char_rule}*')  # Cove: only what a JSON string may hold
         visit(trie)
 
         out.append(f' ){"" if trie.is_end_of_string else "?"} ["] space')

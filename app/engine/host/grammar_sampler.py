@@ -51,12 +51,17 @@ class FirstBytes:
     """The vocabulary by the first byte of each token's text, as the grammar reads it (control
     tokens shown): a grammar that refuses a one-byte token refuses every token starting with
     that byte (it refuses at that byte), so asking it about one token per byte rules out most of
-    the vocabulary at once. Built once per model, in about half a second for 262,144 tokens."""
+    the vocabulary at once. The same holds for a token's first two bytes (`narrow`): where a
+    grammar allows few tokens (a number's digits after a space), asking about the two-byte tokens
+    rules out most of what starts with an allowed byte. Built once per model, in about half a
+    second for 262,144 tokens."""
 
     def __init__(self, vocab: Any, n_vocab: int) -> None:
         buf = ctypes.create_string_buffer(1024)
         first = np.full(n_vocab, -1, dtype=np.int16)  # -1: never allowed (no text) or end of generation
+        pair = np.full(n_vocab, -1, dtype=np.int32)  # first byte * 256 + second; -1: one byte or none
         single = np.full(256, -1, dtype=np.intc)  # a token whose text is that byte alone
+        double = np.full(65536, -1, dtype=np.intc)  # a token whose text is those two bytes alone
         eog: list[int] = []
         to_piece, is_eog = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_is_eog
         for token in range(n_vocab):
@@ -65,20 +70,28 @@ class FirstBytes:
                 continue
             n = to_piece(vocab, token, buf, len(buf), 0, True)
             if n < 0:
-                n = -n  # longer than the buffer: only its first byte is needed
+                n = -n  # longer than the buffer: only its first bytes are needed
                 big = ctypes.create_string_buffer(n)
                 to_piece(vocab, token, big, n, 0, True)
-                lead = big.raw[0]
+                head = big.raw[:2]
             else:
-                lead = buf.raw[0] if n else 0
+                head = buf.raw[:min(n, 2)]
+            lead = head[0] if head else 0
             if lead:  # the grammar refuses an empty text or one starting with NUL
                 first[token] = lead
                 if n == 1 and single[lead] < 0:
                     single[lead] = token
+                if n >= 2:
+                    pair[token] = lead * 256 + head[1]
+                    if n == 2 and double[pair[token]] < 0:
+                        double[pair[token]] = token
         self.first = first
+        self.pair = pair
         self.eog = np.array(eog, dtype=np.intc)
         self.probes = single[single >= 0]
         self.unprobed = np.flatnonzero((single < 0) & (np.bincount(first[first >= 0], minlength=256) > 0))
+        self.pair_keys = np.flatnonzero(double >= 0).astype(np.int32)
+        self.pair_probes = double[self.pair_keys]
 
     def candidates(self, allowed_bytes: np.ndarray) -> np.ndarray:
         """The tokens whose first byte is in `allowed_bytes` (a mask over 256 bytes; bytes no
@@ -88,6 +101,20 @@ class FirstBytes:
         lead = self.first
         keep = np.flatnonzero(mask[np.maximum(lead, 0)] & (lead >= 0)).astype(np.intc)
         return np.concatenate([keep, self.eog]) if len(self.eog) else keep
+
+    def narrow(self, candidates: np.ndarray, allowed_bytes: np.ndarray,
+               allowed_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """`candidates` less the tokens whose first two bytes the grammar refuses: it is asked
+        (`allowed_of`) about the two-byte tokens whose first byte it allows; a token whose first
+        two bytes no two-byte token has is kept."""
+        asked = self.pair_keys[allowed_bytes[self.pair_keys >> 8]]
+        if not len(asked):
+            return candidates
+        refused = np.zeros(65536, dtype=bool)
+        refused[asked] = True
+        refused[self.pair[allowed_of(self.pair_probes[np.searchsorted(self.pair_keys, asked)])]] = False
+        key = self.pair[candidates]
+        return candidates[(key < 0) | ~refused[np.maximum(key, 0)]]
 
 
 class Greedy:
@@ -295,6 +322,9 @@ class GrammarFirstSampler:
         if len(candidates) > SLICE:  # the best of them first: enough when it holds k allowed ones
             allowed = self.allowed_of(candidates[np.argpartition(row[candidates], -SLICE)[-SLICE:]])
         if allowed is None or len(allowed) < k:
+            if self._first_bytes is not None and len(candidates) > SLICE:
+                lead[index.unprobed] = True
+                candidates = index.narrow(candidates, lead, self.allowed_of)
             allowed = self.allowed_of(candidates)
         if len(allowed) > k:
             allowed = allowed[np.argpartition(row[allowed], -k)[-k:]]

@@ -227,21 +227,47 @@ def test_the_fast_first_pick_gives_the_tokens_of_the_whole_chain(tiny_gguf: Path
 
 def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -> None:
     """Asking the grammar about one single-byte token per byte, then about the tokens starting
-    with the bytes it allows, finds every token that applying it to the whole vocabulary allows,
-    in every state of a reply (a partly written UTF-8 character too)."""
+    with the bytes it allows (and about the two-byte tokens, where too many do), finds every token
+    that applying it to the whole vocabulary allows, in every state of a reply (a partly written
+    UTF-8 character too)."""
+    # The reply {"s": "ab\u3042cd", "n": 12}, a token at a time (two-letter tokens where the
+    # vocabulary has them; the Japanese character as its three UTF-8 bytes, one byte token each).
+    pieces = [b"{", b'"', b"s", b'"', b":", b" ", b'"', b"ab", b"\xe3", b"\x81", b"\x82", b"cd", b'"', b",", b" ",
+              b'"', b"n", b'"', b":", b" ", b"1", b"2", b"}"]
+    check_first_bytes(tiny_gguf, {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+                                  "required": ["s", "n"], "additionalProperties": False}, pieces)
+
+
+def test_first_bytes_rule_out_only_tokens_the_grammar_refuses_in_a_large_vocabulary(tmp_path: Path) -> None:
+    """The same with the starter's 262,144 tokens, where the two-byte tokens are asked about (a
+    bounded number's digits after a space, a string's letters): every state of the reply
+    {"s": "ab", "x": 0.25, "n": 12} finds what the whole vocabulary does."""
+    from models.starter import prepare_starter_file
+
+    pieces = [b"{", b'"', b"s", b'"', b":", b" ", b'"', b"ab", b'"', b",", b" ", b'"', b"x", b'"', b":", b" ", b"0",
+              b".", b"2", b"5", b",", b" ", b'"', b"n", b'"', b":", b" ", b"1", b"2", b"}"]
+    check_first_bytes(prepare_starter_file(tmp_path), {
+        "type": "object", "properties": {"s": {"type": "string", "maxLength": 8},
+                                         "x": {"type": "number", "minimum": 0, "maximum": 1},
+                                         "n": {"type": "integer", "minimum": 1, "maximum": 48}},
+        "required": ["s", "x", "n"], "additionalProperties": False}, pieces)
+
+
+def check_first_bytes(model: Path, schema: dict, pieces: list[bytes]) -> None:
     import ctypes
 
     import llama_cpp
     import numpy as np
 
+    from app.engine.host.cpu_quirks import extra_buffers
     from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler
-    from app.engine.host.llama_open import vocab_of
+    from app.engine.host.llama_open import model_buffers, vocab_of
     from app.engine.host.token_pick import sampler_chain
 
-    gbnf = grammar_for(schema_format({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
-                                      "required": ["s", "n"], "additionalProperties": False}))
+    gbnf = grammar_for(schema_format(schema))
     assert gbnf is not None
-    llm = llama_cpp.Llama(str(tiny_gguf), verbose=False, n_ctx=64, n_threads=T)
+    with model_buffers(extra_buffers()[0]):
+        llm = llama_cpp.Llama(str(model), verbose=False, n_ctx=64, n_threads=T)
     vocab, n_vocab = vocab_of(llm), llm.n_vocab()
     index = FirstBytes(vocab, n_vocab)
     sampler = GrammarFirstSampler(sampler_chain(llm, temp=0.8), vocab, gbnf, n_vocab, first_bytes=lambda: index)
@@ -251,11 +277,7 @@ def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -
     by_text = {}
     for t in range(n_vocab):
         n = llama_cpp.llama_token_to_piece(vocab, t, buf, 64, 0, True)
-        by_text.setdefault(buf.raw[:n], t)
-    # The reply {"s": "ab\u3042cd", "n": 12}, a token at a time (two-letter tokens where the
-    # vocabulary has them; the Japanese character as its three UTF-8 bytes, one byte token each).
-    pieces = [b"{", b'"', b"s", b'"', b":", b" ", b'"', b"ab", b"\xe3", b"\x81", b"\x82", b"cd", b'"', b",", b" ",
-              b'"', b"n", b'"', b":", b" ", b"1", b"2", b"}"]
+        by_text.setdefault(buf.raw[:max(n, 0)], t)
     try:
         for piece in [b"", *pieces]:
             if piece:

@@ -128,3 +128,19 @@ def test_bounds_that_leave_no_number_are_a_sentence() -> None:
 
 def test_a_bound_that_is_not_a_number_is_ignored_as_for_integers() -> None:
     assert schema_grammar({"type": "number", "minimum": True, "maximum": "2"}) == schema_grammar({"type": "number"})
+
+
+@pytest.mark.parametrize("schema", [{"maximum": -1}, {"maximum": -5}, {"maximum": -10}, {"maximum": -123},
+                                    {"minimum": -7}, {"minimum": 15, "maximum": 300}, {"exclusiveMinimum": -12,
+                                                                                        "exclusiveMaximum": 207}])
+def test_an_integer_range_takes_its_integers_as_json_writes_them(schema: dict) -> None:
+    """Integer bounds (the converter's own rules): every integer within is taken, written as JSON
+    writes it, and nothing else; upstream let "-05" in under a negative maximum with no minimum."""
+    root = next(line for line in schema_grammar({"type": "integer", **schema}).splitlines() if line.startswith("root"))
+    rule = gbnf_matcher(root.removeprefix("root ::= ").removesuffix(" space"))
+    full = {"type": "integer", **schema}
+    for n in range(-2000, 2001):
+        inside = jsonschema.Draft202012Validator(full).is_valid(n)
+        assert (rule.fullmatch(str(n)) is not None) == inside, n
+    for text in ("-05", "007", "-0123", "1.0", "1e2"):  # "-0" is JSON, and 0
+        assert rule.fullmatch(text) is None, text
