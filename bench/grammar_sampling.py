@@ -38,6 +38,7 @@ from app.engine.host.fallback_formats import FALLBACKS  # noqa: E402
 from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler, fast_pick  # noqa: E402
 from app.engine.host.llama_open import model_buffers  # noqa: E402
 from app.engine.host.token_pick import TopKPick  # noqa: E402
+from app.engine.host.utf8_guard import Utf8Tokens  # noqa: E402
 from app.tools.families import FAMILIES  # noqa: E402
 from app.tools.generic import generic_messages  # noqa: E402
 from app.tools.spec import read_openai_tools  # noqa: E402
@@ -113,6 +114,7 @@ def main() -> int:
                      parallel=False).gbnf
     bounded = grammar_for({"type": "json_schema", "json_schema": {"name": "tides", "schema": BOUNDED, "strict": True}})
     index = FirstBytes(vocab, n_vocab)
+    utf8 = Utf8Tokens(vocab, n_vocab)
 
     def reply(kind: str, seed: int) -> dict[str, Any]:
         llm.reset()
@@ -124,7 +126,7 @@ def main() -> int:
         else:
             fast = fast_pick(SETTINGS, n_vocab, seed) if kind in ("fast", "bounded") else None
             sampler = GrammarFirstSampler(llm._init_sampler(**SETTINGS), vocab, bounded if kind == "bounded" else gbnf,
-                                          n_vocab, fast=fast, first_bytes=lambda: index)
+                                          n_vocab, fast=fast, first_bytes=lambda: index, utf8=lambda: utf8)
         out: list[int] = []
         sample_s = 0.0
         wall0 = time.perf_counter()

@@ -28,6 +28,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.host.token_pick import TopKPick
+from app.engine.host.utf8_guard import Utf8Guard, Utf8Tokens
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.float32), ("p", np.float32)], align=True)
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
@@ -158,15 +159,19 @@ class GrammarFirstSampler:
     match; when that text does not fit it, the grammar waits for the next call as before. `piece`
     gives a token's text with control tokens shown (a trigger may be one). `fast`: the first pick (fast_pick), or None for the
     whole chain on every candidate. `first_bytes`: the model's FirstBytes (made on first use),
-    or None to apply the grammar to the whole vocabulary when a refused token is picked again."""
+    or None to apply the grammar to the whole vocabulary when a refused token is picked again.
+    `utf8`: the model's Utf8Tokens (made on first use): while the grammar applies, a token must
+    also keep the reply well-formed UTF-8 (app/engine/host/utf8_guard.py); None: the grammar alone."""
 
     def __init__(self, chain: Any, vocab: Any, gbnf: str, n_vocab: int, trigger: bytes | None = None,
                  piece: Callable[[int], bytes] | None = None, fast: FastPick | None = None,
                  first_bytes: Callable[[], FirstBytes] | None = None, find: Callable[[str], int | None] | None = None,
-                 tokenize: Callable[[bytes], list[int]] | None = None) -> None:
+                 tokenize: Callable[[bytes], list[int]] | None = None,
+                 utf8: Callable[[], Utf8Tokens] | None = None) -> None:
         self._chain = chain  # a _internals.LlamaSampler without the grammar; owns its C chain
         self._fast = fast
         self._first_bytes = first_bytes if matches_text_only(gbnf) else None
+        self._utf8 = Utf8Guard(utf8()) if utf8 is not None else None
         self._waiting = trigger if trigger and piece is not None else None
         self._find = find if find is not None and tokenize is not None and piece is not None else None
         self._tokenize = tokenize
@@ -212,7 +217,7 @@ class GrammarFirstSampler:
         one.id, one.logit, one.p = token, 1.0, 0.0  # type: ignore[assignment]
         arr.size, arr.selected, arr.sorted = 1, -1, False
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
-        return not math.isinf(one.logit)
+        return not math.isinf(one.logit) and (self._utf8 is None or self._utf8.allows(token))
 
     def allowed_of(self, ids: np.ndarray) -> np.ndarray:
         """Those of `ids` the grammar allows, in its present state."""
@@ -225,6 +230,13 @@ class GrammarFirstSampler:
     def accept_in_grammar(self, token: int) -> None:
         """Move the grammar past `token`, as a pick does (the chain is left as it is)."""
         llama_cpp.llama_sampler_accept(self._grammar, token)
+        if self._utf8 is not None:
+            self._utf8.accept(token)
+
+    def usable_of(self, ids: np.ndarray) -> np.ndarray:
+        """Those of `ids` the grammar allows and that keep the reply well-formed UTF-8."""
+        allowed = self.allowed_of(ids)
+        return allowed if self._utf8 is None else self._utf8.allowed_of(allowed)
 
     @property
     def waiting(self) -> bool:
@@ -256,7 +268,7 @@ class GrammarFirstSampler:
                 llama_cpp.llama_sampler_reset(self._grammar)
                 self._seen = b""
                 return
-            llama_cpp.llama_sampler_accept(self._grammar, token)
+            self.accept_in_grammar(token)
         self._find = None
 
     def sample(self, ctx: Any, idx: int) -> int:
@@ -278,9 +290,11 @@ class GrammarFirstSampler:
             self.checked += self._n_vocab
             arr = self._array(self._ids, row)  # the chain reordered and cut the array: start again
             llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))
+            if self._utf8 is not None:  # the array is still in token order
+                self._cur["logit"][self._utf8.refused_mask()] = -math.inf
             llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
             token = int(self._cur[arr.selected]["id"])
-        llama_cpp.llama_sampler_accept(self._grammar, token)
+        self.accept_in_grammar(token)
         llama_cpp.llama_sampler_accept(chain, token)
         return token
 
@@ -306,11 +320,12 @@ class GrammarFirstSampler:
             else:
                 allowed.sort()  # equal logits: the lowest id, as argmax over the whole row
                 token = int(allowed[int(row[allowed].argmax())])
-        llama_cpp.llama_sampler_accept(self._grammar, token)
+        self.accept_in_grammar(token)
         return token
 
     def best_allowed(self, row: np.ndarray, k: int) -> np.ndarray:
-        """The k tokens of largest logit that the grammar allows (all it allows when fewer)."""
+        """The k tokens of largest logit that the grammar allows and that keep the reply
+        well-formed (all of them when fewer)."""
         if self._first_bytes is None:
             candidates = self._ids
         else:
@@ -320,12 +335,12 @@ class GrammarFirstSampler:
             candidates = index.candidates(lead)
         allowed = None
         if len(candidates) > SLICE:  # the best of them first: enough when it holds k allowed ones
-            allowed = self.allowed_of(candidates[np.argpartition(row[candidates], -SLICE)[-SLICE:]])
+            allowed = self.usable_of(candidates[np.argpartition(row[candidates], -SLICE)[-SLICE:]])
         if allowed is None or len(allowed) < k:
             if self._first_bytes is not None and len(candidates) > SLICE:
                 lead[index.unprobed] = True
                 candidates = index.narrow(candidates, lead, self.allowed_of)
-            allowed = self.allowed_of(candidates)
+            allowed = self.usable_of(candidates)
         if len(allowed) > k:
             allowed = allowed[np.argpartition(row[allowed], -k)[-k:]]
         return np.array(allowed, dtype=np.intc)
@@ -343,6 +358,7 @@ class GrammarSlot:
         self.piece: Callable[[int], bytes] | None = None  # a token's text, control tokens shown
         self.fast = True  # the first pick as plain decoding makes it, where the settings allow
         self._first_bytes: FirstBytes | None = None
+        self._utf8: Utf8Tokens | None = None
 
     @classmethod
     def install(cls, llm: Any, vocab: Any) -> GrammarSlot:
@@ -355,13 +371,18 @@ class GrammarSlot:
                 slot._first_bytes = FirstBytes(vocab, n_vocab)
             return slot._first_bytes
 
+        def utf8() -> Utf8Tokens:
+            if slot._utf8 is None:
+                slot._utf8 = Utf8Tokens(vocab, n_vocab)
+            return slot._utf8
+
         def init_sampler(**kwargs: Any) -> Any:
             chain = make(**kwargs)
             if slot.gbnf is None:
                 return chain
             fast = fast_pick(kwargs, n_vocab, int(llm._seed)) if slot.fast else None
             return GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab, slot.trigger, slot.piece, fast,
-                                       first_bytes if slot.fast else None, slot.find, slot.tokenize)
+                                       first_bytes if slot.fast else None, slot.find, slot.tokenize, utf8)
 
         llm._init_sampler = init_sampler
         return slot
