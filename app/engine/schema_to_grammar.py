@@ -49,7 +49,7 @@ import re
 import sys
 from typing import Any, List, Optional, Set, Tuple, Union
 
-from app.engine import number_range  # Cove: number bounds
+from app.engine import number_range, pattern_class  # Cove: number bounds, classes as JSON text
 
 def _build_repetition(item_rule, min_items, max_items, separator_rule=None):
 
@@ -272,6 +272,8 @@ def _class_char(c: str) -> str:
 # llama.cpp's parser refuses); any other escape is written as llama.cpp's parser takes it.
 SHORTHAND_CLASSES = {'d': '0-9', 'w': 'a-zA-Z0-9_', 's': ' '}  # \s: a space only (a raw tab or line end is no JSON)
 _GBNF_ESCAPES = set('xuUtrn\\"[]-')
+# Cove: a pattern's escape of a character a JSON string must escape, as GBNF literal text for its JSON escape.
+JSON_TEXT_OF_ESCAPE = {'"': '\\\\\\"', '\\': '\\\\\\\\', 'n': '\\\\n', 'r': '\\\\r', 't': '\\\\t'}
 
 
 def _escape(c: str, pattern: str, in_class: bool = False) -> str:
@@ -570,19 +572,13 @@ class SchemaConverter:
                     assert start > 0 and (pattern[start-1] == '(' or pattern[start-3:start] == '(?:'), f'Unbalanced parentheses; start = {start}, i = {i}, pattern = {pattern}'
                     return join_seq()
                 elif c == '[':
-                    square_brackets = c
-                    i += 1
+                    body_start = i = i + 1
                     while i < length and pattern[i] != ']':
-                        if pattern[i] == '\\':
-                            square_brackets += _escape(pattern[i+1:i+2], pattern, in_class=True)  # Cove: upstream copied it
-                            i += 2
-                        else:
-                            square_brackets += pattern[i]
-                            i += 1
+                        i += 2 if pattern[i] == '\\' else 1
                     assert i < length, f'Unbalanced square brackets; start = {start}, i = {i}, pattern = {pattern}'
-                    square_brackets += ']'
+                    # Cove: the class as JSON text (upstream copied it, so [^@] let a raw quote in)
+                    seq.append((pattern_class.json_class(pattern[body_start:i], pattern), False))
                     i += 1
-                    seq.append((square_brackets, False))
                 elif c == '\\' and pattern[i + 1:i + 2] in SHORTHAND_CLASSES:  # Cove: \d, \w, \s
                     seq.append((f'[{SHORTHAND_CLASSES[pattern[i + 1]]}]', False))
                     i += 2
@@ -636,11 +632,14 @@ class SchemaConverter:
                                 i += 1
                                 literal += pattern[i]
                                 i += 1
+                            elif next in JSON_TEXT_OF_ESCAPE and not self._raw_pattern:
+                                literal += JSON_TEXT_OF_ESCAPE[next]  # Cove: as the JSON string writes it
+                                i += 2
                             else:
                                 literal += _escape(next, pattern)  # Cove: upstream copied pattern[i:i+2]
                                 i += 2
                         elif pattern[i] == '"' and not self._raw_pattern:
-                            literal += '\\"'
+                            literal += JSON_TEXT_OF_ESCAPE['"']  # Cove: upstream wrote a raw quote, which ended the string
                             i += 1
                         elif pattern[i] not in NON_LITERAL_SET and \
                                 (i == length - 1 or literal == '' or pattern[i+1] == '.' or pattern[i+1] not in NON_LITERAL_SET):

@@ -17,7 +17,7 @@ def date_rule() -> re.Pattern[str]:
     rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines() if " ::= " in line)
     body = rules["date"]
     for name in ("date-year", "date-day28", "date-leap-year"):
-        body = re.sub(rf"(?<![\w-]){name}(?![\w-])", f"({rules[name]})", body)
+        body = re.sub(rf"(?<![\w-]){name}(?![\w-])", lambda _, rule=rules[name]: f"({rule})", body)
     return gbnf_matcher(body)
 
 
