@@ -17,8 +17,9 @@ integer digits (llama.cpp's `integral-part` allows 16).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 SIGNIFICANT_DIGITS = 15  # any decimal of 15 significant digits is a double of its own (DBL_DIG)
 INTEGER_CAP = Decimal(10**SIGNIFICANT_DIGITS - 1)

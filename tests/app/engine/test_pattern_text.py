@@ -33,7 +33,7 @@ def root_rule(pattern: str) -> re.Pattern[str]:
 
 def holds_plainly(text: str) -> bool:
     """Whether JSON can hold `text` the way the grammar writes it (raw, or \\" \\\\ \\n \\r \\t)."""
-    return all(c in '"\\\n\r\t' or (0x20 <= ord(c) and ord(c) != 0x7F) for c in text)
+    return all(c in '"\\\n\r\t' or (ord(c) >= 0x20 and ord(c) != 0x7F) for c in text)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
