@@ -288,14 +288,16 @@ def test_gemma3_sliding_window_pattern_is_llamacpps() -> None:
 
 def test_measure_counts_the_mapped_model_once(tmp_path: Path) -> None:
     path = tmp_path / "weights.bin"
-    data = os.urandom(4 << 20)
+    data = os.urandom(16 << 20)
     path.write_bytes(data)
+    measure_engine_memory(os.getpid(), path)  # once first: what measuring itself allocates is not the file's
     before = measure_engine_memory(os.getpid(), path)
     assert before.mapped_model == 0
     with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
         total = sum(m[i] for i in range(0, len(m), 4096))  # touch every page
         after = measure_engine_memory(os.getpid(), path)
     assert total == sum(data[i] for i in range(0, len(data), 4096))  # every page was read from the file
-    assert after.mapped_model >= (4 << 20) - 65536
-    assert after.private - before.private < 2 << 20  # the file's pages are not private memory
+    assert after.mapped_model >= (16 << 20) - 65536
+    # The file's 16 MiB are not private memory (a long test process's own heap moves by a few MiB).
+    assert after.private - before.private < 8 << 20
     assert after.total == after.private + after.mapped_model
