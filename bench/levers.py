@@ -28,7 +28,8 @@ PARTS = ("reopen", "lookup", "kv", "sampled")
 
 
 def run(model: str, parts: list[str], rounds: int, quick: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": Path(model).name, "rounds": 1 if quick else rounds}
+    rounds = 1 if quick else rounds
+    out: dict[str, Any] = {"model": Path(model).name, "rounds": rounds}
     for part in parts:
         t0 = time.perf_counter()
         if part == "reopen":
@@ -49,6 +50,8 @@ def print_all(result: dict[str, Any]) -> None:
         print(f"Reopen a {r['conversation_tokens']}-token conversation after a restart: TTFT "
               f"{r['saved']['wall_ttft_ms']:.0f} ms with its saved state, {r['recompute']['wall_ttft_ms']:.0f} ms "
               f"recomputing: {r['ratio_wall_ttft']:.3f}x (goal <= {r['goal']}: {'met' if r['meets_goal'] else 'not met'})")
+        if r["discarded"]:
+            print(f"  the saved state was not restored: {r['discarded']}")
     if "lookup" in result:
         levers_lookup.print_result(result["lookup"])
     if "kv" in result:

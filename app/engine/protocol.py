@@ -77,7 +77,9 @@ class Generate:
     frequency_penalty: float = FREQUENCY_PENALTY
     logit_bias: list[list[float]] = field(default_factory=list)  # [token id, bias] pairs added to the logits
     stop: list[str] = field(default_factory=list)
-    ignore_eos: bool = False  # benchmarks: do not stop on end-of-generation tokens
+    # Benchmarks: do not stop on end-of-generation tokens nor on the chat format's end-of-turn
+    # strings (a base model's "\nQ:"), so a reply runs to max_tokens; `stop` still applies.
+    ignore_eos: bool = False
     prompt_tokens: list[int] | None = None  # benchmarks: raw token ids, no template
     raw_prompt: str | None = None  # a text completion: this text as it is, no chat template
     no_cache: bool = False  # benchmarks: clear the KV cache first

@@ -79,7 +79,10 @@ class Reply:
         self.pending = self.cached  # the next prompt token to evaluate
         self.prepare_ms = (time.perf_counter() - self.t_begin) * 1000.0
         rendered = self.plan.rendered
-        self.stops = list(req.stop) + list(rendered.stop if rendered else ())
+        # The chat format's end-of-turn strings end a reply as an end-of-generation token does, and
+        # ignore_eos passes over both; the request's own stop strings always apply.
+        format_stops = rendered.stop if rendered is not None and not req.ignore_eos else ()
+        self.stops = list(req.stop) + list(format_stops)
         tools = self.tools
         # A gpt-oss reply with tools shows its control tokens (<|end|>): app/tools/harmony.py reads them.
         self.piece = s.special_piece if tools is not None and tools.family.name == "harmony" else s.piece

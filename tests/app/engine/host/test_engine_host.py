@@ -13,7 +13,7 @@ import pytest
 
 from app.engine.client import EngineClient, EngineError, FinishedEvent, TokenEvent
 from app.engine.host.session import default_threads
-from tests.support.tiny_model import BOS_ID, write_tiny_gguf
+from tests.support.tiny_model import BOS_ID, tiny_vocab, write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -171,6 +171,23 @@ def test_stop_strings_are_never_shown(engine: EngineClient, tiny_gguf: Path) -> 
     fin = engine.generate(user("x"), conversation_id=None, max_tokens=400, ignore_eos=True, seed=5, stop=["e", "a"]).wait()
     assert fin.metrics["stop_reason"] == "stop" and fin.status == "complete"
     assert "e" not in fin.text and "a" not in fin.text
+
+
+def test_ignore_eos_runs_past_the_formats_end_of_turn_string_but_not_the_requests_own(engine: EngineClient,
+                                                                                       tiny_gguf: Path) -> None:
+    engine.load(tiny_gguf, n_threads=T)
+    tokens = tiny_vocab()[0]
+    # Only "\n", "Q" and ":" can be picked, so the base-model format's "\nQ:" soon turns up.
+    bias = [(tokens.index("<0x0A>"), 100.0), (tokens.index("Q"), 100.0), (tokens.index(":"), 100.0)]
+    ended = engine.generate(user("x"), conversation_id=None, max_tokens=200, seed=5, logit_bias=bias).wait()
+    assert ended.metrics["template_source"] == "fallback:qa"
+    assert ended.status == "complete" and ended.metrics["gen_tokens"] < 200 and "\nQ:" not in ended.text
+    assert ended.metrics["stop_sequence"] is None
+    full = engine.generate(user("x"), conversation_id=None, max_tokens=200, seed=5, logit_bias=bias, ignore_eos=True).wait()
+    assert full.status == "length" and full.metrics["gen_tokens"] == 200 and "\nQ:" in full.text
+    own = engine.generate(user("x"), conversation_id=None, max_tokens=200, seed=5, logit_bias=bias, ignore_eos=True,
+                          stop=["\nQ:"]).wait()
+    assert own.status == "complete" and own.metrics["stop_sequence"] == "\nQ:" and own.text == ended.text
 
 
 def test_missing_and_damaged_files_are_sentences_and_the_host_survives(engine: EngineClient, tiny_gguf: Path, tmp_path: Path) -> None:
