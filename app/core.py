@@ -12,8 +12,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
-
 from app.engine.state_folders import forget_conversation, prune_state_folders
 from app.mcp.results import ToolLimits
 from app.paths import Paths, resolve_paths
@@ -23,12 +21,14 @@ from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
 from app.store.record_requests import close_interrupted
 from app.store.request_log import RequestLog
-from models.gguf_validate import InvalidModelFile
+from models.gguf_errors import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary, ModelNotFound
 from models.network import NetworkGate
 from models.starter import StarterUnavailable, ensure_starter, starter_available
 
 if TYPE_CHECKING:
+    import sqlite_utils
+
     from app.engine.client import EngineClient
     from app.remote.connections import Connections
     from app.remote.engine import RemoteEngine

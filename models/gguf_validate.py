@@ -24,6 +24,9 @@ from typing import BinaryIO
 
 from gguf.constants import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFValueType
 
+from models.gguf_errors import InvalidModelFile as InvalidModelFile  # the errors live apart, see there
+from models.gguf_errors import NeedMoreBytes as NeedMoreBytes
+
 MAX_TENSORS = 100_000
 MAX_KV = 10_000
 MAX_KEY_LENGTH = 256
@@ -53,22 +56,6 @@ _U32 = _SCALARS[_V.UINT32]
 _U64 = _SCALARS[_V.UINT64]
 
 Scalar = int | float | bool | str
-
-
-class InvalidModelFile(Exception):
-    """The file cannot be used as a model. str(exc) is one sentence a non-expert can read."""
-
-
-class NeedMoreBytes(InvalidModelFile):
-    """`read_gguf_header_bytes` ran past the prefix it was given before the header ended.
-
-    `needed` is the smallest prefix length (in bytes) that could get further; the header
-    may need more than that. Not a verdict on the file: fetch more and parse again.
-    """
-
-    def __init__(self, needed: int, have: int) -> None:
-        super().__init__(f"the header is longer than the first {have} bytes that were read")
-        self.needed = needed
 
 
 @dataclass(frozen=True)

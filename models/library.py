@@ -16,15 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
 from models.download.split import part_names, split_name
-from models.gguf_info import GGUFInfo, info_from_header, sha256_file
-from models.gguf_validate import InvalidModelFile, read_gguf_header
+from models.gguf_errors import InvalidModelFile
 from models.timestamps import parse_utc_timestamp, utc_timestamp
 from models.transactions import write_transaction
+
+if TYPE_CHECKING:
+    from models.gguf_info import GGUFInfo
 
 TABLE = "models"
 SOURCES = ("imported", "copied", "starter", "download")
@@ -79,11 +81,22 @@ class FileRecheck:
         )
 
 
+def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of the file's bytes (models/gguf_info.py's, imported when a file is hashed: the
+    `gguf` package it sits beside imports numpy)."""
+    from models.gguf_info import sha256_file as file_sha256
+
+    return file_sha256(path, chunk_size)
+
+
 def recheck_file(model: InstalledModel) -> FileRecheck | None:
     """None when the file's size and mtime are what was checked (a stat: cheap). Otherwise the
     file is validated and hashed again (reads it all). Touches no database, so it may run on
     any thread; `ModelLibrary.record_recheck` then records the result on the database's thread.
     Raises InvalidModelFile if the file is gone or no longer a valid GGUF."""
+    from models.gguf_info import info_from_header  # gguf (numpy): imported when a file is read
+    from models.gguf_validate import read_gguf_header
+
     path = Path(model.path)
     before = _stat(path)
     if unchanged(model, before):
@@ -175,6 +188,9 @@ class ModelLibrary:
         registered path returns its entry, refreshed if the file changed. Raises InvalidModelFile
         with nothing registered and no copy left behind.
         """
+        from models.gguf_info import info_from_header
+        from models.gguf_validate import read_gguf_header
+
         src = _abspath(path)
         if source is not None and source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
@@ -272,6 +288,9 @@ class ModelLibrary:
     # -- internals ---------------------------------------------------------------------------
 
     def _import_copy(self, src: Path, source: str, name: str | None, extra: dict[str, str | None]) -> InstalledModel:
+        from models.gguf_info import info_from_header
+        from models.gguf_validate import read_gguf_header
+
         read_gguf_header(src)  # fail before copying gigabytes
         self.models_dir.mkdir(parents=True, exist_ok=True)
         dest = _free_path(self.models_dir, src.name)

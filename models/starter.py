@@ -9,8 +9,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from models.gguf_info import sha256_file
-from models.gguf_validate import InvalidModelFile
+from models.gguf_errors import InvalidModelFile
 from models.library import InstalledModel, ModelLibrary
 
 STARTER_NAME = "gemma-3-270m-q4_k_m"  # display name in the library
@@ -56,6 +55,8 @@ def prepare_starter_file(models_dir: Path) -> Path:
     assembled (verified by assemble() against its sha256). File work only, no database: a
     window runs this on a worker thread (253 MB takes seconds), then registers the result
     with register_prepared_starter() on the thread that owns the database."""
+    from models.gguf_info import sha256_file  # imported here: gguf (numpy) is slow to import
+
     pkg = _package()
     final = models_dir / str(pkg.MODEL_NAME)
     if final.is_file() and sha256_file(final) == pkg.EXPECTED_SHA256:

@@ -14,14 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.output import positive_int
 from app.cli.terminal_text import for_terminal, print_json_for, say
-from app.docs.embedder_choice import EmbedderChoice, choose_embedder
-from app.docs.index_db import CollectionStatus, DocumentIndex
-from app.docs.indexer import index_collection
-from app.docs.search import search
-from app.docs.types import Progress
 
 if TYPE_CHECKING:
     from app.core import Core
+    from app.docs.index_db import CollectionStatus, DocumentIndex
+    from app.docs.types import Progress
 
 EXCERPT_CHARS = 300
 
@@ -62,6 +59,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
 
 
 def _index(core: Core) -> DocumentIndex:
+    from app.docs.index_db import DocumentIndex
+
     index = DocumentIndex(core.paths.documents_database)
     if index.notice:
         say(f"cove: {index.notice}", sys.stderr)
@@ -86,6 +85,9 @@ def run_reindex(core: Core, args: argparse.Namespace) -> int:
 
 
 def _reindex(core: Core, name: str, *, embed: bool) -> int:
+    from app.docs.embedder_choice import EmbedderChoice, choose_embedder
+    from app.docs.indexer import index_collection
+
     with _index(core) as index:
         info = index.require(name)
     choice = choose_embedder(core.library, core.settings, info) if embed else EmbedderChoice(None)
@@ -186,6 +188,9 @@ def run_remove(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_search(core: Core, args: argparse.Namespace) -> int:
+    from app.docs.embedder_choice import choose_embedder
+    from app.docs.search import search
+
     names = [n.strip() for n in args.name.split(",") if n.strip()]
     with _index(core) as index:
         infos = [index.require(name) for name in names]

@@ -11,13 +11,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.chat import remote_host
 from app.cli.output import metrics_line
 from app.cli.terminal_text import for_terminal, json_for_terminal, print_json_for, say
-from app.core import Core
-from app.store.export import export_conversation
-from app.store.search import search_messages
+
+if TYPE_CHECKING:
+    from app.core import Core
 
 _CHUNK = 500  # ids per query, under SQLite's bound-parameter limit
 
@@ -87,6 +87,8 @@ def _remote_hosts(core: Core, conversation_ids: list[str]) -> dict[str, str]:
 
 
 def run_show(core: Core, args: argparse.Namespace) -> int:
+    from app.chat import remote_host
+
     conversation = core.history.get_conversation(args.id)
     messages = core.history.messages(conversation.id)
     if args.json:
@@ -118,6 +120,8 @@ def run_show(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_search(core: Core, args: argparse.Namespace) -> int:
+    from app.store.search import search_messages
+
     hits = search_messages(core.db, args.query, limit=args.limit)
     if args.json:
         print_json_for(hits, sys.stdout)
@@ -131,6 +135,8 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_export(core: Core, args: argparse.Namespace) -> int:
+    from app.store.export import export_conversation
+
     conversation = core.history.get_conversation(args.id)
     text = export_conversation(core.history, conversation.id, args.format)
     if args.output:

@@ -12,12 +12,14 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from app.engine.client import EngineClient, EngineError
 from app.engine.pooling import declared_pooling
-from models.gguf_validate import InvalidModelFile, read_gguf_header
-from models.library import InstalledModel, ModelLibrary
+from models.gguf_errors import InvalidModelFile
+
+if TYPE_CHECKING:
+    from app.engine.client import EngineClient
+    from models.library import InstalledModel, ModelLibrary
 
 BATCH = 16  # texts per embed call
 EMBED_CTX = 2048  # the embedding host's context: the most tokens of one text (or the model's own, if smaller)
@@ -73,6 +75,8 @@ class EngineEmbedder:
             self._client = None
 
     def _loaded(self) -> EngineClient:
+        from app.engine.client import EngineClient, EngineError  # imported when a model is first loaded
+
         if self._client is None:
             self._client = EngineClient()
         n_ctx = min(EMBED_CTX, self._model.context_length or EMBED_CTX)
@@ -84,6 +88,8 @@ class EngineEmbedder:
         return self._client
 
     def _embed_batch(self, client: EngineClient, batch: list[str]) -> list[list[float]]:
+        from app.engine.client import EngineError
+
         for _ in range(8):
             try:
                 return client.embed(batch).vectors
@@ -100,6 +106,8 @@ class EngineEmbedder:
 
 def is_embedding_model(path: str) -> bool:
     """Whether the GGUF at `path` declares a pooling type (one vector per text)."""
+    from models.gguf_validate import read_gguf_header  # gguf (numpy): imported when a file is read
+
     try:
         meta = read_gguf_header(path).metadata
     except (InvalidModelFile, OSError):

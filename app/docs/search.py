@@ -18,12 +18,14 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from app.docs.embedding import Embedder
 from app.docs.index_db import DocumentIndex
 from app.docs.types import Passage
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RRF_K = 60
 MIN_CANDIDATES = 50  # each list's length before fusion: max(this, 10 * limit)
@@ -89,6 +91,8 @@ def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) 
 def vector_ranked(index: DocumentIndex, names: Sequence[str], embedder: Embedder, query: str, n: int) -> list[int]:
     """Chunk ids of `names` nearest to the query's embedding (exact cosine), at most `n`. Empty
     when the query cannot be embedded (keywords still search)."""
+    import numpy as np  # imported here: a keyword-only search never needs it
+
     matrices = [m for m in (_matrix(index, name, embedder.model_name) for name in names) if m.ids.size]
     if not matrices:
         return []
@@ -155,6 +159,8 @@ _MATRICES_LOCK = threading.Lock()
 
 
 def _matrix(index: DocumentIndex, name: str, model: str) -> _Matrix:
+    import numpy as np
+
     key = (str(index.path.resolve()), name, model)
     generation = index.generation()
     with _MATRICES_LOCK:
