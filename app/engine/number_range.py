@@ -185,17 +185,10 @@ def number_range(low: Bound | None, high: Bound | None, int_range: IntRange) -> 
         low = Bound(-INTEGER_CAP, False)  # a subset: still within the schema's bounds
     if high is not None and high.value > INTEGER_CAP and (low is None or low.value < INTEGER_CAP):
         high = Bound(INTEGER_CAP, False)
-    if low is None:
-        low_cap = Bound(-INTEGER_CAP, False)
-    else:
-        low_cap = low
-    if high is None:
-        high_cap: Bound | None = None
-    else:
-        high_cap = high
-    empty = high_cap is not None and (low_cap.value > high_cap.value or (
-        low_cap.value == high_cap.value and (low_cap.exclusive or high_cap.exclusive)))
-    if empty:
+    low_cap = low if low is not None else Bound(-INTEGER_CAP, False)  # the open side: 15 integer digits
+    high_cap = high
+    if high_cap is not None and (low_cap.value > high_cap.value or (
+            low_cap.value == high_cap.value and (low_cap.exclusive or high_cap.exclusive))):
         raise ValueError("its number bounds leave no number between them")
     alternatives: list[str] = []
     if high_cap is None or high_cap.value > 0 or (high_cap.value == 0 and not high_cap.exclusive):
