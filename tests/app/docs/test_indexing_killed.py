@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,21 @@ from app.docs.search import search
 pytestmark = pytest.mark.timeout(180)
 
 REPO = Path(__file__).resolve().parents[3]
+
+
+def kill_when(child_code: str, db: Path, enough: Callable[[str], bool]) -> None:
+    """Run `child_code` on the index at `db` in a child process, read its lines until `enough`
+    says so, and kill it with SIGKILL there."""
+    child = subprocess.Popen([sys.executable, "-c", child_code, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert child.stdout is not None
+    for line in child.stdout:
+        if enough(line):
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
 
 CHILD = """
 import sys, time
@@ -46,19 +62,15 @@ def test_kill_9_loses_nothing_indexed_and_the_next_run_resumes(tmp_path: Path) -
     with DocumentIndex(db) as index:
         index.create("big", [docs])
 
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert child.stdout is not None
     reported = 0
-    for line in child.stdout:
+
+    def twenty_done(line: str) -> bool:
+        nonlocal reported
         if line.startswith("done "):
             reported = max(reported, int(line.split()[1]))
-        if reported >= 20:
-            break
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
-    child.stdout.close()
-    assert child.returncode == -signal.SIGKILL
+        return reported >= 20
+
+    kill_when(CHILD, db, twenty_done)
     assert 20 <= reported < n_files
 
     with DocumentIndex(db) as index:
@@ -114,18 +126,14 @@ def test_kill_9_part_way_through_one_large_file_keeps_its_batches_and_the_next_r
     with DocumentIndex(db) as index:
         index.create("ledger", [docs])
 
-    child = subprocess.Popen([sys.executable, "-c", CHILD_ONE_FILE, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert child.stdout is not None
     seen = 0
-    for line in child.stdout:
+
+    def three_batches(line: str) -> bool:
+        nonlocal seen
         seen += line.startswith("between")
-        if seen >= 4:  # before the file, then after three of its batches
-            break
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
-    child.stdout.close()
-    assert child.returncode == -signal.SIGKILL
+        return seen >= 4  # before the file, then after three of its batches
+
+    kill_when(CHILD_ONE_FILE, db, three_batches)
 
     with DocumentIndex(db) as index:
         q = index.conn.execute
