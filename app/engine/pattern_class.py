@@ -104,13 +104,23 @@ def _code(cp: int) -> str:
     return f"\\x{cp:02X}" if cp < 0x80 else f"\\u{cp:04X}" if cp < 0x10000 else f"\\U{cp:08X}"
 
 
+def positive_class(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> str:
+    """A GBNF class of code point ranges."""
+    return "[" + "".join(_code(lo) if lo == hi else f"{_code(lo)}-{_code(hi)}" for lo, hi in ranges) + "]"
+
+
+def safe_class(but: str = "") -> str:
+    """The class of characters a JSON string holds as they are, less those of `but`."""
+    return positive_class(_intersect(_complement([(ord(c), ord(c)) for c in but]), SAFE) if but else SAFE)
+
+
 def json_class(body: str, pattern: str) -> str:
     """GBNF for the JSON text of one character of the class `[body]`."""
     ranges = read_class(body, pattern)
     plain = _intersect(ranges, SAFE)
     parts = []
     if plain:
-        parts.append("[" + "".join(_code(lo) if lo == hi else f"{_code(lo)}-{_code(hi)}" for lo, hi in plain) + "]")
+        parts.append(positive_class(plain))
     parts += [text for cp, text in ESCAPED.items() if any(lo <= cp <= hi for lo, hi in ranges)]
     if not parts:
         raise ValueError(f"The class [{body}] in /{pattern}/ holds no character a JSON string can")

@@ -240,26 +240,15 @@ def _generate_min_max_int(min_value: Optional[int], max_value: Optional[int], ou
 # not as a negated class: llama.cpp refuses a partly written UTF-8 character when the characters it
 # could become overlap a negated class's exclusions (a lone 0xED byte, which begins U+D000..U+DFFF,
 # though U+D000..U+D7FF are Hangul), and then refuses less than a whole token would be allowed.
-JSON_SAFE_CHAR = r'[\x20-\x21\x23-\x5B\x5D-\x7E\x80-\uD7FF\uE000-\U0010FFFF]'
-
-# Cove: JSON_SAFE_CHAR's ranges, and a JSON string's escapes (as the `char` rule writes them).
-_JSON_SAFE_RANGES = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E), (0x80, 0xD7FF), (0xE000, 0x10FFFF))
+JSON_SAFE_CHAR = pattern_class.safe_class()
+# Cove: a JSON string's escapes, as the `char` rule writes them.
 _JSON_ESCAPE = r'"\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
-
-
-def _class_code(cp: int) -> str:
-    return f'\\x{cp:02X}' if cp < 0x80 else f'\\u{cp:04X}' if cp < 0x10000 else f'\\U{cp:08X}'
 
 
 def _safe_char_except(rejects) -> str:
     """Cove: one character of a JSON string other than `rejects` (upstream wrote [^"...], which let
-    control characters and a lone backslash into a property name), as ranges (see JSON_SAFE_CHAR)."""
-    ranges = list(_JSON_SAFE_RANGES)
-    for cp in sorted({ord(c) for c in rejects}):
-        ranges = [part for lo, hi in ranges for part in
-                  (((lo, cp - 1), (cp + 1, hi)) if lo <= cp <= hi else ((lo, hi),)) if part[0] <= part[1]]
-    body = ''.join(_class_code(lo) if lo == hi else f'{_class_code(lo)}-{_class_code(hi)}' for lo, hi in ranges)
-    return f'([{body}] | {_JSON_ESCAPE})'
+    control characters and a lone backslash into a property name)."""
+    return f'({pattern_class.safe_class(rejects)} | {_JSON_ESCAPE})'
 
 
 def _class_char(c: str) -> str:
@@ -313,7 +302,7 @@ PRIMITIVE_RULES = {
     'uuid'         : BuiltinRule(r'"\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"" space', []),
     # Cove: no surrogate or value past U+10FFFF either (llama.cpp's UTF-8 decoding lets byte tokens
     # make them; no UTF-8 text holds them), "\/" allowed, the escape written as the old converter did.
-    'char'         : BuiltinRule(JSON_SAFE_CHAR + r' | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])', []),
+    'char'         : BuiltinRule(JSON_SAFE_CHAR + ' | ' + _JSON_ESCAPE, []),
     'string'       : BuiltinRule(r'"\"" char* "\"" space', ['char']),
     'null'         : BuiltinRule('"null" space', []),
 }
