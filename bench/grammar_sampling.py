@@ -38,7 +38,7 @@ from app.engine.host.fallback_formats import FALLBACKS  # noqa: E402
 from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler, fast_pick  # noqa: E402
 from app.engine.host.llama_open import model_buffers  # noqa: E402
 from app.engine.host.token_pick import TopKPick  # noqa: E402
-from app.engine.host.utf8_guard import Utf8Tokens  # noqa: E402
+from app.engine.host.utf8_guard import Utf8Tokens, token_texts  # noqa: E402
 from app.tools.families import FAMILIES  # noqa: E402
 from app.tools.generic import generic_messages  # noqa: E402
 from app.tools.spec import read_openai_tools  # noqa: E402
@@ -113,8 +113,8 @@ def main() -> int:
     gbnf = tool_turn(TOOLS, replace(FAMILIES["generic"], lead=" "), choice="required", name="write_file",
                      parallel=False).gbnf
     bounded = grammar_for({"type": "json_schema", "json_schema": {"name": "tides", "schema": BOUNDED, "strict": True}})
-    index = FirstBytes(vocab, n_vocab)
-    utf8 = Utf8Tokens(vocab, n_vocab)
+    texts = token_texts(vocab, n_vocab)
+    index, utf8 = FirstBytes(vocab, texts), Utf8Tokens(texts)
 
     def reply(kind: str, seed: int) -> dict[str, Any]:
         llm.reset()

@@ -28,7 +28,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.host.token_pick import TopKPick
-from app.engine.host.utf8_guard import Utf8Guard, Utf8Tokens
+from app.engine.host.utf8_guard import Utf8Guard, Utf8Tokens, token_texts
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.float32), ("p", np.float32)], align=True)
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
@@ -54,29 +54,22 @@ class FirstBytes:
     that byte (it refuses at that byte), so asking it about one token per byte rules out most of
     the vocabulary at once. The same holds for a token's first two bytes (`narrow`): where a
     grammar allows few tokens (a number's digits after a space), asking about the two-byte tokens
-    rules out most of what starts with an allowed byte. Built once per model, in about half a
-    second for 262,144 tokens."""
+    rules out most of what starts with an allowed byte. Built once per model, from the texts of
+    `token_texts` (app/engine/host/utf8_guard.py)."""
 
-    def __init__(self, vocab: Any, n_vocab: int) -> None:
-        buf = ctypes.create_string_buffer(1024)
+    def __init__(self, vocab: Any, texts: list[bytes]) -> None:
+        n_vocab = len(texts)
         first = np.full(n_vocab, -1, dtype=np.int16)  # -1: never allowed (no text) or end of generation
         pair = np.full(n_vocab, -1, dtype=np.int32)  # first byte * 256 + second; -1: one byte or none
         single = np.full(256, -1, dtype=np.intc)  # a token whose text is that byte alone
         double = np.full(65536, -1, dtype=np.intc)  # a token whose text is those two bytes alone
         eog: list[int] = []
-        to_piece, is_eog = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_is_eog
-        for token in range(n_vocab):
+        is_eog = llama_cpp.llama_vocab_is_eog
+        for token, text in enumerate(texts):
             if is_eog(vocab, token):
                 eog.append(token)
                 continue
-            n = to_piece(vocab, token, buf, len(buf), 0, True)
-            if n < 0:
-                n = -n  # longer than the buffer: only its first bytes are needed
-                big = ctypes.create_string_buffer(n)
-                to_piece(vocab, token, big, n, 0, True)
-                head = big.raw[:2]
-            else:
-                head = buf.raw[:min(n, 2)]
+            n, head = len(text), text[:2]
             lead = head[0] if head else 0
             if lead:  # the grammar refuses an empty text or one starting with NUL
                 first[token] = lead
@@ -357,8 +350,7 @@ class GrammarSlot:
         self.tokenize: Callable[[bytes], list[int]] | None = None  # text to tokens, for `find`'s text
         self.piece: Callable[[int], bytes] | None = None  # a token's text, control tokens shown
         self.fast = True  # the first pick as plain decoding makes it, where the settings allow
-        self._first_bytes: FirstBytes | None = None
-        self._utf8: Utf8Tokens | None = None
+        self._indexes: tuple[FirstBytes, Utf8Tokens] | None = None
 
     @classmethod
     def install(cls, llm: Any, vocab: Any) -> GrammarSlot:
@@ -366,15 +358,18 @@ class GrammarSlot:
         n_vocab = int(llm.n_vocab())
         make: Callable[..., Any] = llm._init_sampler
 
+        def indexes() -> tuple[FirstBytes, Utf8Tokens]:
+            """Both of the model's indexes, from one pass over its vocabulary when a grammar is first used."""
+            if slot._indexes is None:
+                texts = token_texts(vocab, n_vocab)
+                slot._indexes = FirstBytes(vocab, texts), Utf8Tokens(texts)
+            return slot._indexes
+
         def first_bytes() -> FirstBytes:
-            if slot._first_bytes is None:
-                slot._first_bytes = FirstBytes(vocab, n_vocab)
-            return slot._first_bytes
+            return indexes()[0]
 
         def utf8() -> Utf8Tokens:
-            if slot._utf8 is None:
-                slot._utf8 = Utf8Tokens(vocab, n_vocab)
-            return slot._utf8
+            return indexes()[1]
 
         def init_sampler(**kwargs: Any) -> Any:
             chain = make(**kwargs)

@@ -263,13 +263,14 @@ def check_first_bytes(model: Path, schema: dict, pieces: list[bytes]) -> None:
     from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler
     from app.engine.host.llama_open import model_buffers, vocab_of
     from app.engine.host.token_pick import sampler_chain
+    from app.engine.host.utf8_guard import token_texts
 
     gbnf = grammar_for(schema_format(schema))
     assert gbnf is not None
     with model_buffers(extra_buffers()[0]):
         llm = llama_cpp.Llama(str(model), verbose=False, n_ctx=64, n_threads=T)
     vocab, n_vocab = vocab_of(llm), llm.n_vocab()
-    index = FirstBytes(vocab, n_vocab)
+    index = FirstBytes(vocab, token_texts(vocab, n_vocab))
     sampler = GrammarFirstSampler(sampler_chain(llm, temp=0.8), vocab, gbnf, n_vocab, first_bytes=lambda: index)
     every_token = np.arange(n_vocab, dtype=np.intc)
     row = np.random.default_rng(0).standard_normal(n_vocab).astype(np.float32)
