@@ -94,9 +94,34 @@ def cmake_args(source_dir: Path, build_dir: Path, spec: ToolSpec, environ: dict[
     return args
 
 
+def cpu_signature() -> str:
+    """What a native build depends on: the processor's instruction-set flags (Linux's
+    /proc/cpuinfo), else the machine's name. ggml builds with GGML_NATIVE for the CPU it is built
+    on, so binaries built on another processor may stop with an illegal instruction here."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return "flags:" + " ".join(sorted(set(value.split())))
+    except OSError:
+        pass
+    import platform
+
+    return f"machine:{platform.machine()} {platform.processor()}"
+
+
 def is_built(tools_dir: Path, spec: ToolSpec = LLAMA_TOOLS, version: str = DEFAULT_VERSION) -> bool:
+    """The tools' folder holds every binary, built on a processor with this one's instruction set
+    (a home folder carried to another machine keeps a build that may not run there)."""
     dest = tool_dir(tools_dir, spec, version)
-    return (dest / BUILD_INFO).is_file() and all((dest / binary_name(t)).is_file() for t in spec.targets)
+    if not all((dest / binary_name(t)).is_file() for t in spec.targets):
+        return False
+    try:
+        info = json.loads((dest / BUILD_INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and info.get("cpu") == cpu_signature()
 
 
 def tool_binary(tools_dir: Path, target: str, version: str = DEFAULT_VERSION, spec: ToolSpec = LLAMA_TOOLS) -> Path:
@@ -172,9 +197,10 @@ def _build(dest: Path, spec: ToolSpec, version: str, log: Callable[[str], None])
                 "cmake_configure": configure,
                 "build_seconds": round(time.monotonic() - started, 1),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "cpu": cpu_signature(),
             }
             (staging / BUILD_INFO).write_text(json.dumps(info, indent=2), encoding="utf-8")
-            if dest.exists():  # a half-finished earlier attempt without build-info.json
+            if dest.exists():  # a half-finished earlier attempt, or a build for another processor
                 shutil.rmtree(dest)
             os.replace(staging, dest)
         except BaseException:

@@ -16,6 +16,7 @@ import pytest
 
 from app.speed import bench_main, llama_bench_args
 from app.speed import llama_bench as lb
+from app.speed.llama_tools import cpu_signature
 from app.speed.report import build_report, format_json, format_table, ratio
 from app.speed.runner import random_prompt, run_cove_bench, vocab_info
 from tests.support.gguf_files import write_tiny_gguf
@@ -113,7 +114,7 @@ def test_ensure_llama_bench_returns_a_finished_build_without_rebuilding(tmp_path
     dest.mkdir(parents=True)
     for name in ("llama-bench", "llama-server", "llama-cli"):  # the one build of llama.cpp's tools
         (dest / name).write_text("")
-    (dest / "build-info.json").write_text("{}")
+    (dest / "build-info.json").write_text(json.dumps({"cpu": cpu_signature()}))
     monkeypatch.setattr(lb.subprocess, "run", lambda *a, **k: pytest.fail("must not download"))
     monkeypatch.setattr(lb.subprocess, "Popen", lambda *a, **k: pytest.fail("must not build"))
     assert lb.ensure_llama_bench(tmp_path, "9.9.9", log=lambda m: None) == dest / lb.BINARY_NAME

@@ -4,6 +4,7 @@ callers at once building once, and the build's progress as a person reads it."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -17,7 +18,7 @@ def _finished(tools_dir: Path, version: str, targets: tuple[str, ...] | None = N
     dest.mkdir(parents=True)
     for target in lt.LLAMA_TOOLS.targets if targets is None else targets:
         (dest / lt.binary_name(target)).write_text("")
-    (dest / lt.BUILD_INFO).write_text("{}")
+    (dest / lt.BUILD_INFO).write_text(json.dumps({"cpu": lt.cpu_signature()}))
     return dest
 
 
@@ -92,7 +93,7 @@ def test_two_callers_at_once_build_once(tmp_path: Path, monkeypatch: pytest.Monk
         dest.mkdir(parents=True)
         for target in spec.targets:
             (dest / lt.binary_name(target)).write_text("")
-        (dest / lt.BUILD_INFO).write_text("{}")
+        (dest / lt.BUILD_INFO).write_text(json.dumps({"cpu": lt.cpu_signature()}))
 
     monkeypatch.setattr(lt.shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(lt, "_build", fake_build)
@@ -139,3 +140,28 @@ def test_progress_lines_say_steps_share_and_time() -> None:
 def test_library_env_puts_the_tools_folder_first(tmp_path: Path) -> None:
     env = lt.library_env(tmp_path / "llama-server", {"LD_LIBRARY_PATH": "/opt/lib", "PATH": "/bin"})
     assert env["LD_LIBRARY_PATH"].split(":") == [str(tmp_path), "/opt/lib"] and env["PATH"] == "/bin"
+
+
+def test_a_build_from_another_processor_is_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home folder carried to a machine with another instruction set keeps a native build that
+    stops there with an illegal instruction: it does not count as built, and the next call builds."""
+    dest = _finished(tmp_path, "9.9.9")
+    (dest / lt.BUILD_INFO).write_text(json.dumps({"cpu": "flags:sse2"}))
+    assert not lt.is_built(tmp_path, version="9.9.9")
+    (dest / lt.BUILD_INFO).write_text("{}")  # a build recorded before the processor was
+    assert not lt.is_built(tmp_path, version="9.9.9")
+    builds: list[str] = []
+
+    def fake_build(dest: Path, spec: lt.ToolSpec, version: str, log: object) -> None:
+        builds.append(version)
+        (dest / lt.BUILD_INFO).write_text(json.dumps({"cpu": lt.cpu_signature()}))
+
+    monkeypatch.setattr(lt.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(lt, "_build", fake_build)
+    assert lt.ensure_tool(tmp_path, "llama-server", "9.9.9", log=lambda m: None) == dest / "llama-server"
+    assert builds == ["9.9.9"] and lt.is_built(tmp_path, version="9.9.9")
+
+
+def test_the_processor_signature_is_its_instruction_set() -> None:
+    sig = lt.cpu_signature()
+    assert sig.startswith(("flags:", "machine:")) and sig == lt.cpu_signature()

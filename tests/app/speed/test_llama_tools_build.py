@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 # The inner run's conftest: the build is replaced by one that records each call in a file and
 # either takes BUILD_SECONDS and leaves the tools in place, or fails with a sentence.
 CONFTEST = '''
-import os, time
+import json, os, time
 from pathlib import Path
 
 from app.speed import llama_tools
@@ -39,7 +39,7 @@ def fake_ensure_tools(tools_dir, version=llama_tools.DEFAULT_VERSION, log=print,
     dest.mkdir(parents=True)
     for target in spec.targets:
         (dest / target).write_text("")
-    (dest / llama_tools.BUILD_INFO).write_text("{}")
+    (dest / llama_tools.BUILD_INFO).write_text(json.dumps({"cpu": llama_tools.cpu_signature()}))
     return dest
 
 
