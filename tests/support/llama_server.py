@@ -71,7 +71,7 @@ def llama_server(
     exe = binary or llama_server_binary()
     port = free_port()
     cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", alias,
-           "-c", str(n_ctx), "-t", str(threads), "-np", str(slots), "--no-webui", *extra_args]
+           "-c", str(n_ctx), "-t", str(threads), "-np", str(slots), "--no-webui", *plain_weights(), *extra_args]
     env = library_env(exe)
     if api_key is not None:
         env["LLAMA_API_KEY"] = api_key
@@ -84,6 +84,15 @@ def llama_server(
         yield LlamaServer(url, port, alias, log, proc.pid)
     finally:
         stop_process(proc, 30)
+
+
+def plain_weights() -> list[str]:
+    """llama-server's --no-repack where Cove's engine keeps the weights out of llama.cpp's extra
+    buffers (app/engine/host/cpu_quirks.py: their AMX path stops the process with SIGILL here), so
+    both run the same kernels."""
+    from app.engine.host.cpu_quirks import extra_buffers
+
+    return [] if extra_buffers()[0] else ["--no-repack"]
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
