@@ -139,8 +139,8 @@ def test_cpu_repacked_matrices_leave_their_file_pages_behind() -> None:
 def test_sliding_window_layers_shrink_only_without_a_full_size_cache() -> None:
     swa = tuple(il % 2 == 0 for il in range(4))
     f = make_facts(swa=swa, n_swa=512)
-    full = parts(f, 8192)  # Cove keeps llama.cpp's default: a full-size cache for every layer
-    small = parts(f, 8192, swa_full=False)
+    full = parts(f, 8192, swa_full=True)  # llama.cpp's own default: a full-size cache for every layer
+    small = parts(f, 8192)  # Cove, as llama-server: the window layers keep n_swa positions and a batch
     per_layer = 8192 * 2 * 2 * 64 * 2
     assert full.kv_ram == 4 * per_layer
     assert small.kv_ram == 2 * per_layer + 2 * per_layer * 1024 // 8192  # round_ctx(512 + 512) cells

@@ -17,6 +17,7 @@ from typing import Any
 import llama_cpp
 
 from app.engine.grammar import GrammarError
+from app.engine.host import window_checkpoints
 from app.engine.host.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.host.grammar_check import check_grammar
 from app.engine.host.prompt_plan import plan_turn
@@ -137,6 +138,11 @@ class Reply:
         prompt token's logits when the prompt is now complete."""
         assert self.slot is not None
         start, end = self.pending, min(len(self.tokens), self.pending + budget)
+        if self.session.n_swa > 0:  # a sliding-window model: checkpoints to come back to
+            marks = window_checkpoints.points(self.cached, len(self.tokens))
+            if start in marks and start == self.slot.n_tokens:
+                self.session.checkpoint_before(self.slot, start)
+            end = min([end, *(m for m in marks if start < m)])
         row = None
         for pos in range(start, end):
             last = pos == len(self.tokens) - 1

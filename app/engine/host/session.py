@@ -21,6 +21,7 @@ import numpy as np
 from llama_cpp import Llama
 
 from app.engine.devices import gpu_of
+from app.engine.host import window_checkpoints
 from app.engine.host.backends import NoBackend, backend_dirs, devices, load_backends
 from app.engine.host.cpu_quirks import extra_buffers
 from app.engine.host.embeddings import Embedder, EmbedError
@@ -102,6 +103,7 @@ class ModelSession:
                     offload_kqv=kv_on_gpu,
                     type_k=type_k,
                     type_v=type_v,
+                    swa_full=False,  # window layers keep their window only (window_checkpoints.py)
                     verbose=False,
                 )
 
@@ -144,7 +146,8 @@ class ModelSession:
         self.vocab = model.vocab
         self.n_vocab = int(llm.n_vocab())
         self.n_ctx_train = int(model.n_ctx_train())
-        # With a full-size SWA cache (llama.cpp's default here) every position is kept.
+        # The window layers keep the last n_swa positions (swa_full off, as llama-server runs; with a
+        # full-size window cache every position would be kept, at the whole context's cost again).
         self.n_swa = 0 if llm.context_params.swa_full else int(llama_cpp.llama_model_n_swa(llm.model))
         self.architecture = str(llm.metadata.get("general.architecture", ""))
         self.name = path.name
@@ -176,10 +179,10 @@ class ModelSession:
             self.drafting = Drafting(drafts)
         self.draft_model_name = self.drafting.model_name
         self.grammar = GrammarSlot.install(llm, self.vocab)
-        # Restoring a saved state and cutting it back is safe only where every position is kept.
+        # A saved state is restored only where the prompt goes on from it, or may cut it back (StateKeeper._continues).
         self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
-                                 enabled=not (llm._is_recurrent or llm._is_hybrid) and self.n_swa == 0,
-                                 files=disk_tier(req, llm), n_ctx=self.n_ctx)
+                                 enabled=not (llm._is_recurrent or llm._is_hybrid),
+                                 files=disk_tier(req, llm), n_ctx=self.n_ctx, window=self.n_swa)
         self.token_counts = TokenCounts()  # this model's counts of message lists (prompt_counts.py)
         self.longest_token = LongestToken(self.vocab, self.n_vocab)
         self.tokenizer = Tokenizer(self.format, self.tokenize_prompt, lambda rest: self.tokenize(rest, add_bos=False),
@@ -285,11 +288,27 @@ class ModelSession:
             if self.n_swa > 0 and reuse > 0:
                 # Sliding-window layers keep only recent positions; if they no longer hold the
                 # window before the cut, the cut-back cache would attend wrongly (llama-server's
-                # rule; pos_min == 0 means nothing was evicted yet).
+                # rule; pos_min == 0 means nothing was evicted yet). A checkpoint of the window
+                # cells at or before the cut goes back there instead.
                 pos_min = slot.pos_min()
                 if pos_min > 0 and pos_min >= reuse - self.n_swa:
-                    return 0
+                    return self._back_to_checkpoint(slot, reuse)
         return reuse
+
+    def _back_to_checkpoint(self, slot: Slot, reuse: int) -> int:
+        """Load the slot's newest window checkpoint of at most `reuse` tokens; how many tokens its
+        cells then hold (0: none there, or llama.cpp refused it, and the slot is empty)."""
+        checkpoint = window_checkpoints.newest_within(slot.checkpoints, reuse)
+        if checkpoint is None or not window_checkpoints.load(self.llm.ctx, slot.seq, checkpoint):
+            slot.clear()
+            return 0
+        return checkpoint.n_tokens
+
+    def checkpoint_before(self, slot: Slot, start: int) -> None:
+        """Take a checkpoint of the slot's window cells, which are those of its first `start` tokens."""
+        checkpoint = window_checkpoints.take(self.llm.ctx, slot.seq, start)
+        if checkpoint is not None:
+            slot.keep_checkpoint(checkpoint)
 
     def generate(self, req: Generate, send: Callable[[bytes], None], cancel: threading.Event) -> Finished | Failed:
         """Run one reply to its end on this thread (the host runs replies through its own Scheduler)."""

@@ -17,6 +17,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.host.transcript import STATELESS, Transcript, common_prefix
+from app.engine.host.window_checkpoints import KEEP, Checkpoint
 
 # The share of a prompt a slot's cells must hold for the reply to go to that slot rather than to
 # the least recently used one (llama-server's --slot-prompt-similarity is 0.10).
@@ -32,6 +33,7 @@ class Slot:
         self.transcript: Transcript | None = None  # the conversation it served last, as generated
         self.last_used = 0.0
         self.busy = False
+        self.checkpoints: list[Checkpoint] = []  # of its window cells (window_checkpoints.py), oldest first
 
     def tokens(self) -> np.ndarray:
         return self.input_ids[: self.n_tokens]
@@ -40,6 +42,12 @@ class Slot:
         """Forget every cell of this sequence (the others are untouched)."""
         llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self.llm.ctx), self.seq, -1, -1)
         self.n_tokens = 0
+        self.checkpoints.clear()
+
+    def keep_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """A checkpoint of its first `checkpoint.n_tokens` tokens; the newest KEEP stay."""
+        self.checkpoints = [c for c in self.checkpoints if c.n_tokens != checkpoint.n_tokens] + [checkpoint]
+        del self.checkpoints[:-KEEP]
 
     def cut(self, n: int) -> bool:
         """Keep the first `n` cells only; False (and nothing kept) when llama.cpp cannot cut there."""
@@ -47,6 +55,7 @@ class Slot:
             return True
         if n > 0 and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self.llm.ctx), self.seq, n, -1):
             self.n_tokens = n
+            self.checkpoints = [c for c in self.checkpoints if c.n_tokens <= n]
             return True
         self.clear()
         return n == 0
@@ -108,6 +117,7 @@ class Slots:
         for s in self.all:
             s.n_tokens = 0
             s.transcript = None
+            s.checkpoints.clear()
 
 
 class Batch:
