@@ -192,8 +192,9 @@ class StateKeeper:
     slot restores into any other."""
 
     def __init__(self, llm: Any, max_bytes: int, *, enabled: bool, files: StateFiles | None = None,
-                 n_ctx: int | None = None) -> None:
+                 n_ctx: int | None = None, window: int = 0) -> None:
         self._llm = llm
+        self._window = window  # a sliding-window model's n_swa (its window layers keep that many positions)
         self.cache = StateCache(max_bytes if enabled else 0)
         self.files = files if enabled else None
         self.enabled = enabled and (max_bytes > 0 or self.files is not None)
@@ -254,7 +255,8 @@ class StateKeeper:
                 disk = self._read_meta(conversation_id)
                 self._disk_read_ms = (time.perf_counter() - t0) * 1000.0
             n = common_prefix(disk.tokens, prompt) if disk is not None else 0
-            if disk is not None and n > shared and worth_restoring(n - live, len(disk.tokens)):
+            if (disk is not None and n > shared and worth_restoring(n - live, len(disk.tokens))
+                    and self._continues(len(disk.tokens), n, len(prompt))):
                 t0 = time.perf_counter()
                 data = self.files.data_of(disk)
                 self._disk_read_ms += (time.perf_counter() - t0) * 1000.0
@@ -270,10 +272,17 @@ class StateKeeper:
                     self._discarded = why
                     self.files.discard(disk.path)
                     live = 0
-        if state is None or not worth_restoring(shared - live, len(state.tokens)):
+        if (state is None or not worth_restoring(shared - live, len(state.tokens))
+                or not self._continues(len(state.tokens), shared, len(prompt))):
             return
         if self._restore(slot, state, shared, prompt):
             self.cache.touch(state)
+
+    def _continues(self, n_state: int, shared: int, n_prompt: int) -> bool:
+        """Whether a prompt of `n_prompt` tokens sharing `shared` with a state of `n_state` can use
+        it: a sliding-window model's state past its window holds only the window's last positions
+        in those layers, so its cells cannot be cut back; the prompt must go on from all of them."""
+        return self._window <= 0 or n_state <= self._window or min(shared, n_prompt - 1) >= n_state
 
     def _restore_checked(self, slot: Slot, state: SavedState, shared: int, prompt: list[int]) -> str | None:
         """Restore a state read from a file, checked against the tokens it claims (state_check.py):
@@ -355,14 +364,20 @@ class StateKeeper:
             size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, slot.seq))
             limit = max(self.cache.max_bytes, self.files.max_bytes if self.files is not None else 0)
             if 0 < size <= limit:
-                try:  # the fingerprint's logits, from the very cells saved next
-                    logits = last_logits(llm, tokens, slot.seq)
-                except RuntimeError:  # the cells are in an unknown state: nothing is kept
-                    slot.clear()
-                    return
                 data = np.empty(size, dtype=np.uint8)  # not zeroed first: llama.cpp writes every byte
                 made = SavedState(tokens, data, transcript)
                 if llama_cpp.llama_state_seq_get_data(llm.ctx, made.pointer(), size, slot.seq) == size:
+                    # The fingerprint's logits come from the saved cells as a restore lays them out: the
+                    # state goes back into the slot first. A restore packs the cells from the cache's
+                    # start, and a sliding-window cache that has wrapped around sums its attention in
+                    # another order than the live one did (Gemma 3's logits moved by 1.6% of their range).
+                    try:
+                        if llama_cpp.llama_state_seq_set_data(llm.ctx, made.pointer(), size, slot.seq) != size:
+                            raise RuntimeError("the state did not go back")
+                        logits = last_logits(llm, tokens, slot.seq)
+                    except RuntimeError:  # the cells are in an unknown state: nothing is kept
+                        slot.clear()
+                        return
                     made.check = take(tokens, logits, data)
                     if made.check is not None:  # non-finite logits: not a state worth keeping
                         self.cache.add(made)

@@ -11,11 +11,12 @@ tokens:
   (llama.cpp writes a cell as its position, its sequence count and its sequence ids: 12 bytes).
   Where the build writes cells in another shape none are found at saving, and the checks after the
   restore stand alone.
-- `Fingerprint`: when the state is saved, the last token is evaluated again over the other cells
-  and a few of the logits that gives are kept (the 16 highest and 48 spread over the vocabulary).
-  After a restore the same evaluation must give finite logits equal to those within a small
-  tolerance (the cells may sit elsewhere in the cache, which changes the order of the attention
-  sums). Cells of another text, NaNs or cells of another model give other logits; llama.cpp's own
+- `Fingerprint`: when the state is saved, it is restored into its own slot and the last token is
+  evaluated again over the other cells; a few of the logits that gives are kept (the 16 highest and
+  48 spread over the vocabulary). After a restore the same evaluation must give finite logits equal
+  to those within a small tolerance. Taking them from restored cells, not the live ones, matters:
+  a restore packs the cells from the cache's start, and a sliding-window cache that has wrapped
+  around sums its attention in another order (Gemma 3's logits moved by 1.6% of their range). Cells of another text, NaNs or cells of another model give other logits; llama.cpp's own
   refusal (a decode error) counts as a mismatch too.
 
 What this does not stop: someone who runs the same model to compute the logits of cells they made
