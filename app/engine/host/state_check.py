@@ -16,8 +16,9 @@ tokens:
   48 spread over the vocabulary). After a restore the same evaluation must give finite logits equal
   to those within a small tolerance. Taking them from restored cells, not the live ones, matters:
   a restore packs the cells from the cache's start, and a sliding-window cache that has wrapped
-  around sums its attention in another order (Gemma 3's logits moved by 1.6% of their range). Cells of another text, NaNs or cells of another model give other logits; llama.cpp's own
-  refusal (a decode error) counts as a mismatch too.
+  around sums its attention in another order (Gemma 3's logits moved by 1.6% of their range).
+  Cells of another text, NaNs or cells of another model give other logits; llama.cpp's own refusal
+  (a decode error) counts as a mismatch too.
 
 What this does not stop: someone who runs the same model to compute the logits of cells they made
 up, and writes those as the fingerprint. That needs a key the attacker cannot read, which Cove
