@@ -25,6 +25,10 @@ assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 # when fewer than k lie within it: a full argpartition of a 262,144-logit row takes about 1 ms).
 _WINDOW = 12.0
 _WINDOWS = (_WINDOW, 2 * _WINDOW, 4 * _WINDOW)
+# The next token's search starts this far below the last one's k-th largest logit, and is taken
+# when it finds at least k logits and at most _NEAR_MAX (more would cost the partition its time).
+_CARRY = 2.0
+_NEAR_MAX = 4096
 # Greedy picks from a verification batch are trusted only when the token leads the next one by
 # more than this: llama.cpp's batched kernels round differently from single-token decoding.
 GREEDY_MARGIN = 1.0
@@ -91,6 +95,7 @@ class TopKPick:
             llama_cpp.llama_sampler_chain_add(chain, part)
         self._chain = chain
         self._cur = np.empty(top_k, dtype=_TOKEN_DATA)
+        self._kth: float | None = None  # the last row's k-th largest logit
 
     def close(self) -> None:
         if self._chain:
@@ -101,18 +106,30 @@ class TopKPick:
         self.close()
 
     def top(self, row: np.ndarray) -> np.ndarray:
-        """The ids of the k largest logits of `row` (in no particular order): searched among the
-        logits within _WINDOW of the largest, then within twice and four times that, and only then
-        in the whole row (the k largest all lie within any window that holds k logits)."""
+        """The ids of the k largest logits of `row` (in no particular order). The k largest all lie
+        at or above any threshold that at least k logits reach, so the search starts at the
+        previous token's k-th largest logit less _CARRY (one pass over the row when the logits
+        moved less than that, as they mostly do); otherwise among the logits within _WINDOW of the
+        largest, then within twice and four times that, and only then in the whole row."""
         k = self.k
+        if self._kth is not None:
+            near = np.flatnonzero(row >= self._kth - _CARRY)
+            if k <= len(near) <= _NEAR_MAX:
+                return self._keep(row, near)
         peak = row.max()
         for width in _WINDOWS:
             near = np.flatnonzero(row >= peak - width)
             if len(near) >= k:
-                if len(near) > k:
-                    near = near[np.argpartition(row[near], -k)[-k:]]
-                return near
-        return np.argpartition(row, -k)[-k:]
+                return self._keep(row, near)
+        return self._keep(row, np.argpartition(row, -k)[-k:])
+
+    def _keep(self, row: np.ndarray, near: np.ndarray) -> np.ndarray:
+        """The k largest of `near` (at least k ids), noting the k-th largest logit for the next token."""
+        k = self.k
+        if len(near) > k:
+            near = near[np.argpartition(row[near], -k)[-k:]]
+        self._kth = float(row[near].min())
+        return near
 
     def pick(self, llm: Any, idx: int) -> int:
         row = logits_row(llm, idx)
