@@ -177,8 +177,10 @@ def compute_parts(
         return ngl > 0 and il >= start and il - start < ngl
 
     w_ram, w_vram, repacked, reclaimable = _weights(facts, file_size, on_gpu, machine_name)
-    kv_ram = kv_vram = 0
+    kv_ram = kv_vram = window = 0
     for il, size in enumerate(_kv_per_layer(facts, n_ctx, n_ubatch, kv_type, type_v, swa_full)):
+        if not swa_full and il < len(facts.swa_layers) and facts.swa_layers[il]:
+            window += size
         if on_gpu(il):
             kv_vram += size * slots
         else:
@@ -195,8 +197,10 @@ def compute_parts(
         compute_vram = peak
     n_caches = 2 if any(facts.swa_layers) else 1
     context_python = n_ctx * CONTEXT_TOKEN_PYTHON * slots
+    # A slot keeps one checkpoint of its window layers' cells, in the engine's RAM wherever the cache
+    # is (app/engine/host/window_checkpoints.py): at most those layers' whole cache.
     overhead = (ENGINE_RUNTIME + _vocab_bytes(facts) + (SAMPLING_PER_TOKEN + 4) * facts.n_vocab * slots
-                + n_ctx * slots * n_caches * CELL_BOOKKEEPING + context_python)
+                + n_ctx * slots * n_caches * CELL_BOOKKEEPING + context_python + window * slots)
     total_ram = w_ram + kv_ram + compute_ram + overhead
     overhead_vram = GPU_RUNTIME if ngl > 0 else 0
     return MemoryEstimate(

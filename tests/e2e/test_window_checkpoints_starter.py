@@ -1,7 +1,8 @@
 """The starter's sliding-window layers keep their window only (as llama-server runs them), and a
 conversation that has grown past it still goes back without reading everything again: a reply asked
 again after a reply longer than the window restores the checkpoint taken 4 tokens before the prompt's
-end, an edited last message the one taken where its new tokens began (window_checkpoints.py). That
+end of a new conversation's first prompt, and in a later turn an edited last message or the reply
+asked again the one taken where the prompt's new tokens began (window_checkpoints.py). That
 the cells are then exactly right is checked on the logits in
 tests/app/engine/host/test_window_checkpoint_logits.py (a greedy reply's text may differ from one read
 from nothing at a near-tie, as llama.cpp's batches round differently). The KV cache llama.cpp
@@ -53,7 +54,7 @@ def test_asking_again_after_a_long_reply_goes_back_to_the_prompts_tail(engine: E
     assert again.metrics["gen_tokens"] > 0 and again.text.strip()
 
 
-def test_an_edited_last_message_after_a_long_reply_goes_back_to_where_it_began(engine: EngineClient) -> None:
+def test_a_later_turn_asked_again_or_edited_after_a_long_reply_goes_back_to_where_it_began(engine: EngineClient) -> None:
     first = [{"role": "user", "content": TEXT}]
     one = engine.generate(first, conversation_id="edit", max_tokens=16, temperature=0.0).wait()
     asked = first + [{"role": "assistant", "content": one.text},
@@ -61,6 +62,10 @@ def test_an_edited_last_message_after_a_long_reply_goes_back_to_where_it_began(e
     two = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
     began = two.metrics["cached_tokens"]  # where the second prompt's new tokens began
     assert 0 < began < two.metrics["prompt_tokens"] - TAIL
+    # asked again, and again past the window: the last message is read again, not the conversation
+    again = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0,
+                            ignore_eos=True).wait()
+    assert again.metrics["cached_tokens"] == began
     edited = asked[:-1] + [{"role": "user", "content": "What did the keeper write on line 5?"}]
     three = engine.generate(edited, conversation_id="edit", max_tokens=24, temperature=0.0).wait()
     assert three.metrics["cached_tokens"] == began

@@ -144,6 +144,9 @@ def test_sliding_window_layers_shrink_only_without_a_full_size_cache() -> None:
     per_layer = 8192 * 2 * 2 * 64 * 2
     assert full.kv_ram == 4 * per_layer
     assert small.kv_ram == 2 * per_layer + 2 * per_layer * 1024 // 8192  # round_ctx(512 + 512) cells
+    # and one checkpoint of the window layers' cells per slot (app/engine/host/window_checkpoints.py)
+    assert small.overhead - full.overhead == 2 * per_layer * 1024 // 8192
+    assert parts(f, 8192, slots=3).overhead - parts(f, 8192, swa_full=True, slots=3).overhead == 3 * 2 * per_layer * 1024 // 8192
     assert full.compute_ram - parts(make_facts(), 8192).compute_ram == 8192 * 512 * 2  # a second mask
 
 

@@ -138,11 +138,12 @@ class Reply:
         prompt token's logits when the prompt is now complete."""
         assert self.slot is not None
         start, end = self.pending, min(len(self.tokens), self.pending + budget)
-        if self.session.n_swa > 0:  # a sliding-window model: checkpoints to come back to
-            marks = window_checkpoints.points(self.cached, len(self.tokens))
-            if start in marks and start == self.slot.n_tokens:
+        mark = window_checkpoints.point(self.cached, len(self.tokens)) if self.session.n_swa > 0 else None
+        if mark is not None:  # a sliding-window model: a checkpoint to come back to
+            if start == mark == self.slot.n_tokens:
                 self.session.checkpoint_before(self.slot, start)
-            end = min([end, *(m for m in marks if start < m)])
+            elif start < mark < end:
+                end = mark
         row = None
         for pos in range(start, end):
             last = pos == len(self.tokens) - 1

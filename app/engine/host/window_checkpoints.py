@@ -10,9 +10,11 @@ is the window cache of one sequence as it was when the slot held its first `n_to
 only); loading it and cutting the full-attention layers back to `n_tokens` gives exactly the cells
 those tokens made.
 
-A reply's prompt takes two (`points`): where its new tokens begin (an edited last message goes back
-there) and TAIL tokens before its end (a reply asked again goes back there), each taken just before
-the batch that starts there is decoded. A slot keeps the newest KEEP.
+A reply's prompt takes one (`point`), just before the batch that starts there is decoded: where its
+new tokens begin, so that an edited last message goes back there, and a reply asked again reads that
+message again; in a new conversation (no tokens kept), TAIL tokens before the prompt's end. A slot
+keeps the newest only: a checkpoint can be as large as the window layers' whole cache (15 MiB on the
+starter, about 600 MiB on a 27B Gemma 3), and the memory estimate counts one per slot.
 
 Host-internal, main thread only.
 """
@@ -29,7 +31,7 @@ import numpy as np
 PARTIAL = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
 # The prompt's last tokens read again after going back to its tail checkpoint (llama-server: 4).
 TAIL = 4
-KEEP = 2
+KEEP = 1
 
 
 @dataclass
@@ -42,12 +44,12 @@ class Checkpoint:
         return int(self.data.nbytes)
 
 
-def points(cached: int, n_prompt: int) -> tuple[int, ...]:
-    """Where a prompt of `n_prompt` tokens, whose first `cached` are already in the cells, takes
-    checkpoints: at its first new token and TAIL tokens before its end (never at 0: going back to
-    nothing needs no checkpoint)."""
-    tail = n_prompt - TAIL
-    return tuple(sorted({p for p in (cached, tail) if p > 0 and cached <= p < n_prompt}))
+def point(cached: int, n_prompt: int) -> int | None:
+    """Where a prompt of `n_prompt` tokens, whose first `cached` are already in the cells, takes its
+    checkpoint: at its first new token, or TAIL tokens before its end when nothing was kept (None:
+    going back to nothing needs no checkpoint)."""
+    at = cached if cached > 0 else n_prompt - TAIL
+    return at if 0 < at < n_prompt else None
 
 
 def take(ctx: Any, seq: int, n_tokens: int) -> Checkpoint | None:

@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from app.engine.host.slots import Slot
-from app.engine.host.window_checkpoints import KEEP, TAIL, Checkpoint, newest_within, points
+from app.engine.host.window_checkpoints import KEEP, TAIL, Checkpoint, newest_within, point
 
 
 def ck(n: int) -> Checkpoint:
     return Checkpoint(n, np.zeros(4, dtype=np.uint8))
 
 
-def test_a_prompt_takes_one_where_its_new_tokens_begin_and_one_before_its_end() -> None:
-    assert points(300, 1000) == (300, 1000 - TAIL)
-    assert points(0, 1000) == (1000 - TAIL,)  # going back to nothing needs none
-    assert points(998, 1000) == (998,)  # the new part is shorter than the tail
-    assert points(0, 3) == ()
+def test_a_prompt_takes_one_where_its_new_tokens_begin_or_else_before_its_end() -> None:
+    assert point(300, 1000) == 300
+    assert point(0, 1000) == 1000 - TAIL  # a new conversation: a reply asked again goes back there
+    assert point(999, 1000) == 999
+    assert point(0, 3) is None  # going back to nothing needs none
 
 
 def test_a_cut_goes_back_to_the_newest_checkpoint_at_or_before_it() -> None:
@@ -31,4 +31,4 @@ def test_a_slot_keeps_the_newest_and_one_per_position() -> None:
     slot = Slot(llm=None, seq=0, n_ctx=16)
     for n in (10, 20, 20, 30):
         slot.keep_checkpoint(ck(n))
-    assert [c.n_tokens for c in slot.checkpoints] == [20, 30][-KEEP:]
+    assert [c.n_tokens for c in slot.checkpoints] == [20, 30][-KEEP:] == [30]
