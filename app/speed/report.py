@@ -104,6 +104,9 @@ def format_table(report: dict[str, Any]) -> str:
             f"{_pct(cove.get('tg_share_outside_decode'))} of tg time is outside llama_decode "
             "(sampling, Python, pipe)"
         )
+        parts = cove.get("tg_outside_parts") or {}
+        if parts:
+            lines.append("  by part: " + ", ".join(f"{name} {_pct(share)}" for name, share in parts.items()))
     placement = cove.get("placement") or {}
     smi = report.get("nvidia_smi")
     if placement.get("n_gpu_layers"):

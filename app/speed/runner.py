@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,7 @@ def _generate(client: Any, sp: SamplingParams, prompt: list[int], *, max_tokens:
     # The chat's own sampler chain (SamplingParams defaults), not greedy: its cost over the
     # vocabulary is part of what a person waits for, and llama-bench has none. No drafting:
     # llama-bench measures plain decoding.
+    cpu0 = time.process_time()
     gen = client.generate(
         [],
         conversation_id=None,
@@ -166,6 +168,8 @@ def _generate(client: Any, sp: SamplingParams, prompt: list[int], *, max_tokens:
     if getattr(fin, "error", None):
         raise RuntimeError(f"the engine failed during the benchmark: {fin.error}")
     metrics = dict(fin.metrics)
+    # This process's CPU time while the reply ran: reading the pipe and handling each token's event.
+    metrics["parent_cpu_ms"] = (time.process_time() - cpu0) * 1000.0
     if metrics.get("cached_tokens"):
         raise RuntimeError("the engine reused its cache during the benchmark; the figures would be wrong")
     return metrics
@@ -192,6 +196,22 @@ def _perf_cross_check(pp_runs: list[dict[str, Any]], tg_runs: list[dict[str, Any
         out["tg_llama_perf_tps"] = statistics.median(tg)
     if outside:
         out["tg_share_outside_decode"] = statistics.median(outside)
+    # The outside share by part (the engine's own timers, docs/decisions/token-loop.md), and the
+    # parent's CPU time, which on a machine whose cores all decode is taken from the decode.
+    parts: dict[str, list[float]] = {}
+    for m in tg_runs:
+        loop, wall = m.get("token_loop"), float(m.get("prefill_ms") or 0.0) + float(m.get("gen_ms") or 0.0)
+        if not loop or wall <= 0 or not m.get("llama_eval_ms"):
+            continue
+        named = {"picking": loop["pick_ms"], "detokenizing and stops": loop["accept_ms"], "the pipe": loop["send_ms"]}
+        for name, ms in named.items():
+            parts.setdefault(name, []).append(ms / wall)
+        rest = 1.0 - m["llama_eval_ms"] / wall - sum(named.values()) / wall
+        parts.setdefault("the rest of the step", []).append(rest)
+        if m.get("parent_cpu_ms") is not None:
+            parts.setdefault("the parent's CPU (beside)", []).append(float(m["parent_cpu_ms"]) / wall)
+    if parts:
+        out["tg_outside_parts"] = {name: statistics.median(v) for name, v in parts.items()}
     return out
 
 

@@ -98,6 +98,9 @@ class Reply:
         self.n_sampled = 0
         self.t_first = self.t_last = 0.0
         self.t_call = time.perf_counter()
+        # Time in the token loop outside llama_decode, by part, for single-token steps: picking,
+        # accepting (detokenizing, stop strings, limits), and this reply's share of the pipe writes.
+        self.pick_s = self.accept_s = self.send_s = 0.0
         self.stop_reason = "stop"
         self.last: int | None = None  # the token picked and not yet evaluated
         self._plain_next = False
@@ -173,8 +176,13 @@ class Reply:
     def take(self, row: int) -> bool:
         """Pick the next token from `row` of the last batch's logits and pass it on; True when
         the reply has ended."""
+        t0 = time.perf_counter()
         token = self.pick.pick(self.session.llm, row)
-        return self.accept(token)
+        t1 = time.perf_counter()
+        ended = self.accept(token)
+        self.pick_s += t1 - t0
+        self.accept_s += time.perf_counter() - t1
+        return ended
 
     def accept(self, token: int) -> bool:
         """One picked token: shown, checked against the stops and limits. True when the reply ends."""
@@ -327,6 +335,8 @@ class Reply:
                                                                             "steps": 0, "stopped": None}
         seen = self.sequences_seen or [1]
         m["batch"] = {"slot": slot.seq, "max_sequences": max(seen), "mean_sequences": round(sum(seen) / len(seen), 2)}
+        m["token_loop"] = {"pick_ms": round(self.pick_s * 1000, 3), "accept_ms": round(self.accept_s * 1000, 3),
+                           "send_ms": round(self.send_s * 1000, 3)}
         if self.tools is not None:
             m["tool_format"] = self.tools.family.name
         return Finished(self.rid, final, self.stop_reason, m)

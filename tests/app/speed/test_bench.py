@@ -247,7 +247,8 @@ class _ScriptedClient:
         else:
             m = {"prompt_tokens": n, "cached_tokens": 0, "prefill_ms": 10.0, "gen_tokens": kw["max_tokens"],
                  "gen_ms": 1270.0, "gen_tps": 100.0, "llama_p_eval_ms": 0.0, "llama_n_p_eval": 1,
-                 "llama_eval_ms": 1200.0, "llama_n_eval": kw["max_tokens"]}
+                 "llama_eval_ms": 1200.0, "llama_n_eval": kw["max_tokens"],
+                 "token_loop": {"pick_ms": 40.0, "accept_ms": 8.0, "send_ms": 12.0}}
         return _Gen(_Finished(m))
 
     def close(self) -> None:
@@ -274,8 +275,15 @@ def test_run_cove_bench_shapes_requests_like_llama_bench(tmp_path: Path) -> None
     assert result["pp_llama_perf_tps"] == pytest.approx(1280.0)
     assert result["tg_llama_perf_tps"] == pytest.approx(128 / 1.2)
     assert result["tg_share_outside_decode"] == pytest.approx(1 - 1200 / 1280)
-    assert "6.2 % of tg time is outside llama_decode" in format_table(
-        build_report(model, threads=2, reps=3, cove=result))
+    # by part: the engine's own timers, the rest of the 80 ms outside decode, and this process's CPU
+    parts = result["tg_outside_parts"]
+    assert parts["picking"] == pytest.approx(40 / 1280) and parts["the pipe"] == pytest.approx(12 / 1280)
+    assert parts["detokenizing and stops"] == pytest.approx(8 / 1280)
+    assert parts["the rest of the step"] == pytest.approx(20 / 1280)
+    assert parts["the parent's CPU (beside)"] >= 0.0
+    table = format_table(build_report(model, threads=2, reps=3, cove=result))
+    assert "6.2 % of tg time is outside llama_decode" in table
+    assert "by part: picking 3.1 %, detokenizing and stops 0.6 %, the pipe 0.9 %, the rest of the step 1.6 %" in table
 
 
 def test_reference_rounds_alternate_sides(tmp_path: Path) -> None:

@@ -224,3 +224,12 @@ def test_an_engine_killed_mid_batch_ends_every_reply_with_its_text_and_the_next_
         assert all(e.text and "stopped unexpectedly" in (e.error or "") for e in ends)
         again = greedy(engine, "after the crash", n=4).wait(60)
         assert again.status == "length" and engine.host_pid not in (None, pid)
+
+
+def test_a_reply_says_where_its_token_loop_spent_its_time_outside_decoding(engine: EngineClient) -> None:
+    """Picking, accepting (detokenizing, stops) and its share of the pipe writes, for `cove bench`'s
+    parts; each is a real, positive time and together less than the reply's whole time."""
+    end = greedy(engine, "the first question").wait(60)
+    loop = end.metrics["token_loop"]
+    assert loop["pick_ms"] > 0 and loop["accept_ms"] > 0 and loop["send_ms"] > 0
+    assert sum(loop.values()) < end.metrics["prefill_ms"] + end.metrics["gen_ms"]
