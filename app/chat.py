@@ -67,8 +67,7 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
                 out.append(owner)
             owner.setdefault("tool_calls", []).append(_call_of(m))
         elif m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.params.get("call_id"), "name": m.params.get("name"),
-                        "content": m.content})
+            out.append({"role": "tool", "tool_call_id": m.params.get("call_id"), "name": m.params.get("name"), "content": m.content})
         if upto is not None and m.id == upto:
             break
     return out
@@ -77,16 +76,19 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
 def _call_of(m: Message) -> dict[str, Any]:
     """A stored tool call in the shape chat templates expect (OpenAI's, arguments as JSON text)."""
     arguments = json.dumps(m.params.get("arguments") or {}, ensure_ascii=False)
-    return {"id": m.params.get("call_id"), "type": "function",
-            "function": {"name": m.params.get("name"), "arguments": arguments}}
+    return {"id": m.params.get("call_id"), "type": "function", "function": {"name": m.params.get("name"), "arguments": arguments}}
 
 
 def _refused_as_too_long(reply: Message | None) -> bool:
     """The engine (or a server, "remote-context") refused this user message as too long for the
     context: sent again, it would push every earlier turn out of the model's view for the rest of
     the chat, or be refused again."""
-    return (reply is not None and reply.role == "assistant" and reply.status == MessageStatus.ERROR
-            and reply.metrics.get("error_kind") in ("context", "remote-context"))
+    return (
+        reply is not None
+        and reply.role == "assistant"
+        and reply.status == MessageStatus.ERROR
+        and reply.metrics.get("error_kind") in ("context", "remote-context")
+    )
 
 
 def remote_host(metrics: dict[str, Any]) -> str | None:
@@ -167,13 +169,24 @@ class TurnRecord:
         return cls._with_reply(history, user.conversation_id, user, model, params, checkpoint_interval_s)
 
     @classmethod
-    def _with_reply(cls, history: History, conversation_id: str, user: Message, model: InstalledModel | RemoteModel,
-                    params: SamplingParams, interval: float) -> TurnRecord:
+    def _with_reply(
+        cls,
+        history: History,
+        conversation_id: str,
+        user: Message,
+        model: InstalledModel | RemoteModel,
+        params: SamplingParams,
+        interval: float,
+    ) -> TurnRecord:
         # start_assistant_message also records the model as the conversation's latest (for a
         # remote one MODEL_ID@CONNECTION, so reopening the conversation picks it again).
         sha256, quant = reply_identity(model)  # for a server's model its fingerprint of the weights, if any
         assistant = history.start_assistant_message(
-            conversation_id, parent_id=user.id, model_name=model.name, model_sha256=sha256, model_quant=quant,
+            conversation_id,
+            parent_id=user.id,
+            model_name=model.name,
+            model_sha256=sha256,
+            model_quant=quant,
             params=params.to_dict(),
         )
         record = cls(history, conversation_id, user, assistant, interval)
@@ -206,11 +219,11 @@ class TurnRecord:
         if self.ran_on is not None and "remote" not in metrics:  # a reply that never reached the server
             metrics = {**metrics, "remote": self.ran_on}
         try:
-            self.final = self.history.finish_assistant(self.assistant.id, final, status=status, metrics=metrics, error=error,
-                                                       reasoning=self.reasoning)
+            self.final = self.history.finish_assistant(
+                self.assistant.id, final, status=status, metrics=metrics, error=error, reasoning=self.reasoning
+            )
         except sqlite3.Error as exc:
-            self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error,
-                                   reasoning=self.reasoning)
+            self.unsaved = replace(self.assistant, content=final, status=status, metrics=metrics, error=error, reasoning=self.reasoning)
             raise ReplyNotSaved(exc, saved_chars=self._checkpoint.saved_chars, total_chars=len(final)) from exc
         self.unsaved = None
         self._write_sources(self.final)
@@ -235,12 +248,21 @@ class TurnRecord:
         API's requests. The reply is saved already: a record that cannot be written says so."""
         try:
             RequestLog(self.history.db).append(
-                client=self.client, remote="", endpoint="chat", model_name=reply.model_name or "",
-                model_sha256=reply.model_sha256, quant=reply.model_quant, params=self._record_params(reply),
+                client=self.client,
+                remote="",
+                endpoint="chat",
+                model_name=reply.model_name or "",
+                model_sha256=reply.model_sha256,
+                quant=reply.model_quant,
+                params=self._record_params(reply),
                 messages=_as_recorded(self.sent) or [{"role": "user", "content": self.user.content}],
                 reply=self._step_record["raw"] if self._step_record else reply.content,
-                status=reply.status, conversation_id=self.conversation_id,
-                usage=usage(reply.metrics), timings=timings(reply.metrics), ran_on=self._ran_on(reply))
+                status=reply.status,
+                conversation_id=self.conversation_id,
+                usage=usage(reply.metrics),
+                timings=timings(reply.metrics),
+                ran_on=self._ran_on(reply),
+            )
         except sqlite3.Error as exc:
             print(f"cove: the reply is saved, but not its entry in the written record ({exc})", file=sys.stderr)
 
@@ -285,18 +307,24 @@ class TurnRecord:
         result). `request`: the app.mcp ToolRequest, or None when nothing could run."""
         details: dict[str, Any] = {"call_id": call_id, "name": name}
         if request is not None:
-            details.update(server=request.server.name, server_identity=request.server.identity, tool=request.tool,
-                           arguments=request.arguments)
+            details.update(
+                server=request.server.name, server_identity=request.server.identity, tool=request.tool, arguments=request.arguments
+            )
         text = f"{name} {json.dumps(details.get('arguments', {}), ensure_ascii=False, sort_keys=True)}"
         return self._after_last("tool_call", text, details)
 
     def add_tool_result(self, call_id: str, name: str, outcome: Any, entry: int | None) -> Message:
         """The result the model was given, with who decided and the record's entry number."""
         decision = outcome.decision
-        details = {"call_id": call_id, "name": name, "status": outcome.result.status,
-                   "cut_from": outcome.result.cut_from, "record_entry": entry,
-                   "decision": decision.verdict if decision is not None else None,
-                   "approved_by": decision.approved_by if decision is not None else None}
+        details = {
+            "call_id": call_id,
+            "name": name,
+            "status": outcome.result.status,
+            "cut_from": outcome.result.cut_from,
+            "record_entry": entry,
+            "decision": decision.verdict if decision is not None else None,
+            "approved_by": decision.approved_by if decision is not None else None,
+        }
         return self._after_last("tool", outcome.result.text, details)
 
     def record_tool(self, outcome: Any) -> int | None:
@@ -305,16 +333,22 @@ class TurnRecord:
             return None
         from app.mcp.record import record_tool_call
 
-        return record_tool_call(self.history.db, outcome.request, outcome.decision, outcome.result,
-                                client=self.client, conversation_id=self.conversation_id)
+        return record_tool_call(
+            self.history.db, outcome.request, outcome.decision, outcome.result, client=self.client, conversation_id=self.conversation_id
+        )
 
     def next_reply(self) -> Message:
         """The turn's next reply (after the tools' results): a new 'streaming' row, written to from now on."""
         prior = self.final or self.assistant
         parent = self._last_id or prior.id
         self.assistant = self.history.start_assistant_message(
-            self.conversation_id, parent_id=parent, model_name=prior.model_name or "", model_sha256=prior.model_sha256,
-            model_quant=prior.model_quant, params=prior.params)
+            self.conversation_id,
+            parent_id=parent,
+            model_name=prior.model_name or "",
+            model_sha256=prior.model_sha256,
+            model_quant=prior.model_quant,
+            params=prior.params,
+        )
         self._parts = []
         self._checkpoint = Checkpointer(self.history, self.assistant.id, interval_s=self._interval)
         self.final = None
@@ -372,5 +406,14 @@ def start_generation(
     how to load it instead (an API pool's settings). A server's model streams through `remote`
     (`engine` is not used). Raises EngineError (and for a server what RemoteBackend.start does)."""
     backend = backend_for(model, engine=engine, remote_engine=remote, options=options, load=load, loaded_as_is=loaded_as_is)
-    return backend.start(messages, params, conversation_id=conversation_id, stop=stop, on_loaded=on_loaded,
-                         on_recheck=on_recheck, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt)
+    return backend.start(
+        messages,
+        params,
+        conversation_id=conversation_id,
+        stop=stop,
+        on_loaded=on_loaded,
+        on_recheck=on_recheck,
+        grammar=grammar,
+        keep_all_turns=keep_all_turns,
+        raw_prompt=raw_prompt,
+    )

@@ -127,13 +127,26 @@ class ChatService:
         final = end.message
         cause = turn.stop_cause
         terminated = self._signal if cause is StopCause.SIGNAL else None
-        return TurnResult(conversation_id=conversation_id, user_message=record.user, assistant_message=final, text=final.content,
-                          status=final.status, metrics=final.metrics, error=final.error, interrupted_by_user=cause is not None,
-                          terminated_by=terminated)
+        return TurnResult(
+            conversation_id=conversation_id,
+            user_message=record.user,
+            assistant_message=final,
+            text=final.content,
+            status=final.status,
+            metrics=final.metrics,
+            error=final.error,
+            interrupted_by_user=cause is not None,
+            terminated_by=terminated,
+        )
 
-    def _drive(self, turn: Turn, on_text: TextSink | None, on_loaded: Callable[[LoadedModel], None] | None,
-               on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
-               on_reasoning: TextSink | None = None) -> None:
+    def _drive(
+        self,
+        turn: Turn,
+        on_text: TextSink | None,
+        on_loaded: Callable[[LoadedModel], None] | None,
+        on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
+        on_reasoning: TextSink | None = None,
+    ) -> None:
         """Read the turn's events to its end, passing text on; Ctrl-C, SIGTERM or SIGHUP while
         waiting for a token or printing one stops the reply, and reading goes on to the end so
         the partial reply is kept with its metrics."""

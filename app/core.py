@@ -131,8 +131,7 @@ class Core:
         to the saved-state setting (read now, so a changed limit counts from the next engine)."""
         from app.engine.client import EngineClient
 
-        return EngineClient(host_argv=host_argv, state_dir=self.paths.kv_states_dir,
-                            state_disk_mb=self.settings.saved_state_mb)
+        return EngineClient(host_argv=host_argv, state_dir=self.paths.kv_states_dir, state_disk_mb=self.settings.saved_state_mb)
 
     def remember_model(self, model: InstalledModel) -> None:
         if self.read_only:
@@ -172,8 +171,7 @@ class Core:
             raise ValueError("a tool call's time limit and its result's size must be more than zero")
         if self.read_only:
             raise RuntimeError(self.notice or "the data folder is read-only, so the settings cannot be saved")
-        save_settings(self.paths.settings_file, replace(self.settings, tool_timeout_s=timeout_s,
-                                                         tool_result_chars=result_chars))
+        save_settings(self.paths.settings_file, replace(self.settings, tool_timeout_s=timeout_s, tool_result_chars=result_chars))
 
     def save_sampling_defaults(self, params: SamplingParams) -> None:
         if not self.read_only:
@@ -249,8 +247,7 @@ def _closed_notice(closed: list[Path]) -> str | None:
     if not closed:
         return None
     folders = ", ".join(str(f) for f in closed)
-    return (f"Other accounts on this computer could read Cove's files in {folders}; "
-            "they are now yours alone (folders 0700, files 0600).")
+    return f"Other accounts on this computer could read Cove's files in {folders}; they are now yours alone (folders 0700, files 0600)."
 
 
 def _ensure_folders(paths: Paths) -> tuple[Paths, list[Path]]:
@@ -262,8 +259,7 @@ def _ensure_folders(paths: Paths) -> tuple[Paths, list[Path]]:
             blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
             in_the_way = "a file of that name is" if blocker == folder else f"a file, {blocker}, is"
             raise DataFolderError(
-                f"the data folder {folder} cannot be created: {in_the_way} in the way. "
-                f"Move that file elsewhere, {ELSEWHERE}."
+                f"the data folder {folder} cannot be created: {in_the_way} in the way. Move that file elsewhere, {ELSEWHERE}."
             ) from exc
         if isinstance(exc, PermissionError):
             parent = next((p for p in folder.parents if p.exists()), folder)
@@ -272,8 +268,7 @@ def _ensure_folders(paths: Paths) -> tuple[Paths, list[Path]]:
                 f"Make {parent} writable for you (`chmod u+w {parent}`), {ELSEWHERE}."
             ) from exc
         raise DataFolderError(
-            f"the data folder {folder} cannot be created ({exc.strerror or exc}). Free some space "
-            f"or check the disk, {ELSEWHERE}."
+            f"the data folder {folder} cannot be created ({exc.strerror or exc}). Free some space or check the disk, {ELSEWHERE}."
         ) from exc
 
 
@@ -283,8 +278,7 @@ def _unwritable(paths: Paths) -> DataFolderError | None:
     folder, database = paths.database.parent, paths.database
     if not os.access(folder, os.W_OK):
         return DataFolderError(
-            f"Cove has no permission to write to its data folder {folder}. "
-            f"Make it writable for you (`chmod u+w {folder}`), {ELSEWHERE}."
+            f"Cove has no permission to write to its data folder {folder}. Make it writable for you (`chmod u+w {folder}`), {ELSEWHERE}."
         )
     if database.exists() and not os.access(database, os.W_OK):
         return DataFolderError(
@@ -295,5 +289,12 @@ def _unwritable(paths: Paths) -> DataFolderError | None:
 
 
 __all__ = [
-    "Core", "DataFolderError", "StartupNotice", "open_core", "NoModelError", "InvalidModelFile", "ModelNotFound", "StarterUnavailable",
+    "Core",
+    "DataFolderError",
+    "StartupNotice",
+    "open_core",
+    "NoModelError",
+    "InvalidModelFile",
+    "ModelNotFound",
+    "StarterUnavailable",
 ]

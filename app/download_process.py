@@ -80,8 +80,15 @@ class HandleOwner(Protocol):
 class DownloadHandle:
     """One download. Methods are safe from any thread; `on_event` runs on the reader thread."""
 
-    def __init__(self, manager: HandleOwner, repo: str, filenames: tuple[str, ...], revision: str | None,
-                 token: str | None, on_event: Callable[[DownloadEvent], None]) -> None:
+    def __init__(
+        self,
+        manager: HandleOwner,
+        repo: str,
+        filenames: tuple[str, ...],
+        revision: str | None,
+        token: str | None,
+        on_event: Callable[[DownloadEvent], None],
+    ) -> None:
         self._manager = manager
         self.repo = repo
         self.filenames = filenames
@@ -167,12 +174,24 @@ class DownloadHandle:
         try:
             self.dest_dir = m.models_dir()
             job = Job(
-                repo=self.repo, filenames=self.filenames, revision=self.revision, token=self._token,
-                partial_dir=str(m.paths.partial_downloads_dir), dest_dir=str(self.dest_dir), policy=m.policy,
+                repo=self.repo,
+                filenames=self.filenames,
+                revision=self.revision,
+                token=self._token,
+                partial_dir=str(m.paths.partial_downloads_dir),
+                dest_dir=str(self.dest_dir),
+                policy=m.policy,
             )
             proc = subprocess.Popen(
-                child_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=child_environment(), text=True, encoding="utf-8", bufsize=1, close_fds=True,
+                child_command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_environment(),
+                text=True,
+                encoding="utf-8",
+                bufsize=1,
+                close_fds=True,
                 start_new_session=sys.platform != "win32",
                 creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if sys.platform == "win32" else 0,
             )
@@ -193,8 +212,9 @@ class DownloadHandle:
             target=self._read, args=(proc, activity, drain, stderr_tail), name=f"download-{proc.pid}-events", daemon=True
         ).start()
 
-    def _read(self, proc: subprocess.Popen[str], activity: AbstractContextManager[Any], drain: threading.Thread,
-              stderr_tail: deque[str]) -> None:
+    def _read(
+        self, proc: subprocess.Popen[str], activity: AbstractContextManager[Any], drain: threading.Thread, stderr_tail: deque[str]
+    ) -> None:
         refusal: str | None = None
         assert proc.stdout is not None
         try:
@@ -259,9 +279,13 @@ class DownloadHandle:
                 total = self.planned.total if self.planned else 0
                 state, event = "paused", Paused(bytes_done=done, total=total)
             else:
-                message = refusal or self.error or redact(
-                    f"The download process stopped unexpectedly ({describe_exit(code, stderr)}); "
-                    "start the download again to continue where it stopped."
+                message = (
+                    refusal
+                    or self.error
+                    or redact(
+                        f"The download process stopped unexpectedly ({describe_exit(code, stderr)}); "
+                        "start the download again to continue where it stopped."
+                    )
                 )
                 self.error = message
                 state, event = "failed", Failed(message)

@@ -27,8 +27,14 @@ from models.library import InstalledModel, ModelLibrary
 from models.network import NetworkGate
 
 __all__ = [
-    "DownloadManager", "DownloadHandle", "DownloadError", "child_command", "child_environment",
-    "resumable", "discard", "cleanup_orphans",
+    "DownloadManager",
+    "DownloadHandle",
+    "DownloadError",
+    "child_command",
+    "child_environment",
+    "resumable",
+    "discard",
+    "cleanup_orphans",
 ]
 
 
@@ -122,8 +128,12 @@ class DownloadManager:
         """Put a finished download in the library (hash already verified, so not read again).
         Call on the thread that owns the library's database connection."""
         return self.library.import_file(
-            finished.path, source="download", sha256=finished.sha256, repo=finished.repo,
-            file=finished.filenames[0], revision=finished.commit,
+            finished.path,
+            source="download",
+            sha256=finished.sha256,
+            repo=finished.repo,
+            file=finished.filenames[0],
+            revision=finished.commit,
         )
 
     def find_installed(
@@ -168,4 +178,3 @@ class DownloadManager:
         with self._lock:
             if handle in self._handles and handle.state not in ACTIVE:
                 self._handles.remove(handle)
-

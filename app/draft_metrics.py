@@ -53,5 +53,10 @@ def draft_figures(metrics: dict[str, Any]) -> DraftFigures | None:
         return None
     stopped = draft.get("stopped")
     mode = draft.get("mode")
-    return DraftFigures(mode if isinstance(mode, str) else "", drafted, min(accepted, drafted), steps,
-                        stopped if isinstance(stopped, str) and stopped else None)
+    return DraftFigures(
+        mode if isinstance(mode, str) else "",
+        drafted,
+        min(accepted, drafted),
+        steps,
+        stopped if isinstance(stopped, str) and stopped else None,
+    )

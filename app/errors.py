@@ -39,7 +39,7 @@ def describe_error(exc: BaseException, data_dir: Path | None = None) -> str:
 def _not_text(exc: UnicodeEncodeError) -> str:
     """A text with bytes that are not valid in its encoding (an argument, a file name), shown
     with U+FFFD in their place; or valid text an output's encoding cannot hold."""
-    if not any("\ud800" <= ch <= "\udfff" for ch in exc.object[exc.start:exc.end]):
+    if not any("\ud800" <= ch <= "\udfff" for ch in exc.object[exc.start : exc.end]):
         return f"some of the text cannot be written in {exc.encoding}; a UTF-8 locale (such as C.UTF-8) shows all of it"
     shown = from_os(exc.object)[0]
     if len(shown) > 80:

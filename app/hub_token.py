@@ -109,7 +109,6 @@ def validate_token_format(token: Any) -> str:
     return value
 
 
-
 class TokenStore(KeyringUser):
     """Reads, saves and clears the token. Never raises for keyring trouble; says what happened.
 
@@ -159,8 +158,7 @@ class TokenStore(KeyringUser):
             self._memory.set(token)
             return SaveResult(
                 False,
-                f"The token could not be saved in the {name}: {failure_reason(exc, 'save')}; "
-                "it is kept in memory for this run only.",
+                f"The token could not be saved in the {name}: {failure_reason(exc, 'save')}; it is kept in memory for this run only.",
             )
         if stored != token:  # a backend that silently dropped it
             self._memory.set(token)
@@ -181,9 +179,7 @@ class TokenStore(KeyringUser):
                 return
             target.delete_password(SERVICE, USERNAME)
         except Exception as exc:  # noqa: BLE001
-            self.last_notice = (
-                f"The token could not be removed from the {describe_backend(target)}: {failure_reason(exc, 'remove')}."
-            )
+            self.last_notice = f"The token could not be removed from the {describe_backend(target)}: {failure_reason(exc, 'remove')}."
 
     def status(self) -> TokenStatus:
         """Whether there is a token, where, and in which keyring. Never the token; never raises."""

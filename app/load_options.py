@@ -45,9 +45,15 @@ class LoadOptions:
 
     def load_arguments(self) -> LoadArguments:
         p = self.placement
-        return LoadArguments(n_gpu_layers=p.gpu_layers, kv_on_gpu=p.kv_on_gpu, type_k=p.type_k, type_v=p.type_v,
-                             flash_attn=p.flash_attn, draft_model_path=self.draft_model_path,
-                             parallel=self.parallel)
+        return LoadArguments(
+            n_gpu_layers=p.gpu_layers,
+            kv_on_gpu=p.kv_on_gpu,
+            type_k=p.type_k,
+            type_v=p.type_v,
+            flash_attn=p.flash_attn,
+            draft_model_path=self.draft_model_path,
+            parallel=self.parallel,
+        )
 
 
 def load_options(library: ModelLibrary | None, model: InstalledModel, placement: ModelPlacement) -> LoadOptions:
@@ -59,11 +65,13 @@ def load_options(library: ModelLibrary | None, model: InstalledModel, placement:
     try:
         draft = library.get(name)
     except ModelNotFound:
-        return LoadOptions(placement, notice=f"The draft model {name} is no longer installed, so {model.name} "
-                                             "loads without it (drafting from the conversation still works).")
+        return LoadOptions(
+            placement,
+            notice=f"The draft model {name} is no longer installed, so {model.name} "
+            "loads without it (drafting from the conversation still works).",
+        )
     if os.path.abspath(draft.path) == os.path.abspath(model.path):
         return LoadOptions(placement)  # a model cannot draft for itself
     if not os.path.isfile(draft.path):
-        return LoadOptions(placement, notice=f"The draft model {name}'s file is missing ({draft.path}), so "
-                                             f"{model.name} loads without it.")
+        return LoadOptions(placement, notice=f"The draft model {name}'s file is missing ({draft.path}), so {model.name} loads without it.")
     return LoadOptions(placement, draft_model_path=draft.path)

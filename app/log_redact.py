@@ -24,9 +24,7 @@ from collections.abc import Callable
 from models.hub_errors import redact as _redact_hf_tokens
 
 # `Authorization: <scheme> <credential>` in header dumps, reprs of header dicts and the like.
-_AUTH_HEADER = re.compile(
-    r"(?i)(\bauthorization\b['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",;}\]]+"
-)
+_AUTH_HEADER = re.compile(r"(?i)(\bauthorization\b['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",;}\]]+")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s'\",;}\]]+")
 
 THIRD_PARTY_LOGGERS = ("huggingface_hub", "httpx", "httpcore", "httpx2", "httpcore2", "urllib3")

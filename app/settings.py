@@ -50,8 +50,14 @@ class SamplingParams:
 
     def sampler_arguments(self) -> SamplerArguments:
         """These settings as EngineClient.generate's sampler arguments (max_tokens is the caller's)."""
-        return SamplerArguments(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, min_p=self.min_p,
-                                repeat_penalty=self.repeat_penalty, seed=self.seed)
+        return SamplerArguments(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repeat_penalty=self.repeat_penalty,
+            seed=self.seed,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> SamplingParams:
@@ -91,20 +97,19 @@ class ModelPlacement:
     def problem(self) -> str | None:
         """Why llama.cpp would refuse this combination, in a sentence; None when it is fine."""
         if self.type_v != "f16" and self.flash_attn is False:
-            return (f"A {self.type_v} V cache needs flash attention: set flash attention to auto or on, "
-                    "or the V cache to f16.")
+            return f"A {self.type_v} V cache needs flash attention: set flash attention to auto or on, or the V cache to f16."
         return None
 
     def describe(self) -> str:
         """In words, e.g. "as many GPU layers as fit, the KV cache with its layers"; the load
         settings beyond those only when they are not the defaults."""
         layers = {None: "as many GPU layers as fit", -1: "all layers on the GPU", 0: "the CPU only"}.get(
-            self.gpu_layers, f"{self.gpu_layers} layers on the GPU")
+            self.gpu_layers, f"{self.gpu_layers} layers on the GPU"
+        )
         kv = {None: "the KV cache with its layers", True: "the KV cache on the GPU", False: "the KV cache in RAM"}[self.kv_on_gpu]
         parts = [layers, kv]
         if (self.type_k, self.type_v) != ("f16", "f16"):
-            parts.append(f"a {self.type_k} KV cache" if self.type_k == self.type_v
-                         else f"K cache {self.type_k}, V cache {self.type_v}")
+            parts.append(f"a {self.type_k} KV cache" if self.type_k == self.type_v else f"K cache {self.type_k}, V cache {self.type_v}")
         if self.flash_attn is not None:
             parts.append("flash attention on" if self.flash_attn else "flash attention off")
         if self.speculative == "off":
@@ -119,13 +124,15 @@ class ModelPlacement:
         if not isinstance(data, dict):
             return cls()
         layers, kv, fa, draft = data.get("gpu_layers"), data.get("kv_on_gpu"), data.get("flash_attn"), data.get("draft_model")
-        return cls(gpu_layers=layers if isinstance(layers, int) and not isinstance(layers, bool) and layers >= -1 else None,
-                   kv_on_gpu=kv if isinstance(kv, bool) else None,
-                   type_k=_choice(data.get("type_k"), KV_CACHE_TYPES),
-                   type_v=_choice(data.get("type_v"), KV_CACHE_TYPES),
-                   flash_attn=fa if isinstance(fa, bool) else None,
-                   speculative=_choice(data.get("speculative"), DRAFTING_MODES),
-                   draft_model=draft if isinstance(draft, str) and draft.strip() else None)
+        return cls(
+            gpu_layers=layers if isinstance(layers, int) and not isinstance(layers, bool) and layers >= -1 else None,
+            kv_on_gpu=kv if isinstance(kv, bool) else None,
+            type_k=_choice(data.get("type_k"), KV_CACHE_TYPES),
+            type_v=_choice(data.get("type_v"), KV_CACHE_TYPES),
+            flash_attn=fa if isinstance(fa, bool) else None,
+            speculative=_choice(data.get("speculative"), DRAFTING_MODES),
+            draft_model=draft if isinstance(draft, str) and draft.strip() else None,
+        )
 
 
 def _choice(value: object, choices: tuple[str, ...]) -> str:
@@ -184,18 +191,21 @@ def read_settings(path: Path) -> LoadedSettings:
         raw = None
     if not isinstance(raw, dict):
         return LoadedSettings(Settings(), _set_aside(path))
-    return LoadedSettings(Settings(
-        last_model=raw.get("last_model") if isinstance(raw.get("last_model"), str) else None,
-        sampling=SamplingParams.from_dict(raw.get("sampling") if isinstance(raw.get("sampling"), dict) else None),
-        offline=raw.get("offline") is True,
-        models_dir=raw.get("models_dir") if isinstance(raw.get("models_dir"), str) and raw.get("models_dir") else None,
-        placements={name: ModelPlacement.from_dict(value) for name, value in raw["placements"].items() if isinstance(name, str)}
-        if isinstance(raw.get("placements"), dict) else {},
-        saved_state_mb=_whole(raw.get("saved_state_mb"), SAVED_STATE_MB),
-        tool_timeout_s=_whole(raw.get("tool_timeout_s"), TOOL_TIMEOUT_S) or TOOL_TIMEOUT_S,
-        tool_result_chars=_whole(raw.get("tool_result_chars"), TOOL_RESULT_CHARS) or TOOL_RESULT_CHARS,
-        window_first=raw.get("window_first") is not False,
-    ))
+    return LoadedSettings(
+        Settings(
+            last_model=raw.get("last_model") if isinstance(raw.get("last_model"), str) else None,
+            sampling=SamplingParams.from_dict(raw.get("sampling") if isinstance(raw.get("sampling"), dict) else None),
+            offline=raw.get("offline") is True,
+            models_dir=raw.get("models_dir") if isinstance(raw.get("models_dir"), str) and raw.get("models_dir") else None,
+            placements={name: ModelPlacement.from_dict(value) for name, value in raw["placements"].items() if isinstance(name, str)}
+            if isinstance(raw.get("placements"), dict)
+            else {},
+            saved_state_mb=_whole(raw.get("saved_state_mb"), SAVED_STATE_MB),
+            tool_timeout_s=_whole(raw.get("tool_timeout_s"), TOOL_TIMEOUT_S) or TOOL_TIMEOUT_S,
+            tool_result_chars=_whole(raw.get("tool_result_chars"), TOOL_RESULT_CHARS) or TOOL_RESULT_CHARS,
+            window_first=raw.get("window_first") is not False,
+        )
+    )
 
 
 def _whole(value: object, default: int) -> int:

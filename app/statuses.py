@@ -23,7 +23,12 @@ class MessageStatus(StrEnum):
 
 # How a generation can end, as an engine reports it (a local engine never says "interrupted";
 # a remote one does when the server's stream breaks after some text, app/remote/engine.py).
-ENGINE_STATUSES: Final = (MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.ERROR,
-                          MessageStatus.INTERRUPTED)
+ENGINE_STATUSES: Final = (
+    MessageStatus.COMPLETE,
+    MessageStatus.CANCELLED,
+    MessageStatus.LENGTH,
+    MessageStatus.ERROR,
+    MessageStatus.INTERRUPTED,
+)
 # Every status a finished reply can have.
 FINAL_STATUSES: Final = frozenset(ENGINE_STATUSES)

@@ -9,9 +9,7 @@ import sys
 import threading
 from types import FrameType
 
-TERMINATING_SIGNALS: tuple[signal.Signals, ...] = (
-    (signal.SIGTERM,) if sys.platform == "win32" else (signal.SIGTERM, signal.SIGHUP)
-)
+TERMINATING_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM,) if sys.platform == "win32" else (signal.SIGTERM, signal.SIGHUP)
 
 
 class Terminated(KeyboardInterrupt):

@@ -39,10 +39,16 @@ def cases(model: str) -> list[tuple[str, dict[str, Any], type[openai.APIStatusEr
         ("stop of the wrong type", {"model": model, "messages": HI, "stop": 7}, openai.BadRequestError),
         ("seed as text", {"model": model, "messages": HI, "seed": "x"}, openai.BadRequestError),
         ("response_format unknown", {"model": model, "messages": HI, "response_format": {"type": "xml"}}, openai.BadRequestError),
-        ("a prompt larger than the context", {"model": model, "messages": [{"role": "user", "content": long}],
-                                              "max_tokens": 8}, openai.BadRequestError),
-        ("the same, streamed", {"model": model, "messages": [{"role": "user", "content": long}], "max_tokens": 8,
-                                "stream": True}, openai.BadRequestError),
+        (
+            "a prompt larger than the context",
+            {"model": model, "messages": [{"role": "user", "content": long}], "max_tokens": 8},
+            openai.BadRequestError,
+        ),
+        (
+            "the same, streamed",
+            {"model": model, "messages": [{"role": "user", "content": long}], "max_tokens": 8, "stream": True},
+            openai.BadRequestError,
+        ),
     ]
 
 
@@ -86,8 +92,7 @@ def main() -> int:
     else:
         for r in result["cases"]:
             print(f"{'ok ' if r['right'] else 'BAD'} {r['case']}: expected {r['expected']}, got {r['got']}")
-        print(f"{result['right']}/{result['total']} right ({result['share']:.0%}); the server answered afterwards: "
-              f"{result['alive_after']}")
+        print(f"{result['right']}/{result['total']} right ({result['share']:.0%}); the server answered afterwards: {result['alive_after']}")
     return 0
 
 

@@ -39,8 +39,9 @@ ENGINE_TG: list[float] = []  # the engine's own tg of each API request (its cloc
 
 
 def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=True
+    )
 
 
 def headless_tg(env: dict[str, str], model: str) -> float:
@@ -55,8 +56,14 @@ def api_round(base: str, model: str, requests: int) -> tuple[list[float], list[f
     for i in range(requests):
         sent = time.perf_counter()
         stream = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": f"Write a long story about a lighthouse ({i})."}],
-            max_tokens=N_GEN, temperature=0.8, seed=i, stream=True, stream_options={"include_usage": True})
+            model=model,
+            messages=[{"role": "user", "content": f"Write a long story about a lighthouse ({i})."}],
+            max_tokens=N_GEN,
+            temperature=0.8,
+            seed=i,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         stamps: list[float] = []
         engine_ttft, n_tokens = None, 0
         for chunk in stream:
@@ -79,8 +86,14 @@ def raw_ttft_overheads(base: str, model: str, requests: int) -> list[float]:
     out = []
     with httpx.Client(timeout=300) as http:
         for i in range(requests):
-            body = {"model": model, "messages": [{"role": "user", "content": f"Tell me about the sea ({i})."}],
-                    "max_tokens": 16, "seed": i, "stream": True, "stream_options": {"include_usage": True}}
+            body = {
+                "model": model,
+                "messages": [{"role": "user", "content": f"Tell me about the sea ({i})."}],
+                "max_tokens": 16,
+                "seed": i,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             sent = time.perf_counter()
             first = None
             engine_ttft = None
@@ -109,10 +122,14 @@ def speed(env: dict[str, str], model: str, rounds: int, requests: int) -> dict:
             overhead += extra[1:]
             raw += raw_ttft_overheads(base, model, requests)
     return {
-        "headless_tg_tps": headless, "api_tg_tps": api, "api_engine_tg_tps": list(ENGINE_TG),
+        "headless_tg_tps": headless,
+        "api_tg_tps": api,
+        "api_engine_tg_tps": list(ENGINE_TG),
         "ratio": statistics.median(a / h for a, h in zip(api, headless)),
-        "ttft_overhead_ms_p50": statistics.median(overhead), "ttft_overhead_ms": overhead,
-        "raw_ttft_overhead_ms_p50": statistics.median(raw), "raw_ttft_overhead_ms": raw,
+        "ttft_overhead_ms_p50": statistics.median(overhead),
+        "ttft_overhead_ms": overhead,
+        "raw_ttft_overhead_ms_p50": statistics.median(raw),
+        "raw_ttft_overhead_ms": raw,
     }
 
 
@@ -140,15 +157,19 @@ def main() -> int:
         return 0
     if "speed" in result:
         sp = result["speed"]
-        print(f"tg through the API {statistics.median(sp['api_tg_tps']):.1f} tok/s, headless "
-              f"{statistics.median(sp['headless_tg_tps']):.1f} tok/s: ratio {sp['ratio']:.3f}; TTFT overhead p50 "
-              f"{sp['ttft_overhead_ms_p50']:.1f} ms with the openai client, {sp['raw_ttft_overhead_ms_p50']:.1f} ms read with httpx")
+        print(
+            f"tg through the API {statistics.median(sp['api_tg_tps']):.1f} tok/s, headless "
+            f"{statistics.median(sp['headless_tg_tps']):.1f} tok/s: ratio {sp['ratio']:.3f}; TTFT overhead p50 "
+            f"{sp['ttft_overhead_ms_p50']:.1f} ms with the openai client, {sp['raw_ttft_overhead_ms_p50']:.1f} ms read with httpx"
+        )
     if "routing" in result:
         print(describe(result["routing"]))
     if "errors" in result:
         er = result["errors"]
-        print(f"openai client error cases: {er['right']}/{er['total']} right ({er['share']:.0%}); "
-              + ", ".join(f"{c['case']}: got {c['got']}" for c in er["cases"] if not c["right"]))
+        print(
+            f"openai client error cases: {er['right']}/{er['total']} right ({er['share']:.0%}); "
+            + ", ".join(f"{c['case']}: got {c['got']}" for c in er["cases"] if not c["right"])
+        )
     return 0
 
 

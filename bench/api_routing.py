@@ -45,14 +45,21 @@ TOPICS = ("lighthouses", "tides", "owls", "bread", "glaciers", "violins", "bees"
 
 
 def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900, check=True)
-
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=True
+    )
 
 
 def _turn(http: httpx.Client, base: str, model: str, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
-    body = {"model": model, "messages": messages, "max_tokens": N_GEN, "temperature": 0.8, "seed": seed, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": N_GEN,
+        "temperature": 0.8,
+        "seed": seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     sent = time.perf_counter()
     first, text, usage = None, [], None
     with http.stream("POST", f"{base}/chat/completions", json=body) as response:
@@ -71,17 +78,24 @@ def _turn(http: httpx.Client, base: str, model: str, messages: list[dict[str, st
                 usage = chunk["usage"]
     if usage is None:
         return {"failed": "no usage"}
-    return {"ttft_ms": ((first or time.perf_counter()) - sent) * 1000, "reply": "".join(text),
-            "prompt": usage["prompt_tokens"], "cached": usage["prompt_tokens_details"]["cached_tokens"]}
+    return {
+        "ttft_ms": ((first or time.perf_counter()) - sent) * 1000,
+        "reply": "".join(text),
+        "prompt": usage["prompt_tokens"],
+        "cached": usage["prompt_tokens_details"]["cached_tokens"],
+    }
 
 
 def _client(base: str, model: str, index: int, results: list[dict[str, Any]]) -> None:
     with httpx.Client(timeout=600) as http:
         for c in range(CONVERSATIONS):
             topic = TOPICS[(index * CONVERSATIONS + c) % len(TOPICS)]
-            system = (f"You are client {index}'s assistant. Answer briefly, cite nothing, keep to the topic the person"
-                      " names, and never repeat an earlier answer. " * 12 if SHARED_SYSTEM
-                      else f"You are client {index}'s patient tutor on {topic}. " * 6)
+            system = (
+                f"You are client {index}'s assistant. Answer briefly, cite nothing, keep to the topic the person"
+                " names, and never repeat an earlier answer. " * 12
+                if SHARED_SYSTEM
+                else f"You are client {index}'s patient tutor on {topic}. " * 6
+            )
             messages = [{"role": "system", "content": system}]
             for t in range(TURNS):
                 messages.append({"role": "user", "content": f"Tell me something new about {topic} (part {t + 1})."})
@@ -117,17 +131,23 @@ def run_slots(env: dict[str, str], model: str, parallel: int, cache_ram_mb: int 
     after = len(cove(env, "record", "export", "--format", "jsonl").stdout.splitlines())
     ttft = sorted(r["ttft_ms"] for r in done)
     sent, cached = sum(r["prompt"] for r in done), sum(r["cached"] for r in done)
-    return {"parallel": parallel, "cache_ram_mb": cache_ram_mb, "requests": len(results), "failed": len(results) - len(done),
-            "records_added": after - before, "prompt_tokens": sent, "evaluated_tokens": sent - cached,
-            "ttft_ms_p50": statistics.median(ttft) if ttft else None,
-            "ttft_ms_p99": ttft[min(len(ttft) - 1, round(0.99 * (len(ttft) - 1)))] if ttft else None,
-            "engine_uss_mib": [round(u / 2**20, 1) for u in uss]}
+    return {
+        "parallel": parallel,
+        "cache_ram_mb": cache_ram_mb,
+        "requests": len(results),
+        "failed": len(results) - len(done),
+        "records_added": after - before,
+        "prompt_tokens": sent,
+        "evaluated_tokens": sent - cached,
+        "ttft_ms_p50": statistics.median(ttft) if ttft else None,
+        "ttft_ms_p99": ttft[min(len(ttft) - 1, round(0.99 * (len(ttft) - 1)))] if ttft else None,
+        "engine_uss_mib": [round(u / 2**20, 1) for u in uss],
+    }
 
 
 def slot_reuse(env: dict[str, str], model: str) -> dict[str, Any]:
     """One slot against four, with the engine's RAM cache of states and without it."""
-    out: dict[str, Any] = {"expected_requests": CLIENTS * CONVERSATIONS * TURNS, "turns": TURNS,
-                           "shared_system": SHARED_SYSTEM}
+    out: dict[str, Any] = {"expected_requests": CLIENTS * CONVERSATIONS * TURNS, "turns": TURNS, "shared_system": SHARED_SYSTEM}
     for label, mb in CACHE_SIZES:
         runs = {f"slots_{n}": run_slots(env, model, n, mb) for n in SLOTS}
         one, four = runs["slots_1"], runs["slots_4"]
@@ -148,15 +168,19 @@ def starter_env() -> tuple[dict[str, str], str]:
 
 
 def describe(result: dict[str, Any]) -> str:
-    lines = [f"{CLIENTS} clients x {CONVERSATIONS} conversations x {result['turns']} turns, "
-             + ("one long system prompt per client" if result["shared_system"] else "a short system prompt per conversation")]
+    lines = [
+        f"{CLIENTS} clients x {CONVERSATIONS} conversations x {result['turns']} turns, "
+        + ("one long system prompt per client" if result["shared_system"] else "a short system prompt per conversation")
+    ]
     for label, _mb in CACHE_SIZES:
         lines.append(label.replace("_", " ") + ":")
         for n in SLOTS:
             r = result[label][f"slots_{n}"]
-            lines.append(f"  --parallel {n}: {r['requests']} requests, {r['failed']} failed, {r['records_added']} recorded;"
-                         f" prompt tokens {r['prompt_tokens']:,} sent, {r['evaluated_tokens']:,} evaluated; TTFT p50 "
-                         f"{r['ttft_ms_p50']:.0f} ms, p99 {r['ttft_ms_p99']:.0f} ms; engine USS {r['engine_uss_mib']} MiB")
+            lines.append(
+                f"  --parallel {n}: {r['requests']} requests, {r['failed']} failed, {r['records_added']} recorded;"
+                f" prompt tokens {r['prompt_tokens']:,} sent, {r['evaluated_tokens']:,} evaluated; TTFT p50 "
+                f"{r['ttft_ms_p50']:.0f} ms, p99 {r['ttft_ms_p99']:.0f} ms; engine USS {r['engine_uss_mib']} MiB"
+            )
         lines.append(f"  one slot evaluates {result[label]['evaluated_ratio']:.2f}x the prompt tokens of four")
     return "\n".join(lines)
 

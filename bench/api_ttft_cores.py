@@ -32,8 +32,11 @@ def main() -> int:
             with serving(env, *serve_args) as (base, _server):
                 raw_ttft_overheads(base, model, 2)  # loads the model
                 overheads = raw_ttft_overheads(base, model, args.requests)
-            print(f"round {round_ + 1}, {label}: TTFT overhead p50 {statistics.median(overheads):.1f} ms "
-                  f"({', '.join(f'{o:.1f}' for o in overheads)})", flush=True)
+            print(
+                f"round {round_ + 1}, {label}: TTFT overhead p50 {statistics.median(overheads):.1f} ms "
+                f"({', '.join(f'{o:.1f}' for o in overheads)})",
+                flush=True,
+            )
     return 0
 
 

@@ -52,8 +52,17 @@ def answer(engine: EngineClient, fmt: Fallback, question: str, max_tokens: int) 
     """The greedy reply to `question` rendered with `fmt` (as a raw prompt with the format's
     stop strings, through Cove's engine), and whether it ended by itself."""
     prompt = fmt.render([{"role": "user", "content": question}], "", "")  # the engine adds BOS
-    done = engine.generate([], conversation_id=None, raw_prompt=prompt, stop=fmt.stop, max_tokens=max_tokens,
-                           temperature=0.0, seed=0, no_cache=True, speculative="off").wait(300)
+    done = engine.generate(
+        [],
+        conversation_id=None,
+        raw_prompt=prompt,
+        stop=fmt.stop,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        seed=0,
+        no_cache=True,
+        speculative="off",
+    ).wait(300)
     return done.text.strip(), done.metrics.get("stop_reason") == "stop"
 
 

@@ -53,9 +53,11 @@ import psutil  # noqa: E402
 from bench.serve_process import serving  # noqa: E402
 
 TOPICS = ("lighthouse", "glacier", "orchard", "comet", "violin", "harbour", "desert", "library", "beehive", "canyon")
-PASSAGE = ("The keeper climbed the stairs at dusk and lit the lamp, as she had done every night for thirty years. "
-           "Below her the sea moved in long grey rows, and the wind carried the smell of salt and rain over the rocks. "
-           "A ship's bell rang somewhere out in the fog, slow and uneven, and she counted the strokes without meaning to. ")
+PASSAGE = (
+    "The keeper climbed the stairs at dusk and lit the lamp, as she had done every night for thirty years. "
+    "Below her the sea moved in long grey rows, and the wind carried the smell of salt and rain over the rocks. "
+    "A ship's bell rang somewhere out in the fog, slow and uneven, and she counted the strokes without meaning to. "
+)
 # Aggregate tok/s against llama-server (issue 34; issue 48 from 4 clients on), against one
 # sequence at a time (issue 34), and engine RSS against llama-server's (issue 48).
 GOAL_SERVER, GOAL_SERVER_MANY, GOAL_TODAY, GOAL_RSS = 0.95, 0.98, 2.0, 1.15
@@ -137,8 +139,16 @@ def run_clients(target: Target, texts: list[str], gen: int, extra: dict[str, Any
 
     def client(i: int) -> None:
         text = {"messages": [{"role": "user", "content": texts[i]}]} if chat else {"prompt": texts[i]}
-        body = {"model": target.model, **text, "max_tokens": gen,
-                "temperature": 0.8, "seed": 1000 + i, "stream": True, "stream_options": {"include_usage": True}, **extra}
+        body = {
+            "model": target.model,
+            **text,
+            "max_tokens": gen,
+            "temperature": 0.8,
+            "seed": 1000 + i,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **extra,
+        }
         try:
             streams[i] = stream_one(target.base, body)
         except httpx.HTTPError as exc:
@@ -160,11 +170,16 @@ def figures(streams: list[Stream], start: float, rss_mib: float) -> dict[str, An
     end = max((s.stamps[-1] for s in done), default=start)
     rates = [(s.tokens - 1) / (s.stamps[-1] - s.stamps[0]) for s in done if s.tokens > 1 and s.stamps[-1] > s.stamps[0]]
     ttft = sorted((s.stamps[0] - s.sent) * 1000 for s in done)
-    return {"aggregate_tps": sum(s.tokens for s in done) / max(end - start, 1e-9),
-            "per_stream_tps": statistics.median(rates) if rates else 0.0,
-            "ttft_p50_ms": statistics.median(ttft) if ttft else None, "ttft_p99_ms": percentile(ttft, 0.99),
-            "engine_rss_mib": round(rss_mib, 1), "tokens": [s.tokens for s in streams],
-            "prompt_tokens": [s.prompt for s in streams], "errors": errors}
+    return {
+        "aggregate_tps": sum(s.tokens for s in done) / max(end - start, 1e-9),
+        "per_stream_tps": statistics.median(rates) if rates else 0.0,
+        "ttft_p50_ms": statistics.median(ttft) if ttft else None,
+        "ttft_p99_ms": percentile(ttft, 0.99),
+        "engine_rss_mib": round(rss_mib, 1),
+        "tokens": [s.tokens for s in streams],
+        "prompt_tokens": [s.prompt for s in streams],
+        "errors": errors,
+    }
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -206,17 +221,16 @@ def cove_home(model_path: str, drafting: str = "auto", home: Path | None = None)
     env = {**os.environ, "COVE_HOME": str(home)}
     cli = [sys.executable, "-m", "app.cli.main"]
     subprocess.run([*cli, "models", "import", model_path], cwd=ROOT, env=env, capture_output=True, check=True, timeout=300)
-    listed = subprocess.run([*cli, "models", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            check=True, timeout=120)
+    listed = subprocess.run([*cli, "models", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120)
     name = json.loads(listed.stdout)[0]["name"]
-    subprocess.run([*cli, "models", "place", name, "--drafting", drafting], cwd=ROOT, env=env, capture_output=True,
-                   check=True, timeout=120)
+    subprocess.run([*cli, "models", "place", name, "--drafting", drafting], cwd=ROOT, env=env, capture_output=True, check=True, timeout=120)
     return env, name
 
 
 @contextmanager
 def cove_target(env: dict[str, str], model: str, parallel: int) -> Iterator[Target]:
     with serving(env, "--parallel", str(parallel)) as (base, server):
+
         def pids() -> list[int]:
             try:
                 children = psutil.Process(server.pid).children(recursive=True)
@@ -233,8 +247,17 @@ def llama_target(model_path: str, n: int, ctx: int, threads: int, log_dir: Path)
     from tests.support.llama_server import llama_server, tools_cache
 
     exe = ensure_tool(tools_cache(), "llama-server", log=lambda msg: print(msg, file=sys.stderr))
-    with llama_server(Path(model_path), log_dir, alias="bench", n_ctx=ctx * n, threads=threads, slots=n,
-                      extra_args=("--no-kv-unified",), binary=exe, start_timeout_s=120.0) as server:
+    with llama_server(
+        Path(model_path),
+        log_dir,
+        alias="bench",
+        n_ctx=ctx * n,
+        threads=threads,
+        slots=n,
+        extra_args=("--no-kv-unified",),
+        binary=exe,
+        start_timeout_s=120.0,
+    ) as server:
         yield Target(server.base_url, "bench", lambda: [server.pid])
 
 
@@ -273,8 +296,18 @@ def goal_of(name: str, n: int) -> tuple[str, float] | None:
     return None
 
 
-def run(model_path: str, clients: list[int], systems: list[str], runs: int, threads: int, prompt_tokens: int, gen: int,
-        cove_parallel: int | None = None, chat: bool = False, drafting: str = "auto") -> dict[str, Any]:
+def run(
+    model_path: str,
+    clients: list[int],
+    systems: list[str],
+    runs: int,
+    threads: int,
+    prompt_tokens: int,
+    gen: int,
+    cove_parallel: int | None = None,
+    chat: bool = False,
+    drafting: str = "auto",
+) -> dict[str, Any]:
     from models.context_size import cove_context
     from models.gguf_info import read_gguf_info
 
@@ -282,23 +315,39 @@ def run(model_path: str, clients: list[int], systems: list[str], runs: int, thre
     trim, eog = vocab_tools(model_path)
     extra = {"ignore_eos": True, "logit_bias": {str(t): -100 for t in eog[:300]}}
     env, cove_model = cove_home(model_path, drafting) if any(s.startswith("cove") for s in systems) else ({}, "")
-    result: dict[str, Any] = {"model": Path(model_path).name, "threads": threads, "ctx_per_slot": ctx, "runs": runs,
-                              "prompt_tokens": prompt_tokens, "gen_tokens": gen, "temperature": 0.8, "clients": clients,
-                              "systems": systems, "cove_parallel": cove_parallel,
-                              "endpoint": "chat/completions" if chat else "completions", "cove_drafting": drafting,
-                              "by_n": {}}
+    result: dict[str, Any] = {
+        "model": Path(model_path).name,
+        "threads": threads,
+        "ctx_per_slot": ctx,
+        "runs": runs,
+        "prompt_tokens": prompt_tokens,
+        "gen_tokens": gen,
+        "temperature": 0.8,
+        "clients": clients,
+        "systems": systems,
+        "cove_parallel": cove_parallel,
+        "endpoint": "chat/completions" if chat else "completions",
+        "cove_drafting": drafting,
+        "by_n": {},
+    }
     with tempfile.TemporaryDirectory(prefix="cove-batching-logs-") as logs:
         for n in clients:
             with ExitStack() as stack:
-                targets = {s: stack.enter_context(
-                    cove_target(env, cove_model, cove_parallel or n) if s == "cove" else
-                    cove_target(env, cove_model, 1) if s == "cove-1" else
-                    llama_target(model_path, n, ctx, threads, Path(logs))) for s in systems}
+                targets = {
+                    s: stack.enter_context(
+                        cove_target(env, cove_model, cove_parallel or n)
+                        if s == "cove"
+                        else cove_target(env, cove_model, 1)
+                        if s == "cove-1"
+                        else llama_target(model_path, n, ctx, threads, Path(logs))
+                    )
+                    for s in systems
+                }
                 for s, target in targets.items():  # load the model and page it in; N at once starts every engine
                     run_clients(target, prompts(trim, f"warm-{s}-{n}", n, 16), 8, extra, chat)
                 measured: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
                 for r in range(runs):
-                    order = systems[r % len(systems):] + systems[:r % len(systems)]
+                    order = systems[r % len(systems) :] + systems[: r % len(systems)]
                     for s in order:
                         texts = prompts(trim, f"{s}-n{n}-r{r}", n, prompt_tokens)
                         measured[s].append(run_clients(targets[s], texts, gen, extra, chat))
@@ -310,17 +359,22 @@ def run(model_path: str, clients: list[int], systems: list[str], runs: int, thre
 
 
 def print_table(r: dict[str, Any]) -> None:
-    print(f"{r['model']}: {r['prompt_tokens']}-token prompts to /v1/{r['endpoint']}, {r['gen_tokens']} tokens out, "
-          f"Cove's drafting {r['cove_drafting']}, temperature 0.8, "
-          f"{r['threads']} threads, context {r['ctx_per_slot']} per slot, medians of {r['runs']}")
+    print(
+        f"{r['model']}: {r['prompt_tokens']}-token prompts to /v1/{r['endpoint']}, {r['gen_tokens']} tokens out, "
+        f"Cove's drafting {r['cove_drafting']}, temperature 0.8, "
+        f"{r['threads']} threads, context {r['ctx_per_slot']} per slot, medians of {r['runs']}"
+    )
     print(f"{'N':>3} {'system':<13} {'aggregate':>10} {'per-stream':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'RSS MiB':>8} {'prompt':>6}")
     for n, row in r["by_n"].items():
         for s in r["systems"]:
             f = row[s]
             p50, p99 = (f"{v:.0f}" if v is not None else "-" for v in (f["ttft_p50_ms"], f["ttft_p99_ms"]))
-            print(f"{n:>3} {s:<13} {f['aggregate_tps']:>10.1f} {f['per_stream_tps']:>10.1f} {p50:>9} {p99:>9} "
-                  f"{f['engine_rss_mib']:>8.0f} {f['prompt_tokens']:>6.0f}" + (f"  ({len(f['errors'])} errors)" if f["errors"] else "")
-                  + (f"  (a stream gave {f['min_tokens']} tokens)" if f["min_tokens"] < r["gen_tokens"] else ""))
+            print(
+                f"{n:>3} {s:<13} {f['aggregate_tps']:>10.1f} {f['per_stream_tps']:>10.1f} {p50:>9} {p99:>9} "
+                f"{f['engine_rss_mib']:>8.0f} {f['prompt_tokens']:>6.0f}"
+                + (f"  ({len(f['errors'])} errors)" if f["errors"] else "")
+                + (f"  (a stream gave {f['min_tokens']} tokens)" if f["min_tokens"] < r["gen_tokens"] else "")
+            )
         for name, value in row["ratios"].items():
             goal = goal_of(name, int(n))
             met = goal is not None and (value >= goal[1] if goal[0] == ">=" else value <= goal[1])
@@ -339,11 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="llama-server's threads (default: Cove's, every physical core)")
     parser.add_argument("--prompt-tokens", type=int, default=200)
     parser.add_argument("--gen", type=int, default=128)
-    parser.add_argument("--chat", action="store_true",
-                        help="send chat messages (each server applies its own chat format, and Cove's fallback format for "
-                             "a base model adds its own stop strings) instead of the same raw prompt to /v1/completions")
-    parser.add_argument("--cove-drafting", choices=("auto", "off"), default="auto",
-                        help="Cove's drafting (auto: as a person runs it; off: decoding alone, as llama-server does)")
+    parser.add_argument(
+        "--chat",
+        action="store_true",
+        help="send chat messages (each server applies its own chat format, and Cove's fallback format for "
+        "a base model adds its own stop strings) instead of the same raw prompt to /v1/completions",
+    )
+    parser.add_argument(
+        "--cove-drafting",
+        choices=("auto", "off"),
+        default="auto",
+        help="Cove's drafting (auto: as a person runs it; off: decoding alone, as llama-server does)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     systems = args.systems.split(",")
@@ -356,8 +417,18 @@ def main(argv: list[str] | None = None) -> int:
         from bench.starter_file import default_model
 
         model = default_model()
-    result = run(model, [int(n) for n in args.clients.split(",")], systems, args.runs, args.threads or default_threads(),
-                 args.prompt_tokens, args.gen, args.cove_parallel, args.chat, args.cove_drafting)
+    result = run(
+        model,
+        [int(n) for n in args.clients.split(",")],
+        systems,
+        args.runs,
+        args.threads or default_threads(),
+        args.prompt_tokens,
+        args.gen,
+        args.cove_parallel,
+        args.chat,
+        args.cove_drafting,
+    )
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -27,8 +27,11 @@ def _openai(base: str, model: str) -> tuple[str, dict] | None:
 
     client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused")
     reply = client.chat.completions.create(
-        model=model, temperature=0, messages=[{"role": "user", "content": QUESTION}],
-        tools=[{"type": "function", "function": {"name": "get_weather", "description": DESCRIPTION, "parameters": PARAMS}}])
+        model=model,
+        temperature=0,
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=[{"type": "function", "function": {"name": "get_weather", "description": DESCRIPTION, "parameters": PARAMS}}],
+    )
     calls = reply.choices[0].message.tool_calls or []
     return (calls[0].function.name, json.loads(calls[0].function.arguments)) if calls else None
 
@@ -37,9 +40,13 @@ def _anthropic(base: str, model: str) -> tuple[str, dict] | None:
     import anthropic
 
     client = anthropic.Anthropic(base_url=base, api_key="unused")
-    reply = client.messages.create(model=model, max_tokens=200, extra_body={"temperature": 0},
-                                   messages=[{"role": "user", "content": QUESTION}],
-                                   tools=[{"name": "get_weather", "description": DESCRIPTION, "input_schema": PARAMS}])
+    reply = client.messages.create(
+        model=model,
+        max_tokens=200,
+        extra_body={"temperature": 0},
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=[{"name": "get_weather", "description": DESCRIPTION, "input_schema": PARAMS}],
+    )
     uses = [b for b in reply.content if b.type == "tool_use"]
     return (uses[0].name, dict(uses[0].input)) if uses else None
 
@@ -75,15 +82,24 @@ def _litellm(base: str, model: str) -> tuple[str, dict] | None:
     import litellm
 
     reply = litellm.completion(
-        model=f"openai/{model}", api_base=f"{base}/v1", api_key="unused", temperature=0,
+        model=f"openai/{model}",
+        api_base=f"{base}/v1",
+        api_key="unused",
+        temperature=0,
         messages=[{"role": "user", "content": QUESTION}],
-        tools=[{"type": "function", "function": {"name": "get_weather", "description": DESCRIPTION, "parameters": PARAMS}}])
+        tools=[{"type": "function", "function": {"name": "get_weather", "description": DESCRIPTION, "parameters": PARAMS}}],
+    )
     calls = reply.choices[0].message.tool_calls or []
     return (calls[0].function.name, json.loads(calls[0].function.arguments)) if calls else None
 
 
 CLIENTS: dict[str, Callable[[str, str], tuple[str, dict] | None]] = {
-    "openai": _openai, "anthropic": _anthropic, "llm": _llm, "langchain": _langchain, "litellm": _litellm}
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "llm": _llm,
+    "langchain": _langchain,
+    "litellm": _litellm,
+}
 
 
 def main(argv: list[str]) -> int:

@@ -28,8 +28,9 @@ PROMPT = "Write a very long story about a lighthouse keeper and the storms of on
 
 
 def _cove(home: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=_env(home),
-                          capture_output=True, text=True, timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=120, **kwargs
+    )
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -39,7 +40,11 @@ def _env(home: Path) -> dict[str, str]:
 def one_run(home: Path) -> dict:
     proc = subprocess.Popen(
         [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "4000", "--temperature", "0.9", PROMPT],
-        cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=ROOT,
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     arrivals: list[tuple[float, int]] = []  # (time, characters shown so far)
     shown = bytearray()
@@ -94,8 +99,10 @@ def main() -> int:
             results.append(r)
             print(json.dumps({"run": i + 1, **r}), flush=True)
         losses = [r["loss_s"] for r in results]
-        print(f"loss: median {statistics.median(losses):.2f} s, max {max(losses):.2f} s over {len(losses)} runs; "
-              f"'cut off' said by the other start in {sum(r['said_cut_off'] for r in results)} runs")
+        print(
+            f"loss: median {statistics.median(losses):.2f} s, max {max(losses):.2f} s over {len(losses)} runs; "
+            f"'cut off' said by the other start in {sum(r['said_cut_off'] for r in results)} runs"
+        )
     return 0
 
 

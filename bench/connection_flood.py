@@ -88,8 +88,7 @@ def main() -> int:
             port = s.getsockname()[1]
         log = home / "serve.log"
         with log.open("wb") as err:
-            server = subprocess.Popen([*cli, "serve", "--port", str(port)], cwd=args.root, env=env, stderr=err,
-                                      start_new_session=True)
+            server = subprocess.Popen([*cli, "serve", "--port", str(port)], cwd=args.root, env=env, stderr=err, start_new_session=True)
         url = f"http://127.0.0.1:{port}/v1/models"
         for _ in range(300):
             try:
@@ -101,9 +100,13 @@ def main() -> int:
         try:
             parts = 2
             for i in range(parts):
-                helpers.append(subprocess.Popen(
-                    [sys.executable, "-c", HELPER, str(port), str(args.idle // parts), str(args.trickle if i == 0 else 0)],
-                    stdout=subprocess.PIPE, text=True))
+                helpers.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", HELPER, str(port), str(args.idle // parts), str(args.trickle if i == 0 else 0)],
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
+                )
             latencies: list[float] = []
             failures: list[str] = []
             started = time.monotonic()
@@ -132,11 +135,17 @@ def main() -> int:
         text = log.read_text(errors="replace")
         ms = sorted(x * 1000 for x in latencies)
         result = {
-            "root": str(args.root), "idle": args.idle, "trickle": args.trickle, "seconds": args.seconds,
-            "good_requests": len(ms) + len(failures), "good_failures": len(failures),
+            "root": str(args.root),
+            "idle": args.idle,
+            "trickle": args.trickle,
+            "seconds": args.seconds,
+            "good_requests": len(ms) + len(failures),
+            "good_failures": len(failures),
             "good_p50_ms": round(statistics.median(ms), 1) if ms else None,
-            "good_max_ms": round(ms[-1], 1) if ms else None, "server_alive": alive,
-            "log_bytes": len(text.encode()), "log_tracebacks": text.count("Traceback"),
+            "good_max_ms": round(ms[-1], 1) if ms else None,
+            "server_alive": alive,
+            "log_bytes": len(text.encode()),
+            "log_tracebacks": text.count("Traceback"),
         }
         print(json.dumps(result))
     return 0

@@ -56,8 +56,9 @@ def spin(seconds: float) -> None:
 def burned_gaps(engine: EngineClient, burn_s: float, n_gen: int, block: int) -> tuple[list[float], list[float]]:
     """One greedy reply of `n_gen` tokens, burning `burn_s` after each token of every other
     block. Returns (gaps after unburned tokens, gaps after burned tokens), in ms."""
-    generation = engine.generate(PROMPT, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1,
-                                 repeat_penalty=1.0, no_cache=True, ignore_eos=True)
+    generation = engine.generate(
+        PROMPT, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1, repeat_penalty=1.0, no_cache=True, ignore_eos=True
+    )
     times: list[float] = []
     for event in generation:
         if not isinstance(event, TokenEvent):
@@ -89,8 +90,10 @@ def main() -> int:
         except EngineError as exc:
             print(f"cpu_share: the model could not be loaded: {exc}", file=sys.stderr)
             return 1
-        print(f"{Path(loaded.path).name}: {loaded.n_threads} engine threads; {args.replies} replies of {args.tokens} tokens "
-              f"per burn, burned in every other block of {args.block}")
+        print(
+            f"{Path(loaded.path).name}: {loaded.n_threads} engine threads; {args.replies} replies of {args.tokens} tokens "
+            f"per burn, burned in every other block of {args.block}"
+        )
         burned_gaps(engine, 0.0, 64, args.block)  # warm up
         for burn_ms in burns:
             plain: list[float] = []
@@ -100,9 +103,11 @@ def main() -> int:
                 plain += p
                 burned += b
             base, slow = statistics.fmean(plain), statistics.fmean(burned)
-            print(f"burn {burn_ms:.2f} ms/token: {base:.2f} ms between tokens, {slow:.2f} with the burn: "
-                  f"tg ratio {base / slow:.3f}; engine time lost per ms of burn: {(slow - base) / burn_ms:.2f} ms",
-                  flush=True)
+            print(
+                f"burn {burn_ms:.2f} ms/token: {base:.2f} ms between tokens, {slow:.2f} with the burn: "
+                f"tg ratio {base / slow:.3f}; engine time lost per ms of burn: {(slow - base) / burn_ms:.2f} ms",
+                flush=True,
+            )
     finally:
         engine.close()
     return 0

@@ -70,11 +70,17 @@ QUESTIONS = Path(__file__).with_name("docs_questions.json")
 DEFAULT_MODEL = Path.home() / ".cache" / "cove" / "bench" / "minilm.gguf"
 RECALL_DIR = Path.home() / ".cache" / "cove" / "bench" / "docs-recall"
 EMBED_SAMPLE = ("tutorial/inputoutput.html", "tutorial/errors.html", "tutorial/controlflow.html")
-SAYS_NOT = re.compile(r"do(es)? not (say|mention|contain|cover|answer|provide|include)|not mentioned|no information|"
-                      r"not (in|covered by) the (documents|passages)|(documents|passages) (don't|doesn't|do not|does not)|"
-                      r"cannot (find|answer)|can't (find|answer)|no (passage|mention)|not contain", re.IGNORECASE)
-DECLINES = re.compile(r"\bI (don't|do not) know\b|\bI'?m not sure\b|\bI am not sure\b|\b(cannot|can't|unable to) (say|tell|answer)",
-                      re.IGNORECASE)  # a refusal that does not name the documents, counted apart
+SAYS_NOT = re.compile(
+    r"do(es)? not (say|mention|contain|cover|answer|provide|include)|not mentioned|no information|"
+    r"not (in|covered by) the (documents|passages)|(documents|passages) (don't|doesn't|do not|does not)|"
+    r"cannot (find|answer)|can't (find|answer)|no (passage|mention)|not contain",
+    re.IGNORECASE,
+)
+DECLINES = re.compile(
+    r"\bI (don't|do not) know\b|\bI'?m not sure\b|\bI am not sure\b|\b(cannot|can't|unable to) (say|tell|answer)", re.IGNORECASE
+)  # a refusal that does not name the documents, counted apart
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -98,8 +104,10 @@ def write_pdfs(folder: Path, n: int, pages: int, seed: int = 7) -> int:
     from reportlab.lib.pagesizes import A4
     from reportlab.pdfgen import canvas
 
-    words = ("harbour lantern ledger voyage copper tide keeper signal ration winter storm gull chart "
-             "anchor rope beacon season report supply engine repair crew weather north south").split()
+    words = (
+        "harbour lantern ledger voyage copper tide keeper signal ration winter storm gull chart "
+        "anchor rope beacon season report supply engine repair crew weather north south"
+    ).split()
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
@@ -135,10 +143,24 @@ def installed(path: Path) -> Any:
     meta = read_gguf_header(str(path)).metadata
     arch = str(meta.get("general.architecture", ""))
     ctx = meta.get(f"{arch}.context_length")
-    return InstalledModel(name=str(meta.get("general.name") or path.stem), path=str(path), sha256="", size=path.stat().st_size,
-                          mtime=path.stat().st_mtime, quant=None, architecture=arch, parameter_count=None,
-                          context_length=int(ctx) if ctx is not None else None, has_chat_template=False, source="file",
-                          repo=None, file=None, revision=None, added_at="", last_used_at=None)
+    return InstalledModel(
+        name=str(meta.get("general.name") or path.stem),
+        path=str(path),
+        sha256="",
+        size=path.stat().st_size,
+        mtime=path.stat().st_mtime,
+        quant=None,
+        architecture=arch,
+        parameter_count=None,
+        context_length=int(ctx) if ctx is not None else None,
+        has_chat_template=False,
+        source="file",
+        repo=None,
+        file=None,
+        revision=None,
+        added_at="",
+        last_used_at=None,
+    )
 
 
 def make_embedder(path: Path, n_threads: int | None = None) -> tuple[Any, Any]:
@@ -183,18 +205,37 @@ def index_child(spec: dict[str, Any]) -> dict[str, Any]:
         client.close()
     index = DocumentIndex(db)
     q = index.conn.execute
-    files, chunks, text = q("SELECT count(DISTINCT f.id), count(c.id), 0 FROM files f JOIN chunks c ON c.file_id = f.id "
-                            "WHERE f.collection = ?", (spec["name"],)).fetchone()
-    text = q('SELECT coalesce(sum(m), 0) FROM (SELECT max(c."end") AS m FROM chunks c JOIN files f ON f.id = c.file_id '
-             "WHERE f.collection = ? GROUP BY f.id)", (spec["name"],)).fetchone()[0]
-    pages = q("SELECT count(*) FROM (SELECT DISTINCT c.file_id, c.page FROM chunks c JOIN files f ON f.id = c.file_id "
-              "WHERE f.collection = ? AND c.page IS NOT NULL)", (spec["name"],)).fetchone()[0]
-    vectors = q("SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
-                "WHERE f.collection = ?", (spec["name"],)).fetchone()[0]
+    files, chunks, text = q(
+        "SELECT count(DISTINCT f.id), count(c.id), 0 FROM files f JOIN chunks c ON c.file_id = f.id WHERE f.collection = ?", (spec["name"],)
+    ).fetchone()
+    text = q(
+        'SELECT coalesce(sum(m), 0) FROM (SELECT max(c."end") AS m FROM chunks c JOIN files f ON f.id = c.file_id '
+        "WHERE f.collection = ? GROUP BY f.id)",
+        (spec["name"],),
+    ).fetchone()[0]
+    pages = q(
+        "SELECT count(*) FROM (SELECT DISTINCT c.file_id, c.page FROM chunks c JOIN files f ON f.id = c.file_id "
+        "WHERE f.collection = ? AND c.page IS NOT NULL)",
+        (spec["name"],),
+    ).fetchone()[0]
+    vectors = q(
+        "SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id WHERE f.collection = ?",
+        (spec["name"],),
+    ).fetchone()[0]
     index.close()
-    return {"seconds": seconds, "files": files, "file_mb": progress.bytes_done / 1e6, "text_mb": text / 1e6, "chunks": chunks,
-            "pages": pages, "vectors": vectors, "problems": len(progress.problems), "rss_before_mb": rss_before,
-            "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "tracemalloc_peak_mb": traced}
+    return {
+        "seconds": seconds,
+        "files": files,
+        "file_mb": progress.bytes_done / 1e6,
+        "text_mb": text / 1e6,
+        "chunks": chunks,
+        "pages": pages,
+        "vectors": vectors,
+        "problems": len(progress.problems),
+        "rss_before_mb": rss_before,
+        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tracemalloc_peak_mb": traced,
+    }
 
 
 def _rss_mb() -> float:
@@ -203,33 +244,53 @@ def _rss_mb() -> float:
 
 
 def child(kind: str, spec: dict[str, Any], timeout: float = 7200) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True,
-                         timeout=timeout, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
     if out.returncode != 0:
         raise SystemExit(f"the {kind} child failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def index_runs(label: str, roots: list[Path], runs: int, work: Path, model: Path | None = None,
-               n_threads: int | None = None) -> dict[str, Any]:
+def index_runs(
+    label: str, roots: list[Path], runs: int, work: Path, model: Path | None = None, n_threads: int | None = None
+) -> dict[str, Any]:
     """`runs` fresh indexings of `roots`; their samples and medians. The last run's index stays."""
     samples = []
     for i in range(runs):
         db = work / f"{label}-{i}" / "documents.db"
         db.parent.mkdir(parents=True, exist_ok=True)
-        samples.append(child("index", {"db": str(db), "name": label, "roots": [str(r) for r in roots],
-                                        "model": str(model) if model else None, "n_threads": n_threads}))
+        samples.append(
+            child(
+                "index",
+                {
+                    "db": str(db),
+                    "name": label,
+                    "roots": [str(r) for r in roots],
+                    "model": str(model) if model else None,
+                    "n_threads": n_threads,
+                },
+            )
+        )
         if i < runs - 1:
             shutil.rmtree(db.parent)
     last = samples[-1]
-    return {"db": str(work / f"{label}-{runs - 1}" / "documents.db"), "files": last["files"], "chunks": last["chunks"],
-            "vectors": last["vectors"], "file_mb": last["file_mb"], "text_mb": last["text_mb"], "pages": last["pages"],
-            "file_mb_s": med([s["file_mb"] / s["seconds"] for s in samples]),
-            "text_mb_s": med([s["text_mb"] / s["seconds"] for s in samples]),
-            "pages_s": med([s["pages"] / s["seconds"] for s in samples]) if last["pages"] else None,
-            "chunks_s": med([s["chunks"] / s["seconds"] for s in samples]),
-            "seconds": [round(s["seconds"], 2) for s in samples],
-            "rss_peak_mb": max(s["rss_peak_mb"] for s in samples), "rss_before_mb": med([s["rss_before_mb"] for s in samples])}
+    return {
+        "db": str(work / f"{label}-{runs - 1}" / "documents.db"),
+        "files": last["files"],
+        "chunks": last["chunks"],
+        "vectors": last["vectors"],
+        "file_mb": last["file_mb"],
+        "text_mb": last["text_mb"],
+        "pages": last["pages"],
+        "file_mb_s": med([s["file_mb"] / s["seconds"] for s in samples]),
+        "text_mb_s": med([s["text_mb"] / s["seconds"] for s in samples]),
+        "pages_s": med([s["pages"] / s["seconds"] for s in samples]) if last["pages"] else None,
+        "chunks_s": med([s["chunks"] / s["seconds"] for s in samples]),
+        "seconds": [round(s["seconds"], 2) for s in samples],
+        "rss_peak_mb": max(s["rss_peak_mb"] for s in samples),
+        "rss_before_mb": med([s["rss_before_mb"] for s in samples]),
+    }
 
 
 # ---- queries --------------------------------------------------------------------------------
@@ -243,17 +304,24 @@ def fill_vectors(db: Path, name: str, model_name: str, dim: int, seed: int = 1) 
     from models.transactions import write_transaction
 
     index = DocumentIndex(db)
-    ids = [r[0] for r in index.conn.execute(
-        "SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id LEFT JOIN vectors v ON v.chunk_id = c.id "
-        "WHERE f.collection = ? AND v.chunk_id IS NULL", (name,))]
+    ids = [
+        r[0]
+        for r in index.conn.execute(
+            "SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id LEFT JOIN vectors v ON v.chunk_id = c.id "
+            "WHERE f.collection = ? AND v.chunk_id IS NULL",
+            (name,),
+        )
+    ]
     rng = np.random.default_rng(seed)
     with write_transaction(index.db):
         for i in range(0, len(ids), 5000):
-            part = ids[i:i + 5000]
+            part = ids[i : i + 5000]
             m = rng.standard_normal((len(part), dim)).astype(np.float32)
             m /= np.linalg.norm(m, axis=1, keepdims=True)
-            index.conn.executemany("INSERT INTO vectors (chunk_id, model, dim, vector) VALUES (?, ?, ?, ?)",
-                                   [(cid, model_name, dim, row.astype("<f4").tobytes()) for cid, row in zip(part, m)])
+            index.conn.executemany(
+                "INSERT INTO vectors (chunk_id, model, dim, vector) VALUES (?, ?, ?, ?)",
+                [(cid, model_name, dim, row.astype("<f4").tobytes()) for cid, row in zip(part, m)],
+            )
         index.conn.execute("UPDATE collections SET embedding_model = ? WHERE name = ?", (model_name, name))
         index.bump_generation()
     index.close()
@@ -265,14 +333,21 @@ def query_set(db: Path, name: str, questions: list[dict[str, Any]], n: int) -> l
     from app.docs.index_db import DocumentIndex
 
     index = DocumentIndex(db)
-    heads = sorted({re.sub(r"^[\d.]+\s*|[¶#]", "", str(h).split(" > ")[-1]).strip() for (h,) in index.conn.execute(
-        "SELECT DISTINCT c.heading FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.collection = ? AND c.heading IS NOT NULL",
-        (name,))} - {"", "Navigation", "This Page", "Table of Contents", "Previous topic", "Next topic"})
+    heads = sorted(
+        {
+            re.sub(r"^[\d.]+\s*|[¶#]", "", str(h).split(" > ")[-1]).strip()
+            for (h,) in index.conn.execute(
+                "SELECT DISTINCT c.heading FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.collection = ? AND c.heading IS NOT NULL",
+                (name,),
+            )
+        }
+        - {"", "Navigation", "This Page", "Table of Contents", "Previous topic", "Next topic"}
+    )
     index.close()
     random.Random(3).shuffle(heads)
     queries = [q["q"] for q in questions] + heads
     while len(queries) < n and queries:
-        queries += queries[:n - len(queries)]
+        queries += queries[: n - len(queries)]
     return queries[:n]
 
 
@@ -299,8 +374,16 @@ def latency(db: Path, name: str, queries: list[str], embedder: Any, runs: int) -
         embedder.embed([queries[-1]])
         embed_ms = (time.perf_counter() - t) * 1000
         index.close()
-        per_run.append({"bm25_p50": pct(bm25, 50), "bm25_p99": pct(bm25, 99), "hybrid_p50": pct(hybrid, 50),
-                        "hybrid_p99": pct(hybrid, 99), "hybrid_cold_ms": cold, "query_embed_ms": embed_ms})
+        per_run.append(
+            {
+                "bm25_p50": pct(bm25, 50),
+                "bm25_p99": pct(bm25, 99),
+                "hybrid_p50": pct(hybrid, 50),
+                "hybrid_p99": pct(hybrid, 99),
+                "hybrid_cold_ms": cold,
+                "query_embed_ms": embed_ms,
+            }
+        )
     return {**{k: med([r[k] for r in per_run]) for k in per_run[0]}, "queries": len(queries), "runs": per_run}
 
 
@@ -330,8 +413,14 @@ def recall(db: Path, name: str, root: Path, questions: list[dict[str, Any]], emb
             headed += 1
             heading_hits += any(q["heading"].lower() in (p.heading or "").lower() for p in right)
     index.close()
-    return {"recall_at_5": hits / len(questions), "hits": hits, "questions": len(questions),
-            "heading_recall_at_5": heading_hits / headed if headed else None, "with_heading": headed, "missed": misses}
+    return {
+        "recall_at_5": hits / len(questions),
+        "hits": hits,
+        "questions": len(questions),
+        "heading_recall_at_5": heading_hits / headed if headed else None,
+        "with_heading": headed,
+        "missed": misses,
+    }
 
 
 def brute_force(sizes: list[int], dim: int, reps: int = 20) -> list[dict[str, Any]]:
@@ -413,8 +502,9 @@ def stall_child(spec: dict[str, Any]) -> dict[str, Any]:
         index.create("docs", [Path(r) for r in spec["roots"]])
         index.close()
         stop = [False]
-        thread = threading.Thread(target=lambda: (index_collection(db, "docs", should_stop=lambda: stop[0]),
-                                                  finished.__setitem__(0, True)), daemon=True)
+        thread = threading.Thread(
+            target=lambda: (index_collection(db, "docs", should_stop=lambda: stop[0]), finished.__setitem__(0, True)), daemon=True
+        )
         thread.start()
         busy = measure(spec["max_s"], finished)
         stop[0] = True
@@ -423,8 +513,17 @@ def stall_child(spec: dict[str, Any]) -> dict[str, Any]:
     window.close()
     core.close()
     app.quit()
-    return {"idle_p99": pct(idle, 99), "idle_max": max(idle, default=0.0), "p50": pct(busy, 50), "p99": pct(busy, 99),
-            "max": max(busy, default=0.0), "beats": len(busy), "indexing_s": seconds, "finished": finished[0], "how": how}
+    return {
+        "idle_p99": pct(idle, 99),
+        "idle_max": max(idle, default=0.0),
+        "p50": pct(busy, 50),
+        "p99": pct(busy, 99),
+        "max": max(busy, default=0.0),
+        "beats": len(busy),
+        "indexing_s": seconds,
+        "finished": finished[0],
+        "how": how,
+    }
 
 
 def stall(roots: list[Path], runs: int, work: Path, idle_s: float, max_s: float) -> dict[str, Any]:
@@ -434,8 +533,12 @@ def stall(roots: list[Path], runs: int, work: Path, idle_s: float, max_s: float)
         home.mkdir(parents=True)
         samples.append(child("stall", {"home": str(home), "roots": [str(r) for r in roots], "idle_s": idle_s, "max_s": max_s}))
         shutil.rmtree(home, ignore_errors=True)
-    return {**{k: med([s[k] for s in samples]) for k in ("idle_p99", "idle_max", "p50", "p99", "max", "beats", "indexing_s")},
-            "how": samples[-1]["how"], "finished": all(s["finished"] for s in samples), "runs": samples}
+    return {
+        **{k: med([s[k] for s in samples]) for k in ("idle_p99", "idle_max", "p50", "p99", "max", "beats", "indexing_s")},
+        "how": samples[-1]["how"],
+        "finished": all(s["finished"] for s in samples),
+        "runs": samples,
+    }
 
 
 # ---- unanswerable questions through the starter ----------------------------------------------------
@@ -458,14 +561,27 @@ def unanswerable(db: Path, name: str, questions: list[str], models_dir: Path) ->
         docs = turn_documents(db, [name], context_length=model.context_length, params=params)
         messages = docs.apply([{"role": "user", "content": q}])
         fin = engine.generate(messages, conversation_id=None, max_tokens=128, temperature=0.0, seed=1, no_cache=True).wait()
-        replies.append({"q": q, "passages": len(docs.given), "says_not": bool(SAYS_NOT.search(fin.text)),
-                        "declines": bool(DECLINES.search(fin.text)), "reply": fin.text[:300]})
+        replies.append(
+            {
+                "q": q,
+                "passages": len(docs.given),
+                "says_not": bool(SAYS_NOT.search(fin.text)),
+                "declines": bool(DECLINES.search(fin.text)),
+                "reply": fin.text[:300],
+            }
+        )
     engine.close()
     said = sum(r["says_not"] for r in replies)
     declined = sum(r["declines"] and not r["says_not"] for r in replies)
-    return {"model": model.name, "questions": len(replies), "says_not": said, "rate": said / len(replies) if replies else None,
-            "declines_without_naming_the_documents": declined,
-            "seconds": time.perf_counter() - t0, "replies": replies}
+    return {
+        "model": model.name,
+        "questions": len(replies),
+        "says_not": said,
+        "rate": said / len(replies) if replies else None,
+        "declines_without_naming_the_documents": declined,
+        "seconds": time.perf_counter() - t0,
+        "replies": replies,
+    }
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -474,8 +590,11 @@ def unanswerable(db: Path, name: str, questions: list[str], models_dir: Path) ->
 def run(args: argparse.Namespace) -> dict[str, Any]:
     runs = 1 if args.quick else args.runs
     work = Path(tempfile.mkdtemp(prefix="cove-docs-bench-"))
-    result: dict[str, Any] = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": {
-        "cpus": os.cpu_count(), "load_at_start": load_avg()}, "runs": runs}
+    result: dict[str, Any] = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"cpus": os.cpu_count(), "load_at_start": load_avg()},
+        "runs": runs,
+    }
     try:
         pdf_dir = work / "pdfs"
         if args.quick:
@@ -487,20 +606,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         else:
             corpus_root = args.corpus
             data = json.loads(QUESTIONS.read_text())
-            questions, unanswerable_qs = data["questions"], data["unanswerable"][:args.unanswerable]
+            questions, unanswerable_qs = data["questions"], data["unanswerable"][: args.unanswerable]
             pdf_pages = write_pdfs(pdf_dir, args.pdfs, args.pdf_pages)
             embed_roots = [corpus_root / f for f in EMBED_SAMPLE] + [pdf_dir / "report-000.pdf"]
             answers_root = corpus_root
             folders = [corpus_root / d for d in data.get("recall_folders", [])]
-            answers = folders + sorted({corpus_root / f for q in questions for f in q["files"]
-                                        if not any((corpus_root / f).is_relative_to(d) for d in folders)})
+            answers = folders + sorted(
+                {corpus_root / f for q in questions for f in q["files"] if not any((corpus_root / f).is_relative_to(d) for d in folders)}
+            )
         model = args.embedding_model
         model_note = None
         if model is None or not model.is_file():
             from tests.support.tiny_model import write_tiny_gguf
 
-            model_note = (f"{model} is missing (see this file's docstring); " if model else "") + \
-                "the tiny random-weight model: latency only, its recall means nothing"
+            model_note = (
+                f"{model} is missing (see this file's docstring); " if model else ""
+            ) + "the tiny random-weight model: latency only, its recall means nothing"
             model = write_tiny_gguf(work / "tiny-embed.gguf", pooling_type=1, name="tiny-random-embed")
         result["corpus"] = {"root": str(corpus_root), "pdfs": str(pdf_dir), "pdf_pages": pdf_pages}
 
@@ -509,11 +630,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         idx["embedded"] = index_runs("embedded", embed_roots, runs, work, model)
         result["indexing"] = idx
         if not args.no_tracemalloc:
-            traced = child("index", {"db": str(work / "traced" / "documents.db"), "name": "docs", "tracemalloc": True,
-                                     "roots": [str(corpus_root), str(pdf_dir)]})
+            traced = child(
+                "index",
+                {
+                    "db": str(work / "traced" / "documents.db"),
+                    "name": "docs",
+                    "tracemalloc": True,
+                    "roots": [str(corpus_root), str(pdf_dir)],
+                },
+            )
             shutil.rmtree(work / "traced", ignore_errors=True)
-            result["memory"] = {"tracemalloc_peak_mb": traced["tracemalloc_peak_mb"], "rss_peak_mb": traced["rss_peak_mb"],
-                                "rss_before_mb": traced["rss_before_mb"], "files": traced["files"]}
+            result["memory"] = {
+                "tracemalloc_peak_mb": traced["tracemalloc_peak_mb"],
+                "rss_peak_mb": traced["rss_peak_mb"],
+                "rss_before_mb": traced["rss_before_mb"],
+                "files": traced["files"],
+            }
 
         # 2: latency, 5: recall
         embedder, client = make_embedder(model)
@@ -523,26 +655,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             db = Path(idx["html"]["db"])
             filled = fill_vectors(db, "docs", embedder.model_name, dim)
             queries = query_set(db, "docs", questions, 40 if args.quick else args.queries)
-            result["latency"] = {**latency(db, "docs", queries, embedder, runs), "chunks": idx["html"]["chunks"],
-                                 "random_vectors": filled}
+            result["latency"] = {**latency(db, "docs", queries, embedder, runs), "chunks": idx["html"]["chunks"], "random_vectors": filled}
             rec_dir = work / "recall" if args.quick else RECALL_DIR
             rec_dir.mkdir(parents=True, exist_ok=True)
-            built = child("index", {"db": str(rec_dir / "documents.db"), "name": "answers" if args.quick else "python-docs-recall",
-                                    "roots": [str(a) for a in answers], "model": str(model), "n_threads": os.cpu_count()})
+            built = child(
+                "index",
+                {
+                    "db": str(rec_dir / "documents.db"),
+                    "name": "answers" if args.quick else "python-docs-recall",
+                    "roots": [str(a) for a in answers],
+                    "model": str(model),
+                    "n_threads": os.cpu_count(),
+                },
+            )
             name = "answers" if args.quick else "python-docs-recall"
             result["recall"] = {
                 "bm25_all_docs": recall(db, "docs", corpus_root, questions, None),
                 "bm25_answers": recall(rec_dir / "documents.db", name, answers_root, questions, None),
                 "hybrid_answers": recall(rec_dir / "documents.db", name, answers_root, questions, embedder),
-                "answers_collection": {"files": built["files"], "chunks": built["chunks"], "vectors": built["vectors"],
-                                       "refresh_s": built["seconds"], "index": str(rec_dir / "documents.db")}}
+                "answers_collection": {
+                    "files": built["files"],
+                    "chunks": built["chunks"],
+                    "vectors": built["vectors"],
+                    "refresh_s": built["seconds"],
+                    "index": str(rec_dir / "documents.db"),
+                },
+            }
             rec_queries = query_set(rec_dir / "documents.db", name, questions, 40 if args.quick else args.queries)
-            result["latency_real_vectors"] = {**latency(rec_dir / "documents.db", name, rec_queries, embedder, runs),
-                                              "chunks": built["chunks"], "vectors": built["vectors"]}
+            result["latency_real_vectors"] = {
+                **latency(rec_dir / "documents.db", name, rec_queries, embedder, runs),
+                "chunks": built["chunks"],
+                "vectors": built["vectors"],
+            }
         finally:
             client.close()
-        result["brute_force"] = (brute_force([1000, 10000], 8, reps=5) if args.quick else
-                                 brute_force([10_000, 100_000, 1_000_000], 384) + brute_force([10_000, 100_000, 1_000_000], 768))
+        result["brute_force"] = (
+            brute_force([1000, 10000], 8, reps=5)
+            if args.quick
+            else brute_force([10_000, 100_000, 1_000_000], 384) + brute_force([10_000, 100_000, 1_000_000], 768)
+        )
 
         # 4: the window while indexing
         if not args.no_window:
@@ -557,54 +708,76 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(r: dict[str, Any]) -> str:
-    out = [f"# {r['command']}", f"machine: {r['machine']['cpus']} cpus; start: {r['machine']['load_at_start']}",
-           f"         end: {r['machine'].get('load_at_end', '?')}; medians of {r['runs']} run(s)"]
+    out = [
+        f"# {r['command']}",
+        f"machine: {r['machine']['cpus']} cpus; start: {r['machine']['load_at_start']}",
+        f"         end: {r['machine'].get('load_at_end', '?')}; medians of {r['runs']} run(s)",
+    ]
     ix = r["indexing"]
     h, p, e = ix["html"], ix["pdf"], ix["embedded"]
-    out.append(f"index, keywords only: {h['files']} files {h['file_mb']:.1f} MB ({h['text_mb']:.1f} MB text, {h['chunks']} chunks): "
-               f"{h['file_mb_s']:.2f} MB/s of files, {h['text_mb_s']:.2f} MB/s of text ({h['seconds']} s)")
-    out.append(f"index PDFs: {p['files']} files {p['pages']} pages: {p['pages_s']:.1f} pages/s, "
-               f"{p['text_mb_s']:.2f} MB/s of text ({p['seconds']} s)")
-    out.append(f"index with embeddings: {e['files']} files {e['text_mb']:.2f} MB text {e['chunks']} chunks: "
-               f"{e['text_mb_s'] * 1000:.1f} KB/s of text, {e['chunks_s']:.2f} chunks/s ({e['seconds']} s)")
-    out.append(f"peak RSS of the indexing process: html {h['rss_peak_mb']:.0f} MB, pdf {p['rss_peak_mb']:.0f} MB "
-               f"(before the run {h['rss_before_mb']:.0f} MB), with embeddings {e['rss_peak_mb']:.0f} MB (the engine host apart)")
+    out.append(
+        f"index, keywords only: {h['files']} files {h['file_mb']:.1f} MB ({h['text_mb']:.1f} MB text, {h['chunks']} chunks): "
+        f"{h['file_mb_s']:.2f} MB/s of files, {h['text_mb_s']:.2f} MB/s of text ({h['seconds']} s)"
+    )
+    out.append(
+        f"index PDFs: {p['files']} files {p['pages']} pages: {p['pages_s']:.1f} pages/s, "
+        f"{p['text_mb_s']:.2f} MB/s of text ({p['seconds']} s)"
+    )
+    out.append(
+        f"index with embeddings: {e['files']} files {e['text_mb']:.2f} MB text {e['chunks']} chunks: "
+        f"{e['text_mb_s'] * 1000:.1f} KB/s of text, {e['chunks_s']:.2f} chunks/s ({e['seconds']} s)"
+    )
+    out.append(
+        f"peak RSS of the indexing process: html {h['rss_peak_mb']:.0f} MB, pdf {p['rss_peak_mb']:.0f} MB "
+        f"(before the run {h['rss_before_mb']:.0f} MB), with embeddings {e['rss_peak_mb']:.0f} MB (the engine host apart)"
+    )
     if "memory" in r:
         m = r["memory"]
-        out.append(f"tracemalloc peak (html + pdf in one run, {m['files']} files): {m['tracemalloc_peak_mb']:.1f} MB; "
-                   f"RSS peak {m['rss_peak_mb']:.0f} MB")
+        out.append(
+            f"tracemalloc peak (html + pdf in one run, {m['files']} files): {m['tracemalloc_peak_mb']:.1f} MB; "
+            f"RSS peak {m['rss_peak_mb']:.0f} MB"
+        )
     em = r["embedding_model"]
     out.append(f"embedding model: {em['name']} ({em['dim']} dims, {em['path']})" + (f"; {em['note']}" if em["note"] else ""))
     lat = r["latency"]
-    out.append(f"query latency over {lat['chunks']} chunks, {lat['queries']} queries: "
-               f"BM25 p50 {lat['bm25_p50']:.1f} p99 {lat['bm25_p99']:.1f} ms; "
-               f"hybrid p50 {lat['hybrid_p50']:.1f} p99 {lat['hybrid_p99']:.1f} ms; first hybrid (cold) {lat['hybrid_cold_ms']:.0f} ms; "
-               f"query embedding {lat['query_embed_ms']:.1f} ms")
+    out.append(
+        f"query latency over {lat['chunks']} chunks, {lat['queries']} queries: "
+        f"BM25 p50 {lat['bm25_p50']:.1f} p99 {lat['bm25_p99']:.1f} ms; "
+        f"hybrid p50 {lat['hybrid_p50']:.1f} p99 {lat['hybrid_p99']:.1f} ms; first hybrid (cold) {lat['hybrid_cold_ms']:.0f} ms; "
+        f"query embedding {lat['query_embed_ms']:.1f} ms"
+    )
     if "latency_real_vectors" in r:
         lr = r["latency_real_vectors"]
-        out.append(f"query latency over the recall collection ({lr['chunks']} chunks, {lr['vectors']} real vectors): "
-                   f"BM25 p50 {lr['bm25_p50']:.1f} p99 {lr['bm25_p99']:.1f} ms; hybrid p50 {lr['hybrid_p50']:.1f} "
-                   f"p99 {lr['hybrid_p99']:.1f} ms; first hybrid (cold) {lr['hybrid_cold_ms']:.0f} ms")
+        out.append(
+            f"query latency over the recall collection ({lr['chunks']} chunks, {lr['vectors']} real vectors): "
+            f"BM25 p50 {lr['bm25_p50']:.1f} p99 {lr['bm25_p99']:.1f} ms; hybrid p50 {lr['hybrid_p50']:.1f} "
+            f"p99 {lr['hybrid_p99']:.1f} ms; first hybrid (cold) {lr['hybrid_cold_ms']:.0f} ms"
+        )
     rec = r["recall"]
-    labels = {"bm25_all_docs": "BM25, all docs", "bm25_answers": "BM25, recall collection",
-              "hybrid_answers": "hybrid, recall collection"}
+    labels = {"bm25_all_docs": "BM25, all docs", "bm25_answers": "BM25, recall collection", "hybrid_answers": "hybrid, recall collection"}
     for key, label in labels.items():
         x = rec[key]
         heading = f", right heading {x['heading_recall_at_5']:.2f} of {x['with_heading']}" if x["heading_recall_at_5"] is not None else ""
         out.append(f"recall@5 {label}: {x['recall_at_5']:.2f} ({x['hits']}/{x['questions']}){heading}")
     a = rec["answers_collection"]
     out.append(f"  recall collection: {a['files']} files, {a['chunks']} chunks, {a['vectors']} vectors")
-    out.append("brute-force cosine + top 50: " + "; ".join(f"{b['vectors']:,} x {b['dim']}: {b['p50_ms']:.1f} ms ({b['matrix_mb']:.0f} MB)"
-                                                       for b in r["brute_force"]))
+    out.append(
+        "brute-force cosine + top 50: "
+        + "; ".join(f"{b['vectors']:,} x {b['dim']}: {b['p50_ms']:.1f} ms ({b['matrix_mb']:.0f} MB)" for b in r["brute_force"])
+    )
     if "stall" in r:
         s = r["stall"]
-        out.append(f"UI stall while indexing ({s['how']}): p50 {s['p50']:.1f} p99 {s['p99']:.1f} max {s['max']:.1f} ms over "
-                   f"{s['beats']:.0f} beats ({s['indexing_s']:.0f} s, finished: {s['finished']}); idle window p99 {s['idle_p99']:.1f} ms")
+        out.append(
+            f"UI stall while indexing ({s['how']}): p50 {s['p50']:.1f} p99 {s['p99']:.1f} max {s['max']:.1f} ms over "
+            f"{s['beats']:.0f} beats ({s['indexing_s']:.0f} s, finished: {s['finished']}); idle window p99 {s['idle_p99']:.1f} ms"
+        )
     if "unanswerable" in r:
         u = r["unanswerable"]
-        out.append(f"unanswerable questions, {u['model']}: said the documents do not answer in {u['says_not']}/{u['questions']} "
-                   f"({u['rate']:.0%}); declined without naming them ('I don't know') in "
-                   f"{u['declines_without_naming_the_documents']}; {u['seconds']:.0f} s")
+        out.append(
+            f"unanswerable questions, {u['model']}: said the documents do not answer in {u['says_not']}/{u['questions']} "
+            f"({u['rate']:.0%}); declined without naming them ('I don't know') in "
+            f"{u['declines_without_naming_the_documents']}; {u['seconds']:.0f} s"
+        )
     return "\n".join(out)
 
 

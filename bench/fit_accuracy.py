@@ -108,8 +108,9 @@ def write_held_out(path: Path) -> Path:
 def measure(path: Path, n_ctx: int, full: bool) -> tuple[dict, MeasuredMemory, MeasuredMemory | None]:
     with EngineClient(load_timeout_s=600) as engine:
         loaded = engine.load(path, n_ctx=n_ctx)
-        fin = engine.generate([{"role": "user", "content": "Say hello in five words."}], conversation_id=None,
-                              max_tokens=16, temperature=0.0, seed=1).wait(600)
+        fin = engine.generate(
+            [{"role": "user", "content": "Say hello in five words."}], conversation_id=None, max_tokens=16, temperature=0.0, seed=1
+        ).wait(600)
         if fin.status not in ("complete", "length"):
             raise SystemExit(f"the short turn failed: {fin.status} {fin.error}")
         pid = engine.host_pid
@@ -120,8 +121,7 @@ def measure(path: Path, n_ctx: int, full: bool) -> tuple[dict, MeasuredMemory, M
             n_vocab = loaded.n_vocab or 1000
             tokens = [100 + i % max(1, min(n_vocab, 600) - 100) for i in range(loaded.n_ctx - 24)]
             t0 = time.perf_counter()
-            fin = engine.generate([], conversation_id=None, prompt_tokens=tokens, max_tokens=4, temperature=0.0,
-                                  seed=1).wait(1800)
+            fin = engine.generate([], conversation_id=None, prompt_tokens=tokens, max_tokens=4, temperature=0.0, seed=1).wait(1800)
             if fin.status not in ("complete", "length"):
                 raise SystemExit(f"the full-context turn failed: {fin.status} {fin.error}")
             filled = measure_engine_memory(pid, path)
@@ -135,19 +135,36 @@ def row(name: str, path: Path, n_ctx: int, full: bool) -> dict:
     est: MemoryEstimate = estimate_memory(read_gguf_header(path), None, n_ctx, machine=machine)
     facts, short, filled = measure(path, n_ctx, full)
     if (facts["n_ctx"], facts["n_ubatch"]) != (est.n_ctx, est.n_ubatch):
-        raise SystemExit(f"the engine made n_ctx={facts['n_ctx']} n_ubatch={facts['n_ubatch']}, "
-                         f"the estimate assumed {est.n_ctx}/{est.n_ubatch}")
+        raise SystemExit(
+            f"the engine made n_ctx={facts['n_ctx']} n_ubatch={facts['n_ubatch']}, the estimate assumed {est.n_ctx}/{est.n_ubatch}"
+        )
     loaded, total = est.loaded_ram + est.reclaimable_ram, est.total_ram + est.reclaimable_ram
     out = {
-        "model": name, "n_ctx": est.n_ctx,
-        "estimate": {"loaded": loaded, "total": total, "weights": est.weights_ram, "kv": est.kv_ram,
-                     "compute": est.compute_ram, "overhead": est.overhead, "reclaimable": est.reclaimable_ram},
-        "short": {"private": short.private, "mapped_model": short.mapped_model, "total": short.total,
-                  "ratio": round(short.total / loaded, 3)},
+        "model": name,
+        "n_ctx": est.n_ctx,
+        "estimate": {
+            "loaded": loaded,
+            "total": total,
+            "weights": est.weights_ram,
+            "kv": est.kv_ram,
+            "compute": est.compute_ram,
+            "overhead": est.overhead,
+            "reclaimable": est.reclaimable_ram,
+        },
+        "short": {
+            "private": short.private,
+            "mapped_model": short.mapped_model,
+            "total": short.total,
+            "ratio": round(short.total / loaded, 3),
+        },
     }
     if filled is not None:
-        out["full"] = {"private": filled.private, "mapped_model": filled.mapped_model, "total": filled.total,
-                       "ratio": round(filled.total / total, 3)}
+        out["full"] = {
+            "private": filled.private,
+            "mapped_model": filled.mapped_model,
+            "total": filled.total,
+            "ratio": round(filled.total / total, 3),
+        }
     return out
 
 
@@ -156,8 +173,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-full", action="store_true", help="skip the full-context measurement")
     parser.add_argument("--ctx", default="512,2048,8192")
-    parser.add_argument("--held-out", action="store_true",
-                        help="also a third, Q4_0 model the estimate was not calibrated on")
+    parser.add_argument("--held-out", action="store_true", help="also a third, Q4_0 model the estimate was not calibrated on")
     args = parser.parse_args()
     contexts = [int(c) for c in args.ctx.split(",") if c.strip()]
     from tests.support.tiny_model import write_tiny_gguf
@@ -181,15 +197,18 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     for r in rows:
-        line = (f"{r['model']:<20} {r['n_ctx']:>6} | {r['estimate']['loaded'] / MiB:>7.1f} MiB {r['short']['total'] / MiB:>7.1f} MiB"
-                f" {r['short']['ratio']:>6.3f}")
+        line = (
+            f"{r['model']:<20} {r['n_ctx']:>6} | {r['estimate']['loaded'] / MiB:>7.1f} MiB {r['short']['total'] / MiB:>7.1f} MiB"
+            f" {r['short']['ratio']:>6.3f}"
+        )
         if "full" in r:
-            line += (f" | {r['estimate']['total'] / MiB:>7.1f} MiB {r['full']['total'] / MiB:>7.1f} MiB"
-                     f" {r['full']['ratio']:>6.3f}")
+            line += f" | {r['estimate']['total'] / MiB:>7.1f} MiB {r['full']['total'] / MiB:>7.1f} MiB {r['full']['ratio']:>6.3f}"
         print(line)
-    print(f"\nratio = measured / estimated (measured = engine private memory + mapped model file); "
-          f"goal {GOAL[0]:.2f}-{GOAL[1]:.2f}: {'met' if ok else 'NOT met'} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+    print(
+        f"\nratio = measured / estimated (measured = engine private memory + mapped model file); "
+        f"goal {GOAL[0]:.2f}-{GOAL[1]:.2f}: {'met' if ok else 'NOT met'} "
+        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
     return 0 if ok else 1
 
 

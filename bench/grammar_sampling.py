@@ -47,19 +47,36 @@ from bench.tools import SPEED_TASK, TOOLS  # noqa: E402
 
 SETTINGS = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "temp": 0.8}
 NO_EOS = (1, 106)  # Gemma's <eos> and <end_of_turn>: plain decoding runs its full length
-BOUNDED = {"type": "object", "properties": {
-    "port": {"type": "string", "maxLength": 40},
-    "hours": {"type": "integer", "minimum": 1, "maximum": 48},
-    "ratio": {"type": "number", "minimum": 0, "maximum": 1},
-    "height_m": {"type": "number", "exclusiveMinimum": -2.5, "maximum": 16.5},
-    "tides": {"type": "array", "minItems": 1, "maxItems": 6,
-              "items": {"type": "object", "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23},
-                                                         "metres": {"type": "number", "minimum": -3, "maximum": 15}},
-                        "required": ["hour", "metres"], "additionalProperties": False}},
-    "note": {"type": "string", "maxLength": 200}},
-    "required": ["port", "hours", "ratio", "height_m", "tides", "note"], "additionalProperties": False}
-JSON_TASK = ("Give the tide table for Brest over the next 24 hours as JSON: the port, the hours covered, the share of "
-             "high water now (0 to 1), the height in metres, each tide's hour and height, and a long note.")
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "port": {"type": "string", "maxLength": 40},
+        "hours": {"type": "integer", "minimum": 1, "maximum": 48},
+        "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "height_m": {"type": "number", "exclusiveMinimum": -2.5, "maximum": 16.5},
+        "tides": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 6,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                    "metres": {"type": "number", "minimum": -3, "maximum": 15},
+                },
+                "required": ["hour", "metres"],
+                "additionalProperties": False,
+            },
+        },
+        "note": {"type": "string", "maxLength": 200},
+    },
+    "required": ["port", "hours", "ratio", "height_m", "tides", "note"],
+    "additionalProperties": False,
+}
+JSON_TASK = (
+    "Give the tide table for Brest over the next 24 hours as JSON: the port, the hours covered, the share of "
+    "high water now (0 to 1), the height in metres, each tide's hour and height, and a long note."
+)
 
 
 def large_schema(n: int = 200) -> dict[str, Any]:
@@ -69,8 +86,11 @@ def large_schema(n: int = 200) -> dict[str, Any]:
         {"type": "integer", "minimum": -40, "maximum": 2030},
         {"type": "number", "exclusiveMinimum": 0, "maximum": 99.5},
         {"type": "string", "maxLength": 40},
-        {"type": "object", "properties": {"a": {"type": "integer", "minimum": 1, "maximum": 12},
-                                          "b": {"type": "number", "minimum": -1, "maximum": 1}}, "required": ["a"]},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer", "minimum": 1, "maximum": 12}, "b": {"type": "number", "minimum": -1, "maximum": 1}},
+            "required": ["a"],
+        },
         {"type": "array", "items": {"type": "string", "format": "date"}, "maxItems": 4},
         {"type": "array", "items": {"enum": ["low", "mid", "high"]}, "minItems": 1, "maxItems": 8},
     ]
@@ -106,12 +126,11 @@ def main() -> int:
     vocab, n_vocab = llm._model.vocab, int(llm.n_vocab())
     tools = read_openai_tools({"tools": TOOLS, "tool_choice": "auto"}).tools
     messages = [{"role": "system", "content": "You are a careful coding agent."}, {"role": "user", "content": SPEED_TASK}]
-    prompt = llm.tokenize(FALLBACKS["qa"].render(generic_messages(messages, tools), "", "").encode(), add_bos=True,
-                          special=True)
-    json_prompt = llm.tokenize(FALLBACKS["qa"].render([{"role": "user", "content": JSON_TASK}], "", "").encode(),
-                               add_bos=True, special=True)
-    gbnf = tool_turn(TOOLS, replace(FAMILIES["generic"], lead=" "), choice="required", name="write_file",
-                     parallel=False).gbnf
+    prompt = llm.tokenize(FALLBACKS["qa"].render(generic_messages(messages, tools), "", "").encode(), add_bos=True, special=True)
+    json_prompt = llm.tokenize(
+        FALLBACKS["qa"].render([{"role": "user", "content": JSON_TASK}], "", "").encode(), add_bos=True, special=True
+    )
+    gbnf = tool_turn(TOOLS, replace(FAMILIES["generic"], lead=" "), choice="required", name="write_file", parallel=False).gbnf
     bounded = grammar_for({"type": "json_schema", "json_schema": {"name": "tides", "schema": BOUNDED, "strict": True}})
     texts = token_texts(vocab, n_vocab)
     index, utf8 = FirstBytes(vocab, texts), Utf8Tokens(texts)
@@ -125,8 +144,15 @@ def main() -> int:
             sampler = TopKPick(SETTINGS["top_k"], SETTINGS["top_p"], SETTINGS["min_p"], SETTINGS["temp"], seed)
         else:
             fast = fast_pick(SETTINGS, n_vocab, seed) if kind in ("fast", "bounded") else None
-            sampler = GrammarFirstSampler(llm._init_sampler(**SETTINGS), vocab, bounded if kind == "bounded" else gbnf,
-                                          n_vocab, fast=fast, first_bytes=lambda: index, utf8=lambda: utf8)
+            sampler = GrammarFirstSampler(
+                llm._init_sampler(**SETTINGS),
+                vocab,
+                bounded if kind == "bounded" else gbnf,
+                n_vocab,
+                fast=fast,
+                first_bytes=lambda: index,
+                utf8=lambda: utf8,
+            )
         out: list[int] = []
         sample_s = 0.0
         wall0 = time.perf_counter()
@@ -143,9 +169,15 @@ def main() -> int:
             out.append(token)
             llm.eval([token])
         wall = time.perf_counter() - wall0
-        info = {"kind": kind, "seed": seed, "tokens": len(out), "tok_s": len(out) / wall,
-                "sample_ms": 1000 * sample_s / max(len(out), 1), "refused": getattr(sampler, "refused", None),
-                "text": llm.detokenize(out).decode("utf-8", "replace")}
+        info = {
+            "kind": kind,
+            "seed": seed,
+            "tokens": len(out),
+            "tok_s": len(out) / wall,
+            "sample_ms": 1000 * sample_s / max(len(out), 1),
+            "refused": getattr(sampler, "refused", None),
+            "text": llm.detokenize(out).decode("utf-8", "replace"),
+        }
         sampler.close()
         return info
 
@@ -153,28 +185,41 @@ def main() -> int:
     runs = [reply(kind, seed) for seed in range(1, args.seeds + 1) for kind in kinds]
     by = {k: [r for r in runs if r["kind"] == k] for k in kinds}
     same = all(w["text"] == f["text"] for w, f in zip(by["whole"], by["fast"], strict=True))
-    med = {k: {"tok_s": statistics.median(r["tok_s"] for r in v),
-               "sample_ms": statistics.median(r["sample_ms"] for r in v)} for k, v in by.items()}
+    med = {
+        k: {"tok_s": statistics.median(r["tok_s"] for r in v), "sample_ms": statistics.median(r["sample_ms"] for r in v)}
+        for k, v in by.items()
+    }
     against = {"whole": "plain", "fast": "plain", "bounded": "plain-json"}
-    ratios = {k: statistics.median(r["tok_s"] / p["tok_s"] for r, p in zip(by[k], by[base], strict=True))
-              for k, base in against.items()}
+    ratios = {k: statistics.median(r["tok_s"] / p["tok_s"] for r, p in zip(by[k], by[base], strict=True)) for k, base in against.items()}
     valid = [_valid(r["text"]) for r in by["bounded"]]
     large_ms, large_chars = build_ms(large_schema())
-    result = {"runs": runs, "medians": med, "ratio_to_plain": ratios, "fast_same_tokens_as_whole": same,
-              "bounded_valid": valid, "large_schema_build_ms": large_ms, "large_schema_grammar_chars": large_chars}
+    result = {
+        "runs": runs,
+        "medians": med,
+        "ratio_to_plain": ratios,
+        "fast_same_tokens_as_whole": same,
+        "bounded_valid": valid,
+        "large_schema_build_ms": large_ms,
+        "large_schema_grammar_chars": large_chars,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     for r in runs:
-        print(f"{r['kind']:<10} seed {r['seed']}: {r['tokens']:>4} tokens, {r['tok_s']:6.1f} tok/s, sampling "
-              f"{r['sample_ms']:6.2f} ms/token, refused {r['refused']}")
-    print(f"medians: plain {med['plain']['tok_s']:.1f}, whole chain {med['whole']['tok_s']:.1f}, fast "
-          f"{med['fast']['tok_s']:.1f} tok/s; sampling {med['plain']['sample_ms']:.2f} / "
-          f"{med['whole']['sample_ms']:.2f} / {med['fast']['sample_ms']:.2f} ms/token")
-    print(f"grammar / plain: whole chain {ratios['whole']:.3f}, fast {ratios['fast']:.3f}; fast wrote the whole chain's "
-          f"tokens: {same}")
-    print(f"bounded JSON / plain: {ratios['bounded']:.3f} ({med['bounded']['tok_s']:.1f} against "
-          f"{med['plain-json']['tok_s']:.1f} tok/s); replies valid under their schema: {valid}")
+        print(
+            f"{r['kind']:<10} seed {r['seed']}: {r['tokens']:>4} tokens, {r['tok_s']:6.1f} tok/s, sampling "
+            f"{r['sample_ms']:6.2f} ms/token, refused {r['refused']}"
+        )
+    print(
+        f"medians: plain {med['plain']['tok_s']:.1f}, whole chain {med['whole']['tok_s']:.1f}, fast "
+        f"{med['fast']['tok_s']:.1f} tok/s; sampling {med['plain']['sample_ms']:.2f} / "
+        f"{med['whole']['sample_ms']:.2f} / {med['fast']['sample_ms']:.2f} ms/token"
+    )
+    print(f"grammar / plain: whole chain {ratios['whole']:.3f}, fast {ratios['fast']:.3f}; fast wrote the whole chain's tokens: {same}")
+    print(
+        f"bounded JSON / plain: {ratios['bounded']:.3f} ({med['bounded']['tok_s']:.1f} against "
+        f"{med['plain-json']['tok_s']:.1f} tok/s); replies valid under their schema: {valid}"
+    )
     print(f"grammar of a 200-property schema: {large_ms:.1f} ms (median of 3), {large_chars:,} characters")
     return 0
 
@@ -188,6 +233,7 @@ def _valid(text: str) -> bool | None:
     except ValueError:
         return None
     return jsonschema.Draft202012Validator(BOUNDED).is_valid(value)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -38,8 +38,18 @@ from models.starter import ensure_starter  # noqa: E402
 
 N_CTX = 8192
 GOAL = 2.0
-QUESTIONS = ["Name a colour.", "What is 2 + 2?", "Say hello.", "Name a fruit.", "Name an animal.", "Say yes.",
-             "Name a city.", "Name a number.", "Say goodbye.", "Name a tree."]
+QUESTIONS = [
+    "Name a colour.",
+    "What is 2 + 2?",
+    "Say hello.",
+    "Name a fruit.",
+    "Name an animal.",
+    "Say yes.",
+    "Name a city.",
+    "Name a number.",
+    "Say goodbye.",
+    "Name a tree.",
+]
 
 
 def paste_text(size: int) -> str:
@@ -112,22 +122,35 @@ def main(argv: list[str] | None = None) -> int:
     for rows in runs:
         normal = statistics.median(r["first_ms"] for r in rows["normal"])
         after = statistics.median(r["first_ms"] for r in rows["after"])
-        summaries.append({"normal_median_ms": normal, "after_median_ms": after, "paste_ms": rows["paste"][0]["first_ms"],
-                          "ratio": round(after / normal, 2) if normal else None})
+        summaries.append(
+            {
+                "normal_median_ms": normal,
+                "after_median_ms": after,
+                "paste_ms": rows["paste"][0]["first_ms"],
+                "ratio": round(after / normal, 2) if normal else None,
+            }
+        )
     ratio = statistics.median(x["ratio"] for x in summaries if x["ratio"] is not None)
     if args.json:
-        print(json.dumps({"size_bytes": args.size, "n_ctx": N_CTX, "ratio": ratio, "goal": GOAL,
-                          "conversations": summaries, "runs": runs}, indent=2))
+        print(
+            json.dumps(
+                {"size_bytes": args.size, "n_ctx": N_CTX, "ratio": ratio, "goal": GOAL, "conversations": summaries, "runs": runs}, indent=2
+            )
+        )
         return 0
     for i, rows in enumerate(runs, 1):
         for phase, items in rows.items():
             for r in items:
-                print(f"{i} {phase:8} {r['status']:9} first {r['first_ms']:8.1f} ms  engine ttft {r['engine_ttft_ms']}  "
-                      f"prepare {r['prepare_ms']} ms  prompt {r['prompt_tokens']} tok  dropped {r['dropped_turns']}")
+                print(
+                    f"{i} {phase:8} {r['status']:9} first {r['first_ms']:8.1f} ms  engine ttft {r['engine_ttft_ms']}  "
+                    f"prepare {r['prepare_ms']} ms  prompt {r['prompt_tokens']} tok  dropped {r['dropped_turns']}"
+                )
     print(f"the paste ({args.size} bytes): {runs[0]['paste'][0]['status']}: {runs[0]['paste'][0]['error']}")
     for i, x in enumerate(summaries, 1):
-        print(f"conversation {i}: time to first character, median of {args.turns}: normal {x['normal_median_ms']:.1f} ms, "
-              f"after the paste {x['after_median_ms']:.1f} ms, ratio {x['ratio']:.2f}; the paste refused after {x['paste_ms']:.0f} ms")
+        print(
+            f"conversation {i}: time to first character, median of {args.turns}: normal {x['normal_median_ms']:.1f} ms, "
+            f"after the paste {x['after_median_ms']:.1f} ms, ratio {x['ratio']:.2f}; the paste refused after {x['paste_ms']:.0f} ms"
+        )
     print(f"median ratio after / normal over {len(summaries)} conversations: {ratio:.2f} (goal <= {GOAL:g})")
     return 0
 

@@ -55,8 +55,10 @@ def main() -> int:
     idle(args.seconds)
     ui1, engine1, t1 = time.process_time(), sum(engine.cpu_times()[:2]), time.perf_counter()
     wall = t1 - t0
-    print(f"idle {wall:.1f} s with the starter loaded: window process {100 * (ui1 - ui0) / wall:.2f}% of a core, "
-          f"engine process {100 * (engine1 - engine0) / wall:.2f}%")
+    print(
+        f"idle {wall:.1f} s with the starter loaded: window process {100 * (ui1 - ui0) / wall:.2f}% of a core, "
+        f"engine process {100 * (engine1 - engine0) / wall:.2f}%"
+    )
     window.close()
     core.close()
     return 0

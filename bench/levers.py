@@ -47,9 +47,11 @@ def run(model: str, parts: list[str], rounds: int, quick: bool) -> dict[str, Any
 def print_all(result: dict[str, Any]) -> None:
     if "reopen" in result:
         r = result["reopen"]
-        print(f"Reopen a {r['conversation_tokens']}-token conversation after a restart: TTFT "
-              f"{r['saved']['wall_ttft_ms']:.0f} ms with its saved state, {r['recompute']['wall_ttft_ms']:.0f} ms "
-              f"recomputing: {r['ratio_wall_ttft']:.3f}x (goal <= {r['goal']}: {'met' if r['meets_goal'] else 'not met'})")
+        print(
+            f"Reopen a {r['conversation_tokens']}-token conversation after a restart: TTFT "
+            f"{r['saved']['wall_ttft_ms']:.0f} ms with its saved state, {r['recompute']['wall_ttft_ms']:.0f} ms "
+            f"recomputing: {r['ratio_wall_ttft']:.3f}x (goal <= {r['goal']}: {'met' if r['meets_goal'] else 'not met'})"
+        )
         if r["discarded"]:
             print(f"  the saved state was not restored: {r['discarded']}")
     if "lookup" in result:

@@ -52,8 +52,16 @@ def starter_path() -> str:
 
 
 def _reply(client: EngineClient, prompt: list[int], max_tokens: int) -> dict[str, Any]:
-    fin = client.generate([], conversation_id=None, prompt_tokens=prompt, max_tokens=max_tokens, temperature=0.0,
-                          ignore_eos=True, no_cache=True, speculative="off").wait()
+    fin = client.generate(
+        [],
+        conversation_id=None,
+        prompt_tokens=prompt,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        ignore_eos=True,
+        no_cache=True,
+        speculative="off",
+    ).wait()
     if fin.error:
         raise RuntimeError(f"the engine failed during the benchmark: {fin.error}")
     if fin.metrics.get("cached_tokens"):
@@ -103,18 +111,33 @@ def run(model_path: str, rounds: int = 3, quick: bool = False) -> dict[str, Any]
         s, est = samples[kv_type], _estimate(model_path, kv_type)
         kv, uss = _median(s["kv"]), _median(s["uss"])
         types[kv_type] = {
-            "flash_attn": flash.get(kv_type), "kv_bytes": kv, "kv_estimate": est["kv_bytes"],
+            "flash_attn": flash.get(kv_type),
+            "kv_bytes": kv,
+            "kv_estimate": est["kv_bytes"],
             "kv_measured_over_estimate": _ratio(kv, est["kv_bytes"]),
-            "estimate_total_ram": est["total_ram"], "estimate_loaded_ram": est["loaded_ram"], "engine_uss": uss,
+            "estimate_total_ram": est["total_ram"],
+            "estimate_loaded_ram": est["loaded_ram"],
+            "engine_uss": uss,
             "uss_over_estimate_total": _ratio(uss, est["total_ram"]),
-            "pp_tps": _median(s["pp"]), "tg_tps": _median(s["tg"]), "pp_samples": s["pp"], "tg_samples": s["tg"],
+            "pp_tps": _median(s["pp"]),
+            "tg_tps": _median(s["tg"]),
+            "pp_samples": s["pp"],
+            "tg_samples": s["tg"],
         }
     f16, q8 = types["f16"], types["q8_0"]
     return {
-        "model": Path(model_path).name, "n_ctx": N_CTX, "rounds": max(1, rounds), "quick": quick,
-        "n_prompt": n_prompt, "n_gen": n_gen, "types": types,
-        "q8_0_over_f16": {"kv_bytes": _ratio(q8["kv_bytes"], f16["kv_bytes"]), "pp": _ratio(q8["pp_tps"], f16["pp_tps"]),
-                          "tg": _ratio(q8["tg_tps"], f16["tg_tps"])},
+        "model": Path(model_path).name,
+        "n_ctx": N_CTX,
+        "rounds": max(1, rounds),
+        "quick": quick,
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "types": types,
+        "q8_0_over_f16": {
+            "kv_bytes": _ratio(q8["kv_bytes"], f16["kv_bytes"]),
+            "pp": _ratio(q8["pp_tps"], f16["pp_tps"]),
+            "tg": _ratio(q8["tg_tps"], f16["tg_tps"]),
+        },
     }
 
 
@@ -122,14 +145,19 @@ def _print(result: dict[str, Any]) -> None:
     def mib(n: float | None) -> str:
         return "?" if n is None else f"{n / 2**20:,.1f} MiB"
 
-    print(f"{result['model']} at n_ctx {result['n_ctx']}: pp on {result['n_prompt']} tokens, tg over "
-          f"{result['n_gen']}, medians of {result['rounds']} round(s){' (quick)' if result['quick'] else ''}")
-    print(f"{'type':<6}{'KV measured':>14}{'KV estimate':>14}{'ratio':>8}{'pp tok/s':>10}{'tg tok/s':>10}"
-          f"{'engine USS':>14}{'est. total':>14}")
+    print(
+        f"{result['model']} at n_ctx {result['n_ctx']}: pp on {result['n_prompt']} tokens, tg over "
+        f"{result['n_gen']}, medians of {result['rounds']} round(s){' (quick)' if result['quick'] else ''}"
+    )
+    print(
+        f"{'type':<6}{'KV measured':>14}{'KV estimate':>14}{'ratio':>8}{'pp tok/s':>10}{'tg tok/s':>10}{'engine USS':>14}{'est. total':>14}"
+    )
     for kv_type, t in result["types"].items():
-        print(f"{kv_type:<6}{mib(t['kv_bytes']):>14}{mib(t['kv_estimate']):>14}{t['kv_measured_over_estimate'] or 0:>8.3f}"
-              f"{t['pp_tps'] or 0:>10.1f}{t['tg_tps'] or 0:>10.1f}{mib(t['engine_uss']):>14}"
-              f"{mib(t['estimate_total_ram']):>14}")
+        print(
+            f"{kv_type:<6}{mib(t['kv_bytes']):>14}{mib(t['kv_estimate']):>14}{t['kv_measured_over_estimate'] or 0:>8.3f}"
+            f"{t['pp_tps'] or 0:>10.1f}{t['tg_tps'] or 0:>10.1f}{mib(t['engine_uss']):>14}"
+            f"{mib(t['estimate_total_ram']):>14}"
+        )
     r = result["q8_0_over_f16"]
     print(f"q8_0 / f16: KV {r['kv_bytes']}, pp {r['pp']}, tg {r['tg']}")
 

@@ -26,13 +26,17 @@ sys.path.insert(0, str(ROOT))
 from app.engine.client import EngineClient  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
 
-PARAGRAPH = ("The old lighthouse stood at the edge of the cliff, its white paint peeling in long strips. Every "
-             "evening the keeper climbed the spiral stairs, counted the one hundred and twelve steps, and lit the "
-             "great lamp that had guided ships through the narrow channel for more than a century. Nobody in the "
-             "village remembered a night when the light had failed, and the children said the keeper never slept.")
-COPY = ("Original: The cat sat on the mat and looked out of the window at the rain.\n"
-        "With 'cat' changed to 'dog': The dog sat on the mat and looked out of the window at the rain.\n\n"
-        f"Original: {PARAGRAPH}\nWith 'white' changed to 'red':")
+PARAGRAPH = (
+    "The old lighthouse stood at the edge of the cliff, its white paint peeling in long strips. Every "
+    "evening the keeper climbed the spiral stairs, counted the one hundred and twelve steps, and lit the "
+    "great lamp that had guided ships through the narrow channel for more than a century. Nobody in the "
+    "village remembered a night when the light had failed, and the children said the keeper never slept."
+)
+COPY = (
+    "Original: The cat sat on the mat and looked out of the window at the rain.\n"
+    "With 'cat' changed to 'dog': The dog sat on the mat and looked out of the window at the rain.\n\n"
+    f"Original: {PARAGRAPH}\nWith 'white' changed to 'red':"
+)
 OPEN_ENDED = {
     "story": "Write a short story about a dragon who learns to bake bread.\n\nOnce upon a time,",
     "explain": "Question: Why is the sky blue? Explain it to a ten-year-old.\nAnswer:",
@@ -43,8 +47,17 @@ GOAL_OPEN = 0.98
 
 
 def one(engine: EngineClient, prompt: str, speculative: str, max_tokens: int, stop: list[str]) -> dict[str, Any]:
-    fin = engine.generate([], conversation_id=None, raw_prompt=prompt, max_tokens=max_tokens, temperature=0.0, seed=1,
-                          no_cache=True, stop=stop, speculative=speculative).wait()
+    fin = engine.generate(
+        [],
+        conversation_id=None,
+        raw_prompt=prompt,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        seed=1,
+        no_cache=True,
+        stop=stop,
+        speculative=speculative,
+    ).wait()
     if fin.error:
         raise RuntimeError(fin.error)
     m = fin.metrics
@@ -61,7 +74,7 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, threads: int | No
         one(engine, COPY, "off", 16, [])  # warm: the first reply after a load pages the weights in
         for r in range(rounds):
             for name, (prompt, max_tokens, stop) in tasks.items():
-                for mode in (("off", "auto") if r % 2 == 0 else ("auto", "off")):
+                for mode in ("off", "auto") if r % 2 == 0 else ("auto", "off"):
                     runs[name][mode].append(one(engine, prompt, mode, max_tokens, stop))
     result: dict[str, Any] = {"model": Path(model_path).name, "rounds": rounds, "tasks": {}}
     for name, by_mode in runs.items():
@@ -70,12 +83,17 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, threads: int | No
         drafted = sum(x["draft"]["drafted"] for x in by_mode["auto"])
         accepted = sum(x["draft"]["accepted"] for x in by_mode["auto"])
         result["tasks"][name] = {
-            "tg_off": round(off, 2), "tg_auto": round(on, 2), "ratio": round(on / off, 3),
+            "tg_off": round(off, 2),
+            "tg_auto": round(on, 2),
+            "ratio": round(on / off, 3),
             "tokens": statistics.median(x["tokens"] for x in by_mode["auto"]),
-            "drafted": drafted, "accepted": accepted, "acceptance": round(accepted / drafted, 3) if drafted else None,
+            "drafted": drafted,
+            "accepted": accepted,
+            "acceptance": round(accepted / drafted, 3) if drafted else None,
             "stopped": [x["draft"]["stopped"] for x in by_mode["auto"]],
             "same_text": [a["text"] == b["text"] for a, b in zip(by_mode["off"], by_mode["auto"], strict=True)],
-            "runs_off": [x["tg"] for x in by_mode["off"]], "runs_auto": [x["tg"] for x in by_mode["auto"]],
+            "runs_off": [x["tg"] for x in by_mode["off"]],
+            "runs_auto": [x["tg"] for x in by_mode["auto"]],
         }
     tasks_out = result["tasks"]
     # Open-ended prompts pooled: the median of each round's on/off ratio (runs a few seconds apart
@@ -89,16 +107,19 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, threads: int | No
     return result
 
 
-
 def print_result(result: dict[str, Any]) -> None:
     print(f"{result['model']}: prompt lookup, greedy, medians of {result['rounds']}")
     for name, t in result["tasks"].items():
         acc = f"{t['accepted']}/{t['drafted']} accepted" if t["drafted"] else "nothing drafted"
-        print(f"  {name:8} tg off {t['tg_off']:6.1f}  on {t['tg_auto']:6.1f} tok/s  ratio {t['ratio']:.3f}  "
-              f"{acc}  same text {sum(t['same_text'])}/{len(t['same_text'])}")
+        print(
+            f"  {name:8} tg off {t['tg_off']:6.1f}  on {t['tg_auto']:6.1f} tok/s  ratio {t['ratio']:.3f}  "
+            f"{acc}  same text {sum(t['same_text'])}/{len(t['same_text'])}"
+        )
     print(f"  open-ended, the median of {result['open_pairs']} paired ratios: {result['open_pair_ratio']:.3f}")
-    print(f"  goals: copy >= {GOAL_COPY}x: {'met' if result['meets_copy'] else 'not met'}; open-ended >= {GOAL_OPEN}x: "
-          f"{'met' if result['meets_open'] else 'not met'}")
+    print(
+        f"  goals: copy >= {GOAL_COPY}x: {'met' if result['meets_copy'] else 'not met'}; open-ended >= {GOAL_OPEN}x: "
+        f"{'met' if result['meets_open'] else 'not met'}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

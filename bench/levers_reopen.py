@@ -37,8 +37,18 @@ from bench.starter_file import default_model  # noqa: E402
 N_CTX = 8192
 GOAL = 0.15
 CONVERSATION = "reopen-bench"
-TOPICS = ["the river", "the old mill", "the orchard", "the harbour", "the library", "the mountain pass",
-          "the market square", "the lighthouse", "the railway", "the vineyard"]
+TOPICS = [
+    "the river",
+    "the old mill",
+    "the orchard",
+    "the harbour",
+    "the library",
+    "the mountain pass",
+    "the market square",
+    "the lighthouse",
+    "the railway",
+    "the vineyard",
+]
 LAST = "Thanks. In one sentence, which of these places would you visit first?"
 
 
@@ -49,9 +59,11 @@ def user_turn(i: int, words: int) -> str:
     n = 0
     j = 0
     while n < words:
-        s = (f"Note {j + 1} about {topic}: on day {3 + 7 * j % 29} the visitors counted {11 + 13 * j % 97} "
-             f"boats, {5 + 3 * j % 41} carts and {2 + j % 9} dogs near {topic}, and the weather was "
-             f"{['mild', 'wet', 'windy', 'cold', 'bright'][j % 5]}.")
+        s = (
+            f"Note {j + 1} about {topic}: on day {3 + 7 * j % 29} the visitors counted {11 + 13 * j % 97} "
+            f"boats, {5 + 3 * j % 41} carts and {2 + j % 9} dogs near {topic}, and the weather was "
+            f"{['mild', 'wet', 'windy', 'cold', 'bright'][j % 5]}."
+        )
         sentences.append(s)
         n += len(s.split())
         j += 1
@@ -67,8 +79,9 @@ def build(model: str, state_dir: Path, tokens: int, threads: int | None, n_ctx: 
         engine.load(model, n_ctx=n_ctx, n_threads=threads)
         while prompt < tokens:
             messages.append({"role": "user", "content": user_turn(turns, words=min(330, max(60, tokens // 8)))})
-            fin = engine.generate(messages, conversation_id=CONVERSATION, max_tokens=120, temperature=0.0,
-                                  ignore_eos=True, speculative="off").wait()
+            fin = engine.generate(
+                messages, conversation_id=CONVERSATION, max_tokens=120, temperature=0.0, ignore_eos=True, speculative="off"
+            ).wait()
             if fin.status != "length":
                 raise SystemExit(f"building the conversation failed: {fin.error}")
             messages.append({"role": "assistant", "content": fin.text})
@@ -80,8 +93,12 @@ def build(model: str, state_dir: Path, tokens: int, threads: int | None, n_ctx: 
     meta = read_meta(files[0], files[0].stem)
     size = files[0].stat().st_size
     return [*messages, {"role": "user", "content": LAST}], {
-        "turns": turns, "conversation_tokens": prompt, "state_file_bytes": size, "state_tokens": len(meta.tokens),
-        "bytes_per_token": round(size / len(meta.tokens), 1)}
+        "turns": turns,
+        "conversation_tokens": prompt,
+        "state_file_bytes": size,
+        "state_tokens": len(meta.tokens),
+        "bytes_per_token": round(size / len(meta.tokens), 1),
+    }
 
 
 def continue_once(model: str, state_dir: Path, messages: list[dict[str, str]], threads: int | None, n_ctx: int) -> dict[str, Any]:
@@ -89,8 +106,7 @@ def continue_once(model: str, state_dir: Path, messages: list[dict[str, str]], t
         engine.load(model, n_ctx=n_ctx, n_threads=threads)
         t0 = time.perf_counter()
         # No drafting, so the tokens llama.cpp evaluated in batches are the prompt's alone.
-        gen = engine.generate(messages, conversation_id=CONVERSATION, max_tokens=16, temperature=0.0, ignore_eos=True,
-                              speculative="off")
+        gen = engine.generate(messages, conversation_id=CONVERSATION, max_tokens=16, temperature=0.0, ignore_eos=True, speculative="off")
         first = None
         for _event in gen:
             if first is None:
@@ -100,16 +116,25 @@ def continue_once(model: str, state_dir: Path, messages: list[dict[str, str]], t
         raise SystemExit(f"the continuation failed: {fin.error}")
     m = fin.metrics
     sc = m["state_cache"]
-    return {"prompt_tokens": m["prompt_tokens"], "cached_tokens": m["cached_tokens"], "evaluated": m["llama_n_p_eval"],
-            "prepare_ms": m["prepare_ms"], "prefill_ms": m["prefill_ms"],
-            "ttft_ms": round(m["prepare_ms"] + (m["prefill_ms"] or 0.0), 3),
-            "wall_ttft_ms": round(((first or time.perf_counter()) - t0) * 1000.0, 3),
-            "disk_hit": sc["disk_hit"], "disk_read_ms": sc["disk_read_ms"], "restore_ms": sc["restore_ms"],
-            "discarded": sc.get("discarded"), "text": fin.text}
+    return {
+        "prompt_tokens": m["prompt_tokens"],
+        "cached_tokens": m["cached_tokens"],
+        "evaluated": m["llama_n_p_eval"],
+        "prepare_ms": m["prepare_ms"],
+        "prefill_ms": m["prefill_ms"],
+        "ttft_ms": round(m["prepare_ms"] + (m["prefill_ms"] or 0.0), 3),
+        "wall_ttft_ms": round(((first or time.perf_counter()) - t0) * 1000.0, 3),
+        "disk_hit": sc["disk_hit"],
+        "disk_read_ms": sc["disk_read_ms"],
+        "restore_ms": sc["restore_ms"],
+        "discarded": sc.get("discarded"),
+        "text": fin.text,
+    }
 
 
-def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 3000, threads: int | None = None,
-        n_ctx: int = N_CTX) -> dict[str, Any]:
+def run(
+    model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 3000, threads: int | None = None, n_ctx: int = N_CTX
+) -> dict[str, Any]:
     if quick:
         rounds, tokens = 1, min(tokens, 600)
     work = Path(tempfile.mkdtemp(prefix="cove-reopen-"))
@@ -135,8 +160,10 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 300
 
     result: dict[str, Any] = {"model": Path(model_path).name, "n_ctx": n_ctx, "rounds": rounds, **built}
     for kind in runs:
-        result[kind] = {f: median(kind, f) for f in ("ttft_ms", "wall_ttft_ms", "prepare_ms", "prefill_ms", "evaluated",
-                                                        "cached_tokens", "prompt_tokens")}
+        result[kind] = {
+            f: median(kind, f)
+            for f in ("ttft_ms", "wall_ttft_ms", "prepare_ms", "prefill_ms", "evaluated", "cached_tokens", "prompt_tokens")
+        }
         result[kind]["runs"] = [{k: v for k, v in x.items() if k != "text"} for x in runs[kind]]
     result["saved"]["disk_read_ms"] = median("saved", "disk_read_ms")
     result["saved"]["restore_ms"] = median("saved", "restore_ms")
@@ -160,20 +187,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one round on a ~600-token conversation (checks it runs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = run(args.model or default_model(), rounds=args.rounds, quick=args.quick, tokens=args.tokens,
-                 threads=args.threads)
+    result = run(args.model or default_model(), rounds=args.rounds, quick=args.quick, tokens=args.tokens, threads=args.threads)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     s, c = result["saved"], result["recompute"]
-    print(f"{result['model']}: a {result['conversation_tokens']}-token conversation ({result['turns']} turns); state file "
-          f"{result['state_file_bytes'] / 1e6:.1f} MB for {result['state_tokens']} tokens ({result['bytes_per_token']:.0f} B/token)")
+    print(
+        f"{result['model']}: a {result['conversation_tokens']}-token conversation ({result['turns']} turns); state file "
+        f"{result['state_file_bytes'] / 1e6:.1f} MB for {result['state_tokens']} tokens ({result['bytes_per_token']:.0f} B/token)"
+    )
     for name, x in (("saved state", s), ("recompute", c)):
-        print(f"  {name:11}  TTFT {x['ttft_ms']:8.1f} ms (wall {x['wall_ttft_ms']:8.1f} ms)  evaluated {x['evaluated']:5.0f} "
-              f"of {x['prompt_tokens']:5.0f} tokens")
-    print(f"  read {s['disk_read_ms']:.1f} ms, restore {s['restore_ms']:.1f} ms; ratio {result['ratio_ttft']:.3f} "
-          f"(wall {result['ratio_wall_ttft']:.3f}), goal <= {GOAL}: {'met' if result['meets_goal'] else 'not met'}; "
-          f"same reply: {result['same_reply']}; medians of {result['rounds']}")
+        print(
+            f"  {name:11}  TTFT {x['ttft_ms']:8.1f} ms (wall {x['wall_ttft_ms']:8.1f} ms)  evaluated {x['evaluated']:5.0f} "
+            f"of {x['prompt_tokens']:5.0f} tokens"
+        )
+    print(
+        f"  read {s['disk_read_ms']:.1f} ms, restore {s['restore_ms']:.1f} ms; ratio {result['ratio_ttft']:.3f} "
+        f"(wall {result['ratio_wall_ttft']:.3f}), goal <= {GOAL}: {'met' if result['meets_goal'] else 'not met'}; "
+        f"same reply: {result['same_reply']}; medians of {result['rounds']}"
+    )
     if result["discarded"]:
         print(f"  the saved state was not restored: {result['discarded']}")
     return 0

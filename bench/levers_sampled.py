@@ -41,16 +41,35 @@ GOAL_SERVER, GOAL_BENCH = 1.0, 0.95
 
 
 def cove_tg(engine: EngineClient, prompt: list[int], n: int, seed: int) -> float:
-    fin = engine.generate([], conversation_id=None, prompt_tokens=prompt, max_tokens=n, ignore_eos=True, no_cache=True,
-                          seed=seed, repeat_penalty=1.0, speculative="off", **SAMPLER).wait()
+    fin = engine.generate(
+        [],
+        conversation_id=None,
+        prompt_tokens=prompt,
+        max_tokens=n,
+        ignore_eos=True,
+        no_cache=True,
+        seed=seed,
+        repeat_penalty=1.0,
+        speculative="off",
+        **SAMPLER,
+    ).wait()
     if fin.error or fin.metrics["gen_tokens"] != n:
         raise RuntimeError(fin.error or f"Cove generated {fin.metrics['gen_tokens']} tokens, not {n}")
     return float(fin.metrics["gen_tps"])
 
 
 def server_tg(url: str, prompt: list[int], n: int, seed: int) -> float:
-    body = {"prompt": prompt, "n_predict": n, "ignore_eos": True, "cache_prompt": False, "seed": seed, "stream": False,
-            "repeat_penalty": 1.0, "samplers": ["top_k", "typ_p", "top_p", "min_p", "temperature"], **SAMPLER}
+    body = {
+        "prompt": prompt,
+        "n_predict": n,
+        "ignore_eos": True,
+        "cache_prompt": False,
+        "seed": seed,
+        "stream": False,
+        "repeat_penalty": 1.0,
+        "samplers": ["top_k", "typ_p", "top_p", "min_p", "temperature"],
+        **SAMPLER,
+    }
     reply = httpx.post(f"{url}/completion", json=body, timeout=300).json()
     timings = reply["timings"]
     if timings["predicted_n"] != n:
@@ -73,8 +92,9 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 128
         vocab_only = Llama(model_path, vocab_only=True, verbose=False)
         prompt = vocab_only.tokenize(PROMPT.encode(), add_bos=True)
         vocab_only.close()
-        with llama_server(Path(model_path), Path(logs), alias="starter", n_ctx=2048, threads=threads,
-                          extra_args=() if repack else ("--no-repack",)) as server:
+        with llama_server(
+            Path(model_path), Path(logs), alias="starter", n_ctx=2048, threads=threads, extra_args=() if repack else ("--no-repack",)
+        ) as server:
             cove_tg(engine, prompt, 16, 0)  # warm both: the first reply pages the weights in
             server_tg(server.url, prompt, 16, 0)
             for r in range(rounds):
@@ -83,25 +103,39 @@ def run(model_path: str, rounds: int = 3, quick: bool = False, tokens: int = 128
                     tg = cove_tg(engine, prompt, tokens, 100 + r) if who == "cove" else server_tg(server.url, prompt, tokens, 100 + r)
                     runs[who].append(tg)
     for _ in range(rounds):  # llama-bench after both are gone, so it has the cores to itself as they did
-        bench = run_llama_bench(bench_binary, model_path, threads, reps=1, n_prompt=0, n_gen=tokens,
-                                extra_args=("--repack", "1" if repack else "0"))
+        bench = run_llama_bench(
+            bench_binary, model_path, threads, reps=1, n_prompt=0, n_gen=tokens, extra_args=("--repack", "1" if repack else "0")
+        )
         runs["llama_bench"].append(float(bench["tg_tps"]))
     med = {k: round(statistics.median(v), 2) for k, v in runs.items()}
-    return {"model": Path(model_path).name, "rounds": rounds, "tokens": tokens, "threads": threads,
-            "prompt_tokens": len(prompt), "tg": med, "runs": runs,
-            "ratio_server": round(med["cove"] / med["llama_server"], 3), "ratio_bench": round(med["cove"] / med["llama_bench"], 3),
-            "goal_server": GOAL_SERVER, "goal_bench": GOAL_BENCH,
-            "meets_server": med["cove"] / med["llama_server"] >= GOAL_SERVER, "meets_bench": med["cove"] / med["llama_bench"] >= GOAL_BENCH}
-
+    return {
+        "model": Path(model_path).name,
+        "rounds": rounds,
+        "tokens": tokens,
+        "threads": threads,
+        "prompt_tokens": len(prompt),
+        "tg": med,
+        "runs": runs,
+        "ratio_server": round(med["cove"] / med["llama_server"], 3),
+        "ratio_bench": round(med["cove"] / med["llama_bench"], 3),
+        "goal_server": GOAL_SERVER,
+        "goal_bench": GOAL_BENCH,
+        "meets_server": med["cove"] / med["llama_server"] >= GOAL_SERVER,
+        "meets_bench": med["cove"] / med["llama_bench"] >= GOAL_BENCH,
+    }
 
 
 def print_result(r: dict[str, Any]) -> None:
     tg = r["tg"]
-    print(f"{r['model']}: {r['tokens']} sampled tokens after a {r['prompt_tokens']}-token prompt, {r['threads']} threads, "
-          f"medians of {r['rounds']}")
+    print(
+        f"{r['model']}: {r['tokens']} sampled tokens after a {r['prompt_tokens']}-token prompt, {r['threads']} threads, "
+        f"medians of {r['rounds']}"
+    )
     print(f"  tg  Cove {tg['cove']:.1f}  llama-server {tg['llama_server']:.1f}  llama-bench {tg['llama_bench']:.1f} tok/s")
-    print(f"  Cove / llama-server {r['ratio_server']:.3f} (goal >= {GOAL_SERVER}: {'met' if r['meets_server'] else 'not met'}); "
-          f"Cove / llama-bench {r['ratio_bench']:.3f} (goal >= {GOAL_BENCH}: {'met' if r['meets_bench'] else 'not met'})")
+    print(
+        f"  Cove / llama-server {r['ratio_server']:.3f} (goal >= {GOAL_SERVER}: {'met' if r['meets_server'] else 'not met'}); "
+        f"Cove / llama-bench {r['ratio_bench']:.3f} (goal >= {GOAL_BENCH}: {'met' if r['meets_bench'] else 'not met'})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

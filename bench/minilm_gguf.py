@@ -28,15 +28,16 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """Every tensor of a safetensors file (F32, F16 or I64), by name."""
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     out: dict[str, np.ndarray] = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         start, end = info["data_offsets"]
         dtype = _DTYPES[info["dtype"]]
-        out[name] = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
-                                  offset=8 + n + start).reshape(info["shape"])
+        out[name] = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=8 + n + start).reshape(
+            info["shape"]
+        )
     return out
 
 

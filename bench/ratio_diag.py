@@ -62,8 +62,13 @@ def main() -> int:
     for _ in range(args.rounds):
         for mode in modes:
             try:  # a run is 1-3 minutes; one stuck far longer is reported, not waited on forever
-                out = subprocess.run([sys.executable, __file__, "--one", mode, "--pairs", str(args.pairs)],
-                                     capture_output=True, text=True, check=False, timeout=60 * (5 + args.pairs))
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", mode, "--pairs", str(args.pairs)],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=60 * (5 + args.pairs),
+                )
             except subprocess.TimeoutExpired:
                 print(f"{mode}: the run did not finish within {5 + args.pairs} minutes", file=sys.stderr)
                 return 1
@@ -74,8 +79,11 @@ def main() -> int:
             result = json.loads(lines[-1])
             ratios[mode].append(result["ratio"])
             low, high = result["ratio_quartiles"]
-            print(f"{mode:8s} ratio {result['ratio']:.3f} (quartiles {low:.3f}-{high:.3f}); window "
-                  f"{result['window_tg_tps']:.1f} vs headless {result['headless_tg_tps']:.1f} tok/s", flush=True)
+            print(
+                f"{mode:8s} ratio {result['ratio']:.3f} (quartiles {low:.3f}-{high:.3f}); window "
+                f"{result['window_tg_tps']:.1f} vs headless {result['headless_tg_tps']:.1f} tok/s",
+                flush=True,
+            )
     for mode in modes:
         print(f"{mode:8s} median of {len(ratios[mode])} runs: {statistics.median(ratios[mode]):.3f}")
     return 0

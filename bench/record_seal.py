@@ -28,11 +28,20 @@ from app.store.request_log import RequestLog  # noqa: E402
 
 
 def _append(log: RequestLog, i: int) -> None:
-    log.append(client="bench", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name="tiny",
-               model_sha256="ab" * 32, quant="Q4_K_M", params={"temperature": 0.7, "seed": i},
-               messages=[{"role": "user", "content": f"question number {i}, about lighthouses"}],
-               reply=f"answer number {i}: a tower with a light", status="complete",
-               usage={"prompt_tokens": 12, "completion_tokens": 9}, timings={"ttft_ms": 40.0})
+    log.append(
+        client="bench",
+        remote="127.0.0.1",
+        endpoint="/v1/chat/completions",
+        model_name="tiny",
+        model_sha256="ab" * 32,
+        quant="Q4_K_M",
+        params={"temperature": 0.7, "seed": i},
+        messages=[{"role": "user", "content": f"question number {i}, about lighthouses"}],
+        reply=f"answer number {i}: a tower with a light",
+        status="complete",
+        usage={"prompt_tokens": 12, "completion_tokens": 9},
+        timings={"ttft_ms": 40.0},
+    )
 
 
 def _fill(home: Path, n: int, sealed: bool) -> tuple[float, RequestLog]:
@@ -69,18 +78,26 @@ def main() -> int:
         full = log.verify((state.key_id, bytes.fromhex(state.verification)))
         full_s = time.perf_counter() - start
     figures = {
-        "entries": n, "append_plain_s": round(plain_s, 2), "append_sealed_s": round(sealed_s, 2),
-        "sealed_over_plain": round(sealed_s / plain_s, 3), "seal_ms_per_entry": round(1000 * (sealed_s - plain_s) / n, 3),
-        "verify_local_s": round(local_s, 2), "verify_with_key_s": round(full_s, 2),
+        "entries": n,
+        "append_plain_s": round(plain_s, 2),
+        "append_sealed_s": round(sealed_s, 2),
+        "sealed_over_plain": round(sealed_s / plain_s, 3),
+        "seal_ms_per_entry": round(1000 * (sealed_s - plain_s) / n, 3),
+        "verify_local_s": round(local_s, 2),
+        "verify_with_key_s": round(full_s, 2),
         "intact": local.intact and full.intact,
     }
     if args.json:
         print(json.dumps(figures))
     else:
-        print(f"{n:,} entries, one transaction each: {plain_s:.1f} s unsealed, {sealed_s:.1f} s sealed "
-              f"({figures['sealed_over_plain']}x; {figures['seal_ms_per_entry']} ms more per entry)")
-        print(f"verify: {local_s:.2f} s with this machine's key, {full_s:.2f} s with the verification key "
-              f"({'intact' if figures['intact'] else 'NOT INTACT'})")
+        print(
+            f"{n:,} entries, one transaction each: {plain_s:.1f} s unsealed, {sealed_s:.1f} s sealed "
+            f"({figures['sealed_over_plain']}x; {figures['seal_ms_per_entry']} ms more per entry)"
+        )
+        print(
+            f"verify: {local_s:.2f} s with this machine's key, {full_s:.2f} s with the verification key "
+            f"({'intact' if figures['intact'] else 'NOT INTACT'})"
+        )
     return 0 if figures["intact"] else 1
 
 

@@ -25,8 +25,14 @@ from tests.support.record_tampering import TAMPERING, fill_record  # noqa: E402
 
 
 def _cove(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "COVE_HOME": str(home)})
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COVE_HOME": str(home)},
+    )
 
 
 def _said(done: subprocess.CompletedProcess) -> str:

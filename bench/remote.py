@@ -73,9 +73,18 @@ def connect(name: str, base_url: str, gate: NetworkGate) -> tuple[RemoteEngine, 
 def one_request(engine: RemoteEngine, model: RemoteModel, seed: int) -> dict[str, Any]:
     """One streamed reply: Cove's clocks and the server's timings for it."""
     sp = SamplingParams()
-    gen = engine.generate([{"role": "user", "content": PROMPT.format(i=seed)}], model=model, max_tokens=N_GEN, stop=(),
-                          temperature=TEMPERATURE, top_p=sp.top_p, top_k=sp.top_k, min_p=sp.min_p,
-                          repeat_penalty=sp.repeat_penalty, seed=seed)
+    gen = engine.generate(
+        [{"role": "user", "content": PROMPT.format(i=seed)}],
+        model=model,
+        max_tokens=N_GEN,
+        stop=(),
+        temperature=TEMPERATURE,
+        top_p=sp.top_p,
+        top_k=sp.top_k,
+        min_p=sp.min_p,
+        repeat_penalty=sp.repeat_penalty,
+        seed=seed,
+    )
     for _event in gen:  # drain the TokenEvents as a window would; the metrics come with the FinishedEvent
         pass
     fin = gen.wait()
@@ -105,9 +114,19 @@ def raw_ttft_over(base_url: str, model: RemoteModel, seed: int) -> float:
     server's own first-token time, ms. What the server and the loopback add without Cove."""
     sp = SamplingParams()
     # A prompt of its own (not the one Cove's request just sent, which the server would find whole in its cache).
-    body = {"model": model.model_id, "messages": [{"role": "user", "content": PROMPT.format(i=-seed)}], "max_tokens": 8,
-            "stream": True, "stream_options": {"include_usage": True}, "temperature": TEMPERATURE, "top_p": sp.top_p,
-            "top_k": sp.top_k, "min_p": sp.min_p, "repeat_penalty": sp.repeat_penalty, "seed": seed}
+    body = {
+        "model": model.model_id,
+        "messages": [{"role": "user", "content": PROMPT.format(i=-seed)}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": TEMPERATURE,
+        "top_p": sp.top_p,
+        "top_k": sp.top_k,
+        "min_p": sp.min_p,
+        "repeat_penalty": sp.repeat_penalty,
+        "seed": seed,
+    }
     first: float | None = None
     timings: dict[str, Any] = {}
     with httpx.Client(timeout=300) as http:
@@ -161,8 +180,9 @@ def starter_home() -> tuple[dict[str, str], str, Path]:
     starter = prepare_starter_file(home / "models")
 
     def cove(*args: str) -> str:
-        return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=600, check=True).stdout
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=True
+        ).stdout
 
     cove("models", "import", str(starter))
     return env, json.loads(cove("models", "list", "--json"))[0]["name"], starter
@@ -176,8 +196,7 @@ def run(rounds: int, requests: int, threads: int, log: Any) -> dict[str, Any]:
     work = Path(env["COVE_HOME"])
     per_server: dict[str, list[dict[str, Any]]] = {"llama_server": [], "cove_serve": []}
     load_before = psutil.getloadavg()[0]
-    with llama_server(starter, work, alias="starter", n_ctx=4096, threads=threads, binary=binary) as ls, \
-            serving(env) as (cove_base, _proc):
+    with llama_server(starter, work, alias="starter", n_ctx=4096, threads=threads, binary=binary) as ls, serving(env) as (cove_base, _proc):
         log(f"llama-server on {ls.url} ({threads} threads), cove serve on {cove_base}")
         ls_engine, ls_model, ls_kind = connect("llama", ls.base_url, gate)
         cs_engine, cs_model, cs_kind = connect("cove", cove_base, gate)
@@ -189,13 +208,21 @@ def run(rounds: int, requests: int, threads: int, log: Any) -> dict[str, Any]:
             seeds = range(1 + r * requests, 1 + (r + 1) * requests)
             per_server["llama_server"].append(batch(ls_engine, ls_model, seeds))
             per_server["cove_serve"].append(batch(cs_engine, cs_model, seeds))
-            log(f"round {r + 1}/{rounds}: " + "; ".join(
-                f"{name} tg ratio {b[-1]['tg_ratio']:.3f}, TTFT over {b[-1]['ttft_over_ms_p50']:.1f} ms"
-                for name, b in per_server.items()))
+            log(
+                f"round {r + 1}/{rounds}: "
+                + "; ".join(
+                    f"{name} tg ratio {b[-1]['tg_ratio']:.3f}, TTFT over {b[-1]['ttft_over_ms_p50']:.1f} ms"
+                    for name, b in per_server.items()
+                )
+            )
     return {
-        "model": starter.name, "threads": threads, "n_gen": N_GEN, "temperature": TEMPERATURE,
+        "model": starter.name,
+        "threads": threads,
+        "n_gen": N_GEN,
+        "temperature": TEMPERATURE,
         "load_average_before": round(load_before, 2),
-        "rounds": rounds, "requests_per_round": requests,
+        "rounds": rounds,
+        "requests_per_round": requests,
         "goals": {"tg_ratio": GOAL_TG_RATIO, "ttft_over_ms_p50": GOAL_TTFT_OVER_MS},
         "llama_server": summary(per_server["llama_server"], ls_kind),
         "cove_serve": summary(per_server["cove_serve"], cs_kind),
@@ -203,18 +230,22 @@ def run(rounds: int, requests: int, threads: int, log: Any) -> dict[str, Any]:
 
 
 def describe(result: dict[str, Any]) -> str:
-    lines = [f"{result['model']}, {result['threads']} threads, {result['rounds']} rounds x "
-             f"{result['requests_per_round']} requests of {result['n_gen']} tokens (medians)"]
+    lines = [
+        f"{result['model']}, {result['threads']} threads, {result['rounds']} rounds x "
+        f"{result['requests_per_round']} requests of {result['n_gen']} tokens (medians)"
+    ]
     for key, label, ref in (("llama_server", "llama-server", "its timings"), ("cove_serve", "cove serve", "its served timings")):
         s = result[key]
         tg_ok = "ok" if s["tg_ratio"] >= GOAL_TG_RATIO else "below the goal"
         ttft_ok = "ok" if s["ttft_over_ms_p50"] <= GOAL_TTFT_OVER_MS else "above the goal"
         per_round = ", ".join(f"{r['tg_ratio']:.3f}" for r in s["rounds"])
         over = ", ".join(f"{r['ttft_over_ms_p50']:.1f}" for r in s["rounds"])
-        lines.append(f"{label} (probed as {s['kind']}): tg through the connection {s['cove_tg_tps']:.1f} tok/s, {ref} "
-                     f"{s['server_tg_tps']:.1f}: ratio {s['tg_ratio']:.3f} ({tg_ok}; rounds {per_round}); TTFT over "
-                     f"the server's {s['ttft_over_ms_p50']:.1f} ms p50 ({ttft_ok}; rounds {over}), plain httpx "
-                     f"{s['raw_ttft_over_ms_p50']:.1f} ms")
+        lines.append(
+            f"{label} (probed as {s['kind']}): tg through the connection {s['cove_tg_tps']:.1f} tok/s, {ref} "
+            f"{s['server_tg_tps']:.1f}: ratio {s['tg_ratio']:.3f} ({tg_ok}; rounds {per_round}); TTFT over "
+            f"the server's {s['ttft_over_ms_p50']:.1f} ms p50 ({ttft_ok}; rounds {over}), plain httpx "
+            f"{s['raw_ttft_over_ms_p50']:.1f} ms"
+        )
     return "\n".join(lines)
 
 

@@ -31,8 +31,15 @@ async def measure(store: RequestStore, model, n: int) -> tuple[list[float], list
     for i in range(n):
         messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"question {i} " * 20}]
         t0 = time.perf_counter()
-        opened = await store.open(client="bench", remote="127.0.0.1", endpoint="/v1/chat/completions", model=model,
-                                  messages=messages, params={"max_tokens": 64}, conversation=True)
+        opened = await store.open(
+            client="bench",
+            remote="127.0.0.1",
+            endpoint="/v1/chat/completions",
+            model=model,
+            messages=messages,
+            params={"max_tokens": 64},
+            conversation=True,
+        )
         t1 = time.perf_counter()
         await store.close(opened, reply="an answer " * 30, status="complete", metrics={"gen_tokens": 64})
         t2 = time.perf_counter()
@@ -56,14 +63,27 @@ def main() -> None:
         single = []
         for i in range(args.n):
             t0 = time.perf_counter()
-            log.append(client="bench", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name=model.name,
-                       model_sha256=model.sha256, quant=model.quant, params={}, messages=[{"role": "user", "content": str(i)}],
-                       reply="an answer " * 30, status="complete", usage={}, timings={})
+            log.append(
+                client="bench",
+                remote="127.0.0.1",
+                endpoint="/v1/chat/completions",
+                model_name=model.name,
+                model_sha256=model.sha256,
+                quant=model.quant,
+                params={},
+                messages=[{"role": "user", "content": str(i)}],
+                reply="an answer " * 30,
+                status="complete",
+                usage={},
+                timings={},
+            )
             single.append((time.perf_counter() - t0) * 1000)
         core.close()
     med = statistics.median
-    print(f"per request, median of {args.n}: open {med(opens):.2f} ms, close {med(closes):.2f} ms, "
-          f"together {med([a + b for a, b in zip(opens, closes)]):.2f} ms; one sealed entry alone {med(single):.2f} ms")
+    print(
+        f"per request, median of {args.n}: open {med(opens):.2f} ms, close {med(closes):.2f} ms, "
+        f"together {med([a + b for a, b in zip(opens, closes)]):.2f} ms; one sealed entry alone {med(single):.2f} ms"
+    )
 
 
 if __name__ == "__main__":

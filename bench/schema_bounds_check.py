@@ -20,9 +20,12 @@ import openai  # noqa: E402
 
 from tests.support.serve_fixture import cove_serve  # noqa: E402
 
-SCHEMA = {"type": "object", "properties": {"hours": {"type": "integer", "minimum": 1, "maximum": 48},
-                                           "ratio": {"type": "number", "minimum": 0, "maximum": 1}},
-          "required": ["hours", "ratio"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"hours": {"type": "integer", "minimum": 1, "maximum": 48}, "ratio": {"type": "number", "minimum": 0, "maximum": 1}},
+    "required": ["hours", "ratio"],
+    "additionalProperties": False,
+}
 ASK = [{"role": "user", "content": "Tides at Brest?"}]
 TOOL = {"type": "function", "function": {"name": "tide_table", "parameters": SCHEMA, "strict": True}}
 
@@ -34,12 +37,23 @@ def main() -> int:
         replies: dict[str, list[tuple[str, str]]] = {"response_format": [], "forced call": []}
         for seed in range(6):
             r = client.chat.completions.create(
-                model=model, messages=ASK, seed=seed, temperature=1, max_tokens=200,  # type: ignore[arg-type]
-                response_format={"type": "json_schema", "json_schema": {"name": "tides", "schema": SCHEMA, "strict": True}})
+                model=model,
+                messages=ASK,
+                seed=seed,
+                temperature=1,
+                max_tokens=200,  # type: ignore[arg-type]
+                response_format={"type": "json_schema", "json_schema": {"name": "tides", "schema": SCHEMA, "strict": True}},
+            )
             replies["response_format"].append((r.choices[0].finish_reason, r.choices[0].message.content or ""))
             r = client.chat.completions.create(
-                model=model, messages=ASK, seed=seed, temperature=1, max_tokens=200,  # type: ignore[arg-type]
-                tools=[TOOL], tool_choice={"type": "function", "function": {"name": "tide_table"}})  # type: ignore[list-item]
+                model=model,
+                messages=ASK,
+                seed=seed,
+                temperature=1,
+                max_tokens=200,  # type: ignore[arg-type]
+                tools=[TOOL],
+                tool_choice={"type": "function", "function": {"name": "tide_table"}},
+            )  # type: ignore[list-item]
             calls = r.choices[0].message.tool_calls or []
             replies["forced call"].append((r.choices[0].finish_reason, calls[0].function.arguments if calls else ""))  # type: ignore[union-attr]
     validator = jsonschema.Draft202012Validator(SCHEMA)

@@ -23,8 +23,9 @@ def serving(env: dict[str, str], *args: str) -> Iterator[tuple[str, subprocess.P
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}/v1"
-    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port), *args], cwd=ROOT,
-                              env=env, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli.main", "serve", "--port", str(port), *args], cwd=ROOT, env=env, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(600):
             try:

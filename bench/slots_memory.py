@@ -83,8 +83,15 @@ def measure(path: Path, n_ctx: int, slots: int) -> SlotMemory:
     from app.engine.host.llama_log import llama_buffer_report
 
     with _slot_context(slots), llama_buffer_report() as report:
-        llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx * slots, n_batch=batch_size(n_ctx),
-                              n_ubatch=batch_size(n_ctx), n_threads=1, n_gpu_layers=0, verbose=False)
+        llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx * slots,
+            n_batch=batch_size(n_ctx),
+            n_ubatch=batch_size(n_ctx),
+            n_threads=1,
+            n_gpu_layers=0,
+            verbose=False,
+        )
     try:
         assert int(llama_cpp.llama_n_seq_max(llm.ctx)) == slots
         assert int(llama_cpp.llama_n_ctx_seq(llm.ctx)) == n_ctx
@@ -114,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{path.name}: llama.cpp's buffers (measured) vs the estimate, MiB")
     print(f"{'ctx':>6} {'slots':>5} {'KV':>9} {'est':>9} {'compute':>9} {'est':>9} {'ratio':>6}")
     for r in rows:
-        print(f"{r.n_ctx:>6} {r.slots:>5} {r.kv_bytes / MiB:>9.1f} {r.kv_estimate / MiB:>9.1f} "
-              f"{r.compute_bytes / MiB:>9.1f} {r.compute_estimate / MiB:>9.1f} {r.ratio:>6.3f}")
+        print(
+            f"{r.n_ctx:>6} {r.slots:>5} {r.kv_bytes / MiB:>9.1f} {r.kv_estimate / MiB:>9.1f} "
+            f"{r.compute_bytes / MiB:>9.1f} {r.compute_estimate / MiB:>9.1f} {r.ratio:>6.3f}"
+        )
     return 0
 
 

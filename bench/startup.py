@@ -54,8 +54,13 @@ def make_home(folder: Path) -> Path:
         "core.close()\n"
     )
     subprocess.run([sys.executable, "-c", fill], cwd=ROOT, env=_env(home), check=True)
-    subprocess.run([sys.executable, "-m", "app.cli.main", "docs", "add", "bench", str(papers), "--no-embed"],
-                   cwd=ROOT, env=_env(home), check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "docs", "add", "bench", str(papers), "--no-embed"],
+        cwd=ROOT,
+        env=_env(home),
+        check=True,
+        capture_output=True,
+    )
     return home
 
 
@@ -105,16 +110,26 @@ def main() -> int:
         rows = []
         for label, argv in commands():
             walls = time_command(argv, home, args.runs)
-            rows.append({"command": label, "median_s": round(statistics.median(walls), 4),
-                         "min_s": round(min(walls), 4), "max_s": round(max(walls), 4), "runs": len(walls)})
+            rows.append(
+                {
+                    "command": label,
+                    "median_s": round(statistics.median(walls), 4),
+                    "min_s": round(min(walls), 4),
+                    "max_s": round(max(walls), 4),
+                    "runs": len(walls),
+                }
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if args.json:
         print(json.dumps({"goal_s": GOAL_S, "load_1min": load, "cores": os.cpu_count(), "commands": rows}, indent=2))
         return 0
-    print(f"cove start-up: wall per command, median of {args.runs} runs (load {load:.2f} on {os.cpu_count()} cores)"
-          if load is not None else f"cove start-up: wall per command, median of {args.runs} runs")
+    print(
+        f"cove start-up: wall per command, median of {args.runs} runs (load {load:.2f} on {os.cpu_count()} cores)"
+        if load is not None
+        else f"cove start-up: wall per command, median of {args.runs} runs"
+    )
     print(f"{'command':<32} {'median':>8} {'min':>8} {'max':>8}")
     for row in rows:
         mark = "" if row["command"] == "python -c pass" or row["median_s"] <= GOAL_S else f"  over {GOAL_S} s"

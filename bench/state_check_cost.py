@@ -49,8 +49,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path, kw = model_path(args.model, Path(tmp))
         with model_buffers(extra_buffers()[0]):  # as the engine loads it (no AMX buffers where they crash)
-            llm = llama_cpp.Llama(str(path), n_ctx=max(1024, args.tokens + 64), n_threads=args.threads,
-                                  n_batch=512, verbose=False, **kw)
+            llm = llama_cpp.Llama(str(path), n_ctx=max(1024, args.tokens + 64), n_threads=args.threads, n_batch=512, verbose=False, **kw)
         mem = llama_cpp.llama_get_memory(llm.ctx)
         hi = min(int(llm.n_vocab()), 20000)
         tokens = np.array(np.random.default_rng(1).integers(300, hi, args.tokens), dtype=np.intc)
@@ -79,8 +78,10 @@ def main() -> None:
             plain.append((t1 - t0) * 1000)
             checks.append((t2 - t1) * 1000)
         med_plain, med_check = statistics.median(plain), statistics.median(checks)
-        print(f"{args.model}: {args.tokens} tokens, state {size / 1e6:.2f} MB, {len(check.cells)} cell list(s), "
-              f"{args.threads} threads, {args.rounds} rounds")
+        print(
+            f"{args.model}: {args.tokens} tokens, state {size / 1e6:.2f} MB, {len(check.cells)} cell list(s), "
+            f"{args.threads} threads, {args.rounds} rounds"
+        )
         print(f"  restore alone      median {med_plain:.2f} ms (min {min(plain):.2f}, max {max(plain):.2f})")
         print(f"  checks after it    median {med_check:.2f} ms (min {min(checks):.2f}, max {max(checks):.2f})")
         print(f"  restore + checks   median {med_plain + med_check:.2f} ms")

@@ -49,7 +49,7 @@ def one_reply(app: QApplication, view: ConversationView, pieces: list[str], n: i
     spent, frames = 0.0, 0
     for i in range(0, min(n, len(pieces)), 2):
         started = time.thread_time()
-        model.append_text("reply", "".join(pieces[i:i + 2]))
+        model.append_text("reply", "".join(pieces[i : i + 2]))
         app.processEvents()  # the paint the update asked for
         spent += time.thread_time() - started
         frames += 1
@@ -79,8 +79,10 @@ def main() -> int:
     pieces = json.loads(PIECES.read_text(encoding="utf-8"))
     per_frame = [one_reply(app, view, pieces, args.tokens) for _ in range(args.replies)]
     label = " (view ignores the text)" if args.without_text else ""
-    print(f"UI-thread CPU per frame{label}: median {statistics.median(per_frame):.0f} us over {args.replies} replies "
-          f"(each: {', '.join(f'{v:.0f}' for v in per_frame)})")
+    print(
+        f"UI-thread CPU per frame{label}: median {statistics.median(per_frame):.0f} us over {args.replies} replies "
+        f"(each: {', '.join(f'{v:.0f}' for v in per_frame)})"
+    )
     return 0
 
 

@@ -52,32 +52,71 @@ CONTENT_CHARS = 360  # the forced call's string argument, in characters (~100+ t
 
 
 def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required, "additionalProperties": False},
+        },
+    }
 
 
 STR, INT, BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 TOOLS = [
-    _fn("get_weather", "Current weather and a short forecast for a city.",
+    _fn(
+        "get_weather",
+        "Current weather and a short forecast for a city.",
         {"city": STR, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer", "enum": [1, 2, 3]}},
-        ["city", "unit"]),
-    _fn("search_web", "Search the web; returns titles, links and snippets.",
-        {"query": STR, "max_results": {"type": "integer", "enum": [3, 5, 10]}, "site": STR}, ["query"]),
+        ["city", "unit"],
+    ),
+    _fn(
+        "search_web",
+        "Search the web; returns titles, links and snippets.",
+        {"query": STR, "max_results": {"type": "integer", "enum": [3, 5, 10]}, "site": STR},
+        ["query"],
+    ),
     _fn("read_file", "Read a text file of the project.", {"path": STR, "start_line": INT, "end_line": INT}, ["path"]),
-    _fn("write_file", "Write a text file of the project, replacing what it held.",
-        {"path": {"type": "string", "maxLength": 40},
-         "content": {"type": "string", "minLength": CONTENT_CHARS, "maxLength": CONTENT_CHARS}}, ["path", "content"]),
+    _fn(
+        "write_file",
+        "Write a text file of the project, replacing what it held.",
+        {
+            "path": {"type": "string", "maxLength": 40},
+            "content": {"type": "string", "minLength": CONTENT_CHARS, "maxLength": CONTENT_CHARS},
+        },
+        ["path", "content"],
+    ),
     _fn("list_directory", "List a folder's files.", {"path": STR, "recursive": BOOL}, ["path"]),
-    _fn("run_shell", "Run a shell command in the project folder.",
-        {"command": STR, "timeout_s": {"type": "integer", "enum": [10, 60, 300]}}, ["command"]),
-    _fn("send_email", "Send an email.", {"to": {"type": "array", "items": STR, "maxItems": 3}, "subject": STR, "body": STR},
-        ["to", "subject", "body"]),
-    _fn("create_calendar_event", "Add an event to the calendar.",
-        {"title": STR, "start": {"type": "string", "description": "ISO 8601"}, "duration_minutes": INT,
-         "attendees": {"type": "array", "items": STR, "maxItems": 4}}, ["title", "start"]),
+    _fn(
+        "run_shell",
+        "Run a shell command in the project folder.",
+        {"command": STR, "timeout_s": {"type": "integer", "enum": [10, 60, 300]}},
+        ["command"],
+    ),
+    _fn(
+        "send_email",
+        "Send an email.",
+        {"to": {"type": "array", "items": STR, "maxItems": 3}, "subject": STR, "body": STR},
+        ["to", "subject", "body"],
+    ),
+    _fn(
+        "create_calendar_event",
+        "Add an event to the calendar.",
+        {
+            "title": STR,
+            "start": {"type": "string", "description": "ISO 8601"},
+            "duration_minutes": INT,
+            "attendees": {"type": "array", "items": STR, "maxItems": 4},
+        },
+        ["title", "start"],
+    ),
     _fn("query_database", "Run a read-only SQL query on the sales database.", {"sql": STR, "limit": INT}, ["sql"]),
-    _fn("get_stock_price", "The latest price of a stock.",
-        {"symbol": STR, "exchange": {"type": "string", "enum": ["NASDAQ", "NYSE", "LSE"]}}, ["symbol"]),
+    _fn(
+        "get_stock_price",
+        "The latest price of a stock.",
+        {"symbol": STR, "exchange": {"type": "string", "enum": ["NASDAQ", "NYSE", "LSE"]}},
+        ["symbol"],
+    ),
 ]
 LOOP = [  # (tool_choice, fake result) per step
     ({"type": "function", "function": {"name": "list_directory"}}, '["README.md", "src/", "tests/", "setup.cfg"]'),
@@ -92,8 +131,9 @@ SPEED_TASK = "Write the project's README.md: what the tool does, how to install 
 
 
 def cove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=True
+    )
 
 
 def model_env(model_path: str | None) -> tuple[dict[str, str], str]:
@@ -118,9 +158,18 @@ class NoCall(RuntimeError):
 def loop_step(client: openai.OpenAI, model: str, messages: list[dict], choice: Any, seed: int) -> dict[str, Any]:
     """One forced call, streamed: the call, and the step's tokens and clocks."""
     sent = time.perf_counter()
-    stream = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice=choice,
-                                            parallel_tool_calls=False, max_tokens=256, temperature=0.7, seed=seed,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model=model,
+        messages=messages,
+        tools=TOOLS,
+        tool_choice=choice,
+        parallel_tool_calls=False,
+        max_tokens=256,
+        temperature=0.7,
+        seed=seed,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     first, calls, usage, timings = None, {}, None, {}
     for chunk in stream:
         first = first or time.perf_counter()  # the first chunk goes out with the first token
@@ -136,10 +185,16 @@ def loop_step(client: openai.OpenAI, model: str, messages: list[dict], choice: A
     if not calls or usage is None:
         raise NoCall(f"step without a call: {calls!r} {usage!r}")
     cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
-    return {"calls": [calls[i] for i in sorted(calls)], "prompt": usage.prompt_tokens, "reply": usage.completion_tokens,
-            "cached": cached or 0, "evaluated": usage.prompt_tokens - (cached or 0),
-            "ttft_ms_engine": timings.get("ttft_ms"), "ttft_ms_client": (first - sent) * 1000,
-            "prompt_ms": timings.get("prompt_ms")}
+    return {
+        "calls": [calls[i] for i in sorted(calls)],
+        "prompt": usage.prompt_tokens,
+        "reply": usage.completion_tokens,
+        "cached": cached or 0,
+        "evaluated": usage.prompt_tokens - (cached or 0),
+        "ttft_ms_engine": timings.get("ttft_ms"),
+        "ttft_ms_client": (first - sent) * 1000,
+        "prompt_ms": timings.get("prompt_ms"),
+    }
 
 
 def agent_loop(client: openai.OpenAI, model: str, steps: int, round_no: int) -> list[dict[str, Any]]:
@@ -153,8 +208,10 @@ def agent_loop(client: openai.OpenAI, model: str, steps: int, round_no: int) -> 
 
 
 def _agent_loop(client: openai.OpenAI, model: str, steps: int, round_no: int, attempt: int) -> list[dict[str, Any]]:
-    messages: list[dict] = [{"role": "system", "content": f"You are a careful coding agent (run {round_no}.{attempt})."},
-                            {"role": "user", "content": TASK}]
+    messages: list[dict] = [
+        {"role": "system", "content": f"You are a careful coding agent (run {round_no}.{attempt})."},
+        {"role": "user", "content": TASK},
+    ]
     out: list[dict[str, Any]] = []
     for k in range(steps):
         choice, result = LOOP[k % len(LOOP)]
@@ -186,30 +243,50 @@ def speed_pairs(client: openai.OpenAI, model: str, pairs: int, round_no: int, no
     tools = read_openai_tools({"tools": TOOLS, "tool_choice": "auto"}).tools
     head = f"You are a careful coding agent (speed {round_no})."
     tool_messages = [{"role": "system", "content": head}, {"role": "user", "content": SPEED_TASK}]
-    schema_messages = [{"role": "system", "content": head + "\n\n" + tools_text(tools)},
-                       {"role": "user", "content": SPEED_TASK}]
+    schema_messages = [{"role": "system", "content": head + "\n\n" + tools_text(tools)}, {"role": "user", "content": SPEED_TASK}]
     rendered = FALLBACKS["qa"].render(generic_messages(tool_messages, tools), "", "")
     write = TOOLS[3]["function"]
-    call_schema = {"type": "object", "properties": {"name": {"const": "write_file"}, "arguments": write["parameters"]},
-                   "required": ["name", "arguments"], "additionalProperties": False}
+    call_schema = {
+        "type": "object",
+        "properties": {"name": {"const": "write_file"}, "arguments": write["parameters"]},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
     out = []
     for i in range(pairs):
         seed = 1000 * round_no + i
         common = dict(model=model, temperature=0.8, seed=seed)
-        tool = client.chat.completions.create(messages=tool_messages, tools=TOOLS, max_tokens=400, parallel_tool_calls=False,
-                                              tool_choice={"type": "function", "function": {"name": "write_file"}},
-                                              **common)
+        tool = client.chat.completions.create(
+            messages=tool_messages,
+            tools=TOOLS,
+            max_tokens=400,
+            parallel_tool_calls=False,
+            tool_choice={"type": "function", "function": {"name": "write_file"}},
+            **common,
+        )
         n = tool.usage.completion_tokens
-        schema = client.chat.completions.create(messages=schema_messages, max_tokens=400, response_format={
-            "type": "json_schema", "json_schema": {"name": "call", "schema": call_schema, "strict": True}}, **common)
+        schema = client.chat.completions.create(
+            messages=schema_messages,
+            max_tokens=400,
+            response_format={"type": "json_schema", "json_schema": {"name": "call", "schema": call_schema, "strict": True}},
+            **common,
+        )
         plain = client.completions.create(prompt=rendered, max_tokens=n, logit_bias=no_eos, **common)
-        out.append({"tokens": {"tool": n, "json_schema": schema.usage.completion_tokens,
-                               "plain": plain.usage.completion_tokens},
-                    "prompt_tokens": {"tool": tool.usage.prompt_tokens, "json_schema": schema.usage.prompt_tokens,
-                                      "plain": plain.usage.prompt_tokens},
-                    "tg": {"tool": _timings(tool).get("tokens_per_second"),
-                           "json_schema": _timings(schema).get("tokens_per_second"),
-                           "plain": _timings(plain).get("tokens_per_second")}})
+        out.append(
+            {
+                "tokens": {"tool": n, "json_schema": schema.usage.completion_tokens, "plain": plain.usage.completion_tokens},
+                "prompt_tokens": {
+                    "tool": tool.usage.prompt_tokens,
+                    "json_schema": schema.usage.prompt_tokens,
+                    "plain": plain.usage.prompt_tokens,
+                },
+                "tg": {
+                    "tool": _timings(tool).get("tokens_per_second"),
+                    "json_schema": _timings(schema).get("tokens_per_second"),
+                    "plain": _timings(plain).get("tokens_per_second"),
+                },
+            }
+        )
     return out
 
 
@@ -232,8 +309,7 @@ def check_rerender(env: dict[str, str], loop: list[dict[str, Any]]) -> None:
         step["rerenders"] = text is not None and text.endswith(again) and not text[: -len(again)].strip()
 
 
-def one_round(env: dict[str, str], model: str, steps: int, pairs: int, round_no: int,
-              no_eos: dict[str, int]) -> dict[str, Any]:
+def one_round(env: dict[str, str], model: str, steps: int, pairs: int, round_no: int, no_eos: dict[str, int]) -> dict[str, Any]:
     with serving(env) as (base, _server):
         client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=600)
         client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)  # load
@@ -244,7 +320,8 @@ def one_round(env: dict[str, str], model: str, steps: int, pairs: int, round_no:
     ratios = [p["tg"]["tool"] / p["tg"]["plain"] for p in speed if p["tg"]["tool"] and p["tg"]["plain"]]
     schema_ratios = [p["tg"]["json_schema"] / p["tg"]["plain"] for p in speed if p["tg"]["json_schema"] and p["tg"]["plain"]]
     return {
-        "loop": loop, "speed": speed,
+        "loop": loop,
+        "speed": speed,
         "later_ttft_ms_engine": statistics.median(s["ttft_ms_engine"] for s in later),
         "later_ttft_ms_client": statistics.median(s["ttft_ms_client"] for s in later),
         "first_ttft_ms_engine": loop[0]["ttft_ms_engine"],
@@ -253,43 +330,66 @@ def one_round(env: dict[str, str], model: str, steps: int, pairs: int, round_no:
         "tg_tool": statistics.median(p["tg"]["tool"] for p in speed),
         "tg_json_schema": statistics.median(p["tg"]["json_schema"] for p in speed),
         "tg_plain": statistics.median(p["tg"]["plain"] for p in speed),
-        "tg_ratio_tool": statistics.median(ratios), "tg_ratio_json_schema": statistics.median(schema_ratios),
+        "tg_ratio_tool": statistics.median(ratios),
+        "tg_ratio_json_schema": statistics.median(schema_ratios),
     }
 
 
-SUMMARY_KEYS = ("first_ttft_ms_engine", "later_ttft_ms_engine", "later_ttft_ms_client", "later_eval_per_new_median",
-                "later_eval_per_new_max", "tg_tool", "tg_json_schema", "tg_plain", "tg_ratio_tool", "tg_ratio_json_schema")
+SUMMARY_KEYS = (
+    "first_ttft_ms_engine",
+    "later_ttft_ms_engine",
+    "later_ttft_ms_client",
+    "later_eval_per_new_median",
+    "later_eval_per_new_max",
+    "tg_tool",
+    "tg_json_schema",
+    "tg_plain",
+    "tg_ratio_tool",
+    "tg_ratio_json_schema",
+)
 
 
 def describe(result: dict[str, Any]) -> str:
     lines = []
     for r, rnd in enumerate(result["rounds"], 1):
         lines.append(f"round {r}: agent loop")
-        lines.append("  step  tool                   prompt  cached  evaluated  new  eval/new  TTFT engine  TTFT client"
-                     "  reply  evaluated-new  re-renders")
+        lines.append(
+            "  step  tool                   prompt  cached  evaluated  new  eval/new  TTFT engine  TTFT client"
+            "  reply  evaluated-new  re-renders"
+        )
         for k, s in enumerate(rnd["loop"], 1):
-            lines.append(f"  {k:>4}  {s['tool']:<21} {s['prompt']:>7} {s['cached']:>7} {s['evaluated']:>10} {s['new']:>4}"
-                         f" {s['eval_per_new']:>9.2f} {s['ttft_ms_engine']:>9.0f} ms {s['ttft_ms_client']:>9.0f} ms"
-                         f" {s['reply']:>6} {s.get('last_reply_reevaluated', ''):>14}  {s['rerenders']!s:>10}")
+            lines.append(
+                f"  {k:>4}  {s['tool']:<21} {s['prompt']:>7} {s['cached']:>7} {s['evaluated']:>10} {s['new']:>4}"
+                f" {s['eval_per_new']:>9.2f} {s['ttft_ms_engine']:>9.0f} ms {s['ttft_ms_client']:>9.0f} ms"
+                f" {s['reply']:>6} {s.get('last_reply_reevaluated', ''):>14}  {s['rerenders']!s:>10}"
+            )
         for k, s in enumerate(rnd["loop"], 1):
             if not s["rerenders"]:
                 lines.append(f"  step {k}'s reply, not re-rendered byte for byte: {s['raw_reply']!r}")
         lines.append("  speed (tok/s, engine):   tool grammar  json_schema  plain   tokens (tool/schema/plain)")
         for p in rnd["speed"]:
             t, n = p["tg"], p["tokens"]
-            lines.append(f"                           {t['tool']:>12.1f} {t['json_schema']:>12.1f} {t['plain']:>6.1f}"
-                         f"   {n['tool']}/{n['json_schema']}/{n['plain']}")
+            lines.append(
+                f"                           {t['tool']:>12.1f} {t['json_schema']:>12.1f} {t['plain']:>6.1f}"
+                f"   {n['tool']}/{n['json_schema']}/{n['plain']}"
+            )
     m = result["medians"]
     lines.append(f"medians of {len(result['rounds'])} rounds:")
-    lines.append(f"  TTFT step 1 (tools block evaluated) {m['first_ttft_ms_engine']:.0f} ms; later steps "
-                 f"{m['later_ttft_ms_engine']:.0f} ms engine, {m['later_ttft_ms_client']:.0f} ms client")
-    lines.append(f"  later steps evaluated / new tokens: median {m['later_eval_per_new_median']:.2f}, worst "
-                 f"{m['later_eval_per_new_max']:.2f} (goal <= {GOAL_EVAL_RATIO}): "
-                 + ("met" if m["later_eval_per_new_max"] <= GOAL_EVAL_RATIO else "NOT met"))
-    lines.append(f"  tg: tool grammar {m['tg_tool']:.1f}, json_schema {m['tg_json_schema']:.1f}, plain {m['tg_plain']:.1f}"
-                 f" tok/s; tool / plain {m['tg_ratio_tool']:.3f} (goal >= {GOAL_TG_RATIO}: "
-                 + ("met" if m["tg_ratio_tool"] >= GOAL_TG_RATIO else "NOT met")
-                 + f"), json_schema / plain {m['tg_ratio_json_schema']:.3f}")
+    lines.append(
+        f"  TTFT step 1 (tools block evaluated) {m['first_ttft_ms_engine']:.0f} ms; later steps "
+        f"{m['later_ttft_ms_engine']:.0f} ms engine, {m['later_ttft_ms_client']:.0f} ms client"
+    )
+    lines.append(
+        f"  later steps evaluated / new tokens: median {m['later_eval_per_new_median']:.2f}, worst "
+        f"{m['later_eval_per_new_max']:.2f} (goal <= {GOAL_EVAL_RATIO}): "
+        + ("met" if m["later_eval_per_new_max"] <= GOAL_EVAL_RATIO else "NOT met")
+    )
+    lines.append(
+        f"  tg: tool grammar {m['tg_tool']:.1f}, json_schema {m['tg_json_schema']:.1f}, plain {m['tg_plain']:.1f}"
+        f" tok/s; tool / plain {m['tg_ratio_tool']:.3f} (goal >= {GOAL_TG_RATIO}: "
+        + ("met" if m["tg_ratio_tool"] >= GOAL_TG_RATIO else "NOT met")
+        + f"), json_schema / plain {m['tg_ratio_json_schema']:.3f}"
+    )
     return "\n".join(lines)
 
 
@@ -307,8 +407,7 @@ def main() -> int:
     env, model = model_env(args.model)
     no_eos = {} if args.model else STARTER_NO_EOS
     rounds = [one_round(env, model, args.steps, args.pairs, r, no_eos) for r in range(1, args.rounds + 1)]
-    result = {"model": model, "rounds": rounds,
-              "medians": {k: statistics.median(r[k] for r in rounds) for k in SUMMARY_KEYS}}
+    result = {"model": model, "rounds": rounds, "medians": {k: statistics.median(r[k] for r in rounds) for k in SUMMARY_KEYS}}
     print(json.dumps(result, indent=2) if args.json else describe(result))
     return 0
 

@@ -89,15 +89,20 @@ def main() -> int:
         used = cpu - mark["cpu"]
         per_token.append(used * 1000.0 / tokens)
         main_per_token.append((main_cpu - mark["main"]) * 1000.0 / tokens)
-        print(f"{tokens} tokens in {wall - mark['wall']:.2f} s: window process CPU {used * 1000:.0f} ms = "
-              f"{per_token[-1]:.2f} ms/token = {used / (wall - mark['wall']) * 100:.1f}% of a core; "
-              f"main thread {main_per_token[-1]:.2f} ms/token", flush=True)
+        print(
+            f"{tokens} tokens in {wall - mark['wall']:.2f} s: window process CPU {used * 1000:.0f} ms = "
+            f"{per_token[-1]:.2f} ms/token = {used / (wall - mark['wall']) * 100:.1f}% of a core; "
+            f"main thread {main_per_token[-1]:.2f} ms/token",
+            flush=True,
+        )
     window.close()
     core.close()
     label = f" without {', '.join(sorted(without))}" if without else ""
     label += f" ({args.text} text path)" if args.text != "full" else ""
-    print(f"median{label}: {statistics.median(per_token):.2f} ms of window CPU per token at {args.rate:g} tok/s, "
-          f"{statistics.median(main_per_token):.2f} ms of it on the main thread")
+    print(
+        f"median{label}: {statistics.median(per_token):.2f} ms of window CPU per token at {args.rate:g} tok/s, "
+        f"{statistics.median(main_per_token):.2f} ms of it on the main thread"
+    )
     return 0
 
 

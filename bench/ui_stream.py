@@ -42,10 +42,10 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 FAKE_HOST = ROOT / "tests" / "support" / "fake_host.py"
 WORD = re.compile(r"w(\d+) ")
-FILLER = ("Here is a **paragraph** with `inline code` and enough words to wrap over a couple of lines.\n\n"
-          "```python\ndef f(x):\n    return x * 2\n```\n")
-
-
+FILLER = (
+    "Here is a **paragraph** with `inline code` and enough words to wrap over a couple of lines.\n\n"
+    "```python\ndef f(x):\n    return x * 2\n```\n"
+)
 
 
 class Heartbeat:
@@ -72,6 +72,7 @@ class Heartbeat:
     def stop(self) -> None:
         self._timer.stop()
 
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -89,13 +90,24 @@ def seed_conversation(core, n_messages: int, title: str) -> str:
     for i in range(n_messages):
         mid = uuid.uuid4().hex
         user = i % 2 == 0
-        rows.append({
-            "id": mid, "conversation_id": conversation.id, "parent_id": parent, "role": "user" if user else "assistant",
-            "content": f"Question {i}: how does it work?" if user else f"Answer {i}. " + FILLER,
-            "status": "complete", "created_at": stamp, "updated_at": stamp, "seq": i,
-            "model_name": None if user else "bench", "params": "{}", "metrics": "{}" if user else json.dumps(
-                {"ttft_ms": 90.0, "prompt_tps": 400.0, "gen_tps": 60.0, "gen_tokens": 40, "stop_reason": "stop"}),
-        })
+        rows.append(
+            {
+                "id": mid,
+                "conversation_id": conversation.id,
+                "parent_id": parent,
+                "role": "user" if user else "assistant",
+                "content": f"Question {i}: how does it work?" if user else f"Answer {i}. " + FILLER,
+                "status": "complete",
+                "created_at": stamp,
+                "updated_at": stamp,
+                "seq": i,
+                "model_name": None if user else "bench",
+                "params": "{}",
+                "metrics": "{}"
+                if user
+                else json.dumps({"ttft_ms": 90.0, "prompt_tps": 400.0, "gen_tps": 60.0, "gen_tokens": 40, "stop_reason": "stop"}),
+            }
+        )
         parent = mid
     with core.db.conn:
         core.db["messages"].insert_all(rows)
@@ -183,8 +195,7 @@ def run_rate(window, conversation_id: str, rate: int, n_tokens: int, times_file:
         "status": final.status if final else "timeout",
         "error": final.error if final else None,
         "stall_ms": {"p50": pct(lateness, 50), "p99": pct(lateness, 99), "max": max(lateness) if lateness else None},
-        "latency_ms": {"p50": pct(latency, 50), "p99": pct(latency, 99), "max": max(latency) if latency else None,
-                       "n": len(latency)},
+        "latency_ms": {"p50": pct(latency, 50), "p99": pct(latency, 99), "max": max(latency) if latency else None, "n": len(latency)},
     }
 
 
@@ -246,17 +257,23 @@ def starter_ratio(window, core, repeats: int = 15, n_gen: int = 128) -> dict:
         windowed.append(done[0].metrics.get("gen_tps") if done else float("nan"))
         messages = build_prompt_messages(core.history, window.controller.conversation_id, None)[:1]
         window.poller.set_engine_busy(True)  # headless means no window: no memory reads of its idle engine either
-        fin = headless_engine.generate(messages, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1,
-                                       repeat_penalty=1.0, no_cache=True).wait()
+        fin = headless_engine.generate(
+            messages, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1, repeat_penalty=1.0, no_cache=True
+        ).wait()
         window.poller.set_engine_busy(False)
         headless.append(fin.metrics.get("gen_tps"))
     headless_engine.close()
     w, h = statistics.median(windowed), statistics.median(headless)
     ratios = sorted(a / b for a, b in zip(windowed, headless) if a and b)
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [float("nan")] * 3
-    return {"window_tg_tps": w, "headless_tg_tps": h, "ratio": statistics.median(ratios) if ratios else None,
-            "ratio_quartiles": [quartiles[0], quartiles[2]], "pairs": len(ratios),
-            "samples": {"window": windowed, "headless": headless}}
+    return {
+        "window_tg_tps": w,
+        "headless_tg_tps": h,
+        "ratio": statistics.median(ratios) if ratios else None,
+        "ratio_quartiles": [quartiles[0], quartiles[2]],
+        "pairs": len(ratios),
+        "samples": {"window": windowed, "headless": headless},
+    }
 
 
 def open_bench_window(home: Path, *, max_tokens: int):
@@ -310,8 +327,15 @@ def start_api_load(n_clients: int):
     error = server.start()
     if error:
         raise SystemExit(f"the API server did not start: {error}")
-    clients = [subprocess.Popen([sys.executable, "-c", API_CLIENT, server.address, "tiny", str(i)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True) for i in range(n_clients)]
+    clients = [
+        subprocess.Popen(
+            [sys.executable, "-c", API_CLIENT, server.address, "tiny", str(i)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for i in range(n_clients)
+    ]
     deadline = time.monotonic() + 60
     while len([e for e in server.live() if e.tokens > 0]) < n_clients and time.monotonic() < deadline:
         time.sleep(0.05)  # the engine loaded and streaming before the window is measured
@@ -324,8 +348,12 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=1000, help="tokens per streamed reply")
     parser.add_argument("--starter", action="store_true", help="also measure window vs headless tg on the starter model")
     parser.add_argument("--api-clients", type=int, default=0, help="API clients streaming from the window's server meanwhile")
-    parser.add_argument("--while-indexing", type=Path, metavar="FOLDER", help="the window's Documents page indexes FOLDER "
-                        "meanwhile (its own worker, which steps aside between files while a reply streams)")
+    parser.add_argument(
+        "--while-indexing",
+        type=Path,
+        metavar="FOLDER",
+        help="the window's Documents page indexes FOLDER meanwhile (its own worker, which steps aside between files while a reply streams)",
+    )
     args = parser.parse_args()
 
     app = QApplication.instance() or QApplication([])
@@ -343,8 +371,11 @@ def main() -> int:
     result: dict = {"rates": [run_rate(window, small, rate, args.tokens, home / f"times-{rate}.txt") for rate in (200, 1000)]}
     if args.while_indexing is not None:
         progress = window.documents.worker.latest.get("bench")
-        result["indexing"] = {"folder": str(args.while_indexing), "files_done": progress.files_done if progress else 0,
-                              "files_total": progress.files_total if progress else 0}
+        result["indexing"] = {
+            "folder": str(args.while_indexing),
+            "files_done": progress.files_done if progress else 0,
+            "files_total": progress.files_total if progress else 0,
+        }
     opens = time_open(window, big, small)
     result["open_10k_ms"] = {"median": statistics.median(opens), "samples": opens}
     if server is not None:
@@ -371,19 +402,27 @@ def main() -> int:
         return 0
     for r in result["rates"]:
         s, lat = r["stall_ms"], r["latency_ms"]
-        print(f"{r['rate_tps']:>5} tok/s ({r['tokens']} tokens, {r['status']}): stall p50 {s['p50']:.1f} p99 {s['p99']:.1f} "
-              f"max {s['max']:.1f} ms | produced->visible p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} ms (n={lat['n']})")
-    print(f"open 10,000-message conversation to first paint: median {result['open_10k_ms']['median']:.0f} ms "
-          f"({', '.join(f'{v:.0f}' for v in opens)})")
+        print(
+            f"{r['rate_tps']:>5} tok/s ({r['tokens']} tokens, {r['status']}): stall p50 {s['p50']:.1f} p99 {s['p99']:.1f} "
+            f"max {s['max']:.1f} ms | produced->visible p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} ms (n={lat['n']})"
+        )
+    print(
+        f"open 10,000-message conversation to first paint: median {result['open_10k_ms']['median']:.0f} ms "
+        f"({', '.join(f'{v:.0f}' for v in opens)})"
+    )
     if "api" in result:
         api = result["api"]
-        print(f"meanwhile {api['clients']} API clients streamed {api['tokens_per_s']:.0f} tokens/s in all from the window's "
-              f"server ({api['streaming_at_end']} replies in progress at the end)")
+        print(
+            f"meanwhile {api['clients']} API clients streamed {api['tokens_per_s']:.0f} tokens/s in all from the window's "
+            f"server ({api['streaming_at_end']} replies in progress at the end)"
+        )
     if "starter" in result:
         st = result["starter"]
         low, high = st["ratio_quartiles"]
-        print(f"starter tg: window {st['window_tg_tps']:.1f} tok/s vs headless {st['headless_tg_tps']:.1f} tok/s; "
-              f"median of {st['pairs']} paired ratios {st['ratio']:.3f}x (quartiles {low:.3f}-{high:.3f})")
+        print(
+            f"starter tg: window {st['window_tg_tps']:.1f} tok/s vs headless {st['headless_tg_tps']:.1f} tok/s; "
+            f"median of {st['pairs']} paired ratios {st['ratio']:.3f}x (quartiles {low:.3f}-{high:.3f})"
+        )
     return 0
 
 

@@ -22,11 +22,33 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from ui.conversation.item_model import MessageItem  # noqa: E402
 from ui.conversation.view import ConversationView  # noqa: E402
 
-PARAGRAPH = ("Here is a **paragraph** with `inline code`, a [link](https://example.com/a?b=c) and enough words "
-             "to wrap over a couple of lines in a normal window.\n\n")
+PARAGRAPH = (
+    "Here is a **paragraph** with `inline code`, a [link](https://example.com/a?b=c) and enough words "
+    "to wrap over a couple of lines in a normal window.\n\n"
+)
 CODE = "```python\ndef f(x):\n    return x * 2  # double\n```\n\n"
-TOKENS = ("The ", "sea ", "is ", "**vast** ", "and ", "deep; ", "it ", "covers ", "most ", "of ", "the ",
-          "planet.\n\n", "```python\n", "print(", "'hi'", ")\n", "```\n\n", "- a ", "list ", "item\n")
+TOKENS = (
+    "The ",
+    "sea ",
+    "is ",
+    "**vast** ",
+    "and ",
+    "deep; ",
+    "it ",
+    "covers ",
+    "most ",
+    "of ",
+    "the ",
+    "planet.\n\n",
+    "```python\n",
+    "print(",
+    "'hi'",
+    ")\n",
+    "```\n\n",
+    "- a ",
+    "list ",
+    "item\n",
+)
 
 
 def conversation(n: int) -> list[MessageItem]:
@@ -36,8 +58,16 @@ def conversation(n: int) -> list[MessageItem]:
             items.append(MessageItem(f"m{i}", "user", f"Question {i}: what about item {i}?", "complete", None, {}))
         else:
             body = PARAGRAPH * (1 + i % 3) + (CODE if i % 4 == 1 else "")
-            items.append(MessageItem(f"m{i}", "assistant", body, "complete", "bench-model",
-                                     {"ttft_ms": 90, "gen_tokens": 120, "gen_tps": 60.0, "stop_reason": "stop"}))
+            items.append(
+                MessageItem(
+                    f"m{i}",
+                    "assistant",
+                    body,
+                    "complete",
+                    "bench-model",
+                    {"ttft_ms": 90, "gen_tokens": 120, "gen_tps": 60.0, "stop_reason": "stop"},
+                )
+            )
     return items
 
 
@@ -175,9 +205,14 @@ def bench_scroll(app: QApplication, n: int, steps: int) -> dict:
     run_in_loop(app, [lambda: None] * 10 + [step] * steps)
     ordered = sorted(times)
     backwards = sum(1 for a, b in zip(tops, tops[1:], strict=False) if b > a)  # the top row should only go up
-    result = {"median_ms": statistics.median(times), "p95_ms": ordered[int(len(ordered) * 0.95)],
-              "max_ms": ordered[-1], "rows_passed": tops[0] - tops[-1], "jumps_back": backwards,
-              "renders": view.message_delegate().render_count}
+    result = {
+        "median_ms": statistics.median(times),
+        "p95_ms": ordered[int(len(ordered) * 0.95)],
+        "max_ms": ordered[-1],
+        "rows_passed": tops[0] - tops[-1],
+        "jumps_back": backwards,
+        "renders": view.message_delegate().render_count,
+    }
     view.close()
     view.deleteLater()
     return result
@@ -191,8 +226,7 @@ def main() -> None:
     args = parser.parse_args()
     app = QApplication.instance() or QApplication(sys.argv)
     print(f"show {args.show} messages:", bench_show(app, args.show))
-    print(f"stream {args.updates} updates into a {args.messages}-message chat:",
-          bench_stream(app, args.messages, args.updates))
+    print(f"stream {args.updates} updates into a {args.messages}-message chat:", bench_stream(app, args.messages, args.updates))
     print(f"scroll up 300 frames of 120 px in a {args.show}-message chat:", bench_scroll(app, args.show, 300))
 
 

@@ -27,8 +27,18 @@ PROMPT = "The keeper of the lighthouse at Harrow Point wrote in her log every ni
 
 
 def _reply(engine: EngineClient, seed: int, priority: str, n: int) -> Generation:
-    return engine.generate([], conversation_id=None, raw_prompt=f"{seed}. {PROMPT}", max_tokens=n, temperature=0.8,
-                           seed=seed, ignore_eos=True, no_cache=True, speculative="off", priority=priority)
+    return engine.generate(
+        [],
+        conversation_id=None,
+        raw_prompt=f"{seed}. {PROMPT}",
+        max_tokens=n,
+        temperature=0.8,
+        seed=seed,
+        ignore_eos=True,
+        no_cache=True,
+        speculative="off",
+        priority=priority,
+    )
 
 
 def _tg(fin: FinishedEvent) -> float:
@@ -49,9 +59,13 @@ def one_run(engine: EngineClient, api: int, priority: str, seed: int) -> dict[st
     engine.cancel()
     for g in streams:
         g.wait(600)
-    return {"alone_tg": _tg(alone), "shared_tg": _tg(shared), "ratio": _tg(shared) / _tg(alone) if _tg(alone) else 0.0,
-            "mean_sequences": float(shared.metrics["batch"]["mean_sequences"]),
-            "api_chars_per_s": api_chars / seconds}
+    return {
+        "alone_tg": _tg(alone),
+        "shared_tg": _tg(shared),
+        "ratio": _tg(shared) / _tg(alone) if _tg(alone) else 0.0,
+        "mean_sequences": float(shared.metrics["batch"]["mean_sequences"]),
+        "api_chars_per_s": api_chars / seconds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{Path(model).name}, {args.api} API replies streaming, medians of {args.runs}:")
     for p, label in (("window", "window first"), ("normal", "all equal")):
         m = medians[p]
-        print(f"  {label:13} window tg alone {m['alone_tg']:6.1f}  shared {m['shared_tg']:6.1f}  ratio {m['ratio']:.2f}"
-              f"  (mean sequences per step {m['mean_sequences']:.2f}; API text {m['api_chars_per_s']:.0f} chars/s)")
+        print(
+            f"  {label:13} window tg alone {m['alone_tg']:6.1f}  shared {m['shared_tg']:6.1f}  ratio {m['ratio']:.2f}"
+            f"  (mean sequences per step {m['mean_sequences']:.2f}; API text {m['api_chars_per_s']:.0f} chars/s)"
+        )
     return 0
 
 

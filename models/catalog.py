@@ -73,8 +73,18 @@ class CatalogEntry:
 
 
 _FIELDS: dict[str, type] = {
-    "name": str, "repo_id": str, "filename": str, "quant": str, "size_bytes": int, "parameters": int,
-    "context_length": int, "license": str, "description": str, "n_layer": int, "n_head_kv": int, "head_dim": int,
+    "name": str,
+    "repo_id": str,
+    "filename": str,
+    "quant": str,
+    "size_bytes": int,
+    "parameters": int,
+    "context_length": int,
+    "license": str,
+    "description": str,
+    "n_layer": int,
+    "n_head_kv": int,
+    "head_dim": int,
 }
 _POSITIVE = ("size_bytes", "parameters", "context_length", "n_layer", "n_head_kv", "head_dim")
 
@@ -89,10 +99,10 @@ def load_catalog(path: Path | None = None) -> list[CatalogEntry]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"The model catalog {path} could not be read ({_first_line(exc)}).") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), list) or not raw["models"]:
-        raise CatalogError(f"The model catalog {path} has no \"models\" list.")
+        raise CatalogError(f'The model catalog {path} has no "models" list.')
     approximate = raw.get("approximate_fields", ["size_bytes", "parameters"])
     if not isinstance(approximate, list) or not all(isinstance(a, str) for a in approximate):
-        raise CatalogError(f"The model catalog {path} has a bad \"approximate_fields\" (a list of field names).")
+        raise CatalogError(f'The model catalog {path} has a bad "approximate_fields" (a list of field names).')
     entries = [_entry(item, i, path, tuple(approximate)) for i, item in enumerate(raw["models"], 1)]
     seen: set[tuple[str, str]] = set()
     for e in entries:
@@ -125,18 +135,16 @@ def _entry(item: Any, index: int, path: Path, approximate: tuple[str, ...]) -> C
         raise CatalogError(f"{where} ({values['repo_id']}) names {values['filename']!r}, which is not a .gguf file.")
     from_name = quant_from_filename(values["filename"])
     if from_name != values["quant"].upper():
-        raise CatalogError(
-            f"{where} ({values['repo_id']}) says quant {values['quant']} but the file name says {from_name or 'none'}."
-        )
+        raise CatalogError(f"{where} ({values['repo_id']}) says quant {values['quant']} but the file name says {from_name or 'none'}.")
     notes = item.get("notes")
     if notes is not None and not isinstance(notes, str):
-        raise CatalogError(f"{where} ({values['repo_id']}) has \"notes\" that are not text.")
+        raise CatalogError(f'{where} ({values["repo_id"]}) has "notes" that are not text.')
     values["quant"] = values["quant"].upper()
     return CatalogEntry(**values, notes=notes or None, approximate=approximate)
 
 
 def machine_fit(entry: CatalogEntry, total_ram_bytes: int, vram_bytes: int = 0, n_ctx: int = 4096) -> str:
-    """"fits", "tight" or "too large" for this model at `n_ctx` (rule in the module docstring)."""
+    """ "fits", "tight" or "too large" for this model at `n_ctx` (rule in the module docstring)."""
     budget = max(0, int(total_ram_bytes)) + max(0, int(vram_bytes))
     need = entry.memory_needed(n_ctx)
     if need <= FIT_SHARE * budget:

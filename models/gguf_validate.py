@@ -46,8 +46,7 @@ _V = GGUFValueType
 _SCALARS: dict[int, struct.Struct] = {  # every fixed-size value type, little-endian
     t: struct.Struct("<" + code)
     for t, code in zip(
-        (_V.UINT8, _V.INT8, _V.UINT16, _V.INT16, _V.UINT32, _V.INT32, _V.FLOAT32, _V.BOOL,
-         _V.UINT64, _V.INT64, _V.FLOAT64),
+        (_V.UINT8, _V.INT8, _V.UINT16, _V.INT16, _V.UINT32, _V.INT32, _V.FLOAT32, _V.BOOL, _V.UINT64, _V.INT64, _V.FLOAT64),
         "BbHhIifbQqd",
         strict=True,
     )
@@ -157,9 +156,7 @@ def _parse(cur: _Cursor, path: str) -> GGUFHeader:
     data_end = data_start + (tensors[-1].offset + tensors[-1].n_bytes if tensors else 0)
     padded_end = data_start + sum(_pad(t.n_bytes, alignment) for t in tensors)
     if data_end > cur.size:
-        raise InvalidModelFile(
-            f"the file is incomplete: tensor data ends at byte {data_end} but the file has {cur.size} bytes"
-        )
+        raise InvalidModelFile(f"the file is incomplete: tensor data ends at byte {data_end} but the file has {cur.size} bytes")
     if tensors and cur.size > padded_end:  # tighter than llama.cpp, as the research asks
         raise InvalidModelFile(
             f"the file has {cur.size - padded_end} unexpected bytes after the tensor data ends at byte "
@@ -171,15 +168,12 @@ def _parse(cur: _Cursor, path: str) -> GGUFHeader:
 def _check_version(version: int) -> None:
     if version & 0xFFFF == 0 and version != 0:
         raise InvalidModelFile(
-            "this GGUF file was written with the wrong endianness (big-endian byte order) "
-            "and cannot be used on this computer"
+            "this GGUF file was written with the wrong endianness (big-endian byte order) and cannot be used on this computer"
         )
     if version == 1:
         raise InvalidModelFile("this GGUF file uses format version 1, which is too old; get a newer conversion of it")
     if version > 3:
-        raise InvalidModelFile(
-            f"this GGUF file uses format version {version}, newer than this app understands (2 or 3)"
-        )
+        raise InvalidModelFile(f"this GGUF file uses format version {version}, newer than this app understands (2 or 3)")
     if version not in (2, 3):
         raise InvalidModelFile(f"not a GGUF model file: format version {version} does not exist")
 
@@ -229,9 +223,7 @@ def _string_length(cur: _Cursor, label: str) -> int:
     if n > MAX_STRING_LENGTH:
         raise _damaged(f"metadata '{label}' holds a text of {n} bytes, over the {MAX_STRING_LENGTH >> 20} MiB limit")
     if n > cur.size - cur.pos:
-        raise InvalidModelFile(
-            f"the file is incomplete: the text of metadata '{label}' ({n} bytes) runs past the end of the file"
-        )
+        raise InvalidModelFile(f"the file is incomplete: the text of metadata '{label}' ({n} bytes) runs past the end of the file")
     return n
 
 
@@ -247,9 +239,7 @@ def _read_array(cur: _Cursor, label: str) -> GGUFArray:
     # Each text item needs at least its 8-byte length: a cheap bound before any loop.
     min_item = 8 if item_type == _V.STRING else _SCALARS[item_type].size
     if length * min_item > cur.size - cur.pos:
-        raise InvalidModelFile(
-            f"the file is incomplete: metadata '{label}' is a list of {length} items that runs past the end of the file"
-        )
+        raise InvalidModelFile(f"the file is incomplete: metadata '{label}' is a list of {length} items that runs past the end of the file")
     gtype = GGUFValueType(item_type)
     if item_type == _V.STRING:
         if length > KEEP_STRINGS:
@@ -279,9 +269,7 @@ def _alignment(metadata: dict[str, MetadataValue]) -> int:
 def _read_tensor_infos(cur: _Cursor, n_tensors: int, alignment: int) -> tuple[GGUFTensor, ...]:
     # Smallest possible entry: name length 8, n_dims 4, one dim 8, type 4, offset 8.
     if n_tensors * 32 > cur.size - cur.pos:
-        raise InvalidModelFile(
-            f"the file is incomplete: it says it holds {n_tensors} tensors but ends before listing them"
-        )
+        raise InvalidModelFile(f"the file is incomplete: it says it holds {n_tensors} tensors but ends before listing them")
     tensors: list[GGUFTensor] = []
     seen: set[str] = set()
     running = 0  # where the next tensor must start: the sum of padded sizes so far (as gguf.cpp)
@@ -333,8 +321,7 @@ def _tensor_type(name: str, raw_type: int) -> GGMLQuantizationType:
     known = raw_type in GGMLQuantizationType._value2member_map_
     if not known or GGMLQuantizationType(raw_type) not in GGML_QUANT_SIZES:
         raise InvalidModelFile(
-            f"tensor '{name}' uses an unknown number format (type {raw_type}); "
-            "the file is damaged or needs a newer version of this app"
+            f"tensor '{name}' uses an unknown number format (type {raw_type}); the file is damaged or needs a newer version of this app"
         )
     return GGMLQuantizationType(raw_type)
 

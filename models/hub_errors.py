@@ -39,13 +39,9 @@ def describe_hub_error(exc: BaseException, repo_id: str | None = None, filename:
     if isinstance(exc, hf_errors.GatedRepoError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status == 403:
-            return (
-                f"{what} is gated and your Hugging Face account has not been given access yet: "
-                f"request it at {access_url(what)}."
-            )
+            return f"{what} is gated and your Hugging Face account has not been given access yet: request it at {access_url(what)}."
         return (
-            f"{what} is gated: request access at {access_url(what)}, then sign in with "
-            "`cove auth login` (or the token field in Settings)."
+            f"{what} is gated: request access at {access_url(what)}, then sign in with `cove auth login` (or the token field in Settings)."
         )
     if isinstance(exc, hf_errors.RepositoryNotFoundError):
         return f"There is no model repository called {what} on the Hub (or it is private)."

@@ -108,9 +108,7 @@ class RepoListing:
     refused: tuple[str, ...] = ()  # GGUF names left out: not plain paths (see repo_path_problem)
 
 
-def list_gguf_files(
-    gate: NetworkGate, repo_id: str, token: str | None = None, revision: str | None = None
-) -> RepoListing:
+def list_gguf_files(gate: NetworkGate, repo_id: str, token: str | None = None, revision: str | None = None) -> RepoListing:
     """Every GGUF in `repo_id` at `revision` (default branch when None), split sets grouped.
 
     Raises NetworkRefused when offline and HubError (one sentence) for a missing repo or
@@ -133,7 +131,7 @@ def list_gguf_files(
 
 
 def normalize_repo_id(text: str) -> str:
-    """"owner/name" from itself or from a pasted Hub address (https://huggingface.co/owner/name/...);
+    """ "owner/name" from itself or from a pasted Hub address (https://huggingface.co/owner/name/...);
     raises HubError (one sentence) for anything else."""
     value = text.strip()
     match = re.match(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/(.+)$", value, re.IGNORECASE)

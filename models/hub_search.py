@@ -48,9 +48,7 @@ def hub_api(token: str | None = None) -> HfApi:
     return HfApi(endpoint=hub_endpoint(), token=token or False, library_name="cove", library_version=_version())
 
 
-def search_models(
-    gate: NetworkGate, query: str, sort: str = "downloads", limit: int = 30, token: str | None = None
-) -> list[HubModel]:
+def search_models(gate: NetworkGate, query: str, sort: str = "downloads", limit: int = 30, token: str | None = None) -> list[HubModel]:
     """GGUF repositories whose id contains `query`, best first by `sort` (downloads, likes, recent).
 
     Raises NetworkRefused when offline (before any connection) and HubError (one sentence)
@@ -110,7 +108,7 @@ def license_of(info: Any) -> str | None:
         return value.strip()
     for tag in getattr(info, "tags", None) or ():
         if isinstance(tag, str) and tag.startswith("license:"):
-            return tag[len("license:"):] or None
+            return tag[len("license:") :] or None
     return None
 
 

@@ -104,8 +104,7 @@ def recheck_file(model: InstalledModel) -> FileRecheck | None:
     info = info_from_header(read_gguf_header(path))
     digest = sha256_file(path)
     _check_still(path, before)
-    return FileRecheck(str(path), digest, before.st_size, before.st_mtime, info, model.sha256, before.st_ctime_ns,
-                       before.st_ino)
+    return FileRecheck(str(path), digest, before.st_size, before.st_mtime, info, model.sha256, before.st_ctime_ns, before.st_ino)
 
 
 def unchanged(model: InstalledModel, st: os.stat_result) -> bool:
@@ -129,10 +128,24 @@ def create_models_table(db: sqlite_utils.Database) -> None:
     with write_transaction(db):
         db.table(TABLE).create(
             {
-                "name": str, "path": str, "sha256": str, "size": int, "mtime": float, "quant": str,
-                "architecture": str, "parameter_count": int, "context_length": int, "has_chat_template": int,
-                "source": str, "repo": str, "file": str, "revision": str, "added_at": str, "last_used_at": str,
-                "ctime_ns": int, "inode": int,
+                "name": str,
+                "path": str,
+                "sha256": str,
+                "size": int,
+                "mtime": float,
+                "quant": str,
+                "architecture": str,
+                "parameter_count": int,
+                "context_length": int,
+                "has_chat_template": int,
+                "source": str,
+                "repo": str,
+                "file": str,
+                "revision": str,
+                "added_at": str,
+                "last_used_at": str,
+                "ctime_ns": int,
+                "inode": int,
             },
             pk="name",
             not_null=["path", "sha256", "size", "mtime", "has_chat_template", "source", "added_at"],
@@ -157,8 +170,7 @@ def add_stat_columns(db: sqlite_utils.Database) -> None:
             except OSError:
                 continue
             if (st.st_size, st.st_mtime) == (row["size"], row["mtime"]):
-                db.execute(f"UPDATE [{TABLE}] SET ctime_ns = ?, inode = ? WHERE name = ?",
-                           [st.st_ctime_ns, st.st_ino, row["name"]])
+                db.execute(f"UPDATE [{TABLE}] SET ctime_ns = ?, inode = ? WHERE name = ?", [st.st_ctime_ns, st.st_ino, row["name"]])
 
 
 _Models = list[InstalledModel]  # spelled once here: inside the class, `list` is the method
@@ -267,9 +279,16 @@ class ModelLibrary:
     def record_recheck(self, name: str, recheck: FileRecheck) -> InstalledModel:
         """Store what `recheck_file` found: the file's new checksum, size, mtime and header facts."""
         with write_transaction(self.db):
-            self.db.table(TABLE).update(name, {**_info_columns(recheck.info, recheck.sha256, None),
-                                               "size": recheck.size, "mtime": recheck.mtime,
-                                               "ctime_ns": recheck.ctime_ns, "inode": recheck.inode})
+            self.db.table(TABLE).update(
+                name,
+                {
+                    **_info_columns(recheck.info, recheck.sha256, None),
+                    "size": recheck.size,
+                    "mtime": recheck.mtime,
+                    "ctime_ns": recheck.ctime_ns,
+                    "inode": recheck.inode,
+                },
+            )
         return self.get(name)
 
     def check_unchanged(self, model: InstalledModel) -> None:
@@ -277,9 +296,7 @@ class ModelLibrary:
         try:
             st = os.stat(model.path)
         except FileNotFoundError:
-            raise InvalidModelFile(
-                f"the model file {model.path} is gone; import it again or remove '{model.name}'"
-            ) from None
+            raise InvalidModelFile(f"the model file {model.path} is gone; import it again or remove '{model.name}'") from None
         except OSError as exc:
             raise InvalidModelFile(f"cannot read the model file {model.path}: {exc.strerror or exc}") from None
         if not unchanged(model, st):
@@ -313,8 +330,14 @@ class ModelLibrary:
             raise
 
     def _insert(
-        self, path: Path, info: GGUFInfo, digest: str, st: os.stat_result, source: str,
-        name: str | None, extra: dict[str, str | None],
+        self,
+        path: Path,
+        info: GGUFInfo,
+        digest: str,
+        st: os.stat_result,
+        source: str,
+        name: str | None,
+        extra: dict[str, str | None],
     ) -> InstalledModel:
         with write_transaction(self.db):
             raced = self._find("path = ?", [str(path)])
@@ -322,8 +345,13 @@ class ModelLibrary:
                 return raced
             unique = self._unique_name((name or "").strip() or _stem(path))
             row = {
-                "name": unique, "path": str(path), **_info_columns(info, digest, st), "source": source, **extra,
-                "added_at": utc_timestamp(), "last_used_at": None,
+                "name": unique,
+                "path": str(path),
+                **_info_columns(info, digest, st),
+                "source": source,
+                **extra,
+                "added_at": utc_timestamp(),
+                "last_used_at": None,
             }
             self.db.table(TABLE).insert(row)
         return self.get(unique)
@@ -381,12 +409,15 @@ def _model(row: dict[str, Any]) -> InstalledModel:
 
 def _info_columns(info: GGUFInfo, digest: str, st: os.stat_result | None) -> dict[str, Any]:
     """The columns a check of the file sets: its header's facts, its checksum and (given `st`) its stat."""
-    stat = {} if st is None else {"size": st.st_size, "mtime": st.st_mtime, "ctime_ns": st.st_ctime_ns,
-                                  "inode": st.st_ino}
+    stat = {} if st is None else {"size": st.st_size, "mtime": st.st_mtime, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
     return {
-        "sha256": digest, **stat, "quant": info.quant,
-        "architecture": info.architecture, "parameter_count": info.parameter_count,
-        "context_length": info.context_length, "has_chat_template": int(info.has_chat_template),
+        "sha256": digest,
+        **stat,
+        "quant": info.quant,
+        "architecture": info.architecture,
+        "parameter_count": info.parameter_count,
+        "context_length": info.context_length,
+        "has_chat_template": int(info.has_chat_template),
     }
 
 
@@ -410,7 +441,11 @@ def _stat(path: Path) -> os.stat_result:
 def _check_still(path: Path, before: os.stat_result) -> None:
     after = _stat(path)
     if (after.st_size, after.st_mtime, after.st_ctime_ns, after.st_ino) != (
-            before.st_size, before.st_mtime, before.st_ctime_ns, before.st_ino):
+        before.st_size,
+        before.st_mtime,
+        before.st_ctime_ns,
+        before.st_ino,
+    ):
         raise InvalidModelFile(f"the file changed while it was being checked; try again when it is complete ({path})")
 
 

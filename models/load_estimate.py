@@ -26,9 +26,18 @@ class LoadEstimate:
         return self.estimate.kv_ram + self.estimate.kv_vram
 
 
-def estimate_load(header: GGUFHeader, file_size: int | None, n_ctx: int | None, machine: MachineMemory, *,
-                  type_k: str = "f16", type_v: str = "f16", flash_attn: bool | None = None,
-                  gpu_layers: int | None = None, slots: int | None = 1) -> LoadEstimate:
+def estimate_load(
+    header: GGUFHeader,
+    file_size: int | None,
+    n_ctx: int | None,
+    machine: MachineMemory,
+    *,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    flash_attn: bool | None = None,
+    gpu_layers: int | None = None,
+    slots: int | None = 1,
+) -> LoadEstimate:
     """The estimate for these settings. `flash_attn` None (llama.cpp's auto) counts as on, as it
     turns out on the CPU and on CUDA/Metal; `gpu_layers` None is the number Cove would choose for
     the machine's free VRAM (for one slot); `slots` None is models.slots.default_parallel for the
@@ -38,14 +47,11 @@ def estimate_load(header: GGUFHeader, file_size: int | None, n_ctx: int | None, 
     context = cove_context(n_ctx, facts.n_ctx_train)
     vram = machine.vram_free if machine.vram_free is not None else machine.vram_total
     if gpu_layers is None:
-        layers = choose_layers(facts, file_size, context, type_k, vram, "the GPU", flash_attn=fa,
-                               type_v=type_v).n_gpu_layers
+        layers = choose_layers(facts, file_size, context, type_k, vram, "the GPU", flash_attn=fa, type_v=type_v).n_gpu_layers
     else:
         layers = gpu_layers if vram else 0
     if slots is None:
-        slots = default_parallel(facts, file_size, context, machine, n_gpu_layers=layers, kv_type=type_k,
-                                 type_v=type_v, flash_attn=fa)
-    estimate = estimate_memory(header, file_size, context, layers, type_k, machine, flash_attn=fa, type_v=type_v,
-                               slots=slots)
+        slots = default_parallel(facts, file_size, context, machine, n_gpu_layers=layers, kv_type=type_k, type_v=type_v, flash_attn=fa)
+    estimate = estimate_memory(header, file_size, context, layers, type_k, machine, flash_attn=fa, type_v=type_v, slots=slots)
     f16 = compute_parts(facts, file_size, estimate.n_ctx, estimate.n_gpu_layers, "f16", flash_attn=fa, slots=slots)
     return LoadEstimate(estimate, f16.kv_ram + f16.kv_vram)

@@ -35,8 +35,7 @@ def judge(
     ram = machine.available_ram
     vram = machine.vram_free if machine.vram_free is not None else machine.vram_total
 
-    def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str | None = None,
-           slots: int = parts.slots) -> MemoryEstimate:
+    def at(n_ctx: int = parts.n_ctx, ngl: int = parts.n_gpu_layers, kv: str | None = None, slots: int = parts.slots) -> MemoryEstimate:
         return recompute(n_ctx, ngl, kv, slots)
 
     verdict = _verdict(parts, ram, vram)
@@ -46,13 +45,15 @@ def judge(
     else:
         share = parts.total_ram / ram if ram else 1.0
         if share > TIGHT:
-            advice.append(f"It would use {share:.0%} of the memory available now ({format_size(ram)}); "
-                          "close other programs before loading it.")
+            advice.append(
+                f"It would use {share:.0%} of the memory available now ({format_size(ram)}); close other programs before loading it."
+            )
         if parts.n_gpu_layers == 0 and vram:
             ngl = _last(lambda n: _verdict(at(ngl=n), ram, vram) != TOO_LARGE, range(parts.n_layers + 1, 0, -1))
             if ngl:
-                advice.append(f"The GPU has room for {ngl} of {parts.n_layers + 1} layers (--gpu-layers {ngl}), "
-                              "which makes replies faster.")
+                advice.append(
+                    f"The GPU has room for {ngl} of {parts.n_layers + 1} layers (--gpu-layers {ngl}), which makes replies faster."
+                )
     return replace(parts, verdict=verdict, advice=tuple(advice), available_ram=ram, available_vram=vram)
 
 
@@ -74,8 +75,7 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
         slots = _most(lambda s: fits(at(slots=s)), 1, p.slots - 1)
         if slots:
             held = "one conversation" if slots == 1 else f"{slots} conversations"
-            return [f"{slots} of {p.slots} slots would fit (--parallel {slots}): {held} at a time "
-                    f"at {p.n_ctx} tokens each."]
+            return [f"{slots} of {p.slots} slots would fit (--parallel {slots}): {held} at a time at {p.n_ctx} tokens each."]
     ngl = p.n_gpu_layers
     if ngl > 0 and (vram is None or p.total_vram > vram):
         fewer = _last(lambda n: fits(at(ngl=n)), range(ngl - 1, 0, -1))
@@ -91,8 +91,10 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
         steps = _most(lambda k: fits(at(n_ctx=k * MIN_CTX, ngl=ngl)), 1, base.n_ctx // MIN_CTX - 1)
         if steps:
             found = True
-            advice.append(f"A context of {steps * MIN_CTX} tokens would fit (--ctx {steps * MIN_CTX}); "
-                          f"{base.n_ctx} needs {format_size(base.total_ram)} of RAM, {format_size(ram)} is available.")
+            advice.append(
+                f"A context of {steps * MIN_CTX} tokens would fit (--ctx {steps * MIN_CTX}); "
+                f"{base.n_ctx} needs {format_size(base.total_ram)} of RAM, {format_size(ram)} is available."
+            )
     unquantized = {base.kv_type, base.type_v or base.kv_type} & {"f16", "f32", "bf16"}
     if unquantized and flash_attn and fits(at(kv="q8_0", ngl=ngl)):
         found = True
@@ -103,8 +105,10 @@ def _make_it_fit(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | Non
         advice.append(quant)
     if not found:
         least = at(n_ctx=MIN_CTX, ngl=ngl).total_ram
-        advice.append(f"It needs at least {format_size(least)} of RAM even with the smallest context, and {format_size(ram)} "
-                      "is available: choose a smaller model.")
+        advice.append(
+            f"It needs at least {format_size(least)} of RAM even with the smallest context, and {format_size(ram)} "
+            "is available: choose a smaller model."
+        )
     return advice
 
 
@@ -122,7 +126,7 @@ def _smaller_quant(p: MemoryEstimate, facts: ModelFacts, ram: int, vram: int | N
         current_bits = bpw
     else:
         current_bits = QUANT_LADDER[here][1] if here >= 0 else 16.0
-    for label, bits in QUANT_LADDER[here + 1:]:
+    for label, bits in QUANT_LADDER[here + 1 :]:
         scale = bits / current_bits
         ram_need = p.total_ram - int(p.weights_ram * (1 - scale))
         vram_need = p.total_vram - int(p.weights_vram * (1 - scale))
@@ -163,4 +167,3 @@ def _most(ok, lo: int, hi: int) -> int | None:
         else:
             hi = mid - 1
     return lo
-

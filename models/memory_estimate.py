@@ -127,15 +127,33 @@ def estimate_memory(
     no_gpu = bool(n_gpu_layers) and machine.vram_total is None
     if no_gpu:
         n_gpu_layers = 0  # a CPU-only machine runs every layer on the CPU
-    parts = compute_parts(facts, file_size, cove_context(n_ctx, facts.n_ctx_train), n_gpu_layers, kv_type,
-                          flash_attn=flash_attn, swa_full=swa_full, machine_name=machine_name, type_v=type_v,
-                          slots=slots)
+    parts = compute_parts(
+        facts,
+        file_size,
+        cove_context(n_ctx, facts.n_ctx_train),
+        n_gpu_layers,
+        kv_type,
+        flash_attn=flash_attn,
+        swa_full=swa_full,
+        machine_name=machine_name,
+        type_v=type_v,
+        slots=slots,
+    )
 
     def recompute(n_ctx: int, ngl: int, kv: str | None, n_slots: int = slots) -> MemoryEstimate:
         # kv None: the chosen K and V types; a type (the advice's q8_0): that one for both caches.
-        return compute_parts(facts, file_size, n_ctx, ngl, kv_type if kv is None else kv, flash_attn=flash_attn,
-                             swa_full=swa_full, machine_name=machine_name, type_v=type_v if kv is None else kv,
-                             slots=n_slots)
+        return compute_parts(
+            facts,
+            file_size,
+            n_ctx,
+            ngl,
+            kv_type if kv is None else kv,
+            flash_attn=flash_attn,
+            swa_full=swa_full,
+            machine_name=machine_name,
+            type_v=type_v if kv is None else kv,
+            slots=n_slots,
+        )
 
     judged = judge(parts, facts, machine, recompute, flash_attn=flash_attn)
     if no_gpu:
@@ -199,19 +217,40 @@ def compute_parts(
     context_python = n_ctx * CONTEXT_TOKEN_PYTHON * slots
     # A slot keeps one checkpoint of its window layers' cells, in the engine's RAM wherever the cache
     # is (app/engine/host/window_checkpoints.py): at most those layers' whole cache.
-    overhead = (ENGINE_RUNTIME + _vocab_bytes(facts) + (SAMPLING_PER_TOKEN + 4) * facts.n_vocab * slots
-                + n_ctx * slots * n_caches * CELL_BOOKKEEPING + context_python + window * slots)
+    overhead = (
+        ENGINE_RUNTIME
+        + _vocab_bytes(facts)
+        + (SAMPLING_PER_TOKEN + 4) * facts.n_vocab * slots
+        + n_ctx * slots * n_caches * CELL_BOOKKEEPING
+        + context_python
+        + window * slots
+    )
     total_ram = w_ram + kv_ram + compute_ram + overhead
     overhead_vram = GPU_RUNTIME if ngl > 0 else 0
     return MemoryEstimate(
-        weights_ram=w_ram, weights_vram=w_vram, kv_ram=kv_ram, kv_vram=kv_vram,
-        compute_ram=compute_ram, compute_vram=compute_vram, overhead=overhead,
-        total_ram=total_ram, total_vram=w_vram + kv_vram + compute_vram + overhead_vram if ngl > 0 else 0,
-        n_ctx=n_ctx, n_gpu_layers=ngl, kv_type=kv_type, type_v=type_v, verdict="", advice=(),
+        weights_ram=w_ram,
+        weights_vram=w_vram,
+        kv_ram=kv_ram,
+        kv_vram=kv_vram,
+        compute_ram=compute_ram,
+        compute_vram=compute_vram,
+        overhead=overhead,
+        total_ram=total_ram,
+        total_vram=w_vram + kv_vram + compute_vram + overhead_vram if ngl > 0 else 0,
+        n_ctx=n_ctx,
+        n_gpu_layers=ngl,
+        kv_type=kv_type,
+        type_v=type_v,
+        verdict="",
+        advice=(),
         loaded_ram=total_ram - (compute_ram - short_ram) - context_python,
-        overhead_vram=overhead_vram, n_ubatch=n_ubatch, n_layers=n_layer, repacked_ram=repacked,
+        overhead_vram=overhead_vram,
+        n_ubatch=n_ubatch,
+        n_layers=n_layer,
+        repacked_ram=repacked,
         reclaimable_ram=reclaimable,
-        exact=facts.exact, slots=slots,
+        exact=facts.exact,
+        slots=slots,
     )
 
 

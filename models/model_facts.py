@@ -18,8 +18,18 @@ from models.gguf_validate import GGUFArray, GGUFHeader, GGUFTensor, MetadataValu
 # Sliding-window layer patterns llama.cpp applies when the file has no explicit
 # `{arch}.attention.sliding_window_pattern` (src/models/*.cpp, load_swa_pattern calls):
 # n means "every n-th layer is full attention, the others slide".
-_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "gemma-embedding": 6, "cohere2": 4, "llama4": 4,
-                "olmo2": 4, "exaone4": 4, "gpt-oss": 2, "mellum": 4}
+_SWA_PATTERN = {
+    "gemma2": 2,
+    "gemma3": 6,
+    "gemma3n": 5,
+    "gemma-embedding": 6,
+    "cohere2": 4,
+    "llama4": 4,
+    "olmo2": 4,
+    "exaone4": 4,
+    "gpt-oss": 2,
+    "mellum": 4,
+}
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
 

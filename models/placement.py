@@ -38,8 +38,17 @@ def usable(free_bytes: int) -> int:
     return max(0, free_bytes - max(MARGIN_MIN, round(free_bytes * MARGIN_FRACTION)))
 
 
-def choose_layers(facts: ModelFacts, file_size: int | None, n_ctx: int, kv_type: str, free_bytes: int | None,
-                  device: str, *, flash_attn: bool = True, type_v: str | None = None) -> Placement:
+def choose_layers(
+    facts: ModelFacts,
+    file_size: int | None,
+    n_ctx: int,
+    kv_type: str,
+    free_bytes: int | None,
+    device: str,
+    *,
+    flash_attn: bool = True,
+    type_v: str | None = None,
+) -> Placement:
     """All layers on the GPU when the estimate fits in its usable memory, else the most that
     fit, else none. `free_bytes` None: no GPU. `kv_type` is the K cache's type, and the V
     cache's unless `type_v` is given."""

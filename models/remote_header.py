@@ -134,8 +134,9 @@ class _RangeReader:
             if r.status_code == 206:
                 first = _range_start(r.headers.get("Content-Range"))
                 if first != start:
-                    raise HubError(f"The Hub answered bytes from {first} when asked for bytes from {start} "
-                                   f"of {self.repo_id}/{self.filename}.")
+                    raise HubError(
+                        f"The Hub answered bytes from {first} when asked for bytes from {start} of {self.repo_id}/{self.filename}."
+                    )
                 need, keep = want - start, self.data
             elif r.status_code == 200:  # Range ignored: the body is the whole file; read its start only
                 need, keep = want, b""

@@ -53,8 +53,9 @@ def default_parallel(
     vram = machine.vram_free if machine.vram_free is not None else machine.vram_total
 
     def fits(slots: int) -> bool:
-        e = compute_parts(facts, file_size, context, ngl, kv_type, flash_attn=flash_attn, machine_name=machine_name,
-                          type_v=type_v, slots=slots)
+        e = compute_parts(
+            facts, file_size, context, ngl, kv_type, flash_attn=flash_attn, machine_name=machine_name, type_v=type_v, slots=slots
+        )
         if e.total_ram > machine.available_ram * HEADROOM:
             return False
         return ngl == 0 or (vram is not None and e.total_vram <= vram * HEADROOM)

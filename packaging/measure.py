@@ -84,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         write_tiny_gguf(model)
         for name, command in variants.items():
             imported = subprocess.run(
-                [*command, "models", "import", str(model)], capture_output=True, text=True,
-                env={**os.environ, "COVE_HOME": str(homes[name])}, timeout=120,
+                [*command, "models", "import", str(model)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "COVE_HOME": str(homes[name])},
+                timeout=120,
             )
             if imported.returncode != 0:
                 raise SystemExit(f"measure: importing the tiny model with {name} failed: {imported.stderr.strip()}")

@@ -179,7 +179,10 @@ def test_the_llama_check_notices_an_import_outside_the_host(tmp_path: Path) -> N
 
 def test_the_engine_and_the_history_store_do_not_import_each_other() -> None:
     graph = _import_graph(ROOT)
-    crossing = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
-                      if (a.startswith("app.engine.") and b.startswith("app.store."))
-                      or (a.startswith("app.store.") and b.startswith("app.engine.")))
+    crossing = sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if (a.startswith("app.engine.") and b.startswith("app.store.")) or (a.startswith("app.store.") and b.startswith("app.engine."))
+    )
     assert crossing == []

@@ -34,7 +34,8 @@ def test_the_lock_pins_every_dependency_inside_pyprojects_range() -> None:
         assert len(here) == 1, f"{requirement.name}: {len(here)} lines for Python 3.11 on Linux in packaging/requirements.lock"
         assert requirement.specifier.contains(here[0].version, prereleases=True), (
             f"packaging/requirements.lock has {requirement.name} {here[0].version}, outside pyproject.toml's "
-            f"'{requirement.specifier}': run packaging/lock.sh")
+            f"'{requirement.specifier}': run packaging/lock.sh"
+        )
 
 
 def test_every_locked_file_is_pinned_by_its_hash() -> None:
@@ -52,8 +53,15 @@ def test_the_llama_source_lock_is_the_pinned_release() -> None:
 
 
 def test_read_lock_reads_markers_and_continuations() -> None:
-    text = ("# header\nfoo==1.2 ; sys_platform == 'win32' \\\n    --hash=sha256:" + "a" * 64 + " \\\n    --hash=sha256:"
-            + "b" * 64 + "\n    # via bar\nbar-baz==3.0 \\\n    --hash=sha256:" + "c" * 64 + "\n")
+    text = (
+        "# header\nfoo==1.2 ; sys_platform == 'win32' \\\n    --hash=sha256:"
+        + "a" * 64
+        + " \\\n    --hash=sha256:"
+        + "b" * 64
+        + "\n    # via bar\nbar-baz==3.0 \\\n    --hash=sha256:"
+        + "c" * 64
+        + "\n"
+    )
     foo, bar = read_lock(text)
     assert (foo.name, str(foo.version), len(foo.hashes), applies(foo, "3.11")) == ("foo", "1.2", 2, False)
     assert (bar.name, bar.hashes, applies(bar, "3.11")) == ("bar-baz", ("c" * 64,), True)

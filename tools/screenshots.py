@@ -52,8 +52,12 @@ def main(argv: list[str]) -> int:
     core.remember_model(starter)
     core.save_sampling_defaults(SamplingParams(temperature=0.7, repeat_penalty=1.15, max_tokens=120, seed=42))
     controller = ChatController(core, EngineClient())
-    window = MainWindow(controller, state_file=home / "window.ini", presets_file=home / "presets.json",
-                        server_factory=lambda port: ServerThread(core.paths, port=port))
+    window = MainWindow(
+        controller,
+        state_file=home / "window.ini",
+        presets_file=home / "presets.json",
+        server_factory=lambda port: ServerThread(core.paths, port=port),
+    )
     window.resize(1320, 820)
     window.show()
     window.start()
@@ -203,8 +207,9 @@ class OwnServer:
         cove = [sys.executable, "-m", "app.cli.main"]
         subprocess.run([*cove, "models", "import", model], env=env, check=True, capture_output=True, timeout=120)
         with (home / "serve.log").open("wb") as out:
-            self._proc = subprocess.Popen([*cove, "serve", "--port", str(self.port)], env=env, stdout=out,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(
+                [*cove, "serve", "--port", str(self.port)], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
 
     def ready(self) -> bool:
         import httpx
@@ -240,11 +245,16 @@ def stream_reply(address: str, key: str, model: str) -> None:
     """An editor's streamed request to the window's server, read to its end."""
     import httpx
 
-    body = {"model": model, "stream": True, "max_tokens": 160,
-            "messages": [{"role": "user", "content": "Explain what a lighthouse keeper did, in a paragraph."}]}
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": 160,
+        "messages": [{"role": "user", "content": "Explain what a lighthouse keeper did, in a paragraph."}],
+    }
     try:
-        with httpx.stream("POST", f"{address}/chat/completions", json=body, timeout=120,
-                          headers={"Authorization": f"Bearer {key}"}) as reply:
+        with httpx.stream(
+            "POST", f"{address}/chat/completions", json=body, timeout=120, headers={"Authorization": f"Bearer {key}"}
+        ) as reply:
             for _line in reply.iter_lines():
                 pass
     except httpx.HTTPError:

@@ -143,8 +143,7 @@ def _huggingface_token_hints() -> list[str]:
     try:
         if Path(path).expanduser().is_file():
             hints.append(
-                f"huggingface_hub's token file ({path}) is plain text; Cove does not read it and keeps its own "
-                "token in the keyring."
+                f"huggingface_hub's token file ({path}) is plain text; Cove does not read it and keeps its own token in the keyring."
             )
     except OSError:
         pass

@@ -52,8 +52,12 @@ class NotSent(RuntimeError):
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="chat with a local model; the reply streams to stdout")
     p.add_argument("prompt", nargs="?", help="your message (omit it to read standard input, or to chat interactively in a terminal)")
-    p.add_argument("--model", "-m", help="model name from `cove models list`, a path to a .gguf file, or "
-                   "MODEL_ID@CONNECTION for a model on one of your servers (`cove remote models NAME`)")
+    p.add_argument(
+        "--model",
+        "-m",
+        help="model name from `cove models list`, a path to a .gguf file, or "
+        "MODEL_ID@CONNECTION for a model on one of your servers (`cove remote models NAME`)",
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--conversation", "-c", help="continue this conversation (id or a unique prefix of it)")
     which.add_argument("--new", action="store_true", help="start a new conversation (default: continue the last one)")
@@ -62,26 +66,55 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=_non_negative_float, help="sampling temperature (0 = always the likeliest token)")
     p.add_argument("--seed", type=int, help="random seed, for a repeatable reply")
     p.add_argument("--ctx", type=positive_int, help="context size in tokens (default: the model's, at most 8192)")
-    p.add_argument("--gpu-layers", type=gpu_layers, metavar="auto|all|N", default=argparse.SUPPRESS,
-                   help="layers on the GPU for this run (default: the model's setting, `cove models place`)")
+    p.add_argument(
+        "--gpu-layers",
+        type=gpu_layers,
+        metavar="auto|all|N",
+        default=argparse.SUPPRESS,
+        help="layers on the GPU for this run (default: the model's setting, `cove models place`)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming text")
-    p.add_argument("--allow-host", metavar="HOST", help="agree that your messages go to HOST, a connection's server "
-                   "outside this machine and your private network (asked once on a terminal otherwise)")
-    p.add_argument("--tools", metavar="NAME[,NAME]", help="let the model call the tools of these tool servers "
-                   "(`cove tools list`); each call is asked on the terminal first")
-    p.add_argument("--allow-tools", action="store_true", help="with --tools: run the model's calls without asking "
-                   "(for scripts; you allow every call of this run up front)")
-    p.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
-                   help="with --tools: 'required' makes the first reply call a tool (default: the model chooses)")
-    p.add_argument("--allow-offline-once", action="store_true", help="with --tools: start the tool servers "
-                   "this once while Cove is offline (Cove cannot see what they do on the network)")
-    p.add_argument("--max-tool-steps", type=positive_int, default=DEFAULT_MAX_STEPS, metavar="N",
-                   help=f"with --tools: most rounds of calls in one turn (default {DEFAULT_MAX_STEPS})")
-    p.add_argument("--docs", metavar="NAME[,NAME]", help="answer from these document collections (`cove docs list`), "
-                   "citing the passages used; attached to the conversation for its later turns")
+    p.add_argument(
+        "--allow-host",
+        metavar="HOST",
+        help="agree that your messages go to HOST, a connection's server "
+        "outside this machine and your private network (asked once on a terminal otherwise)",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="NAME[,NAME]",
+        help="let the model call the tools of these tool servers (`cove tools list`); each call is asked on the terminal first",
+    )
+    p.add_argument(
+        "--allow-tools",
+        action="store_true",
+        help="with --tools: run the model's calls without asking (for scripts; you allow every call of this run up front)",
+    )
+    p.add_argument(
+        "--tool-choice",
+        choices=("auto", "required"),
+        default="auto",
+        help="with --tools: 'required' makes the first reply call a tool (default: the model chooses)",
+    )
+    p.add_argument(
+        "--allow-offline-once",
+        action="store_true",
+        help="with --tools: start the tool servers this once while Cove is offline (Cove cannot see what they do on the network)",
+    )
+    p.add_argument(
+        "--max-tool-steps",
+        type=positive_int,
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help=f"with --tools: most rounds of calls in one turn (default {DEFAULT_MAX_STEPS})",
+    )
+    p.add_argument(
+        "--docs",
+        metavar="NAME[,NAME]",
+        help="answer from these document collections (`cove docs list`), "
+        "citing the passages used; attached to the conversation for its later turns",
+    )
     p.set_defaults(run=run)
-
-
 
 
 def _read_stdin_leniently() -> None:
@@ -102,8 +135,11 @@ def _readable(text: str, what: str, encoding: str | None = None) -> str:
     said once on stderr; the rest is sent and kept as it is."""
     fixed, replaced = from_os(text, encoding or sys.getfilesystemencoding())
     if replaced:
-        say(f"cove: {what} is not valid {encoding or sys.getfilesystemencoding()} text in places; each such place "
-            "is sent and kept as U+FFFD (\ufffd)", sys.stderr)
+        say(
+            f"cove: {what} is not valid {encoding or sys.getfilesystemencoding()} text in places; each such place "
+            "is sent and kept as U+FFFD (\ufffd)",
+            sys.stderr,
+        )
     return fixed
 
 
@@ -175,21 +211,32 @@ def run(core: Core, args: argparse.Namespace) -> int:
 
     # A server needs no engine here; this machine's saves conversations' KV state beside the window's.
     wanted_docs = [n.strip() for n in (args.docs or "").split(",") if n.strip()]
-    with core.engine_client() if local is not None else contextlib.nullcontext(None) as engine, \
-            chat_tools(core, tool_names, args) as tools, \
-            chat_documents(core, conversation.id, wanted_docs, model, params) as docs:
-        service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine,
-                              on_notice=_notice)
+    with (
+        core.engine_client() if local is not None else contextlib.nullcontext(None) as engine,
+        chat_tools(core, tool_names, args) as tools,
+        chat_documents(core, conversation.id, wanted_docs, model, params) as docs,
+    ):
+        service = ChatService(core.history, engine, library=core.library, remote_engine=core.remote_engine, on_notice=_notice)
         if local is not None:  # `cove chat` without --model stays on this machine
             core.remember_model(local)
         if interactive:
-            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options,
-                                tools, docs)
+            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options, tools, docs)
         stream, thinking = (None, None) if args.json else reasoning_apart(stream_to_stdout)
         assert prompt is not None  # read from stdin above when not interactive
-        result = service.send(conversation.id, prompt, model=model, params=params, system_prompt=system_prompt, on_text=stream,
-                              on_loaded=None if args.json else _template_notes(), options=options, tools=tools,
-                              on_tool=None if args.json else say_tool, docs=docs, on_reasoning=thinking)
+        result = service.send(
+            conversation.id,
+            prompt,
+            model=model,
+            params=params,
+            system_prompt=system_prompt,
+            on_text=stream,
+            on_loaded=None if args.json else _template_notes(),
+            options=options,
+            tools=tools,
+            on_tool=None if args.json else say_tool,
+            docs=docs,
+            on_reasoning=thinking,
+        )
     sources = sources_of(core.db, result.assistant_message.id)
     if args.json:
         print(json.dumps({**_result_json(result), "sources": sources_json(sources)}, ensure_ascii=False, indent=2))
@@ -211,18 +258,20 @@ def _resolve(core: Core, name: str | None) -> InstalledModel | RemoteModel:
         try:
             return core.resolve_model(name)
         except ModelNotFound:
-            raise ModelNotFound(f"no model named '{name}' here, and no connection named '{connection_name}' "
-                                "(`cove remote list` shows your connections)") from None
+            raise ModelNotFound(
+                f"no model named '{name}' here, and no connection named '{connection_name}' (`cove remote list` shows your connections)"
+            ) from None
     listed = remote_models(connection)
     for model in listed:
         if model.model_id == model_id:
             return model
     if listed:
-        raise ModelNotFound(f"{connection.name} ({connection.host}) listed no model '{model_id}' when last asked; "
-                            f"`cove remote models {connection.name}` asks it again")
+        raise ModelNotFound(
+            f"{connection.name} ({connection.host}) listed no model '{model_id}' when last asked; "
+            f"`cove remote models {connection.name}` asks it again"
+        )
     kind = connection.server.get("kind") if connection.server else None  # never reached yet: try it
-    return RemoteModel(connection=connection.name, model_id=model_id, host=connection.host,
-                       kind=kind if isinstance(kind, str) else None)
+    return RemoteModel(connection=connection.name, model_id=model_id, host=connection.host, kind=kind if isinstance(kind, str) else None)
 
 
 def _agree_to_send(core: Core, connection: Connection, allow_host: str | None) -> None:
@@ -238,9 +287,11 @@ def _agree_to_send(core: Core, connection: Connection, allow_host: str | None) -
         core.connections.confirm_public(connection.name)
         return
     if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
-        raise NotSent(f"your messages would be sent to {host}, outside this machine and your private network, "
-                              f"and there is no terminal to ask whether that is all right; nothing was sent. "
-                              f"Run again with --allow-host {host} to agree once (it is remembered for {connection.name})")
+        raise NotSent(
+            f"your messages would be sent to {host}, outside this machine and your private network, "
+            f"and there is no terminal to ask whether that is all right; nothing was sent. "
+            f"Run again with --allow-host {host} to agree once (it is remembered for {connection.name})"
+        )
     print(f"Your messages will be sent to {host}. Send them? [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline().strip().lower()
     if answer not in {"y", "yes"}:
@@ -278,8 +329,9 @@ def _template_notes() -> Callable[[LoadedModel], None]:
 def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options, tools=None, docs=None) -> int:
     host = server_host(model)
     where = f" on {host}" if host else ""
-    print(f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.",
-          file=sys.stderr)
+    print(
+        f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr
+    )
     while True:
         try:
             line = input("you> ")
@@ -293,9 +345,20 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         if not line.strip():
             continue
         shown, thinking = reasoning_apart(stream_to_stdout)
-        result = service.send(conversation_id, line, model=model, params=params, system_prompt=system_prompt,
-                              on_text=shown, on_loaded=on_loaded, options=options, tools=tools,
-                              on_tool=say_tool, docs=docs, on_reasoning=thinking)
+        result = service.send(
+            conversation_id,
+            line,
+            model=model,
+            params=params,
+            system_prompt=system_prompt,
+            on_text=shown,
+            on_loaded=on_loaded,
+            options=options,
+            tools=tools,
+            on_tool=say_tool,
+            docs=docs,
+            on_reasoning=thinking,
+        )
         _print_footer(model.name, result)
         print_sources(sources_of(core.db, result.assistant_message.id), docs)
         if result.terminated_by is not None:
@@ -358,8 +421,10 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
     store = ToolServerStore(core.db)
     servers = [store.get(name) for name in dict.fromkeys(names)]
     if core.network.offline and not args.allow_offline_once:
-        raise ValueError("Cove is offline, so the tool servers were not started (Cove cannot see what they do on the "
-                         "network): add --allow-offline-once to start them this once, or leave out --tools")
+        raise ValueError(
+            "Cove is offline, so the tool servers were not started (Cove cannot see what they do on the "
+            "network): add --allow-offline-once to start them this once, or leave out --tools"
+        )
     core.paths.logs_dir.mkdir(parents=True, exist_ok=True)
     approver: Approver
     if args.allow_tools:
@@ -386,8 +451,9 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
                     say(f"cove: {sentence}", sys.stderr)
                 if not offered.tools:
                     raise ValueError(f"the tool servers {', '.join(names)} offer no tools")
-                made.append(ToolLoop(host, offered.tools, approver, store, who=who, first_choice=args.tool_choice,
-                                     max_steps=args.max_tool_steps))
+                made.append(
+                    ToolLoop(host, offered.tools, approver, store, who=who, first_choice=args.tool_choice, max_steps=args.max_tool_steps)
+                )
             return made[0]
 
         yield loop
@@ -400,6 +466,9 @@ def _notice(sentence: str) -> None:
 
 
 def _no_terminal(request: ToolRequest) -> str:
-    say(f"cove: the model called '{request.tool}' on '{request.server.name}'; there is no terminal to ask, so it "
-        "was denied (run with --allow-tools to allow the calls of this run)", sys.stderr)
+    say(
+        f"cove: the model called '{request.tool}' on '{request.server.name}'; there is no terminal to ask, so it "
+        "was denied (run with --allow-tools to allow the calls of this run)",
+        sys.stderr,
+    )
     return DENY

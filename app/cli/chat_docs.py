@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 
 @contextlib.contextmanager
-def chat_documents(core: Core, conversation_id: str, wanted: list[str], model: InstalledModel | RemoteModel,
-                   params: SamplingParams) -> Iterator[TurnDocuments | None]:
+def chat_documents(
+    core: Core, conversation_id: str, wanted: list[str], model: InstalledModel | RemoteModel, params: SamplingParams
+) -> Iterator[TurnDocuments | None]:
     """The documents of this run's turns: `wanted` (--docs) attached to the conversation first, then
     every collection the conversation has. None when it has none. Unknown names are refused before
     anything is sent."""
@@ -46,8 +47,11 @@ def chat_documents(core: Core, conversation_id: str, wanted: list[str], model: I
         gone = [name for name in names if name not in present]
         info = index.collection(present[0]) if present else None
     if gone:
-        say(f"cove: the collection{'s' if len(gone) > 1 else ''} {', '.join(gone)} attached to this conversation "
-            "no longer exist; the reply searches the others", sys.stderr)
+        say(
+            f"cove: the collection{'s' if len(gone) > 1 else ''} {', '.join(gone)} attached to this conversation "
+            "no longer exist; the reply searches the others",
+            sys.stderr,
+        )
     if not present:
         yield None
         return
@@ -55,8 +59,13 @@ def chat_documents(core: Core, conversation_id: str, wanted: list[str], model: I
     if choice.note:
         say(f"cove: {choice.note}", sys.stderr)
     try:
-        yield turn_documents(core.paths.documents_database, present, params=params, embedder=lambda: choice.embedder,
-                             context_length=model.context_length if isinstance(model, InstalledModel) else None)
+        yield turn_documents(
+            core.paths.documents_database,
+            present,
+            params=params,
+            embedder=lambda: choice.embedder,
+            context_length=model.context_length if isinstance(model, InstalledModel) else None,
+        )
     finally:
         choice.close()
 

@@ -24,9 +24,12 @@ EXCERPT_CHARS = 300
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("docs", help="your document collections: add, list, status, reindex, remove, search",
-                       description="A collection is a named set of folders and files. Cove reads them (text, Markdown, "
-                       "HTML, PDF, DOCX, source code) into an index beside the history and never changes them.")
+    p = sub.add_parser(
+        "docs",
+        help="your document collections: add, list, status, reindex, remove, search",
+        description="A collection is a named set of folders and files. Cove reads them (text, Markdown, "
+        "HTML, PDF, DOCX, source code) into an index beside the history and never changes them.",
+    )
     dsub = p.add_subparsers(dest="docs_command", metavar="COMMAND", required=True)
     add = dsub.add_parser("add", help="make a collection (or add to one) and index it")
     add.add_argument("name")
@@ -95,8 +98,7 @@ def _reindex(core: Core, name: str, *, embed: bool) -> int:
         say(f"cove: {choice.note}", sys.stderr)
     shown = _ProgressLine()
     try:
-        progress = index_collection(core.paths.documents_database, name, embedder=choice.embedder, on_progress=shown,
-                                    lower_priority=False)
+        progress = index_collection(core.paths.documents_database, name, embedder=choice.embedder, on_progress=shown, lower_priority=False)
     except KeyboardInterrupt:
         shown.end()
         say(f"cove: indexing stopped; what was read is kept, and `cove docs reindex {name}` goes on from there", sys.stderr)
@@ -148,8 +150,11 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
             s = index.status(name)
             problems = f", {len(s.problems)} not readable" if s.problems else ""
             search_by = f"keywords and meaning ({s.embedding_model})" if s.embedding_model and s.vectors else "keywords"
-            say(f"{name}: {_n(s.files_indexed, 'file')}, {_n(s.chunks, 'passage')}{problems}; searched by {search_by}; "
-                f"{', '.join(s.roots)}", sys.stdout)
+            say(
+                f"{name}: {_n(s.files_indexed, 'file')}, {_n(s.chunks, 'passage')}{problems}; searched by {search_by}; "
+                f"{', '.join(s.roots)}",
+                sys.stdout,
+            )
     return 0
 
 
@@ -168,10 +173,13 @@ def _n(count: int, word: str) -> str:
 
 
 def _print_status(s: CollectionStatus, out: Any) -> None:
-    say(f"{s.name}: {_n(s.files_indexed, 'file')} indexed, {_n(s.chunks, 'passage')}"
+    say(
+        f"{s.name}: {_n(s.files_indexed, 'file')} indexed, {_n(s.chunks, 'passage')}"
         + (f", {s.vectors} embedded with {s.embedding_model}" if s.embedding_model else ", keyword search only")
         + (f"; {_n(s.pending, 'file')} still to read" if s.pending else "")
-        + (f"; last indexed {s.last_indexed}" if s.last_indexed else ""), out)
+        + (f"; last indexed {s.last_indexed}" if s.last_indexed else ""),
+        out,
+    )
     for root in s.roots:
         say(f"  folder or file: {root}", out)
     if s.problems:

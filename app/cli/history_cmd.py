@@ -59,15 +59,17 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
         print_json_for(conversations, sys.stdout)
         return 0
     if not conversations:
-        print("No conversations yet. Start one with `cove chat \"hello\"`.")
+        print('No conversations yet. Start one with `cove chat "hello"`.')
         return 0
     hosts = _remote_hosts(core, [c.id for c in conversations])
     for c in conversations:
         pin = "📌 " if c.pinned else ""
         via = f"[{c.client} · API] " if c.client else ""
         where = f"[on {hosts[c.id]}] " if c.id in hosts else ""
-        say(f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{via}{where}"
-            f"{c.title or '(untitled)'}", sys.stdout)
+        say(
+            f"{c.id[:8]}  {c.updated_at[:16].replace('T', ' ')}  {c.message_count:>4} msgs  {pin}{via}{where}{c.title or '(untitled)'}",
+            sys.stdout,
+        )
     return 0
 
 
@@ -75,13 +77,15 @@ def _remote_hosts(core: Core, conversation_ids: list[str]) -> dict[str, str]:
     """For each conversation with a reply that ran on a server: the host of its latest such reply."""
     hosts: dict[str, str] = {}
     for start in range(0, len(conversation_ids), _CHUNK):
-        chunk = conversation_ids[start:start + _CHUNK]
+        chunk = conversation_ids[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
         # SQLite takes the bare column from the row that max(seq) picked.
         rows = core.db.conn.execute(
             "SELECT conversation_id, json_extract(metrics, '$.remote.host'), max(seq) FROM messages "
             f"WHERE conversation_id IN ({marks}) AND role = 'assistant' AND json_valid(metrics) "
-            "AND json_extract(metrics, '$.remote.host') IS NOT NULL GROUP BY conversation_id", chunk)
+            "AND json_extract(metrics, '$.remote.host') IS NOT NULL GROUP BY conversation_id",
+            chunk,
+        )
         hosts.update({row[0]: str(row[1]) for row in rows})
     return hosts
 
@@ -101,8 +105,11 @@ def run_show(core: Core, args: argparse.Namespace) -> int:
     for m in messages:
         print(file=out)
         if m.role == "tool_call":
-            say(f"tool call: {m.params.get('server') or '?'}/{m.params.get('tool') or m.params.get('name')} "
-                f"{json.dumps(m.params.get('arguments') or {}, ensure_ascii=False, sort_keys=True)}", out)
+            say(
+                f"tool call: {m.params.get('server') or '?'}/{m.params.get('tool') or m.params.get('name')} "
+                f"{json.dumps(m.params.get('arguments') or {}, ensure_ascii=False, sort_keys=True)}",
+                out,
+            )
             continue
         if m.role == "tool":
             who = f", {m.params['approved_by']}" if m.params.get("approved_by") else ""

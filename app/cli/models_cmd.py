@@ -61,8 +61,11 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
     width = max(len(m.name) for m in models)
     for m in models:
         mark = "*" if m.name == last else " "
-        say(f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} "
-            f"ctx {m.context_length or '?'}  {m.source}", sys.stdout)
+        say(
+            f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} "
+            f"ctx {m.context_length or '?'}  {m.source}",
+            sys.stdout,
+        )
     return 0
 
 

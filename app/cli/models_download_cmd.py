@@ -70,13 +70,14 @@ def find_entry(listing: RepoListing, wanted: str) -> GGUFEntry:
     for entry in listing.entries:
         if wanted == entry.name or any(wanted == p.filename for p in entry.parts):
             return _complete(entry, listing)
-    by_name = [e for e in listing.entries if PurePosixPath(wanted).name in
-               {PurePosixPath(e.name).name, *(PurePosixPath(p.filename).name for p in e.parts)}]
+    by_name = [
+        e
+        for e in listing.entries
+        if PurePosixPath(wanted).name in {PurePosixPath(e.name).name, *(PurePosixPath(p.filename).name for p in e.parts)}
+    ]
     if len(by_name) == 1:
         return _complete(by_name[0], listing)
-    raise HubError(
-        f"{listing.repo_id} has no GGUF file called {wanted}; `cove models files {listing.repo_id}` lists them."
-    )
+    raise HubError(f"{listing.repo_id} has no GGUF file called {wanted}; `cove models files {listing.repo_id}` lists them.")
 
 
 def _typed_name(text: str) -> str:
@@ -93,8 +94,7 @@ def _complete(entry: GGUFEntry, listing: RepoListing) -> GGUFEntry:
     return entry
 
 
-def _download(manager: DownloadManager, listing: RepoListing, filenames: list[str], token: str | None,
-              err: TextIO) -> Finished | None:
+def _download(manager: DownloadManager, listing: RepoListing, filenames: list[str], token: str | None, err: TextIO) -> Finished | None:
     """Run one download to its end, drawing progress on `err`; None when Ctrl-C paused it."""
     events: queue.Queue[DownloadEvent] = queue.Queue()
     handle = manager.start(listing.repo_id, filenames, listing.commit, token, events.put)
@@ -177,4 +177,3 @@ def progress_text(p: Progress) -> str:
     if p.eta is not None and p.bytes_done < p.total:
         parts.append(f"{format_duration(p.eta)} left")
     return " · ".join(parts)
-

@@ -36,19 +36,38 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("target", metavar="NAME|REPO", help="an installed model's name (or a .gguf path), or a Hub repository id")
     p.add_argument("file", metavar="FILE", nargs="?", help="with REPO: the .gguf file in that repository")
-    p.add_argument("--ctx", type=positive_int, default=None, metavar="N",
-                   help="context size in tokens (default: what Cove uses, the model's training context up to 8192)")
-    p.add_argument("--gpu-layers", type=int, default=0, metavar="N",
-                   help="layers to offload to the GPU (-1: all; default 0)")
-    p.add_argument("--kv-type", type=kv_type_arg("KV"), default="f16", metavar="f16|q8_0|q4_0",
-                   help="the KV cache's type, K and V (default f16)")
+    p.add_argument(
+        "--ctx",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="context size in tokens (default: what Cove uses, the model's training context up to 8192)",
+    )
+    p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload to the GPU (-1: all; default 0)")
+    p.add_argument(
+        "--kv-type", type=kv_type_arg("KV"), default="f16", metavar="f16|q8_0|q4_0", help="the KV cache's type, K and V (default f16)"
+    )
     p.add_argument("--type-k", type=kv_type_arg("K"), metavar="f16|q8_0|q4_0", help="the K cache's type (default: --kv-type)")
-    p.add_argument("--type-v", type=kv_type_arg("V"), metavar="f16|q8_0|q4_0",
-                   help="the V cache's type (default: --kv-type; a quantized V needs flash attention)")
-    p.add_argument("--flash-attn", type=word_choice("flash attention", tuple(FLASH_ATTN)), default="auto",
-                   metavar="auto|on|off", help="auto: counted as on, as llama.cpp turns it on here (the default)")
-    p.add_argument("--parallel", type=positive_int, default=1, metavar="N",
-                   help="slots: conversations held at once, each with the whole context (default 1)")
+    p.add_argument(
+        "--type-v",
+        type=kv_type_arg("V"),
+        metavar="f16|q8_0|q4_0",
+        help="the V cache's type (default: --kv-type; a quantized V needs flash attention)",
+    )
+    p.add_argument(
+        "--flash-attn",
+        type=word_choice("flash attention", tuple(FLASH_ATTN)),
+        default="auto",
+        metavar="auto|on|off",
+        help="auto: counted as on, as llama.cpp turns it on here (the default)",
+    )
+    p.add_argument(
+        "--parallel",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="slots: conversations held at once, each with the whole context (default 1)",
+    )
     p.add_argument("--revision", default=None, help="with REPO: branch, tag or commit (default: the main branch)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_fit)
@@ -61,15 +80,37 @@ def run_fit(core: Core, args: argparse.Namespace) -> int:
         raise ValueError(f"a {type_v} V cache needs flash attention: use --flash-attn auto or on, or an f16 V cache")
     source, header, info, file_size = _read_header(core, args)
     machine = with_engine_gpu(machine_memory())
-    est = estimate_memory(header, file_size, args.ctx, n_gpu_layers=args.gpu_layers, kv_type=type_k, type_v=type_v,
-                          machine=machine, flash_attn=flash_attn, slots=args.parallel)
-    default = default_parallel(header, file_size, est.n_ctx, machine, n_gpu_layers=est.n_gpu_layers, kv_type=type_k,
-                               type_v=type_v, flash_attn=flash_attn)
+    est = estimate_memory(
+        header,
+        file_size,
+        args.ctx,
+        n_gpu_layers=args.gpu_layers,
+        kv_type=type_k,
+        type_v=type_v,
+        machine=machine,
+        flash_attn=flash_attn,
+        slots=args.parallel,
+    )
+    default = default_parallel(
+        header, file_size, est.n_ctx, machine, n_gpu_layers=est.n_gpu_layers, kv_type=type_k, type_v=type_v, flash_attn=flash_attn
+    )
     if args.json:
-        print_json({"model": {**source, "general_name": info.name, "architecture": info.architecture, "quant": info.quant,
-                              "file_size": file_size, "parameter_count": info.parameter_count,
-                              "context_length": info.context_length},
-                    "machine": _machine_dict(machine), "estimate": est, "default_parallel": default})
+        print_json(
+            {
+                "model": {
+                    **source,
+                    "general_name": info.name,
+                    "architecture": info.architecture,
+                    "quant": info.quant,
+                    "file_size": file_size,
+                    "parameter_count": info.parameter_count,
+                    "context_length": info.context_length,
+                },
+                "machine": _machine_dict(machine),
+                "estimate": est,
+                "default_parallel": default,
+            }
+        )
         return 0
     _print(source, info, file_size, est)
     held = "one conversation at a time" if default == 1 else f"{default} conversations at once"
@@ -95,8 +136,7 @@ def _read_header(core: Core, args: argparse.Namespace) -> tuple[dict[str, Any], 
     file_size = remote.file_size
     if _split_count(remote.header) > 1:  # the other parts' weights count too
         file_size = _split_total(core, args, remote.file_size)
-    source = {"source": "hub", "repo": args.target, "file": args.file, "commit": remote.commit,
-              "bytes_fetched": remote.bytes_fetched}
+    source = {"source": "hub", "repo": args.target, "file": args.file, "commit": remote.commit, "bytes_fetched": remote.bytes_fetched}
     return source, remote.header, remote.info, file_size
 
 
@@ -123,17 +163,24 @@ def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEsti
     per_slot = "" if e.slots == 1 else " each"
     print(f"At {e.n_ctx} tokens of context{per_slot}, {_slots(e.slots)}, {layers}, {e.kv_types} KV cache:")
     gpu = e.n_gpu_layers > 0
-    rows = [("weights", e.weights_ram, e.weights_vram), ("KV cache", e.kv_ram, e.kv_vram),
-            ("compute", e.compute_ram, e.compute_vram), ("overhead", e.overhead, e.overhead_vram)]
+    rows = [
+        ("weights", e.weights_ram, e.weights_vram),
+        ("KV cache", e.kv_ram, e.kv_vram),
+        ("compute", e.compute_ram, e.compute_vram),
+        ("overhead", e.overhead, e.overhead_vram),
+    ]
     print(f"  {'':<10}{'RAM':>10}" + (f"{'VRAM':>10}" if gpu else ""))
     for label, ram, vram in rows:
         print(f"  {label:<10}{human_size(ram):>10}" + (f"{human_size(vram):>10}" if gpu else ""))
-    print(f"  {'total':<10}{human_size(e.total_ram):>10}" + (f"{human_size(e.total_vram):>10}" if gpu else "")
-          + "  (with the context full)")
+    print(
+        f"  {'total':<10}{human_size(e.total_ram):>10}" + (f"{human_size(e.total_vram):>10}" if gpu else "") + "  (with the context full)"
+    )
     print(f"  {'loaded':<10}{human_size(e.loaded_ram):>10}  (after loading, before the context fills)")
     if e.reclaimable_ram:
-        print(f"  (plus {human_size(e.reclaimable_ram)} of the file that stays cached after the CPU re-packs "
-              "some matrices; the system frees it first when memory runs short)")
+        print(
+            f"  (plus {human_size(e.reclaimable_ram)} of the file that stays cached after the CPU re-packs "
+            "some matrices; the system frees it first when memory runs short)"
+        )
     avail = f"{human_size(e.available_ram)} RAM available"
     if gpu or e.available_vram is not None:
         avail += f", {human_size(e.available_vram)} VRAM free" if e.available_vram is not None else ", no GPU found"
@@ -149,8 +196,7 @@ def _slots(n: int) -> str:
 
 
 def _machine_dict(m: MachineMemory) -> dict[str, Any]:
-    return {"total_ram": m.total_ram, "available_ram": m.available_ram, "vram_total": m.vram_total,
-            "vram_free": m.vram_free}
+    return {"total_ram": m.total_ram, "available_ram": m.available_ram, "vram_total": m.vram_total, "vram_free": m.vram_free}
 
 
 __all__ = ["KV_TYPES", "add_subcommands", "run_fit"]

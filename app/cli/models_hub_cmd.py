@@ -92,7 +92,7 @@ def run_files(core: Core, args: argparse.Namespace) -> int:
 
 
 def _print_catalog(catalog: list[CatalogEntry], ram: int, query: str) -> None:
-    where = f" matching \"{query}\"" if query else ""
+    where = f' matching "{query}"' if query else ""
     if not catalog:
         print(f"Curated models{where}: none.")
         return
@@ -100,15 +100,12 @@ def _print_catalog(catalog: list[CatalogEntry], ram: int, query: str) -> None:
     name_w = max(len(e.name) for e in catalog)
     for e in catalog:
         fit = machine_fit(e, ram, n_ctx=FIT_CONTEXT)
-        print(
-            f"  {fit:<9}  {e.name:<{name_w}}  {e.quant:<6} ~{human_size(e.size_bytes):>8}  "
-            f"{e.repo_id} {e.filename}"
-        )
+        print(f"  {fit:<9}  {e.name:<{name_w}}  {e.quant:<6} ~{human_size(e.size_bytes):>8}  {e.repo_id} {e.filename}")
         print(f"  {'':<9}  {e.description} ({_params(e.parameters)} parameters, {e.context_length:,}-token context, {e.license})")
 
 
 def _print_hub(hub: list[HubModel], query: str, sort: str) -> None:
-    where = f" for \"{query}\"" if query else ""
+    where = f' for "{query}"' if query else ""
     order = {"downloads": "most downloaded", "likes": "most liked", "recent": "most recently updated"}[sort]
     if not hub:
         print(f"Hugging Face Hub{where}: no GGUF repositories found.")
@@ -119,8 +116,9 @@ def _print_hub(hub: list[HubModel], query: str, sort: str) -> None:
     for m in hub:
         updated = m.last_modified.strftime("%Y-%m-%d") if m.last_modified else "?"
         gated = "  [gated: needs access and a token]" if m.gated else ""
-        say(f"  {m.repo_id:<{repo_w}}  {_count(m.downloads):>9}  {_count(m.likes):>6}  {updated:<10}  {m.license or '?'}{gated}",
-            sys.stdout)
+        say(
+            f"  {m.repo_id:<{repo_w}}  {_count(m.downloads):>9}  {_count(m.likes):>6}  {updated:<10}  {m.license or '?'}{gated}", sys.stdout
+        )
     print("List a repository's files with `cove models files REPO`.")
 
 
@@ -206,4 +204,3 @@ def _iso(when: datetime | None) -> str | None:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-

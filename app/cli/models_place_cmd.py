@@ -26,21 +26,40 @@ FLASH_ATTN = {"auto": None, "on": True, "off": False}
 
 
 def add_subcommands(msub: argparse._SubParsersAction) -> None:
-    place = msub.add_parser("place", help="how a model loads: GPU layers, the KV cache, flash attention, drafting "
-                                          "(Cove chooses unless set)")
+    place = msub.add_parser(
+        "place", help="how a model loads: GPU layers, the KV cache, flash attention, drafting (Cove chooses unless set)"
+    )
     place.add_argument("name", help="model name")
-    place.add_argument("--gpu-layers", type=gpu_layers, metavar="auto|all|N", default=argparse.SUPPRESS,
-                       help="auto: as many as fit (the default); all; 0: the CPU only; N: that many")
+    place.add_argument(
+        "--gpu-layers",
+        type=gpu_layers,
+        metavar="auto|all|N",
+        default=argparse.SUPPRESS,
+        help="auto: as many as fit (the default); all; 0: the CPU only; N: that many",
+    )
     place.add_argument("--kv-cache", choices=("auto", "gpu", "cpu"), help="auto: with its layers (the default)")
     place.add_argument("--type-k", type=kv_type_arg("K"), metavar="f16|q8_0|q4_0", help="the K cache's type (default f16)")
-    place.add_argument("--type-v", type=kv_type_arg("V"), metavar="f16|q8_0|q4_0",
-                       help="the V cache's type (default f16; a quantized V needs flash attention)")
-    place.add_argument("--flash-attn", type=word_choice("flash attention", tuple(FLASH_ATTN)), metavar="auto|on|off",
-                       help="auto: llama.cpp decides (the default)")
-    place.add_argument("--drafting", type=word_choice("drafting", ("auto", "off")), metavar="auto|off",
-                       help="auto: draft tokens from the conversation or the draft model where it pays (the default)")
-    place.add_argument("--draft-model", metavar="NAME|none",
-                       help="an installed model with the same vocabulary that drafts tokens; none: no draft model")
+    place.add_argument(
+        "--type-v",
+        type=kv_type_arg("V"),
+        metavar="f16|q8_0|q4_0",
+        help="the V cache's type (default f16; a quantized V needs flash attention)",
+    )
+    place.add_argument(
+        "--flash-attn",
+        type=word_choice("flash attention", tuple(FLASH_ATTN)),
+        metavar="auto|on|off",
+        help="auto: llama.cpp decides (the default)",
+    )
+    place.add_argument(
+        "--drafting",
+        type=word_choice("drafting", ("auto", "off")),
+        metavar="auto|off",
+        help="auto: draft tokens from the conversation or the draft model where it pays (the default)",
+    )
+    place.add_argument(
+        "--draft-model", metavar="NAME|none", help="an installed model with the same vocabulary that drafts tokens; none: no draft model"
+    )
     place.add_argument("--json", action="store_true")
     place.set_defaults(run=run_place)
 
@@ -63,11 +82,13 @@ def kv_type_arg(which: str) -> Any:
 
 def word_choice(what: str, choices: tuple[str, ...]) -> Any:
     """An argparse type: one of `choices` (any letter case), else a sentence naming them."""
+
     def parse(text: str) -> str:
         value = text.strip().lower()
         if value not in choices:
             raise argparse.ArgumentTypeError(f"{what} must be {', '.join(choices[:-1])} or {choices[-1]}, not {text!r}")
         return value
+
     return parse
 
 
@@ -92,8 +113,16 @@ def run_place(core: Core, args: argparse.Namespace) -> int:
         extra: dict[str, Any] = {}
         if isinstance(load, LoadEstimate):
             e = load.estimate
-            extra = {"estimate": {"n_ctx": e.n_ctx, "kv_bytes": load.kv_bytes, "kv_bytes_f16": load.kv_f16,
-                                  "total_ram": e.total_ram, "total_vram": e.total_vram, "verdict": e.verdict}}
+            extra = {
+                "estimate": {
+                    "n_ctx": e.n_ctx,
+                    "kv_bytes": load.kv_bytes,
+                    "kv_bytes_f16": load.kv_f16,
+                    "total_ram": e.total_ram,
+                    "total_vram": e.total_vram,
+                    "verdict": e.verdict,
+                }
+            }
         print_json_for({"model": model.name, **placement.to_dict(), **extra}, sys.stdout)
         return 0
     say(f"{model.name}: {placement.describe()}.", sys.stdout)
@@ -114,7 +143,8 @@ def estimate_sentence(load: LoadEstimate) -> str:
 
 def _asked_to_set(args: argparse.Namespace) -> bool:
     return hasattr(args, "gpu_layers") or any(
-        getattr(args, key) is not None for key in ("kv_cache", "type_k", "type_v", "flash_attn", "drafting", "draft_model"))
+        getattr(args, key) is not None for key in ("kv_cache", "type_k", "type_v", "flash_attn", "drafting", "draft_model")
+    )
 
 
 def _changed(placement: ModelPlacement, args: argparse.Namespace) -> ModelPlacement:
@@ -156,8 +186,15 @@ def _draft_problem(core: Core, model: InstalledModel, placement: ModelPlacement)
 def _estimate(model: InstalledModel, placement: ModelPlacement, n_ctx: int | None) -> LoadEstimate | str:
     try:
         header = read_gguf_header(model.path)
-        return estimate_load(header, model.size, n_ctx, with_engine_gpu(machine_memory()), type_k=placement.type_k,
-                             type_v=placement.type_v, flash_attn=placement.flash_attn,
-                             gpu_layers=placement.gpu_layers)
+        return estimate_load(
+            header,
+            model.size,
+            n_ctx,
+            with_engine_gpu(machine_memory()),
+            type_k=placement.type_k,
+            type_v=placement.type_v,
+            flash_attn=placement.flash_attn,
+            gpu_layers=placement.gpu_layers,
+        )
     except (InvalidModelFile, ValueError) as exc:
         return str(exc)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, date, datetime, time
 
-ACCEPTED = ("an ISO 8601 date (2026-12-01) or date-time (2026-12-01T10:00, 2026-12-01 10:00:30, "
-            "2026-12-01T10:00+02:00, 2026-12-01T08:00Z); a time without a zone is UTC")
+ACCEPTED = (
+    "an ISO 8601 date (2026-12-01) or date-time (2026-12-01T10:00, 2026-12-01 10:00:30, "
+    "2026-12-01T10:00+02:00, 2026-12-01T08:00Z); a time without a zone is UTC"
+)
 
 
 def _moment(text: str, end_of_day: bool) -> datetime:
@@ -28,8 +30,10 @@ def _moment(text: str, end_of_day: bool) -> datetime:
 
 def _stored(moment: datetime) -> str:
     # utc_timestamp's form; written here, as strftime pads years before 1000 differently by platform.
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
-            f"{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
+        f"{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
 
 
 def since(text: str) -> str:

@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rsub = p.add_subparsers(dest="remote_command", metavar="COMMAND", required=True, parser_class=_KeySafeParser)
 
     add = rsub.add_parser(
-        "add", help="add a connection and list its models (the key is asked for, never an argument)",
+        "add",
+        help="add a connection and list its models (the key is asked for, never an argument)",
         description="Add a connection to a server of yours and ask it what it is and which models it has. "
         "On a terminal its key is asked for without echo (Enter for none); otherwise give --key-stdin "
         "(one line of standard input) or --no-key.",
@@ -102,8 +103,10 @@ def _read_key(name: str, args: argparse.Namespace) -> str | None:
             raise ValueError("--key-stdin was given, but standard input held no key; pipe it in, or use --no-key")
         return line.strip()
     if not _isatty(sys.stdin):
-        raise ValueError("say how this server is reached: --key-stdin reads its key from standard input, "
-                         "--no-key adds it without one (a key is never taken as an argument)")
+        raise ValueError(
+            "say how this server is reached: --key-stdin reads its key from standard input, "
+            "--no-key adds it without one (a key is never taken as an argument)"
+        )
     try:
         typed = getpass.getpass(f"Key for {name} (input hidden; Enter if the server needs none): ")
     except EOFError:
@@ -118,9 +121,11 @@ def run_add(core: Core, args: argparse.Namespace) -> int:
     connections = core.connections
     connection = connections.add(args.name, args.url, key=key, ca_file=args.ca_file)
     if connections.last_notice is not None:  # the key could be kept in this run's memory only
-        say(f"cove: {connections.last_notice} For a command that means it is gone when the command exits: set up a "
+        say(
+            f"cove: {connections.last_notice} For a command that means it is gone when the command exits: set up a "
             "secure keyring and add the key again (`cove remote remove`, then `add`), or add the connection from the window.",
-            sys.stderr)
+            sys.stderr,
+        )
     problem: str | None = None
     try:
         connection = connections.record_probe(connection.name, probe(connection, key, core.network))
@@ -131,8 +136,11 @@ def run_add(core: Core, args: argparse.Namespace) -> int:
         return 0
     say(f"Added {connection.name} ({connection.base_url}).", sys.stdout)
     if problem is not None:
-        say(f"cove: it is kept, but its server could not be asked about itself: {problem} "
-            f"`cove remote models {connection.name}` asks again.", sys.stderr)
+        say(
+            f"cove: it is kept, but its server could not be asked about itself: {problem} "
+            f"`cove remote models {connection.name}` asks again.",
+            sys.stderr,
+        )
         return 0
     _print_found(connection)
     return 0
@@ -157,17 +165,29 @@ def _count(n: int) -> str:
 def _connection_json(core: Core, connection: Connection) -> dict[str, Any]:
     server = connection.server or {}
     return {
-        "name": connection.name, "url": connection.base_url, "host": connection.host, "ca_file": connection.ca_file,
-        "kind": server.get("kind"), "version": server.get("version"), "probed_at": server.get("probed_at"),
+        "name": connection.name,
+        "url": connection.base_url,
+        "host": connection.host,
+        "ca_file": connection.ca_file,
+        "kind": server.get("kind"),
+        "version": server.get("version"),
+        "probed_at": server.get("probed_at"),
         "models": [_model_json(m) for m in remote_models(connection)],
         "key": core.connections.key(connection.name) is not None,  # whether there is one, never the key
-        "public_ok": connection.public_ok, "created_at": connection.created_at,
+        "public_ok": connection.public_ok,
+        "created_at": connection.created_at,
     }
 
 
 def _model_json(model: Any) -> dict[str, Any]:
-    return {"name": model.name, "model_id": model.model_id, "connection": model.connection, "host": model.host,
-            "kind": model.kind, "fingerprint": model.fingerprint}
+    return {
+        "name": model.name,
+        "model_id": model.model_id,
+        "connection": model.connection,
+        "host": model.host,
+        "kind": model.kind,
+        "fingerprint": model.fingerprint,
+    }
 
 
 def run_list(core: Core, args: argparse.Namespace) -> int:

@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8642
 DEFAULT_TTL_MINUTES = 10.0
-ROUTING_REMOVED = ("cove serve: --routing is no longer used and will be refused in a later version: each model runs in "
-                   "one engine whose slots serve requests at once, and the engine gives each request the slot whose "
-                   "cache shares the longest prefix with it.")
+ROUTING_REMOVED = (
+    "cove serve: --routing is no longer used and will be refused in a later version: each model runs in "
+    "one engine whose slots serve requests at once, and the engine gives each request the slot whose "
+    "cache shares the longest prefix with it."
+)
 
 
 def _minutes(text: str) -> float:
@@ -37,16 +39,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the installed models over the OpenAI API on 127.0.0.1")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs keys)")
-    p.add_argument("--parallel", type=positive_int, default=None, metavar="N",
-                   help="slots of each model's engine: replies it decodes at once, in one process, each with a "
-                        "KV cache of its own (default: as many as fit in memory, at most 4 on a CPU)")
+    p.add_argument(
+        "--parallel",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="slots of each model's engine: replies it decodes at once, in one process, each with a "
+        "KV cache of its own (default: as many as fit in memory, at most 4 on a CPU)",
+    )
     # Removed: one engine per model picks the slot for each request itself. Still accepted, with a sentence.
     p.add_argument("--routing", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--cache-ram", type=int, default=256, metavar="MB",
-                   help="RAM each engine keeps earlier conversations' state in, so a client's next turn is not "
-                        "evaluated again (default 256; 0: none)")
-    p.add_argument("--ttl", type=_minutes, default=DEFAULT_TTL_MINUTES, metavar="MINUTES",
-                   help=f"unload a model idle this long (default {DEFAULT_TTL_MINUTES:g})")
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="RAM each engine keeps earlier conversations' state in, so a client's next turn is not evaluated again (default 256; 0: none)",
+    )
+    p.add_argument(
+        "--ttl",
+        type=_minutes,
+        default=DEFAULT_TTL_MINUTES,
+        metavar="MINUTES",
+        help=f"unload a model idle this long (default {DEFAULT_TTL_MINUTES:g})",
+    )
     p.set_defaults(run=run)
     ssub = p.add_subparsers(dest="serve_command", metavar="keys")
     keys = ssub.add_parser("keys", help="the clients' API keys: add NAME (shown once), list, remove NAME")
@@ -86,8 +102,7 @@ def make_pool(core: Core, args: argparse.Namespace) -> ModelPool:
 
     if args.routing is not None:
         print(ROUTING_REMOVED, file=sys.stderr, flush=True)
-    return ModelPool(parallel=args.parallel, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx,
-                     cache_ram_mb=max(0, args.cache_ram))
+    return ModelPool(parallel=args.parallel, ttl_s=args.ttl * 60, n_ctx=core.settings.sampling.n_ctx, cache_ram_mb=max(0, args.cache_ram))
 
 
 def run(core: Core, args: argparse.Namespace) -> int:

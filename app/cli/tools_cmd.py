@@ -33,9 +33,12 @@ class ToolsError(Exception):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tools", help="your own tool servers (MCP): add, list their tools, call one, remove",
-                       description="Tool servers are programs you choose (started with a scrubbed environment) "
-                       "or Streamable HTTP servers on this machine. Every call is asked first.")
+    p = sub.add_parser(
+        "tools",
+        help="your own tool servers (MCP): add, list their tools, call one, remove",
+        description="Tool servers are programs you choose (started with a scrubbed environment) "
+        "or Streamable HTTP servers on this machine. Every call is asked first.",
+    )
     tsub = p.add_subparsers(dest="tools_command", metavar="COMMAND", required=True)
 
     add = tsub.add_parser("add", help="add a server: NAME -- COMMAND [ARGS...], or NAME --url URL (starts nothing)")
@@ -63,8 +66,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("name")
     rm.set_defaults(run=_remove)
 
-    limits = tsub.add_parser("limits", help="how long a tool call may take and how much of its result the model "
-                             "gets, for the window and cove chat: shown, or changed with the options")
+    limits = tsub.add_parser(
+        "limits",
+        help="how long a tool call may take and how much of its result the model "
+        "gets, for the window and cove chat: shown, or changed with the options",
+    )
     limits.add_argument("--timeout", type=int, metavar="SECONDS", help="seconds a server may take to start or answer")
     limits.add_argument("--max-result", type=int, metavar="CHARS", help="characters of a result the model is given")
     limits.set_defaults(run=_limits)
@@ -76,12 +82,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _limits_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="how long a server may take to start or answer a call (default: the setting, "
-                        f"`cove tools limits`; {DEFAULT_CALL_TIMEOUT:g} unless changed)")
-    p.add_argument("--max-result", type=int, default=None, metavar="CHARS",
-                   help="results longer than this are cut, and the cut is said (default: the setting; "
-                        f"{DEFAULT_RESULT_CAP} unless changed)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a server may take to start or answer a call (default: the setting, "
+        f"`cove tools limits`; {DEFAULT_CALL_TIMEOUT:g} unless changed)",
+    )
+    p.add_argument(
+        "--max-result",
+        type=int,
+        default=None,
+        metavar="CHARS",
+        help=f"results longer than this are cut, and the cut is said (default: the setting; {DEFAULT_RESULT_CAP} unless changed)",
+    )
 
 
 def _limits(core: Core, args: argparse.Namespace) -> int:
@@ -93,22 +108,26 @@ def _limits(core: Core, args: argparse.Namespace) -> int:
             raise ToolsError("--timeout and --max-result must be more than zero.")
         core.save_tool_limits(timeout, chars)
         kept = core.tool_limits()
-    print(f"A tool call may take {kept.call_timeout_s:g} s (to start its server and answer); a result longer "
-          f"than {kept.result_cap_chars:,} characters is cut, and the model is told.")
+    print(
+        f"A tool call may take {kept.call_timeout_s:g} s (to start its server and answer); a result longer "
+        f"than {kept.result_cap_chars:,} characters is cut, and the model is told."
+    )
     return 0
 
 
 def _add(core: Core, args: argparse.Namespace) -> int:
     if args.url and args.command:
         raise ToolsError("give either --url URL or -- COMMAND [ARGS...], not both.")
-    server = (http_server(args.name, args.url, allow_remote=args.allow_remote) if args.url
-              else stdio_server(args.name, args.command))
+    server = http_server(args.name, args.url, allow_remote=args.allow_remote) if args.url else stdio_server(args.name, args.command)
     server = ToolServerStore(core.db).add(server)  # as kept: its program and script as absolute paths
     if server.url:
         say(f"Added the tool server '{server.name}' at {server.url}. Nothing was contacted.", sys.stdout)
     else:
-        say(f"Added the tool server '{server.name}'. When its tools are listed or called, Cove will run "
-            f"exactly this command line:\n  {server.identity}\nNothing was started.", sys.stdout)
+        say(
+            f"Added the tool server '{server.name}'. When its tools are listed or called, Cove will run "
+            f"exactly this command line:\n  {server.identity}\nNothing was started.",
+            sys.stdout,
+        )
     print(NETWORK_NOTE)
     return 0
 
@@ -174,16 +193,16 @@ def _call(core: Core, args: argparse.Namespace) -> int:
     server = store.get(args.name)
     arguments = _arguments(args.arguments)
     if core.network.offline and not args.allow_offline_once:
-        raise ToolsError(f"Cove is offline, so the tool server '{server.name}' was not started "
-                         "(add --allow-offline-once to start it this once).")
+        raise ToolsError(
+            f"Cove is offline, so the tool server '{server.name}' was not started (add --allow-offline-once to start it this once)."
+        )
     with _host(core, args) as host:
         try:
             offered = [tool.name for tool in host.list_tools(server)]
         except ToolServerError as exc:
             return _refused(str(exc))
         if args.tool not in offered:
-            return _refused(f"the tool server '{server.name}' has no tool '{args.tool}' "
-                            f"(it offers: {', '.join(offered) or 'none'}).")
+            return _refused(f"the tool server '{server.name}' has no tool '{args.tool}' (it offers: {', '.join(offered) or 'none'}).")
         request = ToolRequest(server, args.tool, arguments)
         if args.allow_tools:
             decision = decide(request, allow_without_asking, store, who="the person (--allow-tools)")
@@ -207,8 +226,10 @@ def _call(core: Core, args: argparse.Namespace) -> int:
 
 def _host(core: Core, args: argparse.Namespace) -> McpHost:
     kept = core.tool_limits()
-    limits = ToolLimits(call_timeout_s=kept.call_timeout_s if args.timeout is None else args.timeout,
-                        result_cap_chars=kept.result_cap_chars if args.max_result is None else args.max_result)
+    limits = ToolLimits(
+        call_timeout_s=kept.call_timeout_s if args.timeout is None else args.timeout,
+        result_cap_chars=kept.result_cap_chars if args.max_result is None else args.max_result,
+    )
     if limits.call_timeout_s <= 0 or limits.result_cap_chars <= 0:
         raise ToolsError("--timeout and --max-result must be more than zero.")
     core.paths.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -219,10 +240,11 @@ def _arguments(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ToolsError(f"the arguments are not JSON ({exc.msg} at character {exc.pos}): give an object like "
-                         "'{\"timezone\": \"Europe/Paris\"}'.") from None
+        raise ToolsError(
+            f'the arguments are not JSON ({exc.msg} at character {exc.pos}): give an object like \'{{"timezone": "Europe/Paris"}}\'.'
+        ) from None
     if not isinstance(value, dict):
-        raise ToolsError("the arguments must be a JSON object, like '{\"timezone\": \"Europe/Paris\"}'.")
+        raise ToolsError('the arguments must be a JSON object, like \'{"timezone": "Europe/Paris"}\'.')
     return value
 
 
@@ -232,9 +254,9 @@ def describe_request(request: ToolRequest, out: TextIO) -> str:
     so nothing in them can retitle the window or make the question read backwards."""
     server: ToolServer = request.server
     again = f"{request.asked_again}\n" if request.asked_again else ""
-    return (for_terminal(f"{again}The tool server '{server.name}' ({server.identity})\nwants to run the tool "
-                         f"'{request.tool}' with these arguments:\n", out)
-            + json_for_terminal(request.arguments_text(), out))
+    return for_terminal(
+        f"{again}The tool server '{server.name}' ({server.identity})\nwants to run the tool '{request.tool}' with these arguments:\n", out
+    ) + json_for_terminal(request.arguments_text(), out)
 
 
 def _ask_on_terminal(request: ToolRequest) -> str:

@@ -54,8 +54,7 @@ def chunk_sections(sections: Iterable[Section], *, size: int = 1000, overlap: in
         yield from (chunk for chunk, _ in _cuts(buf, base, key, size, overlap, final=True))
 
 
-def _cuts(text: str, base: int, key: tuple[int | None, str | None], size: int, overlap: int, *,
-          final: bool) -> Iterator[tuple[Chunk, int]]:
+def _cuts(text: str, base: int, key: tuple[int | None, str | None], size: int, overlap: int, *, final: bool) -> Iterator[tuple[Chunk, int]]:
     """The chunks of `text` (whose first character is at file offset `base`), each with the
     position in `text` the next one starts from. Not `final`: stop while fewer than 2 * size
     characters are left, as more text of the same run may follow."""

@@ -30,8 +30,11 @@ def choose_embedder(library: ModelLibrary, settings: Any, info: CollectionInfo |
         try:
             return EmbedderChoice(EngineEmbedder(library.get(info.embedding_model)))
         except ModelNotFound:
-            return EmbedderChoice(None, f"{info.name}'s passages were embedded with {info.embedding_model}, which is no "
-                                        "longer installed, so it is searched by keywords only")
+            return EmbedderChoice(
+                None,
+                f"{info.name}'s passages were embedded with {info.embedding_model}, which is no "
+                "longer installed, so it is searched by keywords only",
+            )
     if not allow_new:
         return EmbedderChoice(None)
     model = embedding_model(library, settings)

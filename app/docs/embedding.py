@@ -46,8 +46,9 @@ class EngineEmbedder:
     """An Embedder on an installed embedding model, loaded in an engine host of its own on first
     use. A text longer than the model takes is cut for embedding (what is indexed stays whole)."""
 
-    def __init__(self, model: InstalledModel, *, n_threads: int | None = None, n_gpu_layers: int | None = 0,
-                 client: EngineClient | None = None) -> None:
+    def __init__(
+        self, model: InstalledModel, *, n_threads: int | None = None, n_gpu_layers: int | None = 0, client: EngineClient | None = None
+    ) -> None:
         self._model = model
         self._n_threads = n_threads if n_threads is not None else max(1, (os.cpu_count() or 2) // 2)
         self._n_gpu_layers = n_gpu_layers
@@ -65,7 +66,7 @@ class EngineEmbedder:
         with self._lock:
             client = self._loaded()
             for i in range(0, len(texts), BATCH):
-                out += self._embed_batch(client, [t[: self.max_chars] or " " for t in texts[i:i + BATCH]])
+                out += self._embed_batch(client, [t[: self.max_chars] or " " for t in texts[i : i + BATCH]])
         return out
 
     def close(self) -> None:
@@ -81,8 +82,7 @@ class EngineEmbedder:
             self._client = EngineClient()
         n_ctx = min(EMBED_CTX, self._model.context_length or EMBED_CTX)
         try:
-            self._client.load(self._model.path, n_ctx=n_ctx, n_threads=self._n_threads, n_gpu_layers=self._n_gpu_layers,
-                              state_cache_mb=0)
+            self._client.load(self._model.path, n_ctx=n_ctx, n_threads=self._n_threads, n_gpu_layers=self._n_gpu_layers, state_cache_mb=0)
         except EngineError as exc:
             raise EmbeddingFailed(f"the embedding model {self._model.name} could not be loaded: {exc}") from exc
         return self._client

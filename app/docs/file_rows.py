@@ -50,13 +50,18 @@ class FileRows:
 
     def known(self) -> dict[str, Known]:
         """Every file of the collection, by its path as the OS takes it."""
-        return {os_path(str(r[0]), r[1]): Known(*r[2:]) for r in self.index.conn.execute(
-            "SELECT path, raw_path, id, size, mtime_ns, sha256, status FROM files WHERE collection = ?", (self.collection,))}
+        return {
+            os_path(str(r[0]), r[1]): Known(*r[2:])
+            for r in self.index.conn.execute(
+                "SELECT path, raw_path, id, size, mtime_ns, sha256, status FROM files WHERE collection = ?", (self.collection,)
+            )
+        }
 
     def known_one(self, path: str) -> Known | None:
-        row = self.index.conn.execute("SELECT id, size, mtime_ns, sha256, status FROM files "
-                                      "WHERE collection = ? AND path = ? AND raw_path IS ?",
-                                      (self.collection, shown_path(path), raw_path(path))).fetchone()
+        row = self.index.conn.execute(
+            "SELECT id, size, mtime_ns, sha256, status FROM files WHERE collection = ? AND path = ? AND raw_path IS ?",
+            (self.collection, shown_path(path), raw_path(path)),
+        ).fetchone()
         return Known(*row) if row is not None else None
 
     # ---- whole rows -----------------------------------------------------------------------
@@ -65,9 +70,10 @@ class FileRows:
         """Files found and not yet read, so a status shows them (and a killed run's next run reads them)."""
         if paths:
             with write_transaction(self.index.db):
-                self.index.conn.executemany("INSERT OR IGNORE INTO files (collection, path, raw_path, status) "
-                                            "VALUES (?, ?, ?, 'pending')",
-                                            [(self.collection, shown_path(p), raw_path(p)) for p in paths])
+                self.index.conn.executemany(
+                    "INSERT OR IGNORE INTO files (collection, path, raw_path, status) VALUES (?, ?, ?, 'pending')",
+                    [(self.collection, shown_path(p), raw_path(p)) for p in paths],
+                )
 
     def touch(self, file_id: int, f: Found) -> None:
         """Touched, same content: its passages kept, its size and mtime brought up to date."""
@@ -87,8 +93,10 @@ class FileRows:
             return
         with write_transaction(self.index.db):
             for path in paths:
-                self.index.conn.execute("DELETE FROM files WHERE collection = ? AND path = ? AND raw_path IS ?",
-                                        (self.collection, shown_path(path), raw_path(path)))
+                self.index.conn.execute(
+                    "DELETE FROM files WHERE collection = ? AND path = ? AND raw_path IS ?",
+                    (self.collection, shown_path(path), raw_path(path)),
+                )
             self.index.bump_generation()
 
     # ---- a file's passages, a batch at a time ---------------------------------------------
@@ -109,9 +117,10 @@ class FileRows:
             self._check_claim(file_id)
             ids: list[tuple[int, str]] = []
             for ord_, c in enumerate(chunks, first):
-                cur = self.index.conn.execute('INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) '
-                                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                              (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash))
+                cur = self.index.conn.execute(
+                    'INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+                    (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash),
+                )
                 assert cur.lastrowid is not None
                 ids.append((cur.lastrowid, c.hash))
             if self.model is not None:  # a renamed or edited file: passages it had keep their vectors
@@ -124,8 +133,10 @@ class FileRows:
         """The file is indexed (`problem`: the sentence saying where it was cut, or None). ClaimLost."""
         with write_transaction(self.index.db):
             self._check_claim(file_id)
-            self.index.conn.execute("UPDATE files SET status = 'indexed', problem = ?, claim = NULL, indexed_at = ? "
-                                    "WHERE id = ?", (problem, utc_timestamp(), file_id))
+            self.index.conn.execute(
+                "UPDATE files SET status = 'indexed', problem = ?, claim = NULL, indexed_at = ? WHERE id = ?",
+                (problem, utc_timestamp(), file_id),
+            )
             self.index.bump_generation()
 
     # ---- vectors already in the index ------------------------------------------------------
@@ -135,17 +146,20 @@ class FileRows:
         have: dict[str, bytes] = {}
         ordered = sorted(hashes)
         for i in range(0, len(ordered), 500):
-            part = ordered[i:i + 500]
+            part = ordered[i : i + 500]
             marks = ",".join("?" * len(part))
             for h, blob in self.index.conn.execute(
-                    f"SELECT c.hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
-                    f"WHERE v.model = ? AND c.hash IN ({marks})", (model, *part)):
+                f"SELECT c.hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id WHERE v.model = ? AND c.hash IN ({marks})",
+                (model, *part),
+            ):
                 have[str(h)] = bytes(blob)
         return have
 
     def insert_vectors(self, rows: Sequence[tuple[int, bytes]], model: str) -> None:
-        self.index.conn.executemany("INSERT OR REPLACE INTO vectors (chunk_id, model, dim, vector) VALUES (?, ?, ?, ?)",
-                                    [(cid, model, len(blob) // 4, blob) for cid, blob in rows])
+        self.index.conn.executemany(
+            "INSERT OR REPLACE INTO vectors (chunk_id, model, dim, vector) VALUES (?, ?, ?, ?)",
+            [(cid, model, len(blob) // 4, blob) for cid, blob in rows],
+        )
 
     # ---- inside a write transaction -------------------------------------------------------
 
@@ -161,6 +175,6 @@ class FileRows:
             "ON CONFLICT (collection, path) DO UPDATE SET raw_path = excluded.raw_path, size = excluded.size, "
             "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, status = excluded.status, problem = excluded.problem, "
             "indexed_at = excluded.indexed_at, claim = excluded.claim RETURNING id",
-            (self.collection, shown_path(f.path), raw_path(f.path), f.size, f.mtime_ns, digest, status, problem,
-             utc_timestamp(), claim)).fetchone()
+            (self.collection, shown_path(f.path), raw_path(f.path), f.size, f.mtime_ns, digest, status, problem, utc_timestamp(), claim),
+        ).fetchone()
         return int(row[0])

@@ -16,8 +16,15 @@ from app.settings import SamplingParams
 from models.context_size import UNKNOWN_TRAIN_CTX, cove_context
 
 
-def turn_documents(index_path: Path, names: Sequence[str], *, context_length: int | None, params: SamplingParams,
-                   embedder: Callable[[], Embedder | None] | None = None, limit: int = PASSAGES_PER_TURN) -> TurnDocuments:
+def turn_documents(
+    index_path: Path,
+    names: Sequence[str],
+    *,
+    context_length: int | None,
+    params: SamplingParams,
+    embedder: Callable[[], Embedder | None] | None = None,
+    limit: int = PASSAGES_PER_TURN,
+) -> TurnDocuments:
     """A TurnDocuments for `names`. `context_length`: the model's training context (None: a server's
     model, whose context Cove does not know: the smallest usual one is assumed). `embedder`: how to
     get the embedder that searches by meaning too (called on the turn's thread), or None for keywords only."""

@@ -115,15 +115,13 @@ class DocumentIndex:
             if self._exists(name):
                 raise ValueError(f"a collection named {name} already exists")
             self.conn.execute("INSERT INTO collections (name, created) VALUES (?, ?)", (name, utc_timestamp()))
-            self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)",
-                                  [(name, p) for p in paths])
+            self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)", [(name, p) for p in paths])
 
     def add_roots(self, name: str, roots: Sequence[Path]) -> None:
         paths = _check_roots(roots)
         with write_transaction(self.db):
             self.require(name)
-            self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)",
-                                  [(name, p) for p in paths])
+            self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)", [(name, p) for p in paths])
 
     def remove(self, name: str) -> None:
         """The collection, its files' rows, chunks, vectors and full-text rows, then VACUUM so
@@ -131,8 +129,7 @@ class DocumentIndex:
         with write_transaction(self.db):
             self.require(name)
             file_ids = "SELECT id FROM files WHERE collection = ?"
-            self.conn.execute(f"DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE file_id IN ({file_ids}))",
-                              (name,))
+            self.conn.execute(f"DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE file_id IN ({file_ids}))", (name,))
             self.conn.execute(f"DELETE FROM chunks WHERE file_id IN ({file_ids})", (name,))
             self.conn.execute("DELETE FROM files WHERE collection = ?", (name,))
             self.conn.execute("DELETE FROM roots WHERE collection = ?", (name,))
@@ -165,19 +162,33 @@ class DocumentIndex:
         info = self.require(name)
         q = self.conn.execute
         files = int(q("SELECT count(*) FROM files WHERE collection = ? AND status = 'indexed'", (name,)).fetchone()[0])
-        pending = int(q("SELECT count(*) FROM files WHERE collection = ? AND status IN ('pending', 'reading')",
-                        (name,)).fetchone()[0])
-        chunks = int(q("SELECT count(*) FROM chunks JOIN files f ON f.id = chunks.file_id WHERE f.collection = ?",
-                       (name,)).fetchone()[0])
+        pending = int(q("SELECT count(*) FROM files WHERE collection = ? AND status IN ('pending', 'reading')", (name,)).fetchone()[0])
+        chunks = int(q("SELECT count(*) FROM chunks JOIN files f ON f.id = chunks.file_id WHERE f.collection = ?", (name,)).fetchone()[0])
         vectors = 0
         if info.embedding_model:
-            vectors = int(q("SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
-                            "WHERE f.collection = ? AND v.model = ?", (name, info.embedding_model)).fetchone()[0])
-        problems = tuple(FileProblem(str(p), str(s)) for p, s in q(
-            "SELECT path, problem FROM files WHERE collection = ? AND problem IS NOT NULL ORDER BY path", (name,)))
+            vectors = int(
+                q(
+                    "SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
+                    "WHERE f.collection = ? AND v.model = ?",
+                    (name, info.embedding_model),
+                ).fetchone()[0]
+            )
+        problems = tuple(
+            FileProblem(str(p), str(s))
+            for p, s in q("SELECT path, problem FROM files WHERE collection = ? AND problem IS NOT NULL ORDER BY path", (name,))
+        )
         last = q("SELECT max(indexed_at) FROM files WHERE collection = ?", (name,)).fetchone()[0]
-        return CollectionStatus(name=name, roots=info.roots, files_indexed=files, chunks=chunks, vectors=vectors,
-                                problems=problems, pending=pending, last_indexed=last, embedding_model=info.embedding_model)
+        return CollectionStatus(
+            name=name,
+            roots=info.roots,
+            files_indexed=files,
+            chunks=chunks,
+            vectors=vectors,
+            problems=problems,
+            pending=pending,
+            last_indexed=last,
+            embedding_model=info.embedding_model,
+        )
 
     # ---- for the indexer and search -----------------------------------------------------
 

@@ -58,10 +58,17 @@ EMBED_FAILED = "was indexed for keyword search only: embedding failed"
 SAME_NAME = "has a name that is not UTF-8 and reads, escaped, like another file's name beside it, so it is left out"
 
 
-def index_collection(index_path: Path, name: str, *, embedder: Embedder | None = None,
-                     on_progress: Callable[[Progress], None] | None = None, should_stop: Callable[[], bool] | None = None,
-                     hold: Callable[[], bool] | None = None, lower_priority: bool = True,
-                     limits: Limits = DEFAULT_LIMITS) -> Progress:
+def index_collection(
+    index_path: Path,
+    name: str,
+    *,
+    embedder: Embedder | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    hold: Callable[[], bool] | None = None,
+    lower_priority: bool = True,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Progress:
     """Bring collection `name` up to date with its files; the last Progress (finished, or paused
     when `should_stop()` ended it early). `limits`: how much reading one file may take.
     UnknownCollection when there is no such collection."""
@@ -75,9 +82,16 @@ def index_collection(index_path: Path, name: str, *, embedder: Embedder | None =
 
 
 class _Run:
-    def __init__(self, index: DocumentIndex, name: str, embedder: Embedder | None,
-                 on_progress: Callable[[Progress], None] | None, should_stop: Callable[[], bool] | None,
-                 hold: Callable[[], bool] | None, limits: Limits) -> None:
+    def __init__(
+        self,
+        index: DocumentIndex,
+        name: str,
+        embedder: Embedder | None,
+        on_progress: Callable[[Progress], None] | None,
+        should_stop: Callable[[], bool] | None,
+        hold: Callable[[], bool] | None,
+        limits: Limits,
+    ) -> None:
         self.index, self.name, self.embedder, self.limits = index, name, embedder, limits
         self._on_progress, self._should_stop, self._hold = on_progress, should_stop, hold
         self.rows = FileRows(index, name, embedder.model_name if embedder is not None else None)
@@ -94,8 +108,12 @@ class _Run:
         if self.embedder is not None and info.embedding_model != self.embedder.model_name:
             self._switch_model(self.embedder.model_name)
         known = self.rows.known()
-        self.problems = {str(p): str(s) for p, s in self.index.conn.execute(
-            "SELECT path, problem FROM files WHERE collection = ? AND problem IS NOT NULL", (self.name,))}
+        self.problems = {
+            str(p): str(s)
+            for p, s in self.index.conn.execute(
+                "SELECT path, problem FROM files WHERE collection = ? AND problem IS NOT NULL", (self.name,)
+            )
+        }
         found = self._one_per_name(walk_roots(info.roots, is_supported))
         found_paths = {f.path for f in found}
         todo = [f for f in found if f.problem is None and _changed(known.get(f.path), f)]
@@ -198,7 +216,7 @@ class _Run:
         missing = list({c.hash: c.text for c in chunks if c.hash not in have}.items())
         for i in range(0, len(missing), EMBED_BATCH):
             self._wait_while_held()
-            batch = missing[i:i + EMBED_BATCH]
+            batch = missing[i : i + EMBED_BATCH]
             try:
                 out = self.embedder.embed([text for _, text in batch])
                 if len(out) != len(batch):
@@ -216,7 +234,9 @@ class _Run:
         with write_transaction(self.index.db):
             self.index.conn.execute(
                 "DELETE FROM vectors WHERE model != ? AND chunk_id IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id "
-                "WHERE f.collection = ?)", (model, self.name))
+                "WHERE f.collection = ?)",
+                (model, self.name),
+            )
             self.index.conn.execute("UPDATE collections SET embedding_model = ? WHERE name = ?", (model, self.name))
             self.index.bump_generation()
 
@@ -228,7 +248,8 @@ class _Run:
             "SELECT DISTINCT f.id, f.path FROM files f JOIN chunks c ON c.file_id = f.id "
             "LEFT JOIN vectors v ON v.chunk_id = c.id AND v.model = ? "
             "WHERE f.collection = ? AND f.status = 'indexed' AND v.chunk_id IS NULL ORDER BY f.path",
-            (self.embedder.model_name, self.name)).fetchall()
+            (self.embedder.model_name, self.name),
+        ).fetchall()
         for file_id, path in rows:
             if file_id in self.failed_ids:
                 continue
@@ -249,23 +270,27 @@ class _Run:
             rows = self.index.conn.execute(
                 "SELECT c.id, c.hash, c.text FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id AND v.model = ? "
                 "WHERE c.file_id = ? AND v.chunk_id IS NULL AND c.id > ? ORDER BY c.id LIMIT ?",
-                (model, file_id, after, WRITE_BATCH)).fetchall()
+                (model, file_id, after, WRITE_BATCH),
+            ).fetchall()
             if not rows:
                 break
             after = int(rows[-1][0])
             vectors, problem = self._vectors([Chunk(text=t, start=0, end=0, hash=h) for _, h, t in rows])
             with write_transaction(self.index.db):
                 if problem is not None:  # a sentence saying where the file was cut stays the one it shows
-                    if self.index.conn.execute("UPDATE files SET problem = ? WHERE id = ? AND (problem IS NULL OR problem LIKE ?)",
-                                               (problem, file_id, EMBED_FAILED + "%")).rowcount:
+                    if self.index.conn.execute(
+                        "UPDATE files SET problem = ? WHERE id = ? AND (problem IS NULL OR problem LIKE ?)",
+                        (problem, file_id, EMBED_FAILED + "%"),
+                    ).rowcount:
                         self._problem(path, problem)
                     self.failed_ids.add(file_id)
                     return
                 self.rows.insert_vectors([(cid, vectors[h]) for cid, h, _ in rows], model)
                 self.index.bump_generation()
         with write_transaction(self.index.db):
-            if self.index.conn.execute("UPDATE files SET problem = NULL WHERE id = ? AND problem LIKE ?",
-                                       (file_id, EMBED_FAILED + "%")).rowcount:
+            if self.index.conn.execute(
+                "UPDATE files SET problem = NULL WHERE id = ? AND problem LIKE ?", (file_id, EMBED_FAILED + "%")
+            ).rowcount:
                 self.problems.pop(path, None)
 
     # ---- problems ---------------------------------------------------------------------------

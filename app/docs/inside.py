@@ -46,7 +46,7 @@ class Roots:
             prefix = root if root.endswith(os.sep) else root + os.sep
             if not real.startswith(prefix):
                 continue
-            parts = real[len(prefix):].split(os.sep)
+            parts = real[len(prefix) :].split(os.sep)
             left_out = next((p for p in parts if is_left_out_name(p)), None)
             if left_out is None:
                 return Place(path=given.joinpath(*parts))

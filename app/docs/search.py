@@ -35,11 +35,13 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 # Function words of English questions: alone they match nearly every passage. Short on purpose:
 # a word that carries meaning in some documents ("will", "can", "may" as nouns) is not in it.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an and are as at be been but by did do does doing for from had has have how i if in into is it its
 me my of on or our so than that the their them then there these they this those to was we were what
 when where which who whom why with you your about any all also am could should would
-""".split())
+""".split()
+)
 
 
 def fts_query(text: str) -> str | None:
@@ -53,8 +55,7 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def search(index: DocumentIndex, names: Sequence[str], query: str, *, limit: int = 5,
-           embedder: Embedder | None = None) -> list[Passage]:
+def search(index: DocumentIndex, names: Sequence[str], query: str, *, limit: int = 5, embedder: Embedder | None = None) -> list[Passage]:
     """The best `limit` passages of collections `names` for `query`, best first. UnknownCollection
     for a name that is not a collection."""
     names = list(dict.fromkeys(names))
@@ -77,14 +78,14 @@ def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) 
     collection of the index (the usual case) needs no join: FTS5 ranks on its own, about 1.5x
     faster (docs/decisions/documents-bench.md)."""
     if set(names) >= set(index.names()):
-        rows = index.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-                                  (match, n)).fetchall()
+        rows = index.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?", (match, n)).fetchall()
         return [int(r[0]) for r in rows]
     marks = ",".join("?" * len(names))
     rows = index.conn.execute(
         "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
         f"WHERE chunks_fts MATCH ? AND f.collection IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT ?",
-        (match, *names, n)).fetchall()
+        (match, *names, n),
+    ).fetchall()
     return [int(r[0]) for r in rows]
 
 
@@ -131,16 +132,35 @@ def _passages(index: DocumentIndex, fused: list[tuple[int, float]], limit: int, 
     rank_b = {cid: r for r, cid in enumerate(bm25, start=1)}
     rank_v = {cid: r for r, cid in enumerate(vector, start=1)}
     marks = ",".join("?" * len(top))
-    rows = {int(r[0]): r for r in index.conn.execute(
-        'SELECT c.id, f.collection, f.path, c.text, c.start, c."end", c.hash, c.page, c.heading '
-        f"FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})", [cid for cid, _ in top])}
+    rows = {
+        int(r[0]): r
+        for r in index.conn.execute(
+            'SELECT c.id, f.collection, f.path, c.text, c.start, c."end", c.hash, c.page, c.heading '
+            f"FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})",
+            [cid for cid, _ in top],
+        )
+    }
     out: list[Passage] = []
     for cid, score in top:
         r = rows.get(cid)
         if r is None:
             continue
-        out.append(Passage(chunk_id=cid, collection=r[1], path=r[2], text=r[3], start=r[4], end=r[5], hash=r[6], score=score,
-                           page=r[7], heading=r[8], rank_bm25=rank_b.get(cid), rank_vector=rank_v.get(cid)))
+        out.append(
+            Passage(
+                chunk_id=cid,
+                collection=r[1],
+                path=r[2],
+                text=r[3],
+                start=r[4],
+                end=r[5],
+                hash=r[6],
+                score=score,
+                page=r[7],
+                heading=r[8],
+                rank_bm25=rank_b.get(cid),
+                rank_vector=rank_v.get(cid),
+            )
+        )
     return out
 
 
@@ -169,7 +189,9 @@ def _matrix(index: DocumentIndex, name: str, model: str) -> _Matrix:
         return cached
     rows = index.conn.execute(
         "SELECT v.chunk_id, v.dim, v.vector FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
-        "WHERE f.collection = ? AND v.model = ? ORDER BY v.chunk_id", (name, model)).fetchall()
+        "WHERE f.collection = ? AND v.model = ? ORDER BY v.chunk_id",
+        (name, model),
+    ).fetchall()
     dims = {int(r[1]) for r in rows}
     if len(dims) != 1:  # none, or (never written so) mixed sizes: no vector search
         matrix = _Matrix(generation, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))

@@ -79,7 +79,7 @@ def _cut(text: str, room_bytes: int) -> str:
     for mark in ("\n\n", ". ", "\n", " "):
         at = head.rfind(mark)
         if at >= len(head) // 2:
-            return head[:at + (1 if mark == ". " else 0)].rstrip()
+            return head[: at + (1 if mark == ". " else 0)].rstrip()
     return head.rstrip()
 
 
@@ -91,8 +91,12 @@ def _label(n: int, p: Passage) -> str:
 def passage_parts(question: str, passages: Sequence[Passage], names: Sequence[str]) -> dict[str, Any]:
     """The person's message as the model reads it, in the parts this machine's engine may fit with
     fewer passages (app/engine/passage_fit.py): the instruction, the numbered passages, the question."""
-    return {"head": INSTRUCTION + "\n\n", "blocks": [f"{_label(i, p)}\n{p.text.strip()}" for i, p in enumerate(passages, 1)],
-            "tail": "\n\nQuestion: " + question, "none": NOTHING_FOUND.format(names=", ".join(names))}
+    return {
+        "head": INSTRUCTION + "\n\n",
+        "blocks": [f"{_label(i, p)}\n{p.text.strip()}" for i, p in enumerate(passages, 1)],
+        "tail": "\n\nQuestion: " + question,
+        "none": NOTHING_FOUND.format(names=", ".join(names)),
+    }
 
 
 def prompt_with_passages(question: str, passages: Sequence[Passage], names: Sequence[str]) -> str:
@@ -114,8 +118,21 @@ def cited_numbers(reply: str, count: int) -> set[int]:
 def sources(passages: Sequence[Passage], reply: str) -> list[Source]:
     """The passages a reply was given, numbered as the prompt numbered them, each marked cited or not."""
     cited = cited_numbers(reply, len(passages))
-    return [Source(n=i, collection=p.collection, path=p.path, start=p.start, end=p.end, hash=p.hash, excerpt=p.text,
-                   cited=i in cited, page=p.page, heading=p.heading) for i, p in enumerate(passages, 1)]
+    return [
+        Source(
+            n=i,
+            collection=p.collection,
+            path=p.path,
+            start=p.start,
+            end=p.end,
+            hash=p.hash,
+            excerpt=p.text,
+            cited=i in cited,
+            page=p.page,
+            heading=p.heading,
+        )
+        for i, p in enumerate(passages, 1)
+    ]
 
 
 Search = Callable[[str], list[Passage]]
@@ -150,10 +167,13 @@ class TurnDocuments:
         except Exception as exc:  # noqa: BLE001 - a damaged or busy index: the reply goes on without documents
             self.problem = f"The documents could not be searched ({exc}); this reply was given none."
             return messages
-        self.given = fit_passages(found[:self.limit], self.budget_chars)
+        self.given = fit_passages(found[: self.limit], self.budget_chars)
         out = list(messages)
-        out[last] = {**messages[last], "content": prompt_with_passages(question, self.given, self.names),
-                     "passages": passage_parts(question, self.given, self.names)}
+        out[last] = {
+            **messages[last],
+            "content": prompt_with_passages(question, self.given, self.names),
+            "passages": passage_parts(question, self.given, self.names),
+        }
         return out
 
     def sources(self, reply: str, kept: int | None = None) -> list[Source]:

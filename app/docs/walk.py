@@ -157,12 +157,16 @@ def _left_out(place: Place, real: str, is_dir: bool) -> str:
     kind = "folder" if is_dir else "file"
     target = os.fsencode(real).decode("utf-8", "replace")
     if place.hidden is None:
-        return (f"is a link to a {kind} outside the collection's folders ({target}), so it is left out; "
-                f"add that {kind} to the collection to include it")
+        return (
+            f"is a link to a {kind} outside the collection's folders ({target}), so it is left out; "
+            f"add that {kind} to the collection to include it"
+        )
     if Path(real).name == place.hidden:
         return f"is a link to a hidden {kind} ({target}), so it is left out; add that {kind} to the collection to include it"
-    return (f"is a link into the hidden or tool folder {place.hidden} ({target}), so it is left out; "
-            "add that folder to the collection to include it")
+    return (
+        f"is a link into the hidden or tool folder {place.hidden} ({target}), so it is left out; "
+        "add that folder to the collection to include it"
+    )
 
 
 def _sentence(exc: OSError, path: Path) -> str:

@@ -24,8 +24,15 @@ STEP_MS = 50
 class Watcher:
     """Watches `roots` (folders, or files: their folder is watched) for collection `name`."""
 
-    def __init__(self, name: str, roots: Sequence[Path | str], on_change: Callable[[str], None], *,
-                 debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS) -> None:
+    def __init__(
+        self,
+        name: str,
+        roots: Sequence[Path | str],
+        on_change: Callable[[str], None],
+        *,
+        debounce_ms: int = DEBOUNCE_MS,
+        step_ms: int = STEP_MS,
+    ) -> None:
         self.name = name
         self._roots = [Path(r) for r in roots]
         self._on_change = on_change
@@ -67,8 +74,15 @@ class Watcher:
             return False  # beside a file root
 
         try:
-            for _ in watchfiles.watch(*paths, watch_filter=_Filter(counts), debounce=self._debounce_ms, step=self._step_ms,
-                                      stop_event=self._stop, raise_interrupt=False, ignore_permission_denied=True):
+            for _ in watchfiles.watch(
+                *paths,
+                watch_filter=_Filter(counts),
+                debounce=self._debounce_ms,
+                step=self._step_ms,
+                stop_event=self._stop,
+                raise_interrupt=False,
+                ignore_permission_denied=True,
+            ):
                 if self._stop.is_set():
                     return
                 self._on_change(self.name)

@@ -39,8 +39,18 @@ from app.engine.protocol import Serving as ServingEvent
 from app.engine.reply_events import deliver, host_gone, wire_message
 from app.statuses import MessageStatus
 
-__all__ = ["Embeddings", "EngineClient", "EngineError", "Failure", "FinishedEvent", "Generation", "LoadedModel",
-           "Serving", "StartedInfo", "TokenEvent"]
+__all__ = [
+    "Embeddings",
+    "EngineClient",
+    "EngineError",
+    "Failure",
+    "FinishedEvent",
+    "Generation",
+    "LoadedModel",
+    "Serving",
+    "StartedInfo",
+    "TokenEvent",
+]
 
 
 class EngineError(Exception):
@@ -145,8 +155,20 @@ class EngineClient:
         slots, replies the engine decodes together (each with a context of `n_ctx`)."""
         path = os.path.abspath(os.fspath(model_path))
         draft = os.path.abspath(os.fspath(draft_model_path)) if draft_model_path is not None else None
-        settings = LoadSettings(path, n_ctx, n_threads, n_gpu_layers, flash_attn, kv_on_gpu, int(state_cache_mb),
-                                type_k, type_v, draft, max(1, int(parallel)), file_stamp(path))
+        settings = LoadSettings(
+            path,
+            n_ctx,
+            n_threads,
+            n_gpu_layers,
+            flash_attn,
+            kv_on_gpu,
+            int(state_cache_mb),
+            type_k,
+            type_v,
+            draft,
+            max(1, int(parallel)),
+            file_stamp(path),
+        )
         with self._op_lock:
             with self._lock:
                 self._check_open()
@@ -212,15 +234,33 @@ class EngineClient:
         the template's default). Several replies may be in flight at once."""
         rid = f"g{next(self._ids)}"
         req = Generate(
-            rid, conversation_id, [wire_message(m) for m in messages],
-            max_tokens=max_tokens, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
-            min_p=float(min_p), repeat_penalty=float(repeat_penalty), seed=seed, stop=list(stop),
-            presence_penalty=float(presence_penalty), frequency_penalty=float(frequency_penalty),
+            rid,
+            conversation_id,
+            [wire_message(m) for m in messages],
+            max_tokens=max_tokens,
+            temperature=float(temperature),
+            top_p=float(top_p),
+            top_k=int(top_k),
+            min_p=float(min_p),
+            repeat_penalty=float(repeat_penalty),
+            seed=seed,
+            stop=list(stop),
+            presence_penalty=float(presence_penalty),
+            frequency_penalty=float(frequency_penalty),
             logit_bias=[[int(t), float(b)] for t, b in logit_bias],
-            ignore_eos=ignore_eos, prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
-            no_cache=no_cache, grammar=grammar, keep_all_turns=keep_all_turns, raw_prompt=raw_prompt,
-            speculative=speculative, tools=tools, tool_choice=tool_choice, tool_name=tool_name,
-            parallel_tool_calls=parallel_tool_calls, priority=priority, reasoning=reasoning,
+            ignore_eos=ignore_eos,
+            prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
+            no_cache=no_cache,
+            grammar=grammar,
+            keep_all_turns=keep_all_turns,
+            raw_prompt=raw_prompt,
+            speculative=speculative,
+            tools=tools,
+            tool_choice=tool_choice,
+            tool_name=tool_name,
+            parallel_tool_calls=parallel_tool_calls,
+            priority=priority,
+            reasoning=reasoning,
         )
         gen = Generation(rid, self._cancel_generation)
         with self._lock:
@@ -299,9 +339,13 @@ class EngineClient:
                 raise EngineError(f"embedding took longer than {self._load_timeout_s:g} s; the engine was stopped")
         if isinstance(reply, Embedded):
             return Embeddings([list(v) for v in reply.vectors], int(reply.prompt_tokens))
-        raise EngineError(reply.message if isinstance(reply, Failed) else
-                          f"the engine stopped unexpectedly ({reply.cause}) while embedding" if isinstance(reply, _Exited)
-                          else "the engine gave no embeddings")
+        raise EngineError(
+            reply.message
+            if isinstance(reply, Failed)
+            else f"the engine stopped unexpectedly ({reply.cause}) while embedding"
+            if isinstance(reply, _Exited)
+            else "the engine gave no embeddings"
+        )
 
     def unload(self) -> None:
         """Free the model (the host process stays up)."""
@@ -361,11 +405,24 @@ class EngineClient:
         for attempt in range(2):
             proc = self._ensure_proc()
             reason = self._template_fallback.get(s.path)
-            req = Load(f"l{next(self._ids)}", s.path, s.n_ctx, s.n_threads, s.n_gpu_layers, s.flash_attn,
-                       kv_on_gpu=s.kv_on_gpu, use_model_template=reason is None, fallback_reason=reason,
-                       state_cache_mb=s.state_cache_mb, type_k=s.type_k, type_v=s.type_v,
-                       state_dir=self._state_dir, state_disk_mb=self._state_disk_mb if self._state_dir else 0,
-                       draft_model_path=s.draft_model_path, parallel=s.parallel)
+            req = Load(
+                f"l{next(self._ids)}",
+                s.path,
+                s.n_ctx,
+                s.n_threads,
+                s.n_gpu_layers,
+                s.flash_attn,
+                kv_on_gpu=s.kv_on_gpu,
+                use_model_template=reason is None,
+                fallback_reason=reason,
+                state_cache_mb=s.state_cache_mb,
+                type_k=s.type_k,
+                type_v=s.type_v,
+                state_dir=self._state_dir,
+                state_disk_mb=self._state_disk_mb if self._state_dir else 0,
+                draft_model_path=s.draft_model_path,
+                parallel=s.parallel,
+            )
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):
                 loaded = loaded_model(s.path, reply)
@@ -434,11 +491,15 @@ class EngineClient:
                     gen.host = proc
                 proc.send(req)
         except EngineError as exc:
-            gen.end(None, MessageStatus.ERROR, {"error_kind": "restart"}, f"the engine could not be restarted: {exc}",
-                        Failure("restart"))
+            gen.end(None, MessageStatus.ERROR, {"error_kind": "restart"}, f"the engine could not be restarted: {exc}", Failure("restart"))
         except HostGone:
-            gen.end(None, MessageStatus.ERROR, {"error_kind": "crash"},
-                        "the engine stopped unexpectedly before the reply started", Failure("crash"))
+            gen.end(
+                None,
+                MessageStatus.ERROR,
+                {"error_kind": "crash"},
+                "the engine stopped unexpectedly before the reply started",
+                Failure("crash"),
+            )
 
     # ---- cancel -------------------------------------------------------------------------
 

@@ -21,8 +21,14 @@ class Device:
     backend: str  # the backend that gives it: "CPU", "Vulkan", "CUDA", ...
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "description": self.description, "kind": self.kind, "free_bytes": self.free_bytes,
-                "total_bytes": self.total_bytes, "backend": self.backend}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "kind": self.kind,
+            "free_bytes": self.free_bytes,
+            "total_bytes": self.total_bytes,
+            "backend": self.backend,
+        }
 
 
 def gpu_of(devices: list[Device]) -> Device | None:

@@ -190,8 +190,7 @@ class Generation:
         self._events.put(TokenEvent(text, now))
         self._wake()
 
-    def end(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None,
-            failure: Failure | None = None) -> bool:
+    def end(self, text: str | None, status: str, metrics: dict[str, Any], error: str | None, failure: Failure | None = None) -> bool:
         """End the reply once; later calls are ignored. `text=None` keeps the text so far."""
         with self._lock:
             if self._done.is_set():

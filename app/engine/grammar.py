@@ -56,16 +56,20 @@ def _oversized(node: Any) -> str | None:
             for key in _COUNTS:
                 value = item.get(key)
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_GRAMMAR_NESTING:
-                    return (f"the JSON schema's {key} {value:,} is over Cove's limit of {MAX_GRAMMAR_NESTING:,} "
-                            "for a constrained reply (llama.cpp's grammar parser cannot take that many repetitions)")
+                    return (
+                        f"the JSON schema's {key} {value:,} is over Cove's limit of {MAX_GRAMMAR_NESTING:,} "
+                        "for a constrained reply (llama.cpp's grammar parser cannot take that many repetitions)"
+                    )
             pattern = item.get("pattern")
             if isinstance(pattern, str):
                 for match in _PATTERN_COUNT.finditer(pattern):
                     count = max(int(n) for n in match.groups() if n)
                     if count > MAX_GRAMMAR_NESTING:
-                        return (f"the JSON schema's pattern repeats up to {count:,} times ({match.group(0)}), over "
-                                f"Cove's limit of {MAX_GRAMMAR_NESTING:,} for a constrained reply (llama.cpp's "
-                                "grammar parser cannot take that many repetitions)")
+                        return (
+                            f"the JSON schema's pattern repeats up to {count:,} times ({match.group(0)}), over "
+                            f"Cove's limit of {MAX_GRAMMAR_NESTING:,} for a constrained reply (llama.cpp's "
+                            "grammar parser cannot take that many repetitions)"
+                        )
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
@@ -95,7 +99,7 @@ def grammar_nesting(text: str) -> int:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c in "\"[":
+        if c in '"[':
             end = '"' if c == '"' else "]"
             i += 1
             while i < n and text[i] != end:
@@ -121,7 +125,7 @@ def schema_grammar(schema: dict[str, Any]) -> str:
     """A grammar for JSON that matches `schema`. Raises ValueError with a sentence."""
     remote = _remote_refs(schema)
     if remote:
-        raise ValueError(f"the JSON schema refers to {remote[0]!r}; only references inside the schema (\"#/...\") are supported")
+        raise ValueError(f'the JSON schema refers to {remote[0]!r}; only references inside the schema ("#/...") are supported')
     oversized = _oversized(schema)
     if oversized:
         raise ValueError(oversized)
@@ -138,9 +142,11 @@ def schema_grammar(schema: dict[str, Any]) -> str:
         raise ValueError(f"the JSON schema cannot be turned into a grammar ({detail[:200]})") from None
     nesting = grammar_nesting(grammar)
     if nesting > MAX_GRAMMAR_NESTING:
-        raise ValueError(f"the JSON schema makes a grammar nested {nesting:,} levels deep, over Cove's limit of "
-                         f"{MAX_GRAMMAR_NESTING:,}: each schema inside another and each group inside another in a "
-                         "pattern is one level; nest them less")
+        raise ValueError(
+            f"the JSON schema makes a grammar nested {nesting:,} levels deep, over Cove's limit of "
+            f"{MAX_GRAMMAR_NESTING:,}: each schema inside another and each group inside another in a "
+            "pattern is one level; nest them less"
+        )
     return grammar
 
 
@@ -155,17 +161,17 @@ def grammar_for(response_format: object) -> str | None:
     if response_format is None:
         return None
     if not isinstance(response_format, dict):
-        raise ValueError("response_format must be an object with a \"type\"")
+        raise ValueError('response_format must be an object with a "type"')
     kind = response_format.get("type")
     if kind == "text":
         return None
     if kind == "json_object":
         return json_grammar()
     if kind != "json_schema":
-        raise ValueError(f"response_format type {kind!r} is not supported; use \"text\", \"json_object\" or \"json_schema\"")
+        raise ValueError(f'response_format type {kind!r} is not supported; use "text", "json_object" or "json_schema"')
     spec = response_format.get("json_schema")
     if not isinstance(spec, dict):
-        raise ValueError("response_format of type \"json_schema\" needs a \"json_schema\" object")
+        raise ValueError('response_format of type "json_schema" needs a "json_schema" object')
     name = spec.get("name")
     if name is not None and not isinstance(name, str):
         raise ValueError("response_format.json_schema.name must be a string")

@@ -42,13 +42,29 @@ class LoadedModel:
 
 def loaded_model(path: str, reply: Loaded) -> LoadedModel:
     return LoadedModel(
-        path=path, n_ctx=reply.n_ctx, n_ctx_train=reply.n_ctx_train, n_threads=reply.n_threads,
-        n_gpu_layers=reply.n_gpu_layers, backend=reply.backend, template_source=reply.template_source,
-        template_note=reply.template_note, load_ms=reply.load_ms, n_batch=reply.n_batch,
-        n_ubatch=reply.n_ubatch, flash_attn=reply.flash_attn, architecture=reply.architecture,
-        n_vocab=reply.n_vocab, placement=dict(reply.placement), embeddings=reply.embeddings,
-        type_k=reply.type_k, type_v=reply.type_v, kv_bytes=reply.kv_bytes, compute_bytes=reply.compute_bytes,
-        draft_model=reply.draft_model, draft_note=reply.draft_note, slots=reply.slots,
+        path=path,
+        n_ctx=reply.n_ctx,
+        n_ctx_train=reply.n_ctx_train,
+        n_threads=reply.n_threads,
+        n_gpu_layers=reply.n_gpu_layers,
+        backend=reply.backend,
+        template_source=reply.template_source,
+        template_note=reply.template_note,
+        load_ms=reply.load_ms,
+        n_batch=reply.n_batch,
+        n_ubatch=reply.n_ubatch,
+        flash_attn=reply.flash_attn,
+        architecture=reply.architecture,
+        n_vocab=reply.n_vocab,
+        placement=dict(reply.placement),
+        embeddings=reply.embeddings,
+        type_k=reply.type_k,
+        type_v=reply.type_v,
+        kv_bytes=reply.kv_bytes,
+        compute_bytes=reply.compute_bytes,
+        draft_model=reply.draft_model,
+        draft_note=reply.draft_note,
+        slots=reply.slots,
     )
 
 

@@ -187,8 +187,9 @@ def number_range(low: Bound | None, high: Bound | None, int_range: IntRange) -> 
         high = Bound(INTEGER_CAP, False)
     low_cap = low if low is not None else Bound(-INTEGER_CAP, False)  # the open side: 15 integer digits
     high_cap = high
-    if high_cap is not None and (low_cap.value > high_cap.value or (
-            low_cap.value == high_cap.value and (low_cap.exclusive or high_cap.exclusive))):
+    if high_cap is not None and (
+        low_cap.value > high_cap.value or (low_cap.value == high_cap.value and (low_cap.exclusive or high_cap.exclusive))
+    ):
         raise ValueError("its number bounds leave no number between them")
     alternatives: list[str] = []
     if high_cap is None or high_cap.value > 0 or (high_cap.value == 0 and not high_cap.exclusive):

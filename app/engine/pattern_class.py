@@ -17,8 +17,7 @@ MAX_CODE = 0x10FFFF
 SAFE = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E), (0x80, 0xD7FF), (0xE000, 0x10FFFF))
 # Characters written as their JSON escape (GBNF literal text for it).
 ESCAPED = {0x22: r'"\\\""', 0x5C: r'"\\\\"', 0x0A: r'"\\n"', 0x0D: r'"\\r"', 0x09: r'"\\t"'}
-SHORTHANDS = {"d": ((0x30, 0x39),), "w": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)),
-              "s": ((0x09, 0x0D), (0x20, 0x20))}
+SHORTHANDS = {"d": ((0x30, 0x39),), "w": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)), "s": ((0x09, 0x0D), (0x20, 0x20))}
 SINGLE_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
 
 
@@ -70,7 +69,7 @@ def read_class(body: str, pattern: str) -> list[tuple[int, int]]:
             return SINGLE_ESCAPES[e], SINGLE_ESCAPES[e]
         if e in "xu":
             width = 2 if e == "x" else 4
-            digits = body[i:i + width]
+            digits = body[i : i + width]
             if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 raise ValueError(f'Unsupported escape "\\{e}{digits}" in /{pattern}/')
             i += width

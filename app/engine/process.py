@@ -154,7 +154,7 @@ class HostProcess:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(self._down, view):]
+                    view = view[os.write(self._down, view) :]
             except OSError:
                 raise HostGone() from None
 

@@ -20,8 +20,11 @@ def deliver(gen: Generation, msg: Message, pid: int) -> None:
     if isinstance(msg, Token):
         gen.add_token(msg.text)
     elif isinstance(msg, Started):
-        gen.set_started(StartedInfo(msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source,
-                               msg.tool_format, msg.reasoning))
+        gen.set_started(
+            StartedInfo(
+                msg.prompt_tokens, msg.cached_tokens, msg.dropped_turns, msg.prefill_ms, msg.template_source, msg.tool_format, msg.reasoning
+            )
+        )
     elif isinstance(msg, Finished):
         metrics = dict(msg.metrics)
         metrics["ttft_ms"] = round(gen.ttft_ms, 3) if gen.ttft_ms is not None else None
@@ -37,8 +40,13 @@ def host_gone(gen: Generation, cause: str, *, expected: bool) -> None:
     if expected:
         gen.end(None, MessageStatus.CANCELLED, {"stop_reason": "cancelled", "engine_restarted": True}, None)
     else:
-        gen.end(None, MessageStatus.ERROR, {"error_kind": "crash"},
-                    f"the engine stopped unexpectedly ({cause}) while generating", Failure("crash"))
+        gen.end(
+            None,
+            MessageStatus.ERROR,
+            {"error_kind": "crash"},
+            f"the engine stopped unexpectedly ({cause}) while generating",
+            Failure("crash"),
+        )
 
 
 def wire_message(m: dict[str, Any]) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def with_reason(request: ToolRequest, rules: AlwaysRules) -> ToolRequest:
     why = rules.asked_again(request.server, request.tool)
     if not why:
         return request
-    return replace(request, asked_again=f"You chose \"always\" for this tool before, but {why}.")
+    return replace(request, asked_again=f'You chose "always" for this tool before, but {why}.')
 
 
 def allow_without_asking(_request: ToolRequest) -> str:
@@ -118,5 +118,4 @@ def allow_without_asking(_request: ToolRequest) -> str:
 
 
 def denial_text(request: ToolRequest) -> str:
-    return (f"The person denied this call of the tool '{request.tool}' on the server "
-            f"'{request.server.name}'; it did not run.")
+    return f"The person denied this call of the tool '{request.tool}' on the server '{request.server.name}'; it did not run."

@@ -31,8 +31,9 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def describe_failure(server: ToolServer, exc: BaseException, *, starting: bool, garbage: bool,
-                     tool: str | None = None, timeout_s: float | None = None) -> ToolServerError:
+def describe_failure(
+    server: ToolServer, exc: BaseException, *, starting: bool, garbage: bool, tool: str | None = None, timeout_s: float | None = None
+) -> ToolServerError:
     from mcp import MCPError
     from pydantic import ValidationError
 
@@ -54,8 +55,11 @@ def describe_failure(server: ToolServer, exc: BaseException, *, starting: bool, 
         return ToolServerError(f"{name} could not start: '{program}' was not found.")
     if isinstance(exc, PermissionError) and starting:
         return ToolServerError(f"{name} could not start: '{program}' cannot be run (permission denied).")
-    if code == _CONNECTION_CLOSED or isinstance(exc, (ConnectionError, EOFError)) or type(exc).__name__ in (
-            "EndOfStream", "BrokenResourceError", "ClosedResourceError"):
+    if (
+        code == _CONNECTION_CLOSED
+        or isinstance(exc, (ConnectionError, EOFError))
+        or type(exc).__name__ in ("EndOfStream", "BrokenResourceError", "ClosedResourceError")
+    ):
         if starting:
             return ToolServerError(f"{name} stopped while it was starting (its messages are in Cove's tool log).")
         during = f" during the call of '{tool}'" if tool else ""
@@ -72,5 +76,7 @@ def describe_failure(server: ToolServer, exc: BaseException, *, starting: bool, 
 def interrupted(request: ToolRequest, why: str) -> ToolResult:
     """A call that was sent and whose answer Cove stopped waiting for (`why`: "Cove quit", "Cove was
     stopped (SIGTERM)"): status 'interrupted'; the server may have done it."""
-    return ToolResult(f"{why} while the call of '{request.tool}' on '{request.server.name}' ran; its result is "
-                      "unknown (the server may have done it).", "interrupted")
+    return ToolResult(
+        f"{why} while the call of '{request.tool}' on '{request.server.name}' ran; its result is unknown (the server may have done it).",
+        "interrupted",
+    )

@@ -89,14 +89,14 @@ class McpHost:
         A denied call never reaches the server. Failures come back as a result with one sentence."""
         if decision is None or not isinstance(decision, Decision) or not decision.covers(request):
             raise ApprovalRequired(
-                f"the call of '{request.tool}' on '{request.server.name}' has no decision of the person's: it did not run.")
+                f"the call of '{request.tool}' on '{request.server.name}' has no decision of the person's: it did not run."
+            )
         if not decision.allowed:
             return ToolResult(text=denial_text(request), status="denied")
         cap = self.limits.result_cap_chars
 
         async def calling(client: Any) -> ToolResult:
-            result = await client.call_tool(request.tool, request.arguments,
-                                            read_timeout_seconds=self.limits.call_timeout_s)
+            result = await client.call_tool(request.tool, request.arguments, read_timeout_seconds=self.limits.call_timeout_s)
             text = result_text(list(result.content or []), getattr(result, "structured_content", None))
             return capped(text, "tool_error" if result.is_error else "ok", cap)
 
@@ -182,8 +182,7 @@ class McpHost:
         try:
             await session.ready
         except BaseException as exc:
-            raise describe_failure(server, exc, starting=True, garbage=session.garbage,
-                                   timeout_s=self.limits.call_timeout_s) from None
+            raise describe_failure(server, exc, starting=True, garbage=session.garbage, timeout_s=self.limits.call_timeout_s) from None
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         await session.requests.put((work, done))
         try:
@@ -191,8 +190,9 @@ class McpHost:
         except (ToolServerError, asyncio.CancelledError):  # cancelled: the caller went away; close() stops the server
             raise
         except BaseException as exc:
-            failure = describe_failure(server, exc, starting=False, garbage=session.garbage, tool=tool,
-                                       timeout_s=self.limits.call_timeout_s)
+            failure = describe_failure(
+                server, exc, starting=False, garbage=session.garbage, tool=tool, timeout_s=self.limits.call_timeout_s
+            )
             if failure.ends_session:
                 await self._stop_session(server.name)
             raise failure from None
@@ -208,8 +208,9 @@ class McpHost:
         server = session.server
         self._note(server, f"starting: {server.identity}")
         try:
-            client = Client(self._transport(server), read_timeout_seconds=self.limits.call_timeout_s,
-                            message_handler=on_message, cache=None)
+            client = Client(
+                self._transport(server), read_timeout_seconds=self.limits.call_timeout_s, message_handler=on_message, cache=None
+            )
             async with client:
                 session.ready.set_result(None)
                 while (item := await session.requests.get()) is not None:

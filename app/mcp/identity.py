@@ -18,10 +18,29 @@ from dataclasses import dataclass
 # `uv run srv.py`, `java -jar srv.jar`); matched on the name without a directory or ".exe".
 _INTERPRETER = re.compile(
     r"^(python[0-9.]*w?|py|pypy[0-9.]*|node(js)?|deno|bun|bunx|npx|tsx|ts-node|uv|uvx|pipx|poetry|pdm|hatch"
-    r"|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|pwsh|powershell|lua(jit)?[0-9.]*|rscript|java)$")
+    r"|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|pwsh|powershell|lua(jit)?[0-9.]*|rscript|java)$"
+)
 # A script is recognised by its suffix even before the file exists.
-_SCRIPT_SUFFIXES = (".py", ".pyw", ".pyz", ".js", ".mjs", ".cjs", ".ts", ".mts", ".rb", ".pl", ".php", ".sh",
-                    ".bash", ".zsh", ".ps1", ".lua", ".r", ".jar")
+_SCRIPT_SUFFIXES = (
+    ".py",
+    ".pyw",
+    ".pyz",
+    ".js",
+    ".mjs",
+    ".cjs",
+    ".ts",
+    ".mts",
+    ".rb",
+    ".pl",
+    ".php",
+    ".sh",
+    ".bash",
+    ".zsh",
+    ".ps1",
+    ".lua",
+    ".r",
+    ".jar",
+)
 # After these the rest is code given inline (`-c`, `-e`), a module (`-m`) or stdin: no script file.
 # A shell's `-e` is an option (stop at the first error), so a shell stops only at `-c`.
 _NO_SCRIPT_AFTER = frozenset({"-m", "-c", "-e", "-E", "--eval", "-p", "--print", "-"})
@@ -113,9 +132,13 @@ def what_changed(kept: WhatRuns, now: WhatRuns, command: Sequence[str] = ()) -> 
         if len(kept.runs) == len(now.runs):
             index, was, is_now = next((i, a, b) for i, (a, b) in enumerate(zip(kept.runs, now.runs)) if a != b)
             written = command[index] if index < len(command) else is_now
-            where = ("" if os.path.isabs(os.path.expanduser(written)) else
-                     f" ('{written}' is looked up on PATH)" if index == 0 and os.sep not in written else
-                     f" ('{written}' is read from the folder Cove runs in)")
+            where = (
+                ""
+                if os.path.isabs(os.path.expanduser(written))
+                else f" ('{written}' is looked up on PATH)"
+                if index == 0 and os.sep not in written
+                else f" ('{written}' is read from the folder Cove runs in)"
+            )
             return f"it would now run {is_now} where it ran {was} then{where}"
         return f"it would now run {' '.join(now.runs)} instead of {' '.join(kept.runs)}"
     for (path, was), (_path, is_now) in zip(kept.files, now.files):

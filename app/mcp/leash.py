@@ -178,8 +178,7 @@ def _process_table() -> dict[int, tuple[int, int, int, str]]:
         return table
     # Elsewhere, ps: POSIX names pid, ppid and pgid; "sess" and "stat" are the BSDs' and macOS's.
     try:
-        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,pgid=,stat="], capture_output=True, text=True,
-                             timeout=10, check=False).stdout
+        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,pgid=,stat="], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return table
     for line in out.splitlines():

@@ -13,17 +13,38 @@ from app.mcp.results import ToolResult
 from app.store.request_log import RequestLog
 
 
-def record_tool_call(db: sqlite_utils.Database, request: ToolRequest, decision: Decision, result: ToolResult,
-                     client: str = "this machine", conversation_id: str | None = None) -> int:
+def record_tool_call(
+    db: sqlite_utils.Database,
+    request: ToolRequest,
+    decision: Decision,
+    result: ToolResult,
+    client: str = "this machine",
+    conversation_id: str | None = None,
+) -> int:
     """Append the call; returns the entry's number. Denied calls are entries too."""
     params: dict[str, Any] = {
-        "server": request.server.name, "server_kind": request.server.kind, "server_identity": request.server.identity,
-        "tool": request.tool, "arguments": request.arguments, "approved_by": decision.approved_by,
-        "decision": decision.verdict, "result_sha256": hashlib.sha256(result.text.encode("utf-8")).hexdigest(),
+        "server": request.server.name,
+        "server_kind": request.server.kind,
+        "server_identity": request.server.identity,
+        "tool": request.tool,
+        "arguments": request.arguments,
+        "approved_by": decision.approved_by,
+        "decision": decision.verdict,
+        "result_sha256": hashlib.sha256(result.text.encode("utf-8")).hexdigest(),
         "result_cut_from": result.cut_from,
     }
     return RequestLog(db).append(
-        client=client, remote="", endpoint=f"tool:{request.server.name}/{request.tool}", model_name="",
-        model_sha256=None, quant=None, params=params,
+        client=client,
+        remote="",
+        endpoint=f"tool:{request.server.name}/{request.tool}",
+        model_name="",
+        model_sha256=None,
+        quant=None,
+        params=params,
         messages=[{"role": "tool_call", "name": request.tool, "arguments": request.arguments}],
-        reply=result.text, status=result.status, usage={}, timings={}, conversation_id=conversation_id)
+        reply=result.text,
+        status=result.status,
+        usage={},
+        timings={},
+        conversation_id=conversation_id,
+    )

@@ -42,8 +42,7 @@ class ToolServer:
 
 def check_name(name: str) -> str:
     if not _NAME.match(name):
-        raise ToolServerDefinitionError(
-            f"'{name}' cannot name a tool server: use letters, digits, '.', '_' or '-' (up to 64).")
+        raise ToolServerDefinitionError(f"'{name}' cannot name a tool server: use letters, digits, '.', '_' or '-' (up to 64).")
     return name
 
 
@@ -59,8 +58,8 @@ def stdio_server(name: str, command: list[str] | tuple[str, ...], cwd: str | Non
         resolved = resolve_command(command, cwd)
     except OSError as exc:  # the folder Cove runs in was removed, or cannot be read
         raise ToolServerDefinitionError(
-            f"the program and script of '{shlex.join(command)}' cannot be found from here ({exc.strerror or exc}): "
-            "give their full paths.") from None
+            f"the program and script of '{shlex.join(command)}' cannot be found from here ({exc.strerror or exc}): give their full paths."
+        ) from None
     return ToolServer(name=name, command=resolved)
 
 
@@ -79,7 +78,8 @@ def http_server(name: str, url: str, allow_remote: bool = False) -> ToolServer:
     if not allow_remote and not is_loopback(host):
         raise ToolServerDefinitionError(
             f"'{host}' is not this machine: tool servers are reached on 127.0.0.1, ::1 or localhost "
-            "(add --allow-remote to use another machine's server).")
+            "(add --allow-remote to use another machine's server)."
+        )
     return ToolServer(name=check_name(name), url=url)
 
 

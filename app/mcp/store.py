@@ -33,9 +33,14 @@ class ToolServerStore:
         if server.command:
             server = stdio_server(server.name, server.command)
         with write_transaction(self.db):
-            self.db.table("tool_servers").insert({
-                "name": server.name, "command": json.dumps(list(server.command)) if server.command else None,
-                "url": server.url, "added_at": utc_timestamp()})
+            self.db.table("tool_servers").insert(
+                {
+                    "name": server.name,
+                    "command": json.dumps(list(server.command)) if server.command else None,
+                    "url": server.url,
+                    "added_at": utc_timestamp(),
+                }
+            )
         return server
 
     def remove(self, name: str) -> None:
@@ -75,9 +80,15 @@ class ToolServerStore:
         runs_now = what_runs(server.command, server.url)
         with write_transaction(self.db):
             self.db.table("tool_rules").upsert(
-                {"server": server.name, "tool": tool, "identity": server.identity, "what_runs": runs_now.to_json(),
-                 "created_at": utc_timestamp()},
-                pk=("server", "tool"))
+                {
+                    "server": server.name,
+                    "tool": tool,
+                    "identity": server.identity,
+                    "what_runs": runs_now.to_json(),
+                    "created_at": utc_timestamp(),
+                },
+                pk=("server", "tool"),
+            )
 
     def revoke(self, server_name: str, tool: str | None = None) -> int:
         """Forget the rules of one tool, or of every tool of the server; returns how many."""
@@ -103,7 +114,7 @@ def _mismatch(row: dict, server: ToolServer, now: WhatRuns) -> str | None:
     if row["identity"] != server.identity:
         return f"its command line or URL has changed since (it was: {row['identity']})"
     if not row.get("what_runs"):
-        return "that was before Cove tied \"always\" to the program and script a server runs, so it asks once again"
+        return 'that was before Cove tied "always" to the program and script a server runs, so it asks once again'
     kept = WhatRuns.from_json(row["what_runs"])
     if kept is None:
         return "what it was kept for cannot be read back, so it asks again"

@@ -33,7 +33,7 @@ def split_reply(mode: str, text: str, *, markup: bool = False) -> tuple[str, str
 def _split_think(text: str, *, opened: bool) -> tuple[str, str]:
     stripped = text.lstrip()
     if stripped.startswith(OPEN):
-        body = stripped[len(OPEN):]
+        body = stripped[len(OPEN) :]
     elif opened:
         body = text
     else:
@@ -41,7 +41,7 @@ def _split_think(text: str, *, opened: bool) -> tuple[str, str]:
     at = body.find(CLOSE)
     if at < 0:
         return body.strip(), ""
-    return body[:at].strip(), body[at + len(CLOSE):].lstrip()
+    return body[:at].strip(), body[at + len(CLOSE) :].lstrip()
 
 
 def _partial_tag(text: str, tag: str) -> int:
@@ -78,7 +78,7 @@ class Splitter:
             if not head or (OPEN.startswith(head) and len(head) < len(OPEN)):
                 return "", ""  # whitespace, or a <think> still coming
             if head.startswith(OPEN):
-                self._pending, self._state = head[len(OPEN):], "reasoning"
+                self._pending, self._state = head[len(OPEN) :], "reasoning"
             elif self._state == "open":
                 self._state = "reasoning"
             else:  # no reasoning: the text as it is
@@ -89,11 +89,11 @@ class Splitter:
             at = self._pending.find(CLOSE)
             if at >= 0:
                 reasoning = self._pending[:at].rstrip()
-                self._pending, self._state, self.closed = self._pending[at + len(CLOSE):], "after", True
+                self._pending, self._state, self.closed = self._pending[at + len(CLOSE) :], "after", True
             else:
                 keep = len(self._pending) - _partial_tag(self._pending, CLOSE)
                 reasoning = self._pending[:keep].rstrip()
-                self._pending = self._pending[len(reasoning):]
+                self._pending = self._pending[len(reasoning) :]
             if not self.reasoning:
                 reasoning = reasoning.lstrip()
         if self._state == "after":
@@ -109,11 +109,11 @@ class Splitter:
     def _harmony(self, text: str) -> tuple[str, str]:
         self._raw += text
         read = harmony.read(self._raw, partial=True)
-        reasoning = read.reasoning[len(self.reasoning):] if read.reasoning.startswith(self.reasoning) else ""
+        reasoning = read.reasoning[len(self.reasoning) :] if read.reasoning.startswith(self.reasoning) else ""
         if self.markup:
             rest = text
         else:
-            rest = read.content[len(self.rest):] if read.content.startswith(self.rest) else ""
+            rest = read.content[len(self.rest) :] if read.content.startswith(self.rest) else ""
         if read.content or read.calls:
             self.closed = True
         return self._give(reasoning, rest)

@@ -27,19 +27,24 @@ def template_variables(style: ReasoningStyle, asked: str) -> dict[str, Any]:
     if style.name == NONE:
         if asked in ("", "none"):
             return {}
-        raise ReasoningRefused("this model's chat template does not reason (it has no thinking or analysis part), "
-                               "so its reasoning cannot be turned on or given an effort; leave it out or ask for none")
+        raise ReasoningRefused(
+            "this model's chat template does not reason (it has no thinking or analysis part), "
+            "so its reasoning cannot be turned on or given an effort; leave it out or ask for none"
+        )
     if style.name == THINK:
         if style.switch == "enable_thinking":
             return {"enable_thinking": asked != "none"}
         if asked == "none":
-            raise ReasoningRefused("this model always thinks before it answers: its chat template opens the thinking "
-                                   "itself and offers no switch to turn it off; leave it out or ask for an effort")
+            raise ReasoningRefused(
+                "this model always thinks before it answers: its chat template opens the thinking "
+                "itself and offers no switch to turn it off; leave it out or ask for an effort"
+            )
         return {}
     assert style.name == HARMONY
     if asked == "none":
-        raise ReasoningRefused("this model (gpt-oss) always reasons before it answers: its chat template offers "
-                               "the efforts low, medium and high, not none")
+        raise ReasoningRefused(
+            "this model (gpt-oss) always reasons before it answers: its chat template offers the efforts low, medium and high, not none"
+        )
     if asked in EFFORTS and style.switch == "reasoning_effort":
         return {"reasoning_effort": asked}
     return {}

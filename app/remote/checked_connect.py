@@ -36,21 +36,30 @@ class PublicAddress(ConsentNeeded):
         super().__init__(host, connection)
         self.addresses = addresses
         shown = ", ".join(addresses[:3])
-        self.args = (f"{host} now resolves to {shown}, which is not this machine or your private network, so nothing "
-                     "was sent; send again to be asked whether this server is yours.",)
+        self.args = (
+            f"{host} now resolves to {shown}, which is not this machine or your private network, so nothing "
+            "was sent; send again to be asked whether this server is yours.",
+        )
 
 
 class CheckedBackend(httpcore.SyncBackend):
     """Connects only to addresses `allow_public()` permits: private ones always, public ones when
     it returns True. `resolver(host, port)` gives the addresses (tests give their own)."""
 
-    def __init__(self, allow_public: Callable[[], bool], connection: str | None = None,
-                 resolver: Callable[[str, int], list[str]] | None = None) -> None:
+    def __init__(
+        self, allow_public: Callable[[], bool], connection: str | None = None, resolver: Callable[[str, int], list[str]] | None = None
+    ) -> None:
         self.allow_public, self.connection = allow_public, connection
         self.resolver = resolver or resolve_for_connect
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
         try:
             addresses = self.resolver(host, port)
         except OSError as exc:

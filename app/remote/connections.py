@@ -221,8 +221,13 @@ class Connections:
     def record_probe(self, name: str, info: ProbeResult) -> Connection:
         """Keep what the server said of itself (its kind, version and models)."""
         connection = self.get(name)
-        server = {"kind": info.kind, "version": info.version, "probed_at": utc_timestamp(),
-                  "models": [dict(m) for m in info.models], "private": info.private}
+        server = {
+            "kind": info.kind,
+            "version": info.version,
+            "probed_at": utc_timestamp(),
+            "models": [dict(m) for m in info.models],
+            "private": info.private,
+        }
         with write_transaction(self._db):
             self._db.table(TABLE).update(connection.name, {"server": json.dumps(server)})
         return self.get(connection.name)

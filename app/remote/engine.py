@@ -48,8 +48,10 @@ def _int(value: Any) -> int | None:
 def replaced_sentence(host: str, count: int) -> str:
     """Said once per reply: what became U+FFFD, and why."""
     what = "a character" if count == 1 else f"{count} characters"
-    return (f"{host} sent {what} that no text file can hold (a lone UTF-16 surrogate); "
-            f"{'it is' if count == 1 else 'each is'} kept as U+FFFD (\ufffd)")
+    return (
+        f"{host} sent {what} that no text file can hold (a lone UTF-16 surrogate); "
+        f"{'it is' if count == 1 else 'each is'} kept as U+FFFD (\ufffd)"
+    )
 
 
 def _read_capped(response: httpx.Response, limit: int) -> bytes:
@@ -160,9 +162,13 @@ class _Turn:
         if cached is not None:
             metrics["cached_tokens"] = cached
         remote: dict[str, Any] = {
-            "connection": self.model.connection, "host": self.host, "kind": self.model.kind,
-            "model_id": self.model.model_id, "fingerprint": self.model.fingerprint,
-            "server_usage": self.usage, "server_timings": self.timings,
+            "connection": self.model.connection,
+            "host": self.host,
+            "kind": self.model.kind,
+            "model_id": self.model.model_id,
+            "fingerprint": self.model.fingerprint,
+            "server_usage": self.usage,
+            "server_timings": self.timings,
         }
         if fault is not None:
             remote["fault"] = fault
@@ -209,8 +215,9 @@ class RemoteEngine:
     """Streams replies from one connection's server. Any thread may call `generate()`; each
     reply runs on its own daemon thread. `close()` when done with the connection."""
 
-    def __init__(self, connection: Connection, key: str | None, gate: NetworkGate, *,
-                 connect_timeout_s: float = 5.0, stall_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, connection: Connection, key: str | None, gate: NetworkGate, *, connect_timeout_s: float = 5.0, stall_timeout_s: float = 60.0
+    ) -> None:
         self.connection = connection
         self.gate = gate
         self.connect_timeout_s = connect_timeout_s
@@ -242,23 +249,38 @@ class RemoteEngine:
             raise ConsentNeeded(host, self.connection.name)
         self.gate.check("remote")
 
-    def generate(self, messages: list[dict[str, Any]], *, model: RemoteModel, max_tokens: int | None,
-                 stop: Sequence[str] = (), temperature: float | None = None, top_p: float | None = None,
-                 top_k: int | None = None, min_p: float | None = None, repeat_penalty: float | None = None,
-                 seed: int | None = None) -> Generation:
+    def generate(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: RemoteModel,
+        max_tokens: int | None,
+        stop: Sequence[str] = (),
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        repeat_penalty: float | None = None,
+        seed: int | None = None,
+    ) -> Generation:
         """Start a reply and return at once; iterate the Generation for its events."""
         self.check()
         # A message's `passages` is for this machine's engine (app/engine/passage_fit.py); its content has them all.
         sent = [{k: v for k, v in m.items() if k != "passages"} for m in messages]
-        body: dict[str, Any] = {"model": model.model_id, "messages": sent, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {"model": model.model_id, "messages": sent, "stream": True, "stream_options": {"include_usage": True}}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         if stop:
             body["stop"] = list(stop)
         penalty = "repetition_penalty" if model.kind == "vllm" else "repeat_penalty"
-        for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k), ("min_p", min_p),
-                            (penalty, repeat_penalty), ("seed", seed)):
+        for name, value in (
+            ("temperature", temperature),
+            ("top_p", top_p),
+            ("top_k", top_k),
+            ("min_p", min_p),
+            (penalty, repeat_penalty),
+            ("seed", seed),
+        ):
             if value is not None:
                 body[name] = value
         turn: _Turn | None = None
@@ -269,8 +291,7 @@ class RemoteEngine:
 
         gen = Generation(f"r{next(self._ids)}", on_cancel)
         turn = _Turn(self, gen, model)
-        threading.Thread(target=self._run, args=(turn, body), daemon=True,
-                         name=f"cove-remote-{self.connection.name}").start()
+        threading.Thread(target=self._run, args=(turn, body), daemon=True, name=f"cove-remote-{self.connection.name}").start()
         return gen
 
     # ---- the stream thread --------------------------------------------------------------
@@ -287,12 +308,16 @@ class RemoteEngine:
             turn.fault(exc, exc.kind)
         except httpx.TimeoutException:
             if turn.has_text:
-                problem = RemoteProblem(f"{host} stopped sending for {self.stall_timeout_s:g} seconds in the middle of the "
-                                        "reply, so Cove stopped waiting", "protocol")
+                problem = RemoteProblem(
+                    f"{host} stopped sending for {self.stall_timeout_s:g} seconds in the middle of the reply, so Cove stopped waiting",
+                    "protocol",
+                )
             else:
-                problem = RemoteProblem(f"{host} sent nothing for {self.stall_timeout_s:g} seconds after the request, so Cove "
-                                        "stopped waiting (the server may be overloaded, or still reading a long conversation).",
-                                        "protocol")
+                problem = RemoteProblem(
+                    f"{host} sent nothing for {self.stall_timeout_s:g} seconds after the request, so Cove "
+                    "stopped waiting (the server may be overloaded, or still reading a long conversation).",
+                    "protocol",
+                )
             turn.fault(problem, "stall")
         except httpx.TransportError as exc:
             if turn.finish_reason is not None and turn.has_text:
@@ -300,12 +325,15 @@ class RemoteEngine:
             else:
                 turn.fault(self._broken(exc), "cut")
         except StreamTooLarge as exc:
-            turn.fault(RemoteProblem(f"{host} sent a line of more than {exc.limit >> 20} MiB, which no reply needs, so Cove "
-                                     "stopped reading.", "protocol"), "too_large")
+            turn.fault(
+                RemoteProblem(
+                    f"{host} sent a line of more than {exc.limit >> 20} MiB, which no reply needs, so Cove stopped reading.", "protocol"
+                ),
+                "too_large",
+            )
         except Exception as exc:  # noqa: BLE001 - whatever happens, the reply ends with a sentence
             detail = scrub(str(exc), self._http.key)[:160]
-            turn.fault(RemoteProblem(f"Reading the reply from {host} failed ({type(exc).__name__}: {detail}).", "protocol"),
-                       "client")
+            turn.fault(RemoteProblem(f"Reading the reply from {host} failed ({type(exc).__name__}: {detail}).", "protocol"), "client")
         finally:
             if not turn.gen.done:
                 turn.fault(RemoteProblem(f"{host} ended the reply without a result.", "protocol"), "cut")
@@ -328,8 +356,9 @@ class RemoteEngine:
             if response.status_code >= 400:
                 raw = _read_capped(response, ERROR_BODY_BYTES)
                 headers = {k.lower(): v for k, v in response.headers.items()}
-                raise problem_from_status(response.status_code, headers, raw, host=self.connection.host, key=self._http.key,
-                                          model_id=turn.model.model_id)
+                raise problem_from_status(
+                    response.status_code, headers, raw, host=self.connection.host, key=self._http.key, model_id=turn.model.model_id
+                )
             if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
                 self._whole(turn, _read_capped(response, WHOLE_REPLY_BYTES))
                 return
@@ -363,8 +392,10 @@ class RemoteEngine:
         turn.unreadable += count
         turn.in_a_row += count
         if turn.in_a_row >= MAX_UNREADABLE_IN_A_ROW:
-            raise RemoteProblem(f"{self.connection.host} sent {turn.in_a_row} lines in a row that are not a reply stream, so "
-                                "Cove stopped reading.", "protocol")
+            raise RemoteProblem(
+                f"{self.connection.host} sent {turn.in_a_row} lines in a row that are not a reply stream, so Cove stopped reading.",
+                "protocol",
+            )
 
     def _event(self, turn: _Turn, event: SseEvent) -> bool:
         """Take one event; True when the stream is done ([DONE])."""

@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 
 # What a RemoteProblem is about.
-PROBLEM_KINDS = frozenset({"unreachable", "auth", "not_found", "busy", "server", "context", "protocol", "redirect", "offline",
-                           "tls"})
+PROBLEM_KINDS = frozenset({"unreachable", "auth", "not_found", "busy", "server", "context", "protocol", "redirect", "offline", "tls"})
 
 # The most of a server's own error message quoted in a sentence.
 SERVER_MESSAGE_CHARS = 200
@@ -90,8 +89,16 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return seconds if 0 <= seconds < 86400 else None
 
 
-def problem_from_status(status: int, headers: Mapping[str, str], body: bytes | str, *, host: str,
-                        key: str | None, model_id: str | None = None, has_key: bool | None = None) -> RemoteProblem:
+def problem_from_status(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes | str,
+    *,
+    host: str,
+    key: str | None,
+    model_id: str | None = None,
+    has_key: bool | None = None,
+) -> RemoteProblem:
     """The sentence for an HTTP error reply from `host` (status >= 400)."""
     said = server_message(body, key)
     quoted = f" (it said: {said})" if said else ""
@@ -104,8 +111,7 @@ def problem_from_status(status: int, headers: Mapping[str, str], body: bytes | s
         return RemoteProblem(text, "auth", status=status)
     if status == 404:
         if model_id:
-            text = (f"{host} has no model '{model_id}' any more (HTTP 404){quoted}; "
-                    "list the connection's models again and pick one it has.")
+            text = f"{host} has no model '{model_id}' any more (HTTP 404){quoted}; list the connection's models again and pick one it has."
         else:
             text = f"{host} has nothing at this address (HTTP 404){quoted}; check that the URL ends in the API root, such as /v1."
         return RemoteProblem(text, "not_found", status=status)
@@ -116,11 +122,16 @@ def problem_from_status(status: int, headers: Mapping[str, str], body: bytes | s
     if status >= 500:
         wait = retry_after(headers) if status == 503 else None
         when = f"; it asks to wait {_seconds(wait)}" if wait is not None else ""
-        return RemoteProblem(f"{host} failed to answer (HTTP {status}){quoted or ' without saying why'}{when}.", "server",
-                             status=status, retry_after_s=wait)
+        return RemoteProblem(
+            f"{host} failed to answer (HTTP {status}){quoted or ' without saying why'}{when}.", "server", status=status, retry_after_s=wait
+        )
     if status in (400, 413, 422) and _about_context(said):
-        return RemoteProblem(f"{host} refused the conversation as too long for the model's context (HTTP {status}){quoted}; "
-                             "start a new conversation or shorten it.", "context", status=status)
+        return RemoteProblem(
+            f"{host} refused the conversation as too long for the model's context (HTTP {status}){quoted}; "
+            "start a new conversation or shorten it.",
+            "context",
+            status=status,
+        )
     return RemoteProblem(f"{host} refused the request (HTTP {status}){quoted}.", "server", status=status)
 
 

@@ -62,8 +62,10 @@ def ssl_context(ca_file: str | None) -> ssl.SSLContext:
         try:
             context.load_verify_locations(cafile=ca_file)
         except (OSError, ssl.SSLError, ValueError) as exc:
-            raise RemoteProblem(f"The connection's certificate file {ca_file} could not be read ({type(exc).__name__}); "
-                                "add it to the connection again.", "tls") from None
+            raise RemoteProblem(
+                f"The connection's certificate file {ca_file} could not be read ({type(exc).__name__}); add it to the connection again.",
+                "tls",
+            ) from None
     return context
 
 
@@ -94,39 +96,53 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def transport_problem(exc: httpx.TransportError, host: str, *, connect_timeout_s: float, key: str | None,
-                      tls: bool = True) -> RemoteProblem:
+def transport_problem(
+    exc: httpx.TransportError, host: str, *, connect_timeout_s: float, key: str | None, tls: bool = True
+) -> RemoteProblem:
     """One sentence for a request that failed below HTTP (connecting, TLS, the socket) before
     an answer arrived; `tls`: whether the connection's address is https."""
     port = host.rsplit(":", 1)[1] if host.count(":") == 1 else "?"
     if isinstance(exc, httpx.ConnectTimeout):
-        return RemoteProblem(f"{host} did not answer within {connect_timeout_s:g} seconds: the server may be off or asleep, "
-                             "a firewall may be in the way, or the address may be wrong.", "unreachable")
+        return RemoteProblem(
+            f"{host} did not answer within {connect_timeout_s:g} seconds: the server may be off or asleep, "
+            "a firewall may be in the way, or the address may be wrong.",
+            "unreachable",
+        )
     if isinstance(exc, httpx.TimeoutException):
         return RemoteProblem(f"{host} stopped answering (nothing arrived for too long).", "unreachable")
     for cause in _causes(exc):
         if isinstance(cause, ssl.SSLCertVerificationError):
             why = cause.verify_message or cause.reason or "not trusted"
-            return RemoteProblem(f"{host}'s certificate could not be verified ({why}); if the server uses a certificate of its "
-                                 "own, add its CA or certificate file to the connection.", "tls")
+            return RemoteProblem(
+                f"{host}'s certificate could not be verified ({why}); if the server uses a certificate of its "
+                "own, add its CA or certificate file to the connection.",
+                "tls",
+            )
         if isinstance(cause, ssl.SSLError):
-            return RemoteProblem(f"A secure (TLS) connection to {host} could not be made ({cause.reason or 'handshake failed'}); "
-                                 "if the server speaks plain http, use an http:// address.", "tls")
+            return RemoteProblem(
+                f"A secure (TLS) connection to {host} could not be made ({cause.reason or 'handshake failed'}); "
+                "if the server speaks plain http, use an http:// address.",
+                "tls",
+            )
         if isinstance(cause, ConnectionRefusedError):
-            return RemoteProblem(f"{host} refused the connection: nothing is listening on port {port} there "
-                                 "(is the server running, and on that port?).", "unreachable")
+            return RemoteProblem(
+                f"{host} refused the connection: nothing is listening on port {port} there (is the server running, and on that port?).",
+                "unreachable",
+            )
         if isinstance(cause, socket.gaierror):
             name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-            return RemoteProblem(f"The name {name} could not be found: check the address, and that this machine can reach "
-                                 "that network.", "unreachable")
+            return RemoteProblem(
+                f"The name {name} could not be found: check the address, and that this machine can reach that network.", "unreachable"
+            )
         if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EHOSTDOWN):
             return RemoteProblem(f"{host} cannot be reached from this machine ({cause.strerror}).", "unreachable")
     detail = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, key)[:160].rstrip(".")
     if isinstance(exc, httpx.ConnectError):
         return RemoteProblem(f"Could not connect to {host} ({detail}).", "unreachable")
     if isinstance(exc, httpx.RemoteProtocolError) and not tls:
-        return RemoteProblem(f"{host} closed the connection without an answer ({detail}); if the server uses TLS, "
-                             "use an https:// address.", "protocol")
+        return RemoteProblem(
+            f"{host} closed the connection without an answer ({detail}); if the server uses TLS, use an https:// address.", "protocol"
+        )
     return RemoteProblem(f"The connection to {host} broke ({detail}).", "protocol")
 
 
@@ -134,8 +150,9 @@ class RemoteHttp:
     """Requests to one connection's server; safe for one stream and other calls at once.
     `read_timeout_s`: the longest wait for any bytes (a stream's stall timeout)."""
 
-    def __init__(self, connection: Connection, key: str | None, gate: NetworkGate, *, connect_timeout_s: float = 5.0,
-                 read_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, connection: Connection, key: str | None, gate: NetworkGate, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0
+    ) -> None:
         self.connection = connection
         self.gate = gate
         self.connect_timeout_s = connect_timeout_s
@@ -161,13 +178,19 @@ class RemoteHttp:
         existing = self._checked if checked else self._client
         if existing is not None:
             return existing
-        timeout = httpx.Timeout(connect=self.connect_timeout_s, read=self.read_timeout_s, write=self.read_timeout_s,
-                                pool=self.connect_timeout_s)
+        timeout = httpx.Timeout(
+            connect=self.connect_timeout_s, read=self.read_timeout_s, write=self.read_timeout_s, pool=self.connect_timeout_s
+        )
         context = ssl_context(self.connection.ca_file)
-        transport = CheckedTransport(context, CheckedBackend(lambda: self.connection.public_ok, self.connection.name)) \
-            if checked else None
-        client = httpx.Client(verify=context, timeout=timeout, trust_env=False, follow_redirects=False,
-                              headers={"User-Agent": USER_AGENT}, transport=transport)
+        transport = CheckedTransport(context, CheckedBackend(lambda: self.connection.public_ok, self.connection.name)) if checked else None
+        client = httpx.Client(
+            verify=context,
+            timeout=timeout,
+            trust_env=False,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT},
+            transport=transport,
+        )
         if checked:
             self._checked = client
         else:
@@ -192,8 +215,9 @@ class RemoteHttp:
             headers["Authorization"] = f"Bearer {self._key}"
         return headers
 
-    def _send(self, method: str, url: str, *, json_body: Any, headers: dict[str, str] | None,
-              read_timeout_s: float | None, checked: bool = False) -> httpx.Response:
+    def _send(
+        self, method: str, url: str, *, json_body: Any, headers: dict[str, str] | None, read_timeout_s: float | None, checked: bool = False
+    ) -> httpx.Response:
         """Send, following redirects within the connection's origin; the response is open
         (stream=True) and its body unread. Raises RemoteProblem, and with `checked` PublicAddress
         (nothing sent) when the name now resolves only outside what the person allowed."""
@@ -202,8 +226,7 @@ class RemoteHttp:
         client = self.client(checked)
         timeout = None
         if read_timeout_s is not None:
-            timeout = httpx.Timeout(connect=self.connect_timeout_s, read=read_timeout_s, write=read_timeout_s,
-                                    pool=self.connect_timeout_s)
+            timeout = httpx.Timeout(connect=self.connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=self.connect_timeout_s)
         for hop in range(MAX_REDIRECTS + 1):
             # Invariant: the key goes only to the connection's own scheme, host and port.
             if origin(url) != home:
@@ -215,8 +238,9 @@ class RemoteHttp:
             try:
                 response = client.send(request, stream=True)
             except httpx.TransportError as exc:
-                raise transport_problem(exc, host, connect_timeout_s=self.connect_timeout_s, key=self._key,
-                                        tls=self.connection.tls) from None
+                raise transport_problem(
+                    exc, host, connect_timeout_s=self.connect_timeout_s, key=self._key, tls=self.connection.tls
+                ) from None
             if response.status_code not in _REDIRECTS or "location" not in response.headers:
                 return response
             location = response.headers["location"]
@@ -224,47 +248,58 @@ class RemoteHttp:
             target = urljoin(url, location)
             shown = scrub(target, self._key)[:200]
             if origin(target) != home:
-                raise RemoteProblem(f"{host} redirected the request to {shown}, another address; Cove did not follow it, so "
-                                    "neither your key nor your messages went there (if the server moved, change the "
-                                    "connection's address).", "redirect", status=response.status_code)
+                raise RemoteProblem(
+                    f"{host} redirected the request to {shown}, another address; Cove did not follow it, so "
+                    "neither your key nor your messages went there (if the server moved, change the "
+                    "connection's address).",
+                    "redirect",
+                    status=response.status_code,
+                )
             if hop == MAX_REDIRECTS:
-                raise RemoteProblem(f"{host} redirected the request more than {MAX_REDIRECTS} times (last to {shown}).",
-                                    "redirect", status=response.status_code)
+                raise RemoteProblem(
+                    f"{host} redirected the request more than {MAX_REDIRECTS} times (last to {shown}).",
+                    "redirect",
+                    status=response.status_code,
+                )
             if response.status_code == 303:
                 method, json_body = "GET", None
             url = target
         raise AssertionError("unreachable")
 
-    def get(self, url: str, *, kind: str = "remote-models", read_timeout_s: float | None = None,
-            max_bytes: int = 8 << 20) -> Reply:
+    def get(self, url: str, *, kind: str = "remote-models", read_timeout_s: float | None = None, max_bytes: int = 8 << 20) -> Reply:
         """A GET whose body is read (at most `max_bytes`); any status. Raises RemoteProblem
         (NetworkRefused when offline)."""
         with self.gate.use(kind, url):
-            response = self._send("GET", url, json_body=None, headers={"Accept": "application/json"},
-                                  read_timeout_s=read_timeout_s)
+            response = self._send("GET", url, json_body=None, headers={"Accept": "application/json"}, read_timeout_s=read_timeout_s)
             try:
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body += chunk
                     if len(body) > max_bytes:
-                        raise RemoteProblem(f"{self.connection.host} sent more than {max_bytes >> 20} MiB for {url}.",
-                                            "protocol", status=response.status_code)
+                        raise RemoteProblem(
+                            f"{self.connection.host} sent more than {max_bytes >> 20} MiB for {url}.",
+                            "protocol",
+                            status=response.status_code,
+                        )
             except httpx.TransportError as exc:
-                raise transport_problem(exc, self.connection.host, connect_timeout_s=self.connect_timeout_s,
-                                        key=self._key) from None
+                raise transport_problem(exc, self.connection.host, connect_timeout_s=self.connect_timeout_s, key=self._key) from None
             finally:
                 response.close()
             headers = {name.lower(): value for name, value in response.headers.items()}
             return Reply(response.status_code, headers, bytes(body))
 
     @contextmanager
-    def stream(self, url: str, json_body: Any, *, kind: str = "remote",
-               read_timeout_s: float | None = None) -> Iterator[httpx.Response]:
+    def stream(self, url: str, json_body: Any, *, kind: str = "remote", read_timeout_s: float | None = None) -> Iterator[httpx.Response]:
         """A POST whose response is open for reading in the block, inside the gate the whole time."""
         with self.gate.use(kind, url):
-            response = self._send("POST", url, json_body=json_body,
-                                  headers={"Accept": "text/event-stream", "Accept-Encoding": "identity"},
-                                  read_timeout_s=read_timeout_s, checked=True)
+            response = self._send(
+                "POST",
+                url,
+                json_body=json_body,
+                headers={"Accept": "text/event-stream", "Accept-Encoding": "identity"},
+                read_timeout_s=read_timeout_s,
+                checked=True,
+            )
             try:
                 yield response
             finally:

@@ -120,8 +120,9 @@ class ConnectionKeys(KeyringUser):
             stored = target.get_password(SERVICE, username(name))
         except Exception as exc:  # noqa: BLE001 - every keyring failure becomes a notice
             self._memory.set(name, key)
-            return SaveResult(False, f"The key could not be saved in the {where}: {failure_reason(exc, 'save')}; "
-                                     "it is kept in memory for this run only.")
+            return SaveResult(
+                False, f"The key could not be saved in the {where}: {failure_reason(exc, 'save')}; it is kept in memory for this run only."
+            )
         if stored != key:
             self._memory.set(name, key)
             return SaveResult(False, f"The {where} did not keep the key, so it is kept in memory for this run only.")

@@ -11,8 +11,7 @@ from collections.abc import Callable
 # unique-local (fc00::/7), link-local. IPv4-mapped IPv6 addresses are judged as their IPv4.
 PRIVATE_NETWORKS = tuple(
     ipaddress.ip_network(n)
-    for n in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-              "::1/128", "fc00::/7", "fe80::/10")
+    for n in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "::1/128", "fc00::/7", "fe80::/10")
 )
 
 Resolver = Callable[[str], list[str]]

@@ -60,9 +60,12 @@ def _listing(http: RemoteHttp) -> list[dict[str, Any]]:
     data = reply.json()
     entries = data.get("data") if isinstance(data, dict) else None
     if reply.status != 200 or not isinstance(entries, list):
-        raise RemoteProblem(f"{host} did not answer like an OpenAI-compatible server: GET {url} gave no list of models "
-                            f"(HTTP {reply.status}); check that the address ends in the API root, such as /v1.", "protocol",
-                            status=reply.status)
+        raise RemoteProblem(
+            f"{host} did not answer like an OpenAI-compatible server: GET {url} gave no list of models "
+            f"(HTTP {reply.status}); check that the address ends in the API root, such as /v1.",
+            "protocol",
+            status=reply.status,
+        )
     return [e for e in entries if isinstance(e, dict) and _text(e.get("id"))]
 
 

@@ -44,10 +44,14 @@ def remote_models(connection: Connection) -> list[RemoteModel]:
             continue
         context = entry.get("context_length")
         fingerprint = entry.get("fingerprint")
-        found.append(RemoteModel(
-            connection=connection.name, model_id=entry["id"], host=connection.host,
-            kind=kind if isinstance(kind, str) else None,
-            fingerprint=fingerprint if isinstance(fingerprint, str) and fingerprint else None,
-            context_length=context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None,
-        ))
+        found.append(
+            RemoteModel(
+                connection=connection.name,
+                model_id=entry["id"],
+                host=connection.host,
+                kind=kind if isinstance(kind, str) else None,
+                fingerprint=fingerprint if isinstance(fingerprint, str) and fingerprint else None,
+                context_length=context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None,
+            )
+        )
     return found

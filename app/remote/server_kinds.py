@@ -5,5 +5,10 @@ from here."""
 
 from __future__ import annotations
 
-KIND_NAMES = {"llama-server": "llama.cpp's llama-server", "ollama": "Ollama", "vllm": "vLLM", "cove": "Cove",
-              "llama-cpp-python": "llama-cpp-python"}
+KIND_NAMES = {
+    "llama-server": "llama.cpp's llama-server",
+    "ollama": "Ollama",
+    "vllm": "vLLM",
+    "cove": "Cove",
+    "llama-cpp-python": "llama-cpp-python",
+}

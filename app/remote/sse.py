@@ -69,7 +69,7 @@ class SseReader:
                 break
             if match.group() == b"\r" and match.end() == len(buffer):
                 break  # maybe the first half of a CRLF split between chunks: wait for the next byte
-            self._line(bytes(buffer[start:match.start()]), events)
+            self._line(bytes(buffer[start : match.start()]), events)
             start = match.end()
         del buffer[:start]
         if len(buffer) > self.max_line_bytes:

@@ -30,9 +30,16 @@ from app.turn.events import ReasoningEvent
 ENDPOINT = "/v1/messages"
 
 # Anthropic's error type for each status (its clients read the status; people read the type).
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error",
-                529: "overloaded_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
 
 
 def error_type(status: int) -> str:
@@ -105,8 +112,7 @@ class _Thinking:
         out: list[tuple[str, dict[str, Any]]] = []
         if not self.open:
             self.open = True
-            out.append(("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": "",
-                                                                               "signature": ""}}))
+            out.append(("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
         self.text += text
         out.append(("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": text}}))
         return out
@@ -115,16 +121,17 @@ class _Thinking:
         if not self.open or self.closed:
             return []
         self.open, self.closed = False, True
-        return [("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": ""}}),
-                ("content_block_stop", {"index": 0})]
+        return [
+            ("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": ""}}),
+            ("content_block_stop", {"index": 0}),
+        ]
 
 
 def _usage(metrics: dict[str, Any]) -> dict[str, int]:
     """Anthropic's counts: input_tokens are the prompt's tokens the engine evaluated, the ones
     its cache already held are cache_read_input_tokens."""
     prompt, cached = int(metrics.get("prompt_tokens") or 0), int(metrics.get("cached_tokens") or 0)
-    return {"input_tokens": prompt - cached, "output_tokens": int(metrics.get("gen_tokens") or 0),
-            "cache_read_input_tokens": cached}
+    return {"input_tokens": prompt - cached, "output_tokens": int(metrics.get("gen_tokens") or 0), "cache_read_input_tokens": cached}
 
 
 class AnthropicApi:
@@ -139,10 +146,21 @@ class AnthropicApi:
             record.update(req.tools.record())
         if req.reasoning:
             record["reasoning_effort"] = req.reasoning
-        return Job(endpoint=ENDPOINT, model=await self.service.model(req.model), messages=req.messages, params=req.params,
-                   stop=req.stop, stream=req.stream, grammar=req.grammar, record_params=record, tools=req.tools,
-                   call_id_prefix="toolu_", reasoning=req.reasoning, reasoning_param="thinking",
-                   reply_format=req.output_format if req.grammar else None)
+        return Job(
+            endpoint=ENDPOINT,
+            model=await self.service.model(req.model),
+            messages=req.messages,
+            params=req.params,
+            stop=req.stop,
+            stream=req.stream,
+            grammar=req.grammar,
+            record_params=record,
+            tools=req.tools,
+            call_id_prefix="toolu_",
+            reasoning=req.reasoning,
+            reasoning_param="thinking",
+            reply_format=req.output_format if req.grammar else None,
+        )
 
     async def messages(self, request: Request) -> Response:
         try:
@@ -163,13 +181,20 @@ class AnthropicApi:
         stop_reason, stop_sequence = stop_of(finished, job.stop, job.params.max_tokens)
         if usable(running.tool_reply):
             stop_reason, stop_sequence = "tool_use", None
-        return JSONResponse({
-            "id": message_id, "type": "message", "role": "assistant", "model": job.model.name,
-            "content": thinking_blocks(running.reasoning_text) + content_blocks(running.tool_reply, finished.text),
-            "stop_reason": stop_reason, "stop_sequence": stop_sequence,
-            "usage": _usage(finished.metrics), "timings": timings(finished.metrics),
-            **({"warning": running.not_saved} if running.not_saved else {}),
-        })
+        return JSONResponse(
+            {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": job.model.name,
+                "content": thinking_blocks(running.reasoning_text) + content_blocks(running.tool_reply, finished.text),
+                "stop_reason": stop_reason,
+                "stop_sequence": stop_sequence,
+                "usage": _usage(finished.metrics),
+                "timings": timings(finished.metrics),
+                **({"warning": running.not_saved} if running.not_saved else {}),
+            }
+        )
 
     async def _start_stream(self, request: Request, job: Job, message_id: str) -> Response:
         """The stream begins at the reply's first event, which also brings the prompt's count
@@ -179,11 +204,13 @@ class AnthropicApi:
             running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
             return error_response(exc)
-        return ClosingStream(self._stream(job, running, first, message_id), close, media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+        return ClosingStream(
+            self._stream(job, running, first, message_id), close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
 
-    async def _stream(self, job: Job, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None,
-                      message_id: str) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, job: Job, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None, message_id: str
+    ) -> AsyncIterator[bytes]:
         thought = _Thinking()  # the thinking block, at index 0 when the reply reasons; the rest after it
 
         def event(name: str, **data: Any) -> bytes:
@@ -197,9 +224,15 @@ class AnthropicApi:
         prompt = info.prompt_tokens if info else int(metrics.get("prompt_tokens") or 0)
         cached = info.cached_tokens if info else int(metrics.get("cached_tokens") or 0)
         message: dict[str, Any] = {
-            "id": message_id, "type": "message", "role": "assistant", "model": job.model.name, "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": prompt - cached, "output_tokens": 0, "cache_read_input_tokens": cached}}
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": job.model.name,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt - cached, "output_tokens": 0, "cache_read_input_tokens": cached},
+        }
         yield event("message_start", message=message)
         tools = job.tools is not None and job.tools.active
         blocks: BlockStream | None = None  # with tools: the text block opens when there is text
@@ -221,9 +254,13 @@ class AnthropicApi:
                 step = await running.next()
                 continue
             if isinstance(step, TokenEvent):
-                pieces = list(blocks.more("".join(running.text))) if blocks is not None else \
-                    [("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": step.text}})] \
-                    if step.text else []
+                pieces = (
+                    list(blocks.more("".join(running.text)))
+                    if blocks is not None
+                    else [("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": step.text}})]
+                    if step.text
+                    else []
+                )
                 if pieces:  # the thinking is over once text goes out
                     for name, data in thought.close():
                         yield sse({"type": name, **data}, name)
@@ -241,7 +278,7 @@ class AnthropicApi:
             stop_reason, stop_sequence = stop_of(step, job.stop, job.params.max_tokens)
             if not text_open and not (blocks is not None and blocks.text_open):  # the thinking the stream still held
                 whole = running.reasoning_text
-                for name, data in thought.more(whole[len(thought.text):] if whole.startswith(thought.text) else ""):
+                for name, data in thought.more(whole[len(thought.text) :] if whole.startswith(thought.text) else ""):
                     yield sse({"type": name, **data}, name)
             for name, data in thought.close():
                 yield sse({"type": name, **data}, name)
@@ -255,8 +292,12 @@ class AnthropicApi:
                     stop_reason, stop_sequence = "tool_use", None
             else:
                 yield event("content_block_stop", index=0)
-            yield event("message_delta", delta={"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                        usage={"output_tokens": int(step.metrics.get("gen_tokens") or 0)}, timings=timings(step.metrics))
+            yield event(
+                "message_delta",
+                delta={"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                usage={"output_tokens": int(step.metrics.get("gen_tokens") or 0)},
+                timings=timings(step.metrics),
+            )
             if running.not_saved:  # the whole reply went out; what the history could not take is said last
                 yield sse(error_body(500, running.not_saved), "error")
             yield event("message_stop")

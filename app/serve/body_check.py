@@ -37,20 +37,29 @@ def check_body(body: object) -> None:
         node, path, depth = stack.pop()
         if isinstance(node, str):
             if _bad_text(node):
-                raise ApiError(400, f"{_where(path)} holds a lone UTF-16 surrogate (such as \\ud800), which is not "
-                                    "text; send valid Unicode", param=str(path[0]) if path else None)
+                raise ApiError(
+                    400,
+                    f"{_where(path)} holds a lone UTF-16 surrogate (such as \\ud800), which is not text; send valid Unicode",
+                    param=str(path[0]) if path else None,
+                )
             continue
         if not isinstance(node, (dict, list)):
             continue
         if depth > MAX_DEPTH:
-            raise ApiError(400, f"{_where(path)} is nested more than {MAX_DEPTH} levels deep (arrays and objects "
-                                "inside one another); Cove reads bodies up to that depth",
-                           param=str(path[0]) if path else None)
+            raise ApiError(
+                400,
+                f"{_where(path)} is nested more than {MAX_DEPTH} levels deep (arrays and objects "
+                "inside one another); Cove reads bodies up to that depth",
+                param=str(path[0]) if path else None,
+            )
         if isinstance(node, dict):
             for key, value in node.items():
                 if _bad_text(key):
-                    raise ApiError(400, f"a key in {_where(path)} holds a lone UTF-16 surrogate (such as \\ud800), "
-                                        "which is not text; send valid Unicode", param=str(path[0]) if path else None)
+                    raise ApiError(
+                        400,
+                        f"a key in {_where(path)} holds a lone UTF-16 surrogate (such as \\ud800), which is not text; send valid Unicode",
+                        param=str(path[0]) if path else None,
+                    )
                 stack.append((value, (*path, key), depth + 1))
         else:
             stack.extend((value, (*path, i), depth + 1) for i, value in enumerate(node))

@@ -31,8 +31,10 @@ def refusal(method: str, headers: dict[bytes, bytes]) -> tuple[int, str] | None:
     """Why a request with `method` and `headers` is refused (status, sentence), or None to answer it."""
     origin = headers.get(b"origin")
     if origin is not None:
-        return 403, (f"requests from web pages are refused (this one came from {origin.decode('latin-1')!r}): "
-                     "Cove's API answers programs on this machine, not pages in a browser")
+        return 403, (
+            f"requests from web pages are refused (this one came from {origin.decode('latin-1')!r}): "
+            "Cove's API answers programs on this machine, not pages in a browser"
+        )
     site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
     if site in _PAGE_SITES:
         return 403, "requests from web pages are refused: Cove's API answers programs on this machine, not pages in a browser"
@@ -40,8 +42,10 @@ def refusal(method: str, headers: dict[bytes, bytes]) -> tuple[int, str] | None:
         declared = headers.get(b"content-type", b"").decode("latin-1")
         if declared.split(";", 1)[0].strip().lower() != "application/json":
             shown = f"'{declared}'" if declared else "none"
-            return 415, (f"the request body must be JSON sent with 'Content-Type: application/json' (it was {shown}); "
-                         "with curl, add -H 'Content-Type: application/json'")
+            return 415, (
+                f"the request body must be JSON sent with 'Content-Type: application/json' (it was {shown}); "
+                "with curl, add -H 'Content-Type: application/json'"
+            )
     return None
 
 

@@ -65,8 +65,7 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
     """Fields Cove cannot honour, refused by name rather than ignored."""
     if body.get("logprobs") not in (None, False) or body.get("top_logprobs") not in (None, 0):
         field = "logprobs" if body.get("logprobs") not in (None, False) else "top_logprobs"
-        raise ApiError(400, f"'{field}' is not supported: Cove's server does not return token log probabilities; "
-                            "leave it out", param=field)
+        raise ApiError(400, f"'{field}' is not supported: Cove's server does not return token log probabilities; leave it out", param=field)
 
 
 MODEL_REQUIRED = "'model' is required: the name of an installed model (GET /v1/models)"
@@ -99,19 +98,31 @@ def read_chat_request(body: object) -> ChatRequest:
     _refuse_unsupported(body)
     refuse_unenforced_tools(body.get("tools"))
     if tools is not None and tools.active and body.get("response_format") not in (None, {"type": "text"}):
-        raise ApiError(400, "'response_format' and 'tools' cannot be used together: a reply is either the tools' "
-                            "calls or the format's JSON", param="response_format")
+        raise ApiError(
+            400,
+            "'response_format' and 'tools' cannot be used together: a reply is either the tools' calls or the format's JSON",
+            param="response_format",
+        )
     sampling = read_sampling(body)
     response_format = body.get("response_format")
     if isinstance(response_format, dict) and isinstance(response_format.get("json_schema"), dict):
-        refuse_unenforced(response_format["json_schema"].get("schema"), "response_format.json_schema.schema",
-                          "response_format")
+        refuse_unenforced(response_format["json_schema"].get("schema"), "response_format.json_schema.schema", "response_format")
     try:
         grammar = grammar_for(response_format)
     except ValueError as exc:
         raise ApiError(400, str(exc), param="response_format") from None
-    return ChatRequest(model, messages, sampling.params, sampling.stop, sampling.stream, sampling.include_usage, grammar,
-                       response_format if isinstance(response_format, dict) else None, tools, chat_reasoning(body))
+    return ChatRequest(
+        model,
+        messages,
+        sampling.params,
+        sampling.stop,
+        sampling.stream,
+        sampling.include_usage,
+        grammar,
+        response_format if isinstance(response_format, dict) else None,
+        tools,
+        chat_reasoning(body),
+    )
 
 
 def _messages(raw: list[Any]) -> list[dict[str, Any]]:
@@ -132,8 +143,9 @@ def _messages(raw: list[Any]) -> list[dict[str, Any]]:
         if role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in calls:
-                raise ToolError(f"messages[{i}].tool_call_id: {str(call_id)[:80]!r} answers no tool call of an earlier "
-                                "assistant message", "messages")
+                raise ToolError(
+                    f"messages[{i}].tool_call_id: {str(call_id)[:80]!r} answers no tool call of an earlier assistant message", "messages"
+                )
             item.update(tool_call_id=call_id, name=calls[call_id])
         messages.append(item)
     return messages
@@ -149,8 +161,13 @@ def _tool_calls(raw: object, i: int, calls: dict[str, str]) -> list[dict[str, An
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(call.get("id"), str):
             raise ToolError(f"{where}: needs an id and a function with a name and arguments", "messages")
         calls[call["id"]] = fn["name"]
-        out.append({"id": call["id"], "type": "function",
-                    "function": {"name": fn["name"], "arguments": arguments_object(fn.get("arguments"), where)}})
+        out.append(
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": fn["name"], "arguments": arguments_object(fn.get("arguments"), where)},
+            }
+        )
     return out
 
 
@@ -170,19 +187,17 @@ def _logit_bias(body: dict[str, Any]) -> tuple[tuple[int, float], ...]:
     if raw is None:
         return ()
     if not isinstance(raw, dict):
-        raise ApiError(400, "'logit_bias' must be an object mapping token ids to numbers from -100 to 100",
-                       param="logit_bias")
+        raise ApiError(400, "'logit_bias' must be an object mapping token ids to numbers from -100 to 100", param="logit_bias")
     if len(raw) > LOGIT_BIAS_LIMIT:
-        raise ApiError(400, f"'logit_bias' may name at most {LOGIT_BIAS_LIMIT} tokens; it named {len(raw)}",
-                       param="logit_bias")
+        raise ApiError(400, f"'logit_bias' may name at most {LOGIT_BIAS_LIMIT} tokens; it named {len(raw)}", param="logit_bias")
     pairs = []
     for key, value in raw.items():
         if not (isinstance(key, str) and key.isascii() and key.isdigit() and int(key) < 2**31):
-            raise ApiError(400, f"'logit_bias' keys must be token ids (whole numbers written as strings); "
-                                f"{key[:40]!r} is not one", param="logit_bias")
+            raise ApiError(
+                400, f"'logit_bias' keys must be token ids (whole numbers written as strings); {key[:40]!r} is not one", param="logit_bias"
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not -100 <= value <= 100:
-            raise ApiError(400, f"'logit_bias' values must be numbers from -100 to 100; token {key} has {value!r}",
-                           param="logit_bias")
+            raise ApiError(400, f"'logit_bias' values must be numbers from -100 to 100; token {key} has {value!r}", param="logit_bias")
         pairs.append((int(key), float(value)))
     return tuple(pairs)
 
@@ -201,8 +216,9 @@ def read_sampling(body: dict[str, Any], default_max_tokens: int | None = None) -
         raise ApiError(400, "'seed' must be a whole number", param="seed")
     stop = body.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop) if isinstance(stop, list) else ()
-    if stop is not None and (not stops and not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stops)
-                             or len(stops) > 4):
+    if stop is not None and (
+        not stops and not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4
+    ):
         raise ApiError(400, "'stop' must be a string or a list of up to 4 strings", param="stop")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):

@@ -34,8 +34,16 @@ class CompletionRequest:
     sampling: Sampling
 
     def job(self, model: InstalledModel, endpoint: str) -> Job:
-        return Job(endpoint, model, [{"role": "user", "content": self.prompt}], self.sampling.params, self.sampling.stop,
-                   self.sampling.stream, raw_prompt=self.prompt, record_params={"completion": True})
+        return Job(
+            endpoint,
+            model,
+            [{"role": "user", "content": self.prompt}],
+            self.sampling.params,
+            self.sampling.stop,
+            self.sampling.stream,
+            raw_prompt=self.prompt,
+            record_params={"completion": True},
+        )
 
 
 def read_completion_request(body: object) -> CompletionRequest:
@@ -45,11 +53,13 @@ def read_completion_request(body: object) -> CompletionRequest:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
-        raise ApiError(400, "'prompt' must be a string (or a list of one string): Cove completes one prompt per request",
-                       param="prompt")
-    for field, unsupported in (("echo", body.get("echo") is True), ("suffix", bool(body.get("suffix"))),
-                               ("logprobs", body.get("logprobs") not in (None, 0, False)),
-                               ("best_of", body.get("best_of") not in (None, 1))):
+        raise ApiError(400, "'prompt' must be a string (or a list of one string): Cove completes one prompt per request", param="prompt")
+    for field, unsupported in (
+        ("echo", body.get("echo") is True),
+        ("suffix", bool(body.get("suffix"))),
+        ("logprobs", body.get("logprobs") not in (None, 0, False)),
+        ("best_of", body.get("best_of") not in (None, 1)),
+    ):
         if unsupported:
             raise ApiError(400, f"'{field}' is not supported by Cove's completions", param=field)
     return CompletionRequest(name, prompt, read_sampling(body, DEFAULT_MAX_TOKENS))
@@ -75,24 +85,47 @@ class CompletionsApi:
                 return exc.response()
             if finished.status == MessageStatus.ERROR:
                 return failure_error(finished).response()
-            body = self._body(reply_id, created, job, finished.text, FINISH.get(finished.status, "stop"),
-                              usage=usage(finished.metrics), timings=timings(finished.metrics))
+            body = self._body(
+                reply_id,
+                created,
+                job,
+                finished.text,
+                FINISH.get(finished.status, "stop"),
+                usage=usage(finished.metrics),
+                timings=timings(finished.metrics),
+            )
             return JSONResponse({**body, "warning": running.not_saved} if running.not_saved else body)
         try:
             running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
             return exc.response()
-        return ClosingStream(self._stream(reply_id, created, job, running, first, include_usage), close,
-                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return ClosingStream(
+            self._stream(reply_id, created, job, running, first, include_usage),
+            close,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
 
     @staticmethod
     def _body(reply_id: str, created: int, job: Job, text: str, finish: str | None, **extra: Any) -> dict[str, Any]:
-        return {"id": reply_id, "object": "text_completion", "created": created, "model": job.model.name,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], **extra}
+        return {
+            "id": reply_id,
+            "object": "text_completion",
+            "created": created,
+            "model": job.model.name,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+            **extra,
+        }
 
-    async def _stream(self, reply_id: str, created: int, job: Job, running: Running,
-                      first: TokenEvent | ReasoningEvent | FinishedEvent | None,
-                      include_usage: bool) -> AsyncIterator[bytes]:
+    async def _stream(
+        self,
+        reply_id: str,
+        created: int,
+        job: Job,
+        running: Running,
+        first: TokenEvent | ReasoningEvent | FinishedEvent | None,
+        include_usage: bool,
+    ) -> AsyncIterator[bytes]:
         event = first
         while event is not None:
             if isinstance(event, ReasoningEvent):  # a raw prompt has no template to reason by: never sent

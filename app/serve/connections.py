@@ -31,11 +31,20 @@ WAITING, BODY, REPLYING = "waiting", "body", "replying"
 
 
 def _refusal() -> bytes:
-    body = json.dumps({"error": {"message": "the server has too many connections open, every one with a request in "
-                                           "progress; try again shortly", "type": "server_error", "param": None,
-                                 "code": "too_many_connections"}}).encode()
-    return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
-            b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    body = json.dumps(
+        {
+            "error": {
+                "message": "the server has too many connections open, every one with a request in progress; try again shortly",
+                "type": "server_error",
+                "param": None,
+                "code": "too_many_connections",
+            }
+        }
+    ).encode()
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+        b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
 
 
 def phase_of(protocol: Any) -> tuple[str, int]:
@@ -76,8 +85,7 @@ class ConnectionGuard:
     """The open connections, oldest first, with when each entered its phase; closes those past
     their phase's time and makes room for new ones (on the event loop's thread only)."""
 
-    def __init__(self, max_connections: int, *, header_timeout_s: float = HEADER_TIMEOUT_S,
-                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
+    def __init__(self, max_connections: int, *, header_timeout_s: float = HEADER_TIMEOUT_S, body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         self.max_connections = max_connections
         self.limits = {WAITING: header_timeout_s, BODY: body_timeout_s}
         self.open: dict[Any, tuple[tuple[str, int], float]] = {}  # protocol -> (phase, since); insertion order: oldest first
@@ -160,8 +168,13 @@ class ConnectionGuard:
         self._accept_failures += 1
         now = time.monotonic()
         if now - self._accept_logged >= ACCEPT_LOG_INTERVAL_S:
-            log.warning("cove serve: could not accept %d connection(s) in the last %g s (%s); %d open",
-                        self._accept_failures, ACCEPT_LOG_INTERVAL_S, exc, len(self.open))
+            log.warning(
+                "cove serve: could not accept %d connection(s) in the last %g s (%s); %d open",
+                self._accept_failures,
+                ACCEPT_LOG_INTERVAL_S,
+                exc,
+                len(self.open),
+            )
             self._accept_logged, self._accept_failures = now, 0
 
 

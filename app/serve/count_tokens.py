@@ -44,8 +44,7 @@ class TokenCounter:
             return error_response(exc)
         return JSONResponse({"input_tokens": count})
 
-    async def _count(self, model: InstalledModel, messages: list[dict[str, Any]], client: str,
-                     tools: ToolSet | None = None) -> int:
+    async def _count(self, model: InstalledModel, messages: list[dict[str, Any]], client: str, tools: ToolSet | None = None) -> int:
         pool = self.service.pool
         options = await self.service.load_options(model)  # read before the pool may spawn an engine with them
         lease = await pool.lease(model, client)
@@ -54,14 +53,14 @@ class TokenCounter:
             window = lease.engine is pool.window_engine
             params = replace(self.service.core.settings.sampling, max_tokens=1)
 
-            backend = backend_for(model, engine=lease.client, options=options, loaded_as_is=window,
-                                  load=None if window else lambda: pool.load(lease.engine))
+            backend = backend_for(
+                model, engine=lease.client, options=options, loaded_as_is=window, load=None if window else lambda: pool.load(lease.engine)
+            )
 
             def start() -> Generation:
                 try:
                     # The tools are rendered into the prompt as for a reply (with tool_choice "none" they are not).
-                    return backend.start(messages, params, conversation_id=None, keep_all_turns=True,
-                                         **tool_arguments(tools))
+                    return backend.start(messages, params, conversation_id=None, keep_all_turns=True, **tool_arguments(tools))
                 except EngineError as exc:
                     raise ApiError(500, str(exc), "server_error") from None
 

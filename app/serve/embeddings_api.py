@@ -32,10 +32,9 @@ def read_inputs(body: object) -> tuple[str, list[str], str]:
         raise ApiError(400, f"'input' may hold at most {MAX_INPUTS} texts", param="input")
     encoding = body.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
-        raise ApiError(400, "'encoding_format' must be \"float\" or \"base64\"", param="encoding_format")
+        raise ApiError(400, '\'encoding_format\' must be "float" or "base64"', param="encoding_format")
     if body.get("dimensions") is not None:
-        raise ApiError(400, "'dimensions' is not supported: the model's vectors have the size it was trained with",
-                       param="dimensions")
+        raise ApiError(400, "'dimensions' is not supported: the model's vectors have the size it was trained with", param="dimensions")
     return model, texts, encoding
 
 
@@ -55,7 +54,15 @@ class EmbeddingsApi:
             result = await self.service.embed(request, model, texts, {"encoding_format": encoding})
         except ApiError as exc:
             return exc.response()
-        data = [{"object": "embedding", "index": i, "embedding": _as_base64(v) if encoding == "base64" else v}
-                for i, v in enumerate(result.vectors)]
-        return JSONResponse({"object": "list", "data": data, "model": model.name,
-                             "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens}})
+        data = [
+            {"object": "embedding", "index": i, "embedding": _as_base64(v) if encoding == "base64" else v}
+            for i, v in enumerate(result.vectors)
+        ]
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": model.name,
+                "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens},
+            }
+        )

@@ -21,8 +21,7 @@ class Footprint:
     per_engine: int
 
 
-def estimated_footprint(model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None = None, *,
-                        slots: int = 1) -> Footprint:
+def estimated_footprint(model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None = None, *, slots: int = 1) -> Footprint:
     """Cove's memory estimate of `model` on this machine, with its KV cache types and flash
     attention (`placement`) and `slots` conversations of `n_ctx` tokens held at once, split into
     what copies share and what each adds."""
@@ -30,13 +29,21 @@ def estimated_footprint(model: InstalledModel, n_ctx: int | None, placement: Mod
     from models.memory_estimate import estimate_memory
 
     p = placement or ModelPlacement()
-    est = estimate_memory(read_gguf_header(model.path), model.size, n_ctx, kv_type=p.type_k, type_v=p.type_v,
-                          flash_attn=p.flash_attn is not False, slots=slots)
+    est = estimate_memory(
+        read_gguf_header(model.path),
+        model.size,
+        n_ctx,
+        kv_type=p.type_k,
+        type_v=p.type_v,
+        flash_attn=p.flash_attn is not False,
+        slots=slots,
+    )
     return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
 
 
-def default_slots(model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None = None,
-                  machine: MachineMemory | None = None) -> int:
+def default_slots(
+    model: InstalledModel, n_ctx: int | None, placement: ModelPlacement | None = None, machine: MachineMemory | None = None
+) -> int:
     """The `parallel` Cove gives `model` by default: models.slots.default_parallel for its load
     settings (`placement`: cache types, flash attention, GPU layers as Cove would choose them) at
     `n_ctx` tokens a slot, against `machine` (None: this machine's memory available now)."""
@@ -45,8 +52,17 @@ def default_slots(model: InstalledModel, n_ctx: int | None, placement: ModelPlac
     from models.memory_estimate import machine_memory
 
     p = placement or ModelPlacement()
-    load = estimate_load(read_gguf_header(model.path), model.size, n_ctx, machine or machine_memory(), type_k=p.type_k,
-                         type_v=p.type_v, flash_attn=p.flash_attn, gpu_layers=p.gpu_layers, slots=None)
+    load = estimate_load(
+        read_gguf_header(model.path),
+        model.size,
+        n_ctx,
+        machine or machine_memory(),
+        type_k=p.type_k,
+        type_v=p.type_v,
+        flash_attn=p.flash_attn,
+        gpu_layers=p.gpu_layers,
+        slots=None,
+    )
     return load.estimate.slots
 
 

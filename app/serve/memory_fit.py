@@ -42,8 +42,7 @@ class Room:
 
 
 class MemoryFit:
-    def __init__(self, footprint_of: Callable[[InstalledModel], Footprint],
-                 available_ram: Callable[[], int] | None = None) -> None:
+    def __init__(self, footprint_of: Callable[[InstalledModel], Footprint], available_ram: Callable[[], int] | None = None) -> None:
         self._footprint_of = footprint_of
         self._available_ram = available_ram or machine.available_ram
 
@@ -61,8 +60,7 @@ class MemoryFit:
         need = footprint.weights + footprint.per_engine
         loading = sum(e.footprint.weights + e.footprint.per_engine for e in engines if e.loading)
         free = int(self._available_ram() * MEMORY_SHARE) - loading
-        idle = sorted((e for e in engines if not e.busy and not e.loading and e.model.path != model.path),
-                      key=lambda e: e.last_used)
+        idle = sorted((e for e in engines if not e.busy and not e.loading and e.model.path != model.path), key=lambda e: e.last_used)
         victims: list[Engine] = []
         while need > free and idle:
             victim = idle.pop(0)

@@ -73,8 +73,12 @@ def _block_text(block: object, where: str, param: str) -> str:
     kind = block.get("type") if isinstance(block, dict) else None
     if kind != "text" or not isinstance(block, dict):
         what = f"a block of type {kind!r}" if isinstance(kind, str) else "a block without a type"
-        raise ApiError(400, f"{where}: {what} is not supported here; Cove's models read text blocks, and tool_use "
-                            "blocks in an assistant turn, tool_result blocks in a user turn", param=param)
+        raise ApiError(
+            400,
+            f"{where}: {what} is not supported here; Cove's models read text blocks, and tool_use "
+            "blocks in an assistant turn, tool_result blocks in a user turn",
+            param=param,
+        )
     text = block.get("text")
     if not isinstance(text, str):
         raise ApiError(400, f"{where}.text: must be a string", param=param)
@@ -88,15 +92,16 @@ def _output_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | N
     if config is not None and not isinstance(config, dict):
         raise ApiError(400, "output_config: must be an object", param="output_config")
     if config and config.get("effort") is not None:
-        raise ApiError(400, "output_config.effort: Cove cannot set how much effort a local model puts in; leave it out",
-                       param="output_config")
+        raise ApiError(
+            400, "output_config.effort: Cove cannot set how much effort a local model puts in; leave it out", param="output_config"
+        )
     fmt, where = (config or {}).get("format"), "output_config.format"
     if fmt is None and body.get("output_format") is not None:
         fmt, where = body.get("output_format"), "output_format"
     if fmt is None:
         return None, None
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
-        raise ApiError(400, f"{where}: must be {{\"type\": \"json_schema\", \"schema\": {{...}}}}", param=where)
+        raise ApiError(400, f'{where}: must be {{"type": "json_schema", "schema": {{...}}}}', param=where)
     schema = fmt.get("schema")
     if not isinstance(schema, dict):
         raise ApiError(400, f"{where}.schema: must be a JSON schema object", param=where)
@@ -127,14 +132,17 @@ def read_messages_request(body: object) -> MessagesRequest:
         raise ApiError(400, exc.message, param=exc.param) from None
     refuse_unenforced_tools(body.get("tools"))
     if messages[-1]["role"] == "assistant":
-        raise ApiError(400, "messages: the last turn must be the user's; continuing an assistant turn (a prefill) "
-                            "is not supported here", param="messages")
+        raise ApiError(
+            400,
+            "messages: the last turn must be the user's; continuing an assistant turn (a prefill) is not supported here",
+            param="messages",
+        )
     reasoning = anthropic_reasoning(body)
     stop = body.get("stop_sequences")
-    if stop is not None and (not isinstance(stop, list) or len(stop) > MAX_STOP_SEQUENCES
-                             or not all(isinstance(s, str) and s for s in stop)):
-        raise ApiError(400, f"stop_sequences: must be a list of up to {MAX_STOP_SEQUENCES} non-empty strings",
-                       param="stop_sequences")
+    if stop is not None and (
+        not isinstance(stop, list) or len(stop) > MAX_STOP_SEQUENCES or not all(isinstance(s, str) and s for s in stop)
+    ):
+        raise ApiError(400, f"stop_sequences: must be a list of up to {MAX_STOP_SEQUENCES} non-empty strings", param="stop_sequences")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ApiError(400, "stream: must be true or false", param="stream")
@@ -150,10 +158,14 @@ def read_messages_request(body: object) -> MessagesRequest:
     )
     grammar, output_format = _output_format(body)
     if output_format is not None and tools is not None and tools.active:
-        raise ApiError(400, "output_config.format: cannot be used with tools: a reply is either the tools' calls or "
-                            "the format's JSON", param="output_config")
-    return MessagesRequest(model, messages, params, tuple(dict.fromkeys(stop or ())), stream, top_k, grammar,
-                           output_format, tools, reasoning)
+        raise ApiError(
+            400,
+            "output_config.format: cannot be used with tools: a reply is either the tools' calls or the format's JSON",
+            param="output_config",
+        )
+    return MessagesRequest(
+        model, messages, params, tuple(dict.fromkeys(stop or ())), stream, top_k, grammar, output_format, tools, reasoning
+    )
 
 
 def _turns(raw: list[Any]) -> list[dict[str, Any]]:
@@ -164,8 +176,9 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
     calls: dict[str, str] = {}  # tool_use id -> tool name
     for i, message in enumerate(raw):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise ApiError(400, f"messages.{i}.role: must be 'user' or 'assistant' (a system prompt is the "
-                                "top-level 'system' field)", param="messages")
+            raise ApiError(
+                400, f"messages.{i}.role: must be 'user' or 'assistant' (a system prompt is the top-level 'system' field)", param="messages"
+            )
         role, content, where = message["role"], message.get("content"), f"messages.{i}.content"
         blocks = content if isinstance(content, list) else None
         texts: list[str] = []
@@ -196,8 +209,14 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
             if thoughts:
                 last["reasoning"] = "\n\n".join([*filter(None, [last.get("reasoning")]), *thoughts])
         else:
-            out.append({"role": role, "content": text, **({"tool_calls": tool_calls} if tool_calls else {}),
-                        **({"reasoning": "\n\n".join(thoughts)} if thoughts else {})})
+            out.append(
+                {
+                    "role": role,
+                    "content": text,
+                    **({"tool_calls": tool_calls} if tool_calls else {}),
+                    **({"reasoning": "\n\n".join(thoughts)} if thoughts else {}),
+                }
+            )
     return out
 
 
@@ -216,8 +235,10 @@ def _tool_result(block: dict[str, Any], where: str, calls: dict[str, str]) -> di
     `is_error` said in the text, as the model reads it."""
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or call_id not in calls:
-        raise ToolError(f"{where}.tool_use_id: a 'tool_result' block answers the tool_use {str(call_id)[:80]!r}, which "
-                        "no earlier assistant turn has", "messages")
+        raise ToolError(
+            f"{where}.tool_use_id: a 'tool_result' block answers the tool_use {str(call_id)[:80]!r}, which no earlier assistant turn has",
+            "messages",
+        )
     content = block.get("content")
     text = "" if content is None else _text(content, f"{where}.content")
     is_error = block.get("is_error", False)

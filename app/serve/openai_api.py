@@ -57,9 +57,19 @@ class OpenAIApi:
             extra.update(chat.tools.record())
         if chat.reasoning:
             extra["reasoning_effort"] = chat.reasoning
-        return Job(request.url.path, await self.service.model(chat.model), chat.messages, chat.params, chat.stop, chat.stream,
-                   chat.grammar, record_params=extra, tools=chat.tools, reasoning=chat.reasoning,
-                   reply_format=chat.response_format if chat.grammar else None)
+        return Job(
+            request.url.path,
+            await self.service.model(chat.model),
+            chat.messages,
+            chat.params,
+            chat.stop,
+            chat.stream,
+            chat.grammar,
+            record_params=extra,
+            tools=chat.tools,
+            reasoning=chat.reasoning,
+            reply_format=chat.response_format if chat.grammar else None,
+        )
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -81,20 +91,24 @@ class OpenAIApi:
         message: dict[str, Any] = {"role": "assistant", "content": finished.text}
         finish = FINISH.get(finished.status, "stop")
         if job.tools is not None and job.tools.active:
-            reply = running.tool_reply or read_reply(job.tools, family_named(str(finished.metrics.get("tool_format") or "")),
-                                                     finished.text)
+            reply = running.tool_reply or read_reply(job.tools, family_named(str(finished.metrics.get("tool_format") or "")), finished.text)
             if reply.calls:  # as written, even one that breaks its schema (the record keeps the problem)
-                message = {"role": "assistant", "content": reply.content or None,
-                           "tool_calls": [_call_entry(c) for c in reply.calls]}
+                message = {"role": "assistant", "content": reply.content or None, "tool_calls": [_call_entry(c) for c in reply.calls]}
                 finish = "tool_calls"
         if running.reasoning_text:
             message["reasoning_content"] = running.reasoning_text
-        return JSONResponse({
-            "id": reply_id, "object": "chat.completion", "created": created, "model": job.model.name,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": usage_of(finished.metrics), "timings": timings(finished.metrics),
-            **({"warning": running.not_saved} if running.not_saved else {}),
-        })
+        return JSONResponse(
+            {
+                "id": reply_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": job.model.name,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": usage_of(finished.metrics),
+                "timings": timings(finished.metrics),
+                **({"warning": running.not_saved} if running.not_saved else {}),
+            }
+        )
 
     async def _start_stream(self, request: Request, job: Job, reply_id: str, created: int, include_usage: bool) -> Response:
         """The stream's status is known at its first event: a reply that cannot start (a prompt
@@ -103,15 +117,33 @@ class OpenAIApi:
             running, close, first = await self.service.open_stream(request, job)
         except ApiError as exc:
             return exc.response()
-        return ClosingStream(self._stream(job, running, first, reply_id, created, include_usage), close,
-                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return ClosingStream(
+            self._stream(job, running, first, reply_id, created, include_usage),
+            close,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
 
-    async def _stream(self, job: Job, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None,
-                      reply_id: str,
-                      created: int, include_usage: bool) -> AsyncIterator[bytes]:
+    async def _stream(
+        self,
+        job: Job,
+        running: Running,
+        first: TokenEvent | ReasoningEvent | FinishedEvent | None,
+        reply_id: str,
+        created: int,
+        include_usage: bool,
+    ) -> AsyncIterator[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-            return sse({"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": job.model.name,
-                        "choices": choices, **extra})
+            return sse(
+                {
+                    "id": reply_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": job.model.name,
+                    "choices": choices,
+                    **extra,
+                }
+            )
 
         def delta(content: dict[str, Any], finish: str | None = None) -> bytes:
             return chunk([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}])
@@ -146,12 +178,13 @@ class OpenAIApi:
                 family = family_named(str(event.metrics.get("tool_format") or ""))
                 gate = gate or ContentGate(family, tools.names())
                 reply = running.tool_reply or read_reply(tools, family, event.text)  # read once as the reply closed
-                rest = gate.rest(reply) if reply.calls else event.text[len(gate.sent):]
+                rest = gate.rest(reply) if reply.calls else event.text[len(gate.sent) :]
                 if rest:
                     yield delta({"content": rest})
                 for i, call in enumerate(reply.calls):
-                    yield delta({"tool_calls": [{"index": i, "id": call.id, "type": "function",
-                                                 "function": {"name": call.name, "arguments": ""}}]})
+                    yield delta(
+                        {"tool_calls": [{"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}
+                    )
                     for piece in argument_pieces(call.arguments):
                         yield delta({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
                 if reply.calls:

@@ -50,9 +50,13 @@ def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None
     host, port = client
     try:
         family = socket.AF_INET6 if ipaddress.ip_address(host.split("%", 1)[0]).version == 6 else socket.AF_INET
-        request = (_REQUEST_HEAD.pack(family, socket.IPPROTO_TCP, 0, _ALL_STATES) + _PORTS.pack(port, server[1])
-                   + _packed(host.split("%", 1)[0], family) + _packed(server[0].split("%", 1)[0], family)
-                   + _REQUEST_TAIL.pack(0, _NO_COOKIE, _NO_COOKIE))
+        request = (
+            _REQUEST_HEAD.pack(family, socket.IPPROTO_TCP, 0, _ALL_STATES)
+            + _PORTS.pack(port, server[1])
+            + _packed(host.split("%", 1)[0], family)
+            + _packed(server[0].split("%", 1)[0], family)
+            + _REQUEST_TAIL.pack(0, _NO_COOKIE, _NO_COOKIE)
+        )
     except (ValueError, struct.error):
         return None
     message = _NLMSG_HDR.pack(_NLMSG_HDR.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0) + request

@@ -52,8 +52,9 @@ class ModelPool:
         # options_of is called on the event loop's thread: the server's reads them off it beforehand.
         self._options_of, self._factory = options_of, engine_factory
         self._default_slots = default_slots or (lambda m: fitting_slots(m, self.n_ctx, self._options_of(m).placement))
-        self.fit = MemoryFit(footprint_of or (lambda m: estimate(m, self.n_ctx, self._options_of(m).placement,
-                                                                  self.slots_for(m))), available_ram)
+        self.fit = MemoryFit(
+            footprint_of or (lambda m: estimate(m, self.n_ctx, self._options_of(m).placement, self.slots_for(m))), available_ram
+        )
         self.engines: list[Engine] = []
         self.queue = FairQueue()
         self.window: WindowShare | None = None  # the window's own engine, when the server runs in the window
@@ -181,9 +182,16 @@ class ModelPool:
         room = self.fit.room(model, footprint, self.engines)
         if not room.fits:
             if not any(e.busy or e.loading for e in self.engines):  # nothing will free memory later
-                self.queue.fail(model.path, ApiError(
-                    507, f"{model.name} needs about {gib(room.need)} of RAM and {gib(room.free)} is free for it "
-                         "(with every other model unloaded)", "server_error", code="insufficient_memory"))
+                self.queue.fail(
+                    model.path,
+                    ApiError(
+                        507,
+                        f"{model.name} needs about {gib(room.need)} of RAM and {gib(room.free)} is free for it "
+                        "(with every other model unloaded)",
+                        "server_error",
+                        code="insufficient_memory",
+                    ),
+                )
             return  # waits for memory: another model's request ends and frees it
         for victim in room.victims:
             self.unload(victim, f"unloaded {victim.model.name} to make room for {model.name}")

@@ -44,7 +44,7 @@ def responses_reasoning(body: dict[str, Any]) -> str:
     if reasoning is None:
         return ""
     if not isinstance(reasoning, dict):
-        raise ApiError(400, "'reasoning' must be an object such as {\"effort\": \"low\"}", param="reasoning")
+        raise ApiError(400, '\'reasoning\' must be an object such as {"effort": "low"}', param="reasoning")
     return read_effort(reasoning.get("effort"), "reasoning.effort")
 
 
@@ -60,8 +60,9 @@ def anthropic_reasoning(body: dict[str, Any]) -> str:
     if kind == "adaptive":
         return ""
     if kind != "enabled" or not isinstance(thinking, dict):
-        raise ApiError(400, "thinking: must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"disabled\"} "
-                            "or {\"type\": \"adaptive\"}", param="thinking")
+        raise ApiError(
+            400, 'thinking: must be {"type": "enabled", "budget_tokens": N}, {"type": "disabled"} or {"type": "adaptive"}', param="thinking"
+        )
     budget = thinking.get("budget_tokens")
     if budget is None:
         return "on"

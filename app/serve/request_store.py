@@ -113,8 +113,17 @@ class RequestStore:
     def record(self) -> RequestLog:
         return self.thread.record
 
-    async def open(self, *, client: str, remote: str, endpoint: str, model: InstalledModel,
-                   messages: list[dict[str, Any]], params: dict[str, Any], conversation: bool) -> Opened:
+    async def open(
+        self,
+        *,
+        client: str,
+        remote: str,
+        endpoint: str,
+        model: InstalledModel,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        conversation: bool,
+    ) -> Opened:
         """Enter the request: the record's opening entry and, with `conversation`, the history's
         conversation with a streaming reply, in one transaction. When the file cannot take it
         now, the request is kept and entered later (`not_saved` says why)."""
@@ -131,9 +140,18 @@ class RequestStore:
         text = "".join(parts)
         self.thread.submit(self._checkpoint_now, opened, checkpointer, text)
 
-    async def close(self, opened: Opened, *, reply: str, status: str, metrics: dict[str, Any],
-                    error: str | None = None, model: InstalledModel | None = None,
-                    extra: dict[str, Any] | None = None, reasoning: str = "") -> None:
+    async def close(
+        self,
+        opened: Opened,
+        *,
+        reply: str,
+        status: str,
+        metrics: dict[str, Any],
+        error: str | None = None,
+        model: InstalledModel | None = None,
+        extra: dict[str, Any] | None = None,
+        reasoning: str = "",
+    ) -> None:
         """Enter how the request ended (one transaction). `model`: the file that ran, when a
         recheck found it changed after the request was accepted; `extra`: more the closing entry
         keeps in its params (a reply's parsed tool calls, its reasoning); `reasoning`: the reply's
@@ -143,8 +161,15 @@ class RequestStore:
         if opened.closed:
             return
         opened.closed = True
-        opened._end = {"reply": reply, "status": status, "metrics": metrics, "error": error, "model": model,
-                        "extra": extra, "reasoning": reasoning}
+        opened._end = {
+            "reply": reply,
+            "status": status,
+            "metrics": metrics,
+            "error": error,
+            "model": model,
+            "extra": extra,
+            "reasoning": reasoning,
+        }
         await self.thread.run(self._close_now, opened)
 
     def stop(self) -> None:
@@ -156,8 +181,11 @@ class RequestStore:
                 self._timer.cancel()
         left = self.thread.submit(self._retry).result()
         for opened in left:
-            print(f"cove serve: a request of {opened.client} to {opened.endpoint} could not be saved in the history "
-                  f"({opened.not_saved}); it is lost now that the server stops", file=sys.stderr)
+            print(
+                f"cove serve: a request of {opened.client} to {opened.endpoint} could not be saved in the history "
+                f"({opened.not_saved}); it is lost now that the server stops",
+                file=sys.stderr,
+            )
 
     # -- on the store's thread ----------------------------------------------------------
 
@@ -175,13 +203,24 @@ class RequestStore:
 
     def _enter(self, opened: Opened) -> None:
         with write_transaction(self.history.db):
-            exchange = open_exchange(self.history, client=opened.client, model=opened.model, messages=opened.messages,
-                                     params=opened.params) if opened.conversation else None
-            record = open_request(self.record, client=opened.client, remote=opened.remote, endpoint=opened.endpoint,
-                                  model_name=opened.model.name, model_sha256=opened.model.sha256,
-                                  quant=opened.model.quant, params=opened.params, messages=opened.messages,
-                                  conversation_id=exchange.conversation_id if exchange else None,
-                                  message_id=exchange.message_id if exchange else None)
+            exchange = (
+                open_exchange(self.history, client=opened.client, model=opened.model, messages=opened.messages, params=opened.params)
+                if opened.conversation
+                else None
+            )
+            record = open_request(
+                self.record,
+                client=opened.client,
+                remote=opened.remote,
+                endpoint=opened.endpoint,
+                model_name=opened.model.name,
+                model_sha256=opened.model.sha256,
+                quant=opened.model.quant,
+                params=opened.params,
+                messages=opened.messages,
+                conversation_id=exchange.conversation_id if exchange else None,
+                message_id=exchange.message_id if exchange else None,
+            )
         opened.record, opened.exchange = record, exchange
         opened.checkpointer = Checkpointer(self.history, exchange.message_id) if exchange else None
 
@@ -212,12 +251,28 @@ class RequestStore:
             assert opened.record is not None
             changed = model is not None and model.sha256 != opened.record.model_sha256
             kept = opened.exchange is None or close_exchange(
-                self.history, opened.exchange, messages=opened.messages, reply=end["reply"], status=end["status"],
-                metrics=end["metrics"], error=end["error"], model_sha256=model.sha256 if model and changed else None,
-                model_quant=model.quant if model and changed else None, reasoning=end.get("reasoning") or "")
-            seq = close_request(self.record, opened.record, reply=end["reply"], status=end["status"],
-                                usage=usage(end["metrics"]), timings=timings(end["metrics"]), error=end["error"],
-                                model_sha256=model.sha256 if model and changed else None, extra=end.get("extra"))
+                self.history,
+                opened.exchange,
+                messages=opened.messages,
+                reply=end["reply"],
+                status=end["status"],
+                metrics=end["metrics"],
+                error=end["error"],
+                model_sha256=model.sha256 if model and changed else None,
+                model_quant=model.quant if model and changed else None,
+                reasoning=end.get("reasoning") or "",
+            )
+            seq = close_request(
+                self.record,
+                opened.record,
+                reply=end["reply"],
+                status=end["status"],
+                usage=usage(end["metrics"]),
+                timings=timings(end["metrics"]),
+                error=end["error"],
+                model_sha256=model.sha256 if model and changed else None,
+                extra=end.get("extra"),
+            )
             if not kept:
                 self.record.erase([seq])
         opened.not_saved = None

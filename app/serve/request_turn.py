@@ -27,8 +27,10 @@ from models.library import FileRecheck, InstalledModel, ModelLibrary
 
 def unsaved_sentence(why: str) -> str:
     """What a client is told of a reply the history file could not take yet."""
-    return (f"This reply is not in Cove's history yet ({why}); Cove keeps it and writes it, with the request's "
-            "record entry, as soon as the file takes it.")
+    return (
+        f"This reply is not in Cove's history yet ({why}); Cove keeps it and writes it, with the request's "
+        "record entry, as soon as the file takes it."
+    )
 
 
 def tool_arguments(tools: ToolSet | None) -> dict[str, Any]:
@@ -36,8 +38,12 @@ def tool_arguments(tools: ToolSet | None) -> dict[str, Any]:
     or its tool_choice is "none" (the model is not told of them)."""
     if tools is None or not tools.active:
         return {}
-    return {"tools": [t.openai() for t in tools.tools], "tool_choice": tools.choice.mode,
-            "tool_name": tools.choice.name, "parallel_tool_calls": tools.choice.parallel}
+    return {
+        "tools": [t.openai() for t in tools.tools],
+        "tool_choice": tools.choice.mode,
+        "tool_name": tools.choice.name,
+        "parallel_tool_calls": tools.choice.parallel,
+    }
 
 
 class RequestBackend:
@@ -48,8 +54,16 @@ class RequestBackend:
     sends the conversation it wants answered: nothing is dropped to fit). Keeps the Generation
     it started, for the event loop to wait on without a thread (Generation.wake_when_ready)."""
 
-    def __init__(self, backend: Backend, *, stop: Sequence[str] = (), grammar: str | None = None,
-                 raw_prompt: str | None = None, tools: ToolSet | None = None, reasoning: str = "") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        stop: Sequence[str] = (),
+        grammar: str | None = None,
+        raw_prompt: str | None = None,
+        tools: ToolSet | None = None,
+        reasoning: str = "",
+    ) -> None:
         self._backend = backend
         self._reasoning = reasoning
         self._stop, self._grammar, self._raw_prompt = tuple(stop), grammar, raw_prompt
@@ -68,19 +82,43 @@ class RequestBackend:
     def ran_on(self) -> dict[str, Any] | None:
         return self._backend.ran_on
 
-    def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
-              stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
-              on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None,
-              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
-        asked = self._tools or {"tools": tools, "tool_choice": tool_choice, "tool_name": tool_name,
-                                "parallel_tool_calls": parallel_tool_calls}
+    def start(
+        self,
+        messages: list[dict],
+        params: SamplingParams,
+        *,
+        conversation_id: str | None,
+        stop: Sequence[str] = (),
+        on_loaded: Callable[[LoadedModel], None] | None = None,
+        on_recheck: Callable[[FileRecheck], None] | None = None,
+        grammar: str | None = None,
+        keep_all_turns: bool = False,
+        raw_prompt: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+        tool_name: str | None = None,
+        parallel_tool_calls: bool = True,
+        reasoning: str = "",
+    ) -> Generation:
+        asked = self._tools or {
+            "tools": tools,
+            "tool_choice": tool_choice,
+            "tool_name": tool_name,
+            "parallel_tool_calls": parallel_tool_calls,
+        }
         self.generation = self._backend.start(
-            messages, params, conversation_id=conversation_id, stop=self._stop or stop, on_loaded=on_loaded,
-            on_recheck=on_recheck, grammar=self._grammar or grammar, keep_all_turns=True,
+            messages,
+            params,
+            conversation_id=conversation_id,
+            stop=self._stop or stop,
+            on_loaded=on_loaded,
+            on_recheck=on_recheck,
+            grammar=self._grammar or grammar,
+            keep_all_turns=True,
             raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt,
-            reasoning=self._reasoning or reasoning, **asked)
+            reasoning=self._reasoning or reasoning,
+            **asked,
+        )
         return self.generation
 
 
@@ -99,8 +137,15 @@ class RequestWriter:
     unsaved: Message | None = None  # never set: a write that fails waits in the RequestStore instead
     reasoning: str = ""  # the reply's reasoning, set by the Turn before `finish` (app/reasoning)
 
-    def __init__(self, store: RequestStore, opened: Opened, *, tools: ToolSet | None = None,
-                 call_id_prefix: str = "call_", reply_format: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        store: RequestStore,
+        opened: Opened,
+        *,
+        tools: ToolSet | None = None,
+        call_id_prefix: str = "call_",
+        reply_format: dict[str, Any] | None = None,
+    ) -> None:
         self.store, self.opened = store, opened
         self.model = opened.model  # the file that runs: the new bytes when a recheck found it changed
         self.assistant = _reply_row(opened)
@@ -128,8 +173,7 @@ class RequestWriter:
             self.tool_reply = reply_of(tools, metrics, final, self._prefix)
         if self._schema is not None and status in (MessageStatus.COMPLETE, MessageStatus.LENGTH):
             self.format_problem = format_problem(self._schema, final)
-        self.ended = replace(self.assistant, content=final, status=status, error=error, metrics=metrics,
-                             reasoning=self.reasoning)
+        self.ended = replace(self.assistant, content=final, status=status, error=error, metrics=metrics, reasoning=self.reasoning)
         return self.ended
 
     def record_recheck(self, library: ModelLibrary, model_name: str, recheck: FileRecheck) -> InstalledModel:
@@ -150,8 +194,16 @@ class RequestWriter:
         if end.reasoning:  # the record keeps the reply's reasoning beside its text
             extra = {**extra, "reasoning": end.reasoning}
         with anyio.CancelScope(shield=True):
-            await self.store.close(self.opened, reply=end.content, status=end.status, metrics=end.metrics,
-                                   error=end.error, model=self.model, extra=extra or None, reasoning=end.reasoning)
+            await self.store.close(
+                self.opened,
+                reply=end.content,
+                status=end.status,
+                metrics=end.metrics,
+                error=end.error,
+                model=self.model,
+                extra=extra or None,
+                reasoning=end.reasoning,
+            )
         why = self.opened.not_saved
         self.not_saved = unsaved_sentence(why) if why else None
 
@@ -160,7 +212,20 @@ def _reply_row(opened: Opened) -> Message:
     """The reply's row as opened ('streaming'); its ids are empty while the file has not taken it."""
     exchange = opened.exchange
     model = opened.model
-    return Message(id=exchange.message_id if exchange else "", conversation_id=exchange.conversation_id if exchange else "",
-                   parent_id=None, role="assistant", content="", status=MessageStatus.STREAMING, error=None,
-                   created_at="", updated_at="", model_name=model.name, model_sha256=model.sha256,
-                   model_quant=model.quant, params=opened.params, metrics={}, seq=0)
+    return Message(
+        id=exchange.message_id if exchange else "",
+        conversation_id=exchange.conversation_id if exchange else "",
+        parent_id=None,
+        role="assistant",
+        content="",
+        status=MessageStatus.STREAMING,
+        error=None,
+        created_at="",
+        updated_at="",
+        model_name=model.name,
+        model_sha256=model.sha256,
+        model_quant=model.quant,
+        params=opened.params,
+        metrics={},
+        seq=0,
+    )

@@ -32,28 +32,40 @@ from app.tools.reply import ContentGate, ToolReply, argument_pieces, family_name
 from app.turn.events import ReasoningEvent
 
 # A reply's end as a Response's status; a reply cut by the context or max_output_tokens is incomplete.
-STATUS: dict[str, str] = {MessageStatus.COMPLETE: "completed", MessageStatus.LENGTH: "incomplete",
-                          MessageStatus.CANCELLED: "cancelled"}
+STATUS: dict[str, str] = {MessageStatus.COMPLETE: "completed", MessageStatus.LENGTH: "incomplete", MessageStatus.CANCELLED: "cancelled"}
 
 
 def usage_of(metrics: dict[str, Any]) -> dict[str, Any]:
     """The Responses API's token counts: input_tokens counts the whole prompt, of which the
     engine's cache held cached_tokens."""
     prompt, output = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
-    return {"input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0), "cache_write_tokens": 0},
-            "output_tokens": output, "output_tokens_details": {"reasoning_tokens": int(metrics.get("reasoning_tokens") or 0)},
-            "total_tokens": prompt + output}
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0), "cache_write_tokens": 0},
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": int(metrics.get("reasoning_tokens") or 0)},
+        "total_tokens": prompt + output,
+    }
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "message", "role": "assistant", "status": status,
-            "content": [text_part(text)] if status != "in_progress" else []}
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": [text_part(text)] if status != "in_progress" else [],
+    }
 
 
 def reasoning_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "reasoning", "summary": [], "status": status,
-            "content": [{"type": "reasoning_text", "text": text}] if status != "in_progress" else []}
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "status": status,
+        "content": [{"type": "reasoning_text", "text": text}] if status != "in_progress" else [],
+    }
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -61,8 +73,14 @@ def text_part(text: str) -> dict[str, Any]:
 
 
 def call_item(item_id: str, call: Call, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "call_id": call.id, "name": call.name,
-            "arguments": call.arguments if status == "completed" else "", "status": status}
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments if status == "completed" else "",
+        "status": status,
+    }
 
 
 def new_id(prefix: str) -> str:
@@ -83,12 +101,20 @@ class Reply:
         """The Response object; with `finished`, its usage, timings and why it is incomplete."""
         cut = finished is not None and finished.status == MessageStatus.LENGTH
         return {
-            "id": self.id, "object": "response", "created_at": self.created, "status": status,
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
             "completed_at": int(time.time()) if status == "completed" else None,
-            "model": self.job.model.name, "output": list(self.output), "error": None,
+            "model": self.job.model.name,
+            "output": list(self.output),
+            "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
-            "temperature": self.job.params.temperature, "top_p": self.job.params.top_p,
-            "store": False, "previous_response_id": None, "truncation": "disabled",
+            "temperature": self.job.params.temperature,
+            "top_p": self.job.params.top_p,
+            "store": False,
+            "previous_response_id": None,
+            "truncation": "disabled",
             "reasoning": {"effort": self.job.reasoning, "summary": None} if self.job.reasoning else None,
             **(self.req.echo or {}),
             "usage": usage_of(finished.metrics) if finished is not None else None,
@@ -116,9 +142,20 @@ class ResponsesApi:
             extra.update(req.tools.record())
         if req.reasoning:
             extra["reasoning_effort"] = req.reasoning
-        return Job(request.url.path, await self.service.model(req.model), req.messages, req.params, (), req.stream,
-                   req.grammar, record_params=extra, tools=req.tools, reasoning=req.reasoning, reasoning_param="reasoning",
-                   reply_format=req.text_format if req.grammar else None)
+        return Job(
+            request.url.path,
+            await self.service.model(req.model),
+            req.messages,
+            req.params,
+            (),
+            req.stream,
+            req.grammar,
+            record_params=extra,
+            tools=req.tools,
+            reasoning=req.reasoning,
+            reasoning_param="reasoning",
+            reply_format=req.text_format if req.grammar else None,
+        )
 
     async def responses(self, request: Request) -> Response:
         try:
@@ -133,8 +170,9 @@ class ResponsesApi:
                 running, close, first = await self.service.open_stream(request, job)
             except ApiError as exc:
                 return exc.response()
-            return ClosingStream(_stream(reply, running, first), close, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+            return ClosingStream(
+                _stream(reply, running, first), close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            )
         try:
             async with self.service.reply(request, job) as running:
                 finished = await running.whole()
@@ -179,28 +217,29 @@ class _Message:
         out = [] if self.index is not None else self.open()
         if text:
             self.text += text
-            out.append(self.event("response.output_text.delta", item_id=self.id, output_index=self.index,
-                                  content_index=0, delta=text, logprobs=[]))
+            out.append(
+                self.event("response.output_text.delta", item_id=self.id, output_index=self.index, content_index=0, delta=text, logprobs=[])
+            )
         return out
 
     def open(self) -> list[bytes]:
         self.index = len(self.reply.output)
         self.reply.output.append(message_item(self.id, "", "in_progress"))
-        return [self.event("response.output_item.added", output_index=self.index,
-                           item=message_item(self.id, "", "in_progress")),
-                self.event("response.content_part.added", item_id=self.id, output_index=self.index, content_index=0,
-                           part=text_part(""))]
+        return [
+            self.event("response.output_item.added", output_index=self.index, item=message_item(self.id, "", "in_progress")),
+            self.event("response.content_part.added", item_id=self.id, output_index=self.index, content_index=0, part=text_part("")),
+        ]
 
     def close(self, status: str) -> list[bytes]:
         if self.index is None:
             return []
         done = message_item(self.id, self.text, status)
         self.reply.output[self.index] = done
-        return [self.event("response.output_text.done", item_id=self.id, output_index=self.index, content_index=0,
-                           text=self.text, logprobs=[]),
-                self.event("response.content_part.done", item_id=self.id, output_index=self.index, content_index=0,
-                           part=text_part(self.text)),
-                self.event("response.output_item.done", output_index=self.index, item=done)]
+        return [
+            self.event("response.output_text.done", item_id=self.id, output_index=self.index, content_index=0, text=self.text, logprobs=[]),
+            self.event("response.content_part.done", item_id=self.id, output_index=self.index, content_index=0, part=text_part(self.text)),
+            self.event("response.output_item.done", output_index=self.index, item=done),
+        ]
 
 
 class _Reasoning:
@@ -218,40 +257,42 @@ class _Reasoning:
         if self.index is None:
             self.index = len(self.reply.output)
             self.reply.output.append(reasoning_item(self.id, "", "in_progress"))
-            out.append(self.event("response.output_item.added", output_index=self.index,
-                                  item=reasoning_item(self.id, "", "in_progress")))
+            out.append(self.event("response.output_item.added", output_index=self.index, item=reasoning_item(self.id, "", "in_progress")))
         self.text += text
-        out.append(self.event("response.reasoning_text.delta", item_id=self.id, output_index=self.index,
-                              content_index=0, delta=text))
+        out.append(self.event("response.reasoning_text.delta", item_id=self.id, output_index=self.index, content_index=0, delta=text))
         return out
 
     def close(self, status: str, whole: str | None = None) -> list[bytes]:
         if self.done or (self.index is None and not whole):
             return []
-        out = self.send(whole[len(self.text):]) if whole and whole.startswith(self.text) and whole != self.text else []
+        out = self.send(whole[len(self.text) :]) if whole and whole.startswith(self.text) and whole != self.text else []
         self.done = True
         assert self.index is not None
         item = reasoning_item(self.id, self.text, status)
         self.reply.output[self.index] = item
-        return [*out, self.event("response.reasoning_text.done", item_id=self.id, output_index=self.index,
-                                 content_index=0, text=self.text),
-                self.event("response.output_item.done", output_index=self.index, item=item)]
+        return [
+            *out,
+            self.event("response.reasoning_text.done", item_id=self.id, output_index=self.index, content_index=0, text=self.text),
+            self.event("response.output_item.done", output_index=self.index, item=item),
+        ]
 
 
 def _call_events(reply: Reply, event: _Events, call: Call) -> list[bytes]:
     item_id, index = new_id("fc"), len(reply.output)
     reply.output.append(call_item(item_id, call, "completed"))
     out = [event("response.output_item.added", output_index=index, item=call_item(item_id, call, "in_progress"))]
-    out += [event("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
-            for piece in argument_pieces(call.arguments)]
-    out.append(event("response.function_call_arguments.done", item_id=item_id, output_index=index, name=call.name,
-                     arguments=call.arguments))
+    out += [
+        event("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
+        for piece in argument_pieces(call.arguments)
+    ]
+    out.append(
+        event("response.function_call_arguments.done", item_id=item_id, output_index=index, name=call.name, arguments=call.arguments)
+    )
     out.append(event("response.output_item.done", output_index=index, item=call_item(item_id, call, "completed")))
     return out
 
 
-async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None
-                  ) -> AsyncIterator[bytes]:
+async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None) -> AsyncIterator[bytes]:
     """The Responses event stream. With tools, text goes out only up to where a call may begin
     (ContentGate); the calls go out whole once the reply is read, as chat's stream sends them."""
     event = _Events()
@@ -293,11 +334,10 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningE
         calls: tuple[Call, ...] = ()
         if tool_reply is not None:
             calls = tool_reply.calls  # as written, even one that breaks its schema (the record keeps the problem)
-            gate = gate or ContentGate(family_named(str(step.metrics.get("tool_format") or "")),
-                                      tools.names() if tools is not None else ())
-            rest = gate.rest(tool_reply) if calls else step.text[len(gate.sent):]
+            gate = gate or ContentGate(family_named(str(step.metrics.get("tool_format") or "")), tools.names() if tools is not None else ())
+            rest = gate.rest(tool_reply) if calls else step.text[len(gate.sent) :]
         else:
-            rest = step.text[len(message.text):]
+            rest = step.text[len(message.text) :]
         if rest or not calls:
             for chunk in message.send(rest):
                 yield chunk
@@ -314,5 +354,4 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningE
 
 
 def _failed(reply: Reply, event: _Events, message: str) -> bytes:
-    return event("response.failed", response={**reply.object("failed"),
-                                              "error": {"code": "server_error", "message": message}})
+    return event("response.failed", response={**reply.object("failed"), "error": {"code": "server_error", "message": message}})

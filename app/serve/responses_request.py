@@ -19,8 +19,9 @@ from app.settings import SamplingParams
 from app.tools.spec import MAX_TOOLS, Tool, ToolChoice, ToolError, ToolSet, arguments_object, read_tool
 
 ROLES = ("user", "assistant", "system", "developer")
-STATELESS = ("Cove serves the Responses API statelessly: it keeps no responses to look up later; "
-             "send the whole conversation as `input` each time")
+STATELESS = (
+    "Cove serves the Responses API statelessly: it keeps no responses to look up later; send the whole conversation as `input` each time"
+)
 
 
 @dataclass(frozen=True)
@@ -39,27 +40,26 @@ class ResponsesRequest:
 
 def _refuse_stateful(body: dict[str, Any]) -> None:
     if body.get("store") is True:
-        raise ApiError(400, f"'store': true is not supported: {STATELESS}; send \"store\": false or leave it out",
-                       param="store")
+        raise ApiError(400, f"'store': true is not supported: {STATELESS}; send \"store\": false or leave it out", param="store")
     for name in ("previous_response_id", "conversation", "prompt"):
         if body.get(name) is not None:
             raise ApiError(400, f"'{name}' is not supported: {STATELESS}", param=name)
     if body.get("background") not in (None, False):
-        raise ApiError(400, "'background' is not supported: Cove answers while the request is open (or streams)",
-                       param="background")
+        raise ApiError(400, "'background' is not supported: Cove answers while the request is open (or streams)", param="background")
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
     """Fields Cove cannot honour, refused by name rather than ignored."""
     include = body.get("include")
-    if body.get("top_logprobs") not in (None, 0) or (
-            isinstance(include, list) and "message.output_text.logprobs" in include):
+    if body.get("top_logprobs") not in (None, 0) or (isinstance(include, list) and "message.output_text.logprobs" in include):
         field = "top_logprobs" if body.get("top_logprobs") not in (None, 0) else "include"
-        raise ApiError(400, f"'{field}' asks for token log probabilities, which Cove's server does not return",
-                       param=field)
+        raise ApiError(400, f"'{field}' asks for token log probabilities, which Cove's server does not return", param=field)
     if body.get("truncation") not in (None, "disabled"):
-        raise ApiError(400, "'truncation' must be \"disabled\": Cove never drops input items to fit the context; "
-                            "a request too large for it is refused", param="truncation")
+        raise ApiError(
+            400,
+            "'truncation' must be \"disabled\": Cove never drops input items to fit the context; a request too large for it is refused",
+            param="truncation",
+        )
 
 
 def _text(content: object, where: str, kinds: tuple[str, ...]) -> str:
@@ -73,10 +73,12 @@ def _text(content: object, where: str, kinds: tuple[str, ...]) -> str:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds:
             what = f"a part of type {kind!r}" if isinstance(kind, str) else "a part without a type"
-            extra = " (Cove's models read text only: no images, files or audio)" if kind in (
-                "input_image", "input_file", "input_audio") else ""
-            raise ApiError(400, f"{where}[{i}]: {what} is not supported here{extra}; send "
-                                f"{' or '.join(repr(k) for k in kinds)} parts", param="input")
+            extra = (
+                " (Cove's models read text only: no images, files or audio)" if kind in ("input_image", "input_file", "input_audio") else ""
+            )
+            raise ApiError(
+                400, f"{where}[{i}]: {what} is not supported here{extra}; send {' or '.join(repr(k) for k in kinds)} parts", param="input"
+            )
         text = part.get("text") if kind != "refusal" else part.get("refusal")
         if not isinstance(text, str):
             raise ApiError(400, f"{where}[{i}].text: must be a string", param="input")
@@ -127,14 +129,17 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
             if last is not None and last["role"] == "assistant" and not thought:
                 last.setdefault("tool_calls", []).append(call)
             else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call],
-                                 **({"reasoning": thought} if thought else {})})
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call], **({"reasoning": thought} if thought else {})})
                 thought = ""
         elif kind == "function_call_output":
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or call_id not in calls:
-                raise ApiError(400, f"{where}.call_id: {str(call_id)[:80]!r} answers no function_call item before it "
-                                    "(Cove keeps no earlier responses: send the call with its output)", param="input")
+                raise ApiError(
+                    400,
+                    f"{where}.call_id: {str(call_id)[:80]!r} answers no function_call item before it "
+                    "(Cove keeps no earlier responses: send the call with its output)",
+                    param="input",
+                )
             output = _text(item.get("output"), f"{where}.output", ("input_text",))
             messages.append({"role": "tool", "tool_call_id": call_id, "name": calls[call_id], "content": output})
         elif kind == "reasoning":  # a reply's reasoning, given back: the template decides whether it is rendered
@@ -143,8 +148,11 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
             raise ApiError(400, f"{where}: an item_reference points at a stored item: {STATELESS}", param="input")
         else:
             what = f"an item of type {kind!r}" if isinstance(kind, str) else "an item without a type or role"
-            raise ApiError(400, f"{where}: {what} is not supported here; send message, reasoning, function_call "
-                                "and function_call_output items", param="input")
+            raise ApiError(
+                400,
+                f"{where}: {what} is not supported here; send message, reasoning, function_call and function_call_output items",
+                param="input",
+            )
     if not any(m["role"] != "system" for m in messages):
         raise ApiError(400, "'input' has no user message to answer", param="input")
     return messages
@@ -182,8 +190,10 @@ def _tools(body: dict[str, Any]) -> ToolSet | None:
         kind = item.get("type") if isinstance(item, dict) else None
         if not isinstance(item, dict) or kind != "function":
             what = f"tools of type {kind!r} (hosted tools) are" if isinstance(kind, str) else "a tool without a type is"
-            raise ToolError(f"{where}: {what} not available here; give function tools "
-                            "({\"type\": \"function\", \"name\": ..., \"parameters\": {...}})", "tools")
+            raise ToolError(
+                f'{where}: {what} not available here; give function tools ({{"type": "function", "name": ..., "parameters": {{...}}}})',
+                "tools",
+            )
         try:
             tool = read_tool(item.get("name"), item.get("description"), item.get("parameters"), where)
         except ToolError as exc:
@@ -201,8 +211,7 @@ def _tools(body: dict[str, Any]) -> ToolSet | None:
         if name not in {t.name for t in tools}:
             raise ToolError(f"tool_choice: names the tool {str(name)[:80]!r}, which is not among the tools", "tool_choice")
     else:
-        raise ToolError("tool_choice: must be \"auto\", \"none\", \"required\" or "
-                        "{\"type\": \"function\", \"name\": ...}", "tool_choice")
+        raise ToolError('tool_choice: must be "auto", "none", "required" or {"type": "function", "name": ...}', "tool_choice")
     return ToolSet(tuple(tools), ToolChoice(mode, name, parallel))
 
 
@@ -213,19 +222,20 @@ def _text_format(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | Non
     if text is None:
         return None, None
     if not isinstance(text, dict):
-        raise ApiError(400, "'text' must be an object such as {\"format\": {\"type\": \"json_schema\", ...}}",
-                       param="text")
+        raise ApiError(400, '\'text\' must be an object such as {"format": {"type": "json_schema", ...}}', param="text")
     fmt = text.get("format")
     if fmt is None or fmt == {"type": "text"}:
         return None, None
     if not isinstance(fmt, dict):
-        raise ApiError(400, "text.format: must be an object with a \"type\"", param="text.format")
+        raise ApiError(400, 'text.format: must be an object with a "type"', param="text.format")
     if fmt.get("type") == "json_schema":
         if not isinstance(fmt.get("schema"), dict):
             raise ApiError(400, "text.format.schema: a json_schema format needs a JSON schema object", param="text.format")
         refuse_unenforced(fmt["schema"], "text.format.schema", "text.format")
-        response_format: object = {"type": "json_schema", "json_schema": {
-            "name": fmt.get("name"), "schema": fmt["schema"], "strict": fmt.get("strict")}}
+        response_format: object = {
+            "type": "json_schema",
+            "json_schema": {"name": fmt.get("name"), "schema": fmt["schema"], "strict": fmt.get("strict")},
+        }
     else:
         response_format = fmt
     try:
@@ -251,17 +261,24 @@ def read_responses_request(body: object) -> ResponsesRequest:
     refuse_unenforced_tools(body.get("tools"))
     limit = body.get("max_output_tokens")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOKENS_LIMIT):
-        raise ApiError(400, f"'max_output_tokens' must be a whole number from 1 to {MAX_TOKENS_LIMIT}",
-                       param="max_output_tokens")
+        raise ApiError(400, f"'max_output_tokens' must be a whole number from 1 to {MAX_TOKENS_LIMIT}", param="max_output_tokens")
     grammar, text_format = _text_format(body)
     if tools is not None and tools.active and grammar is not None:
-        raise ApiError(400, "'text.format' and 'tools' cannot be used together: a reply is either the tools' calls "
-                            "or the format's JSON", param="text.format")
-    sampling = read_sampling({name: body[name] for name in ("temperature", "top_p", "stream") if name in body}
-                             | {"max_tokens": limit})
-    echo = {"instructions": instructions, "tools": body.get("tools") or [],
-            "tool_choice": body.get("tool_choice") or "auto", "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "max_output_tokens": limit, "text": {"format": text_format or {"type": "text"}},
-            "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {}}
-    return ResponsesRequest(model, messages, sampling.params, sampling.stream, instructions, grammar, text_format,
-                            tools, echo, responses_reasoning(body))
+        raise ApiError(
+            400,
+            "'text.format' and 'tools' cannot be used together: a reply is either the tools' calls or the format's JSON",
+            param="text.format",
+        )
+    sampling = read_sampling({name: body[name] for name in ("temperature", "top_p", "stream") if name in body} | {"max_tokens": limit})
+    echo = {
+        "instructions": instructions,
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice") or "auto",
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "max_output_tokens": limit,
+        "text": {"format": text_format or {"type": "text"}},
+        "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
+    }
+    return ResponsesRequest(
+        model, messages, sampling.params, sampling.stream, instructions, grammar, text_format, tools, echo, responses_reasoning(body)
+    )

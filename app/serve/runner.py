@@ -29,9 +29,17 @@ class LoadedEngine:
 
 
 class ServerThread:
-    def __init__(self, paths: Paths, *, host: str = "127.0.0.1", port: int = 8642, parallel: int | None = None,
-                 ttl_s: float = 600.0, window_engine: EngineClient | None = None,
-                 window_first: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8642,
+        parallel: int | None = None,
+        ttl_s: float = 600.0,
+        window_engine: EngineClient | None = None,
+        window_first: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.paths, self.host, self.port, self.parallel, self.ttl_s = paths, host, port, parallel, ttl_s
         self.window_engine = window_engine  # shared with API requests for the model it has loaded
         self.window_first = window_first  # whether one of its slots is kept for the window's turn (any thread)

@@ -13,9 +13,26 @@ from app.serve.errors import ApiError
 
 # Kept to what the converter (app/engine/grammar.py, llama.cpp's json-schema-to-grammar) drops:
 # an entry goes once the grammar enforces it.
-UNENFORCED = ("multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "patternProperties",
-              "propertyNames", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-              "unevaluatedProperties", "unevaluatedItems", "minProperties", "maxProperties")
+UNENFORCED = (
+    "multipleOf",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "patternProperties",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "minProperties",
+    "maxProperties",
+)
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
@@ -51,8 +68,11 @@ def refuse_unenforced(schema: Any, field: str, param: str) -> None:
     if found:
         keyword, where = found
         at = f" (at {where})" if where else ""
-        raise ApiError(400, f"{field}: the keyword '{keyword}'{at} is not supported: Cove's grammar cannot hold a reply "
-                            "to it; leave it out", param=param)
+        raise ApiError(
+            400,
+            f"{field}: the keyword '{keyword}'{at} is not supported: Cove's grammar cannot hold a reply to it; leave it out",
+            param=param,
+        )
 
 
 def refuse_unenforced_tools(tools: Any, field: str = "tools") -> None:

@@ -32,8 +32,9 @@ from app.serve.service import Service
 __all__ = ["LOOPBACK_NAMES", "create_app"]
 
 
-def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None = LOOPBACK_NAMES,
-               service: Service | None = None) -> ASGIApp:
+def create_app(
+    core: Core, pool: ModelPool, *, host_names: Iterable[str] | None = LOOPBACK_NAMES, service: Service | None = None
+) -> ASGIApp:
     """The server's ASGI app (uvicorn runs it). `host_names` None: answer to any Host header."""
     service = service or Service(core, pool)
     openai_api = OpenAIApi(service)
@@ -50,23 +51,27 @@ def create_app(core: Core, pool: ModelPool, *, host_names: Iterable[str] | None 
     embeddings = EmbeddingsApi(service).embeddings
     completions = CompletionsApi(service).completions
     responses = ResponsesApi(service).responses
-    app = Starlette(lifespan=lifespan, exception_handlers={HTTPException: _http_error, Exception: _server_error}, routes=[
-        Route("/v1/models", openai_api.models, methods=["GET"]),
-        Route("/v1/models/{model:path}", openai_api.model, methods=["GET"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/v1/messages", AnthropicApi(service).messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", TokenCounter(service).count_tokens, methods=["POST"]),
-        Route("/v1/embeddings", embeddings, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/responses", responses, methods=["POST"]),
-        # llama-server's paths without /v1, which some clients call.
-        Route("/models", openai_api.models, methods=["GET"]),
-        Route("/models/{model:path}", openai_api.model, methods=["GET"]),
-        Route("/chat/completions", chat, methods=["POST"]),
-        Route("/embeddings", embeddings, methods=["POST"]),
-        Route("/completions", completions, methods=["POST"]),
-        Route("/responses", responses, methods=["POST"]),
-    ])
+    app = Starlette(
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        routes=[
+            Route("/v1/models", openai_api.models, methods=["GET"]),
+            Route("/v1/models/{model:path}", openai_api.model, methods=["GET"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", AnthropicApi(service).messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", TokenCounter(service).count_tokens, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            # llama-server's paths without /v1, which some clients call.
+            Route("/models", openai_api.models, methods=["GET"]),
+            Route("/models/{model:path}", openai_api.model, methods=["GET"]),
+            Route("/chat/completions", chat, methods=["POST"]),
+            Route("/embeddings", embeddings, methods=["POST"]),
+            Route("/completions", completions, methods=["POST"]),
+            Route("/responses", responses, methods=["POST"]),
+        ],
+    )
     guarded = BrowserGuard(app)
     return guarded if host_names is None else HostCheck(guarded, host_names)
 
@@ -89,8 +94,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     path, method = request.url.path, request.method
     if exc.status_code == 404:
-        message = f"there is no {path} here (the API is under /v1: models, chat/completions, completions, " \
-                  "embeddings, messages, responses)"
+        message = f"there is no {path} here (the API is under /v1: models, chat/completions, completions, embeddings, messages, responses)"
     elif exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
         message = f"{path} does not take {method}" + (f"; it takes {allowed}" if allowed else "")
@@ -104,5 +108,4 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     """A failure of the server's own (its traceback is logged as well), in the API's shape."""
-    return api_error(request.url.path, 500, f"the server failed on this request ({type(exc).__name__}); "
-                                            "its log has the details")
+    return api_error(request.url.path, 500, f"the server failed on this request ({type(exc).__name__}); its log has the details")

@@ -69,15 +69,19 @@ def failure_error(finished: FinishedEvent, reasoning_param: str = "reasoning_eff
     failure = finished.failure
     if failure is not None and failure.kind == "context" and failure.n_ctx:
         size = f"at least {failure.prompt_tokens:,}" if failure.at_least else f"{failure.prompt_tokens:,}"
-        return ApiError(400, f"This model's maximum context length is {failure.n_ctx:,} tokens; your messages are {size} "
-                             f"tokens, and {failure.reserve or 0:,} are kept for the reply. Shorten the messages or "
-                             "lower max_tokens.", param="messages", code="context_length_exceeded")
+        return ApiError(
+            400,
+            f"This model's maximum context length is {failure.n_ctx:,} tokens; your messages are {size} "
+            f"tokens, and {failure.reserve or 0:,} are kept for the reply. Shorten the messages or "
+            "lower max_tokens.",
+            param="messages",
+            code="context_length_exceeded",
+        )
     if failure is not None and failure.kind == "grammar":
         param = "tools" if (finished.error or "").startswith("the tools") else "response_format"
         return ApiError(400, finished.error or "the response_format cannot be enforced", param=param)
     if failure is not None and failure.kind == "reasoning":
-        return ApiError(400, f"'{reasoning_param}': {finished.error or 'the model cannot reason as asked'}",
-                        param=reasoning_param)
+        return ApiError(400, f"'{reasoning_param}': {finished.error or 'the model cannot reason as asked'}", param=reasoning_param)
     return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
 
 
@@ -94,14 +98,22 @@ def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
     context = max(n_ctx or 0, job.model.context_length or 0) or UNKNOWN_CONTEXT
     texts = [job.raw_prompt] if job.raw_prompt is not None else [str(m.get("content") or "") for m in job.messages]
     if len(texts) > context:
-        raise ApiError(400, f"This model's maximum context length is {context:,} tokens, and your request has "
-                            f"{len(texts):,} messages, each at least one token. Send fewer messages.", param="messages",
-                       code="context_length_exceeded")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {context:,} tokens, and your request has "
+            f"{len(texts):,} messages, each at least one token. Send fewer messages.",
+            param="messages",
+            code="context_length_exceeded",
+        )
     chars = sum(len(t) for t in texts)
     if chars > context * MAX_CHARS_PER_TOKEN:
-        raise ApiError(400, f"This model's maximum context length is {context:,} tokens, and your request has "
-                            f"{chars:,} characters, more than that many tokens can hold. Shorten the messages.",
-                       param="messages", code="context_length_exceeded")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {context:,} tokens, and your request has "
+            f"{chars:,} characters, more than that many tokens can hold. Shorten the messages.",
+            param="messages",
+            code="context_length_exceeded",
+        )
 
 
 class Service:
@@ -137,8 +149,7 @@ class Service:
             rows = list(self._live.values())
         return [replace(row, tokens=running.tokens) if running else row for row, _turn, running in rows]
 
-    def _set_live(self, live_id: int, row: LiveRequest | None, turn: Turn | None = None,
-                  running: Running | None = None) -> None:
+    def _set_live(self, live_id: int, row: LiveRequest | None, turn: Turn | None = None, running: Running | None = None) -> None:
         with self._live_lock:
             if row is None:
                 self._live.pop(live_id, None)
@@ -155,13 +166,18 @@ class Service:
         any_key, name = await self.store.thread.run(lambda: (bool(keys.names()), keys.name_of(key) if key else None))
         if not any_key:
             if is_this_account(request.scope.get("client"), request.scope.get("server")) is False:
-                raise ApiError(403, "this server answers only the programs of the account that runs Cove; "
-                                    "for another account, make it a key (cove serve keys add NAME)", "permission_error",
-                               code="another_account")
+                raise ApiError(
+                    403,
+                    "this server answers only the programs of the account that runs Cove; "
+                    "for another account, make it a key (cove serve keys add NAME)",
+                    "permission_error",
+                    code="another_account",
+                )
             return CLIENT
         if name is None:
-            raise ApiError(401, "a valid API key is needed (cove serve keys add NAME makes one)", "authentication_error",
-                           code="invalid_api_key")
+            raise ApiError(
+                401, "a valid API key is needed (cove serve keys add NAME makes one)", "authentication_error", code="invalid_api_key"
+            )
         return name
 
     async def models(self) -> list[InstalledModel]:
@@ -173,8 +189,9 @@ class Service:
         Hugging Face repo when one model came from it; letter case aside."""
         found = await self.store.thread.run(self._model_now, name)
         if found is None:
-            raise ApiError(404, f"the model '{name}' is not installed here (GET /v1/models lists them)",
-                           code="model_not_found", param="model")
+            raise ApiError(
+                404, f"the model '{name}' is not installed here (GET /v1/models lists them)", code="model_not_found", param="model"
+            )
         return found
 
     def _model_now(self, name: str) -> InstalledModel | None:
@@ -185,8 +202,7 @@ class Service:
             pass
         wanted = name.strip().lower().removesuffix(".gguf")
         models = library.list()
-        for alias in (lambda m: m.name, lambda m: (m.file or m.path).rsplit("/", 1)[-1].removesuffix(".gguf"),
-                      lambda m: m.repo or ""):
+        for alias in (lambda m: m.name, lambda m: (m.file or m.path).rsplit("/", 1)[-1].removesuffix(".gguf"), lambda m: m.repo or ""):
             found = [m for m in models if alias(m).lower().removesuffix(".gguf") == wanted]
             if len(found) == 1:
                 return found[0]
@@ -213,8 +229,9 @@ class Service:
         running.close_early = stack.aclose
         return running, stack.aclose
 
-    async def open_stream(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]],
-                                                                       TokenEvent | ReasoningEvent | FinishedEvent | None]:
+    async def open_stream(
+        self, request: Request, job: Job
+    ) -> tuple[Running, Callable[[], Awaitable[None]], TokenEvent | ReasoningEvent | FinishedEvent | None]:
         """`open_reply` and the reply's first event: a stream's status is known there, so a reply
         that cannot start (a prompt larger than the context, a grammar refused) raises ApiError,
         closed already, and becomes an error response rather than a stream."""
@@ -244,8 +261,7 @@ class Service:
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
         self._set_live(live_id, waiting)
         opened = await self._open(request, job, conversation=True)
-        writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix,
-                               reply_format=job.reply_format)
+        writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix, reply_format=job.reply_format)
         turn = Turn(writer, job.messages, params=job.params, conversation_id=None)
         self._set_live(live_id, waiting, turn)
         lease: Lease | None = None
@@ -297,17 +313,20 @@ class Service:
     async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
         """Vectors of `texts` from an engine with `model`; recorded like a reply. Raises ApiError."""
         client = request.scope.get("cove.client", CLIENT)
-        job = Job(request.url.path, model, [{"role": "input", "content": t} for t in texts], SamplingParams(),
-                  record_params=params)
+        job = Job(request.url.path, model, [{"role": "input", "content": t} for t in texts], SamplingParams(), record_params=params)
         opened = await self._open(request, job, conversation=False)
         try:
             await self.load_options(model)
             lease = await self.pool.lease(model, client, exclusive=True)  # the engine embeds with no reply in flight
             try:
                 if lease.engine.loaded is not None and not lease.engine.loaded.embeddings:
-                    raise ApiError(400, f"{model.name} is not an embedding model (its file declares no pooling type); "
-                                        "install one such as an nomic-embed or bge GGUF", param="model",
-                                   code="model_not_embedding")
+                    raise ApiError(
+                        400,
+                        f"{model.name} is not an embedding model (its file declares no pooling type); "
+                        "install one such as an nomic-embed or bge GGUF",
+                        param="model",
+                        code="model_not_embedding",
+                    )
                 try:
                     result = await anyio.to_thread.run_sync(lease.client.embed, texts)
                 except EngineError as exc:
@@ -318,22 +337,33 @@ class Service:
             await self._close(opened, reply="", status=MessageStatus.ERROR, metrics={}, error=exc.message)
             raise
         except BaseException:  # the client went away, the server stopped
-            await self._close(opened, reply="", status=MessageStatus.CANCELLED, metrics={},
-                              error="the request ended before its vectors were made")
+            await self._close(
+                opened, reply="", status=MessageStatus.CANCELLED, metrics={}, error="the request ended before its vectors were made"
+            )
             raise
         dims = len(result.vectors[0]) if result.vectors else 0
-        await self._close(opened, reply=f"{len(result.vectors)} vectors of {dims} numbers", status=MessageStatus.COMPLETE,
-                          metrics={"prompt_tokens": result.prompt_tokens})
+        await self._close(
+            opened,
+            reply=f"{len(result.vectors)} vectors of {dims} numbers",
+            status=MessageStatus.COMPLETE,
+            metrics={"prompt_tokens": result.prompt_tokens},
+        )
         return result
 
     def _backend(self, lease: Lease, job: Job, options: LoadOptions) -> RequestBackend:
         """The reply's Backend: the model on the lent engine (the window's own as it has it
         loaded; another with the pool's settings), with the job's tools and its settings."""
         window = lease.engine is self.pool.window_engine
-        backend = backend_for(job.model, engine=lease.client, options=options, loaded_as_is=window,
-                              load=None if window else lambda: self.pool.load(lease.engine))
-        return RequestBackend(backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt, tools=job.tools,
-                              reasoning=job.reasoning)
+        backend = backend_for(
+            job.model,
+            engine=lease.client,
+            options=options,
+            loaded_as_is=window,
+            load=None if window else lambda: self.pool.load(lease.engine),
+        )
+        return RequestBackend(
+            backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt, tools=job.tools, reasoning=job.reasoning
+        )
 
     async def _close(self, opened: Opened, **end: Any) -> None:
         """Close the request in the record and the history, whatever cancels the caller meanwhile."""
@@ -342,8 +372,21 @@ class Service:
 
     async def _open(self, request: Request, job: Job, *, conversation: bool) -> Opened:
         """Enter an accepted request in the record and, with `conversation`, the history."""
-        params = {"temperature": job.params.temperature, "top_p": job.params.top_p, "max_tokens": job.params.max_tokens,
-                  "seed": job.params.seed, "stop": list(job.stop), "stream": job.stream, **job.record_params}
-        return await self.store.open(client=request.scope.get("cove.client", CLIENT),
-                                     remote=request.client.host if request.client else "", endpoint=job.endpoint,
-                                     model=job.model, messages=job.messages, params=params, conversation=conversation)
+        params = {
+            "temperature": job.params.temperature,
+            "top_p": job.params.top_p,
+            "max_tokens": job.params.max_tokens,
+            "seed": job.params.seed,
+            "stop": list(job.stop),
+            "stream": job.stream,
+            **job.record_params,
+        }
+        return await self.store.open(
+            client=request.scope.get("cove.client", CLIENT),
+            remote=request.client.host if request.client else "",
+            endpoint=job.endpoint,
+            model=job.model,
+            messages=job.messages,
+            params=params,
+            conversation=conversation,
+        )

@@ -43,8 +43,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
         address: tuple[Any, ...] = (str(ip), port, 0, 0) if ip.version == 6 else (str(ip), port)
     else:
         try:
-            family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                                     flags=socket.AI_PASSIVE)[0]
+            family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
         except (socket.gaierror, UnicodeError) as exc:
             raise ListenError(f"cannot listen on {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
     sock = socket.socket(family, kind, proto)
@@ -98,14 +97,27 @@ class CoveServer(uvicorn.Server):
             self.guard.stop()
 
 
-def make_server(app: Any, stop_replies: Callable[[], None], *, max_connections: int | None = None,
-                header_timeout_s: float = HEADER_TIMEOUT_S, body_timeout_s: float = BODY_TIMEOUT_S) -> CoveServer:
+def make_server(
+    app: Any,
+    stop_replies: Callable[[], None],
+    *,
+    max_connections: int | None = None,
+    header_timeout_s: float = HEADER_TIMEOUT_S,
+    body_timeout_s: float = BODY_TIMEOUT_S,
+) -> CoveServer:
     """The server for `app`, its open-file limit raised and its connections capped to fit."""
     cap = connection_cap(raise_open_file_limit()) if max_connections is None else max_connections
     guard = ConnectionGuard(cap, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s)
     # proxy_headers off: the record's client address is the socket's peer, never a header's claim
     # (uvicorn would take X-Forwarded-For from any loopback client).
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", http=http_protocol(guard),
-                            proxy_headers=False, timeout_graceful_shutdown=STOP_GRACE_S, backlog=BACKLOG)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http=http_protocol(guard),
+        proxy_headers=False,
+        timeout_graceful_shutdown=STOP_GRACE_S,
+        backlog=BACKLOG,
+    )
     return CoveServer(config, guard, stop_replies)
-

@@ -72,6 +72,21 @@ class WindowShare:
             self.turn = None
 
 
-_NO_MODEL = InstalledModel(name="", path="", sha256="", size=0, mtime=0.0, quant=None, architecture=None,
-                           parameter_count=None, context_length=None, has_chat_template=False, source="imported",
-                           repo=None, file=None, revision=None, added_at="", last_used_at=None)
+_NO_MODEL = InstalledModel(
+    name="",
+    path="",
+    sha256="",
+    size=0,
+    mtime=0.0,
+    quant=None,
+    architecture=None,
+    parameter_count=None,
+    context_length=None,
+    has_chat_template=False,
+    source="imported",
+    repo=None,
+    file=None,
+    revision=None,
+    added_at="",
+    last_used_at=None,
+)

@@ -58,8 +58,16 @@ def llama_bench_args(settings: dict[str, Any]) -> list[str]:
     both sides run the same configuration, whatever either side's defaults are.
     """
     args: list[str] = []
-    flags = (("n_batch", "-b"), ("n_ubatch", "-ub"), ("type_k", "-ctk"), ("type_v", "-ctv"),
-             ("flash_attn", "-fa"), ("n_gpu_layers", "-ngl"), ("load_mode", "-lm"), ("repack", "--repack"))
+    flags = (
+        ("n_batch", "-b"),
+        ("n_ubatch", "-ub"),
+        ("type_k", "-ctk"),
+        ("type_v", "-ctv"),
+        ("flash_attn", "-fa"),
+        ("n_gpu_layers", "-ngl"),
+        ("load_mode", "-lm"),
+        ("repack", "--repack"),
+    )
     for key, flag in flags:
         value = settings.get(key)
         if value is None:
@@ -117,13 +125,28 @@ def bench_main(
                 if not loaded_settings:
                     loaded_settings.update(engine_settings(client.loaded, threads))
                 progress(f"llama-bench pp{N_PROMPT} and tg{N_GEN}, round {i + 1}/{reps}")
-                reference_runs.append(run_llama_bench(
-                    binary, model_path, threads, 1, N_PROMPT, N_GEN, extra_args=llama_bench_args(loaded_settings),
-                ))
+                reference_runs.append(
+                    run_llama_bench(
+                        binary,
+                        model_path,
+                        threads,
+                        1,
+                        N_PROMPT,
+                        N_GEN,
+                        extra_args=llama_bench_args(loaded_settings),
+                    )
+                )
 
             cove = run_cove_bench(
-                client, model_path, threads=threads, reps=reps, n_prompt=N_PROMPT, n_gen=N_GEN, log=progress,
-                reference_round=reference_round if binary is not None else None, after_load=after_load,
+                client,
+                model_path,
+                threads=threads,
+                reps=reps,
+                n_prompt=N_PROMPT,
+                n_gen=N_GEN,
+                log=progress,
+                reference_round=reference_round if binary is not None else None,
+                after_load=after_load,
             )
             readout["after_runs_mib"] = nvidia_smi_process_mib(client.host_pid)
         finally:

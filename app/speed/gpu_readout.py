@@ -35,7 +35,9 @@ def parse_compute_apps(text: str, pid: int) -> int | None:
 
 
 def nvidia_smi_process_mib(
-    pid: int | None, run: Callable[..., Any] = subprocess.run, which: Callable[[str], str | None] = shutil.which,
+    pid: int | None,
+    run: Callable[..., Any] = subprocess.run,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> int | None:
     """Device memory (MiB) nvidia-smi reports for process `pid`, or None without nvidia-smi,
     without a pid, or when nvidia-smi fails or does not list the process."""

@@ -20,8 +20,17 @@ from app.speed.llama_tools import tool_dir as tools_tool_dir
 BINARY_NAME = binary_name("llama-bench")
 LlamaBenchError = LlamaToolError  # a step of building or running llama-bench failed: one sentence
 
-__all__ = ["DEFAULT_VERSION", "BINARY_NAME", "LlamaBenchError", "cmake_args", "ensure_llama_bench", "merge_runs",
-           "parse_llama_bench_json", "run_llama_bench", "tool_dir"]
+__all__ = [
+    "DEFAULT_VERSION",
+    "BINARY_NAME",
+    "LlamaBenchError",
+    "cmake_args",
+    "ensure_llama_bench",
+    "merge_runs",
+    "parse_llama_bench_json",
+    "run_llama_bench",
+    "tool_dir",
+]
 
 
 def tool_dir(tools_dir: Path, version: str = DEFAULT_VERSION) -> Path:
@@ -33,9 +42,7 @@ def cmake_args(source_dir: Path, build_dir: Path, environ: dict[str, str] | None
     return tool_cmake_args(source_dir, build_dir, LLAMA_TOOLS, environ)
 
 
-def ensure_llama_bench(
-    tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print
-) -> Path:
+def ensure_llama_bench(tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print) -> Path:
     """Return the path of a built llama-bench for `version`, building llama.cpp's tools the first time."""
     return ensure_tool(tools_dir, "llama-bench", version, log)
 
@@ -50,8 +57,20 @@ def llama_bench_command(
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     return [
-        str(binary), "-m", str(model_path), "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen),
-        "-r", str(reps), "-o", "json", *extra_args,
+        str(binary),
+        "-m",
+        str(model_path),
+        "-t",
+        str(threads),
+        "-p",
+        str(n_prompt),
+        "-n",
+        str(n_gen),
+        "-r",
+        str(reps),
+        "-o",
+        "json",
+        *extra_args,
     ]
 
 
@@ -103,8 +122,20 @@ def parse_llama_bench_json(text: str) -> dict[str, Any]:
         "n_gen": tg.get("n_gen") if tg else 0,
     }
     for key in (
-        "build_commit", "build_number", "cpu_info", "backends", "model_type", "n_threads", "n_batch",
-        "n_ubatch", "type_k", "type_v", "flash_attn", "n_gpu_layers", "load_mode", "poll",
+        "build_commit",
+        "build_number",
+        "cpu_info",
+        "backends",
+        "model_type",
+        "n_threads",
+        "n_batch",
+        "n_ubatch",
+        "type_k",
+        "type_v",
+        "flash_attn",
+        "n_gpu_layers",
+        "load_mode",
+        "poll",
     ):
         if key in first:
             out[key] = first[key]

@@ -132,7 +132,10 @@ def tool_binary(tools_dir: Path, target: str, version: str = DEFAULT_VERSION, sp
 
 
 def ensure_tool(
-    tools_dir: Path, target: str, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print,
+    tools_dir: Path,
+    target: str,
+    version: str = DEFAULT_VERSION,
+    log: Callable[[str], None] = print,
     spec: ToolSpec = LLAMA_TOOLS,
 ) -> Path:
     """Return the path of `target`'s binary for `version`, building all the tools the first time."""
@@ -140,9 +143,7 @@ def ensure_tool(
     return tool_binary(tools_dir, target, version, spec)
 
 
-def ensure_tools(
-    tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print, spec: ToolSpec = LLAMA_TOOLS
-) -> Path:
+def ensure_tools(tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[[str], None] = print, spec: ToolSpec = LLAMA_TOOLS) -> Path:
     """Return the folder holding every tool of `spec` for `version`, building them the first time.
 
     Two processes asking at once (a test run and a benchmark) build once: the second waits on a
@@ -153,8 +154,7 @@ def ensure_tools(
         return dest
     if shutil.which("cmake") is None:
         raise LlamaToolError(
-            f"cmake is not installed, so llama.cpp's tools ({', '.join(spec.targets)}) cannot be built "
-            "(install cmake and a C++ compiler)"
+            f"cmake is not installed, so llama.cpp's tools ({', '.join(spec.targets)}) cannot be built (install cmake and a C++ compiler)"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _lock(dest.parent / f".{spec.name}-{version}.lock"):
@@ -247,8 +247,16 @@ def _download_sdist(version: str, tmp: Path, spec: ToolSpec, log: Callable[[str]
     else:
         log(f"downloading the llama-cpp-python {version} sources with pip")
         cmd = [
-            sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
-            "--no-deps", "--no-binary", ":all:", "-d", str(tmp / "sdist"),
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            f"llama-cpp-python=={version}",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(tmp / "sdist"),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         archives = sorted((tmp / "sdist").glob("llama_cpp_python-*.tar.gz")) if (tmp / "sdist").is_dir() else []
@@ -316,7 +324,7 @@ def collect_build(build: Path, dest: Path, spec: ToolSpec) -> None:
 
 
 def progress_line(line: str, elapsed_s: float) -> str:
-    """"[120/300] Building ..." as "120/300 steps (40%) after 4 min"; other lines as they are, cut short."""
+    """ "[120/300] Building ..." as "120/300 steps (40%) after 4 min"; other lines as they are, cut short."""
     head = line.split("]", 1)[0].lstrip("[")
     done, _, total = head.partition("/")
     minutes = f"{elapsed_s / 60:.0f} min"

@@ -114,8 +114,7 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append("")
         lines.append(
             f"placement    {placement['n_gpu_layers']} of {placement.get('n_layers', '?')} layers on "
-            f"{placement.get('device', 'the GPU')}; engine's VRAM readout "
-            + ("n/a" if used is None else f"{used / 2**20:.0f} MiB")
+            f"{placement.get('device', 'the GPU')}; engine's VRAM readout " + ("n/a" if used is None else f"{used / 2**20:.0f} MiB")
         )
     if smi is not None:
         lines.append(

@@ -120,8 +120,13 @@ def run_cove_bench(
         "settings": engine_settings(loaded, threads),
         # Where the layers ran: backend, device, layers on the GPU of all, KV cache, VRAM.
         "placement": {k: v for k, v in (getattr(loaded, "placement", None) or {}).items() if k != "devices"},
-        "sampling": {"temperature": sp.temperature, "top_k": sp.top_k, "top_p": sp.top_p, "min_p": sp.min_p,
-                     "repeat_penalty": sp.repeat_penalty},
+        "sampling": {
+            "temperature": sp.temperature,
+            "top_k": sp.top_k,
+            "top_p": sp.top_p,
+            "min_p": sp.min_p,
+            "repeat_penalty": sp.repeat_penalty,
+        },
         **_perf_cross_check(pp_runs, tg_runs),
         "pp_metrics": pp_runs,
         "tg_metrics": tg_runs,
@@ -184,12 +189,13 @@ def _perf_cross_check(pp_runs: list[dict[str, Any]], tg_runs: list[dict[str, Any
     per token (sampler chain, Python, detokenizing, the pipe).
     """
     out: dict[str, Any] = {}
-    pp = [m["llama_n_p_eval"] / (m["llama_p_eval_ms"] / 1000.0) for m in pp_runs
-          if m.get("llama_p_eval_ms") and m.get("llama_n_p_eval")]
-    tg = [m["llama_n_eval"] / (m["llama_eval_ms"] / 1000.0) for m in tg_runs
-          if m.get("llama_eval_ms") and m.get("llama_n_eval")]
-    outside = [1.0 - m["llama_eval_ms"] / (float(m["prefill_ms"]) + float(m["gen_ms"])) for m in tg_runs
-               if m.get("llama_eval_ms") and m.get("prefill_ms") is not None]
+    pp = [m["llama_n_p_eval"] / (m["llama_p_eval_ms"] / 1000.0) for m in pp_runs if m.get("llama_p_eval_ms") and m.get("llama_n_p_eval")]
+    tg = [m["llama_n_eval"] / (m["llama_eval_ms"] / 1000.0) for m in tg_runs if m.get("llama_eval_ms") and m.get("llama_n_eval")]
+    outside = [
+        1.0 - m["llama_eval_ms"] / (float(m["prefill_ms"]) + float(m["gen_ms"]))
+        for m in tg_runs
+        if m.get("llama_eval_ms") and m.get("prefill_ms") is not None
+    ]
     if pp:
         out["pp_llama_perf_tps"] = statistics.median(pp)
     if tg:

@@ -34,26 +34,30 @@ class OpenExchange:
     message_id: str
 
 
-def open_exchange(history: History, *, client: str, model: InstalledModel, messages: list[dict[str, Any]],
-                  params: dict[str, Any]) -> OpenExchange:
+def open_exchange(
+    history: History, *, client: str, model: InstalledModel, messages: list[dict[str, Any]], params: dict[str, Any]
+) -> OpenExchange:
     """Store a request as it is accepted: the client's messages, and its reply's row, 'streaming'
     (named as this process's, so start-up repair marks it interrupted if the process dies)."""
     system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system") or None
     turns = [m for m in messages if m.get("role") in ("user", "assistant")]
     db = history.db
     with write_transaction(db):
-        found = db.execute(
-            "SELECT id FROM conversations WHERE client = ? AND thread_hash = ? ORDER BY updated_at DESC LIMIT 1",
-            [client, thread_hash(messages[:-1])]).fetchone() if len(turns) > 1 else None
+        found = (
+            db.execute(
+                "SELECT id FROM conversations WHERE client = ? AND thread_hash = ? ORDER BY updated_at DESC LIMIT 1",
+                [client, thread_hash(messages[:-1])],
+            ).fetchone()
+            if len(turns) > 1
+            else None
+        )
         if found is not None:
             conversation_id = found[0]
             new_turns = turns[-1:]
-            parent = db.execute("SELECT id FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1",
-                                [conversation_id]).fetchone()
+            parent = db.execute("SELECT id FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1", [conversation_id]).fetchone()
             parent_id = parent[0] if parent else None
         else:
-            conversation_id = history.new_conversation_row(title=None, model=model.name, system_prompt=system, params=params,
-                                                           client=client)
+            conversation_id = history.new_conversation_row(title=None, model=model.name, system_prompt=system, params=params, client=client)
             new_turns, parent_id = turns, None
         # The history's own insert (next seq, the conversation bumped, the search index by trigger).
         for turn in new_turns:
@@ -62,18 +66,40 @@ def open_exchange(history: History, *, client: str, model: InstalledModel, messa
                 fields.update(model_name=model.name, params=to_json({"sent_by_client": True}))
             parent_id = history.insert_message(conversation_id, parent_id, fields, _title(history, conversation_id, turn))
         me = this_writer()
-        message_id = history.insert_message(conversation_id, parent_id, {
-            "role": "assistant", "content": "", "status": MessageStatus.STREAMING, "model_name": model.name,
-            "model_sha256": model.sha256, "model_quant": model.quant, "params": to_json(params),
-            "writer_pid": me.pid, "writer_started": me.started}, {"model": model.name})
+        message_id = history.insert_message(
+            conversation_id,
+            parent_id,
+            {
+                "role": "assistant",
+                "content": "",
+                "status": MessageStatus.STREAMING,
+                "model_name": model.name,
+                "model_sha256": model.sha256,
+                "model_quant": model.quant,
+                "params": to_json(params),
+                "writer_pid": me.pid,
+                "writer_started": me.started,
+            },
+            {"model": model.name},
+        )
         # Until the reply ends, no later request continues this thread (it has no reply to send back yet).
         db.execute("UPDATE conversations SET thread_hash = NULL WHERE id = ?", [conversation_id])
     return OpenExchange(conversation_id, message_id)
 
 
-def close_exchange(history: History, opened: OpenExchange, *, messages: list[dict[str, Any]], reply: str, status: str,
-                   metrics: dict[str, Any], error: str | None = None, model_sha256: str | None = None,
-                   model_quant: str | None = None, reasoning: str = "") -> bool:
+def close_exchange(
+    history: History,
+    opened: OpenExchange,
+    *,
+    messages: list[dict[str, Any]],
+    reply: str,
+    status: str,
+    metrics: dict[str, Any],
+    error: str | None = None,
+    model_sha256: str | None = None,
+    model_quant: str | None = None,
+    reasoning: str = "",
+) -> bool:
     """Store how the request ended: the reply's text, status and figures, and the thread's hash
     so the client's next request continues this conversation. False when the person deleted the
     conversation meanwhile (nothing is stored then)."""
@@ -83,8 +109,7 @@ def close_exchange(history: History, opened: OpenExchange, *, messages: list[dic
             return False
         if model_sha256:  # the file changed under the server: the row names the one that ran
             history.record_reply_model(opened.message_id, model_sha256, model_quant)
-        history.finish_assistant(opened.message_id, reply, status=status, metrics=metrics, error=error,
-                                 reasoning=reasoning)
+        history.finish_assistant(opened.message_id, reply, status=status, metrics=metrics, error=error, reasoning=reasoning)
         after = [*messages, {"role": "assistant", "content": reply}]
         db.execute("UPDATE conversations SET thread_hash = ? WHERE id = ?", [thread_hash(after), opened.conversation_id])
     return True

@@ -21,7 +21,6 @@ _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
 
-
 class DatabaseError(Exception):
     """The history file could not be opened or updated; the message is one readable sentence."""
 
@@ -36,9 +35,7 @@ class OpenedDatabase:
     notice: str | None
 
 
-def open_database(
-    path: Path, *, extra_migrations: Sequence[Migration] = ()
-) -> OpenedDatabase:
+def open_database(path: Path, *, extra_migrations: Sequence[Migration] = ()) -> OpenedDatabase:
     """Open (creating if needed) the history file at `path` and bring its schema up to date.
 
     A damaged file is moved aside (never deleted) and a fresh one started; a file
@@ -63,10 +60,7 @@ def open_database(
             return OpenedDatabase(
                 db=db,
                 read_only=True,
-                notice=(
-                    f"This history was written by a newer Cove (schema {version}); "
-                    "opened read-only."
-                ),
+                notice=(f"This history was written by a newer Cove (schema {version}); opened read-only."),
             )
         elif 0 < version < len(migrations):
             _backup_before_migrating(path, version)
@@ -148,9 +142,7 @@ def _apply_pragmas(conn: sqlite3.Connection, *, read_only: bool) -> None:
 def _inspect(path: Path) -> tuple[bool, int, list[str]]:
     """Read-only health check: (damaged?, user_version, applied migration names)."""
     try:
-        conn = sqlite3.connect(
-            path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000
-        )
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         raise DatabaseError(f"Cannot open the history file {path}: {exc}.") from exc
     try:
@@ -159,14 +151,8 @@ def _inspect(path: Path) -> tuple[bool, int, list[str]]:
         if result != ["ok"]:
             return True, 0, []
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        has_table = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (MIGRATIONS_TABLE,)
-        ).fetchone()
-        names = (
-            [str(r[0]) for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")]
-            if has_table
-            else []
-        )
+        has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (MIGRATIONS_TABLE,)).fetchone()
+        names = [str(r[0]) for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")] if has_table else []
         return False, version, names
     except sqlite3.DatabaseError as exc:
         if _is_damage(exc):
@@ -202,8 +188,6 @@ def _backup_before_migrating(path: Path, version: int) -> None:
         db.conn.execute("VACUUM INTO ?", (str(target),))
     except sqlite3.Error as exc:
         target.unlink(missing_ok=True)
-        raise DatabaseError(
-            f"Could not back up the history file before updating it: {exc}."
-        ) from exc
+        raise DatabaseError(f"Could not back up the history file before updating it: {exc}.") from exc
     finally:
         db.close()

@@ -25,8 +25,10 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
         return json.dumps(
             {
                 "conversation": asdict(conversation),
-                "messages": [{**asdict(message), **({"sources": [asdict(s) for s in sources[message.id]]}
-                                                    if message.id in sources else {})} for message in messages],
+                "messages": [
+                    {**asdict(message), **({"sources": [asdict(s) for s in sources[message.id]]} if message.id in sources else {})}
+                    for message in messages
+                ],
             },
             ensure_ascii=False,
             indent=2,

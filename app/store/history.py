@@ -75,7 +75,10 @@ class History:
     """
 
     def __init__(
-        self, db: sqlite_utils.Database, *, now: Callable[[], datetime] | None = None,
+        self,
+        db: sqlite_utils.Database,
+        *,
+        now: Callable[[], datetime] | None = None,
         forget: Callable[[str], None] | None = None,
     ) -> None:
         """`forget(conversation_id)`: called after a conversation is deleted, for what is kept of it
@@ -94,18 +97,27 @@ class History:
         system_prompt: str | None = None,
         params: dict[str, Any] | None = None,
     ) -> Conversation:
-        return self.get_conversation(self.new_conversation_row(title=title, model=model, system_prompt=system_prompt,
-                                                               params=params))
+        return self.get_conversation(self.new_conversation_row(title=title, model=model, system_prompt=system_prompt, params=params))
 
-    def new_conversation_row(self, *, title: str | None, model: str | None, system_prompt: str | None,
-                             params: dict[str, Any] | None, client: str | None = None) -> str:
+    def new_conversation_row(
+        self, *, title: str | None, model: str | None, system_prompt: str | None, params: dict[str, Any] | None, client: str | None = None
+    ) -> str:
         """Insert a conversation (an API client's when `client` is given); returns its id."""
         stamp = self._stamp()
         conversation_id = uuid.uuid4().hex
         with write_transaction(self.db):
             self.db.table("conversations").insert(
-                {"id": conversation_id, "title": title, "created_at": stamp, "updated_at": stamp,
-                 "model": model, "system_prompt": system_prompt, "params": to_json(params), "pinned": 0, "client": client}
+                {
+                    "id": conversation_id,
+                    "title": title,
+                    "created_at": stamp,
+                    "updated_at": stamp,
+                    "model": model,
+                    "system_prompt": system_prompt,
+                    "params": to_json(params),
+                    "pinned": 0,
+                    "client": client,
+                }
             )
         return conversation_id
 
@@ -124,9 +136,7 @@ class History:
 
     def last_conversation(self) -> Conversation | None:
         """The most recently active conversation, pinned or not."""
-        rows = list(
-            self.db.query(_CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT 1")
-        )
+        rows = list(self.db.query(_CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT 1"))
         return conversation_from_row(rows[0]) if rows else None
 
     def rename_conversation(self, conversation_id: str, title: str) -> Conversation:
@@ -176,9 +186,7 @@ class History:
     def _all_messages(self, full_id: str) -> list[Message]:
         """Every message of a conversation, all branches, by seq: one query, tuples straight
         into records (10,000 messages are read when a long chat opens)."""
-        cursor = self.db.conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq", [full_id]
-        )
+        cursor = self.db.conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq", [full_id])
         return [message_from_tuple(row) for row in cursor]
 
     def siblings(self, message_id: str) -> list[Message]:
@@ -214,7 +222,7 @@ class History:
         """These messages, in the order given (unknown ids are skipped)."""
         found: dict[str, Message] = {}
         for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-            chunk = ids[start:start + 500]
+            chunk = ids[start : start + 500]
             marks = ", ".join("?" * len(chunk))
             for row in self.db.conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})", chunk):
                 message = message_from_tuple(row)
@@ -235,9 +243,7 @@ class History:
             raise MessageNotFound(f"no message '{message_id}'")
         return message_from_row(rows[0])
 
-    def add_user_message(
-        self, conversation_id: str, content: str, *, parent_id: str | None | _Unset = UNSET
-    ) -> Message:
+    def add_user_message(self, conversation_id: str, content: str, *, parent_id: str | None | _Unset = UNSET) -> Message:
         """Store the person's message, committed before this returns.
 
         With no parent_id it follows the last message of the current branch; an explicit
@@ -287,16 +293,18 @@ class History:
             )
         return self.get_message(message_id)
 
-    def add_tool_message(self, conversation_id: str, parent_id: str, role: str, content: str,
-                         details: dict[str, Any]) -> Message:
+    def add_tool_message(self, conversation_id: str, parent_id: str, role: str, content: str, details: dict[str, Any]) -> Message:
         """A tool call ("tool_call") or its result ("tool") after `parent_id`, committed before this
         returns; `details` (server, tool, call id, arguments, decision, ...) go in its params."""
         if role not in TOOL_ROLES:
             raise ValueError(f"'{role}' is not a tool message's role")
         with write_transaction(self.db):
             message_id = self._insert_message(
-                self._conversation_row(conversation_id)["id"], parent_id,
-                {"role": role, "content": content, "status": MessageStatus.COMPLETE, "params": to_json(details)}, {})
+                self._conversation_row(conversation_id)["id"],
+                parent_id,
+                {"role": role, "content": content, "status": MessageStatus.COMPLETE, "params": to_json(details)},
+                {},
+            )
         return self.get_message(message_id)
 
     def checkpoint_assistant(self, message_id: str, content: str) -> bool:
@@ -312,8 +320,16 @@ class History:
             cursor = self.db.execute(
                 "UPDATE messages SET content = ?, status = ?, updated_at = ? "
                 "WHERE id = ? AND (status = ? OR (status = ? AND writer_pid = ? AND writer_started = ?))",
-                [content, MessageStatus.STREAMING, self._stamp(), message_id, MessageStatus.STREAMING,
-                 MessageStatus.INTERRUPTED, me.pid, me.started],
+                [
+                    content,
+                    MessageStatus.STREAMING,
+                    self._stamp(),
+                    message_id,
+                    MessageStatus.STREAMING,
+                    MessageStatus.INTERRUPTED,
+                    me.pid,
+                    me.started,
+                ],
             )
             if cursor.rowcount:
                 return True
@@ -350,9 +366,7 @@ class History:
             raise ValueError(f"unknown final status '{status}'; use one of {sorted(str(s) for s in FINAL_STATUSES)}")
         stamp = self._stamp()
         with write_transaction(self.db):
-            row = self.db.execute(
-                "SELECT conversation_id FROM messages WHERE id = ?", [message_id]
-            ).fetchone()
+            row = self.db.execute("SELECT conversation_id FROM messages WHERE id = ?", [message_id]).fetchone()
             if row is None:
                 raise MessageNotFound(f"no message '{message_id}'")
             self.db.table("messages").update(
@@ -408,13 +422,9 @@ class History:
                 )
             )
             if len(rows) > 1:
-                raise ConversationNotFound(
-                    f"more than one conversation starts with '{key}'; give more of the id"
-                )
+                raise ConversationNotFound(f"more than one conversation starts with '{key}'; give more of the id")
         if not rows:
-            raise ConversationNotFound(
-                f"no conversation '{key}'; `cove history list` shows them"
-            )
+            raise ConversationNotFound(f"no conversation '{key}'; `cove history list` shows them")
         return rows[0]
 
     def _branch_tip(self, conversation_id: str) -> str | None:
@@ -425,8 +435,9 @@ class History:
     def title_from(content: str) -> str | None:
         return _title_from(content)
 
-    def insert_message(self, conversation_id: str, parent_id: str | None, fields_: dict[str, Any],
-                       conversation_changes: dict[str, Any]) -> str:
+    def insert_message(
+        self, conversation_id: str, parent_id: str | None, fields_: dict[str, Any], conversation_changes: dict[str, Any]
+    ) -> str:
         """A message with the fields given (an API exchange's), inside the caller's write transaction."""
         return self._insert_message(conversation_id, parent_id, fields_, conversation_changes)
 
@@ -445,9 +456,7 @@ class History:
         if fields_["role"] not in ROLES:
             raise ValueError(f"unknown role '{fields_['role']}'")
         if parent_id is not None:
-            owner = self.db.execute(
-                "SELECT conversation_id FROM messages WHERE id = ?", [parent_id]
-            ).fetchone()
+            owner = self.db.execute("SELECT conversation_id FROM messages WHERE id = ?", [parent_id]).fetchone()
             if owner is None or owner[0] != conversation_id:
                 raise MessageNotFound(f"no message '{parent_id}' in conversation '{conversation_id}'")
         next_seq = self.db.execute(
@@ -468,9 +477,7 @@ class History:
             }
         )
         # The newest message is what the conversation shows next (its branch becomes current).
-        self.db.table("conversations").update(
-            conversation_id, {**conversation_changes, "updated_at": stamp, "current_leaf_id": message_id}
-        )
+        self.db.table("conversations").update(conversation_id, {**conversation_changes, "updated_at": stamp, "current_leaf_id": message_id})
         return message_id
 
     def _update_conversation(self, conversation_id: str, changes: dict[str, Any]) -> Conversation:

@@ -142,8 +142,7 @@ def _m0007_record(db: sqlite_utils.Database) -> None:
 
 def _m0008_api_keys(db: sqlite_utils.Database) -> None:
     # Keys of cove serve's clients (app/serve/keys.py): a name and the key's sha256, never the key.
-    db.table("api_keys").create({"name": str, "key_sha256": str, "created_at": str}, pk="name",
-                                not_null={"key_sha256", "created_at"})
+    db.table("api_keys").create({"name": str, "key_sha256": str, "created_at": str}, pk="name", not_null={"key_sha256", "created_at"})
 
 
 def _m0009_api_conversations(db: sqlite_utils.Database) -> None:
@@ -202,19 +201,17 @@ def _m0013_record_open(db: sqlite_utils.Database) -> None:
     # Requests of the record still open (app/store/record_requests.py): an entry is opened when a
     # request is accepted and closed by a later entry when it ends. This table only finds the open
     # ones fast at start-up (to close them as interrupted); the record's proof is its entries.
-    db.table("record_open").create(
-        {"seq": int, "message_id": str, "writer_pid": int, "writer_started": float}, pk="seq")
+    db.table("record_open").create({"seq": int, "message_id": str, "writer_pid": int, "writer_started": float}, pk="seq")
 
 
 def _m0014_tool_servers(db: sqlite_utils.Database) -> None:
     # Tool servers the person added (app/mcp/store.py): a stdio command (argv as JSON) or a URL.
     # An "always allow" rule is kept per tool and bound to the server's exact command line or URL
     # (`identity`): a rule whose server's command or URL changed no longer applies.
-    db.table("tool_servers").create(
-        {"name": str, "command": str, "url": str, "added_at": str}, pk="name", not_null={"added_at"})
+    db.table("tool_servers").create({"name": str, "command": str, "url": str, "added_at": str}, pk="name", not_null={"added_at"})
     db.table("tool_rules").create(
-        {"server": str, "tool": str, "identity": str, "created_at": str}, pk=("server", "tool"),
-        not_null={"identity", "created_at"})
+        {"server": str, "tool": str, "identity": str, "created_at": str}, pk=("server", "tool"), not_null={"identity", "created_at"}
+    )
 
 
 def _m0015_documents(db: sqlite_utils.Database) -> None:
@@ -223,14 +220,29 @@ def _m0015_documents(db: sqlite_utils.Database) -> None:
     # passages, which ones, where they came from and whether the reply cited them. The chunk's
     # hash and offsets say exactly what the model was shown, even after the file changes.
     db.table("conversation_collections").create(
-        {"conversation_id": str, "collection": str, "attached_at": str}, pk=("conversation_id", "collection"),
+        {"conversation_id": str, "collection": str, "attached_at": str},
+        pk=("conversation_id", "collection"),
         not_null={"attached_at"},
-        foreign_keys=[ForeignKey("conversation_collections", "conversation_id", "conversations", "id", on_delete="CASCADE")])
+        foreign_keys=[ForeignKey("conversation_collections", "conversation_id", "conversations", "id", on_delete="CASCADE")],
+    )
     db.table("message_sources").create(
-        {"message_id": str, "n": int, "collection": str, "path": str, "start": int, "end": int, "hash": str,
-         "page": int, "heading": str, "excerpt": str, "cited": int},
-        pk=("message_id", "n"), not_null={"collection", "path", "start", "end", "hash", "excerpt", "cited"},
-        foreign_keys=[ForeignKey("message_sources", "message_id", "messages", "id", on_delete="CASCADE")])
+        {
+            "message_id": str,
+            "n": int,
+            "collection": str,
+            "path": str,
+            "start": int,
+            "end": int,
+            "hash": str,
+            "page": int,
+            "heading": str,
+            "excerpt": str,
+            "cited": int,
+        },
+        pk=("message_id", "n"),
+        not_null={"collection", "path", "start", "end", "hash", "excerpt", "cited"},
+        foreign_keys=[ForeignKey("message_sources", "message_id", "messages", "id", on_delete="CASCADE")],
+    )
 
 
 def _m0016_reasoning(db: sqlite_utils.Database) -> None:
@@ -287,10 +299,7 @@ def applied_migrations(db: sqlite_utils.Database) -> list[str]:
 
 def _ensure_migrations_table(db: sqlite_utils.Database) -> None:
     with write_transaction(db):
-        db.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
-            "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-        )
+        db.conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
 
 
 def apply_migrations(db: sqlite_utils.Database, migrations: Sequence[Migration]) -> list[str]:
@@ -321,9 +330,7 @@ def apply_migrations(db: sqlite_utils.Database, migrations: Sequence[Migration])
                     raise MigrationError(f"migration '{name}' failed: {exc}") from exc
                 violations = db.conn.execute("PRAGMA foreign_key_check").fetchall()
                 if violations:
-                    raise MigrationError(
-                        f"migration '{name}' left {len(violations)} broken foreign key(s)"
-                    )
+                    raise MigrationError(f"migration '{name}' left {len(violations)} broken foreign key(s)")
                 db.conn.execute(
                     f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
                     (name, utc_timestamp()),

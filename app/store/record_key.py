@@ -15,8 +15,10 @@ from app.store.seal_keys import SealState
 from models.transactions import write_transaction
 
 KEY_FILE_HEADER = "cove record verification key"
-ALREADY_GIVEN = ("the verification key was given out once already and is not kept here (that is what makes it worth "
-                 "keeping elsewhere); without it, cove record verify checks with this machine's key")
+ALREADY_GIVEN = (
+    "the verification key was given out once already and is not kept here (that is what makes it worth "
+    "keeping elsewhere); without it, cove record verify checks with this machine's key"
+)
 
 
 def sealing_state(db: sqlite_utils.Database) -> SealState:
@@ -27,8 +29,7 @@ def sealing_state(db: sqlite_utils.Database) -> SealState:
 
 def key_text(record_id: str, state: SealState) -> str:
     assert state.verification is not None
-    return (f"{KEY_FILE_HEADER}\nrecord: {record_id}\nkey id: {state.key_id}\nkey: {state.verification}\n"
-            f"made: {state.made}")
+    return f"{KEY_FILE_HEADER}\nrecord: {record_id}\nkey id: {state.key_id}\nkey: {state.verification}\nmade: {state.made}"
 
 
 def give_out(db: sqlite_utils.Database, shown: Callable[[str], None]) -> bool:

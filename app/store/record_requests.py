@@ -36,34 +36,76 @@ class OpenRequest:
     conversation_id: str | None
 
 
-def open_request(log: RequestLog, *, client: str, remote: str, endpoint: str, model_name: str,
-                 model_sha256: str | None, quant: str | None, params: dict[str, Any], messages: list[dict[str, Any]],
-                 conversation_id: str | None = None, message_id: str | None = None) -> OpenRequest:
+def open_request(
+    log: RequestLog,
+    *,
+    client: str,
+    remote: str,
+    endpoint: str,
+    model_name: str,
+    model_sha256: str | None,
+    quant: str | None,
+    params: dict[str, Any],
+    messages: list[dict[str, Any]],
+    conversation_id: str | None = None,
+    message_id: str | None = None,
+) -> OpenRequest:
     """Enter an accepted request: its messages and settings, status "open". `message_id`: the
     history's row its reply streams into (its text closes the entry if this process dies)."""
     me = this_writer()
     with write_transaction(log.db):
-        seq = log.append(client=client, remote=remote, endpoint=endpoint, model_name=model_name,
-                         model_sha256=model_sha256, quant=quant, params=params, messages=messages, reply="",
-                         status=OPEN, usage={}, timings={}, conversation_id=conversation_id)
-        log.db.table("record_open").insert({"seq": seq, "message_id": message_id, "writer_pid": me.pid,
-                                            "writer_started": me.started})
+        seq = log.append(
+            client=client,
+            remote=remote,
+            endpoint=endpoint,
+            model_name=model_name,
+            model_sha256=model_sha256,
+            quant=quant,
+            params=params,
+            messages=messages,
+            reply="",
+            status=OPEN,
+            usage={},
+            timings={},
+            conversation_id=conversation_id,
+        )
+        log.db.table("record_open").insert({"seq": seq, "message_id": message_id, "writer_pid": me.pid, "writer_started": me.started})
     return OpenRequest(seq, client, remote, endpoint, model_name, model_sha256, quant, conversation_id)
 
 
-def close_request(log: RequestLog, opened: OpenRequest, *, reply: str, status: str, usage: dict[str, Any],
-                  timings: dict[str, Any], error: str | None = None, model_sha256: str | None = None,
-                  extra: dict[str, Any] | None = None) -> int:
+def close_request(
+    log: RequestLog,
+    opened: OpenRequest,
+    *,
+    reply: str,
+    status: str,
+    usage: dict[str, Any],
+    timings: dict[str, Any],
+    error: str | None = None,
+    model_sha256: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> int:
     """Enter how the request `opened` ended; returns the closing entry's number. `model_sha256`:
     the file that ran, when a recheck found it changed after the request was opened."""
     params: dict[str, Any] = {"closes": opened.seq, **(extra or {})}
     if error:
         params["error"] = error
     with write_transaction(log.db):
-        seq = log.append(client=opened.client, remote=opened.remote, endpoint=opened.endpoint,
-                         model_name=opened.model_name, model_sha256=model_sha256 or opened.model_sha256,
-                         quant=opened.quant, params=params, messages=[], reply=reply, status=status, usage=usage,
-                         timings=timings, conversation_id=opened.conversation_id)
+        seq = log.append(
+            client=opened.client,
+            remote=opened.remote,
+            endpoint=opened.endpoint,
+            model_name=opened.model_name,
+            model_sha256=model_sha256 or opened.model_sha256,
+            quant=opened.quant,
+            params=params,
+            messages=[],
+            reply=reply,
+            status=status,
+            usage=usage,
+            timings=timings,
+            conversation_id=opened.conversation_id,
+        )
         log.db.execute("DELETE FROM record_open WHERE seq = ?", [opened.seq])
     return seq
 
@@ -80,11 +122,26 @@ def close_interrupted(log: RequestLog, reply_text: Callable[[str], str | None]) 
         if entry is None:  # the opening entry was deleted: verify reports it missing; nothing to close
             log.db.execute("DELETE FROM record_open WHERE seq = ?", [row["seq"]])
             continue
-        opened = OpenRequest(entry["seq"], entry["client"], entry["remote"], entry["endpoint"], entry["model_name"],
-                             entry["model_sha256"] or None, entry["quant"] or None, entry["conversation_id"])
+        opened = OpenRequest(
+            entry["seq"],
+            entry["client"],
+            entry["remote"],
+            entry["endpoint"],
+            entry["model_name"],
+            entry["model_sha256"] or None,
+            entry["quant"] or None,
+            entry["conversation_id"],
+        )
         text = reply_text(row["message_id"]) if row["message_id"] else None
-        close_request(log, opened, reply=text or "", status=MessageStatus.INTERRUPTED, usage={}, timings={},
-                      error="Cove stopped before this request ended", extra={"closed_at_start": True})
+        close_request(
+            log,
+            opened,
+            reply=text or "",
+            status=MessageStatus.INTERRUPTED,
+            usage={},
+            timings={},
+            error="Cove stopped before this request ended",
+            extra={"closed_at_start": True},
+        )
         closed += 1
     return closed
-

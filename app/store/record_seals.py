@@ -64,8 +64,14 @@ def _mac(key: bytes, payload: bytes) -> str:
 def new_series() -> SealState:
     """A fresh series: a verification key (epoch 0's sealing key) and a local check key."""
     verification = secrets.token_bytes(32)
-    return SealState(key_id=key_id_of(verification), epoch=0, key=verification.hex(), check=secrets.token_bytes(32).hex(),
-                     verification=verification.hex(), made=utc_timestamp())
+    return SealState(
+        key_id=key_id_of(verification),
+        epoch=0,
+        key=verification.hex(),
+        check=secrets.token_bytes(32).hex(),
+        verification=verification.hex(),
+        made=utc_timestamp(),
+    )
 
 
 class Sealer:
@@ -84,9 +90,17 @@ class Sealer:
         same transaction. The key evolves once the transaction has committed."""
         last = self._last_seal(state.key_id)
         payload = _payload(state.key_id, state.epoch, seq, head, last["mac"] if last else "")
-        self.db.table("record_seals").insert({
-            "key_id": state.key_id, "epoch": state.epoch, "seq": seq, "head": head, "at": utc_timestamp(),
-            "mac": _mac(bytes.fromhex(state.key), payload), "check_mac": _mac(bytes.fromhex(state.check), payload)})
+        self.db.table("record_seals").insert(
+            {
+                "key_id": state.key_id,
+                "epoch": state.epoch,
+                "seq": seq,
+                "head": head,
+                "at": utc_timestamp(),
+                "mac": _mac(bytes.fromhex(state.key), payload),
+                "check_mac": _mac(bytes.fromhex(state.check), payload),
+            }
+        )
         after_commit(self.db, lambda: self._advance(state.epoch + 1, seq))
 
     def _current(self) -> SealState:
@@ -125,8 +139,7 @@ class Sealer:
             print(f"cove: {exc}; the record's next entry evolves it", file=sys.stderr)
 
     def _last_seal(self, key_id: str) -> dict[str, Any] | None:
-        return next(self.db.query("SELECT * FROM record_seals WHERE key_id = ? ORDER BY epoch DESC LIMIT 1", [key_id]),
-                    None)
+        return next(self.db.query("SELECT * FROM record_seals WHERE key_id = ? ORDER BY epoch DESC LIMIT 1", [key_id]), None)
 
 
 def _forward(state: SealState, epoch: int) -> SealState:
@@ -143,8 +156,9 @@ class SeriesCheck:
     last_epoch: int  # the last epoch present (-1: none)
 
 
-def check_series(seals: list[dict[str, Any]], heads: dict[int, str], *, verification: bytes | None = None,
-                 check_key: bytes | None = None) -> SeriesCheck:
+def check_series(
+    seals: list[dict[str, Any]], heads: dict[int, str], *, verification: bytes | None = None, check_key: bytes | None = None
+) -> SeriesCheck:
     """Check the seals of one series (`seals`, by epoch) against the entries' chain hashes `heads`
     (seq -> hash): with `verification` (epoch 0's key) every MAC with its epoch's key; else with
     `check_key` (this machine's) the local check MACs; with neither only what needs no key (each

@@ -33,14 +33,22 @@ def change_params(latest_seal: dict[str, Any] | None, state: SealState, where: s
     """What the entry that announces `state`'s key says: the key before it and how far that one
     sealed (`latest_seal`: the record's newest seal, None when no seal was found)."""
     before = latest_seal or {}
-    return {"key_id": state.key_id, "follows": before.get("key_id"), "follows_epoch": before.get("epoch"),
-            "follows_seq": before.get("seq"), "follows_mac": before.get("mac"), "no_key_in": where}
+    return {
+        "key_id": state.key_id,
+        "follows": before.get("key_id"),
+        "follows_epoch": before.get("epoch"),
+        "follows_seq": before.get("seq"),
+        "follows_mac": before.get("mac"),
+        "no_key_in": where,
+    }
 
 
 def change_notice(seq: int, where: str) -> str:
-    return (f"no sealing key of this record was found in {where}, so a new key seals it from entry {seq} on. "
-            "cove record verify reports the entries before it as not checked here: check them with the verification "
-            "key you kept (cove record verify --key FILE), and keep the new one too (cove record key --export)")
+    return (
+        f"no sealing key of this record was found in {where}, so a new key seals it from entry {seq} on. "
+        "cove record verify reports the entries before it as not checked here: check them with the verification "
+        "key you kept (cove record verify --key FILE), and keep the new one too (cove record key --export)"
+    )
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,7 @@ def _announcements(rows: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any]
     return found
 
 
-def check_chain(db: sqlite_utils.Database, rows: list[dict[str, Any]], state: SealState | None,
-                keys: dict[str, bytes]) -> ChainFindings:
+def check_chain(db: sqlite_utils.Database, rows: list[dict[str, Any]], state: SealState | None, keys: dict[str, bytes]) -> ChainFindings:
     """Check every series of seals and how they follow one another. `keys`: the verification keys
     given (key id -> epoch 0's key); none given, the series of this machine's `state` is checked with
     its local check key. Only a series checked with a key this check may use covers entries."""
@@ -103,18 +110,21 @@ def check_chain(db: sqlite_utils.Database, rows: list[dict[str, Any]], state: Se
             if not chain:
                 chain.append((key_id, 1))
             else:
-                problems.append(f"{len(seals)} seals were made with key {key_id}, which this record never announced: "
-                                f"it starts over at entry {first_seq}, in the middle of the record, so they vouch for "
-                                "nothing")
+                problems.append(
+                    f"{len(seals)} seals were made with key {key_id}, which this record never announced: "
+                    f"it starts over at entry {first_seq}, in the middle of the record, so they vouch for "
+                    "nothing"
+                )
             continue
         entry, params = announced[key_id]
         before = chain[-1][0] if chain else None
         if first_seq != entry["seq"]:
-            problems.append(f"key {key_id} sealed entry {first_seq}, before the entry that announced it "
-                            f"({entry['seq']})")
+            problems.append(f"key {key_id} sealed entry {first_seq}, before the entry that announced it ({entry['seq']})")
         if params.get("follows") != before:
-            problems.append(f"the key change at entry {entry['seq']} says it follows key {params.get('follows')}, "
-                            f"but the seals before it were made with {f'key {before}' if before else 'no key'}")
+            problems.append(
+                f"the key change at entry {entry['seq']} says it follows key {params.get('follows')}, "
+                f"but the seals before it were made with {f'key {before}' if before else 'no key'}"
+            )
         chain.append((key_id, int(entry["seq"])))
 
     state_key = state.key_id if state is not None else None
@@ -138,8 +148,10 @@ def check_chain(db: sqlite_utils.Database, rows: list[dict[str, Any]], state: Se
             bad_tail, late = _after_the_change(seals, found.last_epoch, nxt[1], params, missing)
             bad.extend(bad_tail)
             if late:
-                problems.append(f"key {key_id} went on sealing after it was replaced at entry {nxt[1]} (epochs "
-                                f"{', '.join(map(str, late))}): a key that was replaced cannot come back")
+                problems.append(
+                    f"key {key_id} went on sealing after it was replaced at entry {nxt[1]} (epochs "
+                    f"{', '.join(map(str, late))}): a key that was replaced cannot come back"
+                )
         usable = verification is not None if keys else check_key is not None
         how = "the verification key" if verification is not None else "this machine's key" if check_key else ""
         own = [int(s["seq"]) for s in seals if first <= int(s["seq"]) <= end]
@@ -153,24 +165,34 @@ def check_chain(db: sqlite_utils.Database, rows: list[dict[str, Any]], state: Se
             if span:
                 why.append(_why_not_checked(key_id, span, announced, nxt, bool(keys), state_key))
         change_row = announced[key_id][0] if key_id in announced else None
-        reports.append(SeriesReport(key_id, first, top, len(seals), how if usable else "",
-                                    int(change_row["seq"]) if change_row else None,
-                                    change_row["at"] if change_row else "",
-                                    str(announced[key_id][1].get("no_key_in") or "") if change_row else "",
-                                    tuple(sorted(set(bad))), tuple(sorted(set(missing)))))
+        reports.append(
+            SeriesReport(
+                key_id,
+                first,
+                top,
+                len(seals),
+                how if usable else "",
+                int(change_row["seq"]) if change_row else None,
+                change_row["at"] if change_row else "",
+                str(announced[key_id][1].get("no_key_in") or "") if change_row else "",
+                tuple(sorted(set(bad))),
+                tuple(sorted(set(missing))),
+            )
+        )
     for key_id in sorted(keys.keys() - by_key.keys()) if heads else ():
-        problems.append(f"no seal of key {key_id}, whose verification key was given, is in this record: the seals "
-                        "it made were deleted or replaced")
+        problems.append(
+            f"no seal of key {key_id}, whose verification key was given, is in this record: the seals it made were deleted or replaced"
+        )
     if state is not None and state_key not in by_key and state.epoch > 0:
         # This machine's key sealed before, and none of its seals is left.
         reports.append(SeriesReport(state_key or "", 0, 0, 0, "", None, missing=tuple(range(state.epoch))))
     checked = "the verification key" if keys else "this machine's key" if state is not None else ""
-    return ChainFindings(frozenset(covered), tuple(sorted(unchecked)), tuple(reports), tuple(problems), tuple(why),
-                         other, checked)
+    return ChainFindings(frozenset(covered), tuple(sorted(unchecked)), tuple(reports), tuple(problems), tuple(why), other, checked)
 
 
-def _after_the_change(seals: list[dict[str, Any]], last_epoch: int, change_seq: int, params: dict[str, Any],
-                      missing: list[int]) -> tuple[list[int], list[int]]:
+def _after_the_change(
+    seals: list[dict[str, Any]], last_epoch: int, change_seq: int, params: dict[str, Any], missing: list[int]
+) -> tuple[list[int], list[int]]:
     """Hold a replaced key to what the key change found: its seals cut back since are added to
     `missing`; returns (its epochs whose seal differs from the one the change named, its epochs
     sealed after the change)."""
@@ -184,25 +206,39 @@ def _after_the_change(seals: list[dict[str, Any]], last_epoch: int, change_seq: 
     return bad, sorted(set(late))
 
 
-def _why_not_checked(key_id: str, span: list[int], announced: dict[str, tuple[dict[str, Any], dict[str, Any]]],
-                     nxt: tuple[str, int] | None, keys_given: bool, state_key: str | None) -> str:
+def _why_not_checked(
+    key_id: str,
+    span: list[int],
+    announced: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+    nxt: tuple[str, int] | None,
+    keys_given: bool,
+    state_key: str | None,
+) -> str:
     entries = f"entries {span[0]} to {span[-1]}" if len(span) > 1 else f"entry {span[0]}"
     if keys_given:
         began = ""
         if key_id in announced:
             row, params = announced[key_id]
-            began = (f" (it began at entry {row['seq']} on {row['at']}, when Cove found no sealing key in "
-                     f"{params.get('no_key_in') or 'its place'})")
-        return (f"Key {key_id} sealed {entries} and is not among the verification keys given{began}: those entries "
-                "are proven only by its verification key (cove record key --export gives it out once)")
+            began = (
+                f" (it began at entry {row['seq']} on {row['at']}, when Cove found no sealing key in "
+                f"{params.get('no_key_in') or 'its place'})"
+            )
+        return (
+            f"Key {key_id} sealed {entries} and is not among the verification keys given{began}: those entries "
+            "are proven only by its verification key (cove record key --export gives it out once)"
+        )
     if nxt is not None and nxt[0] in announced:
         row, params = announced[nxt[0]]
-        gone = (f"it vanished, and at entry {row['seq']}, on {row['at']}, Cove found no sealing key in "
-                f"{params.get('no_key_in') or 'its place'} and began key {nxt[0]}")
+        gone = (
+            f"it vanished, and at entry {row['seq']}, on {row['at']}, Cove found no sealing key in "
+            f"{params.get('no_key_in') or 'its place'} and began key {nxt[0]}"
+        )
     elif state_key is None:
         gone = "no sealing key of this record is on this machine"
     else:
         gone = f"the sealing key on this machine is key {state_key}"
-    return (f"Key {key_id} sealed {entries} and is not on this machine: {gone}. A key that vanished cannot be told "
-            "from one deleted to hide an edit: only its verification key, kept elsewhere, can check these entries "
-            "(cove record verify --key FILE)")
+    return (
+        f"Key {key_id} sealed {entries} and is not on this machine: {gone}. A key that vanished cannot be told "
+        "from one deleted to hide an edit: only its verification key, kept elsewhere, can check these entries "
+        "(cove record verify --key FILE)"
+    )

@@ -29,8 +29,22 @@ from models.transactions import write_transaction
 GENESIS = "0" * 64
 VERSION = 2  # entries written from now on; 1 (NULL) for those of an older Cove
 ERASURE = "erasure"  # the endpoint of an erasure entry; its params list the entries erased
-_CHAINED = ("seq", "at", "client", "remote", "endpoint", "model_name", "model_sha256", "quant", "params", "status",
-            "usage", "timings", "content_hash", "prev_hash")
+_CHAINED = (
+    "seq",
+    "at",
+    "client",
+    "remote",
+    "endpoint",
+    "model_name",
+    "model_sha256",
+    "quant",
+    "params",
+    "status",
+    "usage",
+    "timings",
+    "content_hash",
+    "prev_hash",
+)
 # Invariant of the disk format: `ran_on` joins the hashed fields only when it is set, so the
 # entries written before it existed (and every entry of a local turn) keep their hashes.
 _CHAINED_REMOTE = (*_CHAINED, "ran_on")
@@ -59,15 +73,23 @@ def entry_hash(row: dict[str, Any]) -> str:
 def usage(metrics: dict[str, Any]) -> dict[str, Any]:
     """A reply's token counts, as an entry (and an API response) carries them."""
     prompt, completion = int(metrics.get("prompt_tokens") or 0), int(metrics.get("gen_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0)}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": int(metrics.get("cached_tokens") or 0)},
+    }
 
 
 def timings(metrics: dict[str, Any]) -> dict[str, Any]:
     """Cove's own clocks for the reply (the engine's, not the client's); how long it reasoned
     (`reasoning_ms`) when it did."""
-    out = {"prompt_ms": metrics.get("prefill_ms"), "ttft_ms": metrics.get("ttft_ms"),
-           "tokens_per_second": metrics.get("gen_tps"), "cached_tokens": metrics.get("cached_tokens")}
+    out = {
+        "prompt_ms": metrics.get("prefill_ms"),
+        "ttft_ms": metrics.get("ttft_ms"),
+        "tokens_per_second": metrics.get("gen_tps"),
+        "cached_tokens": metrics.get("cached_tokens"),
+    }
     if metrics.get("reasoning_ms") is not None:
         out["reasoning_ms"] = metrics["reasoning_ms"]
     return out
@@ -106,8 +128,16 @@ class Verdict:
 
     @property
     def intact(self) -> bool:
-        return not (self.changed or self.missing or self.unsealed or self.bad_seals or self.missing_seals
-                    or self.key_problem or self.unchecked or self.key_findings)
+        return not (
+            self.changed
+            or self.missing
+            or self.unsealed
+            or self.bad_seals
+            or self.missing_seals
+            or self.key_problem
+            or self.unchecked
+            or self.key_findings
+        )
 
 
 def seal_keys_for(db: sqlite_utils.Database) -> SealKeys:
@@ -133,10 +163,24 @@ class RequestLog:
             self._keys = seal_keys_for(self.db)
         return self._keys
 
-    def append(self, *, client: str, remote: str, endpoint: str, model_name: str, model_sha256: str | None,
-               quant: str | None, params: dict[str, Any], messages: list[dict[str, Any]], reply: str, status: str,
-               usage: dict[str, Any], timings: dict[str, Any], conversation_id: str | None = None,
-               ran_on: dict[str, Any] | None = None) -> int:
+    def append(
+        self,
+        *,
+        client: str,
+        remote: str,
+        endpoint: str,
+        model_name: str,
+        model_sha256: str | None,
+        quant: str | None,
+        params: dict[str, Any],
+        messages: list[dict[str, Any]],
+        reply: str,
+        status: str,
+        usage: dict[str, Any],
+        timings: dict[str, Any],
+        conversation_id: str | None = None,
+        ran_on: dict[str, Any] | None = None,
+    ) -> int:
         """Add an entry, sealed; returns its number. `ran_on`: where a turn sent to one of the
         person's servers ran ({"connection", "host", "kind", "model_id", "fingerprint"}); None for
         here. When the sealing key cannot be used (a locked keyring), the entry is written unsealed,
@@ -152,39 +196,97 @@ class RequestLog:
                 state = None
             if state is not None and self._key_is_new_here(sealer, state):
                 params_of_change = change_params(sealer.latest_seal(), state, self.keys.where)
-                seq = self._write(sealer, state, client="Cove", remote="", endpoint=KEY_CHANGE, model_name="",
-                                  model_sha256=None, quant=None, params=params_of_change, messages=[], reply="",
-                                  status=KEY_CHANGE, usage={}, timings={})
+                seq = self._write(
+                    sealer,
+                    state,
+                    client="Cove",
+                    remote="",
+                    endpoint=KEY_CHANGE,
+                    model_name="",
+                    model_sha256=None,
+                    quant=None,
+                    params=params_of_change,
+                    messages=[],
+                    reply="",
+                    status=KEY_CHANGE,
+                    usage={},
+                    timings={},
+                )
                 print(f"cove: {change_notice(seq, self.keys.where)}.", file=sys.stderr)
                 state = sealer.then(state, seq)
-            return self._write(sealer, state, client=client, remote=remote, endpoint=endpoint, model_name=model_name,
-                               model_sha256=model_sha256, quant=quant, params=params, messages=messages, reply=reply,
-                               status=status, usage=usage, timings=timings, conversation_id=conversation_id,
-                               ran_on=ran_on)
+            return self._write(
+                sealer,
+                state,
+                client=client,
+                remote=remote,
+                endpoint=endpoint,
+                model_name=model_name,
+                model_sha256=model_sha256,
+                quant=quant,
+                params=params,
+                messages=messages,
+                reply=reply,
+                status=status,
+                usage=usage,
+                timings=timings,
+                conversation_id=conversation_id,
+                ran_on=ran_on,
+            )
 
     def _key_is_new_here(self, sealer: Sealer, state: SealState) -> bool:
         """Whether `state` is a new key (it has sealed nothing) in a record a key sealed before (one of
         its seals is here, or an entry of the format only a sealing Cove writes): then that key vanished."""
         if state.epoch > 0 or sealer.has_sealed(state):
             return False
-        return (next(self.db.query("SELECT 1 FROM record_seals LIMIT 1"), None) is not None
-                or next(self.db.query("SELECT 1 FROM record_entries WHERE v = ? LIMIT 1", [VERSION]), None) is not None)
+        return (
+            next(self.db.query("SELECT 1 FROM record_seals LIMIT 1"), None) is not None
+            or next(self.db.query("SELECT 1 FROM record_entries WHERE v = ? LIMIT 1", [VERSION]), None) is not None
+        )
 
-    def _write(self, sealer: Sealer, state: SealState | None, *, client: str, remote: str, endpoint: str,
-               model_name: str, model_sha256: str | None, quant: str | None, params: dict[str, Any],
-               messages: list[dict[str, Any]], reply: str, status: str, usage: dict[str, Any],
-               timings: dict[str, Any], conversation_id: str | None = None,
-               ran_on: dict[str, Any] | None = None) -> int:
+    def _write(
+        self,
+        sealer: Sealer,
+        state: SealState | None,
+        *,
+        client: str,
+        remote: str,
+        endpoint: str,
+        model_name: str,
+        model_sha256: str | None,
+        quant: str | None,
+        params: dict[str, Any],
+        messages: list[dict[str, Any]],
+        reply: str,
+        status: str,
+        usage: dict[str, Any],
+        timings: dict[str, Any],
+        conversation_id: str | None = None,
+        ran_on: dict[str, Any] | None = None,
+    ) -> int:
         """Insert one entry, chained to the last, and seal it with `state` (None: unsealed)."""
         last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"), None)
         seq = max(last["seq"] if last else 0, state.last_seq if state else 0) + 1
         messages_json = _json(messages)
         row: dict[str, Any] = {
-            "v": VERSION, "seq": seq, "at": utc_timestamp(), "client": client, "remote": remote,
-            "endpoint": endpoint, "model_name": model_name, "model_sha256": model_sha256 or "", "quant": quant or "",
-            "params": _json(params), "messages": messages_json, "reply": reply, "status": status,
-            "usage": _json(usage), "timings": _json(timings), "erased": 0, "conversation_id": conversation_id,
-            "content_hash": content_hash(messages_json, reply), "prev_hash": last["hash"] if last else GENESIS,
+            "v": VERSION,
+            "seq": seq,
+            "at": utc_timestamp(),
+            "client": client,
+            "remote": remote,
+            "endpoint": endpoint,
+            "model_name": model_name,
+            "model_sha256": model_sha256 or "",
+            "quant": quant or "",
+            "params": _json(params),
+            "messages": messages_json,
+            "reply": reply,
+            "status": status,
+            "usage": _json(usage),
+            "timings": _json(timings),
+            "erased": 0,
+            "conversation_id": conversation_id,
+            "content_hash": content_hash(messages_json, reply),
+            "prev_hash": last["hash"] if last else GENESIS,
             "ran_on": _json(ran_on) if ran_on else None,
         }
         row["hash"] = entry_hash(row)
@@ -209,19 +311,34 @@ class RequestLog:
         with write_transaction(self.db):
             wanted = sorted({int(s) for s in seqs})
             marks = ",".join("?" * len(wanted))
-            still = [r["seq"] for r in self.db.query(
-                f"SELECT seq FROM record_entries WHERE erased = 0 AND seq IN ({marks})", wanted)] if wanted else []
+            still = (
+                [r["seq"] for r in self.db.query(f"SELECT seq FROM record_entries WHERE erased = 0 AND seq IN ({marks})", wanted)]
+                if wanted
+                else []
+            )
             if not still:
                 return None
-            self.db.execute(f"UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 "
-                            f"WHERE seq IN ({','.join('?' * len(still))})", still)
-            return self.append(client=client, remote="", endpoint=ERASURE, model_name="", model_sha256=None, quant=None,
-                               params={"erases": still}, messages=[], reply="", status=ERASURE, usage={}, timings={})
+            self.db.execute(
+                f"UPDATE record_entries SET messages = NULL, reply = NULL, erased = 1 WHERE seq IN ({','.join('?' * len(still))})", still
+            )
+            return self.append(
+                client=client,
+                remote="",
+                endpoint=ERASURE,
+                model_name="",
+                model_sha256=None,
+                quant=None,
+                params={"erases": still},
+                messages=[],
+                reply="",
+                status=ERASURE,
+                usage={},
+                timings={},
+            )
 
     def erase_conversation(self, conversation_id: str, client: str = "the person") -> int | None:
         """Erase every entry of a conversation (it was deleted)."""
-        seqs = [r["seq"] for r in self.db.query("SELECT seq FROM record_entries WHERE conversation_id = ?",
-                                                  [conversation_id])]
+        seqs = [r["seq"] for r in self.db.query("SELECT seq FROM record_entries WHERE conversation_id = ?", [conversation_id])]
         return self.erase(seqs, client)
 
     def begin_sealing(self) -> None:
@@ -244,9 +361,20 @@ class RequestLog:
         erased = [r["seq"] for r in self.db.query("SELECT seq FROM record_entries WHERE erased = 1 ORDER BY seq")]
         with write_transaction(self.db):
             if erased:
-                self.append(client="Cove", remote="", endpoint=ERASURE, model_name="", model_sha256=None, quant=None,
-                            params={"erases": erased, "before_sealing": True}, messages=[], reply="", status=ERASURE,
-                            usage={}, timings={})
+                self.append(
+                    client="Cove",
+                    remote="",
+                    endpoint=ERASURE,
+                    model_name="",
+                    model_sha256=None,
+                    quant=None,
+                    params={"erases": erased, "before_sealing": True},
+                    messages=[],
+                    reply="",
+                    status=ERASURE,
+                    usage={},
+                    timings={},
+                )
                 return
             sealer = Sealer(self.db, self.keys)
             state = sealer.prepare()
@@ -296,15 +424,29 @@ class RequestLog:
             state, key_problem = None, str(exc)
         found = check_chain(self.db, rows, state, keys)
         if not found.checked_with and key_problem is None and (rows or found.other_series):
-            key_problem = ("the record's sealing key is not on this machine, so its seals cannot be checked here; "
-                           "check it with the verification key: cove record verify --key FILE")
+            key_problem = (
+                "the record's sealing key is not on this machine, so its seals cannot be checked here; "
+                "check it with the verification key: cove record verify --key FILE"
+            )
         last_seq = max(heads, default=0)
         if state is not None and (not keys or state.key_id in keys) and state.last_seq > last_seq:
             missing.extend(range(last_seq + 1, state.last_seq + 1))  # entries cut from the end
-        unsealed = tuple(s for s in heads if s not in found.covered and s not in found.unchecked) \
-            if found.checked_with else ()
+        unsealed = tuple(s for s in heads if s not in found.covered and s not in found.unchecked) if found.checked_with else ()
         bad = tuple(sorted({e for r in found.series for e in r.bad}))
         missing_seals = tuple(sorted({e for r in found.series for e in r.missing}))
-        return Verdict(len(rows), tuple(sorted(set(changed))), tuple(sorted(set(missing))), tuple(erased), unsealed,
-                       bad, missing_seals, found.other_series, found.checked_with, key_problem, found.unchecked,
-                       found.why_unchecked, found.problems, found.series)
+        return Verdict(
+            len(rows),
+            tuple(sorted(set(changed))),
+            tuple(sorted(set(missing))),
+            tuple(erased),
+            unsealed,
+            bad,
+            missing_seals,
+            found.other_series,
+            found.checked_with,
+            key_problem,
+            found.unchecked,
+            found.why_unchecked,
+            found.problems,
+            found.series,
+        )

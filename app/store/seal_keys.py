@@ -76,8 +76,7 @@ class SealKeys(KeyringUser):
             else:
                 self._memory = text
         except Exception as exc:  # noqa: BLE001 - every keyring or disk failure becomes one sentence
-            raise SealKeyError(f"the record's sealing key could not be saved in {self.where} "
-                               f"({type(exc).__name__})") from None
+            raise SealKeyError(f"the record's sealing key could not be saved in {self.where} ({type(exc).__name__})") from None
 
     def _read(self) -> str | None:
         target = self._target()
@@ -89,6 +88,4 @@ class SealKeys(KeyringUser):
                 return self.fallback.read_text(encoding="utf-8") if self.fallback.exists() else None
             return self._memory
         except Exception as exc:  # noqa: BLE001
-            raise SealKeyError(f"the record's sealing key could not be read from {self.where} "
-                               f"({type(exc).__name__})") from None
-
+            raise SealKeyError(f"the record's sealing key could not be read from {self.where} ({type(exc).__name__})") from None

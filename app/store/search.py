@@ -51,9 +51,7 @@ def search_messages(db: sqlite_utils.Database, query: str, limit: int = 50) -> l
     if not match or limit <= 0:
         return []
     try:
-        rows = db.conn.execute(
-            _SEARCH_SQL, {"match": match, "limit": int(limit), "tokens": SNIPPET_TOKENS}
-        ).fetchall()
+        rows = db.conn.execute(_SEARCH_SQL, {"match": match, "limit": int(limit), "tokens": SNIPPET_TOKENS}).fetchall()
     except sqlite3.OperationalError as exc:
         # Quoting makes syntax errors impossible in principle; if FTS5 still rejects
         # the query, the honest answer to the person is "no results", not a crash.

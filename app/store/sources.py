@@ -38,14 +38,24 @@ class Source:
 
     def provenance(self) -> dict[str, object]:
         """What the record keeps of it: where the text came from and its hash, not the text."""
-        return {"n": self.n, "collection": self.collection, "path": self.path, "start": self.start, "end": self.end,
-                "hash": self.hash, "page": self.page, "heading": self.heading, "cited": self.cited}
+        return {
+            "n": self.n,
+            "collection": self.collection,
+            "path": self.path,
+            "start": self.start,
+            "end": self.end,
+            "hash": self.hash,
+            "page": self.page,
+            "heading": self.heading,
+            "cited": self.cited,
+        }
 
 
 def attached_collections(db: sqlite_utils.Database, conversation_id: str) -> list[str]:
     """The collections attached to a conversation, in the order they were attached."""
-    rows = db.execute("SELECT collection FROM conversation_collections WHERE conversation_id = ? ORDER BY rowid",
-                      [conversation_id]).fetchall()
+    rows = db.execute(
+        "SELECT collection FROM conversation_collections WHERE conversation_id = ? ORDER BY rowid", [conversation_id]
+    ).fetchall()
     return [row[0] for row in rows]
 
 
@@ -55,8 +65,10 @@ def attach_collections(db: sqlite_utils.Database, conversation_id: str, names: S
         db.execute("DELETE FROM conversation_collections WHERE conversation_id = ?", [conversation_id])
         stamp = utc_timestamp()
         for name in dict.fromkeys(names):
-            db.execute("INSERT INTO conversation_collections (conversation_id, collection, attached_at) VALUES (?, ?, ?)",
-                       [conversation_id, name, stamp])
+            db.execute(
+                "INSERT INTO conversation_collections (conversation_id, collection, attached_at) VALUES (?, ?, ?)",
+                [conversation_id, name, stamp],
+            )
 
 
 def write_sources(db: sqlite_utils.Database, message_id: str, sources: Sequence[Source]) -> None:
@@ -67,15 +79,21 @@ def write_sources(db: sqlite_utils.Database, message_id: str, sources: Sequence[
             db.execute(
                 'INSERT INTO message_sources (message_id, n, collection, path, start, "end", hash, page, heading, excerpt, cited) '
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [message_id, s.n, s.collection, s.path, s.start, s.end, s.hash, s.page, s.heading, s.excerpt, int(s.cited)])
+                [message_id, s.n, s.collection, s.path, s.start, s.end, s.hash, s.page, s.heading, s.excerpt, int(s.cited)],
+            )
 
 
 def sources_of(db: sqlite_utils.Database, message_id: str) -> list[Source]:
     """The passages a reply was given, by number; [] for a reply given none."""
-    rows = db.execute('SELECT n, collection, path, start, "end", hash, excerpt, cited, page, heading FROM message_sources '
-                      "WHERE message_id = ? ORDER BY n", [message_id]).fetchall()
-    return [Source(n=r[0], collection=r[1], path=r[2], start=r[3], end=r[4], hash=r[5], excerpt=r[6], cited=bool(r[7]),
-                   page=r[8], heading=r[9]) for r in rows]
+    rows = db.execute(
+        'SELECT n, collection, path, start, "end", hash, excerpt, cited, page, heading FROM message_sources '
+        "WHERE message_id = ? ORDER BY n",
+        [message_id],
+    ).fetchall()
+    return [
+        Source(n=r[0], collection=r[1], path=r[2], start=r[3], end=r[4], hash=r[5], excerpt=r[6], cited=bool(r[7]), page=r[8], heading=r[9])
+        for r in rows
+    ]
 
 
 def sources_for(db: sqlite_utils.Database, message_ids: Sequence[str]) -> dict[str, list[Source]]:
@@ -83,11 +101,26 @@ def sources_for(db: sqlite_utils.Database, message_ids: Sequence[str]) -> dict[s
     out: dict[str, list[Source]] = {}
     ids = list(message_ids)
     for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
+        part = ids[i : i + 500]
         marks = ",".join("?" * len(part))
-        rows = db.execute(f'SELECT message_id, n, collection, path, start, "end", hash, excerpt, cited, page, heading '
-                          f"FROM message_sources WHERE message_id IN ({marks}) ORDER BY message_id, n", part).fetchall()
+        rows = db.execute(
+            f'SELECT message_id, n, collection, path, start, "end", hash, excerpt, cited, page, heading '
+            f"FROM message_sources WHERE message_id IN ({marks}) ORDER BY message_id, n",
+            part,
+        ).fetchall()
         for r in rows:
-            out.setdefault(r[0], []).append(Source(n=r[1], collection=r[2], path=r[3], start=r[4], end=r[5], hash=r[6],
-                                                   excerpt=r[7], cited=bool(r[8]), page=r[9], heading=r[10]))
+            out.setdefault(r[0], []).append(
+                Source(
+                    n=r[1],
+                    collection=r[2],
+                    path=r[3],
+                    start=r[4],
+                    end=r[5],
+                    hash=r[6],
+                    excerpt=r[7],
+                    cited=bool(r[8]),
+                    page=r[9],
+                    heading=r[10],
+                )
+            )
     return out

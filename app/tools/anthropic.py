@@ -54,7 +54,7 @@ class BlockStream:
     def end(self, reply: ToolReply | None, text: str) -> Iterator[Event]:
         """The rest once the reply is read: the text not sent yet, then the calls."""
         calls = reply.calls if reply is not None and usable(reply) else ()
-        yield from self.text(self.gate.rest(reply) if reply is not None and calls else text[len(self.gate.sent):])
+        yield from self.text(self.gate.rest(reply) if reply is not None and calls else text[len(self.gate.sent) :])
         if not self.text_open and not calls:  # a reply of nothing is an empty text block
             yield from (("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),)
             self.text_open = True
@@ -63,8 +63,10 @@ class BlockStream:
             yield "content_block_stop", {"index": 0}
             index = 1
         for call in calls:
-            yield "content_block_start", {"index": index, "content_block": {"type": "tool_use", "id": call.id,
-                                                                            "name": call.name, "input": {}}}
+            yield (
+                "content_block_start",
+                {"index": index, "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}},
+            )
             for piece in argument_pieces(call.arguments):
                 yield "content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}
             yield "content_block_stop", {"index": index}

@@ -31,8 +31,7 @@ def _sentence(error: exceptions.ValidationError, where: str) -> str:
     if keyword == "const":
         return f"{at} should be {bound!r}"
     if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        phrase = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than",
-                  "exclusiveMaximum": "less than"}[keyword]
+        phrase = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than", "exclusiveMaximum": "less than"}[keyword]
         return f"{at} should be {phrase} {bound}"
     if keyword in ("minLength", "maxLength"):
         return f"{at} is {'shorter' if keyword == 'minLength' else 'longer'} than {bound} characters"

@@ -48,7 +48,6 @@ def family_of(template: str | None) -> Family:
         return FAMILIES["mistral"]
     if "<tool_call>" in source:
         return FAMILIES["hermes"]
-    if "<|python_tag|>" in source or ("<|start_header_id|>" in source and '"parameters"' in source
-                                      and "tools" in source):
+    if "<|python_tag|>" in source or ("<|start_header_id|>" in source and '"parameters"' in source and "tools" in source):
         return FAMILIES["llama3"]
     return FAMILIES["generic"]

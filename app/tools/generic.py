@@ -11,14 +11,13 @@ from app.tools.spec import Tool
 
 INSTRUCTIONS = (
     "You can call these tools. To call one, answer with only this, once for each call:\n"
-    "<tool_call>\n{{\"name\": <tool name>, \"arguments\": <arguments as a JSON object>}}\n</tool_call>\n"
+    '<tool_call>\n{{"name": <tool name>, "arguments": <arguments as a JSON object>}}\n</tool_call>\n'
     "The results come back in the next message, inside <tool_response></tool_response>.\n\nTools:\n{tools}"
 )
 
 
 def tools_text(tools: tuple[Tool, ...]) -> str:
-    lines = [json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}, ensure_ascii=False)
-             for t in tools]
+    lines = [json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}, ensure_ascii=False) for t in tools]
     return INSTRUCTIONS.format(tools="\n".join(lines))
 
 

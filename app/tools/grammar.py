@@ -30,12 +30,12 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c in "\"[":
+        if c in '"[':
             end = '"' if c == '"' else "]"
             j = i + 1
             while j < n and text[j] != end:
                 j += 2 if text[j] == "\\" else 1
-            yield "literal", text[i:j + 1]
+            yield "literal", text[i : j + 1]
             i = j + 1
         elif c == "#":
             j = text.find("\n", i)
@@ -104,7 +104,7 @@ def _call_rest(family: Family, tool: Tool, args: str) -> str:
     else:
         head, tail = '{"name": "' + name + '", "arguments": ', "}\n</tool_call>"
         newline = '"\\n"' if family.name == "generic" else '"\\n"?'  # call_text writes it; a template may not
-        return f'{newline} {_lit(head)} {args} {_lit(tail)}'
+        return f"{newline} {_lit(head)} {args} {_lit(tail)}"
     return f"{_lit(head)} {args} {_lit(tail)}"
 
 
@@ -116,8 +116,7 @@ def _tagged_arguments(args_text: str, family: Family, prefix: str) -> str:
     return _renamed(args_text, prefix).strip()
 
 
-def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | None, parallel: bool,
-                      after_opener: bool) -> str:
+def tool_call_grammar(tools: tuple[Tool, ...], family: Family, *, name: str | None, parallel: bool, after_opener: bool) -> str:
     """The grammar of one call, or several when `parallel` (and the family allows), of the tools
     (only `name` when given). `after_opener`: the root starts after the family's opener (the
     lazy grammar). Raises ValueError (a schema the converter refuses)."""
@@ -166,8 +165,7 @@ def opening_call_grammar(tools: tuple[Tool, ...], family: Family, *, parallel: b
         if family.name == "generic":
             rules.append(_renamed(args_text, f"u{i}-").strip())
             free = f"u{i}-root"
-        named.append(f'{_lit(chr(34) + tool.name + chr(34))} call-ws "," call-ws call-key call-ws ":" call-ws '
-                     f'{free} call-ws "}}"')
+        named.append(f'{_lit(chr(34) + tool.name + chr(34))} call-ws "," call-ws call-key call-ws ":" call-ws {free} call-ws "}}"')
         function.append(f'{_lit(tool.name + ">")} call-ws {free} call-ws "</function>"')
     wrapped = " | ".join(f'"<{w}>" call-ws call-object call-ws "</{w}>"' for w in WRAPPERS if w != TAG)
     languages = " | ".join(_lit(language) for language in FENCE_LANGUAGES)
@@ -177,7 +175,7 @@ def opening_call_grammar(tools: tuple[Tool, ...], family: Family, *, parallel: b
         'call-object ::= "{" call-ws "\\"name\\"" call-ws ":" call-ws ( ' + " | ".join(f"( {n} )" for n in named) + " )",
         'call-function ::= "<function=" ( ' + " | ".join(f"( {f} )" for f in function) + " )",
         f"call-inner ::= call-object | call-function | {wrapped}",
-        f'call-tagged ::= {_lit("<" + TAG + ">")} ( ' + " | ".join(f"( {r} )" for r in tagged) + " )",
+        f"call-tagged ::= {_lit('<' + TAG + '>')} ( " + " | ".join(f"( {r} )" for r in tagged) + " )",
         f'call-untagged ::= "```" ( {languages} )? call-ws call-inner call-ws "```" | call-inner',
         # Several calls only in the template's own form: after a call in another form the reply ends
         # (a small model asked to stop writing prose would go on writing calls instead).

@@ -72,12 +72,12 @@ def read(text: str, *, partial: bool = False) -> HarmonyReply:
         if marker < 0:
             rest = text[pos:]
             if _MARK not in rest and " to=" not in rest:  # free text after (or without) any message
-                content.append(rest[:partial_mark(rest)] if partial else rest)
+                content.append(rest[: partial_mark(rest)] if partial else rest)
             break
         header = text[pos:marker]
         first = _HEADER.search(header)
         if first is not None and first.start() > 0:  # free text before a header
-            content.append(header[:first.start()])
+            content.append(header[: first.start()])
         channels = _CHANNEL.findall(header)
         channel = channels[-1] if channels else ""
         recipient = next((r for r in _RECIPIENT.findall(header) if r != "assistant"), None)
@@ -100,16 +100,20 @@ def read(text: str, *, partial: bool = False) -> HarmonyReply:
         elif recipient is None and channel in ("final", "commentary", ""):
             body = text[begin:end]
             if partial and end == len(text):
-                body = body[:partial_mark(body)]
+                body = body[: partial_mark(body)]
             content.append(body)
         elif recipient is None and channel == "analysis":
             body = text[begin:end]
             if partial and end == len(text):
-                body = body[:partial_mark(body)]
+                body = body[: partial_mark(body)]
             thoughts.append(body)
         pos = after
-    return HarmonyReply("".join(content).strip() if not partial else "".join(content).lstrip(), tuple(calls), failed,
-                        "\n\n".join(t.strip() for t in thoughts if t.strip()))
+    return HarmonyReply(
+        "".join(content).strip() if not partial else "".join(content).lstrip(),
+        tuple(calls),
+        failed,
+        "\n\n".join(t.strip() for t in thoughts if t.strip()),
+    )
 
 
 def call_start(text: str) -> int:
@@ -118,8 +122,7 @@ def call_start(text: str) -> int:
     at = text.find(" to=functions.")
     if at < 0:
         return len(text)
-    begin = max([text.rfind(START, 0, at)] + [text.rfind(e, 0, at) + len(e) for e in _ENDS if text.rfind(e, 0, at) >= 0]
-                + [0])
+    begin = max([text.rfind(START, 0, at)] + [text.rfind(e, 0, at) + len(e) for e in _ENDS if text.rfind(e, 0, at) >= 0] + [0])
     if text.startswith(START, begin):
         return begin
     channel = text.find("<|channel|>", begin, at)

@@ -83,8 +83,9 @@ def _hermes(text: str, names: Collection[str] = ()) -> Parsed:
             call = _call({"name": opening.name, "arguments": obj})
         else:
             call = _call(obj)
-            if opening.wrapper != TAG and (call is None or call.name not in names or not isinstance(obj, dict)
-                                           or not ("arguments" in obj or "parameters" in obj)):
+            if opening.wrapper != TAG and (
+                call is None or call.name not in names or not isinstance(obj, dict) or not ("arguments" in obj or "parameters" in obj)
+            ):
                 call = None  # outside the template's tag, a call names an offered tool and its arguments
         if call is None:
             continue
@@ -111,7 +112,7 @@ def _json_calls(text: str, start: re.Pattern[str]) -> Parsed:
         try:
             obj, end = _DECODER.raw_decode(text, begin)
         except ValueError:
-            content.append(text[pos:match.end()])
+            content.append(text[pos : match.end()])
             pos = match.end()
             continue
         call = _call(obj)
@@ -119,7 +120,7 @@ def _json_calls(text: str, start: re.Pattern[str]) -> Parsed:
             content.append(text[pos:end])
         else:
             calls.append(call)
-            content.append(text[pos:match.start()])
+            content.append(text[pos : match.start()])
             rest = re.match(r"\s*;?", text[end:])
             end += rest.end() if rest else 0
         pos = end
@@ -136,7 +137,7 @@ def _mistral(text: str, names: Collection[str] = ()) -> Parsed:
     fenced = None
     if begin < 0:
         fenced = _MISTRAL_FENCE.match(text)
-        stripped = text[fenced.end():] if fenced else text.lstrip()
+        stripped = text[fenced.end() :] if fenced else text.lstrip()
         if not stripped.startswith("[{"):
             return Parsed(text, ())
         begin = len(text) - len(stripped)
@@ -226,7 +227,7 @@ def _fence_then_list(text: str) -> bool:
     if "```json".startswith(text):
         return text != ""
     fence = _MISTRAL_FENCE.match(text)
-    return fence is not None and text.startswith("```") and text[fence.end():fence.end() + 1] in ("", "[")
+    return fence is not None and text.startswith("```") and text[fence.end() : fence.end() + 1] in ("", "[")
 
 
 def visible(family: Family, text: str, names: Collection[str] = (), since: int = 0) -> str:
@@ -234,4 +235,4 @@ def visible(family: Family, text: str, names: Collection[str] = (), since: int =
     (app/tools/harmony.py), for the others the text up to `held`."""
     if family.name == "harmony":
         return harmony.read(text, partial=True).content
-    return text[:held(family, text, names, since)]
+    return text[: held(family, text, names, since)]

@@ -38,12 +38,18 @@ def read_reply(tools: ToolSet, family: Family, text: str) -> ToolReply:
     for call in calls:
         tool = known.get(call.name)
         if tool is None:
-            return ToolReply(parsed.content, calls, f"the model called a tool named {call.name!r}, which the request "
-                                                    f"does not have; its output was: {text[:2000]}")
+            return ToolReply(
+                parsed.content,
+                calls,
+                f"the model called a tool named {call.name!r}, which the request does not have; its output was: {text[:2000]}",
+            )
         problem = schema_problem(json.loads(call.arguments), tool.parameters)
         if problem:
-            return ToolReply(parsed.content, calls, f"the model's call of {call.name!r} does not match its schema "
-                                                    f"({problem}); its output was: {text[:2000]}")
+            return ToolReply(
+                parsed.content,
+                calls,
+                f"the model's call of {call.name!r} does not match its schema ({problem}); its output was: {text[:2000]}",
+            )
     return ToolReply(parsed.content, calls)  # the whole text when no call parsed (gpt-oss: its final channel)
 
 
@@ -59,8 +65,7 @@ def reply_of(tools: ToolSet, metrics: dict[str, Any], text: str, id_prefix: str 
 
 def record_of(reply: ToolReply) -> dict[str, Any]:
     """What the record keeps of a reply's calls, beside the model's raw output."""
-    out: dict[str, Any] = {"tool_calls": [{"id": c.id, "name": c.name, "arguments": json.loads(c.arguments)}
-                                          for c in reply.calls]}
+    out: dict[str, Any] = {"tool_calls": [{"id": c.id, "name": c.name, "arguments": json.loads(c.arguments)} for c in reply.calls]}
     if reply.problem:
         out["tool_call_problem"] = reply.problem
     return out
@@ -79,17 +84,17 @@ class ContentGate:
     def more(self, text: str) -> str:
         """What of `text` (the reply so far) may go out now."""
         shown = visible(self.family, text, self.names, len(self.sent))
-        out = shown[len(self.sent):] if shown.startswith(self.sent) else ""
+        out = shown[len(self.sent) :] if shown.startswith(self.sent) else ""
         self.sent += out
         return out
 
     def rest(self, reply: ToolReply) -> str:
         """The content not sent yet, once the reply is read."""
         if reply.content.startswith(self.sent):
-            return reply.content[len(self.sent):]
+            return reply.content[len(self.sent) :]
         return ""
 
 
 def argument_pieces(arguments: str, size: int = 16) -> list[str]:
     """A call's arguments in fragments, as streams send them."""
-    return [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
+    return [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]

@@ -33,8 +33,7 @@ class Tool:
 
     def openai(self) -> dict[str, Any]:
         """The shape chat templates are given tools in (OpenAI's)."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                  "parameters": self.parameters}}
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
 @dataclass(frozen=True)
@@ -59,22 +58,23 @@ class ToolSet:
 
     def record(self) -> dict[str, Any]:
         """What the record keeps of the request's tools."""
-        return {"tools": [t.openai() for t in self.tools],
-                "tool_choice": {"mode": self.choice.mode, "name": self.choice.name, "parallel": self.choice.parallel}}
+        return {
+            "tools": [t.openai() for t in self.tools],
+            "tool_choice": {"mode": self.choice.mode, "name": self.choice.name, "parallel": self.choice.parallel},
+        }
 
 
 def read_tool(name: object, description: object, schema: object, where: str) -> Tool:
     if not isinstance(name, str) or not name:
         raise ToolError(f"{where}.name: every tool needs a name", where)
     if not _NAME.match(name):
-        raise ToolError(f"{where}.name: {name[:80]!r} is not a valid tool name (letters, digits, _ . -, at most 64)",
-                        where)
+        raise ToolError(f"{where}.name: {name[:80]!r} is not a valid tool name (letters, digits, _ . -, at most 64)", where)
     if description is not None and not isinstance(description, str):
         raise ToolError(f"{where}.description: must be a string", where)
     if schema is None:
         schema = dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        raise ToolError(f"{where}: the parameters of tool {name!r} must be a JSON schema of type \"object\"", where)
+        raise ToolError(f'{where}: the parameters of tool {name!r} must be a JSON schema of type "object"', where)
     try:
         schema_grammar(schema)
     except ValueError as exc:
@@ -109,9 +109,8 @@ def read_openai_tools(body: dict[str, Any]) -> ToolSet | None:
     tools = []
     for i, item in enumerate(_check_count(raw, "tools")):
         where = f"tools[{i}]"
-        if not isinstance(item, dict) or item.get("type", "function") != "function" or not isinstance(
-                item.get("function"), dict):
-            raise ToolError(f"{where}: must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", "tools")
+        if not isinstance(item, dict) or item.get("type", "function") != "function" or not isinstance(item.get("function"), dict):
+            raise ToolError(f'{where}: must be {{"type": "function", "function": {{"name": ...}}}}', "tools")
         fn = item["function"]
         try:
             tools.append(read_tool(fn.get("name"), fn.get("description"), fn.get("parameters"), f"{where}.function"))
@@ -128,8 +127,7 @@ def read_openai_tools(body: dict[str, Any]) -> ToolSet | None:
         if name not in names:
             raise ToolError(f"tool_choice: names the tool {str(name)[:80]!r}, which is not among the tools", "tool_choice")
     else:
-        raise ToolError("tool_choice: must be \"auto\", \"none\", \"required\" or "
-                        "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
+        raise ToolError('tool_choice: must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}', "tool_choice")
     return ToolSet(_unique(tools, "tools"), ToolChoice(mode, name, parallel))
 
 
@@ -145,8 +143,11 @@ def read_anthropic_tools(body: dict[str, Any]) -> ToolSet | None:
         if not isinstance(item, dict):
             raise ToolError(f"tools.{i}: must be an object with a name and an input_schema", "tools")
         if item.get("type") not in (None, "custom"):
-            raise ToolError(f"tools.{i}: Anthropic's server tools ({item.get('type')!r}) are not available here; "
-                            "give client tools (name, description, input_schema)", "tools")
+            raise ToolError(
+                f"tools.{i}: Anthropic's server tools ({item.get('type')!r}) are not available here; "
+                "give client tools (name, description, input_schema)",
+                "tools",
+            )
         try:
             tools.append(read_tool(item.get("name"), item.get("description"), item.get("input_schema"), f"tools.{i}"))
         except ToolError as exc:
@@ -154,8 +155,9 @@ def read_anthropic_tools(body: dict[str, Any]) -> ToolSet | None:
     if choice is None:
         choice = {"type": "auto"}
     if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
-        raise ToolError("tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", "
-                        "\"name\": ...} or {\"type\": \"none\"}", "tool_choice")
+        raise ToolError(
+            'tool_choice: must be {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": ...} or {"type": "none"}', "tool_choice"
+        )
     disable = choice.get("disable_parallel_tool_use", False)
     if not isinstance(disable, bool):
         raise ToolError("tool_choice.disable_parallel_tool_use: must be true or false", "tool_choice")
@@ -163,8 +165,7 @@ def read_anthropic_tools(body: dict[str, Any]) -> ToolSet | None:
     if kind == "tool":
         name = choice.get("name")
         if name not in {t.name for t in tools}:
-            raise ToolError(f"tool_choice.name: names the tool {str(name)[:80]!r}, which is not among the tools",
-                            "tool_choice")
+            raise ToolError(f"tool_choice.name: names the tool {str(name)[:80]!r}, which is not among the tools", "tool_choice")
     mode = {"auto": "auto", "none": "none", "any": "required", "tool": "required"}[kind]
     return ToolSet(_unique(tools, "tools"), ToolChoice(mode, name, not disable))
 

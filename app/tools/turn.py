@@ -31,8 +31,9 @@ def tools_of(wire: list[dict[str, Any]]) -> tuple[Tool, ...]:
         inner = item.get("function")
         fn: dict[str, Any] = inner if isinstance(inner, dict) else item
         params = fn.get("parameters")
-        out.append(Tool(str(fn.get("name") or ""), str(fn.get("description") or ""),
-                        params if isinstance(params, dict) else dict(EMPTY_SCHEMA)))
+        out.append(
+            Tool(str(fn.get("name") or ""), str(fn.get("description") or ""), params if isinstance(params, dict) else dict(EMPTY_SCHEMA))
+        )
     return tuple(out)
 
 
@@ -42,10 +43,10 @@ def tool_turn(wire: list[dict[str, Any]], family: Family, *, choice: str, name: 
     required = choice == "required"
     if not required and family.name in ("hermes", "generic"):
         names = tuple(t.name for t in tools)
-        return ToolTurn(family, tools, opening_call_grammar(tools, family, parallel=parallel), None,
-                        lambda text: _opening_start(text, names))
-    gbnf = tool_call_grammar(tools, family, name=name if required else None, parallel=parallel,
-                             after_opener=not required)
+        return ToolTurn(
+            family, tools, opening_call_grammar(tools, family, parallel=parallel), None, lambda text: _opening_start(text, names)
+        )
+    gbnf = tool_call_grammar(tools, family, name=name if required else None, parallel=parallel, after_opener=not required)
     return ToolTurn(family, tools, gbnf, None if required else family.opener)
 
 

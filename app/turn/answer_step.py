@@ -26,15 +26,15 @@ def repeated_note(name: str) -> str:
 
 
 def limit_note(steps: int) -> str:
-    return (f"the model asked for tools again after {steps} rounds of calls, the most one turn may have; "
-            f"these calls did not run")
+    return f"the model asked for tools again after {steps} rounds of calls, the most one turn may have; these calls did not run"
 
 
 def not_run_result(call: Call, repeated: bool, steps: int) -> str:
     """What the model is told of a call that did not run."""
     if repeated:
-        return (f"Cove did not run '{call.name}' again: this turn made the same call with the same arguments "
-                f"before, and its result is above.")
+        return (
+            f"Cove did not run '{call.name}' again: this turn made the same call with the same arguments before, and its result is above."
+        )
     return f"Cove did not run '{call.name}': this turn has had {steps} rounds of calls, the most it may have."
 
 

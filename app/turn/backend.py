@@ -42,12 +42,24 @@ class Backend(Protocol):
     @property
     def ran_on(self) -> dict[str, Any] | None: ...
 
-    def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
-              stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
-              on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None,
-              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
+    def start(
+        self,
+        messages: list[dict],
+        params: SamplingParams,
+        *,
+        conversation_id: str | None,
+        stop: Sequence[str] = (),
+        on_loaded: Callable[[LoadedModel], None] | None = None,
+        on_recheck: Callable[[FileRecheck], None] | None = None,
+        grammar: str | None = None,
+        keep_all_turns: bool = False,
+        raw_prompt: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+        tool_name: str | None = None,
+        parallel_tool_calls: bool = True,
+        reasoning: str = "",
+    ) -> Generation:
         """Start the reply (blocking while a model loads; a server's returns at once). Raises
         EngineError, or for a server RemoteProblem, ConsentNeeded, NetworkRefused. `tools` (OpenAI's
         shape) and `tool_choice`: what the model may call (a turn with tools, app/turn/tools.py);
@@ -57,11 +69,16 @@ class Backend(Protocol):
         ...
 
 
-def backend_for(model: ChatModel, *, engine: EngineClient | None = None,
-                remote_engine: Callable[[RemoteModel], RemoteEngine] | RemoteEngine | None = None,
-                options: Callable[[InstalledModel], LoadOptions | None] | LoadOptions | None = None,
-                load: Callable[[], LoadedModel] | None = None, loaded_as_is: bool = False,
-                priority: str = "normal") -> Backend:
+def backend_for(
+    model: ChatModel,
+    *,
+    engine: EngineClient | None = None,
+    remote_engine: Callable[[RemoteModel], RemoteEngine] | RemoteEngine | None = None,
+    options: Callable[[InstalledModel], LoadOptions | None] | LoadOptions | None = None,
+    load: Callable[[], LoadedModel] | None = None,
+    loaded_as_is: bool = False,
+    priority: str = "normal",
+) -> Backend:
     """The backend `model` runs behind. `remote_engine`: a server's RemoteEngine, or how to get
     one (called only for a server's model; it may raise ConnectionProblem). `options`: the load
     settings, or how to read them (called only for a model of this machine). `priority`: the

@@ -115,5 +115,6 @@ class EndEvent:
         return self.message.status
 
 
-TurnEvent = (LoadedEvent | RecheckedEvent | ConsentEvent | TextEvent | ReasoningEvent | MetricsEvent | ToolCallEvent
-             | ToolResultEvent | EndEvent)
+TurnEvent = (
+    LoadedEvent | RecheckedEvent | ConsentEvent | TextEvent | ReasoningEvent | MetricsEvent | ToolCallEvent | ToolResultEvent | EndEvent
+)

@@ -21,9 +21,16 @@ class LocalBackend:
     priority for the reply (EngineClient.generate): "window" for the window's own reply, which the
     engine serves first while API replies share it; "normal" for everything else."""
 
-    def __init__(self, model: InstalledModel, engine: EngineClient | None, *, options: LoadOptions | None = None,
-                 load: Callable[[], LoadedModel] | None = None, loaded_as_is: bool = False,
-                 priority: str = "normal") -> None:
+    def __init__(
+        self,
+        model: InstalledModel,
+        engine: EngineClient | None,
+        *,
+        options: LoadOptions | None = None,
+        load: Callable[[], LoadedModel] | None = None,
+        loaded_as_is: bool = False,
+        priority: str = "normal",
+    ) -> None:
         self.model = model
         self.engine = engine
         self.options = options
@@ -39,12 +46,24 @@ class LocalBackend:
     def ran_on(self) -> dict[str, Any] | None:
         return None
 
-    def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
-              stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
-              on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None,
-              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
+    def start(
+        self,
+        messages: list[dict],
+        params: SamplingParams,
+        *,
+        conversation_id: str | None,
+        stop: Sequence[str] = (),
+        on_loaded: Callable[[LoadedModel], None] | None = None,
+        on_recheck: Callable[[FileRecheck], None] | None = None,
+        grammar: str | None = None,
+        keep_all_turns: bool = False,
+        raw_prompt: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+        tool_name: str | None = None,
+        parallel_tool_calls: bool = True,
+        reasoning: str = "",
+    ) -> Generation:
         engine, model = self.engine, self.model
         assert engine is not None, "a model of this machine needs the engine client"
         try:
@@ -63,8 +82,11 @@ class LocalBackend:
             loaded = engine.load(model.path, n_ctx=params.n_ctx, **options.load_arguments())
         if on_loaded is not None:
             on_loaded(loaded)
-        with_tools: dict[str, Any] = {} if tools is None else {
-            "tools": tools, "tool_choice": tool_choice, "tool_name": tool_name, "parallel_tool_calls": parallel_tool_calls}
+        with_tools: dict[str, Any] = (
+            {}
+            if tools is None
+            else {"tools": tools, "tool_choice": tool_choice, "tool_name": tool_name, "parallel_tool_calls": parallel_tool_calls}
+        )
         return engine.generate(
             messages,
             conversation_id=conversation_id,
@@ -73,7 +95,12 @@ class LocalBackend:
             grammar=grammar,
             keep_all_turns=keep_all_turns,
             raw_prompt=raw_prompt,
-            speculative=options.speculative, priority=self.priority,
-            presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty, logit_bias=params.logit_bias,
-            **params.sampler_arguments(), **with_tools, reasoning=reasoning,
+            speculative=options.speculative,
+            priority=self.priority,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
+            logit_bias=params.logit_bias,
+            **params.sampler_arguments(),
+            **with_tools,
+            reasoning=reasoning,
         )

@@ -57,8 +57,8 @@ class ReplyReasoning:
             return [], "", event
         reasoning, rest = split_reply(self.mode, event.text, markup=self.markup)
         sent_r, sent = self._splitter.reasoning, self._splitter.rest
-        more_r = reasoning[len(sent_r):] if reasoning.startswith(sent_r) else ""
-        more = rest[len(sent):] if rest.startswith(sent) else ""
+        more_r = reasoning[len(sent_r) :] if reasoning.startswith(sent_r) else ""
+        more = rest[len(sent) :] if rest.startswith(sent) else ""
         self._splitter.reasoning = reasoning
         metrics: dict[str, Any] = dict(event.metrics)
         if reasoning and self._t_first is not None:

@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 
 def where(model: RemoteModel) -> dict[str, Any]:
     """Where a reply of this model runs, as its row's metrics and the record name it."""
-    return {"connection": model.connection, "host": model.host, "kind": model.kind, "model_id": model.model_id,
-            "fingerprint": model.fingerprint}
+    return {
+        "connection": model.connection,
+        "host": model.host,
+        "kind": model.kind,
+        "model_id": model.model_id,
+        "fingerprint": model.fingerprint,
+    }
 
 
 class RemoteBackend:
@@ -35,12 +40,24 @@ class RemoteBackend:
     def ran_on(self) -> dict[str, Any] | None:
         return where(self.model)
 
-    def start(self, messages: list[dict], params: SamplingParams, *, conversation_id: str | None,
-              stop: Sequence[str] = (), on_loaded: Callable[[LoadedModel], None] | None = None,
-              on_recheck: Callable[[FileRecheck], None] | None = None, grammar: str | None = None,
-              keep_all_turns: bool = False, raw_prompt: str | None = None,
-              tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto", tool_name: str | None = None,
-              parallel_tool_calls: bool = True, reasoning: str = "") -> Generation:
+    def start(
+        self,
+        messages: list[dict],
+        params: SamplingParams,
+        *,
+        conversation_id: str | None,
+        stop: Sequence[str] = (),
+        on_loaded: Callable[[LoadedModel], None] | None = None,
+        on_recheck: Callable[[FileRecheck], None] | None = None,
+        grammar: str | None = None,
+        keep_all_turns: bool = False,
+        raw_prompt: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+        tool_name: str | None = None,
+        parallel_tool_calls: bool = True,
+        reasoning: str = "",
+    ) -> Generation:
         """Returns at once (a thread streams the reply into the Generation; faults end it as
         "error" or, after some text, "interrupted" with the reason). Raises ConsentNeeded when
         the host is not private and the person has not agreed to send it messages,
@@ -51,5 +68,4 @@ class RemoteBackend:
             raise EngineError(f"{self.model.name} runs on a server, and no connection to it was given")
         if tools:
             raise EngineError(f"{self.model.name} runs on a server; tools are offered to models of this machine only")
-        return self.remote.generate(messages, model=self.model, max_tokens=params.max_tokens, stop=stop,
-                                    **params.sampler_arguments())
+        return self.remote.generate(messages, model=self.model, max_tokens=params.max_tokens, stop=stop, **params.sampler_arguments())

@@ -49,8 +49,9 @@ class ToolStep:
     messages the model is given next; `failed` the ids of the calls whose results were errors.
     `not_run`: calls that must not run (id: what the model is told instead), asked nothing."""
 
-    def __init__(self, loop: ToolLoop, calls: list[Call], writer: Any, cancelled: Callable[[], bool],
-                 not_run: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, loop: ToolLoop, calls: list[Call], writer: Any, cancelled: Callable[[], bool], not_run: dict[str, str] | None = None
+    ) -> None:
         self.loop = loop
         self._not_run = not_run or {}
         self.failed: set[str] = set()
@@ -132,8 +133,7 @@ class ToolStep:
         if running.thread is not None:
             running.thread.join(timeout_s)
         if running.outcome is None:
-            running.outcome = CallOutcome(running.call, running.request, running.decision,
-                                          interrupted(running.request, "Cove quit"))
+            running.outcome = CallOutcome(running.call, running.request, running.decision, interrupted(running.request, "Cove quit"))
         self.take([])
 
     def _run_here(self, call: Call, server: str, out: list[TurnEvent]) -> None:
@@ -184,6 +184,11 @@ class ToolStep:
         if outcome.result.is_error:
             self.failed.add(call.id)
         decision = outcome.decision
-        return ToolResultEvent(call.id, outcome.result.text, outcome.result.is_error, server=server,
-                               status=outcome.result.status,
-                               approved_by=decision.approved_by if decision is not None else "")
+        return ToolResultEvent(
+            call.id,
+            outcome.result.text,
+            outcome.result.is_error,
+            server=server,
+            status=outcome.result.status,
+            approved_by=decision.approved_by if decision is not None else "",
+        )

@@ -36,8 +36,7 @@ class OfferedTool:
 
     def wire(self) -> dict[str, Any]:
         schema = self.info.input_schema or {"type": "object", "properties": {}}
-        return {"type": "function", "function": {"name": self.name, "description": self.info.description,
-                                                 "parameters": schema}}
+        return {"type": "function", "function": {"name": self.name, "description": self.info.description, "parameters": schema}}
 
 
 # The names MCP gives tools. Anything else (spaces, quotes, line breaks, other scripts) could
@@ -67,8 +66,10 @@ def offer(listed: list[tuple[ToolServer, list[ToolInfo]]]) -> Offer:
             if _TOOL_NAME.match(info.name):
                 valid.append((server, info))
             else:
-                refused.append(f"The tool server '{server.name}' offers a tool named {ascii(info.name[:80])}, which is "
-                               "not a tool name (letters, digits, '_', '.' and '-', up to 128): it is not offered.")
+                refused.append(
+                    f"The tool server '{server.name}' offers a tool named {ascii(info.name[:80])}, which is "
+                    "not a tool name (letters, digits, '_', '.' and '-', up to 128): it is not offered."
+                )
     own = Counter(info.name.casefold() for _server, info in valid)
     prefixes = {f"{server.name}_".casefold() for server, _tools in listed}
     named: list[tuple[str, ToolServer, ToolInfo]] = []
@@ -83,8 +84,10 @@ def offer(listed: list[tuple[ToolServer, list[ToolInfo]]]) -> Offer:
         if taken[name.casefold()] == 1:
             tools.append(OfferedTool(name, server, info))
         else:
-            refused.append(f"The tool '{info.name}' of the tool server '{server.name}' would be offered as '{name}', "
-                           "a name another tool of this conversation has too: it is not offered.")
+            refused.append(
+                f"The tool '{info.name}' of the tool server '{server.name}' would be offered as '{name}', "
+                "a name another tool of this conversation has too: it is not offered."
+            )
     return Offer(tools, refused)
 
 
@@ -145,14 +148,18 @@ class ToolLoop:
         offered = self._by_name.get(call.name)
         if offered is None:
             names = ", ".join(sorted(self._by_name)) or "none"
-            return CallOutcome(call, None, None, ToolResult(
-                f"There is no tool named '{call.name}' in this conversation (the tools are: {names}); nothing ran.",
-                "failed"))
+            return CallOutcome(
+                call,
+                None,
+                None,
+                ToolResult(f"There is no tool named '{call.name}' in this conversation (the tools are: {names}); nothing ran.", "failed"),
+            )
         arguments = json.loads(call.arguments)
         problem = schema_problem(arguments, offered.info.input_schema) if offered.info.input_schema else None
         if problem:
-            return CallOutcome(call, None, None, ToolResult(
-                f"The call of '{call.name}' does not match its schema ({problem}); nothing ran.", "failed"))
+            return CallOutcome(
+                call, None, None, ToolResult(f"The call of '{call.name}' does not match its schema ({problem}); nothing ran.", "failed")
+            )
         # The server's own tool name: the name the model called may be the SERVER_TOOL `offer` made.
         # A rule that no longer applies says why in the question (the deferred loop's too).
         return with_reason(ToolRequest(offered.server, offered.info.name, arguments), self.rules)
@@ -175,9 +182,11 @@ def _not_asked(_request: ToolRequest) -> str:
 
 def assistant_with_calls(content: str, calls: list[Call]) -> dict[str, Any]:
     """A reply with calls as chat templates expect it (OpenAI's shape, arguments as JSON text)."""
-    return {"role": "assistant", "content": content,
-            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                           for c in calls]}
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls],
+    }
 
 
 def tool_message(call: Call, text: str) -> dict[str, Any]:

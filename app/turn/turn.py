@@ -68,9 +68,17 @@ class Turn:
     `tools`: the tool loop, or a callable that builds it on the start thread (the window lists
     its servers' tools there); None, or a callable returning None: no tools."""
 
-    def __init__(self, writer: TurnWriter, messages: list[dict] | Callable[[], list[dict]], *, params: SamplingParams,
-                 conversation_id: str | None, gate: EngineLender | None = None, library: ModelLibrary | None = None,
-                 tools: ToolLoop | Callable[[], ToolLoop | None] | None = None) -> None:
+    def __init__(
+        self,
+        writer: TurnWriter,
+        messages: list[dict] | Callable[[], list[dict]],
+        *,
+        params: SamplingParams,
+        conversation_id: str | None,
+        gate: EngineLender | None = None,
+        library: ModelLibrary | None = None,
+        tools: ToolLoop | Callable[[], ToolLoop | None] | None = None,
+    ) -> None:
         self.writer = writer
         self.params = params
         self.conversation_id = conversation_id
@@ -143,9 +151,14 @@ class Turn:
                 if self._lease is None and self._cancel.is_set():  # stopped while an API request used the engine
                     self._early.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
                     return
-            generation = backend.start(messages, self.params, conversation_id=self.conversation_id,
-                                       on_loaded=lambda loaded: self._early.append(LoadedEvent(loaded)),
-                                       on_recheck=self._on_recheck, **self._tool_arguments())
+            generation = backend.start(
+                messages,
+                self.params,
+                conversation_id=self.conversation_id,
+                on_loaded=lambda loaded: self._early.append(LoadedEvent(loaded)),
+                on_recheck=self._on_recheck,
+                **self._tool_arguments(),
+            )
         except ConsentNeeded as exc:  # nothing was sent
             model = self.backend.model if self.backend is not None else None
             self._early.append(ConsentEvent(exc.host, exc.connection or server_connection(model) or "", str(exc)))
@@ -299,8 +312,7 @@ class Turn:
             note = limit_note(self.steps) if at_limit else repeated_note(repeated[0].name)
             if parsed.content.strip():  # the model said something beside the calls: that is its answer
                 self._note_raw(event.text, calls)
-                return [self._end_reply(replace(event, text=parsed.content,
-                                                metrics={**event.metrics, "tool_note": note}))]
+                return [self._end_reply(replace(event, text=parsed.content, metrics={**event.metrics, "tool_note": note}))]
             # The calls are written as not run, and the model answers once more, without tools.
             self._answering = note + ASKED_TO_ANSWER
             not_run = {c.id: not_run_result(c, not at_limit, self.steps) for c in calls}
@@ -309,8 +321,11 @@ class Turn:
             self._calls_made.update(call_key(c) for c in calls)
         writer: Any = self.writer
         writer.sent = self.sent
-        metrics = {**event.metrics, "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
-                   "tool_calls": [{"id": c.id, "name": c.name} for c in calls]}
+        metrics = {
+            **event.metrics,
+            "turn_ms": round((time.perf_counter() - self.t0) * 1000.0, 1),
+            "tool_calls": [{"id": c.id, "name": c.name} for c in calls],
+        }
         self._note_raw(event.text, calls)
         writer.finish_step(parsed.content, metrics)
         self._step = ToolStep(self.tools, calls, writer, self._cancel.is_set, not_run)
@@ -324,8 +339,7 @@ class Turn:
             self._step = None
             writer.next_reply()
             self._out.extend(out)
-            self._out.append(self._write(end_status(MessageStatus.CANCELLED, self.stop_cause),
-                                         {}, None, "", before_reply=False))
+            self._out.append(self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, "", before_reply=False))
             raise
         return out + self._after_calls()
 
@@ -334,8 +348,9 @@ class Turn:
         writer: Any = self.writer
         writer.note_raw(raw, [{"id": c.id, "name": c.name, "arguments": call_arguments(c.arguments)} for c in calls])
 
-    def _ended_without_calls(self, event: FinishedEvent, family: Family, gate: ContentGate | None,
-                             content: str | None, clean: str) -> list[TurnEvent]:
+    def _ended_without_calls(
+        self, event: FinishedEvent, family: Family, gate: ContentGate | None, content: str | None, clean: str
+    ) -> list[TurnEvent]:
         """The end of a reply whose calls do not run: none, or it was stopped. A call the token
         limit (or a Stop) cut off mid-markup is kept out of the text, and a `tool_note` says so.
         `clean`: the reply's content as its family reads it (without a Harmony reply's channels)."""
@@ -345,19 +360,26 @@ class Turn:
         metrics = event.metrics
         at = held(family, event.text, self._tool_names())
         # A reply that ended otherwise than complete within a call (or with whole calls: they did not run).
-        cut = event.status != MessageStatus.COMPLETE and at < len(event.text) and (
-            content is not None or not family.opener.startswith(event.text[at:]))
+        cut = (
+            event.status != MessageStatus.COMPLETE
+            and at < len(event.text)
+            and (content is not None or not family.opener.startswith(event.text[at:]))
+        )
         if cut:
             text = event.text[:at]
-            why = ("the token limit" if event.status == MessageStatus.LENGTH else
-                   "the Stop" if event.status == MessageStatus.CANCELLED else f"the reply's end ({event.status})")
-            limit = f" ({self.params.max_tokens} tokens)" if event.status == MessageStatus.LENGTH and \
-                self.params.max_tokens else ""
+            why = (
+                "the token limit"
+                if event.status == MessageStatus.LENGTH
+                else "the Stop"
+                if event.status == MessageStatus.CANCELLED
+                else f"the reply's end ({event.status})"
+            )
+            limit = f" ({self.params.max_tokens} tokens)" if event.status == MessageStatus.LENGTH and self.params.max_tokens else ""
             metrics = {**metrics, "tool_note": f"the model's tool call was cut off by {why}{limit} and did not run"}
             self._note_raw(event.text, [])
         rest = ""
         if gate is not None and (content is None or cut):
-            rest = text[len(gate.sent):] if text.startswith(gate.sent) else ""
+            rest = text[len(gate.sent) :] if text.startswith(gate.sent) else ""
         out: list[TurnEvent] = []
         if rest:
             self.writer.append(rest)
@@ -470,8 +492,7 @@ class Turn:
             step.quit(max(0.0, deadline - time.monotonic()))
             writer: Any = self.writer
             writer.next_reply()
-            return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), {}, None, "", before_reply=False,
-                               give_back=False)
+            return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), {}, None, "", before_reply=False, give_back=False)
         generation = self._generation
         events: list[Any] = []
         if generation is not None:
@@ -486,16 +507,16 @@ class Turn:
             final = self._reasoned_end(final)[1]
         text = final.text if final is not None else self.writer.text + "".join(parts)
         metrics = dict(final.metrics) if final is not None else {}
-        return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), metrics, None, text, before_reply=False,
-                           give_back=False)
+        return self._write(end_status(MessageStatus.COMPLETE, StopCause.QUIT), metrics, None, text, before_reply=False, give_back=False)
 
     def _end_reply(self, event: FinishedEvent) -> EndEvent:
         metrics: dict[str, Any] = dict(event.metrics)
         metrics["turn_ms"] = round((time.perf_counter() - self.t0) * 1000.0, 1)
         return self._write(end_status(event.status, self.stop_cause), metrics, event.error, event.text, before_reply=False)
 
-    def _write(self, status: str, metrics: dict[str, Any], error: str | None, text: str | None, *,
-               before_reply: bool, give_back: bool = True) -> EndEvent:
+    def _write(
+        self, status: str, metrics: dict[str, Any], error: str | None, text: str | None, *, before_reply: bool, give_back: bool = True
+    ) -> EndEvent:
         """Write the end once; the engine goes back to its lender (but not at quit)."""
         assert self.ended is None, "a turn ends once"
         self.writer.sent = self.sent
@@ -512,4 +533,3 @@ class Turn:
 
     def first_figures(self) -> dict[str, Any] | None:
         return first_figures(self._generation)
-

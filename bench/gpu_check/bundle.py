@@ -25,29 +25,70 @@ LIMIT_BYTES = 64 * 2**20
 
 # Relative to the sdist's root folder (llama_cpp_python-<version>/).
 DROP = (
-    ".git", ".github", "docker", "docs", "examples", "tests",
-    "vendor/llama.cpp/.github", "vendor/llama.cpp/.devops", "vendor/llama.cpp/models", "vendor/llama.cpp/docs",
-    "vendor/llama.cpp/benches", "vendor/llama.cpp/media", "vendor/llama.cpp/tests", "vendor/llama.cpp/examples",
-    "vendor/llama.cpp/pocs", "vendor/llama.cpp/tools/ui/src", "vendor/llama.cpp/tools/ui/tests",
-    "vendor/llama.cpp/tools/ui/static", "vendor/llama.cpp/tools/mtmd/tests",
+    ".git",
+    ".github",
+    "docker",
+    "docs",
+    "examples",
+    "tests",
+    "vendor/llama.cpp/.github",
+    "vendor/llama.cpp/.devops",
+    "vendor/llama.cpp/models",
+    "vendor/llama.cpp/docs",
+    "vendor/llama.cpp/benches",
+    "vendor/llama.cpp/media",
+    "vendor/llama.cpp/tests",
+    "vendor/llama.cpp/examples",
+    "vendor/llama.cpp/pocs",
+    "vendor/llama.cpp/tools/ui/src",
+    "vendor/llama.cpp/tools/ui/tests",
+    "vendor/llama.cpp/tools/ui/static",
+    "vendor/llama.cpp/tools/mtmd/tests",
 )
 # ggml backends whose sources go: all but the CPU and CUDA ones.
-DROP_BACKENDS = ("opencl", "vulkan", "sycl", "hexagon", "metal", "et", "webgpu", "openvino", "cann", "virtgpu",
-                 "zdnn", "zendnn", "musa", "hip", "blas", "rpc")
+DROP_BACKENDS = (
+    "opencl",
+    "vulkan",
+    "sycl",
+    "hexagon",
+    "metal",
+    "et",
+    "webgpu",
+    "openvino",
+    "cann",
+    "virtgpu",
+    "zdnn",
+    "zendnn",
+    "musa",
+    "hip",
+    "blas",
+    "rpc",
+)
 # Media files beside mtmd's sources (test inputs only).
 DROP_SUFFIXES = (".mp4", ".mp3", ".jpeg", ".jpg", ".png", ".wav")
 # What the builds need; the trim fails if any is missing afterwards.
 KEEP = (
-    "CMakeLists.txt", "pyproject.toml", "PKG-INFO", "llama_cpp/__init__.py",
-    "vendor/llama.cpp/CMakeLists.txt", "vendor/llama.cpp/src", "vendor/llama.cpp/include",
-    "vendor/llama.cpp/common", "vendor/llama.cpp/vendor", "vendor/llama.cpp/cmake",
-    "vendor/llama.cpp/ggml/src/ggml-cpu", "vendor/llama.cpp/ggml/src/ggml-cuda",
-    "vendor/llama.cpp/tools/llama-bench", "vendor/llama.cpp/tools/server", "vendor/llama.cpp/tools/cli",
-    "vendor/llama.cpp/tools/mtmd", "vendor/llama.cpp/tools/ui/CMakeLists.txt", "vendor/llama.cpp/gguf-py",
+    "CMakeLists.txt",
+    "pyproject.toml",
+    "PKG-INFO",
+    "llama_cpp/__init__.py",
+    "vendor/llama.cpp/CMakeLists.txt",
+    "vendor/llama.cpp/src",
+    "vendor/llama.cpp/include",
+    "vendor/llama.cpp/common",
+    "vendor/llama.cpp/vendor",
+    "vendor/llama.cpp/cmake",
+    "vendor/llama.cpp/ggml/src/ggml-cpu",
+    "vendor/llama.cpp/ggml/src/ggml-cuda",
+    "vendor/llama.cpp/tools/llama-bench",
+    "vendor/llama.cpp/tools/server",
+    "vendor/llama.cpp/tools/cli",
+    "vendor/llama.cpp/tools/mtmd",
+    "vendor/llama.cpp/tools/ui/CMakeLists.txt",
+    "vendor/llama.cpp/gguf-py",
 )
 # The bundle's parts (bench/gpu_bundle.sh writes them), relative to its folder.
-BUNDLE_PARTS = ("gpu_check.sh", "gpu_check/verdict.py", "gpu_check/random_model.py", "gpu_check/requirements.txt",
-                "MANIFEST.txt")
+BUNDLE_PARTS = ("gpu_check.sh", "gpu_check/verdict.py", "gpu_check/random_model.py", "gpu_check/requirements.txt", "MANIFEST.txt")
 BUNDLE_WHEELS = ("cove-", "numpy-", "gguf-", "psutil-", "nvidia_ml_py-", "scikit_build_core-", "cmake-", "ninja-")
 
 

@@ -53,8 +53,7 @@ def goals(report: dict[str, Any]) -> list[Goal]:
             out.append(Goal(key, False, "no figure from " + ("Cove" if c is None else "llama-bench")))
             continue
         ratio = c / r
-        out.append(Goal(key, ratio >= SPEED_GOAL,
-                        f"{ratio:.3f} x llama-bench ({c:.1f} vs {r:.1f} tok/s; goal >= {SPEED_GOAL})"))
+        out.append(Goal(key, ratio >= SPEED_GOAL, f"{ratio:.3f} x llama-bench ({c:.1f} vs {r:.1f} tok/s; goal >= {SPEED_GOAL})"))
     ngl = placement.get("n_gpu_layers")
     ref_ngl = ref.get("n_gpu_layers")
     layers = placement.get("n_layers")
@@ -73,8 +72,9 @@ def goals(report: dict[str, Any]) -> list[Goal]:
         out.append(Goal("vram", False, f"{missing} is missing (engine process {report.get('engine_pid')})"))
     else:
         ratio = engine_mib / after_load
-        detail = (f"engine {engine_mib:.0f} MiB vs nvidia-smi {after_load:.0f} MiB after loading: {ratio:.3f} "
-                  f"(goal within {VRAM_TOLERANCE:.0%})")
+        detail = (
+            f"engine {engine_mib:.0f} MiB vs nvidia-smi {after_load:.0f} MiB after loading: {ratio:.3f} (goal within {VRAM_TOLERANCE:.0%})"
+        )
         if after_runs is not None and after_runs > 0:
             detail += f"; nvidia-smi after the runs {after_runs:.0f} MiB ({engine_mib / after_runs:.3f})"
         out.append(Goal("vram", abs(ratio - 1.0) <= VRAM_TOLERANCE, detail))

@@ -118,10 +118,15 @@ class Download:
         self.t = transfer
         remotes = self._plan()
         have = [partial.partial_size(self.pdir, r.sha256) for r in remotes]
-        self.emitter.emit(Planned(
-            commit=remotes[0].commit, filenames=self.job.filenames, sizes=tuple(r.size for r in remotes),
-            sha256s=tuple(r.sha256 for r in remotes), have=tuple(h if h <= r.size else 0 for h, r in zip(have, remotes)),
-        ))
+        self.emitter.emit(
+            Planned(
+                commit=remotes[0].commit,
+                filenames=self.job.filenames,
+                sizes=tuple(r.size for r in remotes),
+                sha256s=tuple(r.sha256 for r in remotes),
+                have=tuple(h if h <= r.size else 0 for h, r in zip(have, remotes)),
+            )
+        )
         if sys.stdin.readline().strip() != GO:
             return  # refused (e.g. not enough disk space) before anything was written
         threading.Thread(target=_exit_at_end_of_input, name="stdin-watch", daemon=True).start()
@@ -209,8 +214,11 @@ class Download:
             place.move_into(partial.part_path(self.pdir, remote.sha256), dest)
             partial.sidecar_path(self.pdir, remote.sha256).unlink(missing_ok=True)
         return Finished(
-            repo=self.job.repo, commit=remotes[0].commit, filenames=self.job.filenames,
-            paths=tuple(str(d) for d in dests), sha256s=tuple(r.sha256 for r in remotes),
+            repo=self.job.repo,
+            commit=remotes[0].commit,
+            filenames=self.job.filenames,
+            paths=tuple(str(d) for d in dests),
+            sha256s=tuple(r.sha256 for r in remotes),
         )
 
 

@@ -84,15 +84,24 @@ def read_record(folder: Path, sha256: str) -> PartialRecord | None:
     try:
         data = json.loads(sidecar_path(folder, sha256).read_text("utf-8"))
         record = PartialRecord(
-            repo=str(data["repo"]), filename=str(data["filename"]), commit=str(data["commit"]),
-            size=int(data["size"]), sha256=str(data["sha256"]),
-            group=tuple(str(f) for f in data["group"]), started_at=str(data.get("started_at", "")),
+            repo=str(data["repo"]),
+            filename=str(data["filename"]),
+            commit=str(data["commit"]),
+            size=int(data["size"]),
+            sha256=str(data["sha256"]),
+            group=tuple(str(f) for f in data["group"]),
+            started_at=str(data.get("started_at", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     valid = (
-        data.get("version") == SIDECAR_VERSION and record.sha256 == sha256 and is_sha256(sha256)
-        and record.size >= 0 and record.filename in record.group and record.repo and record.commit
+        data.get("version") == SIDECAR_VERSION
+        and record.sha256 == sha256
+        and is_sha256(sha256)
+        and record.size >= 0
+        and record.filename in record.group
+        and record.repo
+        and record.commit
     )
     return record if valid else None
 
@@ -171,7 +180,9 @@ def resumable(folder: Path) -> list[ResumableDownload]:
         groups.setdefault((record.repo, record.commit, record.group), []).append(record)
     return [
         ResumableDownload(
-            repo=repo, commit=commit, filenames=group,
+            repo=repo,
+            commit=commit,
+            filenames=group,
             bytes_done=sum(min(partial_size(folder, r.sha256), r.size) for r in recs),
             total=sum(r.size for r in recs),
         )

@@ -11,8 +11,6 @@ from models.units import format_size
 MARGIN = 1.05  # room for the filesystem's own overhead and anything else writing meanwhile
 
 
-
-
 def _existing(path: Path) -> Path:
     """`path`, or its nearest ancestor that exists (the folder may not be created yet)."""
     path = Path(path).absolute()

@@ -55,9 +55,13 @@ class Job:
             data = json.loads(line)
             policy = TransferPolicy(**{f.name: data["policy"][f.name] for f in fields(TransferPolicy) if f.name in data.get("policy", {})})
             return cls(
-                repo=str(data["repo"]), filenames=tuple(str(f) for f in data["filenames"]),
-                revision=data.get("revision"), token=data.get("token"),
-                partial_dir=str(data["partial_dir"]), dest_dir=str(data["dest_dir"]), policy=policy,
+                repo=str(data["repo"]),
+                filenames=tuple(str(f) for f in data["filenames"]),
+                revision=data.get("revision"),
+                token=data.get("token"),
+                partial_dir=str(data["partial_dir"]),
+                dest_dir=str(data["dest_dir"]),
+                policy=policy,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ProtocolError(f"not a download job: {type(exc).__name__}") from None
@@ -148,8 +152,14 @@ class Cancelled:
 
 DownloadEvent = Planned | Started | Progress | Retrying | Finished | Failed | Paused | Cancelled
 _TAGS: dict[type, str] = {
-    Planned: "planned", Started: "started", Progress: "progress", Retrying: "retrying",
-    Finished: "finished", Failed: "failed", Paused: "paused", Cancelled: "cancelled",
+    Planned: "planned",
+    Started: "started",
+    Progress: "progress",
+    Retrying: "retrying",
+    Finished: "finished",
+    Failed: "failed",
+    Paused: "paused",
+    Cancelled: "cancelled",
 }
 _TYPES = {tag: cls for cls, tag in _TAGS.items()}
 

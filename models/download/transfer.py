@@ -80,8 +80,13 @@ def resolve(repo: str, filename: str, revision: str | None, token: str | None, p
     if on_hub:  # fetch the bytes of exactly this commit, even if the branch moves meanwhile
         location = hf_hub_url(repo, filename, revision=meta.commit_hash, endpoint=hub_endpoint())
     return RemoteFile(
-        repo=repo, filename=filename, commit=meta.commit_hash, size=int(meta.size), sha256=str(meta.etag),
-        url=location, with_token=on_hub,
+        repo=repo,
+        filename=filename,
+        commit=meta.commit_hash,
+        size=int(meta.size),
+        sha256=str(meta.etag),
+        url=location,
+        with_token=on_hub,
     )
 
 
@@ -169,7 +174,7 @@ class PartialWriter:
             raise Corrupted("the server sent more data than the file has")
         view = memoryview(chunk)
         while view:  # an unbuffered write may be short
-            view = view[self.f.write(view) or 0:]
+            view = view[self.f.write(view) or 0 :]
         self._hash.update(chunk)
         self.pos += len(chunk)
 
@@ -181,8 +186,9 @@ class PartialWriter:
         return self._hash.hexdigest()
 
 
-def fetch_rest(remote: RemoteFile, writer: PartialWriter, token: str | None, policy: TransferPolicy,
-               on_bytes: Callable[[int], None]) -> None:
+def fetch_rest(
+    remote: RemoteFile, writer: PartialWriter, token: str | None, policy: TransferPolicy, on_bytes: Callable[[int], None]
+) -> None:
     """One GET of `remote` from `writer.pos` to the end, appended to the partial file.
 
     A server that answers a ranged request with 200 sends the whole file: the partial
@@ -211,4 +217,3 @@ def fetch_rest(remote: RemoteFile, writer: PartialWriter, token: str | None, pol
                 on_bytes(len(chunk))
     if not writer.complete:
         raise _Incomplete()
-

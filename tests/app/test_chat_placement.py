@@ -29,22 +29,48 @@ class RecordingEngine:
         return "generation"
 
 
-DEFAULTS = {"n_gpu_layers": None, "kv_on_gpu": None, "type_k": "f16", "type_v": "f16", "flash_attn": None,
-            "draft_model_path": None, "parallel": 1}
+DEFAULTS = {
+    "n_gpu_layers": None,
+    "kv_on_gpu": None,
+    "type_k": "f16",
+    "type_v": "f16",
+    "flash_attn": None,
+    "draft_model_path": None,
+    "parallel": 1,
+}
 
 
 def test_the_models_settings_reach_the_engines_load_and_the_reply(cove_core) -> None:
     model = cove_core.library.list()[0]
     engine = RecordingEngine()
-    chosen = ModelPlacement(gpu_layers=12, kv_on_gpu=False, type_k="q8_0", type_v="q4_0", flash_attn=True,
-                            speculative="off")
-    start_generation(engine, [{"role": "user", "content": "hi"}], model=model, params=SamplingParams(n_ctx=512),  # type: ignore[arg-type]
-                     conversation_id="c", options=LoadOptions(chosen))
-    start_generation(engine, [{"role": "user", "content": "hi"}], model=model, params=SamplingParams(),  # type: ignore[arg-type]
-                     conversation_id="c")
+    chosen = ModelPlacement(gpu_layers=12, kv_on_gpu=False, type_k="q8_0", type_v="q4_0", flash_attn=True, speculative="off")
+    start_generation(
+        engine,
+        [{"role": "user", "content": "hi"}],
+        model=model,
+        params=SamplingParams(n_ctx=512),  # type: ignore[arg-type]
+        conversation_id="c",
+        options=LoadOptions(chosen),
+    )
+    start_generation(
+        engine,
+        [{"role": "user", "content": "hi"}],
+        model=model,
+        params=SamplingParams(),  # type: ignore[arg-type]
+        conversation_id="c",
+    )
     assert engine.loads == [
-        {"path": model.path, "n_ctx": 512, "n_gpu_layers": 12, "kv_on_gpu": False, "type_k": "q8_0", "type_v": "q4_0",
-         "flash_attn": True, "draft_model_path": None, "parallel": 1},
+        {
+            "path": model.path,
+            "n_ctx": 512,
+            "n_gpu_layers": 12,
+            "kv_on_gpu": False,
+            "type_k": "q8_0",
+            "type_v": "q4_0",
+            "flash_attn": True,
+            "draft_model_path": None,
+            "parallel": 1,
+        },
         {"path": model.path, "n_ctx": None, **DEFAULTS},  # never set: Cove chooses
     ]
     assert [g["speculative"] for g in engine.generates] == ["off", "auto"]
@@ -58,20 +84,29 @@ def test_an_installed_draft_model_is_loaded_beside_the_model(cove_core, tmp_path
     options = load_options(cove_core.library, model, ModelPlacement(draft_model="tiny-draft"))
     assert (options.draft_model_path, options.notice) == (draft.path, "")
     engine = RecordingEngine()
-    start_generation(engine, [{"role": "user", "content": "hi"}], model=model, params=SamplingParams(),  # type: ignore[arg-type]
-                     conversation_id="c", options=options)
+    start_generation(
+        engine,
+        [{"role": "user", "content": "hi"}],
+        model=model,
+        params=SamplingParams(),  # type: ignore[arg-type]
+        conversation_id="c",
+        options=options,
+    )
     assert engine.loads[0]["draft_model_path"] == draft.path and engine.generates[0]["speculative"] == "auto"
     # Drafting off: no draft model is loaded at all.
-    assert load_options(cove_core.library, model, ModelPlacement(speculative="off", draft_model="tiny-draft")) == \
-        LoadOptions(ModelPlacement(speculative="off", draft_model="tiny-draft"))
+    assert load_options(cove_core.library, model, ModelPlacement(speculative="off", draft_model="tiny-draft")) == LoadOptions(
+        ModelPlacement(speculative="off", draft_model="tiny-draft")
+    )
 
 
 def test_a_draft_model_that_is_gone_is_left_out_with_a_sentence(cove_core, tmp_path: Path) -> None:
     model = cove_core.library.list()[0]
     gone = load_options(cove_core.library, model, ModelPlacement(type_k="q8_0", draft_model="removed-one"))
     assert gone.draft_model_path is None and gone.placement.type_k == "q8_0"
-    assert gone.notice == (f"The draft model removed-one is no longer installed, so {model.name} loads without it "
-                           "(drafting from the conversation still works).")
+    assert gone.notice == (
+        f"The draft model removed-one is no longer installed, so {model.name} loads without it "
+        "(drafting from the conversation still works)."
+    )
     copy = tmp_path / "vanishing.gguf"
     shutil.copyfile(model.path, copy)
     cove_core.library.import_file(copy, name="vanishing")
@@ -81,6 +116,12 @@ def test_a_draft_model_that_is_gone_is_left_out_with_a_sentence(cove_core, tmp_p
     itself = load_options(cove_core.library, model, ModelPlacement(draft_model=model.name))
     assert itself.draft_model_path is None and itself.notice == ""  # a model never drafts for itself
     engine = RecordingEngine()
-    start_generation(engine, [{"role": "user", "content": "hi"}], model=model, params=SamplingParams(),  # type: ignore[arg-type]
-                     conversation_id="c", options=gone)
+    start_generation(
+        engine,
+        [{"role": "user", "content": "hi"}],
+        model=model,
+        params=SamplingParams(),  # type: ignore[arg-type]
+        conversation_id="c",
+        options=gone,
+    )
     assert engine.loads[0]["draft_model_path"] is None and engine.generates  # the turn went on

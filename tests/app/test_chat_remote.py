@@ -53,8 +53,7 @@ def test_a_remote_turn_is_kept_and_recorded_like_a_local_one(cove_core, server, 
     conversation = cove_core.history.create_conversation()
     pieces: list[str] = []
     service = ChatService(cove_core.history, None, remote_engine=cove_core.remote_engine, checkpoint_interval_s=0.0)
-    result = service.send(conversation.id, "hello there", model=model, params=GREEDY,
-                          system_prompt="Be brief.", on_text=pieces.append)
+    result = service.send(conversation.id, "hello there", model=model, params=GREEDY, system_prompt="Be brief.", on_text=pieces.append)
     assert result.status in {"complete", "length"}, result.error
     assert result.text and "".join(pieces) == result.text and len(pieces) >= 2  # streamed, not one lump
 
@@ -68,8 +67,13 @@ def test_a_remote_turn_is_kept_and_recorded_like_a_local_one(cove_core, server, 
 
     (entry,) = RequestLog(cove_core.db).entries()
     assert entry["client"] == "command line" and entry["model_name"] == model.name and entry["reply"] == result.text
-    assert json.loads(entry["ran_on"]) == {"connection": "box", "host": server.host, "kind": "llama-cpp-python",
-                                           "model_id": server.model_id, "fingerprint": None}
+    assert json.loads(entry["ran_on"]) == {
+        "connection": "box",
+        "host": server.host,
+        "kind": "llama-cpp-python",
+        "model_id": server.model_id,
+        "fingerprint": None,
+    }
     assert [m["role"] for m in json.loads(entry["messages"])] == ["system", "user"]
     assert json.loads(entry["usage"])["completion_tokens"] == reply.metrics["gen_tokens"]
     assert RequestLog(cove_core.db).verify().intact
@@ -92,8 +96,9 @@ def test_a_window_turn_starts_without_a_file_check_or_a_load(cove_core, server, 
     out: dict[str, object] = {}
 
     def start() -> None:  # as ui/chat/turn_worker.py runs it: no engine client at all
-        out["generation"] = start_generation(None, [{"role": "user", "content": "hello"}], model=model, params=GREEDY,
-                                             conversation_id=conversation.id, remote=remote)
+        out["generation"] = start_generation(
+            None, [{"role": "user", "content": "hello"}], model=model, params=GREEDY, conversation_id=conversation.id, remote=remote
+        )
 
     worker = threading.Thread(target=start)
     worker.start()
@@ -112,8 +117,9 @@ def test_a_cancelled_remote_reply_keeps_its_text(cove_core, server, keyring_in_m
     # The server sends a few pieces and then holds the stream open: only the cancel can end it.
     with FaultProxy(server.base_url.removesuffix("/v1"), mode="stall", after_events=6) as proxy:
         cove_core.connections.add("slow", f"{proxy.url}/v1", key=server.key)
-        model = RemoteModel(connection="slow", model_id=server.model_id, host=cove_core.connections.get("slow").host,
-                            kind="llama-cpp-python")
+        model = RemoteModel(
+            connection="slow", model_id=server.model_id, host=cove_core.connections.get("slow").host, kind="llama-cpp-python"
+        )
         conversation = cove_core.history.create_conversation()
         pieces: list[str] = []
 
@@ -122,8 +128,9 @@ def test_a_cancelled_remote_reply_keeps_its_text(cove_core, server, keyring_in_m
             raise KeyboardInterrupt  # Ctrl-C while a piece is printed, as in cove chat
 
         service = ChatService(cove_core.history, None, remote_engine=cove_core.remote_engine)
-        result = service.send(conversation.id, "hello there", model=model, params=SamplingParams(temperature=0.0, max_tokens=100),
-                              on_text=on_text)
+        result = service.send(
+            conversation.id, "hello there", model=model, params=SamplingParams(temperature=0.0, max_tokens=100), on_text=on_text
+        )
     assert result.interrupted_by_user and result.status == "cancelled"
     saved = cove_core.history.get_message(result.assistant_message.id)
     assert saved.status == "cancelled" and saved.content and saved.content.startswith("".join(pieces))
@@ -137,7 +144,8 @@ def test_an_unreachable_server_is_a_sentence_and_the_message_stays(cove_core, ke
     model = RemoteModel(connection="gone", model_id="tiny", host=cove_core.connections.get("gone").host, kind=None)
     conversation = cove_core.history.create_conversation()
     result = ChatService(cove_core.history, None, remote_engine=cove_core.remote_engine).send(
-        conversation.id, "are you there?", model=model, params=GREEDY)
+        conversation.id, "are you there?", model=model, params=GREEDY
+    )
     assert result.status == "error" and result.error and "\n" not in result.error
     assert model.host in result.error
     user, reply = cove_core.history.messages(conversation.id)
@@ -152,7 +160,8 @@ def test_offline_refuses_a_remote_turn_with_the_gates_sentence(cove_core, server
     cove_core.network.set_offline(True)
     conversation = cove_core.history.create_conversation()
     result = ChatService(cove_core.history, None, remote_engine=cove_core.remote_engine).send(
-        conversation.id, "hello", model=model, params=GREEDY)
+        conversation.id, "hello", model=model, params=GREEDY
+    )
     assert result.status == "error" and "offline" in (result.error or "").lower()
     assert cove_core.history.messages(conversation.id)[0].content == "hello"
 
@@ -165,8 +174,8 @@ def test_a_stream_cut_mid_reply_is_kept_as_interrupted_with_the_reason(cove_core
         conversation = cove_core.history.create_conversation()
         pieces: list[str] = []
         result = ChatService(cove_core.history, None, remote_engine=cove_core.remote_engine).send(
-            conversation.id, "hello there", model=model, params=SamplingParams(temperature=0.0, max_tokens=60),
-            on_text=pieces.append)
+            conversation.id, "hello there", model=model, params=SamplingParams(temperature=0.0, max_tokens=60), on_text=pieces.append
+        )
     assert len(pieces) >= 2, "some text arrived before the cut"
     assert result.status == "interrupted" and not result.interrupted_by_user
     saved = cove_core.history.get_message(result.assistant_message.id)

@@ -32,8 +32,12 @@ def test_a_terminating_signal_mid_reply_keeps_it_as_interrupted(cove_core, fake_
     previous = raise_on_termination()
     try:
         result = ChatService(history, fake_engine, library=cove_core.library).send(
-            conversation.id, "a long story", model=cove_core.library.get("tiny-llama"),
-            params=SamplingParams(max_tokens=400), on_text=on_text)
+            conversation.id,
+            "a long story",
+            model=cove_core.library.get("tiny-llama"),
+            params=SamplingParams(max_tokens=400),
+            on_text=on_text,
+        )
     finally:
         restore(previous)
     assert result.terminated_by == signum

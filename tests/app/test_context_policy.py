@@ -37,7 +37,7 @@ def test_oldest_turns_are_dropped_whole_system_and_newest_kept() -> None:
     kept_turns = (len(fit.messages) - 2) // 2
     assert fit.dropped_turns == 10 - kept_turns
     # As many turns as fit: keeping one more would not.
-    one_more = [msgs[0]] + msgs[1 + 2 * (fit.dropped_turns - 1):]
+    one_more = [msgs[0]] + msgs[1 + 2 * (fit.dropped_turns - 1) :]
     assert _count(one_more) > 150
 
 

@@ -30,14 +30,20 @@ def core(tmp_path: Path) -> Iterator[Core]:
 def reply(core: Core, model: Path, conversation_id: str) -> None:
     with core.engine_client() as engine:
         engine.load(model, n_threads=1)
-        fin = engine.generate([{"role": "user", "content": "tell me about ferns " * 10}], conversation_id=conversation_id,
-                              max_tokens=8, temperature=0.0, ignore_eos=True).wait()
+        fin = engine.generate(
+            [{"role": "user", "content": "tell me about ferns " * 10}],
+            conversation_id=conversation_id,
+            max_tokens=8,
+            temperature=0.0,
+            ignore_eos=True,
+        ).wait()
         assert fin.status == "length", fin.error
     # Closing the engine waited for the host, which finishes its queued state writes before it exits.
 
 
 def test_the_cores_engine_saves_into_the_cache_folder_and_a_deleted_conversation_takes_its_state(
-        core: Core, tiny_gguf_with_template: Path) -> None:
+    core: Core, tiny_gguf_with_template: Path
+) -> None:
     assert core.paths.kv_states_dir == core.paths.cache_dir / "kv-states"
     kept = core.history.create_conversation(title="kept")
     gone = core.history.create_conversation(title="gone")

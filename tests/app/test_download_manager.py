@@ -102,8 +102,9 @@ class Recorder:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-def run(manager: DownloadManager, files=(FILE,), repo: str = REPO,
-        token: str | None = None) -> tuple[DownloadHandle, Recorder, DownloadEvent]:
+def run(
+    manager: DownloadManager, files=(FILE,), repo: str = REPO, token: str | None = None
+) -> tuple[DownloadHandle, Recorder, DownloadEvent]:
     rec = Recorder()
     handle = manager.start(repo, list(files), None, token, rec)
     last = handle.wait(WAIT_S)
@@ -447,8 +448,11 @@ def test_a_child_whose_parent_died_stops_and_leaves_a_resumable_partial(dl, tmp_
     dl.hub.set_fault(REPO, FILE, Fault(stall_after=1_000_000, stall_s=60, times=1))
     monkeypatch.setenv("COVE_HOME", str(dl.core.paths.data_dir.parent))
     parent = subprocess.run(
-        [sys.executable, "-c", PARENT_THAT_DIES, REPO, FILE], cwd=REPO_ROOT,
-        capture_output=True, text=True, timeout=WAIT_S,
+        [sys.executable, "-c", PARENT_THAT_DIES, REPO, FILE],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
     )
     pid = int(parent.stdout.split()[0])
     try:

@@ -8,8 +8,16 @@ from __future__ import annotations
 from app.cli.output import metrics_line
 from app.draft_metrics import DraftFigures, draft_figures
 
-BASE = {"ttft_ms": 120.0, "prompt_tokens": 30, "cached_tokens": 0, "prompt_tps": 300.0, "gen_tokens": 128,
-        "gen_tps": 60.5, "context_used": 158, "n_ctx": 8192}
+BASE = {
+    "ttft_ms": 120.0,
+    "prompt_tokens": 30,
+    "cached_tokens": 0,
+    "prompt_tps": 300.0,
+    "gen_tokens": 128,
+    "gen_tps": 60.5,
+    "context_used": 158,
+    "n_ctx": 8192,
+}
 
 
 def test_the_figures_of_a_reply_that_drafted() -> None:
@@ -19,7 +27,8 @@ def test_the_figures_of_a_reply_that_drafted() -> None:
     assert figures.sentence() == "803 of 1,280 drafted tokens accepted (63%), from the conversation"
     stopped = draft_figures({"draft": {"mode": "model", "drafted": 40, "accepted": 4, "steps": 10, "stopped": "not paying"}})
     assert stopped is not None and stopped.sentence() == (
-        "4 of 40 drafted tokens accepted (10%), with the draft model; then off: not paying")
+        "4 of 40 drafted tokens accepted (10%), with the draft model; then off: not paying"
+    )
 
 
 def test_no_figures_without_drafted_tokens_or_with_odd_values() -> None:
@@ -35,7 +44,8 @@ def test_no_figures_without_drafted_tokens_or_with_odd_values() -> None:
 def test_cove_chats_footer_shows_drafting_only_when_it_drafted() -> None:
     plain = metrics_line("tiny", "complete", BASE)
     assert "drafted" not in plain
-    drafted = metrics_line("tiny", "complete", {**BASE, "draft": {"mode": "lookup", "drafted": 64, "accepted": 40,
-                                                                   "steps": 12, "stopped": None}})
+    drafted = metrics_line(
+        "tiny", "complete", {**BASE, "draft": {"mode": "lookup", "drafted": 64, "accepted": 40, "steps": 12, "stopped": None}}
+    )
     assert drafted == plain.replace("reply 128 tok at 60.5 tok/s", "reply 128 tok at 60.5 tok/s · drafted 64 · accepted 40")
     assert metrics_line("tiny", "complete", {**BASE, "draft": {"mode": "off", "drafted": 0, "accepted": 0}}) == plain

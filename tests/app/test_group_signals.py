@@ -29,8 +29,14 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def _register(home: Path, model: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "app.cli.main", "models", "import", str(model)],
-                          cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "models", "import", str(model)],
+        cwd=ROOT,
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     settings = home / "data" / "settings.json"
     settings.write_text(json.dumps({"last_model": model.stem, "sampling": {}}))
@@ -39,8 +45,7 @@ def _register(home: Path, model: Path) -> None:
 def _last_reply(home: Path) -> tuple[str, str]:
     con = sqlite3.connect(home / "data" / "cove.db")
     try:
-        return con.execute("SELECT status, content FROM messages WHERE role = 'assistant' "
-                           "ORDER BY rowid DESC LIMIT 1").fetchone()
+        return con.execute("SELECT status, content FROM messages WHERE role = 'assistant' ORDER BY rowid DESC LIMIT 1").fetchone()
     finally:
         con.close()
 
@@ -48,9 +53,12 @@ def _last_reply(home: Path) -> tuple[str, str]:
 def _start_chat(home: Path) -> subprocess.Popen:
     """`cove chat` with a long reply, leader of its own process group (as under `timeout` or a shell)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli.main", "chat", "--new", "--temperature", "0", "--max-tokens", "100000",
-         "Tell me a long story"],
-        cwd=ROOT, env=_env(home), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-m", "app.cli.main", "chat", "--new", "--temperature", "0", "--max-tokens", "100000", "Tell me a long story"],
+        cwd=ROOT,
+        env=_env(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
 
@@ -127,8 +135,9 @@ def test_a_signal_to_the_window_group_keeps_the_reply_interrupted(tmp_path: Path
     home = tmp_path / "home"
     _register(home, tiny_gguf)
     env = _env(home, QT_QPA_PLATFORM="offscreen", FAKE_HOST_TPS="40", FAKE_HOST_WORDS="100000")
-    proc = subprocess.Popen([sys.executable, str(DRIVER)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         assert proc.stdout is not None
         message_id = None
@@ -163,12 +172,19 @@ def test_a_host_stuck_in_a_request_still_ends_when_its_pipe_closes(tmp_path: Pat
     """A load or a prefill llama.cpp cannot interrupt: the host exits anyway once its parent is gone."""
     from app.engine.protocol import ListDevices, encode
 
-    stuck = ("import sys, time, app.engine.host.main as h; h.PARENT_GONE_EXIT_S = 0.5; "
-             "h.Host._dispatch = lambda self, req: time.sleep(3600); sys.exit(h.main(sys.argv[1:]))")
+    stuck = (
+        "import sys, time, app.engine.host.main as h; h.PARENT_GONE_EXIT_S = 0.5; "
+        "h.Host._dispatch = lambda self, req: time.sleep(3600); sys.exit(h.main(sys.argv[1:]))"
+    )
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", stuck, "--in-fd", str(down_r), "--out-fd", str(up_w)],
-                            cwd=ROOT, env=_env(tmp_path), pass_fds=(down_r, up_w), stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", stuck, "--in-fd", str(down_r), "--out-fd", str(up_w)],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        pass_fds=(down_r, up_w),
+        stdout=subprocess.DEVNULL,
+    )
     os.close(down_r)
     os.close(up_w)
     try:

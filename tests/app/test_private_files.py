@@ -21,8 +21,9 @@ CLI = [sys.executable, "-m", "app.cli.main"]
 def _cove(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COVE_HOME": str(home)}
     # The usual desktop umask, whatever this test process has: Cove must not rely on it.
-    return subprocess.run(["sh", "-c", 'umask 022 && exec "$@"', "sh", *CLI, *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["sh", "-c", 'umask 022 && exec "$@"', "sh", *CLI, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _mode(path: Path) -> int:

@@ -93,8 +93,9 @@ def test_the_command_line_says_it_once(tmp_path: Path) -> None:
     (home / "data").mkdir(parents=True)
     (home / "data" / "settings.json").write_bytes(b"\x00garbage")
     env = {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "app.cli.main", "history", "list", "--json"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "history", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]" and "Traceback" not in done.stderr
     copies = _copies(home / "data")

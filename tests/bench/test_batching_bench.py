@@ -19,8 +19,17 @@ from tests.support.tiny_model import write_tiny_gguf
 pytestmark = pytest.mark.timeout(400)
 
 GEN = 48
-FIGURES = {"aggregate_tps", "per_stream_tps", "ttft_p50_ms", "ttft_p99_ms", "engine_rss_mib", "min_tokens", "prompt_tokens",
-           "errors", "runs"}
+FIGURES = {
+    "aggregate_tps",
+    "per_stream_tps",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "engine_rss_mib",
+    "min_tokens",
+    "prompt_tokens",
+    "errors",
+    "runs",
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +38,29 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_bench(model: Path, systems: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "batching.py"), "--model", str(model), "--clients", "1,2",
-                           "--runs", "1", "--gen", str(GEN), "--prompt-tokens", "24", "--systems", systems, "--json"],
-                          capture_output=True, text=True, timeout=360, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "batching.py"),
+            "--model",
+            str(model),
+            "--clients",
+            "1,2",
+            "--runs",
+            "1",
+            "--gen",
+            str(GEN),
+            "--prompt-tokens",
+            "24",
+            "--systems",
+            systems,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=360,
+        cwd=REPO_ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -74,7 +103,12 @@ def test_llama_server_runs_beside_cove_when_built(tiny: Path) -> None:
 
 
 def test_an_unknown_system_is_refused_with_a_sentence(tiny: Path) -> None:
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "batching.py"), "--model", str(tiny), "--systems",
-                           "cove,ollama"], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "batching.py"), "--model", str(tiny), "--systems", "cove,ollama"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
     assert done.returncode == 2
     assert "unknown systems: ollama" in done.stderr and "Traceback" not in done.stderr

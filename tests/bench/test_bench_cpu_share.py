@@ -32,9 +32,26 @@ def test_every_other_block_is_burned_and_its_gaps_kept_apart(tiny_gguf: Path) ->
 
 
 def test_the_script_prints_a_ratio_per_burn(tiny_gguf: Path) -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "cpu_share.py"), "--model", str(tiny_gguf),
-                          "--burn", "0.5,1", "--tokens", "40", "--replies", "1", "--block", "4"],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "cpu_share.py"),
+            "--model",
+            str(tiny_gguf),
+            "--burn",
+            "0.5,1",
+            "--tokens",
+            "40",
+            "--replies",
+            "1",
+            "--block",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("burn ")]
     assert [line.split(":")[0] for line in lines] == ["burn 0.50 ms/token", "burn 1.00 ms/token"]

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def test_the_saved_state_run_evaluates_only_the_last_message(tmp_path: Path) -> None:
-    model = write_tiny_gguf(tmp_path / "tiny.gguf", chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS,
-                            n_ctx_train=4096)
+    model = write_tiny_gguf(tmp_path / "tiny.gguf", chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS, n_ctx_train=4096)
     result = levers_reopen.run(str(model), rounds=2, tokens=800, threads=1, n_ctx=4096)
     assert result["turns"] >= 2 and result["conversation_tokens"] >= 800
     assert result["state_tokens"] >= result["conversation_tokens"] - 1 and result["state_file_bytes"] > 0

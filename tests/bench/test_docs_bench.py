@@ -18,12 +18,28 @@ pytestmark = pytest.mark.timeout(600)
 
 def test_a_quick_run_reports_every_figure() -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    out = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "docs.py"), "--quick", "--json", "--no-starter"],
-                         capture_output=True, text=True, timeout=540, cwd=REPO_ROOT, env=env)
+    out = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "docs.py"), "--quick", "--json", "--no-starter"],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        cwd=REPO_ROOT,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout)
-    assert set(r) >= {"machine", "corpus", "indexing", "memory", "embedding_model", "latency", "latency_real_vectors", "recall",
-                      "brute_force", "stall"}
+    assert set(r) >= {
+        "machine",
+        "corpus",
+        "indexing",
+        "memory",
+        "embedding_model",
+        "latency",
+        "latency_real_vectors",
+        "recall",
+        "brute_force",
+        "stall",
+    }
     assert "load average" in r["machine"]["load_at_start"] and "load average" in r["machine"]["load_at_end"]
     for kind in ("html", "pdf", "embedded"):
         ix = r["indexing"][kind]

@@ -70,15 +70,32 @@ def test_nvidia_smi_process_mib_runs_the_query_and_gives_up_quietly() -> None:
 
 # The report and the verdict
 
-GPU_PLACEMENT = {"backend": "cuda", "device": "NVIDIA H200", "n_layers": 17, "n_gpu_layers": 17, "kv_on_gpu": True,
-                 "vram_estimate": 1400 * 2**20, "vram_used": 1300 * 2**20}
+GPU_PLACEMENT = {
+    "backend": "cuda",
+    "device": "NVIDIA H200",
+    "n_layers": 17,
+    "n_gpu_layers": 17,
+    "kv_on_gpu": True,
+    "vram_estimate": 1400 * 2**20,
+    "vram_used": 1300 * 2**20,
+}
 
 
-def _report(*, cove_tps: tuple[float, float] = (5000.0, 400.0), ref_tps: tuple[float, float] = (5100.0, 410.0),
-            placement: dict[str, Any] | None = None, ref_ngl: int = 17,
-            readout: dict[str, Any] | None = None) -> dict[str, Any]:
-    cove = {"pp_tps": cove_tps[0], "tg_tps": cove_tps[1], "n_prompt": 512, "n_gen": 128,
-            "placement": GPU_PLACEMENT if placement is None else placement}
+def _report(
+    *,
+    cove_tps: tuple[float, float] = (5000.0, 400.0),
+    ref_tps: tuple[float, float] = (5100.0, 410.0),
+    placement: dict[str, Any] | None = None,
+    ref_ngl: int = 17,
+    readout: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    cove = {
+        "pp_tps": cove_tps[0],
+        "tg_tps": cove_tps[1],
+        "n_prompt": 512,
+        "n_gen": 128,
+        "placement": GPU_PLACEMENT if placement is None else placement,
+    }
     ref = {"pp_tps": ref_tps[0], "tg_tps": ref_tps[1], "n_gpu_layers": ref_ngl}
     if readout is None:
         readout = {"engine_pid": 4242, "after_load_mib": 1320, "after_runs_mib": 1500}
@@ -145,24 +162,22 @@ def test_verdict_main_exit_status_and_bad_input(tmp_path: Path, capsys: pytest.C
 
 # gpu_check.sh's architecture and tool checks, with a stand-in nvidia-smi on PATH
 
+
 def _fake_nvidia_smi(folder: Path, compute_caps: str, list_rc: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     exe = folder / "nvidia-smi"
-    exe.write_text(
-        "#!/bin/sh\n"
-        f'case "$*" in *compute_cap*) printf "{compute_caps}";; -L) exit {list_rc};; esac\n'
-    )
+    exe.write_text(f'#!/bin/sh\ncase "$*" in *compute_cap*) printf "{compute_caps}";; -L) exit {list_rc};; esac\n')
     exe.chmod(0o755)
     return folder
 
 
-def _run_script(*args: str, path_first: Path | None = None, cwd: Path | None = None,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run_script(
+    *args: str, path_first: Path | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     base = env or {k: v for k, v in os.environ.items() if k != "COVE_HOME"}
     path = "/usr/bin:/bin"
     environ = {**base, "PATH": f"{path_first}:{path}" if path_first else path}
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=environ, cwd=cwd,
-                          timeout=600)
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=600)
 
 
 @pytest.mark.parametrize(("caps", "arch"), [("9.0\n", "90"), ("8.6\n9.0\n8.6\n", "86;90"), ("12.0\n", "120")])
@@ -191,9 +206,14 @@ def test_the_run_stops_with_one_sentence_when_the_driver_does_not_answer(tmp_pat
 
 @pytest.mark.parametrize(
     ("args", "fragment"),
-    [(["--reps", "0"], "--reps must be"), (["--shape", "7b"], "--shape must be 1b or tiny"),
-     (["--arch", "sm_90"], "--arch must look like"), (["--model"], "--model needs a value"),
-     (["--bogus"], "unknown option '--bogus'"), (["--wheel", "x.whl", "--venv", "v"], "do not go together")],
+    [
+        (["--reps", "0"], "--reps must be"),
+        (["--shape", "7b"], "--shape must be 1b or tiny"),
+        (["--arch", "sm_90"], "--arch must look like"),
+        (["--model"], "--model needs a value"),
+        (["--bogus"], "unknown option '--bogus'"),
+        (["--wheel", "x.whl", "--venv", "v"], "do not go together"),
+    ],
 )
 def test_bad_usage_is_one_sentence_and_status_2(tmp_path: Path, args: list[str], fragment: str) -> None:
     done = _run_script(*args, "--work", str(tmp_path / "w"))
@@ -203,18 +223,39 @@ def test_bad_usage_is_one_sentence_and_status_2(tmp_path: Path, args: list[str],
 
 # The bundle: the sdist trim and the contents check
 
+
 def _fake_sdist_tree(root: Path) -> Path:
     """A folder shaped like the sdist: every part the trim keeps, and some of what it drops."""
-    keep_files = ["CMakeLists.txt", "pyproject.toml", "PKG-INFO", "llama_cpp/__init__.py",
-                  "vendor/llama.cpp/CMakeLists.txt", "vendor/llama.cpp/tools/ui/CMakeLists.txt",
-                  "vendor/llama.cpp/tools/mtmd/mtmd.cpp"]
-    keep_dirs = ["vendor/llama.cpp/src", "vendor/llama.cpp/include", "vendor/llama.cpp/common",
-                 "vendor/llama.cpp/vendor", "vendor/llama.cpp/cmake", "vendor/llama.cpp/ggml/src/ggml-cpu",
-                 "vendor/llama.cpp/ggml/src/ggml-cuda", "vendor/llama.cpp/tools/llama-bench",
-                 "vendor/llama.cpp/tools/server", "vendor/llama.cpp/tools/cli", "vendor/llama.cpp/gguf-py"]
-    drop = [".git/objects/pack/big.pack", "vendor/llama.cpp/models/ggml-vocab-llama.gguf",
-            "vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp", "vendor/llama.cpp/tools/mtmd/test-1.mp4",
-            "vendor/llama.cpp/tools/ui/src/app.ts", "vendor/llama.cpp/docs/build.md"]
+    keep_files = [
+        "CMakeLists.txt",
+        "pyproject.toml",
+        "PKG-INFO",
+        "llama_cpp/__init__.py",
+        "vendor/llama.cpp/CMakeLists.txt",
+        "vendor/llama.cpp/tools/ui/CMakeLists.txt",
+        "vendor/llama.cpp/tools/mtmd/mtmd.cpp",
+    ]
+    keep_dirs = [
+        "vendor/llama.cpp/src",
+        "vendor/llama.cpp/include",
+        "vendor/llama.cpp/common",
+        "vendor/llama.cpp/vendor",
+        "vendor/llama.cpp/cmake",
+        "vendor/llama.cpp/ggml/src/ggml-cpu",
+        "vendor/llama.cpp/ggml/src/ggml-cuda",
+        "vendor/llama.cpp/tools/llama-bench",
+        "vendor/llama.cpp/tools/server",
+        "vendor/llama.cpp/tools/cli",
+        "vendor/llama.cpp/gguf-py",
+    ]
+    drop = [
+        ".git/objects/pack/big.pack",
+        "vendor/llama.cpp/models/ggml-vocab-llama.gguf",
+        "vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp",
+        "vendor/llama.cpp/tools/mtmd/test-1.mp4",
+        "vendor/llama.cpp/tools/ui/src/app.ts",
+        "vendor/llama.cpp/docs/build.md",
+    ]
     for rel in keep_files + drop:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("x")
@@ -227,8 +268,13 @@ def _fake_sdist_tree(root: Path) -> Path:
 def test_trim_drops_what_the_builds_do_not_read_and_keeps_the_rest(tmp_path: Path) -> None:
     root = _fake_sdist_tree(tmp_path / "llama_cpp_python-0.3.36")
     removed = bundle.trim_tree(root)
-    assert {".git", "vendor/llama.cpp/models", "vendor/llama.cpp/ggml/src/ggml-vulkan",
-            "vendor/llama.cpp/tools/ui/src", "vendor/llama.cpp/docs"} <= set(removed)
+    assert {
+        ".git",
+        "vendor/llama.cpp/models",
+        "vendor/llama.cpp/ggml/src/ggml-vulkan",
+        "vendor/llama.cpp/tools/ui/src",
+        "vendor/llama.cpp/docs",
+    } <= set(removed)
     assert not (root / ".git").exists() and not (root / "vendor/llama.cpp/tools/mtmd/test-1.mp4").exists()
     assert (root / "vendor/llama.cpp/tools/mtmd/mtmd.cpp").is_file()
     assert (root / "vendor/llama.cpp/ggml/src/ggml-cuda/f.c").is_file()
@@ -283,6 +329,7 @@ def test_check_bundle_finds_missing_parts_and_an_archive_over_the_limit(tmp_path
 
 # The random model
 
+
 def test_the_random_model_is_a_q8_0_llama_the_bench_can_read(tmp_path: Path) -> None:
     from gguf import GGMLQuantizationType, GGUFReader
 
@@ -299,6 +346,7 @@ def test_the_random_model_is_a_q8_0_llama_the_bench_can_read(tmp_path: Path) -> 
     assert vocab_info(path) == (shape.n_vocab, 1)
     # The fixed scale: every block's first two bytes are fp16 SCALE.
     import numpy as np
+
     data = np.asarray(tensors["blk.0.attn_q.weight"].data).reshape(-1, random_model.Q8_0_BYTES)
     assert (data[:, :2].copy().view(np.float16) == np.float16(random_model.SCALE)).all()
 
@@ -329,6 +377,7 @@ def test_random_model_cli_says_when_the_folder_is_missing(tmp_path: Path, capsys
 
 # The bundled sources reach Cove's tools build
 
+
 def test_local_sdist_is_checked_by_name_and_presence(tmp_path: Path) -> None:
     assert llama_tools.local_sdist("0.3.36", {}) is None
     with pytest.raises(llama_tools.LlamaToolError, match="must name llama_cpp_python-0.3.36.tar.gz"):
@@ -358,6 +407,7 @@ def test_the_tools_build_takes_the_local_sdist_without_pip(tmp_path: Path, monke
 
 # A dry run of the whole script on the CPU: this venv, the tiny random model, the cached tools
 
+
 @pytest.mark.slow_build
 def test_cpu_dry_run_of_the_whole_script(tmp_path: Path) -> None:
     from tests.support.llama_server import tools_cache
@@ -368,8 +418,7 @@ def test_cpu_dry_run_of_the_whole_script(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "COVE_HOME"}
     env["COVE_HOME"] = str(home)
     venv = Path(sys.prefix)
-    done = _run_script("--cpu", "--venv", str(venv), "--reps", "1", "--work", str(tmp_path / "w"),
-                       path_first=venv / "bin", env=env)
+    done = _run_script("--cpu", "--venv", str(venv), "--reps", "1", "--work", str(tmp_path / "w"), path_first=venv / "bin", env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     for step in ("[1 tools] took", "[2 venv] took", "[3 builds] took", "[4 model] took", "[5 bench] took"):
         assert step in done.stderr

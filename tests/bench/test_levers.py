@@ -48,15 +48,23 @@ def test_the_sampled_part_compares_with_llama_server_and_llama_bench(sure: Path)
 
 
 def test_levers_refuses_an_unknown_part_with_a_sentence(sure: Path) -> None:
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "levers.py"), "--model", str(sure), "--parts",
-                           "lookup,warp"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "levers.py"), "--model", str(sure), "--parts", "lookup,warp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "unknown part 'warp'" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_levers_runs_a_part_and_prints_json(sure: Path) -> None:
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "levers.py"), "--model", str(sure), "--parts", "lookup",
-                           "--quick", "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "levers.py"), "--model", str(sure), "--parts", "lookup", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["lookup"]["rounds"] == 1 and "copy" in result["lookup"]["tasks"]

@@ -30,17 +30,27 @@ LEVERS = REPO_ROOT / "bench" / "levers.py"
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A chat template (the reopen part's conversation), 32-wide heads (the kv part's q8_0 K cache),
     # a context of 8192 (the kv and reopen parts ask for it) and sure picks (the lookup part drafts).
-    return write_tiny_gguf(tmp_path_factory.mktemp("m") / "levers.gguf", chat_template=CHATML_TEMPLATE,
-                           extra_tokens=CHATML_TOKENS, n_head=2, n_ctx_train=8192, logit_scale=60.0)
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("m") / "levers.gguf",
+        chat_template=CHATML_TEMPLATE,
+        extra_tokens=CHATML_TOKENS,
+        n_head=2,
+        n_ctx_train=8192,
+        logit_scale=60.0,
+    )
 
 
 def _levers(model: Path, parts: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(LEVERS), "--model", str(model), "--parts", parts, "--quick", *extra],
-                          capture_output=True, text=True, timeout=280, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, str(LEVERS), "--model", str(model), "--parts", parts, "--quick", *extra],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=REPO_ROOT,
+    )
 
 
-def test_the_short_form_runs_reopen_lookup_and_kv_and_reports_their_figures(model: Path,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_short_form_runs_reopen_lookup_and_kv_and_reports_their_figures(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.perf_counter()
     done = _levers(model, "reopen,lookup,kv", "--json")
     assert done.returncode == 0, done.stderr[-3000:]

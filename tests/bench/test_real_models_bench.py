@@ -50,25 +50,31 @@ def test_a_prompt_set_with_a_repeated_id_is_refused(tmp_path: Path) -> None:
         rm.load_prompt_set(_write_set(tmp_path, {"prompts": [*prompts, prompts[0]]}))
 
 
-@pytest.mark.parametrize(("text", "names"), [
-    ('```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```', ["get_weather"]),
-    ('{"name": "get_time", "arguments": {"timezone": "Europe/Berlin"}}', ["get_time"]),
-    ('Sure. <tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n</tool_call>', ["calculate"]),
-    ('<function_call>{"function": "get_weather", "parameters": {"city": "Oslo"}}</function_call>', ["get_weather"]),
-    ('[{"name": "get_weather", "arguments": {}}, {"name": "get_time", "arguments": {}}]', ["get_weather", "get_time"]),
-    ('{"tool_calls": [{"name": "calculate", "arguments": {"name": "calculate"}}]}', ["calculate"]),
-])
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ('```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```', ["get_weather"]),
+        ('{"name": "get_time", "arguments": {"timezone": "Europe/Berlin"}}', ["get_time"]),
+        ('Sure. <tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n</tool_call>', ["calculate"]),
+        ('<function_call>{"function": "get_weather", "parameters": {"city": "Oslo"}}</function_call>', ["get_weather"]),
+        ('[{"name": "get_weather", "arguments": {}}, {"name": "get_time", "arguments": {}}]', ["get_weather", "get_time"]),
+        ('{"tool_calls": [{"name": "calculate", "arguments": {"name": "calculate"}}]}', ["calculate"]),
+    ],
+)
 def test_a_call_written_as_json_naming_an_offered_tool_is_found(text: str, names: list[str]) -> None:
     assert rm.written_calls(text, OFFERED) == names
 
 
-@pytest.mark.parametrize("text", [
-    "The weather in Paris is mild today.",
-    '{"name": "book_flight", "arguments": {"to": "Rome"}}',  # not offered
-    '{"city": "Paris", "unit": "celsius"}',  # arguments alone name no tool
-    '{"name": "get_weather", "arguments": {"city": "Paris"',  # never closes
-    "get_weather(city='Paris')",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The weather in Paris is mild today.",
+        '{"name": "book_flight", "arguments": {"to": "Rome"}}',  # not offered
+        '{"city": "Paris", "unit": "celsius"}',  # arguments alone name no tool
+        '{"name": "get_weather", "arguments": {"city": "Paris"',  # never closes
+        "get_weather(city='Paris')",
+    ],
+)
 def test_text_without_a_json_call_to_an_offered_tool_has_none(text: str) -> None:
     assert rm.written_calls(text, OFFERED) == []
 
@@ -121,9 +127,11 @@ def _pair(kind: str, tg: tuple[float, float], pp: tuple[float, float]) -> dict[s
 
 
 def test_speed_ratios_are_medians_of_per_pair_ratios_then_of_runs() -> None:
-    runs = [[_pair("answer", (45, 50), (300, 300)), _pair("call", (20, 40), (290, 300))],
-            [_pair("answer", (50, 50), (310, 300)), _pair("call", (38, 40), (300, 300))],
-            [_pair("answer", (48, 50), (280, 320)), _pair("call", (40, 40), (300, 300))]]
+    runs = [
+        [_pair("answer", (45, 50), (300, 300)), _pair("call", (20, 40), (290, 300))],
+        [_pair("answer", (50, 50), (310, 300)), _pair("call", (38, 40), (300, 300))],
+        [_pair("answer", (48, 50), (280, 320)), _pair("call", (40, 40), (300, 300))],
+    ]
     s = rm.summarize_speed(runs)
     assert s["answer"]["tg_ratio"] == pytest.approx(0.96) and s["answer"]["tg_tool"] == 48
     assert s["call"]["tg_ratio"] == pytest.approx(0.95)  # 0.5, 0.95, 1.0: one slow pair does not decide it
@@ -151,9 +159,16 @@ def test_step_two_rereads_what_the_cache_should_have_held() -> None:
 
 def test_loops_are_summarised_per_server_leaving_out_loops_without_a_call() -> None:
     step1 = {"prompt": 700, "reply": 31}
-    runs: list[list[dict[str, Any]]] = [[{"id": "a", "llama": rm.loop_step2(step1, {"prompt": 780, "cached": 730}),
-              "cove": rm.loop_step2(step1, {"prompt": 780, "cached": 700})},
-             {"id": "b", "llama": rm.loop_step2(step1, {"prompt": 780, "cached": 728}), "cove": None}]]
+    runs: list[list[dict[str, Any]]] = [
+        [
+            {
+                "id": "a",
+                "llama": rm.loop_step2(step1, {"prompt": 780, "cached": 730}),
+                "cove": rm.loop_step2(step1, {"prompt": 780, "cached": 700}),
+            },
+            {"id": "b", "llama": rm.loop_step2(step1, {"prompt": 780, "cached": 728}), "cove": None},
+        ]
+    ]
     s = rm.summarize_loops(runs)
     assert s["llama"]["loops"] == 2 and s["llama"]["reread_max"] == 2 and s["llama"]["reread_median"] == 1
     assert s["cove"]["loops"] == 1 and s["cove"]["reread_median"] == 30 and s["cove"]["evaluated"] == 80
@@ -161,10 +176,18 @@ def test_loops_are_summarised_per_server_leaving_out_loops_without_a_call() -> N
 
 def test_the_table_names_the_goals_and_the_prompts_cove_missed() -> None:
     calls = [rm.call_figures(RUN)] * 3
-    result = {"model": "m.gguf", "threads": 2, "ctx": 8192, "runs": 3, "gen": 128, "cove_drafting": "auto",
-              "prompts": len(RUN), "command": ".venv/bin/python bench/real_models.py",
-              "calls": rm.summarize_calls(calls),
-              "speed": rm.summarize_speed([[_pair("answer", (45, 50), (300, 300))]] * 3),
-              "loop": rm.summarize_loops([[{"id": "a", "llama": None, "cove": None}]])}
+    result = {
+        "model": "m.gguf",
+        "threads": 2,
+        "ctx": 8192,
+        "runs": 3,
+        "gen": 128,
+        "cove_drafting": "auto",
+        "prompts": len(RUN),
+        "command": ".venv/bin/python bench/real_models.py",
+        "calls": rm.summarize_calls(calls),
+        "speed": rm.summarize_speed([[_pair("answer", (45, 50), (300, 300))]] * 3),
+        "loop": rm.summarize_loops([[{"id": "a", "llama": None, "cove": None}]]),
+    }
     text = rm.describe(result)
     assert "w2 (3/3)" in text and "NOT met" in text and "bench/real_models.py" in text

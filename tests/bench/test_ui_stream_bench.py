@@ -18,8 +18,14 @@ pytestmark = pytest.mark.timeout(400)
 
 def test_every_streamed_reply_completes_and_is_measured() -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    out = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "ui_stream.py"), "--tokens", "60", "--json"],
-                         capture_output=True, text=True, timeout=360, cwd=REPO_ROOT, env=env)
+    out = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "ui_stream.py"), "--tokens", "60", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=360,
+        cwd=REPO_ROOT,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rates = json.loads(out.stdout)["rates"]
     assert rates

@@ -18,7 +18,11 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("build")
     result = subprocess.run(
         ["bash", str(ROOT / "packaging" / "build.sh"), "--distpath", str(out / "dist"), "--workpath", str(out / "work")],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COVE_PYTHON": sys.executable}, timeout=1500,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COVE_PYTHON": sys.executable},
+        timeout=1500,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     app = out / "dist" / "Cove"

@@ -57,16 +57,29 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def _history_size(served: Served) -> tuple[int, int]:
     with sqlite3.connect(f"file:{served.home / 'cove' / 'data' / 'cove.db'}?mode=ro", uri=True) as db:
-        return (int(db.execute("SELECT count(*) FROM conversations").fetchone()[0]),
-                int(db.execute("SELECT count(*) FROM messages").fetchone()[0]))
+        return (
+            int(db.execute("SELECT count(*) FROM conversations").fetchone()[0]),
+            int(db.execute("SELECT count(*) FROM messages").fetchone()[0]),
+        )
 
 
 def _open_in_chromium(url: str, profile: Path, proxy: FaultProxy, expected: int) -> None:
     """Open `url` headless until the proxy has seen `expected` POSTs (or 60 s), then close it."""
-    browser = subprocess.Popen([_chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                "--disable-background-networking", "--disable-component-update",
-                                f"--user-data-dir={profile}", url],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = subprocess.Popen(
+        [
+            _chromium(),
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            f"--user-data-dir={profile}",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(_posts(proxy)) < expected:
@@ -115,8 +128,9 @@ def test_the_page_would_have_worked_without_the_guard(served: Served) -> None:
     # The instrument: the form's text/plain body is a request Cove would answer if it were JSON.
     import httpx
 
-    form_body = ('{"model":"tiny","messages":[{"role":"user","content":"planted by a form"}],"max_tokens":2,"x":"="}')
+    form_body = '{"model":"tiny","messages":[{"role":"user","content":"planted by a form"}],"max_tokens":2,"x":"="}'
     assert json.loads(form_body)["model"] == "tiny"
-    answered = httpx.post(f"{served.url}/v1/chat/completions", content=form_body.encode(),
-                          headers={"content-type": "application/json"}, timeout=60)
+    answered = httpx.post(
+        f"{served.url}/v1/chat/completions", content=form_body.encode(), headers={"content-type": "application/json"}, timeout=60
+    )
     assert answered.status_code == 200

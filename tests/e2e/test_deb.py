@@ -29,8 +29,9 @@ needs_dpkg = pytest.mark.skipif(
 
 
 def _build_deb(app: Path, out: Path, *extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), "--app", str(app), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", str(SCRIPT), "--app", str(app), "--out", str(out), *extra], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _field(deb: Path, name: str) -> str:
@@ -91,8 +92,7 @@ def test_deb_of_a_fake_app_has_the_control_data_and_tree(tmp_path: Path) -> None
     assert "/opt/cove/_internal/helper" in entries
     assert "/opt/cove/install-desktop.sh" not in entries  # the per-user installer is not packaged
     # Installed-Size counts as dpkg-gencontrol does: KiB per file rounded up, 1 per folder or link.
-    counted = sum(-(-size // 1024) if mode.startswith("-") else 1
-                  for name, (mode, _owner, size, _link) in entries.items() if name != "/")
+    counted = sum(-(-size // 1024) if mode.startswith("-") else 1 for name, (mode, _owner, size, _link) in entries.items() if name != "/")
     assert int(_field(deb, "Installed-Size")) == counted
 
     tree = tmp_path / "tree"
@@ -186,8 +186,11 @@ def _check_system_libraries(root: Path, declared: set[str]) -> None:
 
 @pytest.mark.packaging
 @pytest.mark.timeout(2400)
-def test_deb_installs_runs_and_removes_cleanly(frozen: Path, no_python_env: dict[str, str],  # noqa: F811
-                                               tmp_path: Path) -> None:
+def test_deb_installs_runs_and_removes_cleanly(
+    frozen: Path,
+    no_python_env: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("installs a system package with apt-get: run as root (CI does)")
     if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
@@ -213,8 +216,13 @@ def test_deb_installs_runs_and_removes_cleanly(frozen: Path, no_python_env: dict
         assert _cove_status() == "install ok installed"
         listed = set(_run("dpkg", "-L", "cove").stdout.split())
         icons = {f"/usr/share/icons/hicolor/{s}x{s}/apps/cove.png" for s in ICON_SIZES}
-        expected = {"/opt/cove/cove", "/usr/bin/cove", "/usr/share/applications/cove.desktop",
-                    "/usr/share/icons/hicolor/scalable/apps/cove.svg", *icons}
+        expected = {
+            "/opt/cove/cove",
+            "/usr/bin/cove",
+            "/usr/share/applications/cove.desktop",
+            "/usr/share/icons/hicolor/scalable/apps/cove.svg",
+            *icons,
+        }
         assert expected <= listed, expected - listed
         assert Path("/usr/bin/cove").resolve() == Path("/opt/cove/cove")
         entry = Path("/usr/share/applications/cove.desktop").read_text().splitlines()
@@ -224,8 +232,13 @@ def test_deb_installs_runs_and_removes_cleanly(frozen: Path, no_python_env: dict
         shown = subprocess.run(["/usr/bin/cove", "--version"], capture_output=True, text=True, env=no_python_env, timeout=60)
         assert shown.returncode == 0 and shown.stdout.strip() == f"cove {__version__}", shown.stderr
         model = write_tiny_gguf(tmp_path / "tiny.gguf")
-        chat = subprocess.run(["/usr/bin/cove", "chat", "--model", str(model), "--max-tokens", "8", "--seed", "1", "--json", "hi"],
-                              capture_output=True, text=True, env=no_python_env, timeout=180)
+        chat = subprocess.run(
+            ["/usr/bin/cove", "chat", "--model", str(model), "--max-tokens", "8", "--seed", "1", "--json", "hi"],
+            capture_output=True,
+            text=True,
+            env=no_python_env,
+            timeout=180,
+        )
         assert chat.returncode == 0, chat.stderr
         reply = json.loads(chat.stdout)
         assert reply["status"] in ("complete", "length") and reply["metrics"]["gen_tokens"] >= 1

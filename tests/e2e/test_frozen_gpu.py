@@ -29,8 +29,11 @@ pytestmark = [pytest.mark.packaging, pytest.mark.timeout(1800)]
 
 def chat(frozen: Path, env: dict[str, str], model: Path, prefix: list[str] | None = None) -> dict[str, Any]:
     result = subprocess.run(
-        [*(prefix or []), str(frozen / "cove"), "chat", "--model", str(model), "--max-tokens", "4", "--seed", "1",
-         "--json", "hi"], capture_output=True, text=True, env=env, timeout=300,
+        [*(prefix or []), str(frozen / "cove"), "chat", "--model", str(model), "--max-tokens", "4", "--seed", "1", "--json", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     reply: dict[str, Any] = json.loads(result.stdout)
@@ -52,23 +55,22 @@ def test_the_vulkan_backend_is_shipped_once_beside_the_cpu_variants(frozen: Path
     assert vulkan[0].parent == frozen / "_internal" / "llama_cpp" / "lib"
 
 
-def test_only_a_software_vulkan_device_runs_on_the_cpu_and_says_so(frozen: Path, no_python_env: dict[str, str],
-                                                                   tiny: Path) -> None:
+def test_only_a_software_vulkan_device_runs_on_the_cpu_and_says_so(frozen: Path, no_python_env: dict[str, str], tiny: Path) -> None:
     placement = chat(frozen, no_python_env, tiny)["metrics"]["placement"]
     assert placement["backend"] == "cpu" and placement["n_gpu_layers"] == 0
     assert placement["note"].startswith("no GPU: Vulkan offers only llvmpipe"), placement
 
 
-def test_told_to_use_the_software_device_it_offloads_every_layer(frozen: Path, no_python_env: dict[str, str],
-                                                                  tiny: Path) -> None:
+def test_told_to_use_the_software_device_it_offloads_every_layer(frozen: Path, no_python_env: dict[str, str], tiny: Path) -> None:
     placement = chat(frozen, {**no_python_env, "GGML_VK_VISIBLE_DEVICES": "0"}, tiny)["metrics"]["placement"]
     assert placement["backend"] == "vulkan" and "llvmpipe" in placement["device"], placement
     assert placement["n_gpu_layers"] == placement["n_layers"] == N_LAYER + 1, placement
     assert gpu_note(placement) == f"all {N_LAYER + 1} layers fit on Vulkan0"
 
 
-def test_a_broken_vulkan_driver_runs_on_the_cpu_and_says_so(frozen: Path, no_python_env: dict[str, str], tiny: Path,
-                                                            tmp_path: Path) -> None:
+def test_a_broken_vulkan_driver_runs_on_the_cpu_and_says_so(
+    frozen: Path, no_python_env: dict[str, str], tiny: Path, tmp_path: Path
+) -> None:
     garbage = tmp_path / "libvulkan_broken.so"
     garbage.write_bytes(b"\x7fELF this is not a driver")
     icd = tmp_path / "broken_icd.json"
@@ -76,8 +78,9 @@ def test_a_broken_vulkan_driver_runs_on_the_cpu_and_says_so(frozen: Path, no_pyt
     env = {**no_python_env, "VK_ICD_FILENAMES": str(icd), "VK_DRIVER_FILES": str(icd)}
     placement = chat(frozen, env, tiny)["metrics"]["placement"]
     assert placement["backend"] == "cpu" and placement["n_gpu_layers"] == 0
-    assert gpu_note(placement) == ("no GPU: Vulkan has no working driver here (VK_ERROR_INCOMPATIBLE_DRIVER), "
-                                 "so every layer runs on the CPU"), placement
+    assert gpu_note(placement) == (
+        "no GPU: Vulkan has no working driver here (VK_ERROR_INCOMPATIBLE_DRIVER), so every layer runs on the CPU"
+    ), placement
 
 
 def _loader_dir() -> Path:
@@ -88,8 +91,9 @@ def _loader_dir() -> Path:
     pytest.fail("the Vulkan loader is not installed here (apt-get install libvulkan1), so hiding it tests nothing")
 
 
-def test_without_the_vulkan_loader_it_runs_on_the_cpu_and_says_so(frozen: Path, no_python_env: dict[str, str],
-                                                                   tiny: Path, tmp_path: Path) -> None:
+def test_without_the_vulkan_loader_it_runs_on_the_cpu_and_says_so(
+    frozen: Path, no_python_env: dict[str, str], tiny: Path, tmp_path: Path
+) -> None:
     """The loader hidden in a mount namespace of the app's own: a copy of its library folder (hard
     links, so nothing is copied) without libvulkan is mounted over the real one."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
@@ -106,5 +110,6 @@ def test_without_the_vulkan_loader_it_runs_on_the_cpu_and_says_so(frozen: Path, 
     script = f'mount --bind {shlex.quote(str(copy))} {shlex.quote(str(libdir))} && exec env -i {app_env} "$@"'
     placement = chat(frozen, {**os.environ}, tiny, prefix=["unshare", "-m", "sh", "-c", script, "sh"])["metrics"]["placement"]
     assert placement["backend"] == "cpu" and placement["n_gpu_layers"] == 0
-    assert gpu_note(placement) == ("no GPU: the Vulkan loader (libvulkan.so.1, package libvulkan1) is not installed, "
-                                 "so every layer runs on the CPU"), placement
+    assert gpu_note(placement) == (
+        "no GPU: the Vulkan loader (libvulkan.so.1, package libvulkan1) is not installed, so every layer runs on the CPU"
+    ), placement

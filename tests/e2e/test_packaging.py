@@ -55,7 +55,11 @@ def _entry(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, str(ROOT / "packaging" / "entry.py"), *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
     )
 
 
@@ -139,7 +143,10 @@ def test_install_desktop_refuses_a_missing_executable_in_one_sentence(tmp_path: 
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "share")}
     result = subprocess.run(
         ["bash", str(ROOT / "packaging" / "install-desktop.sh"), "--exec", str(tmp_path / "nowhere" / "cove")],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("install-desktop: no cove executable found")
@@ -189,7 +196,10 @@ def test_frozen_chat_replies(frozen: Path, no_python_env: dict[str, str], tmp_pa
     write_tiny_gguf(model)
     result = subprocess.run(
         [frozen / "cove", "chat", "--model", str(model), "--max-tokens", "8", "--seed", "1", "--json", "hi"],
-        capture_output=True, text=True, env=no_python_env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=no_python_env,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     reply = json.loads(result.stdout)
@@ -199,7 +209,10 @@ def test_frozen_chat_replies(frozen: Path, no_python_env: dict[str, str], tmp_pa
     assert _python_was_run(no_python_env) == ""
     shown = subprocess.run(
         [frozen / "cove", "history", "show", reply["conversation_id"]],
-        capture_output=True, text=True, env=no_python_env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=no_python_env,
+        timeout=60,
     )
     assert shown.returncode == 0 and "hi" in shown.stdout
 
@@ -212,7 +225,11 @@ def test_frozen_hub_search_reaches_the_endpoint(frozen: Path, no_python_env: dic
     fake_hub.add_repo("bartowski/Qwen2.5-7B-Instruct-GGUF", {"Qwen2.5-7B-Instruct-Q4_K_M.gguf": b"q" * 400}, downloads=900)
     env = {**no_python_env, "HF_ENDPOINT": fake_hub.url, "HF_HOME": str(tmp_path / "hf_home")}
     result = subprocess.run(
-        [frozen / "cove", "models", "search", "qwen", "--json"], capture_output=True, text=True, env=env, timeout=120,
+        [frozen / "cove", "models", "search", "qwen", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -247,7 +264,11 @@ def test_frozen_engine_host_is_the_frozen_executable(frozen: Path, no_python_env
     master, slave = os.openpty()
     proc = subprocess.Popen(
         [frozen / "cove", "chat", "--model", str(model), "--max-tokens", "4", "--seed", "1"],
-        stdin=slave, stdout=slave, stderr=slave, env=no_python_env, start_new_session=True,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=no_python_env,
+        start_new_session=True,
     )
     os.close(slave)
     try:
@@ -290,13 +311,19 @@ def test_frozen_app_reads_every_kind_of_document(frozen: Path, no_python_env: di
     from tests.support.docs_corpus import write_corpus
 
     corpus = write_corpus(tmp_path / "papers", bad=False)
-    added = subprocess.run([frozen / "cove", "docs", "add", "papers", str(corpus.root)], capture_output=True, text=True,
-                           env=no_python_env, timeout=300)
+    added = subprocess.run(
+        [frozen / "cove", "docs", "add", "papers", str(corpus.root)], capture_output=True, text=True, env=no_python_env, timeout=300
+    )
     assert added.returncode == 0, added.stderr
     assert "could not be read" not in added.stdout, added.stdout
     for fact in corpus.facts:
-        found = subprocess.run([frozen / "cove", "docs", "search", "papers", fact.text, "--json"], capture_output=True,
-                               text=True, env=no_python_env, timeout=120)
+        found = subprocess.run(
+            [frozen / "cove", "docs", "search", "papers", fact.text, "--json"],
+            capture_output=True,
+            text=True,
+            env=no_python_env,
+            timeout=120,
+        )
         assert found.returncode == 0, found.stderr
         hits = json.loads(found.stdout)
         assert any(h["path"].endswith(fact.path) and h["page"] == fact.page for h in hits), (fact, hits[:2])
@@ -316,8 +343,16 @@ def test_frozen_build_holds_only_what_cove_uses(frozen: Path) -> None:
     bindings = sorted(p.name.split(".")[0] for p in (internal / "PySide6").glob("Qt*.so"))
     assert bindings == ["QtCore", "QtGui", "QtWidgets"]
     qt_libs = {p.name.split(".")[0] for p in (internal / "PySide6" / "Qt" / "lib").iterdir()}
-    unwanted = {"libQt6Network", "libQt6Qml", "libQt6Quick", "libQt6Pdf", "libQt6WebEngineCore", "libQt6Multimedia", "libQt6OpenGL",
-                "libQt6VirtualKeyboard"}
+    unwanted = {
+        "libQt6Network",
+        "libQt6Qml",
+        "libQt6Quick",
+        "libQt6Pdf",
+        "libQt6WebEngineCore",
+        "libQt6Multimedia",
+        "libQt6OpenGL",
+        "libQt6VirtualKeyboard",
+    }
     assert not qt_libs & unwanted
     assert not (internal / "PySide6" / "Qt" / "translations").exists()
     plugins = internal / "PySide6" / "Qt" / "plugins"
@@ -337,8 +372,9 @@ def test_frozen_build_is_made_from_the_lock_files(frozen: Path) -> None:
     """Its third-party code comes from build/venv, whose packages are exactly the lock's lines for
     this platform (plus llama.cpp's wheel), and the metadata it ships names the locked versions."""
     venv = ROOT / "build" / "venv"
-    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True,
-                            text=True, timeout=120, check=True)
+    listed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, timeout=120, check=True
+    )
     installed = {canonicalize_name(p["name"]): Version(p["version"]) for p in json.loads(listed.stdout)}
     locked = {e.name: e.version for e in read_lock(LOCK.read_text()) if applies(e, "3.11")}
     (llama,) = read_lock(LLAMA_LOCK.read_text())
@@ -348,8 +384,10 @@ def test_frozen_build_is_made_from_the_lock_files(frozen: Path) -> None:
     site = venv.resolve() / "lib"
     for module in ("huggingface_hub", "keyring", "starlette", "llama_cpp", "PySide6", "numpy"):
         assert sources[module].resolve().is_relative_to(site), f"{module} came from {sources[module]}"
-    shipped = {canonicalize_name(name): Version(version) for name, version in
-               (d.name.removesuffix(".dist-info").rsplit("-", 1) for d in (frozen / "_internal").glob("*.dist-info"))}
+    shipped = {
+        canonicalize_name(name): Version(version)
+        for name, version in (d.name.removesuffix(".dist-info").rsplit("-", 1) for d in (frozen / "_internal").glob("*.dist-info"))
+    }
     assert shipped["huggingface-hub"] == locked["huggingface-hub"] and shipped["httpx2"] == locked["httpx2"]
 
 
@@ -374,8 +412,9 @@ def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dic
     import httpx
 
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
-    imported = subprocess.run([frozen / "cove", "models", "import", str(model)], capture_output=True, text=True,
-                              env=no_python_env, timeout=120)
+    imported = subprocess.run(
+        [frozen / "cove", "models", "import", str(model)], capture_output=True, text=True, env=no_python_env, timeout=120
+    )
     assert imported.returncode == 0, imported.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -390,8 +429,11 @@ def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dic
             except httpx.HTTPError:
                 assert server.poll() is None, server.stderr.read().decode()[-3000:] if server.stderr else ""
                 time.sleep(0.1)
-        reply = httpx.post(f"{base}/chat/completions", timeout=120, json={
-            "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+        reply = httpx.post(
+            f"{base}/chat/completions",
+            timeout=120,
+            json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        )
         assert reply.status_code == 200, reply.text
         assert reply.json()["usage"]["completion_tokens"] >= 1
     finally:
@@ -408,14 +450,23 @@ def test_frozen_tools_reach_an_mcp_server(frozen: Path, no_python_env: dict[str,
     from tests.app.mcp.conftest import FAULT_SERVER
 
     calls_file = tmp_path / "calls.txt"
-    added = subprocess.run([frozen / "cove", "tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER),
-                            str(calls_file)], capture_output=True, text=True, env=no_python_env, timeout=60)
+    added = subprocess.run(
+        [frozen / "cove", "tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER), str(calls_file)],
+        capture_output=True,
+        text=True,
+        env=no_python_env,
+        timeout=60,
+    )
     assert added.returncode == 0, added.stderr
-    listed = subprocess.run([frozen / "cove", "tools", "list"], capture_output=True, text=True, env=no_python_env,
-                            timeout=180)
+    listed = subprocess.run([frozen / "cove", "tools", "list"], capture_output=True, text=True, env=no_python_env, timeout=180)
     assert listed.returncode == 0 and "- echo: Echo the text back." in listed.stdout, listed.stdout + listed.stderr
-    called = subprocess.run([frozen / "cove", "tools", "call", "fault", "echo", '{"text": "frozen hi"}', "--allow-tools"],
-                            capture_output=True, text=True, env=no_python_env, timeout=180)
+    called = subprocess.run(
+        [frozen / "cove", "tools", "call", "fault", "echo", '{"text": "frozen hi"}', "--allow-tools"],
+        capture_output=True,
+        text=True,
+        env=no_python_env,
+        timeout=180,
+    )
     assert called.returncode == 0 and called.stdout == "frozen hi\n", called.stderr
     assert calls_file.read_text().split() == ["echo"]
     assert _python_was_run(no_python_env) == ""  # the decoys: the server ran from its full path, Cove from itself

@@ -36,8 +36,13 @@ def _emulated_env(frozen: Path, env: dict[str, str]) -> dict[str, str]:
     """`env` plus what PyInstaller's bootloader sets before it starts itself again (with execve,
     to apply LD_LIBRARY_PATH): qemu-user does not follow an execve, so without these the app
     would run natively from there on. With them the bootloader goes straight on, emulated."""
-    return {**env, "_PYI_ARCHIVE_FILE": str(frozen / "cove"), "_PYI_PARENT_PROCESS_LEVEL": "-1",
-            "_PYI_LINUX_PROCESS_NAME": "cove", "LD_LIBRARY_PATH": str(frozen / "_internal")}
+    return {
+        **env,
+        "_PYI_ARCHIVE_FILE": str(frozen / "cove"),
+        "_PYI_PARENT_PROCESS_LEVEL": "-1",
+        "_PYI_LINUX_PROCESS_NAME": "cove",
+        "LD_LIBRARY_PATH": str(frozen / "_internal"),
+    }
 
 
 def _host_under_qemu(qemu: str, cpu: str, frozen: Path, model: Path, env: dict[str, str]) -> tuple[list, set[str]]:
@@ -46,7 +51,10 @@ def _host_under_qemu(qemu: str, cpu: str, frozen: Path, model: Path, env: dict[s
     env = _emulated_env(frozen, env)
     proc = subprocess.Popen(
         [qemu, "-cpu", cpu, str(frozen / "cove"), CHILD_FLAG, "app.engine.host.main", "--in-fd", "0", "--out-fd", "1"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
     events: list = []
@@ -63,8 +71,7 @@ def _host_under_qemu(qemu: str, cpu: str, frozen: Path, model: Path, env: dict[s
             if isinstance(event, Loaded):
                 maps = Path(f"/proc/{proc.pid}/maps").read_text()
                 mapped = set(re.findall(r"libggml-cpu[\w.-]*\.so", maps))
-                proc.stdin.write(encode(Generate("g1", None, [{"role": "user", "content": "hi"}], max_tokens=8,
-                                                 seed=1, temperature=0.0)))
+                proc.stdin.write(encode(Generate("g1", None, [{"role": "user", "content": "hi"}], max_tokens=8, seed=1, temperature=0.0)))
                 proc.stdin.flush()
             if isinstance(event, (Finished, Failed)):
                 break
@@ -82,8 +89,7 @@ def _host_under_qemu(qemu: str, cpu: str, frozen: Path, model: Path, env: dict[s
 @pytest.mark.packaging
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("cpu", sorted(CPUS))
-def test_the_frozen_engine_writes_tokens_on_a_cpu_without_avx2(frozen: Path, qemu: str, cpu: str,
-                                                               tmp_path: Path) -> None:
+def test_the_frozen_engine_writes_tokens_on_a_cpu_without_avx2(frozen: Path, qemu: str, cpu: str, tmp_path: Path) -> None:
     model = tmp_path / "tiny.gguf"
     write_tiny_gguf(model)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}

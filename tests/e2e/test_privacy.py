@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import json, os, socket, sys
 _LOG = os.environ["COVE_TEST_NET_LOG"]
 def _hook(event, args):
@@ -32,7 +32,7 @@ def _hook(event, args):
 sys.addaudithook(_hook)
 with open(_LOG, "a") as fh:
     fh.write(json.dumps({"pid": os.getpid(), "event": "start", "family": None, "args": " ".join(sys.argv)}) + "\\n")
-'''
+"""
 
 
 def _audited_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -68,11 +68,21 @@ def test_the_audit_hook_sees_a_real_connection(tmp_path: Path) -> None:
 def test_a_chat_opens_no_network_connection(tmp_path: Path, tiny_gguf: Path) -> None:
     env, log = _audited_env(tmp_path)
     cove = [sys.executable, "-m", "app.cli.main"]
-    done = subprocess.run([*cove, "chat", "--model", str(tiny_gguf), "--max-tokens", "16", "Hello there"],
-                          env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [*cove, "chat", "--model", str(tiny_gguf), "--max-tokens", "16", "Hello there"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
-    follow = subprocess.run([*cove, "chat", "--max-tokens", "8", "And again"],  # continues the chat
-                            env=env, capture_output=True, text=True, timeout=240)
+    follow = subprocess.run(
+        [*cove, "chat", "--max-tokens", "8", "And again"],  # continues the chat
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert follow.returncode == 0, follow.stderr
     assert _network_events(log) == []
     # The engine host ran under the hook too (it talks to the CLI over pipes, not sockets).
@@ -84,8 +94,9 @@ def test_a_chat_opens_no_network_connection(tmp_path: Path, tiny_gguf: Path) -> 
 def test_offline_refuses_hub_calls_before_any_socket(tmp_path: Path, offline: str) -> None:
     env, log = _audited_env(tmp_path)
     env["COVE_OFFLINE"] = offline
-    done = subprocess.run([sys.executable, "-m", "app.cli.main", "models", "files", "org/repo-GGUF"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "models", "files", "org/repo-GGUF"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1 and "offline" in done.stderr
     assert _network_events(log) == []
 
@@ -134,9 +145,12 @@ def test_documents_are_read_embedded_searched_and_chatted_with_without_a_connect
     cove = [sys.executable, "-m", "app.cli.main"]
     corpus = write_corpus(tmp_path / "papers")
     embedder = write_tiny_gguf(tmp_path / "tiny-embed.gguf", pooling_type=1)
-    steps = [["models", "import", str(embedder)], ["docs", "add", "papers", str(corpus.root)],
-             ["docs", "search", "papers", "lighthouse gulls"],
-             ["chat", "--model", str(tiny_gguf), "--docs", "papers", "--max-tokens", "8", "How many gulls?"]]
+    steps = [
+        ["models", "import", str(embedder)],
+        ["docs", "add", "papers", str(corpus.root)],
+        ["docs", "search", "papers", "lighthouse gulls"],
+        ["chat", "--model", str(tiny_gguf), "--docs", "papers", "--max-tokens", "8", "How many gulls?"],
+    ]
     for step in steps:
         done = subprocess.run([*cove, *step], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, (step, done.stderr)

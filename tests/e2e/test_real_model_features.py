@@ -27,8 +27,22 @@ def test_a_documents_question_is_answered_with_a_citation(tmp_path: Path, qwen05
         done = cove(home, *args)
         assert done.returncode == 0, done.stderr
 
-    done = cove(home, "chat", "--new", "--model", qwen05_gguf.stem, "--temperature", "0", "--max-tokens", "48",
-                "--docs", "town", "--json", "When is the Zorblat festival held?", timeout=540)
+    done = cove(
+        home,
+        "chat",
+        "--new",
+        "--model",
+        qwen05_gguf.stem,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "48",
+        "--docs",
+        "town",
+        "--json",
+        "When is the Zorblat festival held?",
+        timeout=540,
+    )
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     text = reply["text"]

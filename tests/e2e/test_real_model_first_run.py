@@ -20,9 +20,26 @@ pytestmark = pytest.mark.real_model
 def test_the_instruct_starter_answers_a_simple_question(qwen05_gguf: Path, tmp_path: Path) -> None:
     env = {**os.environ, "COVE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli.main", "chat", "--new", "--model", str(qwen05_gguf), "--temperature", "0",
-         "--max-tokens", "48", "--json", "What is the capital of France?"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "app.cli.main",
+            "chat",
+            "--new",
+            "--model",
+            str(qwen05_gguf),
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "48",
+            "--json",
+            "What is the capital of France?",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

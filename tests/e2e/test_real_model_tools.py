@@ -56,19 +56,38 @@ TIME_SERVER = [str(Path(sys.executable).parent / "mcp-server-time"), "--local-ti
 WEATHER_QUESTION = "What's the weather in Paris?"
 TIME_QUESTION = "What time is it in Tokyo?"
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city",
-                                      "parameters": {"type": "object", "properties": {
-                                          "city": {"type": "string", "description": "The city name"}},
-                                          "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Get the current time in a time zone",
-                                      "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}},
-                                                     "required": ["timezone"]}}},
-    {"type": "function", "function": {"name": "search_web", "description": "Search the web",
-                                      "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
-                                                     "required": ["query"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the current weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "The city name"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Get the current time in a time zone",
+            "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search_web",
+            "description": "Search the web",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
 ]
-ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
-                    "input_schema": t["function"]["parameters"]} for t in TOOLS]
+ANTHROPIC_TOOLS = [
+    {"name": t["function"]["name"], "description": t["function"]["description"], "input_schema": t["function"]["parameters"]} for t in TOOLS
+]
 RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
 PARIS = ("get_weather", {"city": "Paris"})
 LEAKS = ("```", '"name"', "<tool_call>")  # what a call's text must never show as content
@@ -85,16 +104,17 @@ def session(qwen05_gguf: Path) -> Iterator[ModelSession]:
     loaded.close()
 
 
-def llama_cpp_python_tokens(session: ModelSession, messages: list[dict[str, Any]],
-                            tools: list[dict[str, Any]] | None) -> list[int]:
+def llama_cpp_python_tokens(session: ModelSession, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
     """The prompt's tokens as llama-cpp-python's handler for the GGUF's template makes them: the
     formatter Llama.__init__ builds from the metadata, tokenized as chat_formatter_to_chat_completion_handler does."""
     llm = session.llm
     eos, bos = llm.token_eos(), llm.token_bos()
-    formatter = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"],
-                                    eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
-                                    bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
-                                    stop_token_ids=[eos])
+    formatter = Jinja2ChatFormatter(
+        template=llm.metadata["tokenizer.chat_template"],
+        eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+        bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+        stop_token_ids=[eos],
+    )
     result = formatter(messages=messages, tools=tools)
     return list(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
 
@@ -117,26 +137,34 @@ def with_object_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def test_a_plain_conversation_renders_to_llama_cpp_python_s_tokens(session: ModelSession) -> None:
-    body = {"model": QWEN, "messages": [{"role": "system", "content": "You are terse."},
-                                        {"role": "user", "content": "Hi!"},
-                                        {"role": "assistant", "content": "Hello. How can I help?"},
-                                        {"role": "user", "content": "What is 2+2?"}]}
+    body = {
+        "model": QWEN,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "Hello. How can I help?"},
+            {"role": "user", "content": "What is 2+2?"},
+        ],
+    }
     request = read_chat_request(body)
     tokens = cove_tokens(session, request.messages)
     assert tokens == llama_cpp_python_tokens(session, body["messages"], None)
     assert session.llm.detokenize(tokens[-3:], special=True) == b"<|im_start|>assistant\n"
 
 
-def test_a_conversation_with_tools_and_an_answered_call_renders_to_llama_cpp_python_s_tokens(
-        session: ModelSession) -> None:
+def test_a_conversation_with_tools_and_an_answered_call_renders_to_llama_cpp_python_s_tokens(session: ModelSession) -> None:
     """On the APIs' paths (OpenAI chat completions, Anthropic Messages and Responses requests, read as
     `cove serve` reads them) and on the tool loop's (the turn's own messages for a call and its
     result, as the local backend sends them)."""
-    wire = [{"role": "user", "content": WEATHER_QUESTION},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}]
+    wire = [
+        {"role": "user", "content": WEATHER_QUESTION},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"},
+    ]
     request = read_chat_request({"model": QWEN, "messages": wire, "tools": TOOLS})
     assert request.tools is not None
     tools = request.tools.tools
@@ -147,23 +175,36 @@ def test_a_conversation_with_tools_and_an_answered_call_renders_to_llama_cpp_pyt
     shown = session.llm.detokenize(expected, special=True).decode()
     assert '"arguments": {"city": "Paris"}' in shown and "<tools>" in shown  # what the comparison is about
 
-    anthropic_request = read_messages_request({"model": QWEN, "max_tokens": 8, "tools": ANTHROPIC_TOOLS, "messages": [
-        {"role": "user", "content": WEATHER_QUESTION},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "get_weather",
-                                           "input": {"city": "Paris"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21 C"}]}]})
+    anthropic_request = read_messages_request(
+        {
+            "model": QWEN,
+            "max_tokens": 8,
+            "tools": ANTHROPIC_TOOLS,
+            "messages": [
+                {"role": "user", "content": WEATHER_QUESTION},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21 C"}]},
+            ],
+        }
+    )
     assert anthropic_request.tools is not None
     assert cove_tokens(session, anthropic_request.messages, anthropic_request.tools.tools) == expected
-    responses_request = read_responses_request({"model": QWEN, "tools": RESPONSES_TOOLS, "input": [
-        {"role": "user", "content": WEATHER_QUESTION},
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": "sunny, 21 C"}]})
+    responses_request = read_responses_request(
+        {
+            "model": QWEN,
+            "tools": RESPONSES_TOOLS,
+            "input": [
+                {"role": "user", "content": WEATHER_QUESTION},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+                {"type": "function_call_output", "call_id": "call_1", "output": "sunny, 21 C"},
+            ],
+        }
+    )
     assert responses_request.tools is not None
     assert cove_tokens(session, responses_request.messages, responses_request.tools.tools) == expected
 
     call = Call("call_1", "get_weather", '{"city": "Paris"}')
-    turn = [{"role": "user", "content": WEATHER_QUESTION}, assistant_with_calls("", [call]),
-            tool_message(call, "sunny, 21 C")]
+    turn = [{"role": "user", "content": WEATHER_QUESTION}, assistant_with_calls("", [call]), tool_message(call, "sunny, 21 C")]
     assert cove_tokens(session, turn, tools) == expected  # arguments as JSON text: the host gives the template objects
 
 
@@ -185,14 +226,14 @@ def openai_client(s: Served) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{s.url}/v1", api_key="none", max_retries=0, timeout=300)
 
 
-CHOICES = {"auto": None, "required": "required",
-           "named": {"type": "function", "function": {"name": "get_weather"}}}
+CHOICES = {"auto": None, "required": "required", "named": {"type": "function", "function": {"name": "get_weather"}}}
 
 
 @pytest.mark.parametrize("choice", list(CHOICES))
 def test_chat_completions_call_get_weather_whole_and_streamed(served: Served, choice: str) -> None:
-    args: dict[str, Any] = dict(model=QWEN, messages=[{"role": "user", "content": WEATHER_QUESTION}], tools=TOOLS,
-                                temperature=0, max_tokens=48)
+    args: dict[str, Any] = dict(
+        model=QWEN, messages=[{"role": "user", "content": WEATHER_QUESTION}], tools=TOOLS, temperature=0, max_tokens=48
+    )
     if CHOICES[choice] is not None:
         args["tool_choice"] = CHOICES[choice]
     whole = openai_client(served).chat.completions.create(**args).choices[0]
@@ -222,22 +263,29 @@ def test_chat_completions_call_get_weather_whole_and_streamed(served: Served, ch
 
 
 def test_the_responses_api_returns_a_function_call_item(served: Served) -> None:
-    reply = openai_client(served).responses.create(model=QWEN, input=WEATHER_QUESTION,
-                                                   tools=RESPONSES_TOOLS,  # type: ignore[arg-type]
-                                                   temperature=0, max_output_tokens=48)
+    reply = openai_client(served).responses.create(
+        model=QWEN,
+        input=WEATHER_QUESTION,
+        tools=RESPONSES_TOOLS,  # type: ignore[arg-type]
+        temperature=0,
+        max_output_tokens=48,
+    )
     calls = [item for item in reply.output if item.type == "function_call"]
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [PARIS], reply.output
     assert calls[0].call_id and calls[0].status == "completed"
-    texts = [part.text for item in reply.output if item.type == "message" for part in item.content
-             if part.type == "output_text"]
+    texts = [part.text for item in reply.output if item.type == "message" for part in item.content if part.type == "output_text"]
     assert not [t for t in texts if any(leak in t for leak in LEAKS)], texts
 
 
 def test_the_anthropic_messages_api_returns_a_tool_use_block(served: Served) -> None:
     client = anthropic.Anthropic(base_url=served.url, api_key="none", max_retries=0, timeout=300)
-    reply = client.messages.create(model=QWEN, max_tokens=48, tools=ANTHROPIC_TOOLS,  # type: ignore[arg-type]
-                                   messages=[{"role": "user", "content": WEATHER_QUESTION}],
-                                   extra_body={"temperature": 0})
+    reply = client.messages.create(
+        model=QWEN,
+        max_tokens=48,
+        tools=ANTHROPIC_TOOLS,  # type: ignore[arg-type]
+        messages=[{"role": "user", "content": WEATHER_QUESTION}],
+        extra_body={"temperature": 0},
+    )
     assert reply.stop_reason == "tool_use", reply.content
     uses = [b for b in reply.content if b.type == "tool_use"]
     assert [(b.name, b.input) for b in uses] == [PARIS] and uses[0].id.startswith("toolu_")
@@ -245,16 +293,23 @@ def test_the_anthropic_messages_api_returns_a_tool_use_block(served: Served) -> 
     assert not [t for t in texts if any(leak in t for leak in LEAKS)], texts
 
 
-CAPITAL = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
-           "required": ["city", "country"], "additionalProperties": False}
+CAPITAL = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+    "required": ["city", "country"],
+    "additionalProperties": False,
+}
 
 
 def test_a_json_schema_reply_parses_and_matches_the_schema(served: Served) -> None:
     """SmolLM2-135M-Instruct (ChatML, no tools), last in the module: it replaces Qwen in the server."""
     reply = openai_client(served).chat.completions.create(
-        model=SMOLLM2, messages=[{"role": "user", "content": "Name the capital of France and its country, as JSON."}],
-        temperature=0, max_tokens=48,
-        response_format={"type": "json_schema", "json_schema": {"name": "capital", "strict": True, "schema": CAPITAL}})
+        model=SMOLLM2,
+        messages=[{"role": "user", "content": "Name the capital of France and its country, as JSON."}],
+        temperature=0,
+        max_tokens=48,
+        response_format={"type": "json_schema", "json_schema": {"name": "capital", "strict": True, "schema": CAPITAL}},
+    )
     out = reply.choices[0]
     assert out.finish_reason == "stop", out
     value = json.loads(out.message.content or "")
@@ -356,8 +411,7 @@ def test_cove_chat_asks_on_the_terminal_before_the_call_runs(home: Path) -> None
 # ---- the window ---------------------------------------------------------------------------------
 
 
-def test_a_window_turn_asks_runs_shows_and_records_the_call(qtbot, cove_core, qwen05_gguf: Path,
-                                                              tmp_path: Path) -> None:
+def test_a_window_turn_asks_runs_shows_and_records_the_call(qtbot, cove_core, qwen05_gguf: Path, tmp_path: Path) -> None:
     import shiboken6
     from PySide6.QtCore import Qt
 
@@ -401,8 +455,7 @@ def test_a_window_turn_asks_runs_shows_and_records_the_call(qtbot, cove_core, qw
                 assert dialog.request.server.name == "time" and dialog.request.tool == "get_current_time"
                 assert json.loads(dialog.arguments.toPlainText()) == {"timezone": "Asia/Tokyo"}
             asked.append(dialog.request.tool)
-            qtbot.mouseClick(dialog.allow_button if len(asked) == 1 else dialog.deny_button,
-                             Qt.MouseButton.LeftButton)
+            qtbot.mouseClick(dialog.allow_button if len(asked) == 1 else dialog.deny_button, Qt.MouseButton.LeftButton)
             qtbot.waitUntil(lambda: question() is None, timeout=10_000)
         assert asked and asked[0] == "get_current_time"
 

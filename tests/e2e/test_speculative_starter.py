@@ -40,13 +40,15 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def reply(session: Any, prompt: str, speculative: str, max_tokens: int, stop: list[str]) -> Any:
-    req = Generate("g", None, [], raw_prompt=prompt, max_tokens=max_tokens, temperature=0.0, no_cache=True, stop=stop,
-                   speculative=speculative)
+    req = Generate(
+        "g", None, [], raw_prompt=prompt, max_tokens=max_tokens, temperature=0.0, no_cache=True, stop=stop, speculative=speculative
+    )
     return session.generate(req, lambda _line: None, threading.Event())
 
 
-def plain_with_margins(session: Any, prompt: str, max_tokens: int, stop: list[str],
-                       monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[tuple[int, float]]]:
+def plain_with_margins(
+    session: Any, prompt: str, max_tokens: int, stop: list[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, list[tuple[int, float]]]:
     """A plain greedy reply and, per token, the lead of its logit over the next best."""
     picks: list[tuple[int, float]] = []
     pick = token_pick.GreedyPick.pick
@@ -89,10 +91,12 @@ def test_open_ended_replies_differ_only_after_a_near_tie(session: Any, name: str
     if drafting.text == plain.text:
         return
     # The token of plain decoding in which the texts first differ.
-    first = next(i for i, (a, b) in enumerate(zip(plain.text, drafting.text, strict=False)) if a != b) \
-        if not drafting.text.startswith(plain.text) and not plain.text.startswith(drafting.text) \
+    first = (
+        next(i for i, (a, b) in enumerate(zip(plain.text, drafting.text, strict=False)) if a != b)
+        if not drafting.text.startswith(plain.text) and not plain.text.startswith(drafting.text)
         else min(len(plain.text), len(drafting.text))
+    )
     ends = list(itertools.accumulate(len(session.piece(token).decode("utf-8", "replace")) for token, _lead in picks))
     k = next((i for i, end in enumerate(ends) if end > first), len(picks) - 1)
     closest = min(lead for _token, lead in picks[: k + 1])
-    assert closest < NEAR_TIE, (k, closest, plain.text[:first + 20], drafting.text[:first + 20])
+    assert closest < NEAR_TIE, (k, closest, plain.text[: first + 20], drafting.text[: first + 20])

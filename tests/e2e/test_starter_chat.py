@@ -39,7 +39,11 @@ def _env(home: Path) -> dict[str, str]:
 def test_first_chat_uses_the_starter_model(home: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "app.cli.main", "chat", "--new", "--max-tokens", "24", "--seed", "7", "--json", "The capital of France is"],
-        cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -49,17 +53,28 @@ def test_first_chat_uses_the_starter_model(home: Path) -> None:
     m = result["metrics"]
     assert m["gen_tokens"] >= 1 and m["prompt_tokens"] > 3 and m["n_ctx"] == 8192
     assert m["template_source"].startswith("fallback:"), "Gemma 3 270M ships no chat template"
-    listed = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "models", "list", "--json"],
-                                       cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
+    listed = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "models", "list", "--json"],
+            cwd=ROOT,
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     starter = [x for x in listed if x["source"] == "starter"]
     assert len(starter) == 1 and Path(starter[0]["path"]).parent == home / "models"
 
 
 def test_ctrl_c_keeps_the_partial_reply_as_cancelled(home: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0",
-         LONG],
-        cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0", LONG],
+        cwd=ROOT,
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,  # its own process group, so the signal goes to cove and its engine as a terminal's would
     )
     try:
@@ -74,10 +89,26 @@ def test_ctrl_c_keeps_the_partial_reply_as_cancelled(home: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    listed = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "history", "list", "--json"],
-                                       cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
-    shown = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "history", "show", listed[0]["id"], "--json"],
-                                      cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
+    listed = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "history", "list", "--json"],
+            cwd=ROOT,
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
+    shown = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "history", "show", listed[0]["id"], "--json"],
+            cwd=ROOT,
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     reply = shown["messages"][-1]
     assert reply["role"] == "assistant" and reply["status"] == "cancelled"
     assert reply["content"].startswith(first[:10].lstrip()[:5]) or first.strip()[:5] in reply["content"]
@@ -85,10 +116,26 @@ def test_ctrl_c_keeps_the_partial_reply_as_cancelled(home: Path) -> None:
 
 
 def _last_reply(home: Path) -> dict:
-    listed = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "history", "list", "--json"],
-                                       cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
-    shown = json.loads(subprocess.run([sys.executable, "-m", "app.cli.main", "history", "show", listed[0]["id"], "--json"],
-                                      cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60).stdout)
+    listed = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "history", "list", "--json"],
+            cwd=ROOT,
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
+    shown = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "history", "show", listed[0]["id"], "--json"],
+            cwd=ROOT,
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     return shown["messages"][-1]
 
 
@@ -97,16 +144,20 @@ def test_sigterm_mid_reply_with_another_cove_started_meanwhile_keeps_the_reply_a
     and SIGTERM (a logout, `timeout`) to the first keeps everything it streamed, exit 143.
     Text mode also says, once, that the starter has no chat template."""
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0",
-         LONG],
-        cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-u", "-m", "app.cli.main", "chat", "--new", "--max-tokens", "2000", "--temperature", "0", LONG],
+        cwd=ROOT,
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
         first = proc.stdout.read(20)  # the reply is streaming
         assert first
-        other = subprocess.run([sys.executable, "-m", "app.cli.main", "history", "list"],
-                               cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60)
+        other = subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "history", "list"], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=60
+        )
         assert other.returncode == 0, other.stderr
         assert "cut off" not in other.stderr  # the live reply is not "cut off last time"
         streamed = first + proc.stdout.read(200)  # more text after the other start: checkpoints go on

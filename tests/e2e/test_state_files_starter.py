@@ -15,9 +15,14 @@ from app.engine.host.state_files import SUFFIX, read_meta  # noqa: E402
 
 pytestmark = [pytest.mark.starter, pytest.mark.timeout(300)]
 
-FIRST = [{"role": "system", "content": "Answer briefly."},
-         {"role": "user", "content": "Here is a list: apples, pears, plums, cherries, figs, dates, limes, lemons, "
-                                     "melons, grapes. Which of them are citrus fruits?"}]
+FIRST = [
+    {"role": "system", "content": "Answer briefly."},
+    {
+        "role": "user",
+        "content": "Here is a list: apples, pears, plums, cherries, figs, dates, limes, lemons, "
+        "melons, grapes. Which of them are citrus fruits?",
+    },
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +31,7 @@ def gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def turn(client: EngineClient, history: list[dict[str, str]]) -> FinishedEvent:
-    fin = client.generate(history, conversation_id="starter", max_tokens=24, temperature=0.0, ignore_eos=True,
-                          speculative="off").wait()
+    fin = client.generate(history, conversation_id="starter", max_tokens=24, temperature=0.0, ignore_eos=True, speculative="off").wait()
     # The starter (a base model) may end its answer at the next question before the limit.
     assert fin.status in ("length", "complete") and fin.error is None and fin.text.strip(), fin.error
     return fin

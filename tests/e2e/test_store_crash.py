@@ -114,7 +114,10 @@ def test_another_process_starting_mid_reply_leaves_it_streaming_and_every_checkp
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
         [sys.executable, str(WRITER), str(path), "0.02", "--log-checkpoints"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None

@@ -43,9 +43,14 @@ def vulkan_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Vulkan wheel's libraries in one folder, as packaging/build.sh lays them out for the app."""
     if shutil.which("vulkaninfo") is None and not Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists():
         pytest.fail("Mesa's Vulkan driver is not installed: apt-get install mesa-vulkan-drivers")
-    built = subprocess.run(["bash", str(REPO_ROOT / "packaging" / "llama-wheel.sh")], capture_output=True, text=True,
-                           cwd=REPO_ROOT, env={**os.environ, "COVE_BACKEND": "vulkan", "COVE_PYTHON": sys.executable},
-                           timeout=3600)
+    built = subprocess.run(
+        ["bash", str(REPO_ROOT / "packaging" / "llama-wheel.sh")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "COVE_BACKEND": "vulkan", "COVE_PYTHON": sys.executable},
+        timeout=3600,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     out = tmp_path_factory.mktemp("vulkan-wheel")
     with zipfile.ZipFile(built.stdout.strip()) as wheel:
@@ -57,15 +62,29 @@ def vulkan_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return lib
 
 
-def run(libs: Path, model: Path, max_tokens: int, *, visible: bool, extra_env: dict[str, str] | None = None,
-        n_ctx: int = 2048, n_gpu_layers: int | None = None) -> dict[str, Any]:
+def run(
+    libs: Path,
+    model: Path,
+    max_tokens: int,
+    *,
+    visible: bool,
+    extra_env: dict[str, str] | None = None,
+    n_ctx: int = 2048,
+    n_gpu_layers: int | None = None,
+) -> dict[str, Any]:
     env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(libs), **(extra_env or {})}
     env.pop("GGML_VK_VISIBLE_DEVICES", None)
     if visible:
         env["GGML_VK_VISIBLE_DEVICES"] = "0"
     layers = [] if n_gpu_layers is None else [str(n_gpu_layers)]
-    done = subprocess.run([sys.executable, "-m", "tests.support.offload_run", str(model), PROMPT, str(max_tokens),
-                           str(n_ctx), *layers], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=850)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.offload_run", str(model), PROMPT, str(max_tokens), str(n_ctx), *layers],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=850,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["stderr"] = done.stderr
@@ -136,8 +155,7 @@ def test_a_device_memory_limit_makes_the_load_retry_with_fewer_layers(vulkan_lib
     whole = run(vulkan_libs, starter_model, 1, visible=True, n_gpu_layers=-1)["placement"]
     assert whole["n_gpu_layers"] == n_layers + 1 and whole["vram_used"], whole
     limit_mib = whole["vram_used"] * 0.8 / 2**20
-    gpu = run(vulkan_libs, starter_model, 4, visible=True, n_gpu_layers=-1,
-              extra_env={"COVE_GPU_MEMORY_LIMIT_MB": f"{limit_mib:.1f}"})
+    gpu = run(vulkan_libs, starter_model, 4, visible=True, n_gpu_layers=-1, extra_env={"COVE_GPU_MEMORY_LIMIT_MB": f"{limit_mib:.1f}"})
     placement = gpu["placement"]
     assert placement["backend"] == "vulkan" and 0 < placement["n_gpu_layers"] < n_layers + 1, placement
     assert gpu_note(placement) == f"loaded {placement['n_gpu_layers']} of {n_layers + 1} layers on the GPU: the rest did not fit"
@@ -153,18 +171,33 @@ def test_a_limit_that_is_not_a_number_is_one_sentence(vulkan_libs: Path, tiny_gg
 def test_the_wheel_installed_by_pip_finds_its_backends(vulkan_libs: Path, tmp_path: Path) -> None:
     """`packaging/llama-wheel.sh --install` (README, "With a GPU"): pip puts the wheel's bin/ folder
     (the CPU variants and the Vulkan backend) beside the llama_cpp package, where the engine looks."""
-    wheel = subprocess.run(["bash", str(REPO_ROOT / "packaging" / "llama-wheel.sh")], capture_output=True, text=True,
-                           cwd=REPO_ROOT, env={**os.environ, "COVE_BACKEND": "vulkan", "COVE_PYTHON": sys.executable},
-                           timeout=600).stdout.strip()
+    wheel = subprocess.run(
+        ["bash", str(REPO_ROOT / "packaging" / "llama-wheel.sh")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "COVE_BACKEND": "vulkan", "COVE_PYTHON": sys.executable},
+        timeout=600,
+    ).stdout.strip()
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), wheel],
-                   check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), wheel], check=True, timeout=600
+    )
     assert (target / "bin" / "libggml-cpu-x64.so").is_file()
     env = {k: v for k, v in os.environ.items() if k != "LLAMA_CPP_LIB_PATH"}
     env.update(PYTHONPATH=f"{target}{os.pathsep}{REPO_ROOT}", GGML_VK_VISIBLE_DEVICES="0")
-    done = subprocess.run([sys.executable, "-c", "from app.engine.host.backends import devices, load_backends; "
-                           "print(sorted(load_backends()), [d.kind for d in devices()])"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from app.engine.host.backends import devices, load_backends; print(sorted(load_backends()), [d.kind for d in devices()])",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     # Both backends, each once (the wheel holds libggml-vulkan.so in lib/ and bin/), and llvmpipe as a GPU.
     assert done.stdout.strip() == "['CPU', 'Vulkan'] ['gpu', 'cpu']", done.stdout

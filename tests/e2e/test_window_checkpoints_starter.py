@@ -45,8 +45,7 @@ def engine(gemma: Path) -> Iterator[EngineClient]:
 
 def test_asking_again_after_a_long_reply_goes_back_to_the_prompts_tail(engine: EngineClient) -> None:
     history = [{"role": "user", "content": TEXT}]
-    long = engine.generate(history, conversation_id="again", max_tokens=LONG_REPLY, temperature=0.0,
-                           ignore_eos=True).wait()
+    long = engine.generate(history, conversation_id="again", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
     assert long.metrics["gen_tokens"] == LONG_REPLY
     again = engine.generate(history, conversation_id="again", max_tokens=24, temperature=0.0).wait()
     # Without the checkpoint the window layers no longer hold the prompt's end: all of it is read again.
@@ -57,14 +56,12 @@ def test_asking_again_after_a_long_reply_goes_back_to_the_prompts_tail(engine: E
 def test_a_later_turn_asked_again_or_edited_after_a_long_reply_goes_back_to_where_it_began(engine: EngineClient) -> None:
     first = [{"role": "user", "content": TEXT}]
     one = engine.generate(first, conversation_id="edit", max_tokens=16, temperature=0.0).wait()
-    asked = first + [{"role": "assistant", "content": one.text},
-                     {"role": "user", "content": "Tell a long story about line 3."}]
+    asked = first + [{"role": "assistant", "content": one.text}, {"role": "user", "content": "Tell a long story about line 3."}]
     two = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
     began = two.metrics["cached_tokens"]  # where the second prompt's new tokens began
     assert 0 < began < two.metrics["prompt_tokens"] - TAIL
     # asked again, and again past the window: the last message is read again, not the conversation
-    again = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0,
-                            ignore_eos=True).wait()
+    again = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
     assert again.metrics["cached_tokens"] == began
     edited = asked[:-1] + [{"role": "user", "content": "What did the keeper write on line 5?"}]
     three = engine.generate(edited, conversation_id="edit", max_tokens=24, temperature=0.0).wait()

@@ -24,11 +24,14 @@ TPS = 40
 
 def _start(home: Path) -> subprocess.Popen:
     env = {
-        **os.environ, "QT_QPA_PLATFORM": "offscreen", "COVE_HOME": str(home), "PYTHONPATH": str(ROOT),
-        "FAKE_HOST_TPS": str(TPS), "FAKE_HOST_WORDS": "100000",
+        **os.environ,
+        "QT_QPA_PLATFORM": "offscreen",
+        "COVE_HOME": str(home),
+        "PYTHONPATH": str(ROOT),
+        "FAKE_HOST_TPS": str(TPS),
+        "FAKE_HOST_WORDS": "100000",
     }
-    return subprocess.Popen([sys.executable, str(DRIVER)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(DRIVER)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_streaming(proc: subprocess.Popen) -> str:
@@ -71,8 +74,7 @@ def _the_first_words(content: str) -> list[str]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_or_sighup_mid_reply_keeps_it_interrupted_and_exits_by_itself(tmp_path: Path, tiny_gguf: Path,
-                                                                              signum) -> None:
+def test_sigterm_or_sighup_mid_reply_keeps_it_interrupted_and_exits_by_itself(tmp_path: Path, tiny_gguf: Path, signum) -> None:
     home = tmp_path / "home"
     _register(home, tiny_gguf)
     proc = _start(home)
@@ -88,8 +90,7 @@ def test_sigterm_or_sighup_mid_reply_keeps_it_interrupted_and_exits_by_itself(tm
     assert len(_the_first_words(content)) >= checkpointed  # kept whole: at least what was checkpointed
 
 
-def test_sigkill_mid_reply_with_another_cove_started_meanwhile_keeps_every_checkpointed_word(tmp_path: Path,
-                                                                                          tiny_gguf: Path) -> None:
+def test_sigkill_mid_reply_with_another_cove_started_meanwhile_keeps_every_checkpointed_word(tmp_path: Path, tiny_gguf: Path) -> None:
     home = tmp_path / "home"
     _register(home, tiny_gguf)
     proc = _start(home)
@@ -97,7 +98,11 @@ def test_sigkill_mid_reply_with_another_cove_started_meanwhile_keeps_every_check
     _wait_words(home, message_id, 0)  # a checkpoint is in the database
     other = subprocess.run(  # its start-up repair must leave the live reply alone
         [sys.executable, "-m", "app.cli.main", "history", "list"],
-        cwd=ROOT, env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert other.returncode == 0 and "cut off" not in other.stderr, other.stderr
     status, content = _row(home, message_id)
@@ -116,7 +121,11 @@ def test_sigkill_mid_reply_with_another_cove_started_meanwhile_keeps_every_check
 def _register(home: Path, model: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "app.cli.main", "models", "import", str(model)],
-        cwd=ROOT, env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     # Make it the model the window uses (the starter is never assembled in these tests).

@@ -87,9 +87,18 @@ def test_vram_adds_to_the_budget_and_context_costs_memory(catalog: list[CatalogE
 
 def test_the_rule_thresholds() -> None:
     entry = CatalogEntry(
-        name="X", repo_id="o/x", filename="x-Q4_K_M.gguf", quant="Q4_K_M", size_bytes=1_000_000_000,
-        parameters=2_000_000_000, context_length=8192, license="mit", description="d",
-        n_layer=1, n_head_kv=1, head_dim=64,
+        name="X",
+        repo_id="o/x",
+        filename="x-Q4_K_M.gguf",
+        quant="Q4_K_M",
+        size_bytes=1_000_000_000,
+        parameters=2_000_000_000,
+        context_length=8192,
+        license="mit",
+        description="d",
+        n_layer=1,
+        n_head_kv=1,
+        head_dim=64,
     )
     need = entry.memory_needed(0)  # weights + 512 MB + 10%
     assert need == 1_000_000_000 + 512_000_000 + 100_000_000
@@ -122,7 +131,7 @@ def _good() -> dict:
         (lambda d: d["models"].append(dict(d["models"][0])), "twice"),
         (lambda d: d["models"][0].update(filename="model.bin"), "not a .gguf file"),
         (lambda d: d["models"][0].update(repo_id="no-owner"), "owner/name"),
-        (lambda d: d.update(models=[]), "no \"models\" list"),
+        (lambda d: d.update(models=[]), 'no "models" list'),
     ],
 )
 def test_a_bad_catalog_is_one_sentence(tmp_path: Path, mutate, words: str) -> None:

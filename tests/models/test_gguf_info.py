@@ -16,8 +16,14 @@ from tests.support.gguf_files import DEFAULT_TOKENS, TEMPLATE, truncate, write_t
 
 def test_metadata_reads_back(tmp_path: Path) -> None:
     path = write_tiny_gguf(
-        tmp_path / "tiny.gguf", name="Tiny Chat", context_length=4096, block_count=3, head_count=8,
-        head_count_kv=2, embedding_length=16, file_type=LlamaFileType.MOSTLY_Q4_K_M,
+        tmp_path / "tiny.gguf",
+        name="Tiny Chat",
+        context_length=4096,
+        block_count=3,
+        head_count=8,
+        head_count_kv=2,
+        embedding_length=16,
+        file_type=LlamaFileType.MOSTLY_Q4_K_M,
     )
     info = read_gguf_info(path)
     assert info.path == str(path) and info.file_size == path.stat().st_size

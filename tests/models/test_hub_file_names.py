@@ -105,10 +105,16 @@ def test_the_download_manager_refuses_it_before_starting(home, fake_hub: FakeHub
 
 def test_the_download_process_refuses_it_too(tmp_path: Path, fake_hub: FakeHub) -> None:
     fake_hub.add_repo(REPO, {"../../escape.gguf": b"x" * 20})
-    job = Job(REPO, ("sub/../../escape.gguf",), None, None, str(tmp_path / "partial"), str(tmp_path / "models"),
-              TransferPolicy(max_attempts=1, backoff_base=0.01))
-    done = subprocess.run(child_command(), input=job.to_line(), capture_output=True, text=True,
-                          env=child_environment(), timeout=120)
+    job = Job(
+        REPO,
+        ("sub/../../escape.gguf",),
+        None,
+        None,
+        str(tmp_path / "partial"),
+        str(tmp_path / "models"),
+        TransferPolicy(max_attempts=1, backoff_base=0.01),
+    )
+    done = subprocess.run(child_command(), input=job.to_line(), capture_output=True, text=True, env=child_environment(), timeout=120)
     events = [decode(line) for line in done.stdout.splitlines() if line.strip()]
     assert events and isinstance(events[-1], Failed), (events, done.stderr)
     assert events[-1].message == _sentence("sub/../../escape.gguf")

@@ -67,10 +67,13 @@ def test_a_split_model_is_one_entry_with_its_total_size(fake_hub) -> None:
 
 
 def test_a_split_set_with_a_missing_part_is_flagged(fake_hub) -> None:
-    fake_hub.add_repo(REPO, {
-        "Big-Q8_0-00001-of-00003.gguf": b"1" * 50,
-        "Big-Q8_0-00003-of-00003.gguf": b"3" * 20,
-    })
+    fake_hub.add_repo(
+        REPO,
+        {
+            "Big-Q8_0-00001-of-00003.gguf": b"1" * 50,
+            "Big-Q8_0-00003-of-00003.gguf": b"3" * 20,
+        },
+    )
     (entry,) = list_gguf_files(NetworkGate(), REPO).entries
     assert entry.name == "Big-Q8_0.gguf"
     assert entry.complete is False
@@ -79,12 +82,15 @@ def test_a_split_set_with_a_missing_part_is_flagged(fake_hub) -> None:
 
 
 def test_ggufs_in_subfolders_are_found_and_named_by_path(fake_hub) -> None:
-    fake_hub.add_repo(REPO, {
-        "Q4_K_M/Model-00001-of-00002.gguf": b"a" * 30,
-        "Q4_K_M/Model-00002-of-00002.gguf": b"b" * 30,
-        "UD-Q2_K_XL/Model-UD-Q2_K_XL.gguf": b"c" * 40,
-        "Model-Q8_0.gguf": b"d" * 100,
-    })
+    fake_hub.add_repo(
+        REPO,
+        {
+            "Q4_K_M/Model-00001-of-00002.gguf": b"a" * 30,
+            "Q4_K_M/Model-00002-of-00002.gguf": b"b" * 30,
+            "UD-Q2_K_XL/Model-UD-Q2_K_XL.gguf": b"c" * 40,
+            "Model-Q8_0.gguf": b"d" * 100,
+        },
+    )
     entries = {e.name: e for e in list_gguf_files(NetworkGate(), REPO).entries}
     assert set(entries) == {"Q4_K_M/Model.gguf", "UD-Q2_K_XL/Model-UD-Q2_K_XL.gguf", "Model-Q8_0.gguf"}
     split = entries["Q4_K_M/Model.gguf"]

@@ -18,16 +18,29 @@ from tests.support.fake_hub import VALID_TOKEN
 @pytest.fixture
 def hub(fake_hub):
     fake_hub.add_repo(
-        "bartowski/Qwen2.5-7B-Instruct-GGUF", {"Qwen2.5-7B-Instruct-Q4_K_M.gguf": b"a" * 64},
-        downloads=900, likes=40, last_modified="2025-02-01T10:00:00.000Z", license="apache-2.0",
+        "bartowski/Qwen2.5-7B-Instruct-GGUF",
+        {"Qwen2.5-7B-Instruct-Q4_K_M.gguf": b"a" * 64},
+        downloads=900,
+        likes=40,
+        last_modified="2025-02-01T10:00:00.000Z",
+        license="apache-2.0",
     )
     fake_hub.add_repo(
-        "unsloth/Qwen3-8B-GGUF", {"Qwen3-8B-Q4_K_M.gguf": b"b" * 64},
-        downloads=500, likes=300, last_modified="2026-01-05T08:30:00.000Z", license="apache-2.0",
+        "unsloth/Qwen3-8B-GGUF",
+        {"Qwen3-8B-Q4_K_M.gguf": b"b" * 64},
+        downloads=500,
+        likes=300,
+        last_modified="2026-01-05T08:30:00.000Z",
+        license="apache-2.0",
     )
     fake_hub.add_repo(
-        "someone/qwen-gated-GGUF", {"m-Q8_0.gguf": b"c" * 64},
-        downloads=10, likes=5, last_modified="2025-06-01T00:00:00.000Z", license=None, gated=True,
+        "someone/qwen-gated-GGUF",
+        {"m-Q8_0.gguf": b"c" * 64},
+        downloads=10,
+        likes=5,
+        last_modified="2025-06-01T00:00:00.000Z",
+        license=None,
+        gated=True,
     )
     fake_hub.add_repo("ggml-org/gemma-3-1b-it-GGUF", {"gemma-3-1b-it-Q4_K_M.gguf": b"d" * 64}, downloads=10_000, likes=1)
     return fake_hub
@@ -40,7 +53,9 @@ def _query(request) -> dict[str, list[str]]:
 def test_results_carry_author_counts_date_licence_and_gated(hub) -> None:
     found = search_models(NetworkGate(), "qwen")
     assert [m.repo_id for m in found] == [
-        "bartowski/Qwen2.5-7B-Instruct-GGUF", "unsloth/Qwen3-8B-GGUF", "someone/qwen-gated-GGUF",
+        "bartowski/Qwen2.5-7B-Instruct-GGUF",
+        "unsloth/Qwen3-8B-GGUF",
+        "someone/qwen-gated-GGUF",
     ]
     first = found[0]
     assert isinstance(first, HubModel)

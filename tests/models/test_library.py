@@ -57,8 +57,24 @@ def test_table_schema(db: sqlite_utils.Database) -> None:
     table = db["models"]
     assert table.pks == ["name"]
     assert list(table.columns_dict) == [
-        "name", "path", "sha256", "size", "mtime", "quant", "architecture", "parameter_count", "context_length",
-        "has_chat_template", "source", "repo", "file", "revision", "added_at", "last_used_at", "ctime_ns", "inode",
+        "name",
+        "path",
+        "sha256",
+        "size",
+        "mtime",
+        "quant",
+        "architecture",
+        "parameter_count",
+        "context_length",
+        "has_chat_template",
+        "source",
+        "repo",
+        "file",
+        "revision",
+        "added_at",
+        "last_used_at",
+        "ctime_ns",
+        "inode",
     ]
     assert any(ix.unique and ix.columns == ["path"] for ix in table.indexes)
 
@@ -76,9 +92,7 @@ def test_import_in_place(lib: ModelLibrary, tiny: Path, hash_calls: list[str]) -
     assert lib.list() == [model]
 
 
-def test_reimport_same_path_is_idempotent_and_refreshes_when_changed(
-    lib: ModelLibrary, tiny: Path, hash_calls: list[str]
-) -> None:
+def test_reimport_same_path_is_idempotent_and_refreshes_when_changed(lib: ModelLibrary, tiny: Path, hash_calls: list[str]) -> None:
     first = lib.import_file(tiny)
     assert lib.import_file(str(tiny)) == first
     assert len(hash_calls) == 1, "an unchanged file is not hashed again"
@@ -102,9 +116,7 @@ def test_import_copy(lib: ModelLibrary, tiny: Path, hash_calls: list[str]) -> No
     assert again == model and sorted(p.name for p in lib.models_dir.iterdir()) == [tiny.name]
 
 
-def test_copy_of_a_different_file_with_the_same_name_gets_its_own_file_and_name(
-    lib: ModelLibrary, tiny: Path, tmp_path: Path
-) -> None:
+def test_copy_of_a_different_file_with_the_same_name_gets_its_own_file_and_name(lib: ModelLibrary, tiny: Path, tmp_path: Path) -> None:
     first = lib.import_file(tiny, copy=True)
     other = write_tiny_gguf(tmp_path / tiny.name, context_length=999)
     second = lib.import_file(other, copy=True)
@@ -262,8 +274,7 @@ def test_an_edit_in_place_at_the_same_size_with_the_mtime_put_back_is_noticed(li
     assert stored.sha256 == recheck.sha256 and recheck_file(stored) is None  # checked once, then a stat again
 
 
-def test_a_file_replaced_by_another_of_the_same_size_and_mtime_is_noticed(lib: ModelLibrary, tiny: Path,
-                                                                           tmp_path: Path) -> None:
+def test_a_file_replaced_by_another_of_the_same_size_and_mtime_is_noticed(lib: ModelLibrary, tiny: Path, tmp_path: Path) -> None:
     from models.library import recheck_file
 
     model = lib.import_file(tiny)
@@ -277,8 +288,7 @@ def test_a_file_replaced_by_another_of_the_same_size_and_mtime_is_noticed(lib: M
     assert recheck is not None and recheck.content_changed
 
 
-def test_an_older_coves_entry_is_stamped_once_when_its_file_is_as_checked(db: sqlite_utils.Database, lib: ModelLibrary,
-                                                                           tiny: Path) -> None:
+def test_an_older_coves_entry_is_stamped_once_when_its_file_is_as_checked(db: sqlite_utils.Database, lib: ModelLibrary, tiny: Path) -> None:
     from models.library import add_stat_columns
 
     model = lib.import_file(tiny)

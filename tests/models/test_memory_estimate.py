@@ -34,9 +34,18 @@ def _tensor(name: str, shape: tuple[int, ...], ggml_type: T = T.F16) -> GGUFTens
 
 
 def make_facts(
-    n_layer: int = 4, n_embd: int = 512, n_ff: int = 1536, n_head: int = 8, n_head_kv: int = 2, head: int = 64,
-    n_vocab: int = 32000, tied: bool = False, matrix_type: T = T.F16, swa: tuple[bool, ...] | None = None,
-    n_swa: int = 0, params_scale: int = 1,
+    n_layer: int = 4,
+    n_embd: int = 512,
+    n_ff: int = 1536,
+    n_head: int = 8,
+    n_head_kv: int = 2,
+    head: int = 64,
+    n_vocab: int = 32000,
+    tied: bool = False,
+    matrix_type: T = T.F16,
+    swa: tuple[bool, ...] | None = None,
+    n_swa: int = 0,
+    params_scale: int = 1,
 ) -> ModelFacts:
     tensors = [_tensor("token_embd.weight", (n_embd, n_vocab))]
     for il in range(n_layer):
@@ -59,10 +68,23 @@ def make_facts(
         tensors[i] = replace(t, offset=offset)
         offset += t.n_bytes
     return ModelFacts(
-        architecture="llama", n_layer=n_layer, n_embd=n_embd, n_ff=n_ff, n_head=(n_head,) * n_layer,
-        n_head_kv=(n_head_kv,) * n_layer, key_length=head, value_length=head, n_vocab=n_vocab, n_merges=0,
-        n_swa=n_swa, swa_layers=swa or (False,) * n_layer, n_ctx_train=4096, tensors=tuple(tensors),
-        tied_output=tied, file_size=sum(t.n_bytes for t in tensors) + 4096, quant="F16",
+        architecture="llama",
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_head=(n_head,) * n_layer,
+        n_head_kv=(n_head_kv,) * n_layer,
+        key_length=head,
+        value_length=head,
+        n_vocab=n_vocab,
+        n_merges=0,
+        n_swa=n_swa,
+        swa_layers=swa or (False,) * n_layer,
+        n_ctx_train=4096,
+        tensors=tuple(tensors),
+        tied_output=tied,
+        file_size=sum(t.n_bytes for t in tensors) + 4096,
+        quant="F16",
         parameter_count=sum(t.n_elements for t in tensors) * params_scale,
     )
 

@@ -58,8 +58,7 @@ def test_the_advice_keeps_the_v_type_when_only_the_context_changes() -> None:
     e = estimate_memory(f, None, 4096, kv_type="q4_0", type_v="q8_0", machine=machine, machine_name="riscv64")
     assert e.verdict == "too large" and e.kv_types == "K q4_0, V q8_0"
     assert any("A context of 2048 tokens would fit" in a for a in e.advice), e.advice
-    assert estimate_memory(f, None, 2048, kv_type="q4_0", type_v="q8_0", machine=machine,
-                           machine_name="riscv64").verdict == "fits in RAM"
+    assert estimate_memory(f, None, 2048, kv_type="q4_0", type_v="q8_0", machine=machine, machine_name="riscv64").verdict == "fits in RAM"
 
 
 def test_a_q8_suggestion_is_made_for_an_f16_v_cache() -> None:

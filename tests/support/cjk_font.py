@@ -50,24 +50,37 @@ def build_font(path: Path, family: str, cmap: dict[int, str], metrics: tuple[int
     full em wide ("box") or blank ("blank"), with `metrics` (ascent, descent, line gap) per
     UNITS_PER_EM."""
     ascent, descent, line_gap = metrics
-    glyphs = {".notdef": _box(100, 0, 900, 800), "blank": TTGlyphPen(None).glyph(),
-              "box": _box(80, -60, 920, 840)}
+    glyphs = {".notdef": _box(100, 0, 900, 800), "blank": TTGlyphPen(None).glyph(), "box": _box(80, -60, 920, 840)}
     builder = FontBuilder(UNITS_PER_EM, isTTF=True)
     builder.setupGlyphOrder(list(glyphs))
     builder.setupCharacterMap(cmap)
     builder.setupGlyf(glyphs)
     # (advance, left side bearing)
-    builder.setupHorizontalMetrics({".notdef": (UNITS_PER_EM, 100), "blank": (UNITS_PER_EM, 0),
-                                    "box": (UNITS_PER_EM, 80)})
+    builder.setupHorizontalMetrics({".notdef": (UNITS_PER_EM, 100), "blank": (UNITS_PER_EM, 0), "box": (UNITS_PER_EM, 80)})
     builder.setupHorizontalHeader(ascent=ascent, descent=-descent, lineGap=line_gap)
-    builder.setupNameTable({"familyName": family, "styleName": "Regular",
-                            "uniqueFontIdentifier": f"{family} Regular", "fullName": f"{family} Regular",
-                            "psName": family.replace(" ", "") + "-Regular", "version": "Version 1.0"})
+    builder.setupNameTable(
+        {
+            "familyName": family,
+            "styleName": "Regular",
+            "uniqueFontIdentifier": f"{family} Regular",
+            "fullName": f"{family} Regular",
+            "psName": family.replace(" ", "") + "-Regular",
+            "version": "Version 1.0",
+        }
+    )
     # The same metrics in hhea, OS/2 typo (used: USE_TYPO_METRICS) and OS/2 win, so every
     # rasterizer's choice gives the same line (win has no line gap; hhea and typo have it).
-    builder.setupOS2(version=4, sTypoAscender=ascent, sTypoDescender=-descent, sTypoLineGap=line_gap,
-                     usWinAscent=ascent, usWinDescent=descent, fsSelection=0x40 | 0x80,
-                     achVendID="COVE", usWeightClass=400)
+    builder.setupOS2(
+        version=4,
+        sTypoAscender=ascent,
+        sTypoDescender=-descent,
+        sTypoLineGap=line_gap,
+        usWinAscent=ascent,
+        usWinDescent=descent,
+        fsSelection=0x40 | 0x80,
+        achVendID="COVE",
+        usWeightClass=400,
+    )
     builder.font["OS/2"].recalcUnicodeRanges(builder.font)
     builder.setupPost()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,8 +119,7 @@ def write_fontconfig(directory: Path, *, line_gap: int = LINE_GAP) -> Path:
     fonts = directory / "fonts"
     build_cjk_font(fonts / "CoveTestCJK.ttf", line_gap=line_gap)
     build_latin_font(fonts / "CoveTestLatin.ttf")
-    rejected = "".join(f'      <pattern><patelt name="lang"><string>{lang}</string></patelt></pattern>\n'
-                       for lang in CJK_LANGUAGES)
+    rejected = "".join(f'      <pattern><patelt name="lang"><string>{lang}</string></patelt></pattern>\n' for lang in CJK_LANGUAGES)
     conf = directory / "fonts.conf"
     conf.write_text(
         '<?xml version="1.0"?>\n'

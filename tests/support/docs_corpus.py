@@ -88,12 +88,17 @@ def write_corpus(root: Path, *, bad: bool = True) -> Corpus:
         corpus.files.append(path)
         return path
 
-    put("report.pdf", _pdf([
-        ["Annual report of the Harrow Point station.", "Page one holds the summary of the year."],
-        ["The second page lists the supplies: oil, wicks, and bread."],
-        ["Birds", LIGHTHOUSE],
-        ["The fourth page is the keeper's signature and the date."],
-    ]))
+    put(
+        "report.pdf",
+        _pdf(
+            [
+                ["Annual report of the Harrow Point station.", "Page one holds the summary of the year."],
+                ["The second page lists the supplies: oil, wicks, and bread."],
+                ["Birds", LIGHTHOUSE],
+                ["The fourth page is the keeper's signature and the date."],
+            ]
+        ),
+    )
     corpus.facts.append(Fact(LIGHTHOUSE, "report.pdf", page=3))
     corpus.facts.append(Fact("oil, wicks, and bread", "report.pdf", page=2))
 
@@ -101,19 +106,25 @@ def write_corpus(root: Path, *, bad: bool = True) -> Corpus:
     corpus.facts.append(Fact(WARRANTY, "manual.docx", heading="Kettle manual > Warranty"))
     corpus.facts.append(Fact(COBALT, "manual.docx", heading="Kettle manual > Colours"))
 
-    put("garden.html", (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Garden notes</title>"
-        f"<script>var secret = '{HIDDEN_SCRIPT}';</script><style>p {{ color: green }}</style></head><body>"
-        "<h1>Garden</h1><p>Notes from the allotment.</p>"
-        f"<h2>Tomatoes</h2><p>{TOMATOES.replace('Brandywine', '<b>Brandywine</b>')}</p>"
-        "<h2>Beans</h2><ul><li>Runner beans climb.</li><li>Broad beans do not.</li></ul></body></html>"
-    ))
+    put(
+        "garden.html",
+        (
+            "<!doctype html><html><head><meta charset='utf-8'><title>Garden notes</title>"
+            f"<script>var secret = '{HIDDEN_SCRIPT}';</script><style>p {{ color: green }}</style></head><body>"
+            "<h1>Garden</h1><p>Notes from the allotment.</p>"
+            f"<h2>Tomatoes</h2><p>{TOMATOES.replace('Brandywine', '<b>Brandywine</b>')}</p>"
+            "<h2>Beans</h2><ul><li>Runner beans climb.</li><li>Broad beans do not.</li></ul></body></html>"
+        ),
+    )
     corpus.facts.append(Fact(TOMATOES, "garden.html", heading="Garden > Tomatoes"))
 
-    put("notes/recipes.md", (
-        "# Recipes\n\nThe family's recipes.\n\n## Bread\n\n" + SOURDOUGH + "\n\n"
-        "## Preserves\n\n" + QUINCE + "\n\n```sh\n# not a heading\n```\n"
-    ))
+    put(
+        "notes/recipes.md",
+        (
+            "# Recipes\n\nThe family's recipes.\n\n## Bread\n\n" + SOURDOUGH + "\n\n"
+            "## Preserves\n\n" + QUINCE + "\n\n```sh\n# not a heading\n```\n"
+        ),
+    )
     corpus.facts.append(Fact(SOURDOUGH, "notes/recipes.md", heading="Recipes > Bread"))
     corpus.facts.append(Fact(QUINCE, "notes/recipes.md", heading="Recipes > Preserves"))
 
@@ -124,12 +135,15 @@ def write_corpus(root: Path, *, bad: bool = True) -> Corpus:
     put("notes/bom-utf8.txt", "\ufeffThe ferry to Inishmore leaves at 08:15 from Rossaveal.\n")
     corpus.facts.append(Fact("The ferry to Inishmore leaves at 08:15 from Rossaveal.", "notes/bom-utf8.txt"))
 
-    put("code/tides.py", (
-        '"""Tide tables."""\n\nimport math\n\n\n'
-        f"def compute_tide_table(day: int) -> list[float]:\n    \"\"\"{TIDE}\"\"\"\n"
-        "    return [math.sin(day + h) for h in range(24)]\n\n\n"
-        "class Harbour:\n    \"\"\"The harbour master's ledger of berths.\"\"\"\n"
-    ))
+    put(
+        "code/tides.py",
+        (
+            '"""Tide tables."""\n\nimport math\n\n\n'
+            f'def compute_tide_table(day: int) -> list[float]:\n    """{TIDE}"""\n'
+            "    return [math.sin(day + h) for h in range(24)]\n\n\n"
+            'class Harbour:\n    """The harbour master\'s ledger of berths."""\n'
+        ),
+    )
     corpus.facts.append(Fact(TIDE, "code/tides.py", heading="compute_tide_table"))
     corpus.facts.append(Fact("harbour master's ledger", "code/tides.py", heading="Harbour"))
 

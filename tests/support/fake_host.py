@@ -147,10 +147,19 @@ def main() -> int:
                     times.write(f"{i} {time.perf_counter()!r}\n")
             gen_s = max(time.perf_counter() - t0, 1e-9)
             metrics = {
-                "prompt_tokens": prompt_tokens, "cached_tokens": 0, "prefill_ms": 1.0, "prompt_tps": 1000.0,
-                "gen_tokens": len(parts), "gen_ms": gen_s * 1000, "gen_tps": len(parts) / gen_s,
-                "stop_reason": reason, "n_ctx": 4096, "context_used": prompt_tokens + len(parts),
-                "dropped_turns": dropped, "template_source": "fallback:plain", "model_path": loaded_path,
+                "prompt_tokens": prompt_tokens,
+                "cached_tokens": 0,
+                "prefill_ms": 1.0,
+                "prompt_tps": 1000.0,
+                "gen_tokens": len(parts),
+                "gen_ms": gen_s * 1000,
+                "gen_tps": len(parts) / gen_s,
+                "stop_reason": reason,
+                "n_ctx": 4096,
+                "context_used": prompt_tokens + len(parts),
+                "dropped_turns": dropped,
+                "template_source": "fallback:plain",
+                "model_path": loaded_path,
             }
             send(Finished(req.request_id, "".join(parts), reason, metrics))
 

@@ -130,7 +130,8 @@ class FakeHub:
     def requests_for(self, filename: str, method: str | None = None, host: str | None = None) -> list[RecordedRequest]:
         with self._lock:
             return [
-                r for r in self.requests
+                r
+                for r in self.requests
                 if unquote(urlsplit(r.path).path).endswith("/" + filename)
                 and (method is None or r.method == method)
                 and (host is None or r.host == host)
@@ -237,7 +238,7 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
         if path == "/api/models":
             return self._search(query)
         if path.startswith("/api/models/"):
-            return self._api_model(path[len("/api/models/"):], query)
+            return self._api_model(path[len("/api/models/") :], query)
         if "/resolve/" in path:
             repo_id, rest = path.lstrip("/").split("/resolve/", 1)
             _rev, filename = rest.split("/", 1)
@@ -333,7 +334,7 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
     def _serve_cdn(self, path: str, rec: RecordedRequest) -> None:
         if not path.startswith("/cdn/"):
             return self._error(404, "not found")
-        org, name, filename = path[len("/cdn/"):].split("/", 2)
+        org, name, filename = path[len("/cdn/") :].split("/", 2)
         repo = self.fake.repos.get(f"{org}/{name}")
         if repo is None or filename not in repo.files:
             return self._error(404, "not found")
@@ -355,7 +356,7 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
                 return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-        part = data[start:end + 1]
+        part = data[start : end + 1]
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         for k, v in headers.items():
@@ -373,7 +374,7 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
         sent = 0
         try:
             while sent < limit:
-                chunk = part[sent:min(limit, sent + 64 * 1024)]
+                chunk = part[sent : min(limit, sent + 64 * 1024)]
                 self.wfile.write(chunk)
                 sent += len(chunk)
             self.wfile.flush()

@@ -41,19 +41,29 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def publish_model(index: Path, data: bytes, *, prefix: str = "cove-fake-model", parts: int = 2,
-                  name: str = "fake-instruct", title: str = "Fake-Instruct") -> WheelModel:
+def publish_model(
+    index: Path, data: bytes, *, prefix: str = "cove-fake-model", parts: int = 2, name: str = "fake-instruct", title: str = "Fake-Instruct"
+) -> WheelModel:
     """Split `data` into `parts` wheels in `index` and return the spec that pins them."""
     step = -(-len(data) // parts)
     pinned: list[WheelPart] = []
     for n in range(1, parts + 1):
         package = f"{prefix}-part{n}"
         member = f"{package.replace('-', '_')}/data/part{n:02d}.bin"
-        wheel = write_wheel(index, package, VERSION, {member: data[(n - 1) * step:n * step]})
+        wheel = write_wheel(index, package, VERSION, {member: data[(n - 1) * step : n * step]})
         pinned.append(WheelPart(package, sha256_of(wheel), member))
-    return WheelModel(name=name, title=title, quant="Q8_0", filename=f"{name}.gguf", version=VERSION,
-                      parts=tuple(pinned), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                      licence="MIT", origin=f"test wheels {prefix}-part1…{parts}")
+    return WheelModel(
+        name=name,
+        title=title,
+        quant="Q8_0",
+        filename=f"{name}.gguf",
+        version=VERSION,
+        parts=tuple(pinned),
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        licence="MIT",
+        origin=f"test wheels {prefix}-part1…{parts}",
+    )
 
 
 def use_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, index: Path) -> None:

@@ -70,8 +70,7 @@ class Listener:
 
 def start_listener(app: Any, host: str) -> Listener:
     port = free_port() if host == "127.0.0.1" else _free_port_on(host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="critical", lifespan="off", access_log=False,
-                            timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app, host=host, port=port, log_level="critical", lifespan="off", access_log=False, timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True, name=f"fault-proxy-{host}")
     thread.start()
@@ -105,8 +104,7 @@ class Elsewhere:
 
     async def _any(self, request: Request) -> Response:
         self.requests.append(Seen(request.url.path, {k.lower(): v for k, v in request.headers.items()}))
-        body = (b'data: {"choices":[{"index":0,"delta":{"content":"leaked"},"finish_reason":"stop"}]}\n\n'
-                b"data: [DONE]\n\n")
+        body = b'data: {"choices":[{"index":0,"delta":{"content":"leaked"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
         return Response(body, media_type="text/event-stream")
 
     def start(self) -> Elsewhere:
@@ -166,13 +164,12 @@ class FaultProxy:
         self.requests.append(Seen(path, {k.lower(): v for k, v in request.headers.items()}, peer))
         mode = self.mode
         if path.startswith("/same-origin/"):
-            path, mode = path[len("/same-origin"):], "pass"
+            path, mode = path[len("/same-origin") :], "pass"
         if mode not in ("redirect", "redirect_same") and (request.method != "POST" or not path.endswith("/chat/completions")):
             mode = "pass"
         if mode == "status":
             headers = {"Retry-After": self.retry_after} if self.retry_after else {}
-            return JSONResponse({"error": {"message": self.message, "type": "server_error"}}, status_code=self.status,
-                                headers=headers)
+            return JSONResponse({"error": {"message": self.message, "type": "server_error"}}, status_code=self.status, headers=headers)
         if mode == "redirect":
             return Response(status_code=307, headers={"Location": f"{self.elsewhere.url}{path}"})
         if mode == "redirect_same":
@@ -180,8 +177,10 @@ class FaultProxy:
         body = await request.body()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         client = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
-        upstream = await client.send(client.build_request(request.method, self.upstream + path, content=body,
-                                                          headers=headers, params=request.query_params), stream=True)
+        upstream = await client.send(
+            client.build_request(request.method, self.upstream + path, content=body, headers=headers, params=request.query_params),
+            stream=True,
+        )
         reply_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
 
         async def close() -> None:
@@ -189,10 +188,10 @@ class FaultProxy:
             await client.aclose()
 
         if mode in ("length", "length_short"):
-            return _LyingLength(self._events(upstream, close, limit=self.after_events), upstream.status_code,
-                                reply_headers, longer=mode == "length")
-        return StreamingResponse(self._stream(upstream, close, mode), status_code=upstream.status_code,
-                                 headers=reply_headers)
+            return _LyingLength(
+                self._events(upstream, close, limit=self.after_events), upstream.status_code, reply_headers, longer=mode == "length"
+            )
+        return StreamingResponse(self._stream(upstream, close, mode), status_code=upstream.status_code, headers=reply_headers)
 
     async def _events(self, upstream: httpx.Response, close: Any, limit: int | None = None) -> Any:
         """The upstream's body as whole events (each ending in a blank line)."""

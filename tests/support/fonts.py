@@ -15,11 +15,13 @@ CJK_SAMPLE = "灯台守の物語"
 
 def setup_hint() -> str:
     """What to check when Qt does not draw CJK text with the suite's own font."""
-    return (f"the suite brings its own, {FAMILY!r}: tests/conftest.py builds it (tests/support/cjk_font.py) into a "
-            "temporary folder and, before Qt starts, points FONTCONFIG_FILE at a fontconfig file that adds it "
-            "and hides every other CJK font; check that nothing started Qt earlier (the application is "
-            "pytest-qt's qapp) or changed FONTCONFIG_FILE (now "
-            f"{os.environ.get('FONTCONFIG_FILE')!r}; `fc-list :lang=ja family` with it should list only {FAMILY!r})")
+    return (
+        f"the suite brings its own, {FAMILY!r}: tests/conftest.py builds it (tests/support/cjk_font.py) into a "
+        "temporary folder and, before Qt starts, points FONTCONFIG_FILE at a fontconfig file that adds it "
+        "and hides every other CJK font; check that nothing started Qt earlier (the application is "
+        "pytest-qt's qapp) or changed FONTCONFIG_FILE (now "
+        f"{os.environ.get('FONTCONFIG_FILE')!r}; `fc-list :lang=ja family` with it should list only {FAMILY!r})"
+    )
 
 
 def _line(text: str, font: QFont) -> QTextLayout:
@@ -41,13 +43,18 @@ def require_cjk_fallback(font: QFont | None = None) -> str:
     if all(primary.supportsCharacter(ord(char)) for char in CJK_SAMPLE):
         pytest.fail(f"{primary.familyName()} has CJK characters itself: no fallback font to test with")
     cjk = _line(CJK_SAMPLE, font)
-    families = [run.rawFont().familyName() for run in cjk.glyphRuns()
-                if all(run.rawFont().supportsCharacter(ord(char)) for char in CJK_SAMPLE)]
+    families = [
+        run.rawFont().familyName() for run in cjk.glyphRuns() if all(run.rawFont().supportsCharacter(ord(char)) for char in CJK_SAMPLE)
+    ]
     if not families:
-        pytest.fail(f"Qt finds no font with CJK characters (it draws {CJK_SAMPLE!r} as boxes), so the "
-                    f"tests of lines drawn with a fallback font would check nothing; {setup_hint()}")
+        pytest.fail(
+            f"Qt finds no font with CJK characters (it draws {CJK_SAMPLE!r} as boxes), so the "
+            f"tests of lines drawn with a fallback font would check nothing; {setup_hint()}"
+        )
     latin = _line("x", font)  # kept: a QTextLine is a view of its layout
     if cjk.lineAt(0).ascent() <= latin.lineAt(0).ascent():
-        pytest.fail(f"The CJK font {families[0]} is no taller than {primary.familyName()}: lines with a fallback "
-                    f"font would look like the rest; {setup_hint()}")
+        pytest.fail(
+            f"The CJK font {families[0]} is no taller than {primary.familyName()}: lines with a fallback "
+            f"font would look like the rest; {setup_hint()}"
+        )
     return families[0]

@@ -15,7 +15,7 @@ def gbnf_to_regex(body: str) -> str:
     while pos < len(body):
         match = _TOKEN.match(body, pos)
         if match is None:
-            raise ValueError(f"not a regular GBNF body at {body[pos:pos + 20]!r}")
+            raise ValueError(f"not a regular GBNF body at {body[pos : pos + 20]!r}")
         token = match.group(0)
         pos = match.end()
         if token.isspace():

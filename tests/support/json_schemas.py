@@ -31,12 +31,12 @@ NUMBER_BOUNDS = True
 Schema = dict[str, Any]
 
 NAMES = ["id", "name", "n", "when", "tags", "kind", "ok", "note", "x y", 'q"uote', "back\\slash", "ünï"]
-TEXT = st.text(alphabet="abz XY09-_\"\\é\u4e2d", min_size=0, max_size=4)  # quotes, backslashes, non-ASCII
+TEXT = st.text(alphabet='abz XY09-_"\\é\u4e2d', min_size=0, max_size=4)  # quotes, backslashes, non-ASCII
 SCALARS = st.one_of(TEXT, st.integers(-1000, 1000), st.booleans(), st.none())
 
 
 def _small_int() -> st.SearchStrategy[int]:
-    return st.one_of(st.integers(-20, 20), st.integers(-10**6, 10**6))
+    return st.one_of(st.integers(-20, 20), st.integers(-(10**6), 10**6))
 
 
 @st.composite
@@ -60,8 +60,12 @@ def integers(draw: st.DrawFn) -> Schema:
 def _bound_value() -> st.SearchStrategy[int | float]:
     return st.one_of(
         st.integers(-50, 50),
-        st.builds(lambda whole, digits, places: round(whole + digits / 10**places, places),
-                  st.integers(-50, 50), st.integers(0, 999), st.integers(1, 3)),
+        st.builds(
+            lambda whole, digits, places: round(whole + digits / 10**places, places),
+            st.integers(-50, 50),
+            st.integers(0, 999),
+            st.integers(1, 3),
+        ),
         st.sampled_from([0, 0.5, -0.5, 0.1, 0.3, 1e-3, 1, -1, 2.5, 99.99, 1e6]),
     )
 
@@ -97,16 +101,40 @@ def bounded_strings(draw: st.DrawFn) -> Schema:
     return schema
 
 
-_PATTERN_ATOMS = ["a", "b", "Z", "0", "-", "_", " ", "é", "[a-z]", "[A-Z0-9]", "[0-9a-f]", "[._-]", r"\d", r"\w",
-                  r"\s", r"\.", ".", "(ab|cd)", "(x|[0-9]{2})", "[^@]", "[^a-z0-9]", '"', r"\\", '[a"]', "(?:q|r)"]
+_PATTERN_ATOMS = [
+    "a",
+    "b",
+    "Z",
+    "0",
+    "-",
+    "_",
+    " ",
+    "é",
+    "[a-z]",
+    "[A-Z0-9]",
+    "[0-9a-f]",
+    "[._-]",
+    r"\d",
+    r"\w",
+    r"\s",
+    r"\.",
+    ".",
+    "(ab|cd)",
+    "(x|[0-9]{2})",
+    "[^@]",
+    "[^a-z0-9]",
+    '"',
+    r"\\",
+    '[a"]',
+    "(?:q|r)",
+]
 _QUANTIFIERS = ["", "", "?", "{2}", "{1,3}", "{0,2}", "+", "*"]
 
 
 @st.composite
 def patterns(draw: st.DrawFn) -> str:
     """An anchored pattern of literals, classes, shorthands and groups, each maybe repeated."""
-    parts = draw(st.lists(st.tuples(st.sampled_from(_PATTERN_ATOMS), st.sampled_from(_QUANTIFIERS)),
-                          min_size=1, max_size=4))
+    parts = draw(st.lists(st.tuples(st.sampled_from(_PATTERN_ATOMS), st.sampled_from(_QUANTIFIERS)), min_size=1, max_size=4))
     return "^" + "".join(atom + quantifier for atom, quantifier in parts) + "$"
 
 
@@ -116,7 +144,8 @@ def strings() -> st.SearchStrategy[Schema]:
         st.sampled_from(["date", "time", "date-time", "uuid"]).map(lambda f: {"type": "string", "format": f}),
         patterns().map(lambda p: {"type": "string", "pattern": p}),
         st.sampled_from(["^[a-z]{1,5}$", "^[A-Z][0-9]{2}$", r"^\d{3}-\d{4}$", "^(yes|no)$"]).map(
-            lambda p: {"type": "string", "pattern": p}),
+            lambda p: {"type": "string", "pattern": p}
+        ),
         st.lists(TEXT, min_size=1, max_size=4, unique=True).map(lambda v: {"type": "string", "enum": v}),
     )
 
@@ -136,8 +165,7 @@ def leaves(refs: tuple[str, ...] = ()) -> st.SearchStrategy[Schema]:
         strings(),
         _enum_values().map(lambda v: {"enum": v}),
         SCALARS.map(lambda v: {"const": v}),
-        st.sampled_from([{"type": ["integer", "null"]}, {"type": ["string", "null"], "maxLength": 4},
-                         {"type": ["boolean", "integer"]}]),
+        st.sampled_from([{"type": ["integer", "null"]}, {"type": ["string", "null"], "maxLength": 4}, {"type": ["boolean", "integer"]}]),
     ]
     if refs:
         options.append(st.sampled_from(refs).map(lambda name: {"$ref": f"#/$defs/{name}"}))
@@ -156,8 +184,9 @@ def objects(draw: st.DrawFn, values: st.SearchStrategy[Schema], min_size: int = 
     if extra == "false":
         schema["additionalProperties"] = False
     elif extra == "schema":
-        schema["additionalProperties"] = draw(st.sampled_from([
-            {"type": "integer", "minimum": 0, "maximum": 9}, {"type": "boolean"}, {"enum": ["a", "b"]}]))
+        schema["additionalProperties"] = draw(
+            st.sampled_from([{"type": "integer", "minimum": 0, "maximum": 9}, {"type": "boolean"}, {"enum": ["a", "b"]}])
+        )
     if not properties and extra != "schema":
         schema["additionalProperties"] = False  # {} would be any object: long, and not what is tested here
     return schema
@@ -177,10 +206,15 @@ _ONE_OF_TYPES = {
     "null": st.just({"type": "null"}),
     "integer": integers(),
     "string": st.one_of(bounded_strings(), st.just({"type": "string", "format": "date"})),
-    "object": st.just({"type": "object", "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 5}},
-                       "required": ["v"], "additionalProperties": False}),
-    "array": st.builds(lambda n: {"type": "array", "items": {"type": "boolean"}, "minItems": n, "maxItems": n + 1},
-                       st.integers(0, 2)),
+    "object": st.just(
+        {
+            "type": "object",
+            "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 5}},
+            "required": ["v"],
+            "additionalProperties": False,
+        }
+    ),
+    "array": st.builds(lambda n: {"type": "array", "items": {"type": "boolean"}, "minItems": n, "maxItems": n + 1}, st.integers(0, 2)),
 }
 
 
@@ -204,6 +238,7 @@ def all_ofs(draw: st.DrawFn, values: st.SearchStrategy[Schema]) -> Schema:
 
 def values(refs: tuple[str, ...] = ()) -> st.SearchStrategy[Schema]:
     """Any schema of the subset, nested a few levels at most."""
+
     def extend(children: st.SearchStrategy[Schema]) -> st.SearchStrategy[Schema]:
         return st.one_of(
             objects(children),
@@ -212,6 +247,7 @@ def values(refs: tuple[str, ...] = ()) -> st.SearchStrategy[Schema]:
             one_ofs(),
             all_ofs(children),
         )
+
     return st.recursive(leaves(refs), extend, max_leaves=6)
 
 

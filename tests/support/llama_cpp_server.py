@@ -35,8 +35,9 @@ class LlamaCppServer:
 
 
 @contextmanager
-def llama_cpp_server(folder: Path, *, api_key: str | None = None, certfile: Path | None = None,
-                     keyfile: Path | None = None, n_ctx: int = 512) -> Iterator[LlamaCppServer]:
+def llama_cpp_server(
+    folder: Path, *, api_key: str | None = None, certfile: Path | None = None, keyfile: Path | None = None, n_ctx: int = 512
+) -> Iterator[LlamaCppServer]:
     """The server answering until the block ends. `api_key`: every request then needs it;
     `certfile`/`keyfile`: serve https with that certificate."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -44,9 +45,27 @@ def llama_cpp_server(folder: Path, *, api_key: str | None = None, certfile: Path
     if not model.exists():
         write_tiny_gguf(model)
     port = free_port()
-    args = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_ALIAS,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "1",
-            "--n_threads_batch", "1", "--verbose", "False"]
+    args = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        "1",
+        "--n_threads_batch",
+        "1",
+        "--verbose",
+        "False",
+    ]
     if api_key is not None:
         args += ["--api_key", api_key]
     scheme = "http"

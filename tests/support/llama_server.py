@@ -70,8 +70,26 @@ def llama_server(
     """
     exe = binary or llama_server_binary()
     port = free_port()
-    cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", alias,
-           "-c", str(n_ctx), "-t", str(threads), "-np", str(slots), "--no-webui", *plain_weights(), *extra_args]
+    cmd = [
+        str(exe),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--alias",
+        alias,
+        "-c",
+        str(n_ctx),
+        "-t",
+        str(threads),
+        "-np",
+        str(slots),
+        "--no-webui",
+        *plain_weights(),
+        *extra_args,
+    ]
     env = library_env(exe)
     if api_key is not None:
         env["LLAMA_API_KEY"] = api_key
@@ -108,6 +126,5 @@ def _wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float)
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"llama-server did not answer /health in {timeout_s:.0f} s: "
-                               f"{log.read_text(errors='replace')[-2000:]}")
+            raise RuntimeError(f"llama-server did not answer /health in {timeout_s:.0f} s: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.1)

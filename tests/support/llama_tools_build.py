@@ -40,8 +40,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             reporter.write_line(line)
             reporter.flush()
 
-    log(f"{len(needing)} tests use llama-bench, llama-server or llama-cli; building them once, before the tests run "
-        f"(leave them out with -m 'not slow_build')")
+    log(
+        f"{len(needing)} tests use llama-bench, llama-server or llama-cli; building them once, before the tests run "
+        f"(leave them out with -m 'not slow_build')"
+    )
     try:
         llama_tools.ensure_tools(tools, log=log)
     except llama_tools.LlamaToolError as exc:

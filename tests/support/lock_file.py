@@ -45,6 +45,14 @@ def applies(entry: Locked, python: str) -> bool:
     """Whether a lock line is installed on Linux x86-64 with CPython `python` (the build here)."""
     if entry.marker is None:
         return True
-    return entry.marker.evaluate({"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-                                  "platform_system": "Linux", "platform_machine": "x86_64",
-                                  "platform_python_implementation": "CPython", "implementation_name": "cpython"})
+    return entry.marker.evaluate(
+        {
+            "python_version": python,
+            "python_full_version": f"{python}.0",
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "platform_machine": "x86_64",
+            "platform_python_implementation": "CPython",
+            "implementation_name": "cpython",
+        }
+    )

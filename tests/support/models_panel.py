@@ -18,8 +18,9 @@ REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
 WAIT_MS = 60_000
 FAST = TransferPolicy(stall_timeout=1.0, connect_timeout=5.0, max_attempts=4, backoff_base=0.05, backoff_max=0.2, progress_interval=0.05)
-PATIENT = TransferPolicy(stall_timeout=60.0, connect_timeout=5.0, max_attempts=4, backoff_base=0.05, backoff_max=0.2,
-                         progress_interval=0.05)
+PATIENT = TransferPolicy(
+    stall_timeout=60.0, connect_timeout=5.0, max_attempts=4, backoff_base=0.05, backoff_max=0.2, progress_interval=0.05
+)
 
 
 @pytest.fixture(scope="session")
@@ -53,8 +54,9 @@ def make_panel(qtbot, core, policy: TransferPolicy = FAST, keyring=None, confirm
 
 @pytest.fixture
 def hub(fake_hub, served_bytes):
-    fake_hub.add_repo(REPO, {FILE: served_bytes, "tiny-Q4_K_M.gguf": served_bytes[:-1] + b"\0", "README.md": b"hi"},
-                      downloads=500, likes=7, license="mit")
+    fake_hub.add_repo(
+        REPO, {FILE: served_bytes, "tiny-Q4_K_M.gguf": served_bytes[:-1] + b"\0", "README.md": b"hi"}, downloads=500, likes=7, license="mit"
+    )
     return fake_hub
 
 

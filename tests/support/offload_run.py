@@ -43,11 +43,11 @@ def main(argv: list[str]) -> int:
 
     token_pick.GreedyPick.pick = recording  # type: ignore[method-assign]
     try:
-        req = Generate("g", None, [], raw_prompt=prompt, max_tokens=max_tokens, temperature=0.0, no_cache=True,
-                       speculative="off", ignore_eos=True)
+        req = Generate(
+            "g", None, [], raw_prompt=prompt, max_tokens=max_tokens, temperature=0.0, no_cache=True, speculative="off", ignore_eos=True
+        )
         done = session.generate(req, lambda _line: None, threading.Event())
-        print(json.dumps({"placement": session.placement.to_dict(), "text": done.text, "picks": picks,
-                          "metrics": done.metrics}))
+        print(json.dumps({"placement": session.placement.to_dict(), "text": done.text, "picks": picks, "metrics": done.metrics}))
     finally:
         session.close()
     return 0

@@ -14,8 +14,9 @@ from pathlib import Path
 from tests.support.paths import REPO_ROOT
 
 
-def cove_on_a_terminal(home: Path, *args: str, answer: Callable[[bytes], bytes] | None = None,
-                       prompt: bytes = b"(default: deny): ", timeout: float = 120) -> tuple[int, bytes]:
+def cove_on_a_terminal(
+    home: Path, *args: str, answer: Callable[[bytes], bytes] | None = None, prompt: bytes = b"(default: deny): ", timeout: float = 120
+) -> tuple[int, bytes]:
     """Run `cove ARGS` on a pty; each time the shown text has one more `prompt`, type what
     `answer(everything shown so far)` says and Enter. Returns (exit code, everything shown)."""
     import pty

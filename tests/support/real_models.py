@@ -57,8 +57,7 @@ def _stamp_matches(spec: WheelModel, path: Path) -> bool:
 
 def _write_stamp(spec: WheelModel, path: Path) -> None:
     st = path.stat()
-    _stamp_path(path).write_text(json.dumps({"sha256": spec.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}),
-                                 encoding="utf-8")
+    _stamp_path(path).write_text(json.dumps({"sha256": spec.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}), encoding="utf-8")
 
 
 def _needed(items: list[pytest.Item]) -> dict[str, int]:
@@ -100,8 +99,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         spec = FIXTURE_MODELS[name]
         if _stamp_matches(spec, real_models_cache() / spec.filename):
             continue
-        log(f"{count} tests use {spec.title}; fetching or checking it once, before the tests run "
-            f"(cached in {real_models_cache()}; leave them out with -m 'not real_model')")
+        log(
+            f"{count} tests use {spec.title}; fetching or checking it once, before the tests run "
+            f"(cached in {real_models_cache()}; leave them out with -m 'not real_model')"
+        )
         try:
             cached_model(spec, log=log)
         except WheelModelError as exc:

@@ -15,11 +15,24 @@ from models.transactions import write_transaction
 
 def fill_record(log: RequestLog, n: int, conversation_id: str | None = None) -> list[int]:
     """`n` complete replies appended to `log`; returns their sequence numbers."""
-    return [log.append(client="scripts", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name="tiny",
-                       model_sha256="ab" * 32, quant="F32", params={"temperature": 0.0, "seed": i},
-                       messages=[{"role": "user", "content": f"question {i}"}], reply=f"answer {i}", status="complete",
-                       usage={"prompt_tokens": 3, "completion_tokens": 2}, timings={"ttft_ms": 1.5},
-                       conversation_id=conversation_id) for i in range(n)]
+    return [
+        log.append(
+            client="scripts",
+            remote="127.0.0.1",
+            endpoint="/v1/chat/completions",
+            model_name="tiny",
+            model_sha256="ab" * 32,
+            quant="F32",
+            params={"temperature": 0.0, "seed": i},
+            messages=[{"role": "user", "content": f"question {i}"}],
+            reply=f"answer {i}",
+            status="complete",
+            usage={"prompt_tokens": 3, "completion_tokens": 2},
+            timings={"ttft_ms": 1.5},
+            conversation_id=conversation_id,
+        )
+        for i in range(n)
+    ]
 
 
 def run_sql(core, statement: str, args: list | tuple = ()) -> None:
@@ -40,8 +53,11 @@ def _rehash_from(core, first: int) -> None:
         if row["messages"] is not None:
             row["content_hash"] = content_hash(row["messages"], row["reply"] or "")
         row["hash"] = entry_hash(row)
-        run_sql(core, "UPDATE record_entries SET prev_hash = ?, content_hash = ?, hash = ? WHERE seq = ?",
-                (row["prev_hash"], row["content_hash"], row["hash"], row["seq"]))
+        run_sql(
+            core,
+            "UPDATE record_entries SET prev_hash = ?, content_hash = ?, hash = ? WHERE seq = ?",
+            (row["prev_hash"], row["content_hash"], row["hash"], row["seq"]),
+        )
         previous = row["hash"]
 
 
@@ -80,10 +96,9 @@ def resealed_with_a_key_of_ones_own(core, first: int) -> None:
     log.keys.save(state)
     sealer = Sealer(core.db, log.keys)
     with write_transaction(core.db):
-        for row in log.entries()[first - 1:]:
+        for row in log.entries()[first - 1 :]:
             sealer.seal(state, row["seq"], row["hash"])
-            state = replace(state, epoch=state.epoch + 1, key=next_key(bytes.fromhex(state.key)).hex(),
-                            last_seq=row["seq"])
+            state = replace(state, epoch=state.epoch + 1, key=next_key(bytes.fromhex(state.key)).hex(), last_seq=row["seq"])
 
 
 def key_rolled_mid_record(core) -> None:
@@ -122,8 +137,11 @@ def _delete_first(core) -> None:
 
 
 def _forged_erasure_with_new_text(core) -> None:
-    run_sql(core, "UPDATE record_entries SET erased = 1, messages = ?, reply = 'forged reply' WHERE seq = 2",
-            [json.dumps([{"role": "user", "content": "a question never asked"}])])
+    run_sql(
+        core,
+        "UPDATE record_entries SET erased = 1, messages = ?, reply = 'forged reply' WHERE seq = 2",
+        [json.dumps([{"role": "user", "content": "a question never asked"}])],
+    )
 
 
 def _forged_erasure(core) -> None:
@@ -142,8 +160,13 @@ def _rehashed_and_seals_removed(core) -> None:
 
 def _forged_entry_appended(core) -> None:
     last = RequestLog(core.db).entries()[-1]
-    row = {**last, "seq": 7, "messages": json.dumps([{"role": "user", "content": "planted"}]), "reply": "planted",
-           "prev_hash": last["hash"]}
+    row = {
+        **last,
+        "seq": 7,
+        "messages": json.dumps([{"role": "user", "content": "planted"}]),
+        "reply": "planted",
+        "prev_hash": last["hash"],
+    }
     row["content_hash"] = content_hash(row["messages"], row["reply"])
     row["hash"] = entry_hash(row)
     core.db.table("record_entries").insert(row)
@@ -153,8 +176,14 @@ def _forged_entry_appended(core) -> None:
 def _forged_entry_with_a_made_up_seal(core) -> None:
     _forged_entry_appended(core)
     seal = dict(next(core.db.query("SELECT * FROM record_seals ORDER BY epoch DESC LIMIT 1")))
-    forged = {**seal, "epoch": seal["epoch"] + 1, "seq": 7, "head": RequestLog(core.db).entries()[-1]["hash"],
-              "mac": "00" * 32, "check_mac": "11" * 32}
+    forged = {
+        **seal,
+        "epoch": seal["epoch"] + 1,
+        "seq": 7,
+        "head": RequestLog(core.db).entries()[-1]["hash"],
+        "mac": "00" * 32,
+        "check_mac": "11" * 32,
+    }
     core.db.table("record_seals").insert(forged)
     core.db.conn.commit()
 
@@ -174,8 +203,11 @@ def _model_edited(core) -> None:
 def _two_swapped(core) -> None:
     rows = {r["seq"]: r for r in RequestLog(core.db).entries()}
     for seq, other in ((2, 3), (3, 2)):
-        run_sql(core, "UPDATE record_entries SET messages = ?, reply = ?, content_hash = ? WHERE seq = ?",
-                (rows[other]["messages"], rows[other]["reply"], rows[other]["content_hash"], seq))
+        run_sql(
+            core,
+            "UPDATE record_entries SET messages = ?, reply = ?, content_hash = ? WHERE seq = ?",
+            (rows[other]["messages"], rows[other]["reply"], rows[other]["content_hash"], seq),
+        )
 
 
 TAMPERING = {
@@ -195,9 +227,7 @@ TAMPERING = {
     "a reply edited": (_reply_edited, {"changed": (4,)}),
     "a model_sha256 edited": (_model_edited, {"changed": (4,)}),
     "two entries swapped": (_two_swapped, {"changed": (2, 3)}),
-    "a reply changed, re-hashed, the key deleted, one more entry": (rehashed_and_key_deleted,
-                                                                     {"bad_seals": (2, 3, 4, 5)}),
+    "a reply changed, re-hashed, the key deleted, one more entry": (rehashed_and_key_deleted, {"bad_seals": (2, 3, 4, 5)}),
     "the same with the seals made to name the new hashes": (_rehashed_seals_pointed_and_key_deleted, {}),
-    "a reply changed, re-hashed and re-sealed with a key of the forger's own": (key_rolled_mid_record,
-                                                                                 {"unsealed": (3, 4, 5, 6)}),
+    "a reply changed, re-hashed and re-sealed with a key of the forger's own": (key_rolled_mid_record, {"unsealed": (3, 4, 5, 6)}),
 }

@@ -76,21 +76,20 @@ def requests_of(entries: list[dict]) -> list[dict]:
 
 
 @contextmanager
-def cove_serve(home: Path, *, n_ctx_train: int = 512, args: tuple[str, ...] = (),
-               new_session: bool = False) -> Iterator[Served]:
+def cove_serve(home: Path, *, n_ctx_train: int = 512, args: tuple[str, ...] = (), new_session: bool = False) -> Iterator[Served]:
     """The server answering at Served.url until the block ends. `n_ctx_train`: the tiny model's
     training context, which is the context Cove gives it (up to 8,192); `args`: more of `cove
     serve`'s options; `new_session`: the server leads a process group of its own (for signals
     sent to the group, os.killpg)."""
     env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home)}
     model = write_tiny_gguf(home / "tiny.gguf", n_ctx_train=n_ctx_train)
-    subprocess.run([*CLI, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run([*CLI, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=120)
     port = free_port()
     log = home / "serve.log"  # a file, not a pipe no one reads, which a talkative server could fill
     with log.open("wb") as stderr:
-        proc = subprocess.Popen([*CLI, "serve", "--port", str(port), *args], cwd=REPO_ROOT, env=env, stderr=stderr,
-                                start_new_session=new_session)
+        proc = subprocess.Popen(
+            [*CLI, "serve", "--port", str(port), *args], cwd=REPO_ROOT, env=env, stderr=stderr, start_new_session=new_session
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

@@ -26,6 +26,5 @@ def first_start_with_starter(monkeypatch: pytest.MonkeyPatch, tiny_gguf: Path, *
     monkeypatch.setattr(starter_module, "starter_available", lambda: True)
     monkeypatch.setattr(starter_module, "starter_registered", lambda library: False)
     monkeypatch.setattr(starter_module, "prepare_starter_file", prepare)
-    monkeypatch.setattr(starter_module, "register_prepared_starter",
-                        lambda library, path: library.import_file(path, source="starter"))
+    monkeypatch.setattr(starter_module, "register_prepared_starter", lambda library, path: library.import_file(path, source="starter"))
     return release

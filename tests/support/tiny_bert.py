@@ -14,12 +14,18 @@ SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "harbour", "lighthouse", "keeper", "gulls", "kettle", "warranty", "tide", "violin", "file", "read", "line"]
 
 
-def write_tiny_bert(path: str | Path, *, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_ff: int = 64,
-                    n_ctx_train: int = 256, seed: int = 0) -> Path:
+def write_tiny_bert(
+    path: str | Path, *, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_ff: int = 64, n_ctx_train: int = 256, seed: int = 0
+) -> Path:
     path = Path(path)
     rng = np.random.default_rng(seed)
-    tokens = SPECIAL + ["\u2581" + w for w in WORDS] + ["\u2581" + c for c in string.ascii_lowercase + string.digits] \
-        + list(string.ascii_lowercase + string.digits) + ["\u2581" + p for p in string.punctuation]
+    tokens = (
+        SPECIAL
+        + ["\u2581" + w for w in WORDS]
+        + ["\u2581" + c for c in string.ascii_lowercase + string.digits]
+        + list(string.ascii_lowercase + string.digits)
+        + ["\u2581" + p for p in string.punctuation]
+    )
     types = [gguf.TokenType.CONTROL] * len(SPECIAL) + [gguf.TokenType.NORMAL] * (len(tokens) - len(SPECIAL))
     w = gguf.GGUFWriter(str(path), "bert")
     w.add_name("tiny-bert")

@@ -59,13 +59,12 @@ class _AtLimit:
         return getattr(self.inner, name)
 
     def take_ready(self) -> list:
-        return [dataclasses.replace(e, status=MessageStatus.LENGTH) if isinstance(e, FinishedEvent) else e
-                for e in self.inner.take_ready()]
+        return [dataclasses.replace(e, status=MessageStatus.LENGTH) if isinstance(e, FinishedEvent) else e for e in self.inner.take_ready()]
 
 
 def split_text(text: str, size: int = 7) -> list[str]:
     """`text` as the pieces a model streams, `size` characters each."""
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def calls_made(path: Path) -> list[str]:
@@ -73,8 +72,9 @@ def calls_made(path: Path) -> list[str]:
     return path.read_text().split()
 
 
-def run_turn(core: Any, engine: Any, pieces: Path, loop: Any, replies: list[list[str]], conversation: Any,
-             text: str) -> tuple[Any, Any, list, ScriptedBackend]:
+def run_turn(
+    core: Any, engine: Any, pieces: Path, loop: Any, replies: list[list[str]], conversation: Any, text: str
+) -> tuple[Any, Any, list, ScriptedBackend]:
     """One turn with `loop`'s tools in `conversation` on the tiny model, its replies replayed by
     the scripted fake host, driven to its end: (the TurnRecord, the Turn, its events, the backend)."""
     from app.chat import TurnRecord, build_prompt_messages

@@ -82,10 +82,17 @@ class ChatController(QObject):
         self.unsaved.saved.connect(self._on_unsaved_saved)
         # The turn in progress: its thread, its frames of text and the end of its record.
         self._told: set[str] = set()  # load notices said already (a draft model that is gone), once each
-        self.turns = TurnRunner(core, engine, self.remote, self.unsaved, params=self.params,
-                                gate=lambda: self.engine_gate() if self.engine_gate is not None else None,
-                                conversation_id=lambda: self.conversation_id, options=self.load_options,
-                                parent=self)
+        self.turns = TurnRunner(
+            core,
+            engine,
+            self.remote,
+            self.unsaved,
+            params=self.params,
+            gate=lambda: self.engine_gate() if self.engine_gate is not None else None,
+            conversation_id=lambda: self.conversation_id,
+            options=self.load_options,
+            parent=self,
+        )
         self.turns.text_received.connect(self.reply_text_received)
         self.turns.reasoning_received.connect(self.reply_reasoning_received)
         self.turns.reasoning_ended.connect(self.reply_reasoning_ended)
@@ -218,8 +225,7 @@ class ChatController(QObject):
             self.conversation_id = self.core.history.create_conversation(model=self.model.name if self.model else None).id
             self.conversation_opened.emit(self.conversation_id)
         kept = {PARAMS_KEY: self.tool_servers()} if self.tool_servers() else {}  # not a sampling setting: kept
-        self.core.history.update_conversation(self.conversation_id, params={**params.to_dict(), **kept},
-                                              system_prompt=system_prompt)
+        self.core.history.update_conversation(self.conversation_id, params={**params.to_dict(), **kept}, system_prompt=system_prompt)
         self.core.save_sampling_defaults(params)
 
     # ---- tools -------------------------------------------------------------------------
@@ -251,8 +257,10 @@ class ChatController(QObject):
             return None
         conversation = self.core.history.get_conversation(conversation_id)
         if on_server(self.model) and self.tool_servers():  # the engine offers tools to this machine's models only
-            self.tools.notes.append(f"{self.model.name if self.model else 'The model'} runs on a server; tools are "
-                                    "offered to models of this machine only, so this reply has none.")
+            self.tools.notes.append(
+                f"{self.model.name if self.model else 'The model'} runs on a server; tools are "
+                "offered to models of this machine only, so this reply has none."
+            )
             return None
         return self.tools.loop_for(conversation)
 
@@ -360,7 +368,8 @@ class ChatController(QObject):
         arguments = self.load_options(model).load_arguments()
 
         run_in_background(
-            self, lambda: self.engine.load(model.path, n_ctx=n_ctx, **arguments),  # the engine client is thread-safe
+            self,
+            lambda: self.engine.load(model.path, n_ctx=n_ctx, **arguments),  # the engine client is thread-safe
             on_done=lambda loaded: self._on_load_done(model, loaded, "", previous),
             on_failed=lambda sentence: self._on_load_done(model, None, sentence, previous),
             name="cove-load",
@@ -455,6 +464,8 @@ class ChatController(QObject):
         self.starter.abandoned = True  # a starter file assembled after this is used next start
         self.turns.quit(grace_s)
         if not self.unsaved.retry():
-            print(f"cove: {len(self.unsaved.pending)} finished reply could not be saved (the history file is still not writable).",
-                  file=sys.stderr)
+            print(
+                f"cove: {len(self.unsaved.pending)} finished reply could not be saved (the history file is still not writable).",
+                file=sys.stderr,
+            )
         self.engine.close()

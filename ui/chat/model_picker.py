@@ -21,8 +21,10 @@ from ui.tools.tool_models import ToolModel, tool_capable
 NAME_ROLE = Qt.ItemDataRole.UserRole
 THIS_COMPUTER = "This computer"
 TOOLS_MARK = " · tools"  # after the label of a model that can call tools
-BASE_MODEL_NOTE = ("A small base model: it continues text rather than following instructions, so its answers "
-                   "are short and often wrong. An instruct model from the catalog answers better.")
+BASE_MODEL_NOTE = (
+    "A small base model: it continues text rather than following instructions, so its answers "
+    "are short and often wrong. An instruct model from the catalog answers better."
+)
 
 
 def remote_label(model: Any) -> str:
@@ -197,8 +199,7 @@ class ModelPicker(QWidget):
         """Which models can call tools, read from their files off the UI thread; marked when known."""
         if self._tools_job is not None:
             self._tools_job.dropped = True
-        self._tools_job = run_in_background(self, lambda: tool_capable(models), on_done=self.mark_tool_models,
-                                            name="cove-tool-models")
+        self._tools_job = run_in_background(self, lambda: tool_capable(models), on_done=self.mark_tool_models, name="cove-tool-models")
 
     def mark_tool_models(self, found: Sequence[ToolModel]) -> None:
         """Mark the rows of models whose chat template knows tools ("· tools", and why in the tooltip)."""

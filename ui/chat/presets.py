@@ -55,9 +55,15 @@ def params_from_json(data: Any) -> SamplingParams | None:
             values[f.name] = float(value)
         elif f.name == "logit_bias":  # [[token id, bias], ...]
             if not isinstance(value, list) or not all(
-                    isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and not isinstance(pair[0], bool)
-                    and isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool) and math.isfinite(pair[1])
-                    for pair in value):
+                isinstance(pair, list)
+                and len(pair) == 2
+                and isinstance(pair[0], int)
+                and not isinstance(pair[0], bool)
+                and isinstance(pair[1], (int, float))
+                and not isinstance(pair[1], bool)
+                and math.isfinite(pair[1])
+                for pair in value
+            ):
                 return None
             values[f.name] = tuple((int(t), float(b)) for t, b in value)
         elif f.name in _OPTIONAL_INT_FIELDS:

@@ -39,8 +39,7 @@ def context_figures(metrics: dict[str, Any], model: Any, loaded: Any | None) -> 
 
 
 def declined_sentence(host: str) -> str:
-    return (f"Not sent: you chose not to send your messages to {host}. Your message is kept; "
-            "Retry asks again.")
+    return f"Not sent: you chose not to send your messages to {host}. Your message is kept; Retry asks again."
 
 
 class RemoteTurns:
@@ -70,8 +69,9 @@ class RemoteTurns:
                 return model
         # Not in the last listing (which may be old): the server is asked for it all the same.
         kind = connection.server.get("kind") if connection.server else None
-        return RemoteModel(connection=connection.name, model_id=model_id, host=connection.host,
-                           kind=kind if isinstance(kind, str) else None)
+        return RemoteModel(
+            connection=connection.name, model_id=model_id, host=connection.host, kind=kind if isinstance(kind, str) else None
+        )
 
     def choose(self, name: str) -> InstalledModel | RemoteModel:
         """The model `name` means (a server's, or an installed one), remembered for the next

@@ -99,8 +99,9 @@ class ConversationSettingsDialog(QDialog):
         self._repeat = _double(0.5, 2.0, 0.05, 2, "Repeat penalty", "Above 1 discourages repeating recent tokens; 1 is off")
         self._max_tokens = _integer(0, 1_000_000, 64, "Maximum reply tokens", "Stop the reply after this many tokens", "No limit")
         self._seed = _integer(-1, INT_MAX, 1, "Seed", "The same seed and settings give the same reply", "Random")
-        self._n_ctx = _integer(0, 1_048_576, 1024, "Context size", "Tokens the model can see at once; larger uses more memory",
-                               "Model default")
+        self._n_ctx = _integer(
+            0, 1_048_576, 1024, "Context size", "Tokens the model can see at once; larger uses more memory", "Model default"
+        )
         for fraction in (self._temperature, self._top_p, self._min_p, self._repeat):
             fraction.valueChanged.connect(self._on_field_changed)
         for count in (self._top_k, self._max_tokens, self._seed, self._n_ctx):

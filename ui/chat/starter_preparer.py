@@ -38,7 +38,8 @@ class StarterPreparer(QObject):
         self.preparing = True
         models_dir = self._core.paths.models_dir
         run_in_background(
-            self, lambda: starter_module.prepare_starter_file(models_dir),
+            self,
+            lambda: starter_module.prepare_starter_file(models_dir),
             on_done=lambda path: self._on_assembled(str(path), ""),
             on_failed=lambda sentence: self._on_assembled("", sentence),
             name="cove-starter",

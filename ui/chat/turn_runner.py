@@ -79,10 +79,19 @@ class TurnRunner(QObject):
     tool_asked = Signal(object)  # app.turn.events.ToolCallEvent whose `question` waits for answer_tool
     tool_step_written = Signal()  # a tool call and its result were written (and the next reply begun)
 
-    def __init__(self, core: Core, engine: EngineClient, remote: RemoteTurns, unsaved: UnsavedReplies, *,
-                 params: Callable[[], SamplingParams], gate: Callable[[], WindowGate | None],
-                 conversation_id: Callable[[], str | None], options: Callable[[InstalledModel], LoadOptions],
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        core: Core,
+        engine: EngineClient,
+        remote: RemoteTurns,
+        unsaved: UnsavedReplies,
+        *,
+        params: Callable[[], SamplingParams],
+        gate: Callable[[], WindowGate | None],
+        conversation_id: Callable[[], str | None],
+        options: Callable[[InstalledModel], LoadOptions],
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.core = core
         self.engine = engine
@@ -141,8 +150,9 @@ class TurnRunner(QObject):
         except Exception as exc:  # noqa: BLE001 - e.g. the tool servers could not be read: the reply goes on
             self.error_reported.emit(f"The conversation's tools could not be prepared ({exc}); this reply has none.")
             tools = None
-        self.turn = Turn(record, prompt_messages, params=self._params(), conversation_id=conversation_id,
-                         library=self.core.library, tools=tools)
+        self.turn = Turn(
+            record, prompt_messages, params=self._params(), conversation_id=conversation_id, library=self.core.library, tools=tools
+        )
         self.backend = None
         self._first_shown = False
         self._thinking_since = None
@@ -155,8 +165,7 @@ class TurnRunner(QObject):
         # person chose to treat all replies alike (the Server panel; app/settings.py window_first).
         priority = "window" if self.core.settings.window_first else "normal"
         try:  # a server's connection and key, or a model's load settings, are read here, on the history's thread
-            backend = backend_for(model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options,
-                                  priority=priority)
+            backend = backend_for(model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options, priority=priority)
         except ConnectionProblem as exc:
             self._ended(turn.fail(str(exc)))
             return
@@ -269,8 +278,13 @@ class TurnRunner(QObject):
         recheck = event.recheck
         if event.error is not None:
             exc = event.error
-            reason = "it is no longer in the library" if isinstance(exc, ModelNotFound) else write_failure(exc) \
-                if isinstance(exc, sqlite3.Error) else str(exc)
+            reason = (
+                "it is no longer in the library"
+                if isinstance(exc, ModelNotFound)
+                else write_failure(exc)
+                if isinstance(exc, sqlite3.Error)
+                else str(exc)
+            )
             self.error_reported.emit(f"The model file changed, and {reason}, so the new checksum is not recorded.")
             return
         self.model_rechecked.emit(event.updated)
@@ -294,8 +308,7 @@ class TurnRunner(QObject):
         if end.not_saved is not None:
             self.unsaved.keep(record)
             self.error_reported.emit(
-                f"The reply could not be saved: {end.not_saved}. It stays on screen, and Cove saves it as soon as there is "
-                "space again."
+                f"The reply could not be saved: {end.not_saved}. It stays on screen, and Cove saves it as soon as there is space again."
             )
         self.record, self.turn, self.backend = None, None, None
         self._drain.stop()

@@ -19,8 +19,10 @@ from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary
 from ui.theme import error_color, muted_color
 
 URL_HINT = "http://gpu-box.lan:8000/v1"
-ABOUT = ("Any server that speaks the OpenAI API: llama.cpp's llama-server, vLLM, Ollama, LM Studio, "
-         "llama-cpp-python or another Cove (cove serve). Cove adds /v1 when the address has no path.")
+ABOUT = (
+    "Any server that speaks the OpenAI API: llama.cpp's llama-server, vLLM, Ollama, LM Studio, "
+    "llama-cpp-python or another Cove (cove serve). Cove adds /v1 when the address has no path."
+)
 TEST_NAME = "test"  # the name a draft is probed under while the name field is still empty
 
 
@@ -33,8 +35,7 @@ def draft_connection(name: str, url: str, ca_file: str | None) -> Connection:
         if not base_url.startswith("https://"):
             raise ConnectionProblem("A certificate file is used only for an https:// address; the address is http://.")
         ca = check_ca_file(ca_file)
-    return Connection(name=check_name(name.strip()) if name.strip() else TEST_NAME, base_url=base_url, ca_file=ca,
-                      host=host_of(base_url))
+    return Connection(name=check_name(name.strip()) if name.strip() else TEST_NAME, base_url=base_url, ca_file=ca, host=host_of(base_url))
 
 
 class AddConnectionDialog(QDialog):
@@ -44,8 +45,7 @@ class AddConnectionDialog(QDialog):
     add_requested = Signal(str, str, object, object)  # name, url, key or None, CA file or None
     tested = Signal(object)  # ProbeReply
 
-    def __init__(self, worker: ProbeWorker, parent: QWidget | None = None, *,
-                 choose_file: Callable[[], str | None] | None = None) -> None:
+    def __init__(self, worker: ProbeWorker, parent: QWidget | None = None, *, choose_file: Callable[[], str | None] | None = None) -> None:
         super().__init__(parent)
         self.worker = worker
         self._choose_file = choose_file or self._ask_file
@@ -162,8 +162,9 @@ class AddConnectionDialog(QDialog):
         return self.ca_field.text().strip() or None
 
     def _add_clicked(self) -> None:
-        self.add_requested.emit(self.name_field.text().strip(), self.url_field.text().strip(),
-                                self.key_field.text().strip() or None, self._ca())
+        self.add_requested.emit(
+            self.name_field.text().strip(), self.url_field.text().strip(), self.key_field.text().strip() or None, self._ca()
+        )
 
     def _on_probed(self, reply: ProbeReply) -> None:
         if reply.ticket != self._ticket:
@@ -188,6 +189,7 @@ class AddConnectionDialog(QDialog):
             self.ca_field.setText(path)
 
     def _ask_file(self) -> str | None:
-        path, _ = QFileDialog.getOpenFileName(self, "Certificate file to trust", str(Path.home()),
-                                              "Certificates (*.pem *.crt *.cer);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Certificate file to trust", str(Path.home()), "Certificates (*.pem *.crt *.cer);;All files (*)"
+        )
         return path or None

@@ -13,11 +13,13 @@ TITLE = "Send your messages to another machine?"
 
 
 def consent_question(connection: str, host: str) -> str:
-    return (f"Your messages will be sent to {host}. It is not this computer or a private network address, so "
-            f"each time you send, this conversation (its system prompt, your messages and the replies so far) "
-            f"leaves this machine and goes to {host}, the server of the connection “{connection}”.\n\n"
-            "Send only if that server is yours, or one you trust with what you write. Cove asks once for this connection; "
-            "the history and the record stay on this computer.")
+    return (
+        f"Your messages will be sent to {host}. It is not this computer or a private network address, so "
+        f"each time you send, this conversation (its system prompt, your messages and the replies so far) "
+        f"leaves this machine and goes to {host}, the server of the connection “{connection}”.\n\n"
+        "Send only if that server is yours, or one you trust with what you write. Cove asks once for this connection; "
+        "the history and the record stay on this computer."
+    )
 
 
 def ask_consent(parent: QWidget | None, connection: str, host: str) -> bool:

@@ -35,9 +35,11 @@ from ui.theme import format_int, show_sentence
 COLUMNS = ("Name", "Address", "Server", "Models", "Key")
 CONNECTION_ROLE = Qt.ItemDataRole.UserRole  # on a connection's row: its name
 MODEL_ROLE = Qt.ItemDataRole.UserRole + 1  # on a model's row: MODEL_ID@CONNECTION
-ABOUT = ("Your own servers: a bigger machine running llama-server, vLLM, Ollama, LM Studio or another Cove. "
-         "Their models are in the model picker under the connection's name; what you send to one of them goes to "
-         "that machine, and each reply is marked with where it ran.")
+ABOUT = (
+    "Your own servers: a bigger machine running llama-server, vLLM, Ollama, LM Studio or another Cove. "
+    "Their models are in the model picker under the connection's name; what you send to one of them goes to "
+    "that machine, and each reply is marked with where it ran."
+)
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
 AskKey = Callable[[str], str | None]  # (connection name) -> the new key ("" for none), None: cancelled
 
@@ -49,8 +51,16 @@ class ConnectionsPage(QWidget):
     connections_changed = Signal()
     model_chosen = Signal(str)
 
-    def __init__(self, connections: Connections, gate: NetworkGate, *, worker: ProbeWorker | None = None,
-                 confirm: Confirm | None = None, ask_key: AskKey | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        connections: Connections,
+        gate: NetworkGate,
+        *,
+        worker: ProbeWorker | None = None,
+        confirm: Confirm | None = None,
+        ask_key: AskKey | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.connections = connections
         self.gate = gate
@@ -133,8 +143,11 @@ class ConnectionsPage(QWidget):
         self.tree.setVisible(bool(listed))
         self.empty.setVisible(not listed)
         offline = self.gate.offline
-        self.offline_note.setText(f"Cove is offline ({self.gate.offline_reason}): it does not connect to your servers "
-                                  "until offline mode is off." if offline else "")
+        self.offline_note.setText(
+            f"Cove is offline ({self.gate.offline_reason}): it does not connect to your servers until offline mode is off."
+            if offline
+            else ""
+        )
         self.offline_note.setVisible(offline)
         self._update_buttons()
 
@@ -207,8 +220,7 @@ class ConnectionsPage(QWidget):
         name = self._selected_connection()
         if name is None:
             return
-        question = (f"Remove the connection {name} and its key? Its conversations stay in the history; "
-                    "its models leave the model picker.")
+        question = f"Remove the connection {name} and its key? Its conversations stay in the history; its models leave the model picker."
         if not self._confirm("Remove connection", question):
             return
         try:
@@ -259,8 +271,11 @@ class ConnectionsPage(QWidget):
         tip = connection.base_url + (f"\nTrusts {connection.ca_file}" if connection.ca_file else "")
         item.setToolTip(0, tip)
         item.setToolTip(1, tip)
-        item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
-                     f"{connection.name}, {connection.host}, {kind}, {count} models, {'a key' if has_key else 'no key'}")
+        item.setData(
+            0,
+            Qt.ItemDataRole.AccessibleTextRole,
+            f"{connection.name}, {connection.host}, {kind}, {count} models, {'a key' if has_key else 'no key'}",
+        )
         for model in models:
             context = f"{format_int(model.context_length)} tokens of context" if model.context_length else ""
             child = QTreeWidgetItem([model.model_id, "", context, "", ""])
@@ -281,8 +296,9 @@ class ConnectionsPage(QWidget):
             connection = self.connections.record_probe(name, reply.info)
         except ConnectionProblem:
             return  # removed meanwhile
-        self.show_message(probe_summary(connection.host, reply.info)
-                          + (" Its models are in the model picker." if reply.info.models else ""))
+        self.show_message(
+            probe_summary(connection.host, reply.info) + (" Its models are in the model picker." if reply.info.models else "")
+        )
         self.refresh()
         self.connections_changed.emit()
 
@@ -336,8 +352,9 @@ class ConnectionsPage(QWidget):
         return QMessageBox.question(self, title, question) == QMessageBox.StandardButton.Yes
 
     def _ask_for_key(self, name: str) -> str | None:
-        key, accepted = QInputDialog.getText(self, "Connection key", f"The key {name} sends (leave it empty for none):",
-                                             QLineEdit.EchoMode.Password)
+        key, accepted = QInputDialog.getText(
+            self, "Connection key", f"The key {name} sends (leave it empty for none):", QLineEdit.EchoMode.Password
+        )
         return key if accepted else None
 
 

@@ -69,10 +69,12 @@ class ProbeWorker(QObject):
 
         gate = self.gate
         run_in_background(
-            self, lambda: probe(connection, key, gate),
+            self,
+            lambda: probe(connection, key, gate),
             on_done=lambda info: self._answered(ProbeReply(ticket, connection, info, "", purpose)),
             on_failed=lambda sentence: self._answered(ProbeReply(ticket, connection, None, sentence, purpose)),
-            describe=probe_sentence, name="cove-remote-probe",
+            describe=probe_sentence,
+            name="cove-remote-probe",
         )
         return ticket
 

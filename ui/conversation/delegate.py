@@ -44,8 +44,9 @@ class Hit:
 
 def blend(a: QColor, b: QColor, t: float) -> QColor:
     """a mixed with t of b."""
-    return QColor(round(a.red() * (1 - t) + b.red() * t), round(a.green() * (1 - t) + b.green() * t),
-                  round(a.blue() * (1 - t) + b.blue() * t))
+    return QColor(
+        round(a.red() * (1 - t) + b.red() * t), round(a.green() * (1 - t) + b.green() * t), round(a.blue() * (1 - t) + b.blue() * t)
+    )
 
 
 class MessageDelegate(QStyledItemDelegate):
@@ -139,8 +140,11 @@ class MessageDelegate(QStyledItemDelegate):
         reply = self.docs.stream(item.id) if item.status == MessageStatus.STREAMING else None
         height = round(doc.size().height() if reply is None else reply.height())
         thinking = item.reasoning
-        reasoning_doc = self.reasoning_docs.document(item.id, thinking.text, reasoning_width(self.layouter.text_width(width))) \
-            if thinking is not None and thinking.expanded else None
+        reasoning_doc = (
+            self.reasoning_docs.document(item.id, thinking.text, reasoning_width(self.layouter.text_width(width)))
+            if thinking is not None and thinking.expanded
+            else None
+        )
         lay = self.layouter.layout(item, width, doc, rendered, height, reasoning_doc)
         self.layout_count += 1
         self._layouts[item.id] = lay
@@ -157,8 +161,12 @@ class MessageDelegate(QStyledItemDelegate):
         if item.status != MessageStatus.STREAMING or lay.item.id != item.id or not same_chrome(lay.item, item):
             return False
         reply = self.docs.stream(item.id)
-        return reply is not None and reply.text == item.content and reply.rendered is lay.rendered \
+        return (
+            reply is not None
+            and reply.text == item.content
+            and reply.rendered is lay.rendered
             and self.layouter.stream_room(round(reply.height())) == lay.doc_room
+        )
 
     # --- a streaming reply's frames -------------------------------------------------------
 
@@ -176,8 +184,11 @@ class MessageDelegate(QStyledItemDelegate):
         """Whether a streaming row's layout holds for text `height` tall (else it grows).
         `text_only`: only the item's text changed since its layout (ConversationModel.append_text)."""
         lay = self._layouts.get(item.id)
-        return lay is not None and self.layouter.stream_room(round(height)) == lay.doc_room \
+        return (
+            lay is not None
+            and self.layouter.stream_room(round(height)) == lay.doc_room
             and (text_only or lay.item is item or same_chrome(lay.item, item))
+        )
 
     def exact_height(self, index: QModelIndex) -> int:
         item = self._item(index)
@@ -196,8 +207,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     # --- heights in the model ----------------------------------------------------------------
 
-    def write_heights(self, rows: range | list[int] | None = None, *, exact: bool = False,
-                      new_cells: bool = False) -> bool:
+    def write_heights(self, rows: range | list[int] | None = None, *, exact: bool = False, new_cells: bool = False) -> bool:
         """Give rows a height in the model: exact when laid out (or `exact`), else estimated.
 
         `new_cells`: the rows are new Qt cells (inserted, or after a reset) and have no height
@@ -301,8 +311,17 @@ class MessageDelegate(QStyledItemDelegate):
         if lay.header.intersects(shown):
             self._paint_header(painter, item, lay, text, muted, dark)
         if lay.reasoning is not None and lay.reasoning.area.intersects(shown):
-            paint_reasoning(painter, lay.reasoning, self.layouter.font, self.layouter.small, blend(text, base, 0.25),
-                            muted, link, blend(text, base, 0.8), visible)
+            paint_reasoning(
+                painter,
+                lay.reasoning,
+                self.layouter.font,
+                self.layouter.small,
+                blend(text, base, 0.25),
+                muted,
+                link,
+                blend(text, base, 0.8),
+                visible,
+            )
         if lay.doc is not None:
             self._paint_text(painter, item, lay, lay.doc, option.rect, text, visible)
         if lay.notice is not None and lay.notice_rect.intersects(shown):
@@ -316,8 +335,7 @@ class MessageDelegate(QStyledItemDelegate):
         painter.setFont(self.layouter.small)
         if lay.metrics_text and lay.metrics_rect.intersects(shown):
             painter.setPen(muted)
-            elided = self.layouter.fm_small.elidedText(lay.metrics_text, Qt.TextElideMode.ElideRight,
-                                                       lay.metrics_rect.width())
+            elided = self.layouter.fm_small.elidedText(lay.metrics_text, Qt.TextElideMode.ElideRight, lay.metrics_rect.width())
             painter.drawText(lay.metrics_rect, int(Qt.AlignmentFlag.AlignLeft), elided)
         if lay.sources is not None:
             paint_sources(painter, lay.sources, self.layouter.fm_small, text, muted, link)
@@ -334,8 +352,9 @@ class MessageDelegate(QStyledItemDelegate):
                 painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), label)
         painter.restore()
 
-    def _paint_text(self, painter: QPainter, item: MessageItem, lay: RowLayout, doc: SafeTextDocument, row_rect: QRect,
-                    color: QColor, visible: QRectF) -> None:
+    def _paint_text(
+        self, painter: QPainter, item: MessageItem, lay: RowLayout, doc: SafeTextDocument, row_rect: QRect, color: QColor, visible: QRectF
+    ) -> None:
         """The row's text: its document `doc` (the layout's), or a streaming row's reply (unless a
         widget over the row draws it)."""
         origin = QPoint(lay.doc_left, lay.doc_top)
@@ -354,8 +373,7 @@ class MessageDelegate(QStyledItemDelegate):
         reply.paint(painter, (clip.left(), clip.top(), clip.width(), clip.height()), color)
         painter.restore()
 
-    def _paint_header(self, painter: QPainter, item: MessageItem, lay: RowLayout, text: QColor, muted: QColor,
-                      dark: bool) -> None:
+    def _paint_header(self, painter: QPainter, item: MessageItem, lay: RowLayout, text: QColor, muted: QColor, dark: bool) -> None:
         painter.setFont(self.layouter.bold)
         painter.setPen(text)
         painter.drawText(lay.header, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.header_text)
@@ -363,8 +381,11 @@ class MessageDelegate(QStyledItemDelegate):
             x = lay.header.left() + self.layouter.fm_bold.horizontalAdvance(lay.header_text) + 10
             painter.setFont(self.layouter.small)
             painter.setPen(self._status_color(item.status, dark, muted))
-            painter.drawText(QRect(x, lay.header.top(), lay.header.width(), lay.header.height()),
-                             int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.status_label)
+            painter.drawText(
+                QRect(x, lay.header.top(), lay.header.width(), lay.header.height()),
+                int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                lay.status_label,
+            )
 
     @staticmethod
     def _status_color(status: str, dark: bool, muted: QColor) -> QColor:
@@ -392,8 +413,11 @@ class MessageDelegate(QStyledItemDelegate):
         if item is None:
             return {}
         lay = self.layout_for(item)
-        return {kind: r.translated(rect.topLeft()).adjusted(-_HIT_SLOP, -_HIT_SLOP, _HIT_SLOP, _HIT_SLOP)
-                for kind, _label, r in lay.actions if self._action_enabled(item, kind)}
+        return {
+            kind: r.translated(rect.topLeft()).adjusted(-_HIT_SLOP, -_HIT_SLOP, _HIT_SLOP, _HIT_SLOP)
+            for kind, _label, r in lay.actions
+            if self._action_enabled(item, kind)
+        }
 
     def anchor_rects(self, index: QModelIndex, rect: QRect) -> list[tuple[str, QRect]]:
         """(href, area) of each anchor in the row's document (href is cove-link:N or cove-copy:N)."""
@@ -426,18 +450,21 @@ class MessageDelegate(QStyledItemDelegate):
         href = lay.doc.documentLayout().anchorAt(local)
         return _resolve_anchor(item.id, href, lay)
 
-    def editorEvent(self, event: QEvent, model: object, option: QStyleOptionViewItem,
-                    index: QModelIndex | QPersistentModelIndex) -> bool:
-        if (event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent)
-                and event.button() == Qt.MouseButton.LeftButton):
+    def editorEvent(self, event: QEvent, model: object, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> bool:
+        if (
+            event.type() == QEvent.Type.MouseButtonRelease
+            and isinstance(event, QMouseEvent)
+            and event.button() == Qt.MouseButton.LeftButton
+        ):
             hit = self.hit_test(index, option.rect, event.position().toPoint())
             if hit is not None:
                 self.hit_activated.emit(hit)
                 return True
         return False
 
-    def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem,
-                  index: QModelIndex | QPersistentModelIndex) -> bool:
+    def helpEvent(
+        self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> bool:
         if event is None or event.type() != QEvent.Type.ToolTip:
             return super().helpEvent(event, view, option, index)
         item = self._item(index)

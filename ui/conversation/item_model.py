@@ -131,9 +131,14 @@ class ConversationModel(QStandardItemModel):
         if row is None:
             raise KeyError(item.id)
         self._items[row] = item
-        self.setItemData(self.index(row, 0), {MessageRole.Item: item,
-                                              Qt.ItemDataRole.AccessibleTextRole: _accessible_text(item),
-                                              Qt.ItemDataRole.AccessibleDescriptionRole: _accessible_hint(item)})
+        self.setItemData(
+            self.index(row, 0),
+            {
+                MessageRole.Item: item,
+                Qt.ItemDataRole.AccessibleTextRole: _accessible_text(item),
+                Qt.ItemDataRole.AccessibleDescriptionRole: _accessible_hint(item),
+            },
+        )
 
     def remove_message(self, message_id: str) -> None:
         row = self._rows.get(message_id)
@@ -168,8 +173,7 @@ def _accessible_text(item: MessageItem) -> str:
 def _accessible_hint(item: MessageItem) -> str:
     if item.reasoning is None:
         return ""
-    return "Enter or Space hides the model's thinking" if item.reasoning.expanded else \
-        "Enter or Space shows the model's thinking"
+    return "Enter or Space hides the model's thinking" if item.reasoning.expanded else "Enter or Space shows the model's thinking"
 
 
 def speaker(item: MessageItem) -> str:

@@ -35,10 +35,17 @@ DOC_CACHE_SIZE = 64
 # Shown as escapes (as the command line shows them, app/cli/terminal_text.py): C0 controls but
 # newline and tab, DEL and C1, the bidirectional embeddings, overrides and isolates, and the
 # bidirectional marks. Reasoning that reorders what is drawn after it is shown, not obeyed.
-_CONTROLS: tuple[int, ...] = (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F),
-                              *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)
-_VISIBLE = {code: ("\\r" if code == 0x0D else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-            for code in _CONTROLS}
+_CONTROLS: tuple[int, ...] = (
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    *range(0x7F, 0xA0),
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+    0x200E,
+    0x200F,
+    0x061C,
+)
+_VISIBLE = {code: ("\\r" if code == 0x0D else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}") for code in _CONTROLS}
 
 
 def visible_text(text: str) -> str:
@@ -118,8 +125,9 @@ def append_reasoning(model: Any, message_id: str, text: str, t: float, now: floa
         shown = dataclasses.replace(shown, live=True, started=t)
     started = shown.started if shown.started is not None else t
     seconds = max(0, int(now - started)) if shown.live else shown.seconds
-    model.update_message(dataclasses.replace(item, reasoning=dataclasses.replace(
-        shown, text=shown.text + text, started=started, seconds=seconds)))
+    model.update_message(
+        dataclasses.replace(item, reasoning=dataclasses.replace(shown, text=shown.text + text, started=started, seconds=seconds))
+    )
     return True
 
 
@@ -129,8 +137,9 @@ def end_reasoning(model: Any, message_id: str, thought_ms: float) -> None:
     if row < 0 or model.item(row).reasoning is None or not model.item(row).reasoning.live:
         return
     item = model.item(row)
-    model.update_message(dataclasses.replace(item, reasoning=dataclasses.replace(
-        item.reasoning, live=False, thought_ms=max(0.0, thought_ms))))
+    model.update_message(
+        dataclasses.replace(item, reasoning=dataclasses.replace(item.reasoning, live=False, thought_ms=max(0.0, thought_ms)))
+    )
 
 
 def tick_reasoning(model: Any, message_id: str, now: float) -> bool:
@@ -152,8 +161,7 @@ def toggle_reasoning(model: Any, message_id: str) -> bool:
     if row < 0 or model.item(row).reasoning is None:
         return False
     item = model.item(row)
-    model.update_message(dataclasses.replace(item, reasoning=dataclasses.replace(
-        item.reasoning, expanded=not item.reasoning.expanded)))
+    model.update_message(dataclasses.replace(item, reasoning=dataclasses.replace(item.reasoning, expanded=not item.reasoning.expanded)))
     return True
 
 
@@ -181,8 +189,16 @@ class ReasoningLayout:
         return self.line.united(self.text).united(self.copy)
 
 
-def layout_reasoning(shown: ReasoningShown, doc: SafeTextDocument | None, fm: QFontMetrics, fm_small: QFontMetrics,
-                     left: int, width: int, top: int, text_height: int) -> ReasoningLayout:
+def layout_reasoning(
+    shown: ReasoningShown,
+    doc: SafeTextDocument | None,
+    fm: QFontMetrics,
+    fm_small: QFontMetrics,
+    left: int,
+    width: int,
+    top: int,
+    text_height: int,
+) -> ReasoningLayout:
     """The line at `top`; when open, the text (`text_height` tall: its document's, or an estimate)
     and the Copy link under it."""
     label = shown.label
@@ -205,22 +221,37 @@ def estimate_text_height(text: str, width: int, avg_char: float, line_spacing: i
     return (text.count("\n") + 1 + len(text) // per_line) * line_spacing
 
 
-def paint_reasoning(painter: QPainter, lay: ReasoningLayout, font: QFont, small: QFont, text: QColor, muted: QColor,
-                    link: QColor, rule: QColor, visible: QRectF) -> None:
+def paint_reasoning(
+    painter: QPainter,
+    lay: ReasoningLayout,
+    font: QFont,
+    small: QFont,
+    text: QColor,
+    muted: QColor,
+    link: QColor,
+    rule: QColor,
+    visible: QRectF,
+) -> None:
     """The chevron and label in `muted`; when open, a rule beside the text, the text, the link."""
     painter.save()
     painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
     line = lay.line
     cx, cy, r = line.left() + 5.0, line.center().y() + 0.5, 3.5
-    points = [QPointF(cx - r * 0.6, cy - r), QPointF(cx + r * 0.8, cy), QPointF(cx - r * 0.6, cy + r)] \
-        if not lay.expanded else [QPointF(cx - r, cy - r * 0.6), QPointF(cx + r, cy - r * 0.6), QPointF(cx, cy + r * 0.8)]
+    points = (
+        [QPointF(cx - r * 0.6, cy - r), QPointF(cx + r * 0.8, cy), QPointF(cx - r * 0.6, cy + r)]
+        if not lay.expanded
+        else [QPointF(cx - r, cy - r * 0.6), QPointF(cx + r, cy - r * 0.6), QPointF(cx, cy + r * 0.8)]
+    )
     painter.setPen(Qt.PenStyle.NoPen)
     painter.setBrush(muted)
     painter.drawPolygon(QPolygonF(points))
     painter.setFont(font)
     painter.setPen(muted)
-    painter.drawText(QRect(line.left() + CHEVRON, line.top(), line.width() - CHEVRON, line.height()),
-                     int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), lay.label)
+    painter.drawText(
+        QRect(line.left() + CHEVRON, line.top(), line.width() - CHEVRON, line.height()),
+        int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+        lay.label,
+    )
     if lay.expanded:
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(rule)
@@ -267,7 +298,7 @@ class ReasoningDocs:
             doc = hit[0]
             cursor = QTextCursor(doc)
             cursor.movePosition(QTextCursor.MoveOperation.End)
-            cursor.insertText(visible_text(text[len(hit[1]):]))
+            cursor.insertText(visible_text(text[len(hit[1]) :]))
         else:
             doc = SafeTextDocument()
             doc.setDocumentMargin(0)

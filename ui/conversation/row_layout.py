@@ -132,8 +132,7 @@ def actions_for(item: MessageItem) -> list[tuple[str, str]]:
     """(kind, label) of the action links under a message, in order."""
     actions: list[tuple[str, str]] = []
     if item.version_count > 1:
-        actions += [("version_prev", "‹"), ("version_label", f"{item.version_index}/{item.version_count}"),
-                    ("version_next", "›")]
+        actions += [("version_prev", "‹"), ("version_label", f"{item.version_index}/{item.version_count}"), ("version_next", "›")]
     if item.status == "streaming":
         return actions
     if item.tool is not None:  # a tool call's row (ui/conversation/tool_rows.py)
@@ -270,10 +269,18 @@ class Layouter:
     def estimate_height(self, item: MessageItem, width: int) -> int:
         """A row's height without rendering it: the exact chrome plus estimated text lines."""
         notice = status_notice(item)
-        shape = (width, item.role, item.status, bool(item.content), item.seen_by_model, bool(item.metrics),
-                 item.version_count > 1, notice[0] if notice else None,
-                 (item.sources.title, len(item.sources.lines)) if item.sources is not None else None,
-                 item.reasoning.expanded if item.reasoning is not None else None)
+        shape = (
+            width,
+            item.role,
+            item.status,
+            bool(item.content),
+            item.seen_by_model,
+            bool(item.metrics),
+            item.version_count > 1,
+            notice[0] if notice else None,
+            (item.sources.title, len(item.sources.lines)) if item.sources is not None else None,
+            item.reasoning.expanded if item.reasoning is not None else None,
+        )
         chrome = self._chrome.get(shape)
         if chrome is None:
             chrome = self.layout(item, width, None, None, 0).height
@@ -281,8 +288,9 @@ class Layouter:
                 self._chrome.clear()
             self._chrome[shape] = chrome
         if item.reasoning is not None and item.reasoning.expanded:  # the chrome has one line for its text
-            chrome += max(0, estimate_text_height(item.reasoning.text, self.text_width(width), self.avg_char,
-                                                  self.line_spacing) - self.fm.height())
+            chrome += max(
+                0, estimate_text_height(item.reasoning.text, self.text_width(width), self.avg_char, self.line_spacing) - self.fm.height()
+            )
         if not item.content:
             return chrome
         return chrome + max(0, self.estimate_doc_height(item, width) - self.fm.height())
@@ -304,8 +312,15 @@ class Layouter:
         step = STREAM_GROW_LINES * self.line_spacing
         return max(-(-doc_height // step) * step, self.fm.height())
 
-    def layout(self, item: MessageItem, width: int, doc: SafeTextDocument | None, rendered: Rendered | None,
-               doc_height: int, reasoning_doc: SafeTextDocument | None = None) -> RowLayout:
+    def layout(
+        self,
+        item: MessageItem,
+        width: int,
+        doc: SafeTextDocument | None,
+        rendered: Rendered | None,
+        doc_height: int,
+        reasoning_doc: SafeTextDocument | None = None,
+    ) -> RowLayout:
         """`reasoning_doc`: the open reasoning's text (ReasoningDocs); without it, it takes one line."""
         inner_left = MARGIN_X + PAD_X
         inner_width = self.text_width(width)
@@ -315,16 +330,26 @@ class Layouter:
         reasoning = None
         if item.reasoning is not None:  # between the speaker and the answer
             text_height = round(reasoning_doc.size().height()) if reasoning_doc is not None else 0
-            reasoning = layout_reasoning(item.reasoning, reasoning_doc, self.fm, self.fm_small, inner_left, inner_width, y,
-                                         text_height)
+            reasoning = layout_reasoning(item.reasoning, reasoning_doc, self.fm, self.fm_small, inner_left, inner_width, y, text_height)
             y = reasoning.bottom + 1 + GAP + (GAP if item.reasoning.expanded else 0)
         # While it thinks, its line says so ("Thinking… 14 s"): no "writing…" beside the speaker.
         thinking = reasoning is not None and item.reasoning.live and item.status == "streaming"
         status_label = "" if thinking else STATUS_LABELS.get(item.status, "")
-        lay = RowLayout(item=item, width=width, height=0, card=QRect(), header=header,
-                        header_text=speaker(item), status_label=status_label,
-                        doc=doc, rendered=rendered, doc_left=inner_left, doc_top=y, doc_height=doc_height,
-                        reasoning=reasoning)
+        lay = RowLayout(
+            item=item,
+            width=width,
+            height=0,
+            card=QRect(),
+            header=header,
+            header_text=speaker(item),
+            status_label=status_label,
+            doc=doc,
+            rendered=rendered,
+            doc_left=inner_left,
+            doc_top=y,
+            doc_height=doc_height,
+            reasoning=reasoning,
+        )
         if item.status == "streaming":
             lay.doc_room = self.stream_room(doc_height)
             y += lay.doc_room

@@ -56,8 +56,10 @@ def shown_sources(sources: Sequence[Any]) -> SourcesShown | None:
         return None
     cited = [s for s in sources if s.cited]
     chosen = cited or list(sources)
-    lines = tuple(SourceLine(n=s.n, name=PurePath(s.path).name or s.path, where=s.where, path=s.path, excerpt=s.excerpt,
-                             collection=s.collection) for s in chosen)
+    lines = tuple(
+        SourceLine(n=s.n, name=PurePath(s.path).name or s.path, where=s.where, path=s.path, excerpt=s.excerpt, collection=s.collection)
+        for s in chosen
+    )
     return SourcesShown(CITED_TITLE if cited else UNCITED_TITLE, lines, bool(cited))
 
 
@@ -91,8 +93,7 @@ def sources_bottom(lay: SourcesLayout) -> int:
     return (lay.lines[-1][1] if lay.lines else lay.title).bottom()
 
 
-def paint_sources(painter: QPainter, lay: SourcesLayout, fm: QFontMetrics, text: QColor, muted: QColor,
-                  link: QColor) -> None:
+def paint_sources(painter: QPainter, lay: SourcesLayout, fm: QFontMetrics, text: QColor, muted: QColor, link: QColor) -> None:
     align = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     painter.setPen(muted)
     painter.drawText(lay.title, align, fm.elidedText(lay.title_text, Qt.TextElideMode.ElideRight, lay.title.width()))

@@ -19,8 +19,13 @@ from app.store.history import Message
 from ui.conversation.item_model import MessageItem
 
 TOOL_ROLES = ("tool_call", "tool")
-STATUS_WORDS = {"ok": "done", "tool_error": "the tool reported an error", "failed": "failed", "denied": "denied",
-                "interrupted": "interrupted: its result is unknown"}
+STATUS_WORDS = {
+    "ok": "done",
+    "tool_error": "the tool reported an error",
+    "failed": "failed",
+    "denied": "denied",
+    "interrupted": "interrupted: its result is unknown",
+}
 SPEAKER = "Tool"
 
 
@@ -116,8 +121,7 @@ def fold_tool_rows(messages: Sequence[Any], to_item: Callable[[Any], MessageItem
         base = to_item(shown)
         tool = ToolShown(tool_line(call, result), tool_details(call, result))
         status = result.status if result is not None else message.status
-        item = dataclasses.replace(base, role="tool_call", content=tool.line, tool=tool, status=status,
-                                   model_name=SPEAKER, metrics={})
+        item = dataclasses.replace(base, role="tool_call", content=tool.line, tool=tool, status=status, model_name=SPEAKER, metrics={})
         out.append(item)
         i += 1
     return out

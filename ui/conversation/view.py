@@ -47,8 +47,9 @@ class ConversationView(QListView):
     top_reached = Signal()  # the person scrolled to the very top (the owner may show earlier messages)
     source_activated = Signal(str, str, int)  # message id, "source" (show the passage) or "open_source", its [n]
 
-    def __init__(self, parent: QWidget | None = None, *, model: ConversationModel | None = None,
-                 confirm_open: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, *, model: ConversationModel | None = None, confirm_open: Callable[[str], bool] | None = None
+    ) -> None:
         super().__init__(parent)
         self._confirm_open = confirm_open or (lambda url: confirm_with_dialog(self, url))
         self._stick_to_bottom = True
@@ -145,8 +146,7 @@ class ConversationView(QListView):
         """Open a link from model output: only http(s), only after the person confirmed the full URL."""
         if classify_url(url) != "confirm":
             self.link_refused.emit(url)
-            QToolTip.showText(self.mapToGlobal(self.rect().center()), f"Cove does not open this kind of link:\n{url}",
-                              self)
+            QToolTip.showText(self.mapToGlobal(self.rect().center()), f"Cove does not open this kind of link:\n{url}", self)
             return False
         if not self._confirm_open(url):
             return False
@@ -212,8 +212,9 @@ class ConversationView(QListView):
         model = self.model()
         return isinstance(model, ConversationModel) and model.row_size == self._delegate.size_for_new_row
 
-    def dataChanged(self, top_left: QModelIndex | QPersistentModelIndex, bottom_right: QModelIndex | QPersistentModelIndex,
-                    roles: Sequence[int] = ()) -> None:
+    def dataChanged(
+        self, top_left: QModelIndex | QPersistentModelIndex, bottom_right: QModelIndex | QPersistentModelIndex, roles: Sequence[int] = ()
+    ) -> None:
         # QListView answers any dataChanged with a relayout of every row. A row whose height did
         # not change only needs repainting.
         if not top_left.isValid():
@@ -288,11 +289,11 @@ class ConversationView(QListView):
             self._surface.stop()
             return False
         right = lay.card.right() if lay.card.isValid() else lay.width
-        geometry = QRect(rect.x() + lay.doc_left, rect.y() + lay.doc_top, max(1, right - lay.doc_left),
-                         max(1, lay.doc_room))
+        geometry = QRect(rect.x() + lay.doc_left, rect.y() + lay.doc_top, max(1, right - lay.doc_left), max(1, lay.doc_room))
         viewport = self.viewport()
-        self._surface.place(row, item.id, reply, geometry, self._delegate.stream_text_color,
-                            viewport.palette().color(viewport.backgroundRole()))
+        self._surface.place(
+            row, item.id, reply, geometry, self._delegate.stream_text_color, viewport.palette().color(viewport.backgroundRole())
+        )
         return True
 
     def _render_in(self, message_id: str, due: float) -> None:
@@ -416,8 +417,7 @@ class ConversationView(QListView):
     # --- events ----------------------------------------------------------------------------
 
     def changeEvent(self, event: QEvent) -> None:
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange,
-                            QEvent.Type.EnabledChange):
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.EnabledChange):
             self._surface.stop()  # its colours, fonts and words are the old ones (a disabled view greys text)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self._delegate.forget_width()
@@ -427,8 +427,7 @@ class ConversationView(QListView):
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         index = self.indexAt(event.position().toPoint())
-        hit = self._delegate.hit_test(index, self.visualRect(index), event.position().toPoint()) \
-            if index.isValid() else None
+        hit = self._delegate.hit_test(index, self.visualRect(index), event.position().toPoint()) if index.isValid() else None
         if hit is None:
             self.viewport().unsetCursor()
         else:
@@ -446,8 +445,11 @@ class ConversationView(QListView):
         if event.matches(QKeySequence.StandardKey.Copy) and self.currentIndex().isValid():
             self._copy(self.conversation_model().item(self.currentIndex().row()).content)
             return
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space) and self.currentIndex().isValid() \
-                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+        if (
+            event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
+            and self.currentIndex().isValid()
+            and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+        ):
             item = self.conversation_model().item(self.currentIndex().row())
             if item.reasoning is not None:  # the current reply's thinking opens or closes
                 self.toggle_reasoning(item.id)

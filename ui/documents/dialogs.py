@@ -24,6 +24,7 @@ def ask_name(parent: QWidget, default: str) -> str | None:
 
 
 def ask_yes_no(parent: QWidget, title: str, question: str) -> bool:
-    answer = QMessageBox.question(parent, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                                  QMessageBox.StandardButton.No)
+    answer = QMessageBox.question(
+        parent, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No
+    )
     return answer == QMessageBox.StandardButton.Yes

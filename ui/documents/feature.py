@@ -50,8 +50,9 @@ class DocumentsFeature(QObject):
     """`button` goes in the sidebar, `chip` above the composer; `attach(controller, view)` wires
     the turns and the sources; `start()` after the window shows; `shutdown()` on quit."""
 
-    def __init__(self, window: QWidget, controller: ChatController, *, worker: IndexWorker | None = None,
-                 confirm: Confirm | None = None, notice=None) -> None:
+    def __init__(
+        self, window: QWidget, controller: ChatController, *, worker: IndexWorker | None = None, confirm: Confirm | None = None, notice=None
+    ) -> None:
         super().__init__(window)
         self._window, self._controller, self._core = window, controller, controller.core
         self._notice = notice or (lambda text: None)
@@ -59,8 +60,9 @@ class DocumentsFeature(QObject):
         self._streaming = threading.Event()  # set while a reply streams: indexing steps aside
         self._embedder: EngineEmbedder | None = None
         self._embedder_path: str | None = None
-        self.worker = worker or IndexWorker(self._core.paths.documents_database, embedder=self._index_embedder,
-                                            hold=self._streaming.is_set, parent=self)
+        self.worker = worker or IndexWorker(
+            self._core.paths.documents_database, embedder=self._index_embedder, hold=self._streaming.is_set, parent=self
+        )
         self._reader: DocumentIndex | None = None
         self.panel: DocumentsPanel | None = None
         self.sources: ReplySources | None = None
@@ -200,9 +202,13 @@ class DocumentsFeature(QObject):
             return None
         model = self._controller.model
         self._resolve_embedder()
-        return turn_documents(self._core.paths.documents_database, names,
-                              context_length=model.context_length if isinstance(model, InstalledModel) else None,
-                              params=self._controller.params(), embedder=self._index_embedder)
+        return turn_documents(
+            self._core.paths.documents_database,
+            names,
+            context_length=model.context_length if isinstance(model, InstalledModel) else None,
+            params=self._controller.params(),
+            embedder=self._index_embedder,
+        )
 
     def _resolve_embedder(self) -> None:
         """The installed embedding model, if any (the library is read here, on the UI thread)."""

@@ -35,9 +35,11 @@ from ui.documents.worker import REMOVE, IndexWorker
 from ui.theme import show_sentence
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
-HINT = ("Drop folders or files here to make a collection of them, or onto a collection to add them to it. "
-        "Cove reads text, Markdown, HTML, PDF (with a text layer), Word (.docx) and source code. Nothing leaves "
-        "this computer, and your files are only read, never changed, moved or copied.")
+HINT = (
+    "Drop folders or files here to make a collection of them, or onto a collection to add them to it. "
+    "Cove reads text, Markdown, HTML, PDF (with a text layer), Word (.docx) and source code. Nothing leaves "
+    "this computer, and your files are only read, never changed, moved or copied."
+)
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
 
 
@@ -46,10 +48,16 @@ class DocumentsPage(QWidget):
 
     collections_changed = Signal()
 
-    def __init__(self, worker: IndexWorker, *, confirm: Confirm | None = None,
-                 choose_folder: Callable[[], Path | None] | None = None,
-                 choose_files: Callable[[], list[Path]] | None = None,
-                 ask_name: Callable[[str], str | None] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        worker: IndexWorker,
+        *,
+        confirm: Confirm | None = None,
+        choose_folder: Callable[[], Path | None] | None = None,
+        choose_files: Callable[[], list[Path]] | None = None,
+        ask_name: Callable[[str], str | None] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.worker = worker
         self._confirm = confirm or (lambda title, question: dialogs.ask_yes_no(self, title, question))
@@ -278,8 +286,10 @@ class DocumentsPage(QWidget):
         name = self.selected()
         if name is None:
             return
-        question = (f"Remove the collection {name}? Its passages are deleted from Cove's document index. "
-                    "The files themselves are not touched: nothing on your disk is changed, moved or deleted.")
+        question = (
+            f"Remove the collection {name}? Its passages are deleted from Cove's document index. "
+            "The files themselves are not touched: nothing on your disk is changed, moved or deleted."
+        )
         if self._confirm("Remove collection?", question):
             self.worker.remove(name)
             self.say(f"Removing {name}…")

@@ -55,7 +55,7 @@ def problem_sentence(problem: FileProblem) -> str:
 
 def status_line(status: CollectionStatus) -> str:
     """What the index holds of a collection, and how it is searched."""
-    text = (f"{format_int(status.files_indexed)} files, {format_int(status.chunks)} passages. ")
+    text = f"{format_int(status.files_indexed)} files, {format_int(status.chunks)} passages. "
     if status.embedding_model and status.vectors:
         text += f"Searched by keywords and by meaning ({status.embedding_model})."
     else:
@@ -119,8 +119,7 @@ class ProgressView(QWidget):
         self.bar.setVisible(paused and status.pending > 0)
         if paused:
             self.bar.setFormat("paused")
-            self.line.setText(f"Paused. {format_int(status.pending)} files are not read yet." if status.pending
-                              else "Paused.")
+            self.line.setText(f"Paused. {format_int(status.pending)} files are not read yet." if status.pending else "Paused.")
         elif status.last_indexed is None and not status.files_indexed:
             self.line.setText("Not indexed yet.")
         else:
@@ -136,8 +135,7 @@ class ProgressView(QWidget):
         self._shown_problems = problems
         self.problems.clear()
         count = len(problems)
-        self.problems_title.setText("" if not count else
-                                    f"{count} file{'s' if count != 1 else ''} left out:")
+        self.problems_title.setText("" if not count else f"{count} file{'s' if count != 1 else ''} left out:")
         self.problems_title.setVisible(bool(count))
         self.problems.setVisible(bool(count))
         for problem in problems:

@@ -26,8 +26,12 @@ from ui.conversation.view import ConversationView
 def confirm_open_file(parent: QWidget, line: SourceLine) -> bool:
     """Ask before a document opens: the full path, and with what."""
     where = f" The passage is at {line.where}." if line.where else ""
-    return ask_before_opening(parent, "Open file?", f"Open this file with its usual application?\n\n{line.path}",
-                              f"Your desktop chooses the application for {line.name}.{where}")
+    return ask_before_opening(
+        parent,
+        "Open file?",
+        f"Open this file with its usual application?\n\n{line.path}",
+        f"Your desktop chooses the application for {line.name}.{where}",
+    )
 
 
 class PassageDialog(QDialog):
@@ -61,9 +65,15 @@ class ReplySources(QObject):
 
     file_opened = Signal(str)
 
-    def __init__(self, view: ConversationView, db: Callable[[], sqlite_utils.Database], *,
-                 notice: Callable[[str], None], confirm: Callable[[SourceLine], bool] | None = None,
-                 opener: Callable[[QUrl], object] | None = None) -> None:
+    def __init__(
+        self,
+        view: ConversationView,
+        db: Callable[[], sqlite_utils.Database],
+        *,
+        notice: Callable[[str], None],
+        confirm: Callable[[SourceLine], bool] | None = None,
+        opener: Callable[[QUrl], object] | None = None,
+    ) -> None:
         super().__init__(view)
         self._view, self._db, self._notice = view, db, notice
         self.confirm = confirm or (lambda line: confirm_open_file(view.window(), line))  # tests answer it
@@ -74,8 +84,7 @@ class ReplySources(QObject):
     def show_sources(self, message_ids: list[str] | None = None) -> None:
         """Read the sources of these replies (all shown replies when None) and put them on their rows."""
         model = self._view.conversation_model()
-        items = [item for item in model.items() if item.role == "assistant"
-                 and (message_ids is None or item.id in message_ids)]
+        items = [item for item in model.items() if item.role == "assistant" and (message_ids is None or item.id in message_ids)]
         if not items:
             return
         found = sources_for(self._db(), [item.id for item in items])

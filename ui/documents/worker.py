@@ -61,8 +61,15 @@ class IndexWorker(QObject):
     watch_failed = Signal(str, str)
     _woken = Signal()  # emitted by the worker thread, once per job: start draining
 
-    def __init__(self, index_path: Path, *, embedder: Callable[[], Embedder | None] | None = None,
-                 hold: Callable[[], bool] | None = None, watch: bool = True, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        index_path: Path,
+        *,
+        embedder: Callable[[], Embedder | None] | None = None,
+        hold: Callable[[], bool] | None = None,
+        watch: bool = True,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.index_path = Path(index_path)
         self._embedder = embedder
@@ -215,9 +222,14 @@ class IndexWorker(QObject):
                 return name in self._paused or name in self._removing or self._closing.is_set()
 
         embedder = self._embedder() if self._embedder is not None else None
-        return index_collection(self.index_path, name, embedder=embedder,
-                                on_progress=lambda p: self._reports.put(_Report(job, p)),
-                                should_stop=stopping, hold=self.hold)
+        return index_collection(
+            self.index_path,
+            name,
+            embedder=embedder,
+            on_progress=lambda p: self._reports.put(_Report(job, p)),
+            should_stop=stopping,
+            hold=self.hold,
+        )
 
     # ---- back on the UI thread ------------------------------------------------------------
 

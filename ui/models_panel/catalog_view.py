@@ -27,8 +27,7 @@ class CatalogView(QWidget):
         super().__init__(parent)
         self._entries: list[CatalogEntry] = []
         self._fits: list[str] = []
-        self.caption = QLabel("Recommended models. The mark says how each suits this machine's memory "
-                              "at a 4,096-token context.", self)
+        self.caption = QLabel("Recommended models. The mark says how each suits this machine's memory at a 4,096-token context.", self)
         self.caption.setWordWrap(True)
         self.caption.setAccessibleName("About the recommended models")
         self.tree = setup_list_tree(QTreeWidget(self), "Recommended models", COLUMNS)
@@ -44,14 +43,23 @@ class CatalogView(QWidget):
         self._entries, self._fits = list(entries), list(fits)
         self.tree.clear()
         for entry, fit in zip(self._entries, self._fits):
-            item = QTreeWidgetItem([
-                entry.name, f"≈{format_bytes(entry.size_bytes)}", entry.quant, FIT_WORDS.get(fit, fit), entry.license,
-            ])
+            item = QTreeWidgetItem(
+                [
+                    entry.name,
+                    f"≈{format_bytes(entry.size_bytes)}",
+                    entry.quant,
+                    FIT_WORDS.get(fit, fit),
+                    entry.license,
+                ]
+            )
             item.setData(0, ENTRY_ROLE, entry)
             item.setToolTip(0, f"{entry.description}\n{entry.repo_id} · {entry.filename}" + (f"\n{entry.notes}" if entry.notes else ""))
             item.setToolTip(FIT_COLUMN, FIT_HINTS.get(fit, ""))
-            item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
-                         f"{entry.name}, {format_bytes(entry.size_bytes)}, {entry.quant}, {FIT_WORDS.get(fit, fit)} on this machine")
+            item.setData(
+                0,
+                Qt.ItemDataRole.AccessibleTextRole,
+                f"{entry.name}, {format_bytes(entry.size_bytes)}, {entry.quant}, {FIT_WORDS.get(fit, fit)} on this machine",
+            )
             self.tree.addTopLevelItem(item)
         self._paint_marks()
         for column in range(1, len(COLUMNS)):
@@ -84,4 +92,3 @@ class CatalogView(QWidget):
         entry = item.data(0, ENTRY_ROLE) if item is not None else None
         if isinstance(entry, CatalogEntry):
             self.entry_chosen.emit(entry)
-

@@ -41,8 +41,9 @@ class DiscoverPage(QWidget):
 
     download_requested = Signal(object, object)
 
-    def __init__(self, gate: NetworkGate, worker: HubWorker, file_state: Callable[[RepoListing, GGUFEntry], str],
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, gate: NetworkGate, worker: HubWorker, file_state: Callable[[RepoListing, GGUFEntry], str], parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.gate, self.worker = gate, worker
         self._file_state = file_state
@@ -153,8 +154,9 @@ class DiscoverPage(QWidget):
         if entry is None or listing is None:
             return
         first = entry.first_file.filename
-        request = FitRequest(listing.repo_id, first, entry.total_size, listing.commit,
-                             self.files_view.n_ctx(), self.files_view.n_gpu_layers())
+        request = FitRequest(
+            listing.repo_id, first, entry.total_size, listing.commit, self.files_view.n_ctx(), self.files_view.n_gpu_layers()
+        )
         header = self._headers.get((listing.repo_id, first, listing.commit))
         if header is None:
             try:

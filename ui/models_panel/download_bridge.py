@@ -151,14 +151,25 @@ class DownloadBridge(QObject):
         elif isinstance(event, Started):
             self._update(key, state="running", total=event.total, bytes_done=event.resumed_from, message="")
         elif isinstance(event, Progress):
-            self._update(key, state="running", bytes_done=event.bytes_done, total=event.total, speed=event.speed,
-                         eta=event.eta, message="")
+            self._update(key, state="running", bytes_done=event.bytes_done, total=event.total, speed=event.speed, eta=event.eta, message="")
         elif isinstance(event, Retrying):
-            self._update(key, state="retrying", speed=0.0, eta=None,
-                         message=f"{_sentence(event.reason)} Trying again in {event.wait:.0f} s (attempt {event.attempt + 1}).")
+            self._update(
+                key,
+                state="retrying",
+                speed=0.0,
+                eta=None,
+                message=f"{_sentence(event.reason)} Trying again in {event.wait:.0f} s (attempt {event.attempt + 1}).",
+            )
         elif isinstance(event, Paused):
-            self._update(key, state="paused", bytes_done=event.bytes_done or self._rows[key].bytes_done,
-                         total=event.total or self._rows[key].total, speed=0.0, eta=None, message="")
+            self._update(
+                key,
+                state="paused",
+                bytes_done=event.bytes_done or self._rows[key].bytes_done,
+                total=event.total or self._rows[key].total,
+                speed=0.0,
+                eta=None,
+                message="",
+            )
         elif isinstance(event, Failed):
             self._update(key, state="failed", speed=0.0, eta=None, message=event.message)
         elif isinstance(event, Cancelled):
@@ -171,12 +182,24 @@ class DownloadBridge(QObject):
             model: InstalledModel = self.manager.register(finished)
         except Exception as exc:  # noqa: BLE001 - the file stays where it is; say why it is not listed
             reason = str(exc).rstrip(".")
-            self._update(key, state="unusable", speed=0.0, eta=None,
-                         message=f"Downloaded to {finished.path}, but it could not be added to the models list: {reason}.")
+            self._update(
+                key,
+                state="unusable",
+                speed=0.0,
+                eta=None,
+                message=f"Downloaded to {finished.path}, but it could not be added to the models list: {reason}.",
+            )
             return
         row = self._rows[key]
-        self._update(key, state="finished", bytes_done=row.total or row.bytes_done, speed=0.0, eta=None,
-                     model_name=model.name, message=f"Installed as {model.name}.")
+        self._update(
+            key,
+            state="finished",
+            bytes_done=row.total or row.bytes_done,
+            speed=0.0,
+            eta=None,
+            model_name=model.name,
+            message=f"Installed as {model.name}.",
+        )
         self.model_installed.emit(model)
 
     def _update(self, key: int, **changes: Any) -> None:

@@ -16,8 +16,14 @@ from ui.models_panel.formatting import format_speed
 from ui.theme import format_bytes
 
 STATE_WORDS = {
-    "starting": "Starting…", "running": "Downloading", "retrying": "Retrying", "paused": "Paused",
-    "failed": "Stopped", "cancelled": "Cancelled", "finished": "Installed", "unusable": "Downloaded, not added",
+    "starting": "Starting…",
+    "running": "Downloading",
+    "retrying": "Retrying",
+    "paused": "Paused",
+    "failed": "Stopped",
+    "cancelled": "Cancelled",
+    "finished": "Installed",
+    "unusable": "Downloaded, not added",
 }
 
 
@@ -152,9 +158,11 @@ class DownloadsView(QWidget):
             )
             widget.setAccessibleName(f"Unfinished download of {item.filenames[0]}")
             widget.add_button(_button("Resume", f"Resume {item.filenames[0]}", widget)).clicked.connect(
-                lambda _=False, i=item: self.resume_left_requested.emit(i))
+                lambda _=False, i=item: self.resume_left_requested.emit(i)
+            )
             widget.add_button(_button("Discard", f"Discard the partial {item.filenames[0]}", widget)).clicked.connect(
-                lambda _=False, i=item: self.discard_left_requested.emit(i))
+                lambda _=False, i=item: self.discard_left_requested.emit(i)
+            )
             self._list.insertWidget(self._list.count() - 1, widget)
             self._left.append(widget)
         self._update_empty()

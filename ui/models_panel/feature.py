@@ -23,9 +23,17 @@ class ModelsFeature(QObject):
     """`open(tab)` shows the panel; `shutdown()` on quit. `choose(name)` is the window's way to
     use a model for the next turn; `library_changed()` refreshes the window's model picker."""
 
-    def __init__(self, window: QWidget, controller: Any, *, choose: Callable[[str], None],
-                 library_changed: Callable[[], None], offline_changed: Callable[[bool], None],
-                 downloads: DownloadBridge | None = None, token_store: TokenStore | None = None) -> None:
+    def __init__(
+        self,
+        window: QWidget,
+        controller: Any,
+        *,
+        choose: Callable[[str], None],
+        library_changed: Callable[[], None],
+        offline_changed: Callable[[bool], None],
+        downloads: DownloadBridge | None = None,
+        token_store: TokenStore | None = None,
+    ) -> None:
         super().__init__(window)
         self._window = window
         self.controller = controller

@@ -134,8 +134,9 @@ class FilesView(QWidget):
                 name += f" · {len(entry.parts)} parts"
             item = QTreeWidgetItem([name, entry.quant or "–", format_bytes(entry.total_size), self._state_of(entry)])
             item.setData(0, ENTRY_ROLE, entry)
-            item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
-                         f"{entry.name}, {entry.quant or 'unknown quant'}, {format_bytes(entry.total_size)}")
+            item.setData(
+                0, Qt.ItemDataRole.AccessibleTextRole, f"{entry.name}, {entry.quant or 'unknown quant'}, {format_bytes(entry.total_size)}"
+            )
             self.tree.addTopLevelItem(item)
             if prefer and (entry.name == prefer or any(p.filename == prefer for p in entry.parts)):
                 chosen = item

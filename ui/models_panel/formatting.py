@@ -73,8 +73,6 @@ def format_age(moment: datetime | str | None, now: datetime | None = None) -> st
     return moment.strftime("%Y-%m-%d")
 
 
-
-
 def format_speed(bytes_per_s: float | None) -> str:
     return f"{format_bytes(int(bytes_per_s))}/s" if bytes_per_s else "waiting for data"
 

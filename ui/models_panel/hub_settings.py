@@ -67,9 +67,11 @@ class HubSettingsPage(QWidget):
         self.remove_token_button.clicked.connect(self.remove_token)
         self.token_note = _wrapping_label(token_box, "Token notice")
         about = _wrapping_label(token_box, "About the token")
-        about.setText(f"Gated models (Llama, Gemma and others) need one: create a read token at {TOKENS_PAGE}, "
-                      "accept the model's licence on its Hub page, and paste the token here. "
-                      "It is sent only to the Hub.")
+        about.setText(
+            f"Gated models (Llama, Gemma and others) need one: create a read token at {TOKENS_PAGE}, "
+            "accept the model's licence on its Hub page, and paste the token here. "
+            "It is sent only to the Hub."
+        )
         token_row = QHBoxLayout()
         token_row.addWidget(self.token_field, 1)
         token_row.addWidget(self.save_token_button)

@@ -163,10 +163,12 @@ class HubWorker(QObject):
         self._latest[kind] = ticket
         self.busy_changed.emit(kind, True)
         run_in_background(
-            self, work,
+            self,
+            work,
             on_done=lambda value: self._on_replied(HubReply(kind, ticket, request, value, "")),
             on_failed=lambda sentence: self._on_replied(HubReply(kind, ticket, request, None, sentence)),
-            describe=sentence_for, name=f"cove-hub-{kind}",
+            describe=sentence_for,
+            name=f"cove-hub-{kind}",
         )
         return ticket
 
@@ -175,8 +177,9 @@ class HubWorker(QObject):
             self._dropped += 1
             return
         self.busy_changed.emit(reply.kind, False)
-        {"search": self.searched, "files": self.files_listed, "fit": self.fit_estimated,
-         "measure": self.memory_measured}[reply.kind].emit(reply)
+        {"search": self.searched, "files": self.files_listed, "fit": self.fit_estimated, "measure": self.memory_measured}[reply.kind].emit(
+            reply
+        )
 
     def machine_memory(self) -> Any:
         """This machine's memory (read once, then kept); may start an engine process to find a
@@ -197,14 +200,10 @@ class HubWorker(QObject):
         from models.remote_header import read_remote_header
 
         if header is None:
-            header = read_remote_header(
-                self.gate, request.repo_id, request.filename, token=self._token(), revision=request.revision
-            )
+            header = read_remote_header(self.gate, request.repo_id, request.filename, token=self._token(), revision=request.revision)
         size = max(int(request.file_size), int(getattr(header, "file_size", 0) or 0))
         # The parsed header (with its tensor table) gives the exact estimate; its GGUFInfo only an even spread.
-        estimate = estimate_memory(
-            header.header, size, request.n_ctx, n_gpu_layers=request.n_gpu_layers, machine=self._machine_memory()
-        )
+        estimate = estimate_memory(header.header, size, request.n_ctx, n_gpu_layers=request.n_gpu_layers, machine=self._machine_memory())
         return FitResult(request, header, estimate)
 
     def _measure(self, request: MeasureRequest) -> MeasureResult:
@@ -218,9 +217,16 @@ class HubWorker(QObject):
             from models.memory_estimate import estimate_memory
 
             size = sum(os.path.getsize(p) for p in model_files(request.path) if os.path.exists(p))
-            estimate = estimate_memory(read_gguf_header(request.path), size, request.n_ctx, n_gpu_layers=request.n_gpu_layers,
-                                       kv_type=request.type_k, type_v=request.type_v,
-                                       flash_attn=request.flash_attn is not False, machine=self._machine_memory())
+            estimate = estimate_memory(
+                read_gguf_header(request.path),
+                size,
+                request.n_ctx,
+                n_gpu_layers=request.n_gpu_layers,
+                kv_type=request.type_k,
+                type_v=request.type_v,
+                flash_attn=request.flash_attn is not False,
+                machine=self._machine_memory(),
+            )
         except ImportError:
             estimate = None
         if request.pid is not None:

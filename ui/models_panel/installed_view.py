@@ -113,8 +113,9 @@ class InstalledView(QWidget):
         self.import_button.clicked.connect(self.ask_import)
         self.place_button = QPushButton("How it loads…", self)
         self.place_button.setAccessibleName("Choose how the selected model loads")
-        self.place_button.setToolTip("GPU layers, the KV cache and its types, flash attention and drafting "
-                                     "(Cove chooses unless you set them)")
+        self.place_button.setToolTip(
+            "GPU layers, the KV cache and its types, flash attention and drafting (Cove chooses unless you set them)"
+        )
         self.place_button.clicked.connect(self._place)
         self.delete_button = QPushButton("Delete…", self)
         self.delete_button.setAccessibleName("Delete the selected model")
@@ -142,17 +143,24 @@ class InstalledView(QWidget):
         self.tree.blockSignals(True)
         self.tree.clear()
         for model in self._models:
-            item = QTreeWidgetItem([
-                model.name, model.quant or "–", format_bytes(model.size), model.architecture or "–",
-                format_int(model.context_length) if model.context_length else "–", source_text(model),
-                format_age(model.last_used_at) if model.last_used_at else "never",
-            ])
+            item = QTreeWidgetItem(
+                [
+                    model.name,
+                    model.quant or "–",
+                    format_bytes(model.size),
+                    model.architecture or "–",
+                    format_int(model.context_length) if model.context_length else "–",
+                    source_text(model),
+                    format_age(model.last_used_at) if model.last_used_at else "never",
+                ]
+            )
             item.setData(0, NAME_ROLE, model.name)
             item.setToolTip(0, model.path)
             item.setToolTip(5, source_text(model))
             state = " (loaded)" if model.name == loaded else " (next turn)" if model.name == current else ""
-            item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
-                         f"{model.name}{state}, {model.quant or 'unknown quant'}, {format_bytes(model.size)}")
+            item.setData(
+                0, Qt.ItemDataRole.AccessibleTextRole, f"{model.name}{state}, {model.quant or 'unknown quant'}, {format_bytes(model.size)}"
+            )
             self.tree.addTopLevelItem(item)
             if model.name == selected:
                 self.tree.setCurrentItem(item)
@@ -185,8 +193,9 @@ class InstalledView(QWidget):
         if estimate is not None:
             loaded_ram = getattr(estimate, "loaded_ram", 0)
             full = estimate_figures(estimate)
-            parts.append(f"estimated {format_bytes(loaded_ram)} after loading, {full} with the context full"
-                         if loaded_ram else f"estimated {full}")
+            parts.append(
+                f"estimated {format_bytes(loaded_ram)} after loading, {full} with the context full" if loaded_ram else f"estimated {full}"
+            )
         if measured is not None:
             total = getattr(measured, "total", None)
             parts.append(
@@ -215,8 +224,11 @@ class InstalledView(QWidget):
         for item in top_items(self.tree):
             name = item.data(0, NAME_ROLE)
             item.setIcon(0, mark if name == self._loaded else blank_icon())
-            item.setToolTip(0, next((m.path for m in self._models if m.name == name), "")
-                            + ("\nLoaded now" if name == self._loaded else "\nUsed for the next turn" if name == self._current else ""))
+            item.setToolTip(
+                0,
+                next((m.path for m in self._models if m.name == name), "")
+                + ("\nLoaded now" if name == self._loaded else "\nUsed for the next turn" if name == self._current else ""),
+            )
 
     def _update_buttons(self) -> None:
         name = self.selected()

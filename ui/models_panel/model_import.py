@@ -50,7 +50,8 @@ class ModelImporter(QObject):
             self._pending += 1
             self.busy_changed.emit(True)
             run_in_background(
-                self, partial(_hash, str(path)),
+                self,
+                partial(_hash, str(path)),
                 on_done=self._register,
                 on_failed=partial(self._hash_failed, str(path)),
                 name="cove-import",

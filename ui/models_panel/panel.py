@@ -43,8 +43,16 @@ class ModelsPanel(QDialog):
     models_changed = Signal()
     offline_changed = Signal(bool)
 
-    def __init__(self, core: Any, worker: HubWorker, downloads: DownloadBridge, token_store: TokenStore, *,
-                 confirm: Confirm | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        core: Any,
+        worker: HubWorker,
+        downloads: DownloadBridge,
+        token_store: TokenStore,
+        *,
+        confirm: Confirm | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.core, self.worker, self.downloads = core, worker, downloads
         self._confirm = confirm or self._ask
@@ -139,7 +147,9 @@ class ModelsPanel(QDialog):
         offline = gate.offline
         self.offline_line.setText(
             f"Cove is offline ({gate.offline_reason}): searching, file listings, fit estimates, downloads and your own "
-            "servers are off. Installed models work as always." if offline else ""
+            "servers are off. Installed models work as always."
+            if offline
+            else ""
         )
         self.offline_line.setVisible(offline)
         self.discover.set_network_allowed(not offline)
@@ -165,8 +175,11 @@ class ModelsPanel(QDialog):
         self.refresh_left_unfinished()
 
     def discard_left(self, left: ResumableDownload) -> None:
-        if self._confirm("Discard download", f"Delete the partial download of {left.filenames[0]} "
-                         f"({format_bytes(left.bytes_done)})? Downloading it later starts from the beginning."):
+        if self._confirm(
+            "Discard download",
+            f"Delete the partial download of {left.filenames[0]} "
+            f"({format_bytes(left.bytes_done)})? Downloading it later starts from the beginning.",
+        ):
             self.downloads.discard(left)
             self.refresh_left_unfinished()
 
@@ -182,9 +195,15 @@ class ModelsPanel(QDialog):
         except ModelNotFound as exc:
             self.show_message(str(exc), error=True)
             return
-        dialog = PlacementDialog(name, self.core.settings.placement_for(name), self, model=model,
-                                 candidates=self.core.library.list(), n_ctx=self.core.settings.sampling.n_ctx,
-                                 machine=self.worker.machine_memory)
+        dialog = PlacementDialog(
+            name,
+            self.core.settings.placement_for(name),
+            self,
+            model=model,
+            candidates=self.core.library.list(),
+            n_ctx=self.core.settings.sampling.n_ctx,
+            machine=self.worker.machine_memory,
+        )
         if dialog.exec() != PlacementDialog.DialogCode.Accepted:
             return
         if not self.core.set_placement(name, dialog.placement()):
@@ -256,8 +275,9 @@ class ModelsPanel(QDialog):
         if self._loaded is not None:
             model, pid, n_ctx, gpu = self._loaded
             chosen = self.core.settings.placement_for(model.name)  # the KV types and flash attention it loads with
-            self.worker.measure(MeasureRequest(model.path, pid, n_ctx, gpu, type_k=chosen.type_k, type_v=chosen.type_v,
-                                               flash_attn=chosen.flash_attn))
+            self.worker.measure(
+                MeasureRequest(model.path, pid, n_ctx, gpu, type_k=chosen.type_k, type_v=chosen.type_v, flash_attn=chosen.flash_attn)
+            )
 
     def _on_measured(self, reply: HubReply) -> None:
         if self._loaded is None or reply.error or reply.request.path != self._loaded[0].path:
@@ -293,7 +313,7 @@ class ModelsPanel(QDialog):
     # ---- internals ---------------------------------------------------------------------
 
     def _file_state(self, listing: RepoListing, entry: GGUFEntry) -> str:
-        """"Downloading", "Installed" or "" for a file of the shown repo."""
+        """ "Downloading", "Installed" or "" for a file of the shown repo."""
         first = entry.first_file.filename
         if self.downloads.is_downloading(listing.repo_id, first):
             return "Downloading"

@@ -23,8 +23,7 @@ from models.library import InstalledModel
 from ui.background import run_in_background
 from ui.theme import format_bytes, show_sentence
 
-_LAYERS = (("auto", "As many as fit (Cove chooses)"), ("cpu", "None: the CPU only"), ("all", "All of them"),
-           ("count", "This many:"))
+_LAYERS = (("auto", "As many as fit (Cove chooses)"), ("cpu", "None: the CPU only"), ("all", "All of them"), ("count", "This many:"))
 _KV = ((None, "With its layers"), (False, "In RAM (leaves VRAM to the layers)"), (True, "On the GPU"))
 _KV_TYPES = {"f16": "f16 (full precision)", "q8_0": "q8_0 (about half the memory)", "q4_0": "q4_0 (about a quarter)"}
 _FLASH = ((None, "Auto (llama.cpp decides)"), (True, "On"), (False, "Off"))
@@ -48,9 +47,18 @@ class PlacementDialog(QDialog):
     `slots`: the engine's `parallel` the estimate counts (None: as many as fit by the estimate,
     models.slots.default_parallel, for each choice of settings)."""
 
-    def __init__(self, model_name: str, placement: ModelPlacement, parent: QWidget | None = None, *,
-                 model: InstalledModel | None = None, candidates: Sequence[InstalledModel] = (),
-                 n_ctx: int | None = None, machine: Callable[[], Any] | None = None, slots: int | None = None) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        placement: ModelPlacement,
+        parent: QWidget | None = None,
+        *,
+        model: InstalledModel | None = None,
+        candidates: Sequence[InstalledModel] = (),
+        n_ctx: int | None = None,
+        machine: Callable[[], Any] | None = None,
+        slots: int | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"How {model_name} loads")
         self._model, self._n_ctx, self._slots = model, n_ctx, slots
@@ -64,19 +72,25 @@ class PlacementDialog(QDialog):
         self.type_k = self._combo("K cache type", [(t, _KV_TYPES[t]) for t in KV_CACHE_TYPES])
         self.type_v = self._combo("V cache type", [(t, _KV_TYPES[t]) for t in KV_CACHE_TYPES])
         for combo in (self.type_k, self.type_v):
-            combo.setToolTip("A quantized cache holds a longer context in the same memory; on a CPU it reads "
-                             "prompts more slowly (about 0.6× at q8_0 on the starter) and generates at about "
-                             "the same speed.")
+            combo.setToolTip(
+                "A quantized cache holds a longer context in the same memory; on a CPU it reads "
+                "prompts more slowly (about 0.6× at q8_0 on the starter) and generates at about "
+                "the same speed."
+            )
         self.flash = self._combo("Flash attention", _FLASH)
         self.drafting = self._combo("Drafting", _DRAFTING)
         self.draft = self._combo("Draft model", [(None, NO_DRAFT)])
-        self.draft.setToolTip("A small installed model with the same vocabulary drafts tokens that this one checks "
-                              "in one batch; the reply is the same, sooner where the drafts are right.")
+        self.draft.setToolTip(
+            "A small installed model with the same vocabulary drafts tokens that this one checks "
+            "in one batch; the reply is the same, sooner where the drafts are right."
+        )
         self.memory = QLabel("Reading the model file…" if model is not None else "", self)
         self.memory.setAccessibleName("Memory with these settings")
         self.memory.setWordWrap(True)
-        self.memory.setToolTip("Each slot holds one conversation with its whole context, so the engine can answer "
-                               "several at once (the window and the API); every slot has its own KV cache.")
+        self.memory.setToolTip(
+            "Each slot holds one conversation with its whole context, so the engine can answer "
+            "several at once (the window and the API); every slot has its own KV cache."
+        )
         self.problem = QLabel(self)
         self.problem.setAccessibleName("Why these settings cannot be used")
         self.problem.setWordWrap(True)
@@ -125,9 +139,15 @@ class PlacementDialog(QDialog):
     def placement(self) -> ModelPlacement:
         key = self.layers.currentData()
         layers = {"auto": None, "cpu": 0, "all": -1}.get(key, self.count.value())
-        return ModelPlacement(gpu_layers=layers, kv_on_gpu=self.kv.currentData(), type_k=self.type_k.currentData(),
-                              type_v=self.type_v.currentData(), flash_attn=self.flash.currentData(),
-                              speculative=self.drafting.currentData(), draft_model=self.draft.currentData())
+        return ModelPlacement(
+            gpu_layers=layers,
+            kv_on_gpu=self.kv.currentData(),
+            type_k=self.type_k.currentData(),
+            type_v=self.type_v.currentData(),
+            flash_attn=self.flash.currentData(),
+            speculative=self.drafting.currentData(),
+            draft_model=self.draft.currentData(),
+        )
 
     def problem_text(self) -> str:
         """The sentence beside OK when these settings cannot be used ("" when they can)."""
@@ -156,9 +176,17 @@ class PlacementDialog(QDialog):
         from models.load_estimate import estimate_load
 
         try:
-            load = estimate_load(facts.header, self._model.size, self._n_ctx, facts.machine, type_k=chosen.type_k,
-                                 type_v=chosen.type_v, flash_attn=chosen.flash_attn, gpu_layers=chosen.gpu_layers,
-                                 slots=self._slots)
+            load = estimate_load(
+                facts.header,
+                self._model.size,
+                self._n_ctx,
+                facts.machine,
+                type_k=chosen.type_k,
+                type_v=chosen.type_v,
+                flash_attn=chosen.flash_attn,
+                gpu_layers=chosen.gpu_layers,
+                slots=self._slots,
+            )
         except ValueError as exc:
             self.memory.setText(f"No estimate: {exc}.")
             return
@@ -167,8 +195,10 @@ class PlacementDialog(QDialog):
         vram = f" and {format_bytes(e.total_vram)} of VRAM" if e.n_gpu_layers else ""
         held = f"At {e.n_ctx:,} tokens, 1 slot" if e.slots == 1 else f"At {e.n_ctx:,} tokens a slot, {e.slots} slots"
         full = "the context full" if e.slots == 1 else "every slot's context full"
-        self.memory.setText(f"{held}: KV cache {format_bytes(load.kv_bytes)}{saved}; about "
-                            f"{format_bytes(e.total_ram)} of RAM{vram} in all, with {full}. Verdict: {e.verdict}.")
+        self.memory.setText(
+            f"{held}: KV cache {format_bytes(load.kv_bytes)}{saved}; about "
+            f"{format_bytes(e.total_ram)} of RAM{vram} in all, with {full}. Verdict: {e.verdict}."
+        )
 
     # ---- reading off the UI thread ---------------------------------------------------------
 

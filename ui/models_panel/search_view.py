@@ -98,18 +98,28 @@ class SearchView(QWidget):
     def set_results(self, query: str, models: Sequence[HubModel]) -> None:
         self.tree.clear()
         for m in models:
-            item = QTreeWidgetItem([
-                m.repo_id, m.author or "–", format_count(m.downloads), format_count(m.likes),
-                format_age(m.last_modified), m.license or "–", "Gated" if m.gated else "Open",
-            ])
+            item = QTreeWidgetItem(
+                [
+                    m.repo_id,
+                    m.author or "–",
+                    format_count(m.downloads),
+                    format_count(m.likes),
+                    format_age(m.last_modified),
+                    m.license or "–",
+                    "Gated" if m.gated else "Open",
+                ]
+            )
             item.setData(0, REPO_ROLE, m.repo_id)
             item.setToolTip(2, f"{format_int(m.downloads)} downloads in the last 30 days")
             item.setToolTip(3, f"{format_int(m.likes)} likes")
             if m.gated:
                 item.setToolTip(6, "Gated: accept the licence on the model's Hub page and save a token in Settings")
-            item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
-                         f"{m.repo_id} by {m.author or 'unknown'}, {format_count(m.downloads)} downloads, "
-                         f"{format_count(m.likes)} likes{', gated' if m.gated else ''}")
+            item.setData(
+                0,
+                Qt.ItemDataRole.AccessibleTextRole,
+                f"{m.repo_id} by {m.author or 'unknown'}, {format_count(m.downloads)} downloads, "
+                f"{format_count(m.likes)} likes{', gated' if m.gated else ''}",
+            )
             self.tree.addTopLevelItem(item)
         for column in range(1, len(COLUMNS)):
             self.tree.resizeColumnToContents(column)

@@ -30,9 +30,17 @@ class LoadedKV:
 
     @classmethod
     def of(cls, loaded: Any) -> LoadedKV:
-        return cls(str(loaded.path), int(loaded.n_ctx), int(loaded.n_gpu_layers or 0), str(loaded.type_k),
-                   str(loaded.type_v), int(loaded.kv_bytes or 0), str(loaded.flash_attn), str(loaded.draft_model or ""),
-                   int(getattr(loaded, "slots", 1) or 1))
+        return cls(
+            str(loaded.path),
+            int(loaded.n_ctx),
+            int(loaded.n_gpu_layers or 0),
+            str(loaded.type_k),
+            str(loaded.type_v),
+            int(loaded.kv_bytes or 0),
+            str(loaded.flash_attn),
+            str(loaded.draft_model or ""),
+            int(getattr(loaded, "slots", 1) or 1),
+        )
 
 
 def estimated_kv_bytes(kv: LoadedKV) -> int:
@@ -42,8 +50,9 @@ def estimated_kv_bytes(kv: LoadedKV) -> int:
     from models.model_facts import facts_from_header
 
     facts = facts_from_header(read_gguf_header(kv.path))
-    e = compute_parts(facts, None, kv.n_ctx, kv.n_gpu_layers, kv.type_k, type_v=kv.type_v,
-                      flash_attn=kv.flash_attn != "off", slots=kv.slots)
+    e = compute_parts(
+        facts, None, kv.n_ctx, kv.n_gpu_layers, kv.type_k, type_v=kv.type_v, flash_attn=kv.flash_attn != "off", slots=kv.slots
+    )
     return e.kv_ram + e.kv_vram
 
 

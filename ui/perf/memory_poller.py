@@ -84,8 +84,13 @@ class UssReading:
             self._uss = None
             return None
         now, marks = self._clock(), self._marks
-        if marks != self._marks_read or self._uss is None or self._rss is None \
-                or abs(rss - self._rss) >= RSS_STEP or now - self._read_at >= MAX_AGE_S:
+        if (
+            marks != self._marks_read
+            or self._uss is None
+            or self._rss is None
+            or abs(rss - self._rss) >= RSS_STEP
+            or now - self._read_at >= MAX_AGE_S
+        ):
             self._uss, self._rss, self._read_at, self._marks_read = read_uss(self.process), rss, now, marks
         return self._uss
 

@@ -111,17 +111,23 @@ class PerfPanel(QWidget):
         self._labels["ui_mem"].setToolTip("Private memory (USS) of this window's process")
         self._labels["engine_mem"].setToolTip("Private memory (USS) of the engine process")
         self._labels["model_file"].setToolTip("Size of the model file, mapped into the engine's memory")
-        self._labels["prompt"].setToolTip("Prompt tokens the engine read for the last reply, and those it did not "
-                                          "have to read: kept from the turn before, or restored from the "
-                                          "conversation's saved state")
-        self._labels["kv"].setToolTip("The KV cache's K and V types, the buffers llama.cpp allocated for it "
-                                      "beside the memory estimate, and flash attention as loaded")
-        self._labels["serving"].setToolTip("Replies the engine generates at once in its slots (this window's and "
-                                           "API clients'), requests waiting for a free slot, and the tokens per "
-                                           "second of all of them together")
+        self._labels["prompt"].setToolTip(
+            "Prompt tokens the engine read for the last reply, and those it did not "
+            "have to read: kept from the turn before, or restored from the "
+            "conversation's saved state"
+        )
+        self._labels["kv"].setToolTip(
+            "The KV cache's K and V types, the buffers llama.cpp allocated for it beside the memory estimate, and flash attention as loaded"
+        )
+        self._labels["serving"].setToolTip(
+            "Replies the engine generates at once in its slots (this window's and "
+            "API clients'), requests waiting for a free slot, and the tokens per "
+            "second of all of them together"
+        )
         self._form.setRowVisible(self._labels["serving"], False)  # until a source says a model is loaded
-        self._labels["drafting"].setToolTip("Tokens drafted (from the conversation or a draft model) and how many "
-                                            "the model accepted in the last reply")
+        self._labels["drafting"].setToolTip(
+            "Tokens drafted (from the conversation or a draft model) and how many the model accepted in the last reply"
+        )
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -199,8 +205,15 @@ class PerfPanel(QWidget):
         self._streaming = False
         self._mark_dirty()
 
-    def set_model_info(self, file_size: int | None, backend: str, gpu_layers: int, vram_bytes: int | None = None,
-                       *, placement: dict[str, Any] | None = None) -> None:
+    def set_model_info(
+        self,
+        file_size: int | None,
+        backend: str,
+        gpu_layers: int,
+        vram_bytes: int | None = None,
+        *,
+        placement: dict[str, Any] | None = None,
+    ) -> None:
         """The loaded model: file size, backend name (e.g. 'CPU', 'CUDA'), layers offloaded, VRAM if
         known, and where the engine put it (LoadedModel.placement: device, layers, KV cache, VRAM)."""
         self._file_size = file_size
@@ -407,8 +420,18 @@ class PerfPanel(QWidget):
 
 
 # llama.cpp's backends as their makers spell them (the engine reports them in lower case).
-_BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal", "rocm": "ROCm", "hip": "HIP",
-                  "sycl": "SYCL", "opencl": "OpenCL", "cann": "CANN", "musa": "MUSA"}
+_BACKEND_NAMES = {
+    "cpu": "CPU",
+    "cuda": "CUDA",
+    "vulkan": "Vulkan",
+    "metal": "Metal",
+    "rocm": "ROCm",
+    "hip": "HIP",
+    "sycl": "SYCL",
+    "opencl": "OpenCL",
+    "cann": "CANN",
+    "musa": "MUSA",
+}
 
 
 def _number(value: Any) -> float | None:

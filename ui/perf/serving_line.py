@@ -64,8 +64,7 @@ class ServingPoller(QObject):
     """Every `interval_ms` while started, calls `source()` on the UI thread and hands the figures
     to `changed(figures)` when what the panel shows of them changed (their line or header)."""
 
-    def __init__(self, changed: Callable[[ServingFigures | None], None], interval_ms: int,
-                 parent: QObject | None = None) -> None:
+    def __init__(self, changed: Callable[[ServingFigures | None], None], interval_ms: int, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._changed = changed
         self._source: Callable[[], ServingFigures] | None = None

@@ -36,7 +36,7 @@ def _fit(values: Sequence[float], limit: int) -> list[float]:
         return list(values)
     out = []
     for k in range(limit):
-        bucket = values[k * n // limit:(k + 1) * n // limit]
+        bucket = values[k * n // limit : (k + 1) * n // limit]
         out.append(sum(bucket) / len(bucket))
     return out
 
@@ -108,7 +108,4 @@ class Sparkline(QWidget):
         top = top if top > 0 else 1.0
         step = area.width() / (len(values) - 1) if len(values) > 1 else 0.0
         x0 = area.left() if len(values) > 1 else area.right()
-        return [
-            QPointF(x0 + i * step, area.bottom() - area.height() * max(0.0, v) / top)
-            for i, v in enumerate(values)
-        ]
+        return [QPointF(x0 + i * step, area.bottom() - area.height() * max(0.0, v) / top) for i, v in enumerate(values)]

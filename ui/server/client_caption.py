@@ -44,7 +44,9 @@ class CaptionDelegate(QStyledItemDelegate):
         painter.save()
         painter.setFont(small)
         painter.setPen(opt.palette.color(QPalette.ColorRole.HighlightedText) if selected else muted_color(opt.palette))
-        painter.drawText(QRect(text_rect.right() - width, opt.rect.top(), width, opt.rect.height()),
-                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                         small_metrics.elidedText(caption, Qt.TextElideMode.ElideRight, width - 2))
+        painter.drawText(
+            QRect(text_rect.right() - width, opt.rect.top(), width, opt.rect.height()),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            small_metrics.elidedText(caption, Qt.TextElideMode.ElideRight, width - 2),
+        )
         painter.restore()

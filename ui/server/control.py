@@ -81,8 +81,13 @@ class ServerControl(QObject):
             finally:
                 done.set()
 
-        run_in_background(self, start, on_done=lambda error: self._started(server, error),
-                          on_failed=lambda why: self._started(server, why), name="cove-serve-start")
+        run_in_background(
+            self,
+            start,
+            on_done=lambda error: self._started(server, error),
+            on_failed=lambda why: self._started(server, why),
+            name="cove-serve-start",
+        )
 
     def turn_off(self) -> None:
         if self.state == ON and self.server is not None:
@@ -127,8 +132,13 @@ class ServerControl(QObject):
             finally:
                 done.set()
 
-        run_in_background(self, stop, on_done=lambda _r: self._stopped(server) if report else None,
-                          on_failed=lambda why: self._stopped(server, why) if report else None, name="cove-serve-stop")
+        run_in_background(
+            self,
+            stop,
+            on_done=lambda _r: self._stopped(server) if report else None,
+            on_failed=lambda why: self._stopped(server, why) if report else None,
+            name="cove-serve-stop",
+        )
 
     def _stopped(self, server: Server, why: str = "") -> None:
         if server is self.server:

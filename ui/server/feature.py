@@ -44,8 +44,9 @@ class ServerFeature(QObject):
 
     conversations_changed = Signal()
 
-    def __init__(self, window: QWidget, db: sqlite_utils.Database, factory: ServerFactory, *, port: int | None = None,
-                 core: Core | None = None) -> None:
+    def __init__(
+        self, window: QWidget, db: sqlite_utils.Database, factory: ServerFactory, *, port: int | None = None, core: Core | None = None
+    ) -> None:
         super().__init__(window)
         self._window, self._db, self._core = window, db, core
         self.port = DEFAULT_PORT if port is None else port
@@ -71,8 +72,7 @@ class ServerFeature(QObject):
             keys = KeysSection(ApiKeys(self._db))  # the window's own connection, on the UI thread
             record = RecordKeySection(self._db)
             priority = PriorityRow(self._core) if self._core is not None else None
-            self.panel = ServerPanel(self.control, keys, port=self.port, record=record, priority=priority,
-                                     parent=self._window)
+            self.panel = ServerPanel(self.control, keys, port=self.port, record=record, priority=priority, parent=self._window)
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()
@@ -90,8 +90,7 @@ class ServerFeature(QObject):
     def _check_answered(self) -> None:
         """Did the server store a turn since the last check? (The window's own connection, which
         sees what the server's connection committed; a count over an index, cheap every second.)"""
-        now = tuple(self._db.execute(
-            "SELECT count(*), max(updated_at) FROM conversations WHERE client IS NOT NULL").fetchone())
+        now = tuple(self._db.execute("SELECT count(*), max(updated_at) FROM conversations WHERE client IS NOT NULL").fetchone())
         if self._api_history is not None and now != self._api_history:
             self.conversations_changed.emit()
         self._api_history = now

@@ -30,17 +30,21 @@ Confirm = Callable[[str], bool]  # (question) -> yes?
 SHOWN_ONCE = "Copy it now: Cove keeps only a fingerprint of it, so it will not be shown again."
 # Without a key, Linux lets only the person's own account in (app/serve/peer_owner.py); elsewhere
 # the socket's owner is not checked.
-NO_KEYS = ("No keys: your own programs on this computer may use the server; other accounts on it and web pages may not."
-           if sys.platform.startswith("linux") else
-           "No keys: any program on this computer may use the server (web pages may not); make a key to let only "
-           "chosen programs in.")
-KEYS_NOTE = ("Name a key after the client that uses it (an editor, a script); the record shows "
-             "each request's key name. Once a key exists, every request needs one.")
+NO_KEYS = (
+    "No keys: your own programs on this computer may use the server; other accounts on it and web pages may not."
+    if sys.platform.startswith("linux")
+    else "No keys: any program on this computer may use the server (web pages may not); make a key to let only chosen programs in."
+)
+KEYS_NOTE = (
+    "Name a key after the client that uses it (an editor, a script); the record shows "
+    "each request's key name. Once a key exists, every request needs one."
+)
 
 
 class KeysSection(QGroupBox):
-    def __init__(self, keys: ApiKeys, *, ask_name: AskName | None = None, confirm: Confirm | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, keys: ApiKeys, *, ask_name: AskName | None = None, confirm: Confirm | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__("API keys", parent)
         self.keys = keys
         self._ask_name = ask_name or self._ask

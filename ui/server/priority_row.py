@@ -15,7 +15,7 @@ CHOICES = (("The window's reply goes first", True), ("All replies are treated eq
 
 
 class PriorityRow(QWidget):
-    """"When the API server is busy: [the window's reply goes first | all replies are treated equally]"."""
+    """ "When the API server is busy: [the window's reply goes first | all replies are treated equally]"."""
 
     def __init__(self, core: Core, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -25,9 +25,11 @@ class PriorityRow(QWidget):
             self.choice.addItem(text, window_first)
         self.choice.setCurrentIndex(0 if core.settings.window_first else 1)
         self.choice.setAccessibleName("When the API server is busy")
-        self.choice.setToolTip("While API clients and this window share a model: the window's reply gets its "
-                               "token at every step and the clients' replies fill the rest, or every reply "
-                               "waits its turn alike. Applies from the window's next reply.")
+        self.choice.setToolTip(
+            "While API clients and this window share a model: the window's reply gets its "
+            "token at every step and the clients' replies fill the rest, or every reply "
+            "waits its turn alike. Applies from the window's next reply."
+        )
         self.note = QLabel(self)
         self.note.setAccessibleName("Priority setting message")
         row = QHBoxLayout(self)

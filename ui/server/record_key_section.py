@@ -23,13 +23,14 @@ from app.store.request_log import RequestLog
 from app.store.seal_keys import SealKeyError
 from ui.background import BackgroundJob, run_in_background
 
-RECORD_NOTE = ("Every request and turn is an entry of the record, sealed with a key that evolves. This window checks "
-               "it with this machine's key. Keep the verification key elsewhere (another device, a password manager, "
-               "paper): only it proves the record against someone who can write this account's files, the key "
-               "included (cove record verify --key FILE). If this machine's key is ever lost, Cove begins a new one "
-               "and says so here: keep that one's verification key too.")
-SHOWN_ONCE = ("Keep it elsewhere now (another device, a password manager, paper): Cove has forgotten it and will not "
-              "show it again.")
+RECORD_NOTE = (
+    "Every request and turn is an entry of the record, sealed with a key that evolves. This window checks "
+    "it with this machine's key. Keep the verification key elsewhere (another device, a password manager, "
+    "paper): only it proves the record against someone who can write this account's files, the key "
+    "included (cove record verify --key FILE). If this machine's key is ever lost, Cove begins a new one "
+    "and says so here: keep that one's verification key too."
+)
+SHOWN_ONCE = "Keep it elsewhere now (another device, a password manager, paper): Cove has forgotten it and will not show it again."
 
 
 def qr_pixmap(text: str, scale: int = 4) -> QPixmap:
@@ -124,8 +125,7 @@ class RecordKeySection(QGroupBox):
                 reader.close()
             return verdict.intact, verdict_lines(verdict)
 
-        self._checking = run_in_background(self, work, on_done=self._show_verdict, on_failed=self._check_failed,
-                                           name="cove-record-check")
+        self._checking = run_in_background(self, work, on_done=self._show_verdict, on_failed=self._check_failed, name="cove-record-check")
 
     def _show_verdict(self, found: tuple[bool, list[str]]) -> None:
         self.intact, lines = found

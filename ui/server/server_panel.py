@@ -57,8 +57,16 @@ def engine_line(engine: LoadedEngine) -> str:
 
 
 class ServerPanel(QDialog):
-    def __init__(self, control: ServerControl, keys: KeysSection, *, port: int, record: QWidget | None = None,
-                 priority: QWidget | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        control: ServerControl,
+        keys: KeysSection,
+        *,
+        port: int,
+        record: QWidget | None = None,
+        priority: QWidget | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.control = control
         self.keys = keys
@@ -92,8 +100,9 @@ class ServerPanel(QDialog):
         self._copied.setSingleShot(True)
         self._copied.setInterval(1500)
         self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
-        hint = QLabel("OpenAI and Anthropic APIs: give a client this base URL (Anthropic clients: without /v1). "
-                      "Other machines cannot reach it.", self)
+        hint = QLabel(
+            "OpenAI and Anthropic APIs: give a client this base URL (Anthropic clients: without /v1). Other machines cannot reach it.", self
+        )
         hint.setWordWrap(True)
         hint.setStyleSheet(f"color: {muted_color(self.palette()).name()}")
 

@@ -15,8 +15,9 @@ def sharing_server_factory(core: Core, controller: ChatController) -> Callable[[
     servers: list[ServerThread] = []
 
     def make_server(port: int) -> ServerThread:
-        servers.append(ServerThread(core.paths, port=port, window_engine=controller.engine,
-                                    window_first=lambda: core.settings.window_first))
+        servers.append(
+            ServerThread(core.paths, port=port, window_engine=controller.engine, window_first=lambda: core.settings.window_first)
+        )
         return servers[-1]
 
     controller.engine_gate = lambda: servers[-1].gate() if servers else None

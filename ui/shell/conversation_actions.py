@@ -27,9 +27,18 @@ class ConversationActions:
     delete was refused; `title_changed()`: the open conversation's title may have changed;
     `confirm_delete(title) -> bool`: asks before a delete (a question box unless given)."""
 
-    def __init__(self, sidebar: Sidebar, controller: ChatController, view: ConversationView, parent: QWidget, *,
-                 status: QStatusBar, notice: Callable[[str], None], title_changed: Callable[[], None],
-                 confirm_delete: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        sidebar: Sidebar,
+        controller: ChatController,
+        view: ConversationView,
+        parent: QWidget,
+        *,
+        status: QStatusBar,
+        notice: Callable[[str], None],
+        title_changed: Callable[[], None],
+        confirm_delete: Callable[[str], bool] | None = None,
+    ) -> None:
         self.sidebar = sidebar
         self.controller = controller
         self.view = view
@@ -74,7 +83,7 @@ class ConversationActions:
     def export(self, conversation_id: str, fmt: str) -> None:
         """Ask where, then write the conversation as Markdown (`fmt` "md") or JSON."""
         conversation = self.history.get_conversation(conversation_id)
-        suggested = f"{(conversation.title or 'conversation')[:40]}.{ 'md' if fmt == 'md' else 'json'}"
+        suggested = f"{(conversation.title or 'conversation')[:40]}.{'md' if fmt == 'md' else 'json'}"
         path, _ = QFileDialog.getSaveFileName(self.parent, "Export conversation", suggested)
         if not path:
             return
@@ -99,6 +108,5 @@ class ConversationActions:
         self.refresh()
 
     def _ask_delete(self, title: str) -> bool:
-        answer = QMessageBox.question(self.parent, "Delete conversation",
-                                      f"Delete “{title}” and all its messages? This cannot be undone.")
+        answer = QMessageBox.question(self.parent, "Delete conversation", f"Delete “{title}” and all its messages? This cannot be undone.")
         return answer == QMessageBox.StandardButton.Yes

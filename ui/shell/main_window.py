@@ -50,18 +50,34 @@ APP_TITLE = "Cove"
 def to_item(shown: ShownMessage) -> MessageItem:
     m = shown.message
     return MessageItem(
-        id=m.id, role=m.role, content=m.content, status=m.status, model_name=m.model_name, metrics=m.metrics,
-        error=m.error, version_index=shown.version_index, version_count=shown.version_count,
-        seen_by_model=shown.seen_by_model, reasoning=reasoning_of(m),
+        id=m.id,
+        role=m.role,
+        content=m.content,
+        status=m.status,
+        model_name=m.model_name,
+        metrics=m.metrics,
+        error=m.error,
+        version_index=shown.version_index,
+        version_count=shown.version_count,
+        seen_by_model=shown.seen_by_model,
+        reasoning=reasoning_of(m),
     )
 
 
 class MainWindow(QMainWindow):
     memory_sampled = Signal(object)  # MemorySample, marshalled from the poller thread
 
-    def __init__(self, controller: ChatController, *, state_file: Path, presets_file: Path,
-                 confirm_delete: Callable[[str], bool] | None = None,
-                 downloads=None, token_store=None, server_factory: ServerFactory | None = None) -> None:
+    def __init__(
+        self,
+        controller: ChatController,
+        *,
+        state_file: Path,
+        presets_file: Path,
+        confirm_delete: Callable[[str], bool] | None = None,
+        downloads=None,
+        token_store=None,
+        server_factory: ServerFactory | None = None,
+    ) -> None:
         super().__init__()
         self.controller = controller
         self.core = controller.core
@@ -83,17 +99,30 @@ class MainWindow(QMainWindow):
         self.network_indicator = NetworkIndicator(self.core.network)
         self.statusBar().addPermanentWidget(self.network_indicator)
         # The Models panel's services (token store, Hub worker, downloads); the panel is built on first open.
-        self.models = ModelsFeature(self, controller, choose=self._choose_model, library_changed=self.refresh_models,
-                                 offline_changed=lambda _offline: self.network_indicator.refresh(),
-                                 downloads=downloads, token_store=token_store)
+        self.models = ModelsFeature(
+            self,
+            controller,
+            choose=self._choose_model,
+            library_changed=self.refresh_models,
+            offline_changed=lambda _offline: self.network_indicator.refresh(),
+            downloads=downloads,
+            token_store=token_store,
+        )
         self.downloads = self.models.downloads
         # The Server switch (off at every start), when the composition root gives a way to make a server.
         self.server = ServerFeature(self, self.core.db, server_factory, core=self.core) if server_factory else None
         self._build_layout()
         # The conversation list: refreshed from the history; the sidebar's search, rename, pin, export, delete.
-        self.conversations = ConversationActions(self.sidebar, controller, self.view, self, status=self.statusBar(),
-                                                 notice=self.show_notice, title_changed=self.update_title,
-                                                 confirm_delete=confirm_delete)
+        self.conversations = ConversationActions(
+            self.sidebar,
+            controller,
+            self.view,
+            self,
+            status=self.statusBar(),
+            notice=self.show_notice,
+            title_changed=self.update_title,
+            confirm_delete=confirm_delete,
+        )
         if self.server is not None:
             self.sidebar.add_footer(self.server.button)
             self.server.conversations_changed.connect(self.conversations.refresh)  # API clients' chats
@@ -331,8 +360,7 @@ class MainWindow(QMainWindow):
         self.view.conversation_model().set_messages(fold_tool_rows(shown, to_item))  # a call and its result: one row
         self.update_title()
         latest = next((s.message for s in reversed(shown) if s.message.role == "assistant" and s.message.metrics), None)
-        self.composer.set_context(*context_figures(latest.metrics if latest else {}, self.controller.model, self.controller.loaded),
-                                  True)
+        self.composer.set_context(*context_figures(latest.metrics if latest else {}, self.controller.model, self.controller.loaded), True)
 
     def _on_appended(self, shown: list[ShownMessage]) -> None:
         model = self.view.conversation_model()
@@ -349,9 +377,17 @@ class MainWindow(QMainWindow):
         row = model.row_of(message.id)
         if row >= 0:
             shown = model.item(row)
-            model.update_message(dataclasses.replace(
-                shown, content=message.content, status=message.status, metrics=message.metrics, error=message.error,
-                model_name=message.model_name, reasoning=finished_reasoning(shown.reasoning, message)))
+            model.update_message(
+                dataclasses.replace(
+                    shown,
+                    content=message.content,
+                    status=message.status,
+                    metrics=message.metrics,
+                    error=message.error,
+                    model_name=message.model_name,
+                    reasoning=finished_reasoning(shown.reasoning, message),
+                )
+            )
         if message.metrics.get("context_used") is not None or "remote" in message.metrics:
             self.composer.set_context(*context_figures(message.metrics, self.controller.model, self.controller.loaded), True)
         metrics = dict(message.metrics)
@@ -366,8 +402,7 @@ class MainWindow(QMainWindow):
         model = self.controller.model
         self.picker.set_loaded(model.name if model else None)
         local = installed_model(model)  # a server's model has no file size
-        self.perf.set_model_info(local.size if local else None, loaded.backend, loaded.n_gpu_layers,
-                                 placement=loaded.placement)
+        self.perf.set_model_info(local.size if local else None, loaded.backend, loaded.n_gpu_layers, placement=loaded.placement)
         self.perf.set_loaded(loaded)
         self.poller.set_engine_pid(self.controller.engine.host_pid)
         if loaded.template_source.startswith("fallback"):

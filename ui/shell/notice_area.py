@@ -61,8 +61,7 @@ class NoticeArea(QWidget):
 
     notice_dismissed = Signal(str)  # the text of a kept notice the person dismissed
 
-    def __init__(self, parent: QWidget | None = None, *,
-                 open_folder: Callable[[Path], bool] = open_in_file_manager) -> None:
+    def __init__(self, parent: QWidget | None = None, *, open_folder: Callable[[Path], bool] = open_in_file_manager) -> None:
         super().__init__(parent)
         self._open_folder = open_folder
         self._kept: list[KeptNotice] = []

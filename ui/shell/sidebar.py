@@ -94,8 +94,11 @@ class _HitDelegate(QStyledItemDelegate):
         doc.documentLayout().draw(painter, context)
         painter.restore()
 
-    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 (Qt override)
-                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+    def sizeHint(
+        self,
+        option: QStyleOptionViewItem,  # noqa: N802 (Qt override)
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> QSize:
         doc = self._document(option, index)
         return QSize(int(doc.idealWidth()), int(doc.size().height()) + 2)
 
@@ -246,7 +249,8 @@ class Sidebar(QWidget):
                 item.setToolTip("\n".join(details))
                 item.setData(
                     Qt.ItemDataRole.AccessibleTextRole,
-                    ("Pinned: " if conversation.pinned else "") + (conversation.title or UNTITLED)
+                    ("Pinned: " if conversation.pinned else "")
+                    + (conversation.title or UNTITLED)
                     + (f" ({api_caption(conversation.client)})" if conversation.client else ""),
                 )
                 self._list.addItem(item)

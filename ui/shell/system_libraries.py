@@ -50,8 +50,9 @@ def uses_xcb(environ: Mapping[str, str], platform: str | None = None) -> bool:
     return not wayland_session
 
 
-def missing_libraries(libraries: Sequence[SystemLibrary] = XCB_LIBRARIES,
-                      load: Callable[[str], object] | None = None) -> list[SystemLibrary]:
+def missing_libraries(
+    libraries: Sequence[SystemLibrary] = XCB_LIBRARIES, load: Callable[[str], object] | None = None
+) -> list[SystemLibrary]:
     """The libraries that cannot be loaded (`load` defaults to load_library)."""
     load = load or load_library
     missing: list[SystemLibrary] = []
@@ -75,8 +76,9 @@ def missing_libraries_sentence(missing: Sequence[SystemLibrary]) -> str:
     )
 
 
-def window_library_problem(environ: Mapping[str, str] = os.environ, platform: str | None = None,
-                           load: Callable[[str], object] | None = None) -> str | None:
+def window_library_problem(
+    environ: Mapping[str, str] = os.environ, platform: str | None = None, load: Callable[[str], object] | None = None
+) -> str | None:
     """The sentence to print instead of starting Qt, or None when the window can start."""
     if not uses_xcb(environ, platform):
         return None

@@ -71,10 +71,15 @@ class WelcomeFeature(QObject):
         if self.page is None:
             return
         model = self.controller.model
-        self.page.set_model_state(ready=model is not None, name=model.name if model else None,
-                                  preparing=self.controller.preparing_starter, error=self.controller.starter_error,
-                                  load_error=self.controller.load_error, base=installed_is_base(model),
-                                  about=self._about(model))
+        self.page.set_model_state(
+            ready=model is not None,
+            name=model.name if model else None,
+            preparing=self.controller.preparing_starter,
+            error=self.controller.starter_error,
+            load_error=self.controller.load_error,
+            base=installed_is_base(model),
+            about=self._about(model),
+        )
 
     def _about(self, model: object) -> str | None:
         """The instruct starter's origin when it is the model; else why `cove setup` could not fetch it."""

@@ -26,22 +26,24 @@ PRIVACY_TEXT = (
 )
 FIT_LABELS = {FITS: "fits this computer", TIGHT: "tight on memory", "too large": "too large for this computer"}
 MAX_CATALOG_ROWS = 6
-BASE_MODEL_TEXT = ("It is a small base model: it continues text rather than following instructions, so its "
-                   "answers are short and often wrong. An instruct model from the list below answers better.")
+BASE_MODEL_TEXT = (
+    "It is a small base model: it continues text rather than following instructions, so its "
+    "answers are short and often wrong. An instruct model from the list below answers better."
+)
 
 
 def wheel_model_text(spec: WheelModel) -> str:
     """What the instruct starter is and where its bytes came from (`cove setup` put it here)."""
-    return (f"{escape(spec.summary)}: an instruct model that answers simple questions and calls tools. "
-            f"It came from PyPI as {len(spec.parts)} wheels of an unknown publisher ({escape(spec.parts[0].package)} "
-            f"and the rest); every byte was checked against its pinned sha256, and nothing in them was run.")
+    return (
+        f"{escape(spec.summary)}: an instruct model that answers simple questions and calls tools. "
+        f"It came from PyPI as {len(spec.parts)} wheels of an unknown publisher ({escape(spec.parts[0].package)} "
+        f"and the rest); every byte was checked against its pinned sha256, and nothing in them was run."
+    )
 
 
 def setup_note_text(spec: WheelModel, note: str) -> str:
     """Why the instruct starter is missing: the sentence `cove setup` gave."""
     return f"{escape(spec.title)} could not be set up: {escape(note)}. Running <code>cove setup</code> tries again."
-
-
 
 
 class WelcomePage(QScrollArea):
@@ -50,8 +52,7 @@ class WelcomePage(QScrollArea):
     browse_models_requested = Signal()
     import_requested = Signal()
 
-    def __init__(self, *, database: Path, catalog: list[CatalogEntry], total_ram: int,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, *, database: Path, catalog: list[CatalogEntry], total_ram: int, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("welcomePage")
         self.setAccessibleName("Welcome to Cove")
@@ -105,8 +106,7 @@ class WelcomePage(QScrollArea):
         ranked = sorted(catalog, key=lambda e: (machine_fit(e, total_ram) != FITS, e.size_bytes))
         for row, entry in enumerate(ranked[:MAX_CATALOG_ROWS]):
             fit = machine_fit(entry, total_ram)
-            name = QLabel(f"<b>{entry.name}</b> · {entry.quant} · {format_size(entry.size_bytes)}<br>"
-                          f"<span>{entry.description}</span>")
+            name = QLabel(f"<b>{entry.name}</b> · {entry.quant} · {format_size(entry.size_bytes)}<br><span>{entry.description}</span>")
             name.setWordWrap(True)
             name.setTextFormat(Qt.TextFormat.RichText)
             mark = QLabel(FIT_LABELS.get(fit, fit))
@@ -138,8 +138,15 @@ class WelcomePage(QScrollArea):
         self.set_model_state(ready=False, name=None, preparing=False)
 
     def set_model_state(
-        self, *, ready: bool, name: str | None, preparing: bool, error: str | None = None, load_error: str | None = None,
-        base: bool = False, about: str | None = None,
+        self,
+        *,
+        ready: bool,
+        name: str | None,
+        preparing: bool,
+        error: str | None = None,
+        load_error: str | None = None,
+        base: bool = False,
+        about: str | None = None,
     ) -> None:
         """What the start button can do now: chat with `name`, wait for the starter, or nothing
         yet. `load_error`: the chosen model failed to load, so it is not called ready. `base`:
@@ -149,17 +156,22 @@ class WelcomePage(QScrollArea):
         if error:
             self.starter_status.setText(f"The starter model could not be prepared: {error}")
         elif load_error and name:
-            self.starter_status.setText(f"<b>{escape(name)}</b> could not be loaded: {escape(load_error)}. "
-                                        "Choose another model, or get one below.")
+            self.starter_status.setText(
+                f"<b>{escape(name)}</b> could not be loaded: {escape(load_error)}. Choose another model, or get one below."
+            )
             ready = False
         elif preparing:
             self.starter_status.setText("Preparing the starter model (Gemma 3 270M, 253 MB, first start only)…")
         elif ready and name and base:
-            self.starter_status.setText(f"<b>{escape(name)}</b> is ready on this computer: type your first message "
-                                        f"below. {BASE_MODEL_TEXT}{' ' + about if about else ''}")
+            self.starter_status.setText(
+                f"<b>{escape(name)}</b> is ready on this computer: type your first message "
+                f"below. {BASE_MODEL_TEXT}{' ' + about if about else ''}"
+            )
         elif ready and name:
-            self.starter_status.setText(f"<b>{name}</b> is ready on this computer: type your first message "
-                                        f"below. {about or 'Larger models below give better answers.'}")
+            self.starter_status.setText(
+                f"<b>{name}</b> is ready on this computer: type your first message "
+                f"below. {about or 'Larger models below give better answers.'}"
+            )
         else:
             self.starter_status.setText("No model yet: get one below, or import a GGUF file you already have.")
         self.start_button.setEnabled(ready and not preparing and not error)

@@ -165,13 +165,14 @@ class AddToolServerDialog(QDialog):
             self.preview_heading.setText(problem)
         elif server.url:
             self.preview.setPlainText(in_window(server.identity))
-            self.preview_heading.setText("Cove will connect to exactly this URL when you press Test. "
-                                         "Adding contacts nothing.")
+            self.preview_heading.setText("Cove will connect to exactly this URL when you press Test. Adding contacts nothing.")
         else:
             self.preview.setPlainText(in_window(server.identity))
-            self.preview_heading.setText(f"Cove will run exactly this command line ({len(server.command)} "
-                                         f"argument{'s' if len(server.command) != 1 else ''}) when you press "
-                                         "Test. Adding starts nothing.")
+            self.preview_heading.setText(
+                f"Cove will run exactly this command line ({len(server.command)} "
+                f"argument{'s' if len(server.command) != 1 else ''}) when you press "
+                "Test. Adding starts nothing."
+            )
         self.add_button.setEnabled(server is not None)
 
     def _add(self) -> None:

@@ -36,8 +36,7 @@ class ToolApprovalDialog(QDialog):
         self.setAccessibleName("Allow this tool call?")
         server = request.server
         tool, name, identity = in_window(request.tool), in_window(server.name), in_window(server.identity)
-        self.heading = QLabel(f"The model wants to call <b>{_escape(tool)}</b> on the tool server "
-                              f"<b>{_escape(name)}</b>.", self)
+        self.heading = QLabel(f"The model wants to call <b>{_escape(tool)}</b> on the tool server <b>{_escape(name)}</b>.", self)
         self.heading.setTextFormat(Qt.TextFormat.RichText)
         self.heading.setWordWrap(True)
         where = "URL" if server.url else "command line"
@@ -57,14 +56,14 @@ class ToolApprovalDialog(QDialog):
         mono = QFont("monospace")
         mono.setStyleHint(QFont.StyleHint.Monospace)
         self.arguments.setFont(mono)
-        note = QLabel("Cove cannot see what a tool server does on your computer or on the network. "
-                      "Closing this window denies the call.", self)
+        note = QLabel(
+            "Cove cannot see what a tool server does on your computer or on the network. Closing this window denies the call.", self
+        )
         note.setWordWrap(True)
 
         self.allow_button = QPushButton("Allow once", self)
         self.always_button = QPushButton("Always allow this tool", self)
-        self.always_button.setToolTip(f"Kept for {tool} on {name} as it is defined now "
-                                      f"({identity}); revoke it on the Tools page")
+        self.always_button.setToolTip(f"Kept for {tool} on {name} as it is defined now ({identity}); revoke it on the Tools page")
         self.deny_button = QPushButton("Deny", self)
         for button in (self.allow_button, self.always_button):
             button.setAutoDefault(False)

@@ -63,19 +63,19 @@ class ChatTools:
             return None
         listed_names = ", ".join(s.name for s in servers)
         if self.gate.offline:
-            question = (f"Cove is offline ({self.gate.offline_reason}). Start the tool servers of this conversation "
-                        f"({listed_names}) for this one reply?\n\n"
-                        + "\n".join(s.identity for s in servers)
-                        + "\n\nCove cannot see what a tool server does on the network.")
+            question = (
+                f"Cove is offline ({self.gate.offline_reason}). Start the tool servers of this conversation "
+                f"({listed_names}) for this one reply?\n\n"
+                + "\n".join(s.identity for s in servers)
+                + "\n\nCove cannot see what a tool server does on the network."
+            )
             if not self._confirm("Start tool servers while offline?", question):
-                self.notes.append(f"Cove is offline, so the tool servers {listed_names} were not started; "
-                                  "this reply has no tools.")
+                self.notes.append(f"Cove is offline, so the tool servers {listed_names} were not started; this reply has no tools.")
                 return None
         try:
             host = self._host()
         except OSError as exc:  # e.g. its log file cannot be opened: one sentence, the reply goes on
-            self.notes.append(f"The tool servers {listed_names} were not started: {describe_error(exc)}. "
-                              "This reply has no tools.")
+            self.notes.append(f"The tool servers {listed_names} were not started: {describe_error(exc)}. This reply has no tools.")
             return None
         store, notes, choice = self.store, self.notes, self.first_choice
 

@@ -57,8 +57,7 @@ class ToolsPanel(QDialog):
 class ToolsFeature(QObject):
     """`button` goes in the window; `open()` shows the Tools page; `shutdown()` on quit."""
 
-    def __init__(self, window: QWidget, core: Core, *, mcp_factory: McpFactory | None = None,
-                 confirm: Confirm | None = None) -> None:
+    def __init__(self, window: QWidget, core: Core, *, mcp_factory: McpFactory | None = None, confirm: Confirm | None = None) -> None:
         super().__init__(window)
         self._window, self._core = window, core
         self.mcp_factory = mcp_factory or self._default_host  # how the one McpHost is made (tests give their own)
@@ -81,8 +80,7 @@ class ToolsFeature(QObject):
         self.menu_button.setObjectName("conversationToolsButton")
         self.menu_button.setText("Tools")
         self.menu_button.setAccessibleName("Tools for this conversation")
-        self.menu_button.setToolTip("Which of your tool servers the model may use in this conversation "
-                                    "(every call is asked first)")
+        self.menu_button.setToolTip("Which of your tool servers the model may use in this conversation (every call is asked first)")
         self.menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.menu = QMenu(self.menu_button)
         self.menu.aboutToShow.connect(self.fill_menu)
@@ -148,8 +146,7 @@ class ToolsFeature(QObject):
         """Show the Tools page (built on first use)."""
         if self.panel is None:
             core = self._core
-            page = ToolsPage(ToolServerStore(core.db), core.network, self.host,
-                             installed=core.library.list, confirm=self._confirm)
+            page = ToolsPage(ToolServerStore(core.db), core.network, self.host, installed=core.library.list, confirm=self._confirm)
             self.panel = ToolsPanel(page, self._window)
             self.panel.set_limits(ToolLimitsRow(core, self._apply_limits, self.panel))
         self.panel.show()
@@ -180,8 +177,9 @@ class ToolsFeature(QObject):
         return self.mcp
 
     def _ask(self, title: str, question: str) -> bool:
-        answer = QMessageBox.question(self._window, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                                      QMessageBox.StandardButton.No)
+        answer = QMessageBox.question(
+            self._window, title, question, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No
+        )
         return answer == QMessageBox.StandardButton.Yes
 
     def _default_host(self) -> McpHost:

@@ -24,8 +24,9 @@ class ToolLimitsRow(QWidget):
         self.timeout.setSuffix(" s")
         self.timeout.setValue(int(kept.call_timeout_s))
         self.timeout.setAccessibleName("Seconds a tool call may take")
-        self.timeout.setToolTip("How long a tool server may take to start or to answer one call; past it the "
-                                "call fails with a sentence and the reply goes on")
+        self.timeout.setToolTip(
+            "How long a tool server may take to start or to answer one call; past it the call fails with a sentence and the reply goes on"
+        )
         self.chars = QSpinBox(self)
         self.chars.setRange(100, 10_000_000)
         self.chars.setSingleStep(1000)

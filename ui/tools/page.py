@@ -43,11 +43,13 @@ from ui.tools.tool_models import ToolModel, tool_capable, tool_models_text
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 IDENTITY_ROLE = Qt.ItemDataRole.UserRole + 1  # the full command line or URL
-ABOUT = ("Tool servers (MCP) are programs you choose, or HTTP servers on this computer, that offer tools a model "
-         "can call. Adding one starts nothing; Test starts it to list its tools, then stops it. Turn a server on for "
-         "a conversation in the Tools menu under the message box; every call a model wants to make is then shown to "
-         "you first (Allow once, Always allow this tool, Deny). Cove cannot see what a tool server does on the network, "
-         "and while Cove is offline it starts one only if you allow it for that reply.")
+ABOUT = (
+    "Tool servers (MCP) are programs you choose, or HTTP servers on this computer, that offer tools a model "
+    "can call. Adding one starts nothing; Test starts it to list its tools, then stops it. Turn a server on for "
+    "a conversation in the Tools menu under the message box; every call a model wants to make is then shown to "
+    "you first (Allow once, Always allow this tool, Deny). Cove cannot see what a tool server does on the network, "
+    "and while Cove is offline it starts one only if you allow it for that reply."
+)
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
 
 
@@ -56,9 +58,16 @@ class ToolsPage(QWidget):
 
     servers_changed = Signal()
 
-    def __init__(self, store: ToolServerStore, gate: NetworkGate, mcp: Callable[[], McpHost], *,
-                 installed: Callable[[], list[InstalledModel]] | None = None, confirm: Confirm | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        store: ToolServerStore,
+        gate: NetworkGate,
+        mcp: Callable[[], McpHost],
+        *,
+        installed: Callable[[], list[InstalledModel]] | None = None,
+        confirm: Confirm | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.store, self.gate = store, gate
         self._mcp = mcp  # made on the first Test
@@ -158,9 +167,13 @@ class ToolsPage(QWidget):
             selected = servers[0].name
         self._reselect(selected)
         offline = self.gate.offline
-        self.offline_note.setText(f"Cove is offline ({self.gate.offline_reason}): Test asks before it starts a tool "
-                                  "server, and starts it for that one Test only; a conversation's tool servers start only if you "
-                                  "allow it for that reply." if offline else "")
+        self.offline_note.setText(
+            f"Cove is offline ({self.gate.offline_reason}): Test asks before it starts a tool "
+            "server, and starts it for that one Test only; a conversation's tool servers start only if you "
+            "allow it for that reply."
+            if offline
+            else ""
+        )
         self.offline_note.setVisible(offline)
         self._show_selected()
 
@@ -173,10 +186,12 @@ class ToolsPage(QWidget):
             self._models_job.drop()
         self.models_label.setText("Reading the installed models' chat templates…")
         self._models_job = run_in_background(
-            self, lambda: tool_capable(models),
+            self,
+            lambda: tool_capable(models),
             on_done=lambda found: self._show_models(found, len(models)),
             on_failed=lambda sentence: self.models_label.setText(f"Could not read the models' templates: {sentence}"),
-            name="cove-tool-models")
+            name="cove-tool-models",
+        )
 
     def open_add_dialog(self) -> AddToolServerDialog:
         """Show the Add dialog (window-modal; Add stores the server and starts nothing)."""
@@ -212,8 +227,10 @@ class ToolsPage(QWidget):
         if server is None or server.name in self._jobs:
             return
         if self.gate.offline:
-            question = (f"Cove is offline ({self.gate.offline_reason}). Start the tool server {server.name} this once "
-                        f"to list its tools?\n\n{in_window(server.identity)}\n\nCove cannot see what it does on the network.")
+            question = (
+                f"Cove is offline ({self.gate.offline_reason}). Start the tool server {server.name} this once "
+                f"to list its tools?\n\n{in_window(server.identity)}\n\nCove cannot see what it does on the network."
+            )
             if not self._confirm("Start a tool server while offline?", question):
                 self.show_message(f"{server.name} was not started: Cove is offline.")
                 return
@@ -231,9 +248,13 @@ class ToolsPage(QWidget):
 
         self._outcomes[server.name] = TestOutcome(server.identity)
         self._jobs[server.name] = run_in_background(
-            self, work, on_done=lambda tools: self._tested(server, TestOutcome(server.identity, tools=tuple(tools))),
+            self,
+            work,
+            on_done=lambda tools: self._tested(server, TestOutcome(server.identity, tools=tuple(tools))),
             on_failed=lambda sentence: self._tested(server, TestOutcome(server.identity, failure=capital(sentence))),
-            describe=_sentence, name="cove-tool-test")
+            describe=_sentence,
+            name="cove-tool-test",
+        )
         self.show_message("")
         self._show_selected()
 
@@ -276,8 +297,10 @@ class ToolsPage(QWidget):
 
     def rows(self) -> list[tuple[str, str]]:
         """Each server's row as shown (name, command line or URL)."""
-        return [(self.server_list.item(i).data(NAME_ROLE), self.server_list.item(i).data(IDENTITY_ROLE))
-                for i in range(self.server_list.count())]
+        return [
+            (self.server_list.item(i).data(NAME_ROLE), self.server_list.item(i).data(IDENTITY_ROLE))
+            for i in range(self.server_list.count())
+        ]
 
     def select(self, name: str) -> None:
         """Show the server `name` (read again from the store)."""

@@ -31,8 +31,10 @@ from app.visible_text import in_window
 from ui.theme import muted_color, show_sentence
 
 RULE_ROLE = Qt.ItemDataRole.UserRole  # an always-allow rule's tool name as stored (the text shows it escaped)
-NETWORK_NOTE = ("Cove cannot see what this server does on the network: the network indicator and "
-                "offline mode cover Cove's own connections, not the programs it starts for you.")
+NETWORK_NOTE = (
+    "Cove cannot see what this server does on the network: the network indicator and "
+    "offline mode cover Cove's own connections, not the programs it starts for you."
+)
 
 
 @dataclass(frozen=True)
@@ -123,8 +125,7 @@ class ServerView(QWidget):
     def show_server(self, server: ToolServer | None, outcome: TestOutcome | None, always: list[str]) -> None:
         """Show `server` (None: nothing selected) with its last Test and its always-allow rules."""
         self._server = server
-        for part in (self.runs_label, self.identity, self.network_note, self.tools, self.rules_label, self.rules,
-                     self.revoke_button):
+        for part in (self.runs_label, self.identity, self.network_note, self.tools, self.rules_label, self.rules, self.revoke_button):
             part.setVisible(server is not None)
         if server is None:
             self.title.setText("Select a tool server, or Add… one.")
@@ -141,8 +142,11 @@ class ServerView(QWidget):
             self.rules.addItem(rule)
         self.rules.setVisible(bool(always))
         self.revoke_button.setVisible(bool(always))
-        self.rules_label.setText("Always allowed (calls of these tools are not asked):" if always else
-                                 "No tool is always allowed on this server: every call is asked first.")
+        self.rules_label.setText(
+            "Always allowed (calls of these tools are not asked):"
+            if always
+            else "No tool is always allowed on this server: every call is asked first."
+        )
         self._update_revoke()
 
     def tool_rows(self) -> list[tuple[str, str]]:

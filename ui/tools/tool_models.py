@@ -39,7 +39,9 @@ def tool_models_text(found: Sequence[ToolModel], installed: int) -> str:
     if not installed:
         return "No models are installed yet."
     if not found:
-        return ("None of the installed models has a chat template that knows tools "
-                "(Qwen 2.5/3, Hermes, Mistral and Llama 3.1+ instruct models do).")
+        return (
+            "None of the installed models has a chat template that knows tools "
+            "(Qwen 2.5/3, Hermes, Mistral and Llama 3.1+ instruct models do)."
+        )
     names = ", ".join(f"{model.name} ({model.family})" for model in found)
     return f"Installed models that can call tools (their chat template knows tools): {names}."

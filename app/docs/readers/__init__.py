@@ -55,7 +55,6 @@ def read_sections(path: Path, budget: Budget | None = None, identity: tuple[int,
     if where is None:
         raise Unreadable(f"is a {path.suffix or 'suffix-less'} file, which Cove does not read")
     module, function = where.split(":")
-    reader: Callable[[BinaryIO, Path, Budget], Iterator[Section]] = getattr(
-        importlib.import_module(f"{__name__}.{module}"), function)
+    reader: Callable[[BinaryIO, Path, Budget], Iterator[Section]] = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     with open_checked(path, identity) as file:
         yield from reader(file, path, budget if budget is not None else Budget())

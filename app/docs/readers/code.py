@@ -57,8 +57,10 @@ _PATTERNS: dict[str, list[str]] = {
         rf"(?:fn|struct|enum|trait|mod|union|type|macro_rules!)\s+({_I})",
         r"(?:unsafe\s+)?impl(?:<[^{]*?>)?\s+([^{]+?)\s*(?:\{|where\b|$)",
     ],
-    ".kt": [r"(?:(?:public|private|internal|open|abstract|data|sealed|inline|suspend|enum)\s+)*(?:fun|class|object|interface)"
-            r"\s+(?:<[^>]*>\s*)?([\w.]+)"],
+    ".kt": [
+        r"(?:(?:public|private|internal|open|abstract|data|sealed|inline|suspend|enum)\s+)*(?:fun|class|object|interface)"
+        r"\s+(?:<[^>]*>\s*)?([\w.]+)"
+    ],
     ".swift": [r"(?:(?:public|private|internal|open|final|fileprivate)\s+)*(?:func|class|struct|enum|protocol|extension)\s+([\w.]+)"],
     ".scala": [r"(?:(?:case|abstract|final|sealed|implicit|private|protected)\s+)*(?:def|class|object|trait)\s+(\w+)"],
     ".rb": [r"(?:def|class|module)\s+(?:self\.)?([\w:.?!=]+)"],

@@ -29,8 +29,20 @@ LYING = "is damaged (a part of it unpacks to more than its zip says)"
 _BLOCK = 1024 * 1024
 # How pictures and other binary parts begin (PNG, JPEG, GIF, BMP, TIFF, EMF, WMF, WebP, OLE, zip,
 # PDF). None of these can begin an XML document, so such a part can never be parsed as XML.
-_BINARY = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"BM", b"II*\x00", b"MM\x00*", b"\x01\x00\x00\x00",
-           b"\xd7\xcd\xc6\x9a", b"RIFF", b"\xd0\xcf\x11\xe0", b"PK\x03\x04", b"%PDF")
+_BINARY = (
+    b"\x89PNG",
+    b"\xff\xd8\xff",
+    b"GIF8",
+    b"BM",
+    b"II*\x00",
+    b"MM\x00*",
+    b"\x01\x00\x00\x00",
+    b"\xd7\xcd\xc6\x9a",
+    b"RIFF",
+    b"\xd0\xcf\x11\xe0",
+    b"PK\x03\x04",
+    b"%PDF",
+)
 _OLE = bytes.fromhex("d0cf11e0a1b11ae1")  # an encrypted .docx, or an old binary .doc
 _HEADING = re.compile(r"heading (\d)\Z", re.IGNORECASE)
 

@@ -67,8 +67,11 @@ class Budget:
         """Count `n` more bytes unpacked; Cut when that passes the limit."""
         self.decoded += n
         if self.decoded > self.limits.decoded_bytes:
-            raise Cut(cut_sentence(where, f"its pages' content unpacks to more than {size_text(self.limits.decoded_bytes)}, "
-                                          "the limit for one file"))
+            raise Cut(
+                cut_sentence(
+                    where, f"its pages' content unpacks to more than {size_text(self.limits.decoded_bytes)}, the limit for one file"
+                )
+            )
 
     def decoded_left(self) -> int:
         return max(0, self.limits.decoded_bytes - self.decoded)
@@ -76,13 +79,12 @@ class Budget:
     def take_text(self, n: int, where: str) -> None:
         """Count `n` more characters of text; Cut (before them) when they would pass the limit."""
         if self.characters + n > self.limits.characters:
-            raise Cut(cut_sentence(where, f"it holds more than {self.limits.characters:,} characters of text, "
-                                          "the limit for one file"))
+            raise Cut(cut_sentence(where, f"it holds more than {self.limits.characters:,} characters of text, the limit for one file"))
         self.characters += n
 
 
 def cut_sentence(where: str, why: str) -> str:
-    """"was cut at page 7 of 20,000: <why>; what came before is indexed"."""
+    """ "was cut at page 7 of 20,000: <why>; what came before is indexed"."""
     if where == AT_START:
         return f"was cut {where}: {why}; none of it is indexed"
     return f"was cut {where}: {why}; what came before is indexed"

@@ -73,6 +73,7 @@ def _page_text(reader: PdfReader, number: int, where: str, budget: Budget) -> st
     """The text of page `number`, what its content unpacks to counted against `budget` first.
     pypdf's own limits stay in force (a stream unpacks to at most 75 MB); the budget adds the
     one over the whole file that pypdf does not have."""
+
     def guard(*_: object) -> None:  # called before each operator, those of the forms drawn too
         if budget.out_of_time():
             raise _OutOfTime

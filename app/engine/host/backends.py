@@ -62,8 +62,7 @@ def _lib() -> ctypes.CDLL:
         lib.ggml_backend_dev_type.restype = ctypes.c_int
         lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
         lib.ggml_backend_dev_memory.restype = None
-        lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                                ctypes.POINTER(ctypes.c_size_t)]
+        lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
         lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
         lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
         lib.ggml_backend_load_all_from_path.restype = None
@@ -83,11 +82,15 @@ def load_backends() -> list[str]:
             if any(folder.glob("libggml-*-*.so")) or any(folder.glob("libggml-*.dll")):
                 lib.ggml_backend_load_all_from_path(str(folder).encode())
                 break
-    names = [(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)) or b"").decode("utf-8", "replace")
-             for i in range(lib.ggml_backend_reg_count())]
+    names = [
+        (lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)) or b"").decode("utf-8", "replace")
+        for i in range(lib.ggml_backend_reg_count())
+    ]
     if not any(name.upper() == "CPU" for name in names):
-        raise NoBackend(f"this computer's processor ({platform.machine()}) lacks the instructions every "
-                        "llama.cpp build in Cove needs, so Cove cannot run models on it")
+        raise NoBackend(
+            f"this computer's processor ({platform.machine()}) lacks the instructions every "
+            "llama.cpp build in Cove needs, so Cove cannot run models on it"
+        )
     return names
 
 
@@ -101,11 +104,14 @@ def devices() -> list[Device]:
         lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
         kind = lib.ggml_backend_dev_type(dev)
         reg = lib.ggml_backend_dev_backend_reg(dev)
-        out.append(Device(
-            name=(lib.ggml_backend_dev_name(dev) or b"").decode("utf-8", "replace"),
-            description=(lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", "replace").strip(),
-            kind=DEVICE_KINDS[kind] if 0 <= kind < len(DEVICE_KINDS) else "other",
-            free_bytes=int(free.value), total_bytes=int(total.value),
-            backend=(lib.ggml_backend_reg_name(reg) or b"").decode("utf-8", "replace") if reg else "",
-        ))
+        out.append(
+            Device(
+                name=(lib.ggml_backend_dev_name(dev) or b"").decode("utf-8", "replace"),
+                description=(lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", "replace").strip(),
+                kind=DEVICE_KINDS[kind] if 0 <= kind < len(DEVICE_KINDS) else "other",
+                free_bytes=int(free.value),
+                total_bytes=int(total.value),
+                backend=(lib.ggml_backend_reg_name(reg) or b"").decode("utf-8", "replace") if reg else "",
+            )
+        )
     return out

@@ -15,8 +15,10 @@ import llama_cpp
 # AMX (for a llama.cpp where it is fixed); "0": keep them off everywhere; unset: Cove decides.
 EXTRA_BUFFERS_ENV = "COVE_LLAMA_AMX"
 
-AMX_NOTE = ("llama.cpp's AMX weight path is off on this processor: in this llama.cpp version it crashes "
-            "when reading a prompt (llama.cpp issue #20824)")
+AMX_NOTE = (
+    "llama.cpp's AMX weight path is off on this processor: in this llama.cpp version it crashes "
+    "when reading a prompt (llama.cpp issue #20824)"
+)
 OFF_NOTE = f"llama.cpp's extra weight buffers (AMX, repacked) are off ({EXTRA_BUFFERS_ENV}=0)"
 
 

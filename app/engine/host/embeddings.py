@@ -34,8 +34,9 @@ def _round_up(n: int, step: int) -> int:
 class Embedder:
     """The embedding context of one loaded model. Used on the host's main thread only."""
 
-    def __init__(self, model: Any, vocab: Any, *, name: str, n_embd: int, limit: int, n_threads: int,
-                 offload_kqv: bool, encoder_only: bool) -> None:
+    def __init__(
+        self, model: Any, vocab: Any, *, name: str, n_embd: int, limit: int, n_threads: int, offload_kqv: bool, encoder_only: bool
+    ) -> None:
         self._model, self._vocab, self._name = model, vocab, name
         self.n_embd, self.limit = n_embd, limit  # the most tokens of one text
         self._n_threads, self._offload_kqv, self._encoder_only = n_threads, offload_kqv, encoder_only
@@ -47,8 +48,16 @@ class Embedder:
         """The embedder of a loaded llama_cpp.Llama (its KV cache placed like the chat context's)."""
         model = llm.model
         encoder_only = bool(llama_cpp.llama_model_has_encoder(model)) and not llama_cpp.llama_model_has_decoder(model)
-        return cls(model, vocab, name=name, n_embd=int(llama_cpp.llama_model_n_embd_out(model)), limit=limit,
-                   n_threads=n_threads, offload_kqv=bool(llm.context_params.offload_kqv), encoder_only=encoder_only)
+        return cls(
+            model,
+            vocab,
+            name=name,
+            n_embd=int(llama_cpp.llama_model_n_embd_out(model)),
+            limit=limit,
+            n_threads=n_threads,
+            offload_kqv=bool(llm.context_params.offload_kqv),
+            encoder_only=encoder_only,
+        )
 
     def close(self) -> None:
         if self._ctx is not None:
@@ -84,8 +93,7 @@ class Embedder:
         params.offload_kqv = self._offload_kqv
         ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not ctx:
-            raise EmbedError(f"llama.cpp could not set up a {size}-token embedding context for {self._name} "
-                             "(perhaps not enough memory)")
+            raise EmbedError(f"llama.cpp could not set up a {size}-token embedding context for {self._name} (perhaps not enough memory)")
         self._ctx, self.n_ctx = ctx, int(llama_cpp.llama_n_ctx(ctx))
         return ctx
 

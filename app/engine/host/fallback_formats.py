@@ -142,8 +142,7 @@ FALLBACKS: dict[str, Fallback] = {
     "chatml": Fallback("chatml", "the ChatML format", ("<|im_end|>",), _render_chatml),
     "phi3": Fallback("phi3", "the Phi-3 format", ("<|end|>",), _render_phi3),
     "plain": Fallback("plain", "a plain System/User/Assistant transcript", ("\nUser:",), _render_plain),
-    "transcript": Fallback("transcript", "a conversation transcript for a base model to continue",
-                           ("\nUser:",), _render_transcript),
+    "transcript": Fallback("transcript", "a conversation transcript for a base model to continue", ("\nUser:",), _render_transcript),
     "qa": Fallback("qa", "a Q:/A: transcript for a base model to continue", ("\nQ:",), _render_qa),
 }
 # What a base model is given (the best of the formats compared in docs/base-models.md).

@@ -19,7 +19,7 @@ def check_grammar(vocab: Any, text: str) -> None:
     if not text.strip():
         raise GrammarError("the grammar is empty")
     if not ROOT_RULE.search(text):
-        raise GrammarError("the grammar has no \"root\" rule (a line \"root ::= ...\")")
+        raise GrammarError('the grammar has no "root" rule (a line "root ::= ...")')
     sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode("utf-8"), b"root")
     if not sampler:
         raise GrammarError("llama.cpp could not parse the grammar (a syntax error, an undefined or left-recursive rule)")

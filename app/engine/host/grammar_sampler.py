@@ -96,8 +96,7 @@ class FirstBytes:
         keep = np.flatnonzero(mask[np.maximum(lead, 0)] & (lead >= 0)).astype(np.intc)
         return np.concatenate([keep, self.eog]) if len(self.eog) else keep
 
-    def narrow(self, candidates: np.ndarray, allowed_bytes: np.ndarray,
-               allowed_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    def narrow(self, candidates: np.ndarray, allowed_bytes: np.ndarray, allowed_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """`candidates` less the tokens whose first two bytes the grammar refuses: it is asked
         (`allowed_of`) about the two-byte tokens whose first byte it allows; a token whose first
         two bytes no two-byte token has is kept."""
@@ -128,9 +127,15 @@ def fast_pick(settings: dict[str, Any], n_vocab: int, seed: int) -> FastPick | N
     """The cheap first pick that gives the chain's own choice for llama-cpp-python's
     `_init_sampler` settings, or None where only the whole chain does (penalties, mirostat,
     typical sampling, top-k off)."""
-    if (settings.get("repeat_penalty", 1.0) != 1.0 or settings.get("presence_penalty") or settings.get("frequency_penalty")
-            or settings.get("mirostat_mode") or settings.get("typical_p", 1.0) != 1.0
-            or settings.get("logits_processor") is not None or settings.get("grammar") is not None):
+    if (
+        settings.get("repeat_penalty", 1.0) != 1.0
+        or settings.get("presence_penalty")
+        or settings.get("frequency_penalty")
+        or settings.get("mirostat_mode")
+        or settings.get("typical_p", 1.0) != 1.0
+        or settings.get("logits_processor") is not None
+        or settings.get("grammar") is not None
+    ):
         return None
     temp = float(settings.get("temp", 0.8))
     if temp == 0.0:
@@ -156,11 +161,20 @@ class GrammarFirstSampler:
     `utf8`: the model's Utf8Tokens (made on first use): while the grammar applies, a token must
     also keep the reply well-formed UTF-8 (app/engine/host/utf8_guard.py); None: the grammar alone."""
 
-    def __init__(self, chain: Any, vocab: Any, gbnf: str, n_vocab: int, trigger: bytes | None = None,
-                 piece: Callable[[int], bytes] | None = None, fast: FastPick | None = None,
-                 first_bytes: Callable[[], FirstBytes] | None = None, find: Callable[[str], int | None] | None = None,
-                 tokenize: Callable[[bytes], list[int]] | None = None,
-                 utf8: Callable[[], Utf8Tokens] | None = None) -> None:
+    def __init__(
+        self,
+        chain: Any,
+        vocab: Any,
+        gbnf: str,
+        n_vocab: int,
+        trigger: bytes | None = None,
+        piece: Callable[[int], bytes] | None = None,
+        fast: FastPick | None = None,
+        first_bytes: Callable[[], FirstBytes] | None = None,
+        find: Callable[[str], int | None] | None = None,
+        tokenize: Callable[[bytes], list[int]] | None = None,
+        utf8: Callable[[], Utf8Tokens] | None = None,
+    ) -> None:
         self._chain = chain  # a _internals.LlamaSampler without the grammar; owns its C chain
         self._fast = fast
         self._first_bytes = first_bytes if matches_text_only(gbnf) else None
@@ -245,7 +259,7 @@ class GrammarFirstSampler:
             self._found()
             return
         assert self._waiting is not None
-        self._seen = (self._seen + self._piece(token))[-4 * len(self._waiting) - 64:]
+        self._seen = (self._seen + self._piece(token))[-4 * len(self._waiting) - 64 :]
         if self._seen.rstrip().endswith(self._waiting):
             self._waiting = None
 
@@ -376,8 +390,19 @@ class GrammarSlot:
             if slot.gbnf is None:
                 return chain
             fast = fast_pick(kwargs, n_vocab, int(llm._seed)) if slot.fast else None
-            return GrammarFirstSampler(chain, vocab, slot.gbnf, n_vocab, slot.trigger, slot.piece, fast,
-                                       first_bytes if slot.fast else None, slot.find, slot.tokenize, utf8)
+            return GrammarFirstSampler(
+                chain,
+                vocab,
+                slot.gbnf,
+                n_vocab,
+                slot.trigger,
+                slot.piece,
+                fast,
+                first_bytes if slot.fast else None,
+                slot.find,
+                slot.tokenize,
+                utf8,
+            )
 
         llm._init_sampler = init_sampler
         return slot

@@ -43,8 +43,7 @@ class BufferReport:
     def device_bytes(self, device: str) -> int:
         """What llama.cpp allocated on `device` (e.g. "Vulkan0"): its model, KV cache and compute
         buffers ("Vulkan_Host", pinned host memory, is not the device)."""
-        return sum(round(float(m.group(2)) * _MIB) for line in self.lines
-                   for m in [_ON_DEVICE.search(line)] if m and m.group(1) == device)
+        return sum(round(float(m.group(2)) * _MIB) for line in self.lines for m in [_ON_DEVICE.search(line)] if m and m.group(1) == device)
 
 
 def _total(pattern: re.Pattern[str], lines: list[str]) -> int:

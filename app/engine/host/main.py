@@ -229,32 +229,34 @@ class Host:
             early, self._early_cancels = self._early_cancels, set()
         for rid in early:
             scheduler.cancel(rid)
-        self.send(Loaded(
-            request_id=req.request_id,
-            model_path=req.model_path,
-            n_ctx=session.n_ctx,
-            n_ctx_train=session.n_ctx_train,
-            n_threads=session.n_threads,
-            n_gpu_layers=session.n_gpu_layers,
-            backend=session.backend,
-            template_source=session.format.source,
-            template_note=session.format.note,
-            load_ms=round(session.load_ms, 3),
-            n_batch=session.n_batch,
-            n_ubatch=session.n_ubatch,
-            flash_attn=session.flash_attn,
-            architecture=session.architecture,
-            n_vocab=session.n_vocab,
-            placement=session.placement.to_dict(),
-            embeddings=session.pooling is not None,
-            type_k=session.type_k,
-            type_v=session.type_v,
-            kv_bytes=session.kv_bytes,
-            compute_bytes=session.compute_bytes,
-            draft_model=session.draft_model_name,
-            draft_note=session.draft_note,
-            slots=session.n_slots,
-        ))
+        self.send(
+            Loaded(
+                request_id=req.request_id,
+                model_path=req.model_path,
+                n_ctx=session.n_ctx,
+                n_ctx_train=session.n_ctx_train,
+                n_threads=session.n_threads,
+                n_gpu_layers=session.n_gpu_layers,
+                backend=session.backend,
+                template_source=session.format.source,
+                template_note=session.format.note,
+                load_ms=round(session.load_ms, 3),
+                n_batch=session.n_batch,
+                n_ubatch=session.n_ubatch,
+                flash_attn=session.flash_attn,
+                architecture=session.architecture,
+                n_vocab=session.n_vocab,
+                placement=session.placement.to_dict(),
+                embeddings=session.pooling is not None,
+                type_k=session.type_k,
+                type_v=session.type_v,
+                kv_bytes=session.kv_bytes,
+                compute_bytes=session.compute_bytes,
+                draft_model=session.draft_model_name,
+                draft_note=session.draft_note,
+                slots=session.n_slots,
+            )
+        )
 
     def _generate(self, req: Generate) -> None:
         scheduler = self._scheduler

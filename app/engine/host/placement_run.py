@@ -26,8 +26,17 @@ LIMIT_ENV = "COVE_GPU_MEMORY_LIMIT_MB"
 _MIB = 1024 * 1024
 
 # Words in llama.cpp's and the backends' errors when a device has no memory left.
-_OUT_OF_MEMORY = ("out of memory", "outofdevicememory", "failed to allocate", "unable to allocate", "cudamalloc",
-                  "alloc_buffer", "not enough memory", "failed to create context", "llama_context")
+_OUT_OF_MEMORY = (
+    "out of memory",
+    "outofdevicememory",
+    "failed to allocate",
+    "unable to allocate",
+    "cudamalloc",
+    "alloc_buffer",
+    "not enough memory",
+    "failed to create context",
+    "llama_context",
+)
 
 
 @dataclass(frozen=True)
@@ -46,14 +55,30 @@ class PlacementReport:
     extra_buffers: bool = True  # llama.cpp could move weights into AMX or repacked buffers (cpu_quirks.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "device": self.device, "n_layers": self.n_layers,
-                "n_gpu_layers": self.n_gpu_layers, "kv_on_gpu": self.kv_on_gpu, "note": self.note,
-                "vram_estimate": self.vram_estimate, "vram_used": self.vram_used, "devices": self.devices,
-                "extra_buffers": self.extra_buffers}
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "n_layers": self.n_layers,
+            "n_gpu_layers": self.n_gpu_layers,
+            "kv_on_gpu": self.kv_on_gpu,
+            "note": self.note,
+            "vram_estimate": self.vram_estimate,
+            "vram_used": self.vram_used,
+            "devices": self.devices,
+            "extra_buffers": self.extra_buffers,
+        }
 
 
-def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | None, *,
-         flash_attn: bool = True, type_k: str = "f16", type_v: str = "f16") -> tuple[Placement, int]:
+def plan(
+    path: Path,
+    n_ctx: int | None,
+    devices: list[Device],
+    requested: int | None,
+    *,
+    flash_attn: bool = True,
+    type_k: str = "f16",
+    type_v: str = "f16",
+) -> tuple[Placement, int]:
     """(the placement, the repeating layers' count) for the model at `path`: `requested` when
     the person set a layer count, else what the estimate says fits on the GPU."""
     header = read_gguf_header(path)
@@ -64,8 +89,16 @@ def plan(path: Path, n_ctx: int | None, devices: list[Device], requested: int | 
         reason = "no GPU: every layer runs on the CPU" if gpu is None else f"{ngl} layers on {gpu.name}, as set"
         return Placement(ngl, facts.n_layer, 0, reason), facts.n_layer
     context = cove_context(n_ctx, facts.n_ctx_train)
-    placed = choose_layers(facts, path.stat().st_size, context, type_k, None if gpu is None else gpu.free_bytes,
-                           "the GPU" if gpu is None else gpu.name, flash_attn=flash_attn, type_v=type_v)
+    placed = choose_layers(
+        facts,
+        path.stat().st_size,
+        context,
+        type_k,
+        None if gpu is None else gpu.free_bytes,
+        "the GPU" if gpu is None else gpu.name,
+        flash_attn=flash_attn,
+        type_v=type_v,
+    )
     return placed, facts.n_layer
 
 
@@ -94,12 +127,13 @@ def over_limit(allocated: int, limit: int | None, device: str) -> str:
     """An out-of-memory error's text when a load's buffers on `device` went past the limit, else ""."""
     if limit is None or allocated <= limit:
         return ""
-    return (f"out of memory under the device memory limit: llama.cpp allocated {allocated / _MIB:.0f} MiB on "
-            f"{device}, {LIMIT_ENV} is {limit / _MIB:.0f}")
+    return (
+        f"out of memory under the device memory limit: llama.cpp allocated {allocated / _MIB:.0f} MiB on "
+        f"{device}, {LIMIT_ENV} is {limit / _MIB:.0f}"
+    )
 
 
-def checked_open(open_model: Callable[[int], Any], buffers: BufferReport, device: str | None,
-                 limit: int | None) -> Callable[[int], Any]:
+def checked_open(open_model: Callable[[int], Any], buffers: BufferReport, device: str | None, limit: int | None) -> Callable[[int], Any]:
     """open_model(layers) for open_with_retries, with what llama.cpp's log says: a failed load's
     error lines added to its exception (llama-cpp-python's says only "Failed to load model"; the
     log says the device ran out of memory), and a load whose buffers on `device` go past `limit`
@@ -147,10 +181,18 @@ def open_with_retries(open_model: Callable[[int], T], n_gpu_layers: int, n_layer
         return model, ngl, ""
 
 
-def report(devs: list[Device], gpu: Device | None, placed: Placement, n_layer: int, n_gpu_layers: int,
-           kv_on_gpu: bool, retried: str, after: list[Device] | None = None,
-           process_vram: Callable[[], int | None] | None = None,
-           allocated: Callable[[str], int] | None = None) -> PlacementReport:
+def report(
+    devs: list[Device],
+    gpu: Device | None,
+    placed: Placement,
+    n_layer: int,
+    n_gpu_layers: int,
+    kv_on_gpu: bool,
+    retried: str,
+    after: list[Device] | None = None,
+    process_vram: Callable[[], int | None] | None = None,
+    allocated: Callable[[str], int] | None = None,
+) -> PlacementReport:
     """What a load did: `devs` and `gpu` as read before it, `after` the devices read after it
     (their free memory gives what the load took when the backend cannot say per process),
     `process_vram` this process's device memory where the driver tells (NVML), `allocated` what
@@ -171,9 +213,17 @@ def report(devs: list[Device], gpu: Device | None, placed: Placement, n_layer: i
     if used is None and allocated is not None:
         used = allocated(gpu.name) or None
     note = retried or (placed.reason if placed.n_gpu_layers == ngl else f"{ngl} of {layers} layers on {gpu.name}")
-    return PlacementReport(gpu.backend.lower() or "gpu", gpu.description or gpu.name, layers, ngl, kv_on_gpu, note,
-                           vram_estimate=placed.vram_bytes or None, vram_used=used,
-                           devices=[d.to_dict() for d in devs])
+    return PlacementReport(
+        gpu.backend.lower() or "gpu",
+        gpu.description or gpu.name,
+        layers,
+        ngl,
+        kv_on_gpu,
+        note,
+        vram_estimate=placed.vram_bytes or None,
+        vram_used=used,
+        devices=[d.to_dict() for d in devs],
+    )
 
 
 def nvml_process_vram(pid: int) -> int | None:

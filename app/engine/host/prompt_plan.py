@@ -78,8 +78,10 @@ def plan_turn(req: Generate, tok: Tokenizer, n_ctx: int, transcript: Transcript 
     if req.keep_all_turns:
         fitted, kept = fit_passages(req.messages, lambda messages: whole_prompt(messages, tok, n_ctx, reserve))
     else:
-        fitted, kept = fit_passages(req.messages, lambda messages: fit_prompt(
-            messages, tok.chat_format, tok.tokenize_prompt, tok.counts, tok.longest_token, n_ctx, reserve))
+        fitted, kept = fit_passages(
+            req.messages,
+            lambda messages: fit_prompt(messages, tok.chat_format, tok.tokenize_prompt, tok.counts, tok.longest_token, n_ctx, reserve),
+        )
     rendered, full = fitted.rendered, fitted.tokens
     tokens, _ = plan_prompt(transcript, req.conversation_id, rendered.text, full, tok.tokenize_rest)
     if len(tokens) > len(full) and len(tokens) + reserve > n_ctx:

@@ -51,8 +51,9 @@ class Reply:
         self.gbnf = gbnf
         transcript = None
         if not req.no_cache:
-            transcript = (s.slots.transcript_for(req.conversation_id) or s.state.transcript_for(req.conversation_id)
-                          or s.slots.newest_transcript())
+            transcript = (
+                s.slots.transcript_for(req.conversation_id) or s.state.transcript_for(req.conversation_id) or s.slots.newest_transcript()
+            )
         tok = s.tokenizer if self.tools is None else replace(s.tokenizer, chat_format=s.format.for_tools(self.tools.tools))
         tok = replace(tok, chat_format=tok.chat_format.for_reasoning(req.reasoning))  # may raise ReasoningRefused
         self.plan = plan_turn(req, tok, s.n_ctx, transcript)
@@ -115,13 +116,29 @@ class Reply:
         thinks = self.reasoning_mode in (MODE_THINK, MODE_THINK_OPEN)
         s.grammar.find = AfterThinking(find, self.reasoning_mode == MODE_THINK_OPEN) if find and thinks else find
         llm.set_seed(req.seed if req.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
-        self.sampler = sampler_chain(llm, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                     temp=max(0.0, req.temperature), repeat_penalty=req.repeat_penalty,
-                                     presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
-        return make_pick(llm, self.sampler, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
-                         min_p=req.min_p, repeat_penalty=req.repeat_penalty, grammar=self.gbnf is not None,
-                         penalties=bool(req.presence_penalty or req.frequency_penalty), logit_bias=req.logit_bias,
-                         seed=int(llm._seed))
+        self.sampler = sampler_chain(
+            llm,
+            top_k=req.top_k,
+            top_p=req.top_p,
+            min_p=req.min_p,
+            temp=max(0.0, req.temperature),
+            repeat_penalty=req.repeat_penalty,
+            presence_penalty=req.presence_penalty,
+            frequency_penalty=req.frequency_penalty,
+        )
+        return make_pick(
+            llm,
+            self.sampler,
+            temperature=req.temperature,
+            top_k=req.top_k,
+            top_p=req.top_p,
+            min_p=req.min_p,
+            repeat_penalty=req.repeat_penalty,
+            grammar=self.gbnf is not None,
+            penalties=bool(req.presence_penalty or req.frequency_penalty),
+            logit_bias=req.logit_bias,
+            seed=int(llm._seed),
+        )
 
     def restart(self) -> None:
         """Read the prompt again from the start (the slot's restored cells were refused)."""
@@ -192,10 +209,20 @@ class Reply:
         if self.n_sampled == 1:
             self.t_first = self.t_last
             tools = self.tools
-            self._emit(encode(Started(self.rid, len(self.tokens), self.cached, self.plan.dropped_turns,
-                                      round((self.t_first - self.t_call) * 1000, 3),
-                                      self.plan.rendered.source if self.plan.rendered else "tokens",
-                                      tools.family.name if tools is not None else "", self.reasoning_mode)))
+            self._emit(
+                encode(
+                    Started(
+                        self.rid,
+                        len(self.tokens),
+                        self.cached,
+                        self.plan.dropped_turns,
+                        round((self.t_first - self.t_call) * 1000, 3),
+                        self.plan.rendered.source if self.plan.rendered else "tokens",
+                        tools.family.name if tools is not None else "",
+                        self.reasoning_mode,
+                    )
+                )
+            )
         if not req.ignore_eos and llama_cpp.llama_vocab_is_eog(s.vocab, token):
             return True
         self.reply.append(token)
@@ -293,8 +320,9 @@ class Reply:
                 break
         slot.cut(n_past + kept)  # the cells past what was kept go
         produced = accepted + (0 if uncertain else 1)
-        policy.verified(len(drafts), min(produced, len(drafts)), accepted, produced, seconds or 0.0, self.drafter.kind,
-                        shared=seconds is None)
+        policy.verified(
+            len(drafts), min(produced, len(drafts)), accepted, produced, seconds or 0.0, self.drafter.kind, shared=seconds is None
+        )
         if ended:
             return True
         if uncertain:
@@ -322,21 +350,37 @@ class Reply:
             slot.transcript = Transcript(key, text + final[:c_keep], tuple(self.tokens) + tuple(self.reply[:n_keep]))
         else:
             slot.transcript = None
-        m = reply_metrics(s, slot, self.tokens, self.cached, self.plan.dropped_turns,
-                          self.plan.rendered.source if self.plan.rendered else "tokens", self.stop_reason,
-                          self.n_sampled, self.t_first, self.t_last, self.t_call, self.prepare_ms, self.plan.rendered,
-                          self.state_metrics)
+        m = reply_metrics(
+            s,
+            slot,
+            self.tokens,
+            self.cached,
+            self.plan.dropped_turns,
+            self.plan.rendered.source if self.plan.rendered else "tokens",
+            self.stop_reason,
+            self.n_sampled,
+            self.t_first,
+            self.t_last,
+            self.t_call,
+            self.prepare_ms,
+            self.plan.rendered,
+            self.state_metrics,
+        )
         # Which of the request's own stop strings ended the reply (None: none did; the chat
         # format's end-of-turn strings count as the model ending its turn).
         m["stop_sequence"] = self.stopper.matched if self.stopper.matched in req.stop else None
         if self.plan.passages_kept is not None:  # the newest message's document passages that fit (passage_fit.py)
             m["passages_kept"] = self.plan.passages_kept
-        m["draft"] = self.policy.metrics() if self.policy is not None else {"mode": "off", "drafted": 0, "accepted": 0,
-                                                                            "steps": 0, "stopped": None}
+        m["draft"] = (
+            self.policy.metrics() if self.policy is not None else {"mode": "off", "drafted": 0, "accepted": 0, "steps": 0, "stopped": None}
+        )
         seen = self.sequences_seen or [1]
         m["batch"] = {"slot": slot.seq, "max_sequences": max(seen), "mean_sequences": round(sum(seen) / len(seen), 2)}
-        m["token_loop"] = {"pick_ms": round(self.pick_s * 1000, 3), "accept_ms": round(self.accept_s * 1000, 3),
-                           "send_ms": round(self.send_s * 1000, 3)}
+        m["token_loop"] = {
+            "pick_ms": round(self.pick_s * 1000, 3),
+            "accept_ms": round(self.accept_s * 1000, 3),
+            "send_ms": round(self.send_s * 1000, 3),
+        }
         if self.tools is not None:
             m["tool_format"] = self.tools.family.name
         return Finished(self.rid, final, self.stop_reason, m)
@@ -353,7 +397,6 @@ class Reply:
         s.grammar.piece = s.special_piece
         s.grammar.tokenize = s.plain_tokens
         try:
-            return tool_turn(req.tools, s.format.tool_family, choice=req.tool_choice, name=req.tool_name,
-                             parallel=req.parallel_tool_calls)
+            return tool_turn(req.tools, s.format.tool_family, choice=req.tool_choice, name=req.tool_name, parallel=req.parallel_tool_calls)
         except ValueError as exc:
             raise GrammarError(f"the tools cannot be enforced: {exc}") from None

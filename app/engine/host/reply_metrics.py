@@ -10,9 +10,22 @@ import llama_cpp
 from app.engine.host.templates import Rendered
 
 
-def reply_metrics(session: Any, slot: Any, tokens: list[int], cached: int, dropped: int, source: str,
-                  stop_reason: str, n_sampled: int, t_first: float, t_last: float, t_call: float, prepare_ms: float,
-                  rendered: Rendered | None, state_cache: dict[str, Any]) -> dict[str, Any]:
+def reply_metrics(
+    session: Any,
+    slot: Any,
+    tokens: list[int],
+    cached: int,
+    dropped: int,
+    source: str,
+    stop_reason: str,
+    n_sampled: int,
+    t_first: float,
+    t_last: float,
+    t_call: float,
+    prepare_ms: float,
+    rendered: Rendered | None,
+    state_cache: dict[str, Any],
+) -> dict[str, Any]:
     """The figures of one reply, as Finished carries them to the parent. `session`: the
     ModelSession that ran it (its llm, n_ctx and placement; not imported here, which it imports);
     `slot`: the slot it ran in; `state_cache`: what the state cache did for it. llama.cpp's own
@@ -44,7 +57,14 @@ def reply_metrics(session: Any, slot: Any, tokens: list[int], cached: int, dropp
         m["template_note"] = rendered.note
     m["state_cache"] = state_cache
     placed = session.placement
-    m["placement"] = {"backend": placed.backend, "device": placed.device, "n_gpu_layers": placed.n_gpu_layers,
-                      "n_layers": placed.n_layers, "kv_on_gpu": placed.kv_on_gpu, "vram_used": placed.vram_used,
-                      "vram_estimate": placed.vram_estimate, "note": placed.note}
+    m["placement"] = {
+        "backend": placed.backend,
+        "device": placed.device,
+        "n_gpu_layers": placed.n_gpu_layers,
+        "n_layers": placed.n_layers,
+        "kv_on_gpu": placed.kv_on_gpu,
+        "vram_used": placed.vram_used,
+        "vram_estimate": placed.vram_estimate,
+        "note": placed.note,
+    }
     return m

@@ -298,14 +298,29 @@ class Scheduler:
         """The reply planned, or None after its Failed was sent."""
         s = self.session
         if not s.writes_text:
-            self._end(Failed(req.request_id, f"{s.name} is an embedding model: it turns text into vectors for "
-                                "searching documents and does not write replies; choose a chat model", "generate"))
+            self._end(
+                Failed(
+                    req.request_id,
+                    f"{s.name} is an embedding model: it turns text into vectors for "
+                    "searching documents and does not write replies; choose a chat model",
+                    "generate",
+                )
+            )
             return None
         try:
             return Reply(s, req, self._send)
         except ContextOverflow as exc:
-            self._end(Failed(req.request_id, str(exc), "context", prompt_tokens=exc.needed, n_ctx=exc.n_ctx,
-                             reserve=exc.reserve, at_least=exc.at_least))
+            self._end(
+                Failed(
+                    req.request_id,
+                    str(exc),
+                    "context",
+                    prompt_tokens=exc.needed,
+                    n_ctx=exc.n_ctx,
+                    reserve=exc.reserve,
+                    at_least=exc.at_least,
+                )
+            )
         except GrammarError as exc:
             self._end(Failed(req.request_id, str(exc), "grammar"))
         except ReasoningRefused as exc:  # the template cannot do what the reasoning switch asks

@@ -63,8 +63,11 @@ class ModelSession:
         if not path.is_file():
             raise LoadError(f"the model file {path} does not exist")
         self.n_threads = req.n_threads or default_threads()
-        fa_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO, True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-                   False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[req.flash_attn]
+        fa_type = {
+            None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+            True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        }[req.flash_attn]
         want = round_ctx(req.n_ctx) if req.n_ctx else None
         self.n_slots = max(1, int(req.parallel))
         type_k, type_v = kv_types(req)
@@ -84,8 +87,9 @@ class ModelSession:
             placed = Placement(0, 0, 0, no_gpu_reason(vulkan_probe()))
         if gpu is not None:
             try:
-                placed, n_layer = plan(path, want, devs, req.n_gpu_layers, flash_attn=req.flash_attn is not False,
-                                       type_k=req.type_k, type_v=req.type_v)
+                placed, n_layer = plan(
+                    path, want, devs, req.n_gpu_layers, flash_attn=req.flash_attn is not False, type_k=req.type_k, type_v=req.type_v
+                )
             except (OSError, ValueError):  # not a readable GGUF: llama.cpp says what is wrong with it below
                 pass
         kv_on_gpu = req.kv_on_gpu is not False
@@ -121,9 +125,18 @@ class ModelSession:
             elif "Failed to load model" in detail:
                 detail = "the file is damaged, incomplete, or not a model this llama.cpp version supports"
             raise LoadError(f"llama.cpp could not load {path.name}: {detail}") from None
-        self.placement = report(devs, gpu, placed, int(llama_cpp.llama_model_n_layer(llm.model)), n_gpu_layers,
-                                kv_on_gpu, retried, after=devices() if gpu is not None else None,
-                                process_vram=lambda: nvml_process_vram(os.getpid()), allocated=buffers.device_bytes)
+        self.placement = report(
+            devs,
+            gpu,
+            placed,
+            int(llama_cpp.llama_model_n_layer(llm.model)),
+            n_gpu_layers,
+            kv_on_gpu,
+            retried,
+            after=devices() if gpu is not None else None,
+            process_vram=lambda: nvml_process_vram(os.getpid()),
+            allocated=buffers.device_bytes,
+        )
         if not allow_extra:
             self.placement = replace(self.placement, note=f"{self.placement.note}; {buffers_note}", extra_buffers=False)
         self.llm = llm
@@ -180,13 +193,24 @@ class ModelSession:
         self.draft_model_name = self.drafting.model_name
         self.grammar = GrammarSlot.install(llm, self.vocab)
         # A saved state is restored only where the prompt goes on from it, or may cut it back (StateKeeper._continues).
-        self.state = StateKeeper(llm, max(0, req.state_cache_mb) * 1024 * 1024,
-                                 enabled=not (llm._is_recurrent or llm._is_hybrid),
-                                 files=disk_tier(req, llm), n_ctx=self.n_ctx, window=self.n_swa)
+        self.state = StateKeeper(
+            llm,
+            max(0, req.state_cache_mb) * 1024 * 1024,
+            enabled=not (llm._is_recurrent or llm._is_hybrid),
+            files=disk_tier(req, llm),
+            n_ctx=self.n_ctx,
+            window=self.n_swa,
+        )
         self.token_counts = TokenCounts()  # this model's counts of message lists (prompt_counts.py)
         self.longest_token = LongestToken(self.vocab, self.n_vocab)
-        self.tokenizer = Tokenizer(self.format, self.tokenize_prompt, lambda rest: self.tokenize(rest, add_bos=False),
-                                   self.token_counts, self.longest_token, self.n_vocab)
+        self.tokenizer = Tokenizer(
+            self.format,
+            self.tokenize_prompt,
+            lambda rest: self.tokenize(rest, add_bos=False),
+            self.token_counts,
+            self.longest_token,
+            self.n_vocab,
+        )
         try:
             self._warm_up()
         except Exception as exc:  # e.g. an architecture that cannot generate text
@@ -265,8 +289,7 @@ class ModelSession:
         if self.pooling is None:
             return Failed(req.request_id, not_an_embedding_model(self.name, self.llm.metadata, self.architecture), "embed")
         if self._embedder is None:
-            self._embedder = Embedder.for_model(self.llm, self.vocab, self.name, min(self.n_ctx_train, self.n_ctx),
-                                                self.n_threads)
+            self._embedder = Embedder.for_model(self.llm, self.vocab, self.name, min(self.n_ctx_train, self.n_ctx), self.n_threads)
         try:
             vectors, n_tokens = self._embedder.embed(req.texts)
         except EmbedError as exc:

@@ -65,7 +65,7 @@ class PromptLookup:
             if len(found):
                 start = int(found[-1])  # the most recent occurrence
                 self.kind = "long" if _matched_before(seq, start, n_seq - n, n) >= LONG_MATCH else "short"
-                return [int(t) for t in seq[start + n:start + n + k]]
+                return [int(t) for t in seq[start + n : start + n + k]]
         return []
 
 
@@ -202,8 +202,9 @@ class DraftPolicy:
         self._plain_steps += 1
         self.costs.plain(seconds)
 
-    def verified(self, drafted: int, judged: int, accepted: int, produced: int, seconds: float,
-                 kind: str = "model", shared: bool = False) -> None:
+    def verified(
+        self, drafted: int, judged: int, accepted: int, produced: int, seconds: float, kind: str = "model", shared: bool = False
+    ) -> None:
         """One verification batch of a `kind` draft: `drafted` tokens proposed, `judged` of them
         ruled on, `accepted` kept, `produced` tokens of the reply out of it, in `seconds`.
         `shared`: verified in a step with other replies' tokens, whose time says nothing of this
@@ -225,8 +226,14 @@ class DraftPolicy:
             self._stop("not paying")
 
     def metrics(self) -> dict[str, Any]:
-        return {"mode": self.mode, "drafted": self.drafted, "accepted": self.accepted, "steps": self.steps,
-                "stopped": self.stopped, "pauses": self.pauses}
+        return {
+            "mode": self.mode,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "steps": self.steps,
+            "stopped": self.stopped,
+            "pauses": self.pauses,
+        }
 
 
 class BatchCosts:
@@ -309,8 +316,16 @@ def open_draft_model(path: str, target: Any, *, n_ctx: int, n_threads: int) -> t
         return None, f"the draft model {name} is not there any more; replies are drafted from the conversation"
     try:
         with model_buffers(extra_buffers()[0]):
-            llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=n_threads,
-                        n_threads_batch=n_threads, n_gpu_layers=0, verbose=False)
+            llm = Llama(
+                model_path=path,
+                n_ctx=n_ctx,
+                n_batch=512,
+                n_ubatch=512,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                n_gpu_layers=0,
+                verbose=False,
+            )
     except Exception:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
         return None, f"llama.cpp could not load the draft model {name}; replies are drafted from the conversation"
     if not same_vocabulary(target, llm):

@@ -191,8 +191,9 @@ class StateKeeper:
     disk, and says what it did for the metrics. One cache for every slot: a state saved from one
     slot restores into any other."""
 
-    def __init__(self, llm: Any, max_bytes: int, *, enabled: bool, files: StateFiles | None = None,
-                 n_ctx: int | None = None, window: int = 0) -> None:
+    def __init__(
+        self, llm: Any, max_bytes: int, *, enabled: bool, files: StateFiles | None = None, n_ctx: int | None = None, window: int = 0
+    ) -> None:
         self._llm = llm
         self._window = window  # a sliding-window model's n_swa (its window layers keep that many positions)
         self.cache = StateCache(max_bytes if enabled else 0)
@@ -255,8 +256,12 @@ class StateKeeper:
                 disk = self._read_meta(conversation_id)
                 self._disk_read_ms = (time.perf_counter() - t0) * 1000.0
             n = common_prefix(disk.tokens, prompt) if disk is not None else 0
-            if (disk is not None and n > shared and worth_restoring(n - live, len(disk.tokens))
-                    and self._continues(len(disk.tokens), n, len(prompt))):
+            if (
+                disk is not None
+                and n > shared
+                and worth_restoring(n - live, len(disk.tokens))
+                and self._continues(len(disk.tokens), n, len(prompt))
+            ):
                 t0 = time.perf_counter()
                 data = self.files.data_of(disk)
                 self._disk_read_ms += (time.perf_counter() - t0) * 1000.0
@@ -272,8 +277,11 @@ class StateKeeper:
                     self._discarded = why
                     self.files.discard(disk.path)
                     live = 0
-        if (state is None or not worth_restoring(shared - live, len(state.tokens))
-                or not self._continues(len(state.tokens), shared, len(prompt))):
+        if (
+            state is None
+            or not worth_restoring(shared - live, len(state.tokens))
+            or not self._continues(len(state.tokens), shared, len(prompt))
+        ):
             return
         if self._restore(slot, state, shared, prompt):
             self.cache.touch(state)
@@ -312,8 +320,7 @@ class StateKeeper:
         """The file the last before_reply restored cells from (None: none), for failed_after_restore."""
         return self._restored_from
 
-    def failed_after_restore(self, slot: Slot, restored: tuple[DiskState, SavedState] | None, error: str, *,
-                             retry: bool) -> bool:
+    def failed_after_restore(self, slot: Slot, restored: tuple[DiskState, SavedState] | None, error: str, *, retry: bool) -> bool:
         """The reply failed (a decode error) after this reply's cells were restored from a file: the
         file is deleted, the state leaves the RAM cache and the context is cleared; True when there
         was such a file. With `retry` the next reply's metrics (the same reply run again from the
@@ -388,13 +395,21 @@ class StateKeeper:
 
     def metrics(self) -> dict[str, Any]:
         files = self.files
-        m: dict[str, Any] = {"enabled": self.enabled, "hit": self._hit, "restored_tokens": self._restored,
-                "entries": len(self.cache), "bytes": self.cache.bytes, "restore_ms": round(self._restore_ms, 3),
-                "save_ms": round(self.save_ms, 3),
-                "disk": files is not None, "disk_hit": self._disk_hit, "disk_read_ms": round(self._disk_read_ms, 3),
-                "disk_bytes": files.bytes if files is not None else 0,
-                "disk_files": files.files if files is not None else 0,
-                "disk_write_ms": round(files.write_ms, 3) if files is not None else 0.0}
+        m: dict[str, Any] = {
+            "enabled": self.enabled,
+            "hit": self._hit,
+            "restored_tokens": self._restored,
+            "entries": len(self.cache),
+            "bytes": self.cache.bytes,
+            "restore_ms": round(self._restore_ms, 3),
+            "save_ms": round(self.save_ms, 3),
+            "disk": files is not None,
+            "disk_hit": self._disk_hit,
+            "disk_read_ms": round(self._disk_read_ms, 3),
+            "disk_bytes": files.bytes if files is not None else 0,
+            "disk_files": files.files if files is not None else 0,
+            "disk_write_ms": round(files.write_ms, 3) if files is not None else 0.0,
+        }
         if self._disk_hit:
             m["check_ms"] = round(self._check_ms, 3)  # in restore_ms too
         if self._discarded is not None:

@@ -91,7 +91,7 @@ def find_cells(data: np.ndarray, n: int) -> tuple[int, ...]:
 def cells_in_place(data: np.ndarray, n: int, offsets: tuple[int, ...]) -> bool:
     want = np.frombuffer(n.to_bytes(4, "little") + _cell_list(n), dtype=np.uint8)
     for at in offsets:
-        if at < 4 or at - 4 + len(want) > data.nbytes or not np.array_equal(data[at - 4: at - 4 + len(want)], want):
+        if at < 4 or at - 4 + len(want) > data.nbytes or not np.array_equal(data[at - 4 : at - 4 + len(want)], want):
             return False
     return True
 

@@ -69,12 +69,16 @@ def _crc(buffer: Any) -> int:
     return zlib.crc32(memoryview(buffer).cast("B")) & 0xFFFFFFFF  # zlib releases the GIL for large buffers
 
 
-def encode_meta(key: str, conversation_id: str, tokens: np.ndarray, transcript: Transcript | None,
-                check: Fingerprint | None = None) -> bytes:
-    meta: dict[str, Any] = {"key": key, "conversation_id": conversation_id, "tokens": tokens.tolist(),
-                            "transcript": None if transcript is None else
-                            {"text": transcript.text, "tokens": list(transcript.tokens)},
-                            "check": None if check is None else check.to_json()}
+def encode_meta(
+    key: str, conversation_id: str, tokens: np.ndarray, transcript: Transcript | None, check: Fingerprint | None = None
+) -> bytes:
+    meta: dict[str, Any] = {
+        "key": key,
+        "conversation_id": conversation_id,
+        "tokens": tokens.tolist(),
+        "transcript": None if transcript is None else {"text": transcript.text, "tokens": list(transcript.tokens)},
+        "check": None if check is None else check.to_json(),
+    }
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
@@ -126,8 +130,17 @@ def read_meta(path: Path, key: str) -> DiskState:
         check = Fingerprint.from_json(meta["check"])
         if check is None:
             raise BadStateFile("its fingerprint is malformed")
-    return DiskState(path, meta["conversation_id"], np.array(tokens, dtype=np.intc), transcript, data_len, data_crc,
-                     PREFIX.size + meta_len, st.st_ino, check=check)
+    return DiskState(
+        path,
+        meta["conversation_id"],
+        np.array(tokens, dtype=np.intc),
+        transcript,
+        data_len,
+        data_crc,
+        PREFIX.size + meta_len,
+        st.st_ino,
+        check=check,
+    )
 
 
 def read_data(state: DiskState) -> np.ndarray | None:
@@ -270,8 +283,15 @@ class StateFiles:
         with suppress(OSError):
             os.unlink(path)
 
-    def save(self, conversation_id: str, tokens: np.ndarray, data: np.ndarray, transcript: Transcript | None,
-             owner: object, check: Fingerprint | None = None) -> None:
+    def save(
+        self,
+        conversation_id: str,
+        tokens: np.ndarray,
+        data: np.ndarray,
+        transcript: Transcript | None,
+        owner: object,
+        check: Fingerprint | None = None,
+    ) -> None:
         """Queue writing this state as `conversation_id`'s (the newest replaces the file). `owner`
         is the RAM cache's entry holding `data`: the same entry with the same transcript is not
         written twice. A state larger than the whole limit is not written."""

@@ -32,17 +32,23 @@ def key_fields(llm: Any, req: Load) -> dict[str, Any]:
     return {
         "format": FORMAT_VERSION,
         "model": {
-            "path": path, **_stat(path),
+            "path": path,
+            **_stat(path),
             # The GGUF's own identity, already in memory: its metadata, size and parameter count.
             "metadata_sha256": hashlib.sha256(metadata.encode("utf-8", "surrogatepass")).hexdigest(),
             "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
             "model_size": int(llama_cpp.llama_model_size(llm.model)),
         },
         "context": {
-            "n_ctx": int(llm.n_ctx()), "n_batch": int(llama_cpp.llama_n_batch(llm.ctx)),
-            "n_ubatch": int(llama_cpp.llama_n_ubatch(llm.ctx)), "type_k": req.type_k, "type_v": req.type_v,
-            "flash_attn": req.flash_attn, "flash_attn_type": int(params.flash_attn_type),
-            "swa_full": bool(params.swa_full), "n_seq_max": int(params.n_seq_max),
+            "n_ctx": int(llm.n_ctx()),
+            "n_batch": int(llama_cpp.llama_n_batch(llm.ctx)),
+            "n_ubatch": int(llama_cpp.llama_n_ubatch(llm.ctx)),
+            "type_k": req.type_k,
+            "type_v": req.type_v,
+            "flash_attn": req.flash_attn,
+            "flash_attn_type": int(params.flash_attn_type),
+            "swa_full": bool(params.swa_full),
+            "n_seq_max": int(params.n_seq_max),
             "offload_kqv": bool(params.offload_kqv),
         },
         "llama": {

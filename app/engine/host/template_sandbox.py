@@ -119,7 +119,7 @@ class TemplateSandbox(ImmutableSandboxedEnvironment):
                 i = args.index(value)
                 self._check_replace(value, str(args[i + 1]), str(args[i + 2]))
             elif name == "format" and isinstance(value, str):
-                self._check_format(value, args[args.index(value) + 1:])
+                self._check_format(value, args[args.index(value) + 1 :])
             elif name == "indent" and isinstance(value, str):
                 width = args[args.index(value) + 1] if len(args) > args.index(value) + 1 else kwargs.get("width", 4)
                 pad = width if isinstance(width, int) else len(str(width))
@@ -154,9 +154,7 @@ class TemplateSandbox(ImmutableSandboxedEnvironment):
             raise _too_large()
 
     def _check_format(self, fmt: str, values: Iterable[Any]) -> None:
-        if _LONG_NUMBER.search(fmt) or any(
-            isinstance(v, int) and not isinstance(v, bool) and v > self.max_chars for v in values
-        ):
+        if _LONG_NUMBER.search(fmt) or any(isinstance(v, int) and not isinstance(v, bool) and v > self.max_chars for v in values):
             raise _too_large()
 
 
@@ -168,8 +166,11 @@ def template_environment(*, max_value: int, max_chars: int) -> TemplateSandbox:
     """The environment Hugging Face renders chat templates in (trim_blocks, lstrip_blocks,
     loopcontrols, a `tojson` that keeps non-ASCII), with the size limits above."""
     env = TemplateSandbox(
-        max_value=max_value, max_chars=max_chars,
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols],
+        max_value=max_value,
+        max_chars=max_chars,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[jinja2.ext.loopcontrols],
     )
     env.filters["tojson"] = _tojson
     return env

@@ -134,8 +134,7 @@ class GgufTemplate:
         self._bos, self._eos, self._timeout_s = bos_token, eos_token, timeout_s
         self._template = _run_limited(lambda: _environment().from_string(source), timeout_s)
 
-    def render(self, messages: Messages, tools: list[dict[str, Any]] | None = None,
-               variables: Mapping[str, Any] | None = None) -> str:
+    def render(self, messages: Messages, tools: list[dict[str, Any]] | None = None, variables: Mapping[str, Any] | None = None) -> str:
         """The prompt; with `tools` (OpenAI's shape) the template is given them, and the messages
         keep their tool fields (tool_calls, tool_call_id, name) as templates expect them. A reply's
         reasoning goes in the fields templates read it from (`_with_reasoning`); `variables` (the
@@ -266,15 +265,24 @@ def reply_lead(fallback: Fallback) -> str:
     after = fallback.render([*asked, {"role": "assistant", "content": "<tool_call>"}], "", "")
     if not after.startswith(prompt):
         return ""
-    lead = after[len(prompt):].split("<tool_call>", 1)[0]
-    return lead if lead.isspace() and "<tool_call>" in after[len(prompt):] else ""
+    lead = after[len(prompt) :].split("<tool_call>", 1)[0]
+    return lead if lead.isspace() and "<tool_call>" in after[len(prompt) :] else ""
 
 
 class ChatFormat:
     """What the host renders prompts with; chosen once per loaded model."""
 
-    def __init__(self, fallback: Fallback, note: str, *, template: GgufTemplate | None, bos: str, eos: str,
-                 tool_family: Family | None = None, template_source: str | None = None) -> None:
+    def __init__(
+        self,
+        fallback: Fallback,
+        note: str,
+        *,
+        template: GgufTemplate | None,
+        bos: str,
+        eos: str,
+        tool_family: Family | None = None,
+        template_source: str | None = None,
+    ) -> None:
         self.fallback = fallback
         self.note = note
         self._template = template
@@ -282,8 +290,9 @@ class ChatFormat:
         # The tool-call format of the model's template (app/tools/families.py); generic without one,
         # a forced call then starting with what the fallback writes before a reply (a transcript's
         # space after "A:"), so it re-renders byte for byte in the next prompt.
-        self.tool_family = (tool_family if tool_family is not None and template is not None
-                            else replace(family_of(None), lead=reply_lead(fallback)))
+        self.tool_family = (
+            tool_family if tool_family is not None and template is not None else replace(family_of(None), lead=reply_lead(fallback))
+        )
         self._tools: tuple[Tool, ...] = ()
         # How the model's template reasons (app/reasoning/style.py), and the variables its
         # reasoning switch is rendered with (set per reply by `for_reasoning`).
@@ -294,8 +303,7 @@ class ChatFormat:
     def for_reasoning(self, asked: str) -> ChatFormat:
         """This format for one reply whose reasoning switch is `asked` (app/reasoning/switch.py
         ASKS). Raises ReasoningRefused with a sentence when the template cannot do it."""
-        variables = template_variables(self.reasoning_style if self._template is not None else ReasoningStyle("", ""),
-                                       asked)
+        variables = template_variables(self.reasoning_style if self._template is not None else ReasoningStyle("", ""), asked)
         if asked == self._asked:
             return self
         view = copy.copy(self)
@@ -334,15 +342,15 @@ class ChatFormat:
             try:
                 if native:
                     wire = [t.openai() for t in self._tools]
-                    return Rendered(self._template.render(_native_messages(messages, self.tool_family), wire,
-                                                          self._variables), "gguf", ())
+                    return Rendered(self._template.render(_native_messages(messages, self.tool_family), wire, self._variables), "gguf", ())
                 return Rendered(_render_with_fold(self._template, messages, self._variables), "gguf", ())
             except TemplateFailure as exc:
                 if exc.reason == "too_long":
                     # What the person sent is too long, not the template at fault: it stays in
                     # use; this prompt, rendered plainly, is then refused as too long for the context.
-                    return Rendered(self.fallback.render(messages, self._bos, self._eos),
-                                    f"fallback:{self.fallback.name}", self.fallback.stop)
+                    return Rendered(
+                        self.fallback.render(messages, self._bos, self._eos), f"fallback:{self.fallback.name}", self.fallback.stop
+                    )
                 note = f"the model's chat template {exc}; this reply uses {self.fallback.description}"
                 if exc.reason != "error":  # unsafe or slow: do not try it again
                     self._template = None
@@ -384,8 +392,7 @@ def _native_messages(messages: Messages, family: Family) -> list[dict[str, Any]]
 
 def _as_written(m: Mapping[str, Any]) -> dict[str, Any]:
     written = m.get("as_written")
-    if m.get("role") != "assistant" or not m.get("tool_calls") or not isinstance(written, str) or not written \
-            or "<tool_call>" in written:
+    if m.get("role") != "assistant" or not m.get("tool_calls") or not isinstance(written, str) or not written or "<tool_call>" in written:
         return dict(m)
     return {k: v for k, v in m.items() if k not in ("tool_calls", "as_written")} | {"content": written}
 
@@ -436,5 +443,12 @@ def build_chat_format(
     except TemplateFailure as exc:
         note = f"the model's chat template {exc}; using {why_fb}"
         return ChatFormat(fb, note, template=None, bos=bos_token, eos=eos_token)
-    return ChatFormat(fb, "using the model's own chat template", template=tmpl, bos=bos_token, eos=eos_token,
-                      tool_family=family_of(template_source), template_source=template_source)
+    return ChatFormat(
+        fb,
+        "using the model's own chat template",
+        template=tmpl,
+        bos=bos_token,
+        eos=eos_token,
+        tool_family=family_of(template_source),
+        template_source=template_source,
+    )

@@ -89,9 +89,14 @@ class TopKPick:
     def __init__(self, top_k: int, top_p: float, min_p: float, temp: float, seed: int) -> None:
         self.k = top_k
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        for part in (llama_cpp.llama_sampler_init_top_k(top_k), llama_cpp.llama_sampler_init_typical(1.0, 1),
-                     llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_min_p(min_p, 1),
-                     llama_cpp.llama_sampler_init_temp(temp), llama_cpp.llama_sampler_init_dist(seed)):
+        for part in (
+            llama_cpp.llama_sampler_init_top_k(top_k),
+            llama_cpp.llama_sampler_init_typical(1.0, 1),
+            llama_cpp.llama_sampler_init_top_p(top_p, 1),
+            llama_cpp.llama_sampler_init_min_p(min_p, 1),
+            llama_cpp.llama_sampler_init_temp(temp),
+            llama_cpp.llama_sampler_init_dist(seed),
+        ):
             llama_cpp.llama_sampler_chain_add(chain, part)
         self._chain = chain
         self._cur = np.empty(top_k, dtype=_TOKEN_DATA)
@@ -142,8 +147,7 @@ class TopKPick:
         cur["id"] = ids
         cur["logit"] = logits
         cur["p"] = 0.0
-        arr = llama_cpp.llama_token_data_array(cur.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)),
-                                               len(ids), -1, False)
+        arr = llama_cpp.llama_token_data_array(cur.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)), len(ids), -1, False)
         llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(arr))
         token = int(cur[arr.selected]["id"])
         llama_cpp.llama_sampler_accept(self._chain, token)
@@ -178,18 +182,38 @@ class BiasedPick:
 Pick = ChainPick | GreedyPick | TopKPick | BiasedPick
 
 
-def make_pick(llm: Any, sampler: Any, *, temperature: float, top_k: int, top_p: float, min_p: float,
-              repeat_penalty: float, grammar: bool, seed: int, penalties: bool = False,
-              logit_bias: Sequence[Sequence[float]] = ()) -> Pick:
+def make_pick(
+    llm: Any,
+    sampler: Any,
+    *,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    min_p: float,
+    repeat_penalty: float,
+    grammar: bool,
+    seed: int,
+    penalties: bool = False,
+    logit_bias: Sequence[Sequence[float]] = (),
+) -> Pick:
     """The cheapest way to pick tokens that gives the chain's own choice for these settings.
     `penalties`: the chain has presence or frequency penalties (only it applies them)."""
-    pick = _plain_pick(llm, sampler, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                       chain=grammar or penalties or repeat_penalty != 1.0, seed=seed)
+    pick = _plain_pick(
+        llm,
+        sampler,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        min_p=min_p,
+        chain=grammar or penalties or repeat_penalty != 1.0,
+        seed=seed,
+    )
     return BiasedPick(pick, logit_bias, int(llm._n_vocab)) if logit_bias else pick
 
 
-def _plain_pick(llm: Any, sampler: Any, *, temperature: float, top_k: int, top_p: float, min_p: float, chain: bool,
-                seed: int) -> ChainPick | GreedyPick | TopKPick:
+def _plain_pick(
+    llm: Any, sampler: Any, *, temperature: float, top_k: int, top_p: float, min_p: float, chain: bool, seed: int
+) -> ChainPick | GreedyPick | TopKPick:
     if chain:
         return ChainPick(sampler)
     if temperature <= 0.0:

@@ -13,24 +13,42 @@ from pathlib import Path
 
 # VkPhysicalDeviceType
 _KINDS = {0: "other", 1: "integrated GPU", 2: "GPU", 3: "virtual GPU", 4: "CPU"}
-_RESULTS = {-1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY", -3: "VK_ERROR_INITIALIZATION_FAILED",
-            -6: "VK_ERROR_LAYER_NOT_PRESENT", -7: "VK_ERROR_EXTENSION_NOT_PRESENT", -9: "VK_ERROR_INCOMPATIBLE_DRIVER"}
+_RESULTS = {
+    -1: "VK_ERROR_OUT_OF_HOST_MEMORY",
+    -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+    -3: "VK_ERROR_INITIALIZATION_FAILED",
+    -6: "VK_ERROR_LAYER_NOT_PRESENT",
+    -7: "VK_ERROR_EXTENSION_NOT_PRESENT",
+    -9: "VK_ERROR_INCOMPATIBLE_DRIVER",
+}
 _STRUCTURE_TYPE_INSTANCE_CREATE_INFO = 1
 LOADER = "libvulkan.so.1"
 
 
 class _InstanceCreateInfo(ctypes.Structure):
-    _fields_ = [("sType", ctypes.c_int32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
-                ("pApplicationInfo", ctypes.c_void_p), ("enabledLayerCount", ctypes.c_uint32),
-                ("ppEnabledLayerNames", ctypes.c_void_p), ("enabledExtensionCount", ctypes.c_uint32),
-                ("ppEnabledExtensionNames", ctypes.c_void_p)]
+    _fields_ = [
+        ("sType", ctypes.c_int32),
+        ("pNext", ctypes.c_void_p),
+        ("flags", ctypes.c_uint32),
+        ("pApplicationInfo", ctypes.c_void_p),
+        ("enabledLayerCount", ctypes.c_uint32),
+        ("ppEnabledLayerNames", ctypes.c_void_p),
+        ("enabledExtensionCount", ctypes.c_uint32),
+        ("ppEnabledExtensionNames", ctypes.c_void_p),
+    ]
 
 
 class _PropertiesHead(ctypes.Structure):
     """The start of VkPhysicalDeviceProperties (the rest is read into spare room, not parsed)."""
 
-    _fields_ = [("apiVersion", ctypes.c_uint32), ("driverVersion", ctypes.c_uint32), ("vendorID", ctypes.c_uint32),
-                ("deviceID", ctypes.c_uint32), ("deviceType", ctypes.c_int32), ("deviceName", ctypes.c_char * 256)]
+    _fields_ = [
+        ("apiVersion", ctypes.c_uint32),
+        ("driverVersion", ctypes.c_uint32),
+        ("vendorID", ctypes.c_uint32),
+        ("deviceID", ctypes.c_uint32),
+        ("deviceType", ctypes.c_int32),
+        ("deviceName", ctypes.c_char * 256),
+    ]
 
 
 @dataclass(frozen=True)
@@ -97,8 +115,9 @@ def no_gpu_reason(state: VulkanState) -> str:
         return f"no GPU: {state.problem}, so every layer runs on the CPU"
     software = [d.name for d in state.devices if d.kind == "CPU"]
     if software and len(software) == len(state.devices):
-        return (f"no GPU: Vulkan offers only {', '.join(software)}, a software device slower than the CPU backend, "
-                "so every layer runs on the CPU (GGML_VK_VISIBLE_DEVICES=0 uses it anyway)")
+        return (
+            f"no GPU: Vulkan offers only {', '.join(software)}, a software device slower than the CPU backend, "
+            "so every layer runs on the CPU (GGML_VK_VISIBLE_DEVICES=0 uses it anyway)"
+        )
     names = ", ".join(f"{d.name} ({d.kind})" for d in state.devices)
     return f"no GPU: llama.cpp's Vulkan backend could not use {names}, so every layer runs on the CPU"
-

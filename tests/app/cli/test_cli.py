@@ -18,8 +18,13 @@ def test_version(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("chat", "--max-tokens", "abc", "hi"), ("chat", "--temperature", "-1", "hi"), ("models",),
-     ("history", "export", "x", "--format", "pdf"), ("frobnicate",)],
+    [
+        ("chat", "--max-tokens", "abc", "hi"),
+        ("chat", "--temperature", "-1", "hi"),
+        ("models",),
+        ("history", "export", "x", "--format", "pdf"),
+        ("frobnicate",),
+    ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: tuple[str, ...]) -> None:
     done = cove(tmp_path, *args)
@@ -68,8 +73,19 @@ def test_import_list_info_remove(tmp_path: Path, tiny_gguf: Path) -> None:
 
 
 METRIC_NAMES = {
-    "prompt_tokens", "cached_tokens", "prefill_ms", "prompt_tps", "ttft_ms", "gen_tokens", "gen_ms",
-    "gen_tps", "stop_reason", "n_ctx", "context_used", "engine_uss_bytes", "engine_rss_bytes",
+    "prompt_tokens",
+    "cached_tokens",
+    "prefill_ms",
+    "prompt_tps",
+    "ttft_ms",
+    "gen_tokens",
+    "gen_ms",
+    "gen_tps",
+    "stop_reason",
+    "n_ctx",
+    "context_used",
+    "engine_uss_bytes",
+    "engine_rss_bytes",
 }
 
 

@@ -27,8 +27,9 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def cove(home: Path, *args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=_env(home), input=stdin,
-                          capture_output=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=_env(home), input=stdin, capture_output=True, timeout=180
+    )
 
 
 @pytest.fixture
@@ -160,13 +161,20 @@ def test_history_list_and_record_verify_on_a_really_full_disk_say_so(tmp_path: P
     disk = tmp_path / "disk"
     disk.mkdir()
     env = {**_env(disk / "home"), "DISK": str(disk), "PY": sys.executable}
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", _FULL_DISK_SCRIPT],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", _FULL_DISK_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.stdout.split() == ["rc=1", "rc=1"], (done.stdout, done.stderr)
-    assert len(lines) == 2 and all(line.startswith(f"cove: the disk that holds {disk / 'home' / 'data'} is full")
-                                   for line in lines), done.stderr
+    assert len(lines) == 2 and all(line.startswith(f"cove: the disk that holds {disk / 'home' / 'data'} is full") for line in lines), (
+        done.stderr
+    )
 
 
 def test_an_output_that_cannot_show_a_character_shows_a_question_mark(home: Path) -> None:
@@ -174,8 +182,7 @@ def test_an_output_that_cannot_show_a_character_shows_a_question_mark(home: Path
     assert sent.returncode == 0, sent.stderr
     env = {**_env(home), "PYTHONIOENCODING": "ascii"}  # as a legacy locale's terminal
     for args in (["history", "list"], ["history", "search", "héllo"]):
-        done = subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, input=b"",
-                              capture_output=True, timeout=180)
+        done = subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, input=b"", capture_output=True, timeout=180)
         err = _clean(done)
         assert done.returncode == 0, err
         assert b"h?llo ?" in done.stdout, done.stdout

@@ -96,11 +96,25 @@ def test_bad_names_and_paths_get_a_sentence(tmp_path: Path) -> None:
 
 
 def test_chat_with_a_collection_gives_the_model_the_passages_and_keeps_their_provenance(
-        tmp_path: Path, corpus: Corpus, tiny_gguf: Path) -> None:
+    tmp_path: Path, corpus: Corpus, tiny_gguf: Path
+) -> None:
     home = tmp_path / "home"
     assert cove(home, "docs", "add", "papers", str(corpus.root)).returncode == 0
-    done = cove(home, "chat", "--model", str(tiny_gguf), "--new", "--docs", "papers", "--max-tokens", "8", "--seed", "1",
-                "--json", "How many gulls did the lighthouse keeper count?")
+    done = cove(
+        home,
+        "chat",
+        "--model",
+        str(tiny_gguf),
+        "--new",
+        "--docs",
+        "papers",
+        "--max-tokens",
+        "8",
+        "--seed",
+        "1",
+        "--json",
+        "How many gulls did the lighthouse keeper count?",
+    )
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     sources = reply["sources"]
@@ -124,8 +138,9 @@ def test_chat_with_a_collection_gives_the_model_the_passages_and_keeps_their_pro
     assert history["messages"][0]["content"] == "How many gulls did the lighthouse keeper count?"  # the person's words only
 
     # The collection stays attached: the next turn of the conversation searches it without --docs.
-    follow = cove(home, "chat", "--conversation", reply["conversation_id"], "--max-tokens", "4", "--json",
-                  "And the warranty on the kettle?")
+    follow = cove(
+        home, "chat", "--conversation", reply["conversation_id"], "--max-tokens", "4", "--json", "And the warranty on the kettle?"
+    )
     assert follow.returncode == 0, follow.stderr
     assert any(WARRANTY in s["excerpt"] for s in json.loads(follow.stdout)["sources"])
 
@@ -138,8 +153,21 @@ def test_long_passages_are_fitted_so_the_prompt_stays_within_a_small_context(tmp
         (folder / f"ledger{i}.txt").write_text(body)
     assert cove(home, "docs", "add", "ledgers", str(folder)).returncode == 0
     for ctx in (1024, 512):
-        done = cove(home, "chat", "--model", str(tiny_gguf), "--new", "--docs", "ledgers", "--ctx", str(ctx), "--max-tokens",
-                    "16", "--json", "Which schooner paid the harbour dues?")
+        done = cove(
+            home,
+            "chat",
+            "--model",
+            str(tiny_gguf),
+            "--new",
+            "--docs",
+            "ledgers",
+            "--ctx",
+            str(ctx),
+            "--max-tokens",
+            "16",
+            "--json",
+            "Which schooner paid the harbour dues?",
+        )
         assert done.returncode == 0, done.stderr
         reply = json.loads(done.stdout)
         assert reply["status"] in {"complete", "length"}, reply["error"]

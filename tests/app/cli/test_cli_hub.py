@@ -39,15 +39,24 @@ def cli(fake_hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytes
             "Qwen2.5-7B-Instruct-bf16-00001-of-00002.gguf": b"b" * 600,
             "README.md": b"card",
         },
-        downloads=900, likes=40, last_modified="2025-02-01T10:00:00.000Z",
+        downloads=900,
+        likes=40,
+        last_modified="2025-02-01T10:00:00.000Z",
     )
     fake_hub.add_repo(
-        "unsloth/Qwen3-8B-GGUF", {"Qwen3-8B-Q4_K_M.gguf": b"u" * 10},
-        downloads=500, likes=300, last_modified="2026-01-05T08:30:00.000Z",
+        "unsloth/Qwen3-8B-GGUF",
+        {"Qwen3-8B-Q4_K_M.gguf": b"u" * 10},
+        downloads=500,
+        likes=300,
+        last_modified="2026-01-05T08:30:00.000Z",
     )
     fake_hub.add_repo(
-        "meta/qwen-gated-GGUF", {"g-Q4_K_M.gguf": b"g" * 10},
-        downloads=3, likes=1, gated=True, license="llama3.1",
+        "meta/qwen-gated-GGUF",
+        {"g-Q4_K_M.gguf": b"g" * 10},
+        downloads=3,
+        likes=1,
+        gated=True,
+        license="llama3.1",
     )
     fake_hub.add_repo("ggml-org/gemma-3-1b-it-GGUF", {"gemma-3-1b-it-Q4_K_M.gguf": b"d" * 10}, downloads=10_000)
     run.hub = fake_hub  # type: ignore[attr-defined]
@@ -65,12 +74,19 @@ def test_search_json_lists_matching_catalog_entries_then_hub_results(cli) -> Non
         assert entry["fit"] in FITS
         assert entry["memory_needed_bytes"] > entry["size_bytes"]
     assert [m["repo_id"] for m in data["hub"]] == [
-        "bartowski/Qwen2.5-7B-Instruct-GGUF", "unsloth/Qwen3-8B-GGUF", "meta/qwen-gated-GGUF",
+        "bartowski/Qwen2.5-7B-Instruct-GGUF",
+        "unsloth/Qwen3-8B-GGUF",
+        "meta/qwen-gated-GGUF",
     ]
     first, _, gated = data["hub"]
     assert first == {
-        "repo_id": "bartowski/Qwen2.5-7B-Instruct-GGUF", "author": "bartowski", "downloads": 900, "likes": 40,
-        "last_modified": "2025-02-01T10:00:00Z", "license": "apache-2.0", "gated": False,
+        "repo_id": "bartowski/Qwen2.5-7B-Instruct-GGUF",
+        "author": "bartowski",
+        "downloads": 900,
+        "likes": 40,
+        "last_modified": "2025-02-01T10:00:00Z",
+        "license": "apache-2.0",
+        "gated": False,
     }
     assert gated["gated"] is True and gated["license"] == "llama3.1"
     assert data["machine"]["ram_bytes"] > 0
@@ -111,8 +127,11 @@ def test_files_json_groups_split_models(cli) -> None:
     assert data["repo_id"] == "bartowski/Qwen2.5-7B-Instruct-GGUF" and data["commit"]
     entries = {e["name"]: e for e in data["entries"]}
     assert set(entries) == {
-        "Qwen2.5-7B-Instruct-IQ2_XXS.gguf", "Qwen2.5-7B-Instruct-Q4_K_M.gguf", "Qwen2.5-7B-Instruct-Q8_0.gguf",
-        "Qwen2.5-7B-Instruct-f16.gguf", "Qwen2.5-7B-Instruct-bf16.gguf",
+        "Qwen2.5-7B-Instruct-IQ2_XXS.gguf",
+        "Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+        "Qwen2.5-7B-Instruct-Q8_0.gguf",
+        "Qwen2.5-7B-Instruct-f16.gguf",
+        "Qwen2.5-7B-Instruct-bf16.gguf",
     }
     f16 = entries["Qwen2.5-7B-Instruct-f16.gguf"]
     assert (f16["quant"], f16["total_size"], f16["part_count"], f16["complete"]) == ("F16", 1100, 3, True)

@@ -18,8 +18,9 @@ ROOT = REPO_ROOT
 
 def cove(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env,
-                          input="", capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env, input="", capture_output=True, text=True, timeout=180
+    )
 
 
 def test_a_file_copied_over_an_imported_model_is_rehashed_and_recorded(tmp_path, tiny_gguf, tiny_gguf_with_template):

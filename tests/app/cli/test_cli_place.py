@@ -47,22 +47,28 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
 
 
 def test_the_cache_types_flash_attention_and_drafting_are_kept_with_their_memory(cli) -> None:
-    code, out, err = cli("models", "place", "tiny-llama", "--type-k", "q8_0", "--type-v", "Q4_0", "--flash-attn", "on",
-                         "--drafting", "off", "--json")
+    code, out, err = cli(
+        "models", "place", "tiny-llama", "--type-k", "q8_0", "--type-v", "Q4_0", "--flash-attn", "on", "--drafting", "off", "--json"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert {k: data[k] for k in ("type_k", "type_v", "flash_attn", "speculative", "draft_model")} == {
-        "type_k": "q8_0", "type_v": "q4_0", "flash_attn": True, "speculative": "off", "draft_model": None}
-    assert cli.settings().placement_for("tiny-llama") == ModelPlacement(type_k="q8_0", type_v="q4_0", flash_attn=True,
-                                                                        speculative="off")
+        "type_k": "q8_0",
+        "type_v": "q4_0",
+        "flash_attn": True,
+        "speculative": "off",
+        "draft_model": None,
+    }
+    assert cli.settings().placement_for("tiny-llama") == ModelPlacement(type_k="q8_0", type_v="q4_0", flash_attn=True, speculative="off")
     values = 512 * N_LAYER * N_EMBD  # per cache, at the tiny model's 512-token context
     est = data["estimate"]
     assert (est["n_ctx"], est["kv_bytes_f16"], est["verdict"]) == (512, 2 * values * 2, "fits in RAM")
     assert est["kv_bytes"] == values // 32 * 34 + values // 32 * 18
     code, out, err = cli("models", "place", "tiny-llama")  # without options: the setting and its memory
     assert code == 0, err
-    assert out.splitlines()[0] == ("tiny-llama: as many GPU layers as fit, the KV cache with its layers, K cache q8_0, "
-                                   "V cache q4_0, flash attention on, no drafting.")
+    assert out.splitlines()[0] == (
+        "tiny-llama: as many GPU layers as fit, the KV cache with its layers, K cache q8_0, V cache q4_0, flash attention on, no drafting."
+    )
     assert out.splitlines()[1].startswith("At 512 tokens: KV cache 106.5 KB (f16: 262.1 KB), about ")
     assert out.splitlines()[1].endswith(" of RAM in all; fits in RAM.")
 
@@ -76,8 +82,9 @@ def test_a_bad_type_or_a_quantized_v_without_flash_attention_is_a_sentence_and_c
     assert code == 2 and "drafting must be auto or off, not 'sometimes'" in err
     code, out, err = cli("models", "place", "tiny-llama", "--type-v", "q8_0", "--flash-attn", "off")
     assert code == 1 and out == ""
-    assert err.strip() == ("cove: A q8_0 V cache needs flash attention: set flash attention to auto or on, or the V "
-                           "cache to f16. Nothing was changed.")
+    assert err.strip() == (
+        "cove: A q8_0 V cache needs flash attention: set flash attention to auto or on, or the V cache to f16. Nothing was changed."
+    )
     assert cli.settings().placement_for("tiny-llama") == ModelPlacement()
     assert cli("models", "place", "tiny-llama", "--type-k", "q4_0", "--flash-attn", "off")[0] == 0  # a quantized K is fine
 
@@ -93,8 +100,10 @@ def test_a_draft_model_must_be_installed_other_than_the_model_and_share_its_voca
     assert code == 1 and "tiny-llama cannot draft for itself" in err
     code, _, err = cli("models", "place", "tiny-llama", "--draft-model", "chatty")
     n = read_vocabulary(other).n_tokens
-    assert code == 1 and err.strip() == (f"cove: chatty has another vocabulary than tiny-llama ({n:,} tokens instead of "
-                                         f"{n - 2:,}), so it cannot draft for it. Nothing was changed.")
+    assert code == 1 and err.strip() == (
+        f"cove: chatty has another vocabulary than tiny-llama ({n:,} tokens instead of "
+        f"{n - 2:,}), so it cannot draft for it. Nothing was changed."
+    )
     assert cli.settings().placement_for("tiny-llama") == ModelPlacement()
     code, out, err = cli("models", "place", "tiny-llama", "--draft-model", "drafter")
     assert code == 0, err
@@ -113,8 +122,7 @@ def test_fit_takes_the_k_and_v_types_and_flash_attention(cli) -> None:
     code, out, err = cli("models", "fit", "tiny-llama", "--kv-type", "q4_0", "--type-v", "q8_0")
     assert code == 0 and "CPU only, K q4_0, V q8_0 KV cache:" in out
     code, out, err = cli("models", "fit", "tiny-llama", "--type-v", "q8_0", "--flash-attn", "off")
-    assert code == 1 and err.strip() == ("cove: a q8_0 V cache needs flash attention: use --flash-attn auto or on, "
-                                         "or an f16 V cache")
+    assert code == 1 and err.strip() == ("cove: a q8_0 V cache needs flash attention: use --flash-attn auto or on, or an f16 V cache")
     off = json.loads(cli("models", "fit", "tiny-llama", "--flash-attn", "off", "--json")[1])["estimate"]
     on = json.loads(cli("models", "fit", "tiny-llama", "--json")[1])["estimate"]
     assert off["compute_ram"] > on["compute_ram"] and off["kv_ram"] == on["kv_ram"]  # the attention matrix, in full

@@ -19,8 +19,10 @@ from tests.support.cli import assert_clean_error, cove
 from tests.support.record_tampering import fill_record, reply_changed_and_rehashed
 
 # What verify's last sentence says each check proves (app/store/record_verdict.py).
-PROVEN_HERE = ("This machine's key finds an edit made without it, but whoever can write this account's files can "
-               "rewrite that key too: only the verification key kept elsewhere proves the record against them")
+PROVEN_HERE = (
+    "This machine's key finds an edit made without it, but whoever can write this account's files can "
+    "rewrite that key too: only the verification key kept elsewhere proves the record against them"
+)
 PROVEN_WITH_KEY = "The verification key proves each entry its seals cover is as Cove wrote it"
 
 
@@ -67,8 +69,7 @@ def test_a_forged_reply_hidden_by_deleting_the_key_file_does_not_verify(tmp_path
     assert "were made with another key" not in plain.stdout  # no longer a note
     with_key = cove(home, "record", "verify", "--key", str(kept))
     assert with_key.returncode == 1 and "NOT INTACT" in with_key.stdout
-    assert "Seals of key" in with_key.stdout and "that do not match (forged, or over entries that changed): epochs 2." \
-        in with_key.stdout
+    assert "Seals of key" in with_key.stdout and "that do not match (forged, or over entries that changed): epochs 2." in with_key.stdout
 
 
 def test_a_key_lost_honestly_verifies_with_the_verification_keys_of_both(tmp_path: Path, tiny_gguf: Path) -> None:
@@ -113,8 +114,7 @@ def _exported(home: Path, *args: str) -> int:
 
 @pytest.mark.parametrize("option", ["--since", "--until"])
 @pytest.mark.parametrize("text", ["garbage", "2026-13-01", "10:00", ""])
-def test_a_moment_that_is_not_a_date_is_refused_with_a_sentence(record_home: tuple[Path, datetime], option: str,
-                                                                 text: str) -> None:
+def test_a_moment_that_is_not_a_date_is_refused_with_a_sentence(record_home: tuple[Path, datetime], option: str, text: str) -> None:
     done = cove(record_home[0], "record", "export", option, text)
     line = assert_clean_error(done, 2)
     assert f"argument {option}: {text!r} is not a date or a date-time: give an ISO 8601 date" in line
@@ -135,8 +135,16 @@ def test_dates_and_date_times_with_or_without_a_zone_choose_the_entries(record_h
     assert _exported(home, "--since", hour_ago.astimezone(east).isoformat()) == 3
     assert _exported(home, "--since", (now + timedelta(minutes=5)).astimezone(east).isoformat()) == 0
     assert _exported(home, "--until", (now - timedelta(minutes=5)).astimezone(east).isoformat()) == 0
-    assert _exported(home, "--since", hour_ago.strftime("%Y-%m-%d %H:%M:%SZ"),
-                     "--until", (now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S+00:00")) == 3
+    assert (
+        _exported(
+            home,
+            "--since",
+            hour_ago.strftime("%Y-%m-%d %H:%M:%SZ"),
+            "--until",
+            (now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
+        )
+        == 3
+    )
     backwards = cove(home, "record", "export", "--since", tomorrow.isoformat(), "--until", today.isoformat())
     assert "is after --until" in assert_clean_error(backwards, 2)
 

@@ -36,15 +36,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteServer]:
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COVE_OFFLINE", "API_KEY")}
-    env.update(COVE_HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO_ROOT),
-               PYTHON_KEYRING_BACKEND="tests.support.keyrings.FileKeyring",
-               COVE_TEST_KEYRING_FILE=str(tmp_path / "keyring.json"), **extra)
+    env.update(
+        COVE_HOME=str(tmp_path / "home"),
+        PYTHONPATH=str(REPO_ROOT),
+        PYTHON_KEYRING_BACKEND="tests.support.keyrings.FileKeyring",
+        COVE_TEST_KEYRING_FILE=str(tmp_path / "keyring.json"),
+        **extra,
+    )
     return env
 
 
 def cove(tmp_path: Path, *args: str, stdin: str = "", **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO_ROOT, env=_env(tmp_path, **extra),
-                          input=stdin, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        cwd=REPO_ROOT,
+        env=_env(tmp_path, **extra),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def one_sentence(done: subprocess.CompletedProcess, code: int = 1) -> str:
@@ -164,8 +175,13 @@ def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path,
 
     exported = [json.loads(line) for line in cove(tmp_path, "record", "export").stdout.splitlines()]
     assert [e["model_name"] for e in exported] == [name, name] and [e["client"] for e in exported] == ["command line"] * 2
-    assert json.loads(exported[0]["ran_on"]) == {"connection": "box", "host": server.host, "kind": "llama-cpp-python",
-                                                 "model_id": server.model_id, "fingerprint": None}
+    assert json.loads(exported[0]["ran_on"]) == {
+        "connection": "box",
+        "host": server.host,
+        "kind": "llama-cpp-python",
+        "model_id": server.model_id,
+        "fingerprint": None,
+    }
     assert len(json.loads(exported[1]["messages"])) == 3  # user, assistant, user
     csv = cove(tmp_path, "record", "export", "--format", "csv").stdout
     assert "ran_on" in csv.splitlines()[0]
@@ -178,8 +194,9 @@ def test_a_remote_chat_streams_and_is_recorded_with_where_it_ran(tmp_path: Path,
 
     # Saying by hand that the first reply ran somewhere else is caught.
     with sqlite3.connect(_database(tmp_path)) as db:
-        db.execute("UPDATE record_entries SET ran_on = ? WHERE seq = 1",
-                   [json.dumps({"connection": "box", "host": "elsewhere.example:8000"})])
+        db.execute(
+            "UPDATE record_entries SET ran_on = ? WHERE seq = 1", [json.dumps({"connection": "box", "host": "elsewhere.example:8000"})]
+        )
     tampered = cove(tmp_path, "record", "verify")
     assert tampered.returncode == 1 and "NOT INTACT" in tampered.stdout
     assert "Entries changed (their fields, text or links do not match): 1." in tampered.stdout
@@ -191,10 +208,27 @@ def test_ctrl_c_keeps_the_partial_remote_reply(tmp_path: Path, server: RemoteSer
     with FaultProxy(server.base_url.removesuffix("/v1"), mode="stall", after_events=6) as proxy:
         added = cove(tmp_path, "remote", "add", "slow", f"{proxy.url}/v1", "--key-stdin", stdin=REMOTE_KEY + "\n")
         assert added.returncode == 0, added.stderr
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "chat", "--model", f"{server.model_id}@slow", "--new",
-                                 "--max-tokens", "100", "--temperature", "0", "hello there"],
-                                cwd=REPO_ROOT, env=_env(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app.cli.main",
+                "chat",
+                "--model",
+                f"{server.model_id}@slow",
+                "--new",
+                "--max-tokens",
+                "100",
+                "--temperature",
+                "0",
+                "hello there",
+            ],
+            cwd=REPO_ROOT,
+            env=_env(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout is not None
         printed = os.read(proc.stdout.fileno(), 4096)  # the first piece of the reply
         # While it streams, neither Cove's arguments nor its environment hold the key.
@@ -358,8 +392,7 @@ def test_the_key_is_asked_for_on_a_terminal_without_echo(tmp_path: Path, server:
 def test_a_public_host_is_asked_about_once_on_a_terminal(tmp_path: Path) -> None:
     # Added offline, so nothing connects to the documentation address; answering no sends nothing.
     assert cove(tmp_path, "remote", "add", "far", "http://203.0.113.7:8000/v1", "--no-key", COVE_OFFLINE="1").returncode == 0
-    code, seen = _on_a_terminal(tmp_path, ["chat", "--model", "big@far", "--new", "a secret"],
-                                   [(b"Send them? [y/N]", b"n")])
+    code, seen = _on_a_terminal(tmp_path, ["chat", "--model", "big@far", "--new", "a secret"], [(b"Send them? [y/N]", b"n")])
     assert code == 1 and b"Your messages will be sent to 203.0.113.7:8000. Send them? [y/N]" in seen
     assert b"nothing was sent to 203.0.113.7:8000" in seen and b"Traceback" not in seen
     assert json.loads(cove(tmp_path, "history", "list", "--json").stdout) == []

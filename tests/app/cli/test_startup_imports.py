@@ -18,8 +18,23 @@ from tests.support.paths import REPO_ROOT
 
 # Packages a light command has no use for; each takes tens of milliseconds or more to import
 # (numpy comes with gguf and, unless kept out, with sqlite_utils).
-HEAVY = ("PySide6", "llama_cpp", "numpy", "gguf", "yaml", "mcp", "starlette", "uvicorn", "httpx", "httpcore",
-         "jsonschema", "huggingface_hub", "jinja2", "pygments", "markdown_it")
+HEAVY = (
+    "PySide6",
+    "llama_cpp",
+    "numpy",
+    "gguf",
+    "yaml",
+    "mcp",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "httpcore",
+    "jsonschema",
+    "huggingface_hub",
+    "jinja2",
+    "pygments",
+    "markdown_it",
+)
 
 # Runs the command line in this interpreter, then writes the names of the modules it imported.
 RUN_AND_LIST = """
@@ -40,17 +55,23 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("startup")
     notes = root / "notes"
     notes.mkdir()
-    (notes / "lighthouse.md").write_text("# Harrow Point\n\nThe keeper counted 417 gulls before the storm.\n",
-                                         encoding="utf-8")
+    (notes / "lighthouse.md").write_text("# Harrow Point\n\nThe keeper counted 417 gulls before the storm.\n", encoding="utf-8")
     (notes / "kettle.txt").write_text("The kettle's warranty lasts seven years.\n", encoding="utf-8")
-    fill = ("from app.core import open_core\n"
-            "core = open_core()\n"
-            "for i in range(3):\n"
-            "    c = core.history.create_conversation(model='m')\n"
-            "    core.history.add_user_message(c.id, f'question {i} about gulls')\n"
-            "core.close()\n")
-    subprocess.run([sys.executable, "-c", fill], cwd=REPO_ROOT, check=True, timeout=120,
-                   env={**os.environ, "COVE_HOME": str(root / "home"), "PYTHONPATH": str(REPO_ROOT)})
+    fill = (
+        "from app.core import open_core\n"
+        "core = open_core()\n"
+        "for i in range(3):\n"
+        "    c = core.history.create_conversation(model='m')\n"
+        "    core.history.add_user_message(c.id, f'question {i} about gulls')\n"
+        "core.close()\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", fill],
+        cwd=REPO_ROOT,
+        check=True,
+        timeout=120,
+        env={**os.environ, "COVE_HOME": str(root / "home"), "PYTHONPATH": str(REPO_ROOT)},
+    )
     added = cove(root / "home", "docs", "add", "notes", str(notes), "--no-embed")
     assert added.returncode == 0, added.stderr
     return root / "home"
@@ -58,9 +79,14 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def imported_by(home: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     listing = home.parent / "modules.json"
-    done = subprocess.run([sys.executable, "-c", RUN_AND_LIST, str(listing), *args], cwd=REPO_ROOT,
-                          env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_AND_LIST, str(listing), *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, set(json.loads(listing.read_text(encoding="utf-8")))
 
 
@@ -68,13 +94,16 @@ def heavy_in(modules: set[str]) -> list[str]:
     return sorted(name for name in modules if name.split(".")[0] in HEAVY)
 
 
-@pytest.mark.parametrize(("args", "shows"), [
-    (("--version",), "cove "),
-    (("history", "list"), "question 2 about gulls"),
-    (("history", "list", "--json"), "question 0 about gulls"),
-    (("docs", "search", "notes", "how many gulls"), "417 gulls"),
-    (("docs", "search", "notes", "kettle warranty", "--json"), "seven years"),
-])
+@pytest.mark.parametrize(
+    ("args", "shows"),
+    [
+        (("--version",), "cove "),
+        (("history", "list"), "question 2 about gulls"),
+        (("history", "list", "--json"), "question 0 about gulls"),
+        (("docs", "search", "notes", "how many gulls"), "417 gulls"),
+        (("docs", "search", "notes", "kettle warranty", "--json"), "seven years"),
+    ],
+)
 def test_a_light_command_imports_no_heavy_package(home: Path, args: tuple[str, ...], shows: str) -> None:
     done, modules = imported_by(home, *args)
     assert done.returncode == 0, done.stderr
@@ -88,8 +117,18 @@ def test_a_light_command_imports_no_heavy_package(home: Path, args: tuple[str, .
 
 def test_only_the_command_being_run_is_imported(home: Path) -> None:
     _, modules = imported_by(home, "history", "list")
-    others = {"app.cli.chat_cmd", "app.cli.models_cmd", "app.cli.docs_cmd", "app.cli.serve_cmd", "app.cli.tools_cmd",
-              "app.cli.remote_cmd", "app.cli.record_cmd", "app.cli.auth_cmd", "app.cli.bench_cmd", "app.cli.setup_cmd"}
+    others = {
+        "app.cli.chat_cmd",
+        "app.cli.models_cmd",
+        "app.cli.docs_cmd",
+        "app.cli.serve_cmd",
+        "app.cli.tools_cmd",
+        "app.cli.remote_cmd",
+        "app.cli.record_cmd",
+        "app.cli.auth_cmd",
+        "app.cli.bench_cmd",
+        "app.cli.setup_cmd",
+    }
     assert "app.cli.history_cmd" in modules
     assert sorted(others & modules) == []
 

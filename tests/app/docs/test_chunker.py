@@ -20,7 +20,7 @@ def test_offsets_hashes_and_size() -> None:
     chunks = list(chunk_sections([Section(text, 0)], size=500, overlap=80))
     assert len(chunks) > 5
     for c in chunks:
-        assert text[c.start:c.end] == c.text
+        assert text[c.start : c.end] == c.text
         assert len(c.text) <= 500
         assert c.hash == hashlib.sha256(c.text.encode()).hexdigest()
         assert c.text == c.text.strip()
@@ -37,8 +37,11 @@ def test_headings_and_pages_are_never_mixed() -> None:
     one = "Intro text. " * 10
     two = "Install text. " * 10
     three = "Page two text. " * 10
-    sections = [Section(one, 0, heading="Intro"), Section(two, len(one), heading="Intro > Install"),
-                Section(three, len(one) + len(two), page=2, heading="Intro > Install")]
+    sections = [
+        Section(one, 0, heading="Intro"),
+        Section(two, len(one), heading="Intro > Install"),
+        Section(three, len(one) + len(two), page=2, heading="Intro > Install"),
+    ]
     chunks = list(chunk_sections(sections, size=1000, overlap=100))
     assert [(c.heading, c.page) for c in chunks] == [("Intro", None), ("Intro > Install", None), ("Intro > Install", 2)]
     assert chunks[1].start == len(one) and chunks[1].text == two.strip()
@@ -48,11 +51,11 @@ def test_contiguous_sections_of_one_heading_are_joined_and_a_long_run_streams() 
     text = paragraphs(400)  # ~100 kB in many sections of one heading
     pieces, pos = [], 0
     while pos < len(text):
-        pieces.append(Section(text[pos:pos + 777], pos, heading="H"))
+        pieces.append(Section(text[pos : pos + 777], pos, heading="H"))
         pos += 777
     chunks = list(chunk_sections(pieces, size=1000, overlap=150))
     for c in chunks:
-        assert text[c.start:c.end] == c.text and c.heading == "H" and len(c.text) <= 1000
+        assert text[c.start : c.end] == c.text and c.heading == "H" and len(c.text) <= 1000
     assert chunks[0].start == 0 and chunks[-1].end == len(text)
     assert all(a.start < b.start <= a.end for a, b in zip(chunks, chunks[1:], strict=False))
     assert len(chunks) < len(text) // 500  # joined across sections, not one chunk per piece

@@ -68,8 +68,7 @@ def corpus(folder: Path) -> None:
 
 def vector_rows(db: Path) -> list[tuple[str, int, int]]:
     with DocumentIndex(db) as index:
-        return [(str(m), int(d), int(n)) for m, d, n in index.conn.execute(
-            "SELECT model, dim, count(*) FROM vectors GROUP BY model, dim")]
+        return [(str(m), int(d), int(n)) for m, d, n in index.conn.execute("SELECT model, dim, count(*) FROM vectors GROUP BY model, dim")]
 
 
 def chunk_count(db: Path) -> int:
@@ -164,8 +163,7 @@ def test_an_embedding_failure_keeps_the_file_for_keywords(tmp_path: Path, models
     finally:
         broken.close()
     assert done.finished and done.files_done == 6
-    assert done.problems and all("keyword search only" in p.sentence and "not an embedding model" in p.sentence
-                                 for p in done.problems)
+    assert done.problems and all("keyword search only" in p.sentence and "not an embedding model" in p.sentence for p in done.problems)
     with DocumentIndex(db) as index:
         assert index.status("notes").files_indexed == 6 and index.status("notes").vectors == 0
         assert search(index, ["notes"], "sourdough")

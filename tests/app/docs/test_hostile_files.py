@@ -55,8 +55,11 @@ def problems_of(done: Progress) -> dict[str, str]:
 
 def chunk_count(db: Path, name: str) -> int:
     with DocumentIndex(db) as index:
-        return int(index.conn.execute("SELECT count(*) FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path LIKE ?",
-                                      (f"%/{name}",)).fetchone()[0])
+        return int(
+            index.conn.execute(
+                "SELECT count(*) FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path LIKE ?", (f"%/{name}",)
+            ).fetchone()[0]
+        )
 
 
 def assert_note_indexed(db: Path) -> None:
@@ -123,7 +126,7 @@ def _understate(data: bytes, name: str, size: int) -> bytes:
     at = info.header_offset + 30 + info.compress_size
     while (at := out.find(b"PK\x01\x02", at + 1)) >= 0:
         length = struct.unpack_from("<H", out, at + 28)[0]
-        if bytes(out[at + 46:at + 46 + length]) == name.encode():
+        if bytes(out[at + 46 : at + 46 + length]) == name.encode():
             struct.pack_into("<I", out, at + 24, size)
             return bytes(out)
     raise AssertionError(f"no central directory entry for {name}")
@@ -178,17 +181,29 @@ def shared_stream_pdf(pages: int, content: bytes, *, form: bytes | None = None) 
     writer = PdfWriter()
     writer.add_blank_page(612, 792)
     page = writer.pages[0]
-    font = writer._add_object(DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                                                NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
+    )
     fonts = DictionaryObject({NameObject("/F1"): font})
     resources = DictionaryObject({NameObject("/Font"): fonts})
     if form is not None:
         xobject = DecodedStreamObject()
         xobject.set_data(form)
         encoded = xobject.flate_encode()
-        encoded.update({NameObject("/Type"): NameObject("/XObject"), NameObject("/Subtype"): NameObject("/Form"),
-                        NameObject("/BBox"): ArrayObject([FloatObject(0), FloatObject(0), FloatObject(612), FloatObject(792)]),
-                        NameObject("/Resources"): DictionaryObject({NameObject("/Font"): fonts})})
+        encoded.update(
+            {
+                NameObject("/Type"): NameObject("/XObject"),
+                NameObject("/Subtype"): NameObject("/Form"),
+                NameObject("/BBox"): ArrayObject([FloatObject(0), FloatObject(0), FloatObject(612), FloatObject(792)]),
+                NameObject("/Resources"): DictionaryObject({NameObject("/Font"): fonts}),
+            }
+        )
         resources[NameObject("/XObject")] = DictionaryObject({NameObject("/X0"): writer._add_object(encoded)})
     page[NameObject("/Resources")] = resources
     stream = DecodedStreamObject()
@@ -211,8 +226,9 @@ def test_a_pdf_whose_pages_share_one_big_content_stream_is_cut_at_the_unpacked_l
     _, db = collection(tmp_path, ("ledger.pdf", pdf))
     done = index_collection(db, "c", lower_priority=False)
     assert done.finished
-    assert problems_of(done)["ledger.pdf"] == ("was cut at page 17 of 20,000: its pages' content unpacks to more than 64 MB, "
-                                               "the limit for one file; what came before is indexed")
+    assert problems_of(done)["ledger.pdf"] == (
+        "was cut at page 17 of 20,000: its pages' content unpacks to more than 64 MB, the limit for one file; what came before is indexed"
+    )
     assert chunk_count(db, "ledger.pdf") == 16  # one passage for each page read
     with DocumentIndex(db) as index:
         status = index.status("c")
@@ -229,8 +245,11 @@ def test_a_slow_pdf_is_cut_by_time_with_the_page_it_reached(tmp_path: Path) -> N
     _, db = collection(tmp_path, ("slow.pdf", shared_stream_pdf(2_000, line * 15_000)))
     done = index_collection(db, "c", lower_priority=False, limits=Limits(seconds=2))
     sentence = problems_of(done)["slow.pdf"]
-    cut = re.fullmatch(r"was cut at page (\d+)(?: of 2,000)?: reading it took longer than 2 seconds, the limit for one file; "
-                       r"what came before is indexed", sentence)
+    cut = re.fullmatch(
+        r"was cut at page (\d+)(?: of 2,000)?: reading it took longer than 2 seconds, the limit for one file; "
+        r"what came before is indexed",
+        sentence,
+    )
     assert cut, sentence
     page = int(cut.group(1))
     assert 1 <= page < 2_000
@@ -247,8 +266,9 @@ def test_a_page_drawing_one_big_form_thousands_of_times_is_cut_part_way_through_
     content = b"BT /F1 12 Tf 72 700 Td (first words) Tj ET\n" + b"/X0 Do\n" * 5_000
     _, db = collection(tmp_path, ("forms.pdf", shared_stream_pdf(3, content, form=form)))
     done = index_collection(db, "c", lower_priority=False, limits=Limits(seconds=2))
-    assert problems_of(done)["forms.pdf"] == ("was cut at page 1 of 3: reading it took longer than 2 seconds, the limit for one "
-                                              "file; what came before is indexed")
+    assert problems_of(done)["forms.pdf"] == (
+        "was cut at page 1 of 3: reading it took longer than 2 seconds, the limit for one file; what came before is indexed"
+    )
     assert chunk_count(db, "forms.pdf") == 0
     assert_note_indexed(db)
 
@@ -260,8 +280,9 @@ def test_a_text_past_the_character_limit_is_cut_where_it_reached_it(tmp_path: Pa
     sentence = problems_of(done)["ledger.txt"]
     assert sentence.startswith("was cut after ") and "more than 100,000 characters of text" in sentence
     with DocumentIndex(db) as index:
-        (end,) = index.conn.execute("SELECT max(\"end\") FROM chunks c JOIN files f ON f.id = c.file_id "
-                                    "WHERE f.path LIKE '%ledger.txt'").fetchone()
+        (end,) = index.conn.execute(
+            "SELECT max(\"end\") FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path LIKE '%ledger.txt'"
+        ).fetchone()
     assert 50_000 < end <= 100_000
 
 
@@ -308,8 +329,10 @@ def test_the_index_can_be_written_between_the_batches_of_one_file(tmp_path: Path
     def hold() -> bool:
         other = sqlite3.connect(db, timeout=0)
         try:
-            row = other.execute("SELECT f.status, count(c.id) FROM files f LEFT JOIN chunks c ON c.file_id = f.id "
-                                "WHERE f.path LIKE '%ledger.txt' GROUP BY f.id").fetchone()
+            row = other.execute(
+                "SELECT f.status, count(c.id) FROM files f LEFT JOIN chunks c ON c.file_id = f.id "
+                "WHERE f.path LIKE '%ledger.txt' GROUP BY f.id"
+            ).fetchone()
             other.execute("BEGIN IMMEDIATE")  # fails at once ("database is locked") while the indexer holds it
             other.execute("ROLLBACK")
         finally:
@@ -343,8 +366,9 @@ def test_a_file_name_that_is_not_utf8_is_indexed_and_shown_escaped(tmp_path: Pat
     # keys files by that text, so of the two the one whose name is UTF-8 is kept.
     (docs / "caf\\xe9 \\xff.txt").write_text("A note about otters.\n")
     done = index_collection(db, "c", lower_priority=False)
-    assert problems_of(done) == {"caf\\xe9 \\xff.txt": "has a name that is not UTF-8 and reads, escaped, like another file's "
-                                                        "name beside it, so it is left out"}
+    assert problems_of(done) == {
+        "caf\\xe9 \\xff.txt": "has a name that is not UTF-8 and reads, escaped, like another file's name beside it, so it is left out"
+    }
     with DocumentIndex(db) as index:
         assert not search(index, ["c"], "walruses") and [p.path for p in search(index, ["c"], "otters")] == [shown]
         assert index.conn.execute("SELECT raw_path FROM files WHERE path = ?", (shown,)).fetchone()[0] is None
@@ -372,8 +396,9 @@ def test_a_file_swapped_for_a_fifo_after_the_walk_is_skipped_with_a_sentence(tmp
     monkeypatch.setattr(indexer, "walk_roots", walk_then_swap)
     done = index_collection(db, "c", lower_priority=False)
     assert done.finished and done.files_done == 2
-    assert problems_of(done) == {"swapped.txt": "is no longer a regular file (it became a pipe, device, socket or folder while "
-                                                "Cove was indexing), so it is skipped"}
+    assert problems_of(done) == {
+        "swapped.txt": "is no longer a regular file (it became a pipe, device, socket or folder while Cove was indexing), so it is skipped"
+    }
     assert_note_indexed(db)
 
 

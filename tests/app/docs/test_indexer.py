@@ -38,8 +38,12 @@ def setup(tmp_path: Path, n: int = 6) -> tuple[Path, Path]:
 
 def chunk_rows(db: Path) -> list[tuple[str, int, str]]:
     with DocumentIndex(db) as index:
-        return [(str(p), int(i), str(h)) for p, i, h in index.conn.execute(
-            "SELECT f.path, c.id, c.hash FROM chunks c JOIN files f ON f.id = c.file_id ORDER BY f.path, c.ord")]
+        return [
+            (str(p), int(i), str(h))
+            for p, i, h in index.conn.execute(
+                "SELECT f.path, c.id, c.hash FROM chunks c JOIN files f ON f.id = c.file_id ORDER BY f.path, c.ord"
+            )
+        ]
 
 
 def read_counts(db: Path) -> dict[str, int]:
@@ -260,6 +264,10 @@ def test_two_runs_of_one_collection_at_once_leave_it_whole(tmp_path: Path) -> No
         status = index.status("notes")
         assert (status.files_indexed, status.pending) == (40, 0)
         assert index.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0] == status.chunks
-        assert index.conn.execute("SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY file_id, ord "
-                                  "HAVING count(*) > 1)").fetchone()[0] == 0
+        assert (
+            index.conn.execute(
+                "SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY file_id, ord HAVING count(*) > 1)"
+            ).fetchone()[0]
+            == 0
+        )
         assert len(search(index, ["notes"], "ledger line 7")) > 0

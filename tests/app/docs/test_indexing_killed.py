@@ -26,8 +26,13 @@ REPO = Path(__file__).resolve().parents[3]
 def kill_when(child_code: str, db: Path, enough: Callable[[str], bool]) -> None:
     """Run `child_code` on the index at `db` in a child process, read its lines until `enough`
     says so, and kill it with SIGKILL there."""
-    child = subprocess.Popen([sys.executable, "-c", child_code, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = subprocess.Popen(
+        [sys.executable, "-c", child_code, str(db)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert child.stdout is not None
     for line in child.stdout:
         if enough(line):
@@ -36,6 +41,7 @@ def kill_when(child_code: str, db: Path, enough: Callable[[str], bool]) -> None:
     child.wait(30)
     child.stdout.close()
     assert child.returncode == -signal.SIGKILL
+
 
 CHILD = """
 import sys, time
@@ -56,8 +62,7 @@ def test_kill_9_loses_nothing_indexed_and_the_next_run_resumes(tmp_path: Path) -
     docs.mkdir()
     n_files = 200
     for i in range(n_files):
-        paras = "\n\n".join(f"File {i} paragraph {j} mentions marker{i} and some filler words to make it longer." * 4
-                            for j in range(12))
+        paras = "\n\n".join(f"File {i} paragraph {j} mentions marker{i} and some filler words to make it longer." * 4 for j in range(12))
         (docs / f"f{i:03}.md").write_text(f"# File {i}\n\n{paras}\n")
     with DocumentIndex(db) as index:
         index.create("big", [docs])

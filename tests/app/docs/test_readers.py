@@ -100,8 +100,15 @@ def test_docx_tables_are_read_in_order(corpus: Corpus) -> None:
 
 
 def test_every_bad_file_gets_its_one_sentence(corpus: Corpus) -> None:
-    assert set(corpus.bad) >= {"bad/scanned.pdf", "bad/locked.pdf", "bad/corrupt.pdf", "bad/huge.txt", "bad/binary.txt",
-                               "bad/loop-a.txt", "bad/corrupt.docx"}
+    assert set(corpus.bad) >= {
+        "bad/scanned.pdf",
+        "bad/locked.pdf",
+        "bad/corrupt.pdf",
+        "bad/huge.txt",
+        "bad/binary.txt",
+        "bad/loop-a.txt",
+        "bad/corrupt.docx",
+    }
     for relative, expected in corpus.bad.items():
         sentence = problem(corpus.root / relative)
         assert expected in sentence, relative
@@ -123,8 +130,10 @@ def test_a_file_over_the_limit_is_refused_by_its_size_before_it_is_read(tmp_path
 def test_a_docx_that_unpacks_past_the_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
     path = tmp_path / "bomb.docx"
     block = bytes(8 * 1024**2)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive, \
-            archive.open("word/document.xml", "w", force_zip64=True) as member:
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive,
+        archive.open("word/document.xml", "w", force_zip64=True) as member,
+    ):
         for _ in range(MAX_MARKUP // len(block) + 1):
             member.write(block)
     assert path.stat().st_size < 2 * 1024**2
@@ -185,8 +194,14 @@ def test_an_unreadable_file_says_permission_denied(tmp_path: Path) -> None:
         "import sys\nfrom pathlib import Path\nfrom app.docs.readers import Unreadable, read_sections\n"
         "try:\n    list(read_sections(Path(sys.argv[1])))\nexcept Unreadable as exc:\n    print(exc)\n"
     )
-    done = subprocess.run(without_file_override([sys.executable, "-c", script, str(path)]), cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    done = subprocess.run(
+        without_file_override([sys.executable, "-c", script, str(path)]),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cannot be read (permission denied)"
 
@@ -323,8 +338,10 @@ def test_memory_held_while_reading_a_pdf_grows_little_with_its_pages(tmp_path: P
 def test_an_html_page_names_its_own_charset(tmp_path: Path) -> None:
     path = tmp_path / "page.html"
     text = "Zażółć gęślą jaźń"
-    path.write_bytes(f'<html><head><meta http-equiv="Content-Type" content="text/html; charset=iso-8859-2"></head>'
-                     f"<body><p>{text}</p></body></html>".encode("iso-8859-2"))
+    path.write_bytes(
+        f'<html><head><meta http-equiv="Content-Type" content="text/html; charset=iso-8859-2"></head>'
+        f"<body><p>{text}</p></body></html>".encode("iso-8859-2")
+    )
     assert [s.text for s in sections(path)] == [text]
 
 
@@ -337,8 +354,14 @@ def test_markdown_heading_paths() -> None:
         "```\n# a comment, not a heading\n```\n\n### Linux\n\nmake\n\nUsage\n-----\n\nrun it\n\n---\n\nafter a rule\n"
     )
     found = list(markdown_sections(lines(iter([source[:37], source[37:]]))))
-    assert [s.heading for s in found] == [None, "Guide", "Install", "Install > From source", "Install > From source > Linux",
-                                          "Install > Usage"]
+    assert [s.heading for s in found] == [
+        None,
+        "Guide",
+        "Install",
+        "Install > From source",
+        "Install > From source > Linux",
+        "Install > Usage",
+    ]
     assert "".join(s.text for s in found) == source
     assert "# a comment, not a heading" in found[3].text
 
@@ -348,8 +371,11 @@ def test_markdown_heading_paths() -> None:
     [
         (".py", "import os\n\n@cache\ndef load(x):\n    def inner():\n        pass\n\nclass Store:\n    pass\n", [None, "load", "Store"]),
         (".py", "x = 1\n@dataclass(frozen=True)\n@total\nclass Point:\n    x: int\n@odd\n", [None, "Point"]),
-        (".js", "const a = 1;\nexport async function fetchAll() {}\nconst go = (x) => x;\nclass View {}\n",
-         [None, "fetchAll", "go", "View"]),
+        (
+            ".js",
+            "const a = 1;\nexport async function fetchAll() {}\nconst go = (x) => x;\nclass View {}\n",
+            [None, "fetchAll", "go", "View"],
+        ),
         (".ts", "export interface Options {\n  a: number;\n}\nexport default class App {}\n", ["Options", "App"]),
         (".go", "package main\n\nfunc (s *Server) Serve() error {\n}\ntype Point struct{}\n", [None, "Serve", "Point"]),
         (".rs", "use std::fmt;\npub fn parse() {}\nimpl fmt::Display for Point {\n}\n", [None, "parse", "fmt::Display for Point"]),
@@ -380,12 +406,32 @@ def test_empty_files(tmp_path: Path) -> None:
 
 
 def test_suffixes() -> None:
-    assert {".txt", ".md", ".html", ".htm", ".pdf", ".docx", ".py", ".js", ".ts", ".c", ".h", ".cpp", ".rs", ".go", ".java",
-            ".rb", ".sh", ".toml", ".yaml", ".json", ".css"} <= SUFFIXES
+    assert {
+        ".txt",
+        ".md",
+        ".html",
+        ".htm",
+        ".pdf",
+        ".docx",
+        ".py",
+        ".js",
+        ".ts",
+        ".c",
+        ".h",
+        ".cpp",
+        ".rs",
+        ".go",
+        ".java",
+        ".rb",
+        ".sh",
+        ".toml",
+        ".yaml",
+        ".json",
+        ".css",
+    } <= SUFFIXES
     assert all(s == s.lower() and s.startswith(".") for s in SUFFIXES)
     assert is_supported(Path("REPORT.PDF")) and is_supported(Path("a/b/notes.Md"))
     assert not is_supported(Path("photo.jpg")) and not is_supported(Path("Makefile"))
-
 
 
 def test_lines_keep_their_ends_across_pieces() -> None:
@@ -398,9 +444,10 @@ def test_html_navigation_and_heading_anchors_are_left_out(tmp_path: Path) -> Non
     page.write_text(
         '<html><body><div class="related" role="navigation"><h3>Navigation</h3><ul><li><a href="x">index</a></li></ul></div>'
         '<div class="body"><section><h1>File objects<a class="headerlink" href="#f">¶</a></h1>'
-        '<p>Use <code>readline()</code> to read one line.</p></section></div>'
+        "<p>Use <code>readline()</code> to read one line.</p></section></div>"
         '<div class="sphinxsidebar" role="navigation"><div><h3>This Page</h3><div><p>Show Source</p></div></div></div>'
-        '<nav><p>Previous topic</p></nav><footer><p>Copyright the authors.</p></footer></body></html>')
+        "<nav><p>Previous topic</p></nav><footer><p>Copyright the authors.</p></footer></body></html>"
+    )
     sections = list(read_sections(page))
     text = "".join(s.text for s in sections)
     assert "Use readline() to read one line." in text and "Copyright the authors." in text

@@ -17,8 +17,10 @@ def index(tmp_path: Path) -> DocumentIndex:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    (a / "guide.md").write_text("# Guide\n\nIntro words.\n\n## Install\n\nRun the installer, then restart the computer.\n\n"
-                                "## Usage\n\nOpen the app and drag folders onto it.\n")
+    (a / "guide.md").write_text(
+        "# Guide\n\nIntro words.\n\n## Install\n\nRun the installer, then restart the computer.\n\n"
+        "## Usage\n\nOpen the app and drag folders onto it.\n"
+    )
     (a / "other.txt").write_text("Nothing relevant here, except one mention of installing.\n")
     (b / "recipes.txt").write_text("Bake the bread at 220 degrees for forty minutes.\n")
     db = tmp_path / "documents.db"
@@ -38,7 +40,7 @@ def test_best_passage_with_where_offsets_and_ranks(index: DocumentIndex, tmp_pat
     assert top.path == str(tmp_path / "a" / "guide.md") and top.heading == "Guide > Install" and top.where == "Guide > Install"
     assert "installer" in top.text and top.rank_bm25 == 1 and top.rank_vector is None and top.collection == "manuals"
     text = (tmp_path / "a" / "guide.md").read_text()
-    assert text[top.start:top.end] == top.text  # offsets point into the file's text
+    assert text[top.start : top.end] == top.text  # offsets point into the file's text
     assert [p.rank_bm25 for p in found] == sorted(p.rank_bm25 for p in found if p.rank_bm25)
     assert found == sorted(found, key=lambda p: -p.score)
 

@@ -11,8 +11,17 @@ from app.docs.types import Passage
 
 def passage(i: int, text: str | None = None, page: int | None = None) -> Passage:
     body = text if text is not None else f"Passage number {i} says the harbour opens at {i} o'clock. " * 10
-    return Passage(chunk_id=i, collection="papers", path=f"/home/me/docs/file{i}.pdf", text=body, start=100 * i,
-                   end=100 * i + len(body), hash=f"hash{i}", score=1.0 / i, page=page)
+    return Passage(
+        chunk_id=i,
+        collection="papers",
+        path=f"/home/me/docs/file{i}.pdf",
+        text=body,
+        start=100 * i,
+        end=100 * i + len(body),
+        hash=f"hash{i}",
+        score=1.0 / i,
+        page=page,
+    )
 
 
 def test_the_budget_is_a_share_of_the_context_after_the_replys_reserve() -> None:
@@ -43,13 +52,16 @@ def test_a_budget_counts_bytes_so_wide_characters_do_not_overflow_it() -> None:
     assert kept and len(kept[0].text.encode()) <= 3000
 
 
-@pytest.mark.parametrize(("reply", "count", "cited"), [
-    ("The harbour opens at 6 [2].", 3, {2}),
-    ("See [1, 3] and [2][3].", 3, {1, 2, 3}),
-    ("As [4] says and [0] and [12]", 3, set()),
-    ("No citations here; arrays like x[1] too.", 3, {1}),
-    ("[1;2]", 2, {1, 2}),
-])
+@pytest.mark.parametrize(
+    ("reply", "count", "cited"),
+    [
+        ("The harbour opens at 6 [2].", 3, {2}),
+        ("See [1, 3] and [2][3].", 3, {1, 2, 3}),
+        ("As [4] says and [0] and [12]", 3, set()),
+        ("No citations here; arrays like x[1] too.", 3, {1}),
+        ("[1;2]", 2, {1, 2}),
+    ],
+)
 def test_citations_are_read_as_passage_numbers(reply: str, count: int, cited: set[int]) -> None:
     assert cited_numbers(reply, count) == cited
 
@@ -58,7 +70,9 @@ def test_sources_are_numbered_as_the_prompt_numbered_them_and_marked_cited() -> 
     given = [passage(1, page=3), passage(2)]
     got = sources(given, "It opens at two [2].")
     assert [(s.n, s.cited, s.path, s.page, s.hash) for s in got] == [
-        (1, False, given[0].path, 3, "hash1"), (2, True, given[1].path, None, "hash2")]
+        (1, False, given[0].path, 3, "hash1"),
+        (2, True, given[1].path, None, "hash2"),
+    ]
 
 
 def test_apply_puts_the_passages_in_the_newest_message_only_and_follows_up_with_the_earlier_question() -> None:
@@ -69,8 +83,12 @@ def test_apply_puts_the_passages_in_the_newest_message_only_and_follows_up_with_
         return [passage(len(asked))]
 
     docs = TurnDocuments(names=["papers"], search=search, budget_chars=10_000, limit=3)
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "When does the harbour open?"},
-                {"role": "assistant", "content": "At one."}, {"role": "user", "content": "And on Sundays?"}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "When does the harbour open?"},
+        {"role": "assistant", "content": "At one."},
+        {"role": "user", "content": "And on Sundays?"},
+    ]
     out = docs.apply(messages)
     assert out[:3] == messages[:3] and messages[3]["content"] == "And on Sundays?"  # the history's copy is untouched
     assert out[3]["content"].startswith(INSTRUCTION) and out[3]["content"].endswith("Question: And on Sundays?")

@@ -16,7 +16,7 @@ from tests.support.paths import SUPPORT_DIR
 pytestmark = pytest.mark.timeout(60)
 
 # The fake host: argv[1] is the mode, then the client's --in-fd N --out-fd M.
-FAKE_HOST = r'''
+FAKE_HOST = r"""
 import os, sys, time
 from app.engine import protocol as p
 mode = sys.argv[1]
@@ -51,7 +51,7 @@ for line in os.fdopen(fd_in, "rb"):
         if mode == "ignore_cancel":  # noted (FAKE_HOST_NOTES), then ignored
             with open(os.environ["FAKE_HOST_NOTES"], "a") as notes:
                 notes.write(f"cancel {req.request_id}\n")
-'''
+"""
 
 
 def fake(mode: str, **kw: float) -> EngineClient:
@@ -94,8 +94,7 @@ def test_generate_needs_a_model_and_replies_may_overlap_but_a_load_may_not(tmp_p
         assert gen.wait(10).status == "cancelled" and second.wait(10).status == "cancelled"
 
 
-def test_cancel_that_the_host_ignores_kills_it_after_the_grace_period(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_that_the_host_ignores_kills_it_after_the_grace_period(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     notes = tmp_path / "notes.txt"
     monkeypatch.setenv("FAKE_HOST_NOTES", str(notes))
     with fake("ignore_cancel", cancel_grace_s=1.0) as engine:

@@ -71,16 +71,16 @@ def test_the_reserve_counts_in_the_refusal(engine: EngineClient) -> None:
 
 
 def test_a_huge_paste_is_refused_by_its_lower_bound_without_counting_it(engine: EngineClient) -> None:
-    fin = engine.generate([{"role": "user", "content": "wordy " * 20_000}], conversation_id=None, max_tokens=4,
-                          keep_all_turns=True).wait()
+    fin = engine.generate([{"role": "user", "content": "wordy " * 20_000}], conversation_id=None, max_tokens=4, keep_all_turns=True).wait()
     f = fin.failure
     assert fin.status == "error" and f is not None and f.kind == "context" and f.at_least
     assert f.prompt_tokens is not None and f.prompt_tokens > N_CTX and "at least" in (fin.error or "")
 
 
 def test_max_tokens_beyond_the_context_runs_to_the_context_end_with_length(engine: EngineClient) -> None:
-    fin = engine.generate([{"role": "user", "content": "go"}], conversation_id=None, max_tokens=1_000_000,
-                          ignore_eos=True, seed=3, keep_all_turns=True).wait()
+    fin = engine.generate(
+        [{"role": "user", "content": "go"}], conversation_id=None, max_tokens=1_000_000, ignore_eos=True, seed=3, keep_all_turns=True
+    ).wait()
     assert fin.status == "length" and fin.failure is None
     m = fin.metrics
     assert m["context_used"] == N_CTX and m["prompt_tokens"] + m["gen_tokens"] == N_CTX + 1  # the last is not evaluated

@@ -12,7 +12,7 @@ from app.engine import gpu_memory
 from app.engine.client import EngineClient
 from models.memory_records import MachineMemory
 
-GiB = 1024 ** 3
+GiB = 1024**3
 
 
 def test_the_engine_lists_this_machines_devices_with_their_memory() -> None:
@@ -34,10 +34,17 @@ class _GpuEngine:
         pass
 
     def devices(self) -> list[dict]:
-        return [{"name": "CPU", "description": "x", "kind": "cpu", "free_bytes": 8 * GiB, "total_bytes": 16 * GiB,
-                 "backend": "CPU"},
-                {"name": "Vulkan0", "description": "AMD Radeon RX 7600", "kind": "gpu", "free_bytes": 7 * GiB,
-                 "total_bytes": 8 * GiB, "backend": "Vulkan"}]
+        return [
+            {"name": "CPU", "description": "x", "kind": "cpu", "free_bytes": 8 * GiB, "total_bytes": 16 * GiB, "backend": "CPU"},
+            {
+                "name": "Vulkan0",
+                "description": "AMD Radeon RX 7600",
+                "kind": "gpu",
+                "free_bytes": 7 * GiB,
+                "total_bytes": 8 * GiB,
+                "backend": "Vulkan",
+            },
+        ]
 
 
 def test_fit_judges_against_a_gpu_the_engine_sees_when_nvml_sees_none(monkeypatch: pytest.MonkeyPatch, cove_core, capsys) -> None:

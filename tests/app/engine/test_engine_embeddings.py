@@ -24,8 +24,9 @@ T = 1  # one thread (see test_engine_host.py)
 
 @pytest.fixture(scope="module")
 def pooled_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-embed.gguf", pooling_type=1,
-                           chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS)
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("models") / "tiny-embed.gguf", pooling_type=1, chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS
+    )
 
 
 @pytest.fixture(scope="module")

@@ -58,17 +58,20 @@ def test_a_schema_becomes_a_grammar_that_names_its_fields_and_enum() -> None:
     assert '\\"color\\"' in gbnf and '\\"green\\"' in gbnf and '\\"n\\"' in gbnf
 
 
-@pytest.mark.parametrize(("fmt", "words"), [
-    ("json", "must be an object"),
-    ({"type": "xml"}, "'xml' is not supported"),
-    ({"type": "json_schema"}, "needs a \"json_schema\" object"),
-    ({"type": "json_schema", "json_schema": {"name": 3, "schema": {}}}, "name must be a string"),
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": []}}, "must be a JSON schema object"),
-    ({"type": "json_schema", "json_schema": {"name": "x", "strict": "yes"}}, "strict must be true or false"),
-    (schema_format({"type": "wibble"}), "cannot be turned into a grammar"),
-    (schema_format({"$ref": "https://example.com/s.json"}), "only references inside the schema"),
-    (schema_format({"properties": {"a": {"$ref": "http://x/y"}}}), "only references inside the schema"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "words"),
+    [
+        ("json", "must be an object"),
+        ({"type": "xml"}, "'xml' is not supported"),
+        ({"type": "json_schema"}, 'needs a "json_schema" object'),
+        ({"type": "json_schema", "json_schema": {"name": 3, "schema": {}}}, "name must be a string"),
+        ({"type": "json_schema", "json_schema": {"name": "x", "schema": []}}, "must be a JSON schema object"),
+        ({"type": "json_schema", "json_schema": {"name": "x", "strict": "yes"}}, "strict must be true or false"),
+        (schema_format({"type": "wibble"}), "cannot be turned into a grammar"),
+        (schema_format({"$ref": "https://example.com/s.json"}), "only references inside the schema"),
+        (schema_format({"properties": {"a": {"$ref": "http://x/y"}}}), "only references inside the schema"),
+    ],
+)
 def test_bad_or_unsupported_formats_are_a_sentence(fmt: object, words: str) -> None:
     with pytest.raises(ValueError, match=None) as info:
         grammar_for(fmt)
@@ -102,8 +105,9 @@ def test_a_json_schema_reply_parses_and_matches_the_schema(engine: EngineClient)
     gbnf = grammar_for(schema_format(SCHEMA))
     texts = []
     for seed in (1, 2):
-        fin = engine.generate(user("give me a thing"), conversation_id=None, max_tokens=200, seed=seed,
-                              temperature=0.0, grammar=gbnf).wait()
+        fin = engine.generate(
+            user("give me a thing"), conversation_id=None, max_tokens=200, seed=seed, temperature=0.0, grammar=gbnf
+        ).wait()
         assert fin.status == "complete", (fin.status, fin.error, fin.text)  # the grammar ended it, not max_tokens
         check_thing(json.loads(fin.text))
         texts.append(fin.text)
@@ -121,18 +125,20 @@ def test_without_a_grammar_the_random_model_writes_no_json(engine: EngineClient)
 
 
 def test_a_tiny_grammar_forces_its_one_string(engine: EngineClient) -> None:
-    fin = engine.generate(user("say anything"), conversation_id=None, max_tokens=50, seed=3,
-                          grammar='root ::= "yes" | "no"').wait()
+    fin = engine.generate(user("say anything"), conversation_id=None, max_tokens=50, seed=3, grammar='root ::= "yes" | "no"').wait()
     assert fin.status == "complete" and fin.text in ("yes", "no"), (fin.text, fin.error)
 
 
-@pytest.mark.parametrize(("gbnf", "words"), [
-    ('root ::= foo', "could not parse the grammar"),
-    ('root ::= [', "could not parse the grammar"),
-    ('root ::= root "a" | "b"', "could not parse the grammar"),
-    ('start ::= "a"', "no \"root\" rule"),
-    ("   ", "the grammar is empty"),
-])
+@pytest.mark.parametrize(
+    ("gbnf", "words"),
+    [
+        ("root ::= foo", "could not parse the grammar"),
+        ("root ::= [", "could not parse the grammar"),
+        ('root ::= root "a" | "b"', "could not parse the grammar"),
+        ('start ::= "a"', 'no "root" rule'),
+        ("   ", "the grammar is empty"),
+    ],
+)
 def test_an_invalid_grammar_fails_in_a_sentence_and_the_host_lives_on(engine: EngineClient, gbnf: str, words: str) -> None:
     pid = engine.host_pid
     bad = engine.generate(user("x"), conversation_id=None, max_tokens=5, grammar=gbnf).wait()
@@ -232,10 +238,41 @@ def test_first_bytes_rule_out_only_tokens_the_grammar_refuses(tiny_gguf: Path) -
     UTF-8 character too)."""
     # The reply {"s": "ab\u3042cd", "n": 12}, a token at a time (two-letter tokens where the
     # vocabulary has them; the Japanese character as its three UTF-8 bytes, one byte token each).
-    pieces = [b"{", b'"', b"s", b'"', b":", b" ", b'"', b"ab", b"\xe3", b"\x81", b"\x82", b"cd", b'"', b",", b" ",
-              b'"', b"n", b'"', b":", b" ", b"1", b"2", b"}"]
-    check_first_bytes(tiny_gguf, {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
-                                  "required": ["s", "n"], "additionalProperties": False}, pieces)
+    pieces = [
+        b"{",
+        b'"',
+        b"s",
+        b'"',
+        b":",
+        b" ",
+        b'"',
+        b"ab",
+        b"\xe3",
+        b"\x81",
+        b"\x82",
+        b"cd",
+        b'"',
+        b",",
+        b" ",
+        b'"',
+        b"n",
+        b'"',
+        b":",
+        b" ",
+        b"1",
+        b"2",
+        b"}",
+    ]
+    check_first_bytes(
+        tiny_gguf,
+        {
+            "type": "object",
+            "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["s", "n"],
+            "additionalProperties": False,
+        },
+        pieces,
+    )
 
 
 def test_first_bytes_rule_out_only_tokens_the_grammar_refuses_in_a_large_vocabulary(tmp_path: Path) -> None:
@@ -244,13 +281,52 @@ def test_first_bytes_rule_out_only_tokens_the_grammar_refuses_in_a_large_vocabul
     {"s": "ab", "x": 0.25, "n": 12} finds what the whole vocabulary does."""
     from models.starter import prepare_starter_file
 
-    pieces = [b"{", b'"', b"s", b'"', b":", b" ", b'"', b"ab", b'"', b",", b" ", b'"', b"x", b'"', b":", b" ", b"0",
-              b".", b"2", b"5", b",", b" ", b'"', b"n", b'"', b":", b" ", b"1", b"2", b"}"]
-    check_first_bytes(prepare_starter_file(tmp_path), {
-        "type": "object", "properties": {"s": {"type": "string", "maxLength": 8},
-                                         "x": {"type": "number", "minimum": 0, "maximum": 1},
-                                         "n": {"type": "integer", "minimum": 1, "maximum": 48}},
-        "required": ["s", "x", "n"], "additionalProperties": False}, pieces)
+    pieces = [
+        b"{",
+        b'"',
+        b"s",
+        b'"',
+        b":",
+        b" ",
+        b'"',
+        b"ab",
+        b'"',
+        b",",
+        b" ",
+        b'"',
+        b"x",
+        b'"',
+        b":",
+        b" ",
+        b"0",
+        b".",
+        b"2",
+        b"5",
+        b",",
+        b" ",
+        b'"',
+        b"n",
+        b'"',
+        b":",
+        b" ",
+        b"1",
+        b"2",
+        b"}",
+    ]
+    check_first_bytes(
+        prepare_starter_file(tmp_path),
+        {
+            "type": "object",
+            "properties": {
+                "s": {"type": "string", "maxLength": 8},
+                "x": {"type": "number", "minimum": 0, "maximum": 1},
+                "n": {"type": "integer", "minimum": 1, "maximum": 48},
+            },
+            "required": ["s", "x", "n"],
+            "additionalProperties": False,
+        },
+        pieces,
+    )
 
 
 def check_first_bytes(model: Path, schema: dict, pieces: list[bytes]) -> None:
@@ -278,7 +354,7 @@ def check_first_bytes(model: Path, schema: dict, pieces: list[bytes]) -> None:
     by_text = {}
     for t in range(n_vocab):
         n = llama_cpp.llama_token_to_piece(vocab, t, buf, 64, 0, True)
-        by_text.setdefault(buf.raw[:max(n, 0)], t)
+        by_text.setdefault(buf.raw[: max(n, 0)], t)
     try:
         for piece in [b"", *pieces]:
             if piece:

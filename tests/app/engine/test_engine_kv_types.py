@@ -35,14 +35,20 @@ def engine() -> Iterator[EngineClient]:
 
 
 def _estimated_kv(path: Path, type_k: str, type_v: str, flash_attn: bool) -> int:
-    e = compute_parts(facts_from_header(read_gguf_header(path)), None, N_CTX, 0, type_k, type_v=type_v,
-                      flash_attn=flash_attn)
+    e = compute_parts(facts_from_header(read_gguf_header(path)), None, N_CTX, 0, type_k, type_v=type_v, flash_attn=flash_attn)
     return e.kv_ram + e.kv_vram
 
 
-@pytest.mark.parametrize(("type_k", "type_v", "flash_attn"), [
-    ("f16", "f16", None), ("q8_0", "q8_0", True), ("q4_0", "q4_0", True), ("q8_0", "f16", False), ("f16", "q4_0", None),
-])
+@pytest.mark.parametrize(
+    ("type_k", "type_v", "flash_attn"),
+    [
+        ("f16", "f16", None),
+        ("q8_0", "q8_0", True),
+        ("q4_0", "q4_0", True),
+        ("q8_0", "f16", False),
+        ("f16", "q4_0", None),
+    ],
+)
 def test_each_kv_type_loads_shrinks_the_cache_and_matches_the_estimate(
     engine: EngineClient, kv_gguf: Path, type_k: str, type_v: str, flash_attn: bool | None
 ) -> None:
@@ -57,8 +63,9 @@ def test_each_kv_type_loads_shrinks_the_cache_and_matches_the_estimate(
         assert loaded.kv_bytes == f16
     else:
         assert loaded.kv_bytes < f16
-    reply = engine.generate([{"role": "user", "content": "hello there"}], conversation_id=None, max_tokens=6,
-                            temperature=0.0, speculative=placement.speculative).wait(60)
+    reply = engine.generate(
+        [{"role": "user", "content": "hello there"}], conversation_id=None, max_tokens=6, temperature=0.0, speculative=placement.speculative
+    ).wait(60)
     assert reply.status in ("complete", "length") and reply.metrics["gen_tokens"] > 0
 
 

@@ -12,8 +12,9 @@ from app.engine.passage_fit import compose, fit_passages
 
 
 def passage(i: int, size: int) -> Passage:
-    return Passage(chunk_id=i, collection="c", path=f"/d/f{i}.txt", text=f"passage {i} " + "w" * size, start=0, end=size,
-                   hash=f"h{i}", score=1.0)
+    return Passage(
+        chunk_id=i, collection="c", path=f"/d/f{i}.txt", text=f"passage {i} " + "w" * size, start=0, end=size, hash=f"h{i}", score=1.0
+    )
 
 
 def fit_under(limit: int):

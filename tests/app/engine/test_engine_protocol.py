@@ -10,8 +10,19 @@ from app.engine import protocol as p
 
 SAMPLES = [
     p.Load("l1", "/m/x.gguf", n_ctx=2048, n_threads=4, n_gpu_layers=0, flash_attn=None),
-    p.Generate("g1", "conv", [{"role": "user", "content": "hé\n🙂"}], max_tokens=5, seed=3, stop=["\nUser:"],
-               prompt_tokens=[1, 2, 3], no_cache=True, ignore_eos=True, grammar='root ::= "a"', keep_all_turns=True),
+    p.Generate(
+        "g1",
+        "conv",
+        [{"role": "user", "content": "hé\n🙂"}],
+        max_tokens=5,
+        seed=3,
+        stop=["\nUser:"],
+        prompt_tokens=[1, 2, 3],
+        no_cache=True,
+        ignore_eos=True,
+        grammar='root ::= "a"',
+        keep_all_turns=True,
+    ),
     p.Cancel("g1"),
     p.Unload("u1"),
     p.Shutdown(),
@@ -21,7 +32,7 @@ SAMPLES = [
     p.Embed("e1", ["hé", ""]),
     p.Embedded("e1", [[0.6, -0.8], [1.0, 0.0]], 7),
     p.Started("g1", 10, 4, 0, 1.5, "gguf"),
-    p.Token("g1", "a\nb\u2028\"c\""),
+    p.Token("g1", 'a\nb\u2028"c"'),
     p.Finished("g1", "text", "length", {"gen_tokens": 3}),
     p.Failed("g1", "the engine failed.", "generate"),
     p.Failed("g2", "too long.", "context", prompt_tokens=9120, n_ctx=8192, reserve=512, at_least=True),
@@ -39,7 +50,7 @@ def test_round_trip_one_ascii_line(msg: p.Message) -> None:
 
 def test_fast_token_line_is_the_same_bytes() -> None:
     prefix = p.token_line_prefix("g7")
-    for text in ["", "plain", "é🙂\n\t\"\\", "\x00"]:
+    for text in ["", "plain", 'é🙂\n\t"\\', "\x00"]:
         assert p.token_line(prefix, text) == p.encode(p.Token("g7", text))
 
 

@@ -14,12 +14,15 @@ from app.engine.grammar import MAX_GRAMMAR_NESTING, grammar_nesting, schema_gram
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "array", "items": {"type": "integer"}, "maxItems": 20000},
-    {"type": "string", "maxLength": 200000},
-    {"type": "string", "pattern": "^a{1,50000}$"},
-    {"type": "object", "properties": {"deep": {"type": "string", "minLength": 10**9}}},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": {"type": "integer"}, "maxItems": 20000},
+        {"type": "string", "maxLength": 200000},
+        {"type": "string", "pattern": "^a{1,50000}$"},
+        {"type": "object", "properties": {"deep": {"type": "string", "minLength": 10**9}}},
+    ],
+)
 def test_a_schema_past_the_limit_is_a_sentence_naming_it(schema: dict) -> None:
     with pytest.raises(ValueError) as info:
         schema_grammar(schema)
@@ -40,6 +43,5 @@ def test_a_grammar_at_the_limit_is_one_llama_cpp_parses(tiny_gguf: Path) -> None
         "s = llama_cpp.llama_sampler_init_grammar(llama_cpp.llama_model_get_vocab(m), sys.stdin.read().encode(), b'root')\n"
         "print('parsed' if s else 'refused')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(tiny_gguf)], input=gbnf, capture_output=True, text=True,
-                          timeout=100)
+    done = subprocess.run([sys.executable, "-c", code, str(tiny_gguf)], input=gbnf, capture_output=True, text=True, timeout=100)
     assert done.returncode == 0 and done.stdout.strip() == "parsed", (done.returncode, done.stdout, done.stderr[-500:])

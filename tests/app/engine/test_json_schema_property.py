@@ -27,8 +27,9 @@ STRING_FIELD = st.one_of(
     st.builds(lambda hi: {"type": "string", "maxLength": hi}, st.integers(1, 24)),
     st.builds(lambda lo: {"type": "string", "minLength": lo}, st.integers(1, 6)),
     st.just({"type": "string", "pattern": "^a.b$"}),
-    st.lists(st.text(alphabet="abc xyz\"\\", min_size=1, max_size=5), min_size=1, max_size=3, unique=True)
-      .map(lambda values: {"enum": values}),
+    st.lists(st.text(alphabet='abc xyz"\\', min_size=1, max_size=5), min_size=1, max_size=3, unique=True).map(
+        lambda values: {"enum": values}
+    ),
 )
 
 
@@ -46,8 +47,14 @@ def engine(tiny_gguf: Path) -> Iterator[EngineClient]:
 
 
 def test_the_string_rule_keeps_out_what_json_strings_cannot_hold() -> None:
-    gbnf = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
-        "a": {"type": "string"}, "b": {"type": "string", "pattern": "^x.$"}}}}})
+    gbnf = grammar_for(
+        {
+            "type": "json_schema",
+            "json_schema": {
+                "schema": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "pattern": "^x.$"}}}
+            },
+        }
+    )
     assert gbnf is not None
     rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines())
     single = re.compile(rules["char"].split(" | ")[0])  # the class of characters taken as they are
@@ -56,14 +63,21 @@ def test_the_string_rule_keeps_out_what_json_strings_cannot_hold() -> None:
     assert rules["dot"] == rules["char"].split(" ")[0], rules["dot"]
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(schema=schemas(), seed=st.integers(0, 2**16), temperature=st.sampled_from([0.0, 1.0, 1.5]))
-def test_every_finished_reply_parses_and_validates(engine: EngineClient, schema: dict[str, Any], seed: int,
-                                                   temperature: float) -> None:
+def test_every_finished_reply_parses_and_validates(engine: EngineClient, schema: dict[str, Any], seed: int, temperature: float) -> None:
     gbnf = grammar_for({"type": "json_schema", "json_schema": {"name": "t", "schema": schema}})
-    fin = engine.generate([{"role": "user", "content": "fill it in"}], conversation_id=None, max_tokens=400,
-                          seed=seed, temperature=temperature, top_k=0, grammar=gbnf).wait()
+    fin = engine.generate(
+        [{"role": "user", "content": "fill it in"}],
+        conversation_id=None,
+        max_tokens=400,
+        seed=seed,
+        temperature=temperature,
+        top_k=0,
+        grammar=gbnf,
+    ).wait()
     assert fin.status in ("complete", "length"), (fin.status, fin.error)
     if fin.status == "complete":  # the grammar ended it; a reply cut at max_tokens is not a whole value
         jsonschema.validate(json.loads(fin.text), schema)

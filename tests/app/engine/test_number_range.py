@@ -42,12 +42,14 @@ def plain_fits(text: str) -> bool:
 
 def within(schema: dict, text: str) -> bool:
     value = Decimal(text)
-    return all((
-        "minimum" not in schema or value >= Decimal(repr(schema["minimum"])),
-        "exclusiveMinimum" not in schema or value > Decimal(repr(schema["exclusiveMinimum"])),
-        "maximum" not in schema or value <= Decimal(repr(schema["maximum"])),
-        "exclusiveMaximum" not in schema or value < Decimal(repr(schema["exclusiveMaximum"])),
-    ))
+    return all(
+        (
+            "minimum" not in schema or value >= Decimal(repr(schema["minimum"])),
+            "exclusiveMinimum" not in schema or value > Decimal(repr(schema["exclusiveMinimum"])),
+            "maximum" not in schema or value <= Decimal(repr(schema["maximum"])),
+            "exclusiveMaximum" not in schema or value < Decimal(repr(schema["exclusiveMaximum"])),
+        )
+    )
 
 
 def decimals_near(values: list[float]) -> list[str]:
@@ -66,8 +68,11 @@ def decimals_near(values: list[float]) -> list[str]:
     return sorted(out)
 
 
-bound_values = st.one_of(st.integers(-1000, 1000), st.decimals(-1000, 1000, places=3).map(float),
-                         st.sampled_from([0, 0.0, 1e-7, -1e-7, 0.1, 0.3, 2.5, 1e15, -1e20]))
+bound_values = st.one_of(
+    st.integers(-1000, 1000),
+    st.decimals(-1000, 1000, places=3).map(float),
+    st.sampled_from([0, 0.0, 1e-7, -1e-7, 0.1, 0.3, 2.5, 1e15, -1e20]),
+)
 
 
 @st.composite
@@ -85,13 +90,15 @@ def nonempty(schema: dict) -> bool:
 
 
 @settings(max_examples=150, deadline=None, database=None, derandomize=True)
-@given(bounded_schemas(), st.lists(st.decimals(-2000, 2000, places=4, allow_nan=False, allow_infinity=False),
-                                   max_size=20))
+@given(bounded_schemas(), st.lists(st.decimals(-2000, 2000, places=4, allow_nan=False, allow_infinity=False), max_size=20))
 def test_the_grammar_takes_exactly_the_plain_numbers_within_the_bounds(schema: dict, extra: list) -> None:
     if not nonempty(schema):
         low, high = number_range.bounds(schema)
-        assert low is not None and high is not None and (
-            low.value > high.value or (low.value == high.value and (low.exclusive or high.exclusive))), schema
+        assert (
+            low is not None
+            and high is not None
+            and (low.value > high.value or (low.value == high.value and (low.exclusive or high.exclusive)))
+        ), schema
         return
     rule = matcher(schema)
     texts = decimals_near([schema[k] for k in KEYS if k in schema]) + [format(d, "f") for d in extra]
@@ -120,8 +127,7 @@ def test_an_exclusive_bound_keeps_its_own_value_out_even_as_a_double() -> None:
 
 
 def test_bounds_that_leave_no_number_are_a_sentence() -> None:
-    for schema in ({"type": "number", "minimum": 2, "maximum": 1},
-                   {"type": "number", "exclusiveMinimum": 1, "maximum": 1}):
+    for schema in ({"type": "number", "minimum": 2, "maximum": 1}, {"type": "number", "exclusiveMinimum": 1, "maximum": 1}):
         with pytest.raises(ValueError, match="leave no number between them"):
             schema_grammar(schema)
 
@@ -130,9 +136,18 @@ def test_a_bound_that_is_not_a_number_is_ignored_as_for_integers() -> None:
     assert schema_grammar({"type": "number", "minimum": True, "maximum": "2"}) == schema_grammar({"type": "number"})
 
 
-@pytest.mark.parametrize("schema", [{"maximum": -1}, {"maximum": -5}, {"maximum": -10}, {"maximum": -123},
-                                    {"minimum": -7}, {"minimum": 15, "maximum": 300}, {"exclusiveMinimum": -12,
-                                                                                        "exclusiveMaximum": 207}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"maximum": -1},
+        {"maximum": -5},
+        {"maximum": -10},
+        {"maximum": -123},
+        {"minimum": -7},
+        {"minimum": 15, "maximum": 300},
+        {"exclusiveMinimum": -12, "exclusiveMaximum": 207},
+    ],
+)
 def test_an_integer_range_takes_its_integers_as_json_writes_them(schema: dict) -> None:
     """Integer bounds (the converter's own rules): every integer within is taken, written as JSON
     writes it, and nothing else; upstream let "-05" in under a negative maximum with no minimum."""

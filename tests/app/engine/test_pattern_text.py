@@ -17,14 +17,23 @@ from app.engine.grammar import schema_grammar
 from app.engine.pattern_class import json_class, read_class
 from tests.support.gbnf_regex import gbnf_matcher
 
-ALPHABET = ['a', 'z', '@', '"', '\\', '\n', '\t', '-', '.', '_', '0', '9', 'A', ' ', 'é', '\x01', '\x7f']
-PATTERNS = ["^[^@]{1,3}$", "^[a\"]+$", "^a\"b$", "^[\\\\\"]{1,2}$", "^[\\w.-]+$", "^\\d\\n[^a-z0-9]$",
-            "^[\\x20-\\x7E]{2}$", "^(?:[^\\s]|\\.)+$", "^[\\^a]+$", "^a\\\\\"$"]
+ALPHABET = ["a", "z", "@", '"', "\\", "\n", "\t", "-", ".", "_", "0", "9", "A", " ", "é", "\x01", "\x7f"]
+PATTERNS = [
+    "^[^@]{1,3}$",
+    '^[a"]+$',
+    '^a"b$',
+    '^[\\\\"]{1,2}$',
+    "^[\\w.-]+$",
+    "^\\d\\n[^a-z0-9]$",
+    "^[\\x20-\\x7E]{2}$",
+    "^(?:[^\\s]|\\.)+$",
+    "^[\\^a]+$",
+    '^a\\\\"$',
+]
 
 
 def root_rule(pattern: str) -> re.Pattern[str]:
-    rules = dict(line.split(" ::= ", 1) for line in schema_grammar({"type": "string", "pattern": pattern}).splitlines()
-                 if " ::= " in line)
+    rules = dict(line.split(" ::= ", 1) for line in schema_grammar({"type": "string", "pattern": pattern}).splitlines() if " ::= " in line)
     body = rules["root"].removeprefix('"\\"" (').removesuffix(') "\\"" space')
     for name in sorted((n for n in rules if n.startswith("root-")), key=len, reverse=True):
         body = re.sub(rf"(?<![\w-]){name}(?![\w-])", lambda _, rule=rules[name]: f"({rule})", body)

@@ -42,8 +42,15 @@ def test_sampled_integers_stay_within_their_bounds(engine: EngineClient) -> None
     gbnf = grammar_for({"type": "json_schema", "json_schema": {"name": "span", "schema": SCHEMA, "strict": True}})
     values = []
     for seed in range(12):
-        fin = engine.generate([{"role": "user", "content": "how long?"}], conversation_id=None, max_tokens=200,
-                              seed=seed, temperature=1.0, top_k=0, grammar=gbnf).wait()
+        fin = engine.generate(
+            [{"role": "user", "content": "how long?"}],
+            conversation_id=None,
+            max_tokens=200,
+            seed=seed,
+            temperature=1.0,
+            top_k=0,
+            grammar=gbnf,
+        ).wait()
         assert fin.status in ("complete", "length"), (fin.status, fin.error)
         if fin.status == "complete":
             values.append(json.loads(fin.text))

@@ -38,16 +38,28 @@ def test_every_reply_that_ends_is_valid_under_its_generated_schema(engine: Engin
     tally: Counter[str] = Counter()
     invalid: list[dict[str, Any]] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(schemas())
     def sample_under(schema: dict[str, Any]) -> None:
         check_schema(schema)
         gbnf = grammar_for({"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}})
         assert gbnf is not None
         for seed in SEEDS:
-            fin = engine.generate([{"role": "user", "content": "fill it in"}], conversation_id=None,
-                                  max_tokens=MAX_TOKENS, seed=seed, temperature=1.0, top_k=0, grammar=gbnf).wait()
+            fin = engine.generate(
+                [{"role": "user", "content": "fill it in"}],
+                conversation_id=None,
+                max_tokens=MAX_TOKENS,
+                seed=seed,
+                temperature=1.0,
+                top_k=0,
+                grammar=gbnf,
+            ).wait()
             assert fin.status in ("complete", "length"), (fin.status, fin.error)
             tally[fin.status] += 1
             if fin.status != "complete":  # cut at max_tokens: not a whole value

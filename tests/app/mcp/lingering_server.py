@@ -20,10 +20,12 @@ import time
 
 PIDS, CALLS, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
 TOOLS = [
-    {"name": "hang", "description": "Never answers.",
-     "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False}},
-    {"name": "echo", "description": "Echo the text back.",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False}},
+    {
+        "name": "echo",
+        "description": "Echo the text back.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
 ]
 
 
@@ -68,8 +70,14 @@ def serve() -> None:
             continue  # a notification
         method = message.get("method")
         if method == "initialize":
-            reply(message, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                            "serverInfo": {"name": "lingering", "version": "1"}})
+            reply(
+                message,
+                {
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "lingering", "version": "1"},
+                },
+            )
         elif method == "tools/list":
             reply(message, {"tools": TOOLS})
         elif method == "tools/call":

@@ -41,8 +41,7 @@ def test_a_decision_covers_only_its_own_call(host: McpHost, fault_server: ToolSe
     assert calls(calls_file) == []
 
 
-def test_deny_gives_a_denial_and_the_server_never_sees_the_call(
-        host: McpHost, fault_server: ToolServer, calls_file: Path) -> None:
+def test_deny_gives_a_denial_and_the_server_never_sees_the_call(host: McpHost, fault_server: ToolServer, calls_file: Path) -> None:
     request = ToolRequest(fault_server, "echo", {"text": "x"})
     result = host.call_tool(request, decide(request, Approver(DENY), MemoryRules()))
     assert result.status == "denied"
@@ -123,8 +122,7 @@ def test_each_call_is_a_sealed_entry_of_the_record(tmp_path: Path, host: McpHost
         core.close()
 
 
-def test_a_rule_whose_kept_files_cannot_be_read_asks_again_with_a_sentence(
-        tmp_path: Path, fault_server: ToolServer) -> None:
+def test_a_rule_whose_kept_files_cannot_be_read_asks_again_with_a_sentence(tmp_path: Path, fault_server: ToolServer) -> None:
     core = open_store(tmp_path)
     try:
         store = ToolServerStore(core.db)
@@ -134,7 +132,8 @@ def test_a_rule_whose_kept_files_cannot_be_read_asks_again_with_a_sentence(
         core.db.conn.execute("UPDATE tool_rules SET what_runs = '{not json' WHERE server = 'fault'")
         approver = Approver(DENY)
         assert decide(ToolRequest(fault_server, "echo", {}), approver, store).verdict == DENY
-        assert approver.asked[0].asked_again == ('You chose "always" for this tool before, but what it was kept for cannot '
-                                               'be read back, so it asks again.')
+        assert approver.asked[0].asked_again == (
+            'You chose "always" for this tool before, but what it was kept for cannot be read back, so it asks again.'
+        )
     finally:
         core.close()

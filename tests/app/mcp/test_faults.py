@@ -28,7 +28,8 @@ def test_lists_the_fault_servers_tools_with_descriptions(host: McpHost, fault_se
 
 
 def test_a_crash_is_one_sentence_and_the_next_call_starts_the_server_again(
-        host: McpHost, fault_server: ToolServer, calls_file: Path) -> None:
+    host: McpHost, fault_server: ToolServer, calls_file: Path
+) -> None:
     result = allowed_call(host, fault_server, "crash")
     assert result.status == "failed"
     assert result.text == "the tool server 'fault' stopped during the call of 'crash'; it will be started again for the next call."
@@ -40,8 +41,9 @@ def test_a_crash_is_one_sentence_and_the_next_call_starts_the_server_again(
 def test_a_hang_ends_at_the_timeout_setting(quick_host: McpHost, fault_server: ToolServer) -> None:
     result = allowed_call(quick_host, fault_server, "hang")
     assert result.status == "failed"
-    assert result.text == ("the call of 'hang' on the tool server 'fault' got no answer within 1.5 seconds "
-                           "(the timeout setting); the server was stopped.")
+    assert result.text == (
+        "the call of 'hang' on the tool server 'fault' got no answer within 1.5 seconds (the timeout setting); the server was stopped."
+    )
     assert allowed_call(quick_host, fault_server, "echo", {"text": "back"}).text == "back"
 
 
@@ -80,8 +82,9 @@ def test_a_server_that_exits_at_once_is_one_sentence(host: McpHost) -> None:
         host.list_tools(quits)
 
 
-def test_stderr_goes_to_the_log_not_the_screen(host: McpHost, fault_server: ToolServer, log_file: Path,
-                                               capfd: pytest.CaptureFixture[str]) -> None:
+def test_stderr_goes_to_the_log_not_the_screen(
+    host: McpHost, fault_server: ToolServer, log_file: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     host.list_tools(fault_server)
     host.stop_all()
     assert "fault server: started" in log_file.read_text()

@@ -35,8 +35,7 @@ def npx() -> str:
     assert found, "these tests need node's npx on PATH (the reference MCP servers are npm packages)"
     for package in NPM_PACKAGES:
         try:
-            done = subprocess.run([found, "-y", package, "/"], stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, timeout=600)
+            done = subprocess.run([found, "-y", package, "/"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
             pytest.fail(f"npx could not fetch {package} within 10 minutes: is the npm registry reachable?")
         if done.returncode != 0 and "running on stdio" not in done.stderr.lower() and "server" not in done.stderr.lower():
@@ -90,8 +89,9 @@ def free_port() -> int:
 @pytest.fixture
 def http_fault_server(calls_file: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER), str(calls_file), "http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(FAULT_SERVER), str(calls_file), "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(300):  # until it listens (polled, not timed)
             try:

@@ -129,13 +129,11 @@ def test_a_server_that_exits_normally_takes_every_process_it_started_with_it(hos
     assert "leash: the server exited; stopped 3 process(es) it left running" in (tmp_path / "logs" / "tool-servers.log").read_text()
 
 
-def test_a_hung_server_that_ignores_sigterm_is_stopped_with_every_process_it_started(host: McpHost,
-                                                                                     tmp_path: Path) -> None:
+def test_a_hung_server_that_ignores_sigterm_is_stopped_with_every_process_it_started(host: McpHost, tmp_path: Path) -> None:
     server, pids, calls = _lingering(tmp_path, "hostile")
     request = ToolRequest(server, "hang", {})
     results: list[ToolResult] = []
-    calling = threading.Thread(target=lambda: results.append(
-        host.call_tool(request, decide(request, allow_without_asking, MemoryRules()))))
+    calling = threading.Thread(target=lambda: results.append(host.call_tool(request, decide(request, allow_without_asking, MemoryRules()))))
     calling.start()
     noted = _noted(pids)  # while the call hangs
     calling.join(WAIT_S)
@@ -166,12 +164,30 @@ def chat(prepared_home: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, Path
     added = cove(home, "tools", "add", "lingering", "--", sys.executable, str(SERVER), str(pids), str(calls), "hostile")
     assert added.returncode == 0, added.stderr
     pieces = tmp_path / "pieces.json"
-    pieces.write_text(json.dumps([HANG[i:i + 7] for i in range(0, len(HANG), 7)]))
+    pieces.write_text(json.dumps([HANG[i : i + 7] for i in range(0, len(HANG), 7)]))
     env = {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "FAKE_HOST_PIECES": str(pieces)}
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_COVE, "chat", "--new", "--model", "qwentools", "--tools",
-                             "lingering", "--allow-tools", "What is taking so long?"], cwd=REPO_ROOT, env=env,
-                            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FAKE_COVE,
+            "chat",
+            "--new",
+            "--model",
+            "qwentools",
+            "--tools",
+            "lingering",
+            "--allow-tools",
+            "What is taking so long?",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while "hang" not in (calls.read_text() if calls.exists() else ""):
@@ -192,7 +208,8 @@ def _everything_of(proc: subprocess.Popen, pids: Path) -> set[tuple[int, bytes]]
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
 def test_a_signal_to_cove_during_a_hanging_call_records_it_and_leaves_no_process(
-        chat: tuple[Path, Path, Path, subprocess.Popen], sig: signal.Signals) -> None:
+    chat: tuple[Path, Path, Path, subprocess.Popen], sig: signal.Signals
+) -> None:
     home, pids, _calls, proc = chat
     processes = _everything_of(proc, pids)
     os.killpg(proc.pid, sig)
@@ -219,8 +236,7 @@ def test_a_signal_to_cove_during_a_hanging_call_records_it_and_leaves_no_process
     assert cove(home, "record", "verify").returncode == 0
 
 
-def test_sigkill_of_cove_during_a_hanging_call_leaves_no_process(
-        chat: tuple[Path, Path, Path, subprocess.Popen]) -> None:
+def test_sigkill_of_cove_during_a_hanging_call_leaves_no_process(chat: tuple[Path, Path, Path, subprocess.Popen]) -> None:
     _home, pids, _calls, proc = chat
     processes = _everything_of(proc, pids)
     os.killpg(proc.pid, signal.SIGKILL)

@@ -1,4 +1,4 @@
-""""Always allow" follows the program and script that run, not a command line's text: a server added
+""" "Always allow" follows the program and script that run, not a command line's text: a server added
 as `python srv.py` keeps running the srv.py it was added with, from any folder; a changed script,
 or a server kept with a relative path that now means another file, is asked about again with a
 sentence saying what changed (app/mcp/identity.py, app/mcp/store.py). Real stdio MCP servers."""
@@ -53,7 +53,8 @@ def _call(host: McpHost, store: ToolServerStore, server: ToolServer, approver: A
 
 
 def test_a_relative_script_is_resolved_when_added_and_another_folders_srv_py_never_runs(
-        folders, store: ToolServerStore, host: McpHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    folders, store: ToolServerStore, host: McpHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b, calls = folders
     monkeypatch.chdir(a)
     server = store.add(stdio_server("mine", ["python", "srv.py"]))
@@ -70,7 +71,8 @@ def test_a_relative_script_is_resolved_when_added_and_another_folders_srv_py_nev
 
 
 def test_a_changed_script_is_asked_again_saying_what_changed(
-        folders, store: ToolServerStore, host: McpHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    folders, store: ToolServerStore, host: McpHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, _b, calls = folders
     monkeypatch.chdir(a)
     server = store.add(stdio_server("mine", ["python", "srv.py"]))
@@ -98,20 +100,21 @@ def test_a_changed_script_is_asked_again_saying_what_changed(
 
 
 def test_a_server_kept_with_a_relative_path_asks_once_again_then_whenever_it_means_another_file(
-        folders, store: ToolServerStore, host: McpHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    folders, store: ToolServerStore, host: McpHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b, calls = folders
     # As Cove kept them before it resolved paths: the command as typed, the rule bound to its text.
-    store.db["tool_servers"].insert({"name": "old", "command": json.dumps(["python", "srv.py"]), "url": None,
-                                     "added_at": "2025-01-01T00:00:00Z"})
-    store.db["tool_rules"].insert({"server": "old", "tool": "now", "identity": "python srv.py",
-                                   "created_at": "2025-01-01T00:00:00Z"})
+    store.db["tool_servers"].insert(
+        {"name": "old", "command": json.dumps(["python", "srv.py"]), "url": None, "added_at": "2025-01-01T00:00:00Z"}
+    )
+    store.db["tool_rules"].insert({"server": "old", "tool": "now", "identity": "python srv.py", "created_at": "2025-01-01T00:00:00Z"})
     server = store.get("old")
     assert server.command == ("python", "srv.py")  # not rewritten: Cove cannot know its folder
 
     monkeypatch.chdir(a)
     approver = Approver(ALWAYS)
     assert _call(host, store, server, approver).text == "A ran now"
-    assert len(approver.asked) == 1 and "that was before Cove tied \"always\"" in approver.asked[0].asked_again
+    assert len(approver.asked) == 1 and 'that was before Cove tied "always"' in approver.asked[0].asked_again
     assert _call(host, store, server, approver).text == "A ran now" and len(approver.asked) == 1
 
     monkeypatch.chdir(b)
@@ -120,14 +123,16 @@ def test_a_server_kept_with_a_relative_path_asks_once_again_then_whenever_it_mea
     assert _call(host, store, server, approver).status == "denied"
     assert approver.asked[1].asked_again == (
         f'You chose "always" for this tool before, but it would now run {b / "srv.py"} where it ran '
-        f"{a / 'srv.py'} then ('srv.py' is read from the folder Cove runs in).")
+        f"{a / 'srv.py'} then ('srv.py' is read from the folder Cove runs in)."
+    )
     assert calls_made(calls) == ["A now", "A now"]
 
 
 def _cove(home: Path, cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "COVE_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=cwd, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=180
+    )
 
 
 def test_cove_tools_from_two_folders_as_a_person_runs_it(folders, tmp_path: Path) -> None:
@@ -152,8 +157,11 @@ def test_adding_from_a_folder_that_is_gone_is_one_sentence(tmp_path: Path, monke
     gone.mkdir()
     monkeypatch.chdir(gone)
     gone.rmdir()
-    with pytest.raises(ToolServerDefinitionError, match=r"^the program and script of 'python srv.py' cannot be found "
-                                                        r"from here \(.*\): give their full paths\.$"):
+    with pytest.raises(
+        ToolServerDefinitionError,
+        match=r"^the program and script of 'python srv.py' cannot be found "
+        r"from here \(.*\): give their full paths\.$",
+    ):
         stdio_server("mine", ["python", "srv.py"])
 
 

@@ -59,13 +59,19 @@ def test_a_template_without_reasoning_refuses_an_effort_and_takes_none(chat_temp
 
 
 def test_a_replys_reasoning_reaches_the_prompt_only_where_the_template_puts_it(chat_templates) -> None:
-    turns = [*ASK, {"role": "assistant", "content": "Paris.", "reasoning": "The user asks; Paris."},
-             {"role": "user", "content": "And of Italy?"}]
+    turns = [
+        *ASK,
+        {"role": "assistant", "content": "Paris.", "reasoning": "The user asks; Paris."},
+        {"role": "user", "content": "And of Italy?"},
+    ]
     qwen3 = chat_format(chat_templates("qwen3.jinja")).render(turns).text
     assert "The user asks; Paris." not in qwen3 and "Paris." in qwen3  # Qwen3 drops the reasoning of earlier turns
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
-    step = [*ASK, {"role": "assistant", "content": "", "tool_calls": [call], "reasoning": "Need the weather."},
-            {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"}]
+    step = [
+        *ASK,
+        {"role": "assistant", "content": "", "tool_calls": [call], "reasoning": "Need the weather."},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"},
+    ]
 
     tool = Tool("get_weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
     oss = chat_format(chat_templates("openai-gpt-oss-120b.jinja")).for_tools((tool,)).render(step).text

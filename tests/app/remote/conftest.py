@@ -57,8 +57,9 @@ def gate() -> NetworkGate:
     return NetworkGate(environ={})
 
 
-def engine_for(url: str, gate: NetworkGate, *, key: str | None = None, stall_timeout_s: float = 30.0,
-               ca_file: str | None = None) -> tuple[RemoteEngine, RemoteModel]:
+def engine_for(
+    url: str, gate: NetworkGate, *, key: str | None = None, stall_timeout_s: float = 30.0, ca_file: str | None = None
+) -> tuple[RemoteEngine, RemoteModel]:
     connection = connection_to(url, ca_file=ca_file)
     return RemoteEngine(connection, key, gate, stall_timeout_s=stall_timeout_s), model_on(connection)
 

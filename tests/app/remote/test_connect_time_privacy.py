@@ -23,8 +23,10 @@ from models.network import NetworkGate
 from tests.app.remote.conftest import connection_to, model_on
 from tests.support.fault_proxy import Listener, start_listener
 
-STREAM = (b'data: {"choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}\n\n'
-          b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+STREAM = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
 
 
 @pytest.fixture
@@ -49,8 +51,7 @@ def _turn(port: int) -> tuple[MessageStatus | str, str]:
     connection = connection_to(f"http://gpu-box.test:{port}/v1")
     engine = RemoteEngine(connection, None, NetworkGate(environ={}))
     try:
-        generation = engine.generate([{"role": "user", "content": "a private question"}], model=model_on(connection),
-                                     max_tokens=4)
+        generation = engine.generate([{"role": "user", "content": "a private question"}], model=model_on(connection), max_tokens=4)
         events = list(generation)
     finally:
         engine.close()
@@ -60,7 +61,8 @@ def _turn(port: int) -> tuple[MessageStatus | str, str]:
 
 
 def test_a_name_that_turns_public_between_the_check_and_the_connection_gets_nothing(
-        server: tuple[Listener, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    server: tuple[Listener, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     listener, seen = server
     port = int(listener.url.rsplit(":", 1)[1])
     monkeypatch.setattr(privacy, "resolve", lambda name: ["127.0.0.1"])  # private when checked...
@@ -71,7 +73,8 @@ def test_a_name_that_turns_public_between_the_check_and_the_connection_gets_noth
 
 
 def test_a_name_that_stays_private_is_connected_to_by_the_checked_address(
-        server: tuple[Listener, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    server: tuple[Listener, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     listener, seen = server
     port = int(listener.url.rsplit(":", 1)[1])
     monkeypatch.setattr(privacy, "resolve", lambda name: ["127.0.0.1"])

@@ -21,8 +21,15 @@ from app.store.migrations import MIGRATIONS
 from tests.app.remote.conftest import SERVER_KEY
 from tests.support.keyrings import InMemoryKeyring, LockedKeyring, RefusingKeyring, files_containing
 
-VLLM = ServerInfo("vllm", "0.6.3", [{"id": "meta-llama/Llama-3.1-70B", "fingerprint": None, "context_length": 8192},
-                                    {"id": "small", "fingerprint": "sha256:abc", "context_length": None}], True)
+VLLM = ServerInfo(
+    "vllm",
+    "0.6.3",
+    [
+        {"id": "meta-llama/Llama-3.1-70B", "fingerprint": None, "context_length": 8192},
+        {"id": "small", "fingerprint": "sha256:abc", "context_length": None},
+    ],
+    True,
+)
 
 
 def test_connections_round_trip_through_the_history_file(tmp_path: Path) -> None:
@@ -46,8 +53,7 @@ def test_connections_round_trip_through_the_history_file(tmp_path: Path) -> None
     assert box.name == "gpu-box" and box.server["kind"] == "vllm" and box.server["version"] == "0.6.3"
     assert box.server["private"] is True and box.server["probed_at"]
     assert [m.name for m in remote_models(box)] == ["meta-llama/Llama-3.1-70B@gpu-box", "small@gpu-box"]
-    assert remote_models(box)[0] == RemoteModel("gpu-box", "meta-llama/Llama-3.1-70B", "gpu-box.lan:8000", "vllm",
-                                                None, 8192)
+    assert remote_models(box)[0] == RemoteModel("gpu-box", "meta-llama/Llama-3.1-70B", "gpu-box.lan:8000", "vllm", None, 8192)
     assert remote_models(box)[1].fingerprint == "sha256:abc"
     assert other.base_url == "https://[fd00::5]:8443/api/v1" and other.host == "[fd00::5]:8443" and other.public_ok
     assert connections.get("GPU-BOX") == box  # names are found whatever their letter case
@@ -76,8 +82,9 @@ def test_without_a_secure_keyring_the_key_lasts_this_run_and_the_person_is_told(
     db = open_database(tmp_path / "cove.db").db
     connections = Connections(db, ConnectionKeys(NoBackend("no keyring backend was found")))
     connections.add("box", "http://127.0.0.1:8080", key=SERVER_KEY)
-    assert connections.last_notice == ("No secure keyring is available on this system (no keyring backend was found), "
-                                       "so the key is kept in memory for this run only.")
+    assert connections.last_notice == (
+        "No secure keyring is available on this system (no keyring backend was found), so the key is kept in memory for this run only."
+    )
     assert connections.key("box") == SERVER_KEY
     assert Connections(db, ConnectionKeys(NoBackend("none"))).key("box") is None  # another run: gone
     for keyring, words in ((LockedKeyring(), "the keyring is locked"), (RefusingKeyring(), "refused to store it")):
@@ -92,26 +99,32 @@ def test_without_a_secure_keyring_the_key_lasts_this_run_and_the_person_is_told(
     assert files_containing(tmp_path, SERVER_KEY) == []
 
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("http://gpu-box.lan:8000", "http://gpu-box.lan:8000/v1"),
-    ("HTTPS://Box.Example/", "https://box.example/v1"),
-    ("http://10.0.0.2:11434/v1/", "http://10.0.0.2:11434/v1"),
-    ("http://10.0.0.2:8000/v1/models", "http://10.0.0.2:8000/v1"),
-    ("http://[::1]:9000/openai/v1", "http://[::1]:9000/openai/v1"),
-])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://gpu-box.lan:8000", "http://gpu-box.lan:8000/v1"),
+        ("HTTPS://Box.Example/", "https://box.example/v1"),
+        ("http://10.0.0.2:11434/v1/", "http://10.0.0.2:11434/v1"),
+        ("http://10.0.0.2:8000/v1/models", "http://10.0.0.2:8000/v1"),
+        ("http://[::1]:9000/openai/v1", "http://[::1]:9000/openai/v1"),
+    ],
+)
 def test_addresses_are_normalised(url: str, expected: str) -> None:
     assert normalise_url(url) == expected
 
 
-@pytest.mark.parametrize(("url", "words"), [
-    ("gpu-box:8000", "Start the server's address with http:// or https://"),
-    ("ftp://box/v1", "not ftp://"),
-    ("http://user:secret@box/v1", "Leave the user name and password out"),
-    ("http://box/v1?key=1", "query"),
-    ("http://:8000/v1", "names no server"),
-    ("http://box:99999/v1", "not a number from 1 to 65535"),
-    ("", "Start the server's address"),
-])
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("gpu-box:8000", "Start the server's address with http:// or https://"),
+        ("ftp://box/v1", "not ftp://"),
+        ("http://user:secret@box/v1", "Leave the user name and password out"),
+        ("http://box/v1?key=1", "query"),
+        ("http://:8000/v1", "names no server"),
+        ("http://box:99999/v1", "not a number from 1 to 65535"),
+        ("", "Start the server's address"),
+    ],
+)
 def test_bad_addresses_are_sentences(url: str, words: str) -> None:
     with pytest.raises(ConnectionProblem) as refused:
         normalise_url(url)
@@ -126,8 +139,7 @@ def test_names_keys_and_duplicates_are_checked(tmp_path: Path) -> None:
     connections.add("box", "http://127.0.0.1:8000")
     with pytest.raises(ConnectionProblem, match="A connection named box already exists"):
         connections.add("BOX", "http://127.0.0.1:9000")
-    for bad_key, words in (("two words", "one word"), ("Bearer abc", "without 'Bearer'"), ("ключ", "ASCII"),
-                           ("k" * 5000, "too long")):
+    for bad_key, words in (("two words", "one word"), ("Bearer abc", "without 'Bearer'"), ("ключ", "ASCII"), ("k" * 5000, "too long")):
         with pytest.raises(ConnectionProblem, match=words) as refused:
             connections.add("keyed", "http://127.0.0.1:8000", key=bad_key)
         assert bad_key not in str(refused.value)

@@ -19,8 +19,7 @@ def problem(status: int, body: object = "", headers: dict[str, str] | None = Non
 
 
 def test_each_status_is_its_kind_of_problem_and_names_the_host() -> None:
-    cases = {401: "auth", 403: "auth", 404: "not_found", 429: "busy", 500: "server", 502: "server", 503: "server",
-             400: "server"}
+    cases = {401: "auth", 403: "auth", 404: "not_found", 429: "busy", 500: "server", 502: "server", 503: "server", 400: "server"}
     for status, kind in cases.items():
         found = problem(status, {"error": {"message": "nope"}})
         assert found.kind == kind and found.status == status

@@ -18,8 +18,9 @@ from tests.support.fault_proxy import FaultProxy
 HELLO = [{"role": "user", "content": "tell me a story"}]
 
 
-def reply(proxy: FaultProxy, gate: NetworkGate, *, key: str | None = None, stall_timeout_s: float = 30.0,
-          max_tokens: int = 24) -> tuple[FinishedEvent, str]:
+def reply(
+    proxy: FaultProxy, gate: NetworkGate, *, key: str | None = None, stall_timeout_s: float = 30.0, max_tokens: int = 24
+) -> tuple[FinishedEvent, str]:
     """The reply through the proxy, and the text its TokenEvents carried."""
     engine, model = engine_for(proxy.url, gate, key=key, stall_timeout_s=stall_timeout_s)
     events = list(engine.generate(HELLO, model=model, max_tokens=max_tokens, temperature=0.0, seed=11))
@@ -109,8 +110,7 @@ def test_a_busy_server_says_so_and_when_to_try_again(proxy: FaultProxy, gate: Ne
 
 
 @pytest.mark.parametrize("status", [500, 503])
-def test_a_server_error_quotes_the_server_trimmed_and_without_the_key(proxy: FaultProxy, gate: NetworkGate,
-                                                                     status: int) -> None:
+def test_a_server_error_quotes_the_server_trimmed_and_without_the_key(proxy: FaultProxy, gate: NetworkGate, status: int) -> None:
     proxy.mode, proxy.status = "status", status
     proxy.message = f"CUDA error: out of memory (request had Bearer {SERVER_KEY}) " + "detail " * 100
     final, _ = reply(proxy, gate, key=SERVER_KEY)

@@ -37,8 +37,9 @@ def test_the_key_is_in_no_file_and_no_sentence_after_a_session(tmp_path: Path, k
 
         conversation = core.history.create_conversation(model=model.name)
         user = core.history.add_user_message(conversation.id, "hello")
-        row = core.history.start_assistant_message(conversation.id, parent_id=user.id, model_name=model.name,
-                                                   model_sha256=model.fingerprint, model_quant=None, params={})
+        row = core.history.start_assistant_message(
+            conversation.id, parent_id=user.id, model_name=model.name, model_sha256=model.fingerprint, model_quant=None, params={}
+        )
         engine = RemoteEngine(connection, key, core.network)
         final = engine.generate([{"role": "user", "content": "hello"}], model=model, max_tokens=8).wait(30)
         engine.close()
@@ -51,18 +52,17 @@ def test_the_key_is_in_no_file_and_no_sentence_after_a_session(tmp_path: Path, k
         wrong = RemoteEngine(connection, "sk-not-the-key", core.network)
         refused = wrong.generate([{"role": "user", "content": "hello"}], model=model, max_tokens=8).wait(30)
         wrong.close()
-        row = core.history.start_assistant_message(conversation.id, parent_id=user.id, model_name=model.name,
-                                                   model_sha256=None, model_quant=None, params={})
-        core.history.finish_assistant(row.id, refused.text, status=refused.status, metrics=refused.metrics,
-                                      error=refused.error)
+        row = core.history.start_assistant_message(
+            conversation.id, parent_id=user.id, model_name=model.name, model_sha256=None, model_quant=None, params={}
+        )
+        core.history.finish_assistant(row.id, refused.text, status=refused.status, metrics=refused.metrics, error=refused.error)
         sentences.append(refused.error or "")
 
         with FaultProxy(keyed_server.url) as proxy:  # a server whose error message repeats the key
             proxy.mode, proxy.status, proxy.message = "status", 401, f"Incorrect API key provided: {SERVER_KEY}"
             echoed = connections.add("echo", proxy.url, key=SERVER_KEY)
             engine = RemoteEngine(echoed, connections.key("echo"), core.network)
-            sentences.append(engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(30).error
-                             or "")
+            sentences.append(engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(30).error or "")
             sentences.append(repr(engine) + repr(engine.http) + repr(connections.keys))
             engine.close()
     finally:

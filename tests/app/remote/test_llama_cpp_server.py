@@ -40,8 +40,7 @@ def test_probe_knows_llama_cpp_python_and_lists_its_model(llama_server: LlamaCpp
     assert gate.active() == []
 
 
-def test_a_streamed_reply_arrives_as_token_events_with_cove_s_figures(llama_server: LlamaCppServer,
-                                                                      gate: NetworkGate) -> None:
+def test_a_streamed_reply_arrives_as_token_events_with_cove_s_figures(llama_server: LlamaCppServer, gate: NetworkGate) -> None:
     seen = watch(gate)
     engine, model = engine_for(llama_server.url, gate)
     generation = engine.generate(HELLO, model=model, max_tokens=24, temperature=0.0, seed=7)
@@ -55,8 +54,15 @@ def test_a_streamed_reply_arrives_as_token_events_with_cove_s_figures(llama_serv
     assert m["ttft_ms"] > 0 and m["turn_ms"] >= m["ttft_ms"]
     assert 2 <= m["gen_tokens"] <= 24 and m["gen_tps"] > 0
     assert m["stop_reason"] in ("length", "stop")
-    assert m["remote"] == {"connection": "box", "host": engine.connection.host, "kind": "llama-cpp-python",
-                           "model_id": "tiny", "fingerprint": None, "server_usage": None, "server_timings": None}
+    assert m["remote"] == {
+        "connection": "box",
+        "host": engine.connection.host,
+        "kind": "llama-cpp-python",
+        "model_id": "tiny",
+        "fingerprint": None,
+        "server_usage": None,
+        "server_timings": None,
+    }
     wait_idle(gate)
     assert ("remote", engine.connection.host, True) in seen and ("remote", engine.connection.host, False) in seen
     # the same request at temperature 0 gives the same text: nothing was lost or doubled on the way
@@ -89,8 +95,7 @@ def test_stop_mid_reply_keeps_the_text_and_closes_the_stream(llama_server: Llama
     engine.close()
 
 
-def test_the_key_goes_as_a_bearer_and_a_wrong_or_missing_one_is_a_sentence(keyed_server: LlamaCppServer,
-                                                                            gate: NetworkGate) -> None:
+def test_the_key_goes_as_a_bearer_and_a_wrong_or_missing_one_is_a_sentence(keyed_server: LlamaCppServer, gate: NetworkGate) -> None:
     connection = connection_to(keyed_server.url)
     with pytest.raises(RemoteProblem) as missing:
         probe(connection, None, gate)

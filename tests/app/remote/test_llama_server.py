@@ -41,8 +41,9 @@ MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "c
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     folder = tmp_path_factory.mktemp("llama-server")
-    model = write_tiny_gguf(folder / "tiny-chatml.gguf", chat_template=CHATML, n_ctx_train=N_CTX,
-                            extra_tokens=("<|im_start|>", "<|im_end|>"))
+    model = write_tiny_gguf(
+        folder / "tiny-chatml.gguf", chat_template=CHATML, n_ctx_train=N_CTX, extra_tokens=("<|im_start|>", "<|im_end|>")
+    )
     llama_server_binary()  # built once before the first test (tests/support/llama_tools_build.py)
     with llama_server(model, folder, alias="tiny", n_ctx=N_CTX, extra_args=["--metrics"]) as running:
         yield running
@@ -58,8 +59,7 @@ def _connection(server: LlamaServer) -> Connection:
 
 
 def _model(server: LlamaServer) -> RemoteModel:
-    return RemoteModel(connection="workstation", model_id=server.model_id, host=f"127.0.0.1:{server.port}",
-                       kind="llama-server")
+    return RemoteModel(connection="workstation", model_id=server.model_id, host=f"127.0.0.1:{server.port}", kind="llama-server")
 
 
 def _tokens_predicted(server: LlamaServer) -> float:
@@ -104,8 +104,7 @@ def test_a_reply_streams_as_token_events_and_carries_the_servers_timings(server:
 
 def test_the_same_greedy_request_gives_the_same_text_twice(server: LlamaServer, gate: NetworkGate) -> None:
     engine = RemoteEngine(_connection(server), None, gate)
-    texts = [engine.generate(MESSAGES, model=_model(server), max_tokens=12, stop=(), **GREEDY).wait(60).text
-             for _ in range(2)]
+    texts = [engine.generate(MESSAGES, model=_model(server), max_tokens=12, stop=(), **GREEDY).wait(60).text for _ in range(2)]
     assert texts[0] == texts[1] != ""  # the conversation and settings reached the server as sent
 
 
@@ -138,10 +137,10 @@ def test_the_key_is_required_and_sent_only_as_a_bearer(tmp_path: Path, gate: Net
     with llama_server(model, tmp_path, alias="tiny", api_key="sk-test-0123456789") as keyed:
         conn = _connection(keyed)
         assert probe(conn, "sk-test-0123456789", gate).kind == "llama-server"
-        reply = RemoteEngine(conn, "sk-test-0123456789", gate).generate(
-            MESSAGES, model=_model(keyed), max_tokens=4, stop=(), **GREEDY).wait(60)
+        reply = (
+            RemoteEngine(conn, "sk-test-0123456789", gate).generate(MESSAGES, model=_model(keyed), max_tokens=4, stop=(), **GREEDY).wait(60)
+        )
         assert reply.status == "length"
-        wrong = RemoteEngine(conn, "sk-wrong", gate).generate(MESSAGES, model=_model(keyed), max_tokens=4, stop=(),
-                                                            **GREEDY).wait(60)
+        wrong = RemoteEngine(conn, "sk-wrong", gate).generate(MESSAGES, model=_model(keyed), max_tokens=4, stop=(), **GREEDY).wait(60)
         assert wrong.status == "error" and "sk-wrong" not in (wrong.error or "")
         assert "key" in (wrong.error or "").lower()

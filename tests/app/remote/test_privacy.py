@@ -20,16 +20,32 @@ def resolver(table: dict[str, list[str]]):
     return resolve
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost", "LOCALHOST:11434", "[::1]:8080", "10.1.2.3",
-                                  "172.16.0.9:8000", "172.31.255.255", "192.168.1.20:8000", "169.254.3.4",
-                                  "[fd12:3456::1]:8000", "[fe80::1%eth0]:80", "gpu-box.local:8000", "box.localhost",
-                                  "[::ffff:192.168.0.5]"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:8000",
+        "localhost",
+        "LOCALHOST:11434",
+        "[::1]:8080",
+        "10.1.2.3",
+        "172.16.0.9:8000",
+        "172.31.255.255",
+        "192.168.1.20:8000",
+        "169.254.3.4",
+        "[fd12:3456::1]:8000",
+        "[fe80::1%eth0]:80",
+        "gpu-box.local:8000",
+        "box.localhost",
+        "[::ffff:192.168.0.5]",
+    ],
+)
 def test_private_hosts(host: str) -> None:
     assert is_private_host(host, resolver({})) is True
 
 
-@pytest.mark.parametrize("host", ["8.8.8.8", "172.32.0.1:8000", "11.0.0.1", "[2001:db8::1]:443", "100.64.0.1",
-                                  "[::ffff:8.8.8.8]", "", "api.example.com"])
+@pytest.mark.parametrize(
+    "host", ["8.8.8.8", "172.32.0.1:8000", "11.0.0.1", "[2001:db8::1]:443", "100.64.0.1", "[::ffff:8.8.8.8]", "", "api.example.com"]
+)
 def test_public_hosts(host: str) -> None:
     assert is_private_host(host, resolver({"api.example.com": ["93.184.216.34"]})) is False
 

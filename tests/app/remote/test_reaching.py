@@ -49,16 +49,16 @@ def test_a_closed_port_is_a_sentence_at_once(gate: NetworkGate) -> None:
     engine, model = engine_for(f"http://127.0.0.1:{port}", gate)
     final = engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(10)
     assert final.status == MessageStatus.ERROR and final.text == ""
-    assert final.error == (f"127.0.0.1:{port} refused the connection: nothing is listening on port {port} there "
-                           "(is the server running, and on that port?).")
+    assert final.error == (
+        f"127.0.0.1:{port} refused the connection: nothing is listening on port {port} there (is the server running, and on that port?)."
+    )
     assert final.failure is not None and final.failure.kind == "remote-unreachable"
     with pytest.raises(RemoteProblem) as probed:
         probe(connection_to(f"http://127.0.0.1:{port}"), None, gate)
     assert probed.value.kind == "unreachable" and str(probed.value) == final.error
 
 
-def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout(listening: socket.socket,
-                                                                          gate: NetworkGate) -> None:
+def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout(listening: socket.socket, gate: NetworkGate) -> None:
     port = listening.getsockname()[1]
     fillers = []  # fill the listen queue, so the next connection attempt gets no answer at all
     for _ in range(3):
@@ -93,8 +93,7 @@ def test_offline_refuses_before_any_socket(listening: socket.socket) -> None:
     assert not connected_to(listening)
 
 
-def test_the_environment_s_proxy_is_not_used(llama_server: LlamaCppServer, gate: NetworkGate,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_s_proxy_is_not_used(llama_server: LlamaCppServer, gate: NetworkGate, monkeypatch: pytest.MonkeyPatch) -> None:
     elsewhere = Elsewhere().start()
     try:
         for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "HTTPS_PROXY"):

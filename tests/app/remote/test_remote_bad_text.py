@@ -42,9 +42,12 @@ def test_a_lone_surrogate_in_a_chunk_is_replaced_and_the_reply_kept(gate: Networ
 
 
 def test_a_lone_surrogate_in_reasoning_usage_or_an_error_is_replaced(gate: NetworkGate) -> None:
-    answer = sse(chunk(reasoning_content="hm" + LONE), chunk("ok "),
-                 {"choices": [], "usage": {"prompt_tokens": 3, "note" + LONE: LONE}},
-                 {"error": {"message": "bad " + LONE + " thing"}})
+    answer = sse(
+        chunk(reasoning_content="hm" + LONE),
+        chunk("ok "),
+        {"choices": [], "usage": {"prompt_tokens": 3, "note" + LONE: LONE}},
+        {"error": {"message": "bad " + LONE + " thing"}},
+    )
     for url in served(answer):
         final = ask(url, gate)
     assert final.status == MessageStatus.INTERRUPTED
@@ -68,8 +71,9 @@ def test_cove_chat_prints_and_records_the_reply_and_says_so_once(tmp_path: Path)
     env.update(COVE_HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO_ROOT), PYTHONIOENCODING="utf-8")
 
     def cove(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO_ROOT, env=env, input="",
-                              capture_output=True, timeout=180)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli.main", *args], cwd=REPO_ROOT, env=env, input="", capture_output=True, timeout=180
+        )
 
     for url in stand_in({"/v1/chat/completions": answer, "/v1/models": {"object": "list", "data": [{"id": "tiny"}]}}):
         added = cove("remote", "add", "box", f"{url}/v1", "--no-key")

@@ -30,8 +30,10 @@ def test_events_split_anywhere_between_chunks_read_the_same() -> None:
 
 
 def test_comments_and_known_fields_are_not_counted_but_unreadable_lines_are() -> None:
-    stream = (b"\xef\xbb\xbf: ping - 2026-01-01\n\nevent: message\nid: 7\nretry: 100\ndata: one\n\n"
-              b"data: \xff\xfe\n\nnonsense\n\nweird: field\ndata: two\ndata: lines\n\n")
+    stream = (
+        b"\xef\xbb\xbf: ping - 2026-01-01\n\nevent: message\nid: 7\nretry: 100\ndata: one\n\n"
+        b"data: \xff\xfe\n\nnonsense\n\nweird: field\ndata: two\ndata: lines\n\n"
+    )
     events, reader = read_all([stream])
     assert events == [SseEvent("one", "message"), SseEvent("two\nlines")]
     assert reader.skipped == 3  # the line that is not UTF-8, "nonsense", "weird: field"

@@ -24,8 +24,7 @@ def chunk(content: str | None = None, *, finish: str | None = None, **delta: Any
 
 
 def sse(*payloads: dict[str, Any] | str, separator: bytes = b"\n\n") -> Response:
-    body = b"".join(b"data: " + (p.encode() if isinstance(p, str) else json.dumps(p).encode()) + separator
-                    for p in payloads)
+    body = b"".join(b"data: " + (p.encode() if isinstance(p, str) else json.dumps(p).encode()) + separator for p in payloads)
     return Response(body, media_type="text/event-stream")
 
 
@@ -41,8 +40,14 @@ def ask(url: str, gate: NetworkGate):
 
 
 def test_reasoning_is_shown_as_thinking_then_the_answer(gate: NetworkGate) -> None:
-    answer = sse(chunk(role="assistant", content=""), chunk(reasoning_content="Let me "), chunk(reasoning_content="see."),
-                 chunk("It is 4."), chunk(finish="stop"), "[DONE]")
+    answer = sse(
+        chunk(role="assistant", content=""),
+        chunk(reasoning_content="Let me "),
+        chunk(reasoning_content="see."),
+        chunk("It is 4."),
+        chunk(finish="stop"),
+        "[DONE]",
+    )
     for url in served(answer):
         final = ask(url, gate)
     assert final.status == MessageStatus.COMPLETE
@@ -51,13 +56,18 @@ def test_reasoning_is_shown_as_thinking_then_the_answer(gate: NetworkGate) -> No
 
 
 def test_llama_server_s_final_usage_and_timings_become_the_figures(gate: NetworkGate) -> None:
-    timings = {"prompt_n": 12, "prompt_ms": 30.5, "predicted_n": 3, "predicted_ms": 9.0, "predicted_per_second": 333.3,
-               "cache_n": 8}
+    timings = {"prompt_n": 12, "prompt_ms": 30.5, "predicted_n": 3, "predicted_ms": 9.0, "predicted_per_second": 333.3, "cache_n": 8}
     usage = {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23}
-    answer = sse(chunk(role="assistant", content=None), chunk("a"), chunk("b"), chunk("c"),
-                 {**chunk(finish="length"), "timings": timings},
-                 {"object": "chat.completion.chunk", "choices": [], "usage": usage, "timings": timings}, "[DONE]",
-                 separator=b"\r\n\r\n")
+    answer = sse(
+        chunk(role="assistant", content=None),
+        chunk("a"),
+        chunk("b"),
+        chunk("c"),
+        {**chunk(finish="length"), "timings": timings},
+        {"object": "chat.completion.chunk", "choices": [], "usage": usage, "timings": timings},
+        "[DONE]",
+        separator=b"\r\n\r\n",
+    )
     for url in served(answer):
         final = ask(url, gate)
     assert final.status == MessageStatus.LENGTH and final.text == "abc"
@@ -79,17 +89,23 @@ def test_an_error_event_mid_stream_interrupts_with_the_server_s_words(gate: Netw
 
 
 def test_events_run_together_and_no_done_still_read_whole(gate: NetworkGate) -> None:
-    together = Response(b"".join(b"data: " + json.dumps(c).encode() + b"\n" for c in
-                                 (chunk("x"), chunk("y"), chunk(finish="stop"))), media_type="text/event-stream")
+    together = Response(
+        b"".join(b"data: " + json.dumps(c).encode() + b"\n" for c in (chunk("x"), chunk("y"), chunk(finish="stop"))),
+        media_type="text/event-stream",
+    )
     for url in served(together):
         final = ask(url, gate)
     assert final.status == MessageStatus.COMPLETE and final.text == "xy"
 
 
 def test_a_whole_json_reply_to_a_stream_request_is_taken(gate: NetworkGate) -> None:
-    whole = JSONResponse({"object": "chat.completion", "usage": {"prompt_tokens": 5, "completion_tokens": 2},
-                          "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello!"},
-                                       "finish_reason": "stop"}]})
+    whole = JSONResponse(
+        {
+            "object": "chat.completion",
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello!"}, "finish_reason": "stop"}],
+        }
+    )
     for url in served(whole):
         final = ask(url, gate)
     assert final.status == MessageStatus.COMPLETE and final.text == "Hello!" and final.metrics["prompt_tokens"] == 5

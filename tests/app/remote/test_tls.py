@@ -33,15 +33,31 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cove test server")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                    x509.DNSName("localhost")]), critical=False)
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
@@ -49,8 +65,7 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
     )
     cert_file, key_file = folder / "server.pem", folder / "server.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     return cert_file, key_file
 
 
@@ -62,8 +77,9 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Llama
         yield server, cert_file
 
 
-def test_a_self_signed_server_fails_verification_without_its_certificate(tls_server: tuple[LlamaCppServer, Path],
-                                                                         gate: NetworkGate) -> None:
+def test_a_self_signed_server_fails_verification_without_its_certificate(
+    tls_server: tuple[LlamaCppServer, Path], gate: NetworkGate
+) -> None:
     server, _ = tls_server
     assert server.url.startswith("https://")
     with pytest.raises(RemoteProblem) as failed:
@@ -85,9 +101,9 @@ def test_trusting_the_certificate_file_makes_it_work(tls_server: tuple[LlamaCppS
     engine.close()
 
 
-def test_http_to_an_https_server_and_https_to_an_http_one_are_sentences(tls_server: tuple[LlamaCppServer, Path],
-                                                                        llama_server: LlamaCppServer,
-                                                                        gate: NetworkGate) -> None:
+def test_http_to_an_https_server_and_https_to_an_http_one_are_sentences(
+    tls_server: tuple[LlamaCppServer, Path], llama_server: LlamaCppServer, gate: NetworkGate
+) -> None:
     server, _ = tls_server
     with pytest.raises(RemoteProblem) as wrong_way:
         probe(connection_to(llama_server.url.replace("http://", "https://")), None, gate)

@@ -36,8 +36,9 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
     def start(self: LocalBackend, messages: list[dict], params: Any, **kwargs: Any) -> Any:
         out["starts"].append((self.model.name, kwargs.get("keep_all_turns"), kwargs.get("raw_prompt")))
-        out["tools"].append((kwargs.get("tool_choice"), kwargs.get("tool_name"), [t["function"]["name"] for t in
-                                                                                   kwargs.get("tools") or []]))
+        out["tools"].append(
+            (kwargs.get("tool_choice"), kwargs.get("tool_name"), [t["function"]["name"] for t in kwargs.get("tools") or []])
+        )
         return real_start(self, messages, params, **kwargs)
 
     def mapped(reported: str, cause: StopCause | None) -> str:
@@ -61,14 +62,27 @@ def test_a_reply_is_started_by_the_backend_and_ended_by_the_turn(cove_core, seen
     server = ServerThread(cove_core.paths, port=_free_port())
     assert server.start() is None, server.error
     try:
-        chat = httpx.post(f"{server.address}/chat/completions", timeout=60, json={
-            "model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0})
-        text = httpx.post(f"{server.address}/completions", timeout=60, json={
-            "model": "tiny-llama", "prompt": "Once", "max_tokens": 2, "temperature": 0})
+        chat = httpx.post(
+            f"{server.address}/chat/completions",
+            timeout=60,
+            json={"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0},
+        )
+        text = httpx.post(
+            f"{server.address}/completions", timeout=60, json={"model": "tiny-llama", "prompt": "Once", "max_tokens": 2, "temperature": 0}
+        )
         tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
-        called = httpx.post(f"{server.address}/chat/completions", timeout=60, json={
-            "model": "tiny-llama", "messages": [{"role": "user", "content": "time?"}], "max_tokens": 2,
-            "temperature": 0, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+        called = httpx.post(
+            f"{server.address}/chat/completions",
+            timeout=60,
+            json={
+                "model": "tiny-llama",
+                "messages": [{"role": "user", "content": "time?"}],
+                "max_tokens": 2,
+                "temperature": 0,
+                "tools": [tool],
+                "tool_choice": {"type": "function", "function": {"name": "get_time"}},
+            },
+        )
         assert chat.status_code == text.status_code == called.status_code == 200, (chat.text, text.text, called.text)
         _wait_idle(server)
     finally:
@@ -79,9 +93,11 @@ def test_a_reply_is_started_by_the_backend_and_ended_by_the_turn(cove_core, seen
     assert seen["tools"] == [("auto", None, []), ("auto", None, []), ("required", "get_time", ["get_time"])]
     assert seen["ends"] == [("length", None)] * 3
     entries = requests_of(RequestLog(cove_core.db).entries())
-    assert [(e["endpoint"], e["status"]) for e in entries] == [("/v1/chat/completions", "length"),
-                                                               ("/v1/completions", "length"),
-                                                               ("/v1/chat/completions", "length")]
+    assert [(e["endpoint"], e["status"]) for e in entries] == [
+        ("/v1/chat/completions", "length"),
+        ("/v1/completions", "length"),
+        ("/v1/chat/completions", "length"),
+    ]
     assert entries[0]["reply"] == chat.json()["choices"][0]["message"]["content"]
 
 
@@ -90,8 +106,7 @@ def test_a_stopped_server_and_a_client_that_left_end_through_the_one_mapping(cov
     cove_core.library.import_file(write_tiny_gguf(tmp_path / "long.gguf", n_ctx_train=8192), name="long")
     server = ServerThread(cove_core.paths, port=_free_port())
     assert server.start() is None, server.error
-    body = {"model": "long", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 6000, "stream": True,
-            "temperature": 0}
+    body = {"model": "long", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 6000, "stream": True, "temperature": 0}
     got: list[str] = []
 
     def stream() -> None:

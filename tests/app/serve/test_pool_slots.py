@@ -53,9 +53,24 @@ class FakeEngine:
 
 
 def _model(name: str) -> InstalledModel:
-    return InstalledModel(name=name, path=f"/models/{name}.gguf", sha256="0" * 64, size=MIB, mtime=0.0, quant=None,
-                          architecture="llama", parameter_count=None, context_length=2048, has_chat_template=True,
-                          source="imported", repo=None, file=None, revision=None, added_at="", last_used_at=None)
+    return InstalledModel(
+        name=name,
+        path=f"/models/{name}.gguf",
+        sha256="0" * 64,
+        size=MIB,
+        mtime=0.0,
+        quant=None,
+        architecture="llama",
+        parameter_count=None,
+        context_length=2048,
+        has_chat_template=True,
+        source="imported",
+        repo=None,
+        file=None,
+        revision=None,
+        added_at="",
+        last_used_at=None,
+    )
 
 
 def _pool(made: list[FakeEngine], **kwargs: Any) -> ModelPool:
@@ -63,8 +78,7 @@ def _pool(made: list[FakeEngine], **kwargs: Any) -> ModelPool:
         made.append(FakeEngine())
         return made[-1]
 
-    return ModelPool(engine_factory=factory, footprint_of=lambda m: Footprint(10 * MIB, 5 * MIB),
-                     available_ram=lambda: 2**40, **kwargs)
+    return ModelPool(engine_factory=factory, footprint_of=lambda m: Footprint(10 * MIB, 5 * MIB), available_ram=lambda: 2**40, **kwargs)
 
 
 async def test_parallel_is_the_slots_of_one_engine_process() -> None:

@@ -73,8 +73,11 @@ def test_chat_completions_give_reasoning_content_whole_and_streamed(server, scri
     for chunk in oai(server).chat.completions.create(model="tiny-llama", messages=asked, stream=True):
         delta = chunk.choices[0].delta if chunk.choices else None
         for key in parts:
-            value = (delta.model_extra or {}).get(key) if delta is not None and key != "content" else \
-                (delta.content if delta is not None else None)
+            value = (
+                (delta.model_extra or {}).get(key)
+                if delta is not None and key != "content"
+                else (delta.content if delta is not None else None)
+            )
             if value:
                 parts[key].append(value)
     assert "".join(parts["reasoning_content"]) == message.model_extra["reasoning_content"]
@@ -99,8 +102,7 @@ def test_a_deepseek_r1_reply_opened_by_its_prompt_is_split_at_its_close(server, 
 
 def test_gpt_oss_without_tools_shows_its_final_channel_never_markup(server, script) -> None:
     script.mode, script.text = MODE_HARMONY, GPT_OSS
-    reply = oai(server).chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}],
-                                                reasoning_effort="low")
+    reply = oai(server).chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}], reasoning_effort="low")
     message = reply.choices[0].message
     assert message.content == "The capital of France is Paris."
     assert message.model_extra["reasoning_content"] == "User asks: capital of France. Answer: Paris."
@@ -109,8 +111,7 @@ def test_gpt_oss_without_tools_shows_its_final_channel_never_markup(server, scri
 
 def test_responses_give_a_reasoning_item_before_the_message(server, script) -> None:
     client = oai(server)
-    response = client.responses.create(model="tiny-llama", input="What is the capital of France?",
-                                       reasoning={"effort": "medium"})
+    response = client.responses.create(model="tiny-llama", input="What is the capital of France?", reasoning={"effort": "medium"})
     kinds = [item.type for item in response.output]
     assert kinds == ["reasoning", "message"]
     assert response.output[0].content[0].text == "The user asks for the capital of France. That is Paris."
@@ -127,33 +128,47 @@ def test_responses_give_a_reasoning_item_before_the_message(server, script) -> N
     assert "".join(deltas) == response.output[0].content[0].text and "".join(texts) == response.output_text
     assert [item.type for item in final.output] == ["reasoning", "message"]
     # A reasoning item sent back is read as the assistant's reasoning (the template decides its fate).
-    again = client.responses.create(model="tiny-llama", input=[
-        {"role": "user", "content": "hi"}, response.output[0].model_dump(exclude_none=True),
-        {"role": "assistant", "content": "The capital of France is Paris."}, {"role": "user", "content": "And Italy?"}])
+    again = client.responses.create(
+        model="tiny-llama",
+        input=[
+            {"role": "user", "content": "hi"},
+            response.output[0].model_dump(exclude_none=True),
+            {"role": "assistant", "content": "The capital of France is Paris."},
+            {"role": "user", "content": "And Italy?"},
+        ],
+    )
     assert again.status == "completed"
 
 
 def test_anthropic_messages_give_a_thinking_block_before_the_text(server, script) -> None:
     client = anthropic.Anthropic(base_url=server.address.removesuffix("/v1"), api_key="none", max_retries=0)
     asked = [{"role": "user", "content": "What is the capital of France?"}]
-    message = client.messages.create(model="tiny-llama", max_tokens=200, messages=asked,
-                                     thinking={"type": "enabled", "budget_tokens": 2048})
+    message = client.messages.create(
+        model="tiny-llama", max_tokens=200, messages=asked, thinking={"type": "enabled", "budget_tokens": 2048}
+    )
     assert [b.type for b in message.content] == ["thinking", "text"]
     assert message.content[0].thinking == "The user asks for the capital of France. That is Paris."
     assert message.content[1].text == "The capital of France is Paris."
     assert script.asked[-1] == "low"  # a budget under 4,096 tokens is the low effort
     with client.messages.stream(model="tiny-llama", max_tokens=200, messages=asked) as stream:
         streamed = stream.get_final_message()
-    assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in streamed.content] == \
-        [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in message.content]
+    assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in streamed.content] == [
+        (b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in message.content
+    ]
     # thinking blocks sent back are taken, as the reasoning of that turn
-    back = client.messages.create(model="tiny-llama", max_tokens=50, messages=[
-        *asked, {"role": "assistant", "content": [b.model_dump() for b in message.content]},
-        {"role": "user", "content": "And Italy?"}], thinking={"type": "disabled"})
+    back = client.messages.create(
+        model="tiny-llama",
+        max_tokens=50,
+        messages=[
+            *asked,
+            {"role": "assistant", "content": [b.model_dump() for b in message.content]},
+            {"role": "user", "content": "And Italy?"},
+        ],
+        thinking={"type": "disabled"},
+    )
     assert back.stop_reason == "end_turn" and script.asked[-1] == "none"
 
 
 def test_a_bad_switch_is_a_400_naming_its_field(server) -> None:
     with pytest.raises(openai.BadRequestError, match="reasoning_effort"):
-        oai(server).chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}],
-                                            reasoning_effort="extreme")  # type: ignore[arg-type]
+        oai(server).chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}], reasoning_effort="extreme")  # type: ignore[arg-type]

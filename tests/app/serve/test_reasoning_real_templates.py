@@ -22,13 +22,10 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
 
-
 @pytest.fixture
 def server(cove_core, tmp_path: Path) -> Iterator[ServerThread]:
-    for name, template in (("qwen3", "qwen3.jinja"), ("r1", "deepseek-r1-distill.jinja"),
-                           ("qwen25", "qwen2.5-instruct.jinja")):
-        path = write_tiny_gguf(tmp_path / f"{name}.gguf", chat_template=(TEMPLATES / template).read_text(),
-                               n_ctx_train=1024)
+    for name, template in (("qwen3", "qwen3.jinja"), ("r1", "deepseek-r1-distill.jinja"), ("qwen25", "qwen2.5-instruct.jinja")):
+        path = write_tiny_gguf(tmp_path / f"{name}.gguf", chat_template=(TEMPLATES / template).read_text(), n_ctx_train=1024)
         cove_core.library.import_file(path, name=name)
     with server_thread(cove_core.paths) as thread:
         yield thread
@@ -37,10 +34,10 @@ def server(cove_core, tmp_path: Path) -> Iterator[ServerThread]:
 def test_reasoning_effort_none_renders_qwen3s_empty_think_block(server) -> None:
     client = openai.OpenAI(base_url=server.address, api_key="none", max_retries=0)
     on = client.chat.completions.create(model="qwen3", messages=ASK, max_tokens=1, temperature=0)
-    off = client.chat.completions.create(model="qwen3", messages=ASK, max_tokens=1, temperature=0,
-                                         reasoning_effort="none")
-    thinking_off = client.chat.completions.create(model="qwen3", messages=ASK, max_tokens=1, temperature=0,
-                                                  extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    off = client.chat.completions.create(model="qwen3", messages=ASK, max_tokens=1, temperature=0, reasoning_effort="none")
+    thinking_off = client.chat.completions.create(
+        model="qwen3", messages=ASK, max_tokens=1, temperature=0, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+    )
     # "<think>\n\n</think>\n\n" is 19 characters; the tiny model's vocabulary spells them in at least 4 tokens
     assert off.usage.prompt_tokens - on.usage.prompt_tokens >= 4
     assert thinking_off.usage.prompt_tokens == off.usage.prompt_tokens
@@ -51,10 +48,12 @@ def test_a_deepseek_r1_reply_starts_in_its_reasoning(server) -> None:
     reply = client.chat.completions.create(model="r1", messages=ASK, max_tokens=12, temperature=0)
     message = reply.choices[0].message
     assert message.model_extra["reasoning_content"] and not message.content  # never closed: all reasoning
-    streamed = [c.choices[0].delta for c in client.chat.completions.create(
-        model="r1", messages=ASK, max_tokens=12, temperature=0, stream=True) if c.choices]
-    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in streamed) == \
-        message.model_extra["reasoning_content"]
+    streamed = [
+        c.choices[0].delta
+        for c in client.chat.completions.create(model="r1", messages=ASK, max_tokens=12, temperature=0, stream=True)
+        if c.choices
+    ]
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in streamed) == message.model_extra["reasoning_content"]
     assert not "".join(d.content or "" for d in streamed)
 
 
@@ -67,8 +66,7 @@ def test_an_effort_the_template_cannot_honour_is_a_400_with_a_sentence(server) -
         client.responses.create(model="qwen25", input="hi", max_output_tokens=16, reasoning={"effort": "low"})
     claude = anthropic.Anthropic(base_url=server.address.removesuffix("/v1"), api_key="none", max_retries=0)
     with pytest.raises(anthropic.BadRequestError, match="thinking"):
-        claude.messages.create(model="qwen25", max_tokens=4, messages=ASK,
-                               thinking={"type": "enabled", "budget_tokens": 1024})
+        claude.messages.create(model="qwen25", max_tokens=4, messages=ASK, thinking={"type": "enabled", "budget_tokens": 1024})
     # "none" asks nothing a template without reasoning cannot do
     ok = client.chat.completions.create(model="qwen25", messages=ASK, max_tokens=2, reasoning_effort="none")
     assert ok.choices[0].finish_reason == "length"

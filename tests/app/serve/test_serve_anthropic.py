@@ -39,8 +39,7 @@ def post(served: Served, body: dict[str, Any]) -> anthropic.types.Message:
 
 
 def test_a_message_with_a_system_prompt_has_text_usage_and_coves_timings(served: Served) -> None:
-    ask: dict[str, Any] = {"model": "tiny", "max_tokens": 6, "messages": [{"role": "user", "content": "hi"}],
-                           "extra_body": GREEDY}
+    ask: dict[str, Any] = {"model": "tiny", "max_tokens": 6, "messages": [{"role": "user", "content": "hi"}], "extra_body": GREEDY}
     plain = client(served).messages.create(**ask)
     # Longer than the line a base model (the tiny one) is given when there is no system prompt.
     reply = client(served).messages.create(**ask, system="Be brief and kind, and say only what you know. " * 4)
@@ -56,16 +55,16 @@ def test_a_message_with_a_system_prompt_has_text_usage_and_coves_timings(served:
 
 
 def test_a_streamed_message_gives_the_text_and_the_final_stop_reason_and_usage(served: Served) -> None:
-    with client(served).messages.stream(model="tiny", max_tokens=12, messages=[{"role": "user", "content": "more"}],
-                                        extra_body=GREEDY) as stream:
+    with client(served).messages.stream(
+        model="tiny", max_tokens=12, messages=[{"role": "user", "content": "more"}], extra_body=GREEDY
+    ) as stream:
         pieces = list(stream.text_stream)
         final = stream.get_final_message()
     # Twelve tokens of the tiny model may arrive within one 20 ms chunk: at least one text delta.
     assert len(pieces) >= 1 and "".join(pieces) == final.content[0].text
     assert final.stop_reason == "max_tokens" and final.stop_sequence is None
     assert final.usage.output_tokens == 12 and final.usage.input_tokens + (final.usage.cache_read_input_tokens or 0) > 0
-    whole = client(served).messages.create(model="tiny", max_tokens=12, messages=[{"role": "user", "content": "more"}],
-                                           extra_body=GREEDY)
+    whole = client(served).messages.create(model="tiny", max_tokens=12, messages=[{"role": "user", "content": "more"}], extra_body=GREEDY)
     assert whole.content[0].text == final.content[0].text  # greedy: the stream is the same reply
 
 
@@ -77,8 +76,19 @@ def test_the_stream_is_anthropics_sequence_of_named_events(served: Served) -> No
     names = [name.removeprefix("event: ") for name, _ in events]
     data = [json.loads(line.removeprefix("data: ")) for _, line in events]
     deltas = names.count("content_block_delta")
-    assert names == ["message_start", "content_block_start", "ping", *["content_block_delta"] * deltas,
-                     "content_block_stop", "message_delta", "message_stop"] and deltas >= 1
+    assert (
+        names
+        == [
+            "message_start",
+            "content_block_start",
+            "ping",
+            *["content_block_delta"] * deltas,
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ]
+        and deltas >= 1
+    )
     assert all(d["type"] == name for d, name in zip(data, names))
     start = data[0]["message"]
     assert start["content"] == [] and start["stop_reason"] is None and start["usage"]["input_tokens"] > 0
@@ -88,12 +98,14 @@ def test_the_stream_is_anthropics_sequence_of_named_events(served: Served) -> No
 def test_a_stop_sequence_ends_the_reply_and_is_named(served: Served) -> None:
     # Nearly every letter pair of the tiny model's vocabulary is a token, so in up to 300
     # tokens an "e" comes (greedy: the same reply every time).
-    reply = client(served).messages.create(model="tiny", max_tokens=300, messages=[{"role": "user", "content": "hi"}],
-                                           stop_sequences=["e"], extra_body=GREEDY)
+    reply = client(served).messages.create(
+        model="tiny", max_tokens=300, messages=[{"role": "user", "content": "hi"}], stop_sequences=["e"], extra_body=GREEDY
+    )
     assert reply.stop_reason == "stop_sequence" and reply.stop_sequence == "e"
     assert "e" not in reply.content[0].text and reply.usage.output_tokens < 300
-    with client(served).messages.stream(model="tiny", max_tokens=300, messages=[{"role": "user", "content": "hi"}],
-                                        stop_sequences=["e"], extra_body=GREEDY) as stream:
+    with client(served).messages.stream(
+        model="tiny", max_tokens=300, messages=[{"role": "user", "content": "hi"}], stop_sequences=["e"], extra_body=GREEDY
+    ) as stream:
         final = stream.get_final_message()
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == "e" and "e" not in final.content[0].text
 
@@ -101,31 +113,57 @@ def test_a_stop_sequence_ends_the_reply_and_is_named(served: Served) -> None:
 HI = [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize(("body", "error", "words"), [
-    ({"model": "no-such-model", "max_tokens": 5, "messages": HI}, anthropic.NotFoundError, "not installed"),
-    ({"model": "tiny", "messages": HI}, anthropic.BadRequestError, "max_tokens"),
-    ({"model": "tiny", "max_tokens": "ten", "messages": HI}, anthropic.BadRequestError, "max_tokens"),
-    ({"model": "tiny", "max_tokens": 5, "messages": "hi"}, anthropic.BadRequestError, "messages"),
-    ({"model": "tiny", "max_tokens": 5, "messages": []}, anthropic.BadRequestError, "messages"),
-    ({"model": "tiny", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, anthropic.BadRequestError,
-     "top-level 'system'"),
-    ({"model": "tiny", "max_tokens": 5, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "what is this?"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]},
-     anthropic.BadRequestError, "'image' is not supported"),
-    ({"model": "tiny", "max_tokens": 5, "messages": [{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}]}, anthropic.BadRequestError, "'tool_result'"),
-    ({"model": "tiny", "max_tokens": 5, "messages": [*HI, {"role": "assistant", "content": "Sure"}]},
-     anthropic.BadRequestError, "prefill"),
-    ({"model": "tiny", "max_tokens": 5, "messages": HI, "temperature": 1.5}, anthropic.BadRequestError, "temperature"),
-    ({"model": "tiny", "max_tokens": 5, "messages": HI, "top_k": "many"}, anthropic.BadRequestError, "top_k"),
-    ({"model": "tiny", "max_tokens": 5, "messages": HI, "stop_sequences": "e"}, anthropic.BadRequestError,
-     "stop_sequences"),
-    ({"model": "tiny", "max_tokens": 5, "messages": HI, "system": [{"type": "image"}]}, anthropic.BadRequestError,
-     "system"),
-])
-def test_bad_requests_are_the_clients_error_types_in_anthropics_shape(served: Served, body: dict, error: type,
-                                                                     words: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "error", "words"),
+    [
+        ({"model": "no-such-model", "max_tokens": 5, "messages": HI}, anthropic.NotFoundError, "not installed"),
+        ({"model": "tiny", "messages": HI}, anthropic.BadRequestError, "max_tokens"),
+        ({"model": "tiny", "max_tokens": "ten", "messages": HI}, anthropic.BadRequestError, "max_tokens"),
+        ({"model": "tiny", "max_tokens": 5, "messages": "hi"}, anthropic.BadRequestError, "messages"),
+        ({"model": "tiny", "max_tokens": 5, "messages": []}, anthropic.BadRequestError, "messages"),
+        (
+            {"model": "tiny", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]},
+            anthropic.BadRequestError,
+            "top-level 'system'",
+        ),
+        (
+            {
+                "model": "tiny",
+                "max_tokens": 5,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "what is this?"},
+                            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                        ],
+                    }
+                ],
+            },
+            anthropic.BadRequestError,
+            "'image' is not supported",
+        ),
+        (
+            {
+                "model": "tiny",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}],
+            },
+            anthropic.BadRequestError,
+            "'tool_result'",
+        ),
+        (
+            {"model": "tiny", "max_tokens": 5, "messages": [*HI, {"role": "assistant", "content": "Sure"}]},
+            anthropic.BadRequestError,
+            "prefill",
+        ),
+        ({"model": "tiny", "max_tokens": 5, "messages": HI, "temperature": 1.5}, anthropic.BadRequestError, "temperature"),
+        ({"model": "tiny", "max_tokens": 5, "messages": HI, "top_k": "many"}, anthropic.BadRequestError, "top_k"),
+        ({"model": "tiny", "max_tokens": 5, "messages": HI, "stop_sequences": "e"}, anthropic.BadRequestError, "stop_sequences"),
+        ({"model": "tiny", "max_tokens": 5, "messages": HI, "system": [{"type": "image"}]}, anthropic.BadRequestError, "system"),
+    ],
+)
+def test_bad_requests_are_the_clients_error_types_in_anthropics_shape(served: Served, body: dict, error: type, words: str) -> None:
     with pytest.raises(error) as caught:
         post(served, body)
     kind = "not_found_error" if error is anthropic.NotFoundError else "invalid_request_error"
@@ -134,8 +172,13 @@ def test_bad_requests_are_the_clients_error_types_in_anthropics_shape(served: Se
 
 
 def test_unknown_fields_and_metadata_are_ignored_and_sampling_settings_taken(served: Served) -> None:
-    reply = client(served).messages.create(model="tiny", max_tokens=3, messages=HI, metadata={"user_id": "me"},
-                                           extra_body={"temperature": 0.5, "top_p": 0.9, "top_k": 20, "wizardry": {"x": 1}})
+    reply = client(served).messages.create(
+        model="tiny",
+        max_tokens=3,
+        messages=HI,
+        metadata={"user_id": "me"},
+        extra_body={"temperature": 0.5, "top_p": 0.9, "top_k": 20, "wizardry": {"x": 1}},
+    )
     assert reply.content[0].text and 1 <= reply.usage.output_tokens <= 3
     params = json.loads(served.requests()[-1]["params"])
     assert params["temperature"] == 0.5 and params["top_p"] == 0.9 and params["top_k"] == 20 and params["max_tokens"] == 3
@@ -147,8 +190,10 @@ def test_a_prompt_longer_than_the_context_is_a_bad_request_whole_or_streamed(ser
         client(served).messages.create(model="tiny", max_tokens=5, messages=long)
     assert "context" in caught.value.body["error"]["message"]
     # A stream begins at the reply's first event: one that cannot start is an error response.
-    with (pytest.raises(anthropic.BadRequestError) as streamed,
-          client(served).messages.stream(model="tiny", max_tokens=5, messages=long) as stream):
+    with (
+        pytest.raises(anthropic.BadRequestError) as streamed,
+        client(served).messages.stream(model="tiny", max_tokens=5, messages=long) as stream,
+    ):
         list(stream.text_stream)
     assert streamed.value.body["type"] == "error" and streamed.value.body["error"]["type"] == "invalid_request_error"
     assert "8,192" in streamed.value.body["error"]["message"]
@@ -158,34 +203,47 @@ def test_malformed_json_and_an_oversized_body_are_refused_in_anthropics_shape(se
     url = f"{served.url}/v1/messages"
     bad = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}, timeout=30)
     assert bad.status_code == 400 and bad.json()["type"] == "error" and bad.json()["error"]["type"] == "invalid_request_error"
-    huge = httpx.post(url, content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
-                      headers={"content-type": "application/json"}, timeout=60)
+    huge = httpx.post(
+        url,
+        content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
     assert huge.status_code == 413 and huge.json()["error"]["type"] == "request_too_large"
 
 
 def test_each_message_is_in_the_record_with_its_endpoint(served: Served) -> None:
     before = len(served.requests())
-    messages = [{"role": "user", "content": "first"}, {"role": "user", "content": [{"type": "text", "text": "sec"},
-                                                                                 {"type": "text", "text": "ond"}]}]
-    client(served).messages.create(model="tiny", max_tokens=3, system=[{"type": "text", "text": "Be brief."}],
-                                   messages=messages, extra_body=GREEDY)
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": [{"type": "text", "text": "sec"}, {"type": "text", "text": "ond"}]},
+    ]
+    client(served).messages.create(
+        model="tiny", max_tokens=3, system=[{"type": "text", "text": "Be brief."}], messages=messages, extra_body=GREEDY
+    )
     with client(served).messages.stream(model="tiny", max_tokens=3, messages=HI, stop_sequences=["zzz"]) as stream:
         stream.until_done()
     entries = served.requests()
     assert len(entries) == before + 2
     whole, streamed = entries[-2:]
-    assert all(e["endpoint"] == "/v1/messages" and e["client"] == "local API" and e["model_name"] == "tiny"
-               for e in (whole, streamed))
-    assert json.loads(whole["messages"]) == [{"role": "system", "content": "Be brief."},
-                                             {"role": "user", "content": "first\n\nsecond"}]  # one turn, as Anthropic's
+    assert all(e["endpoint"] == "/v1/messages" and e["client"] == "local API" and e["model_name"] == "tiny" for e in (whole, streamed))
+    assert json.loads(whole["messages"]) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first\n\nsecond"},
+    ]  # one turn, as Anthropic's
     assert json.loads(whole["params"])["stream"] is False and json.loads(whole["usage"])["completion_tokens"] == 3
     params = json.loads(streamed["params"])
     assert params["stream"] is True and params["stop"] == ["zzz"] and streamed["status"] == "length"
 
 
 def test_a_client_that_leaves_mid_stream_stops_the_reply_and_the_next_is_answered(served: Served) -> None:
-    body = {"model": "tiny", "max_tokens": 6000, "stream": True, **GREEDY,  # greedy, the tiny model never ends a turn
-            "messages": [{"role": "user", "content": "go on and on"}]}
+    body = {
+        "model": "tiny",
+        "max_tokens": 6000,
+        "stream": True,
+        **GREEDY,  # greedy, the tiny model never ends a turn
+        "messages": [{"role": "user", "content": "go on and on"}],
+    }
     with httpx.stream("POST", f"{served.url}/v1/messages", json=body, timeout=60) as response:
         lines = response.iter_lines()
         got = [line for line, _ in zip(lines, range(12)) if line.startswith("event: ")]
@@ -211,20 +269,32 @@ def test_with_a_key_made_a_message_needs_it_and_the_record_names_it(served: Serv
     assert client(served).messages.create(model="tiny", max_tokens=2, messages=HI).content  # open again
 
 
-@pytest.mark.parametrize(("status", "metrics", "stops", "expected"), [
-    (MessageStatus.COMPLETE, {}, (), ("end_turn", None)),
-    (MessageStatus.COMPLETE, {"stop_sequence": None}, ("a", "b"), ("end_turn", None)),  # the engine says none was met
-    (MessageStatus.COMPLETE, {"stop_sequence": "b"}, ("a", "b"), ("stop_sequence", "b")),
-    (MessageStatus.COMPLETE, {"stop_sequence": "<end_of_turn>"}, ("a",), ("end_turn", None)),  # not one of the request's
-    (MessageStatus.LENGTH, {"gen_tokens": 10}, ("a",), ("max_tokens", None)),
-    (MessageStatus.LENGTH, {"gen_tokens": 7}, (), ("model_context_window_exceeded", None)),
-])
-def test_the_stop_reason_is_what_the_engine_met(status: str, metrics: dict, stops: tuple[str, ...],
-                                                         expected: tuple[str, str | None]) -> None:
+@pytest.mark.parametrize(
+    ("status", "metrics", "stops", "expected"),
+    [
+        (MessageStatus.COMPLETE, {}, (), ("end_turn", None)),
+        (MessageStatus.COMPLETE, {"stop_sequence": None}, ("a", "b"), ("end_turn", None)),  # the engine says none was met
+        (MessageStatus.COMPLETE, {"stop_sequence": "b"}, ("a", "b"), ("stop_sequence", "b")),
+        (MessageStatus.COMPLETE, {"stop_sequence": "<end_of_turn>"}, ("a",), ("end_turn", None)),  # not one of the request's
+        (MessageStatus.LENGTH, {"gen_tokens": 10}, ("a",), ("max_tokens", None)),
+        (MessageStatus.LENGTH, {"gen_tokens": 7}, (), ("model_context_window_exceeded", None)),
+    ],
+)
+def test_the_stop_reason_is_what_the_engine_met(
+    status: str, metrics: dict, stops: tuple[str, ...], expected: tuple[str, str | None]
+) -> None:
     assert stop_of(FinishedEvent("text", status, metrics), stops, 10) == expected
 
 
 def test_each_status_has_anthropics_error_type() -> None:
     assert [error_type(s) for s in (400, 401, 403, 404, 413, 429, 500, 503, 507)] == [
-        "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "request_too_large",
-        "rate_limit_error", "api_error", "overloaded_error", "api_error"]
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+        "rate_limit_error",
+        "api_error",
+        "overloaded_error",
+        "api_error",
+    ]

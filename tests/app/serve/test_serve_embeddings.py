@@ -46,8 +46,9 @@ def test_an_embedding_model_gives_one_unit_vector_per_text(server: str, cove_cor
         assert math.isclose(math.fsum(x * x for x in vector), 1.0, rel_tol=1e-4)
     assert vectors[0] == pytest.approx(vectors[2], abs=1e-6) and vectors[0] != pytest.approx(vectors[1], abs=1e-3)
     assert result.usage.prompt_tokens > 0 and result.model == "embedder"
-    floats = httpx.post(f"{server}/embeddings", timeout=60, json={"model": "embedder", "input": "a glacier",
-                                                                   "encoding_format": "float"}).json()
+    floats = httpx.post(
+        f"{server}/embeddings", timeout=60, json={"model": "embedder", "input": "a glacier", "encoding_format": "float"}
+    ).json()
     assert floats["data"][0]["embedding"] == pytest.approx(vectors[1], abs=1e-5)
     (first, second) = [e for e in requests_of(RequestLog(cove_core.db).entries()) if e["endpoint"] == "/v1/embeddings"]
     assert first["client"] == "local API" and "a glacier" in first["messages"] and first["status"] == "complete"
@@ -57,8 +58,11 @@ def test_a_chat_model_or_bad_input_is_a_bad_request(server: str) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         _client(server).embeddings.create(model="tiny-llama", input="hello")
     assert "not an embedding model" in caught.value.message and caught.value.body["param"] == "model"
-    for body, param in (({"model": "embedder", "input": []}, "input"), ({"model": "embedder", "input": [1, 2]}, "input"),
-                        ({"model": "embedder", "input": "x", "dimensions": 8}, "dimensions")):
+    for body, param in (
+        ({"model": "embedder", "input": []}, "input"),
+        ({"model": "embedder", "input": [1, 2]}, "input"),
+        ({"model": "embedder", "input": "x", "dimensions": 8}, "dimensions"),
+    ):
         reply = httpx.post(f"{server}/embeddings", json=body, timeout=60)
         assert reply.status_code == 400 and reply.json()["error"]["param"] == param
     with pytest.raises(openai.NotFoundError):

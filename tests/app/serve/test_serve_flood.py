@@ -99,8 +99,7 @@ def test_a_body_that_never_ends_is_a_408_with_a_sentence() -> None:
     with _serving(max_connections=64, header_timeout_s=5, body_timeout_s=60) as (url, _server):
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
-            sock.sendall(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 1000\r\n\r\n{\"a\": ")
+            sock.sendall(b'POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a": ')
             answer = b""
             while b"}}" not in answer and (chunk := sock.recv(4096)):
                 answer += chunk
@@ -114,8 +113,7 @@ def test_with_every_connection_busy_a_new_one_gets_a_json_503() -> None:
         busy = []
         for _ in range(16):  # each mid-body: a request in progress, never evicted
             s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            s.sendall(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 100\r\n\r\n[")
+            s.sendall(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[")
             busy.append(s)
         time.sleep(0.3)
         try:

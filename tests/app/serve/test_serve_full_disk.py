@@ -15,7 +15,7 @@ from tests.support.paths import REPO_ROOT
 from tests.support.serve_fixture import free_port
 from tests.support.tiny_model import write_tiny_gguf
 
-_SCENARIO = r'''
+_SCENARIO = r"""
 import json, os, subprocess, sys, time
 import httpx
 
@@ -66,16 +66,20 @@ finally:
     server.terminate()
     server.wait(60)
 print(json.dumps(out))
-'''
+"""
 
 
 def test_a_reply_on_a_full_disk_is_delivered_said_and_saved_when_there_is_room(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     disk.mkdir()
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", _SCENARIO,
-                           str(disk), str(free_port()), str(model)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", _SCENARIO, str(disk), str(free_port()), str(model)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
     out = json.loads(done.stdout.splitlines()[-1])
     log = (tmp_path / "serve.log").read_text(errors="replace")

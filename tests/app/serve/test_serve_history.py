@@ -31,8 +31,11 @@ def server(cove_core) -> Iterator[str]:
 
 
 def _chat(base: str, messages: list[dict[str, str]]) -> str:
-    reply = httpx.post(f"{base}/chat/completions", timeout=60, json={
-        "model": "tiny-llama", "messages": messages, "max_tokens": 5, "temperature": 0, "seed": 3})
+    reply = httpx.post(
+        f"{base}/chat/completions",
+        timeout=60,
+        json={"model": "tiny-llama", "messages": messages, "max_tokens": 5, "temperature": 0, "seed": 3},
+    )
     reply.raise_for_status()
     return reply.json()["choices"][0]["message"]["content"]
 
@@ -47,8 +50,7 @@ def test_an_api_chat_is_one_conversation_under_its_client(cove_core, server: str
     zebra = next(c for c in api if c.title == "zebra crossings")
     assert zebra.system_prompt == "Be brief."
     messages = cove_core.history.messages(zebra.id)
-    assert [(m.role, m.content) for m in messages][:3] == [("user", "zebra crossings"), ("assistant", answer),
-                                                           ("user", "and giraffes?")]
+    assert [(m.role, m.content) for m in messages][:3] == [("user", "zebra crossings"), ("assistant", answer), ("user", "and giraffes?")]
     assert len(messages) == 4 and messages[-1].model_name == "tiny-llama" and messages[-1].model_sha256
     assert [h.conversation_id for h in search_messages(cove_core.db, "giraffes")] == [zebra.id]
 

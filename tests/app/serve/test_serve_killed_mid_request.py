@@ -62,8 +62,7 @@ def test_requests_in_flight_at_kill_9_are_in_the_history_and_the_record_after_th
         assert listed.returncode == 0, listed.stderr
         entries = served.record()
         verified = served.cove("record", "verify")
-        shown = {c: served.cove("history", "show", c, "--json") for c in
-                 {e["conversation_id"] for e in entries if e["conversation_id"]}}
+        shown = {c: served.cove("history", "show", c, "--json") for c in {e["conversation_id"] for e in entries if e["conversation_id"]}}
 
     opened = [e for e in entries if e["status"] == "open"]
     assert [json.loads(e["messages"])[-1]["content"] for e in opened] == ["tell me everything", "I wait my turn"]
@@ -85,4 +84,6 @@ def test_requests_in_flight_at_kill_9_are_in_the_history_and_the_record_after_th
     assert long_messages[0]["content"] == "tell me everything" and long_messages[1]["content"] == long_close["reply"]
     wait_messages = conversations[opened[1]["conversation_id"]]["messages"]
     assert [(m["role"], m["content"], m["status"]) for m in wait_messages] == [
-        ("user", "I wait my turn", "complete"), ("assistant", "", "interrupted")]
+        ("user", "I wait my turn", "complete"),
+        ("assistant", "", "interrupted"),
+    ]

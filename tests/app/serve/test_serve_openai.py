@@ -39,8 +39,12 @@ def test_models_lists_the_installed_model(server: str) -> None:
 
 def test_a_chat_completion_has_text_usage_and_coves_timings(server: str) -> None:
     reply = client(server).chat.completions.create(
-        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
-        max_tokens=6, temperature=0, seed=1)
+        model="tiny",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        max_tokens=6,
+        temperature=0,
+        seed=1,
+    )
     assert reply.object == "chat.completion" and reply.model == "tiny"
     choice = reply.choices[0]
     assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
@@ -49,15 +53,24 @@ def test_a_chat_completion_has_text_usage_and_coves_timings(server: str) -> None
     timings = reply.model_extra["timings"]
     assert timings["ttft_ms"] > 0 and set(timings) == {"prompt_ms", "ttft_ms", "tokens_per_second", "cached_tokens"}
     again = client(server).chat.completions.create(
-        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
-        max_tokens=6, temperature=0, seed=1)
+        model="tiny",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        max_tokens=6,
+        temperature=0,
+        seed=1,
+    )
     assert again.choices[0].message.content == choice.message.content  # greedy: the same reply
 
 
 def test_a_streamed_completion_arrives_in_chunks_and_ends_with_usage(server: str) -> None:
     stream = client(server).chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "tell me more"}], max_tokens=2000, temperature=0,
-        stream=True, stream_options={"include_usage": True})
+        model="tiny",
+        messages=[{"role": "user", "content": "tell me more"}],
+        max_tokens=2000,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -68,14 +81,17 @@ def test_a_streamed_completion_arrives_in_chunks_and_ends_with_usage(server: str
     assert chunks[-1].choices == [] and usage is not None and 1 <= usage.completion_tokens < 512
 
 
-@pytest.mark.parametrize(("body", "error", "param"), [
-    ({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}, openai.NotFoundError, "model"),
-    ({"model": "tiny", "messages": []}, openai.BadRequestError, "messages"),
-    ({"model": "tiny", "messages": [{"role": "wizard", "content": "hi"}]}, openai.BadRequestError, "messages"),
-    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, openai.BadRequestError, "temperature"),
-    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**9}, openai.BadRequestError, "max_tokens"),
-    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 3}, openai.BadRequestError, "n"),
-])
+@pytest.mark.parametrize(
+    ("body", "error", "param"),
+    [
+        ({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}, openai.NotFoundError, "model"),
+        ({"model": "tiny", "messages": []}, openai.BadRequestError, "messages"),
+        ({"model": "tiny", "messages": [{"role": "wizard", "content": "hi"}]}, openai.BadRequestError, "messages"),
+        ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, openai.BadRequestError, "temperature"),
+        ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**9}, openai.BadRequestError, "max_tokens"),
+        ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 3}, openai.BadRequestError, "n"),
+    ],
+)
 def test_bad_requests_get_the_apis_error_types(server: str, body: dict, error: type, param: str) -> None:
     with pytest.raises(error) as caught:
         client(server).chat.completions.create(**body)
@@ -83,8 +99,9 @@ def test_bad_requests_get_the_apis_error_types(server: str, body: dict, error: t
 
 
 def test_unknown_fields_are_ignored_as_the_real_api_does(server: str) -> None:
-    reply = client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2,
-                                                   extra_body={"logit_bias_v9": {"1": 2}, "user": "me"})
+    reply = client(server).chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2, extra_body={"logit_bias_v9": {"1": 2}, "user": "me"}
+    )
     assert reply.choices[0].message.content is not None
 
 
@@ -92,8 +109,12 @@ def test_malformed_json_an_oversized_body_and_a_foreign_host_are_refused(server:
     url = f"{server}/chat/completions"
     bad = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}, timeout=30)
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
-    huge = httpx.post(url, content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
-                      headers={"content-type": "application/json"}, timeout=60)
+    huge = httpx.post(
+        url,
+        content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
     assert huge.status_code == 413 and "larger than" in huge.json()["error"]["message"]
     rebinding = httpx.get(f"{server}/models", headers={"Host": "evil.example"}, timeout=30)
     assert rebinding.status_code == 421 and "evil.example" in rebinding.json()["error"]["message"]
@@ -118,8 +139,9 @@ def test_the_server_never_opens_a_connection_out(server: str, tmp_path: Path) ->
     import psutil
 
     port = int(server.rsplit(":", 1)[1].split("/")[0])
-    (serving,) = [p for p in psutil.process_iter(["cmdline"]) if "serve" in (p.info["cmdline"] or [])
-                  and str(port) in (p.info["cmdline"] or [])]
+    (serving,) = [
+        p for p in psutil.process_iter(["cmdline"]) if "serve" in (p.info["cmdline"] or []) and str(port) in (p.info["cmdline"] or [])
+    ]
     client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
     remote = {c.raddr.ip for c in serving.net_connections(kind="inet") if c.raddr}
     assert remote <= {"127.0.0.1"}
@@ -133,10 +155,8 @@ def _record() -> list[dict]:
 
 def test_every_request_is_in_the_record_once_and_the_record_verifies_until_edited(server: str) -> None:
     before = len(requests_of(_record()))
-    client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "first"}], max_tokens=3,
-                                           temperature=0)
-    list(client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "second"}],
-                                                max_tokens=3, stream=True))
+    client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "first"}], max_tokens=3, temperature=0)
+    list(client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "second"}], max_tokens=3, stream=True))
     entries = _record()
     requests = requests_of(entries)
     assert len(requests) == before + 2
@@ -183,19 +203,33 @@ def test_listening_beyond_loopback_without_a_key_is_refused_in_a_sentence(server
     assert refused.returncode != 0 and "make a key first" in refused.stderr and "Traceback" not in refused.stderr
 
 
-SCHEMA = {"type": "object", "properties": {"mood": {"enum": ["calm", "busy"]}, "n": {"enum": [1, 2, 3]}},
-          "required": ["mood", "n"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"mood": {"enum": ["calm", "busy"]}, "n": {"enum": [1, 2, 3]}},
+    "required": ["mood", "n"],
+    "additionalProperties": False,
+}
 
 
 def test_structured_output_parses_against_its_schema(server: str) -> None:
     reply = client(server).chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "how are you?"}], max_tokens=200, temperature=0.7, seed=5,
-        response_format={"type": "json_schema", "json_schema": {"name": "mood", "schema": SCHEMA, "strict": True}})
+        model="tiny",
+        messages=[{"role": "user", "content": "how are you?"}],
+        max_tokens=200,
+        temperature=0.7,
+        seed=5,
+        response_format={"type": "json_schema", "json_schema": {"name": "mood", "schema": SCHEMA, "strict": True}},
+    )
     value = json.loads(reply.choices[0].message.content)
     assert set(value) == {"mood", "n"} and value["mood"] in ("calm", "busy") and value["n"] in (1, 2, 3)
     anything = client(server).chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "json please"}], max_tokens=300, temperature=0, seed=2,
-        response_format={"type": "json_object"})
+        model="tiny",
+        messages=[{"role": "user", "content": "json please"}],
+        max_tokens=300,
+        temperature=0,
+        seed=2,
+        response_format={"type": "json_object"},
+    )
     if anything.choices[0].finish_reason == "stop":  # a random model may still be inside the object at max_tokens
         assert isinstance(json.loads(anything.choices[0].message.content), dict)
     else:
@@ -204,8 +238,7 @@ def test_structured_output_parses_against_its_schema(server: str) -> None:
 
 def test_a_response_format_that_cannot_be_enforced_is_a_bad_request(server: str) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
-        client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
-                                               response_format={"type": "xml"})
+        client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], response_format={"type": "xml"})
     assert caught.value.body["param"] == "response_format" and "xml" in caught.value.message
 
 
@@ -213,14 +246,16 @@ def test_a_response_format_that_cannot_be_enforced_is_a_bad_request(server: str)
 def test_a_prompt_larger_than_the_context_is_a_400_with_the_numbers(server: str, stream: bool) -> None:
     long = " ".join(f"word{i}" for i in range(900))  # thousands of byte-level tokens; the tiny model holds 512
     with pytest.raises(openai.BadRequestError) as caught:
-        result = client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": long}],
-                                                        max_tokens=16, stream=stream)
+        result = client(server).chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": long}], max_tokens=16, stream=stream
+        )
         list(result) if stream else None
     body = caught.value.body
     assert body["code"] == "context_length_exceeded" and body["param"] == "messages"
     assert "512" in body["message"] and "kept for the reply" in body["message"]
-    assert client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
-                                                  max_tokens=2).choices  # and the server goes on
+    assert (
+        client(server).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2).choices
+    )  # and the server goes on
 
 
 def test_a_model_may_be_named_by_its_file_or_in_other_letters(server: str) -> None:
@@ -234,12 +269,12 @@ def test_a_text_completion_completes_the_prompt_as_it_is(server: str) -> None:
     done = api.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0, seed=1)
     assert done.object == "text_completion" and isinstance(done.choices[0].text, str)
     assert done.choices[0].finish_reason in ("stop", "length") and done.usage is not None
-    chat = api.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Once upon a time"}],
-                                       max_tokens=5, temperature=0, seed=1)
+    chat = api.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "Once upon a time"}], max_tokens=5, temperature=0, seed=1
+    )
     # No chat template around it: the same words are fewer tokens than as a chat message.
     assert done.usage.prompt_tokens < chat.usage.prompt_tokens
-    streamed = list(api.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0, seed=1,
-                                           stream=True))
+    streamed = list(api.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0, seed=1, stream=True))
     assert "".join(c.choices[0].text for c in streamed if c.choices) == done.choices[0].text
     with pytest.raises(openai.BadRequestError) as caught:
         api.completions.create(model="tiny", prompt="x", echo=True)

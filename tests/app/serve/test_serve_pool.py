@@ -37,11 +37,13 @@ def models(cove_core, tmp_path: Path):
 def _ram_left(total: int, pool_of) -> Callable[[], int]:
     """A machine with `total` bytes available before the pool loads anything: what the pool's
     engines take (by their footprints) is gone from it, as the OS would report."""
+
     def available() -> int:
         engines = [e for e in pool_of().loaded() if not e.loading]  # a loading engine has not taken it yet
         used = sum(e.footprint.per_engine for e in engines)
         used += sum(next(e for e in engines if e.model.path == m).footprint.weights for m in {e.model.path for e in engines})
         return total - used
+
     return available
 
 
@@ -68,8 +70,7 @@ async def test_a_model_is_loaded_on_demand_and_reused(models) -> None:
 async def test_a_model_that_does_not_fit_unloads_the_least_recently_used(models) -> None:
     tiny, other = models
     # Room for one model at a time: each "needs" 60 MiB of the 100 the pool may use.
-    pool = ModelPool(footprint_of=lambda m: Footprint(50 * MIB, 10 * MIB),
-                     available_ram=_ram_left(100 * MIB, lambda: pool))
+    pool = ModelPool(footprint_of=lambda m: Footprint(50 * MIB, 10 * MIB), available_ram=_ram_left(100 * MIB, lambda: pool))
     async with pool.running():
         await _use(pool, tiny, "a")
         first_pid = pool.loaded()[0].client.host_pid
@@ -81,8 +82,7 @@ async def test_a_model_that_does_not_fit_unloads_the_least_recently_used(models)
 
 async def test_two_models_that_fit_stay_loaded_together(models) -> None:
     tiny, other = models
-    pool = ModelPool(footprint_of=lambda m: Footprint(20 * MIB, 5 * MIB),
-                     available_ram=_ram_left(100 * MIB, lambda: pool))
+    pool = ModelPool(footprint_of=lambda m: Footprint(20 * MIB, 5 * MIB), available_ram=_ram_left(100 * MIB, lambda: pool))
     async with pool.running():
         await _use(pool, tiny, "a")
         await _use(pool, other, "a")

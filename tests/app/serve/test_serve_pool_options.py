@@ -32,5 +32,6 @@ async def test_the_pool_loads_a_model_with_its_settings_and_says_a_missing_draft
         assert (await anyio.to_thread.run_sync(pool.load, lease.engine)) == loaded  # the same settings: no new load
         pool.release(lease)
     said = [e for e in pool.events if "not-installed" in e]
-    assert said == ["The draft model not-installed is no longer installed, so heads32 loads without it "
-                    "(drafting from the conversation still works)."]
+    assert said == [
+        "The draft model not-installed is no longer installed, so heads32 loads without it (drafting from the conversation still works)."
+    ]

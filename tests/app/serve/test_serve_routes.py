@@ -24,8 +24,9 @@ def served(tmp_path_factory):
         yield s
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/nope"), ("GET", "/nope"), ("POST", "/v1/chat"),
-                                              ("GET", "/"), ("GET", "/v1/chat/completions")])
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/v1/nope"), ("GET", "/nope"), ("POST", "/v1/chat"), ("GET", "/"), ("GET", "/v1/chat/completions")]
+)
 def test_unknown_routes_and_methods_answer_in_openai_shape(served, method, path) -> None:
     response = httpx.request(method, served.url + path, timeout=10, headers=JSON, content=b"{}" if method == "POST" else None)
     assert response.status_code in (404, 405)
@@ -45,15 +46,22 @@ def test_unknown_routes_under_messages_answer_in_anthropic_shape(served, method,
 def test_a_model_by_its_id(served) -> None:
     for prefix in ("/v1", ""):
         assert httpx.get(f"{served.url}{prefix}/models/tiny", timeout=10).json() == {
-            "id": "tiny", "object": "model", "created": 0, "owned_by": "cove"}
+            "id": "tiny",
+            "object": "model",
+            "created": 0,
+            "owned_by": "cove",
+        }
     missing = httpx.get(f"{served.url}/v1/models/no-such-model", timeout=10)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
 
 
 def test_routes_without_v1_as_llama_server_answers_them(served) -> None:
     assert [m["id"] for m in httpx.get(f"{served.url}/models", timeout=10).json()["data"]] == ["tiny"]
-    chat = httpx.post(f"{served.url}/chat/completions", timeout=60, json={
-        "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0})
+    chat = httpx.post(
+        f"{served.url}/chat/completions",
+        timeout=60,
+        json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0},
+    )
     assert chat.status_code == 200 and chat.json()["object"] == "chat.completion"
     text = httpx.post(f"{served.url}/completions", timeout=60, json={"model": "tiny", "prompt": "a", "max_tokens": 2})
     assert text.status_code == 200 and text.json()["object"] == "text_completion"
@@ -63,8 +71,7 @@ def test_routes_without_v1_as_llama_server_answers_them(served) -> None:
 
 def test_count_tokens_counts_with_the_models_tokenizer(served) -> None:
     def count(messages: list[dict], **extra: object) -> int:
-        response = httpx.post(f"{served.url}/v1/messages/count_tokens", timeout=60,
-                              json={"model": "tiny", "messages": messages, **extra})
+        response = httpx.post(f"{served.url}/v1/messages/count_tokens", timeout=60, json={"model": "tiny", "messages": messages, **extra})
         assert response.status_code == 200, response.text
         return response.json()["input_tokens"]
 
@@ -74,8 +81,9 @@ def test_count_tokens_counts_with_the_models_tokenizer(served) -> None:
     wordy = count([{"role": "user", "content": "hi"}], system="be brief " * 20)
     assert 0 < short < longer and 0 < brief < wordy
     # The prompt a reply reads has that many tokens.
-    reply = httpx.post(f"{served.url}/v1/messages", timeout=60, json={
-        "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).json()
+    reply = httpx.post(
+        f"{served.url}/v1/messages", timeout=60, json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    ).json()
     assert reply["usage"]["input_tokens"] + reply["usage"]["cache_read_input_tokens"] == short
     bad = httpx.post(f"{served.url}/v1/messages/count_tokens", timeout=10, json={"model": "tiny"})
     assert bad.status_code == 400 and bad.json()["type"] == "error"
@@ -115,8 +123,9 @@ def test_an_ipv6_host_is_bracketed_in_the_banner(served) -> None:
     except OSError:
         pytest.fail("this machine has no IPv6 loopback to test with")
     port = free_port()
-    proc = subprocess.Popen([*CLI, "serve", "--host", "::1", "--port", str(port)], cwd=REPO_ROOT, env=served.env,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--host", "::1", "--port", str(port)], cwd=REPO_ROOT, env=served.env, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()

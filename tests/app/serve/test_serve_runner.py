@@ -25,8 +25,11 @@ def test_the_server_thread_answers_and_stops(cove_core) -> None:
         assert server.running
         models = httpx.get(f"{server.address}/models", timeout=10).json()
         assert [m["id"] for m in models["data"]] == ["tiny-llama"]
-        reply = httpx.post(f"{server.address}/chat/completions", timeout=60, json={
-            "model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0})
+        reply = httpx.post(
+            f"{server.address}/chat/completions",
+            timeout=60,
+            json={"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0},
+        )
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
         assert [e.model for e in server.loaded()] == ["tiny-llama"] and server.loaded()[0].slots >= 1  # one engine
     finally:
@@ -61,8 +64,7 @@ def test_stopping_mid_reply_ends_it_as_cancelled_and_keeps_its_record(cove_core,
     got: list[str] = []
 
     def stream() -> None:
-        body = {"model": "long", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 6000,
-                "stream": True, "temperature": 0}
+        body = {"model": "long", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 6000, "stream": True, "temperature": 0}
         try:
             with httpx.stream("POST", f"{server.address}/chat/completions", json=body, timeout=60) as response:
                 got.extend(response.iter_lines())
@@ -90,9 +92,13 @@ def test_requests_run_on_the_engines_as_the_pool_loaded_them(cove_core) -> None:
     server = ServerThread(cove_core.paths, port=_free_port(), parallel=2)
     assert server.start() is None, server.error
     try:
+
         def ask(i: int) -> None:
-            httpx.post(f"{server.address}/chat/completions", timeout=60, json={
-                "model": "tiny-llama", "messages": [{"role": "user", "content": f"hi {i}"}], "max_tokens": 40})
+            httpx.post(
+                f"{server.address}/chat/completions",
+                timeout=60,
+                json={"model": "tiny-llama", "messages": [{"role": "user", "content": f"hi {i}"}], "max_tokens": 40},
+            )
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
         for t in threads:

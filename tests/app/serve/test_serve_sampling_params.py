@@ -43,16 +43,19 @@ def test_penalties_and_logit_bias_are_read() -> None:
     assert SamplingParams.from_dict(params.to_dict()) == params  # as the history stores it
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    (chat(logprobs=True), "logprobs"),
-    (chat(top_logprobs=3), "top_logprobs"),
-    (chat(reasoning_effort="extreme"), "reasoning_effort"),
-    (chat(reasoning_effort=3), "reasoning_effort"),
-    (chat(presence_penalty=3), "presence_penalty"),
-    (chat(logit_bias={"x": 1}), "logit_bias"),
-    (chat(logit_bias={"1": 101}), "logit_bias"),
-    (chat(logit_bias={str(i): 1 for i in range(301)}), "logit_bias"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (chat(logprobs=True), "logprobs"),
+        (chat(top_logprobs=3), "top_logprobs"),
+        (chat(reasoning_effort="extreme"), "reasoning_effort"),
+        (chat(reasoning_effort=3), "reasoning_effort"),
+        (chat(presence_penalty=3), "presence_penalty"),
+        (chat(logit_bias={"x": 1}), "logit_bias"),
+        (chat(logit_bias={"1": 101}), "logit_bias"),
+        (chat(logit_bias={str(i): 1 for i in range(301)}), "logit_bias"),
+    ],
+)
 def test_what_cove_cannot_honour_is_refused_by_name(body: dict, param: str) -> None:
     with pytest.raises(ApiError) as info:
         read_chat_request(body)
@@ -64,14 +67,19 @@ def test_logprobs_false_and_each_reasoning_effort_are_accepted() -> None:
     assert read_chat_request(chat(reasoning_effort="high")).reasoning == "high"
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    (messages(thinking={"type": "sometimes"}), "thinking"),
-    (messages(thinking="yes"), "thinking"),
-    (messages(output_config={"effort": "high"}), "output_config"),
-    (messages(output_config={"format": {"type": "xml"}}), "output_config.format"),
-    (messages(output_config={"format": {"type": "json_schema", "schema": {"type": "string", "maxLength": 99999}}}),
-     "output_config.format"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (messages(thinking={"type": "sometimes"}), "thinking"),
+        (messages(thinking="yes"), "thinking"),
+        (messages(output_config={"effort": "high"}), "output_config"),
+        (messages(output_config={"format": {"type": "xml"}}), "output_config.format"),
+        (
+            messages(output_config={"format": {"type": "json_schema", "schema": {"type": "string", "maxLength": 99999}}}),
+            "output_config.format",
+        ),
+    ],
+)
 def test_messages_refuse_thinking_and_bad_formats_by_name(body: dict, param: str) -> None:
     with pytest.raises(ApiError) as info:
         read_messages_request(body)
@@ -80,8 +88,9 @@ def test_messages_refuse_thinking_and_bad_formats_by_name(body: dict, param: str
 
 def test_output_config_format_is_the_json_schema_grammar() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    req = read_messages_request(messages(output_config={"format": {"type": "json_schema", "schema": schema}},
-                                         thinking={"type": "disabled"}))
+    req = read_messages_request(
+        messages(output_config={"format": {"type": "json_schema", "schema": schema}}, thinking={"type": "disabled"})
+    )
     assert req.grammar is not None and "root ::=" in req.grammar and req.output_format is not None
     assert read_messages_request(messages(output_format={"type": "json_schema", "schema": schema})).grammar == req.grammar
 
@@ -94,8 +103,7 @@ def engine(tiny_gguf: Path) -> Iterator[EngineClient]:
 
 
 def reply(engine: EngineClient, max_tokens: int = 12, **kw: object) -> str:
-    fin = engine.generate([{"role": "user", "content": "say something"}], conversation_id=None, max_tokens=max_tokens,
-                          seed=3, **kw).wait()  # type: ignore[arg-type]
+    fin = engine.generate([{"role": "user", "content": "say something"}], conversation_id=None, max_tokens=max_tokens, seed=3, **kw).wait()  # type: ignore[arg-type]
     assert fin.status in ("complete", "length"), fin.error
     return fin.text
 

@@ -38,9 +38,12 @@ client.EngineClient.__init__ = init
 from app.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
-TIDE = {"type": "object", "properties": {"port": {"type": "string"},
-                                         "hours": {"type": "integer", "minimum": 1, "maximum": 48}},
-        "required": ["port", "hours"], "additionalProperties": False}
+TIDE = {
+    "type": "object",
+    "properties": {"port": {"type": "string"}, "hours": {"type": "integer", "minimum": 1, "maximum": 48}},
+    "required": ["port", "hours"],
+    "additionalProperties": False,
+}
 ARGUMENTS = '{"port": "Brest", "hours": 632260094}'
 CALL = f'<tool_call>\n{{"name": "tide_table", "arguments": {ARGUMENTS}}}\n</tool_call>'
 TOOLS = [{"type": "function", "function": {"name": "tide_table", "description": "Tides of a port", "parameters": TIDE}}]
@@ -49,7 +52,7 @@ ASK = [{"role": "user", "content": "Tides at Brest?"}]
 
 
 def pieces_of(text: str) -> list[str]:
-    return [text[i:i + 7] for i in range(0, len(text), 7)]
+    return [text[i : i + 7] for i in range(0, len(text), 7)]
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +60,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, s
     home = tmp_path_factory.mktemp("breaks")
     pieces = home / "pieces.json"
     pieces.write_text(json.dumps(pieces_of(CALL)))
-    env = {**os.environ, "COVE_HOME": str(home / "cove"), "HOME": str(home), "PYTHONPATH": str(REPO_ROOT),
-           "FAKE_HOST_PIECES": str(pieces), "FAKE_HOST_TPS": "2000"}
+    env = {
+        **os.environ,
+        "COVE_HOME": str(home / "cove"),
+        "HOME": str(home),
+        "PYTHONPATH": str(REPO_ROOT),
+        "FAKE_HOST_PIECES": str(pieces),
+        "FAKE_HOST_TPS": "2000",
+    }
     model = write_tiny_gguf(home / "tiny.gguf", n_ctx_train=4096)
-    subprocess.run([*CLI, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run([*CLI, "models", "import", str(model)], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=120)
     port = free_port()
     with (home / "serve.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", FAKE_SERVE, "serve", "--port", str(port)], cwd=REPO_ROOT,
-                                env=env, stderr=log)
+        proc = subprocess.Popen([sys.executable, "-c", FAKE_SERVE, "serve", "--port", str(port)], cwd=REPO_ROOT, env=env, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -100,8 +107,7 @@ def assert_recorded(s: Served, key: str = "tool_call_problem") -> None:
 def test_a_forced_call_that_breaks_its_schema_comes_back_whole_as_written(served) -> None:
     s, model, pieces = served
     pieces.write_text(json.dumps(pieces_of(CALL)))
-    reply = openai_client(s).chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice=FORCED,
-                                                     max_tokens=200)
+    reply = openai_client(s).chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice=FORCED, max_tokens=200)
     out = reply.choices[0]
     assert out.finish_reason == "tool_calls" and out.message.tool_calls
     call = out.message.tool_calls[0]
@@ -114,8 +120,9 @@ def test_a_forced_call_that_breaks_its_schema_comes_back_whole_as_written(served
 def test_a_forced_call_that_breaks_its_schema_streams_as_written(served) -> None:
     s, model, pieces = served
     pieces.write_text(json.dumps(pieces_of(CALL)))
-    stream = openai_client(s).chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice=FORCED,
-                                                      max_tokens=200, stream=True)
+    stream = openai_client(s).chat.completions.create(
+        model=model, messages=ASK, tools=TOOLS, tool_choice=FORCED, max_tokens=200, stream=True
+    )
     arguments, names, finish, content = "", [], None, ""
     for chunk in stream:
         choice = chunk.choices[0]
@@ -133,13 +140,17 @@ def test_responses_give_the_call_as_written_whole_and_streamed(served) -> None:
     pieces.write_text(json.dumps(pieces_of(CALL)))
     tools = [{"type": "function", "name": "tide_table", "description": "Tides of a port", "parameters": TIDE}]
     client = openai_client(s)
-    whole = client.responses.create(model=model, input="Tides at Brest?", tools=tools,
-                                    tool_choice={"type": "function", "name": "tide_table"}, max_output_tokens=200)
+    whole = client.responses.create(
+        model=model, input="Tides at Brest?", tools=tools, tool_choice={"type": "function", "name": "tide_table"}, max_output_tokens=200
+    )
     calls = [item for item in whole.output if item.type == "function_call"]
     assert whole.status == "completed" and [(c.name, c.arguments) for c in calls] == [("tide_table", ARGUMENTS)]
     assert_recorded(s)
-    events = list(client.responses.create(model=model, input="Tides at Brest?", tools=tools, tool_choice="required",
-                                          max_output_tokens=200, stream=True))
+    events = list(
+        client.responses.create(
+            model=model, input="Tides at Brest?", tools=tools, tool_choice="required", max_output_tokens=200, stream=True
+        )
+    )
     done = [e for e in events if e.type == "response.function_call_arguments.done"]
     assert events[-1].type == "response.completed" and [(e.name, e.arguments) for e in done] == [("tide_table", ARGUMENTS)]
     assert_recorded(s)
@@ -188,11 +199,14 @@ def test_a_keyword_the_grammar_cannot_hold_is_a_400_naming_it_before_generation(
     with pytest.raises(openai.BadRequestError, match="tools\\[0\\].function.parameters: the keyword 'multipleOf'"):
         client.chat.completions.create(model=model, messages=ASK, tools=strict, tool_choice="required", max_tokens=20)
     with pytest.raises(openai.BadRequestError, match="text.format.schema: the keyword 'multipleOf'"):
-        client.responses.create(model=model, input="n?", max_output_tokens=20,
-                                text={"format": {"type": "json_schema", "name": "n", "schema": thirds}})
-    answer = httpx.post(f"{s.url}/v1/messages", json={
-        "model": model, "max_tokens": 20, "messages": ASK,
-        "output_config": {"format": {"type": "json_schema", "schema": thirds}}}, timeout=60)
+        client.responses.create(
+            model=model, input="n?", max_output_tokens=20, text={"format": {"type": "json_schema", "name": "n", "schema": thirds}}
+        )
+    answer = httpx.post(
+        f"{s.url}/v1/messages",
+        json={"model": model, "max_tokens": 20, "messages": ASK, "output_config": {"format": {"type": "json_schema", "schema": thirds}}},
+        timeout=60,
+    )
     assert answer.status_code == 400 and "'multipleOf'" in answer.json()["error"]["message"]
     assert len(s.requests()) == before  # refused before anything was recorded or generated
     loose = [{"type": "function", "function": {"name": "tide_table", "parameters": {**TIDE, "multipleOf": 2}}}]

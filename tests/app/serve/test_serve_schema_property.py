@@ -41,10 +41,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, s
     """The server with the tiny base model ("tiny") and the tiny model with Qwen 2.5's template
     (which knows tools), whose name is given."""
     with cove_serve(tmp_path_factory.mktemp("schema-property"), n_ctx_train=4096) as s:
-        path = write_tiny_gguf(s.home / "qwentools.gguf", n_ctx_train=4096,
-                               chat_template=(TEMPLATES / "qwen2.5-instruct.jinja").read_text())
-        subprocess.run([*CLI, "models", "import", str(path)], cwd=REPO_ROOT, env=s.env, check=True,
-                       capture_output=True, timeout=120)
+        path = write_tiny_gguf(
+            s.home / "qwentools.gguf", n_ctx_train=4096, chat_template=(TEMPLATES / "qwen2.5-instruct.jinja").read_text()
+        )
+        subprocess.run([*CLI, "models", "import", str(path)], cwd=REPO_ROOT, env=s.env, check=True, capture_output=True, timeout=120)
         models = httpx.get(f"{s.url}/v1/models").json()["data"]
         yield s, next(m["id"] for m in models if "qwentools" in m["id"].lower())
 
@@ -62,8 +62,13 @@ def each_schema_holds(surface: Callable[[dict[str, Any], int], Outcome]) -> None
     every request answered, every ended reply valid, and most replies ended."""
     tally: Counter[bool] = Counter()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(schemas())
     def one(schema: dict[str, Any]) -> None:
         check_schema(schema)
@@ -71,14 +76,15 @@ def each_schema_holds(surface: Callable[[dict[str, Any], int], Outcome]) -> None
             try:
                 ended, values = surface(schema, seed)
             except (openai.APIStatusError, anthropic.APIStatusError) as exc:
-                pytest.fail(f"{exc.status_code} for a supported schema: {exc.message}\n"
-                            f"{json.dumps(schema, ensure_ascii=False)}")
+                pytest.fail(f"{exc.status_code} for a supported schema: {exc.message}\n{json.dumps(schema, ensure_ascii=False)}")
             tally[ended] += 1
             assert values if ended else not values
             for value in values:
                 found = problems(value, schema)
-                assert not found, (f"invalid under its schema: {found}\nvalue: {json.dumps(value, ensure_ascii=False)}"
-                                   f"\nschema: {json.dumps(schema, ensure_ascii=False)}")
+                assert not found, (
+                    f"invalid under its schema: {found}\nvalue: {json.dumps(value, ensure_ascii=False)}"
+                    f"\nschema: {json.dumps(schema, ensure_ascii=False)}"
+                )
 
     one()
     assert tally[True] + tally[False] == 2 * EXAMPLES
@@ -98,8 +104,14 @@ def test_chat_response_format_json_schema(served: tuple[Served, str]) -> None:
 
     def surface(schema: dict[str, Any], seed: int) -> Outcome:
         fmt = {"type": "json_schema", "json_schema": {"name": "form", "schema": schema, "strict": True}}
-        reply = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": ASK}],
-                                               response_format=fmt, max_tokens=MAX_TOKENS, temperature=1.0, seed=seed)
+        reply = client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": ASK}],
+            response_format=fmt,
+            max_tokens=MAX_TOKENS,
+            temperature=1.0,
+            seed=seed,
+        )
         choice = reply.choices[0]
         assert choice.finish_reason in ("stop", "length"), choice
         return (True, [parsed(choice.message.content, schema)]) if choice.finish_reason == "stop" else (False, [])
@@ -112,11 +124,18 @@ def test_chat_call_forced_by_tool_choice(served: tuple[Served, str]) -> None:
     client = openai_client(s)
 
     def surface(schema: dict[str, Any], seed: int) -> Outcome:
-        tools = [{"type": "function", "function": {"name": "fill", "description": "Fill in the form",
-                                                   "parameters": schema, "strict": True}}]
-        reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": ASK}], tools=tools,
-                                               tool_choice={"type": "function", "function": {"name": "fill"}},
-                                               max_tokens=MAX_TOKENS, temperature=1.0, seed=seed)
+        tools = [
+            {"type": "function", "function": {"name": "fill", "description": "Fill in the form", "parameters": schema, "strict": True}}
+        ]
+        reply = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": ASK}],
+            tools=tools,
+            tool_choice={"type": "function", "function": {"name": "fill"}},
+            max_tokens=MAX_TOKENS,
+            temperature=1.0,
+            seed=seed,
+        )
         choice = reply.choices[0]
         assert choice.finish_reason in ("tool_calls", "length"), choice
         if choice.finish_reason == "length":
@@ -134,8 +153,9 @@ def test_responses_text_format_json_schema(served: tuple[Served, str]) -> None:
 
     def surface(schema: dict[str, Any], seed: int) -> Outcome:
         fmt = {"format": {"type": "json_schema", "name": "form", "schema": schema, "strict": True}}
-        reply = client.responses.create(model="tiny", input=ASK, text=fmt, max_output_tokens=MAX_TOKENS,
-                                        temperature=1.0, extra_body={"seed": seed})
+        reply = client.responses.create(
+            model="tiny", input=ASK, text=fmt, max_output_tokens=MAX_TOKENS, temperature=1.0, extra_body={"seed": seed}
+        )
         assert reply.status in ("completed", "incomplete"), reply
         return (True, [parsed(reply.output_text, schema)]) if reply.status == "completed" else (False, [])
 
@@ -147,11 +167,17 @@ def test_responses_function_call_forced_by_tool_choice(served: tuple[Served, str
     client = openai_client(s)
 
     def surface(schema: dict[str, Any], seed: int) -> Outcome:
-        tools = [{"type": "function", "name": "fill", "description": "Fill in the form", "parameters": schema,
-                  "strict": True}]
-        reply = client.responses.create(model=model, input=ASK, tools=tools, parallel_tool_calls=False,
-                                        tool_choice={"type": "function", "name": "fill"},
-                                        max_output_tokens=MAX_TOKENS, temperature=1.0, extra_body={"seed": seed})
+        tools = [{"type": "function", "name": "fill", "description": "Fill in the form", "parameters": schema, "strict": True}]
+        reply = client.responses.create(
+            model=model,
+            input=ASK,
+            tools=tools,
+            parallel_tool_calls=False,
+            tool_choice={"type": "function", "name": "fill"},
+            max_output_tokens=MAX_TOKENS,
+            temperature=1.0,
+            extra_body={"seed": seed},
+        )
         assert reply.status in ("completed", "incomplete"), reply
         if reply.status == "incomplete":
             return False, []
@@ -168,9 +194,14 @@ def test_anthropic_tool_forced_by_tool_choice(served: tuple[Served, str]) -> Non
 
     def surface(schema: dict[str, Any], seed: int) -> Outcome:
         tools = [{"name": "fill", "description": "Fill in the form", "input_schema": schema}]
-        message = client.messages.create(model=model, max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": ASK}],
-                                         tools=tools, tool_choice={"type": "tool", "name": "fill"},
-                                         extra_body={"temperature": 1.0, "top_k": 0})
+        message = client.messages.create(
+            model=model,
+            max_tokens=MAX_TOKENS,
+            messages=[{"role": "user", "content": ASK}],
+            tools=tools,
+            tool_choice={"type": "tool", "name": "fill"},
+            extra_body={"temperature": 1.0, "top_k": 0},
+        )
         assert message.stop_reason in ("tool_use", "max_tokens"), message
         if message.stop_reason == "max_tokens":
             return False, []
@@ -186,9 +217,12 @@ def test_anthropic_output_config_format(served: tuple[Served, str]) -> None:
     client = anthropic_client(s)
 
     def surface(schema: dict[str, Any], seed: int) -> Outcome:
-        message = client.messages.create(model="tiny", max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": ASK}],
-                                         extra_body={"temperature": 1.0, "top_k": 0, "output_config": {
-                                             "format": {"type": "json_schema", "schema": schema}}})
+        message = client.messages.create(
+            model="tiny",
+            max_tokens=MAX_TOKENS,
+            messages=[{"role": "user", "content": ASK}],
+            extra_body={"temperature": 1.0, "top_k": 0, "output_config": {"format": {"type": "json_schema", "schema": schema}}},
+        )
         assert message.stop_reason in ("end_turn", "max_tokens"), message
         if message.stop_reason == "max_tokens":
             return False, []

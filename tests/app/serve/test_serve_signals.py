@@ -19,8 +19,7 @@ MAX_TOKENS = 8000  # greedy, the tiny model never ends a turn by itself: far lon
 
 
 def _stream_until_text(url: str, got: list[str]) -> threading.Thread:
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "go on"}], "max_tokens": MAX_TOKENS,
-            "stream": True, "temperature": 0}
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "go on"}], "max_tokens": MAX_TOKENS, "stream": True, "temperature": 0}
 
     def read() -> None:
         try:
@@ -37,8 +36,7 @@ def _stream_until_text(url: str, got: list[str]) -> threading.Thread:
     return reader
 
 
-@pytest.mark.parametrize("signals", [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)],
-                         ids=["sigterm", "two-ctrl-c"])
+@pytest.mark.parametrize("signals", [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)], ids=["sigterm", "two-ctrl-c"])
 def test_a_signal_to_the_group_stops_the_reply_at_once_and_keeps_it(tmp_path, signals) -> None:
     with cove_serve(tmp_path, n_ctx_train=8192, new_session=True) as served:
         proc = served.process

@@ -32,8 +32,11 @@ def test_a_request_that_cannot_fit_is_refused_before_anything_is_written(tmp_pat
         assert too_long.status_code == 400 and "characters" in too_long.json()["error"]["message"]
         assert served.record() == [] and _conversations(database) == 0
         # A request that fits is answered as ever.
-        ok = httpx.post(f"{served.url}/v1/chat/completions", timeout=60,
-                        json={"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
+        ok = httpx.post(
+            f"{served.url}/v1/chat/completions",
+            timeout=60,
+            json={"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+        )
         assert ok.status_code == 200, ok.text
 
 
@@ -45,15 +48,13 @@ def _stream(url: str, body: dict, lines: list[str]) -> None:
 def test_a_reply_is_delivered_while_the_history_is_locked_and_saved_when_the_lock_is_let_go(tmp_path) -> None:
     with cove_serve(tmp_path) as served:
         database = served.home / "cove" / "data" / "cove.db"
-        body = {"model": "tiny", "max_tokens": 4, "temperature": 0,
-                "messages": [{"role": "user", "content": "saved later"}]}
+        body = {"model": "tiny", "max_tokens": 4, "temperature": 0, "messages": [{"role": "user", "content": "saved later"}]}
         streamed_body = {**body, "messages": [{"role": "user", "content": "streamed, saved later"}]}
         holder = sqlite3.connect(database, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another program writing, for longer than the busy timeout
         answered: list[httpx.Response] = []
         lines: list[str] = []
-        chat = threading.Thread(target=lambda: answered.append(
-            httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=120)))
+        chat = threading.Thread(target=lambda: answered.append(httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=120)))
         stream = threading.Thread(target=_stream, args=(served.url, streamed_body, lines))
         try:
             chat.start()

@@ -28,17 +28,50 @@ def _entry(n_prompt: int, n_gen: int, samples_ts: list[float]) -> dict[str, Any]
     samples_ns = [int(n / ts * 1e9) for ts in samples_ts]
     avg_ts = sum(samples_ts) / len(samples_ts)
     return {
-        "build_commit": "abc1234", "build_number": 7000, "cpu_info": "Test CPU", "gpu_info": "",
-        "backends": "CPU", "model_filename": "/m/model.gguf", "model_type": "gemma3 270M Q4_K - Medium",
-        "model_size": 241410624, "model_n_params": 268098176, "n_batch": 512, "n_ubatch": 512,
-        "n_threads": 2, "cpu_mask": "0x0", "cpu_strict": False, "poll": 50, "type_k": "f16",
-        "type_v": "f16", "n_gpu_layers": 99, "n_cpu_moe": 0, "split_mode": "layer", "main_gpu": 0,
-        "no_kv_offload": False, "flash_attn": 0, "devices": "auto", "tensor_split": "0.00",
-        "tensor_buft_overrides": "none", "load_mode": "mmap", "lazy_mode": "auto", "embeddings": False,
-        "no_op_offload": 0, "no_host": False, "repack": True, "fit_target": 0, "fit_min_ctx": 0,
-        "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": 0, "test_time": "2025-01-01T00:00:00Z",
-        "avg_ns": int(sum(samples_ns) / len(samples_ns)), "stddev_ns": 1000, "avg_ts": avg_ts,
-        "stddev_ts": 1.0, "samples_ns": samples_ns, "samples_ts": samples_ts,
+        "build_commit": "abc1234",
+        "build_number": 7000,
+        "cpu_info": "Test CPU",
+        "gpu_info": "",
+        "backends": "CPU",
+        "model_filename": "/m/model.gguf",
+        "model_type": "gemma3 270M Q4_K - Medium",
+        "model_size": 241410624,
+        "model_n_params": 268098176,
+        "n_batch": 512,
+        "n_ubatch": 512,
+        "n_threads": 2,
+        "cpu_mask": "0x0",
+        "cpu_strict": False,
+        "poll": 50,
+        "type_k": "f16",
+        "type_v": "f16",
+        "n_gpu_layers": 99,
+        "n_cpu_moe": 0,
+        "split_mode": "layer",
+        "main_gpu": 0,
+        "no_kv_offload": False,
+        "flash_attn": 0,
+        "devices": "auto",
+        "tensor_split": "0.00",
+        "tensor_buft_overrides": "none",
+        "load_mode": "mmap",
+        "lazy_mode": "auto",
+        "embeddings": False,
+        "no_op_offload": 0,
+        "no_host": False,
+        "repack": True,
+        "fit_target": 0,
+        "fit_min_ctx": 0,
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": 0,
+        "test_time": "2025-01-01T00:00:00Z",
+        "avg_ns": int(sum(samples_ns) / len(samples_ns)),
+        "stddev_ns": 1000,
+        "avg_ts": avg_ts,
+        "stddev_ts": 1.0,
+        "samples_ns": samples_ns,
+        "samples_ts": samples_ts,
     }
 
 
@@ -100,8 +133,10 @@ def test_run_llama_bench_errors_are_one_sentence(tmp_path: Path, stdout: str, rc
 
 
 def test_merge_runs_pools_samples_and_takes_new_medians() -> None:
-    runs = [lb.parse_llama_bench_json(_json_output(_entry(512, 0, [x]), _entry(0, 128, [y])))
-            for x, y in ((100.0, 10.0), (300.0, 30.0), (200.0, 20.0))]
+    runs = [
+        lb.parse_llama_bench_json(_json_output(_entry(512, 0, [x]), _entry(0, 128, [y])))
+        for x, y in ((100.0, 10.0), (300.0, 30.0), (200.0, 20.0))
+    ]
     merged = lb.merge_runs(runs)
     assert merged["pp_samples_ts"] == [100.0, 300.0, 200.0] and merged["pp_tps"] == 200.0
     assert merged["tg_tps"] == 20.0 and merged["runs"] == 3
@@ -156,16 +191,32 @@ def test_the_engine_settings_say_whether_the_weights_were_repacked() -> None:
     from app.engine.loaded import LoadedModel
     from app.speed.runner import engine_settings
 
-    fields = {"path": "m.gguf", "n_ctx": 512, "n_ctx_train": 512, "n_threads": 1, "n_gpu_layers": 0, "backend": "cpu",
-              "template_source": "gguf", "template_note": "", "load_ms": 1.0}
+    fields = {
+        "path": "m.gguf",
+        "n_ctx": 512,
+        "n_ctx_train": 512,
+        "n_threads": 1,
+        "n_gpu_layers": 0,
+        "backend": "cpu",
+        "template_source": "gguf",
+        "template_note": "",
+        "load_ms": 1.0,
+    }
     assert engine_settings(LoadedModel(**fields, placement={"extra_buffers": False}), 1)["repack"] == 0  # type: ignore[arg-type]
     assert engine_settings(LoadedModel(**fields, placement={"extra_buffers": True}), 1)["repack"] == 1  # type: ignore[arg-type]
     assert engine_settings(LoadedModel(**fields), 1)["repack"] == 1  # type: ignore[arg-type]
 
 
 def _cove(pp: float | None = 900.0, tg: float | None = 57.0) -> dict[str, Any]:
-    return {"pp_tps": pp, "tg_tps": tg, "pp_samples_tps": [pp], "tg_samples_tps": [tg], "n_prompt": 512,
-            "n_gen": 128, "settings": {"n_batch": 512}}
+    return {
+        "pp_tps": pp,
+        "tg_tps": tg,
+        "pp_samples_tps": [pp],
+        "tg_samples_tps": [tg],
+        "n_prompt": 512,
+        "n_gen": 128,
+        "settings": {"n_batch": 512},
+    }
 
 
 def test_report_ratios_are_cove_over_llama_bench() -> None:
@@ -232,9 +283,21 @@ class _ScriptedClient:
     def load(self, path: str, **kw: Any) -> Any:
         self.calls.append({"load": path, **kw})
         ngl = (self.placement or {}).get("n_gpu_layers", 0)
-        self.loaded = type("Loaded", (), {"n_ctx": 768, "n_threads": kw["n_threads"], "backend": "cpu",
-                                          "n_gpu_layers": ngl, "n_batch": 512, "n_ubatch": 512, "flash_attn": "auto",
-                                          "n_vocab": 8, "placement": self.placement})()
+        self.loaded = type(
+            "Loaded",
+            (),
+            {
+                "n_ctx": 768,
+                "n_threads": kw["n_threads"],
+                "backend": "cpu",
+                "n_gpu_layers": ngl,
+                "n_batch": 512,
+                "n_ubatch": 512,
+                "flash_attn": "auto",
+                "n_vocab": 8,
+                "placement": self.placement,
+            },
+        )()
         return self.loaded
 
     def generate(self, messages: list[dict[str, Any]], **kw: Any) -> _Gen:
@@ -242,13 +305,32 @@ class _ScriptedClient:
         self.calls.append(kw)
         n = len(kw["prompt_tokens"])
         if kw["max_tokens"] == 1:
-            m = {"prompt_tokens": n, "cached_tokens": 0, "prefill_ms": 500.0, "gen_tokens": 1, "gen_ms": 0.0,
-                 "gen_tps": 0.0, "llama_p_eval_ms": 400.0, "llama_n_p_eval": n, "llama_eval_ms": 0.0, "llama_n_eval": 1}
+            m = {
+                "prompt_tokens": n,
+                "cached_tokens": 0,
+                "prefill_ms": 500.0,
+                "gen_tokens": 1,
+                "gen_ms": 0.0,
+                "gen_tps": 0.0,
+                "llama_p_eval_ms": 400.0,
+                "llama_n_p_eval": n,
+                "llama_eval_ms": 0.0,
+                "llama_n_eval": 1,
+            }
         else:
-            m = {"prompt_tokens": n, "cached_tokens": 0, "prefill_ms": 10.0, "gen_tokens": kw["max_tokens"],
-                 "gen_ms": 1270.0, "gen_tps": 100.0, "llama_p_eval_ms": 0.0, "llama_n_p_eval": 1,
-                 "llama_eval_ms": 1200.0, "llama_n_eval": kw["max_tokens"],
-                 "token_loop": {"pick_ms": 40.0, "accept_ms": 8.0, "send_ms": 12.0}}
+            m = {
+                "prompt_tokens": n,
+                "cached_tokens": 0,
+                "prefill_ms": 10.0,
+                "gen_tokens": kw["max_tokens"],
+                "gen_ms": 1270.0,
+                "gen_tps": 100.0,
+                "llama_p_eval_ms": 0.0,
+                "llama_n_p_eval": 1,
+                "llama_eval_ms": 1200.0,
+                "llama_n_eval": kw["max_tokens"],
+                "token_loop": {"pick_ms": 40.0, "accept_ms": 8.0, "send_ms": 12.0},
+            }
         return _Gen(_Finished(m))
 
     def close(self) -> None:
@@ -289,10 +371,10 @@ def test_run_cove_bench_shapes_requests_like_llama_bench(tmp_path: Path) -> None
 def test_reference_rounds_alternate_sides(tmp_path: Path) -> None:
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
     client = _ScriptedClient()
-    run_cove_bench(client, model, threads=1, reps=4, n_prompt=8, n_gen=4, warmup=False,
-                   reference_round=lambda i: client.calls.append({"reference": i}))
-    order = ["ref" if "reference" in c else "pp" if c.get("max_tokens") == 1 else "tg"
-             for c in client.calls if "load" not in c]
+    run_cove_bench(
+        client, model, threads=1, reps=4, n_prompt=8, n_gen=4, warmup=False, reference_round=lambda i: client.calls.append({"reference": i})
+    )
+    order = ["ref" if "reference" in c else "pp" if c.get("max_tokens") == 1 else "tg" for c in client.calls if "load" not in c]
     assert order == ["pp", "tg", "ref", "ref", "pp", "tg", "pp", "tg", "ref", "ref", "pp", "tg"]
 
 
@@ -316,15 +398,21 @@ def test_bench_main_prints_one_json_object(tmp_path: Path, monkeypatch: pytest.M
     assert argv[argv.index("-t") + 1] == "2" and argv[argv.index("-ctk") + 1] == "f16"
 
 
-def test_bench_main_reports_the_placement_the_engine_pid_and_nvidia_smi(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bench_main_reports_the_placement_the_engine_pid_and_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With layers on a GPU: llama-bench runs with the engine's -ngl, and nvidia-smi (a stand-in
     on PATH) is read for the engine process after the load and after the runs."""
     import app.speed as bench
 
-    placement = {"backend": "cuda", "device": "NVIDIA H200", "n_layers": 17, "n_gpu_layers": 17, "kv_on_gpu": True,
-                 "vram_estimate": 1400 * 2**20, "vram_used": 1300 * 2**20, "devices": [{"name": "CUDA0"}]}
+    placement = {
+        "backend": "cuda",
+        "device": "NVIDIA H200",
+        "n_layers": 17,
+        "n_gpu_layers": 17,
+        "kv_on_gpu": True,
+        "vram_estimate": 1400 * 2**20,
+        "vram_used": 1300 * 2**20,
+        "devices": [{"name": "CUDA0"}],
+    }
 
     class GpuClient(_ScriptedClient):
         def __init__(self) -> None:
@@ -339,9 +427,11 @@ def test_bench_main_reports_the_placement_the_engine_pid_and_nvidia_smi(
     count = tmp_path / "smi-calls"
     smi = smi_dir / "nvidia-smi"
     # 1320 MiB on the first call (after the load), 1500 after; another process holds 5000.
-    smi.write_text(f"#!/bin/sh\necho x >> {count}\n"
-                   f"if [ $(wc -l < {count}) -eq 1 ]; then echo '4242, 1320'; else echo '4242, 1500'; fi\n"
-                   "echo '999, 5000'\n")
+    smi.write_text(
+        f"#!/bin/sh\necho x >> {count}\n"
+        f"if [ $(wc -l < {count}) -eq 1 ]; then echo '4242, 1320'; else echo '4242, 1500'; fi\n"
+        "echo '999, 5000'\n"
+    )
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi_dir}{os.pathsep}{os.environ['PATH']}")
     out, err = io.StringIO(), io.StringIO()
@@ -351,8 +441,12 @@ def test_bench_main_reports_the_placement_the_engine_pid_and_nvidia_smi(
     assert report["engine_pid"] == 4242
     assert report["cove"]["placement"]["n_gpu_layers"] == 17 and "devices" not in report["cove"]["placement"]
     assert report["cove"]["placement"]["vram_used"] == 1300 * 2**20
-    assert report["nvidia_smi"] == {"after_load_mib": 1320, "after_runs_mib": 1500, "engine_vram_used_mib": 1300.0,
-                                    "vram_ratio": pytest.approx(1300 / 1320)}
+    assert report["nvidia_smi"] == {
+        "after_load_mib": 1320,
+        "after_runs_mib": 1500,
+        "engine_vram_used_mib": 1300.0,
+        "vram_ratio": pytest.approx(1300 / 1320),
+    }
     argv = json.loads((tmp_path / "call.json").read_text())["argv"]
     assert argv[argv.index("-ngl") + 1] == "17"
 

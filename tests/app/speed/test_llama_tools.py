@@ -76,8 +76,11 @@ def test_a_folder_missing_one_of_the_binaries_is_not_a_build(tmp_path: Path, mon
     _finished(tmp_path, "9.9.9", targets=("llama-server", "llama-bench"))  # no llama-cli
     assert not lt.is_built(tmp_path, version="9.9.9")
     monkeypatch.setattr(lt.shutil, "which", lambda name: None)
-    with pytest.raises(lt.LlamaToolError, match=r"cmake is not installed, so llama.cpp's tools \(llama-bench, llama-server, "
-                                                r"llama-cli\) cannot be built"):
+    with pytest.raises(
+        lt.LlamaToolError,
+        match=r"cmake is not installed, so llama.cpp's tools \(llama-bench, llama-server, "
+        r"llama-cli\) cannot be built",
+    ):
         lt.ensure_tool(tmp_path, "llama-server", "9.9.9", log=lambda m: None)
 
 
@@ -132,8 +135,7 @@ def test_collect_takes_every_target_and_the_shared_libraries(tmp_path: Path) -> 
 
 
 def test_progress_lines_say_steps_share_and_time() -> None:
-    assert lt.progress_line("[120/300] Building CXX object common/CMakeFiles/chat.cpp.o\n", 245) == \
-        "120/300 steps (40%) after 4 min"
+    assert lt.progress_line("[120/300] Building CXX object common/CMakeFiles/chat.cpp.o\n", 245) == "120/300 steps (40%) after 4 min"
     assert lt.progress_line("[ 45%] Building CXX object ggml.c.o", 30).endswith("after 0 min")  # make's shape, kept
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(120)
 
 # The inner run's conftest: the build is replaced by one that records each call in a file and
 # either takes BUILD_SECONDS and leaves the tools in place, or fails with a sentence.
-CONFTEST = '''
+CONFTEST = """
 import json, os, time
 from pathlib import Path
 
@@ -44,9 +44,9 @@ def fake_ensure_tools(tools_dir, version=llama_tools.DEFAULT_VERSION, log=print,
 
 
 llama_tools.ensure_tools = fake_ensure_tools
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import pytest
 from app.speed import llama_tools
 from tests.support import llama_server
@@ -66,7 +66,7 @@ def test_uses_the_bench():
 
 def test_needs_no_tool():
     assert True
-'''
+"""
 
 
 @pytest.fixture
@@ -86,8 +86,9 @@ def _calls(tmp_path: Path) -> list[str]:
     return calls.read_text().splitlines() if calls.exists() else []
 
 
-def test_the_tools_are_built_once_before_the_tests_outside_their_timeout(inner: pytest.Pytester, tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_tools_are_built_once_before_the_tests_outside_their_timeout(
+    inner: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BUILD_SECONDS", "2.5")  # longer than each test's 1 s timeout
     result = inner.runpytest_subprocess("-p", "tests.support.llama_tools_build")
     result.assert_outcomes(passed=3)
@@ -104,7 +105,8 @@ def test_the_tools_are_built_once_before_the_tests_outside_their_timeout(inner: 
 
 
 def test_a_failed_build_fails_only_the_tests_that_need_the_tools_with_one_sentence(
-        inner: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inner: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BUILD_FAILS", "1")
     result = inner.runpytest_subprocess("-p", "tests.support.llama_tools_build")
     result.assert_outcomes(passed=1, errors=2)

@@ -22,12 +22,14 @@ from tests.app.reasoning.test_split import QWEN3
 
 def test_the_migration_adds_reasoning_and_keeps_the_rows_of_the_previous_version(tmp_path) -> None:
     db = sqlite_utils.Database(tmp_path / "cove.db")
-    apply_migrations(db, MIGRATIONS[:[n for n, _ in MIGRATIONS].index("0016_reasoning")])
+    apply_migrations(db, MIGRATIONS[: [n for n, _ in MIGRATIONS].index("0016_reasoning")])
     history = History(db)
     conversation = history.create_conversation()
-    db.execute("INSERT INTO messages (id, conversation_id, role, content, status, created_at, updated_at, params, "
-               "metrics, seq) VALUES ('m1', ?, 'assistant', 'old reply', 'complete', '', '', '{}', '{}', 0)",
-               [conversation.id])
+    db.execute(
+        "INSERT INTO messages (id, conversation_id, role, content, status, created_at, updated_at, params, "
+        "metrics, seq) VALUES ('m1', ?, 'assistant', 'old reply', 'complete', '', '', '{}', '{}', 0)",
+        [conversation.id],
+    )
     db.conn.commit()
     assert apply_migrations(db, MIGRATIONS)[0] == "0016_reasoning"
     old = history.messages(conversation.id)[0]
@@ -47,7 +49,7 @@ class _Scripted:
         gen = Generation("scripted", lambda g: None)
         gen.set_started(StartedInfo(9, 0, 0, 1.0, "gguf", "", MODE_THINK))
         for i in range(0, len(QWEN3), 4):
-            gen.add_token(QWEN3[i:i + 4])
+            gen.add_token(QWEN3[i : i + 4])
         gen.end(QWEN3, MessageStatus.COMPLETE, {"gen_tokens": 30}, None)
         return gen
 
@@ -56,10 +58,10 @@ def test_a_turn_keeps_the_reasoning_apart_in_the_row_the_record_and_the_next_pro
     history = cove_core.history
     conversation = history.create_conversation()
     model = cove_core.library.list()[0]
-    record = TurnRecord.begin(history, conversation.id, "What is the capital of France?", model=model,
-                              params=SamplingParams())
-    turn = Turn(record, [{"role": "user", "content": "What is the capital of France?"}], params=SamplingParams(),
-                conversation_id=conversation.id)
+    record = TurnRecord.begin(history, conversation.id, "What is the capital of France?", model=model, params=SamplingParams())
+    turn = Turn(
+        record, [{"role": "user", "content": "What is the capital of France?"}], params=SamplingParams(), conversation_id=conversation.id
+    )
     turn.start(_Scripted(model))
     events = []
     while (event := turn.next_event()) is not None:

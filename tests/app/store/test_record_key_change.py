@@ -38,8 +38,7 @@ def log(cove_core) -> RequestLog:
     return record
 
 
-def test_a_vanished_key_begins_a_new_one_with_an_entry_that_says_so(cove_core, log: RequestLog,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_vanished_key_begins_a_new_one_with_an_entry_that_says_so(cove_core, log: RequestLog, capsys: pytest.CaptureFixture[str]) -> None:
     first = _verification(log)
     last_seal = dict(next(cove_core.db.query("SELECT * FROM record_seals ORDER BY epoch DESC LIMIT 1")))
     forget_the_key(cove_core)
@@ -48,13 +47,13 @@ def test_a_vanished_key_begins_a_new_one_with_an_entry_that_says_so(cove_core, l
     change = log.entries()[4]
     params = json.loads(change["params"])
     assert change["endpoint"] == change["status"] == "key change" and change["client"] == "Cove"
-    assert (params["follows"], params["follows_epoch"], params["follows_seq"], params["follows_mac"]) == (
-        first[0], 3, 4, last_seal["mac"])
+    assert (params["follows"], params["follows_epoch"], params["follows_seq"], params["follows_mac"]) == (first[0], 3, 4, last_seal["mac"])
     second = _verification(log)
     assert second[0] == params["key_id"] != first[0]
-    assert [(r["key_id"], r["epoch"], r["seq"]) for r in cove_core.db.query(
-        "SELECT * FROM record_seals WHERE key_id = ? ORDER BY epoch", [second[0]])] == [(second[0], 0, 5),
-                                                                                        (second[0], 1, 6)]
+    assert [
+        (r["key_id"], r["epoch"], r["seq"])
+        for r in cove_core.db.query("SELECT * FROM record_seals WHERE key_id = ? ORDER BY epoch", [second[0]])
+    ] == [(second[0], 0, 5), (second[0], 1, 6)]
 
     here = log.verify()  # this machine holds only the new key: the old one's entries are not checked
     assert not here.intact and here.unchecked == (1, 2, 3, 4) and not (here.unsealed or here.bad_seals)
@@ -66,8 +65,7 @@ def test_a_vanished_key_begins_a_new_one_with_an_entry_that_says_so(cove_core, l
     assert "is not among the verification keys given" in old_only.why_unchecked[0]
     both = log.verify(first, second)
     assert both.intact and both.checked_with == "the verification key"
-    assert [(r.key_id, r.first, r.last, r.began_at) for r in both.series] == [(first[0], 1, 4, None),
-                                                                             (second[0], 5, 6, 5)]
+    assert [(r.key_id, r.first, r.last, r.began_at) for r in both.series] == [(first[0], 1, 4, None), (second[0], 5, 6, 5)]
 
 
 def test_a_forged_reply_is_not_hidden_by_deleting_the_key(cove_core, log: RequestLog) -> None:
@@ -95,8 +93,7 @@ def test_seals_of_a_key_the_record_never_announced_vouch_for_nothing(cove_core, 
         assert "starts over at entry 3" in finding
 
 
-def test_a_whole_record_made_again_with_a_key_of_ones_own_is_caught_only_by_the_kept_key(cove_core,
-                                                                                       log: RequestLog) -> None:
+def test_a_whole_record_made_again_with_a_key_of_ones_own_is_caught_only_by_the_kept_key(cove_core, log: RequestLog) -> None:
     first = _verification(log)
     reply_changed_and_rehashed(cove_core)
     resealed_with_a_key_of_ones_own(cove_core, 1)
@@ -116,8 +113,9 @@ def test_a_replaced_key_cannot_seal_again(cove_core, log: RequestLog) -> None:
     fill_record(log, 1)
     verdict = log.verify(first, second)
     assert not verdict.intact
-    assert any(f"key {first[0]} went on sealing after it was replaced at entry 5 (epochs 4)" in f
-               for f in verdict.key_findings), verdict.key_findings
+    assert any(f"key {first[0]} went on sealing after it was replaced at entry 5 (epochs 4)" in f for f in verdict.key_findings), (
+        verdict.key_findings
+    )
 
 
 def test_a_replaced_key_cannot_be_cut_back_from_where_the_change_found_it(cove_core, log: RequestLog) -> None:
@@ -130,8 +128,7 @@ def test_a_replaced_key_cannot_be_cut_back_from_where_the_change_found_it(cove_c
     assert not verdict.intact and verdict.missing_seals == (3,)
 
 
-def test_a_record_whose_seals_and_key_are_both_gone_is_not_sealed_as_it_is_found(tmp_path, cove_core,
-                                                                                log: RequestLog) -> None:
+def test_a_record_whose_seals_and_key_are_both_gone_is_not_sealed_as_it_is_found(tmp_path, cove_core, log: RequestLog) -> None:
     run_sql(cove_core, "DELETE FROM record_seals")
     forget_the_key(cove_core)
     again = open_core(resolve_paths({"COVE_HOME": str(tmp_path / "home")}))  # Cove opens it again

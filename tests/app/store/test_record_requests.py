@@ -15,20 +15,29 @@ from app.store.request_log import RequestLog
 
 
 def _dead_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     return int(done.stdout)
 
 
 def _open(core, text: str):
     log = RequestLog(core.db)
     (model,) = core.library.list()
-    exchange = open_exchange(core.history, client="local API", model=model,
-                             messages=[{"role": "user", "content": text}], params={"max_tokens": 9})
-    opened = open_request(log, client="local API", remote="127.0.0.1", endpoint="/v1/chat/completions",
-                          model_name=model.name, model_sha256=model.sha256, quant=model.quant, params={"max_tokens": 9},
-                          messages=[{"role": "user", "content": text}], conversation_id=exchange.conversation_id,
-                          message_id=exchange.message_id)
+    exchange = open_exchange(
+        core.history, client="local API", model=model, messages=[{"role": "user", "content": text}], params={"max_tokens": 9}
+    )
+    opened = open_request(
+        log,
+        client="local API",
+        remote="127.0.0.1",
+        endpoint="/v1/chat/completions",
+        model_name=model.name,
+        model_sha256=model.sha256,
+        quant=model.quant,
+        params={"max_tokens": 9},
+        messages=[{"role": "user", "content": text}],
+        conversation_id=exchange.conversation_id,
+        message_id=exchange.message_id,
+    )
     return log, exchange, opened
 
 

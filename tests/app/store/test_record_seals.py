@@ -68,12 +68,14 @@ def test_a_forger_with_todays_key_is_caught_by_the_verification_key(cove_core, l
     heads = {r["seq"]: r["hash"] for r in log.entries()}
     previous = ""
     for seal in [dict(r) for r in cove_core.db.query("SELECT * FROM record_seals ORDER BY epoch")]:
-        payload = json.dumps([seal["key_id"], seal["epoch"], seal["seq"], heads[seal["seq"]], previous],
-                             separators=(",", ":")).encode()
+        payload = json.dumps([seal["key_id"], seal["epoch"], seal["seq"], heads[seal["seq"]], previous], separators=(",", ":")).encode()
         mac = hmac.new(bytes.fromhex(state.key), payload, hashlib.sha256).hexdigest()  # the best key they have
         check = hmac.new(bytes.fromhex(state.check), payload, hashlib.sha256).hexdigest()
-        run_sql(cove_core, "UPDATE record_seals SET head = ?, mac = ?, check_mac = ? WHERE key_id = ? AND epoch = ?",
-                (heads[seal["seq"]], mac, check, seal["key_id"], seal["epoch"]))
+        run_sql(
+            cove_core,
+            "UPDATE record_seals SET head = ?, mac = ?, check_mac = ? WHERE key_id = ? AND epoch = ?",
+            (heads[seal["seq"]], mac, check, seal["key_id"], seal["epoch"]),
+        )
         previous = mac
     assert log.verify().intact  # this machine's own check is fooled: docs/record.md says so
     full = log.verify(verification)
@@ -99,8 +101,9 @@ def test_numbers_cut_from_the_end_are_never_given_again(cove_core, log: RequestL
     assert not verdict.intact and verdict.missing == (4, 5, 6)
 
 
-def test_cove_stopping_between_an_entry_and_its_keys_evolution_is_not_tampering(cove_core, log: RequestLog,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cove_stopping_between_an_entry_and_its_keys_evolution_is_not_tampering(
+    cove_core, log: RequestLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(record_seals.Sealer, "_advance", lambda self, epoch, seq: None)  # killed right after COMMIT
     fill_record(log, 1)
     state = log.keys.load()
@@ -112,9 +115,9 @@ def test_cove_stopping_between_an_entry_and_its_keys_evolution_is_not_tampering(
     assert state is not None and state.epoch == 8 and log.verify().intact
 
 
-def test_an_entry_whose_key_cannot_be_used_is_written_unsealed_and_reported(cove_core, log: RequestLog,
-                                                                           monkeypatch: pytest.MonkeyPatch,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_entry_whose_key_cannot_be_used_is_written_unsealed_and_reported(
+    cove_core, log: RequestLog, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def locked(self):
         raise SealKeyError("the record's sealing key could not be read from the Secret Service (KeyringLocked)")
 
@@ -132,10 +135,25 @@ def test_an_older_coves_record_is_sealed_as_it_is_when_sealing_begins(cove_core)
     previous = GENESIS
     for seq in (1, 2, 3):
         messages = json.dumps([{"role": "user", "content": f"q{seq}"}])
-        row = {"seq": seq, "at": f"2026-11-0{seq}T10:00:00Z", "client": "this window", "remote": "", "endpoint": "chat",
-               "model_name": "tiny", "model_sha256": "ab" * 32, "quant": "F32", "params": "{}", "messages": messages,
-               "reply": f"a{seq}", "status": "complete", "usage": "{}", "timings": "{}", "erased": 0,
-               "content_hash": content_hash(messages, f"a{seq}"), "prev_hash": previous}
+        row = {
+            "seq": seq,
+            "at": f"2026-11-0{seq}T10:00:00Z",
+            "client": "this window",
+            "remote": "",
+            "endpoint": "chat",
+            "model_name": "tiny",
+            "model_sha256": "ab" * 32,
+            "quant": "F32",
+            "params": "{}",
+            "messages": messages,
+            "reply": f"a{seq}",
+            "status": "complete",
+            "usage": "{}",
+            "timings": "{}",
+            "erased": 0,
+            "content_hash": content_hash(messages, f"a{seq}"),
+            "prev_hash": previous,
+        }
         row["hash"] = entry_hash(row)
         cove_core.db.table("record_entries").insert(row)
         previous = row["hash"]
@@ -166,8 +184,14 @@ def test_the_key_lives_outside_the_database_in_a_private_file_without_a_keyring(
 
 
 def _cove(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "COVE_HOME": str(home)})
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COVE_HOME": str(home)},
+    )
 
 
 def test_the_verification_key_is_given_once_and_checks_every_seal(tmp_path: Path) -> None:

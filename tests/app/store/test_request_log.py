@@ -12,10 +12,20 @@ from app.store.request_log import RequestLog
 
 def _fill(log: RequestLog, n: int) -> None:
     for i in range(n):
-        log.append(client="scripts", remote="127.0.0.1", endpoint="/v1/chat/completions", model_name="tiny",
-                   model_sha256="ab" * 32, quant="F32", params={"temperature": 0.0, "seed": i},
-                   messages=[{"role": "user", "content": f"question {i}"}], reply=f"answer {i}", status="complete",
-                   usage={"prompt_tokens": 3, "completion_tokens": 2}, timings={"ttft_ms": 1.5})
+        log.append(
+            client="scripts",
+            remote="127.0.0.1",
+            endpoint="/v1/chat/completions",
+            model_name="tiny",
+            model_sha256="ab" * 32,
+            quant="F32",
+            params={"temperature": 0.0, "seed": i},
+            messages=[{"role": "user", "content": f"question {i}"}],
+            reply=f"answer {i}",
+            status="complete",
+            usage={"prompt_tokens": 3, "completion_tokens": 2},
+            timings={"ttft_ms": 1.5},
+        )
 
 
 def test_an_untouched_record_verifies(cove_core) -> None:
@@ -83,8 +93,12 @@ def test_a_turns_entry_holds_the_messages_sent_and_goes_with_its_conversation(co
     model = cove_core.library.list()[0]
     conversation = cove_core.history.create_conversation(model=model.name)
     turn = TurnRecord.begin(cove_core.history, conversation.id, "and the second?", model=model, params=SamplingParams())
-    turn.sent = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "first?"},
-                 {"role": "assistant", "content": "one"}, {"role": "user", "content": "and the second?"}]
+    turn.sent = [
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "first?"},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": "and the second?"},
+    ]
     turn.finish(MessageStatus.COMPLETE, {"prompt_tokens": 20, "gen_tokens": 2})
     log = RequestLog(cove_core.db)
     (entry,) = log.entries()
@@ -97,14 +111,25 @@ def test_a_turns_entry_holds_the_messages_sent_and_goes_with_its_conversation(co
     assert verdict.intact and verdict.erased == (entry["seq"],) and verdict.tampered == ()
 
 
-RAN_ON = {"connection": "gpu-box", "host": "gpu-box.lan:8000", "kind": "llama-server", "model_id": "qwen-7b",
-          "fingerprint": None}
+RAN_ON = {"connection": "gpu-box", "host": "gpu-box.lan:8000", "kind": "llama-server", "model_id": "qwen-7b", "fingerprint": None}
 
 
 def _remote_entry(log: RequestLog, ran_on: dict | None = RAN_ON) -> int:
-    return log.append(client="command line", remote="", endpoint="chat", model_name="qwen-7b@gpu-box", model_sha256=None,
-                      quant=None, params={"temperature": 0.7}, messages=[{"role": "user", "content": "hi"}], reply="hello",
-                      status="complete", usage={"prompt_tokens": 4}, timings={"ttft_ms": 80.0}, ran_on=ran_on)
+    return log.append(
+        client="command line",
+        remote="",
+        endpoint="chat",
+        model_name="qwen-7b@gpu-box",
+        model_sha256=None,
+        quant=None,
+        params={"temperature": 0.7},
+        messages=[{"role": "user", "content": "hi"}],
+        reply="hello",
+        status="complete",
+        usage={"prompt_tokens": 4},
+        timings={"ttft_ms": 80.0},
+        ran_on=ran_on,
+    )
 
 
 def test_where_a_turn_ran_is_kept_and_chained(cove_core) -> None:

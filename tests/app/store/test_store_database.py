@@ -131,9 +131,7 @@ def test_failing_migration_leaves_the_old_schema(tmp_path: Path) -> None:
         db["good"].create({"id": int}, pk="id")
 
     with pytest.raises(DatabaseError):
-        open_database(
-            path, extra_migrations=[("9001_good", good), ("9002_boom", half_done_then_boom)]
-        )
+        open_database(path, extra_migrations=[("9001_good", good), ("9002_boom", half_done_then_boom)])
     with _raw(path) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
         assert names[-1] == "9001_good"

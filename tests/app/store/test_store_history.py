@@ -69,12 +69,8 @@ def test_user_message_is_committed_before_returning(path: Path, history: History
     assert history.db.conn.in_transaction is False
     other = sqlite3.connect(path)
     try:
-        row = other.execute(
-            "SELECT role, content, status, conversation_id FROM messages WHERE id = ?", (user.id,)
-        ).fetchone()
-        title = other.execute(
-            "SELECT title FROM conversations WHERE id = ?", (conversation.id,)
-        ).fetchone()[0]
+        row = other.execute("SELECT role, content, status, conversation_id FROM messages WHERE id = ?", (user.id,)).fetchone()
+        title = other.execute("SELECT title FROM conversations WHERE id = ?", (conversation.id,)).fetchone()[0]
     finally:
         other.close()
     assert row == ("user", "Is this saved already?", "complete", conversation.id)
@@ -86,9 +82,7 @@ def test_assistant_row_exists_as_streaming_before_first_token(path: Path, histor
     assert (reply.status, reply.content, reply.model_quant) == ("streaming", "", "Q4_K_M")
     other = sqlite3.connect(path)
     try:
-        assert other.execute("SELECT status FROM messages WHERE id = ?", (reply.id,)).fetchone() == (
-            "streaming",
-        )
+        assert other.execute("SELECT status FROM messages WHERE id = ?", (reply.id,)).fetchone() == ("streaming",)
     finally:
         other.close()
 
@@ -135,9 +129,7 @@ def test_failed_finish_changes_nothing(history: History) -> None:
 
 def test_error_status_keeps_the_error_and_late_checkpoints_are_ignored(history: History) -> None:
     _, _, reply = _start_turn(history)
-    history.finish_assistant(
-        reply.id, "partial", status="error", metrics={}, error="The engine stopped."
-    )
+    history.finish_assistant(reply.id, "partial", status="error", metrics={}, error="The engine stopped.")
     history.checkpoint_assistant(reply.id, "a late checkpoint")
     kept = history.get_message(reply.id)
     assert (kept.content, kept.status, kept.error) == ("partial", "error", "The engine stopped.")
@@ -165,9 +157,7 @@ def test_checkpointer_rate_limits_with_a_fake_clock(history: History) -> None:
     assert checkpointer.flush("abcd") is False
 
 
-def test_checkpointer_keeps_text_and_retries_after_a_failed_write(
-    history: History, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_checkpointer_keeps_text_and_retries_after_a_failed_write(history: History, monkeypatch: pytest.MonkeyPatch) -> None:
     _, _, reply = _start_turn(history)
     clock = FakeClock()
     checkpointer = Checkpointer(history, reply.id, interval_s=1.0, clock=clock)
@@ -283,9 +273,7 @@ def test_id_prefix_lookup(history: History) -> None:
 
     stamp = conversation.created_at
     for cid in ("abcd1111" + "0" * 24, "abcd2222" + "0" * 24):
-        history.db["conversations"].insert(
-            {"id": cid, "created_at": stamp, "updated_at": stamp, "params": "{}", "pinned": 0}
-        )
+        history.db["conversations"].insert({"id": cid, "created_at": stamp, "updated_at": stamp, "params": "{}", "pinned": 0})
     with pytest.raises(ConversationNotFound, match="more than one"):
         history.get_conversation("abcd")
     assert history.get_conversation("abcd2").id.startswith("abcd2222")
@@ -355,9 +343,7 @@ def test_current_branch_follows_the_newest_child(history: History) -> None:
 
 
 def test_update_conversation_changes_only_given_fields(history: History) -> None:
-    conversation = history.create_conversation(
-        model="m1", system_prompt="Be brief.", params={"temperature": 0.2}
-    )
+    conversation = history.create_conversation(model="m1", system_prompt="Be brief.", params={"temperature": 0.2})
     updated = history.update_conversation(conversation.id, params={"temperature": 0.9, "seed": 7})
     assert (updated.model, updated.system_prompt) == ("m1", "Be brief.")
     assert updated.params == {"temperature": 0.9, "seed": 7}
@@ -379,12 +365,14 @@ def test_export_markdown(history: History) -> None:
     conversation = history.create_conversation(system_prompt="You are terse.")
     user = history.add_user_message(conversation.id, "What is WAL?")
     reply = history.start_assistant_message(
-        conversation.id, parent_id=user.id, model_name="gemma-3-270m", model_sha256=None,
-        model_quant="Q4_K_M", params={},
+        conversation.id,
+        parent_id=user.id,
+        model_name="gemma-3-270m",
+        model_sha256=None,
+        model_quant="Q4_K_M",
+        params={},
     )
-    history.finish_assistant(
-        reply.id, "Write-ahead logging.", status="cancelled", metrics={"ttft_s": 0.1234, "tokens": 5}
-    )
+    history.finish_assistant(reply.id, "Write-ahead logging.", status="cancelled", metrics={"ttft_s": 0.1234, "tokens": 5})
     text = export_conversation(history, conversation.id, "md")
     assert text.startswith("# What is WAL?\n")
     assert "You are terse." in text

@@ -51,8 +51,33 @@ NASTY = [
 ]
 
 FTS_BITS = st.sampled_from(
-    ['"', "NEAR(", "NEAR", "*", "OR", "AND", "NOT", "col:x", "(", ")", "^", "-", "+", ":",
-     "{", "}", ",", "😀", "lighthouse", "keeper", "'", "\\", "%", "_", "\x00"]
+    [
+        '"',
+        "NEAR(",
+        "NEAR",
+        "*",
+        "OR",
+        "AND",
+        "NOT",
+        "col:x",
+        "(",
+        ")",
+        "^",
+        "-",
+        "+",
+        ":",
+        "{",
+        "}",
+        ",",
+        "😀",
+        "lighthouse",
+        "keeper",
+        "'",
+        "\\",
+        "%",
+        "_",
+        "\x00",
+    ]
 )
 
 
@@ -63,12 +88,14 @@ def history(tmp_path: Path) -> Iterator[History]:
     conversation = history.create_conversation(title="Lights")
     user = history.add_user_message(conversation.id, "Who keeps the lighthouse at night?")
     reply = history.start_assistant_message(
-        conversation.id, parent_id=user.id, model_name="m", model_sha256=None, model_quant=None,
+        conversation.id,
+        parent_id=user.id,
+        model_name="m",
+        model_sha256=None,
+        model_quant=None,
         params={},
     )
-    history.finish_assistant(
-        reply.id, 'The keeper 🦙 does, said "NEAR(" col:x * OR AND.', status="complete", metrics={}
-    )
+    history.finish_assistant(reply.id, 'The keeper 🦙 does, said "NEAR(" col:x * OR AND.', status="complete", metrics={})
     yield history
     close_database(opened.db)
 

@@ -15,8 +15,18 @@ def history(tmp_path: Path) -> History:
 
 
 def source(n: int, cited: bool = True) -> Source:
-    return Source(n=n, collection="papers", path=f"/docs/report{n}.pdf", start=10 * n, end=10 * n + 9, hash=f"h{n}",
-                  excerpt=f"passage {n}", cited=cited, page=n, heading=None)
+    return Source(
+        n=n,
+        collection="papers",
+        path=f"/docs/report{n}.pdf",
+        start=10 * n,
+        end=10 * n + 9,
+        hash=f"h{n}",
+        excerpt=f"passage {n}",
+        cited=cited,
+        page=n,
+        heading=None,
+    )
 
 
 def test_collections_are_attached_and_detached_per_conversation(tmp_path: Path) -> None:

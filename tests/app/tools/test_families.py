@@ -13,16 +13,29 @@ from app.tools.families import FAMILIES, family_of
 from app.tools.parsers import parse_calls
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 CALL = {"id": "abc123def", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
-TURNS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"},
-         {"role": "assistant", "content": "", "tool_calls": [CALL]},
-         {"role": "tool", "tool_call_id": "abc123def", "name": "get_weather", "content": "sunny"}]
+TURNS = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "abc123def", "name": "get_weather", "content": "sunny"},
+]
 
 
-@pytest.mark.parametrize(("file", "family"), [("qwen2.5-instruct.jinja", "hermes"), ("llama-3.2-instruct.jinja", "llama3"),
-                                              ("mistral-nemo-instruct-2407.jinja", "mistral")])
+@pytest.mark.parametrize(
+    ("file", "family"),
+    [("qwen2.5-instruct.jinja", "hermes"), ("llama-3.2-instruct.jinja", "llama3"), ("mistral-nemo-instruct-2407.jinja", "mistral")],
+)
 def test_real_templates_render_tools_and_results(file: str, family: str) -> None:
     source = (TEMPLATES / file).read_text()
     assert family_of(source).name == family
@@ -36,8 +49,10 @@ def args(parsed: object) -> list[tuple[str, dict]]:
 
 
 def test_hermes_several_calls_and_a_call_in_free_text() -> None:
-    text = ('Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
-            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call>')
+    text = (
+        'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call>'
+    )
     parsed = parse_calls(FAMILIES["hermes"], text)
     assert args(parsed) == [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Lima"})]
     assert parsed.content == "Let me check."
@@ -67,8 +82,7 @@ def test_broken_calls_stay_content() -> None:
 
 
 def test_a_closing_tag_inside_an_argument_does_not_end_the_call() -> None:
-    text = ('<tool_call>\n{"name": "write", "arguments": {"text": "an example: <tool_call>x</tool_call> done"}}\n'
-            '</tool_call>\nafter')
+    text = '<tool_call>\n{"name": "write", "arguments": {"text": "an example: <tool_call>x</tool_call> done"}}\n</tool_call>\nafter'
     parsed = parse_calls(FAMILIES["hermes"], text)
     assert args(parsed) == [("write", {"text": "an example: <tool_call>x</tool_call> done"})]
     assert parsed.content == "after"

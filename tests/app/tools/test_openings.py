@@ -33,17 +33,18 @@ PARIS = ("get_weather", {"city": "Paris"})
 WRITTEN = [
     ('```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```', "", [PARIS]),
     ('{"name": "get_weather", "arguments": {"city": "Paris"}}', "", [PARIS]),
-    ('Sure.\n```xml\n<tools>{"name": "get_weather", "arguments": {"city": "Paris"}}</tools>\n```\nDone.', "Sure.\n\nDone.",
-     [PARIS]),
+    ('Sure.\n```xml\n<tools>{"name": "get_weather", "arguments": {"city": "Paris"}}</tools>\n```\nDone.', "Sure.\n\nDone.", [PARIS]),
     ('<function_call>{"name": "get_weather", "parameters": {"city": "Paris"}}</function_call>', "", [PARIS]),
     ('<response>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</response>', "", [PARIS]),
     ('<function=get_weather>{"city": "Paris"}</function>', "", [PARIS]),
-    ('<function name="get_current_time">{"timezone": "Asia/Tokyo"}</function>', "",
-     [("get_current_time", {"timezone": "Asia/Tokyo"})]),
+    ('<function name="get_current_time">{"timezone": "Asia/Tokyo"}</function>', "", [("get_current_time", {"timezone": "Asia/Tokyo"})]),
     ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', "", [PARIS]),
-    ('```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n```json\n'
-     '{"name": "get_current_time", "arguments": {"timezone": "UTC"}}\n```', "",
-     [PARIS, ("get_current_time", {"timezone": "UTC"})]),
+    (
+        '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n```json\n'
+        '{"name": "get_current_time", "arguments": {"timezone": "UTC"}}\n```',
+        "",
+        [PARIS, ("get_current_time", {"timezone": "UTC"})],
+    ),
 ]
 NOT_CALLS = [
     '{"name": "Joke", "arguments": {"joke": "Why did the tomato blush?"}}',  # a name no tool has
@@ -135,8 +136,15 @@ def _sampler(vocab, family=HERMES) -> GrammarFirstSampler:
         def close(self) -> None:
             pass
 
-    return GrammarFirstSampler(_Chain(), vocab, turn.gbnf, 259, piece=lambda t: bytes([t - 3]) if 3 <= t < 259 else b"",
-                               find=turn.find, tokenize=lambda data: list(data and _bytes_of(data.decode())))
+    return GrammarFirstSampler(
+        _Chain(),
+        vocab,
+        turn.gbnf,
+        259,
+        piece=lambda t: bytes([t - 3]) if 3 <= t < 259 else b"",
+        find=turn.find,
+        tokenize=lambda data: list(data and _bytes_of(data.decode())),
+    )
 
 
 def _takes(sampler: GrammarFirstSampler, text: str) -> bool:
@@ -150,18 +158,21 @@ def _takes(sampler: GrammarFirstSampler, text: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("opening", ["```json\n{\n  \"name\": \"get_weather\"", '{"name": "get_weather"',
-                                     '<function_call> {"name":"get_weather"', "<tool_call>"])
+@pytest.mark.parametrize(
+    "opening", ['```json\n{\n  "name": "get_weather"', '{"name": "get_weather"', '<function_call> {"name":"get_weather"', "<tool_call>"]
+)
 def test_the_grammar_switches_on_at_an_opening_and_holds_the_call_to_its_schema(vocab, opening: str) -> None:
     sampler = _sampler(vocab)
     for token in _bytes_of("Sure! " + opening):
         assert sampler.waiting
         sampler.watch(token)
     assert not sampler.waiting  # on at the opening's last character, given the text from its start
-    rest = {"```json\n{\n  \"name\": \"get_weather\"": ', "arguments": {"city": "Paris"}}\n```',
-            '{"name": "get_weather"': ', "arguments": {"city": "Paris"}}',
-            '<function_call> {"name":"get_weather"': ', "parameters": {"city": "Paris"}}</function_call>',
-            "<tool_call>": '\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'}[opening]
+    rest = {
+        '```json\n{\n  "name": "get_weather"': ', "arguments": {"city": "Paris"}}\n```',
+        '{"name": "get_weather"': ', "arguments": {"city": "Paris"}}',
+        '<function_call> {"name":"get_weather"': ', "parameters": {"city": "Paris"}}</function_call>',
+        "<tool_call>": '\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+    }[opening]
     bad = _sampler(vocab)
     for token in _bytes_of(opening):
         bad.watch(token)

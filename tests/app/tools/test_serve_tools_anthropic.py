@@ -29,10 +29,16 @@ from models.library import InstalledModel
 from tests.app.tools.test_serve_tools_openai import TEMPLATES, WEATHER, add_model
 from tests.support.serve_fixture import Served, cove_serve
 
-TIME = {"type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}}, "required": ["zone"],
-        "additionalProperties": False}
-TOOLS: list[dict[str, Any]] = [{"name": "get_weather", "description": "Weather for a city", "input_schema": WEATHER},
-                               {"name": "get_time", "description": "The time in a zone", "input_schema": TIME}]
+TIME = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+    "required": ["zone"],
+    "additionalProperties": False,
+}
+TOOLS: list[dict[str, Any]] = [
+    {"name": "get_weather", "description": "Weather for a city", "input_schema": WEATHER},
+    {"name": "get_time", "description": "The time in a zone", "input_schema": TIME},
+]
 SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
 GREEDY = {"temperature": 0}
 TOO_LONG = re.compile(r"^prompt is too long: (\d+) tokens > (\d+) maximum")
@@ -55,15 +61,20 @@ def tool_uses(message: anthropic.types.Message) -> list[Any]:
 def test_a_loop_of_three_forced_calls_with_tool_results_valid_against_the_schemas(served: tuple[Served, str]) -> None:
     s, model = served
     messages: list[dict[str, Any]] = [{"role": "user", "content": "What is the weather, and the time?"}]
-    choices: list[dict[str, Any]] = [{"type": "any", "disable_parallel_tool_use": True},
-                                     {"type": "tool", "name": "get_time", "disable_parallel_tool_use": True},
-                                     {"type": "any", "disable_parallel_tool_use": True}]
-    results: list[dict[str, Any]] = [{"content": "sunny, 21 C"},  # text, an error, a list of text blocks
-                                     {"content": "the clock is broken", "is_error": True},
-                                     {"content": [{"type": "text", "text": "12:00 "}, {"type": "text", "text": "UTC"}]}]
+    choices: list[dict[str, Any]] = [
+        {"type": "any", "disable_parallel_tool_use": True},
+        {"type": "tool", "name": "get_time", "disable_parallel_tool_use": True},
+        {"type": "any", "disable_parallel_tool_use": True},
+    ]
+    results: list[dict[str, Any]] = [
+        {"content": "sunny, 21 C"},  # text, an error, a list of text blocks
+        {"content": "the clock is broken", "is_error": True},
+        {"content": [{"type": "text", "text": "12:00 "}, {"type": "text", "text": "UTC"}]},
+    ]
     for step in range(3):
-        reply = client(s).messages.create(model=model, max_tokens=200, messages=messages, tools=TOOLS,
-                                          tool_choice=choices[step], extra_body=GREEDY)  # type: ignore[arg-type]
+        reply = client(s).messages.create(
+            model=model, max_tokens=200, messages=messages, tools=TOOLS, tool_choice=choices[step], extra_body=GREEDY
+        )  # type: ignore[arg-type]
         assert reply.stop_reason == "tool_use", reply.content
         calls = tool_uses(reply)
         assert len(calls) == 1 and calls[0].id.startswith("toolu_")  # parallel calls off: one
@@ -73,20 +84,28 @@ def test_a_loop_of_three_forced_calls_with_tool_results_valid_against_the_schema
         jsonschema.validate(call.input, SCHEMAS[call.name])
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
         messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, **results[step]}]})
-    final = client(s).messages.create(model=model, max_tokens=5, messages=messages, tools=TOOLS,
-                                      tool_choice={"type": "none"}, extra_body=GREEDY)
+    final = client(s).messages.create(
+        model=model, max_tokens=5, messages=messages, tools=TOOLS, tool_choice={"type": "none"}, extra_body=GREEDY
+    )
     assert final.stop_reason in ("end_turn", "max_tokens") and [b.type for b in final.content] == ["text"]
     # With "auto" the grammar waits for the family's opener; the random model writes text: never nothing.
-    auto = client(s).messages.create(model=model, max_tokens=8, tools=TOOLS, extra_body=GREEDY,
-                                     messages=[*messages, {"role": "user", "content": "Thanks"}])
+    auto = client(s).messages.create(
+        model=model, max_tokens=8, tools=TOOLS, extra_body=GREEDY, messages=[*messages, {"role": "user", "content": "Thanks"}]
+    )
     assert auto.content and all(b.type in ("text", "tool_use") for b in auto.content)
     assert auto.content[0].type == "tool_use" or auto.content[0].text  # type: ignore[union-attr]
 
 
 def test_a_streamed_call_reassembles_into_the_whole_one(served: tuple[Served, str]) -> None:
     s, model = served
-    args: dict[str, Any] = dict(model=model, max_tokens=200, messages=[{"role": "user", "content": "Weather in Oslo?"}],
-                                tools=TOOLS, tool_choice={"type": "tool", "name": "get_weather"}, extra_body=GREEDY)
+    args: dict[str, Any] = dict(
+        model=model,
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        tools=TOOLS,
+        tool_choice={"type": "tool", "name": "get_weather"},
+        extra_body=GREEDY,
+    )
     whole = client(s).messages.create(**args)
     kinds: list[str] = []
     with client(s).messages.stream(**args) as stream:
@@ -103,8 +122,14 @@ def test_a_streamed_call_reassembles_into_the_whole_one(served: tuple[Served, st
 
 def test_the_record_keeps_the_parsed_calls_beside_the_raw_output_on_both_endpoints(served: tuple[Served, str]) -> None:
     s, model = served
-    reply = client(s).messages.create(model=model, max_tokens=200, messages=[{"role": "user", "content": "Time?"}],
-                                      tools=TOOLS, tool_choice={"type": "any"}, extra_body=GREEDY)
+    reply = client(s).messages.create(
+        model=model,
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Time?"}],
+        tools=TOOLS,
+        tool_choice={"type": "any"},
+        extra_body=GREEDY,
+    )
     entry = s.requests()[-1]
     assert entry["endpoint"] == "/v1/messages" and "<tool_call>" in entry["reply"]  # the model's raw output
     kept = json.loads(entry["closing"]["params"])["tool_calls"]
@@ -112,15 +137,20 @@ def test_the_record_keeps_the_parsed_calls_beside_the_raw_output_on_both_endpoin
     assert json.loads(entry["params"])["tool_choice"]["mode"] == "required"
 
     oa = openai.OpenAI(base_url=f"{s.url}/v1", api_key="none", max_retries=0)
-    done = oa.chat.completions.create(model=model, messages=[{"role": "user", "content": "Weather?"}], max_tokens=200,
-                                      tools=[{"type": "function", "function": {"name": "get_weather",
-                                                                               "parameters": WEATHER}}],
-                                      tool_choice="required", temperature=0)
+    done = oa.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Weather?"}],
+        max_tokens=200,
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}],
+        tool_choice="required",
+        temperature=0,
+    )
     calls = done.choices[0].message.tool_calls or []
     entry = s.requests()[-1]
     assert entry["endpoint"] == "/v1/chat/completions" and "<tool_call>" in entry["reply"]
     assert json.loads(entry["closing"]["params"])["tool_calls"] == [
-        {"id": c.id, "name": c.function.name, "arguments": json.loads(c.function.arguments)} for c in calls]
+        {"id": c.id, "name": c.function.name, "arguments": json.loads(c.function.arguments)} for c in calls
+    ]
     assert calls
 
 
@@ -137,8 +167,10 @@ def test_a_prompt_over_the_context_says_prompt_is_too_long_whole_or_streamed(ser
     long = [{"role": "user", "content": "hello world " * 5000}]  # about 10,000 tokens; the context holds 4,096
     with pytest.raises(anthropic.BadRequestError) as caught:
         client(s).messages.create(model=model, max_tokens=5, messages=long, tools=TOOLS)
-    with (pytest.raises(anthropic.BadRequestError) as streamed,
-          client(s).messages.stream(model=model, max_tokens=5, messages=long) as stream):
+    with (
+        pytest.raises(anthropic.BadRequestError) as streamed,
+        client(s).messages.stream(model=model, max_tokens=5, messages=long) as stream,
+    ):
         list(stream.text_stream)
     for error in (caught.value, streamed.value):
         assert error.body["type"] == "error" and error.body["error"]["type"] == "invalid_request_error"
@@ -160,31 +192,59 @@ def _model() -> InstalledModel:
 
 
 HI = [{"role": "user", "content": "hi"}]
-CALLED = [{"role": "user", "content": "hi"},
-          {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a", "name": "get_time",
-                                             "input": {"zone": "UTC"}}]}]
+CALLED = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a", "name": "get_time", "input": {"zone": "UTC"}}]},
+]
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"tools": [{"description": "no name", "input_schema": {"type": "object"}}]}, "tools.0.name"),
-    ({"tools": [{"name": "f", "input_schema": {"type": "string"}}]}, "tools.0"),
-    ({"tools": [{"name": "f", "input_schema": "object"}]}, "tools.0"),
-    ({"tools": TOOLS, "tool_choice": {"type": "tool", "name": "nope"}}, "tool_choice.name"),
-    ({"tools": [{"name": f"f{i}", "input_schema": {"type": "object"}} for i in range(129)]}, "tools"),
-    ({"tools": TOOLS, "messages": [*CALLED, {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_other", "content": "12:00"}]}]}, "messages.2.content.0.tool_use_id"),
-    ({"messages": [{"role": "user", "content": [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]},
-     "messages.0.content.0"),
-    ({"tools": TOOLS, "messages": [*CALLED, {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_a", "content": [{"type": "image", "source": {}}]}]}]},
-     "messages.2.content.0.content.0"),
-])
-def test_bad_tool_input_is_a_400_in_anthropics_shape_naming_the_field(served: tuple[Served, str], body: dict,
-                                                                      field: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"tools": [{"description": "no name", "input_schema": {"type": "object"}}]}, "tools.0.name"),
+        ({"tools": [{"name": "f", "input_schema": {"type": "string"}}]}, "tools.0"),
+        ({"tools": [{"name": "f", "input_schema": "object"}]}, "tools.0"),
+        ({"tools": TOOLS, "tool_choice": {"type": "tool", "name": "nope"}}, "tool_choice.name"),
+        ({"tools": [{"name": f"f{i}", "input_schema": {"type": "object"}} for i in range(129)]}, "tools"),
+        (
+            {
+                "tools": TOOLS,
+                "messages": [
+                    *CALLED,
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_other", "content": "12:00"}]},
+                ],
+            },
+            "messages.2.content.0.tool_use_id",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}],
+                    }
+                ]
+            },
+            "messages.0.content.0",
+        ),
+        (
+            {
+                "tools": TOOLS,
+                "messages": [
+                    *CALLED,
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": [{"type": "image", "source": {}}]}],
+                    },
+                ],
+            },
+            "messages.2.content.0.content.0",
+        ),
+    ],
+)
+def test_bad_tool_input_is_a_400_in_anthropics_shape_naming_the_field(served: tuple[Served, str], body: dict, field: str) -> None:
     s, model = served
-    answer = httpx.post(f"{s.url}/v1/messages", json={"model": model, "max_tokens": 5, "messages": HI, **body},
-                        timeout=60)
+    answer = httpx.post(f"{s.url}/v1/messages", json={"model": model, "max_tokens": 5, "messages": HI, **body}, timeout=60)
     assert answer.status_code == 400, answer.text
     error = answer.json()
     assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
@@ -192,47 +252,88 @@ def test_bad_tool_input_is_a_400_in_anthropics_shape_naming_the_field(served: tu
 
 
 def test_tool_turns_become_the_chat_templates_messages() -> None:
-    req = read_messages_request({
-        "model": "m", "max_tokens": 5, "system": "Be brief.", "tools": TOOLS,
-        "tool_choice": {"type": "tool", "name": "get_time", "disable_parallel_tool_use": True},
-        "messages": [*CALLED[:1], {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": "toolu_a", "name": "get_time", "input": {"zone": "UTC"}},
-            {"type": "tool_use", "id": "toolu_b", "name": "get_weather", "input": {"city": "Lima", "days": 1}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_a", "content": [{"type": "text", "text": "12:00"}]},
-                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "down", "is_error": True},
-                {"type": "text", "text": "And tomorrow?"}]}]})
+    req = read_messages_request(
+        {
+            "model": "m",
+            "max_tokens": 5,
+            "system": "Be brief.",
+            "tools": TOOLS,
+            "tool_choice": {"type": "tool", "name": "get_time", "disable_parallel_tool_use": True},
+            "messages": [
+                *CALLED[:1],
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "Let me look."},
+                        {"type": "tool_use", "id": "toolu_a", "name": "get_time", "input": {"zone": "UTC"}},
+                        {"type": "tool_use", "id": "toolu_b", "name": "get_weather", "input": {"city": "Lima", "days": 1}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_a", "content": [{"type": "text", "text": "12:00"}]},
+                        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "down", "is_error": True},
+                        {"type": "text", "text": "And tomorrow?"},
+                    ],
+                },
+            ],
+        }
+    )
     assert req.tools is not None and req.tools.choice.mode == "required" and req.tools.choice.name == "get_time"
     assert not req.tools.choice.parallel
     assert req.messages == [
-        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "Let me look.", "tool_calls": [
-            {"id": "toolu_a", "type": "function", "function": {"name": "get_time", "arguments": {"zone": "UTC"}}},
-            {"id": "toolu_b", "type": "function", "function": {"name": "get_weather",
-                                                              "arguments": {"city": "Lima", "days": 1}}}]},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [
+                {"id": "toolu_a", "type": "function", "function": {"name": "get_time", "arguments": {"zone": "UTC"}}},
+                {"id": "toolu_b", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lima", "days": 1}}},
+            ],
+        },
         {"role": "tool", "content": "12:00", "tool_call_id": "toolu_a", "name": "get_time"},
         {"role": "tool", "content": "Error: down", "tool_call_id": "toolu_b", "name": "get_weather"},
-        {"role": "user", "content": "And tomorrow?"}]
+        {"role": "user", "content": "And tomorrow?"},
+    ]
 
 
 def test_a_streamed_call_is_anthropics_sequence_of_events(served: tuple[Served, str]) -> None:
     s, model = served
-    body = {"model": model, "max_tokens": 200, "stream": True, "messages": [{"role": "user", "content": "Time?"}],
-            "tools": TOOLS, "tool_choice": {"type": "tool", "name": "get_time"}, **GREEDY}
+    body = {
+        "model": model,
+        "max_tokens": 200,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Time?"}],
+        "tools": TOOLS,
+        "tool_choice": {"type": "tool", "name": "get_time"},
+        **GREEDY,
+    }
     response = httpx.post(f"{s.url}/v1/messages", json=body, timeout=120)
     assert response.status_code == 200
     events = [block.split("\n", 1) for block in response.text.strip().split("\n\n")]
     names = [name.removeprefix("event: ") for name, _ in events]
     data = [json.loads(line.removeprefix("data: ")) for _, line in events]
     pieces = names.count("content_block_delta")
-    assert names == ["message_start", "ping", "content_block_start", *["content_block_delta"] * pieces,
-                     "content_block_stop", "message_delta", "message_stop"] and pieces >= 1
+    assert (
+        names
+        == [
+            "message_start",
+            "ping",
+            "content_block_start",
+            *["content_block_delta"] * pieces,
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ]
+        and pieces >= 1
+    )
     block = data[2]["content_block"]
     assert block["type"] == "tool_use" and block["name"] == "get_time" and block["id"].startswith("toolu_")
     assert block["input"] == {} and data[2]["index"] == 0
-    assert all(d["delta"]["type"] == "input_json_delta" and d["index"] == 0 for d in data[3:3 + pieces])
-    jsonschema.validate(json.loads("".join(d["delta"]["partial_json"] for d in data[3:3 + pieces])), TIME)
+    assert all(d["delta"]["type"] == "input_json_delta" and d["index"] == 0 for d in data[3 : 3 + pieces])
+    jsonschema.validate(json.loads("".join(d["delta"]["partial_json"] for d in data[3 : 3 + pieces])), TIME)
     assert data[-2]["delta"]["stop_reason"] == "tool_use"
 
 
@@ -241,12 +342,16 @@ def test_a_call_that_breaks_its_schema_is_a_tool_use_as_written() -> None:
     assert tools is not None
     raw = 'Sure.\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "Mars"}}\n</tool_call>'
     bad = reply_of(tools, {"tool_format": "hermes"}, raw, "toolu_")
-    assert bad.problem and content_blocks(bad, raw) == [{"type": "text", "text": "Sure."}, {
-        "type": "tool_use", "id": bad.calls[0].id, "name": "get_time", "input": {"zone": "Mars"}}]
+    assert bad.problem and content_blocks(bad, raw) == [
+        {"type": "text", "text": "Sure."},
+        {"type": "tool_use", "id": bad.calls[0].id, "name": "get_time", "input": {"zone": "Mars"}},
+    ]
     good_raw = raw.replace("Mars", "CET")
     good = reply_of(tools, {"tool_format": "hermes"}, good_raw, "toolu_")
-    assert content_blocks(good, good_raw) == [{"type": "text", "text": "Sure."}, {
-        "type": "tool_use", "id": good.calls[0].id, "name": "get_time", "input": {"zone": "CET"}}]
+    assert content_blocks(good, good_raw) == [
+        {"type": "text", "text": "Sure."},
+        {"type": "tool_use", "id": good.calls[0].id, "name": "get_time", "input": {"zone": "CET"}},
+    ]
     assert good.calls[0].id.startswith("toolu_")
     events = list(BlockStream(ContentGate(family_named("hermes"))).end(None, raw))  # no call that parsed
     assert [n for n, _ in events] == ["content_block_start", "content_block_delta", "content_block_stop"]

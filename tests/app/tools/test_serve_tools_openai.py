@@ -20,19 +20,21 @@ from tests.support.serve_fixture import CLI, Served, cove_serve
 from tests.support.tiny_model import write_tiny_gguf
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]},
-                                            "days": {"type": "integer", "enum": [1, 2, 3]}},
-           "required": ["city", "days"], "additionalProperties": False}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
-                                           "parameters": WEATHER}},
-         {"type": "function", "function": {"name": "get_time", "description": "The time",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]}, "days": {"type": "integer", "enum": [1, 2, 3]}},
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city", "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "get_time", "description": "The time", "parameters": {"type": "object", "properties": {}}}},
+]
 
 
 def add_model(served: Served, name: str, template: str) -> str:
     path = write_tiny_gguf(served.home / f"{name}.gguf", chat_template=template, n_ctx_train=4096)
-    subprocess.run([*CLI, "models", "import", str(path)], cwd=REPO_ROOT, env=served.env, check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run([*CLI, "models", "import", str(path)], cwd=REPO_ROOT, env=served.env, check=True, capture_output=True, timeout=120)
     models = httpx.get(f"{served.url}/v1/models").json()["data"]
     return next(m["id"] for m in models if name in m["id"].lower())
 
@@ -52,8 +54,9 @@ def test_a_loop_of_three_forced_calls_valid_against_the_schema(served: tuple[Ser
     messages: list[dict] = [{"role": "user", "content": "What is the weather?"}]
     for step in range(3):
         choice = "required" if step != 1 else {"type": "function", "function": {"name": "get_weather"}}
-        reply = client(s).chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice=choice,
-                                                  parallel_tool_calls=False, max_tokens=200, seed=step)
+        reply = client(s).chat.completions.create(
+            model=model, messages=messages, tools=TOOLS, tool_choice=choice, parallel_tool_calls=False, max_tokens=200, seed=step
+        )
         out = reply.choices[0]
         assert out.finish_reason == "tool_calls"
         calls = out.message.tool_calls
@@ -65,17 +68,22 @@ def test_a_loop_of_three_forced_calls_valid_against_the_schema(served: tuple[Ser
         jsonschema.validate(json.loads(call.function.arguments), schema)
         messages.append({"role": "assistant", "content": None, "tool_calls": [call.model_dump()]})
         messages.append({"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"})
-    final = client(s).chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice="none",
-                                              max_tokens=5)
+    final = client(s).chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice="none", max_tokens=5)
     assert final.choices[0].finish_reason in ("stop", "length")
     assert final.choices[0].message.tool_calls is None
 
 
 def test_streamed_calls_reassemble_into_the_whole_call(served: tuple[Served, str]) -> None:
     s, model = served
-    args = dict(model=model, messages=[{"role": "user", "content": "Weather in Oslo?"}], tools=TOOLS,
-                tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=200, seed=7,
-                temperature=0)
+    args = dict(
+        model=model,
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=200,
+        seed=7,
+        temperature=0,
+    )
     whole = client(s).chat.completions.create(**args).choices[0].message.tool_calls
     calls: dict[int, dict] = {}
     finish = None
@@ -89,19 +97,22 @@ def test_streamed_calls_reassemble_into_the_whole_call(served: tuple[Served, str
                 entry["arguments"] += (d.function.arguments or "") if d.function else ""
     assert finish == "tool_calls"
     assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == [
-        (w.function.name, json.loads(w.function.arguments)) for w in whole]
+        (w.function.name, json.loads(w.function.arguments)) for w in whole
+    ]
     assert all(c["id"] for c in calls.values())
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"tools": [{"type": "function", "function": {"parameters": {"type": "object"}}}]}, "tools"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "tools"),
-    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
-    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(129)]}, "tools"),
-    ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "1"}]},
-     "messages"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]}, "messages"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"tools": [{"type": "function", "function": {"parameters": {"type": "object"}}}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "tools"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+        ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(129)]}, "tools"),
+        ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "1"}]}, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]}, "messages"),
+    ],
+)
 def test_bad_tool_input_is_a_400_naming_the_field(served: tuple[Served, str], body: dict, param: str) -> None:
     s, model = served
     request = {"model": model, "messages": [{"role": "user", "content": "hi"}], **body}

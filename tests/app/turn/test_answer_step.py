@@ -27,8 +27,12 @@ USER = {"role": "user", "content": "What time is it in Tokyo?"}
 
 
 def test_the_answer_is_given_the_calls_that_worked_and_not_those_that_failed() -> None:
-    both = {"role": "assistant", "content": "", "tool_calls": [call("a"), call("b", "convert_time")],
-            "as_written": "<tool_call>…</tool_call><tool_call>…</tool_call>"}
+    both = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("a"), call("b", "convert_time")],
+        "as_written": "<tool_call>…</tool_call><tool_call>…</tool_call>",
+    }
     failed_only = {"role": "assistant", "content": "", "tool_calls": [call("c", "convert_time")], "as_written": "{…}"}
     sent = [USER, both, result("a", "10:25"), result("b", "error"), failed_only, result("c", "error")]
     kept = answer_messages(sent, {"b", "c"})
@@ -39,8 +43,7 @@ def test_the_answer_is_given_the_calls_that_worked_and_not_those_that_failed() -
 
 def test_a_reply_that_said_something_beside_a_failed_call_keeps_its_words() -> None:
     spoke = {"role": "assistant", "content": "Let me convert it.", "tool_calls": [call("b", "convert_time")]}
-    sent = [USER, {"role": "assistant", "content": "", "tool_calls": [call("a")]}, result("a", "10:25"),
-            spoke, result("b", "error")]
+    sent = [USER, {"role": "assistant", "content": "", "tool_calls": [call("a")]}, result("a", "10:25"), spoke, result("b", "error")]
     assert answer_messages(sent, {"b"})[3:] == [{"role": "assistant", "content": "Let me convert it."}]
 
 
@@ -66,8 +69,7 @@ def test_the_answer_cannot_open_a_call_and_is_free_after_its_first_character(eng
     messages = [{"role": "user", "content": "What time is it?"}]
     free = engine.generate(messages, conversation_id=None, max_tokens=8, temperature=0.0, logit_bias=openers).wait()
     assert free.text.lstrip()[:1] in ("{", "[", "`"), free.text  # pushed, the model opens with one
-    held = engine.generate(messages, conversation_id=None, max_tokens=8, temperature=0.0, logit_bias=openers,
-                           grammar=NO_CALL_FIRST).wait()
+    held = engine.generate(messages, conversation_id=None, max_tokens=8, temperature=0.0, logit_bias=openers, grammar=NO_CALL_FIRST).wait()
     first = held.text.lstrip()[:1]
     assert first and first not in ("{", "[", "`"), held.text
     assert any(c in held.text for c in "{[`"), held.text  # after its first character the reply is free

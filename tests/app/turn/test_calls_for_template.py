@@ -14,14 +14,25 @@ from app.tools.parsers import Call
 from app.turn.tools import assistant_with_calls, tool_message
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
-TOOLS = [{"type": "function", "function": {"name": "get_current_time", "description": "Time in a zone",
-                                           "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_time",
+            "description": "Time in a zone",
+            "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+        },
+    }
+]
 CALL = Call("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
 
 
 def _loop_messages() -> list[dict]:
-    return [{"role": "user", "content": "What time is it in Tokyo?"}, assistant_with_calls("", [CALL]),
-            tool_message(CALL, '{"datetime": "2026-12-06T07:22:22+09:00"}')]
+    return [
+        {"role": "user", "content": "What time is it in Tokyo?"},
+        assistant_with_calls("", [CALL]),
+        tool_message(CALL, '{"datetime": "2026-12-06T07:22:22+09:00"}'),
+    ]
 
 
 def test_the_loops_calls_render_once_in_the_template() -> None:
@@ -37,8 +48,14 @@ def test_the_loops_calls_render_once_in_the_template() -> None:
 def test_arguments_that_are_no_json_object_reach_the_template_as_written() -> None:
     source = (TEMPLATES / "qwen2.5-instruct.jinja").read_text()
     for arguments in ("not json", "[1, 2]"):
-        odd = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]}]
+        odd = [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}],
+            },
+        ]
         text = GgufTemplate(source, bos_token="", eos_token="<|im_end|>").render(odd, TOOLS)
         assert json.dumps(arguments) in text
 
@@ -72,7 +89,7 @@ def test_a_call_the_model_wrote_fenced_is_rendered_as_it_wrote_it_in_the_loops_n
     messages[1] = {**messages[1], "as_written": fenced}
     text = _qwen_with_tools().render(messages).text
     assert f"<|im_start|>assistant\n{fenced}<|im_end|>" in text and '<tool_call>\n{"name": "get_current_time"' not in text
-    assert "<tool_response>\n{\"datetime\"" in text  # the result follows it as before
+    assert '<tool_response>\n{"datetime"' in text  # the result follows it as before
     plain = _qwen_with_tools().render(_loop_messages()).text
     assert '<tool_call>\n{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>' in plain
     tagged = {**_loop_messages()[1], "as_written": '<tool_call>\n{"name": "get_current_time"}\n</tool_call>'}

@@ -29,8 +29,7 @@ from tests.support.cli import cove
 from tests.support.tiny_model import write_tiny_gguf
 from tests.support.tool_turns import QUOTE_TOKEN, QWEN_TEMPLATE
 
-CHAT = ("chat", "--new", "--model", "qwentools", "--temperature", "0", "--tool-choice", "required",
-        "--max-tokens", "128")
+CHAT = ("chat", "--new", "--model", "qwentools", "--temperature", "0", "--tool-choice", "required", "--max-tokens", "128")
 
 
 @pytest.fixture
@@ -131,8 +130,9 @@ def test_offline_the_servers_start_only_with_allow_offline_once(home: Path, monk
 CALL = '<tool_call>\n{"name": "echo", "arguments": {"text": "hi"}}\n</tool_call>'
 
 
-def test_the_step_limit_ends_the_turn_with_a_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_step_limit_ends_the_turn_with_a_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every reply of the replayed model calls echo; with --max-tool-steps 1 the first call runs
     and the second reply's call does not."""
     from app.cli.main import main
@@ -142,7 +142,7 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(tmp_path: Path, monkeypatc
     home = tmp_path / "home"
     monkeypatch.setenv("COVE_HOME", str(home))
     pieces = tmp_path / "pieces.json"
-    pieces.write_text(json.dumps([CALL[i:i + 7] for i in range(0, len(CALL), 7)]))
+    pieces.write_text(json.dumps([CALL[i : i + 7] for i in range(0, len(CALL), 7)]))
     monkeypatch.setenv("FAKE_HOST_PIECES", str(pieces))
     real = Core.engine_client
     monkeypatch.setattr(Core, "engine_client", lambda self, host_argv=None: real(self, [sys.executable, str(FAKE_HOST)]))
@@ -152,11 +152,30 @@ def test_the_step_limit_ends_the_turn_with_a_sentence(tmp_path: Path, monkeypatc
     assert main(["tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER), str(calls_file)]) == 0
     capsys.readouterr()
 
-    assert main(["chat", "--new", "--model", "qwentools", "--tools", "fault", "--allow-tools", "--tool-choice",
-                 "required", "--max-tool-steps", "1", "Say hi through the tool"]) == 0
+    assert (
+        main(
+            [
+                "chat",
+                "--new",
+                "--model",
+                "qwentools",
+                "--tools",
+                "fault",
+                "--allow-tools",
+                "--tool-choice",
+                "required",
+                "--max-tool-steps",
+                "1",
+                "Say hi through the tool",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
-    assert "the model asked for tools again after 1 rounds of calls, the most one turn may have; " \
-           "these calls did not run; the model was asked to answer from the results without tools" in err
+    assert (
+        "the model asked for tools again after 1 rounds of calls, the most one turn may have; "
+        "these calls did not run; the model was asked to answer from the results without tools" in err
+    )
     # The second call is shown with what the model was told instead of its result; it never reached the server.
     assert err.count("[tool call: fault/echo") == 2
     assert "[tool result (failed): Cove did not run 'echo': this turn has had 1 rounds of calls" in err

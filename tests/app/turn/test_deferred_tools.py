@@ -44,9 +44,19 @@ def quick_host(tmp_path: Path) -> Iterator[McpHost]:
         yield h
 
 
-def _turn(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer, replies: list[list[str]],
-          *, deferred: bool = True, max_tokens: int = 400, backend_type: Any = ScriptedBackend,
-          text: str = "Say hi through the tool") -> tuple[TurnRecord, Turn]:
+def _turn(
+    core: Any,
+    engine: Any,
+    pieces: Path,
+    host: McpHost,
+    server: ToolServer,
+    replies: list[list[str]],
+    *,
+    deferred: bool = True,
+    max_tokens: int = 400,
+    backend_type: Any = ScriptedBackend,
+    text: str = "Say hi through the tool",
+) -> tuple[TurnRecord, Turn]:
     store = ToolServerStore(core.db)
     if store.find(server.name) is None:
         store.add(server)
@@ -56,8 +66,9 @@ def _turn(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServe
     params = SamplingParams(max_tokens=max_tokens)
     record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
     messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
-    turn = Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library,
-                tools=lambda: loop)  # built on the start thread, as the window does
+    turn = Turn(
+        record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=lambda: loop
+    )  # built on the start thread, as the window does
     turn.launch(backend_type(backend_for(model, engine=engine), pieces, replies))
     return record, turn
 
@@ -74,10 +85,12 @@ def _question(events: list) -> ToolCallEvent | None:
     return next((e for e in events if isinstance(e, ToolCallEvent) and e.question is not None), None)
 
 
-def test_nothing_runs_before_the_answer_then_the_call_runs_and_the_turn_goes_on(cove_core, fake_engine, pieces,
-                                                                                server, calls_file, quick_host):
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server,
-                         [split_text("Let me check. " + CALL), split_text("The tool said hi.")])
+def test_nothing_runs_before_the_answer_then_the_call_runs_and_the_turn_goes_on(
+    cove_core, fake_engine, pieces, server, calls_file, quick_host
+):
+    record, turn = _turn(
+        cove_core, fake_engine, pieces, quick_host, server, [split_text("Let me check. " + CALL), split_text("The tool said hi.")]
+    )
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
     asked = _question(events)
@@ -123,8 +136,7 @@ def test_always_is_asked_once_then_the_rule_answers(cove_core, fake_engine, piec
     _poll_until(turn, events, lambda: _question(events) is not None)
     turn.answer(_question(events).call_id, ALWAYS)  # type: ignore[union-attr]
     _poll_until(turn, events, lambda: turn.ended is not None)
-    _record, again = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("two")],
-                           text="again")
+    _record, again = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("two")], text="again")
     seen: list = []
     _poll_until(again, seen, lambda: again.ended is not None)
     assert _question(seen) is None and any(isinstance(e, ToolCallEvent) for e in seen)
@@ -133,8 +145,7 @@ def test_always_is_asked_once_then_the_rule_answers(cove_core, fake_engine, piec
     assert "always allowed" in result.approved_by
 
 
-def test_stop_at_the_question_ends_the_turn_and_nothing_runs(cove_core, fake_engine, pieces, server, calls_file,
-                                                             quick_host):
+def test_stop_at_the_question_ends_the_turn_and_nothing_runs(cove_core, fake_engine, pieces, server, calls_file, quick_host):
     record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(CALL), split_text("never")])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
@@ -146,8 +157,7 @@ def test_stop_at_the_question_ends_the_turn_and_nothing_runs(cove_core, fake_eng
     assert [m.role for m in cove_core.history.messages(record.conversation_id)] == ["user", "assistant", "assistant"]
 
 
-def test_polls_return_while_a_call_hangs_on_its_worker(cove_core, fake_engine, pieces, server, calls_file,
-                                                       quick_host):
+def test_polls_return_while_a_call_hangs_on_its_worker(cove_core, fake_engine, pieces, server, calls_file, quick_host):
     hang = '<tool_call>\n{"name": "hang", "arguments": {}}\n</tool_call>'
     _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(hang), split_text("It hung.")])
     events: list = []
@@ -168,11 +178,11 @@ def test_polls_return_while_a_call_hangs_on_its_worker(cove_core, fake_engine, p
     assert turn.ended is not None and turn.ended.message.content == "It hung."
 
 
-def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(cove_core, fake_engine, pieces,
-                                                                                server, calls_file, quick_host):
+def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(
+    cove_core, fake_engine, pieces, server, calls_file, quick_host
+):
     cut = 'Let me look that up. <tool_call>\n{"name": "echo", "arguments": {"text": "hi fr'
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(cut)], max_tokens=40,
-                         backend_type=LengthBackend)
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(cut)], max_tokens=40, backend_type=LengthBackend)
     events: list = []
     _poll_until(turn, events, lambda: turn.ended is not None)
     shown = "".join(e.text for e in events if isinstance(e, TextEvent))
@@ -189,12 +199,12 @@ def test_a_call_cut_off_by_the_token_limit_is_kept_out_of_the_reply_with_a_note(
 
 @pytest.mark.parametrize("cut_at", ["</tool_", "</tool_call", "</tool_call>"])
 def test_a_call_cut_off_in_its_closing_tag_or_right_after_it_is_kept_out_with_a_note(
-        cove_core, fake_engine, pieces, server, calls_file, quick_host, cut_at):
+    cove_core, fake_engine, pieces, server, calls_file, quick_host, cut_at
+):
     """The token limit may end a reply within the closing tag or just after it: the call is whole
     but did not run, and neither the tags nor any part of them stay in the saved reply."""
-    text = "Let me look that up. " + CALL[:CALL.index("</tool_call>")] + cut_at
-    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(text)], max_tokens=40,
-                         backend_type=LengthBackend)
+    text = "Let me look that up. " + CALL[: CALL.index("</tool_call>")] + cut_at
+    record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(text)], max_tokens=40, backend_type=LengthBackend)
     events: list = []
     _poll_until(turn, events, lambda: turn.ended is not None)
     end = turn.ended
@@ -207,19 +217,18 @@ def test_a_call_cut_off_in_its_closing_tag_or_right_after_it_is_kept_out_with_a_
     assert cove_core.history.messages(record.conversation_id)[-1].content == end.message.content
 
 
-def test_a_reply_cut_off_outside_a_call_keeps_its_text_and_has_no_note(cove_core, fake_engine, pieces, server,
-                                                                       calls_file, quick_host):
+def test_a_reply_cut_off_outside_a_call_keeps_its_text_and_has_no_note(cove_core, fake_engine, pieces, server, calls_file, quick_host):
     text = "A long answer that simply ran out of room <tool"
-    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(text)],
-                          backend_type=LengthBackend)
+    _record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(text)], backend_type=LengthBackend)
     events: list = []
     _poll_until(turn, events, lambda: turn.ended is not None)
     assert turn.ended is not None and turn.ended.message.content == text
     assert "tool_note" not in turn.ended.message.metrics
 
 
-def test_quitting_at_the_question_keeps_the_turn_as_interrupted_and_runs_nothing(cove_core, fake_engine, pieces,
-                                                                                 server, calls_file, quick_host):
+def test_quitting_at_the_question_keeps_the_turn_as_interrupted_and_runs_nothing(
+    cove_core, fake_engine, pieces, server, calls_file, quick_host
+):
     record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text("Let me see. " + CALL)])
     events: list = []
     _poll_until(turn, events, lambda: _question(events) is not None)
@@ -231,8 +240,7 @@ def test_quitting_at_the_question_keeps_the_turn_as_interrupted_and_runs_nothing
     assert branch[1].content == "Let me see." and branch[2].status == MessageStatus.INTERRUPTED
 
 
-def test_quitting_while_a_call_runs_keeps_that_it_was_made(cove_core, fake_engine, pieces, server, calls_file,
-                                                           quick_host):
+def test_quitting_while_a_call_runs_keeps_that_it_was_made(cove_core, fake_engine, pieces, server, calls_file, quick_host):
     hang = '<tool_call>\n{"name": "hang", "arguments": {}}\n</tool_call>'
     record, turn = _turn(cove_core, fake_engine, pieces, quick_host, server, [split_text(hang)])
     events: list = []

@@ -24,8 +24,17 @@ from app.turn.turn import Turn
 from tests.support.tool_turns import CALL, calls_made, run_turn, split_text
 
 
-def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer, replies: list[list[str]],
-         approver: Any, max_steps: int = 8, text: str = "Say hi through the tool") -> tuple[TurnRecord, Turn, list, Any]:
+def _run(
+    core: Any,
+    engine: Any,
+    pieces: Path,
+    host: McpHost,
+    server: ToolServer,
+    replies: list[list[str]],
+    approver: Any,
+    max_steps: int = 8,
+    text: str = "Say hi through the tool",
+) -> tuple[TurnRecord, Turn, list, Any]:
     store = ToolServerStore(core.db)
     if store.find(server.name) is None:
         store.add(server)
@@ -34,16 +43,16 @@ def _run(core: Any, engine: Any, pieces: Path, host: McpHost, server: ToolServer
     return run_turn(core, engine, pieces, loop, replies, conversation, text)
 
 
-def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, fake_engine, pieces, host, server,
-                                                                     calls_file):
+def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, fake_engine, pieces, host, server, calls_file):
     asked: list[ToolRequest] = []
 
     def approver(request: ToolRequest) -> str:
         asked.append(request)
         return ALLOW_ONCE
 
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [split_text("Let me check. " + CALL), split_text("The tool said hi.")], approver)
+    record, turn, events, backend = _run(
+        cove_core, fake_engine, pieces, host, server, [split_text("Let me check. " + CALL), split_text("The tool said hi.")], approver
+    )
     assert [r.tool for r in asked] == ["echo"] and asked[0].arguments == {"text": "hi from the tool"}
     assert calls_made(calls_file) == ["echo"]
     kinds = [type(e).__name__ for e in events]
@@ -69,8 +78,7 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
     # The second reply was sent the call and its result in the shape chat templates expect.
     second = backend.sent[1]
     assert second[-2]["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "hi from the tool"}'}
-    assert second[-1] == {"role": "tool", "tool_call_id": second[-2]["tool_calls"][0]["id"], "name": "echo",
-                          "content": "hi from the tool"}
+    assert second[-1] == {"role": "tool", "tool_call_id": second[-2]["tool_calls"][0]["id"], "name": "echo", "content": "hi from the tool"}
     assert backend.tools_given[0][0][0]["function"]["name"] == "echo"
     # ... and the prompt rebuilt from the history for the next turn says the same.
     rebuilt = build_prompt_messages(cove_core.history, record.conversation_id, None)
@@ -89,8 +97,9 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
     # (the row keeps only the text outside the call): "why did the tool not run" has an answer.
     calling = next(r for r in cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq"))
     assert calling["reply"] == "Let me check. " + CALL
-    assert json.loads(calling["params"])["tool_calls"] == [{"id": call.params["call_id"], "name": "echo",
-                                                            "arguments": {"text": "hi from the tool"}}]
+    assert json.loads(calling["params"])["tool_calls"] == [
+        {"id": call.params["call_id"], "name": "echo", "arguments": {"text": "hi from the tool"}}
+    ]
     # Searchable: the call and its result are in the full-text index.
     hits = list(cove_core.db.query("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"hi from the tool\"'"))
     assert len(hits) >= 2
@@ -102,10 +111,10 @@ def test_an_approved_call_runs_and_the_model_answers_with_its_result(cove_core, 
     assert [m["role"] for m in exported][2:4] == ["tool_call", "tool"] and exported[3]["params"]["record_entry"] == entry
 
 
-def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(cove_core, fake_engine, pieces, host, server,
-                                                                      calls_file):
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [split_text(CALL), split_text("Understood.")], lambda _request: DENY)
+def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(cove_core, fake_engine, pieces, host, server, calls_file):
+    record, turn, events, backend = _run(
+        cove_core, fake_engine, pieces, host, server, [split_text(CALL), split_text("Understood.")], lambda _request: DENY
+    )
     assert calls_made(calls_file) == []
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.status == "denied" and result.is_error and "denied" in result.content
@@ -130,21 +139,28 @@ def test_always_allow_asks_once_then_the_rule_answers(cove_core, fake_engine, pi
     def never(_request: ToolRequest) -> str:
         raise AssertionError("asked again although the tool is always allowed")
 
-    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server, [split_text(CALL), split_text("two")],
-                                           never, text="again")
+    record, _turn, events, _backend = _run(
+        cove_core, fake_engine, pieces, host, server, [split_text(CALL), split_text("two")], never, text="again"
+    )
     assert calls_made(calls_file) == ["echo", "echo"]
     result_row = [m for m in cove_core.history.messages(record.conversation_id) if m.role == "tool"][-1]
     assert result_row.params["decision"] == "always" and "always allowed" in result_row.params["approved_by"]
 
 
-def test_the_step_limit_ends_the_loop_and_the_model_answers_without_tools(cove_core, fake_engine, pieces, host, server,
-                                                                          calls_file):
+def test_the_step_limit_ends_the_loop_and_the_model_answers_without_tools(cove_core, fake_engine, pieces, host, server, calls_file):
     """Calls past the last round do not run (each is written with a result saying why), and the
     model is asked once more, without tools and kept from opening a call, for its answer."""
     replies = [split_text(CALL.replace("hi from the tool", f"hi {n}")) for n in range(3)]
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [*replies, split_text("The tool said hi 0 and hi 1.")], lambda _r: ALLOW_ONCE,
-                                         max_steps=2)
+    record, turn, events, backend = _run(
+        cove_core,
+        fake_engine,
+        pieces,
+        host,
+        server,
+        [*replies, split_text("The tool said hi 0 and hi 1.")],
+        lambda _r: ALLOW_ONCE,
+        max_steps=2,
+    )
     assert calls_made(calls_file) == ["echo", "echo"]
     assert turn.steps == 2 and len(backend.sent) == 4
     assert backend.tools_given[3] == (None, None) and backend.grammars[3] == NO_CALL_FIRST
@@ -154,28 +170,43 @@ def test_the_step_limit_ends_the_loop_and_the_model_answers_without_tools(cove_c
     end = events[-1]
     assert isinstance(end, EndEvent) and end.status == MessageStatus.COMPLETE
     assert end.message.content == "The tool said hi 0 and hi 1."
-    assert "2 rounds" in end.message.metrics["tool_note"] and "answer from the results without tools" in \
-        end.message.metrics["tool_note"]
+    assert "2 rounds" in end.message.metrics["tool_note"] and "answer from the results without tools" in end.message.metrics["tool_note"]
     results = [e for e in events if isinstance(e, ToolResultEvent)]
     assert [r.status for r in results] == ["ok", "ok", "failed"]
     assert results[2].content.startswith("Cove did not run 'echo': this turn has had 2 rounds of calls")
     rows = cove_core.history.messages(record.conversation_id)
-    assert [m.role for m in rows] == ["user", "assistant", "tool_call", "tool", "assistant", "tool_call", "tool",
-                                      "assistant", "tool_call", "tool", "assistant"]
+    assert [m.role for m in rows] == [
+        "user",
+        "assistant",
+        "tool_call",
+        "tool",
+        "assistant",
+        "tool_call",
+        "tool",
+        "assistant",
+        "tool_call",
+        "tool",
+        "assistant",
+    ]
     entries = list(cove_core.db.query("SELECT * FROM record_entries WHERE endpoint = 'chat' ORDER BY seq"))
     assert CALL.replace("hi from the tool", "hi 2") in [e["reply"] for e in entries]  # the call that did not run
     assert "2 rounds" in json.loads(entries[-1]["params"])["tool_note"]
     assert RequestLog(cove_core.db).verify().intact
 
 
-def test_a_call_made_again_with_the_same_arguments_does_not_run_again(cove_core, fake_engine, pieces, host, server,
-                                                                      calls_file):
+def test_a_call_made_again_with_the_same_arguments_does_not_run_again(cove_core, fake_engine, pieces, host, server, calls_file):
     """A small model given a result may ask for the very same call again and again (Qwen2.5-Coder
     0.5B does): it runs once, and the model answers without tools from the prompt it had."""
     spaced = CALL.replace('"text": ', '"text":  ')  # the same arguments, spelled otherwise
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [split_text(CALL), split_text(spaced), split_text("It said hi.")],
-                                         lambda _r: ALLOW_ONCE)
+    record, turn, events, backend = _run(
+        cove_core,
+        fake_engine,
+        pieces,
+        host,
+        server,
+        [split_text(CALL), split_text(spaced), split_text("It said hi.")],
+        lambda _r: ALLOW_ONCE,
+    )
     assert calls_made(calls_file) == ["echo"]
     assert turn.steps == 1 and len(backend.sent) == 3 and backend.sent[2] == backend.sent[1]
     assert backend.tools_given[2] == (None, None) and backend.grammars[2] == NO_CALL_FIRST
@@ -189,9 +220,15 @@ def test_a_call_made_again_with_the_same_arguments_does_not_run_again(cove_core,
 def test_a_call_in_the_answer_without_tools_does_not_run(cove_core, fake_engine, pieces, host, server, calls_file):
     """The answer may still write a call (after text: only its beginning is kept from one): it
     does not run, and the reply keeps the text beside it."""
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [split_text(CALL), split_text(CALL), split_text("Once more: " + CALL)],
-                                         lambda _r: ALLOW_ONCE)
+    record, turn, events, backend = _run(
+        cove_core,
+        fake_engine,
+        pieces,
+        host,
+        server,
+        [split_text(CALL), split_text(CALL), split_text("Once more: " + CALL)],
+        lambda _r: ALLOW_ONCE,
+    )
     assert calls_made(calls_file) == ["echo"] and len(backend.sent) == 3
     end = events[-1]
     assert isinstance(end, EndEvent) and end.message.content.strip() == "Once more:"
@@ -202,51 +239,61 @@ def test_a_call_in_the_answer_without_tools_does_not_run(cove_core, fake_engine,
 def test_text_beside_a_repeated_call_is_the_answer(cove_core, fake_engine, pieces, host, server, calls_file):
     """A reply that says something beside a call made before ends the turn with that text: the
     model was not asked again."""
-    record, turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                         [split_text(CALL), split_text("It said hi. " + CALL), split_text("never")],
-                                         lambda _r: ALLOW_ONCE)
+    record, turn, events, backend = _run(
+        cove_core,
+        fake_engine,
+        pieces,
+        host,
+        server,
+        [split_text(CALL), split_text("It said hi. " + CALL), split_text("never")],
+        lambda _r: ALLOW_ONCE,
+    )
     assert calls_made(calls_file) == ["echo"] and len(backend.sent) == 2
     end = events[-1]
     assert end.message.content.strip() == "It said hi." and "same arguments" in end.message.metrics["tool_note"]
     assert "without tools" not in end.message.metrics["tool_note"]
 
 
-def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_engine, pieces, host, server,
-                                                               calls_file):
+def test_a_call_of_a_tool_the_turn_does_not_offer_runs_nothing(cove_core, fake_engine, pieces, host, server, calls_file):
     unknown = '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>'
     asked: list[ToolRequest] = []
-    record, _turn, events, backend = _run(cove_core, fake_engine, pieces, host, server,
-                                          [split_text(unknown), split_text("sorry")], lambda r: asked.append(r) or ALLOW_ONCE)
+    record, _turn, events, backend = _run(
+        cove_core, fake_engine, pieces, host, server, [split_text(unknown), split_text("sorry")], lambda r: asked.append(r) or ALLOW_ONCE
+    )
     assert asked == [] and calls_made(calls_file) == []
     result = next(e for e in events if isinstance(e, ToolResultEvent))
     assert result.status == "failed" and "no tool named 'rm_rf'" in result.content
 
 
 def test_a_reply_without_calls_is_written_whole(cove_core, fake_engine, pieces, host, server, calls_file):
-    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server,
-                                           [split_text("Just text, no tools <tool")], lambda _r: ALLOW_ONCE)
+    record, _turn, events, _backend = _run(
+        cove_core, fake_engine, pieces, host, server, [split_text("Just text, no tools <tool")], lambda _r: ALLOW_ONCE
+    )
     assert not any(isinstance(e, (ToolCallEvent, ToolResultEvent)) for e in events)
     shown = "".join(e.text for e in events if isinstance(e, TextEvent))
     assert shown == "Just text, no tools <tool" == events[-1].message.content
     assert [m.role for m in cove_core.history.messages(record.conversation_id)] == ["user", "assistant"]
 
 
-HARMONY_CALL = ("<|channel|>analysis<|message|>The person wants a greeting through the tool.<|end|>"
-                "<|start|>assistant<|channel|>commentary to=functions.echo <|constrain|>json<|message|>"
-                '{"text": "hi from the tool"}')
-HARMONY_ANSWER = ("<|channel|>analysis<|message|>The tool answered.<|end|>"
-                  "<|start|>assistant<|channel|>final<|message|>The tool said hi.")
+HARMONY_CALL = (
+    "<|channel|>analysis<|message|>The person wants a greeting through the tool.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.echo <|constrain|>json<|message|>"
+    '{"text": "hi from the tool"}'
+)
+HARMONY_ANSWER = "<|channel|>analysis<|message|>The tool answered.<|end|><|start|>assistant<|channel|>final<|message|>The tool said hi."
 
 
-def test_a_harmony_reply_keeps_only_its_final_channel_and_its_call_runs(cove_core, fake_engine, pieces, host, server,
-                                                                       calls_file, monkeypatch):
+def test_a_harmony_reply_keeps_only_its_final_channel_and_its_call_runs(
+    cove_core, fake_engine, pieces, host, server, calls_file, monkeypatch
+):
     """gpt-oss's channels (replayed): the call runs, the rows hold no analysis text or markup,
     and the record keeps what the model wrote."""
     from app.tools.families import FAMILIES
 
     monkeypatch.setattr(Turn, "_family", lambda _self, _metrics: FAMILIES["harmony"])
-    record, _turn, events, _backend = _run(cove_core, fake_engine, pieces, host, server,
-                                           [split_text(HARMONY_CALL), split_text(HARMONY_ANSWER)], lambda _r: ALLOW_ONCE)
+    record, _turn, events, _backend = _run(
+        cove_core, fake_engine, pieces, host, server, [split_text(HARMONY_CALL), split_text(HARMONY_ANSWER)], lambda _r: ALLOW_ONCE
+    )
     assert calls_made(calls_file) == ["echo"]
     shown = "".join(e.text for e in events if isinstance(e, TextEvent))
     assert shown == "The tool said hi."

@@ -179,7 +179,12 @@ def test_the_model_kind_is_asked_of_the_backend_module(cove_core, fake_engine):
     assert ready_without_load(remote, None) and not ready_without_load(local, None)
     assert backend_for(local, engine=fake_engine).installed is local
     server = backend_for(remote, remote_engine=None)
-    assert server.installed is None and server.ran_on == {"connection": "box", "host": "10.0.0.2:8000", "kind": "vllm",
-                                                          "model_id": "m", "fingerprint": None}
+    assert server.installed is None and server.ran_on == {
+        "connection": "box",
+        "host": "10.0.0.2:8000",
+        "kind": "vllm",
+        "model_id": "m",
+        "fingerprint": None,
+    }
     with pytest.raises(EngineError):
         server.start([], SamplingParams(), conversation_id=None)

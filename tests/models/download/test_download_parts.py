@@ -92,9 +92,7 @@ def test_cleanup_removes_orphans_and_keeps_what_can_be_resumed(tmp_path):
     expected_freed = 50 + stale.stat().st_size + 20 + 7
     report = cleanup_orphans(paths)
 
-    assert sorted(Path(p).name for p in report.removed) == sorted(
-        [f"{SHA_B}.part", stale.name, hf_leftover.name, copy_leftover.name]
-    )
+    assert sorted(Path(p).name for p in report.removed) == sorted([f"{SHA_B}.part", stale.name, hf_leftover.name, copy_leftover.name])
     assert report.freed == expected_freed
     assert partial.part_path(pdir, SHA_A).read_bytes() == b"k" * 30
     assert persons_file.read_bytes() == b"keep me"

@@ -15,10 +15,22 @@ from ui.shell.welcome_page import WelcomePage
 
 def installed(name: str, template: bool) -> InstalledModel:
     return InstalledModel(
-        name=name, path=f"/models/{name}.gguf", sha256="0" * 64, size=253_000_000, mtime=0.0, quant="Q4_K_M",
-        architecture="gemma3", parameter_count=268_000_000, context_length=32768,
-        has_chat_template=template, source="starter", repo=None, file=None, revision=None,
-        added_at="2025-05-01T09:30:00.000Z", last_used_at=None,
+        name=name,
+        path=f"/models/{name}.gguf",
+        sha256="0" * 64,
+        size=253_000_000,
+        mtime=0.0,
+        quant="Q4_K_M",
+        architecture="gemma3",
+        parameter_count=268_000_000,
+        context_length=32768,
+        has_chat_template=template,
+        source="starter",
+        repo=None,
+        file=None,
+        revision=None,
+        added_at="2025-05-01T09:30:00.000Z",
+        last_used_at=None,
     )
 
 
@@ -58,8 +70,9 @@ def test_the_welcome_page_in_the_window_names_the_base_model(qtbot, cove_core, f
     from ui.shell.main_window import MainWindow
 
     controller = ChatController(cove_core, fake_engine)
-    window = MainWindow(controller, state_file=cove_core.paths.data_dir / "window.ini",
-                        presets_file=cove_core.paths.data_dir / "presets.json")
+    window = MainWindow(
+        controller, state_file=cove_core.paths.data_dir / "window.ini", presets_file=cove_core.paths.data_dir / "presets.json"
+    )
     qtbot.addWidget(window)
     window.show()
     window.start()

@@ -11,8 +11,7 @@ import pytest
 from app.settings import ModelPlacement
 from ui.chat.controller import ChatController
 
-GONE = ("The draft model old-draft is no longer installed, so tiny-llama loads without it "
-        "(drafting from the conversation still works).")
+GONE = "The draft model old-draft is no longer installed, so tiny-llama loads without it (drafting from the conversation still works)."
 
 
 @pytest.fixture
@@ -33,8 +32,7 @@ def recorded(qtbot, cove_core, fake_engine, monkeypatch):
     monkeypatch.setattr(fake_engine, "load", recording_load)
     monkeypatch.setattr(fake_engine, "generate", recording_generate)
     monkeypatch.setenv("FAKE_HOST_WORDS", "3")
-    cove_core.set_placement("tiny-llama", ModelPlacement(type_k="q8_0", type_v="q8_0", flash_attn=True,
-                                                         draft_model="old-draft"))
+    cove_core.set_placement("tiny-llama", ModelPlacement(type_k="q8_0", type_v="q8_0", flash_attn=True, draft_model="old-draft"))
     controller = ChatController(cove_core, fake_engine)
     notices: list[str] = []
     controller.notice_changed.connect(notices.append)
@@ -49,8 +47,16 @@ def test_the_preload_and_each_turn_load_with_the_models_settings(qtbot, recorded
     cove.set_placement("tiny-llama", ModelPlacement(type_k="q4_0", type_v="f16", flash_attn=False, speculative="off"))
     with qtbot.waitSignal(controller.model_loaded, timeout=15000):
         controller.preload_model()
-    assert loads[-1] == {"n_ctx": None, "n_gpu_layers": None, "kv_on_gpu": None, "type_k": "q4_0", "type_v": "f16",
-                         "flash_attn": False, "draft_model_path": None, "parallel": 1}
+    assert loads[-1] == {
+        "n_ctx": None,
+        "n_gpu_layers": None,
+        "kv_on_gpu": None,
+        "type_k": "q4_0",
+        "type_v": "f16",
+        "flash_attn": False,
+        "draft_model_path": None,
+        "parallel": 1,
+    }
     with qtbot.waitSignal(controller.reply_finished, timeout=15000):
         assert controller.send("hello")
     assert loads[-1]["type_k"] == "q4_0" and generates[-1]["speculative"] == "off"

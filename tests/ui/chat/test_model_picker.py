@@ -12,10 +12,22 @@ from ui.chat.model_picker import ModelPicker, model_label
 
 def installed(name: str, quant: str | None, size: int, template: bool = True) -> InstalledModel:
     return InstalledModel(
-        name=name, path=f"/models/{name}.gguf", sha256="0" * 64, size=size, mtime=0.0, quant=quant,
-        architecture="gemma3", parameter_count=268_000_000, context_length=32768,
-        has_chat_template=template, source="starter", repo=None, file=None, revision=None,
-        added_at="2025-05-01T09:30:00.000Z", last_used_at=None,
+        name=name,
+        path=f"/models/{name}.gguf",
+        sha256="0" * 64,
+        size=size,
+        mtime=0.0,
+        quant=quant,
+        architecture="gemma3",
+        parameter_count=268_000_000,
+        context_length=32768,
+        has_chat_template=template,
+        source="starter",
+        repo=None,
+        file=None,
+        revision=None,
+        added_at="2025-05-01T09:30:00.000Z",
+        last_used_at=None,
     )
 
 
@@ -128,8 +140,7 @@ def test_every_control_has_an_accessible_name(picker: ModelPicker) -> None:
 
 
 REMOTE = [
-    RemoteModel(connection="gpu-box", model_id="llama3.1:70b", host="gpu-box.lan:11434", kind="ollama",
-                fingerprint="sha256:4f2a"),
+    RemoteModel(connection="gpu-box", model_id="llama3.1:70b", host="gpu-box.lan:11434", kind="ollama", fingerprint="sha256:4f2a"),
     RemoteModel(connection="gpu-box", model_id="qwen2.5:32b", host="gpu-box.lan:11434", kind="ollama"),
     RemoteModel(connection="lab", model_id="meta-llama/Llama-3.3-70B-Instruct", host="10.0.0.7:8000", kind="vllm"),
 ]
@@ -140,18 +151,26 @@ def test_remote_models_are_listed_under_their_connection_marked_with_the_host(pi
     combo = picker.combo
     texts = [combo.itemText(i) for i in range(combo.count())]
     assert texts == [
-        "This computer", "gemma-3-270m-q4_k_m · Q4_K_M · 253 MB", "qwen2.5-1.5b-instruct-q8_0 · Q8_0 · 1.9 GB",
+        "This computer",
+        "gemma-3-270m-q4_k_m · Q4_K_M · 253 MB",
+        "qwen2.5-1.5b-instruct-q8_0 · Q8_0 · 1.9 GB",
         "mystery · 4.2 KB",
         "",  # a separator
-        "gpu-box · gpu-box.lan:11434", "llama3.1:70b · gpu-box.lan:11434", "qwen2.5:32b · gpu-box.lan:11434",
+        "gpu-box · gpu-box.lan:11434",
+        "llama3.1:70b · gpu-box.lan:11434",
+        "qwen2.5:32b · gpu-box.lan:11434",
         "",
-        "lab · 10.0.0.7:8000", "meta-llama/Llama-3.3-70B-Instruct · 10.0.0.7:8000",
+        "lab · 10.0.0.7:8000",
+        "meta-llama/Llama-3.3-70B-Instruct · 10.0.0.7:8000",
     ]
     headings = [i for i, text in enumerate(texts) if text in ("This computer", "gpu-box · gpu-box.lan:11434", "lab · 10.0.0.7:8000")]
     for index in headings:  # a heading cannot be chosen
         assert not combo.model().item(index).isEnabled() and combo.itemData(index) is None
-    assert picker.names() == [m.name for m in MODELS] + ["llama3.1:70b@gpu-box", "qwen2.5:32b@gpu-box",
-                                                         "meta-llama/Llama-3.3-70B-Instruct@lab"]
+    assert picker.names() == [m.name for m in MODELS] + [
+        "llama3.1:70b@gpu-box",
+        "qwen2.5:32b@gpu-box",
+        "meta-llama/Llama-3.3-70B-Instruct@lab",
+    ]
     tip = combo.itemData(texts.index("llama3.1:70b · gpu-box.lan:11434"), Qt.ItemDataRole.ToolTipRole)
     assert "Your messages are sent to gpu-box.lan:11434." in tip and "sha256:4f2a" in tip
     assert combo.currentIndex() == 1  # the loaded local model

@@ -57,8 +57,7 @@ def thinking_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from app.turn import backend as turn_backend
 
     real = turn_backend.backend_for
-    monkeypatch.setattr("ui.chat.turn_runner.backend_for",
-                        lambda *a, **kw: ThinkingBackend(real(*a, **kw), pieces, [list(PIECES)]))
+    monkeypatch.setattr("ui.chat.turn_runner.backend_for", lambda *a, **kw: ThinkingBackend(real(*a, **kw), pieces, [list(PIECES)]))
 
 
 def _row(window: Any, message_id: str) -> MessageItem:
@@ -77,8 +76,10 @@ def test_a_thinking_reply_shows_its_reasoning_apart_live_and_after(qtbot, cove_c
     window.controller.reply_reasoning_received.connect(on_reasoning)
     answering: list[tuple[bool, str]] = []  # (still "Thinking…", the answer so far) each frame of answer text
     window.controller.reply_text_received.connect(
-        lambda message_id, text, _n: answering.append((_row(window, message_id).reasoning.live, _row(window, message_id).content))
-        if text else None)
+        lambda message_id, text, _n: (
+            answering.append((_row(window, message_id).reasoning.live, _row(window, message_id).content)) if text else None
+        )
+    )
     with qtbot.waitSignal(window.controller.reply_finished, timeout=15000) as done:
         send(qtbot, window, "What is 2+2?")
     final = done.args[0]

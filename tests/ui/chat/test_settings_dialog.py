@@ -30,8 +30,14 @@ def make_dialog(qtbot, params: SamplingParams, prompt: str | None, store: Preset
 
 def test_round_trips_sampling_params_and_prompt(qtbot, store: PresetStore) -> None:
     params = SamplingParams(
-        temperature=0.35, top_p=0.9, top_k=64, min_p=0.1, repeat_penalty=1.15,
-        max_tokens=2048, seed=1234, n_ctx=16384,
+        temperature=0.35,
+        top_p=0.9,
+        top_k=64,
+        min_p=0.1,
+        repeat_penalty=1.15,
+        max_tokens=2048,
+        seed=1234,
+        n_ctx=16384,
     )
     dialog = make_dialog(qtbot, params, "You are terse.\nAnswer in French.", store)
     assert dialog.result_values() == (params, "You are terse.\nAnswer in French.")
@@ -184,14 +190,22 @@ def test_wrong_layout_is_set_aside(tmp_path: Path, payload: object) -> None:
 
 def test_bad_entries_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "presets.json"
-    path.write_text(json.dumps({"version": 1, "presets": {
-        "good": {"temperature": 0.3, "unknown_field": 1},
-        "bad type": {"temperature": "hot"},
-        "negative": {"top_k": -1},
-        "bool": {"seed": True},
-        "not a dict": 5,
-        "Balanced": {"temperature": 2.0},
-    }}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "presets": {
+                    "good": {"temperature": 0.3, "unknown_field": 1},
+                    "bad type": {"temperature": "hot"},
+                    "negative": {"top_k": -1},
+                    "bool": {"seed": True},
+                    "not a dict": 5,
+                    "Balanced": {"temperature": 2.0},
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     store = PresetStore(path)
     assert store.names() == list(BUILTIN_PRESETS) + ["good"]
     assert store.get("good") == SamplingParams(temperature=0.3)

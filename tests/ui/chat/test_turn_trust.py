@@ -13,8 +13,7 @@ from ui.shell.main_window import MainWindow
 
 def _window(qtbot, core, engine) -> MainWindow:
     controller = ChatController(core, engine)
-    window = MainWindow(controller, state_file=core.paths.data_dir / "window.ini",
-                        presets_file=core.paths.data_dir / "presets.json")
+    window = MainWindow(controller, state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json")
     qtbot.addWidget(window)
     return window
 
@@ -24,8 +23,9 @@ def test_a_restart_on_a_home_with_a_conversation_preloads_the_model_without_erro
     history = cove_core.history
     conversation = history.create_conversation(model="tiny-llama", params={"n_ctx": 512, "temperature": 0.2})
     user = history.add_user_message(conversation.id, "an earlier question")
-    reply = history.start_assistant_message(conversation.id, parent_id=user.id, model_name="tiny-llama",
-                                            model_sha256=None, model_quant=None, params={})
+    reply = history.start_assistant_message(
+        conversation.id, parent_id=user.id, model_name="tiny-llama", model_sha256=None, model_quant=None, params={}
+    )
     history.finish_assistant(reply.id, "an earlier answer", status="complete", metrics={})
 
     window = _window(qtbot, cove_core, fake_engine)

@@ -38,8 +38,7 @@ def _finished(qtbot, window, act):
     return done.args[0]
 
 
-def test_a_remote_reply_streams_is_marked_on_its_host_and_loads_nothing(qtbot, cove_core, fake_engine, server,
-                                                                        keyring_backend):
+def test_a_remote_reply_streams_is_marked_on_its_host_and_loads_nothing(qtbot, cove_core, fake_engine, server, keyring_backend):
     _short_replies(cove_core)
     connection = add_connection(cove_core, "box", server.url)
     window = make_window(qtbot, cove_core, fake_engine)
@@ -70,8 +69,7 @@ def test_a_remote_reply_streams_is_marked_on_its_host_and_loads_nothing(qtbot, c
     assert f"chatting on your server ({connection.host})" in activity  # the indicator named the host
     assert loads == [] and generated == []  # no load, nothing asked of this machine's engine
     # The performance panel says where it ran; the context meter counts what the server reported.
-    qtbot.waitUntil(lambda: window.perf.label_text("backend") == f"your server {connection.host} (llama-cpp-python)",
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.perf.label_text("backend") == f"your server {connection.host} (llama-cpp-python)", timeout=WAIT_MS)
     assert window.perf.label_text("layers") == "on the server"
     # This machine's engine memory, model file and VRAM had no part in the reply.
     assert [window.perf.label_text(f) for f in ("engine_mem", "model_file", "vram")] == ["on the server"] * 3
@@ -106,8 +104,7 @@ def test_stop_ends_a_stalled_stream_and_keeps_the_text(qtbot, cove_core, fake_en
     assert not window.controller.busy
 
 
-def test_a_stream_cut_mid_reply_is_kept_as_interrupted_with_the_reason(qtbot, cove_core, fake_engine, server,
-                                                                        keyring_backend):
+def test_a_stream_cut_mid_reply_is_kept_as_interrupted_with_the_reason(qtbot, cove_core, fake_engine, server, keyring_backend):
     _short_replies(cove_core, max_tokens=60)
     with FaultProxy(server.url, mode="drop", after_events=5) as proxy:
         add_connection(cove_core, "box", proxy.url)
@@ -137,8 +134,7 @@ def test_regenerate_and_edit_make_versions_on_the_server(qtbot, cove_core, fake_
     assert fake_engine.host_pid is None
 
 
-def test_the_window_restarted_reopens_the_conversation_with_the_remote_model(qtbot, tmp_path: Path, tiny_gguf, server,
-                                                                             keyring_backend):
+def test_the_window_restarted_reopens_the_conversation_with_the_remote_model(qtbot, tmp_path: Path, tiny_gguf, server, keyring_backend):
     home = {"COVE_HOME": str(tmp_path / "home")}
     core = open_core(resolve_paths(home))
     core.remember_model(core.library.import_file(tiny_gguf))
@@ -193,8 +189,9 @@ def test_offline_refuses_with_the_gate_sentence(qtbot, cove_core, fake_engine, s
     assert cove_core.history.get_message(final.parent_id).content == "offline?"
 
 
-def test_consent_is_asked_once_before_messages_first_leave_for_a_public_host(qtbot, cove_core, fake_engine, server,
-                                                                              keyring_backend, monkeypatch):
+def test_consent_is_asked_once_before_messages_first_leave_for_a_public_host(
+    qtbot, cove_core, fake_engine, server, keyring_backend, monkeypatch
+):
     # Every host counts as public here (the server itself is on loopback; nothing else changes).
     monkeypatch.setattr(remote_engine, "private_without_lookup", lambda _host: False)
     monkeypatch.setattr(remote_engine, "is_private_host", lambda _host: False)
@@ -204,8 +201,7 @@ def test_consent_is_asked_once_before_messages_first_leave_for_a_public_host(qtb
         asked: list[tuple[str, str]] = []
         answers = [False, True]
         remember(cove_core, "tiny@box")
-        window = make_window(qtbot, cove_core, fake_engine,
-                             ask_consent=lambda name, host: asked.append((name, host)) or answers.pop(0))
+        window = make_window(qtbot, cove_core, fake_engine, ask_consent=lambda name, host: asked.append((name, host)) or answers.pop(0))
         declined = _finished(qtbot, window, lambda: send(qtbot, window, "secret plans"))
         assert asked == [("box", connection.host)]
         assert declined.status == "error"

@@ -10,8 +10,15 @@ from ui.conversation.item_model import ConversationModel, MessageItem, MessageRo
 from ui.conversation.row_layout import actions_for, metrics_line, status_notice
 from ui.conversation.view import ConversationView
 
-METRICS = {"ttft_ms": 95.2, "prompt_tokens": 21, "cached_tokens": 0, "prompt_tps": 410.2, "gen_tokens": 48,
-           "gen_tps": 61.04, "stop_reason": "stop"}
+METRICS = {
+    "ttft_ms": 95.2,
+    "prompt_tokens": 21,
+    "cached_tokens": 0,
+    "prompt_tps": 410.2,
+    "gen_tokens": 48,
+    "gen_tps": 61.04,
+    "stop_reason": "stop",
+}
 
 
 def user(i: int | str, text: str = "", **kw: object) -> MessageItem:
@@ -20,13 +27,18 @@ def user(i: int | str, text: str = "", **kw: object) -> MessageItem:
 
 def reply(i: int | str, text: str = "", status: str = "complete", **kw: object) -> MessageItem:
     kw.setdefault("metrics", dict(METRICS))
-    return MessageItem(f"a{i}", "assistant", text or f"Answer **{i}** with some words.", status,  # type: ignore[arg-type]
-                       "tiny-model", **kw)
+    return MessageItem(
+        f"a{i}",
+        "assistant",
+        text or f"Answer **{i}** with some words.",
+        status,  # type: ignore[arg-type]
+        "tiny-model",
+        **kw,
+    )
 
 
 def chat(n: int) -> list[MessageItem]:
-    return [user(i // 2) if i % 2 == 0 else reply(i // 2, "Paragraph one.\n\n- a\n- b\n\n" * (1 + i % 3))
-            for i in range(n)]
+    return [user(i // 2) if i % 2 == 0 else reply(i // 2, "Paragraph one.\n\n- a\n- b\n\n" * (1 + i % 3)) for i in range(n)]
 
 
 def make_view(qtbot: object, items: list[MessageItem], height: int = 600) -> ConversationView:
@@ -173,10 +185,19 @@ def test_a_reply_from_a_server_is_marked_with_its_host() -> None:
     remote = {**METRICS, "remote": {"connection": "gpu-box", "host": "gpu-box.lan:8000", "kind": "vllm"}}
     assert metrics_line(remote) == "on gpu-box.lan:8000 · " + metrics_line(METRICS)
     assert metrics_line({"remote": {"host": ""}}) == ""  # no host, no mark
-    cut = MessageItem("r", "assistant", "some text", "interrupted", "m@gpu-box", remote,
-                      error="gpu-box.lan:8000 closed the connection in the middle of the reply; the text so far is kept.")
-    assert status_notice(cut) == ("Interrupted: gpu-box.lan:8000 closed the connection in the middle of the reply; "
-                                  "the text so far is kept.", "warn")
+    cut = MessageItem(
+        "r",
+        "assistant",
+        "some text",
+        "interrupted",
+        "m@gpu-box",
+        remote,
+        error="gpu-box.lan:8000 closed the connection in the middle of the reply; the text so far is kept.",
+    )
+    assert status_notice(cut) == (
+        "Interrupted: gpu-box.lan:8000 closed the connection in the middle of the reply; the text so far is kept.",
+        "warn",
+    )
     quit_mid_reply = MessageItem("q", "assistant", "some text", "interrupted", "m", {})
     assert status_notice(quit_mid_reply) == ("Interrupted: Cove closed before this reply finished.", "warn")
 
@@ -328,8 +349,7 @@ def test_set_messages_keeps_the_place_of_a_person_who_scrolled_up(qtbot: object)
     assert view.visualRect(view.model().index(top, 0)).top() == offset
     # A version switch replaces a message by its sibling (another id) in the same place.
     swapped = list(items)
-    swapped[top] = MessageItem("sibling", items[top].role, "the other version", "complete", None, {},
-                               version_index=2, version_count=2)
+    swapped[top] = MessageItem("sibling", items[top].role, "the other version", "complete", None, {}, version_index=2, version_count=2)
     view.conversation_model().set_messages(swapped)
     qtbot.wait(50)  # type: ignore[attr-defined]
     assert view.indexAt(QPoint(5, 5)).row() == top

@@ -161,11 +161,14 @@ def test_plain_rendering_escapes_and_keeps_lines(qapp: object) -> None:
     assert as_document(rendered).toPlainText() == "a <b>\nsecond line"
 
 
-@pytest.mark.parametrize("nested", [
-    "".join("  " * i + "- level\n" for i in range(150)),
-    "> " * 200 + "deep quote\n",
-    "".join("  " * i + "1. level\n" for i in range(60)),
-])
+@pytest.mark.parametrize(
+    "nested",
+    [
+        "".join("  " * i + "- level\n" for i in range(150)),
+        "> " * 200 + "deep quote\n",
+        "".join("  " * i + "1. level\n" for i in range(60)),
+    ],
+)
 def test_deep_nesting_never_hides_the_text_after_it(qapp: object, nested: str) -> None:
     # markdown-it drops everything after its nesting limit; such text is shown plain instead.
     rendered = render_markdown(nested + "\nend sentence")
@@ -217,8 +220,7 @@ def test_streamed_document_matches_the_final_one(qapp: object) -> None:
 
     clock = [0.0]
     renders: list[int] = []
-    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
-                            on_render=lambda: renders.append(1))
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0], on_render=lambda: renders.append(1))
     for end in range(1, len(STREAMED) + 1, 5):
         clock[0] += 1.0  # every update is due for a markdown render
         assert stream.update(STREAMED[:end])
@@ -238,8 +240,7 @@ def test_streaming_between_renders_shows_plain_text(qapp: object) -> None:
 
     clock = [0.0]
     renders: list[int] = []
-    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
-                            on_render=lambda: renders.append(1))
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0], on_render=lambda: renders.append(1))
     stream.update("Hello **wor")
     stream.update("Hello **world** and")  # within the interval: shown as it is, after the document
     assert len(renders) == 1
@@ -295,25 +296,28 @@ def test_a_streamed_token_marks_only_the_last_lines_changed(qapp: object) -> Non
     assert stream.height() >= stream.doc.size().height()
 
 
-@pytest.mark.parametrize(("rendered", "new", "plain"), [
-    ("Hello wor", "ld and more words", True),  # plain words that continue the rendered line
-    ("Para one.\n\nThe keeper", " climbed (slowly), up: 12 steps; then rested!", True),
-    ("Hello", " world\nnext", False),  # a newline can start anything
-    ("Hello", " **bold**", False),  # inline markdown
-    ("Hello", " `code`", False),
-    ("Hello", " [link](x)", False),
-    ("Hello &amp", "; more", False),  # an entity completed by the new text
-    ("Hello _x_", "y", False),  # the character after a delimiter decides what it does
-    ("Title\n", "text", False),  # the line starts in the new text
-    ("# Tit", "le goes on", False),  # a heading: drawn bigger than plain text
-    ("    code", " more", False),  # indented code
-    ("1", ". The first", False),  # the line becomes a list item
-    ("1. The", " first item", True),  # a list item whose marker is rendered already
-    ("-", "--", False),  # a rule, or the line above becomes a heading
-    ("| a | b |\n|---|---|\n| c", " d", False),  # a table
-    ("```\nco", "de", False),  # a code fence
-    ("> quo", "ted", False),
-])
+@pytest.mark.parametrize(
+    ("rendered", "new", "plain"),
+    [
+        ("Hello wor", "ld and more words", True),  # plain words that continue the rendered line
+        ("Para one.\n\nThe keeper", " climbed (slowly), up: 12 steps; then rested!", True),
+        ("Hello", " world\nnext", False),  # a newline can start anything
+        ("Hello", " **bold**", False),  # inline markdown
+        ("Hello", " `code`", False),
+        ("Hello", " [link](x)", False),
+        ("Hello &amp", "; more", False),  # an entity completed by the new text
+        ("Hello _x_", "y", False),  # the character after a delimiter decides what it does
+        ("Title\n", "text", False),  # the line starts in the new text
+        ("# Tit", "le goes on", False),  # a heading: drawn bigger than plain text
+        ("    code", " more", False),  # indented code
+        ("1", ". The first", False),  # the line becomes a list item
+        ("1. The", " first item", True),  # a list item whose marker is rendered already
+        ("-", "--", False),  # a rule, or the line above becomes a heading
+        ("| a | b |\n|---|---|\n| c", " d", False),  # a table
+        ("```\nco", "de", False),  # a code fence
+        ("> quo", "ted", False),
+    ],
+)
 def test_renders_as_plain_only_when_markdown_would_show_the_same(rendered: str, new: str, plain: bool) -> None:
     from ui.conversation.streaming.stream_document import renders_as_plain
 
@@ -328,8 +332,7 @@ def test_a_plain_paragraph_streams_without_markdown_renders(qapp: object) -> Non
 
     clock = [0.0]
     renders: list[int] = []
-    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0],
-                            on_render=lambda: renders.append(1))
+    stream = StreamDocument(SafeTextDocument(), dark=False, clock=lambda: clock[0], on_render=lambda: renders.append(1))
     stream.doc.setTextWidth(300)
     text = "**Lighthouses**\n\nThe keeper climbed" + " the narrow stairs while the storm pressed on" * 6
     for end in range(len("**Lighthouses**\n\nThe keeper climbed"), len(text) + 1, 7):

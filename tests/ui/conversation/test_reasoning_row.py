@@ -21,9 +21,24 @@ from ui.shell.main_window import to_item
 
 def stored(reasoning: str, metrics: dict[str, Any] | None = None, role: str = "assistant") -> Message:
     """A reply as the history gives it back."""
-    return Message(id="a", conversation_id="c", parent_id="u", role=role, content="About 40 km.", status="complete",
-                   error=None, created_at="", updated_at="", model_name="m", model_sha256=None, model_quant=None,
-                   params={}, metrics=metrics or {}, seq=2, reasoning=reasoning)
+    return Message(
+        id="a",
+        conversation_id="c",
+        parent_id="u",
+        role=role,
+        content="About 40 km.",
+        status="complete",
+        error=None,
+        created_at="",
+        updated_at="",
+        model_name="m",
+        model_sha256=None,
+        model_quant=None,
+        params={},
+        metrics=metrics or {},
+        seq=2,
+        reasoning=reasoning,
+    )
 
 
 def thinking_view(qtbot: Any) -> tuple[ConversationView, list[float]]:
@@ -80,9 +95,15 @@ def test_streamed_reasoning_shows_thinking_collapsed_and_the_answer_stays_apart(
     assert view.reply_surface().geometry().top() >= view.visualRect(view.model().index(1, 0)).top() + lay.doc_top
 
     model = view.conversation_model()
-    done = MessageItem("live", "assistant", item.content, "complete", "m", {"gen_tokens": 30, "reasoning_ms": 14_200},
-                       reasoning=finished_reasoning(item.reasoning, stored("The user asks about the sea.",
-                                                                                {"reasoning_ms": 14_200})))
+    done = MessageItem(
+        "live",
+        "assistant",
+        item.content,
+        "complete",
+        "m",
+        {"gen_tokens": 30, "reasoning_ms": 14_200},
+        reasoning=finished_reasoning(item.reasoning, stored("The user asks about the sea.", {"reasoning_ms": 14_200})),
+    )
     model.update_message(done)
     qtbot.wait(30)
     copies: list[str] = []
@@ -154,10 +175,12 @@ def test_enter_and_space_open_and_close_the_current_replys_reasoning(qtbot: Any)
     view = ConversationView()
     qtbot.addWidget(view)
     view.resize(640, 480)
-    view.conversation_model().set_messages([
-        MessageItem("u", "user", "Why?", "complete", None, {}),
-        MessageItem("a", "assistant", "Because.", "complete", "m", {}, reasoning=ReasoningShown("Let me see.")),
-    ])
+    view.conversation_model().set_messages(
+        [
+            MessageItem("u", "user", "Why?", "complete", None, {}),
+            MessageItem("a", "assistant", "Because.", "complete", "m", {}, reasoning=ReasoningShown("Let me see.")),
+        ]
+    )
     view.show()
     qtbot.waitExposed(view)
     view.setFocus()
@@ -183,10 +206,12 @@ def test_a_reply_from_the_history_with_reasoning_shows_thought_for(qtbot: Any) -
     view = ConversationView()
     qtbot.addWidget(view)
     view.resize(640, 480)
-    view.conversation_model().set_messages([
-        MessageItem("u", "user", "How far is it?", "complete", None, {}),
-        to_item(ShownMessage(message, 1, 1, True)),  # as the window reads a reply from the history
-    ])
+    view.conversation_model().set_messages(
+        [
+            MessageItem("u", "user", "How far is it?", "complete", None, {}),
+            to_item(ShownMessage(message, 1, 1, True)),  # as the window reads a reply from the history
+        ]
+    )
     view.show()
     qtbot.waitExposed(view)
     qtbot.wait(30)
@@ -215,8 +240,10 @@ def test_a_reply_without_reasoning_shows_no_line(qtbot: Any) -> None:
 
 
 def test_hostile_reasoning_is_shown_as_text(qtbot: Any) -> None:
-    hostile = ('<img src="http://attacker.example/x.png"><b>bold</b> <a href="file:///etc/passwd">link</a> '
-               "\u202eevil\u202c \u2067isolate\u2069 \x1b[2J end")
+    hostile = (
+        '<img src="http://attacker.example/x.png"><b>bold</b> <a href="file:///etc/passwd">link</a> '
+        "\u202eevil\u202c \u2067isolate\u2069 \x1b[2J end"
+    )
     view, _now = thinking_view(qtbot)
     view.append_reasoning("live", hostile, 100.0)
     view.end_reasoning("live", 1_500.0)

@@ -113,9 +113,11 @@ def test_safe_document_refuses_every_resource(qapp: object, server: CountingServ
     ]
     doc = SafeTextDocument()
     stylesheet = f"http://127.0.0.1:{server.port}/s.css"
-    doc.setHtml(f'<html><head><link rel="stylesheet" type="text/css" href="{stylesheet}"></head><body>'
-                + "".join(f'<p><img src="{u}" width="16" height="16"></p>' for u in urls)
-                + "<p>after</p></body></html>")
+    doc.setHtml(
+        f'<html><head><link rel="stylesheet" type="text/css" href="{stylesheet}"></head><body>'
+        + "".join(f'<p><img src="{u}" width="16" height="16"></p>' for u in urls)
+        + "<p>after</p></body></html>"
+    )
     doc.setTextWidth(400)
     image = QImage(400, 400, QImage.Format.Format_ARGB32)
     painter = QPainter(image)
@@ -231,12 +233,14 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_clicking_a_link_asks_with_the_full_url_and_refusal_opens_nothing(
-        qtbot: object, server: CountingServer, opened: list[str]) -> None:
+def test_clicking_a_link_asks_with_the_full_url_and_refusal_opens_nothing(qtbot: object, server: CountingServer, opened: list[str]) -> None:
     url = f"http://127.0.0.1:{server.port}/click?q=secret&x=1"
     asked: list[str] = []
-    view = shown_view(qtbot, [MessageItem("a", "assistant", f"see [this page]({url}) now", "complete", "m", {})],
-                      confirm_open=lambda u: asked.append(u) or False)
+    view = shown_view(
+        qtbot,
+        [MessageItem("a", "assistant", f"see [this page]({url}) now", "complete", "m", {})],
+        confirm_open=lambda u: asked.append(u) or False,
+    )
     confirmed: list[str] = []
     view.link_confirmed.connect(confirmed.append)
     click_anchor(qtbot, view, 0, "cove-link:")
@@ -247,8 +251,7 @@ def test_clicking_a_link_asks_with_the_full_url_and_refusal_opens_nothing(
 
 def test_confirmed_link_is_handed_to_the_browser(qtbot: object, opened: list[str]) -> None:
     url = "https://example.com/docs?q=1"
-    view = shown_view(qtbot, [MessageItem("a", "assistant", f"[docs]({url})", "complete", "m", {})],
-                      confirm_open=lambda u: True)
+    view = shown_view(qtbot, [MessageItem("a", "assistant", f"[docs]({url})", "complete", "m", {})], confirm_open=lambda u: True)
     with qtbot.waitSignal(view.link_confirmed, timeout=1000) as signal:  # type: ignore[attr-defined]
         click_anchor(qtbot, view, 0, "cove-link:")
     assert signal.args == [url]
@@ -257,8 +260,11 @@ def test_confirmed_link_is_handed_to_the_browser(qtbot: object, opened: list[str
 
 def test_other_schemes_are_refused_without_asking(qtbot: object, opened: list[str]) -> None:
     asked: list[str] = []
-    view = shown_view(qtbot, [MessageItem("a", "assistant", "[open app](myapp://do?x=1) [c](cove-copy:0)",
-                                          "complete", "m", {})], confirm_open=lambda u: asked.append(u) or True)
+    view = shown_view(
+        qtbot,
+        [MessageItem("a", "assistant", "[open app](myapp://do?x=1) [c](cove-copy:0)", "complete", "m", {})],
+        confirm_open=lambda u: asked.append(u) or True,
+    )
     refused: list[str] = []
     view.link_refused.connect(refused.append)
     index = view.model().index(0, 0)
@@ -272,8 +278,11 @@ def test_other_schemes_are_refused_without_asking(qtbot: object, opened: list[st
 
 def test_clicking_outside_links_does_nothing(qtbot: object, opened: list[str]) -> None:
     asked: list[str] = []
-    view = shown_view(qtbot, [MessageItem("a", "assistant", "plain words [l](https://e.com)", "complete", "m", {})],
-                      confirm_open=lambda u: asked.append(u) or True)
+    view = shown_view(
+        qtbot,
+        [MessageItem("a", "assistant", "plain words [l](https://e.com)", "complete", "m", {})],
+        confirm_open=lambda u: asked.append(u) or True,
+    )
     rect = view.visualRect(view.model().index(0, 0))
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.topLeft() + QPoint(30, 5))  # type: ignore[attr-defined]
     assert asked == [] and opened == []

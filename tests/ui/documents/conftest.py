@@ -53,8 +53,13 @@ def answers() -> Answers:
 
 @pytest.fixture
 def page(qtbot, worker: IndexWorker, answers: Answers) -> Iterator[DocumentsPage]:
-    made = DocumentsPage(worker, confirm=answers.confirm, choose_folder=lambda: answers.folder,
-                         choose_files=lambda: list(answers.files), ask_name=lambda default: answers.name or default)
+    made = DocumentsPage(
+        worker,
+        confirm=answers.confirm,
+        choose_folder=lambda: answers.folder,
+        choose_files=lambda: list(answers.files),
+        ask_name=lambda default: answers.name or default,
+    )
     qtbot.addWidget(made)
     made.resize(900, 600)
     made.show()

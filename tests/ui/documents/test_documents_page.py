@@ -36,18 +36,23 @@ def _problem_texts(page: DocumentsPage) -> list[str]:
 
 
 def _digests(root: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.is_symlink() and p.stat().st_size < 10_000_000 and p.name != "unreadable.txt"}
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink() and p.stat().st_size < 10_000_000 and p.name != "unreadable.txt"
+    }
 
 
-def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(qtbot, page: DocumentsPage, answers: Answers,
-                                                                          corpus: Corpus, held, worker: IndexWorker) -> None:
+def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(
+    qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus, held, worker: IndexWorker
+) -> None:
     answers.folder = corpus.root
     answers.name = "Papers"
     held.set()  # the run waits before its first file: the bar shows 0 of N
     page.new_button.click()
-    qtbot.waitUntil(lambda: page.selected() == "Papers" and page.progress.bar.isVisible()
-                    and page.progress.bar.maximum() > 1, timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: page.selected() == "Papers" and page.progress.bar.isVisible() and page.progress.bar.maximum() > 1, timeout=WAIT_MS
+    )
     total = page.progress.bar.maximum()
     assert page.progress.bar.value() == 0
     assert f"0 of {total} files" in page.progress.line.text()
@@ -69,12 +74,14 @@ def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(qtbot, p
     extra.write_text("Dear Ada, the orchard's pears ripen in the third week of September.\n")
     answers.files = [extra]
     page.add_files_button.click()
-    qtbot.waitUntil(lambda: str(extra) in page.roots.text() and f"{_readable(corpus) + 1} files" in
-                    page.progress.summary.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: str(extra) in page.roots.text() and f"{_readable(corpus) + 1} files" in page.progress.summary.text(), timeout=WAIT_MS
+    )
 
 
-def test_pause_stops_between_files_and_resume_goes_on(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus,
-                                                      held, worker: IndexWorker) -> None:
+def test_pause_stops_between_files_and_resume_goes_on(
+    qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus, held, worker: IndexWorker
+) -> None:
     held.set()
     page.add_paths([corpus.root], None)
     qtbot.waitUntil(lambda: page.selected() == "papers" and page.progress.bar.maximum() > 1, timeout=WAIT_MS)
@@ -82,8 +89,7 @@ def test_pause_stops_between_files_and_resume_goes_on(qtbot, page: DocumentsPage
     page.pause_button.click()
     held.clear()
     qtbot.waitUntil(lambda: not worker.is_busy("papers"), timeout=WAIT_MS)
-    qtbot.waitUntil(lambda: "Paused" in page.progress.line.text() and "not read yet" in page.progress.line.text(),
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "Paused" in page.progress.line.text() and "not read yet" in page.progress.line.text(), timeout=WAIT_MS)
     assert page.pause_button.text() == "Resume"
     assert page.collections.item(0).text() == "papers\npaused"
     paused = _status(worker, "papers")
@@ -97,8 +103,7 @@ def test_pause_stops_between_files_and_resume_goes_on(qtbot, page: DocumentsPage
     assert done.pending == 0 and done.files_indexed == _readable(corpus)
 
 
-def test_remove_asks_first_and_leaves_the_files(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus,
-                                                worker: IndexWorker) -> None:
+def test_remove_asks_first_and_leaves_the_files(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus, worker: IndexWorker) -> None:
     before = _digests(corpus.root)
     page.add_paths([corpus.root], None)
     qtbot.waitUntil(lambda: page.selected() == "papers" and not worker.is_busy("papers"), timeout=WAIT_MS)
@@ -127,8 +132,9 @@ def _drop(page: DocumentsPage, paths: list[Path], at: QPoint) -> QDropEvent:
     return drop
 
 
-def test_a_dropped_folder_becomes_a_collection_and_a_drop_on_one_adds_to_it(qtbot, page: DocumentsPage, tmp_path: Path,
-                                                                             worker: IndexWorker) -> None:
+def test_a_dropped_folder_becomes_a_collection_and_a_drop_on_one_adds_to_it(
+    qtbot, page: DocumentsPage, tmp_path: Path, worker: IndexWorker
+) -> None:
     first = tmp_path / "Field notes"
     first.mkdir()
     (first / "birds.md").write_text("# Birds\n\nThe kestrel hovered over the ditch at noon.\n")
@@ -142,8 +148,7 @@ def test_a_dropped_folder_becomes_a_collection_and_a_drop_on_one_adds_to_it(qtbo
     assert _status(worker, "Field notes").files_indexed == 1
     row = page.collections.visualItemRect(page.collections.item(0)).center()
     _drop(page, [second], page.collections.viewport().mapTo(page, row))
-    qtbot.waitUntil(lambda: str(second) in page.roots.text() and "2 files" in page.progress.summary.text(),
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: str(second) in page.roots.text() and "2 files" in page.progress.summary.text(), timeout=WAIT_MS)
     assert page.names_shown() == ["Field notes"]
     assert _status(worker, "Field notes").files_indexed == 2
     _drop(page, [second], hint)  # off the collections: a new one, with a free name
@@ -190,8 +195,9 @@ def test_a_saved_file_is_indexed_again_while_the_folders_are_watched(qtbot, tmp_
         watching.shutdown()
 
 
-def test_remove_while_indexing_stops_the_run_first(qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus, held,
-                                                  worker: IndexWorker) -> None:
+def test_remove_while_indexing_stops_the_run_first(
+    qtbot, page: DocumentsPage, answers: Answers, corpus: Corpus, held, worker: IndexWorker
+) -> None:
     held.set()
     page.add_paths([corpus.root], None)
     qtbot.waitUntil(lambda: page.selected() == "papers" and page.progress.bar.maximum() > 1, timeout=WAIT_MS)

@@ -27,8 +27,9 @@ WAIT_MS = 30_000
 
 
 def _window(qtbot, core, engine) -> MainWindow:
-    window = MainWindow(ChatController(core, engine), state_file=core.paths.data_dir / "window.ini",
-                        presets_file=core.paths.data_dir / "presets.json")
+    window = MainWindow(
+        ChatController(core, engine), state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json"
+    )
     qtbot.addWidget(window)
     window.resize(1100, 760)
     window.show()
@@ -55,8 +56,9 @@ def test_the_chip_attaches_and_detaches_collections(qtbot, cove_core, fake_engin
     window = _window(qtbot, cove_core, fake_engine)
     chip = window.documents.chip
     assert chip.isVisible() and chip.text() == "Documents: none"
-    assert window.composer.parentWidget().layout().indexOf(chip) == \
-        window.composer.parentWidget().layout().indexOf(window.composer) - 1  # just above the composer
+    assert (
+        window.composer.parentWidget().layout().indexOf(chip) == window.composer.parentWidget().layout().indexOf(window.composer) - 1
+    )  # just above the composer
     assert window.controller.conversation_id is None
     _action(window, "notes").setChecked(True)  # a new chat is written so it can keep its collections
     conversation_id = window.controller.conversation_id
@@ -89,8 +91,7 @@ def _row_point(window: MainWindow, message_id: str, which: int, part: int) -> QP
     return lay.sources.lines[which][part].center() + rect.topLeft()
 
 
-def test_a_turn_with_a_collection_shows_the_sources_its_reply_cites(qtbot, cove_core, fake_engine, tmp_path: Path,
-                                                                     monkeypatch) -> None:
+def test_a_turn_with_a_collection_shows_the_sources_its_reply_cites(qtbot, cove_core, fake_engine, tmp_path: Path, monkeypatch) -> None:
     corpus = write_corpus(tmp_path / "papers", bad=False)
     _collection(cove_core, corpus.root)
     fact = corpus.fact("lighthouse keeper")
@@ -140,21 +141,45 @@ def test_a_turn_with_a_collection_shows_the_sources_its_reply_cites(qtbot, cove_
     sources.dialog.close()
 
 
-def test_a_reply_citing_none_shows_what_it_was_given_and_a_missing_file_gets_a_sentence(qtbot, cove_core, fake_engine,
-                                                                                       tmp_path: Path) -> None:
+def test_a_reply_citing_none_shows_what_it_was_given_and_a_missing_file_gets_a_sentence(
+    qtbot, cove_core, fake_engine, tmp_path: Path
+) -> None:
     history = cove_core.history
     conversation = history.create_conversation(model="tiny")
     user = history.add_user_message(conversation.id, "What do my notes say?")
-    reply = history.start_assistant_message(conversation.id, parent_id=user.id, model_name="tiny", model_sha256=None,
-                                            model_quant=None, params={})
+    reply = history.start_assistant_message(
+        conversation.id, parent_id=user.id, model_name="tiny", model_sha256=None, model_quant=None, params={}
+    )
     history.finish_assistant(reply.id, "They do not say.", status=MessageStatus.COMPLETE, metrics={})
     gone = tmp_path / "gone.md"
-    write_sources(cove_core.db, reply.id, [
-        Source(n=1, collection="notes", path=str(gone), start=0, end=20, hash="ab", excerpt="Tomatoes after the frost.",
-               cited=False, heading="Garden > Spring"),
-        Source(n=2, collection="notes", path=str(tmp_path / "b.pdf"), start=0, end=9, hash="cd", excerpt="Page two text.",
-               cited=False, page=2),
-    ])
+    write_sources(
+        cove_core.db,
+        reply.id,
+        [
+            Source(
+                n=1,
+                collection="notes",
+                path=str(gone),
+                start=0,
+                end=20,
+                hash="ab",
+                excerpt="Tomatoes after the frost.",
+                cited=False,
+                heading="Garden > Spring",
+            ),
+            Source(
+                n=2,
+                collection="notes",
+                path=str(tmp_path / "b.pdf"),
+                start=0,
+                end=9,
+                hash="cd",
+                excerpt="Page two text.",
+                cited=False,
+                page=2,
+            ),
+        ],
+    )
     window = _window(qtbot, cove_core, fake_engine)
     window.controller.open_conversation(conversation.id)
     model = window.view.conversation_model()
@@ -169,8 +194,7 @@ def test_a_reply_citing_none_shows_what_it_was_given_and_a_missing_file_gets_a_s
     assert "gone.md is no longer at" in window.notice.text()
 
 
-def test_a_collection_left_unfinished_is_brought_up_to_date_after_start_and_watched(qtbot, cove_core, fake_engine,
-                                                                                    tmp_path: Path) -> None:
+def test_a_collection_left_unfinished_is_brought_up_to_date_after_start_and_watched(qtbot, cove_core, fake_engine, tmp_path: Path) -> None:
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "a.md").write_text("# A\n\nThe kestrel hovered over the ditch.\n")
@@ -190,8 +214,9 @@ def test_a_collection_left_unfinished_is_brought_up_to_date_after_start_and_watc
     assert worker.watchers == {}
 
 
-def test_with_an_embedding_model_installed_the_collection_is_searched_by_meaning_too(qtbot, cove_core, fake_engine,
-                                                                                     tmp_path: Path, monkeypatch) -> None:
+def test_with_an_embedding_model_installed_the_collection_is_searched_by_meaning_too(
+    qtbot, cove_core, fake_engine, tmp_path: Path, monkeypatch
+) -> None:
     from tests.support.tiny_model import write_tiny_gguf
 
     cove_core.library.import_file(write_tiny_gguf(tmp_path / "embed.gguf", pooling_type=1, seed=1), name="embed")

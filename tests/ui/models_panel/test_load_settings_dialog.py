@@ -36,12 +36,15 @@ def _choose(combo: QComboBox, label: str) -> None:
     combo.setCurrentIndex(index)
 
 
-@pytest.mark.parametrize("placement", [
-    ModelPlacement(),
-    ModelPlacement(type_k="q8_0", type_v="q8_0", flash_attn=True),
-    ModelPlacement(0, False, "q4_0", "f16", False, "off"),
-    ModelPlacement(-1, True, "f16", "q4_0", None, "auto", "some-draft"),
-])
+@pytest.mark.parametrize(
+    "placement",
+    [
+        ModelPlacement(),
+        ModelPlacement(type_k="q8_0", type_v="q8_0", flash_attn=True),
+        ModelPlacement(0, False, "q4_0", "f16", False, "off"),
+        ModelPlacement(-1, True, "f16", "q4_0", None, "auto", "some-draft"),
+    ],
+)
 def test_every_control_shows_and_returns_its_choice(qtbot, placement: ModelPlacement) -> None:
     dialog = PlacementDialog("tiny", placement)
     qtbot.addWidget(dialog)
@@ -86,8 +89,7 @@ def test_the_estimate_follows_the_chosen_cache_types_before_loading(qtbot, cove_
     dialog.type_k.setCurrentIndex(dialog.type_k.findData("q8_0"))
     dialog.type_v.setCurrentIndex(dialog.type_v.findData("q4_0"))
     mixed = dialog.memory.text()
-    assert mixed.startswith(f"At 512 tokens a slot, 4 slots: KV cache {expected(type_k='q8_0', type_v='q4_0')} "
-                            f"(f16: {expected()}); ")
+    assert mixed.startswith(f"At 512 tokens a slot, 4 slots: KV cache {expected(type_k='q8_0', type_v='q4_0')} (f16: {expected()}); ")
     assert expected(type_k="q8_0", type_v="q4_0") != expected()
     _choose(dialog.flash, "Off")
     assert dialog.memory.text() == "No estimate: these settings cannot be used."
@@ -108,8 +110,9 @@ def test_only_models_with_the_same_vocabulary_are_offered_to_draft(qtbot, cove_c
     cove_core.library.import_file(tmp_path / "drafter.gguf")
     cove_core.library.import_file(write_tiny_gguf(tmp_path / "chatty.gguf", extra_tokens=CHATML_TOKENS))
     model = cove_core.library.get("tiny-llama")
-    dialog = PlacementDialog(model.name, ModelPlacement(draft_model="gone"), model=model,
-                             candidates=cove_core.library.list(), machine=lambda: ROOMY)
+    dialog = PlacementDialog(
+        model.name, ModelPlacement(draft_model="gone"), model=model, candidates=cove_core.library.list(), machine=lambda: ROOMY
+    )
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.memory.text().startswith("At "), timeout=WAIT_MS)
     items = [dialog.draft.itemText(i) for i in range(dialog.draft.count())]
@@ -138,8 +141,9 @@ def test_the_panel_opens_the_dialog_with_the_model_and_keeps_the_choice(qtbot, p
     panel.installed_view.place_button.click()
     assert seen and seen[0].windowTitle() == "How tiny-llama loads"
     assert cove_core.settings.placement_for("tiny-llama") == ModelPlacement(type_k="q8_0", type_v="q8_0", flash_attn=True)
-    assert panel.message_text() == ("tiny-llama: as many GPU layers as fit, the KV cache with its layers, a q8_0 KV "
-                                    "cache, flash attention on, from its next load.")
+    assert panel.message_text() == (
+        "tiny-llama: as many GPU layers as fit, the KV cache with its layers, a q8_0 KV cache, flash attention on, from its next load."
+    )
 
 
 def test_the_loaded_models_estimate_uses_its_chosen_cache_types(qtbot, panel, cove_core, monkeypatch) -> None:
@@ -150,8 +154,7 @@ def test_the_loaded_models_estimate_uses_its_chosen_cache_types(qtbot, panel, co
     estimates = {}
     for types in (("f16", "f16", None), ("q8_0", "q4_0", True)):
         with qtbot.waitSignal(panel.worker.memory_measured, timeout=WAIT_MS) as got:
-            panel.worker.measure(MeasureRequest(model.path, None, 512, type_k=types[0], type_v=types[1],
-                                                flash_attn=types[2]))
+            panel.worker.measure(MeasureRequest(model.path, None, 512, type_k=types[0], type_v=types[1], flash_attn=types[2]))
         estimates[types[0]] = got.args[0].value.estimate
     f16, mixed = estimates["f16"], estimates["q8_0"]
     assert (mixed.kv_type, mixed.type_v) == ("q8_0", "q4_0")

@@ -71,8 +71,11 @@ def test_after_a_model_loads_its_measured_memory_shows_beside_the_estimate(qtbot
 
 
 def _all_text(widget) -> str:
-    return "\n".join([w.text() for w in widget.findChildren(QLineEdit)] + [w.text() for w in widget.findChildren(QLabel)]
-                     + [w.toolTip() for w in widget.findChildren(QLabel)])
+    return "\n".join(
+        [w.text() for w in widget.findChildren(QLineEdit)]
+        + [w.text() for w in widget.findChildren(QLabel)]
+        + [w.toolTip() for w in widget.findChildren(QLabel)]
+    )
 
 
 def test_token_field_saves_to_the_keyring_and_never_shows_the_token(qtbot, cove_core):
@@ -125,9 +128,12 @@ def test_window_opens_the_panel_with_ctrl_m_and_quitting_stops_a_download(qtbot,
     from ui.shell.main_window import MainWindow
 
     hub.set_fault(REPO, FILE, Fault(stall_after=200_000, stall_s=30))
-    window = MainWindow(ChatController(cove_core, fake_engine), state_file=cove_core.paths.data_dir / "w.ini",
-                        presets_file=cove_core.paths.data_dir / "p.json",
-                        token_store=TokenStore(InMemoryKeyring(), MemoryToken()))
+    window = MainWindow(
+        ChatController(cove_core, fake_engine),
+        state_file=cove_core.paths.data_dir / "w.ini",
+        presets_file=cove_core.paths.data_dir / "p.json",
+        token_store=TokenStore(InMemoryKeyring(), MemoryToken()),
+    )
     qtbot.addWidget(window)
     window.show()
     window.activateWindow()
@@ -158,9 +164,12 @@ def test_switching_from_the_panel_loads_and_a_failed_load_keeps_the_previous_mod
     from ui.shell.main_window import MainWindow
 
     broken = cove_core.library.import_file(write_tiny_gguf(tmp_path / "broken-Q8_0.gguf", seed=9))
-    window = MainWindow(ChatController(cove_core, fake_engine), state_file=cove_core.paths.data_dir / "w.ini",
-                        presets_file=cove_core.paths.data_dir / "p.json",
-                        token_store=TokenStore(InMemoryKeyring(), MemoryToken()))
+    window = MainWindow(
+        ChatController(cove_core, fake_engine),
+        state_file=cove_core.paths.data_dir / "w.ini",
+        presets_file=cove_core.paths.data_dir / "p.json",
+        token_store=TokenStore(InMemoryKeyring(), MemoryToken()),
+    )
     qtbot.addWidget(window)
     window.show()
     with qtbot.waitSignal(window.controller.model_loaded, timeout=WAIT_MS):

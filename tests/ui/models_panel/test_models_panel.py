@@ -25,8 +25,7 @@ def test_catalog_shows_every_entry_with_a_fit_mark_for_this_machine(qtbot, cove_
 
     # A 2 GB machine without a GPU: the smallest model fits, the 32B one does not.
     monkeypatch.setattr(models_discover, "machine_ram", lambda: 2_000_000_000)
-    monkeypatch.setattr(memory_estimate, "machine_memory",
-                        lambda: memory_estimate.MachineMemory(2_000_000_000, 1_000_000_000, None))
+    monkeypatch.setattr(memory_estimate, "machine_memory", lambda: memory_estimate.MachineMemory(2_000_000_000, 1_000_000_000, None))
     panel = make_panel(qtbot, cove_core)
     rows = dict(panel.catalog_view.rows())
     entries = load_catalog()
@@ -39,8 +38,9 @@ def test_catalog_shows_every_entry_with_a_fit_mark_for_this_machine(qtbot, cove_
 
 def test_search_shows_results_with_author_counts_licence_and_gated_mark(qtbot, panel, hub):
     hub.add_repo("other/alpha-small-GGUF", {"a-Q4_0.gguf": b"x"}, gated=True, downloads=12, likes=40, license=None)
-    hub.add_repo("org/alpha-big-GGUF", {"b-Q4_0.gguf": b"x"}, downloads=2500, likes=3, license="apache-2.0",
-                 last_modified="2020-03-04T00:00:00.000Z")
+    hub.add_repo(
+        "org/alpha-big-GGUF", {"b-Q4_0.gguf": b"x"}, downloads=2500, likes=3, license="apache-2.0", last_modified="2020-03-04T00:00:00.000Z"
+    )
     panel.search("alpha", "downloads")
     qtbot.waitUntil(lambda: len(panel.search_view.rows()) == 2, timeout=WAIT_MS)
     first, second = panel.search_view.rows()
@@ -69,10 +69,15 @@ def test_an_older_search_answering_late_is_dropped(qtbot, panel, hub):
 
 
 def test_listing_a_repo_shows_gguf_files_with_quant_labels_and_split_models_as_one(qtbot, panel, hub):
-    hub.add_repo("org/split-GGUF", {
-        "m-Q2_K-00001-of-00002.gguf": b"a" * 3000, "m-Q2_K-00002-of-00002.gguf": b"b" * 2000,
-        "m-IQ4_XS.gguf": b"c" * 1000, "notes.txt": b"x",
-    })
+    hub.add_repo(
+        "org/split-GGUF",
+        {
+            "m-Q2_K-00001-of-00002.gguf": b"a" * 3000,
+            "m-Q2_K-00002-of-00002.gguf": b"b" * 2000,
+            "m-IQ4_XS.gguf": b"c" * 1000,
+            "notes.txt": b"x",
+        },
+    )
     list_repo(qtbot, panel, "org/split-GGUF")
     rows = panel.files_view.rows()
     assert [(r[1], r[2]) for r in rows] == [("IQ4_XS", "1.0 KB"), ("Q2_K", "5.0 KB")]

@@ -9,8 +9,7 @@ from app.settings import ModelPlacement
 from ui.models_panel.placement_dialog import PlacementDialog
 
 
-@pytest.mark.parametrize("placement", [ModelPlacement(), ModelPlacement(0, None), ModelPlacement(-1, True),
-                                       ModelPlacement(20, False)])
+@pytest.mark.parametrize("placement", [ModelPlacement(), ModelPlacement(0, None), ModelPlacement(-1, True), ModelPlacement(20, False)])
 def test_the_dialog_shows_and_returns_each_choice(qtbot, placement: ModelPlacement) -> None:
     dialog = PlacementDialog("tiny", placement)
     qtbot.addWidget(dialog)

@@ -16,14 +16,28 @@ from ui.theme import format_bytes
 
 
 def _loaded(path: Path, **kw) -> LoadedModel:
-    fields = {"path": str(path), "n_ctx": 512, "n_ctx_train": 512, "n_threads": 1, "n_gpu_layers": 0, "backend": "cpu",
-              "template_source": "fallback:plain", "template_note": "", "load_ms": 1.0, "type_k": "f16", "type_v": "f16",
-              "kv_bytes": 0, "flash_attn": "auto", **kw}
+    fields = {
+        "path": str(path),
+        "n_ctx": 512,
+        "n_ctx_train": 512,
+        "n_threads": 1,
+        "n_gpu_layers": 0,
+        "backend": "cpu",
+        "template_source": "fallback:plain",
+        "template_note": "",
+        "load_ms": 1.0,
+        "type_k": "f16",
+        "type_v": "f16",
+        "kv_bytes": 0,
+        "flash_attn": "auto",
+        **kw,
+    }
     return LoadedModel(**fields)  # type: ignore[arg-type]
 
 
 def test_the_kv_line_shows_the_types_the_measured_size_beside_the_estimate_and_flash_attention(
-        qtbot, panel: PerfPanel, tmp_path: Path) -> None:
+    qtbot, panel: PerfPanel, tmp_path: Path
+) -> None:
     path = write_tiny_gguf(tmp_path / "tiny.gguf")
     facts = facts_from_header(read_gguf_header(path))
     q = compute_parts(facts, None, 512, 0, "q8_0", type_v="q4_0")
@@ -33,24 +47,20 @@ def test_the_kv_line_shows_the_types_the_measured_size_beside_the_estimate_and_f
     qtbot.waitUntil(lambda: panel.label_text("kv") == expected, timeout=5000)
     f16 = compute_parts(facts, None, 512, 0, "f16").kv_ram
     panel.set_loaded(_loaded(path))  # not reported by llama.cpp: the estimate alone
-    qtbot.waitUntil(lambda: panel.label_text("kv") == f"f16 · size not reported (estimated {format_bytes(f16)}) · "
-                                                      "flash attention auto", timeout=5000)
+    qtbot.waitUntil(
+        lambda: panel.label_text("kv") == f"f16 · size not reported (estimated {format_bytes(f16)}) · flash attention auto", timeout=5000
+    )
 
 
 def test_the_drafting_line_follows_the_last_reply(qtbot, panel: PerfPanel, tmp_path: Path) -> None:
     assert panel.label_text("drafting") == "–"
     panel.set_loaded(_loaded(write_tiny_gguf(tmp_path / "tiny.gguf"), draft_model="tiny-draft.gguf"))
     qtbot.waitUntil(lambda: panel.label_text("drafting") == "draft model tiny-draft.gguf loaded", timeout=5000)
-    panel.set_turn_metrics({"gen_tps": 50.0, "draft": {"mode": "model", "drafted": 64, "accepted": 48, "steps": 16,
-                                                       "stopped": None}})
-    qtbot.waitUntil(lambda: panel.label_text("drafting") ==
-                    "48 of 64 drafted tokens accepted (75%), with the draft model", timeout=5000)
-    panel.set_turn_metrics({"gen_tps": 50.0, "draft": {"mode": "lookup", "drafted": 0, "accepted": 0, "steps": 0,
-                                                       "stopped": "not paying"}})
-    qtbot.waitUntil(lambda: panel.label_text("drafting") == "no tokens drafted in this reply (off: not paying)",
-                    timeout=5000)
-    panel.set_turn_metrics({"gen_tps": 50.0, "draft": {"mode": "off", "drafted": 0, "accepted": 0, "steps": 0,
-                                                       "stopped": None}})
+    panel.set_turn_metrics({"gen_tps": 50.0, "draft": {"mode": "model", "drafted": 64, "accepted": 48, "steps": 16, "stopped": None}})
+    qtbot.waitUntil(lambda: panel.label_text("drafting") == "48 of 64 drafted tokens accepted (75%), with the draft model", timeout=5000)
+    panel.set_turn_metrics({"gen_tps": 50.0, "draft": {"mode": "lookup", "drafted": 0, "accepted": 0, "steps": 0, "stopped": "not paying"}})
+    qtbot.waitUntil(lambda: panel.label_text("drafting") == "no tokens drafted in this reply (off: not paying)", timeout=5000)
+    panel.set_turn_metrics({"gen_tps": 50.0, "draft": {"mode": "off", "drafted": 0, "accepted": 0, "steps": 0, "stopped": None}})
     qtbot.waitUntil(lambda: panel.label_text("drafting") == "off", timeout=5000)
     panel.set_turn_metrics({"gen_tps": 50.0})  # a reply saved before drafting existed
     qtbot.waitUntil(lambda: panel.label_text("drafting") == "–", timeout=5000)

@@ -278,8 +278,7 @@ def test_a_long_series_is_averaged_down_to_the_chart_width() -> None:
     assert fitted == sorted(fitted)
 
 
-def test_while_a_reply_streams_the_chart_moves_and_the_figures_follow_once_a_second(qtbot, panel: PerfPanel,
-                                                                                    monkeypatch) -> None:
+def test_while_a_reply_streams_the_chart_moves_and_the_figures_follow_once_a_second(qtbot, panel: PerfPanel, monkeypatch) -> None:
     # A label whose text changes lays the panel and the main window out again: the figures
     # change at most once a second while a reply streams; the chart every refresh. The panel
     # reads the test's clock, which moves one refresh interval (a quarter second) per sample.
@@ -382,9 +381,16 @@ def test_an_idle_engine_is_not_walked_twice() -> None:
 
 
 def test_placement_shows_the_device_the_layers_the_kv_cache_and_vram_against_the_estimate(qtbot, panel: PerfPanel) -> None:
-    placement = {"backend": "vulkan", "device": "AMD Radeon RX 7600", "n_layers": 29, "n_gpu_layers": 20,
-                 "kv_on_gpu": True, "note": "loaded 20 of 29 layers on the GPU: the rest did not fit",
-                 "vram_estimate": 3_900_000_000, "vram_used": 4_100_000_000}
+    placement = {
+        "backend": "vulkan",
+        "device": "AMD Radeon RX 7600",
+        "n_layers": 29,
+        "n_gpu_layers": 20,
+        "kv_on_gpu": True,
+        "note": "loaded 20 of 29 layers on the GPU: the rest did not fit",
+        "vram_estimate": 3_900_000_000,
+        "vram_used": 4_100_000_000,
+    }
     panel.set_model_info(file_size=5_000_000_000, backend="vulkan", gpu_layers=20, placement=placement)
     qtbot.waitUntil(lambda: panel.label_text("layers") != "–", timeout=2000)
     assert panel.label_text("backend") == "Vulkan · AMD Radeon RX 7600"
@@ -393,11 +399,16 @@ def test_placement_shows_the_device_the_layers_the_kv_cache_and_vram_against_the
     assert panel.label("layers").toolTip() == placement["note"]
     panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29, placement={**placement, "n_gpu_layers": 29})
     qtbot.waitUntil(lambda: panel.label_text("layers") == "29 of 29 on GPU · KV cache on GPU", timeout=2000)
-    panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29,
-                         placement={**placement, "n_gpu_layers": 29, "kv_on_gpu": False})
+    panel.set_model_info(file_size=None, backend="vulkan", gpu_layers=29, placement={**placement, "n_gpu_layers": 29, "kv_on_gpu": False})
     qtbot.waitUntil(lambda: panel.label_text("layers") == "29 of 29 on GPU · KV cache in RAM", timeout=2000)
-    cpu = {"backend": "cpu", "device": "AMD EPYC 7B13", "n_layers": 19, "n_gpu_layers": 0, "kv_on_gpu": False,
-           "note": "no GPU: every layer runs on the CPU"}
+    cpu = {
+        "backend": "cpu",
+        "device": "AMD EPYC 7B13",
+        "n_layers": 19,
+        "n_gpu_layers": 0,
+        "kv_on_gpu": False,
+        "note": "no GPU: every layer runs on the CPU",
+    }
     panel.set_model_info(file_size=253_000_000, backend="cpu", gpu_layers=0, placement=cpu)
     qtbot.waitUntil(lambda: panel.label_text("layers") == "all 19 on CPU", timeout=2000)
     assert panel.label_text("backend") == "CPU · AMD EPYC 7B13"

@@ -15,8 +15,7 @@ def _state(disk_hit: bool) -> dict[str, object]:
 
 
 def test_a_reply_continued_from_the_saved_state_says_so(qtbot, panel: PerfPanel) -> None:
-    panel.set_turn_metrics({"prompt_tps": 590.4, "prompt_tokens": 3203, "cached_tokens": 3177,
-                            "state_cache": _state(disk_hit=True)})
+    panel.set_turn_metrics({"prompt_tps": 590.4, "prompt_tokens": 3203, "cached_tokens": 3177, "state_cache": _state(disk_hit=True)})
     qtbot.waitUntil(lambda: panel.label_text("prompt") != "–", timeout=2000)
     assert panel.label_text("prompt") == "26 read at 590 tok/s · 3,177 from the saved state"
 
@@ -26,23 +25,36 @@ def test_tokens_kept_from_the_turn_before_are_reused_not_restored() -> None:
     assert prompt_text(metrics) == "20 read at 48.0 tok/s · 100 reused"
 
 
-@pytest.mark.parametrize(("metrics", "shown"), [
-    ({"prompt_tps": 512.0, "prompt_tokens": 40, "cached_tokens": 0}, "40 read at 512 tok/s"),
-    ({"prompt_tps": 512.0}, "512 tok/s"),  # a server that reports no token counts
-    ({"prompt_tokens": 40, "cached_tokens": 10}, "30 read · 10 reused"),
-    ({}, "–"),
-    ({"prompt_tps": None, "prompt_tokens": True, "cached_tokens": "x"}, "–"),
-])
+@pytest.mark.parametrize(
+    ("metrics", "shown"),
+    [
+        ({"prompt_tps": 512.0, "prompt_tokens": 40, "cached_tokens": 0}, "40 read at 512 tok/s"),
+        ({"prompt_tps": 512.0}, "512 tok/s"),  # a server that reports no token counts
+        ({"prompt_tokens": 40, "cached_tokens": 10}, "30 read · 10 reused"),
+        ({}, "–"),
+        ({"prompt_tps": None, "prompt_tokens": True, "cached_tokens": "x"}, "–"),
+    ],
+)
 def test_missing_or_odd_figures_give_what_is_known(metrics: dict[str, object], shown: str) -> None:
     assert prompt_text(metrics) == shown
 
 
 def test_long_figures_wrap_instead_of_widening_the_panel(qtbot, panel: PerfPanel) -> None:
     narrowest = panel.minimumSizeHint().width()
-    panel.set_turn_metrics({"prompt_tps": 590.4, "prompt_tokens": 13203, "cached_tokens": 13177, "gen_tps": 41.14,
-                            "gen_tokens": 512, "ttft_ms": 867.0, "context_used": 14457, "n_ctx": 32768,
-                            "state_cache": _state(disk_hit=True),
-                            "draft": {"mode": "auto", "drafted": 470, "accepted": 242, "steps": 300}})
+    panel.set_turn_metrics(
+        {
+            "prompt_tps": 590.4,
+            "prompt_tokens": 13203,
+            "cached_tokens": 13177,
+            "gen_tps": 41.14,
+            "gen_tokens": 512,
+            "ttft_ms": 867.0,
+            "context_used": 14457,
+            "n_ctx": 32768,
+            "state_cache": _state(disk_hit=True),
+            "draft": {"mode": "auto", "drafted": 470, "accepted": 242, "steps": 300},
+        }
+    )
     qtbot.waitUntil(lambda: panel.label_text("context") != "–", timeout=2000)
     assert "from the saved state" in panel.label_text("prompt")
     for key in ("gen", "prompt", "context", "drafting"):  # each can take two lines instead of its full width

@@ -38,21 +38,29 @@ def _shown(panel: PerfPanel) -> str:
     return panel.label_text("serving").replace(NBSP, " ")
 
 
-@pytest.mark.parametrize(("figures", "text"), [
-    (Serving(3, 1, 142.4, 4), "3 of 4 slots · 1 waiting · 142 tok/s together"),
-    (Serving(1, 0, 24.04, 4), "1 of 4 slots · 24.0 tok/s"),
-    (Serving(1, 2, 30.0, 1), "1 of 1 slot · 2 waiting · 30.0 tok/s"),
-    (Serving(0, 0, 0.0, 4), "idle · 4 slots"),
-    (Serving(2, 0, 0.0, 4), "2 of 4 slots"),  # no rate measured yet
-    (Serving(0, 0, 0.0, 0), ""),  # nothing loaded
-])
+@pytest.mark.parametrize(
+    ("figures", "text"),
+    [
+        (Serving(3, 1, 142.4, 4), "3 of 4 slots · 1 waiting · 142 tok/s together"),
+        (Serving(1, 0, 24.04, 4), "1 of 4 slots · 24.0 tok/s"),
+        (Serving(1, 2, 30.0, 1), "1 of 1 slot · 2 waiting · 30.0 tok/s"),
+        (Serving(0, 0, 0.0, 4), "idle · 4 slots"),
+        (Serving(2, 0, 0.0, 4), "2 of 4 slots"),  # no rate measured yet
+        (Serving(0, 0, 0.0, 0), ""),  # nothing loaded
+    ],
+)
 def test_the_line_in_words(figures: Serving, text: str) -> None:
     assert serving_text(figures).replace(NBSP, " ") == text
 
 
 def test_the_line_wraps_only_between_its_parts() -> None:
     assert serving_text(Serving(3, 1, 142.4, 4)).split(" ") == [
-        f"3{NBSP}of{NBSP}4{NBSP}slots", "·", f"1{NBSP}waiting", "·", f"142{NBSP}tok/s{NBSP}together"]
+        f"3{NBSP}of{NBSP}4{NBSP}slots",
+        "·",
+        f"1{NBSP}waiting",
+        "·",
+        f"142{NBSP}tok/s{NBSP}together",
+    ]
 
 
 def test_the_header_names_several_replies_only() -> None:
@@ -129,8 +137,11 @@ def test_the_windows_panel_reads_its_engine(qtbot, cove_core, fake_engine, monke
     from ui.shell.main_window import MainWindow
 
     monkeypatch.setenv("FAKE_HOST_WORDS", "3")
-    window = MainWindow(ChatController(cove_core, fake_engine), state_file=cove_core.paths.data_dir / "window.ini",
-                        presets_file=cove_core.paths.data_dir / "presets.json")
+    window = MainWindow(
+        ChatController(cove_core, fake_engine),
+        state_file=cove_core.paths.data_dir / "window.ini",
+        presets_file=cove_core.paths.data_dir / "presets.json",
+    )
     qtbot.addWidget(window)
     window.show()
     window.start()

@@ -12,8 +12,7 @@ from ui.server.server_panel import ServerPanel
 
 
 def _section(qtbot, db, names: list[str], answers: list[bool] | None = None) -> KeysSection:
-    section = KeysSection(ApiKeys(db), ask_name=lambda: names.pop(0),
-                          confirm=lambda _q: (answers or [True]).pop(0))
+    section = KeysSection(ApiKeys(db), ask_name=lambda: names.pop(0), confirm=lambda _q: (answers or [True]).pop(0))
     qtbot.addWidget(section)
     section.show()
     return section

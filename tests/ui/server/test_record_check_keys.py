@@ -10,8 +10,10 @@ from app.store.request_log import RequestLog
 from tests.support.record_tampering import fill_record, rehashed_and_key_deleted
 from ui.server.record_key_section import RecordKeySection
 
-PROVEN_HERE = ("This machine's key finds an edit made without it, but whoever can write this account's files can "
-               "rewrite that key too: only the verification key kept elsewhere proves the record against them")
+PROVEN_HERE = (
+    "This machine's key finds an edit made without it, but whoever can write this account's files can "
+    "rewrite that key too: only the verification key kept elsewhere proves the record against them"
+)
 
 
 def test_the_check_says_what_it_proves_and_a_vanished_key_shows_in_red(qtbot, cove_core) -> None:

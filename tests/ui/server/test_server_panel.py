@@ -27,9 +27,12 @@ def _free_port() -> int:
 
 
 def _window(qtbot, core, engine, port: int) -> MainWindow:
-    window = MainWindow(ChatController(core, engine), state_file=core.paths.data_dir / "window.ini",
-                        presets_file=core.paths.data_dir / "presets.json",
-                        server_factory=lambda p: ServerThread(core.paths, port=p))
+    window = MainWindow(
+        ChatController(core, engine),
+        state_file=core.paths.data_dir / "window.ini",
+        presets_file=core.paths.data_dir / "presets.json",
+        server_factory=lambda p: ServerThread(core.paths, port=p),
+    )
     qtbot.addWidget(window)
     window.server.port = port
     window.show()
@@ -102,8 +105,7 @@ def test_a_request_in_flight_shows_in_the_live_list(qtbot, host: ServerFeature) 
 
     def keep_asking() -> None:  # one streamed reply after another, until the test has seen one
         while not done.is_set():
-            body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "tell me more"}],
-                    "max_tokens": 200, "stream": True}
+            body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "tell me more"}], "max_tokens": 200, "stream": True}
             with httpx.stream("POST", f"{address}/chat/completions", json=body, timeout=60) as reply:
                 replies.append(reply.status_code)
                 for _line in reply.iter_lines():
@@ -113,6 +115,7 @@ def test_a_request_in_flight_shows_in_the_live_list(qtbot, host: ServerFeature) 
     asking = threading.Thread(target=keep_asking, daemon=True)
     asking.start()
     try:
+
         def running_row() -> bool:
             rows = panel.request_rows()
             return any(r[:4] == ("local API", "tiny-llama", "/v1/chat/completions", "running") for r in rows)
@@ -175,8 +178,12 @@ class _ScriptedServer:
         return [LiveRequest(1, "editor", "big-model", "/v1/chat/completions", "loading", 0, 0.0)]
 
     def loaded(self):
-        return [LoadedEngine("big-model", True, False), LoadedEngine("small-model", False, True, 3, 4),
-                LoadedEngine("one-slot", False, True, 1, 1), LoadedEngine("idle", False, False, 0, 4)]
+        return [
+            LoadedEngine("big-model", True, False),
+            LoadedEngine("small-model", False, True, 3, 4),
+            LoadedEngine("one-slot", False, True, 1, 1),
+            LoadedEngine("idle", False, False, 0, 4),
+        ]
 
     def events(self):
         return ["loading big-model", "loading big-model (copy 2)"]
@@ -191,8 +198,12 @@ def test_loading_shows_in_the_panel(qtbot) -> None:
     panel = _turn_on(qtbot, host)
     qtbot.waitUntil(lambda: panel.request_rows() != [], timeout=5000)
     assert panel.request_rows() == [("editor", "big-model", "/v1/chat/completions", "loading", "0")]
-    assert panel.engine_lines() == ["big-model — loading…", "small-model — answering 3 of 4 at once",
-                                    "one-slot — answering", "idle — ready, 4 at once"]
+    assert panel.engine_lines() == [
+        "big-model — loading…",
+        "small-model — answering 3 of 4 at once",
+        "one-slot — answering",
+        "idle — ready, 4 at once",
+    ]
     assert panel.events.toPlainText().splitlines() == ["loading big-model", "loading big-model (copy 2)"]
     host.shutdown()
     assert host.wait_stopped(10)

@@ -25,9 +25,12 @@ def _free_port() -> int:
 def test_api_requests_use_the_windows_engine_and_the_window_waits_its_turn(qtbot, cove_core) -> None:
     engine = EngineClient()
     controller = ChatController(cove_core, engine)
-    window = MainWindow(controller, state_file=cove_core.paths.data_dir / "window.ini",
-                        presets_file=cove_core.paths.data_dir / "presets.json",
-                        server_factory=sharing_server_factory(cove_core, controller))
+    window = MainWindow(
+        controller,
+        state_file=cove_core.paths.data_dir / "window.ini",
+        presets_file=cove_core.paths.data_dir / "presets.json",
+        server_factory=sharing_server_factory(cove_core, controller),
+    )
     qtbot.addWidget(window)
     window.server.port = _free_port()
     window.show()
@@ -40,8 +43,11 @@ def test_api_requests_use_the_windows_engine_and_the_window_waits_its_turn(qtbot
         server = window.server.control.server
         base = server.address
         pid = engine.host_pid
-        reply = httpx.post(f"{base}/chat/completions", timeout=60, json={
-            "model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+        reply = httpx.post(
+            f"{base}/chat/completions",
+            timeout=60,
+            json={"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        )
         assert reply.status_code == 200 and server.loaded() == []  # the window's engine answered it
         assert engine.host_pid == pid
 

@@ -27,9 +27,16 @@ class Parts:
         self.titles_changed = 0
         self.asked: list[str] = []
         self.answers: list[bool] = []
-        self.actions = ConversationActions(self.sidebar, controller, self.view, self.window,
-                                           status=self.window.statusBar(), notice=self.notices.append,
-                                           title_changed=self._title_changed, confirm_delete=self._confirm)
+        self.actions = ConversationActions(
+            self.sidebar,
+            controller,
+            self.view,
+            self.window,
+            status=self.window.statusBar(),
+            notice=self.notices.append,
+            title_changed=self._title_changed,
+            confirm_delete=self._confirm,
+        )
         self.actions.connect()
 
     def _title_changed(self) -> None:

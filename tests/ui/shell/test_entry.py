@@ -19,23 +19,34 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_no_display_is_one_sentence_pointing_to_cove_chat(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "ui.main"], cwd=ROOT, env=_env(tmp_path), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "ui.main"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "needs a display" in done.stderr and "cove chat" in done.stderr
 
 
 def test_arguments_go_to_the_command_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "ui.main", "history", "list", "--json"], cwd=ROOT,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "ui.main", "history", "list", "--json"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "[]"
 
 
 def test_the_window_opens_and_closes_offscreen(tmp_path: Path, tiny_gguf: Path) -> None:
     env = _env(tmp_path, QT_QPA_PLATFORM="offscreen")
-    imported = subprocess.run([sys.executable, "-m", "app.cli.main", "models", "import", str(tiny_gguf)], cwd=ROOT,
-                              env=env, capture_output=True, text=True, timeout=60)
+    imported = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "models", "import", str(tiny_gguf)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert imported.returncode == 0, imported.stderr
     code = (
         "import sys; from ui.main import run_window\n"

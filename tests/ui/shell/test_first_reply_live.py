@@ -11,8 +11,7 @@ from ui.shell.main_window import MainWindow
 
 def _window(qtbot, core, engine) -> MainWindow:
     controller = ChatController(core, engine)
-    window = MainWindow(controller, state_file=core.paths.data_dir / "window.ini",
-                        presets_file=core.paths.data_dir / "presets.json")
+    window = MainWindow(controller, state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json")
     qtbot.addWidget(window)
     window.show()
     window.start()

@@ -85,8 +85,11 @@ def test_the_window_paces_collections_by_its_replies(qtbot, cove_core, fake_engi
 
     monkeypatch.setattr(gc_pacing, "AFTER_REPLY_MS", 50)
     monkeypatch.setenv("FAKE_HOST_TPS", "200")
-    window = MainWindow(ChatController(cove_core, fake_engine), state_file=cove_core.paths.data_dir / "w.ini",
-                        presets_file=cove_core.paths.data_dir / "p.json")
+    window = MainWindow(
+        ChatController(cove_core, fake_engine),
+        state_file=cove_core.paths.data_dir / "w.ini",
+        presets_file=cove_core.paths.data_dir / "p.json",
+    )
     qtbot.addWidget(window)
     window.show()
     window.start()

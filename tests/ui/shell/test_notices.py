@@ -106,8 +106,7 @@ def test_a_folder_the_desktop_cannot_open_is_named_instead(qtbot):
     area = NoticeArea(open_folder=lambda folder: False)
     qtbot.addWidget(area)
     area.show()
-    notice = area.keep("The history file was damaged; it was moved to /data/cove.db.corrupt-1 and a new one started.",
-                       Path("/data"))
+    notice = area.keep("The history file was damaged; it was moved to /data/cove.db.corrupt-1 and a new one started.", Path("/data"))
     notice.open_button.click()
     assert area.passing.isVisible() and "/data" in area.passing.text()
     assert len(area.kept()) == 1

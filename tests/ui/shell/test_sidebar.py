@@ -13,8 +13,15 @@ from ui.shell.sidebar import SEARCH_DEBOUNCE_MS, Sidebar, snippet_html
 
 def conv(cid: str, title: str | None, updated: str, pinned: bool = False) -> Conversation:
     return Conversation(
-        id=cid, title=title, created_at=updated, updated_at=updated, model="tiny",
-        system_prompt=None, params={}, pinned=pinned, message_count=2,
+        id=cid,
+        title=title,
+        created_at=updated,
+        updated_at=updated,
+        model="tiny",
+        system_prompt=None,
+        params={},
+        pinned=pinned,
+        message_count=2,
     )
 
 
@@ -131,7 +138,11 @@ def test_context_menu_actions_emit_requests(qtbot, sidebar: Sidebar) -> None:
 
     menu = sidebar.context_menu("new")
     assert [a.text() for a in menu.actions() if a.text()] == [
-        "Rename…", "Pin to top", "Export as Markdown…", "Export as JSON…", "Delete…",
+        "Rename…",
+        "Pin to top",
+        "Export as Markdown…",
+        "Export as JSON…",
+        "Delete…",
     ]
     _action(menu, "Pin").trigger()
     _action(menu, "Export as Markdown").trigger()

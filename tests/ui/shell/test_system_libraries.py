@@ -58,19 +58,22 @@ def test_all_present_is_no_problem_and_each_library_was_tried() -> None:
     assert {"libxcb-cursor.so.0", "libxcb-icccm.so.4", "libxcb-keysyms.so.1"} <= set(load.loaded)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("environ", "platform", "expected"), [
-    ({"DISPLAY": ":0"}, "linux", True),
-    ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb"}, "linux", True),
-    ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb:nograb"}, "linux", True),
-    ({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, "linux", True),  # an X session with a nested compositor
-    ({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0", "XDG_SESSION_TYPE": "wayland"}, "linux", False),
-    ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "wayland"}, "linux", False),
-    ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}, "linux", False),
-    ({"WAYLAND_DISPLAY": "wayland-0"}, "linux", False),
-    ({}, "linux", False),
-    ({"DISPLAY": ":0"}, "darwin", False),
-    ({"DISPLAY": ":0"}, "win32", False),
-])
+@pytest.mark.parametrize(
+    ("environ", "platform", "expected"),
+    [
+        ({"DISPLAY": ":0"}, "linux", True),
+        ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb"}, "linux", True),
+        ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb:nograb"}, "linux", True),
+        ({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, "linux", True),  # an X session with a nested compositor
+        ({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0", "XDG_SESSION_TYPE": "wayland"}, "linux", False),
+        ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "wayland"}, "linux", False),
+        ({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}, "linux", False),
+        ({"WAYLAND_DISPLAY": "wayland-0"}, "linux", False),
+        ({}, "linux", False),
+        ({"DISPLAY": ":0"}, "darwin", False),
+        ({"DISPLAY": ":0"}, "win32", False),
+    ],
+)
 def test_the_check_runs_only_where_qt_would_use_xcb(environ, platform, expected) -> None:
     assert uses_xcb(environ, platform) is expected
     load = _loader_without(*(lib.soname for lib in XCB_LIBRARIES))

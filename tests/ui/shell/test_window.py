@@ -17,8 +17,9 @@ from ui.shell.main_window import MainWindow
 
 def _window(qtbot, core, engine, **kwargs) -> MainWindow:
     controller = ChatController(core, engine)
-    window = MainWindow(controller, state_file=core.paths.data_dir / "window.ini",
-                        presets_file=core.paths.data_dir / "presets.json", **kwargs)
+    window = MainWindow(
+        controller, state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json", **kwargs
+    )
     qtbot.addWidget(window)
     window.show()
     window.start()
@@ -188,8 +189,7 @@ def test_a_returning_person_sees_their_last_chat_not_the_welcome(qtbot, cove_cor
     assert window.view.conversation_model().items()[0].content == "from last week"
 
 
-def test_the_welcome_import_button_opens_the_file_dialog_and_imports(qtbot, cove_core, fake_engine, tiny_gguf_with_template,
-                                                                      monkeypatch):
+def test_the_welcome_import_button_opens_the_file_dialog_and_imports(qtbot, cove_core, fake_engine, tiny_gguf_with_template, monkeypatch):
     from PySide6.QtWidgets import QFileDialog
 
     asked: list[str] = []

@@ -33,8 +33,14 @@ def _hidden(text: str) -> list[str]:
 
 def _shown(text: str) -> str:
     """`text` as the window shows it (written out here, not taken from Cove)."""
-    for ch, escape in (("\x1b", "\\x1b"), ("\x07", "\\x07"), ("\x9b", "\\x9b"), ("\u202e", "\\u202e"),
-                       ("\u2066", "\\u2066"), ("\u2069", "\\u2069")):
+    for ch, escape in (
+        ("\x1b", "\\x1b"),
+        ("\x07", "\\x07"),
+        ("\x9b", "\\x9b"),
+        ("\u202e", "\\u202e"),
+        ("\u2066", "\\u2066"),
+        ("\u2069", "\\u2069"),
+    ):
         text = text.replace(ch, escape)
     return text
 
@@ -60,8 +66,7 @@ def test_the_approval_dialog_shows_hidden_characters_as_escapes(qtbot, tmp_path:
     qtbot.addWidget(dialog)
     dialog.show()
 
-    for part in (dialog.heading.text(), dialog.identity.text(), dialog.arguments.toPlainText(),
-                 dialog.always_button.toolTip()):
+    for part in (dialog.heading.text(), dialog.identity.text(), dialog.arguments.toPlainText(), dialog.always_button.toolTip()):
         assert not _hidden(part), (_hidden(part), part)
     assert f"<b>{_shown(NAMED_TOOL)}</b>" in dialog.heading.text()
     shown = dialog.arguments.toPlainText()
@@ -78,7 +83,7 @@ def test_a_tool_asked_about_again_says_why_in_the_dialog_and_on_the_terminal(qtb
     from app.cli.tools_cmd import describe_request
     from ui.tools.approval_dialog import ToolApprovalDialog
 
-    why = "You chose \"always\" for this tool before, but /srv/\u202esrv.py has changed since."
+    why = 'You chose "always" for this tool before, but /srv/\u202esrv.py has changed since.'
     request = ToolRequest(_server(tmp_path), NAMED_TOOL, {}, asked_again=why)
     dialog = ToolApprovalDialog("c1", request)
     qtbot.addWidget(dialog)
@@ -119,7 +124,8 @@ def test_the_tools_page_shows_what_the_server_wrote_as_escapes(qtbot, page, tmp_
 
 
 def test_a_server_that_refuses_is_one_escaped_sentence_on_the_page_and_in_a_turn(
-        qtbot, page, cove_core, tmp_path: Path, host: McpHost) -> None:
+    qtbot, page, cove_core, tmp_path: Path, host: McpHost
+) -> None:
     from ui.tools.chat_tools import PARAMS_KEY, ChatTools
 
     server = _server(tmp_path, "refuse-list")

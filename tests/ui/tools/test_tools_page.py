@@ -159,8 +159,7 @@ def test_bad_input_in_the_add_dialog_is_one_sentence(qtbot, page, calls_file) ->
     assert not dialog.add_button.isEnabled() and dialog.exact_line() == ""
     assert dialog.preview_heading.text().startswith("'bad name!' cannot name a tool server")
     dialog.name_field.setText("ok")
-    assert dialog.preview_heading.text() == ("The command line cannot be read (No closing quotation): "
-                                             "check its quotes.")
+    assert dialog.preview_heading.text() == ("The command line cannot be read (No closing quotation): check its quotes.")
     dialog.command_field.setText("")
     assert dialog.preview_heading.text() == "Give the command line that starts the server."
 

@@ -14,12 +14,13 @@ from tests.support.remote_window import make_window
 from tests.support.tiny_model import write_tiny_gguf
 from tests.ui.tools.conftest import WAIT_MS
 
-HERMES_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                   "{% if tools %}<tools>{{ tools | tojson }}</tools> answer with <tool_call>{}</tool_call>{% endif %}")
+HERMES_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if tools %}<tools>{{ tools | tojson }}</tools> answer with <tool_call>{}</tool_call>{% endif %}"
+)
 
 
-def test_the_sidebar_opens_the_tools_page_with_the_tool_capable_models(qtbot, cove_core, fake_engine,
-                                                                        tmp_path: Path) -> None:
+def test_the_sidebar_opens_the_tools_page_with_the_tool_capable_models(qtbot, cove_core, fake_engine, tmp_path: Path) -> None:
     capable = write_tiny_gguf(tmp_path / "tiny-hermes.gguf", chat_template=HERMES_TEMPLATE)
     model = cove_core.library.import_file(capable)
     window = make_window(qtbot, cove_core, fake_engine)

@@ -106,8 +106,7 @@ def _click_action(qtbot, window: Any, message_id: str, kind: str) -> None:
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=regions[kind].center())
 
 
-def test_a_call_is_asked_allowed_run_shown_stored_and_recorded(qtbot, cove_core, fake_engine, hosts, calls_file,
-                                                               replies) -> None:
+def test_a_call_is_asked_allowed_run_shown_stored_and_recorded(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
     assert window.controller.tool_servers() == ["fault"] and window.tools.menu_button.text() == "Tools (1)"
@@ -152,8 +151,7 @@ def test_a_call_is_asked_allowed_run_shown_stored_and_recorded(qtbot, cove_core,
     assert newest[1].content == "A fresh answer." and _calls(calls_file) == ["echo"]
 
 
-def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(qtbot, cove_core, fake_engine, hosts,
-                                                                      calls_file, replies) -> None:
+def test_a_denied_call_never_reaches_the_server_and_the_model_is_told(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
     replies.set(CALL, "Understood.")
@@ -180,8 +178,7 @@ def test_closing_the_dialog_denies(qtbot, cove_core, fake_engine, hosts, calls_f
     assert result.params["decision"] == "deny"
 
 
-def test_always_allowed_is_not_asked_again_and_can_be_revoked(qtbot, cove_core, fake_engine, hosts, calls_file,
-                                                              replies) -> None:
+def test_always_allowed_is_not_asked_again_and_can_be_revoked(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     asked: list[Any] = []
     window.controller.tool_asked.connect(asked.append)
@@ -209,8 +206,9 @@ def test_always_allowed_is_not_asked_again_and_can_be_revoked(qtbot, cove_core, 
     _idle(qtbot, window)
 
 
-def test_the_rows_and_the_choice_of_servers_are_shown_again_after_a_restart(qtbot, cove_core, fake_engine, hosts,
-                                                                            calls_file, replies) -> None:
+def test_the_rows_and_the_choice_of_servers_are_shown_again_after_a_restart(
+    qtbot, cove_core, fake_engine, hosts, calls_file, replies
+) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
     replies.set(CALL, "Done.")
@@ -230,8 +228,7 @@ def test_the_rows_and_the_choice_of_servers_are_shown_again_after_a_restart(qtbo
     assert next(a for a in again.tools.menu.actions() if a.text() == "fault").isChecked()
 
 
-def test_the_window_stays_live_while_a_slow_call_runs(qtbot, cove_core, fake_engine, calls_file, replies,
-                                                      tmp_path: Path) -> None:
+def test_the_window_stays_live_while_a_slow_call_runs(qtbot, cove_core, fake_engine, calls_file, replies, tmp_path: Path) -> None:
     made: list[McpHost] = []
 
     def quick() -> McpHost:  # the hang tool never answers: its call gives up after 2 s
@@ -269,8 +266,7 @@ def test_the_window_stays_live_while_a_slow_call_runs(qtbot, cove_core, fake_eng
             host.close()
 
 
-def test_stop_while_the_question_is_up_closes_it_and_nothing_runs(qtbot, cove_core, fake_engine, hosts, calls_file,
-                                                                 replies) -> None:
+def test_stop_while_the_question_is_up_closes_it_and_nothing_runs(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
     replies.set(CALL, "never")
@@ -284,8 +280,7 @@ def test_stop_while_the_question_is_up_closes_it_and_nothing_runs(qtbot, cove_co
     assert _rows(window)[-1].status == MessageStatus.CANCELLED
 
 
-def test_offline_the_servers_start_only_if_the_person_allows_it_once(qtbot, cove_core, fake_engine, hosts,
-                                                                     calls_file, replies) -> None:
+def test_offline_the_servers_start_only_if_the_person_allows_it_once(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
     cove_core.network.set_offline(True)
@@ -304,8 +299,7 @@ def test_offline_the_servers_start_only_if_the_person_allows_it_once(qtbot, cove
     assert len(questions) == 1 and _calls(calls_file) == ["echo"]
 
 
-def test_a_call_cut_off_by_the_token_limit_shows_its_note_and_no_markup(qtbot, cove_core, fake_engine, hosts,
-                                                                         calls_file, replies) -> None:
+def test_a_call_cut_off_by_the_token_limit_shows_its_note_and_no_markup(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
     from tests.support.tool_turns import LengthBackend
 
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
@@ -322,8 +316,7 @@ def test_a_call_cut_off_by_the_token_limit_shows_its_note_and_no_markup(qtbot, c
     assert notice is not None and notice[0].startswith("The model's tool call was cut off by the token limit")
 
 
-def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(qtbot, cove_core, hosts,
-                                                                               tmp_path: Path) -> None:
+def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(qtbot, cove_core, hosts, tmp_path: Path) -> None:
     """The real engine, the tiny random-weight model with Qwen 2.5's chat template and the first
     reply's tool_choice "required" (the grammar forces a valid call), and mcp-server-time. As in
     tests/app/turn/test_chat_tools_cli.py, temperature 0 and a bias on the '"' token make every
@@ -334,8 +327,9 @@ def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(q
     from tests.support.tool_turns import QUOTE_TOKEN, QWEN_TEMPLATE
     from tests.ui.tools.conftest import time_command
 
-    model = cove_core.library.import_file(write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=QWEN_TEMPLATE.read_text(),
-                                                          n_ctx_train=4096))
+    model = cove_core.library.import_file(
+        write_tiny_gguf(tmp_path / "qwentools.gguf", chat_template=QWEN_TEMPLATE.read_text(), n_ctx_train=4096)
+    )
     cove_core.remember_model(model)
     cove_core.save_sampling_defaults(SamplingParams(temperature=0.0, max_tokens=128, logit_bias=((QUOTE_TOKEN, 10.0),)))
     ToolServerStore(cove_core.db).add(stdio_server("time", time_command()))
@@ -363,8 +357,9 @@ def test_the_tiny_model_forced_to_call_runs_the_time_server_on_the_real_engine(q
         window.close()
 
 
-def test_a_server_that_does_not_start_is_one_sentence_and_the_reply_goes_on(qtbot, cove_core, fake_engine, hosts,
-                                                                            calls_file, replies) -> None:
+def test_a_server_that_does_not_start_is_one_sentence_and_the_reply_goes_on(
+    qtbot, cove_core, fake_engine, hosts, calls_file, replies
+) -> None:
     import sys
 
     ToolServerStore(cove_core.db).add(stdio_server("broken", [sys.executable, "-c", "import sys; sys.exit(3)"]))
@@ -378,8 +373,7 @@ def test_a_server_that_does_not_start_is_one_sentence_and_the_reply_goes_on(qtbo
     assert replies.backends[-1].tools_given[-1][0] is None and _rows(window)[-1].content == "Plain answer."
 
 
-def test_a_host_that_cannot_be_made_is_one_sentence_and_the_reply_goes_on(qtbot, cove_core, fake_engine, calls_file,
-                                                                          replies) -> None:
+def test_a_host_that_cannot_be_made_is_one_sentence_and_the_reply_goes_on(qtbot, cove_core, fake_engine, calls_file, replies) -> None:
     def no_host() -> McpHost:
         raise PermissionError(13, "Permission denied", "/nowhere/tool-servers.log")
 

@@ -92,7 +92,7 @@ def line_breaks(text: str, in_code: bool) -> str:
     out = list(text)
     for i, char in enumerate(text):
         if char == "\n":
-            rest = text[i + 1:i + 12]
+            rest = text[i + 1 : i + 12]
             hard = i < end and (rest[0] == "\n" or (i > 0 and text[i - 1] == "\n") or bool(_BLOCK_START.match(rest)))
             out[i] = "\u2028" if hard else " "
     return "".join(out)
@@ -145,14 +145,14 @@ def next_line_start(anchor: TailAnchor, text: str) -> int:
     if lead == len(text) or anchor.x <= anchor.left:
         return -1
     before = anchor.before
-    sample = before + text[:lead + _LOOK_AHEAD]
+    sample = before + text[: lead + _LOOK_AHEAD]
     finder = QTextBoundaryFinder(QTextBoundaryFinder.BoundaryType.Line, sample)
     start = len(before) + lead
     finder.setPosition(start)
     if not finder.isAtBoundary():
         return -1
     end = finder.toNextBoundary()
-    piece = text[:(len(sample) if end < 0 else end) - len(before)].rstrip(" \t")
+    piece = text[: (len(sample) if end < 0 else end) - len(before)].rstrip(" \t")
     if anchor.x + anchor.metrics.horizontalAdvance(piece) <= anchor.right:
         return -1
     return lead
@@ -211,8 +211,7 @@ class PlainTail:
                 line.setPosition(QPointF(x, top + anchor.ascent - ascent))
                 both = max(anchor.ascent, ascent)
                 leading = max(anchor.ascent + anchor.leading, ascent + line.leading()) - both
-                y = top + max(anchor.bottom - anchor.top,
-                              math.ceil(both + max(anchor.descent, line.descent()) + max(0.0, leading)))
+                y = top + max(anchor.bottom - anchor.top, math.ceil(both + max(anchor.descent, line.descent()) + max(0.0, leading)))
             else:
                 line.setPosition(QPointF(x if first else anchor.left, y))  # each line below the one above
                 y += line.height()
@@ -289,10 +288,9 @@ class PlainTail:
         if len(laid) < last.textStart():
             return None  # the last line holds only spaces
         anchor = self._anchor
-        x = last.cursorToX(len(laid))[0] + anchor.metrics.horizontalAdvance(self._laid[len(laid):])  # type: ignore[index]  # stub: cursorToX -> object
+        x = last.cursorToX(len(laid))[0] + anchor.metrics.horizontalAdvance(self._laid[len(laid) :])  # type: ignore[index]  # stub: cursorToX -> object
         top, bottom = self._first_box if self._lines == 1 else (last.y(), last.y() + last.height())
-        return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, x, last.y() + last.ascent(),
-                              top, bottom)
+        return WordRuns.after(anchor.font, anchor.metrics, anchor.left, anchor.right, x, last.y() + last.ascent(), top, bottom)
 
     def last_word_box(self, *, closed: bool = False) -> tuple[float, float, float]:
         """(x, top, bottom) where the last word of the text starts: the first place text after

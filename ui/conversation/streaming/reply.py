@@ -29,8 +29,9 @@ from ui.conversation.text.safe_document import SafeTextDocument
 # Latin, Greek or Cyrillic words and spaces without a markdown character: word_runs.LATIN_TEXT
 # less stream_document's markdown characters \ ` * _ [ ] < > & ~ | (a test checks it is
 # exactly that), text no markdown render needs to see.
-PLAIN_WORDS = re.compile("[\u0020-\u0025\u0027-\u0029\u002B-\u003B\u003D\u003F-\u005A\u005E"
-                         "\u0061-\u007B\u007D\u007F-\u052F\u2010-\u2027\u2030-\u205E]+")
+PLAIN_WORDS = re.compile(
+    "[\u0020-\u0025\u0027-\u0029\u002b-\u003b\u003d\u003f-\u005a\u005e\u0061-\u007b\u007d\u007f-\u052f\u2010-\u2027\u2030-\u205e]+"
+)
 _LINE_START_CHARS = 16  # a line's first characters decide whether it is a list item, heading or rule
 # plain_tail.line_breaks reads this many characters after a newline to tell what it is.
 _AFTER_NEWLINE = 12
@@ -69,8 +70,9 @@ def _rects(left_x: float, y: int, line_bottom: float, bottom: float) -> tuple[Re
 class StreamingReply:
     """The text of one streaming message (`text`: all of it so far), laid out at a text width."""
 
-    def __init__(self, doc: SafeTextDocument, *, dark: bool, clock: Callable[[], float] = time.monotonic,
-                 on_render: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, doc: SafeTextDocument, *, dark: bool, clock: Callable[[], float] = time.monotonic, on_render: Callable[[], None] | None = None
+    ) -> None:
         self._stream = StreamDocument(doc, dark=dark, clock=clock, on_render=on_render)
         self._shapes = LastParagraph()
         self.text = ""
@@ -127,7 +129,7 @@ class StreamingReply:
     def append(self, content: str) -> Damage | None:
         """Show `content` (the text so far, which extends what is shown; the same text again
         renders the tail if a render is due). None when it does not extend it."""
-        piece = content[len(self.text):]
+        piece = content[len(self.text) :]
         rects = self._place_words(content, piece) if piece else None
         if rects is not None:
             return Damage(rects, self._height, self._due)
@@ -243,8 +245,7 @@ class StreamingReply:
             painter.setPen(color)
         self._runs.draw_words(painter, self._words, left, top, top + height, set_font=not ready)
 
-    def _paint_text(self, painter: QPainter, tail: PlainTail | None, color: QColor, clip: Area, *,
-                    words: bool = True) -> None:
+    def _paint_text(self, painter: QPainter, tail: PlainTail | None, color: QColor, clip: Area, *, words: bool = True) -> None:
         """The document, then its plain `tail`, inside `clip`. No save() and restore(), and plain
         numbers rather than Qt geometry objects where it can: each Qt call costs microseconds on
         the caches the engine keeps emptying, and a frame draws only a word or two. Not `words`:

@@ -35,8 +35,7 @@ class ReplySurface(QWidget):
         self._color = QColor()
         self._font: QFont | None = None  # the last words font the reply drew with
 
-    def place(self, row: int, message_id: str, reply: StreamingReply, geometry: QRect, color: QColor,
-              background: QColor) -> None:
+    def place(self, row: int, message_id: str, reply: StreamingReply, geometry: QRect, color: QColor, background: QColor) -> None:
         """Lie over `row` (its text area is `geometry`, viewport coordinates) and draw `reply`."""
         if self.isHidden() or self._color != color or self.palette().color(QPalette.ColorRole.Window) != background:
             self._color = color

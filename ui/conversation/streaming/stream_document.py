@@ -112,8 +112,9 @@ def renders_as_plain(content: str, stable_len: int, rendered_len: int) -> bool:
 class StreamDocument:
     """One streaming reply's SafeTextDocument, kept up to date cheaply."""
 
-    def __init__(self, doc: SafeTextDocument, *, dark: bool, clock: Callable[[], float] = time.monotonic,
-                 on_render: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, doc: SafeTextDocument, *, dark: bool, clock: Callable[[], float] = time.monotonic, on_render: Callable[[], None] | None = None
+    ) -> None:
         self.doc = doc
         self.text = ""  # the content the document shows
         self._dark = dark
@@ -248,8 +249,7 @@ class StreamDocument:
         new = piece
         font = self.doc.defaultFont()
         lacking = not piece.isascii() and not in_primary_font(font, piece)
-        if not self.pending and not self._held and len(self.text) == self._rendered_len \
-                and self.text[-1:].isspace():
+        if not self.pending and not self._held and len(self.text) == self._rendered_len and self.text[-1:].isspace():
             # Markdown dropped the whitespace that ended the rendered text.
             end = len(self.text)
             while end and self.text[end - 1] in " \t\n":
@@ -259,8 +259,7 @@ class StreamDocument:
                 self._held = gap  # what the newline is, the text after it decides
             elif not piece[:1].isspace():
                 piece = " " + piece  # keep words apart
-        if self._fallback_block and not lacking and self._past_fallback_run and piece[:1] == " " \
-                and not self._held:
+        if self._fallback_block and not lacking and self._past_fallback_run and piece[:1] == " " and not self._held:
             self._fallback_block = False  # a new word of the Latin run after the CJK text
         if self._fallback_block or lacking or self._held:
             # A fallback font's text: only the document's own layout puts its lines where Qt does.
@@ -272,14 +271,16 @@ class StreamDocument:
             joined = len(content) - len(text)
             if settled is not None and _OPEN_LINE.fullmatch(content, content.rfind("\n", 0, joined) + 1, joined):
                 settled = None  # text after markdown syntax alone: "-" then " 長い", a list item
-            if settled is not None and "\n" in text[:len(settled[0])]:  # a newline goes in as a space
+            if settled is not None and "\n" in text[: len(settled[0])]:  # a newline goes in as a space
                 first = len(content) - len(text) + text.index("\n")
-                line = content[content.rfind("\n", 0, first) + 1:first]
-                if _HEADING_OR_INDENTED_CODE.match(line) or any(content.find(mark, self._stable_len) >= 0
-                                                               for mark in ("|", "```", "~~~", ">")):
+                line = content[content.rfind("\n", 0, first) + 1 : first]
+                if _HEADING_OR_INDENTED_CODE.match(line) or any(
+                    content.find(mark, self._stable_len) >= 0 for mark in ("|", "```", "~~~", ">")
+                ):
                     settled = None  # it ends a heading, or a fence, table or quote is open: not a paragraph
-            if settled is None and (len(content) - self._stable_len <= MAX_LIVE_TAIL_CHARS
-                                    or self._boundary.feed(content) > self._stable_len):
+            if settled is None and (
+                len(content) - self._stable_len <= MAX_LIVE_TAIL_CHARS or self._boundary.feed(content) > self._stable_len
+            ):
                 self._render_now = True  # the caller renders `content`
                 return None
             self.pending, self._held = settled if settled is not None else (text, "")
@@ -343,7 +344,7 @@ class StreamDocument:
         if wait is not None and wait <= 0:
             self._render_timed(content, now)
         elif len(content) > len(self.text):
-            box = self._grow_pending(content[len(self.text):])
+            box = self._grow_pending(content[len(self.text) :])
             if self._render_now:
                 self._render_timed(content, now)
             elif box is not None:
@@ -386,21 +387,24 @@ class StreamDocument:
         cursor.removeSelectedText()
         boundary = self._boundary.feed(content) if len(content) <= MAX_MARKDOWN_CHARS else self._stable_len
         if boundary > self._stable_len:
-            done = render_markdown(content[self._stable_len:boundary], palette_dark=self._dark,
-                                   first_link=len(self._links), first_code=len(self._code))
+            done = render_markdown(
+                content[self._stable_len : boundary], palette_dark=self._dark, first_link=len(self._links), first_code=len(self._code)
+            )
             self._insert_blocks(cursor, done.html)
             self._links += done.links
             self._code += done.code_blocks
             self._images += done.images
             self._stable_len = boundary
             self._tail_pos = cursor.position()
-        self._rendered_tail = render_markdown(content[self._stable_len:], palette_dark=self._dark,
-                                     first_link=len(self._links), first_code=len(self._code))
+        self._rendered_tail = render_markdown(
+            content[self._stable_len :], palette_dark=self._dark, first_link=len(self._links), first_code=len(self._code)
+        )
         self._insert_blocks(cursor, self._rendered_tail.html)
         cursor.endEditBlock()
         tail = self._rendered_tail
-        self._rendered = Rendered("", tuple(self._code) + tail.code_blocks, tuple(self._links) + tail.links,
-                                  tuple(self._images) + tail.images)
+        self._rendered = Rendered(
+            "", tuple(self._code) + tail.code_blocks, tuple(self._links) + tail.links, tuple(self._images) + tail.images
+        )
         self._rendered_len = len(content)
         last = self.doc.lastBlock().text()
         self._fallback_block = not in_primary_font(self.doc.defaultFont(), last)

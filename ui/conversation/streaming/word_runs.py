@@ -85,11 +85,10 @@ def in_primary_font(font: QFont, text: str) -> bool:
 
 # Letters of Han, hiragana, katakana and Hangul (no marks, no punctuation, no symbols): each is a
 # script of its own, so Qt ends their script run at the next Latin letter.
-CJK_LETTER = re.compile("[\u3041-\u3096\u30A1-\u30FA\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3]")
+CJK_LETTER = re.compile("[\u3041-\u3096\u30a1-\u30fa\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3]")
 # CJK and fullwidth punctuation of no script (Unicode's Common), and the line separator: like ASCII
 # spaces, digits and punctuation, they join the script run before them.
-CJK_COMMON = re.compile("[\u2028\u3000-\u3003\u3008-\u3011\u3014-\u301F\u30FB\u30FC"
-                        "\uFF01-\uFF0F\uFF1A-\uFF20\uFF3B-\uFF40\uFF5B-\uFF65]")
+CJK_COMMON = re.compile("[\u2028\u3000-\u3003\u3008-\u3011\u3014-\u301f\u30fb\u30fc\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]")
 _ASCII_LETTER = re.compile("[A-Za-z]")
 
 
@@ -152,13 +151,30 @@ class WordRuns:
     start_bottom: float
 
     @classmethod
-    def after(cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, x: float, baseline: float,
-              line_top: float, line_bottom: float) -> WordRuns:
+    def after(
+        cls, font: QFont, metrics: QFontMetricsF, left: float, right: float, x: float, baseline: float, line_top: float, line_bottom: float
+    ) -> WordRuns:
         """Runs that start at (x, baseline), after text that ends in a space, on a line from
         `line_top` to `line_bottom`."""
         _raw, ascent, height = primary_font(font)
-        return cls(font, metrics, font.key(), left, right, ascent, metrics.ascent(), height, (), x, baseline,
-                   False, x, baseline, line_top, line_bottom)
+        return cls(
+            font,
+            metrics,
+            font.key(),
+            left,
+            right,
+            ascent,
+            metrics.ascent(),
+            height,
+            (),
+            x,
+            baseline,
+            False,
+            x,
+            baseline,
+            line_top,
+            line_bottom,
+        )
 
     def line_box(self, baseline: float) -> tuple[float, float]:
         """(top, bottom) of the line of `baseline` (one of these runs' lines)."""
@@ -174,12 +190,24 @@ class WordRuns:
         placed = self.place(words, piece, self.cursor, self.baseline, self.open_word)
         if placed is None:
             return None
-        return WordRuns(self.font, self.metrics, self.font_key, self.left, self.right, self.ascent,
-                        self.text_ascent, self.line_height, tuple(words), *placed, self.start_x, self.start_baseline,
-                        self.start_top, self.start_bottom)
+        return WordRuns(
+            self.font,
+            self.metrics,
+            self.font_key,
+            self.left,
+            self.right,
+            self.ascent,
+            self.text_ascent,
+            self.line_height,
+            tuple(words),
+            *placed,
+            self.start_x,
+            self.start_baseline,
+            self.start_top,
+            self.start_bottom,
+        )
 
-    def place(self, words: list, piece: str, cursor: float, baseline: float,
-              open_word: bool) -> tuple[float, float, bool] | None:
+    def place(self, words: list, piece: str, cursor: float, baseline: float, open_word: bool) -> tuple[float, float, bool] | None:
         """Place `piece` (LATIN_TEXT) after `words` (entries as in self.words, appended to in
         place), the next character going at `cursor` on the line of `baseline`, `open_word`
         whether the last word may still grow. Returns the new (cursor, baseline, open_word);
@@ -247,8 +275,7 @@ class WordRuns:
         `clip_bottom`, newest first (a frame's area holds the last few)."""
         self.draw_words(painter, self.words, clip_left, clip_top, clip_bottom)
 
-    def draw_words(self, painter: QPainter, words, clip_left: float, clip_top: float, clip_bottom: float, *,
-                   set_font: bool = True) -> None:
+    def draw_words(self, painter: QPainter, words, clip_left: float, clip_top: float, clip_bottom: float, *, set_font: bool = True) -> None:
         """draw() for a list of words placed by place() with these runs' font and lines (not
         `set_font`: the painter has that font already)."""
         if not words:

@@ -12,8 +12,7 @@ from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalett
 T = TypeVar("T")
 
 
-def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_color: QColor,
-                   visible: QRectF) -> None:
+def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_color: QColor, visible: QRectF) -> None:
     """Draw `doc` with its top-left at `origin`, only the part inside `visible` (row coordinates)."""
     size = doc.size()
     clip = visible.translated(-QPointF(origin)).intersected(QRectF(0, 0, size.width(), size.height()))
@@ -28,8 +27,9 @@ def paint_document(painter: QPainter, doc: QTextDocument, origin: QPoint, text_c
     painter.restore()
 
 
-def draw_lines_from_last(painter: QPainter, layouts: Iterable[tuple[QTextLayout, int]], origin: QPointF,
-                         left: float, top: float, bottom: float) -> None:
+def draw_lines_from_last(
+    painter: QPainter, layouts: Iterable[tuple[QTextLayout, int]], origin: QPointF, left: float, top: float, bottom: float
+) -> None:
     """Draw the lines of `layouts` ((layout, how many of its lines), top to bottom, placed at
     `origin`) that reach into the area from `left` rightwards, `top` to `bottom`, from the last
     line up, stopping at the first line above the area: a frame's area holds the last line or
@@ -39,8 +39,9 @@ def draw_lines_from_last(painter: QPainter, layouts: Iterable[tuple[QTextLayout,
         line.draw(painter, origin)
 
 
-def visible_from_last(entries: Iterator[T], box: Callable[[T], tuple[float, float, float]], left: float,
-                      top: float, bottom: float) -> Iterator[T]:
+def visible_from_last(
+    entries: Iterator[T], box: Callable[[T], tuple[float, float, float]], left: float, top: float, bottom: float
+) -> Iterator[T]:
     """The entries (lines or words, newest first) whose box (right, top, bottom) reaches into
     the area from `left` rightwards, `top` to `bottom`; stops at the first one above the area
     (text is laid out top to bottom). Ink reaches a pixel or two right of a box."""
@@ -97,8 +98,13 @@ def last_paragraph(doc: QTextDocument) -> Paragraph | None:
     is a plain paragraph (no list, table, frame or background of its own), else None."""
     block = doc.lastBlock()
     layout = block.layout()
-    if layout is not None and layout.lineCount() and block.textList() is None \
-            and block.blockFormat().background().style() == Qt.BrushStyle.NoBrush and not doc.rootFrame().childFrames():
+    if (
+        layout is not None
+        and layout.lineCount()
+        and block.textList() is None
+        and block.blockFormat().background().style() == Qt.BrushStyle.NoBrush
+        and not doc.rootFrame().childFrames()
+    ):
         return (layout, doc.documentLayout().blockBoundingRect(block).topLeft(), _ink_bottom(doc, block.previous()))
     return None
 

@@ -86,8 +86,7 @@ def document_stylesheet(palette_dark: bool = False) -> str:
     )
 
 
-def render_markdown(text: str, *, palette_dark: bool = False, highlight: bool = True, first_link: int = 0,
-                    first_code: int = 0) -> Rendered:
+def render_markdown(text: str, *, palette_dark: bool = False, highlight: bool = True, first_link: int = 0, first_code: int = 0) -> Rendered:
     """Render untrusted markdown to inert HTML for a SafeTextDocument.
 
     first_link / first_code number the anchors from there (for a message rendered in pieces).
@@ -95,8 +94,15 @@ def render_markdown(text: str, *, palette_dark: bool = False, highlight: bool = 
     theme = theme_for(palette_dark)
     if len(text) > MAX_MARKDOWN_CHARS:
         return render_plain(text, palette_dark=palette_dark)
-    env: dict[str, Any] = {"code": [], "links": [], "images": [], "theme": theme, "highlight": highlight,
-                           "first_link": first_link, "first_code": first_code}
+    env: dict[str, Any] = {
+        "code": [],
+        "links": [],
+        "images": [],
+        "theme": theme,
+        "highlight": highlight,
+        "first_link": first_link,
+        "first_code": first_code,
+    }
     md = _markdown(theme)
     tokens = md.parse(text, env)
     # markdown-it silently drops the rest of a block once nesting reaches maxNesting (hostile
@@ -128,8 +134,7 @@ def _markdown(theme: Theme) -> MarkdownIt:
     if md is None:
         # "commonmark" with html=False: raw HTML blocks and inline tags come out escaped, so
         # nothing the model writes can open an element that hides the text after it.
-        md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False,
-                                       "maxNesting": MAX_NESTING})
+        md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "maxNesting": MAX_NESTING})
         md.enable(["table", "strikethrough"])
         md.add_render_rule("fence", _render_fence)
         md.add_render_rule("code_block", _render_fence)
@@ -200,8 +205,6 @@ def _describe_address(src: str) -> str:
     return src
 
 
-
-
 def _render_link_open(self: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
     # The href Qt sees is only an index; the address itself never reaches the document.
     token = tokens[idx]
@@ -212,10 +215,7 @@ def _render_link_open(self: Any, tokens: list, idx: int, options: Any, env: dict
 
 def _render_code_inline(self: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
     theme: Theme = env["theme"]
-    return (
-        f'<code style="background-color: {theme.inline_code_bg}; font-family: monospace;">'
-        f"{html.escape(tokens[idx].content)}</code>"
-    )
+    return f'<code style="background-color: {theme.inline_code_bg}; font-family: monospace;">{html.escape(tokens[idx].content)}</code>'
 
 
 def _render_table_open(self: Any, tokens: list, idx: int, options: Any, env: dict) -> str:

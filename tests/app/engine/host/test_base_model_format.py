@@ -15,25 +15,31 @@ from app.engine.host.templates import build_chat_format
 from models.model_facts import is_base_model, looks_instruction_tuned
 from tests.support.tiny_model import write_tiny_gguf
 
-CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 BASE_META = {"general.name": "Gemma 3 270m", "general.basename": "gemma-3", "general.architecture": "gemma3"}
 
 
 def _build(template: str | None, metadata: dict[str, str] | None, file_name: str = "model.gguf", arch: str = "gemma3"):
-    return build_chat_format(template, architecture=arch, has_token=lambda t: False, bos_token="<bos>",
-                             eos_token="<eos>", metadata=metadata, file_name=file_name)
+    return build_chat_format(
+        template, architecture=arch, has_token=lambda t: False, bos_token="<bos>", eos_token="<eos>", metadata=metadata, file_name=file_name
+    )
 
 
-@pytest.mark.parametrize(("names", "instruct"), [
-    (("gemma-3-270m-q4_k_m.gguf", "Gemma 3 270m", "gemma-3"), False),
-    (("tiny-random-llama", "tiny-llama.gguf"), False),
-    (("Qwen2.5-0.5B-Instruct-Q4_K_M.gguf",), True),
-    (("gemma-3-270m-it-Q4_K_M.gguf",), True),
-    (("Gemma 3 270m", "it"), True),  # general.finetune
-    (("Llama-2-7b-chat.Q4_0.gguf",), True),
-    (("SmolLM2-135M", "iterate.gguf", "italian-base"), False),  # "it" only as a whole word
-])
+@pytest.mark.parametrize(
+    ("names", "instruct"),
+    [
+        (("gemma-3-270m-q4_k_m.gguf", "Gemma 3 270m", "gemma-3"), False),
+        (("tiny-random-llama", "tiny-llama.gguf"), False),
+        (("Qwen2.5-0.5B-Instruct-Q4_K_M.gguf",), True),
+        (("gemma-3-270m-it-Q4_K_M.gguf",), True),
+        (("Gemma 3 270m", "it"), True),  # general.finetune
+        (("Llama-2-7b-chat.Q4_0.gguf",), True),
+        (("SmolLM2-135M", "iterate.gguf", "italian-base"), False),  # "it" only as a whole word
+    ],
+)
 def test_instruction_tuning_is_read_from_names(names: tuple[str, ...], instruct: bool) -> None:
     assert looks_instruction_tuned(*names) is instruct
     assert is_base_model(False, *names) is not instruct
@@ -44,10 +50,14 @@ def test_a_base_model_gets_the_whole_conversation_as_a_transcript_with_its_stop_
     fmt = _build(None, BASE_META, "gemma-3-270m-q4_k_m.gguf")
     assert fmt.source == f"fallback:{BASE_FORMAT}" == "fallback:qa"
     assert "base model" in fmt.note
-    out = fmt.render([{"role": "system", "content": "Answer briefly."},
-                      {"role": "user", "content": "What is the capital of France?"},
-                      {"role": "assistant", "content": " Paris."},
-                      {"role": "user", "content": "And of Japan?"}])
+    out = fmt.render(
+        [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "What is the capital of France?"},
+            {"role": "assistant", "content": " Paris."},
+            {"role": "user", "content": "And of Japan?"},
+        ]
+    )
     assert out.stop == ("\nQ:",)
     assert out.text == (
         "Answer briefly.\n\n"
@@ -87,14 +97,18 @@ def engine() -> Iterator[EngineClient]:
         yield client
 
 
-def test_the_engine_renders_a_base_model_as_a_transcript_and_stops_at_the_next_question(
-        engine: EngineClient, tiny_gguf: Path) -> None:
+def test_the_engine_renders_a_base_model_as_a_transcript_and_stops_at_the_next_question(engine: EngineClient, tiny_gguf: Path) -> None:
     loaded = engine.load(tiny_gguf, n_threads=1)
     assert loaded.template_source == "fallback:qa" and "base model" in loaded.template_note
     # The grammar makes the random model write an answer and then the next question: the
     # format's stop string (not one the request asked for) ends the reply before it.
-    fin = engine.generate([{"role": "user", "content": "What is the capital of France?"}], conversation_id=None,
-                          max_tokens=40, temperature=0.0, grammar='root ::= " Paris.\\nQ: and Spain?\\nA: Madrid."').wait()
+    fin = engine.generate(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        conversation_id=None,
+        max_tokens=40,
+        temperature=0.0,
+        grammar='root ::= " Paris.\\nQ: and Spain?\\nA: Madrid."',
+    ).wait()
     assert fin.text == " Paris."
     assert fin.metrics["stop_reason"] == "stop" and fin.metrics["template_source"] == "fallback:qa"
     assert fin.metrics["stop_sequence"] is None  # not a stop string of the request's own

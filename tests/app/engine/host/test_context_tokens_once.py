@@ -106,8 +106,7 @@ def test_the_same_turns_are_kept_as_before(big: bool) -> None:
             new = _outcome(lambda: fit_messages(msgs, remembering, n_ctx, reserve, known_tokens=known))
             if new != old:
                 differences.append((case, old[:2], new[:2]))
-            bounded = _outcome(lambda: fit_messages(msgs, remembering, n_ctx, reserve, known_tokens=known,
-                                                    min_tokens=_min_tokens))
+            bounded = _outcome(lambda: fit_messages(msgs, remembering, n_ctx, reserve, known_tokens=known, min_tokens=_min_tokens))
             if not _same(old, bounded):
                 differences.append((case, "with a bound", old[:2], bounded[:2]))
         if _outcome(lambda: fit_messages(msgs, _count, n_ctx, reserve)) != old:
@@ -122,8 +121,11 @@ def test_ordinary_conversations_are_counted_exactly_as_before() -> None:
         old_calls: list[int] = []
         new_calls: list[int] = []
         _outcome(lambda: _old_fit(msgs, lambda m: old_calls.append(len(m)) or _count(m), 1024, 256))
-        _outcome(lambda: fit_messages(msgs, lambda m: new_calls.append(len(m)) or _count(m), 1024, 256,
-                                      known_tokens=lambda m: None, min_tokens=_min_tokens))
+        _outcome(
+            lambda: fit_messages(
+                msgs, lambda m: new_calls.append(len(m)) or _count(m), 1024, 256, known_tokens=lambda m: None, min_tokens=_min_tokens
+            )
+        )
         assert new_calls == old_calls
 
 

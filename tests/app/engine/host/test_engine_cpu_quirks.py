@@ -28,15 +28,19 @@ def tiny(tmp_path: Path) -> Path:
     return write_tiny_gguf(tmp_path / "tiny.gguf")
 
 
-@pytest.mark.parametrize(("info", "env", "allowed", "note"), [
-    (WITH_AMX, None, False, AMX_NOTE),
-    (WITHOUT_AMX, None, True, ""),
-    (WITH_AMX, "1", True, ""),
-    (WITHOUT_AMX, "0", False, OFF_NOTE),
-    (WITH_AMX, "yes", False, AMX_NOTE),  # anything but 0 or 1: Cove decides
-])
+@pytest.mark.parametrize(
+    ("info", "env", "allowed", "note"),
+    [
+        (WITH_AMX, None, False, AMX_NOTE),
+        (WITHOUT_AMX, None, True, ""),
+        (WITH_AMX, "1", True, ""),
+        (WITHOUT_AMX, "0", False, OFF_NOTE),
+        (WITH_AMX, "yes", False, AMX_NOTE),  # anything but 0 or 1: Cove decides
+    ],
+)
 def test_extra_buffers_are_off_where_the_build_has_amx_unless_told(
-        monkeypatch: pytest.MonkeyPatch, info: bytes, env: str | None, allowed: bool, note: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, info: bytes, env: str | None, allowed: bool, note: str
+) -> None:
     monkeypatch.setattr(cpu_quirks.llama_cpp, "llama_print_system_info", lambda: info)
     if env is None:
         monkeypatch.delenv(EXTRA_BUFFERS_ENV, raising=False)
@@ -69,8 +73,7 @@ def test_the_engine_loads_with_them_off_and_says_so(tiny: Path, monkeypatch: pyt
     with EngineClient() as engine:
         loaded = engine.load(tiny, n_ctx=256, n_threads=1)
         assert OFF_NOTE in loaded.placement["note"] and loaded.placement["extra_buffers"] is False
-        reply = engine.generate([{"role": "user", "content": "hello there"}], conversation_id=None, max_tokens=6,
-                                temperature=0.0).wait()
+        reply = engine.generate([{"role": "user", "content": "hello there"}], conversation_id=None, max_tokens=6, temperature=0.0).wait()
         assert reply.error is None and reply.metrics["gen_tokens"] > 0
     monkeypatch.setenv(EXTRA_BUFFERS_ENV, "1")
     with EngineClient() as engine:

@@ -22,8 +22,21 @@ pytestmark = pytest.mark.timeout(60)
 T = 1
 
 METRICS = {
-    "prompt_tokens", "cached_tokens", "prefill_ms", "prompt_tps", "gen_tokens", "gen_ms", "gen_tps", "stop_reason",
-    "n_ctx", "context_used", "dropped_turns", "template_source", "ttft_ms", "engine_uss_bytes", "engine_rss_bytes",
+    "prompt_tokens",
+    "cached_tokens",
+    "prefill_ms",
+    "prompt_tps",
+    "gen_tokens",
+    "gen_ms",
+    "gen_tps",
+    "stop_reason",
+    "n_ctx",
+    "context_used",
+    "dropped_turns",
+    "template_source",
+    "ttft_ms",
+    "engine_uss_bytes",
+    "engine_rss_bytes",
 }
 
 
@@ -156,8 +169,9 @@ def test_long_history_drops_oldest_turns_and_an_oversized_message_is_an_error(ti
 def test_max_tokens_and_benchmark_shaped_requests(engine: EngineClient, tiny_gguf: Path) -> None:
     engine.load(tiny_gguf, n_threads=T)
     for _ in range(2):
-        fin = engine.generate([], conversation_id=None, prompt_tokens=[BOS_ID], max_tokens=16, ignore_eos=True,
-                              no_cache=True, temperature=0.0).wait()
+        fin = engine.generate(
+            [], conversation_id=None, prompt_tokens=[BOS_ID], max_tokens=16, ignore_eos=True, no_cache=True, temperature=0.0
+        ).wait()
         m = fin.metrics
         assert fin.status == "length" and m["gen_tokens"] == 16 and m["cached_tokens"] == 0
         assert m["prompt_tokens"] == 1 and m["template_source"] == "tokens"
@@ -173,8 +187,7 @@ def test_stop_strings_are_never_shown(engine: EngineClient, tiny_gguf: Path) -> 
     assert "e" not in fin.text and "a" not in fin.text
 
 
-def test_ignore_eos_runs_past_the_formats_end_of_turn_string_but_not_the_requests_own(engine: EngineClient,
-                                                                                       tiny_gguf: Path) -> None:
+def test_ignore_eos_runs_past_the_formats_end_of_turn_string_but_not_the_requests_own(engine: EngineClient, tiny_gguf: Path) -> None:
     engine.load(tiny_gguf, n_threads=T)
     tokens = tiny_vocab()[0]
     # Only "\n", "Q" and ":" can be picked, so the base-model format's "\nQ:" soon turns up.
@@ -185,8 +198,7 @@ def test_ignore_eos_runs_past_the_formats_end_of_turn_string_but_not_the_request
     assert ended.metrics["stop_sequence"] is None
     full = engine.generate(user("x"), conversation_id=None, max_tokens=200, seed=5, logit_bias=bias, ignore_eos=True).wait()
     assert full.status == "length" and full.metrics["gen_tokens"] == 200 and "\nQ:" in full.text
-    own = engine.generate(user("x"), conversation_id=None, max_tokens=200, seed=5, logit_bias=bias, ignore_eos=True,
-                          stop=["\nQ:"]).wait()
+    own = engine.generate(user("x"), conversation_id=None, max_tokens=200, seed=5, logit_bias=bias, ignore_eos=True, stop=["\nQ:"]).wait()
     assert own.status == "complete" and own.metrics["stop_sequence"] == "\nQ:" and own.text == ended.text
 
 
@@ -302,9 +314,11 @@ def test_a_refused_huge_paste_is_dropped_by_the_turns_after_it(tiny_gguf: Path) 
 def test_the_reply_names_the_stop_string_of_the_request_it_met(engine: EngineClient, tiny_gguf: Path) -> None:
     engine.load(tiny_gguf)
     # Nearly every letter pair of the tiny vocabulary is a token: within 300 tokens an "e" comes.
-    stopped = [e for e in engine.generate(user("hi"), conversation_id=None, max_tokens=300, temperature=0, stop=["e", "zq"])
-               if isinstance(e, FinishedEvent)][0]
+    stopped = [
+        e
+        for e in engine.generate(user("hi"), conversation_id=None, max_tokens=300, temperature=0, stop=["e", "zq"])
+        if isinstance(e, FinishedEvent)
+    ][0]
     assert stopped.status == "complete" and stopped.metrics["stop_sequence"] == "e" and "e" not in stopped.text
-    free = [e for e in engine.generate(user("hi"), conversation_id=None, max_tokens=3, temperature=0)
-            if isinstance(e, FinishedEvent)][0]
+    free = [e for e in engine.generate(user("hi"), conversation_id=None, max_tokens=3, temperature=0) if isinstance(e, FinishedEvent)][0]
     assert free.metrics["stop_sequence"] is None

@@ -32,7 +32,7 @@ class Oracle:
         seen = np.append(np.asarray(history, dtype=np.intc), last)
         for tokens in self.known:
             if len(tokens) > len(seen) and np.array_equal(tokens[: len(seen)], seen):
-                out = [int(t) for t in tokens[len(seen): len(seen) + k]]
+                out = [int(t) for t in tokens[len(seen) : len(seen) + k]]
                 self.proposed += len(out)
                 return out
         return []
@@ -61,8 +61,17 @@ def _run(session: object, reqs: list[Generate]) -> list[Finished]:
 
 
 def _req(i: int, speculative: str) -> Generate:
-    return Generate(f"g{i}", None, [{"role": "user", "content": PROMPTS[i]}], max_tokens=40, temperature=0.5, seed=i,
-                    ignore_eos=True, no_cache=True, speculative=speculative)
+    return Generate(
+        f"g{i}",
+        None,
+        [{"role": "user", "content": PROMPTS[i]}],
+        max_tokens=40,
+        temperature=0.5,
+        seed=i,
+        ignore_eos=True,
+        no_cache=True,
+        speculative=speculative,
+    )
 
 
 def test_drafts_verified_beside_other_replies_keep_each_reply_as_it_is_alone(session: object) -> None:

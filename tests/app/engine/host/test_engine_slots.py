@@ -22,8 +22,7 @@ def user(text: str) -> list[dict]:
 
 
 def greedy(engine: EngineClient, text: str, n: int = 24, **kw: object) -> Generation:
-    return engine.generate(user(text), conversation_id=None, max_tokens=n, temperature=0.0, ignore_eos=True,
-                           no_cache=True, **kw)  # type: ignore[arg-type]
+    return engine.generate(user(text), conversation_id=None, max_tokens=n, temperature=0.0, ignore_eos=True, no_cache=True, **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +71,9 @@ def test_cancelling_one_of_four_leaves_the_others_whole(engine: EngineClient) ->
 
 def test_a_reply_under_a_grammar_beside_free_ones(engine: EngineClient) -> None:
     free = [greedy(engine, p, n=30) for p in PROMPTS[:3]]
-    bound = engine.generate(user("yes or no?"), conversation_id=None, max_tokens=30, temperature=0.8, seed=4,
-                            grammar='root ::= ("yes" | "no") "."')
+    bound = engine.generate(
+        user("yes or no?"), conversation_id=None, max_tokens=30, temperature=0.8, seed=4, grammar='root ::= ("yes" | "no") "."'
+    )
     fin = bound.wait(60)
     assert fin.status == "complete" and fin.text in ("yes.", "no.")
     assert all(g.wait(60).metrics["gen_tokens"] == 30 for g in free)
@@ -99,8 +99,7 @@ def test_a_long_prompt_is_read_between_the_steps_of_streaming_replies(engine: En
 def test_a_conversation_goes_back_to_the_slot_that_holds_its_tokens(engine: EngineClient) -> None:
     history = [{"role": "user", "content": "tell me about the harbour"}]
     one = engine.generate(history, conversation_id="harbour", max_tokens=8, temperature=0.0, ignore_eos=True).wait(60)
-    others = [engine.generate(user(p), conversation_id=f"other{i}", max_tokens=8, ignore_eos=True)
-              for i, p in enumerate(PROMPTS[:2])]
+    others = [engine.generate(user(p), conversation_id=f"other{i}", max_tokens=8, ignore_eos=True) for i, p in enumerate(PROMPTS[:2])]
     [g.wait(60) for g in others]
     history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "and the boats?"}]
     two = engine.generate(history, conversation_id="harbour", max_tokens=8, ignore_eos=True).wait(60)
@@ -132,8 +131,9 @@ def test_the_windows_reply_goes_on_while_api_replies_stream(engine: EngineClient
     api = [greedy(engine, p, n=300) for p in PROMPTS[:3]]
     for g in api:
         next(g)
-    window = engine.generate(user("the window asks"), conversation_id="w", max_tokens=40, temperature=0.0,
-                             ignore_eos=True, priority="window").wait(60)
+    window = engine.generate(
+        user("the window asks"), conversation_id="w", max_tokens=40, temperature=0.0, ignore_eos=True, priority="window"
+    ).wait(60)
     still = [not g.done for g in api]
     engine.cancel()
     assert window.status == "length" and window.metrics["gen_tokens"] == 40
@@ -168,8 +168,9 @@ def test_saved_state_is_restored_into_a_slot(tiny_gguf: Path) -> None:
         one = engine.generate(history, conversation_id="kept", max_tokens=6, ignore_eos=True).wait(60)
         # two other conversations take both slots, so the first one's cells are gone from them
         for i in range(2):
-            pair = [engine.generate(user(f"other {i} {j} " * 8), conversation_id=f"o{i}{j}", max_tokens=4,
-                                    ignore_eos=True) for j in range(2)]
+            pair = [
+                engine.generate(user(f"other {i} {j} " * 8), conversation_id=f"o{i}{j}", max_tokens=4, ignore_eos=True) for j in range(2)
+            ]
             [g.wait(60) for g in pair]
         history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "more"}]
         two = engine.generate(history, conversation_id="kept", max_tokens=4, ignore_eos=True).wait(60)
@@ -177,9 +178,9 @@ def test_saved_state_is_restored_into_a_slot(tiny_gguf: Path) -> None:
         assert two.metrics["cached_tokens"] >= one.metrics["prompt_tokens"]
 
 
-def test_a_load_of_the_loaded_model_while_replies_stream_keeps_the_engine(engine: EngineClient,
-                                                                           tiny_gguf_with_template: Path,
-                                                                           tiny_gguf: Path) -> None:
+def test_a_load_of_the_loaded_model_while_replies_stream_keeps_the_engine(
+    engine: EngineClient, tiny_gguf_with_template: Path, tiny_gguf: Path
+) -> None:
     """The window's turn asks for its model while API replies run on the same engine: it shares it."""
     gen = greedy(engine, "streaming on", n=400)
     next(gen)
@@ -198,15 +199,16 @@ def test_a_reply_that_ends_and_saves_its_state_leaves_the_others_their_tokens(ti
     have taken their tokens from the step's logits before that."""
     with EngineClient() as engine:
         engine.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=64)
-        gens = [engine.generate(user(f"conversation {i}"), conversation_id=f"c{i}", max_tokens=5 + 7 * i,
-                                temperature=0.0, ignore_eos=True) for i in range(4)]
+        gens = [
+            engine.generate(user(f"conversation {i}"), conversation_id=f"c{i}", max_tokens=5 + 7 * i, temperature=0.0, ignore_eos=True)
+            for i in range(4)
+        ]
         ends = [g.wait(60) for g in gens]
         assert [e.error for e in ends] == [None] * 4
         assert [e.metrics["gen_tokens"] for e in ends] == [5, 12, 19, 26]
 
 
-def test_an_engine_killed_mid_batch_ends_every_reply_with_its_text_and_the_next_starts_it_again(
-        tiny_gguf_with_template: Path) -> None:
+def test_an_engine_killed_mid_batch_ends_every_reply_with_its_text_and_the_next_starts_it_again(tiny_gguf_with_template: Path) -> None:
     import os
     import signal
 

@@ -37,14 +37,38 @@ def engine() -> Iterator[EngineClient]:
         yield client
 
 
-def reply(engine: EngineClient, prompt: str, *, speculative: str, temperature: float = 0.0, max_tokens: int = 120,
-          conversation_id: str | None = None, messages: list[dict[str, str]] | None = None) -> FinishedEvent:
+def reply(
+    engine: EngineClient,
+    prompt: str,
+    *,
+    speculative: str,
+    temperature: float = 0.0,
+    max_tokens: int = 120,
+    conversation_id: str | None = None,
+    messages: list[dict[str, str]] | None = None,
+) -> FinishedEvent:
     if messages is None:
-        fin = engine.generate([], conversation_id=conversation_id, raw_prompt=prompt, max_tokens=max_tokens,
-                              temperature=temperature, seed=11, ignore_eos=True, no_cache=True, speculative=speculative).wait()
+        fin = engine.generate(
+            [],
+            conversation_id=conversation_id,
+            raw_prompt=prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=11,
+            ignore_eos=True,
+            no_cache=True,
+            speculative=speculative,
+        ).wait()
     else:
-        fin = engine.generate(messages, conversation_id=conversation_id, max_tokens=max_tokens, temperature=temperature,
-                              seed=11, ignore_eos=True, speculative=speculative).wait()
+        fin = engine.generate(
+            messages,
+            conversation_id=conversation_id,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=11,
+            ignore_eos=True,
+            speculative=speculative,
+        ).wait()
     assert fin.error is None, fin.error
     return fin
 
@@ -65,8 +89,7 @@ def test_greedy_replies_are_the_same_with_prompt_lookup_and_without(engine: Engi
     assert accepted > 0  # the tiny model falls into loops, which lookup drafts
 
 
-def test_a_draft_model_with_the_same_vocabulary_drafts_what_the_model_picks(engine: EngineClient,
-                                                                          models: dict[str, Path]) -> None:
+def test_a_draft_model_with_the_same_vocabulary_drafts_what_the_model_picks(engine: EngineClient, models: dict[str, Path]) -> None:
     loaded = engine.load(models["sure"], n_ctx=2048, draft_model_path=models["twin"])
     assert loaded.draft_model == "twin.gguf" and loaded.draft_note == ""
     plain = reply(engine, PROMPTS[0], speculative="off")
@@ -82,16 +105,14 @@ def test_a_draft_model_with_the_same_vocabulary_drafts_what_the_model_picks(engi
     assert d["stopped"] in (None, "not paying", "too few drafts accepted")
 
 
-def test_a_draft_model_with_another_vocabulary_is_left_out_with_a_sentence(engine: EngineClient,
-                                                                         models: dict[str, Path]) -> None:
+def test_a_draft_model_with_another_vocabulary_is_left_out_with_a_sentence(engine: EngineClient, models: dict[str, Path]) -> None:
     loaded = engine.load(models["sure"], n_ctx=2048, draft_model_path=models["other"])
     assert loaded.draft_model == ""
     assert "vocabulary" in loaded.draft_note and "other-vocab.gguf" in loaded.draft_note
     assert reply(engine, PROMPTS[1], speculative="auto").metrics["draft"]["mode"] == "lookup"
 
 
-def test_a_draft_model_that_is_gone_is_left_out_with_a_sentence(engine: EngineClient, models: dict[str, Path],
-                                                               tmp_path: Path) -> None:
+def test_a_draft_model_that_is_gone_is_left_out_with_a_sentence(engine: EngineClient, models: dict[str, Path], tmp_path: Path) -> None:
     loaded = engine.load(models["sure"], n_ctx=2048, draft_model_path=tmp_path / "gone.gguf")
     assert loaded.draft_model == ""
     assert "gone.gguf" in loaded.draft_note and "not there" in loaded.draft_note
@@ -105,8 +126,7 @@ def test_sampled_replies_draft_and_keep_their_length(engine: EngineClient, model
     assert fin.metrics["gen_tokens"] == 120
 
 
-def test_a_reply_stopped_inside_accepted_drafts_leaves_the_cache_as_plain_decoding(engine: EngineClient,
-                                                                                 models: dict[str, Path]) -> None:
+def test_a_reply_stopped_inside_accepted_drafts_leaves_the_cache_as_plain_decoding(engine: EngineClient, models: dict[str, Path]) -> None:
     """Replies cut at every length from 1 to 40 tokens, each followed by a second turn of the same
     conversation (which reuses the cache): the second turn is the same with drafting as without."""
     engine.load(models["sure"], n_ctx=2048, draft_model_path=models["twin"])

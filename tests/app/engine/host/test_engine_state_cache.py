@@ -19,8 +19,21 @@ from tests.support.tiny_model import write_tiny_gguf
 pytestmark = pytest.mark.timeout(60)
 
 T = 1  # one thread (see test_engine_host.py)
-KEYS = {"enabled", "hit", "restored_tokens", "entries", "bytes", "restore_ms", "save_ms", "disk", "disk_hit", "disk_read_ms",
-        "disk_bytes", "disk_files", "disk_write_ms"}
+KEYS = {
+    "enabled",
+    "hit",
+    "restored_tokens",
+    "entries",
+    "bytes",
+    "restore_ms",
+    "save_ms",
+    "disk",
+    "disk_hit",
+    "disk_read_ms",
+    "disk_bytes",
+    "disk_files",
+    "disk_write_ms",
+}
 
 
 # ---- bookkeeping (no engine) -----------------------------------------------------------------
@@ -77,8 +90,7 @@ def test_a_restore_must_save_enough_evaluation() -> None:
 
 @pytest.fixture(scope="module")
 def chat_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-chat.gguf", chat_template=CHATML_TEMPLATE,
-                           extra_tokens=CHATML_TOKENS)
+    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-chat.gguf", chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS)
 
 
 @pytest.fixture
@@ -89,8 +101,7 @@ def engine(chat_gguf: Path) -> Iterator[EngineClient]:
 
 
 def turn(client: EngineClient, history: list[dict], conversation: str | None, **kw: object) -> FinishedEvent:
-    fin = client.generate(history, conversation_id=conversation, max_tokens=16, seed=4, temperature=0.0,
-                          ignore_eos=True, **kw).wait()  # type: ignore[arg-type]
+    fin = client.generate(history, conversation_id=conversation, max_tokens=16, seed=4, temperature=0.0, ignore_eos=True, **kw).wait()  # type: ignore[arg-type]
     assert fin.status == "length", fin.error
     return fin
 
@@ -110,7 +121,8 @@ def garden(client: EngineClient, conversation: str | None, between: bool) -> tup
 
 @pytest.mark.parametrize("conversation", ["A", None], ids=["with-transcript", "text-only"])
 def test_a_conversation_taken_up_again_restores_its_state_and_continues_exactly(
-        chat_gguf: Path, engine: EngineClient, conversation: str | None) -> None:
+    chat_gguf: Path, engine: EngineClient, conversation: str | None
+) -> None:
     two, three, history = garden(engine, conversation, between=True)
     m = three.metrics
     assert set(m["state_cache"]) == KEYS
@@ -147,14 +159,27 @@ def test_a_zero_sized_cache_is_off(chat_gguf: Path) -> None:
         client.load(chat_gguf, n_threads=T, state_cache_mb=0)
         two, three, _ = garden(client, "A", between=True)
     sc = three.metrics["state_cache"]
-    assert sc == {"enabled": False, "hit": False, "restored_tokens": 0, "entries": 0, "bytes": 0,
-                  "restore_ms": 0.0, "save_ms": 0.0, "disk": False, "disk_hit": False, "disk_read_ms": 0.0,
-                  "disk_bytes": 0, "disk_files": 0, "disk_write_ms": 0.0}
+    assert sc == {
+        "enabled": False,
+        "hit": False,
+        "restored_tokens": 0,
+        "entries": 0,
+        "bytes": 0,
+        "restore_ms": 0.0,
+        "save_ms": 0.0,
+        "disk": False,
+        "disk_hit": False,
+        "disk_read_ms": 0.0,
+        "disk_bytes": 0,
+        "disk_files": 0,
+        "disk_write_ms": 0.0,
+    }
     assert three.metrics["cached_tokens"] < 5 < two.metrics["prompt_tokens"]  # B's cells replaced A's
 
 
 def test_the_oldest_conversation_is_evicted_when_the_bytes_run_out(chat_gguf: Path) -> None:
     """About 450 tokens of this model's KV cells take ~240 kB, so 1 MiB holds four such conversations."""
+
     def ask(client: EngineClient, i: int, follow_up: bool = False) -> FinishedEvent:
         history = [{"role": "user", "content": f"{'abcdefghij'[i]}{i} topic " + "ab " * 190}]
         if follow_up:

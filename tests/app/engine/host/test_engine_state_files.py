@@ -28,20 +28,19 @@ T = 1  # one thread (see test_engine_host.py)
 
 @pytest.fixture(scope="module")
 def chat_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-chat.gguf", chat_template=CHATML_TEMPLATE,
-                           extra_tokens=CHATML_TOKENS)
+    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-chat.gguf", chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS)
 
 
 @pytest.fixture(scope="module")
 def wide_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Heads of 32 values, which a quantized K cache needs."""
-    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-wide.gguf", chat_template=CHATML_TEMPLATE,
-                           extra_tokens=CHATML_TOKENS, n_head=2)
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("models") / "tiny-wide.gguf", chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS, n_head=2
+    )
 
 
 @contextmanager
-def engine(model: Path, state_dir: Path | None, mb: int = 64, host_argv: list[str] | None = None,
-           **load: Any) -> Iterator[EngineClient]:
+def engine(model: Path, state_dir: Path | None, mb: int = 64, host_argv: list[str] | None = None, **load: Any) -> Iterator[EngineClient]:
     """A fresh engine host (closing it is the restart: the host finishes its queued writes)."""
     with EngineClient(state_dir=state_dir, state_disk_mb=mb, host_argv=host_argv) as client:
         client.load(model, n_threads=T, **load)
@@ -50,14 +49,17 @@ def engine(model: Path, state_dir: Path | None, mb: int = 64, host_argv: list[st
 
 def turn(client: EngineClient, history: list[dict[str, str]], conversation: str | None, **kw: Any) -> FinishedEvent:
     # No drafting: its verify batches would count as prompt evaluation in llama_n_p_eval.
-    fin = client.generate(history, conversation_id=conversation, max_tokens=16, seed=4, temperature=0.0,
-                          ignore_eos=True, speculative="off", **kw).wait()
+    fin = client.generate(
+        history, conversation_id=conversation, max_tokens=16, seed=4, temperature=0.0, ignore_eos=True, speculative="off", **kw
+    ).wait()
     assert fin.status == "length", fin.error
     return fin
 
 
-FIRST = [{"role": "system", "content": "You answer questions about gardens."},
-         {"role": "user", "content": "what grows in shade? " + "ferns and hostas and moss " * 8}]
+FIRST = [
+    {"role": "system", "content": "You answer questions about gardens."},
+    {"role": "user", "content": "what grows in shade? " + "ferns and hostas and moss " * 8},
+]
 
 
 def follow_up(one: FinishedEvent) -> list[dict[str, str]]:
@@ -105,14 +107,24 @@ def test_a_restored_state_gives_the_same_reply_as_recomputing_the_prompt(chat_gg
     base = [int(t) for t in np.random.default_rng(5).integers(300, 900, 160)]
     follow = base + [int(t) for t in np.random.default_rng(6).integers(300, 900, 24)]
     with engine(chat_gguf, states) as client:
-        client.generate([], conversation_id="p1", prompt_tokens=base, max_tokens=8, temperature=0.0,
-                        ignore_eos=True, speculative="off").wait()
+        client.generate(
+            [], conversation_id="p1", prompt_tokens=base, max_tokens=8, temperature=0.0, ignore_eos=True, speculative="off"
+        ).wait()
     with engine(chat_gguf, states) as client:
-        restored = client.generate([], conversation_id="p1", prompt_tokens=follow, max_tokens=12, temperature=0.0,
-                                   ignore_eos=True, speculative="off").wait()
+        restored = client.generate(
+            [], conversation_id="p1", prompt_tokens=follow, max_tokens=12, temperature=0.0, ignore_eos=True, speculative="off"
+        ).wait()
     with engine(chat_gguf, None) as client:
-        recomputed = client.generate([], conversation_id=None, prompt_tokens=follow, max_tokens=12, temperature=0.0,
-                                     ignore_eos=True, no_cache=True, speculative="off").wait()
+        recomputed = client.generate(
+            [],
+            conversation_id=None,
+            prompt_tokens=follow,
+            max_tokens=12,
+            temperature=0.0,
+            ignore_eos=True,
+            no_cache=True,
+            speculative="off",
+        ).wait()
     assert restored.metrics["state_cache"]["disk_hit"] and restored.metrics["cached_tokens"] == len(base)
     assert restored.metrics["llama_n_p_eval"] == 24
     assert recomputed.metrics["cached_tokens"] == 0 and recomputed.metrics["llama_n_p_eval"] == len(follow)
@@ -198,22 +210,25 @@ def test_the_disk_limit_evicts_the_least_recently_used_conversation(chat_gguf: P
     assert "c0" not in {p.parent.name for p in files} and "c5" in {p.parent.name for p in files}
     assert not (states / "c0").exists()
     with engine(chat_gguf, states, mb=1) as client:
-        newest = turn(client, [*history(5), {"role": "assistant", "content": firsts[5].text},
-                               {"role": "user", "content": "more"}], "c5")
-        oldest = turn(client, [*history(0), {"role": "assistant", "content": firsts[0].text},
-                               {"role": "user", "content": "more"}], "c0")
+        newest = turn(client, [*history(5), {"role": "assistant", "content": firsts[5].text}, {"role": "user", "content": "more"}], "c5")
+        oldest = turn(client, [*history(0), {"role": "assistant", "content": firsts[0].text}, {"role": "user", "content": "more"}], "c0")
     assert newest.metrics["state_cache"]["disk_hit"] and newest.metrics["cached_tokens"] > 400
     assert not oldest.metrics["state_cache"]["disk_hit"] and oldest.metrics["cached_tokens"] < 10
 
 
 # A host whose files may not grow past 64 kB: each state write fails part way (EFBIG), as on a full disk.
-SMALL_FILES_HOST = [sys.executable, "-c", (
-    "import resource, runpy, signal, sys\n"
-    f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
-    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-    "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))\n"
-    "sys.argv = ['app.engine.host.main', *sys.argv[1:]]\n"
-    "runpy.run_module('app.engine.host.main', run_name='__main__', alter_sys=True)\n")]
+SMALL_FILES_HOST = [
+    sys.executable,
+    "-c",
+    (
+        "import resource, runpy, signal, sys\n"
+        f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))\n"
+        "sys.argv = ['app.engine.host.main', *sys.argv[1:]]\n"
+        "runpy.run_module('app.engine.host.main', run_name='__main__', alter_sys=True)\n"
+    ),
+]
 
 
 def test_replies_go_on_when_the_state_cannot_be_written(chat_gguf: Path, tmp_path: Path) -> None:
@@ -233,8 +248,7 @@ def test_replies_go_on_when_the_state_cannot_be_written(chat_gguf: Path, tmp_pat
     assert two.status == "length" and two.metrics["state_cache"]["disk_files"] == 0
 
 
-def test_a_conversation_continued_after_a_model_switch_restores_its_file(chat_gguf: Path, wide_gguf: Path,
-                                                                          tmp_path: Path) -> None:
+def test_a_conversation_continued_after_a_model_switch_restores_its_file(chat_gguf: Path, wide_gguf: Path, tmp_path: Path) -> None:
     states = tmp_path / "states"
     with EngineClient(state_dir=states, state_disk_mb=64) as client:  # one host throughout
         client.load(chat_gguf, n_threads=T)

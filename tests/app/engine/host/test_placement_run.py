@@ -15,7 +15,7 @@ from models.memory_estimate import GPU_RUNTIME
 from models.placement import MARGIN_MIN, Placement
 from tests.support.tiny_model import write_tiny_gguf
 
-GiB = 1024 ** 3
+GiB = 1024**3
 CPU = Device("CPU", "AMD EPYC 7B13", "cpu", 20 * GiB, 24 * GiB, "CPU")
 IGPU = Device("Vulkan1", "Intel(R) UHD Graphics 620", "igpu", 3 * GiB, 8 * GiB, "Vulkan")
 GPU = Device("Vulkan0", "NVIDIA GeForce RTX 4060", "gpu", 7 * GiB, 8 * GiB, "Vulkan")
@@ -75,8 +75,13 @@ def test_the_report_names_the_device_the_layers_the_kv_cache_and_the_measured_vr
     placed = Placement(29, 28, 3 * GiB, "all 29 layers fit on Vulkan0")
     after = [CPU, Device("Vulkan0", GPU.description, "gpu", 7 * GiB - 3 * GiB - 200 * 1024 * 1024, 8 * GiB, "Vulkan")]
     done = report([CPU, GPU], GPU, placed, 28, 29, True, "", after=after)
-    assert (done.backend, done.device, done.n_layers, done.n_gpu_layers, done.kv_on_gpu) == \
-        ("vulkan", "NVIDIA GeForce RTX 4060", 29, 29, True)
+    assert (done.backend, done.device, done.n_layers, done.n_gpu_layers, done.kv_on_gpu) == (
+        "vulkan",
+        "NVIDIA GeForce RTX 4060",
+        29,
+        29,
+        True,
+    )
     assert done.vram_used == 3 * GiB + 200 * 1024 * 1024 and done.vram_estimate == 3 * GiB
     assert done.note == "all 29 layers fit on Vulkan0"
     nvml = report([CPU, GPU], GPU, placed, 28, 29, True, "", after=after, process_vram=lambda: 2 * GiB)
@@ -102,19 +107,22 @@ def test_the_placement_plans_within_the_limit_and_a_load_past_it_is_out_of_memor
     assert within_limit([CPU, GPU], 9 * GiB)[1].free_bytes == GPU.free_bytes
     assert over_limit(GiB, 2 * GiB, "Vulkan0") == "" and over_limit(3 * GiB, None, "Vulkan0") == ""
     past = over_limit(3 * GiB, 2 * GiB, "Vulkan0")
-    assert past == ("out of memory under the device memory limit: llama.cpp allocated 3072 MiB on Vulkan0, "
-                    "COVE_GPU_MEMORY_LIMIT_MB is 2048")
+    assert past == (
+        "out of memory under the device memory limit: llama.cpp allocated 3072 MiB on Vulkan0, COVE_GPU_MEMORY_LIMIT_MB is 2048"
+    )
     assert is_out_of_memory(RuntimeError(past))
 
 
 def test_what_llama_cpp_allocated_on_a_device_is_read_from_its_log() -> None:
-    lines = ["load_tensors:   CPU_Mapped model buffer size =   170.00 MiB",
-             "load_tensors:      Vulkan0 model buffer size =    65.00 MiB",
-             "llama_context: Vulkan_Host  output buffer size =     1.00 MiB",
-             "llama_kv_cache:    Vulkan0 KV buffer size =     6.00 MiB",
-             "llama_kv_cache:    Vulkan0 KV buffer size =    30.00 MiB",
-             "sched_reserve:    Vulkan0 compute buffer size =    33.50 MiB",
-             "sched_reserve: Vulkan_Host compute buffer size =   514.50 MiB"]
+    lines = [
+        "load_tensors:   CPU_Mapped model buffer size =   170.00 MiB",
+        "load_tensors:      Vulkan0 model buffer size =    65.00 MiB",
+        "llama_context: Vulkan_Host  output buffer size =     1.00 MiB",
+        "llama_kv_cache:    Vulkan0 KV buffer size =     6.00 MiB",
+        "llama_kv_cache:    Vulkan0 KV buffer size =    30.00 MiB",
+        "sched_reserve:    Vulkan0 compute buffer size =    33.50 MiB",
+        "sched_reserve: Vulkan_Host compute buffer size =   514.50 MiB",
+    ]
     report = BufferReport(lines)
     assert report.device_bytes("Vulkan0") == round(134.5 * 1024 * 1024)
     assert report.device_bytes("Vulkan1") == 0 and report.kv_bytes == 36 * 1024 * 1024

@@ -71,8 +71,7 @@ def test_slow_verification_is_not_paying_even_when_drafts_are_kept() -> None:
     assert not policy.drafting
     assert policy.stopped == "not paying"
     n = MIN_DRAFT_STEPS
-    assert policy.metrics() == {"mode": "model", "drafted": 2 * n, "accepted": 2 * n, "steps": n,
-                                "stopped": "not paying", "pauses": 1}
+    assert policy.metrics() == {"mode": "model", "drafted": 2 * n, "accepted": 2 * n, "steps": n, "stopped": "not paying", "pauses": 1}
 
 
 def test_a_paused_policy_tries_again_after_plain_steps_and_waits_longer_each_time() -> None:

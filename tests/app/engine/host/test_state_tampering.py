@@ -31,8 +31,7 @@ N = 160  # tokens of each conversation's first prompt
 
 @pytest.fixture(scope="module")
 def chat_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-chat.gguf", chat_template=CHATML_TEMPLATE,
-                           extra_tokens=CHATML_TOKENS)
+    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-chat.gguf", chat_template=CHATML_TEMPLATE, extra_tokens=CHATML_TOKENS)
 
 
 def prompt(seed: int, n: int) -> list[int]:
@@ -44,8 +43,9 @@ A_NEXT = A + prompt(3, 24)  # A's next turn: its first prompt, then more
 
 
 def ask(client: EngineClient, tokens: list[int], conversation: str | None, **kw: Any) -> FinishedEvent:
-    fin = client.generate([], conversation_id=conversation, prompt_tokens=tokens, max_tokens=12, temperature=0.0,
-                          ignore_eos=True, speculative="off", **kw).wait()
+    fin = client.generate(
+        [], conversation_id=conversation, prompt_tokens=tokens, max_tokens=12, temperature=0.0, ignore_eos=True, speculative="off", **kw
+    ).wait()
     assert fin.status == "length", fin.error
     return fin
 
@@ -56,8 +56,8 @@ def ask(client: EngineClient, tokens: list[int], conversation: str | None, **kw:
 def split(path: Path) -> tuple[dict[str, Any], bytearray]:
     raw = path.read_bytes()
     _, _, meta_len, _, _, _ = PREFIX.unpack_from(raw)
-    meta = json.loads(raw[PREFIX.size: PREFIX.size + meta_len])
-    return meta, bytearray(raw[PREFIX.size + meta_len:])
+    meta = json.loads(raw[PREFIX.size : PREFIX.size + meta_len])
+    return meta, bytearray(raw[PREFIX.size + meta_len :])
 
 
 def join(path: Path, meta: dict[str, Any], data: bytes | bytearray) -> None:
@@ -103,7 +103,7 @@ def nans(a: Path, _b: Path) -> None:
     meta, data = split(a)
     at, length = first_k_rows(data, len(meta["tokens"]))
     row = length // len(meta["tokens"])
-    data[at + 20 * row: at + 60 * row] = b"\x00\x7e" * (40 * row // 2)
+    data[at + 20 * row : at + 60 * row] = b"\x00\x7e" * (40 * row // 2)
     join(a, meta, data)
 
 
@@ -111,9 +111,9 @@ def zero_positions(a: Path, _b: Path, cells: slice = slice(None)) -> None:
     meta, data = split(a)
     n = len(meta["tokens"])
     for at in cell_lists(data, n):
-        listed = np.frombuffer(bytes(data[at: at + n * CELL.itemsize]), dtype=CELL).copy()
+        listed = np.frombuffer(bytes(data[at : at + n * CELL.itemsize]), dtype=CELL).copy()
         listed["pos"][cells] = 0
-        data[at: at + n * CELL.itemsize] = listed.tobytes()
+        data[at : at + n * CELL.itemsize] = listed.tobytes()
     join(a, meta, data)
 
 
@@ -155,8 +155,7 @@ def files_of(saved: dict[str, Any], root: Path) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
-def test_an_untouched_file_is_restored_and_gives_the_fresh_reply(chat_gguf: Path, saved: dict[str, Any],
-                                                                  tmp_path: Path) -> None:
+def test_an_untouched_file_is_restored_and_gives_the_fresh_reply(chat_gguf: Path, saved: dict[str, Any], tmp_path: Path) -> None:
     a, _ = files_of(saved, tmp_path)
     with engine(chat_gguf, tmp_path) as client:
         two = ask(client, A_NEXT, "a")
@@ -167,8 +166,9 @@ def test_an_untouched_file_is_restored_and_gives_the_fresh_reply(chat_gguf: Path
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_a_tampered_file_is_discarded_and_the_reply_is_the_fresh_one(chat_gguf: Path, saved: dict[str, Any],
-                                                                      tmp_path: Path, attack: str) -> None:
+def test_a_tampered_file_is_discarded_and_the_reply_is_the_fresh_one(
+    chat_gguf: Path, saved: dict[str, Any], tmp_path: Path, attack: str
+) -> None:
     a, b = files_of(saved, tmp_path)
     ATTACKS[attack](a, b)
     tampered = a.read_bytes()
@@ -206,8 +206,9 @@ def test_a_file_without_a_fingerprint_is_not_restored(chat_gguf: Path, saved: di
 def test_the_fingerprint_keeps_the_top_logits_and_a_spread_and_tolerates_rounding_only() -> None:
     logits = np.random.default_rng(0).normal(0, 2, 1000).astype(np.float32)
     tokens = np.arange(5, dtype=np.intc)
-    data = np.frombuffer(b"\x00" * 8 + (5).to_bytes(4, "little") + b"".join(
-        struct.pack("<iIi", i, 1, 0) for i in range(5)) + b"\x01" * 40, dtype=np.uint8)
+    data = np.frombuffer(
+        b"\x00" * 8 + (5).to_bytes(4, "little") + b"".join(struct.pack("<iIi", i, 1, 0) for i in range(5)) + b"\x01" * 40, dtype=np.uint8
+    )
     fp = take(tokens, logits, data)
     assert fp is not None and fp.cells == (12,) and cells_in_place(data, 5, fp.cells)
     assert int(np.argmax(logits)) in fp.ids and len(fp.ids) <= 64
@@ -224,9 +225,16 @@ def test_the_fingerprint_keeps_the_top_logits_and_a_spread_and_tolerates_roundin
     assert not cells_in_place(moved, 5, fp.cells) and not cells_in_place(data, 4, fp.cells)
 
 
-@pytest.mark.parametrize("bad", [None, [], {"ids": [1], "logits": [], "cells": []},
-                                 {"ids": [1], "logits": [float("nan")], "cells": []},
-                                 {"ids": [-1], "logits": [1.0], "cells": []},
-                                 {"ids": [1], "logits": [1], "cells": []}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        [],
+        {"ids": [1], "logits": [], "cells": []},
+        {"ids": [1], "logits": [float("nan")], "cells": []},
+        {"ids": [-1], "logits": [1.0], "cells": []},
+        {"ids": [1], "logits": [1], "cells": []},
+    ],
+)
 def test_a_malformed_fingerprint_is_refused(bad: Any) -> None:
     assert Fingerprint.from_json(bad) is None

@@ -62,8 +62,7 @@ def test_other_fallback_formats() -> None:
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     )
     assert FALLBACKS["llama3"].render(CHAT[1:2], "<|begin_of_text|>", "") == (
-        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
     )
     assert FALLBACKS["phi3"].render(CHAT[1:2], "", "") == "<|user|>\nHi<|end|>\n<|assistant|>\n"
     assert FALLBACKS["plain"].render(CHAT, "", "") == "System: Be brief.\n\nUser: Hi\n\nAssistant: Hello.\n\nUser: Bye\n\nAssistant:"

@@ -18,11 +18,13 @@ def k_largest(row: np.ndarray, k: int) -> set[int]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), k=st.sampled_from([1, 5, 40]),
-       shifts=st.lists(st.floats(-30, 30), min_size=2, max_size=6),
-       spreads=st.lists(st.floats(0.1, 20), min_size=6, max_size=6))
-def test_the_k_largest_are_found_however_the_logits_move(seed: int, k: int, shifts: list[float],
-                                                        spreads: list[float]) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    k=st.sampled_from([1, 5, 40]),
+    shifts=st.lists(st.floats(-30, 30), min_size=2, max_size=6),
+    spreads=st.lists(st.floats(0.1, 20), min_size=6, max_size=6),
+)
+def test_the_k_largest_are_found_however_the_logits_move(seed: int, k: int, shifts: list[float], spreads: list[float]) -> None:
     rng = np.random.default_rng(seed)
     pick = TopKPick(k, 0.95, 0.05, 0.8, seed)
     try:

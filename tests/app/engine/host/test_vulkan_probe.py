@@ -15,8 +15,7 @@ from tests.support.paths import REPO_ROOT
 
 def test_each_reason_says_what_stands_in_the_way() -> None:
     missing = no_gpu_reason(VulkanState(problem="the Vulkan loader (libvulkan.so.1, package libvulkan1) is not installed"))
-    assert missing == ("no GPU: the Vulkan loader (libvulkan.so.1, package libvulkan1) is not installed, "
-                       "so every layer runs on the CPU")
+    assert missing == ("no GPU: the Vulkan loader (libvulkan.so.1, package libvulkan1) is not installed, so every layer runs on the CPU")
     software = no_gpu_reason(VulkanState(devices=(VulkanDevice("llvmpipe (LLVM 15.0.6, 256 bits)", "CPU"),)))
     assert "Vulkan offers only llvmpipe (LLVM 15.0.6, 256 bits), a software device" in software
     assert "GGML_VK_VISIBLE_DEVICES=0" in software
@@ -47,8 +46,14 @@ def _has_loader() -> bool:
 def test_the_real_loader_without_a_driver_says_so(tmp_path: Path) -> None:
     # A process of its own: the loader reads VK_ICD_FILENAMES once, when it is first used.
     env = {**os.environ, "VK_ICD_FILENAMES": str(tmp_path / "no-such-driver.json"), "VK_DRIVER_FILES": str(tmp_path / "x.json")}
-    done = subprocess.run([sys.executable, "-c", "from app.engine.host.vulkan_probe import probe; print(probe())"],
-                          capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "from app.engine.host.vulkan_probe import probe; print(probe())"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     if _has_loader():
         assert "Vulkan has no working driver here (VK_ERROR_INCOMPATIBLE_DRIVER)" in done.stdout

@@ -31,8 +31,7 @@ TEXT = " ".join(f"Line {i}: the harbour keeper counted {i * 7} boats and wrote i
 def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Llama]:
     path = Path(starter.assemble(tmp_path_factory.mktemp("starter") / starter.MODEL_NAME))
     with model_buffers(False):
-        model = Llama(model_path=str(path), n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, swa_full=False,
-                      verbose=False)
+        model = Llama(model_path=str(path), n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, swa_full=False, verbose=False)
     yield model
     model.close()
 

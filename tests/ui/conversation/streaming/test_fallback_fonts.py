@@ -36,7 +36,7 @@ def tokens(text: str) -> list[str]:
         if run.isascii():
             out += re.findall(r" ?\S+| +", run)
         else:
-            out += [run[i:i + 2] for i in range(0, len(run), 2)]
+            out += [run[i : i + 2] for i in range(0, len(run), 2)]
     return out
 
 
@@ -58,9 +58,15 @@ STORIES = {
 }
 # Stories whose Latin text after their CJK text streams as a tail (Qt's lines of a Latin run of
 # its own are the font's); the others' goes into the document until the paragraph ends.
-LATIN_RUN_AFTER_CJK = {"japanese_then_english", "mixed_words", "latin_after_han_on_the_next_line",
-                       "digits_and_punctuation_after_han", "han_then_latin_in_one_line",
-                       "a_line_break_inside_a_han_run", "cjk_punctuation_after_han"}
+LATIN_RUN_AFTER_CJK = {
+    "japanese_then_english",
+    "mixed_words",
+    "latin_after_han_on_the_next_line",
+    "digits_and_punctuation_after_han",
+    "han_then_latin_in_one_line",
+    "a_line_break_inside_a_han_run",
+    "cjk_punctuation_after_han",
+}
 
 
 class Clock:
@@ -78,8 +84,10 @@ def _lines(doc: QTextDocument) -> list[tuple[float, float, float]]:
     block = doc.lastBlock()
     top = doc.documentLayout().blockBoundingRect(block).top()
     layout = block.layout()
-    return [(top + line.y(), top + line.y() + line.ascent(), top + line.y() + line.height())
-            for line in (layout.lineAt(i) for i in range(layout.lineCount()))]
+    return [
+        (top + line.y(), top + line.y() + line.ascent(), top + line.y() + line.height())
+        for line in (layout.lineAt(i) for i in range(layout.lineCount()))
+    ]
 
 
 def _shown_lines(doc: QTextDocument, tail: PlainTail | None) -> list[tuple[float, float, float]]:
@@ -171,8 +179,9 @@ def test_the_suites_cjk_font_has_a_line_gap_that_qt_counts(qapp: object) -> None
     line = layout.createLine()
     line.setLineWidth(1_000.0)
     layout.endLayout()
-    assert line.leading() == pytest.approx(LINE_GAP / UNITS_PER_EM * QFont().pixelSize()
-                                           if QFont().pixelSize() > 0 else line.leading(), abs=0.1)
+    assert line.leading() == pytest.approx(
+        LINE_GAP / UNITS_PER_EM * QFont().pixelSize() if QFont().pixelSize() > 0 else line.leading(), abs=0.1
+    )
     assert line.leading() > 1.0
     doc = _document("灯台守の物語")
     assert _lines(doc)[0][2] == math.ceil(line.ascent() + line.descent() + line.leading())
@@ -185,8 +194,7 @@ def test_the_cjk_letters_and_punctuation_past_fallback_run_knows_have_the_script
 
     from ui.conversation.streaming import word_runs
 
-    for pattern, scripts in ((word_runs.CJK_LETTER, {"Hani", "Hira", "Kana", "Hang"}),
-                             (word_runs.CJK_COMMON, {"Zyyy"})):
+    for pattern, scripts in ((word_runs.CJK_LETTER, {"Hani", "Hira", "Kana", "Hang"}), (word_runs.CJK_COMMON, {"Zyyy"})):
         chars = [chr(code) for code in range(0x2000, 0x10000) if pattern.fullmatch(chr(code))]
         assert chars and {unicodedata.script(char) for char in chars} == scripts, pattern.pattern
 
@@ -207,17 +215,22 @@ def test_a_tail_grown_piece_by_piece_has_the_lines_of_one_laid_out_whole(qapp: o
     require_cjk_fallback()
     # (No CJK punctuation before Latin words: with it they are one script run with the CJK text
     # before them, which a tail never lays out again; StreamDocument gives a tail no CJK.)
-    _grow_and_compare("short", tokens(" start next " + "x" * 40 + " 灯台守は毎晩長い階段を上って灯りをともした"
-                                      + ENGLISH + "灯台守の物語" + " and more words"))
+    _grow_and_compare(
+        "short",
+        tokens(" start next " + "x" * 40 + " 灯台守は毎晩長い階段を上って灯りをともした" + ENGLISH + "灯台守の物語" + " and more words"),
+    )
 
 
-@pytest.mark.parametrize(("start", "text"), [
-    # (Not CJK after a Latin last line: the document's line would move down, its baseline with
-    # it, which a tail does not do; StreamDocument puts such text into the document.)
-    ("short 灯台", " and a few more words that wrap" * 2),  # a tail of Latin words on a line with CJK
-    ("short 灯台", "守の物語 then words"),
-    ("灯台守の物語灯台守の物語灯台守の物語灯台守", " words " + "x" * 30),  # after CJK lines
-])
+@pytest.mark.parametrize(
+    ("start", "text"),
+    [
+        # (Not CJK after a Latin last line: the document's line would move down, its baseline with
+        # it, which a tail does not do; StreamDocument puts such text into the document.)
+        ("short 灯台", " and a few more words that wrap" * 2),  # a tail of Latin words on a line with CJK
+        ("short 灯台", "守の物語 then words"),
+        ("灯台守の物語灯台守の物語灯台守の物語灯台守", " words " + "x" * 30),  # after CJK lines
+    ],
+)
 def test_the_first_tail_line_is_as_tall_as_qt_makes_it_with_both_texts(qapp: object, start: str, text: str) -> None:
     # The tail's first line is the document's last: its ascent, descent and line gap are the
     # larger of the two texts' (the gap measured down from the larger ascent, as Qt merges them).
@@ -298,18 +311,21 @@ def test_a_word_with_a_character_the_font_lacks_is_not_placed_as_a_word(qapp: ob
 # Stories for the screen, as pieces: where a newline falls in a piece, and what follows it,
 # decides what it is (a space inside a paragraph, a paragraph's end, a list item's start).
 ON_SCREEN = {
-    "four_stories": tokens(STORIES["japanese_then_english"] + "\n\n" + STORIES["mixed_words"] + "\n\n"
-                           + STORIES["a_line_break_inside_a_han_run"] + "\n\n"
-                           + STORIES["digits_and_punctuation_after_han"]),
+    "four_stories": tokens(
+        STORIES["japanese_then_english"]
+        + "\n\n"
+        + STORIES["mixed_words"]
+        + "\n\n"
+        + STORIES["a_line_break_inside_a_han_run"]
+        + "\n\n"
+        + STORIES["digits_and_punctuation_after_han"]
+    ),
     # The starter's recorded reply (bench/data/starter_reply_pieces.json) as it begins.
-    "starter": ["\n\n", "遷移", "\n", "遷移", "model", "\n", "In", " this", " section", ","]
-    + tokens(ENGLISH * 2),
+    "starter": ["\n\n", "遷移", "\n", "遷移", "model", "\n", "In", " this", " section", ","] + tokens(ENGLISH * 2),
     "a_soft_newline_inside_a_cjk_piece": ["灯台守は", "毎晩\n長い", "階段を"] + tokens(JAPANESE * 2),
     "a_newline_at_a_pieces_end_then_cjk": ["灯台守は", "毎晩\n", "長い", "階段を", "\n上って"] + tokens(JAPANESE * 2),
-    "a_blank_line_after_cjk": ["灯台守は", "毎晩", "\n", "\n", "長い", "階段を", "\n\n", "上って"]
-    + tokens(JAPANESE + "\n\n" + ENGLISH),
-    "a_list_item_after_cjk": ["灯台守は", "毎晩", "\n", "-", " 長い", "階段を", "\n", "1", ".", " 上って"]
-    + tokens(JAPANESE + ENGLISH),
+    "a_blank_line_after_cjk": ["灯台守は", "毎晩", "\n", "\n", "長い", "階段を", "\n\n", "上って"] + tokens(JAPANESE + "\n\n" + ENGLISH),
+    "a_list_item_after_cjk": ["灯台守は", "毎晩", "\n", "-", " 長い", "階段を", "\n", "1", ".", " 上って"] + tokens(JAPANESE + ENGLISH),
 }
 
 
@@ -320,8 +336,10 @@ def _all_lines(doc: QTextDocument) -> list[tuple[float, float, float]]:
     while block.isValid():
         top = doc.documentLayout().blockBoundingRect(block).top()
         layout = block.layout()
-        lines += [(top + line.y(), top + line.y() + line.ascent(), top + line.y() + line.height())
-                  for line in (layout.lineAt(i) for i in range(layout.lineCount()))]
+        lines += [
+            (top + line.y(), top + line.y() + line.ascent(), top + line.y() + line.height())
+            for line in (layout.lineAt(i) for i in range(layout.lineCount()))
+        ]
         block = block.next()
     return lines
 
@@ -373,8 +391,9 @@ def test_a_streaming_row_with_cjk_shows_the_text_of_the_finished_reply(qtbot: ob
         item = model.item(model.row_of("live"))
         lay = delegate.layout_for(item)
         row = view.visualRect(model.index(model.row_of("live"), 0))
-        text = QRect(row.x() + lay.doc_left, row.y() + lay.doc_top, math.ceil(lay.doc.textWidth()),
-                     math.ceil(delegate.docs.stream("live").height()))
+        text = QRect(
+            row.x() + lay.doc_left, row.y() + lay.doc_top, math.ceil(lay.doc.textWidth()), math.ceil(delegate.docs.stream("live").height())
+        )
         streamed = on_screen(view).copy(text)
         reference.conversation_model().set_messages([question, replace(item, status="complete")])
         reference.viewport().repaint()

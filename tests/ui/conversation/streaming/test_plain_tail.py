@@ -116,8 +116,9 @@ def _ink(tail: PlainTail, size: tuple[int, int] = (320, 200)) -> QImage:
 def test_an_extended_tail_wraps_and_draws_like_one_laid_out_whole(qapp: object) -> None:
     doc = _doc("the keeper climbed", width=200)
     anchor = TailAnchor.of(doc)
-    words = ("the narrow stairs while the storm pressed on the glass and the lamp turned slowly above"
-             " the rocks of the northern point").split()
+    words = (
+        "the narrow stairs while the storm pressed on the glass and the lamp turned slowly above the rocks of the northern point"
+    ).split()
     grown = PlainTail(anchor, " " + words[0])
     first = grown
     for word in words[1:]:

@@ -15,8 +15,7 @@ from ui.conversation.streaming import reply as streaming_reply
 from ui.conversation.text import document_paint
 from ui.conversation.view import ConversationView
 
-WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp "
-         "turned slowly above the rocks").split()
+WORDS = ("the keeper climbed the narrow stairs while the storm pressed on the glass and the lamp turned slowly above the rocks").split()
 
 
 @pytest.mark.parametrize("dark", [False, True])

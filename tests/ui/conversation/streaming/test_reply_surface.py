@@ -18,9 +18,11 @@ from ui.conversation.streaming.stream_document import _MARKDOWN_CHARS
 from ui.conversation.streaming.word_runs import LATIN_TEXT
 from ui.conversation.view import ConversationView
 
-STORY = ("The keeper climbed the narrow stairs while the storm pressed on the glass, and the lamp "
-         "turned slowly above the rocks. Every night the ships passed far out, their lights small "
-         "against the dark water; none of them knew his name. ")
+STORY = (
+    "The keeper climbed the narrow stairs while the storm pressed on the glass, and the lamp "
+    "turned slowly above the rocks. Every night the ships passed far out, their lights small "
+    "against the dark water; none of them knew his name. "
+)
 
 
 def tokens(text: str) -> list[str]:
@@ -89,8 +91,10 @@ def test_plain_words_are_drawn_on_the_surface_with_the_rows_own_pixels(qtbot: ob
 
 def test_markdown_newlines_and_renders_go_back_to_the_row(qtbot: object) -> None:
     view, model = streaming_view(qtbot)
-    text = ("A first line of plain words that runs on for a while.\n\nThen **bold** and `code` and a list:\n"
-            "1. one item here\n2. another item\n\nAnd plain words again after it all, " * 2)
+    text = (
+        "A first line of plain words that runs on for a while.\n\nThen **bold** and `code` and a list:\n"
+        "1. one item here\n2. another item\n\nAnd plain words again after it all, " * 2
+    )
     for i, piece in enumerate(tokens(text)):
         model.append_text("live", piece)
         qtbot.wait(1 if i % 9 else 300)  # type: ignore[attr-defined]  # a markdown render is due now and then
