@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from app.atomic_file import write_text_whole
 from app.engine import protocol
+from app.engine.request import Sampling
 from app.set_aside import aside_name, utc_stamp
 
 
@@ -47,6 +48,21 @@ class SamplingParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def sampling(self) -> Sampling:
+        """These settings as a reply request's sampling (app/engine/request.py); n_ctx is the load's."""
+        return Sampling(
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repeat_penalty=self.repeat_penalty,
+            seed=self.seed,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            logit_bias=self.logit_bias,
+        )
 
     def sampler_arguments(self) -> SamplerArguments:
         """These settings as EngineClient.generate's sampler arguments (max_tokens is the caller's)."""
