@@ -1,5 +1,7 @@
 """One download's child process from the parent's side: starting it, reading its events,
-the disk-space go-ahead, pause / resume / cancel, and what its end means.
+the disk-space go-ahead, pause / resume / cancel, and what its end means. The process itself
+(spawning, the pipes, the reader thread, the stderr tail, reaping) is an app/child_process.py
+ChildProcess on the child's stdin and stdout.
 
 Process invariants: the token goes to the child on its stdin, never in its arguments or
 environment (`child_environment()` is `models.network.hub_environment()`); the child runs
@@ -11,18 +13,14 @@ lingers is killed after `STOP_GRACE_S`. A stopped child's partial files stay res
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
-from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from app.child_command import child_command as _child_command
-from app.engine.process import describe_exit
+from app.child_process import ChildGone, ChildProcess, describe_exit, with_project_importable
 from app.paths import Paths
 from models.download import partial
 from models.download.protocol import (
@@ -35,7 +33,6 @@ from models.download.protocol import (
     Paused,
     Planned,
     Progress,
-    ProtocolError,
     Started,
     TransferPolicy,
     decode,
@@ -44,7 +41,6 @@ from models.hub_errors import redact
 from models.network import NetworkGate, hub_endpoint, hub_environment
 
 STOP_GRACE_S = 2.0  # a stopped child that has not exited by then is killed
-_PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
 
 State = Literal["starting", "running", "paused", "cancelled", "failed", "finished"]
 ACTIVE: tuple[State, ...] = ("starting", "running")
@@ -58,9 +54,7 @@ def child_command() -> list[str]:
 
 def child_environment() -> dict[str, str]:
     """huggingface_hub's import environment (no token, no telemetry, no Xet); Cove importable."""
-    env = hub_environment()
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
-    return env
+    return with_project_importable(hub_environment())
 
 
 class HandleOwner(Protocol):
@@ -99,7 +93,8 @@ class DownloadHandle:
         self._state: State = "starting"
         self._stop: Literal["pause", "cancel"] | None = None
         self._done = threading.Event()
-        self._proc: subprocess.Popen[str] | None = None
+        self._child: ChildProcess[DownloadEvent] | None = None  # the current child process
+        self._refusal: str | None = None  # the disk-space preflight's refusal of the current child
         self.planned: Planned | None = None
         self.progress: Progress | None = None
         self.result: Finished | None = None
@@ -113,7 +108,7 @@ class DownloadHandle:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._child.pid if self._child else None
 
     # -- control -----------------------------------------------------------------------------
 
@@ -155,8 +150,8 @@ class DownloadHandle:
 
     def kill(self) -> None:
         """End the child at once (after pause() or cancel(), if it has not gone by itself)."""
-        if self._proc is not None:
-            _kill_if_running(self._proc)
+        if self._child is not None:
+            self._child.kill()
 
     def wait(self, timeout: float | None = None) -> DownloadEvent | None:
         """Block until the current child has ended; the last event (Finished, Failed, Paused,
@@ -182,88 +177,66 @@ class DownloadHandle:
                 dest_dir=str(self.dest_dir),
                 policy=m.policy,
             )
-            proc = subprocess.Popen(
+            child: ChildProcess[DownloadEvent] = ChildProcess(
                 child_command(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
                 env=child_environment(),
-                text=True,
-                encoding="utf-8",
-                bufsize=1,
-                close_fds=True,
-                start_new_session=sys.platform != "win32",
-                creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if sys.platform == "win32" else 0,
+                decode=decode,
+                on_message=self._on_message,
+                on_exit=lambda child, code, stderr_tail: self._on_exit(activity, code, stderr_tail),
+                name="download",
+                channel="stdio",
+                reap_s=STOP_GRACE_S + 1.0,
             )
         except BaseException:
             activity.__exit__(None, None, None)
             raise
-        self._proc = proc
-        stderr_tail: deque[str] = deque(maxlen=20)
-        drain = threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), name=f"download-{proc.pid}-stderr", daemon=True)
-        drain.start()
+        self._refusal = None
+        self._child = child
         try:
-            assert proc.stdin is not None
-            proc.stdin.write(job.to_line())
-            proc.stdin.flush()
-        except OSError:
+            child.send_line(job.to_line().encode("ascii"))
+        except ChildGone:
             pass  # the child died at once; the reader reports how
-        threading.Thread(
-            target=self._read, args=(proc, activity, drain, stderr_tail), name=f"download-{proc.pid}-events", daemon=True
-        ).start()
+        child.start_reading()
 
-    def _read(
-        self, proc: subprocess.Popen[str], activity: AbstractContextManager[Any], drain: threading.Thread, stderr_tail: deque[str]
-    ) -> None:
-        refusal: str | None = None
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                try:
-                    event = decode(line)
-                except ProtocolError:
-                    continue
-                if isinstance(event, Planned):
-                    self.planned = event
-                    refusal = self._go_or_refuse(proc, event)
-                    if refusal:
-                        break
-                elif isinstance(event, Started):
-                    with self._lock:
-                        if self._state == "starting":
-                            self._state = "running"
-                elif isinstance(event, Progress):
-                    self.progress = event
-                elif isinstance(event, Finished):
-                    self.result = event
-                elif isinstance(event, Failed):
-                    self.error = event.message
-                if isinstance(event, (Finished, Failed)):
-                    continue  # delivered once the process is gone, as the final word
-                self._deliver(event)
-        except (OSError, ValueError):
-            pass
-        finally:
-            code = _reap(proc)
-            drain.join(1.0)
-            activity.__exit__(None, None, None)
-            self._finish(code, refusal, "".join(stderr_tail))
+    def _on_message(self, child: ChildProcess[DownloadEvent], event: DownloadEvent) -> bool:
+        """One event from the child; True stops the reading (the preflight refused the download)."""
+        if isinstance(event, Planned):
+            self.planned = event
+            self._refusal = self._go_or_refuse(child, event)
+            if self._refusal:
+                return True
+        elif isinstance(event, Started):
+            with self._lock:
+                if self._state == "starting":
+                    self._state = "running"
+        elif isinstance(event, Progress):
+            self.progress = event
+        elif isinstance(event, Finished):
+            self.result = event
+        elif isinstance(event, Failed):
+            self.error = event.message
+        if isinstance(event, (Finished, Failed)):
+            return False  # delivered once the process is gone, as the final word
+        self._deliver(event)
+        return False
 
-    def _go_or_refuse(self, proc: subprocess.Popen[str], planned: Planned) -> str | None:
+    def _on_exit(self, activity: AbstractContextManager[Any], code: int | None, stderr_tail: str) -> None:
+        activity.__exit__(None, None, None)
+        self._finish(code, self._refusal, stderr_tail)
+
+    def _go_or_refuse(self, child: ChildProcess[DownloadEvent], planned: Planned) -> str | None:
         """The disk-space preflight, in this process, before any byte of a body is fetched."""
         m = self._manager
         refusal = m.check_space(m.paths.partial_downloads_dir, self.dest_dir, planned.remaining, planned.total)
         with self._lock:
             stopping = self._stop is not None
-        try:
-            assert proc.stdin is not None
-            if refusal or stopping:
-                proc.stdin.close()
-            else:
-                proc.stdin.write(GO + "\n")
-                proc.stdin.flush()
-        except (OSError, ValueError):  # the child is gone, or a stop closed its input meanwhile
-            pass
+        if refusal or stopping:
+            child.close_input()
+        else:
+            try:
+                child.send_line(GO.encode("ascii") + b"\n")
+            except ChildGone:  # the child is gone, or a stop closed its input meanwhile
+                pass
         return refusal
 
     def _finish(self, code: int | None, refusal: str | None, stderr: str) -> None:
@@ -302,17 +275,11 @@ class DownloadHandle:
             if self._state not in ACTIVE:
                 return
             self._stop = why
-            proc = self._proc
-        if proc is None:
+            child = self._child
+        if child is None:
             return
-        try:
-            if proc.stdin and not proc.stdin.closed:
-                proc.stdin.close()  # the child exits at end of input
-        except (OSError, ValueError):
-            pass
-        timer = threading.Timer(STOP_GRACE_S, _kill_if_running, args=(proc,))
-        timer.daemon = True
-        timer.start()
+        child.close_input()  # the child exits at end of input
+        child.kill_after(STOP_GRACE_S)
 
     def _delete_partials(self) -> None:
         folder = self._manager.paths.partial_downloads_dir
@@ -329,25 +296,3 @@ class DownloadHandle:
             import traceback
 
             traceback.print_exc()
-
-
-def _drain(stream: Any, tail: deque[str]) -> None:
-    for line in stream:
-        tail.append(line)
-    stream.close()
-
-
-def _reap(proc: subprocess.Popen[str]) -> int | None:
-    try:
-        return proc.wait(STOP_GRACE_S + 1.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
-
-
-def _kill_if_running(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        try:
-            proc.kill()
-        except OSError:
-            pass

@@ -1,9 +1,9 @@
 """The messages between the UI/CLI process and the engine host, and their wire format.
 
-Wire format (an invariant shared by both processes): one JSON object per line, UTF-8,
-with a "type" tag naming the dataclass. JSON, never pickle: the host runs native code on
-untrusted model files, so nothing it sends may be able to run code in the parent.
-Unknown keys are ignored on decode, so either side may add optional fields.
+Wire format (an invariant shared by both processes): models/json_lines.py's JSON lines, with a
+"type" tag naming the dataclass. JSON, never pickle: the host runs native code on untrusted
+model files, so nothing it sends may be able to run code in the parent. Unknown keys are
+ignored on decode, so either side may add optional fields.
 
 Every request carries a `request_id`; every event names the request it belongs to, and the
 client drops events whose id is not the one it is waiting for.
@@ -12,12 +12,15 @@ client drops events whose id is not the one it is waiting for.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from models.json_lines import LineError, TaggedCodec
 
-class ProtocolError(ValueError):
-    """A line that is not a valid message."""
+
+class ProtocolError(LineError):
+    """A line that is not a valid message (a ValueError)."""
 
 
 # ---- down: parent -> host -------------------------------------------------------------
@@ -265,18 +268,11 @@ _TYPES: dict[str, type] = {
     "finished": Finished,
     "failed": Failed,
 }
-_TAGS: dict[type, str] = {cls: tag for tag, cls in _TYPES.items()}
-_FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}
+_CODEC: TaggedCodec[Message] = TaggedCodec("type", _TYPES, error=ProtocolError)
 
-
-def encode(msg: Message) -> bytes:
-    """One line of JSON (ending in a newline) for `msg`."""
-    cls = type(msg)
-    obj: dict[str, Any] = {"type": _TAGS[cls]}
-    for name in _FIELDS[cls]:
-        obj[name] = getattr(msg, name)
-    # ensure_ascii keeps the line pure ASCII: no newline or odd code point can split it.
-    return json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"
+# Bound once: the parent's reader decodes every Token line with it.
+encode: Callable[[Message], bytes] = _CODEC.encode  # one line of JSON (ending in a newline) for a message
+decode: Callable[[bytes | str], Message] = _CODEC.decode  # a line back into its dataclass; raises ProtocolError on anything else
 
 
 def token_line_prefix(request_id: str) -> bytes:
@@ -287,21 +283,3 @@ def token_line_prefix(request_id: str) -> bytes:
 def token_line(prefix: bytes, text: str) -> bytes:
     """The hot path: a Token line without building a dataclass (same bytes as encode())."""
     return prefix + json.dumps(text).encode("ascii") + b"}\n"
-
-
-def decode(line: bytes | str) -> Message:
-    """Parse one line back into its dataclass. Raises ProtocolError on anything else."""
-    try:
-        obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"not a JSON line: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError("a message must be a JSON object")
-    cls = _TYPES.get(obj.get("type"))  # type: ignore[arg-type]
-    if cls is None:
-        raise ProtocolError(f"unknown message type {obj.get('type')!r}")
-    kwargs = {k: obj[k] for k in _FIELDS[cls] if k in obj}
-    try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
-    except TypeError as exc:
-        raise ProtocolError(f"bad {obj['type']} message: {exc}") from None

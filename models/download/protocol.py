@@ -1,8 +1,8 @@
 """The download child's wire format: the one job line it reads and the event lines it writes.
 
-Wire format (an invariant shared by parent and child): one JSON object per line, UTF-8,
-with an "event" tag naming the dataclass. JSON, never pickle. Unknown keys are ignored on
-decode, so either side may add optional fields. The job line is the only place the Hub
+Wire format (an invariant shared by parent and child): models/json_lines.py's JSON lines,
+with an "event" tag naming the dataclass (the job line is the plain JSON object of a Job).
+JSON, never pickle. Unknown keys are ignored on decode, so either side may add optional fields. The job line is the only place the Hub
 token ever travels (stdin, never argv or the environment); no event may carry it.
 
 After `Planned` the child waits for one more line on stdin: "go" starts the transfer,
@@ -12,15 +12,16 @@ the parent runs the disk-space preflight. From then on, end of input means "stop
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+
+from models.json_lines import LineError, TaggedCodec, dump_line, load_object
 
 GO = "go"
 
 
-class ProtocolError(ValueError):
-    """A line that is not a valid job or event."""
+class ProtocolError(LineError):
+    """A line that is not a valid job or event (a ValueError)."""
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,15 @@ class Job:
     policy: TransferPolicy = TransferPolicy()
 
     def to_line(self) -> str:
-        data = asdict(self)
-        return json.dumps(data, separators=(",", ":")) + "\n"
+        return dump_line(asdict(self)).decode("ascii")
 
     @classmethod
     def from_line(cls, line: str) -> Job:
         try:
-            data = json.loads(line)
+            data = load_object(line, ProtocolError)
+        except ProtocolError:  # never quote the line: it holds the token
+            raise ProtocolError("not a download job: not a JSON object") from None
+        try:
             policy = TransferPolicy(**{f.name: data["policy"][f.name] for f in fields(TransferPolicy) if f.name in data.get("policy", {})})
             return cls(
                 repo=str(data["repo"]),
@@ -161,26 +164,18 @@ _TAGS: dict[type, str] = {
     Paused: "paused",
     Cancelled: "cancelled",
 }
-_TYPES = {tag: cls for cls, tag in _TAGS.items()}
+_CODEC: TaggedCodec[DownloadEvent] = TaggedCodec(
+    "event",
+    {tag: cls for cls, tag in _TAGS.items()},
+    error=ProtocolError,
+    tuples=True,  # the events declare tuples
+    what="download event",
+)
 
 
 def encode(event: DownloadEvent) -> str:
-    obj: dict[str, Any] = {"event": _TAGS[type(event)], **asdict(event)}
-    return json.dumps(obj, separators=(",", ":")) + "\n"
+    """One line of JSON (ending in a newline) for `event`, for the child's text stream."""
+    return _CODEC.encode(event).decode("ascii")
 
 
-def decode(line: str | bytes) -> DownloadEvent:
-    try:
-        obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"not a JSON line: {exc}") from None
-    tag = obj.get("event") if isinstance(obj, dict) else None
-    cls = _TYPES.get(tag) if tag is not None else None
-    if cls is None:
-        raise ProtocolError("not a download event")
-    kwargs = {f.name: obj[f.name] for f in fields(cls) if f.name in obj}
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-    try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
-    except TypeError as exc:
-        raise ProtocolError(f"bad {obj['event']} event: {exc}") from None
+decode: Callable[[bytes | str], DownloadEvent] = _CODEC.decode  # a line back into its event; raises ProtocolError

@@ -19,6 +19,8 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.engine.host.vocab_tokenize import TokenizeError, tokenize
+
 MIN_CTX = 512
 MAX_SEQS = 32  # texts per decode
 
@@ -65,17 +67,12 @@ class Embedder:
             self._ctx, self.n_ctx = None, 0
 
     def _tokenize(self, text: str) -> list[int]:
-        # add_special: BOS (and a BERT-like vocabulary's [SEP]) as the model's own settings say;
-        # control tokens written in the text stay text.
-        data = text.encode("utf-8", "surrogatepass")
-        size = len(data) + 8
-        for _ in range(2):
-            buf = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, size, True, False)
-            if n >= 0:
-                return np.ctypeslib.as_array(buf)[:n].tolist()  # type: ignore[no-any-return]
-            size = -n
-        raise EmbedError(f"llama.cpp could not tokenize a text of {len(data)} bytes")
+        # BOS (and a BERT-like vocabulary's [SEP]) as the model's own settings say; control
+        # tokens written in the text stay text.
+        try:
+            return tokenize(self._vocab, text, add_special=True, parse_special=False)
+        except TokenizeError as exc:
+            raise EmbedError(str(exc)) from None
 
     def _context(self, need: int) -> Any:
         """The embedding context, made (or remade larger) to hold `need` tokens in one batch."""

@@ -13,20 +13,20 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 from llama_cpp import Llama
 
-from app.engine.devices import gpu_of
-from app.engine.host import window_checkpoints
+from app.engine.devices import Device, gpu_of
+from app.engine.host import vocab_tokenize, window_checkpoints
 from app.engine.host.backends import NoBackend, backend_dirs, devices, load_backends
 from app.engine.host.cpu_quirks import extra_buffers
 from app.engine.host.embeddings import Embedder, EmbedError
 from app.engine.host.grammar_sampler import GrammarSlot
-from app.engine.host.llama_log import llama_buffer_report
+from app.engine.host.llama_log import BufferReport, llama_buffer_report
 from app.engine.host.llama_open import LoadError, default_threads, kv_types, llama_init_patches
 from app.engine.host.placement_run import (
     checked_open,
@@ -53,6 +53,26 @@ from app.engine.protocol import Embed, Embedded, Failed, Finished, Generate, Loa
 from models.context_size import MAX_BATCH, batch_size, round_ctx
 from models.placement import Placement
 
+# Load.flash_attn as llama.cpp's flash attention type.
+_FLASH_ATTN_TYPES = {
+    None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a load is planned to go: the devices within the memory limit and the layers' placement."""
+
+    devs: list[Device]
+    gpu: Device | None
+    limit: int | None  # the most bytes the load may take on the GPU (memory_limit)
+    placed: Placement
+    n_layer: int | None  # the model's repeating layers, when the plan read them
+    allow_extra: bool  # llama.cpp's extra (repacked) CPU buffers allowed (cpu_quirks.py)
+    buffers_note: str  # why they are not, for the placement's note
+
 
 class ModelSession:
     """Owns one llama_cpp.Llama and the transcript of the conversation it served last."""
@@ -63,14 +83,25 @@ class ModelSession:
         if not path.is_file():
             raise LoadError(f"the model file {path} does not exist")
         self.n_threads = req.n_threads or default_threads()
-        fa_type = {
-            None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
-            True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-            False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
-        }[req.flash_attn]
-        want = round_ctx(req.n_ctx) if req.n_ctx else None
+        fa_type = _FLASH_ATTN_TYPES[req.flash_attn]
+        want = round_ctx(req.n_ctx) if req.n_ctx else None  # None: the model's own size, at most 8192
         self.n_slots = max(1, int(req.parallel))
-        type_k, type_v = kv_types(req)
+        kv = kv_types(req)  # a KV cache type Cove does not offer fails before anything loads
+        target = self._plan_devices(path, want, req)
+        llm, n_gpu_layers, retried, buffers = self._open_llama(path, want, req, fa_type, kv, target)
+        self._report_placement(llm, target, n_gpu_layers, req.kv_on_gpu is not False, retried, buffers)
+        self._adopt_context(llm, req, buffers)
+        self._read_model(llm, path)
+        self._build_chat_format(req, path)
+        self._set_up_decoding(req)
+        self._warm_up_or_close(path)
+        self.load_ms = (time.perf_counter() - t0) * 1000.0
+
+    # ---- loading, step by step (in this order) ------------------------------------------------
+
+    def _plan_devices(self, path: Path, want: int | None, req: Load) -> _Target:
+        """llama.cpp's backends loaded, the devices within the memory limit, and how many layers
+        to put on the GPU (none without one, with the reason a shipped Vulkan backend found none)."""
         try:
             load_backends()
         except NoBackend as exc:
@@ -92,10 +123,19 @@ class ModelSession:
                 )
             except (OSError, ValueError):  # not a readable GGUF: llama.cpp says what is wrong with it below
                 pass
+        return _Target(devs, gpu, limit, placed, n_layer, allow_extra, buffers_note)
+
+    def _open_llama(
+        self, path: Path, want: int | None, req: Load, fa_type: int, kv: tuple[int, int], target: _Target
+    ) -> tuple[Llama, int, str, BufferReport]:
+        """The Llama, opened with fewer GPU layers while the planned ones do not fit; (it, the
+        layers it has on the GPU, the note when fewer than planned, llama.cpp's buffer report).
+        A load that fails raises LoadError with one sentence."""
+        type_k, type_v = kv
         kv_on_gpu = req.kv_on_gpu is not False
 
         def _open(n_gpu_layers: int) -> Llama:
-            with llama_init_patches(fa_type, want, extra_buffers=allow_extra, n_seq=self.n_slots):
+            with llama_init_patches(fa_type, want, extra_buffers=target.allow_extra, n_seq=self.n_slots):
                 return Llama(
                     model_path=str(path),
                     n_ctx=want or 0,
@@ -111,10 +151,11 @@ class ModelSession:
                     verbose=False,
                 )
 
+        gpu = target.gpu
         try:
             with llama_buffer_report() as buffers:
-                open_model = checked_open(_open, buffers, None if gpu is None else gpu.name, limit)
-                llm, n_gpu_layers, retried = open_with_retries(open_model, placed.n_gpu_layers, n_layer or 0)
+                open_model = checked_open(_open, buffers, None if gpu is None else gpu.name, target.limit)
+                llm, n_gpu_layers, retried = open_with_retries(open_model, target.placed.n_gpu_layers, target.n_layer or 0)
         except Exception as exc:  # llama-cpp-python raises ValueError/RuntimeError with C-level text
             detail = str(exc).replace(str(path), path.name) or type(exc).__name__
             if "llama_context" in detail:
@@ -125,10 +166,17 @@ class ModelSession:
             elif "Failed to load model" in detail:
                 detail = "the file is damaged, incomplete, or not a model this llama.cpp version supports"
             raise LoadError(f"llama.cpp could not load {path.name}: {detail}") from None
+        return llm, n_gpu_layers, retried, buffers
+
+    def _report_placement(
+        self, llm: Llama, target: _Target, n_gpu_layers: int, kv_on_gpu: bool, retried: str, buffers: BufferReport
+    ) -> None:
+        """self.placement: where the layers and the KV cache went, and what the GPU holds now."""
+        gpu = target.gpu
         self.placement = report(
-            devs,
+            target.devs,
             gpu,
-            placed,
+            target.placed,
             int(llama_cpp.llama_model_n_layer(llm.model)),
             n_gpu_layers,
             kv_on_gpu,
@@ -137,8 +185,11 @@ class ModelSession:
             process_vram=lambda: nvml_process_vram(os.getpid()),
             allocated=buffers.device_bytes,
         )
-        if not allow_extra:
-            self.placement = replace(self.placement, note=f"{self.placement.note}; {buffers_note}", extra_buffers=False)
+        if not target.allow_extra:
+            self.placement = replace(self.placement, note=f"{self.placement.note}; {target.buffers_note}", extra_buffers=False)
+
+    def _adopt_context(self, llm: Llama, req: Load, buffers: BufferReport) -> None:
+        """self.llm, and the context's sizes as llama.cpp made them."""
         self.llm = llm
         # Read back what llama.cpp actually made (it pads n_ctx); keep the Python side consistent
         # with it: the chunk size must never exceed the context's batch (0.3.36 sized it from
@@ -155,6 +206,9 @@ class ModelSession:
         self.type_k, self.type_v = req.type_k, req.type_v
         self.kv_bytes, self.compute_bytes = buffers.kv_bytes, buffers.compute_bytes
         self.backend = self.placement.backend
+
+    def _read_model(self, llm: Llama, path: Path) -> None:
+        """What the loaded model is: its vocabulary, sizes, architecture, pooling and special tokens."""
         model = llm._model
         self.vocab = model.vocab
         self.n_vocab = int(llm.n_vocab())
@@ -172,6 +226,10 @@ class ModelSession:
         self.bos_text = self._token_text(model.token_bos())
         self.eos_text = self._token_text(model.token_eos())
         self._buf = ctypes.create_string_buffer(256)
+
+    def _build_chat_format(self, req: Load, path: Path) -> None:
+        """self.format: the chat template the turns are rendered with (the GGUF's, or a fallback)."""
+        llm = self.llm
         self.format: ChatFormat = build_chat_format(
             llm.metadata.get("tokenizer.chat_template"),
             architecture=self.architecture,
@@ -183,6 +241,10 @@ class ModelSession:
             metadata=llm.metadata,
             file_name=path.name,
         )
+
+    def _set_up_decoding(self, req: Load) -> None:
+        """The slots, the batch, drafting, the grammar sampler, the state cache and the prompt tokenizer."""
+        llm = self.llm
         self.slots = Slots(llm, self.n_slots, self.n_ctx)
         self.batch = Batch(llm, self.n_batch, self.n_slots)
         self.drafting = Drafting()
@@ -211,12 +273,14 @@ class ModelSession:
             self.longest_token,
             self.n_vocab,
         )
+
+    def _warm_up_or_close(self, path: Path) -> None:
+        """_warm_up; a model that cannot run is closed and fails the load with a sentence."""
         try:
             self._warm_up()
         except Exception as exc:  # e.g. an architecture that cannot generate text
-            llm.close()
+            self.llm.close()
             raise LoadError(f"llama.cpp loaded {path.name} but could not run it: {exc}") from None
-        self.load_ms = (time.perf_counter() - t0) * 1000.0
 
     def _warm_up(self) -> None:
         """One throwaway decode, as llama.cpp's own tools do: pages the weights in and starts
@@ -249,19 +313,8 @@ class ModelSession:
         return len(toks) == 1 and self._token_text(toks[0]) == text
 
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
-        """`text` tokenized with special tokens parsed. Llama.tokenize tokenizes a text longer
-        than n_ctx_train tokens twice (its first buffer is that size); this buffer starts at
-        the byte count plus a margin (BPE and SentencePiece make at most one token per byte)
-        and grows once for a tokenizer that makes more."""
-        data = text.encode("utf-8", "surrogatepass")
-        size = len(data) + 8
-        for _ in range(2):
-            buf = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, add_bos, True)
-            if n >= 0:
-                return np.ctypeslib.as_array(buf)[:n].tolist()  # type: ignore[no-any-return]
-            size = -n
-        raise RuntimeError(f"llama.cpp could not tokenize a text of {len(data)} bytes")
+        """`text` tokenized with special tokens parsed (vocab_tokenize.py; TokenizeError is a RuntimeError)."""
+        return vocab_tokenize.tokenize(self.vocab, text, add_special=add_bos, parse_special=True)
 
     def tokenize_prompt(self, text: str) -> list[int]:
         # Exactly one BOS: the template's own, or the tokenizer's when the template has none.
