@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.client import EngineClient  # noqa: E402
 from app.engine.host.fallback_formats import FALLBACKS, Fallback  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling
 from bench.starter_file import default_model  # noqa: E402
 
 # (question, expected word: a regular expression matched as a whole word, case-insensitive)
@@ -53,15 +54,14 @@ def answer(engine: EngineClient, fmt: Fallback, question: str, max_tokens: int) 
     stop strings, through Cove's engine), and whether it ended by itself."""
     prompt = fmt.render([{"role": "user", "content": question}], "", "")  # the engine adds BOS
     done = engine.generate(
-        [],
-        conversation_id=None,
-        raw_prompt=prompt,
-        stop=fmt.stop,
-        max_tokens=max_tokens,
-        temperature=0.0,
-        seed=0,
-        no_cache=True,
-        speculative="off",
+        ReplyRequest.chat(
+            [],
+            sampling=Sampling(max_tokens=max_tokens, temperature=0.0, seed=0),
+            raw_prompt=prompt,
+            stop=fmt.stop,
+            no_cache=True,
+            speculative="off",
+        )
     ).wait(300)
     return done.text.strip(), done.metrics.get("stop_reason") == "stop"
 

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient, EngineError, TokenEvent  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
 
@@ -57,7 +58,9 @@ def burned_gaps(engine: EngineClient, burn_s: float, n_gen: int, block: int) -> 
     """One greedy reply of `n_gen` tokens, burning `burn_s` after each token of every other
     block. Returns (gaps after unburned tokens, gaps after burned tokens), in ms."""
     generation = engine.generate(
-        PROMPT, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1, repeat_penalty=1.0, no_cache=True, ignore_eos=True
+        ReplyRequest.chat(
+            PROMPT, sampling=Sampling(max_tokens=n_gen, temperature=0.0, seed=1, repeat_penalty=1.0), no_cache=True, ignore_eos=True
+        )
     )
     times: list[float] = []
     for event in generation:

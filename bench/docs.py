@@ -547,6 +547,7 @@ def stall(roots: list[Path], runs: int, work: Path, idle_s: float, max_s: float)
 def unanswerable(db: Path, name: str, questions: list[str], models_dir: Path) -> dict[str, Any]:
     from app.docs.for_turn import turn_documents
     from app.engine.client import EngineClient
+    from app.engine.request import ReplyRequest, Sampling
     from app.settings import SamplingParams
     from models.starter import prepare_starter_file
 
@@ -560,7 +561,7 @@ def unanswerable(db: Path, name: str, questions: list[str], models_dir: Path) ->
     for q in questions:
         docs = turn_documents(db, [name], context_length=model.context_length, params=params)
         messages = docs.apply([{"role": "user", "content": q}])
-        fin = engine.generate(messages, conversation_id=None, max_tokens=128, temperature=0.0, seed=1, no_cache=True).wait()
+        fin = engine.generate(ReplyRequest.chat(messages, sampling=Sampling(max_tokens=128, temperature=0.0, seed=1), no_cache=True)).wait()
         replies.append(
             {
                 "q": q,

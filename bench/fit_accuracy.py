@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from models.gguf_validate import read_gguf_header  # noqa: E402
 from models.memory_estimate import MemoryEstimate, estimate_memory, machine_memory  # noqa: E402
 from models.memory_measure import MeasuredMemory, measure_engine_memory  # noqa: E402
@@ -109,7 +110,9 @@ def measure(path: Path, n_ctx: int, full: bool) -> tuple[dict, MeasuredMemory, M
     with EngineClient(load_timeout_s=600) as engine:
         loaded = engine.load(path, n_ctx=n_ctx)
         fin = engine.generate(
-            [{"role": "user", "content": "Say hello in five words."}], conversation_id=None, max_tokens=16, temperature=0.0, seed=1
+            ReplyRequest.chat(
+                [{"role": "user", "content": "Say hello in five words."}], sampling=Sampling(max_tokens=16, temperature=0.0, seed=1)
+            )
         ).wait(600)
         if fin.status not in ("complete", "length"):
             raise SystemExit(f"the short turn failed: {fin.status} {fin.error}")
@@ -121,7 +124,9 @@ def measure(path: Path, n_ctx: int, full: bool) -> tuple[dict, MeasuredMemory, M
             n_vocab = loaded.n_vocab or 1000
             tokens = [100 + i % max(1, min(n_vocab, 600) - 100) for i in range(loaded.n_ctx - 24)]
             t0 = time.perf_counter()
-            fin = engine.generate([], conversation_id=None, prompt_tokens=tokens, max_tokens=4, temperature=0.0, seed=1).wait(1800)
+            fin = engine.generate(
+                ReplyRequest.chat([], sampling=Sampling(max_tokens=4, temperature=0.0, seed=1), prompt_tokens=tokens)
+            ).wait(1800)
             if fin.status not in ("complete", "length"):
                 raise SystemExit(f"the full-context turn failed: {fin.status} {fin.error}")
             filled = measure_engine_memory(pid, path)

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from app.speed.runner import random_prompt, vocab_info  # noqa: E402
 from models.gguf_validate import read_gguf_header  # noqa: E402
 from models.memory_estimate import compute_parts  # noqa: E402
@@ -53,14 +54,14 @@ def starter_path() -> str:
 
 def _reply(client: EngineClient, prompt: list[int], max_tokens: int) -> dict[str, Any]:
     fin = client.generate(
-        [],
-        conversation_id=None,
-        prompt_tokens=prompt,
-        max_tokens=max_tokens,
-        temperature=0.0,
-        ignore_eos=True,
-        no_cache=True,
-        speculative="off",
+        ReplyRequest.chat(
+            [],
+            sampling=Sampling(max_tokens=max_tokens, temperature=0.0),
+            prompt_tokens=prompt,
+            ignore_eos=True,
+            no_cache=True,
+            speculative="off",
+        )
     ).wait()
     if fin.error:
         raise RuntimeError(f"the engine failed during the benchmark: {fin.error}")

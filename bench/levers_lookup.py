@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
 
 PARAGRAPH = (
@@ -48,15 +49,14 @@ GOAL_OPEN = 0.98
 
 def one(engine: EngineClient, prompt: str, speculative: str, max_tokens: int, stop: list[str]) -> dict[str, Any]:
     fin = engine.generate(
-        [],
-        conversation_id=None,
-        raw_prompt=prompt,
-        max_tokens=max_tokens,
-        temperature=0.0,
-        seed=1,
-        no_cache=True,
-        stop=stop,
-        speculative=speculative,
+        ReplyRequest.chat(
+            [],
+            sampling=Sampling(max_tokens=max_tokens, temperature=0.0, seed=1),
+            raw_prompt=prompt,
+            no_cache=True,
+            stop=stop,
+            speculative=speculative,
+        )
     ).wait()
     if fin.error:
         raise RuntimeError(fin.error)

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
 from app.engine.host.state_files import SUFFIX, read_meta  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
 
 N_CTX = 8192
@@ -80,7 +81,13 @@ def build(model: str, state_dir: Path, tokens: int, threads: int | None, n_ctx: 
         while prompt < tokens:
             messages.append({"role": "user", "content": user_turn(turns, words=min(330, max(60, tokens // 8)))})
             fin = engine.generate(
-                messages, conversation_id=CONVERSATION, max_tokens=120, temperature=0.0, ignore_eos=True, speculative="off"
+                ReplyRequest.chat(
+                    messages,
+                    sampling=Sampling(max_tokens=120, temperature=0.0),
+                    conversation_id=CONVERSATION,
+                    ignore_eos=True,
+                    speculative="off",
+                )
             ).wait()
             if fin.status != "length":
                 raise SystemExit(f"building the conversation failed: {fin.error}")
@@ -106,7 +113,15 @@ def continue_once(model: str, state_dir: Path, messages: list[dict[str, str]], t
         engine.load(model, n_ctx=n_ctx, n_threads=threads)
         t0 = time.perf_counter()
         # No drafting, so the tokens llama.cpp evaluated in batches are the prompt's alone.
-        gen = engine.generate(messages, conversation_id=CONVERSATION, max_tokens=16, temperature=0.0, ignore_eos=True, speculative="off")
+        gen = engine.generate(
+            ReplyRequest.chat(
+                messages,
+                sampling=Sampling(max_tokens=16, temperature=0.0),
+                conversation_id=CONVERSATION,
+                ignore_eos=True,
+                speculative="off",
+            )
+        )
         first = None
         for _event in gen:
             if first is None:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.engine import protocol  # noqa: E402
 from app.engine.client import EngineClient  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from app.speed import default_threads  # noqa: E402
 from app.speed.llama_bench import ensure_llama_bench, run_llama_bench  # noqa: E402
 from bench.starter_file import default_model  # noqa: E402
@@ -42,16 +43,14 @@ GOAL_SERVER, GOAL_BENCH = 1.0, 0.95
 
 def cove_tg(engine: EngineClient, prompt: list[int], n: int, seed: int) -> float:
     fin = engine.generate(
-        [],
-        conversation_id=None,
-        prompt_tokens=prompt,
-        max_tokens=n,
-        ignore_eos=True,
-        no_cache=True,
-        seed=seed,
-        repeat_penalty=1.0,
-        speculative="off",
-        **SAMPLER,
+        ReplyRequest.chat(
+            [],
+            sampling=Sampling(max_tokens=n, seed=seed, repeat_penalty=1.0, **SAMPLER),
+            prompt_tokens=prompt,
+            ignore_eos=True,
+            no_cache=True,
+            speculative="off",
+        )
     ).wait()
     if fin.error or fin.metrics["gen_tokens"] != n:
         raise RuntimeError(fin.error or f"Cove generated {fin.metrics['gen_tokens']} tokens, not {n}")

@@ -42,6 +42,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from app.remote.connections import Connection, host_of, normalise_url  # noqa: E402
 from app.remote.engine import RemoteEngine  # noqa: E402
 from app.remote.probe import probe  # noqa: E402
@@ -74,16 +75,19 @@ def one_request(engine: RemoteEngine, model: RemoteModel, seed: int) -> dict[str
     """One streamed reply: Cove's clocks and the server's timings for it."""
     sp = SamplingParams()
     gen = engine.generate(
-        [{"role": "user", "content": PROMPT.format(i=seed)}],
+        ReplyRequest.chat(
+            [{"role": "user", "content": PROMPT.format(i=seed)}],
+            sampling=Sampling(
+                max_tokens=N_GEN,
+                temperature=TEMPERATURE,
+                top_p=sp.top_p,
+                top_k=sp.top_k,
+                min_p=sp.min_p,
+                repeat_penalty=sp.repeat_penalty,
+                seed=seed,
+            ),
+        ),
         model=model,
-        max_tokens=N_GEN,
-        stop=(),
-        temperature=TEMPERATURE,
-        top_p=sp.top_p,
-        top_k=sp.top_k,
-        min_p=sp.min_p,
-        repeat_penalty=sp.repeat_penalty,
-        seed=seed,
     )
     for _event in gen:  # drain the TokenEvents as a window would; the metrics come with the FinishedEvent
         pass

@@ -241,6 +241,7 @@ def starter_ratio(window, core, repeats: int = 15, n_gen: int = 128) -> dict:
     0.94 from 0.98; 15 pairs put the median within about +-1.5%."""
     from app.chat import build_prompt_messages
     from app.engine.client import EngineClient
+    from app.engine.request import ReplyRequest, Sampling
     from app.settings import SamplingParams
 
     starter = use_starter(window, core)
@@ -258,7 +259,7 @@ def starter_ratio(window, core, repeats: int = 15, n_gen: int = 128) -> dict:
         messages = build_prompt_messages(core.history, window.controller.conversation_id, None)[:1]
         window.poller.set_engine_busy(True)  # headless means no window: no memory reads of its idle engine either
         fin = headless_engine.generate(
-            messages, conversation_id=None, max_tokens=n_gen, temperature=0.0, seed=1, repeat_penalty=1.0, no_cache=True
+            ReplyRequest.chat(messages, sampling=Sampling(max_tokens=n_gen, temperature=0.0, seed=1, repeat_penalty=1.0), no_cache=True)
         ).wait()
         window.poller.set_engine_busy(False)
         headless.append(fin.metrics.get("gen_tps"))

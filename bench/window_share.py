@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.engine.client import EngineClient, FinishedEvent, Generation  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling
 
 WINDOW_TOKENS = 128
 PROMPT = "The keeper of the lighthouse at Harrow Point wrote in her log every night. " * 6
@@ -28,16 +29,15 @@ PROMPT = "The keeper of the lighthouse at Harrow Point wrote in her log every ni
 
 def _reply(engine: EngineClient, seed: int, priority: str, n: int) -> Generation:
     return engine.generate(
-        [],
-        conversation_id=None,
-        raw_prompt=f"{seed}. {PROMPT}",
-        max_tokens=n,
-        temperature=0.8,
-        seed=seed,
-        ignore_eos=True,
-        no_cache=True,
-        speculative="off",
-        priority=priority,
+        ReplyRequest.chat(
+            [],
+            sampling=Sampling(max_tokens=n, temperature=0.8, seed=seed),
+            raw_prompt=f"{seed}. {PROMPT}",
+            ignore_eos=True,
+            no_cache=True,
+            speculative="off",
+            priority=priority,
+        )
     )
 
 

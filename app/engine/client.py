@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from app.child_command import child_command
-from app.engine import protocol
 from app.engine.generation import Failure, FinishedEvent, Generation, Serving, StartedInfo, TokenEvent
 from app.engine.loaded import Embeddings, LoadedModel, LoadSettings, file_stamp, loaded_model
 from app.engine.process import HostGone, HostProcess, host_environment
 from app.engine.protocol import Cancel, Devices, Embed, Embedded, Failed, Generate, ListDevices, Load, Loaded, Message, Shutdown, Unload
 from app.engine.protocol import Serving as ServingEvent
-from app.engine.reply_events import deliver, host_gone, wire_message
+from app.engine.reply_events import deliver, host_gone
+from app.engine.request import ReplyRequest, generate_message
 from app.statuses import MessageStatus
 
 __all__ = [
@@ -191,77 +191,11 @@ class EngineClient:
                         self._settings = None  # nothing to reload automatically
                 raise
 
-    def generate(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        conversation_id: str | None,
-        max_tokens: int | None = None,
-        temperature: float = protocol.TEMPERATURE,
-        top_p: float = protocol.TOP_P,
-        top_k: int = protocol.TOP_K,
-        min_p: float = protocol.MIN_P,
-        repeat_penalty: float = protocol.REPEAT_PENALTY,
-        seed: int | None = None,
-        presence_penalty: float = protocol.PRESENCE_PENALTY,
-        frequency_penalty: float = protocol.FREQUENCY_PENALTY,
-        logit_bias: Sequence[tuple[int, float]] = (),
-        stop: Sequence[str] = (),
-        ignore_eos: bool = False,
-        prompt_tokens: list[int] | None = None,
-        no_cache: bool = False,
-        grammar: str | None = None,
-        keep_all_turns: bool = False,
-        raw_prompt: str | None = None,
-        speculative: str = "auto",
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str = "auto",
-        tool_name: str | None = None,
-        parallel_tool_calls: bool = True,
-        priority: str = "normal",
-        reasoning: str = "",
-    ) -> Generation:
-        """Start a reply and return at once; iterate the Generation for its events.
-        `tools` (OpenAI's shape), `tool_choice`, `tool_name`, `parallel_tool_calls`: what the
-        model may call and how (protocol.Generate); messages keep their tool fields.
-        `grammar`: GBNF text the reply must match (app/engine/grammar.py: grammar_for).
-        `keep_all_turns`: never drop old turns; a prompt that does not fit ends as an error
-        whose FinishedEvent.failure (kind "context") holds the numbers. `raw_prompt`: complete
-        this text as it is (no chat template; `messages` are not used). `speculative`: "auto"
-        drafts tokens where it pays, "off" never does (protocol.SPECULATIVE_MODES). `priority`:
-        "window" for the window's own reply, which goes first while API replies share the engine
-        (protocol.PRIORITIES). `reasoning`: the reasoning switch (app/reasoning/switch.py ASKS; ""
-        the template's default). Several replies may be in flight at once."""
+    def generate(self, request: ReplyRequest) -> Generation:
+        """Start the reply `request` asks for (its fields: ReplyRequest) and return at once; iterate
+        the Generation for its events. Several replies may be in flight at once."""
         rid = f"g{next(self._ids)}"
-        req = Generate(
-            rid,
-            conversation_id,
-            [wire_message(m) for m in messages],
-            max_tokens=max_tokens,
-            temperature=float(temperature),
-            top_p=float(top_p),
-            top_k=int(top_k),
-            min_p=float(min_p),
-            repeat_penalty=float(repeat_penalty),
-            seed=seed,
-            stop=list(stop),
-            presence_penalty=float(presence_penalty),
-            frequency_penalty=float(frequency_penalty),
-            logit_bias=[[int(t), float(b)] for t, b in logit_bias],
-            ignore_eos=ignore_eos,
-            prompt_tokens=None if prompt_tokens is None else [int(t) for t in prompt_tokens],
-            no_cache=no_cache,
-            grammar=grammar,
-            keep_all_turns=keep_all_turns,
-            raw_prompt=raw_prompt,
-            speculative=speculative,
-            tools=tools,
-            tool_choice=tool_choice,
-            tool_name=tool_name,
-            parallel_tool_calls=parallel_tool_calls,
-            priority=priority,
-            reasoning=reasoning,
-        )
+        req = generate_message(request, rid)
         gen = Generation(rid, self._cancel_generation)
         with self._lock:
             self._check_open()

@@ -1,10 +1,8 @@
 """What the parent does with the host's messages about one reply: each goes to its Generation as
 text, its start, its end (with the figures the parent adds: time to first token, the engine's
-memory) or its failure; and a message as the host is sent it (`wire_message`)."""
+memory) or its failure."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from app.engine.generation import Failure, Generation, StartedInfo
 from app.engine.process import process_memory
@@ -47,14 +45,3 @@ def host_gone(gen: Generation, cause: str, *, expected: bool) -> None:
             f"the engine stopped unexpectedly ({cause}) while generating",
             Failure("crash"),
         )
-
-
-def wire_message(m: dict[str, Any]) -> dict[str, Any]:
-    """A message as the host is sent it: role and text, and the tool fields it has (a reply's
-    tool_calls, a tool result's tool_call_id and name, a reply's reasoning and the text it was
-    written as), and the document passages the host may fit with fewer of (app/engine/passage_fit.py)."""
-    out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
-    for key in ("tool_calls", "tool_call_id", "name", "passages", "reasoning", "as_written"):
-        if m.get(key) is not None:
-            out[key] = m[key]
-    return out

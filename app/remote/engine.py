@@ -19,12 +19,13 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
 from app.engine.generation import Failure, Generation
+from app.engine.request import ReplyRequest
 from app.remote.connections import Connection
 from app.remote.errors import RemoteProblem, problem_from_status, scrub, server_message
 from app.remote.http_client import RemoteHttp, abort
@@ -76,7 +77,7 @@ def _drain(chunks: Iterator[bytes], limit: int = 64 << 10) -> None:
         pass
 
 
-class _Turn:
+class _Stream:
     """One reply in flight. The stream thread feeds it; `cancel()` may come from any thread."""
 
     def __init__(self, engine: RemoteEngine, gen: Generation, model: RemoteModel) -> None:
@@ -249,65 +250,55 @@ class RemoteEngine:
             raise ConsentNeeded(host, self.connection.name)
         self.gate.check("remote")
 
-    def generate(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        model: RemoteModel,
-        max_tokens: int | None,
-        stop: Sequence[str] = (),
-        temperature: float | None = None,
-        top_p: float | None = None,
-        top_k: int | None = None,
-        min_p: float | None = None,
-        repeat_penalty: float | None = None,
-        seed: int | None = None,
-    ) -> Generation:
-        """Start a reply and return at once; iterate the Generation for its events."""
+    def generate(self, request: ReplyRequest, *, model: RemoteModel) -> Generation:
+        """Start the reply `request` asks for and return at once; iterate the Generation for its
+        events. The server is sent the messages, `max_tokens`, `stop` and the sampler's settings
+        (not its presence and frequency penalties or logit bias)."""
         self.check()
+        s = request.sampling
         # A message's `passages` is for this machine's engine (app/engine/passage_fit.py); its content has them all.
-        sent = [{k: v for k, v in m.items() if k != "passages"} for m in messages]
+        sent = [{k: v for k, v in m.items() if k != "passages"} for m in request.message_dicts()]
         body: dict[str, Any] = {"model": model.model_id, "messages": sent, "stream": True, "stream_options": {"include_usage": True}}
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        if stop:
-            body["stop"] = list(stop)
+        if s.max_tokens is not None:
+            body["max_tokens"] = s.max_tokens
+        if request.stop:
+            body["stop"] = list(request.stop)
         penalty = "repetition_penalty" if model.kind == "vllm" else "repeat_penalty"
         for name, value in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("top_k", top_k),
-            ("min_p", min_p),
-            (penalty, repeat_penalty),
-            ("seed", seed),
+            ("temperature", s.temperature),
+            ("top_p", s.top_p),
+            ("top_k", s.top_k),
+            ("min_p", s.min_p),
+            (penalty, s.repeat_penalty),
+            ("seed", s.seed),
         ):
             if value is not None:
                 body[name] = value
-        turn: _Turn | None = None
+        stream: _Stream | None = None
 
         def on_cancel(_gen: Generation) -> None:
-            if turn is not None:
-                turn.cancel()
+            if stream is not None:
+                stream.cancel()
 
         gen = Generation(f"r{next(self._ids)}", on_cancel)
-        turn = _Turn(self, gen, model)
-        threading.Thread(target=self._run, args=(turn, body), daemon=True, name=f"cove-remote-{self.connection.name}").start()
+        stream = _Stream(self, gen, model)
+        threading.Thread(target=self._run, args=(stream, body), daemon=True, name=f"cove-remote-{self.connection.name}").start()
         return gen
 
     # ---- the stream thread --------------------------------------------------------------
 
-    def _run(self, turn: _Turn, body: dict[str, Any]) -> None:
+    def _run(self, stream: _Stream, body: dict[str, Any]) -> None:
         host = self.connection.host
         try:
-            self._stream(turn, body)
+            self._stream(stream, body)
         except NetworkRefused as exc:
-            turn.fault(RemoteProblem(str(exc), "offline"), "offline")
+            stream.fault(RemoteProblem(str(exc), "offline"), "offline")
         except ConsentNeeded as exc:  # the name resolved outside the private network at connect time: nothing sent
-            turn.fault(RemoteProblem(str(exc), "unreachable"), "private_network")
+            stream.fault(RemoteProblem(str(exc), "unreachable"), "private_network")
         except RemoteProblem as exc:
-            turn.fault(exc, exc.kind)
+            stream.fault(exc, exc.kind)
         except httpx.TimeoutException:
-            if turn.has_text:
+            if stream.has_text:
                 problem = RemoteProblem(
                     f"{host} stopped sending for {self.stall_timeout_s:g} seconds in the middle of the reply, so Cove stopped waiting",
                     "protocol",
@@ -318,14 +309,14 @@ class RemoteEngine:
                     "stopped waiting (the server may be overloaded, or still reading a long conversation).",
                     "protocol",
                 )
-            turn.fault(problem, "stall")
+            stream.fault(problem, "stall")
         except httpx.TransportError as exc:
-            if turn.finish_reason is not None and turn.has_text:
-                turn.complete()  # the reply was whole; only its usage figures were lost
+            if stream.finish_reason is not None and stream.has_text:
+                stream.complete()  # the reply was whole; only its usage figures were lost
             else:
-                turn.fault(self._broken(exc), "cut")
+                stream.fault(self._broken(exc), "cut")
         except StreamTooLarge as exc:
-            turn.fault(
+            stream.fault(
                 RemoteProblem(
                     f"{host} sent a line of more than {exc.limit >> 20} MiB, which no reply needs, so Cove stopped reading.", "protocol"
                 ),
@@ -333,10 +324,10 @@ class RemoteEngine:
             )
         except Exception as exc:  # noqa: BLE001 - whatever happens, the reply ends with a sentence
             detail = scrub(str(exc), self._http.key)[:160]
-            turn.fault(RemoteProblem(f"Reading the reply from {host} failed ({type(exc).__name__}: {detail}).", "protocol"), "client")
+            stream.fault(RemoteProblem(f"Reading the reply from {host} failed ({type(exc).__name__}: {detail}).", "protocol"), "client")
         finally:
-            if not turn.gen.done:
-                turn.fault(RemoteProblem(f"{host} ended the reply without a result.", "protocol"), "cut")
+            if not stream.gen.done:
+                stream.fault(RemoteProblem(f"{host} ended the reply without a result.", "protocol"), "cut")
 
     def _broken(self, exc: httpx.TransportError) -> RemoteProblem:
         host = self.connection.host
@@ -346,83 +337,83 @@ class RemoteEngine:
             return RemoteProblem(f"{host} closed the connection before the end of the reply{why}.", "protocol")
         return RemoteProblem(f"The connection to {host} broke in the middle of the reply ({type(exc).__name__}).", "protocol")
 
-    def _stream(self, turn: _Turn, body: dict[str, Any]) -> None:
+    def _stream(self, stream: _Stream, body: dict[str, Any]) -> None:
         url = self._http.api_url("/chat/completions")
         with self._http.stream(url, body, kind="remote", read_timeout_s=self.stall_timeout_s) as response:
-            turn.response = response
-            if turn.cancelled:
+            stream.response = response
+            if stream.cancelled:
                 abort(response)
                 return
             if response.status_code >= 400:
                 raw = _read_capped(response, ERROR_BODY_BYTES)
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 raise problem_from_status(
-                    response.status_code, headers, raw, host=self.connection.host, key=self._http.key, model_id=turn.model.model_id
+                    response.status_code, headers, raw, host=self.connection.host, key=self._http.key, model_id=stream.model.model_id
                 )
             if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
-                self._whole(turn, _read_capped(response, WHOLE_REPLY_BYTES))
+                self._whole(stream, _read_capped(response, WHOLE_REPLY_BYTES))
                 return
             reader = SseReader()
             chunks = response.iter_bytes()
             for chunk in chunks:
-                if turn.cancelled:
+                if stream.cancelled:
                     return
                 skipped = reader.skipped
                 events = reader.feed(chunk)
-                self._count_unreadable(turn, reader.skipped - skipped)
+                self._count_unreadable(stream, reader.skipped - skipped)
                 for event in events:
-                    if self._event(turn, event):
-                        turn.complete()
+                    if self._event(stream, event):
+                        stream.complete()
                         _drain(chunks)
                         return
             for event in reader.end():
-                if self._event(turn, event):
-                    turn.complete()
+                if self._event(stream, event):
+                    stream.complete()
                     return
-            if turn.cancelled:
+            if stream.cancelled:
                 return
-            if turn.finish_reason is not None:
-                turn.complete()  # a server that ends without [DONE]
+            if stream.finish_reason is not None:
+                stream.complete()  # a server that ends without [DONE]
                 return
             raise RemoteProblem(f"{self.connection.host} ended the stream before the reply finished.", "protocol")
 
-    def _count_unreadable(self, turn: _Turn, count: int) -> None:
+    def _count_unreadable(self, stream: _Stream, count: int) -> None:
         if count <= 0:
             return
-        turn.unreadable += count
-        turn.in_a_row += count
-        if turn.in_a_row >= MAX_UNREADABLE_IN_A_ROW:
+        stream.unreadable += count
+        stream.in_a_row += count
+        if stream.in_a_row >= MAX_UNREADABLE_IN_A_ROW:
             raise RemoteProblem(
-                f"{self.connection.host} sent {turn.in_a_row} lines in a row that are not a reply stream, so Cove stopped reading.",
+                f"{self.connection.host} sent {stream.in_a_row} lines in a row that are not a reply stream, so Cove stopped reading.",
                 "protocol",
             )
 
-    def _event(self, turn: _Turn, event: SseEvent) -> bool:
+    def _event(self, stream: _Stream, event: SseEvent) -> bool:
         """Take one event; True when the stream is done ([DONE])."""
         try:
             payloads = list(json_payloads(event))
         except ValueError:
-            self._count_unreadable(turn, 1)
+            self._count_unreadable(stream, 1)
             return False
-        turn.in_a_row = 0
+        stream.in_a_row = 0
         for payload in payloads:
             if payload == DONE:
                 return True
             assert isinstance(payload, dict)
             payload, replaced = storable_json(payload)
-            turn.replaced += replaced
-            self._payload(turn, payload)
+            stream.replaced += replaced
+            self._payload(stream, payload)
         return False
 
-    def _payload(self, turn: _Turn, payload: dict[str, Any]) -> None:
+    def _payload(self, stream: _Stream, payload: dict[str, Any]) -> None:
         error = payload.get("error")
         if error and not payload.get("choices"):
             said = server_message(json.dumps(payload), self._http.key) or "no reason given"
             raise RemoteProblem(f"{self.connection.host} stopped the reply with an error: {said}.", "server")
         if isinstance(payload.get("usage"), dict):
-            turn.usage = payload["usage"]
+            stream.usage = payload["usage"]
         if isinstance(payload.get("timings"), dict):
-            turn.timings = payload["timings"]
+            stream.timings = payload["timings"]
         choices = payload.get("choices")
         if not isinstance(choices, list):
             return
@@ -433,11 +424,11 @@ class RemoteEngine:
             if not isinstance(delta, dict):
                 delta = choice.get("message")
             if isinstance(delta, dict):
-                turn.delta(delta)
+                stream.delta(delta)
             if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
-                turn.finish_reason = choice["finish_reason"]
+                stream.finish_reason = choice["finish_reason"]
 
-    def _whole(self, turn: _Turn, raw: bytes) -> None:
+    def _whole(self, stream: _Stream, raw: bytes) -> None:
         """A server that answered the stream request with one whole JSON reply."""
         try:
             data = json.loads(raw)
@@ -446,8 +437,8 @@ class RemoteEngine:
         if not isinstance(data, dict):
             raise RemoteProblem(f"{self.connection.host} answered with something that is not a reply.", "protocol")
         data, replaced = storable_json(data)
-        turn.replaced += replaced
-        self._payload(turn, data)
-        if turn.finish_reason is None:
-            turn.finish_reason = "stop"
-        turn.complete()
+        stream.replaced += replaced
+        self._payload(stream, data)
+        if stream.finish_reason is None:
+            stream.finish_reason = "stop"
+        stream.complete()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.engine.request import ReplyRequest, Sampling
 from app.settings import SamplingParams
 from models.gguf_validate import GGUFArray, read_gguf_header
 
@@ -159,16 +160,16 @@ def _generate(client: Any, sp: SamplingParams, prompt: list[int], *, max_tokens:
     # vocabulary is part of what a person waits for, and llama-bench has none. No drafting:
     # llama-bench measures plain decoding.
     cpu0 = time.process_time()
-    gen = client.generate(
-        [],
-        conversation_id=None,
+    sampling = Sampling(
         max_tokens=max_tokens,
-        **sp.sampler_arguments(),
-        prompt_tokens=prompt,
-        ignore_eos=True,
-        no_cache=True,
-        speculative="off",
+        temperature=sp.temperature,
+        top_p=sp.top_p,
+        top_k=sp.top_k,
+        min_p=sp.min_p,
+        repeat_penalty=sp.repeat_penalty,
+        seed=sp.seed,
     )
+    gen = client.generate(ReplyRequest(sampling=sampling, prompt_tokens=tuple(prompt), ignore_eos=True, no_cache=True, speculative="off"))
     fin = gen.wait()
     if getattr(fin, "error", None):
         raise RuntimeError(f"the engine failed during the benchmark: {fin.error}")

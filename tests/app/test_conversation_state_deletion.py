@@ -13,6 +13,7 @@ import pytest
 
 from app.core import Core, open_core
 from app.engine.host.state_files import SUFFIX
+from app.engine.request import ReplyRequest, Sampling
 from app.engine.state_folders import conversation_folder
 from app.paths import resolve_paths
 from app.settings import save_settings
@@ -31,11 +32,12 @@ def reply(core: Core, model: Path, conversation_id: str) -> None:
     with core.engine_client() as engine:
         engine.load(model, n_threads=1)
         fin = engine.generate(
-            [{"role": "user", "content": "tell me about ferns " * 10}],
-            conversation_id=conversation_id,
-            max_tokens=8,
-            temperature=0.0,
-            ignore_eos=True,
+            ReplyRequest.chat(
+                [{"role": "user", "content": "tell me about ferns " * 10}],
+                sampling=Sampling(max_tokens=8, temperature=0.0),
+                conversation_id=conversation_id,
+                ignore_eos=True,
+            )
         ).wait()
         assert fin.status == "length", fin.error
     # Closing the engine waited for the host, which finishes its queued state writes before it exits.

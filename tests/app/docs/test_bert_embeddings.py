@@ -15,6 +15,7 @@ from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
 from app.docs.search import search
 from app.engine.client import EngineClient
+from app.engine.request import ReplyRequest, Sampling
 from models.library import ModelLibrary, create_models_table
 from tests.support.docs_corpus import LIGHTHOUSE, write_corpus
 from tests.support.tiny_bert import write_tiny_bert
@@ -31,7 +32,7 @@ def test_a_bert_embedding_model_loads_embeds_and_refuses_to_write(tmp_path: Path
         v = np.asarray(out.vectors)
         assert v.shape == (3, 32) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
         assert np.allclose(v[0], v[2]) and not np.allclose(v[0], v[1])
-        done = list(engine.generate([{"role": "user", "content": "hi"}], max_tokens=4, conversation_id=None))
+        done = list(engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4))))
         assert done[-1].status == "error" and "is an embedding model" in (done[-1].error or "")
         again = engine.embed(["the tide"])  # the refusal left the engine as it was
         assert len(again.vectors[0]) == 32

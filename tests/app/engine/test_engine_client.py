@@ -3,21 +3,25 @@ late events and template hangs that real llama.cpp will not produce on demand.""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from app.engine import protocol
 from app.engine.client import EngineClient, EngineError, FinishedEvent, TokenEvent
 from app.engine.process import describe_exit
+from app.engine.request import ReplyRequest, Sampling, ToolOffer, generate_message
 from tests.support.paths import SUPPORT_DIR
 
 pytestmark = pytest.mark.timeout(60)
 
 # The fake host: argv[1] is the mode, then the client's --in-fd N --out-fd M.
 FAKE_HOST = r"""
-import os, sys, time
+import dataclasses, json, os, sys, time
 from app.engine import protocol as p
 mode = sys.argv[1]
 fd_in, fd_out = int(sys.argv[sys.argv.index("--in-fd") + 1]), int(sys.argv[sys.argv.index("--out-fd") + 1])
@@ -34,6 +38,9 @@ for line in os.fdopen(fd_in, "rb"):
         source = "gguf" if req.use_model_template else "fallback:plain"
         send(p.Loaded(req.request_id, req.model_path, 512, 512, 1, 0, "cpu", source, req.fallback_reason or "ok", 1.0))
     elif isinstance(req, p.Generate):
+        if mode == "echo":  # the reply is the message it was sent, as JSON
+            send(p.Finished(req.request_id, json.dumps(dataclasses.asdict(req)), "stop", {}))
+            continue
         if mode == "late_events":
             send(p.Token("g-old", "STALE"))
             send(p.Finished("g-old", "STALE", "stop", {}))
@@ -65,7 +72,7 @@ def test_normal_reply_and_late_events_of_other_requests_are_dropped(tmp_path: Pa
     with fake("late_events") as engine:
         engine.load(tmp_path / "m.gguf")
         before = time.perf_counter()
-        gen = engine.generate(MSG, conversation_id=None)
+        gen = engine.generate(ReplyRequest.chat(MSG))
         events = list(gen)
         after = time.perf_counter()
         tokens = [e for e in events if isinstance(e, TokenEvent)]
@@ -80,13 +87,63 @@ def test_normal_reply_and_late_events_of_other_requests_are_dropped(tmp_path: Pa
         assert 0 < ttft_ms <= (after - before) * 1000.0
 
 
+def test_every_field_of_the_request_reaches_the_host(tmp_path: Path) -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object"}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "the weather?", "passages": {"docs": ["one"]}},
+        {"role": "assistant", "content": "", "tool_calls": [call], "reasoning": "look it up", "as_written": "<think>look it up</think>"},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "get_weather"},
+    ]
+    request = ReplyRequest.chat(
+        messages,
+        sampling=Sampling(
+            max_tokens=9,
+            temperature=0.3,
+            top_p=0.8,
+            top_k=7,
+            min_p=0.1,
+            repeat_penalty=1.2,
+            seed=42,
+            presence_penalty=0.5,
+            frequency_penalty=0.25,
+            logit_bias=((5, -1.5), (7, 2)),
+        ),
+        conversation_id="c9",
+        stop=["END"],
+        grammar='root ::= "x"',
+        tools=ToolOffer((tool,), choice="required", name="get_weather", parallel=False),
+        raw_prompt="complete this",
+        prompt_tokens=[1, 2, 3],
+        keep_all_turns=True,
+        ignore_eos=True,
+        no_cache=True,
+        speculative="off",
+        priority="window",
+        reasoning="low",
+    )
+    with fake("echo") as engine:
+        engine.load(tmp_path / "m.gguf")
+        gen = engine.generate(request)
+        got = json.loads(gen.wait(20).text)
+    assert got == dataclasses.asdict(generate_message(request, gen.request_id))
+    assert got["messages"] == messages and got["conversation_id"] == "c9"
+    assert (got["max_tokens"], got["temperature"], got["top_k"], got["seed"], got["logit_bias"]) == (9, 0.3, 7, 42, [[5, -1.5], [7, 2.0]])
+    assert (got["tools"], got["tool_choice"], got["tool_name"], got["parallel_tool_calls"]) == ([tool], "required", "get_weather", False)
+    assert (got["stop"], got["prompt_tokens"], got["priority"], got["reasoning"]) == (["END"], [1, 2, 3], "window", "low")
+    # Every field differs from the message's default, so none was left out on the way.
+    default = dataclasses.asdict(protocol.Generate(gen.request_id, None, []))
+    assert [k for k in default if k != "request_id" and got[k] == default[k]] == []
+
+
 def test_generate_needs_a_model_and_replies_may_overlap_but_a_load_may_not(tmp_path: Path) -> None:
     with fake("hang_prefill", cancel_grace_s=0.5) as engine:
         with pytest.raises(EngineError, match="no model is loaded"):
-            engine.generate(MSG, conversation_id=None)
+            engine.generate(ReplyRequest.chat(MSG))
         engine.load(tmp_path / "m.gguf")
-        gen = engine.generate(MSG, conversation_id=None)
-        second = engine.generate(MSG, conversation_id=None)  # the host runs it in a slot or queues it
+        gen = engine.generate(ReplyRequest.chat(MSG))
+        second = engine.generate(ReplyRequest.chat(MSG))  # the host runs it in a slot or queues it
         assert second.request_id != gen.request_id and not second.done
         with pytest.raises(EngineError, match="cancel it before loading"):
             engine.load(tmp_path / "other.gguf")
@@ -100,7 +157,7 @@ def test_cancel_that_the_host_ignores_kills_it_after_the_grace_period(tmp_path: 
     with fake("ignore_cancel", cancel_grace_s=1.0) as engine:
         engine.load(tmp_path / "m.gguf")
         first = engine.host_pid
-        gen = engine.generate(MSG, conversation_id=None)
+        gen = engine.generate(ReplyRequest.chat(MSG))
         texts = [next(gen).text for _ in range(3)]
         engine.cancel()
         fin = gen.wait(10)
@@ -109,7 +166,7 @@ def test_cancel_that_the_host_ignores_kills_it_after_the_grace_period(tmp_path: 
         assert notes.read_text() == f"cancel {gen.request_id}\n"
         assert fin.status == "cancelled" and fin.text == "".join(texts) and fin.error is None
         assert fin.metrics.get("engine_restarted") is True
-        gen2 = engine.generate(MSG, conversation_id=None)  # a new host, the model reloaded
+        gen2 = engine.generate(ReplyRequest.chat(MSG))  # a new host, the model reloaded
         assert [next(gen2).text for _ in range(3)] == ["one ", "two ", "three "]
         assert engine.host_pid not in (None, first)
         gen2.cancel()
@@ -119,7 +176,7 @@ def test_cancel_that_the_host_ignores_kills_it_after_the_grace_period(tmp_path: 
 def test_host_abort_during_generation_is_a_readable_error(tmp_path: Path) -> None:
     with fake("abort_on_generate") as engine:
         engine.load(tmp_path / "m.gguf")
-        fin = engine.generate(MSG, conversation_id=None).wait(20)
+        fin = engine.generate(ReplyRequest.chat(MSG)).wait(20)
         assert fin.status == "error" and fin.text == "one two three "
         assert fin.error is not None and fin.error.startswith("the engine stopped unexpectedly (aborted (signal 6, SIGABRT)")
         assert "GGML_ASSERT(fake) failed" in fin.error and fin.error.endswith("while generating")
@@ -141,13 +198,13 @@ def test_hung_template_makes_the_client_reload_with_the_fallback(tmp_path: Path)
         loaded = engine.load(tmp_path / "m.gguf")
         assert loaded.template_source == "fallback:plain"
         assert loaded.template_note.startswith("the model's chat template did not finish rendering")
-        assert engine.generate(MSG, conversation_id=None).wait(10).status == "complete"
+        assert engine.generate(ReplyRequest.chat(MSG)).wait(10).status == "complete"
 
 
 def test_close_is_idempotent_and_ends_a_running_reply(tmp_path: Path) -> None:
     engine = fake("hang_prefill")
     engine.load(tmp_path / "m.gguf")
-    gen = engine.generate(MSG, conversation_id=None)
+    gen = engine.generate(ReplyRequest.chat(MSG))
     next(gen)
     engine.close()
     engine.close()

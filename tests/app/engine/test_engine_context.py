@@ -10,6 +10,7 @@ import pytest
 
 from app.context_policy import reply_reserve
 from app.engine.client import EngineClient, Failure
+from app.engine.request import ReplyRequest, Sampling
 from tests.support.tiny_model import BOS_ID
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,10 +36,10 @@ def long_history(turns: int) -> list[dict]:
 
 def test_keep_all_turns_refuses_what_the_window_would_trim_and_says_by_how_much(engine: EngineClient) -> None:
     history = long_history(12)
-    trimmed = engine.generate(history, conversation_id=None, max_tokens=8, ignore_eos=True).wait()
+    trimmed = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=8), ignore_eos=True)).wait()
     assert trimmed.status == "length" and trimmed.metrics["dropped_turns"] > 0 and trimmed.failure is None
 
-    refused = engine.generate(history, conversation_id=None, max_tokens=8, keep_all_turns=True).wait()
+    refused = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=8), keep_all_turns=True)).wait()
     assert refused.status == "error" and refused.text == "" and refused.error_kind == "context"
     f = refused.failure
     assert isinstance(f, Failure) and f.kind == "context" and not f.at_least
@@ -52,7 +53,7 @@ def test_keep_all_turns_refuses_what_the_window_would_trim_and_says_by_how_much(
 
 def test_keep_all_turns_runs_a_prompt_that_fits_without_dropping(engine: EngineClient) -> None:
     history = long_history(2)
-    fin = engine.generate(history, conversation_id=None, max_tokens=4, ignore_eos=True, keep_all_turns=True).wait()
+    fin = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=4), ignore_eos=True, keep_all_turns=True)).wait()
     assert fin.status == "length" and fin.failure is None and fin.error_kind is None
     assert fin.metrics["dropped_turns"] == 0 and fin.metrics["prompt_tokens"] > 30
 
@@ -61,17 +62,19 @@ def test_the_reserve_counts_in_the_refusal(engine: EngineClient) -> None:
     """A prompt that fits with a small reply reserve is refused with a larger one; the reserve is
     capped at a quarter of the context, however large max_tokens is."""
     history = [{"role": "user", "content": "ab " * 30}]  # (the tiny model, a base model, gets a few-shot transcript)
-    small = engine.generate(history, conversation_id=None, max_tokens=1, keep_all_turns=True).wait()
+    small = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=1), keep_all_turns=True)).wait()
     assert small.failure is None, small.error
     n = small.metrics["prompt_tokens"]
     assert N_CTX - N_CTX // 4 < n < N_CTX - 1, n  # needs a reserve between 1 and a quarter of the context
-    big = engine.generate(history, conversation_id=None, max_tokens=100_000, keep_all_turns=True).wait()
+    big = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=100_000), keep_all_turns=True)).wait()
     assert big.failure is not None and big.failure.kind == "context"
     assert big.failure.reserve == N_CTX // 4 and big.failure.prompt_tokens == n
 
 
 def test_a_huge_paste_is_refused_by_its_lower_bound_without_counting_it(engine: EngineClient) -> None:
-    fin = engine.generate([{"role": "user", "content": "wordy " * 20_000}], conversation_id=None, max_tokens=4, keep_all_turns=True).wait()
+    fin = engine.generate(
+        ReplyRequest.chat([{"role": "user", "content": "wordy " * 20_000}], sampling=Sampling(max_tokens=4), keep_all_turns=True)
+    ).wait()
     f = fin.failure
     assert fin.status == "error" and f is not None and f.kind == "context" and f.at_least
     assert f.prompt_tokens is not None and f.prompt_tokens > N_CTX and "at least" in (fin.error or "")
@@ -79,23 +82,27 @@ def test_a_huge_paste_is_refused_by_its_lower_bound_without_counting_it(engine: 
 
 def test_max_tokens_beyond_the_context_runs_to_the_context_end_with_length(engine: EngineClient) -> None:
     fin = engine.generate(
-        [{"role": "user", "content": "go"}], conversation_id=None, max_tokens=1_000_000, ignore_eos=True, seed=3, keep_all_turns=True
+        ReplyRequest.chat(
+            [{"role": "user", "content": "go"}], sampling=Sampling(max_tokens=1_000_000, seed=3), ignore_eos=True, keep_all_turns=True
+        )
     ).wait()
     assert fin.status == "length" and fin.failure is None
     m = fin.metrics
     assert m["context_used"] == N_CTX and m["prompt_tokens"] + m["gen_tokens"] == N_CTX + 1  # the last is not evaluated
-    after = engine.generate([{"role": "user", "content": "again"}], conversation_id=None, max_tokens=3, ignore_eos=True).wait()
+    after = engine.generate(
+        ReplyRequest.chat([{"role": "user", "content": "again"}], sampling=Sampling(max_tokens=3), ignore_eos=True)
+    ).wait()
     assert after.status == "length" and after.metrics["gen_tokens"] == 3
 
 
 def test_raw_token_prompts_longer_than_the_context_carry_the_numbers(engine: EngineClient) -> None:
-    fin = engine.generate([], conversation_id=None, prompt_tokens=[BOS_ID] + [10] * 300, max_tokens=2).wait()
+    fin = engine.generate(ReplyRequest.chat([], sampling=Sampling(max_tokens=2), prompt_tokens=[BOS_ID] + [10] * 300)).wait()
     f = fin.failure
     assert fin.status == "error" and f is not None and f.kind == "context"
     assert (f.prompt_tokens, f.n_ctx, f.reserve) == (301, N_CTX, 1)
 
 
 def test_other_failures_name_their_kind_without_numbers(engine: EngineClient) -> None:
-    fin = engine.generate([], conversation_id=None, prompt_tokens=[10**9], max_tokens=2).wait()
+    fin = engine.generate(ReplyRequest.chat([], sampling=Sampling(max_tokens=2), prompt_tokens=[10**9])).wait()
     assert fin.status == "error" and fin.failure is not None and fin.failure.kind == "generate"
     assert fin.failure.prompt_tokens is None and fin.failure.n_ctx is None

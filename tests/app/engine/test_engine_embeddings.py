@@ -14,6 +14,7 @@ import pytest
 
 from app.engine import protocol as p
 from app.engine.client import Embeddings, EngineClient, EngineError
+from app.engine.request import ReplyRequest, Sampling
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.tiny_model import N_EMBD, write_tiny_gguf
 
@@ -84,12 +85,16 @@ def test_many_texts_span_several_batches_in_order(engine: EngineClient) -> None:
 
 def two_turns(client: EngineClient, between: list[str] | None) -> tuple[dict, dict, str]:
     history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
-    one = client.generate(history, conversation_id="e1", max_tokens=12, seed=2, temperature=0.0, ignore_eos=True).wait()
+    one = client.generate(
+        ReplyRequest.chat(history, sampling=Sampling(max_tokens=12, seed=2, temperature=0.0), conversation_id="e1", ignore_eos=True)
+    ).wait()
     assert one.status == "length", one.error
     if between is not None:
         assert len(client.embed(between).vectors) == len(between)
     history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "again"}]
-    two = client.generate(history, conversation_id="e1", max_tokens=12, seed=2, temperature=0.0, ignore_eos=True).wait()
+    two = client.generate(
+        ReplyRequest.chat(history, sampling=Sampling(max_tokens=12, seed=2, temperature=0.0), conversation_id="e1", ignore_eos=True)
+    ).wait()
     return one.metrics, two.metrics, two.text
 
 
@@ -116,7 +121,7 @@ def test_long_and_empty_texts_are_sentences(engine: EngineClient, pooled_gguf: P
 
 
 def test_embed_while_a_reply_is_generated_is_refused(engine: EngineClient) -> None:
-    gen = engine.generate([{"role": "user", "content": "go on"}], conversation_id=None, max_tokens=100_000, ignore_eos=True)
+    gen = engine.generate(ReplyRequest.chat([{"role": "user", "content": "go on"}], sampling=Sampling(max_tokens=100_000), ignore_eos=True))
     try:
         with pytest.raises(EngineError, match="a reply is still being generated"):
             engine.embed(["x"])

@@ -12,6 +12,7 @@ import pytest
 
 from app.engine.client import EngineClient
 from app.engine.grammar import grammar_for
+from app.engine.request import ReplyRequest, Sampling
 from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(60)
@@ -106,26 +107,30 @@ def test_a_json_schema_reply_parses_and_matches_the_schema(engine: EngineClient)
     texts = []
     for seed in (1, 2):
         fin = engine.generate(
-            user("give me a thing"), conversation_id=None, max_tokens=200, seed=seed, temperature=0.0, grammar=gbnf
+            ReplyRequest.chat(user("give me a thing"), sampling=Sampling(max_tokens=200, seed=seed, temperature=0.0), grammar=gbnf)
         ).wait()
         assert fin.status == "complete", (fin.status, fin.error, fin.text)  # the grammar ended it, not max_tokens
         check_thing(json.loads(fin.text))
         texts.append(fin.text)
     assert texts[0] == texts[1]  # temperature 0: the same constrained reply
     # Sampled (temperature > 0), it is still valid.
-    warm = engine.generate(user("another"), conversation_id=None, max_tokens=200, seed=7, temperature=0.9, grammar=gbnf).wait()
+    warm = engine.generate(
+        ReplyRequest.chat(user("another"), sampling=Sampling(max_tokens=200, seed=7, temperature=0.9), grammar=gbnf)
+    ).wait()
     assert warm.status == "complete", warm.error
     check_thing(json.loads(warm.text))
 
 
 def test_without_a_grammar_the_random_model_writes_no_json(engine: EngineClient) -> None:
-    free = engine.generate(user("give me a thing"), conversation_id=None, max_tokens=40, seed=1, temperature=0.0).wait()
+    free = engine.generate(ReplyRequest.chat(user("give me a thing"), sampling=Sampling(max_tokens=40, seed=1, temperature=0.0))).wait()
     with pytest.raises(ValueError):
         check_thing(json.loads(free.text))
 
 
 def test_a_tiny_grammar_forces_its_one_string(engine: EngineClient) -> None:
-    fin = engine.generate(user("say anything"), conversation_id=None, max_tokens=50, seed=3, grammar='root ::= "yes" | "no"').wait()
+    fin = engine.generate(
+        ReplyRequest.chat(user("say anything"), sampling=Sampling(max_tokens=50, seed=3), grammar='root ::= "yes" | "no"')
+    ).wait()
     assert fin.status == "complete" and fin.text in ("yes", "no"), (fin.text, fin.error)
 
 
@@ -141,10 +146,10 @@ def test_a_tiny_grammar_forces_its_one_string(engine: EngineClient) -> None:
 )
 def test_an_invalid_grammar_fails_in_a_sentence_and_the_host_lives_on(engine: EngineClient, gbnf: str, words: str) -> None:
     pid = engine.host_pid
-    bad = engine.generate(user("x"), conversation_id=None, max_tokens=5, grammar=gbnf).wait()
+    bad = engine.generate(ReplyRequest.chat(user("x"), sampling=Sampling(max_tokens=5), grammar=gbnf)).wait()
     assert bad.status == "error" and bad.text == ""
     assert words in (bad.error or "") and bad.metrics["error_kind"] == "grammar"
-    after = engine.generate(user("x"), conversation_id=None, max_tokens=3, ignore_eos=True).wait()
+    after = engine.generate(ReplyRequest.chat(user("x"), sampling=Sampling(max_tokens=3), ignore_eos=True)).wait()
     assert after.status == "length" and engine.host_pid == pid
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.client import EngineClient, EngineError
+from app.engine.request import ReplyRequest, Sampling
 from app.load_options import LoadOptions
 from app.settings import ModelPlacement
 from models.gguf_validate import read_gguf_header
@@ -64,7 +65,11 @@ def test_each_kv_type_loads_shrinks_the_cache_and_matches_the_estimate(
     else:
         assert loaded.kv_bytes < f16
     reply = engine.generate(
-        [{"role": "user", "content": "hello there"}], conversation_id=None, max_tokens=6, temperature=0.0, speculative=placement.speculative
+        ReplyRequest.chat(
+            [{"role": "user", "content": "hello there"}],
+            sampling=Sampling(max_tokens=6, temperature=0.0),
+            speculative=placement.speculative,
+        )
     ).wait(60)
     assert reply.status in ("complete", "length") and reply.metrics["gen_tokens"] > 0
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from app.engine.client import EngineClient
 from app.engine.grammar import grammar_for
+from app.engine.request import ReplyRequest, Sampling
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -70,13 +71,11 @@ def test_the_string_rule_keeps_out_what_json_strings_cannot_hold() -> None:
 def test_every_finished_reply_parses_and_validates(engine: EngineClient, schema: dict[str, Any], seed: int, temperature: float) -> None:
     gbnf = grammar_for({"type": "json_schema", "json_schema": {"name": "t", "schema": schema}})
     fin = engine.generate(
-        [{"role": "user", "content": "fill it in"}],
-        conversation_id=None,
-        max_tokens=400,
-        seed=seed,
-        temperature=temperature,
-        top_k=0,
-        grammar=gbnf,
+        ReplyRequest.chat(
+            [{"role": "user", "content": "fill it in"}],
+            sampling=Sampling(max_tokens=400, seed=seed, temperature=temperature, top_k=0),
+            grammar=gbnf,
+        )
     ).wait()
     assert fin.status in ("complete", "length"), (fin.status, fin.error)
     if fin.status == "complete":  # the grammar ended it; a reply cut at max_tokens is not a whole value

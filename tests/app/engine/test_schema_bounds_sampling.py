@@ -14,6 +14,7 @@ import pytest
 
 from app.engine.client import EngineClient
 from app.engine.grammar import grammar_for
+from app.engine.request import ReplyRequest, Sampling
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,13 +44,11 @@ def test_sampled_integers_stay_within_their_bounds(engine: EngineClient) -> None
     values = []
     for seed in range(12):
         fin = engine.generate(
-            [{"role": "user", "content": "how long?"}],
-            conversation_id=None,
-            max_tokens=200,
-            seed=seed,
-            temperature=1.0,
-            top_k=0,
-            grammar=gbnf,
+            ReplyRequest.chat(
+                [{"role": "user", "content": "how long?"}],
+                sampling=Sampling(max_tokens=200, seed=seed, temperature=1.0, top_k=0),
+                grammar=gbnf,
+            )
         ).wait()
         assert fin.status in ("complete", "length"), (fin.status, fin.error)
         if fin.status == "complete":

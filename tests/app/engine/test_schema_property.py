@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 
 from app.engine.client import EngineClient
 from app.engine.grammar import grammar_for
+from app.engine.request import ReplyRequest, Sampling
 from tests.support.json_schemas import check_schema, problems, schemas
 
 pytestmark = pytest.mark.timeout(600)
@@ -52,13 +53,11 @@ def test_every_reply_that_ends_is_valid_under_its_generated_schema(engine: Engin
         assert gbnf is not None
         for seed in SEEDS:
             fin = engine.generate(
-                [{"role": "user", "content": "fill it in"}],
-                conversation_id=None,
-                max_tokens=MAX_TOKENS,
-                seed=seed,
-                temperature=1.0,
-                top_k=0,
-                grammar=gbnf,
+                ReplyRequest.chat(
+                    [{"role": "user", "content": "fill it in"}],
+                    sampling=Sampling(max_tokens=MAX_TOKENS, seed=seed, temperature=1.0, top_k=0),
+                    grammar=gbnf,
+                )
             ).wait()
             assert fin.status in ("complete", "length"), (fin.status, fin.error)
             tally[fin.status] += 1

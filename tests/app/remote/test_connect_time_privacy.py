@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 import app.remote.checked_connect as checked_connect
 import app.remote.privacy as privacy
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.checked_connect import CheckedBackend, PublicAddress
 from app.remote.engine import RemoteEngine
 from app.statuses import MessageStatus
@@ -51,7 +52,10 @@ def _turn(port: int) -> tuple[MessageStatus | str, str]:
     connection = connection_to(f"http://gpu-box.test:{port}/v1")
     engine = RemoteEngine(connection, None, NetworkGate(environ={}))
     try:
-        generation = engine.generate([{"role": "user", "content": "a private question"}], model=model_on(connection), max_tokens=4)
+        generation = engine.generate(
+            ReplyRequest.chat([{"role": "user", "content": "a private question"}], sampling=Sampling(max_tokens=4)),
+            model=model_on(connection),
+        )
         events = list(generation)
     finally:
         engine.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.probe import probe
 from app.remote.remote_model import RemoteModel
 from app.statuses import MessageStatus
@@ -35,7 +36,9 @@ def test_a_reply_from_cove_carries_the_server_s_usage_and_timings(served: Served
     info = probe(connection, None, gate)
     model = RemoteModel(connection.name, info.models[0]["id"], connection.host, info.kind)
     engine = RemoteEngine(connection, None, gate)
-    final = engine.generate([{"role": "user", "content": "hello"}], model=model, max_tokens=16, temperature=0.0).wait(60)
+    final = engine.generate(
+        ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=Sampling(max_tokens=16, temperature=0.0)), model=model
+    ).wait(60)
     engine.close()
     assert final.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and final.text
     usage = final.metrics["remote"]["server_usage"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.engine.generation import FinishedEvent, TokenEvent
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
 from app.statuses import MessageStatus
@@ -23,7 +24,9 @@ def reply(
 ) -> tuple[FinishedEvent, str]:
     """The reply through the proxy, and the text its TokenEvents carried."""
     engine, model = engine_for(proxy.url, gate, key=key, stall_timeout_s=stall_timeout_s)
-    events = list(engine.generate(HELLO, model=model, max_tokens=max_tokens, temperature=0.0, seed=11))
+    events = list(
+        engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=max_tokens, temperature=0.0, seed=11)), model=model)
+    )
     engine.close()
     final = events[-1]
     assert isinstance(final, FinishedEvent)
@@ -44,7 +47,7 @@ def test_the_whole_reply_passes_through_untouched_and_the_connection_is_kept(pro
     assert final.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and final.text == streamed
     engine, model = engine_for(proxy.url, gate)
     for _ in range(3):
-        assert engine.generate(HELLO, model=model, max_tokens=6).wait(30).text
+        assert engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=6)), model=model).wait(30).text
         wait_idle(gate)  # the stream's end is read after the reply ended; then the connection is free
     engine.close()
     assert len({r.peer for r in proxy.requests[-3:]}) == 1  # one connection for the three replies
@@ -81,7 +84,7 @@ def test_a_stalled_stream_stops_after_the_stall_timeout_and_keeps_the_text(proxy
 def test_stop_while_the_server_is_silent_ends_the_reply_at_once(proxy: FaultProxy, gate: NetworkGate) -> None:
     proxy.mode, proxy.after_events = "stall", 4
     engine, model = engine_for(proxy.url, gate, stall_timeout_s=600)
-    generation = engine.generate(HELLO, model=model, max_tokens=24, temperature=0.0, seed=11)
+    generation = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=24, temperature=0.0, seed=11)), model=model)
     assert not generation.done  # generate() returned without waiting for the reply
     received = []
     for event in generation:

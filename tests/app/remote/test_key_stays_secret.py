@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.core import open_core
+from app.engine.request import ReplyRequest, Sampling
 from app.paths import resolve_paths
 from app.remote.engine import RemoteEngine
 from app.remote.errors import RemoteProblem
@@ -41,7 +42,9 @@ def test_the_key_is_in_no_file_and_no_sentence_after_a_session(tmp_path: Path, k
             conversation.id, parent_id=user.id, model_name=model.name, model_sha256=model.fingerprint, model_quant=None, params={}
         )
         engine = RemoteEngine(connection, key, core.network)
-        final = engine.generate([{"role": "user", "content": "hello"}], model=model, max_tokens=8).wait(30)
+        final = engine.generate(
+            ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=Sampling(max_tokens=8)), model=model
+        ).wait(30)
         engine.close()
         assert final.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE)
         core.history.finish_assistant(row.id, final.text, status=final.status, metrics=final.metrics)
@@ -50,7 +53,9 @@ def test_the_key_is_in_no_file_and_no_sentence_after_a_session(tmp_path: Path, k
             probe(connection, "sk-not-the-key", core.network)
         sentences.append(str(problem.value))
         wrong = RemoteEngine(connection, "sk-not-the-key", core.network)
-        refused = wrong.generate([{"role": "user", "content": "hello"}], model=model, max_tokens=8).wait(30)
+        refused = wrong.generate(
+            ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=Sampling(max_tokens=8)), model=model
+        ).wait(30)
         wrong.close()
         row = core.history.start_assistant_message(
             conversation.id, parent_id=user.id, model_name=model.name, model_sha256=None, model_quant=None, params={}
@@ -62,7 +67,12 @@ def test_the_key_is_in_no_file_and_no_sentence_after_a_session(tmp_path: Path, k
             proxy.mode, proxy.status, proxy.message = "status", 401, f"Incorrect API key provided: {SERVER_KEY}"
             echoed = connections.add("echo", proxy.url, key=SERVER_KEY)
             engine = RemoteEngine(echoed, connections.key("echo"), core.network)
-            sentences.append(engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(30).error or "")
+            sentences.append(
+                engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model)
+                .wait(30)
+                .error
+                or ""
+            )
             sentences.append(repr(engine) + repr(engine.http) + repr(connections.keys))
             engine.close()
     finally:

@@ -8,6 +8,7 @@ import llama_cpp
 import pytest
 
 from app.engine.generation import FinishedEvent, TokenEvent
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
 from app.statuses import MessageStatus
@@ -43,7 +44,7 @@ def test_probe_knows_llama_cpp_python_and_lists_its_model(llama_server: LlamaCpp
 def test_a_streamed_reply_arrives_as_token_events_with_cove_s_figures(llama_server: LlamaCppServer, gate: NetworkGate) -> None:
     seen = watch(gate)
     engine, model = engine_for(llama_server.url, gate)
-    generation = engine.generate(HELLO, model=model, max_tokens=24, temperature=0.0, seed=7)
+    generation = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=24, temperature=0.0, seed=7)), model=model)
     events = list(generation)
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     final = events[-1]
@@ -66,7 +67,7 @@ def test_a_streamed_reply_arrives_as_token_events_with_cove_s_figures(llama_serv
     wait_idle(gate)
     assert ("remote", engine.connection.host, True) in seen and ("remote", engine.connection.host, False) in seen
     # the same request at temperature 0 gives the same text: nothing was lost or doubled on the way
-    again = engine.generate(HELLO, model=model, max_tokens=24, temperature=0.0, seed=7).wait(30)
+    again = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=24, temperature=0.0, seed=7)), model=model).wait(30)
     assert again.text == final.text
     engine.close()
 
@@ -74,7 +75,7 @@ def test_a_streamed_reply_arrives_as_token_events_with_cove_s_figures(llama_serv
 def test_stop_mid_reply_keeps_the_text_and_closes_the_stream(llama_server: LlamaCppServer, gate: NetworkGate) -> None:
     engine, model = engine_for(llama_server.url, gate)
     # (100 tokens: longer replies from this server wait for its 15 s keep-alive now and then)
-    generation = engine.generate(HELLO, model=model, max_tokens=100, temperature=0.0, seed=3)
+    generation = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=100, temperature=0.0, seed=3)), model=model)
     received: list[str] = []
     for event in generation:
         if isinstance(event, TokenEvent):
@@ -91,7 +92,10 @@ def test_stop_mid_reply_keeps_the_text_and_closes_the_stream(llama_server: Llama
     wait_idle(gate)
     assert gate.active() == []  # the stream's request is over, not reading on in the background
     # the server is free again: the next reply streams at once
-    assert engine.generate(HELLO, model=model, max_tokens=4).wait(30).status in (MessageStatus.LENGTH, MessageStatus.COMPLETE)
+    assert engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=4)), model=model).wait(30).status in (
+        MessageStatus.LENGTH,
+        MessageStatus.COMPLETE,
+    )
     engine.close()
 
 
@@ -108,11 +112,11 @@ def test_the_key_goes_as_a_bearer_and_a_wrong_or_missing_one_is_a_sentence(keyed
     assert probe(connection, SERVER_KEY, gate).kind == "llama-cpp-python"
 
     engine, model = engine_for(keyed_server.url, gate, key=wrong)
-    failed = engine.generate(HELLO, model=model, max_tokens=4).wait(30)
+    failed = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=4)), model=model).wait(30)
     assert failed.status == MessageStatus.ERROR and failed.text == "" and "refused the key" in (failed.error or "")
     assert failed.failure is not None and failed.failure.kind == "remote-auth"
     assert wrong not in repr(failed) and wrong not in repr(engine.http)
     engine, model = engine_for(keyed_server.url, gate, key=SERVER_KEY)
-    done = engine.generate(HELLO, model=model, max_tokens=6).wait(30)
+    done = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=6)), model=model).wait(30)
     assert done.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and done.text
     engine.close()

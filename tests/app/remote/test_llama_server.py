@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.engine.generation import FinishedEvent, TokenEvent
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.connections import Connection
 from app.remote.engine import RemoteEngine
 from app.remote.probe import probe
@@ -82,7 +83,7 @@ def test_probe_knows_llama_server_by_its_props_and_lists_the_model(server: Llama
 
 def test_a_reply_streams_as_token_events_and_carries_the_servers_timings(server: LlamaServer, gate: NetworkGate) -> None:
     engine = RemoteEngine(_connection(server), None, gate)
-    gen = engine.generate(MESSAGES, model=_model(server), max_tokens=24, stop=(), **GREEDY)
+    gen = engine.generate(ReplyRequest.chat(MESSAGES, sampling=Sampling(max_tokens=24, **GREEDY)), model=_model(server))
     events = list(gen)
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     finished = events[-1]
@@ -104,14 +105,17 @@ def test_a_reply_streams_as_token_events_and_carries_the_servers_timings(server:
 
 def test_the_same_greedy_request_gives_the_same_text_twice(server: LlamaServer, gate: NetworkGate) -> None:
     engine = RemoteEngine(_connection(server), None, gate)
-    texts = [engine.generate(MESSAGES, model=_model(server), max_tokens=12, stop=(), **GREEDY).wait(60).text for _ in range(2)]
+    texts = [
+        engine.generate(ReplyRequest.chat(MESSAGES, sampling=Sampling(max_tokens=12, **GREEDY)), model=_model(server)).wait(60).text
+        for _ in range(2)
+    ]
     assert texts[0] == texts[1] != ""  # the conversation and settings reached the server as sent
 
 
 def test_stop_mid_reply_ends_it_cancelled_with_the_text_and_frees_the_server(server: LlamaServer, gate: NetworkGate) -> None:
     engine = RemoteEngine(_connection(server), None, gate)
     before = _tokens_predicted(server)
-    gen = engine.generate(MESSAGES, model=_model(server), max_tokens=N_CTX - 64, stop=(), **GREEDY)
+    gen = engine.generate(ReplyRequest.chat(MESSAGES, sampling=Sampling(max_tokens=N_CTX - 64, **GREEDY)), model=_model(server))
     seen: list[str] = []
     for event in gen:
         if isinstance(event, TokenEvent):
@@ -128,7 +132,7 @@ def test_stop_mid_reply_ends_it_cancelled_with_the_text_and_frees_the_server(ser
     while any(slot.get("is_processing") for slot in httpx.get(f"{server.url}/slots", timeout=5).json()):
         time.sleep(0.05)
     assert _tokens_predicted(server) - before < 1000
-    after = engine.generate(MESSAGES, model=_model(server), max_tokens=4, stop=(), **GREEDY).wait(60)
+    after = engine.generate(ReplyRequest.chat(MESSAGES, sampling=Sampling(max_tokens=4, **GREEDY)), model=_model(server)).wait(60)
     assert after.status == "length"
 
 
@@ -138,9 +142,15 @@ def test_the_key_is_required_and_sent_only_as_a_bearer(tmp_path: Path, gate: Net
         conn = _connection(keyed)
         assert probe(conn, "sk-test-0123456789", gate).kind == "llama-server"
         reply = (
-            RemoteEngine(conn, "sk-test-0123456789", gate).generate(MESSAGES, model=_model(keyed), max_tokens=4, stop=(), **GREEDY).wait(60)
+            RemoteEngine(conn, "sk-test-0123456789", gate)
+            .generate(ReplyRequest.chat(MESSAGES, sampling=Sampling(max_tokens=4, **GREEDY)), model=_model(keyed))
+            .wait(60)
         )
         assert reply.status == "length"
-        wrong = RemoteEngine(conn, "sk-wrong", gate).generate(MESSAGES, model=_model(keyed), max_tokens=4, stop=(), **GREEDY).wait(60)
+        wrong = (
+            RemoteEngine(conn, "sk-wrong", gate)
+            .generate(ReplyRequest.chat(MESSAGES, sampling=Sampling(max_tokens=4, **GREEDY)), model=_model(keyed))
+            .wait(60)
+        )
         assert wrong.status == "error" and "sk-wrong" not in (wrong.error or "")
         assert "key" in (wrong.error or "").lower()

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.engine import RemoteEngine
 from app.remote.privacy import ConsentNeeded, is_private_host, private_without_lookup, strip_port
 from models.network import NetworkGate, NetworkRefused
@@ -64,13 +65,13 @@ def test_a_public_host_needs_consent_once_and_offline_refuses_before_any_socket(
     gate = NetworkGate(environ={})
     engine = RemoteEngine(connection, None, gate)
     with pytest.raises(ConsentNeeded) as asked:
-        engine.generate([{"role": "user", "content": "hi"}], model=model_on(connection), max_tokens=4)
+        engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model_on(connection))
     assert asked.value.host == "8.8.8.8:8000" and asked.value.connection == "cloud"
     assert str(asked.value).startswith("Your messages will be sent to 8.8.8.8:8000")
     # Agreed once: no question now; offline mode then refuses (so no request is made here)
     agreed = RemoteEngine(replace(connection, public_ok=True), None, NetworkGate(offline=True))
     with pytest.raises(NetworkRefused) as refused:
-        agreed.generate([{"role": "user", "content": "hi"}], model=model_on(connection), max_tokens=4)
+        agreed.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model_on(connection))
     assert "chatting on your server" in str(refused.value) and "use your server" in str(refused.value)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.errors import RemoteProblem
 from app.remote.probe import probe
 from app.statuses import MessageStatus
@@ -47,7 +48,7 @@ def closed_port() -> int:
 def test_a_closed_port_is_a_sentence_at_once(gate: NetworkGate) -> None:
     port = closed_port()
     engine, model = engine_for(f"http://127.0.0.1:{port}", gate)
-    final = engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(10)
+    final = engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model).wait(10)
     assert final.status == MessageStatus.ERROR and final.text == ""
     assert final.error == (
         f"127.0.0.1:{port} refused the connection: nothing is listening on port {port} there (is the server running, and on that port?)."
@@ -86,7 +87,7 @@ def test_offline_refuses_before_any_socket(listening: socket.socket) -> None:
     gate = NetworkGate(offline=True)
     engine, model = engine_for(url, gate)
     with pytest.raises(NetworkRefused):
-        engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4)
+        engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model)
     with pytest.raises(RemoteProblem) as probed:
         probe(connection_to(url), None, gate)
     assert probed.value.kind == "offline" and "listing your server's models" in str(probed.value)
@@ -102,7 +103,11 @@ def test_the_environment_s_proxy_is_not_used(llama_server: LlamaCppServer, gate:
         monkeypatch.delenv("no_proxy", raising=False)
         assert probe(connection_to(llama_server.url), SERVER_KEY, gate).kind == "llama-cpp-python"
         engine, model = engine_for(llama_server.url, gate, key=SERVER_KEY)
-        assert engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(30).text
+        assert (
+            engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model)
+            .wait(30)
+            .text
+        )
         engine.close()
         assert elsewhere.requests == []
     finally:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from starlette.responses import JSONResponse, Response
 
+from app.engine.request import ReplyRequest, Sampling
 from app.statuses import MessageStatus
 from models.network import NetworkGate
 from tests.app.remote.conftest import engine_for, stand_in
@@ -34,7 +35,7 @@ def served(answer: Response) -> Iterator[str]:
 
 def ask(url: str, gate: NetworkGate):
     engine, model = engine_for(url, gate)
-    final = engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=32).wait(10)
+    final = engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=32)), model=model).wait(10)
     engine.close()
     return final
 

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from app.engine.request import ReplyRequest, Sampling
 from app.remote.connections import ConnectionProblem, Connections
 from app.remote.errors import RemoteProblem
 from app.remote.keys import ConnectionKeys
@@ -87,7 +88,7 @@ def test_a_self_signed_server_fails_verification_without_its_certificate(
     assert failed.value.kind == "tls"
     assert "certificate could not be verified" in str(failed.value) and "127.0.0.1" in str(failed.value)
     engine, model = engine_for(server.url, gate)
-    final = engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=4).wait(30)
+    final = engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model).wait(30)
     assert final.status == MessageStatus.ERROR and "certificate could not be verified" in (final.error or "")
 
 
@@ -96,7 +97,9 @@ def test_trusting_the_certificate_file_makes_it_work(tls_server: tuple[LlamaCppS
     info = probe(connection_to(server.url, ca_file=str(cert_file)), None, gate)
     assert info.kind == "llama-cpp-python" and [m["id"] for m in info.models] == ["tiny"]
     engine, model = engine_for(server.url, gate, ca_file=str(cert_file))
-    final = engine.generate([{"role": "user", "content": "hi"}], model=model, max_tokens=12, temperature=0.0).wait(30)
+    final = engine.generate(
+        ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=12, temperature=0.0)), model=model
+    ).wait(30)
     assert final.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and final.text
     engine.close()
 

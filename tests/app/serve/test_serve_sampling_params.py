@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.client import EngineClient
+from app.engine.request import ReplyRequest, Sampling
 from app.serve.chat_request import read_chat_request, read_sampling
 from app.serve.errors import ApiError
 from app.serve.messages_request import read_messages_request
@@ -103,7 +104,8 @@ def engine(tiny_gguf: Path) -> Iterator[EngineClient]:
 
 
 def reply(engine: EngineClient, max_tokens: int = 12, **kw: object) -> str:
-    fin = engine.generate([{"role": "user", "content": "say something"}], conversation_id=None, max_tokens=max_tokens, seed=3, **kw).wait()  # type: ignore[arg-type]
+    sampling = Sampling(max_tokens=max_tokens, seed=3, **kw)  # type: ignore[arg-type]
+    fin = engine.generate(ReplyRequest.chat([{"role": "user", "content": "say something"}], sampling=sampling)).wait()
     assert fin.status in ("complete", "length"), fin.error
     return fin.text
 

@@ -8,12 +8,13 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.engine.request import ReplyRequest, generate_message
 from app.speed import bench_main, llama_bench_args
 from app.speed import llama_bench as lb
 from app.speed.llama_tools import cpu_signature
@@ -300,8 +301,9 @@ class _ScriptedClient:
         )()
         return self.loaded
 
-    def generate(self, messages: list[dict[str, Any]], **kw: Any) -> _Gen:
-        assert messages == []
+    def generate(self, request: ReplyRequest) -> _Gen:
+        assert request.messages == ()
+        kw = asdict(generate_message(request, "bench"))  # what the engine pipe would carry
         self.calls.append(kw)
         n = len(kw["prompt_tokens"])
         if kw["max_tokens"] == 1:

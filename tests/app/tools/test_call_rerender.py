@@ -13,6 +13,7 @@ import pytest
 
 from app.engine.client import EngineClient
 from app.engine.host.templates import build_chat_format
+from app.engine.request import ReplyRequest, Sampling, ToolOffer
 from app.tools.families import FAMILIES
 from app.tools.grammar import tool_call_grammar
 from app.tools.parsers import parse_calls
@@ -135,14 +136,11 @@ def test_what_the_engine_samples_under_the_forced_grammar_re_renders_byte_for_by
     whole and the random model's token splits never match; bench/tools.py measures it on the starter."""
     assert engine.load(tiny_gguf, n_threads=1, n_ctx=2048).template_source == "fallback:qa"  # tools: ~600 tokens
     first = engine.generate(
-        ASK,
-        conversation_id=None,
-        max_tokens=200,
-        temperature=1.0,
-        seed=seed,
-        tools=TOOLS,
-        tool_choice="required",
-        parallel_tool_calls=False,
+        ReplyRequest.chat(
+            ASK,
+            sampling=Sampling(max_tokens=200, temperature=1.0, seed=seed),
+            tools=ToolOffer(tuple(TOOLS), choice="required", parallel=False),
+        )
     ).wait()
     assert first.metrics["stop_reason"] == "stop" and first.metrics["tool_format"] == "generic"
     assert first.text.startswith(' <tool_call>\n{"name": "get_weather", "arguments": {')

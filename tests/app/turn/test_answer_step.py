@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.engine.client import EngineClient
+from app.engine.request import ReplyRequest, Sampling
 from app.turn.answer_step import NO_CALL_FIRST, answer_messages
 from tests.support.tiny_model import tiny_vocab
 
@@ -67,9 +68,10 @@ def test_the_answer_cannot_open_a_call_and_is_free_after_its_first_character(eng
     tokens = tiny_vocab()[0]
     openers = [(tokens.index(f"<0x{ord(c):02X}>"), 30.0) for c in "{[`"]  # each as its byte token
     messages = [{"role": "user", "content": "What time is it?"}]
-    free = engine.generate(messages, conversation_id=None, max_tokens=8, temperature=0.0, logit_bias=openers).wait()
+    pushed = Sampling(max_tokens=8, temperature=0.0, logit_bias=tuple(openers))
+    free = engine.generate(ReplyRequest.chat(messages, sampling=pushed)).wait()
     assert free.text.lstrip()[:1] in ("{", "[", "`"), free.text  # pushed, the model opens with one
-    held = engine.generate(messages, conversation_id=None, max_tokens=8, temperature=0.0, logit_bias=openers, grammar=NO_CALL_FIRST).wait()
+    held = engine.generate(ReplyRequest.chat(messages, sampling=pushed, grammar=NO_CALL_FIRST)).wait()
     first = held.text.lstrip()[:1]
     assert first and first not in ("{", "[", "`"), held.text
     assert any(c in held.text for c in "{[`"), held.text  # after its first character the reply is free

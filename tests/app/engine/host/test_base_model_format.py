@@ -12,6 +12,7 @@ import pytest
 from app.engine.client import EngineClient
 from app.engine.host.fallback_formats import BASE_FORMAT, TRANSCRIPT_INTRO
 from app.engine.host.templates import build_chat_format
+from app.engine.request import ReplyRequest, Sampling
 from models.model_facts import is_base_model, looks_instruction_tuned
 from tests.support.tiny_model import write_tiny_gguf
 
@@ -103,11 +104,11 @@ def test_the_engine_renders_a_base_model_as_a_transcript_and_stops_at_the_next_q
     # The grammar makes the random model write an answer and then the next question: the
     # format's stop string (not one the request asked for) ends the reply before it.
     fin = engine.generate(
-        [{"role": "user", "content": "What is the capital of France?"}],
-        conversation_id=None,
-        max_tokens=40,
-        temperature=0.0,
-        grammar='root ::= " Paris.\\nQ: and Spain?\\nA: Madrid."',
+        ReplyRequest.chat(
+            [{"role": "user", "content": "What is the capital of France?"}],
+            sampling=Sampling(max_tokens=40, temperature=0.0),
+            grammar='root ::= " Paris.\\nQ: and Spain?\\nA: Madrid."',
+        )
     ).wait()
     assert fin.text == " Paris."
     assert fin.metrics["stop_reason"] == "stop" and fin.metrics["template_source"] == "fallback:qa"

@@ -15,6 +15,7 @@ from app.engine.client import EngineClient
 from app.engine.host import cpu_quirks
 from app.engine.host.cpu_quirks import AMX_NOTE, EXTRA_BUFFERS_ENV, OFF_NOTE, extra_buffers
 from app.engine.host.llama_open import model_buffers
+from app.engine.request import ReplyRequest, Sampling
 from tests.support.tiny_model import write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,7 +74,9 @@ def test_the_engine_loads_with_them_off_and_says_so(tiny: Path, monkeypatch: pyt
     with EngineClient() as engine:
         loaded = engine.load(tiny, n_ctx=256, n_threads=1)
         assert OFF_NOTE in loaded.placement["note"] and loaded.placement["extra_buffers"] is False
-        reply = engine.generate([{"role": "user", "content": "hello there"}], conversation_id=None, max_tokens=6, temperature=0.0).wait()
+        reply = engine.generate(
+            ReplyRequest.chat([{"role": "user", "content": "hello there"}], sampling=Sampling(max_tokens=6, temperature=0.0))
+        ).wait()
         assert reply.error is None and reply.metrics["gen_tokens"] > 0
     monkeypatch.setenv(EXTRA_BUFFERS_ENV, "1")
     with EngineClient() as engine:

@@ -10,6 +10,7 @@ import pytest
 
 from app.engine.client import EngineClient, EngineError, FinishedEvent, Generation, TokenEvent
 from app.engine.host.scheduler import WINDOW_SHARE, WindowFirst
+from app.engine.request import ReplyRequest, Sampling
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,7 +23,9 @@ def user(text: str) -> list[dict]:
 
 
 def greedy(engine: EngineClient, text: str, n: int = 24, **kw: object) -> Generation:
-    return engine.generate(user(text), conversation_id=None, max_tokens=n, temperature=0.0, ignore_eos=True, no_cache=True, **kw)  # type: ignore[arg-type]
+    return engine.generate(
+        ReplyRequest.chat(user(text), sampling=Sampling(max_tokens=n, temperature=0.0), ignore_eos=True, no_cache=True, **kw)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,9 @@ def test_cancelling_one_of_four_leaves_the_others_whole(engine: EngineClient) ->
 def test_a_reply_under_a_grammar_beside_free_ones(engine: EngineClient) -> None:
     free = [greedy(engine, p, n=30) for p in PROMPTS[:3]]
     bound = engine.generate(
-        user("yes or no?"), conversation_id=None, max_tokens=30, temperature=0.8, seed=4, grammar='root ::= ("yes" | "no") "."'
+        ReplyRequest.chat(
+            user("yes or no?"), sampling=Sampling(max_tokens=30, temperature=0.8, seed=4), grammar='root ::= ("yes" | "no") "."'
+        )
     )
     fin = bound.wait(60)
     assert fin.status == "complete" and fin.text in ("yes.", "no.")
@@ -85,7 +90,7 @@ def test_a_long_prompt_is_read_between_the_steps_of_streaming_replies(engine: En
         while not any(isinstance(e, TokenEvent) and e.text for e in [next(g)]):
             pass
     before = [len(g.text) for g in streams]
-    paste = engine.generate(user("word " * 110), conversation_id=None, max_tokens=2, temperature=0.0, no_cache=True)
+    paste = engine.generate(ReplyRequest.chat(user("word " * 110), sampling=Sampling(max_tokens=2, temperature=0.0), no_cache=True))
     first = next(iter(paste))  # its first token comes once its whole prompt has been read
     assert isinstance(first, (TokenEvent, FinishedEvent))
     grown = [len(g.text) - b for g, b in zip(streams, before, strict=True)]
@@ -98,11 +103,16 @@ def test_a_long_prompt_is_read_between_the_steps_of_streaming_replies(engine: En
 
 def test_a_conversation_goes_back_to_the_slot_that_holds_its_tokens(engine: EngineClient) -> None:
     history = [{"role": "user", "content": "tell me about the harbour"}]
-    one = engine.generate(history, conversation_id="harbour", max_tokens=8, temperature=0.0, ignore_eos=True).wait(60)
-    others = [engine.generate(user(p), conversation_id=f"other{i}", max_tokens=8, ignore_eos=True) for i, p in enumerate(PROMPTS[:2])]
+    one = engine.generate(
+        ReplyRequest.chat(history, sampling=Sampling(max_tokens=8, temperature=0.0), conversation_id="harbour", ignore_eos=True)
+    ).wait(60)
+    others = [
+        engine.generate(ReplyRequest.chat(user(p), sampling=Sampling(max_tokens=8), conversation_id=f"other{i}", ignore_eos=True))
+        for i, p in enumerate(PROMPTS[:2])
+    ]
     [g.wait(60) for g in others]
     history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "and the boats?"}]
-    two = engine.generate(history, conversation_id="harbour", max_tokens=8, ignore_eos=True).wait(60)
+    two = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=8), conversation_id="harbour", ignore_eos=True)).wait(60)
     assert two.metrics["batch"]["slot"] == one.metrics["batch"]["slot"]
     assert two.metrics["cached_tokens"] == one.metrics["context_used"]  # every cell of the first turn kept
     assert two.metrics["state_cache"]["enabled"] is False  # the slot kept them, not a saved state
@@ -132,7 +142,13 @@ def test_the_windows_reply_goes_on_while_api_replies_stream(engine: EngineClient
     for g in api:
         next(g)
     window = engine.generate(
-        user("the window asks"), conversation_id="w", max_tokens=40, temperature=0.0, ignore_eos=True, priority="window"
+        ReplyRequest.chat(
+            user("the window asks"),
+            sampling=Sampling(max_tokens=40, temperature=0.0),
+            conversation_id="w",
+            ignore_eos=True,
+            priority="window",
+        )
     ).wait(60)
     still = [not g.done for g in api]
     engine.cancel()
@@ -165,15 +181,20 @@ def test_saved_state_is_restored_into_a_slot(tiny_gguf: Path) -> None:
     with EngineClient() as engine:
         engine.load(tiny_gguf, n_threads=T, n_ctx=N_CTX, parallel=2, state_cache_mb=64)
         history = [{"role": "user", "content": "a conversation worth keeping " * 6}]
-        one = engine.generate(history, conversation_id="kept", max_tokens=6, ignore_eos=True).wait(60)
+        one = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=6), conversation_id="kept", ignore_eos=True)).wait(60)
         # two other conversations take both slots, so the first one's cells are gone from them
         for i in range(2):
             pair = [
-                engine.generate(user(f"other {i} {j} " * 8), conversation_id=f"o{i}{j}", max_tokens=4, ignore_eos=True) for j in range(2)
+                engine.generate(
+                    ReplyRequest.chat(
+                        user(f"other {i} {j} " * 8), sampling=Sampling(max_tokens=4), conversation_id=f"o{i}{j}", ignore_eos=True
+                    )
+                )
+                for j in range(2)
             ]
             [g.wait(60) for g in pair]
         history += [{"role": "assistant", "content": one.text}, {"role": "user", "content": "more"}]
-        two = engine.generate(history, conversation_id="kept", max_tokens=4, ignore_eos=True).wait(60)
+        two = engine.generate(ReplyRequest.chat(history, sampling=Sampling(max_tokens=4), conversation_id="kept", ignore_eos=True)).wait(60)
         assert two.metrics["state_cache"]["hit"] is True
         assert two.metrics["cached_tokens"] >= one.metrics["prompt_tokens"]
 
@@ -200,7 +221,14 @@ def test_a_reply_that_ends_and_saves_its_state_leaves_the_others_their_tokens(ti
     with EngineClient() as engine:
         engine.load(tiny_gguf_with_template, n_threads=T, n_ctx=N_CTX, parallel=4, state_cache_mb=64)
         gens = [
-            engine.generate(user(f"conversation {i}"), conversation_id=f"c{i}", max_tokens=5 + 7 * i, temperature=0.0, ignore_eos=True)
+            engine.generate(
+                ReplyRequest.chat(
+                    user(f"conversation {i}"),
+                    sampling=Sampling(max_tokens=5 + 7 * i, temperature=0.0),
+                    conversation_id=f"c{i}",
+                    ignore_eos=True,
+                )
+            )
             for i in range(4)
         ]
         ends = [g.wait(60) for g in gens]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.client import EngineClient, FinishedEvent
+from app.engine.request import ReplyRequest, Sampling
 from tests.support.tiny_model import write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,25 +50,25 @@ def reply(
 ) -> FinishedEvent:
     if messages is None:
         fin = engine.generate(
-            [],
-            conversation_id=conversation_id,
-            raw_prompt=prompt,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=11,
-            ignore_eos=True,
-            no_cache=True,
-            speculative=speculative,
+            ReplyRequest.chat(
+                [],
+                sampling=Sampling(max_tokens=max_tokens, temperature=temperature, seed=11),
+                conversation_id=conversation_id,
+                raw_prompt=prompt,
+                ignore_eos=True,
+                no_cache=True,
+                speculative=speculative,
+            )
         ).wait()
     else:
         fin = engine.generate(
-            messages,
-            conversation_id=conversation_id,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=11,
-            ignore_eos=True,
-            speculative=speculative,
+            ReplyRequest.chat(
+                messages,
+                sampling=Sampling(max_tokens=max_tokens, temperature=temperature, seed=11),
+                conversation_id=conversation_id,
+                ignore_eos=True,
+                speculative=speculative,
+            )
         ).wait()
     assert fin.error is None, fin.error
     return fin

@@ -13,6 +13,7 @@ import pytest
 from app.engine.client import EngineClient, FinishedEvent
 from app.engine.host.state_cache import SavedState, StateCache, worth_restoring
 from app.engine.host.transcript import Transcript
+from app.engine.request import ReplyRequest, Sampling
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.tiny_model import write_tiny_gguf
 
@@ -101,7 +102,11 @@ def engine(chat_gguf: Path) -> Iterator[EngineClient]:
 
 
 def turn(client: EngineClient, history: list[dict], conversation: str | None, **kw: object) -> FinishedEvent:
-    fin = client.generate(history, conversation_id=conversation, max_tokens=16, seed=4, temperature=0.0, ignore_eos=True, **kw).wait()  # type: ignore[arg-type]
+    fin = client.generate(
+        ReplyRequest.chat(
+            history, sampling=Sampling(max_tokens=16, seed=4, temperature=0.0), conversation_id=conversation, ignore_eos=True, **kw
+        )
+    ).wait()
     assert fin.status == "length", fin.error
     return fin
 
@@ -184,7 +189,9 @@ def test_the_oldest_conversation_is_evicted_when_the_bytes_run_out(chat_gguf: Pa
         history = [{"role": "user", "content": f"{'abcdefghij'[i]}{i} topic " + "ab " * 190}]
         if follow_up:
             history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
-        fin = client.generate(history, conversation_id=f"c{i}", max_tokens=4, seed=1, ignore_eos=True).wait()
+        fin = client.generate(
+            ReplyRequest.chat(history, sampling=Sampling(max_tokens=4, seed=1), conversation_id=f"c{i}", ignore_eos=True)
+        ).wait()
         assert fin.status == "length", fin.error
         return fin
 

@@ -17,6 +17,7 @@ import pytest
 
 from app.engine.client import EngineClient, FinishedEvent
 from app.engine.host.state_files import SUFFIX, read_meta
+from app.engine.request import ReplyRequest, Sampling
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.paths import REPO_ROOT
 from tests.support.tiny_model import write_tiny_gguf
@@ -50,7 +51,14 @@ def engine(model: Path, state_dir: Path | None, mb: int = 64, host_argv: list[st
 def turn(client: EngineClient, history: list[dict[str, str]], conversation: str | None, **kw: Any) -> FinishedEvent:
     # No drafting: its verify batches would count as prompt evaluation in llama_n_p_eval.
     fin = client.generate(
-        history, conversation_id=conversation, max_tokens=16, seed=4, temperature=0.0, ignore_eos=True, speculative="off", **kw
+        ReplyRequest.chat(
+            history,
+            sampling=Sampling(max_tokens=16, seed=4, temperature=0.0),
+            conversation_id=conversation,
+            ignore_eos=True,
+            speculative="off",
+            **kw,
+        )
     ).wait()
     assert fin.status == "length", fin.error
     return fin
@@ -108,22 +116,36 @@ def test_a_restored_state_gives_the_same_reply_as_recomputing_the_prompt(chat_gg
     follow = base + [int(t) for t in np.random.default_rng(6).integers(300, 900, 24)]
     with engine(chat_gguf, states) as client:
         client.generate(
-            [], conversation_id="p1", prompt_tokens=base, max_tokens=8, temperature=0.0, ignore_eos=True, speculative="off"
+            ReplyRequest.chat(
+                [],
+                sampling=Sampling(max_tokens=8, temperature=0.0),
+                conversation_id="p1",
+                prompt_tokens=base,
+                ignore_eos=True,
+                speculative="off",
+            )
         ).wait()
     with engine(chat_gguf, states) as client:
         restored = client.generate(
-            [], conversation_id="p1", prompt_tokens=follow, max_tokens=12, temperature=0.0, ignore_eos=True, speculative="off"
+            ReplyRequest.chat(
+                [],
+                sampling=Sampling(max_tokens=12, temperature=0.0),
+                conversation_id="p1",
+                prompt_tokens=follow,
+                ignore_eos=True,
+                speculative="off",
+            )
         ).wait()
     with engine(chat_gguf, None) as client:
         recomputed = client.generate(
-            [],
-            conversation_id=None,
-            prompt_tokens=follow,
-            max_tokens=12,
-            temperature=0.0,
-            ignore_eos=True,
-            no_cache=True,
-            speculative="off",
+            ReplyRequest.chat(
+                [],
+                sampling=Sampling(max_tokens=12, temperature=0.0),
+                prompt_tokens=follow,
+                ignore_eos=True,
+                no_cache=True,
+                speculative="off",
+            )
         ).wait()
     assert restored.metrics["state_cache"]["disk_hit"] and restored.metrics["cached_tokens"] == len(base)
     assert restored.metrics["llama_n_p_eval"] == 24

@@ -20,6 +20,7 @@ import pytest
 from app.engine.client import EngineClient, FinishedEvent
 from app.engine.host.state_check import CELL, Fingerprint, cells_in_place, find_cells, mismatch, take
 from app.engine.host.state_files import PREFIX, read_meta
+from app.engine.request import ReplyRequest, Sampling
 from tests.app.engine.host.test_engine_state_files import engine
 from tests.conftest import CHATML_TEMPLATE, CHATML_TOKENS
 from tests.support.tiny_model import write_tiny_gguf
@@ -44,7 +45,15 @@ A_NEXT = A + prompt(3, 24)  # A's next turn: its first prompt, then more
 
 def ask(client: EngineClient, tokens: list[int], conversation: str | None, **kw: Any) -> FinishedEvent:
     fin = client.generate(
-        [], conversation_id=conversation, prompt_tokens=tokens, max_tokens=12, temperature=0.0, ignore_eos=True, speculative="off", **kw
+        ReplyRequest.chat(
+            [],
+            sampling=Sampling(max_tokens=12, temperature=0.0),
+            conversation_id=conversation,
+            prompt_tokens=tokens,
+            ignore_eos=True,
+            speculative="off",
+            **kw,
+        )
     ).wait()
     assert fin.status == "length", fin.error
     return fin
