@@ -4,9 +4,6 @@
   commits the person's message first, creates the assistant row as `streaming`, takes text
   as it arrives (checkpointed at most every `CHECKPOINT_INTERVAL_S`) and finishes the row with its status and
   metrics in one transaction.
-- `start_generation` starts a bare reply behind the model's backend (app/turn/backend.py),
-  loading a model of this machine if needed (blocking, may take seconds), for a caller that
-  reads the Generation itself rather than run a turn.
 - The window, `cove chat` and `cove serve` run a whole turn through `app.turn.Turn`: the window
   and `cove chat` write it through a `TurnRecord`, the API through its request's writer
   (app/serve/request_turn.py).
@@ -17,12 +14,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from app.engine.client import EngineClient, Generation, LoadedModel
-from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
@@ -31,12 +25,11 @@ from app.store.history import History, Message
 from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
 from app.store.sources import Source, write_sources
-from app.turn.backend import backend_for, ran_on, reply_identity
+from app.turn.backend import ran_on, reply_identity
 from models.library import FileRecheck, InstalledModel, ModelLibrary
 
 if TYPE_CHECKING:
     from app.docs.turn_sources import TurnDocuments
-    from app.remote.engine import RemoteEngine
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
 _RESENDABLE = {MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.INTERRUPTED}
@@ -378,42 +371,3 @@ def _as_recorded(messages: list[dict] | None) -> list[dict] | None:
     if messages is None:
         return None
     return [{k: v for k, v in m.items() if k != "passages"} for m in messages]
-
-
-def start_generation(
-    engine: EngineClient | None,
-    messages: list[dict],
-    *,
-    model: InstalledModel | RemoteModel,
-    params: SamplingParams,
-    conversation_id: str | None,
-    options: LoadOptions | None = None,
-    stop: Sequence[str] = (),
-    on_loaded: Callable[[LoadedModel], None] | None = None,
-    on_recheck: Callable[[FileRecheck], None] | None = None,
-    grammar: str | None = None,
-    keep_all_turns: bool = False,
-    raw_prompt: str | None = None,
-    loaded_as_is: bool = False,
-    load: Callable[[], LoadedModel] | None = None,
-    remote: RemoteEngine | None = None,
-) -> Generation:
-    """Start a reply behind the model's backend (app/turn/backend.py): for a model of this
-    machine check the file (a stat; hashed again if it changed, reported to `on_recheck`), load
-    it if needed (blocking) with the load settings `options` (None: Cove chooses) and start the
-    reply, drafting as they say. `loaded_as_is`: the engine has this model loaded already
-    (another's engine, lent): keep its settings rather than load it again with these. `load`:
-    how to load it instead (an API pool's settings). A server's model streams through `remote`
-    (`engine` is not used). Raises EngineError (and for a server what RemoteBackend.start does)."""
-    backend = backend_for(model, engine=engine, remote_engine=remote, options=options, load=load, loaded_as_is=loaded_as_is)
-    return backend.start(
-        messages,
-        params,
-        conversation_id=conversation_id,
-        stop=stop,
-        on_loaded=on_loaded,
-        on_recheck=on_recheck,
-        grammar=grammar,
-        keep_all_turns=keep_all_turns,
-        raw_prompt=raw_prompt,
-    )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from app.chat import TurnRecord, build_prompt_messages
 from app.engine.client import EngineClient, LoadedModel
+from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
@@ -98,10 +99,11 @@ class ChatService:
             messages = build_prompt_messages(self._history, conversation_id, system_prompt, upto=record.user.id)
             return docs.apply(messages) if docs is not None else messages
 
-        turn = Turn(record, prompt, params=params, conversation_id=conversation_id, library=self._library, tools=tools)
+        asked = ReplyRequest(sampling=params.sampling(), conversation_id=conversation_id)  # its messages: `prompt`, on the turn's thread
+        turn = Turn(record, asked, messages=prompt, library=self._library, tools=tools)
 
         def backend() -> Backend:  # after the prompt is built; a connection that is gone ends the turn with a sentence
-            return backend_for(model, engine=self._engine, remote_engine=self._remote_engine, options=options)
+            return backend_for(model, engine=self._engine, remote_engine=self._remote_engine, options=options, n_ctx=params.n_ctx)
 
         try:
             turn.start(backend)

@@ -11,23 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from app.atomic_file import write_text_whole
 from app.engine import protocol
 from app.engine.request import Sampling
 from app.set_aside import aside_name, utc_stamp
-
-
-class SamplerArguments(TypedDict):
-    """The sampler's keyword arguments of EngineClient.generate."""
-
-    temperature: float
-    top_p: float
-    top_k: int
-    min_p: float
-    repeat_penalty: float
-    seed: int | None
 
 
 @dataclass(frozen=True)
@@ -62,17 +51,6 @@ class SamplingParams:
             presence_penalty=self.presence_penalty,
             frequency_penalty=self.frequency_penalty,
             logit_bias=self.logit_bias,
-        )
-
-    def sampler_arguments(self) -> SamplerArguments:
-        """These settings as EngineClient.generate's sampler arguments (max_tokens is the caller's)."""
-        return SamplerArguments(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            min_p=self.min_p,
-            repeat_penalty=self.repeat_penalty,
-            seed=self.seed,
         )
 
     @classmethod

@@ -6,7 +6,6 @@ It is a question about a request, not a reply: not entered in the record or the 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import anyio
 from starlette.requests import Request
@@ -14,14 +13,14 @@ from starlette.responses import JSONResponse, Response
 
 from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent, Generation
+from app.engine.request import ReplyRequest
 from app.serve.anthropic_api import error_response
 from app.serve.errors import ApiError
 from app.serve.http import MAX_BODY_BYTES, json_body
 from app.serve.messages_request import read_messages_request
-from app.serve.request_turn import tool_arguments
+from app.serve.request_turn import api_request
 from app.serve.service import Service, failure_error
 from app.statuses import MessageStatus
-from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
 from models.library import InstalledModel
 
@@ -39,28 +38,35 @@ class TokenCounter:
             req = read_messages_request(body)
             if self.service.stopping:
                 raise ApiError(503, "the server is stopping", "server_error")
-            count = await self._count(await self.service.model(req.model), req.messages, client, req.tools)
+            # The person's sampling, one token written; the tools are rendered into the prompt as for
+            # a reply (with tool_choice "none" they are not).
+            params = replace(self.service.core.settings.sampling, max_tokens=1)
+            asked = api_request(req.messages, params, tools=req.tools)
+            count = await self._count(await self.service.model(req.model), asked, client, n_ctx=params.n_ctx)
         except ApiError as exc:
             return error_response(exc)
         return JSONResponse({"input_tokens": count})
 
-    async def _count(self, model: InstalledModel, messages: list[dict[str, Any]], client: str, tools: ToolSet | None = None) -> int:
+    async def _count(self, model: InstalledModel, asked: ReplyRequest, client: str, *, n_ctx: int | None) -> int:
+        """The prompt tokens of `asked` on `model`; `n_ctx`: the context a load here asks for."""
         pool = self.service.pool
         options = await self.service.load_options(model)  # read before the pool may spawn an engine with them
         lease = await pool.lease(model, client)
         generation: Generation | None = None
         try:
             window = lease.engine is pool.window_engine
-            params = replace(self.service.core.settings.sampling, max_tokens=1)
-
             backend = backend_for(
-                model, engine=lease.client, options=options, loaded_as_is=window, load=None if window else lambda: pool.load(lease.engine)
+                model,
+                engine=lease.client,
+                options=options,
+                loaded_as_is=window,
+                load=None if window else lambda: pool.load(lease.engine),
+                n_ctx=n_ctx,
             )
 
             def start() -> Generation:
                 try:
-                    # The tools are rendered into the prompt as for a reply (with tool_choice "none" they are not).
-                    return backend.start(messages, params, conversation_id=None, keep_all_turns=True, **tool_arguments(tools))
+                    return backend.start(asked)
                 except EngineError as exc:
                     raise ApiError(500, str(exc), "server_error") from None
 

@@ -1,12 +1,12 @@
-"""What an API request's reply runs through app/turn's `Turn` with: `RequestBackend`, the pool's
-engine behind the one Backend interface with the request's own settings bound, and `RequestWriter`,
-the TurnWriter that hands the reply to the request's RequestStore (app/serve/request_store.py),
-whose StoreThread does every write. Nothing here touches SQLite, so the Turn is polled on the
-server's event loop."""
+"""What an API request's reply runs through app/turn's `Turn` with: `api_request`, the reply's
+request as the client asked it; `RequestBackend`, the pool's engine behind the one Backend
+interface; and `RequestWriter`, the TurnWriter that hands the reply to the request's RequestStore
+(app/serve/request_store.py), whose StoreThread does every write. Nothing here touches SQLite,
+so the Turn is polled on the server's event loop."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,6 +14,7 @@ import anyio
 
 from app.engine.generation import Generation
 from app.engine.loaded import LoadedModel
+from app.engine.request import ReplyRequest, ToolOffer
 from app.serve.format_check import format_problem, format_schema
 from app.serve.request_store import Opened, RequestStore
 from app.settings import SamplingParams
@@ -33,41 +34,48 @@ def unsaved_sentence(why: str) -> str:
     )
 
 
-def tool_arguments(tools: ToolSet | None) -> dict[str, Any]:
-    """Backend.start's arguments for a request's tools (app/tools/spec.py): none when it has none
-    or its tool_choice is "none" (the model is not told of them)."""
+def tool_offer(tools: ToolSet | None) -> ToolOffer | None:
+    """A request's tools (app/tools/spec.py) as its reply's request offers them: None when it has
+    none or its tool_choice is "none" (the model is not told of them)."""
     if tools is None or not tools.active:
-        return {}
-    return {
-        "tools": [t.openai() for t in tools.tools],
-        "tool_choice": tools.choice.mode,
-        "tool_name": tools.choice.name,
-        "parallel_tool_calls": tools.choice.parallel,
-    }
+        return None
+    return ToolOffer(
+        tuple(t.openai() for t in tools.tools), choice=tools.choice.mode, name=tools.choice.name, parallel=tools.choice.parallel
+    )
+
+
+def api_request(
+    messages: Sequence[Mapping[str, Any]],
+    params: SamplingParams,
+    *,
+    stop: Sequence[str] = (),
+    grammar: str | None = None,
+    raw_prompt: str | None = None,
+    tools: ToolSet | None = None,
+    reasoning: str = "",
+) -> ReplyRequest:
+    """The reply's request for an API request: what the client asked (its sampling, stop strings,
+    grammar, a raw prompt for a text completion, its tools, whose calls the client runs, and its
+    reasoning switch, app/reasoning/switch.py ASKS), with every turn kept: an API client sends the
+    conversation it wants answered, and nothing is dropped to fit."""
+    return ReplyRequest.chat(
+        messages,
+        sampling=params.sampling(),
+        stop=stop,
+        grammar=grammar,
+        raw_prompt=raw_prompt,
+        tools=tool_offer(tools),
+        keep_all_turns=True,
+        reasoning=reasoning,
+    )
 
 
 class RequestBackend:
-    """`backend` (the LocalBackend of the engine the pool lent) with what the request asks of its
-    reply that a Turn does not pass: its stop strings, its grammar, a raw prompt (a text
-    completion), its tools (the client runs their calls), its reasoning switch (app/reasoning/switch.py
-    ASKS), and every turn kept (an API client
-    sends the conversation it wants answered: nothing is dropped to fit). Keeps the Generation
-    it started, for the event loop to wait on without a thread (Generation.wake_when_ready)."""
+    """`backend` (the LocalBackend of the engine the pool lent), keeping the Generation it
+    started, for the event loop to wait on without a thread (Generation.wake_when_ready)."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        *,
-        stop: Sequence[str] = (),
-        grammar: str | None = None,
-        raw_prompt: str | None = None,
-        tools: ToolSet | None = None,
-        reasoning: str = "",
-    ) -> None:
+    def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self._reasoning = reasoning
-        self._stop, self._grammar, self._raw_prompt = tuple(stop), grammar, raw_prompt
-        self._tools = tool_arguments(tools)
         self.generation: Generation | None = None  # set by start (on the start thread), read after it returned
 
     @property
@@ -84,41 +92,12 @@ class RequestBackend:
 
     def start(
         self,
-        messages: list[dict],
-        params: SamplingParams,
+        request: ReplyRequest,
         *,
-        conversation_id: str | None,
-        stop: Sequence[str] = (),
         on_loaded: Callable[[LoadedModel], None] | None = None,
         on_recheck: Callable[[FileRecheck], None] | None = None,
-        grammar: str | None = None,
-        keep_all_turns: bool = False,
-        raw_prompt: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str = "auto",
-        tool_name: str | None = None,
-        parallel_tool_calls: bool = True,
-        reasoning: str = "",
     ) -> Generation:
-        asked = self._tools or {
-            "tools": tools,
-            "tool_choice": tool_choice,
-            "tool_name": tool_name,
-            "parallel_tool_calls": parallel_tool_calls,
-        }
-        self.generation = self._backend.start(
-            messages,
-            params,
-            conversation_id=conversation_id,
-            stop=self._stop or stop,
-            on_loaded=on_loaded,
-            on_recheck=on_recheck,
-            grammar=self._grammar or grammar,
-            keep_all_turns=True,
-            raw_prompt=self._raw_prompt if self._raw_prompt is not None else raw_prompt,
-            reasoning=self._reasoning or reasoning,
-            **asked,
-        )
+        self.generation = self._backend.start(request, on_loaded=on_loaded, on_recheck=on_recheck)
         return self.generation
 
 

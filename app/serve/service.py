@@ -28,7 +28,7 @@ from app.serve.live_request import LiveRequest
 from app.serve.peer_owner import is_this_account
 from app.serve.pool import ModelPool
 from app.serve.request_store import Opened, RequestStore, StoreThread
-from app.serve.request_turn import RequestBackend, RequestWriter
+from app.serve.request_turn import RequestBackend, RequestWriter, api_request
 from app.serve.running import Running
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
@@ -262,7 +262,16 @@ class Service:
         self._set_live(live_id, waiting)
         opened = await self._open(request, job, conversation=True)
         writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix, reply_format=job.reply_format)
-        turn = Turn(writer, job.messages, params=job.params, conversation_id=None)
+        asked = api_request(
+            job.messages,
+            job.params,
+            stop=job.stop,
+            grammar=job.grammar,
+            raw_prompt=job.raw_prompt,
+            tools=job.tools,
+            reasoning=job.reasoning,
+        )
+        turn = Turn(writer, asked)
         self._set_live(live_id, waiting, turn)
         lease: Lease | None = None
         backend: RequestBackend | None = None
@@ -352,7 +361,7 @@ class Service:
 
     def _backend(self, lease: Lease, job: Job, options: LoadOptions) -> RequestBackend:
         """The reply's Backend: the model on the lent engine (the window's own as it has it
-        loaded; another with the pool's settings), with the job's tools and its settings."""
+        loaded; another with the pool's settings)."""
         window = lease.engine is self.pool.window_engine
         backend = backend_for(
             job.model,
@@ -360,10 +369,9 @@ class Service:
             options=options,
             loaded_as_is=window,
             load=None if window else lambda: self.pool.load(lease.engine),
+            n_ctx=job.params.n_ctx,
         )
-        return RequestBackend(
-            backend, stop=job.stop, grammar=job.grammar, raw_prompt=job.raw_prompt, tools=job.tools, reasoning=job.reasoning
-        )
+        return RequestBackend(backend)
 
     async def _close(self, opened: Opened, **end: Any) -> None:
         """Close the request in the record and the history, whatever cancels the caller meanwhile."""

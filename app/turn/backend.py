@@ -1,22 +1,23 @@
 """The one interface a turn's reply runs behind, and the one place that tells a model of this
 machine from a model on one of the person's servers.
 
-A `Backend` starts a reply and returns a `Generation` (TokenEvents, then exactly one
-FinishedEvent); `LocalBackend` (app/turn/local_backend.py) checks the file and loads it in an
-engine host, `RemoteBackend` (app/turn/remote_backend.py) streams from a connection. Code
-outside this package asks the helpers below (`on_server`, `ready_without_load`, ...) rather
-than testing the model's kind itself.
+A `Backend` starts the reply a `ReplyRequest` (app/engine/request.py) asks for, passed as its
+front end built it, and returns a `Generation` (TokenEvents, then exactly one FinishedEvent);
+`LocalBackend` (app/turn/local_backend.py) checks the file, loads it in an engine host and hands
+the request to the engine client, `RemoteBackend` (app/turn/remote_backend.py) streams it from a
+connection. Code outside this package asks the helpers below (`on_server`, `ready_without_load`,
+...) rather than testing the model's kind itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from app.engine.client import Generation, LoadedModel
+from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
 from app.remote.remote_model import RemoteModel
-from app.settings import SamplingParams
 from app.turn.local_backend import LocalBackend
 from app.turn.remote_backend import RemoteBackend, where
 from models.library import FileRecheck, InstalledModel
@@ -44,28 +45,15 @@ class Backend(Protocol):
 
     def start(
         self,
-        messages: list[dict],
-        params: SamplingParams,
+        request: ReplyRequest,
         *,
-        conversation_id: str | None,
-        stop: Sequence[str] = (),
         on_loaded: Callable[[LoadedModel], None] | None = None,
         on_recheck: Callable[[FileRecheck], None] | None = None,
-        grammar: str | None = None,
-        keep_all_turns: bool = False,
-        raw_prompt: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str = "auto",
-        tool_name: str | None = None,
-        parallel_tool_calls: bool = True,
-        reasoning: str = "",
     ) -> Generation:
-        """Start the reply (blocking while a model loads; a server's returns at once). Raises
-        EngineError, or for a server RemoteProblem, ConsentNeeded, NetworkRefused. `tools` (OpenAI's
-        shape) and `tool_choice`: what the model may call (a turn with tools, app/turn/tools.py);
-        `tool_name`: the one it must call with a named choice, `parallel_tool_calls`: whether it
-        may call several at once (an API request's tools, app/serve/request_turn.py); `reasoning`: the
-        reasoning switch (app/reasoning/switch.py ASKS), this machine's engine's only."""
+        """Start the reply `request` asks for (blocking while a model loads; a server's returns at
+        once). Raises EngineError, or for a server RemoteProblem, ConsentNeeded, NetworkRefused.
+        `on_loaded`: told of the model a load gave (this machine's); `on_recheck`: of a model file
+        found changed since it was checked."""
         ...
 
 
@@ -77,17 +65,17 @@ def backend_for(
     options: Callable[[InstalledModel], LoadOptions | None] | LoadOptions | None = None,
     load: Callable[[], LoadedModel] | None = None,
     loaded_as_is: bool = False,
-    priority: str = "normal",
+    n_ctx: int | None = None,
 ) -> Backend:
     """The backend `model` runs behind. `remote_engine`: a server's RemoteEngine, or how to get
     one (called only for a server's model; it may raise ConnectionProblem). `options`: the load
-    settings, or how to read them (called only for a model of this machine). `priority`: the
-    engine's for a model of this machine ("window" for the window's own reply, else "normal")."""
+    settings, or how to read them (called only for a model of this machine). `n_ctx`: the context
+    a load of this machine's model asks for (SamplingParams.n_ctx; None: the engine's choice)."""
     if isinstance(model, RemoteModel):
         remote = remote_engine(model) if callable(remote_engine) else remote_engine
         return RemoteBackend(model, remote)
     resolved = options(model) if callable(options) else options
-    return LocalBackend(model, engine, options=resolved, load=load, loaded_as_is=loaded_as_is, priority=priority)
+    return LocalBackend(model, engine, options=resolved, load=load, loaded_as_is=loaded_as_is, n_ctx=n_ctx)
 
 
 def on_server(model: ChatModel | None) -> bool:

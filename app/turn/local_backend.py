@@ -4,22 +4,21 @@ changed), load it in the engine host if needed (blocking), start the reply."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from app.engine.client import EngineClient, EngineError, Generation, LoadedModel
+from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
-from app.settings import SamplingParams
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, recheck_file
 
 
 class LocalBackend:
-    """`options`: the model's load settings (None: Cove chooses). `loaded_as_is`: the engine has
-    this model loaded already (another's engine, lent): keep its settings rather than load it
-    again. `load`: how to load it instead (an API pool's settings). `priority`: the engine's
-    priority for the reply (EngineClient.generate): "window" for the window's own reply, which the
-    engine serves first while API replies share it; "normal" for everything else."""
+    """`options`: the model's load settings (None: Cove chooses); drafting off there holds for
+    every reply of the model. `loaded_as_is`: the engine has this model loaded already (another's
+    engine, lent): keep its settings rather than load it again. `load`: how to load it instead
+    (an API pool's settings). `n_ctx`: the context a load here asks for (None: the engine's)."""
 
     def __init__(
         self,
@@ -29,14 +28,14 @@ class LocalBackend:
         options: LoadOptions | None = None,
         load: Callable[[], LoadedModel] | None = None,
         loaded_as_is: bool = False,
-        priority: str = "normal",
+        n_ctx: int | None = None,
     ) -> None:
         self.model = model
         self.engine = engine
         self.options = options
         self._load = load
         self._loaded_as_is = loaded_as_is
-        self.priority = priority
+        self.n_ctx = n_ctx
 
     @property
     def installed(self) -> InstalledModel:
@@ -48,21 +47,10 @@ class LocalBackend:
 
     def start(
         self,
-        messages: list[dict],
-        params: SamplingParams,
+        request: ReplyRequest,
         *,
-        conversation_id: str | None,
-        stop: Sequence[str] = (),
         on_loaded: Callable[[LoadedModel], None] | None = None,
         on_recheck: Callable[[FileRecheck], None] | None = None,
-        grammar: str | None = None,
-        keep_all_turns: bool = False,
-        raw_prompt: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str = "auto",
-        tool_name: str | None = None,
-        parallel_tool_calls: bool = True,
-        reasoning: str = "",
     ) -> Generation:
         engine, model = self.engine, self.model
         assert engine is not None, "a model of this machine needs the engine client"
@@ -79,28 +67,9 @@ class LocalBackend:
         elif self._load is not None:
             loaded = self._load()
         else:
-            loaded = engine.load(model.path, n_ctx=params.n_ctx, **options.load_arguments())
+            loaded = engine.load(model.path, n_ctx=self.n_ctx, **options.load_arguments())
         if on_loaded is not None:
             on_loaded(loaded)
-        with_tools: dict[str, Any] = (
-            {}
-            if tools is None
-            else {"tools": tools, "tool_choice": tool_choice, "tool_name": tool_name, "parallel_tool_calls": parallel_tool_calls}
-        )
-        return engine.generate(
-            messages,
-            conversation_id=conversation_id,
-            max_tokens=params.max_tokens,
-            stop=stop,
-            grammar=grammar,
-            keep_all_turns=keep_all_turns,
-            raw_prompt=raw_prompt,
-            speculative=options.speculative,
-            priority=self.priority,
-            presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty,
-            logit_bias=params.logit_bias,
-            **params.sampler_arguments(),
-            **with_tools,
-            reasoning=reasoning,
-        )
+        if options.speculative != "auto":  # the model's own setting: no drafting for any of its replies
+            request = request.but(speculative=options.speculative)
+        return engine.generate(request)

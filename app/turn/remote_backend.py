@@ -3,12 +3,12 @@ the server holds the model and its context. The stream runs on the RemoteEngine'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.engine.client import EngineError, Generation, LoadedModel
+from app.engine.request import ReplyRequest
 from app.remote.remote_model import RemoteModel
-from app.settings import SamplingParams
 from models.library import FileRecheck
 
 if TYPE_CHECKING:
@@ -42,30 +42,20 @@ class RemoteBackend:
 
     def start(
         self,
-        messages: list[dict],
-        params: SamplingParams,
+        request: ReplyRequest,
         *,
-        conversation_id: str | None,
-        stop: Sequence[str] = (),
         on_loaded: Callable[[LoadedModel], None] | None = None,
         on_recheck: Callable[[FileRecheck], None] | None = None,
-        grammar: str | None = None,
-        keep_all_turns: bool = False,
-        raw_prompt: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str = "auto",
-        tool_name: str | None = None,
-        parallel_tool_calls: bool = True,
-        reasoning: str = "",
     ) -> Generation:
         """Returns at once (a thread streams the reply into the Generation; faults end it as
         "error" or, after some text, "interrupted" with the reason). Raises ConsentNeeded when
         the host is not private and the person has not agreed to send it messages,
-        NetworkRefused when Cove is offline. Touches neither the database nor Qt.
-        `grammar`, `keep_all_turns` and `raw_prompt` are this machine's engine's; a server
-        is not sent them."""
+        NetworkRefused when Cove is offline. Touches neither the database nor Qt. What of the
+        request a server is sent is the RemoteEngine's to say; tools are refused here, they are
+        offered to models of this machine only. `on_loaded` and `on_recheck` are never called:
+        there is no file here and nothing to load."""
         if self.remote is None:
             raise EngineError(f"{self.model.name} runs on a server, and no connection to it was given")
-        if tools:
+        if request.tools is not None and request.tools.tools:
             raise EngineError(f"{self.model.name} runs on a server; tools are offered to models of this machine only")
-        return self.remote.generate(messages, model=self.model, max_tokens=params.max_tokens, stop=stop, **params.sampler_arguments())
+        return self.remote.generate(request, model=self.model)

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.engine.request import ToolOffer
 from app.mcp.approval import DENY, AlwaysRules, Approver, Decision, ToolRequest, decide, with_reason
 from app.mcp.host import McpHost, ToolInfo
 from app.mcp.results import ToolResult
@@ -130,6 +131,10 @@ class ToolLoop:
 
     def wire(self) -> list[dict[str, Any]]:
         return [t.wire() for t in self.tools]
+
+    def offer(self, first: bool) -> ToolOffer:
+        """The tools as a reply's request offers them: the first reply with `first_choice`, later ones "auto"."""
+        return ToolOffer(tuple(self.wire()), choice=self.first_choice if first else "auto")
 
     def find(self, name: str) -> OfferedTool | None:
         return self._by_name.get(name)

@@ -6,6 +6,10 @@ events: `poll()` takes what has arrived without waiting (a UI frame), `next_even
 the next one (a terminal). Both write as they go: the reply's text into the writer, and at the
 end its status (app/turn/status.py), metrics and the record, in one `finish`.
 
+The reply's inputs are one ReplyRequest (app/engine/request.py) its front end built, passed to
+the backend as it is; a turn with tools adds its offer, and each later reply of a tool loop is
+that request with the conversation so far (`request.but`).
+
 Threading invariant: the writer, and the library for a recheck, are touched only by the thread
 that calls poll/next_event/cancel_before_start/fail/abandon; the start thread only builds the
 prompt, borrows the engine and starts the reply, appending to a deque.
@@ -22,10 +26,10 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from app.engine.client import EngineError, FinishedEvent, Generation
+from app.engine.request import ReplyRequest
 from app.remote.connections import ConnectionProblem
 from app.remote.errors import RemoteProblem
 from app.remote.privacy import ConsentNeeded
-from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.save_errors import ReplyNotSaved
 from app.termination import Terminated
@@ -62,28 +66,28 @@ class EngineLender(Protocol):
 
 
 class Turn:
-    """`messages`: the prompt, or a callable that builds it on the start thread (the window
-    reads the conversation there through its own read-only connection). `gate`: the engine
+    """`request`: the reply's request as its front end built it. `messages`: how to build its
+    messages on the start thread, each time it starts (the window reads the conversation there
+    through its own read-only connection); None: the request has them. `gate`: the engine
     lender, for a model of this machine. `library`: where a changed model file is recorded.
     `tools`: the tool loop, or a callable that builds it on the start thread (the window lists
-    its servers' tools there); None, or a callable returning None: no tools."""
+    its servers' tools there); None, or a callable returning None: no tools. A front end may set
+    `request` again before a `launch` (the window reads the person's settings at each one)."""
 
     def __init__(
         self,
         writer: TurnWriter,
-        messages: list[dict] | Callable[[], list[dict]],
+        request: ReplyRequest,
         *,
-        params: SamplingParams,
-        conversation_id: str | None,
+        messages: Callable[[], list[dict[str, Any]]] | None = None,
         gate: EngineLender | None = None,
         library: ModelLibrary | None = None,
         tools: ToolLoop | Callable[[], ToolLoop | None] | None = None,
     ) -> None:
         self.writer = writer
-        self.params = params
-        self.conversation_id = conversation_id
+        self.request = request
         self.backend: Backend | None = None
-        self.sent: list[dict] | None = None  # the prompt as sent, once built
+        self.sent: list[dict[str, Any]] | None = None  # the prompt as sent (for the record), once built
         self.t0 = time.perf_counter()  # the turn's clock: its turn_ms counts from here
         self.stop_cause: StopCause | None = None
         self.ended: EndEvent | None = None
@@ -136,11 +140,16 @@ class Turn:
             self._early.append(_Failed(f"the conversation could not be prepared for the model ({exc})"))
 
     def _start(self, backend: Backend | Callable[[], Backend]) -> None:
-        messages = self._messages() if callable(self._messages) else self._messages
+        if self._messages is not None:
+            messages = self._messages()
+            self.request = self.request.but(messages=messages)
+        else:
+            messages = self.request.message_dicts()
         self.sent = messages
         build, self._build_tools = self._build_tools, None
         if build is not None:  # before any event: the driver's thread reads `tools` only after one
             self.tools = build()
+        request = self.request if self.tools is None else self.request.but(tools=self.tools.offer(first=True))
         try:
             if callable(backend):
                 backend = backend()
@@ -152,12 +161,7 @@ class Turn:
                     self._early.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
                     return
             generation = backend.start(
-                messages,
-                self.params,
-                conversation_id=self.conversation_id,
-                on_loaded=lambda loaded: self._early.append(LoadedEvent(loaded)),
-                on_recheck=self._on_recheck,
-                **self._tool_arguments(),
+                request, on_loaded=lambda loaded: self._early.append(LoadedEvent(loaded)), on_recheck=self._on_recheck
             )
         except ConsentNeeded as exc:  # nothing was sent
             model = self.backend.model if self.backend is not None else None
@@ -275,11 +279,6 @@ class Turn:
 
     # ---- the tool loop (the driver's thread) ------------------------------------------------
 
-    def _tool_arguments(self) -> dict[str, Any]:
-        if self.tools is None:
-            return {}
-        return {"tools": self.tools.wire(), "tool_choice": self.tools.first_choice if self.steps == 0 else "auto"}
-
     def _gated(self, event: TextEvent) -> TextEvent:
         if self._gate is None:
             self._gate = ContentGate(self._family(None), self._tool_names())
@@ -374,7 +373,8 @@ class Turn:
                 if event.status == MessageStatus.CANCELLED
                 else f"the reply's end ({event.status})"
             )
-            limit = f" ({self.params.max_tokens} tokens)" if event.status == MessageStatus.LENGTH and self.params.max_tokens else ""
+            max_tokens = self.request.sampling.max_tokens
+            limit = f" ({max_tokens} tokens)" if event.status == MessageStatus.LENGTH and max_tokens else ""
             metrics = {**metrics, "tool_note": f"the model's tool call was cut off by {why}{limit} and did not run"}
             self._note_raw(event.text, [])
         rest = ""
@@ -436,12 +436,14 @@ class Turn:
         writer.next_reply()
         if self._cancel.is_set():
             return [self._write(end_status(MessageStatus.CANCELLED, self.stop_cause), {}, None, "", before_reply=False)]
-        assert self.backend is not None
-        more = self._tool_arguments()
+        assert self.backend is not None and self.tools is not None
         if self._answering:  # the answer, from the calls that worked, without tools (app/turn/answer_step.py)
-            self.sent, more = answer_messages(self.sent, self._failed), {"grammar": NO_CALL_FIRST}
+            self.sent = answer_messages(self.sent, self._failed)
+            request = self.request.but(messages=self.sent, grammar=NO_CALL_FIRST, tools=None)
+        else:
+            request = self.request.but(messages=self.sent, tools=self.tools.offer(first=False))
         try:
-            self._generation = self.backend.start(self.sent, self.params, conversation_id=self.conversation_id, **more)
+            self._generation = self.backend.start(request)
         except EXPECTED as exc:
             return [self._write(MessageStatus.ERROR, {}, str(exc), None, before_reply=False)]
         self._first_text = False

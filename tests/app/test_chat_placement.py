@@ -7,26 +7,49 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
-from app.chat import start_generation
+from app.chat_service import ChatService
+from app.engine.generation import Generation
+from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions, load_options
 from app.settings import ModelPlacement, SamplingParams
+from app.statuses import MessageStatus
+from app.turn.backend import backend_for
 
 
 class RecordingEngine:
-    """Stands in for EngineClient at the boundary: records load()'s and generate()'s arguments."""
+    """Stands in for EngineClient at the boundary: records load()'s arguments and generate()'s
+    requests; each reply ends at once, empty."""
 
     def __init__(self) -> None:
         self.loads: list[dict] = []
-        self.generates: list[dict] = []
+        self.generates: list[ReplyRequest] = []
 
     def load(self, path: str, **settings: object) -> object:
         self.loads.append({"path": path, **settings})
         return object()
 
-    def generate(self, messages: list, **kw: object) -> str:
-        self.generates.append(kw)
-        return "generation"
+    def generate(self, request: ReplyRequest) -> Generation:
+        self.generates.append(request)
+        generation = Generation(f"g{len(self.generates)}", lambda g: None)
+        generation.end("", MessageStatus.COMPLETE, {}, None)
+        return generation
+
+
+def _turn(core: Any, engine: RecordingEngine, params: SamplingParams, options: LoadOptions | None = None) -> None:
+    """A turn of `cove chat` with the person's sampling settings and the model's load settings."""
+    model = core.library.list()[0]
+    conversation = core.history.create_conversation()
+    service = ChatService(core.history, engine, library=core.library)  # type: ignore[arg-type]
+    result = service.send(conversation.id, "hi", model=model, params=params, options=options)
+    assert result.status == MessageStatus.COMPLETE, result.error
+
+
+def _start(engine: RecordingEngine, model: Any, options: LoadOptions) -> None:
+    """A reply behind the model's backend, with the load settings `options`."""
+    backend = backend_for(model, engine=engine, options=options)  # type: ignore[arg-type]
+    backend.start(ReplyRequest.chat([{"role": "user", "content": "hi"}], conversation_id="c"))
 
 
 DEFAULTS = {
@@ -44,21 +67,8 @@ def test_the_models_settings_reach_the_engines_load_and_the_reply(cove_core) -> 
     model = cove_core.library.list()[0]
     engine = RecordingEngine()
     chosen = ModelPlacement(gpu_layers=12, kv_on_gpu=False, type_k="q8_0", type_v="q4_0", flash_attn=True, speculative="off")
-    start_generation(
-        engine,
-        [{"role": "user", "content": "hi"}],
-        model=model,
-        params=SamplingParams(n_ctx=512),  # type: ignore[arg-type]
-        conversation_id="c",
-        options=LoadOptions(chosen),
-    )
-    start_generation(
-        engine,
-        [{"role": "user", "content": "hi"}],
-        model=model,
-        params=SamplingParams(),  # type: ignore[arg-type]
-        conversation_id="c",
-    )
+    _turn(cove_core, engine, SamplingParams(n_ctx=512), LoadOptions(chosen))
+    _turn(cove_core, engine, SamplingParams())
     assert engine.loads == [
         {
             "path": model.path,
@@ -73,7 +83,7 @@ def test_the_models_settings_reach_the_engines_load_and_the_reply(cove_core) -> 
         },
         {"path": model.path, "n_ctx": None, **DEFAULTS},  # never set: Cove chooses
     ]
-    assert [g["speculative"] for g in engine.generates] == ["off", "auto"]
+    assert [g.speculative for g in engine.generates] == ["off", "auto"]
 
 
 def test_an_installed_draft_model_is_loaded_beside_the_model(cove_core, tmp_path: Path) -> None:
@@ -84,15 +94,8 @@ def test_an_installed_draft_model_is_loaded_beside_the_model(cove_core, tmp_path
     options = load_options(cove_core.library, model, ModelPlacement(draft_model="tiny-draft"))
     assert (options.draft_model_path, options.notice) == (draft.path, "")
     engine = RecordingEngine()
-    start_generation(
-        engine,
-        [{"role": "user", "content": "hi"}],
-        model=model,
-        params=SamplingParams(),  # type: ignore[arg-type]
-        conversation_id="c",
-        options=options,
-    )
-    assert engine.loads[0]["draft_model_path"] == draft.path and engine.generates[0]["speculative"] == "auto"
+    _start(engine, model, options)
+    assert engine.loads[0]["draft_model_path"] == draft.path and engine.generates[0].speculative == "auto"
     # Drafting off: no draft model is loaded at all.
     assert load_options(cove_core.library, model, ModelPlacement(speculative="off", draft_model="tiny-draft")) == LoadOptions(
         ModelPlacement(speculative="off", draft_model="tiny-draft")
@@ -116,12 +119,5 @@ def test_a_draft_model_that_is_gone_is_left_out_with_a_sentence(cove_core, tmp_p
     itself = load_options(cove_core.library, model, ModelPlacement(draft_model=model.name))
     assert itself.draft_model_path is None and itself.notice == ""  # a model never drafts for itself
     engine = RecordingEngine()
-    start_generation(
-        engine,
-        [{"role": "user", "content": "hi"}],
-        model=model,
-        params=SamplingParams(),  # type: ignore[arg-type]
-        conversation_id="c",
-        options=gone,
-    )
+    _start(engine, model, gone)
     assert engine.loads[0]["draft_model_path"] is None and engine.generates  # the turn went on

@@ -12,11 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.chat import TurnRecord, start_generation
+from app.chat import TurnRecord
 from app.chat_service import ChatService
+from app.engine.request import ReplyRequest
 from app.remote.remote_model import RemoteModel, remote_models
 from app.settings import SamplingParams
 from app.store.request_log import RequestLog
+from app.turn.backend import backend_for
 from tests.support.fault_proxy import FaultProxy
 from tests.support.keyrings import InMemoryKeyring, use_keyring
 from tests.support.llama_cpp_server import RemoteServer, running_server
@@ -86,7 +88,7 @@ def test_a_remote_turn_is_kept_and_recorded_like_a_local_one(cove_core, server, 
 
 
 def test_a_window_turn_starts_without_a_file_check_or_a_load(cove_core, server, keyring_in_memory) -> None:
-    """The window's path: TurnRecord on the database's thread, start_generation on another."""
+    """The window's path: TurnRecord on the database's thread, the model's backend started on another."""
     model = _connect(cove_core, server)
     conversation = cove_core.history.create_conversation()
     turn = TurnRecord.begin(cove_core.history, conversation.id, "hello", model=model, params=GREEDY, checkpoint_interval_s=0.0)
@@ -96,9 +98,8 @@ def test_a_window_turn_starts_without_a_file_check_or_a_load(cove_core, server, 
     out: dict[str, object] = {}
 
     def start() -> None:  # as ui/chat/turn_worker.py runs it: no engine client at all
-        out["generation"] = start_generation(
-            None, [{"role": "user", "content": "hello"}], model=model, params=GREEDY, conversation_id=conversation.id, remote=remote
-        )
+        asked = ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=GREEDY.sampling(), conversation_id=conversation.id)
+        out["generation"] = backend_for(model, engine=None, remote_engine=remote).start(asked)
 
     worker = threading.Thread(target=start)
     worker.start()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.client import FinishedEvent
+from app.engine.request import ReplyRequest
 from app.statuses import MessageStatus
 from tests.support.paths import REPO_ROOT
 from tests.support.tiny_model import tiny_vocab
@@ -35,20 +36,21 @@ class ScriptedBackend:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def start(self, messages: list[dict], params: Any, **kwargs: Any) -> Any:
+    def start(self, request: ReplyRequest, **kwargs: Any) -> Any:
         reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
         self.pieces_file.write_text(json.dumps(reply))
-        self.sent.append(messages)
-        self.tools_given.append((kwargs.get("tools"), kwargs.get("tool_choice")))
-        self.grammars.append(kwargs.get("grammar"))
-        return self.inner.start(messages, params, **kwargs)
+        self.sent.append(request.message_dicts())
+        offer = request.tools
+        self.tools_given.append((list(offer.tools), offer.choice) if offer is not None else (None, None))
+        self.grammars.append(request.grammar)
+        return self.inner.start(request, **kwargs)
 
 
 class LengthBackend(ScriptedBackend):
     """Each reply ends as an engine ends one at its token limit ('length')."""
 
-    def start(self, messages: list[dict], params: Any, **kwargs: Any) -> Any:
-        return _AtLimit(super().start(messages, params, **kwargs))
+    def start(self, request: ReplyRequest, **kwargs: Any) -> Any:
+        return _AtLimit(super().start(request, **kwargs))
 
 
 class _AtLimit:
@@ -86,7 +88,8 @@ def run_turn(
     params = SamplingParams(max_tokens=400)
     record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
     messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
-    turn = Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=loop)
+    asked = ReplyRequest.chat(messages, sampling=params.sampling(), conversation_id=conversation.id)
+    turn = Turn(record, asked, library=core.library, tools=loop)
     backend = ScriptedBackend(backend_for(model, engine=engine), pieces, replies)
     turn.start(backend)
     events = []

@@ -30,6 +30,7 @@ from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core
 from app.docs.turn_sources import TurnDocuments
 from app.engine.client import EngineClient, FinishedEvent
+from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
 from app.remote.remote_model import RemoteModel
@@ -151,7 +152,7 @@ class TurnRunner(QObject):
             self.error_reported.emit(f"The conversation's tools could not be prepared ({exc}); this reply has none.")
             tools = None
         self.turn = Turn(
-            record, prompt_messages, params=self._params(), conversation_id=conversation_id, library=self.core.library, tools=tools
+            record, self._request(conversation_id, self._params()), messages=prompt_messages, library=self.core.library, tools=tools
         )
         self.backend = None
         self._first_shown = False
@@ -161,22 +162,29 @@ class TurnRunner(QObject):
         """Start the turn's thread (again, after the person agreed to send to a server)."""
         turn = self.turn
         assert turn is not None
-        # The window's own reply goes first on an engine it shares with API clients, unless the
-        # person chose to treat all replies alike (the Server panel; app/settings.py window_first).
-        priority = "window" if self.core.settings.window_first else "normal"
+        params = self._params()
         try:  # a server's connection and key, or a model's load settings, are read here, on the history's thread
-            backend = backend_for(model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options, priority=priority)
+            backend = backend_for(
+                model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options, n_ctx=params.n_ctx
+            )
         except ConnectionProblem as exc:
             self._ended(turn.fail(str(exc)))
             return
         self.backend = backend
         if backend.installed is not None:
             self.launching.emit(backend.installed)
-        turn.params, turn.conversation_id = self._params(), conversation_id
+        turn.request = self._request(conversation_id, params)
         turn.gate = self._gate() if backend.installed is not None else None
         turn.launch(backend)
         self._pacer.reset()
         self._drain.start(FRAME_MS)
+
+    def _request(self, conversation_id: str, params: SamplingParams) -> ReplyRequest:
+        """The window's reply's request (its messages are read on the turn's thread). The window's
+        own reply goes first on an engine it shares with API clients, unless the person chose to
+        treat all replies alike (the Server panel; app/settings.py window_first)."""
+        priority = "window" if self.core.settings.window_first else "normal"
+        return ReplyRequest(sampling=params.sampling(), conversation_id=conversation_id, priority=priority)
 
     def cancel(self) -> None:
         if self.turn is not None:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.engine.request import ReplyRequest
 from app.serve.runner import ServerThread
 from app.store.request_log import RequestLog
 from app.turn import turn as turn_module
@@ -34,12 +35,11 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {"starts": [], "ends": [], "tools": []}
     real_start = LocalBackend.start
 
-    def start(self: LocalBackend, messages: list[dict], params: Any, **kwargs: Any) -> Any:
-        out["starts"].append((self.model.name, kwargs.get("keep_all_turns"), kwargs.get("raw_prompt")))
-        out["tools"].append(
-            (kwargs.get("tool_choice"), kwargs.get("tool_name"), [t["function"]["name"] for t in kwargs.get("tools") or []])
-        )
-        return real_start(self, messages, params, **kwargs)
+    def start(self: LocalBackend, request: ReplyRequest, **kwargs: Any) -> Any:
+        out["starts"].append((self.model.name, request.keep_all_turns, request.raw_prompt))
+        offer = request.tools
+        out["tools"].append(None if offer is None else (offer.choice, offer.name, [t["function"]["name"] for t in offer.tools]))
+        return real_start(self, request, **kwargs)
 
     def mapped(reported: str, cause: StopCause | None) -> str:
         out["ends"].append((reported, cause))
@@ -90,7 +90,7 @@ def test_a_reply_is_started_by_the_backend_and_ended_by_the_turn(cove_core, seen
     # All went through the backend, with what the request asked of the engine (every turn kept, a raw
     # prompt, its tools).
     assert seen["starts"] == [("tiny-llama", True, None), ("tiny-llama", True, "Once"), ("tiny-llama", True, None)]
-    assert seen["tools"] == [("auto", None, []), ("auto", None, []), ("required", "get_time", ["get_time"])]
+    assert seen["tools"] == [None, None, ("required", "get_time", ["get_time"])]
     assert seen["ends"] == [("length", None)] * 3
     entries = requests_of(RequestLog(cove_core.db).entries())
     assert [(e["endpoint"], e["status"]) for e in entries] == [

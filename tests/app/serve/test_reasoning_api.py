@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from app.engine.generation import Generation, StartedInfo
+from app.engine.request import ReplyRequest
 from app.reasoning.style import MODE_HARMONY, MODE_THINK, MODE_THINK_OPEN
 from app.serve.runner import ServerThread
 from app.statuses import MessageStatus
@@ -37,8 +38,8 @@ class Script:
 def script(monkeypatch: pytest.MonkeyPatch) -> Script:
     out = Script()
 
-    def start(self: LocalBackend, messages: list[dict], params: Any, **kwargs: Any) -> Generation:
-        out.asked.append(kwargs.get("reasoning", ""))
+    def start(self: LocalBackend, request: ReplyRequest, **kwargs: Any) -> Generation:
+        out.asked.append(request.reasoning)
         gen = Generation("scripted", lambda g: None)
         gen.set_started(StartedInfo(12, 0, 0, 1.0, "gguf", "", out.mode))
         pieces = split_text(out.text, 3)

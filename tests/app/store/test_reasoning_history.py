@@ -9,6 +9,7 @@ import sqlite_utils
 
 from app.chat import TurnRecord, build_prompt_messages
 from app.engine.generation import Generation, StartedInfo
+from app.engine.request import ReplyRequest
 from app.reasoning.style import MODE_THINK
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
@@ -45,7 +46,7 @@ class _Scripted:
     def __init__(self, model) -> None:
         self.model = model
 
-    def start(self, messages, params, **kwargs) -> Generation:
+    def start(self, request, **kwargs) -> Generation:
         gen = Generation("scripted", lambda g: None)
         gen.set_started(StartedInfo(9, 0, 0, 1.0, "gguf", "", MODE_THINK))
         for i in range(0, len(QWEN3), 4):
@@ -59,9 +60,12 @@ def test_a_turn_keeps_the_reasoning_apart_in_the_row_the_record_and_the_next_pro
     conversation = history.create_conversation()
     model = cove_core.library.list()[0]
     record = TurnRecord.begin(history, conversation.id, "What is the capital of France?", model=model, params=SamplingParams())
-    turn = Turn(
-        record, [{"role": "user", "content": "What is the capital of France?"}], params=SamplingParams(), conversation_id=conversation.id
+    asked = ReplyRequest.chat(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        sampling=SamplingParams().sampling(),
+        conversation_id=conversation.id,
     )
+    turn = Turn(record, asked)
     turn.start(_Scripted(model))
     events = []
     while (event := turn.next_event()) is not None:

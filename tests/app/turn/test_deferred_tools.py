@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from app.chat import TurnRecord, build_prompt_messages
+from app.engine.request import ReplyRequest
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY
 from app.mcp.host import McpHost
 from app.mcp.results import ToolLimits
@@ -66,9 +67,8 @@ def _turn(
     params = SamplingParams(max_tokens=max_tokens)
     record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
     messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
-    turn = Turn(
-        record, messages, params=params, conversation_id=conversation.id, library=core.library, tools=lambda: loop
-    )  # built on the start thread, as the window does
+    asked = ReplyRequest.chat(messages, sampling=params.sampling(), conversation_id=conversation.id)
+    turn = Turn(record, asked, library=core.library, tools=lambda: loop)  # built on the start thread, as the window does
     turn.launch(backend_type(backend_for(model, engine=engine), pieces, replies))
     return record, turn
 

@@ -4,6 +4,7 @@ failure before any reply, and a writer that is not the history (as the API's wil
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 
 from app.chat import TurnRecord, build_prompt_messages
 from app.engine.client import EngineError
+from app.engine.generation import Generation
+from app.engine.request import ReplyRequest
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.history import Message
@@ -31,7 +34,8 @@ def _begin(core: Any, text: str = "hello there") -> tuple[TurnRecord, Turn]:
     params = SamplingParams(max_tokens=400)
     record = TurnRecord.begin(core.history, conversation.id, text, model=model, params=params)
     messages = build_prompt_messages(core.history, conversation.id, None, upto=record.user.id)
-    return record, Turn(record, messages, params=params, conversation_id=conversation.id, library=core.library)
+    asked = ReplyRequest.chat(messages, sampling=params.sampling(), conversation_id=conversation.id)
+    return record, Turn(record, asked, library=core.library)
 
 
 def _drain(turn: Turn) -> list[Any]:
@@ -151,7 +155,7 @@ def test_a_turn_writes_through_any_writer(cove_core, fake_engine, monkeypatch):
     record = TurnRecord.begin(cove_core.history, conversation.id, "hi", model=model, params=SamplingParams())
     writer = ListWriter(record.assistant)
     messages = [{"role": "user", "content": "hi"}]
-    turn = Turn(writer, messages, params=SamplingParams(max_tokens=50), conversation_id=None)
+    turn = Turn(writer, ReplyRequest.chat(messages, sampling=SamplingParams(max_tokens=50).sampling()))
     turn.start(backend_for(model, engine=fake_engine))
     events = _drain(turn)
     assert any(isinstance(e, LoadedEvent) for e in events)
@@ -187,4 +191,46 @@ def test_the_model_kind_is_asked_of_the_backend_module(cove_core, fake_engine):
         "fingerprint": None,
     }
     with pytest.raises(EngineError):
-        server.start([], SamplingParams(), conversation_id=None)
+        server.start(ReplyRequest())
+
+
+class _Recording:
+    """A Backend that records the request each reply was started with, and the thread that started
+    it; each reply ends at once."""
+
+    installed = None
+    ran_on = None
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.started: list[tuple[ReplyRequest, str]] = []
+
+    def start(self, request: ReplyRequest, **_kwargs: Any) -> Generation:
+        self.started.append((request, threading.current_thread().name))
+        generation = Generation("recorded", lambda g: None)
+        generation.end("done", MessageStatus.COMPLETE, {}, None)
+        return generation
+
+
+def test_the_request_reaches_the_backend_as_built_with_its_messages_read_on_the_turns_thread(cove_core):
+    model = cove_core.library.get("tiny-llama")
+    conversation = cove_core.history.create_conversation(model=model.name)
+    record = TurnRecord.begin(cove_core.history, conversation.id, "hi", model=model, params=SamplingParams())
+    writer = ListWriter(record.assistant)
+    read_on: list[str] = []
+
+    def messages() -> list[dict]:
+        read_on.append(threading.current_thread().name)
+        return [{"role": "user", "content": "hi"}]
+
+    asked = ReplyRequest(sampling=SamplingParams(max_tokens=7).sampling(), conversation_id=conversation.id, priority="window")
+    turn = Turn(writer, asked, messages=messages)
+    assert read_on == []  # nothing is read on the thread that builds the turn
+    backend = _Recording(model)
+    turn.launch(backend)  # type: ignore[arg-type]
+    events = _poll_until(turn, lambda seen: any(isinstance(e, EndEvent) for e in seen))
+    assert events[-1].status == MessageStatus.COMPLETE
+    ((request, thread),) = backend.started
+    assert read_on == [thread] == ["cove-turn"]
+    assert request == asked.but(messages=[{"role": "user", "content": "hi"}])  # the rest as the front end built it
+    assert writer.sent == [{"role": "user", "content": "hi"}]

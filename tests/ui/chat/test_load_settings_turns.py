@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.engine.request import ReplyRequest
 from app.settings import ModelPlacement
 from ui.chat.controller import ChatController
 
@@ -16,18 +17,18 @@ GONE = "The draft model old-draft is no longer installed, so tiny-llama loads wi
 
 @pytest.fixture
 def recorded(qtbot, cove_core, fake_engine, monkeypatch):
-    """A controller over the fake host whose engine records every load()'s and generate()'s arguments."""
+    """A controller over the fake host whose engine records every load()'s arguments and generate()'s request."""
     loads: list[dict[str, Any]] = []
-    generates: list[dict[str, Any]] = []
+    generates: list[ReplyRequest] = []
     load, generate = fake_engine.load, fake_engine.generate
 
     def recording_load(path, **kw):
         loads.append(kw)
         return load(path, **kw)
 
-    def recording_generate(messages, **kw):
-        generates.append(kw)
-        return generate(messages, **kw)
+    def recording_generate(request):
+        generates.append(request)
+        return generate(request)
 
     monkeypatch.setattr(fake_engine, "load", recording_load)
     monkeypatch.setattr(fake_engine, "generate", recording_generate)
@@ -59,7 +60,7 @@ def test_the_preload_and_each_turn_load_with_the_models_settings(qtbot, recorded
     }
     with qtbot.waitSignal(controller.reply_finished, timeout=15000):
         assert controller.send("hello")
-    assert loads[-1]["type_k"] == "q4_0" and generates[-1]["speculative"] == "off"
+    assert loads[-1]["type_k"] == "q4_0" and generates[-1].speculative == "off"
 
 
 def test_a_draft_model_that_is_gone_is_said_once_and_the_turns_go_on(qtbot, recorded) -> None:
@@ -70,4 +71,4 @@ def test_a_draft_model_that_is_gone_is_said_once_and_the_turns_go_on(qtbot, reco
         assert done.args[0].status == "complete"
     assert notices.count(GONE) == 1
     assert all(kw["draft_model_path"] is None and kw["type_k"] == "q8_0" for kw in loads)
-    assert [kw["speculative"] for kw in generates] == ["auto", "auto"]
+    assert [request.speculative for request in generates] == ["auto", "auto"]

@@ -17,6 +17,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
+from app.engine.request import ReplyRequest
 from app.reasoning.style import MODE_THINK
 from app.statuses import MessageStatus
 from tests.support.remote_window import make_window, send
@@ -44,8 +45,8 @@ class _Thinking:
 
 
 class ThinkingBackend(ScriptedBackend):
-    def start(self, messages: list[dict], params: Any, **kwargs: Any) -> Any:
-        return _Thinking(super().start(messages, params, **kwargs))
+    def start(self, request: ReplyRequest, **kwargs: Any) -> Any:
+        return _Thinking(super().start(request, **kwargs))
 
 
 @pytest.fixture

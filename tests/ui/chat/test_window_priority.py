@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.engine.request import ReplyRequest
 from app.settings import save_settings
 from app.turn.backend import backend_for
 from app.turn.local_backend import LocalBackend
@@ -17,13 +18,13 @@ from ui.chat.controller import ChatController
 
 @pytest.fixture
 def recorded(qtbot, cove_core, fake_engine, monkeypatch):
-    """A controller over the fake host whose engine records every generate()'s arguments."""
-    generates: list[dict[str, Any]] = []
+    """A controller over the fake host whose engine records every generate()'s request."""
+    generates: list[ReplyRequest] = []
     generate = fake_engine.generate
 
-    def recording_generate(messages, **kw):
-        generates.append(kw)
-        return generate(messages, **kw)
+    def recording_generate(request):
+        generates.append(request)
+        return generate(request)
 
     monkeypatch.setattr(fake_engine, "generate", recording_generate)
     monkeypatch.setenv("FAKE_HOST_WORDS", "3")
@@ -43,42 +44,45 @@ def test_the_windows_reply_goes_first_unless_all_are_alike(qtbot, recorded) -> N
     controller, generates = recorded
     core = controller.core
     _reply(qtbot, controller, "first")
-    assert generates[-1]["priority"] == "window"
+    assert generates[-1].priority == "window"
     save_settings(core.paths.settings_file, replace(core.settings, window_first=False))  # the Server panel's choice
     _reply(qtbot, controller, "second")
-    assert generates[-1]["priority"] == "normal"
+    assert generates[-1].priority == "normal"
     save_settings(core.paths.settings_file, replace(core.settings, window_first=True))
     _reply(qtbot, controller, "third")
-    assert [kw["priority"] for kw in generates] == ["window", "normal", "window"]
+    assert [request.priority for request in generates] == ["window", "normal", "window"]
 
 
 class _Engine:
-    """Records generate()'s keywords; the model counts as loaded already."""
+    """Records generate()'s request; the model counts as loaded already."""
 
     def __init__(self) -> None:
         self.loaded: Any = None
-        self.kw: dict[str, Any] = {}
+        self.request: ReplyRequest | None = None
 
     def load(self, path: str, **_kw: Any) -> Any:
         return None
 
-    def generate(self, messages: list[dict], **kw: Any) -> Any:
-        self.kw = kw
+    def generate(self, request: ReplyRequest) -> Any:
+        self.request = request
         return object()
 
 
 def test_other_turns_ask_for_normal(cove_core) -> None:
+    from app.serve.request_turn import api_request
     from app.settings import SamplingParams
 
     model = cove_core.library.list()[0]
     engine = _Engine()
+    hi = [{"role": "user", "content": "hi"}]
     backend = backend_for(model, engine=engine)  # type: ignore[arg-type]  # as the CLI and the API build it
-    assert isinstance(backend, LocalBackend) and backend.priority == "normal"
-    backend.start([{"role": "user", "content": "hi"}], SamplingParams(), conversation_id=None)
-    assert engine.kw["priority"] == "normal"
-    window = backend_for(model, engine=engine, priority="window")  # type: ignore[arg-type]
-    window.start([{"role": "user", "content": "hi"}], SamplingParams(), conversation_id=None)
-    assert engine.kw["priority"] == "window"
+    assert isinstance(backend, LocalBackend)
+    backend.start(ReplyRequest.chat(hi, sampling=SamplingParams().sampling()))  # as the CLI builds its request
+    assert engine.request is not None and engine.request.priority == "normal"
+    backend.start(api_request(hi, SamplingParams()))  # as the API builds its request
+    assert engine.request.priority == "normal"
+    backend.start(ReplyRequest.chat(hi, priority="window"))  # the backend passes the request's own
+    assert engine.request.priority == "window"
 
 
 def test_the_windows_engine_gets_slots_for_the_api_and_one_for_itself_while_the_server_runs(recorded) -> None:
