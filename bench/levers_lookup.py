@@ -33,9 +33,14 @@ PARAGRAPH = (
     "great lamp that had guided ships through the narrow channel for more than a century. Nobody in the "
     "village remembered a night when the light had failed, and the children said the keeper never slept."
 )
+# Two worked examples: with one, the starter's greedy reply depends on the processor's kernels (on an
+# AVX2-only machine it sums the paragraph up in a sentence instead of copying it).
 COPY = (
     "Original: The cat sat on the mat and looked out of the window at the rain.\n"
     "With 'cat' changed to 'dog': The dog sat on the mat and looked out of the window at the rain.\n\n"
+    "Original: The old bridge crossed the river below the mill, and the farmers drove their carts over it every market day.\n"
+    "With 'old' changed to 'new': The new bridge crossed the river below the mill, and the farmers drove their carts over it "
+    "every market day.\n\n"
     f"Original: {PARAGRAPH}\nWith 'white' changed to 'red':"
 )
 OPEN_ENDED = {
