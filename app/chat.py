@@ -6,7 +6,7 @@
   metrics in one transaction.
 - The window, `cove chat` and `cove serve` run a whole turn through `app.turn.Turn`: the window
   and `cove chat` write it through a `TurnRecord`, the API through its request's writer
-  (app/serve/request_turn.py).
+  (app/serve/api/request_turn.py).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.core import open_core  # noqa: E402
 from app.paths import resolve_paths  # noqa: E402
-from app.serve.request_store import RequestStore, StoreThread  # noqa: E402
+from app.serve.api.request_store import RequestStore, StoreThread  # noqa: E402
 from app.store.request_log import RequestLog  # noqa: E402
 from tests.support.tiny_model import write_tiny_gguf  # noqa: E402
 

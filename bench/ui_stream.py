@@ -319,7 +319,7 @@ def start_api_load(n_clients: int):
     import subprocess
 
     from app.paths import resolve_paths
-    from app.serve.runner import ServerThread
+    from app.serve.http.runner import ServerThread
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

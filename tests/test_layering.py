@@ -1,7 +1,9 @@
 """The layering holds: app/ and models/ never import PySide6, shiboken6 or ui/, models/ never imports
 app/ (imports go ui -> app -> models), no modules of app/, models/, ui/ import each other in a cycle,
-only the engine host's package (app/engine/host/) imports llama_cpp, and the engine and the history
-store (app/engine/, app/store/) do not import each other."""
+only the engine host's package (app/engine/host/) imports llama_cpp, no parent code imports the
+engine host's package, the engine and the history store (app/engine/, app/store/) do not import
+each other, and app/serve's three rooms keep their order: http -> api -> pool, the pool never
+reaching up, the endpoints reaching the pool only through the shared preamble (api/service.py)."""
 
 from __future__ import annotations
 
@@ -186,3 +188,73 @@ def test_the_engine_and_the_history_store_do_not_import_each_other() -> None:
         if (a.startswith("app.engine.") and b.startswith("app.store.")) or (a.startswith("app.store.") and b.startswith("app.engine."))
     )
     assert crossing == []
+
+
+def _host_importers(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of the engine host's package from outside it (parent code runs the host as a process)."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if b.startswith("app.engine.host") and not a.startswith("app.engine.host")
+    )
+
+
+def test_parent_code_does_not_import_the_engine_host() -> None:
+    graph = _import_graph(ROOT)
+    assert "app.engine.client" in graph
+    assert _host_importers(graph) == []
+
+
+# What the api and pool rooms may use of the http room: its leaf helpers, not the server.
+SERVE_HTTP_HELPERS = {"app.serve.http.errors", "app.serve.http.http", "app.serve.http.keys", "app.serve.http.peer_owner"}
+SERVE_PREAMBLE = "app.serve.api.service"  # the one module of the endpoints that reaches into the pool
+
+
+def _serve_crossings(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for a, targets in graph.items():
+        for b in targets:
+            if a.startswith("app.serve.pool.") and b.startswith("app.serve.api."):
+                bad.append(f"{a} -> {b} (the pool reaches up into the endpoints)")
+            if a.startswith(("app.serve.pool.", "app.serve.api.")) and b.startswith("app.serve.http.") and b not in SERVE_HTTP_HELPERS:
+                bad.append(f"{a} -> {b} (the server itself)")
+            if a.startswith("app.serve.api.") and a != SERVE_PREAMBLE and b.startswith("app.serve.pool."):
+                bad.append(f"{a} -> {b} (an endpoint in the pool's internals)")
+    return sorted(bad)
+
+
+def test_the_api_server_keeps_its_three_rooms_in_order() -> None:
+    graph = _import_graph(ROOT)
+    rooms = {name.split(".")[2] for name in graph if name.startswith("app.serve.") and name.count(".") >= 3}
+    assert rooms == {"http", "api", "pool"}
+    outside = [n for n in graph if n.startswith("app.serve.") and n.split(".")[2] not in {"http", "api", "pool"}]
+    assert outside == [], "every module of app/serve lives in one of its rooms"
+    assert _serve_crossings(graph) == []
+
+
+def test_the_room_check_notices_crossings(tmp_path: Path) -> None:
+    for room in ("http", "api", "pool"):
+        (tmp_path / "app" / "serve" / room).mkdir(parents=True)
+        (tmp_path / "app" / "serve" / room / "__init__.py").write_text("")
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "serve" / "__init__.py").write_text("")
+    (tmp_path / "app" / "serve" / "http" / "server.py").write_text("")
+    (tmp_path / "app" / "serve" / "http" / "errors.py").write_text("")
+    (tmp_path / "app" / "serve" / "api" / "service.py").write_text("from app.serve.pool import pool\n")
+    (tmp_path / "app" / "serve" / "api" / "openai_api.py").write_text(
+        "from app.serve.pool.pool import X\nfrom app.serve.http import errors\n"
+    )
+    (tmp_path / "app" / "serve" / "pool" / "pool.py").write_text("def f():\n    from app.serve.api import service\n")
+    (tmp_path / "app" / "serve" / "pool" / "engines.py").write_text("from app.serve.http.server import app\n")
+    assert _serve_crossings(_import_graph(tmp_path, ("app",))) == [
+        "app.serve.api.openai_api -> app.serve.pool.pool (an endpoint in the pool's internals)",
+        "app.serve.pool.engines -> app.serve.http.server (the server itself)",
+        "app.serve.pool.pool -> app.serve.api.service (the pool reaches up into the endpoints)",
+    ]
+    (tmp_path / "app" / "engine" / "host").mkdir(parents=True)
+    (tmp_path / "app" / "engine" / "__init__.py").write_text("")
+    (tmp_path / "app" / "engine" / "host" / "__init__.py").write_text("")
+    (tmp_path / "app" / "engine" / "host" / "session.py").write_text("")
+    (tmp_path / "app" / "engine" / "client.py").write_text("from app.engine.host.session import S\n")
+    assert _host_importers(_import_graph(tmp_path, ("app",))) == ["app.engine.client -> app.engine.host.session"]

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
 
     from app.core import open_core
     from app.engine.client import EngineClient
-    from app.serve.runner import ServerThread
+    from app.serve.http.runner import ServerThread
     from app.settings import SamplingParams
     from models.starter import ensure_starter
     from ui.chat.controller import ChatController

@@ -12,7 +12,7 @@ from app.cli.output import positive_int
 from app.core import Core
 
 if TYPE_CHECKING:
-    from app.serve.pool import ModelPool
+    from app.serve.pool.pool import ModelPool
 
 DEFAULT_PORT = 8642
 DEFAULT_TTL_MINUTES = 10.0
@@ -72,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_keys(core: Core, args: argparse.Namespace) -> int:
-    from app.serve.keys import ApiKeys, KeyRefused
+    from app.serve.http.keys import ApiKeys, KeyRefused
 
     keys = ApiKeys(core.db)
     if args.action == "list":
@@ -98,7 +98,7 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
 def make_pool(core: Core, args: argparse.Namespace) -> ModelPool:
     """The engines behind the server: one process per model with `--parallel` slots (None: as
     many as fit); a `--routing` still given is said to be unused."""
-    from app.serve.pool import ModelPool
+    from app.serve.pool.pool import ModelPool
 
     if args.routing is not None:
         print(ROUTING_REMOVED, file=sys.stderr, flush=True)
@@ -106,10 +106,10 @@ def make_pool(core: Core, args: argparse.Namespace) -> ModelPool:
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
-    from app.serve.keys import ApiKeys
-    from app.serve.server import LOOPBACK_NAMES, create_app
-    from app.serve.service import Service
-    from app.serve.serving import ListenError, listen_socket, make_server, url_host
+    from app.serve.api.service import Service
+    from app.serve.http.keys import ApiKeys
+    from app.serve.http.server import LOOPBACK_NAMES, create_app
+    from app.serve.http.serving import ListenError, listen_socket, make_server, url_host
 
     loopback = args.host in LOOPBACK_NAMES
     if not loopback and not ApiKeys(core.db).names():
@@ -127,8 +127,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
         server = make_server(app, service.stop_all)
         print(f"cove serve: http://{url_host(args.host)}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
         # One process, the event loop on this thread; every read and write of the history runs on the
-        # service's store thread (app/serve/request_store.py), never on the loop. A signal stops the
-        # replies in progress, keeping what they wrote (app/serve/serving.py), and is raised again
+        # service's store thread (app/serve/api/request_store.py), never on the loop. A signal stops the
+        # replies in progress, keeping what they wrote (app/serve/http/serving.py), and is raised again
         # once the server is down (exit 130, 143).
         server.run(sockets=[sock])
     finally:

@@ -141,7 +141,7 @@ def _m0007_record(db: sqlite_utils.Database) -> None:
 
 
 def _m0008_api_keys(db: sqlite_utils.Database) -> None:
-    # Keys of cove serve's clients (app/serve/keys.py): a name and the key's sha256, never the key.
+    # Keys of cove serve's clients (app/serve/http/keys.py): a name and the key's sha256, never the key.
     db.table("api_keys").create({"name": str, "key_sha256": str, "created_at": str}, pk="name", not_null={"key_sha256", "created_at"})
 
 

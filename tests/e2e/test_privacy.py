@@ -53,7 +53,7 @@ def _audited_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
 def _network_events(log: Path) -> list[dict]:
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     # A Unix socket stays on the machine, and a netlink socket talks to the kernel itself (cove
-    # serve asks it who owns a connecting socket, app/serve/peer_owner.py): neither is the network.
+    # serve asks it who owns a connecting socket, app/serve/http/peer_owner.py): neither is the network.
     return [e for e in events if e["event"] != "start" and e["family"] not in ("AF_UNIX", "AF_NETLINK")]
 
 

@@ -38,9 +38,9 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.engine.host.session import ModelSession
 from app.engine.protocol import Load
-from app.serve.chat_request import read_chat_request
-from app.serve.messages_request import read_messages_request
-from app.serve.responses_request import read_responses_request
+from app.serve.api.chat_request import read_chat_request
+from app.serve.api.messages_request import read_messages_request
+from app.serve.api.responses_request import read_responses_request
 from app.tools.parsers import Call
 from app.turn.tools import assistant_with_calls, tool_message
 from models.wheel_models import QWEN_05B, SMOLLM2_135M

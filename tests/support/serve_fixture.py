@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from app.paths import Paths
-from app.serve.runner import ServerThread
+from app.serve.http.runner import ServerThread
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import stop_process
 from tests.support.tiny_model import write_tiny_gguf
@@ -110,7 +110,7 @@ def cove_serve(home: Path, *, n_ctx_train: int = 512, args: tuple[str, ...] = ()
 
 @contextmanager
 def server_thread(paths: Paths) -> Iterator[ServerThread]:
-    """The window's API server (app/serve/runner.py ServerThread) on a free port of this machine,
+    """The window's API server (app/serve/http/runner.py ServerThread) on a free port of this machine,
     stopped once the replies it still streams have ended."""
     thread = ServerThread(paths, port=free_port())
     assert thread.start() is None, thread.error

@@ -18,8 +18,8 @@ from app.core import Core, NoModelError
 from app.engine.client import EngineClient, LoadedModel
 from app.load_options import LoadOptions, load_options
 from app.remote.remote_model import RemoteModel
-from app.serve.machine import default_slots
-from app.serve.window_gate import WindowGate
+from app.serve.pool.machine import default_slots
+from app.serve.pool.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.store.history import Conversation, Message
 from app.store.save_errors import write_failure

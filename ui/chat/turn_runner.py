@@ -34,7 +34,7 @@ from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
 from app.remote.remote_model import RemoteModel
-from app.serve.window_gate import WindowGate
+from app.serve.pool.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.database import open_reader

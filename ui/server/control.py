@@ -14,8 +14,8 @@ from PySide6.QtCore import QObject, Signal
 from ui.background import run_in_background
 
 if TYPE_CHECKING:
-    from app.serve.live_request import LiveRequest
-    from app.serve.runner import LoadedEngine
+    from app.serve.http.runner import LoadedEngine
+    from app.serve.pool.live_request import LiveRequest
 
 OFF, STARTING, ON, STOPPING = "off", "starting", "on", "stopping"
 START_TIMEOUT_S = 30.0
@@ -23,7 +23,7 @@ STOP_TIMEOUT_S = 15.0
 
 
 class Server(Protocol):
-    """What the window needs of app.serve.runner.ServerThread."""
+    """What the window needs of app.serve.http.runner.ServerThread."""
 
     error: str | None
 

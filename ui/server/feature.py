@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QToolButton, QWidget
 
 from app.cli.serve_cmd import DEFAULT_PORT
 from app.core import Core
-from app.serve.keys import ApiKeys
+from app.serve.http.keys import ApiKeys
 from ui.server.control import OFF, ON, STARTING, ServerControl, ServerFactory
 from ui.server.keys_section import KeysSection
 from ui.server.priority_row import PriorityRow

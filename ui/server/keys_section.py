@@ -21,14 +21,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.serve.keys import ApiKeys, KeyRefused
+from app.serve.http.keys import ApiKeys, KeyRefused
 from ui.server.control import sentence
 from ui.theme import error_color
 
 AskName = Callable[[], str | None]  # the name for a new key, or None: cancelled
 Confirm = Callable[[str], bool]  # (question) -> yes?
 SHOWN_ONCE = "Copy it now: Cove keeps only a fingerprint of it, so it will not be shown again."
-# Without a key, Linux lets only the person's own account in (app/serve/peer_owner.py); elsewhere
+# Without a key, Linux lets only the person's own account in (app/serve/http/peer_owner.py); elsewhere
 # the socket's owner is not checked.
 NO_KEYS = (
     "No keys: your own programs on this computer may use the server; other accounts on it and web pages may not."

@@ -32,8 +32,8 @@ from ui.server.switch import Switch
 from ui.theme import error_color, muted_color
 
 if TYPE_CHECKING:
-    from app.serve.live_request import LiveRequest
-    from app.serve.runner import LoadedEngine
+    from app.serve.http.runner import LoadedEngine
+    from app.serve.pool.live_request import LiveRequest
 
 REFRESH_MS = 250
 EVENTS_SHOWN = 40

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.core import Core
-from app.serve.runner import ServerThread
+from app.serve.http.runner import ServerThread
 from ui.chat.controller import ChatController
 
 

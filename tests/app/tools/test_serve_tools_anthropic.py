@@ -19,10 +19,10 @@ import jsonschema
 import openai
 import pytest
 
-from app.serve.anthropic_api import too_long
-from app.serve.errors import ApiError
-from app.serve.messages_request import read_messages_request
-from app.serve.service import Job, refuse_what_cannot_fit
+from app.serve.api.anthropic_api import too_long
+from app.serve.api.messages_request import read_messages_request
+from app.serve.api.service import Job, refuse_what_cannot_fit
+from app.serve.http.errors import ApiError
 from app.tools.anthropic import BlockStream, content_blocks
 from app.tools.reply import ContentGate, family_named, reply_of
 from models.library import InstalledModel

@@ -69,7 +69,7 @@ class _Engine:
 
 
 def test_other_turns_ask_for_normal(cove_core) -> None:
-    from app.serve.request_turn import api_request
+    from app.serve.api.request_turn import api_request
     from app.settings import SamplingParams
 
     model = cove_core.library.list()[0]
@@ -86,7 +86,7 @@ def test_other_turns_ask_for_normal(cove_core) -> None:
 
 
 def test_the_windows_engine_gets_slots_for_the_api_and_one_for_itself_while_the_server_runs(recorded) -> None:
-    from app.serve.machine import default_slots
+    from app.serve.pool.machine import default_slots
 
     controller, _ = recorded
     model = controller.core.library.list()[0]

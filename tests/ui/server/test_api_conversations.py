@@ -9,8 +9,8 @@ import httpx
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-from app.serve.keys import ApiKeys
-from app.serve.runner import ServerThread
+from app.serve.http.keys import ApiKeys
+from app.serve.http.runner import ServerThread
 from app.store.records import Conversation
 from ui.chat.controller import ChatController
 from ui.server.client_caption import CAPTION_ROLE, api_caption

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.serve.keys import ApiKeys
+from app.serve.http.keys import ApiKeys
 from ui.server.keys_section import SHOWN_ONCE, KeysSection
 from ui.server.server_panel import ServerPanel
 

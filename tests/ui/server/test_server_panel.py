@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.serve.runner import LoadedEngine, ServerThread
+from app.serve.http.runner import LoadedEngine, ServerThread
 from ui.chat.controller import ChatController
 from ui.server.control import OFF, ON
 from ui.server.feature import ServerFeature
@@ -173,7 +173,7 @@ class _ScriptedServer:
         self.running = False
 
     def live(self):
-        from app.serve.pool import LiveRequest
+        from app.serve.pool.pool import LiveRequest
 
         return [LiveRequest(1, "editor", "big-model", "/v1/chat/completions", "loading", 0, 0.0)]
 
