@@ -39,10 +39,10 @@ from app.engine.host.grammar_sampler import FirstBytes, GrammarFirstSampler, fas
 from app.engine.host.llama_open import model_buffers  # noqa: E402
 from app.engine.host.token_pick import TopKPick  # noqa: E402
 from app.engine.host.utf8_guard import Utf8Tokens, token_texts  # noqa: E402
+from app.tools.constraint import tool_constraint  # noqa: E402
 from app.tools.families import FAMILIES  # noqa: E402
 from app.tools.generic import generic_messages  # noqa: E402
 from app.tools.spec import read_openai_tools  # noqa: E402
-from app.tools.turn import tool_turn  # noqa: E402
 from bench.tools import SPEED_TASK, TOOLS  # noqa: E402
 
 SETTINGS = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "temp": 0.8}
@@ -130,7 +130,7 @@ def main() -> int:
     json_prompt = llm.tokenize(
         FALLBACKS["qa"].render([{"role": "user", "content": JSON_TASK}], "", "").encode(), add_bos=True, special=True
     )
-    gbnf = tool_turn(TOOLS, replace(FAMILIES["generic"], lead=" "), choice="required", name="write_file", parallel=False).gbnf
+    gbnf = tool_constraint(TOOLS, replace(FAMILIES["generic"], lead=" "), choice="required", name="write_file", parallel=False).gbnf
     bounded = grammar_for({"type": "json_schema", "json_schema": {"name": "tides", "schema": BOUNDED, "strict": True}})
     texts = token_texts(vocab, n_vocab)
     index, utf8 = FirstBytes(vocab, texts), Utf8Tokens(texts)

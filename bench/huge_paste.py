@@ -1,6 +1,6 @@
 """What one huge refused paste costs the turns after it.
 
-Headless, as `cove chat` runs a turn: app.chat_service.ChatService over a real EngineClient, the
+Headless, as `cove chat` runs a turn: app.turn.service.ChatService over a real EngineClient, the
 starter model (Gemma 3 270M Q4_K_M) at a context of 8192, the history in a fresh COVE_HOME
 under /tmp. Each of --repeat new conversations (one engine, loaded once) runs:
   normal  --turns short turns, each timed from send() to the first streamed character
@@ -29,11 +29,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat_service import ChatService  # noqa: E402
 from app.core import open_core  # noqa: E402
 from app.engine.client import EngineClient  # noqa: E402
 from app.paths import resolve_paths  # noqa: E402
 from app.settings import SamplingParams  # noqa: E402
+from app.turn.service import ChatService  # noqa: E402
 from models.starter import ensure_starter  # noqa: E402
 
 N_CTX = 8192

@@ -239,10 +239,10 @@ def starter_ratio(window, core, repeats: int = 15, n_gen: int = 128) -> dict:
     the pairs' ratios. On this 2-core VM one pair's ratio varies by about +-5% (two headless
     engines against each other too: the machine's speed drifts), so 3 pairs cannot tell
     0.94 from 0.98; 15 pairs put the median within about +-1.5%."""
-    from app.chat import build_prompt_messages
     from app.engine.client import EngineClient
     from app.engine.request import ReplyRequest, Sampling
     from app.settings import SamplingParams
+    from app.turn.prompt import build_prompt_messages
 
     starter = use_starter(window, core)
     params = SamplingParams(temperature=0.0, max_tokens=n_gen, seed=1, repeat_penalty=1.0)

@@ -14,8 +14,6 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from app.chat import remote_host
-from app.chat_service import ChatService, TurnResult
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
@@ -37,7 +35,8 @@ from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.sources import sources_of
 from app.termination import Terminated
-from app.turn.backend import installed_model, server_connection, server_host
+from app.turn.backend import installed_model, remote_host, server_connection, server_host
+from app.turn.service import ChatService, TurnResult
 from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offer
 from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound

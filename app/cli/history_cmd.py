@@ -91,7 +91,7 @@ def _remote_hosts(core: Core, conversation_ids: list[str]) -> dict[str, str]:
 
 
 def run_show(core: Core, args: argparse.Namespace) -> int:
-    from app.chat import remote_host
+    from app.turn.backend import remote_host
 
     conversation = core.history.get_conversation(args.id)
     messages = core.history.messages(conversation.id)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from app.chat_service import TextSink
 from app.cli.terminal_text import for_terminal, is_terminal, say
 from app.turn.events import ToolCallEvent, ToolResultEvent
+from app.turn.service import TextSink
 
 
 def reasoning_apart(on_text: TextSink) -> tuple[TextSink, TextSink]:

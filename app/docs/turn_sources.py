@@ -3,7 +3,7 @@ collections, fitted into the context's budget, and written into the prompt with 
 answer from them and cite them as [1], [2]; afterwards, which of them the reply cited.
 
 Runs on the turn's start thread (it opens its own connection to the document index); what it
-found (`given`) is read by the history's thread when the reply is written (app/chat.py).
+found (`given`) is read by the history's thread when the reply is written (app/turn/record.py).
 """
 
 from __future__ import annotations

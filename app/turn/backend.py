@@ -104,6 +104,13 @@ def ran_on(model: ChatModel) -> dict[str, Any] | None:
     return where(model) if isinstance(model, RemoteModel) else None
 
 
+def remote_host(metrics: dict[str, Any]) -> str | None:
+    """The host a reply ran on, from its metrics (what `ran_on` named); None for a reply of this machine."""
+    remote = metrics.get("remote")
+    host = remote.get("host") if isinstance(remote, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
 def reply_identity(model: ChatModel) -> tuple[str | None, str | None]:
     """(sha256, quant) a reply row names for the model: its file's, or the server's fingerprint
     of the weights when it gives one (and no quant)."""

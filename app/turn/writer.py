@@ -1,4 +1,4 @@
-"""Where a turn writes: the interface `TurnRecord` (app/chat.py) implements for the window and
+"""Where a turn writes: the interface `TurnRecord` (app/turn/record.py) implements for the window and
 `cove chat`, on the thread that owns the history. Another driver (the API, with its own store
 thread) passes a writer of its own."""
 

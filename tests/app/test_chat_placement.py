@@ -9,13 +9,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from app.chat_service import ChatService
 from app.engine.generation import Generation
 from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions, load_options
 from app.settings import ModelPlacement, SamplingParams
 from app.statuses import MessageStatus
 from app.turn.backend import backend_for
+from app.turn.service import ChatService
 
 
 class RecordingEngine:

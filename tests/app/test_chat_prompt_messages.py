@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.chat import build_prompt_messages
 from app.store.database import close_database, open_database
 from app.store.history import History
+from app.turn.prompt import build_prompt_messages
 
 
 def _turn(history: History, conversation_id: str, text: str, reply: str, *, status: str = "complete", metrics=None, error=None) -> None:

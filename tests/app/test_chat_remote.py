@@ -1,4 +1,4 @@
-"""A turn on one of the person's own servers (app/chat.py with app/remote/), against llama-cpp-python's
+"""A turn on one of the person's own servers (app/turn/service.py with app/remote/), against llama-cpp-python's
 own OpenAI-compatible server on 127.0.0.1 serving the tiny model: the same TurnRecord as a local
 turn (the person's message first, the reply streamed, checkpointed and finished with its figures),
 recorded with where it ran; a cancel keeps the partial reply; a stream cut mid-reply is kept as
@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.chat import TurnRecord
-from app.chat_service import ChatService
 from app.engine.request import ReplyRequest
 from app.remote.remote_model import RemoteModel, remote_models
 from app.settings import SamplingParams
 from app.store.request_log import RequestLog
 from app.turn.backend import backend_for
+from app.turn.record import TurnRecord
+from app.turn.service import ChatService
 from tests.support.fault_proxy import FaultProxy
 from tests.support.keyrings import InMemoryKeyring, use_keyring
 from tests.support.llama_cpp_server import RemoteServer, running_server

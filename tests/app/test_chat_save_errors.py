@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from app.chat_service import ChatService
 from app.settings import SamplingParams
 from app.store.save_errors import ReplyNotSaved
+from app.turn.service import ChatService
 
 
 def test_a_full_disk_mid_reply_says_what_was_kept(cove_core, fake_engine, monkeypatch):

@@ -9,9 +9,9 @@ import signal
 
 import pytest
 
-from app.chat_service import ChatService
 from app.settings import SamplingParams
 from app.termination import raise_on_termination, restore
+from app.turn.service import ChatService
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

@@ -79,9 +79,10 @@ def run_turn(
 ) -> tuple[Any, Any, list, ScriptedBackend]:
     """One turn with `loop`'s tools in `conversation` on the tiny model, its replies replayed by
     the scripted fake host, driven to its end: (the TurnRecord, the Turn, its events, the backend)."""
-    from app.chat import TurnRecord, build_prompt_messages
     from app.settings import SamplingParams
     from app.turn.backend import backend_for
+    from app.turn.prompt import build_prompt_messages
+    from app.turn.record import TurnRecord
     from app.turn.turn import Turn
 
     model = core.library.get("tiny-llama")

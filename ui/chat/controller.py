@@ -13,23 +13,23 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from app.chat import TurnRecord
 from app.core import Core, NoModelError
 from app.engine.client import EngineClient, LoadedModel
 from app.load_options import LoadOptions, load_options
 from app.remote.remote_model import RemoteModel
 from app.serve.pool.machine import default_slots
-from app.serve.pool.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.store.history import Conversation, Message
 from app.store.save_errors import write_failure
 from app.turn.backend import installed_model, on_server, ready_without_load
+from app.turn.record import TurnRecord
 from app.turn.tools import ToolLoop
 from models.library import InstalledModel
 from ui.background import run_in_background
-from ui.chat.remote_turn import RemoteTurns
+from ui.chat.remote_models import RemoteModels
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
+from ui.chat.turn_inputs import DocumentsFor, EngineGate, TurnInputs
 from ui.chat.turn_runner import TurnRunner
 from ui.chat.unsaved_replies import UnsavedReplies
 from ui.tools.chat_tools import PARAMS_KEY, ChatTools, enabled_servers
@@ -61,12 +61,9 @@ class ChatController(QObject):
         super().__init__(parent)
         self.core = core
         self.engine = engine
-        # While the window's server runs, its pool shares this engine with API requests: a turn
-        # borrows it through the gate (ui/main.py sets this).
-        self.engine_gate: Callable[[], WindowGate | None] | None = None
         self.conversation_id: str | None = None
         self.model: InstalledModel | RemoteModel | None = None
-        self.remote = RemoteTurns(core)  # models on the person's own servers (no load, no engine)
+        self.remote = RemoteModels(core)  # models on the person's own servers (no load, no engine)
         self.loaded: LoadedModel | None = None
         self._shown_count = PAGE
         self._has_earlier = False
@@ -82,17 +79,10 @@ class ChatController(QObject):
         self.unsaved.saved.connect(self._on_unsaved_saved)
         # The turn in progress: its thread, its frames of text and the end of its record.
         self._told: set[str] = set()  # load notices said already (a draft model that is gone), once each
-        self.turns = TurnRunner(
-            core,
-            engine,
-            self.remote,
-            self.unsaved,
-            params=self.params,
-            gate=lambda: self.engine_gate() if self.engine_gate is not None else None,
-            conversation_id=lambda: self.conversation_id,
-            options=self.load_options,
-            parent=self,
-        )
+        # What a turn reads from outside its runner: the controller's own readers here, the
+        # features' through provide_tools, provide_documents and provide_engine_gate.
+        inputs = TurnInputs(params=self.params, options=self.load_options, conversation_id=lambda: self.conversation_id)
+        self.turns = TurnRunner(core, engine, self.remote, self.unsaved, inputs, parent=self)
         self.turns.text_received.connect(self.reply_text_received)
         self.turns.reasoning_received.connect(self.reply_reasoning_received)
         self.turns.reasoning_ended.connect(self.reply_reasoning_ended)
@@ -104,12 +94,28 @@ class ChatController(QObject):
         self.turns.model_rechecked.connect(self._on_turn_rechecked)
         self.turns.failed_before_reply.connect(self._on_turn_failed_before_reply)
         self.turns.finished.connect(self._on_turn_finished)
-        # The tools of a conversation (ui/tools/chat_tools.py): the main window sets this.
-        self.tools: ChatTools | None = None
-        self.turns.tools_for = self._tools_for
+        self._tools: ChatTools | None = None  # the conversations' tools, once provided (provide_tools)
         self.turns.tool_asked.connect(self.tool_asked)
         self.turns.tool_step_written.connect(self._on_tool_step)
         self._stepped = False  # the turn in progress wrote tool rows (its end may be a row not shown yet)
+
+    # ---- what the features provide to each turn (ui/chat/turn_inputs.py) ----------------
+
+    def provide_tools(self, tools: ChatTools) -> None:
+        """The conversations' tools (the Tools feature): each turn gets its conversation's, and
+        the sentences their servers leave (`tools.notes`) are shown while a turn runs."""
+        self._tools = tools
+        self.turns.inputs = replace(self.turns.inputs, tools_for=self._tools_for, notes=tools.notes)
+
+    def provide_documents(self, docs_for: DocumentsFor) -> None:
+        """The documents of a turn of a conversation (the Documents feature)."""
+        self.turns.inputs = replace(self.turns.inputs, docs_for=docs_for)
+
+    def provide_engine_gate(self, gate: EngineGate) -> None:
+        """The gate a turn borrows the engine through while the Server switch's pool shares it
+        with API requests (ui/server/shared_engine.py); it also sizes the engine's slots
+        (`load_options`)."""
+        self.turns.inputs = replace(self.turns.inputs, gate=gate)
 
     # ---- state -------------------------------------------------------------------------
 
@@ -149,7 +155,7 @@ class ChatController(QObject):
         options = load_options(self.core.library, model, placement)
         # The API shares this engine while the server runs: as many slots for it as fit (models/slots.py),
         # and one more, which the server keeps for the window's own turn while the window goes first.
-        if self.engine_gate is not None and self.engine_gate() is not None:
+        if self.turns.inputs.gate() is not None:
             api = default_slots(model, self.params().n_ctx, placement)
             options = replace(options, parallel=api + (1 if self.core.settings.window_first else 0))
         if options.notice and options.notice not in self._told:
@@ -253,16 +259,16 @@ class ChatController(QObject):
 
     def _tools_for(self, conversation_id: str) -> Callable[[], ToolLoop | None] | None:
         """How the turn of this conversation gets its tools (read now, on the UI thread)."""
-        if self.tools is None:
+        if self._tools is None:
             return None
         conversation = self.core.history.get_conversation(conversation_id)
         if on_server(self.model) and self.tool_servers():  # the engine offers tools to this machine's models only
-            self.tools.notes.append(
+            self._tools.notes.append(
                 f"{self.model.name if self.model else 'The model'} runs on a server; tools are "
                 "offered to models of this machine only, so this reply has none."
             )
             return None
-        return self.tools.loop_for(conversation)
+        return self._tools.loop_for(conversation)
 
     # ---- turns -------------------------------------------------------------------------
 

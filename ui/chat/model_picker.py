@@ -146,7 +146,7 @@ class ModelPicker(QWidget):
 
     def set_models(self, models: Sequence[InstalledModel], current: str | None, remote: Sequence[Any] = ()) -> None:
         """Replace the list; `current` is the model in use (None when nothing is loaded).
-        `remote`: RemoteModels, listed after the installed ones under their connection's name."""
+        `remote`: RemoteModel entries, listed after the installed ones under their connection's name."""
         self._loaded = current
         self._names = []
         self._remote = {m.name for m in remote}

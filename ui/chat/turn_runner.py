@@ -1,5 +1,5 @@
 """The UI thread's side of the window's turn in progress: it launches the `Turn` (app/turn/) on
-its own thread (for a model on one of the person's servers through the RemoteEngine RemoteTurns
+its own thread (for a model on one of the person's servers through the RemoteEngine RemoteModels
 builds, again after the one consent question), polls it once per frame (the Turn writes the
 reply) and turns what happened into past-tense signals. The controller owns the rest.
 
@@ -20,21 +20,15 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.core import Core
-from app.docs.turn_sources import TurnDocuments
 from app.engine.client import EngineClient, FinishedEvent
 from app.engine.request import ReplyRequest
-from app.load_options import LoadOptions
 from app.remote.connections import ConnectionProblem
 from app.remote.remote_model import RemoteModel
-from app.serve.pool.window_gate import WindowGate
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.database import open_reader
@@ -52,18 +46,20 @@ from app.turn.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from app.turn.tools import ToolLoop
+from app.turn.prompt import build_prompt_messages
+from app.turn.record import TurnRecord
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
 from ui.chat.frame_pacer import FRAME_MS, FramePacer
-from ui.chat.remote_turn import RemoteTurns, declined_sentence
+from ui.chat.remote_models import RemoteModels, declined_sentence
+from ui.chat.turn_inputs import TurnInputs
 from ui.chat.unsaved_replies import UnsavedReplies
 
 
 class TurnRunner(QObject):
     """`begin(record, ...)` then `launch(model, conversation_id)`; `record` and `turn` are the
-    turn in progress (None between turns). `params`, `options` (a model's load settings),
-    `gate` and `conversation_id` are read at each launch (the relaunch after consent included)."""
+    turn in progress (None between turns). What a turn reads from outside the runner (its
+    settings, tools, documents, the engine's gate) is `inputs` (ui/chat/turn_inputs.py)."""
 
     text_received = Signal(str, str, int)  # message id, text that arrived this frame, tokens in it
     # message id, reasoning that arrived this frame, time.perf_counter() when its first piece arrived
@@ -84,13 +80,10 @@ class TurnRunner(QObject):
         self,
         core: Core,
         engine: EngineClient,
-        remote: RemoteTurns,
+        remote: RemoteModels,
         unsaved: UnsavedReplies,
+        inputs: TurnInputs,
         *,
-        params: Callable[[], SamplingParams],
-        gate: Callable[[], WindowGate | None],
-        conversation_id: Callable[[], str | None],
-        options: Callable[[InstalledModel], LoadOptions],
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -98,10 +91,7 @@ class TurnRunner(QObject):
         self.engine = engine
         self.remote = remote
         self.unsaved = unsaved
-        self._params = params
-        self._options = options
-        self._gate = gate
-        self._conversation_id = conversation_id
+        self.inputs = inputs  # replaced (not changed) by the ChatController as features provide theirs
         self.record: TurnRecord | None = None
         self.turn: Turn | None = None
         self.backend: Backend | None = None  # what the turn in progress runs behind, once launched
@@ -114,13 +104,6 @@ class TurnRunner(QObject):
         self._drain.setTimerType(Qt.TimerType.PreciseTimer)
         self._drain.timeout.connect(self._drain_events)
         self._pacer = FramePacer()
-        # How a turn of a conversation gets its tools (ui/tools/chat_tools.py), read at `begin`;
-        # None: no tools. `notes`: sentences a turn's thread left for the person.
-        self.tools_for: Callable[[str], Callable[[], ToolLoop | None] | None] | None = None
-        self.notes: deque[str] | None = None
-        # How a turn of a conversation gets its documents (app/docs/turn_sources.TurnDocuments), read at
-        # `begin`; None: no documents.
-        self.docs_for: Callable[[str], TurnDocuments | None] | None = None
 
     @property
     def loading_here(self) -> bool:
@@ -131,7 +114,7 @@ class TurnRunner(QObject):
         """Take `record` as the turn in progress; its prompt is built later, on the turn's thread."""
         upto = record.user.id
         try:  # the conversation's documents (ui/documents/feature.py), read here; their passages are found on the turn's thread
-            documents = self.docs_for(conversation_id) if self.docs_for is not None else None
+            documents = self.inputs.docs_for(conversation_id)
         except Exception as exc:  # noqa: BLE001 - e.g. the index could not be read: the reply goes on without
             self.error_reported.emit(f"The conversation's documents could not be prepared ({exc}); this reply is given none.")
             documents = None
@@ -147,12 +130,12 @@ class TurnRunner(QObject):
 
         self.record = record
         try:
-            tools = self.tools_for(conversation_id) if self.tools_for is not None else None
+            tools = self.inputs.tools_for(conversation_id)
         except Exception as exc:  # noqa: BLE001 - e.g. the tool servers could not be read: the reply goes on
             self.error_reported.emit(f"The conversation's tools could not be prepared ({exc}); this reply has none.")
             tools = None
         self.turn = Turn(
-            record, self._request(conversation_id, self._params()), messages=prompt_messages, library=self.core.library, tools=tools
+            record, self._request(conversation_id, self.inputs.params()), messages=prompt_messages, library=self.core.library, tools=tools
         )
         self.backend = None
         self._first_shown = False
@@ -162,10 +145,10 @@ class TurnRunner(QObject):
         """Start the turn's thread (again, after the person agreed to send to a server)."""
         turn = self.turn
         assert turn is not None
-        params = self._params()
+        params = self.inputs.params()
         try:  # a server's connection and key, or a model's load settings, are read here, on the history's thread
             backend = backend_for(
-                model, engine=self.engine, remote_engine=self.remote.engine_for, options=self._options, n_ctx=params.n_ctx
+                model, engine=self.engine, remote_engine=self.remote.engine_for, options=self.inputs.options, n_ctx=params.n_ctx
             )
         except ConnectionProblem as exc:
             self._ended(turn.fail(str(exc)))
@@ -174,7 +157,7 @@ class TurnRunner(QObject):
         if backend.installed is not None:
             self.launching.emit(backend.installed)
         turn.request = self._request(conversation_id, params)
-        turn.gate = self._gate() if backend.installed is not None else None
+        turn.gate = self.inputs.gate() if backend.installed is not None else None
         turn.launch(backend)
         self._pacer.reset()
         self._drain.start(FRAME_MS)
@@ -237,8 +220,9 @@ class TurnRunner(QObject):
                 return
             elif isinstance(event, EndEvent):
                 end = event
-        while self.notes:
-            self.error_reported.emit(self.notes.popleft())
+        notes = self.inputs.notes
+        while notes:
+            self.error_reported.emit(notes.popleft())
         if stepped:
             self.tool_step_written.emit()
         if asked is not None:
@@ -272,7 +256,7 @@ class TurnRunner(QObject):
         agreed = self.remote.consent(event)
         if self.turn is not turn or self._shut_down:
             return
-        conversation_id = self._conversation_id()
+        conversation_id = self.inputs.conversation_id()
         backend = self.backend
         if turn.cancel_requested:  # Stop while the question was up
             self._ended(turn.end_reply(FinishedEvent("", MessageStatus.CANCELLED, {})))

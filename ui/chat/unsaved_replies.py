@@ -8,8 +8,8 @@ import sqlite3
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.chat import TurnRecord
 from app.store.history import Message
+from app.turn.record import TurnRecord
 
 RETRY_MS = 5000
 

@@ -1,6 +1,6 @@
 """The question asked once per connection before Cove first sends a conversation to a host
 that is not this computer or the person's private network. The answer is kept with
-Connections.confirm_public by whoever asks (ui/chat/remote_turn.py)."""
+Connections.confirm_public by whoever asks (ui/chat/remote_models.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What the main window needs for documents: the Documents entry at the foot of the sidebar (the
 page in a window of its own, built the first time it is opened), the chip above the composer (the
-open conversation's collections: a menu of check boxes), the documents of each turn (the
-TurnRunner's `docs_for`), the sources under replies, and the one IndexWorker with its watchers,
+open conversation's collections: a menu of check boxes), the documents of each turn (provided
+to the ChatController), the sources under replies, and the one IndexWorker with its watchers,
 which keep the collections up to date while the window is open. Indexing waits while a reply
 streams."""
 
@@ -93,7 +93,7 @@ class DocumentsFeature(QObject):
     def attach(self, view: ConversationView) -> None:
         """The turns get their documents, replies their sources; the chip follows the conversation."""
         c = self._controller
-        c.turns.docs_for = self.documents_for_turn
+        c.provide_documents(self.documents_for_turn)
         c.busy_changed.connect(lambda busy: self._streaming.set() if busy else self._streaming.clear())
         c.conversation_opened.connect(lambda _id: self.show_chip())
         self.sources = ReplySources(view, lambda: self._core.db, notice=self._notice)

@@ -11,7 +11,7 @@ from ui.chat.controller import ChatController
 
 
 def sharing_server_factory(core: Core, controller: ChatController) -> Callable[[int], ServerThread]:
-    """A factory of servers on a port, each sharing `controller`'s engine; sets the controller's gate."""
+    """A factory of servers on a port, each sharing `controller`'s engine; provides the controller's gate."""
     servers: list[ServerThread] = []
 
     def make_server(port: int) -> ServerThread:
@@ -20,5 +20,5 @@ def sharing_server_factory(core: Core, controller: ChatController) -> Callable[[
         )
         return servers[-1]
 
-    controller.engine_gate = lambda: servers[-1].gate() if servers else None
+    controller.provide_engine_gate(lambda: servers[-1].gate() if servers else None)
     return make_server

@@ -23,7 +23,7 @@ from ui.chat.model_picker import (
     _ElidedLabel,  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
 )
 from ui.chat.presets import PresetStore
-from ui.chat.remote_turn import context_figures
+from ui.chat.remote_models import context_figures
 from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
 from ui.conversation.reasoning_rows import finished_reasoning, reasoning_of

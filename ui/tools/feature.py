@@ -89,8 +89,7 @@ class ToolsFeature(QObject):
     def attach(self, controller: ChatController) -> None:
         """Give the chat its tools: the loop for each turn, the questions, the menu's choices."""
         self._controller = controller
-        controller.tools = self.chat
-        controller.turns.notes = self.chat.notes  # sentences a turn's thread leaves (a server that did not start)
+        controller.provide_tools(self.chat)  # each turn's loop, and the sentences its thread leaves (a server that did not start)
         controller.tool_asked.connect(self.ask)
         controller.reply_finished.connect(lambda _message: self.close_question())
         controller.tool_servers_changed.connect(self._show_count)

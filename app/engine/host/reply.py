@@ -28,7 +28,7 @@ from app.engine.host.token_pick import Pick, make_pick, sampler_chain
 from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply
 from app.engine.protocol import Finished, Generate, Started, encode, token_line, token_line_prefix
 from app.reasoning.style import MODE_THINK, MODE_THINK_OPEN
-from app.tools.turn import AfterThinking, ToolTurn, tool_turn
+from app.tools.constraint import AfterThinking, ToolConstraint, tool_constraint
 
 
 class Reply:
@@ -44,7 +44,7 @@ class Reply:
         self.done = False
         self.sequences_seen: list[int] = []  # sequences in each step it took part in
         s = session
-        self.tools = self._tool_turn()
+        self.tools = self._tool_constraint()
         gbnf = self.tools.gbnf if self.tools is not None else req.grammar
         if gbnf is not None:
             check_grammar(s.vocab, gbnf)  # before any cell is touched
@@ -388,7 +388,7 @@ class Reply:
     def shares_prefix(self, tokens: Any) -> int:
         return common_prefix(tokens, self.tokens)
 
-    def _tool_turn(self) -> ToolTurn | None:
+    def _tool_constraint(self) -> ToolConstraint | None:
         """The tools of the request with their grammar, in the family of the model's template.
         Raises GrammarError for tools whose schemas make no grammar."""
         req, s = self.req, self.session
@@ -397,6 +397,8 @@ class Reply:
         s.grammar.piece = s.special_piece
         s.grammar.tokenize = s.plain_tokens
         try:
-            return tool_turn(req.tools, s.format.tool_family, choice=req.tool_choice, name=req.tool_name, parallel=req.parallel_tool_calls)
+            return tool_constraint(
+                req.tools, s.format.tool_family, choice=req.tool_choice, name=req.tool_name, parallel=req.parallel_tool_calls
+            )
         except ValueError as exc:
             raise GrammarError(f"the tools cannot be enforced: {exc}") from None

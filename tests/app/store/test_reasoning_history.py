@@ -1,13 +1,12 @@
 """A reply's reasoning in the history: the migration that adds `messages.reasoning` (a file at the
 previous version keeps its rows, each with no reasoning), the finished reply keeping it apart from
-its text, and the next prompt carrying it for the template to decide on (app/chat.py). The window's
+its text, and the next prompt carrying it for the template to decide on (app/turn/prompt.py). The window's
 and `cove chat`'s turn writes it through TurnRecord, on a replayed Qwen3 output."""
 
 from __future__ import annotations
 
 import sqlite_utils
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.engine.generation import Generation, StartedInfo
 from app.engine.request import ReplyRequest
 from app.reasoning.style import MODE_THINK
@@ -17,6 +16,8 @@ from app.store.history import History
 from app.store.migrations import MIGRATIONS, apply_migrations
 from app.store.request_log import RequestLog
 from app.turn.events import EndEvent, ReasoningEvent, TextEvent
+from app.turn.prompt import build_prompt_messages
+from app.turn.record import TurnRecord
 from app.turn.turn import Turn
 from tests.app.reasoning.test_split import QWEN3
 

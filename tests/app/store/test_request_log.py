@@ -70,9 +70,9 @@ def test_a_deleted_entry_is_missing_and_an_erased_one_a_marked_gap(cove_core) ->
 
 
 def test_a_turn_of_the_window_or_the_command_line_is_an_entry_too(cove_core) -> None:
-    from app.chat import TurnRecord
     from app.settings import SamplingParams
     from app.statuses import MessageStatus
+    from app.turn.record import TurnRecord
 
     model = cove_core.library.list()[0]
     conversation = cove_core.history.create_conversation(model=model.name)
@@ -86,9 +86,9 @@ def test_a_turn_of_the_window_or_the_command_line_is_an_entry_too(cove_core) -> 
 
 
 def test_a_turns_entry_holds_the_messages_sent_and_goes_with_its_conversation(cove_core) -> None:
-    from app.chat import TurnRecord
     from app.settings import SamplingParams
     from app.statuses import MessageStatus
+    from app.turn.record import TurnRecord
 
     model = cove_core.library.list()[0]
     conversation = cove_core.history.create_conversation(model=model.name)

@@ -14,10 +14,10 @@ import pytest
 from app.engine.client import EngineClient
 from app.engine.host.templates import build_chat_format
 from app.engine.request import ReplyRequest, Sampling, ToolOffer
+from app.tools.constraint import tools_of
 from app.tools.families import FAMILIES
 from app.tools.grammar import tool_call_grammar
 from app.tools.parsers import parse_calls
-from app.tools.turn import tools_of
 
 BASE_META = {"general.name": "Gemma 3 270m", "general.basename": "gemma-3", "general.architecture": "gemma3"}
 WEATHER = {

@@ -12,12 +12,12 @@ import llama_cpp
 import pytest
 
 from app.engine.host.grammar_sampler import GrammarFirstSampler
+from app.tools.constraint import AfterThinking, tool_constraint
 from app.tools.families import FAMILIES
 from app.tools.openings import first_opening
 from app.tools.parsers import held, parse_calls
 from app.tools.reply import ContentGate, read_reply
 from app.tools.spec import Tool, ToolChoice, ToolSet
-from app.tools.turn import AfterThinking, tool_turn
 from tests.support.tiny_model import write_tiny_gguf
 
 HERMES, GENERIC, LLAMA3 = FAMILIES["hermes"], FAMILIES["generic"], FAMILIES["llama3"]
@@ -129,8 +129,8 @@ def _bytes_of(text: str) -> list[int]:
 
 
 def _sampler(vocab, family=HERMES) -> GrammarFirstSampler:
-    turn = tool_turn(WIRE, family, choice="auto", name=None, parallel=True)
-    assert turn.trigger is None and turn.find is not None
+    constraint = tool_constraint(WIRE, family, choice="auto", name=None, parallel=True)
+    assert constraint.trigger is None and constraint.find is not None
 
     class _Chain:  # the sampler's own chain is not used by watch/allowed_of
         def close(self) -> None:
@@ -139,10 +139,10 @@ def _sampler(vocab, family=HERMES) -> GrammarFirstSampler:
     return GrammarFirstSampler(
         _Chain(),
         vocab,
-        turn.gbnf,
+        constraint.gbnf,
         259,
         piece=lambda t: bytes([t - 3]) if 3 <= t < 259 else b"",
-        find=turn.find,
+        find=constraint.find,
         tokenize=lambda data: list(data and _bytes_of(data.decode())),
     )
 
@@ -191,19 +191,19 @@ def test_text_that_only_looks_like_an_opening_leaves_the_grammar_waiting(vocab) 
 
 
 def test_a_call_the_model_only_thinks_about_does_not_switch_the_grammar_on() -> None:
-    turn = tool_turn(WIRE, HERMES, choice="auto", name=None, parallel=True)
-    assert turn.find is not None
+    constraint = tool_constraint(WIRE, HERMES, choice="auto", name=None, parallel=True)
+    assert constraint.find is not None
     thought = 'maybe {"name": "get_weather", "arguments": {"city": "Paris"}} would do'
     opening = '{"name": "get_weather"'
-    fresh = AfterThinking(turn.find, inside=False)
+    fresh = AfterThinking(constraint.find, inside=False)
     assert fresh("<think>" + thought) is None  # still thinking
     assert fresh("<think>" + thought + "</think>\n\n" + opening) == len("<think>" + thought + "</think>\n\n")
-    opened = AfterThinking(turn.find, inside=True)  # the prompt ended with <think>
+    opened = AfterThinking(constraint.find, inside=True)  # the prompt ended with <think>
     assert opened(thought) is None
     assert opened(thought[-20:]) is None  # the window moved on: still inside
     assert opened("</think>\n" + opening) == len("</think>\n")
     assert opened(opening) == 0  # once the thought ended, later windows need no </think>
-    plain = AfterThinking(turn.find, inside=False)
+    plain = AfterThinking(constraint.find, inside=False)
     assert plain("Sure: " + opening) == len("Sure: ")
 
 

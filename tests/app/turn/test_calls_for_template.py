@@ -73,7 +73,7 @@ def test_cove_chat_shows_a_tools_whole_result_folded_past_a_few_lines() -> None:
 
 def _qwen_with_tools():
     from app.engine.host.templates import build_chat_format
-    from app.tools.turn import tools_of
+    from app.tools.constraint import tools_of
 
     source = (TEMPLATES / "qwen2.5-instruct.jinja").read_text()
     fmt = build_chat_format(source, architecture="qwen2", has_token=lambda _: True, bos_token="", eos_token="<|im_end|>")

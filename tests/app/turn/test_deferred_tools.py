@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.engine.request import ReplyRequest
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY
 from app.mcp.host import McpHost
@@ -27,6 +26,8 @@ from app.statuses import MessageStatus
 from app.store.request_log import RequestLog
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.prompt import build_prompt_messages
+from app.turn.record import TurnRecord
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
 from tests.support.tool_turns import CALL, LengthBackend, ScriptedBackend, calls_made, split_text

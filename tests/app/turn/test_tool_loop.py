@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.mcp.approval import ALLOW_ONCE, ALWAYS, DENY, ToolRequest
 from app.mcp.host import McpHost
 from app.mcp.servers import ToolServer
@@ -19,6 +18,8 @@ from app.store.export import export_conversation
 from app.store.request_log import RequestLog
 from app.turn.answer_step import NO_CALL_FIRST
 from app.turn.events import EndEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.prompt import build_prompt_messages
+from app.turn.record import TurnRecord
 from app.turn.tools import ToolLoop, offered_tools
 from app.turn.turn import Turn
 from tests.support.tool_turns import CALL, calls_made, run_turn, split_text

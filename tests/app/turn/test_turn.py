@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.engine.client import EngineError
 from app.engine.generation import Generation
 from app.engine.request import ReplyRequest
@@ -22,6 +21,8 @@ from app.store.request_log import RequestLog
 from app.turn.backend import backend_for, installed_model, on_server, ready_without_load
 from app.turn.events import EndEvent, LoadedEvent, MetricsEvent, TextEvent
 from app.turn.local_backend import LocalBackend
+from app.turn.prompt import build_prompt_messages
+from app.turn.record import TurnRecord
 from app.turn.status import StopCause, end_status
 from app.turn.turn import Turn
 

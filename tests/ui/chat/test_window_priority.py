@@ -91,7 +91,7 @@ def test_the_windows_engine_gets_slots_for_the_api_and_one_for_itself_while_the_
     controller, _ = recorded
     model = controller.core.library.list()[0]
     assert controller.load_options(model).parallel == 1  # no server: one reply at a time
-    controller.engine_gate = lambda: object()  # the server runs and borrows this engine
+    controller.provide_engine_gate(lambda: object())  # the server runs and borrows this engine
     api = default_slots(model, controller.params().n_ctx, controller.core.settings.placement_for(model.name))
     assert controller.load_options(model).parallel == api + 1  # one kept for the window's own turn
     core = controller.core

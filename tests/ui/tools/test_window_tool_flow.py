@@ -393,5 +393,5 @@ def test_a_model_on_a_server_gets_no_tools_and_says_why(qtbot, cove_core, fake_e
     _turn_on(window, "fault")
     controller = window.controller
     controller.model = RemoteModel("box", "m1", "127.0.0.1:9", None)
-    assert controller.turns.tools_for(controller.conversation_id) is None  # what a turn would get
+    assert controller.turns.inputs.tools_for(controller.conversation_id) is None  # what a turn would get
     assert "m1@box runs on a server" in window.tools.chat.notes[-1] and hosts.made == []  # nothing started

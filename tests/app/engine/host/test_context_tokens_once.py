@@ -241,7 +241,7 @@ def _two_turns(session: ModelSession) -> list[dict]:
 
 
 def _later_turns_never_look_at_it(session: ModelSession, work: _Work, history: list[dict]) -> None:
-    # As app.chat builds it, the next prompt has the paste and no reply to it (an error is not resent).
+    # As app.turn.prompt builds it, the next prompt has the paste and no reply to it (an error is not resent).
     for q in ("what now?", "and then?"):
         work.reset()
         history.append({"role": "user", "content": q})

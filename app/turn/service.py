@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.chat import TurnRecord, build_prompt_messages
 from app.engine.client import EngineClient, LoadedModel
 from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
@@ -19,6 +18,8 @@ from app.store.history import History, Message
 from app.termination import Terminated
 from app.turn.backend import Backend, backend_for, on_server
 from app.turn.events import ConsentEvent, LoadedEvent, ReasoningEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from app.turn.prompt import build_prompt_messages
+from app.turn.record import TurnRecord
 from app.turn.status import StopCause
 from app.turn.tools import ToolLoop
 from app.turn.turn import Turn

@@ -14,7 +14,9 @@ from app.tools.spec import EMPTY_SCHEMA, Tool
 
 
 @dataclass(frozen=True)
-class ToolTurn:
+class ToolConstraint:
+    """The tools of one reply and the grammar that keeps its calls to them valid."""
+
     family: Family
     tools: tuple[Tool, ...]
     gbnf: str
@@ -37,17 +39,17 @@ def tools_of(wire: list[dict[str, Any]]) -> tuple[Tool, ...]:
     return tuple(out)
 
 
-def tool_turn(wire: list[dict[str, Any]], family: Family, *, choice: str, name: str | None, parallel: bool) -> ToolTurn:
+def tool_constraint(wire: list[dict[str, Any]], family: Family, *, choice: str, name: str | None, parallel: bool) -> ToolConstraint:
     """Raises ValueError for a schema the grammar converter refuses."""
     tools = tools_of(wire)
     required = choice == "required"
     if not required and family.name in ("hermes", "generic"):
         names = tuple(t.name for t in tools)
-        return ToolTurn(
+        return ToolConstraint(
             family, tools, opening_call_grammar(tools, family, parallel=parallel), None, lambda text: _opening_start(text, names)
         )
     gbnf = tool_call_grammar(tools, family, name=name if required else None, parallel=parallel, after_opener=not required)
-    return ToolTurn(family, tools, gbnf, None if required else family.opener)
+    return ToolConstraint(family, tools, gbnf, None if required else family.opener)
 
 
 def _opening_start(text: str, names: tuple[str, ...]) -> int | None:

@@ -1,12 +1,10 @@
-"""The parts of one chat turn that every front end shares, split by thread.
-
-- `TurnRecord` is the history side, used only on the thread that owns the database: it
-  commits the person's message first, creates the assistant row as `streaming`, takes text
-  as it arrives (checkpointed at most every `CHECKPOINT_INTERVAL_S`) and finishes the row with its status and
-  metrics in one transaction.
-- The window, `cove chat` and `cove serve` run a whole turn through `app.turn.Turn`: the window
-  and `cove chat` write it through a `TurnRecord`, the API through its request's writer
-  (app/serve/api/request_turn.py).
+"""`TurnRecord`: the history side of one window or `cove chat` turn (the `TurnWriter` of
+app/turn/writer.py), used only on the thread that owns the database. It commits the person's
+message first, creates the assistant row as `streaming`, takes text as it arrives (checkpointed
+at most every `CHECKPOINT_INTERVAL_S`), writes a tool loop's calls and results as rows of their
+own, and finishes the row with its status and metrics in one transaction, then its sources and
+its entry in the written record. The API writes its turns through its request's writer
+(app/serve/api/request_turn.py).
 """
 
 from __future__ import annotations
@@ -30,65 +28,6 @@ from models.library import FileRecheck, InstalledModel, ModelLibrary
 
 if TYPE_CHECKING:
     from app.docs.turn_sources import TurnDocuments
-
-# Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
-_RESENDABLE = {MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.INTERRUPTED}
-
-
-def build_prompt_messages(history: History, conversation_id: str, system_prompt: str | None, *, upto: str | None = None) -> list[dict]:
-    """The conversation as the engine should see it: system prompt, then each kept message of
-    the current branch, ending at message `upto` when given (for a regenerated reply)."""
-    out: list[dict] = []
-    if system_prompt:
-        out.append({"role": "system", "content": system_prompt})
-    branch = history.messages(conversation_id)
-    owner: dict | None = None  # the reply the next tool call belongs to
-    for i, m in enumerate(branch):
-        if m.role == "assistant":
-            owner = None
-            if m.status in _RESENDABLE and m.content:
-                owner = {"role": "assistant", "content": m.content}
-                if m.reasoning:  # the template decides whether it goes into the prompt
-                    owner["reasoning"] = m.reasoning
-                out.append(owner)
-        elif m.role == "user" and not _refused_as_too_long(branch[i + 1] if i + 1 < len(branch) else None):
-            owner = None
-            out.append({"role": "user", "content": m.content})
-        elif m.role == "tool_call":
-            if owner is None:  # a reply that was only calls
-                owner = {"role": "assistant", "content": ""}
-                out.append(owner)
-            owner.setdefault("tool_calls", []).append(_call_of(m))
-        elif m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.params.get("call_id"), "name": m.params.get("name"), "content": m.content})
-        if upto is not None and m.id == upto:
-            break
-    return out
-
-
-def _call_of(m: Message) -> dict[str, Any]:
-    """A stored tool call in the shape chat templates expect (OpenAI's, arguments as JSON text)."""
-    arguments = json.dumps(m.params.get("arguments") or {}, ensure_ascii=False)
-    return {"id": m.params.get("call_id"), "type": "function", "function": {"name": m.params.get("name"), "arguments": arguments}}
-
-
-def _refused_as_too_long(reply: Message | None) -> bool:
-    """The engine (or a server, "remote-context") refused this user message as too long for the
-    context: sent again, it would push every earlier turn out of the model's view for the rest of
-    the chat, or be refused again."""
-    return (
-        reply is not None
-        and reply.role == "assistant"
-        and reply.status == MessageStatus.ERROR
-        and reply.metrics.get("error_kind") in ("context", "remote-context")
-    )
-
-
-def remote_host(metrics: dict[str, Any]) -> str | None:
-    """The host a reply ran on, from its metrics; None for a reply of this machine."""
-    remote = metrics.get("remote")
-    host = remote.get("host") if isinstance(remote, dict) else None
-    return host if isinstance(host, str) and host else None
 
 
 class TurnRecord:

@@ -1,4 +1,4 @@
-"""The window's side of turns with a model on one of the person's own servers: which remote
+"""The window's side of the models on the person's own servers: which remote
 models there are (for the picker), what a remembered or chosen `MODEL_ID@CONNECTION` name
 means, the RemoteEngine a turn streams through (its connection and key read here, on the UI
 thread, before the turn's thread starts) and the one question before messages first go to a
@@ -42,9 +42,10 @@ def declined_sentence(host: str) -> str:
     return f"Not sent: you chose not to send your messages to {host}. Your message is kept; Retry asks again."
 
 
-class RemoteTurns:
-    """`models()` for the picker, `resolve(name)`, `engine_for(model)`, `remember(model)`,
-    `consent(event)`. `ask_consent` is how the person is asked (the window's dialog)."""
+class RemoteModels:
+    """The models on the person's servers, for the window: `models()` for the picker,
+    `resolve(name)`, `engine_for(model)`, `remember(model)`, `consent(event)`. `ask_consent` is
+    how the person is asked (the window's dialog)."""
 
     def __init__(self, core: Any, ask_consent: AskConsent | None = None) -> None:
         self.core = core
