@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine.generation import TokenEvent
+from app.engine.generation import Failure, StartedInfo, TokenEvent
 from app.engine.loaded import LoadedModel
 from app.mcp.approval import ToolRequest
 from app.store.history import Message
@@ -102,13 +102,18 @@ class ToolResultEvent:
 @dataclass(frozen=True)
 class EndEvent:
     """The turn is over and written. `message`: the final reply row (or, when the history could
-    not take it, the reply kept in memory: `not_saved` says why). `before_reply`: it failed
-    before any model ran it (nothing was generated)."""
+    not take it, the reply kept in memory: `not_saved` says why), its text, status, metrics and
+    error as written. `before_reply`: it failed before any model ran it (nothing was generated).
+    What only the engine knows, for a driver that answers in numbers (an API server): `started`,
+    the prompt's figures as the engine said them as the reply started (None when no reply
+    started), and `failure`, why a reply that ended as an error failed (None otherwise)."""
 
     message: Message
     before_reply: bool = False
     not_saved: ReplyNotSaved | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    started: StartedInfo | None = None
+    failure: Failure | None = None
 
     @property
     def status(self) -> str:

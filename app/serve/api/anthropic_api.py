@@ -14,10 +14,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.api.messages_request import MessagesRequest, read_messages_request
 from app.serve.api.openai_api import ClosingStream
-from app.serve.api.running import Running
+from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import MAX_CHARS_PER_TOKEN, Job, Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
@@ -25,7 +24,7 @@ from app.statuses import MessageStatus
 from app.store.request_log import timings
 from app.tools.anthropic import BlockStream, content_blocks, usable
 from app.tools.reply import ContentGate, family_named
-from app.turn.events import ReasoningEvent
+from app.turn.events import EndEvent, ReasoningEvent, TextEvent
 
 ENDPOINT = "/v1/messages"
 
@@ -75,13 +74,14 @@ def too_long(message: str) -> str:
     return f"prompt is too long: {max(tokens, limit + 1)} tokens > {limit} maximum. {message}"
 
 
-def stop_of(finished: FinishedEvent, stops: tuple[str, ...], max_tokens: int | None) -> tuple[str, str | None]:
+def stop_of(end: EndEvent, stops: tuple[str, ...], max_tokens: int | None) -> tuple[str, str | None]:
     """(stop_reason, stop_sequence) of a reply that ended. The engine cuts a stop sequence out
     of the text, so its metrics say which one was met, under "stop_sequence" (None: none)."""
-    if finished.status == MessageStatus.LENGTH:
-        full = int(finished.metrics.get("gen_tokens") or 0) < (max_tokens or 0)  # the context filled up first
+    metrics = end.message.metrics
+    if end.status == MessageStatus.LENGTH:
+        full = int(metrics.get("gen_tokens") or 0) < (max_tokens or 0)  # the context filled up first
         return ("model_context_window_exceeded" if full else "max_tokens"), None
-    hit = finished.metrics.get("stop_sequence")
+    hit = metrics.get("stop_sequence")
     if isinstance(hit, str) and hit in stops:
         return "stop_sequence", hit
     return "end_turn", None
@@ -173,12 +173,13 @@ class AnthropicApi:
             return await self._start_stream(request, job, message_id)
         try:
             async with self.service.reply(request, job) as running:
-                finished = await running.whole()
+                end = await running.whole()
         except ApiError as exc:
             return error_response(exc)
-        if finished.status == MessageStatus.ERROR:
-            return error_response(failure_error(finished, "thinking"))
-        stop_reason, stop_sequence = stop_of(finished, job.stop, job.params.max_tokens)
+        if end.status == MessageStatus.ERROR:
+            return error_response(failure_error(end, "thinking"))
+        stop_reason, stop_sequence = stop_of(end, job.stop, job.params.max_tokens)
+        written = end.message
         if usable(running.tool_reply):
             stop_reason, stop_sequence = "tool_use", None
         return JSONResponse(
@@ -187,11 +188,11 @@ class AnthropicApi:
                 "type": "message",
                 "role": "assistant",
                 "model": job.model.name,
-                "content": thinking_blocks(running.reasoning_text) + content_blocks(running.tool_reply, finished.text),
+                "content": thinking_blocks(running.reasoning_text) + content_blocks(running.tool_reply, written.content),
                 "stop_reason": stop_reason,
                 "stop_sequence": stop_sequence,
-                "usage": _usage(finished.metrics),
-                "timings": timings(finished.metrics),
+                "usage": _usage(written.metrics),
+                "timings": timings(written.metrics),
                 **({"warning": running.not_saved} if running.not_saved else {}),
             }
         )
@@ -208,9 +209,7 @@ class AnthropicApi:
             self._stream(job, running, first, message_id), close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
-    async def _stream(
-        self, job: Job, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None, message_id: str
-    ) -> AsyncIterator[bytes]:
+    async def _stream(self, job: Job, running: Running, first: ReplyEvent | None, message_id: str) -> AsyncIterator[bytes]:
         thought = _Thinking()  # the thinking block, at index 0 when the reply reasons; the rest after it
 
         def event(name: str, **data: Any) -> bytes:
@@ -219,8 +218,8 @@ class AnthropicApi:
             return sse({"type": name, **data}, name)
 
         # The engine has counted the prompt by its first event (StartedInfo comes before it).
-        info = running.generation.started or (first.started if isinstance(first, FinishedEvent) else None)
-        metrics = first.metrics if isinstance(first, FinishedEvent) else {}
+        info = running.generation.started or (first.started if isinstance(first, EndEvent) else None)
+        metrics = first.message.metrics if isinstance(first, EndEvent) else {}
         prompt = info.prompt_tokens if info else int(metrics.get("prompt_tokens") or 0)
         cached = info.cached_tokens if info else int(metrics.get("cached_tokens") or 0)
         message: dict[str, Any] = {
@@ -253,7 +252,7 @@ class AnthropicApi:
                         yield sse({"type": name, **data}, name)
                 step = await running.next()
                 continue
-            if isinstance(step, TokenEvent):
+            if isinstance(step, TextEvent):
                 pieces = (
                     list(blocks.more("".join(running.text)))
                     if blocks is not None
@@ -286,7 +285,7 @@ class AnthropicApi:
                 text_open = True
                 yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
             if blocks is not None:
-                for name, data in blocks.end(running.tool_reply, step.text):
+                for name, data in blocks.end(running.tool_reply, step.message.content):
                     yield event(name, **data)
                 if usable(running.tool_reply):
                     stop_reason, stop_sequence = "tool_use", None
@@ -295,8 +294,8 @@ class AnthropicApi:
             yield event(
                 "message_delta",
                 delta={"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                usage={"output_tokens": int(step.metrics.get("gen_tokens") or 0)},
-                timings=timings(step.metrics),
+                usage={"output_tokens": int(step.message.metrics.get("gen_tokens") or 0)},
+                timings=timings(step.message.metrics),
             )
             if running.not_saved:  # the whole reply went out; what the history could not take is said last
                 yield sse(error_body(500, running.not_saved), "error")

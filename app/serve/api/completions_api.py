@@ -12,16 +12,15 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.api.chat_request import Sampling, read_model, read_sampling
 from app.serve.api.openai_api import FINISH, ClosingStream
-from app.serve.api.running import Running
+from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Job, Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
-from app.turn.events import ReasoningEvent
+from app.turn.events import ReasoningEvent, TextEvent
 from models.library import InstalledModel
 
 DEFAULT_MAX_TOKENS = 16  # the real API's default for text completions
@@ -80,19 +79,20 @@ class CompletionsApi:
         if not job.stream:
             try:
                 async with self.service.reply(request, job) as running:
-                    finished = await running.whole()
+                    end = await running.whole()
             except ApiError as exc:
                 return exc.response()
-            if finished.status == MessageStatus.ERROR:
-                return failure_error(finished).response()
+            if end.status == MessageStatus.ERROR:
+                return failure_error(end).response()
+            written = end.message
             body = self._body(
                 reply_id,
                 created,
                 job,
-                finished.text,
-                FINISH.get(finished.status, "stop"),
-                usage=usage(finished.metrics),
-                timings=timings(finished.metrics),
+                written.content,
+                FINISH.get(end.status, "stop"),
+                usage=usage(written.metrics),
+                timings=timings(written.metrics),
             )
             return JSONResponse({**body, "warning": running.not_saved} if running.not_saved else body)
         try:
@@ -123,7 +123,7 @@ class CompletionsApi:
         created: int,
         job: Job,
         running: Running,
-        first: TokenEvent | ReasoningEvent | FinishedEvent | None,
+        first: ReplyEvent | None,
         include_usage: bool,
     ) -> AsyncIterator[bytes]:
         event = first
@@ -131,16 +131,18 @@ class CompletionsApi:
             if isinstance(event, ReasoningEvent):  # a raw prompt has no template to reason by: never sent
                 event = await running.next()
                 continue
-            if isinstance(event, TokenEvent):
+            if isinstance(event, TextEvent):
                 yield sse(self._body(reply_id, created, job, event.text, None))
                 event = await running.next()
                 continue
             if event.status == MessageStatus.ERROR:
-                yield sse({"error": {"message": event.error or "the engine stopped without a reply", "type": "server_error"}})
+                yield sse({"error": {"message": event.message.error or "the engine stopped without a reply", "type": "server_error"}})
                 return
             yield sse(self._body(reply_id, created, job, "", FINISH.get(event.status, "stop")))
             if include_usage:
-                body = self._body(reply_id, created, job, "", None, usage=usage(event.metrics), timings=timings(event.metrics))
+                body = self._body(
+                    reply_id, created, job, "", None, usage=usage(event.message.metrics), timings=timings(event.message.metrics)
+                )
                 body["choices"] = []
                 yield sse(body)
             if running.not_saved:  # the whole reply went out; what the history could not take is said last

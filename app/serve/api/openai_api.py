@@ -15,9 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.api.chat_request import ChatRequest, read_chat_request
-from app.serve.api.running import Running
+from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Job, Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
@@ -25,7 +24,7 @@ from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
 from app.tools.parsers import Call
 from app.tools.reply import ContentGate, argument_pieces, family_named, read_reply
-from app.turn.events import ReasoningEvent
+from app.turn.events import ReasoningEvent, TextEvent
 
 FINISH: dict[str, str] = {MessageStatus.COMPLETE: "stop", MessageStatus.LENGTH: "length", MessageStatus.CANCELLED: "stop"}
 
@@ -83,15 +82,18 @@ class OpenAIApi:
             return await self._start_stream(request, job, reply_id, created, chat.include_usage)
         try:
             async with self.service.reply(request, job) as running:
-                finished = await running.whole()
+                end = await running.whole()
         except ApiError as exc:
             return exc.response()
-        if finished.status == MessageStatus.ERROR:
-            return failure_error(finished).response()
-        message: dict[str, Any] = {"role": "assistant", "content": finished.text}
-        finish = FINISH.get(finished.status, "stop")
+        if end.status == MessageStatus.ERROR:
+            return failure_error(end).response()
+        written = end.message
+        message: dict[str, Any] = {"role": "assistant", "content": written.content}
+        finish = FINISH.get(end.status, "stop")
         if job.tools is not None and job.tools.active:
-            reply = running.tool_reply or read_reply(job.tools, family_named(str(finished.metrics.get("tool_format") or "")), finished.text)
+            reply = running.tool_reply or read_reply(
+                job.tools, family_named(str(written.metrics.get("tool_format") or "")), written.content
+            )
             if reply.calls:  # as written, even one that breaks its schema (the record keeps the problem)
                 message = {"role": "assistant", "content": reply.content or None, "tool_calls": [_call_entry(c) for c in reply.calls]}
                 finish = "tool_calls"
@@ -104,8 +106,8 @@ class OpenAIApi:
                 "created": created,
                 "model": job.model.name,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                "usage": usage_of(finished.metrics),
-                "timings": timings(finished.metrics),
+                "usage": usage_of(written.metrics),
+                "timings": timings(written.metrics),
                 **({"warning": running.not_saved} if running.not_saved else {}),
             }
         )
@@ -128,7 +130,7 @@ class OpenAIApi:
         self,
         job: Job,
         running: Running,
-        first: TokenEvent | ReasoningEvent | FinishedEvent | None,
+        first: ReplyEvent | None,
         reply_id: str,
         created: int,
         include_usage: bool,
@@ -157,7 +159,7 @@ class OpenAIApi:
                 yield delta({"reasoning_content": event.text})
                 event = await running.next()
                 continue
-            if isinstance(event, TokenEvent):
+            if isinstance(event, TextEvent):
                 if tools is None:
                     if event.text or not running.reasoning:
                         yield delta({"content": event.text})
@@ -170,15 +172,16 @@ class OpenAIApi:
                         yield delta({"content": text})
                 event = await running.next()
                 continue
+            written = event.message
             if event.status == MessageStatus.ERROR:
-                yield sse({"error": {"message": event.error or "the engine stopped without a reply", "type": "server_error"}})
+                yield sse({"error": {"message": written.error or "the engine stopped without a reply", "type": "server_error"}})
                 return
             finish = FINISH.get(event.status, "stop")
             if tools is not None:
-                family = family_named(str(event.metrics.get("tool_format") or ""))
+                family = family_named(str(written.metrics.get("tool_format") or ""))
                 gate = gate or ContentGate(family, tools.names())
-                reply = running.tool_reply or read_reply(tools, family, event.text)  # read once as the reply closed
-                rest = gate.rest(reply) if reply.calls else event.text[len(gate.sent) :]
+                reply = running.tool_reply or read_reply(tools, family, written.content)  # read once as the reply closed
+                rest = gate.rest(reply) if reply.calls else written.content[len(gate.sent) :]
                 if rest:
                     yield delta({"content": rest})
                 for i, call in enumerate(reply.calls):
@@ -191,7 +194,7 @@ class OpenAIApi:
                     finish = "tool_calls"
             yield delta({}, finish)
             if include_usage:
-                yield chunk([], usage=usage_of(event.metrics), timings=timings(event.metrics))
+                yield chunk([], usage=usage_of(written.metrics), timings=timings(written.metrics))
             if running.not_saved:  # the whole reply went out; what the history could not take is said last
                 yield sse({"error": {"message": running.not_saved, "type": "server_error", "code": "history_not_saved"}})
             yield b"data: [DONE]\n\n"

@@ -18,10 +18,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.engine.generation import FinishedEvent, TokenEvent
 from app.serve.api.openai_api import ClosingStream
 from app.serve.api.responses_request import ResponsesRequest, read_responses_request
-from app.serve.api.running import Running
+from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Job, Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
@@ -29,7 +28,7 @@ from app.statuses import MessageStatus
 from app.store.request_log import timings
 from app.tools.parsers import Call
 from app.tools.reply import ContentGate, ToolReply, argument_pieces, family_named, reply_of
-from app.turn.events import ReasoningEvent
+from app.turn.events import EndEvent, ReasoningEvent, TextEvent
 
 # A reply's end as a Response's status; a reply cut by the context or max_output_tokens is incomplete.
 STATUS: dict[str, str] = {MessageStatus.COMPLETE: "completed", MessageStatus.LENGTH: "incomplete", MessageStatus.CANCELLED: "cancelled"}
@@ -97,9 +96,9 @@ class Reply:
     created: int = field(default_factory=lambda: int(time.time()))
     output: list[dict[str, Any]] = field(default_factory=list)
 
-    def object(self, status: str, finished: FinishedEvent | None = None, **extra: Any) -> dict[str, Any]:
-        """The Response object; with `finished`, its usage, timings and why it is incomplete."""
-        cut = finished is not None and finished.status == MessageStatus.LENGTH
+    def object(self, status: str, end: EndEvent | None = None, **extra: Any) -> dict[str, Any]:
+        """The Response object; with the reply's `end`, its usage, timings and why it is incomplete."""
+        cut = end is not None and end.status == MessageStatus.LENGTH
         return {
             "id": self.id,
             "object": "response",
@@ -117,19 +116,19 @@ class Reply:
             "truncation": "disabled",
             "reasoning": {"effort": self.job.reasoning, "summary": None} if self.job.reasoning else None,
             **(self.req.echo or {}),
-            "usage": usage_of(finished.metrics) if finished is not None else None,
-            **({"timings": timings(finished.metrics)} if finished is not None else {}),
+            "usage": usage_of(end.message.metrics) if end is not None else None,
+            **({"timings": timings(end.message.metrics)} if end is not None else {}),
             **extra,
         }
 
-    def calls(self, running: Running, finished: FinishedEvent) -> ToolReply | None:
+    def calls(self, running: Running, end: EndEvent) -> ToolReply | None:
         """The reply read for tool calls (as the service read it for the record, so the call ids
         match), when the request has tools the model may call. Its calls go out as the model wrote
         them, a call that breaks its schema too (the record keeps its problem)."""
         tools = self.job.tools
         if tools is None or not tools.active:
             return None
-        return running.tool_reply or reply_of(tools, finished.metrics, finished.text)
+        return running.tool_reply or reply_of(tools, end.message.metrics, end.message.content)
 
 
 class ResponsesApi:
@@ -175,15 +174,15 @@ class ResponsesApi:
             )
         try:
             async with self.service.reply(request, job) as running:
-                finished = await running.whole()
+                end = await running.whole()
         except ApiError as exc:
             return exc.response()
-        if finished.status == MessageStatus.ERROR:
-            return failure_error(finished, "reasoning").response()
-        status = STATUS.get(finished.status, "completed")
+        if end.status == MessageStatus.ERROR:
+            return failure_error(end, "reasoning").response()
+        status = STATUS.get(end.status, "completed")
         item = "incomplete" if status != "completed" else "completed"
-        tool_reply = reply.calls(running, finished)
-        content = finished.text if tool_reply is None or not tool_reply.calls else tool_reply.content
+        tool_reply = reply.calls(running, end)
+        content = end.message.content if tool_reply is None or not tool_reply.calls else tool_reply.content
         if running.reasoning_text:
             reply.output.append(reasoning_item(new_id("rs"), running.reasoning_text, item))
         if content or tool_reply is None or not tool_reply.calls:
@@ -191,7 +190,7 @@ class ResponsesApi:
         for call in tool_reply.calls if tool_reply is not None else ():
             reply.output.append(call_item(new_id("fc"), call, "completed"))
         warning = {"warning": running.not_saved} if running.not_saved else {}
-        return JSONResponse(reply.object(status, finished, **warning))
+        return JSONResponse(reply.object(status, end, **warning))
 
 
 class _Events:
@@ -292,7 +291,7 @@ def _call_events(reply: Reply, event: _Events, call: Call) -> list[bytes]:
     return out
 
 
-async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningEvent | FinishedEvent | None) -> AsyncIterator[bytes]:
+async def _stream(reply: Reply, running: Running, first: ReplyEvent | None) -> AsyncIterator[bytes]:
     """The Responses event stream. With tools, text goes out only up to where a call may begin
     (ContentGate); the calls go out whole once the reply is read, as chat's stream sends them."""
     event = _Events()
@@ -309,7 +308,7 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningE
                 yield chunk
             step = await running.next()
             continue
-        if isinstance(step, TokenEvent):
+        if isinstance(step, TextEvent):
             if step.text:  # the reasoning is over once the text begins
                 for chunk in thinking.close("completed"):
                     yield chunk
@@ -324,8 +323,9 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningE
                 yield chunk
             step = await running.next()
             continue
+        written = step.message
         if step.status == MessageStatus.ERROR:  # after some text: the stream has begun
-            yield _failed(reply, event, step.error or "the engine stopped without a reply")
+            yield _failed(reply, event, written.error or "the engine stopped without a reply")
             return
         status = STATUS.get(step.status, "completed")
         for chunk in thinking.close("completed" if status == "completed" else "incomplete", running.reasoning_text):
@@ -334,10 +334,12 @@ async def _stream(reply: Reply, running: Running, first: TokenEvent | ReasoningE
         calls: tuple[Call, ...] = ()
         if tool_reply is not None:
             calls = tool_reply.calls  # as written, even one that breaks its schema (the record keeps the problem)
-            gate = gate or ContentGate(family_named(str(step.metrics.get("tool_format") or "")), tools.names() if tools is not None else ())
-            rest = gate.rest(tool_reply) if calls else step.text[len(gate.sent) :]
+            gate = gate or ContentGate(
+                family_named(str(written.metrics.get("tool_format") or "")), tools.names() if tools is not None else ()
+            )
+            rest = gate.rest(tool_reply) if calls else written.content[len(gate.sent) :]
         else:
-            rest = step.text[len(message.text) :]
+            rest = written.content[len(message.text) :]
         if rest or not calls:
             for chunk in message.send(rest):
                 yield chunk

@@ -1,7 +1,9 @@
 """`Running`: an API request's Turn (app/turn/turn.py) as the endpoints read it, on the server's
-event loop: the reply's text and its end as engine events (TokenEvent, then one FinishedEvent
-whose status is the one the Turn wrote), its reasoning as the Turn's ReasoningEvents (before the
-text they precede; app/reasoning), joined into chunks, with no thread blocked waiting."""
+event loop: the Turn's own events, in its vocabulary (app/turn/events.py), as the window and the
+command line read them: the reply's text as TextEvents and its reasoning as ReasoningEvents
+(before the text they precede; app/reasoning), each joined into chunks, then one EndEvent, the
+reply as the Turn wrote it (its status from app/turn/status.py) with the engine's figures of the
+prompt and why it failed; with no thread blocked waiting."""
 
 from __future__ import annotations
 
@@ -9,14 +11,18 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 
 import anyio
 
-from app.engine.generation import FinishedEvent, Generation, TokenEvent
+from app.engine.generation import Generation
 from app.statuses import MessageStatus
 from app.tools.reply import ToolReply
-from app.turn.events import EndEvent, ReasoningEvent, TurnEvent
+from app.turn.events import EndEvent, ReasoningEvent, TextEvent, TurnEvent
 from app.turn.turn import Turn
+
+# What an endpoint reads of a reply: its text, its reasoning, and its end.
+ReplyEvent = TextEvent | ReasoningEvent | EndEvent
 
 CHUNK_INTERVAL_S = 0.02  # a stream sends at most one chunk this often; tokens arriving faster are joined
 
@@ -35,11 +41,11 @@ class Running:
     def __init__(self, turn: Turn, generation: Generation, first: Iterable[TurnEvent] = ()) -> None:
         self.turn = turn
         self.generation = generation
-        self.finished: FinishedEvent | None = None
+        self.ended: EndEvent | None = None  # the end, once taken
         self.text: list[str] = []
         self.reasoning: list[str] = []  # the reply's reasoning so far, as it went out
         self.tokens = 0  # tokens so far (events before they were joined)
-        self._ready: deque[TokenEvent | ReasoningEvent | FinishedEvent] = deque()
+        self._ready: deque[ReplyEvent] = deque()
         self._take(first)
         self._last_chunk = 0.0
         self._arrived: asyncio.Event | None = None
@@ -53,21 +59,20 @@ class Running:
         self.tool_reply: ToolReply | None = None
 
     def _take(self, events: Iterable[TurnEvent]) -> None:
-        """The turn's events the endpoints read: text, and its end as a FinishedEvent."""
+        """The turn's events the endpoints read: text, reasoning, and its end."""
         for event in events:
-            if isinstance(event, (TokenEvent, ReasoningEvent)):
+            if isinstance(event, (TextEvent, ReasoningEvent)):
                 self._ready.append(event)
             elif isinstance(event, EndEvent):
-                self._ready.append(self.finished_of(event))
+                self._ready.append(self.with_engine(event))
 
-    def finished_of(self, end: EndEvent) -> FinishedEvent:
-        """The turn's end as the engine's FinishedEvent, with what the turn wrote (its status from
-        app/turn/status.py, its text and metrics) and what only the engine knows (the prompt's
-        figures, why it failed)."""
-        reply, engine = end.message, self.generation.finished
-        failure = engine.failure if engine is not None and reply.status == MessageStatus.ERROR else None
-        started = engine.started if engine is not None and engine.started is not None else self.generation.started
-        return FinishedEvent(reply.content, reply.status, reply.metrics, reply.error, started, failure)
+    def with_engine(self, end: EndEvent) -> EndEvent:
+        """The turn's end with what only the engine knows, where the turn does not say it: the
+        prompt's figures (`started`) and, for a reply that ended as an error, why (`failure`)."""
+        engine = self.generation.finished
+        started = end.started or (engine.started if engine is not None and engine.started is not None else self.generation.started)
+        failure = end.failure or (engine.failure if engine is not None and end.status == MessageStatus.ERROR else None)
+        return replace(end, started=started, failure=failure)
 
     @property
     def reasoning_text(self) -> str:
@@ -75,8 +80,8 @@ class Running:
         ended = self.turn.ended
         return ended.message.reasoning if ended is not None else "".join(self.reasoning)
 
-    async def next(self) -> TokenEvent | ReasoningEvent | FinishedEvent | None:
-        if self.finished is not None:
+    async def next(self) -> ReplyEvent | None:
+        if self.ended is not None:
             return None
         ready = self._ready
         if not ready:
@@ -90,14 +95,14 @@ class Running:
             self._take(self.turn.poll())
             if not armed and not ready:
                 break
-        if ready and isinstance(ready[0], (TokenEvent, ReasoningEvent)):
+        if ready and isinstance(ready[0], (TextEvent, ReasoningEvent)):
             early = self._last_chunk + CHUNK_INTERVAL_S - time.perf_counter()
             if early > 0:
                 await anyio.sleep(early)
                 self._take(self.turn.poll())
             self._last_chunk = time.perf_counter()
         event = ready.popleft() if ready else None
-        if isinstance(event, (TokenEvent, ReasoningEvent)):
+        if isinstance(event, (TextEvent, ReasoningEvent)):
             kind = type(event)  # text and reasoning are joined apart, in the order they came
             self.tokens += 1
             if ready and type(ready[0]) is kind:
@@ -106,16 +111,15 @@ class Running:
                     parts.append(ready.popleft().text)  # type: ignore[union-attr]
                     self.tokens += 1
                 event = kind("".join(parts), event.t)
-            (self.text if kind is TokenEvent else self.reasoning).append(event.text)
-        elif isinstance(event, FinishedEvent):
-            self.finished = event
+            (self.text if kind is TextEvent else self.reasoning).append(event.text)
+        elif isinstance(event, EndEvent):
+            self.ended = event
         else:  # the engine's events ended without its end
-            ended = self.turn.ended or self.turn.fail("the engine stopped without a reply")
-            self.finished = self.finished_of(ended)
-        if self.finished is not None and self.close_early is not None:
+            self.ended = self.with_engine(self.turn.ended or self.turn.fail("the engine stopped without a reply"))
+        if self.ended is not None and self.close_early is not None:
             close, self.close_early = self.close_early, None
             await close()
-        return event if event is not None else self.finished
+        return event if event is not None else self.ended
 
     def _waker(self) -> tuple[Callable[[], None], asyncio.Event]:
         """What the engine's reader thread calls when an event arrives: set `_arrived` on this
@@ -133,8 +137,9 @@ class Running:
 
         return wake, arrived
 
-    async def whole(self) -> FinishedEvent:
+    async def whole(self) -> EndEvent:
+        """Every event taken: the reply's end."""
         while await self.next() is not None:
             pass
-        assert self.finished is not None
-        return self.finished
+        assert self.ended is not None
+        return self.ended

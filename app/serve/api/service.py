@@ -19,12 +19,12 @@ from starlette.requests import Request
 
 from app.core import Core
 from app.engine.client import EngineError
-from app.engine.generation import FinishedEvent, TokenEvent
+from app.engine.generation import FinishedEvent
 from app.engine.loaded import Embeddings
 from app.load_options import LoadOptions, load_options
 from app.serve.api.request_store import Opened, RequestStore, StoreThread
 from app.serve.api.request_turn import RequestBackend, RequestWriter, api_request
-from app.serve.api.running import Running
+from app.serve.api.running import ReplyEvent, Running
 from app.serve.http.errors import ApiError
 from app.serve.http.peer_owner import is_this_account
 from app.serve.pool.engines import Lease
@@ -34,7 +34,7 @@ from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
-from app.turn.events import EndEvent, ReasoningEvent, RecheckedEvent
+from app.turn.events import EndEvent, RecheckedEvent
 from app.turn.status import StopCause
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
@@ -62,11 +62,13 @@ class Job:
     reply_format: dict[str, Any] | None = None  # the JSON format the grammar keeps the reply to, as the request gave it
 
 
-def failure_error(finished: FinishedEvent, reasoning_param: str = "reasoning_effort") -> ApiError:
+def failure_error(end: EndEvent | FinishedEvent, reasoning_param: str = "reasoning_effort") -> ApiError:
     """The error a reply that ended as an error is answered with: a prompt larger than the
     context, or a reasoning switch the model's template cannot honour (named by `reasoning_param`),
-    is the client's (400, with the numbers or the sentence), anything else the server's."""
-    failure = finished.failure
+    is the client's (400, with the numbers or the sentence), anything else the server's. `end`:
+    the Turn's end, or the engine's own where a request waits on the engine directly
+    (count_tokens.py)."""
+    failure, error = end.failure, (end.message.error if isinstance(end, EndEvent) else end.error)
     if failure is not None and failure.kind == "context" and failure.n_ctx:
         size = f"at least {failure.prompt_tokens:,}" if failure.at_least else f"{failure.prompt_tokens:,}"
         return ApiError(
@@ -78,11 +80,11 @@ def failure_error(finished: FinishedEvent, reasoning_param: str = "reasoning_eff
             code="context_length_exceeded",
         )
     if failure is not None and failure.kind == "grammar":
-        param = "tools" if (finished.error or "").startswith("the tools") else "response_format"
-        return ApiError(400, finished.error or "the response_format cannot be enforced", param=param)
+        param = "tools" if (error or "").startswith("the tools") else "response_format"
+        return ApiError(400, error or "the response_format cannot be enforced", param=param)
     if failure is not None and failure.kind == "reasoning":
-        return ApiError(400, f"'{reasoning_param}': {finished.error or 'the model cannot reason as asked'}", param=reasoning_param)
-    return ApiError(500, finished.error or "the engine stopped without a reply", "server_error")
+        return ApiError(400, f"'{reasoning_param}': {error or 'the model cannot reason as asked'}", param=reasoning_param)
+    return ApiError(500, error or "the engine stopped without a reply", "server_error")
 
 
 # A token of any vocabulary spans at most this many characters (the longest are runs of spaces or
@@ -229,9 +231,7 @@ class Service:
         running.close_early = stack.aclose
         return running, stack.aclose
 
-    async def open_stream(
-        self, request: Request, job: Job
-    ) -> tuple[Running, Callable[[], Awaitable[None]], TokenEvent | ReasoningEvent | FinishedEvent | None]:
+    async def open_stream(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]], ReplyEvent | None]:
         """`open_reply` and the reply's first event: a stream's status is known there, so a reply
         that cannot start (a prompt larger than the context, a grammar refused) raises ApiError,
         closed already, and becomes an error response rather than a stream."""
@@ -242,7 +242,7 @@ class Service:
             with anyio.CancelScope(shield=True):
                 await close()
             raise
-        if isinstance(first, FinishedEvent) and first.status == MessageStatus.ERROR and not running.text:
+        if isinstance(first, EndEvent) and first.status == MessageStatus.ERROR and not running.text:
             await close()
             raise failure_error(first, job.reasoning_param)
         return running, close, first

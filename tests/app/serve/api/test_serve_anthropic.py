@@ -13,9 +13,10 @@ import anthropic
 import httpx
 import pytest
 
-from app.engine.generation import FinishedEvent
 from app.serve.api.anthropic_api import error_type, stop_of
 from app.statuses import MessageStatus
+from app.store.history import Message
+from app.turn.events import EndEvent
 from tests.support.serve_fixture import Served, cove_serve
 
 GREEDY = {"temperature": 0}  # in the body: newer clients have no temperature argument
@@ -283,7 +284,8 @@ def test_with_a_key_made_a_message_needs_it_and_the_record_names_it(served: Serv
 def test_the_stop_reason_is_what_the_engine_met(
     status: str, metrics: dict, stops: tuple[str, ...], expected: tuple[str, str | None]
 ) -> None:
-    assert stop_of(FinishedEvent("text", status, metrics), stops, 10) == expected
+    reply = Message("a", "c", "u", "assistant", "text", status, None, "", "", "m", None, None, {}, metrics, 2)
+    assert stop_of(EndEvent(reply), stops, 10) == expected
 
 
 def test_each_status_has_anthropics_error_type() -> None:
