@@ -14,7 +14,7 @@ call ran on a worker.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.engine.generation import Failure, StartedInfo, TokenEvent
@@ -104,14 +104,14 @@ class EndEvent:
     """The turn is over and written. `message`: the final reply row (or, when the history could
     not take it, the reply kept in memory: `not_saved` says why), its text, status, metrics and
     error as written. `before_reply`: it failed before any model ran it (nothing was generated).
-    What only the engine knows, for a driver that answers in numbers (an API server): `started`,
-    the prompt's figures as the engine said them as the reply started (None when no reply
-    started), and `failure`, why a reply that ended as an error failed (None otherwise)."""
+    What only the engine knows, for a driver that answers in numbers (an API server), filled in by
+    the Turn: `started`, the prompt's figures as the engine said them as the reply started (None
+    when no reply started), and `failure`, why a reply that ended as an error failed (None
+    otherwise)."""
 
     message: Message
     before_reply: bool = False
     not_saved: ReplyNotSaved | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
     started: StartedInfo | None = None
     failure: Failure | None = None
 

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from app.engine.client import EngineError, FinishedEvent, Generation
+from app.engine.generation import Failure, StartedInfo
 from app.engine.request import ReplyRequest
 from app.remote.connections import ConnectionProblem
 from app.remote.errors import RemoteProblem
@@ -525,13 +526,27 @@ class Turn:
         lease, self._lease = self._lease, None
         if lease is not None and self.gate is not None and give_back:
             self.gate.give_back(lease, self.sent or [], text or "")
+        started, failure = self._engine_said(status)
         try:
-            end = EndEvent(self.writer.finish(status, metrics, error, text=text), before_reply=before_reply)
+            end = EndEvent(
+                self.writer.finish(status, metrics, error, text=text), before_reply=before_reply, started=started, failure=failure
+            )
         except ReplyNotSaved as exc:
             assert self.writer.unsaved is not None
-            end = EndEvent(self.writer.unsaved, before_reply=before_reply, not_saved=exc)
+            end = EndEvent(self.writer.unsaved, before_reply=before_reply, not_saved=exc, started=started, failure=failure)
         self.ended = end
         return end
+
+    def _engine_said(self, status: str) -> tuple[StartedInfo | None, Failure | None]:
+        """What only the engine knows of the reply: the prompt's figures as it started, and why a
+        reply that ended as an error failed."""
+        generation = self._generation
+        if generation is None:
+            return None, None
+        engine = generation.finished
+        started = engine.started if engine is not None and engine.started is not None else generation.started
+        failure = engine.failure if engine is not None and status == MessageStatus.ERROR else None
+        return started, failure
 
     def first_figures(self) -> dict[str, Any] | None:
         return first_figures(self._generation)

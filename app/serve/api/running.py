@@ -11,12 +11,10 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
 
 import anyio
 
 from app.engine.generation import Generation
-from app.statuses import MessageStatus
 from app.tools.reply import ToolReply
 from app.turn.events import EndEvent, ReasoningEvent, TextEvent, TurnEvent
 from app.turn.turn import Turn
@@ -61,18 +59,8 @@ class Running:
     def _take(self, events: Iterable[TurnEvent]) -> None:
         """The turn's events the endpoints read: text, reasoning, and its end."""
         for event in events:
-            if isinstance(event, (TextEvent, ReasoningEvent)):
+            if isinstance(event, (TextEvent, ReasoningEvent, EndEvent)):
                 self._ready.append(event)
-            elif isinstance(event, EndEvent):
-                self._ready.append(self.with_engine(event))
-
-    def with_engine(self, end: EndEvent) -> EndEvent:
-        """The turn's end with what only the engine knows, where the turn does not say it: the
-        prompt's figures (`started`) and, for a reply that ended as an error, why (`failure`)."""
-        engine = self.generation.finished
-        started = end.started or (engine.started if engine is not None and engine.started is not None else self.generation.started)
-        failure = end.failure or (engine.failure if engine is not None and end.status == MessageStatus.ERROR else None)
-        return replace(end, started=started, failure=failure)
 
     @property
     def reasoning_text(self) -> str:
@@ -115,7 +103,7 @@ class Running:
         elif isinstance(event, EndEvent):
             self.ended = event
         else:  # the engine's events ended without its end
-            self.ended = self.with_engine(self.turn.ended or self.turn.fail("the engine stopped without a reply"))
+            self.ended = self.turn.ended or self.turn.fail("the engine stopped without a reply")
         if self.ended is not None and self.close_early is not None:
             close, self.close_early = self.close_early, None
             await close()
