@@ -68,7 +68,8 @@ class TaggedCodec(Generic[M]):
         self._types: dict[str, type[M]] = dict(types)
         self._tags: dict[type, str] = {cls: tag for tag, cls in self._types.items()}
         self._fields: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in self._types.values()}  # type: ignore[arg-type]
-        self.decode: Callable[[bytes | str], M] = self._decode_tuples if tuples else self._decode
+        self._tuples = tuples
+        self.decode: Callable[[bytes | str], M] = self._decode
 
     def encode(self, msg: M) -> bytes:
         """One line of JSON (ending in a newline) for `msg`: the tag first, then each field."""
@@ -79,7 +80,8 @@ class TaggedCodec(Generic[M]):
         return dump_line(obj)
 
     def _decode(self, line: bytes | str) -> M:
-        """Parse one line back into its dataclass. Raises the codec's error on anything else."""
+        """Parse one line back into its dataclass (with `tuples`, JSON arrays in top-level fields
+        made tuples). Raises the codec's error on anything else."""
         try:
             obj = json.loads(line)
             cls = self._types.get(obj.get(self.tag_key))
@@ -87,22 +89,10 @@ class TaggedCodec(Generic[M]):
             raise self._bad(line) from None
         if cls is None:
             raise self.error(f"unknown {self._what} type {obj.get(self.tag_key)!r}")
-        kwargs = {k: obj[k] for k in self._fields[cls] if k in obj}
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise self.error(f"bad {obj[self.tag_key]} {self._what}: {exc}") from None
-
-    def _decode_tuples(self, line: bytes | str) -> M:
-        """`_decode`, with JSON arrays in top-level fields made tuples."""
-        try:
-            obj = json.loads(line)
-            cls = self._types.get(obj.get(self.tag_key))
-        except Exception:  # noqa: BLE001 - not JSON, not an object, an unhashable tag, too deep
-            raise self._bad(line) from None
-        if cls is None:
-            raise self.error(f"unknown {self._what} type {obj.get(self.tag_key)!r}")
-        kwargs = {k: tuple(obj[k]) if isinstance(obj[k], list) else obj[k] for k in self._fields[cls] if k in obj}
+        if self._tuples:
+            kwargs = {k: tuple(obj[k]) if isinstance(obj[k], list) else obj[k] for k in self._fields[cls] if k in obj}
+        else:
+            kwargs = {k: obj[k] for k in self._fields[cls] if k in obj}
         try:
             return cls(**kwargs)
         except TypeError as exc:
