@@ -13,7 +13,7 @@ where each front end builds its request, and write it in `generate_message`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,11 +50,6 @@ class ChatMessage:
     def text(self) -> str:
         """The message's text: its text parts, joined."""
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
-
-    @classmethod
-    def of(cls, role: str, text: str, **fields: Any) -> ChatMessage:
-        """A message of one text part."""
-        return cls(role, (TextPart(text),) if text else (), **fields)
 
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> ChatMessage:
@@ -112,9 +107,6 @@ class Sampling:
     presence_penalty: float = protocol.PRESENCE_PENALTY
     frequency_penalty: float = protocol.FREQUENCY_PENALTY
     logit_bias: tuple[tuple[int, float], ...] = ()
-
-
-GREEDY = Sampling(temperature=0.0)
 
 
 @dataclass(frozen=True)
@@ -213,13 +205,3 @@ def generate_message(request: ReplyRequest, request_id: str) -> protocol.Generat
         priority=request.priority,
         reasoning=request.reasoning,
     )
-
-
-def sampling_of(values: Sequence[tuple[str, Any]] | Mapping[str, Any]) -> Sampling:
-    """A Sampling from named values (unknown names are left out)."""
-    items = dict(values)
-    known = Sampling.__dataclass_fields__
-    picked = {k: v for k, v in items.items() if k in known}
-    if "logit_bias" in picked:
-        picked["logit_bias"] = tuple((int(t), float(b)) for t, b in picked["logit_bias"] or ())
-    return Sampling(**picked)

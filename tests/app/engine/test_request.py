@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from app.engine import protocol
-from app.engine.request import ChatMessage, ReplyRequest, Sampling, TextPart, ToolOffer, generate_message, sampling_of
+from app.engine.request import ChatMessage, ReplyRequest, Sampling, TextPart, ToolOffer, generate_message
 from app.settings import SamplingParams
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
@@ -74,7 +74,6 @@ def test_the_settings_sampling_is_the_requests() -> None:
     params = SamplingParams(temperature=0.2, max_tokens=33, seed=4, presence_penalty=0.5, logit_bias=((1, 2.0),))
     s = params.sampling()
     assert (s.temperature, s.max_tokens, s.seed, s.presence_penalty, s.logit_bias) == (0.2, 33, 4, 0.5, ((1, 2.0),))
-    assert sampling_of({"temperature": 0.1, "n_ctx": 5, "logit_bias": [[3, 1]]}) == Sampling(temperature=0.1, logit_bias=((3, 1.0),))
 
 
 def test_a_request_is_frozen_and_changed_by_copy() -> None:
