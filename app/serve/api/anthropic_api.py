@@ -14,10 +14,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.serve.api.job import Job, chat_job
 from app.serve.api.messages_request import MessagesRequest, read_messages_request
 from app.serve.api.openai_api import ClosingStream
 from app.serve.api.running import ReplyEvent, Running
-from app.serve.api.service import MAX_CHARS_PER_TOKEN, Job, Service, failure_error
+from app.serve.api.service import MAX_CHARS_PER_TOKEN, Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
@@ -139,27 +140,14 @@ class AnthropicApi:
         self.service = service
 
     async def _job(self, req: MessagesRequest) -> Job:
-        record: dict[str, Any] = {"top_k": req.top_k} if req.top_k is not None else {}
-        if req.output_format is not None:
-            record["output_format"] = req.output_format
-        if req.tools is not None:
-            record.update(req.tools.record())
-        if req.reasoning:
-            record["reasoning_effort"] = req.reasoning
-        return Job(
-            endpoint=ENDPOINT,
-            model=await self.service.model(req.model),
-            messages=req.messages,
-            params=req.params,
-            stop=req.stop,
-            stream=req.stream,
-            grammar=req.grammar,
-            record_params=record,
-            tools=req.tools,
+        return chat_job(
+            ENDPOINT,
+            await self.service.model(req.model),
+            req,
+            format_field="output_format",
+            record={"top_k": req.top_k} if req.top_k is not None else None,
             call_id_prefix="toolu_",
-            reasoning=req.reasoning,
             reasoning_param="thinking",
-            reply_format=req.output_format if req.grammar else None,
         )
 
     async def messages(self, request: Request) -> Response:

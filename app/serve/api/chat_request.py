@@ -29,7 +29,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     grammar: str | None = None  # GBNF the reply must match (response_format)
-    response_format: dict[str, Any] | None = None
+    reply_format: dict[str, Any] | None = None  # response_format as given
     tools: ToolSet | None = None  # tools, tool_choice and parallel_tool_calls
     reasoning: str = ""  # the reasoning switch (app/serve/api/reasoning_request.py); "": the template's default
 

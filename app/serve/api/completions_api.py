@@ -13,9 +13,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.serve.api.chat_request import Sampling, read_model, read_sampling
+from app.serve.api.job import Job
 from app.serve.api.openai_api import FINISH, ClosingStream
+from app.serve.api.request_turn import api_request
 from app.serve.api.running import ReplyEvent, Running
-from app.serve.api.service import Job, Service, failure_error
+from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
@@ -33,16 +35,10 @@ class CompletionRequest:
     sampling: Sampling
 
     def job(self, model: InstalledModel, endpoint: str) -> Job:
-        return Job(
-            endpoint,
-            model,
-            [{"role": "user", "content": self.prompt}],
-            self.sampling.params,
-            self.sampling.stop,
-            self.sampling.stream,
-            raw_prompt=self.prompt,
-            record_params={"completion": True},
-        )
+        messages = [{"role": "user", "content": self.prompt}]  # the record's view of a text completion
+        params, stop = self.sampling.params, self.sampling.stop
+        request = api_request(messages, params, stop=stop, raw_prompt=self.prompt)
+        return Job(endpoint, model, request, messages, params, self.sampling.stream, record_params={"completion": True})
 
 
 def read_completion_request(body: object) -> CompletionRequest:

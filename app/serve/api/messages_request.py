@@ -32,7 +32,7 @@ class MessagesRequest:
     stream: bool
     top_k: int | None  # as given; None: Cove's own
     grammar: str | None = None  # GBNF the reply must match (output_config.format)
-    output_format: dict[str, Any] | None = None  # output_config.format as given
+    reply_format: dict[str, Any] | None = None  # output_config.format as given
     tools: ToolSet | None = None  # tools and tool_choice
     reasoning: str = ""  # the reasoning switch from `thinking` (app/serve/api/reasoning_request.py)
 

@@ -16,8 +16,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from app.serve.api.chat_request import ChatRequest, read_chat_request
+from app.serve.api.job import Job, chat_job
 from app.serve.api.running import ReplyEvent, Running
-from app.serve.api.service import Job, Service, failure_error
+from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
@@ -51,24 +52,7 @@ class OpenAIApi:
         return JSONResponse(_model_entry(found.name))
 
     async def _job(self, chat: ChatRequest, request: Request) -> Job:
-        extra: dict[str, Any] = {"response_format": chat.response_format} if chat.response_format else {}
-        if chat.tools is not None:
-            extra.update(chat.tools.record())
-        if chat.reasoning:
-            extra["reasoning_effort"] = chat.reasoning
-        return Job(
-            request.url.path,
-            await self.service.model(chat.model),
-            chat.messages,
-            chat.params,
-            chat.stop,
-            chat.stream,
-            chat.grammar,
-            record_params=extra,
-            tools=chat.tools,
-            reasoning=chat.reasoning,
-            reply_format=chat.response_format if chat.grammar else None,
-        )
+        return chat_job(request.url.path, await self.service.model(chat.model), chat, format_field="response_format")
 
     async def chat_completions(self, request: Request) -> Response:
         try:

@@ -18,10 +18,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.serve.api.job import Job, chat_job
 from app.serve.api.openai_api import ClosingStream
 from app.serve.api.responses_request import ResponsesRequest, read_responses_request
 from app.serve.api.running import ReplyEvent, Running
-from app.serve.api.service import Job, Service, failure_error
+from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
@@ -136,25 +137,8 @@ class ResponsesApi:
         self.service = service
 
     async def _job(self, req: ResponsesRequest, request: Request) -> Job:
-        extra: dict[str, Any] = {"text_format": req.text_format} if req.text_format else {}
-        if req.tools is not None:
-            extra.update(req.tools.record())
-        if req.reasoning:
-            extra["reasoning_effort"] = req.reasoning
-        return Job(
-            request.url.path,
-            await self.service.model(req.model),
-            req.messages,
-            req.params,
-            (),
-            req.stream,
-            req.grammar,
-            record_params=extra,
-            tools=req.tools,
-            reasoning=req.reasoning,
-            reasoning_param="reasoning",
-            reply_format=req.text_format if req.grammar else None,
-        )
+        model = await self.service.model(req.model)
+        return chat_job(request.url.path, model, req, format_field="text_format", reasoning_param="reasoning")
 
     async def responses(self, request: Request) -> Response:
         try:

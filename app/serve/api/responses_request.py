@@ -32,10 +32,11 @@ class ResponsesRequest:
     stream: bool
     instructions: str | None
     grammar: str | None = None  # GBNF the reply must match (text.format)
-    text_format: dict[str, Any] | None = None  # text.format as given (json_schema / json_object)
+    reply_format: dict[str, Any] | None = None  # text.format as given (json_schema / json_object)
     tools: ToolSet | None = None
     echo: dict[str, Any] | None = None  # the settings a Response object repeats back
     reasoning: str = ""  # the reasoning switch (app/serve/api/reasoning_request.py); "": the template's default
+    stop: tuple[str, ...] = ()  # the Responses API has no stop strings
 
 
 def _refuse_stateful(body: dict[str, Any]) -> None:

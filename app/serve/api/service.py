@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -21,9 +21,11 @@ from app.core import Core
 from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent
 from app.engine.loaded import Embeddings
+from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions, load_options
+from app.serve.api.job import Job
 from app.serve.api.request_store import Opened, RequestStore, StoreThread
-from app.serve.api.request_turn import RequestBackend, RequestWriter, api_request
+from app.serve.api.request_turn import RequestBackend, RequestWriter
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.http.errors import ApiError
 from app.serve.http.peer_owner import is_this_account
@@ -32,7 +34,6 @@ from app.serve.pool.live_request import LiveRequest
 from app.serve.pool.pool import ModelPool
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
-from app.tools.spec import ToolSet
 from app.turn.backend import backend_for
 from app.turn.events import EndEvent, RecheckedEvent
 from app.turn.status import StopCause
@@ -40,26 +41,6 @@ from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
 
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
-
-
-@dataclass(frozen=True)
-class Job:
-    """One reply an endpoint asks for."""
-
-    endpoint: str
-    model: InstalledModel
-    messages: list[dict[str, Any]]
-    params: SamplingParams
-    stop: tuple[str, ...] = ()
-    stream: bool = False
-    grammar: str | None = None
-    raw_prompt: str | None = None  # a text completion (/v1/completions): no chat template
-    record_params: dict[str, Any] = field(default_factory=dict)  # more settings the record keeps (e.g. response_format)
-    tools: ToolSet | None = None  # the tools the model may call (app/tools/)
-    call_id_prefix: str = "call_"  # how the ids of the reply's tool calls begin (Anthropic's: "toolu_")
-    reasoning: str = ""  # the reasoning switch (app/reasoning/switch.py ASKS); "": the template's default
-    reasoning_param: str = "reasoning_effort"  # the field a refused switch is named by (thinking, reasoning)
-    reply_format: dict[str, Any] | None = None  # the JSON format the grammar keeps the reply to, as the request gave it
 
 
 def failure_error(end: EndEvent | FinishedEvent, reasoning_param: str = "reasoning_effort") -> ApiError:
@@ -98,7 +79,8 @@ def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
     fit the model's context: more messages than the context has tokens (each takes one at least),
     or more characters than its tokens could span. What may fit is measured by the engine."""
     context = max(n_ctx or 0, job.model.context_length or 0) or UNKNOWN_CONTEXT
-    texts = [job.raw_prompt] if job.raw_prompt is not None else [str(m.get("content") or "") for m in job.messages]
+    raw = job.request.raw_prompt
+    texts = [raw] if raw is not None else [m.text for m in job.request.messages]
     if len(texts) > context:
         raise ApiError(
             400,
@@ -262,16 +244,7 @@ class Service:
         self._set_live(live_id, waiting)
         opened = await self._open(request, job, conversation=True)
         writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix, reply_format=job.reply_format)
-        asked = api_request(
-            job.messages,
-            job.params,
-            stop=job.stop,
-            grammar=job.grammar,
-            raw_prompt=job.raw_prompt,
-            tools=job.tools,
-            reasoning=job.reasoning,
-        )
-        turn = Turn(writer, asked)
+        turn = Turn(writer, job.request)
         self._set_live(live_id, waiting, turn)
         lease: Lease | None = None
         backend: RequestBackend | None = None
@@ -322,7 +295,8 @@ class Service:
     async def embed(self, request: Request, model: InstalledModel, texts: list[str], params: dict[str, Any]) -> Embeddings:
         """Vectors of `texts` from an engine with `model`; recorded like a reply. Raises ApiError."""
         client = request.scope.get("cove.client", CLIENT)
-        job = Job(request.url.path, model, [{"role": "input", "content": t} for t in texts], SamplingParams(), record_params=params)
+        inputs = [{"role": "input", "content": t} for t in texts]  # the record's view of the texts
+        job = Job(request.url.path, model, ReplyRequest.chat(inputs), inputs, SamplingParams(), record_params=params)
         opened = await self._open(request, job, conversation=False)
         try:
             await self.load_options(model)

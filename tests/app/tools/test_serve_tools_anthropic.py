@@ -20,8 +20,9 @@ import openai
 import pytest
 
 from app.serve.api.anthropic_api import too_long
+from app.serve.api.job import chat_job
 from app.serve.api.messages_request import read_messages_request
-from app.serve.api.service import Job, refuse_what_cannot_fit
+from app.serve.api.service import refuse_what_cannot_fit
 from app.serve.http.errors import ApiError
 from app.tools.anthropic import BlockStream, content_blocks
 from app.tools.reply import ContentGate, family_named, reply_of
@@ -180,7 +181,7 @@ def test_a_prompt_over_the_context_says_prompt_is_too_long_whole_or_streamed(ser
 
 def test_a_prompt_refused_before_it_is_counted_says_so_in_anthropics_words_too() -> None:
     req = read_messages_request({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 300_000}]})
-    job = Job("/v1/messages", _model(), req.messages, req.params)
+    job = chat_job("/v1/messages", _model(), req, format_field="output_format")
     with pytest.raises(ApiError) as caught:
         refuse_what_cannot_fit(job, 1024)
     found = TOO_LONG.match(too_long(caught.value.message))

@@ -92,7 +92,7 @@ def test_output_config_format_is_the_json_schema_grammar() -> None:
     req = read_messages_request(
         messages(output_config={"format": {"type": "json_schema", "schema": schema}}, thinking={"type": "disabled"})
     )
-    assert req.grammar is not None and "root ::=" in req.grammar and req.output_format is not None
+    assert req.grammar is not None and "root ::=" in req.grammar and req.reply_format is not None
     assert read_messages_request(messages(output_format={"type": "json_schema", "schema": schema})).grammar == req.grammar
 
 
