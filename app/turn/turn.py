@@ -61,9 +61,9 @@ class _Failed:
 class EngineLender(Protocol):
     """Lends this machine's engine while another user of it (the window's API server) has it."""
 
-    def borrow(self, model: InstalledModel, messages: list[dict[str, Any]], cancelled: Callable[[], bool]) -> Any: ...
+    def borrow(self, model: InstalledModel, cancelled: Callable[[], bool]) -> Any: ...
 
-    def give_back(self, lease: Any, messages: list[dict[str, Any]], reply: str) -> None: ...
+    def give_back(self, lease: Any) -> None: ...
 
 
 class Turn:
@@ -157,7 +157,7 @@ class Turn:
             self.backend = backend
             installed = backend.installed
             if self.gate is not None and installed is not None:
-                self._lease = self.gate.borrow(installed, messages, self._cancel.is_set)
+                self._lease = self.gate.borrow(installed, self._cancel.is_set)
                 if self._lease is None and self._cancel.is_set():  # stopped while an API request used the engine
                     self._early.append(FinishedEvent("", MessageStatus.CANCELLED, {}))
                     return
@@ -525,7 +525,7 @@ class Turn:
         self.writer.sent = self.sent
         lease, self._lease = self._lease, None
         if lease is not None and self.gate is not None and give_back:
-            self.gate.give_back(lease, self.sent or [], text or "")
+            self.gate.give_back(lease)
         started, failure = self._engine_said(status)
         try:
             end = EndEvent(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable
-from typing import Any
 
 from app.serve.pool.engines import Lease
 from app.serve.pool.pool import ModelPool
@@ -21,9 +20,9 @@ class WindowGate:
         # uvicorn runs the server on an asyncio loop: a turn reaches the pool through it.
         self.pool, self.loop = pool, loop
 
-    def borrow(self, model: InstalledModel, messages: list[dict[str, Any]], cancelled: Callable[[], bool]) -> Lease | None:
-        """The window's engine for a turn with `model` (blocking; `messages` are not needed: the
-        engine picks the slot that holds their prefix). None when the turn was cancelled while
+    def borrow(self, model: InstalledModel, cancelled: Callable[[], bool]) -> Lease | None:
+        """The window's engine for a turn with `model` (blocking; the engine picks the slot that
+        holds the turn's prefix). None when the turn was cancelled while
         waiting, or the server stopped (the engine is the window's alone again)."""
         try:
             future = asyncio.run_coroutine_threadsafe(self.pool.lease_window(model), self.loop)
@@ -39,8 +38,8 @@ class WindowGate:
             except (concurrent.futures.CancelledError, RuntimeError):
                 return None
 
-    def give_back(self, lease: Lease, messages: list[dict[str, Any]], reply: str) -> None:
-        """The turn has ended (`messages` and `reply` are the Turn's; the pool needs neither)."""
+    def give_back(self, lease: Lease) -> None:
+        """The turn has ended: the engine goes back to the pool."""
         try:
             self.loop.call_soon_threadsafe(self.pool.release, lease)
         except RuntimeError:
