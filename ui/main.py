@@ -155,7 +155,7 @@ def run_window(
     from ui.connections.consent import ask_consent
 
     # Before messages first go to a server outside the private network, the window asks (once per connection).
-    controller.remote.ask_consent = lambda connection, host: ask_consent(window, connection, host)
+    controller.provide_consent(lambda connection, host: ask_consent(window, connection, host))
 
     # SIGTERM (logout, shutdown), SIGHUP (the terminal it was started from closed) and SIGINT
     # close the window like the person would: the reply

@@ -36,7 +36,7 @@ def keyring_backend() -> Iterator[InMemoryKeyring]:
 def make_window(qtbot, core, engine, *, ask_consent=None) -> MainWindow:
     controller = ChatController(core, engine)
     if ask_consent is not None:
-        controller.remote.ask_consent = ask_consent
+        controller.provide_consent(ask_consent)
     window = MainWindow(controller, state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json")
     qtbot.addWidget(window)
     window.show()

@@ -26,7 +26,7 @@ from app.turn.record import TurnRecord
 from app.turn.tools import ToolLoop
 from models.library import InstalledModel
 from ui.background import run_in_background
-from ui.chat.remote_models import RemoteModels
+from ui.chat.remote_models import AskConsent, RemoteModels
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
 from ui.chat.turn_inputs import DocumentsFor, EngineGate, TurnInputs
@@ -116,6 +116,11 @@ class ChatController(QObject):
         with API requests (ui/server/shared_engine.py); it also sizes the engine's slots
         (`load_options`)."""
         self.turns.inputs = replace(self.turns.inputs, gate=gate)
+
+    def provide_consent(self, ask: AskConsent) -> None:
+        """How the person is asked before messages first go to a server outside the private
+        network (the window's dialog, parented to it)."""
+        self.remote.ask_consent = ask
 
     # ---- state -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 
 from app.draft_metrics import draft_figures
+from app.turn.backend import remote_host
 from ui.conversation.item_model import MessageItem, speaker
 from ui.conversation.reasoning_rows import ReasoningLayout, estimate_text_height, layout_reasoning
 from ui.conversation.source_rows import SourcesLayout, layout_sources, sources_bottom
@@ -53,13 +54,6 @@ STATUS_LABELS = {
 }
 STOP_REASONS = {"stop": "end of reply", "length": "length limit", "cancelled": "cancelled"}
 NOT_SEEN_NOTE = "Not seen by the model: context full"
-
-
-def remote_host(metrics: dict) -> str | None:
-    """The host a reply ran on, for a reply from one of the person's own servers."""
-    remote = metrics.get("remote")
-    host = remote.get("host") if isinstance(remote, dict) else None
-    return host if isinstance(host, str) and host else None
 
 
 def metrics_line(metrics: dict) -> str:
