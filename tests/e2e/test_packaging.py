@@ -307,7 +307,7 @@ def test_frozen_window_opens_offscreen_and_closes(frozen: Path, no_python_env: d
 @pytest.mark.packaging
 @pytest.mark.timeout(1800)
 def test_frozen_app_reads_every_kind_of_document(frozen: Path, no_python_env: dict[str, str], tmp_path: Path) -> None:
-    """pypdf, python-docx (lxml), charset-normalizer and the readers are in the build and read."""
+    """pypdf, PDFium (pypdfium2), python-docx (lxml), charset-normalizer and the readers are in the build and read."""
     from tests.support.docs_corpus import write_corpus
 
     corpus = write_corpus(tmp_path / "papers", bad=False)

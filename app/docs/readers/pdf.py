@@ -1,18 +1,22 @@
-"""PDF: the text layer, one Section per page (page 1-based), read page by page from the open file
-(the objects parsed for a page dropped after it) with pypdf (BSD-3, pure Python; PyMuPDF reads
-better but is AGPL, which an MIT app cannot ship). Pages without text are skipped; a PDF none of
-whose pages has text is a scan. An owner-only password (empty user password) is opened; a user
-password is not asked for.
+"""PDF: the text layer, one Section per page (page 1-based), read page by page from the open file.
+PDFium (pypdfium2; app/docs/readers/pdf_pdfium.py) extracts the text, pypdf (BSD-3, pure Python)
+opens the file first and measures each page's content (app/docs/readers/pdf_guard.py) before
+PDFium parses it: PDFium is many times faster but parses a page whole, with no way to stop part
+way. A page whose forms would unpack past what the file has left, or one PDFium cannot read, is
+read by pypdf instead, whose work is looked at as it goes; a file PDFium cannot open is read by
+pypdf throughout. (PyMuPDF reads well too but is AGPL, which an MIT app cannot ship.) Pages
+without text are skipped; a PDF none of whose pages has text is a scan. An owner-only password
+(empty user password) is opened; a user password is not asked for.
 
 Its work is bounded by the file's Budget: each page's content, unpacked, is counted before its
-text is extracted, and the time is checked before each page and while pypdf works through a
-page's operators (those of the forms it draws too); at either limit the PDF is cut there (Cut),
-the pages before it kept."""
+text is extracted, the time is checked before each page, and while pypdf reads a page it is
+checked at each of its operators (those of the forms it draws too); at either limit the PDF is
+cut there (Cut), the pages before it kept. `on_page(number, count)` is called before each page."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,6 +25,8 @@ from pypdf.errors import DependencyError
 
 from app.docs.readers._base import Unreadable
 from app.docs.readers.limits import Budget, Cut
+from app.docs.readers.pdf_guard import PageWork, page_work
+from app.docs.readers.pdf_pdfium import Document, PdfiumFailed
 from app.docs.types import Section
 from app.unreadable_text import storable
 
@@ -32,10 +38,9 @@ logging.getLogger("pypdf").addHandler(logging.NullHandler())
 DAMAGED = "is damaged or not a PDF"
 ENCRYPTED = "is encrypted with a password"
 SCANNED = "is a scanned PDF with no text layer (Cove reads only a PDF's text)"
-_TEXT_OPERATORS = (b"Tj", b"TJ", b"'", b'"', b"Do")  # the operators that can show text (Do: a form that may)
 
 
-def read_pdf(file: BinaryIO, path: Path, budget: Budget) -> Iterator[Section]:
+def read_pdf(file: BinaryIO, path: Path, budget: Budget, on_page: Callable[[int, int], None] | None = None) -> Iterator[Section]:
     """The Sections of a PDF, one per page with text; Cut when `budget` runs out."""
     try:
         reader = PdfReader(file)
@@ -48,20 +53,60 @@ def read_pdf(file: BinaryIO, path: Path, budget: Budget) -> Iterator[Section]:
         raise Unreadable("is encrypted in a way Cove cannot open") from None
     except Exception:  # pypdf raises many kinds on a damaged file (PdfReadError, ValueError, KeyError, ...)
         raise Unreadable(DAMAGED) from None
-    start = 0
-    for number in range(1, count + 1):
-        where = f"at page {number:,} of {count:,}"
-        budget.check_time(where)
-        text = _page_text(reader, number, where, budget)
-        _forget_objects(reader)
-        text = storable(text.replace("\x00", ""))[0].strip()
-        if not text:
-            continue
-        text += "\n\n"
-        yield Section(text=text, start=start, page=number)
-        start += len(text)
+    _forget_objects(reader)  # what opening parsed (all the page dictionaries' object streams)
+    pdfium = _pdfium(file, count)
+    try:
+        start = 0
+        for number in range(1, count + 1):
+            where = f"at page {number:,} of {count:,}"
+            budget.check_time(where)
+            if on_page is not None:
+                on_page(number, count)
+            text = _page_text(reader, pdfium, number, where, budget)
+            _forget_objects(reader)
+            text = storable(text.replace("\x00", ""))[0].strip()
+            if not text:
+                continue
+            text += "\n\n"
+            yield Section(text=text, start=start, page=number)
+            start += len(text)
+    finally:
+        if pdfium is not None:
+            pdfium.close()
     if start == 0:
         raise Unreadable(SCANNED if count else "has no pages")
+
+
+def _pdfium(file: BinaryIO, count: int) -> Document | None:
+    """The PDF open in PDFium too, or None where PDFium cannot open it or counts other pages than
+    pypdf (their page numbers would not agree): pypdf then reads every page."""
+    try:
+        document = Document(file)
+    except PdfiumFailed:
+        return None
+    if document.page_count != count:
+        document.close()
+        return None
+    return document
+
+
+def _page_text(reader: PdfReader, pdfium: Document | None, number: int, where: str, budget: Budget) -> str:
+    """The text of page `number`, what its content unpacks to counted against `budget` first."""
+    try:
+        page = reader.pages[number - 1]
+        work = page_work(page, budget.decoded_left())
+    except Exception:
+        raise Unreadable(f"is damaged (page {number} cannot be read)") from None
+    if not work.may_show_text:
+        budget.take_decoded(work.content, where)
+        return ""  # pypdf skips a page with no text operator itself too
+    if pdfium is not None and work.content + work.forms <= budget.decoded_left():
+        budget.take_decoded(work.content + work.forms, where)
+        try:
+            return pdfium.page_text(number - 1)
+        except PdfiumFailed:
+            return _pypdf_text(reader, number, where, budget, work, counted=True)
+    return _pypdf_text(reader, number, where, budget, work, counted=False)
 
 
 class _OutOfTime(BaseException):
@@ -69,25 +114,20 @@ class _OutOfTime(BaseException):
     because pypdf catches Exception around each form XObject it extracts and would go on."""
 
 
-def _page_text(reader: PdfReader, number: int, where: str, budget: Budget) -> str:
-    """The text of page `number`, what its content unpacks to counted against `budget` first.
-    pypdf's own limits stay in force (a stream unpacks to at most 75 MB); the budget adds the
-    one over the whole file that pypdf does not have."""
+def _pypdf_text(reader: PdfReader, number: int, where: str, budget: Budget, work: PageWork, *, counted: bool) -> str:
+    """The text of page `number` by pypdf, its content counted against `budget` unless `counted`
+    already. pypdf's own limits stay in force (a stream unpacks to at most 75 MB); the budget adds
+    the one over the whole file that pypdf does not have, and the time, looked at before each
+    operator pypdf works through."""
 
     def guard(*_: object) -> None:  # called before each operator, those of the forms drawn too
         if budget.out_of_time():
             raise _OutOfTime
 
+    if not counted:
+        budget.take_decoded(work.content, where)
     try:
-        page = reader.pages[number - 1]
-        contents = page.get_contents()
-        data = contents.get_data() if contents is not None else b""
-        budget.take_decoded(len(data), where)
-        # pypdf skips a page with no text operator itself, but only when no visitor is given;
-        # the guard is one, so the same test is made here first.
-        if not any(op in data for op in _TEXT_OPERATORS):
-            return ""
-        return page.extract_text(visitor_operand_before=guard)
+        return reader.pages[number - 1].extract_text(visitor_operand_before=guard)
     except _OutOfTime:
         raise budget.time_cut(where) from None
     except Cut:

@@ -2,11 +2,12 @@
 real indexer: a DOCX bomb whose main part is not named .xml, a zip whose headers understate its
 sizes, PDFs whose pages share one big content stream or draw one big form over and over, a file
 read part way when the run stops, a file name that is not UTF-8, and a file swapped for a FIFO
-after the folder was walked. Each ends bounded, with a sentence, the rest of the collection
+after the folder was walked, and a gzip bomb. Each ends bounded, with a sentence, the rest of the collection
 indexed, and nothing hangs."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import re
@@ -284,6 +285,24 @@ def test_a_text_past_the_character_limit_is_cut_where_it_reached_it(tmp_path: Pa
             "SELECT max(\"end\") FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path LIKE '%ledger.txt'"
         ).fetchone()
     assert 50_000 < end <= 100_000
+
+
+def test_a_gzip_bomb_in_a_collection_is_refused_and_the_rest_indexed(tmp_path: Path) -> None:
+    """200 MB of zeros packed to about 200 KB, named like Debian's compressed docs: unpacked a block
+    at a time, it is refused at its first block, and an honest .html.gz beside it is read."""
+    bomb = io.BytesIO()
+    with gzip.GzipFile(fileobj=bomb, mode="wb", compresslevel=9) as out:
+        for _ in range(200):
+            out.write(bytes(1024**2))
+    page = gzip.compress(b"<html><body><h1>News</h1><p>Cormorants dry their wings on the pier.</p></body></html>")
+    _, db = collection(tmp_path, ("changelog.txt.gz", bomb.getvalue()), ("news.html.gz", page))
+    done = index_collection(db, "c", lower_priority=False)
+    assert done.finished
+    assert problems_of(done) == {"changelog.txt.gz": "looks like a binary file, not text"}
+    with DocumentIndex(db) as index:
+        found = search(index, ["c"], "cormorants")
+        assert [Path(p.path).name for p in found] == ["news.html.gz"] and found[0].heading == "News"
+    assert_note_indexed(db)
 
 
 # ---- case 8: progress within a file, and the write lock ---------------------------------------------
