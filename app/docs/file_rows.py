@@ -9,6 +9,9 @@ Invariants (they cross processes: the window's worker and `cove docs reindex` ma
 - A run stopped or killed part way leaves the file 'reading' with the passages written so far
   (searchable); the next run reads it again from the start.
 - Rows are found by `path` (shown text) and `raw_path` together (app/docs/file_names.py).
+- `indexed_at` is when the file was last done with: its last batch written (finish), or its
+  problem recorded; claiming it for reading keeps the time it had, so "last indexed" is when
+  the last file finished, not when one started.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ class FileRows:
     def begin(self, f: Found, digest: str) -> int:
         """Claim the file for this run ('reading') and drop the passages it had; its id."""
         with write_transaction(self.index.db):
-            file_id = self._upsert(f, digest, "reading", None, self.claim)
+            file_id = self._upsert(f, digest, "reading", None, self.claim, stamp=False)
             if self.index.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,)).rowcount:
                 self.index.bump_generation()
         return file_id
@@ -115,24 +118,17 @@ class FileRows:
             return first
         with write_transaction(self.index.db):
             self._check_claim(file_id)
-            ids: list[tuple[int, str]] = []
-            for ord_, c in enumerate(chunks, first):
-                cur = self.index.conn.execute(
-                    'INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-                    (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash),
-                )
-                assert cur.lastrowid is not None
-                ids.append((cur.lastrowid, c.hash))
-            if self.model is not None:  # a renamed or edited file: passages it had keep their vectors
-                have = self.stored_vectors(self.model, {h for _, h in ids})
-                self.insert_vectors([(cid, have[h]) for cid, h in ids if h in have], self.model)
+            self._insert(file_id, first, chunks)
             self.index.bump_generation()
         return first + len(chunks)
 
-    def finish(self, file_id: int, problem: str | None) -> None:
-        """The file is indexed (`problem`: the sentence saying where it was cut, or None). ClaimLost."""
+    def finish(self, file_id: int, problem: str | None, first: int = 0, chunks: Sequence[Chunk] = ()) -> None:
+        """The file's last passages (`chunks`, from ordinal `first`) written and the file indexed, in
+        one transaction, so `indexed_at` is when its last batch was written (`problem`: the sentence
+        saying where it was cut, or None). ClaimLost."""
         with write_transaction(self.index.db):
             self._check_claim(file_id)
+            self._insert(file_id, first, chunks)
             self.index.conn.execute(
                 "UPDATE files SET status = 'indexed', problem = ?, claim = NULL, indexed_at = ? WHERE id = ?",
                 (problem, utc_timestamp(), file_id),
@@ -163,18 +159,44 @@ class FileRows:
 
     # ---- inside a write transaction -------------------------------------------------------
 
+    def _insert(self, file_id: int, first: int, chunks: Sequence[Chunk]) -> None:
+        ids: list[tuple[int, str]] = []
+        for ord_, c in enumerate(chunks, first):
+            cur = self.index.conn.execute(
+                'INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+                (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash),
+            )
+            assert cur.lastrowid is not None
+            ids.append((cur.lastrowid, c.hash))
+        if self.model is not None and ids:  # a renamed or edited file: passages it had keep their vectors
+            have = self.stored_vectors(self.model, {h for _, h in ids})
+            self.insert_vectors([(cid, have[h]) for cid, h in ids if h in have], self.model)
+
     def _check_claim(self, file_id: int) -> None:
         row = self.index.conn.execute("SELECT claim FROM files WHERE id = ?", (file_id,)).fetchone()
         if row is None or row[0] != self.claim:
             raise ClaimLost(file_id)
 
-    def _upsert(self, f: Found, digest: str | None, status: str, problem: str | None, claim: str | None) -> int:
+    def _upsert(self, f: Found, digest: str | None, status: str, problem: str | None, claim: str | None, *, stamp: bool = True) -> int:
+        """The file's row written; `stamp`: `indexed_at` set to now (else a new row has none and an
+        existing one keeps its own)."""
         row = self.index.conn.execute(
             "INSERT INTO files (collection, path, raw_path, size, mtime_ns, sha256, status, problem, indexed_at, claim) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (collection, path) DO UPDATE SET raw_path = excluded.raw_path, size = excluded.size, "
             "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, status = excluded.status, problem = excluded.problem, "
-            "indexed_at = excluded.indexed_at, claim = excluded.claim RETURNING id",
-            (self.collection, shown_path(f.path), raw_path(f.path), f.size, f.mtime_ns, digest, status, problem, utc_timestamp(), claim),
+            "indexed_at = coalesce(excluded.indexed_at, files.indexed_at), claim = excluded.claim RETURNING id",
+            (
+                self.collection,
+                shown_path(f.path),
+                raw_path(f.path),
+                f.size,
+                f.mtime_ns,
+                digest,
+                status,
+                problem,
+                utc_timestamp() if stamp else None,
+                claim,
+            ),
         ).fetchone()
         return int(row[0])

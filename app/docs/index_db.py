@@ -8,6 +8,7 @@ is moved aside and a new one started (the person reindexes), and it never touche
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class CollectionInfo:
     created: str  # utc_timestamp()
     roots: tuple[str, ...]  # absolute paths of the folders and files, as added
     embedding_model: str | None  # the model its vectors come from; None: none yet (BM25 only)
+    include: tuple[str, ...] | None = None  # the person's include patterns; None: every file a reader reads
+    exclude: tuple[str, ...] | None = None  # the person's exclude patterns; None: the defaults
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class CollectionStatus:
     pending: int  # files found by a run that has not read them (all) yet (a paused or stopped run)
     last_indexed: str | None  # when a file was last indexed; None: never
     embedding_model: str | None
+    left_out: tuple[FileProblem, ...] = ()  # files the last walk left out unread (by pattern or type), with why
 
 
 class DocumentIndex:
@@ -106,15 +110,21 @@ class DocumentIndex:
 
     # ---- collections ----------------------------------------------------------------------
 
-    def create(self, name: str, roots: Sequence[Path]) -> None:
-        """A new collection of `roots` (folders or files). ValueError with a sentence: a bad or
-        taken name, a path that does not exist."""
+    def create(
+        self, name: str, roots: Sequence[Path], *, include: Sequence[str] | None = None, exclude: Sequence[str] | None = None
+    ) -> None:
+        """A new collection of `roots` (folders or files), with the person's include and exclude
+        patterns (None: the defaults). ValueError with a sentence: a bad or taken name, a path
+        that does not exist."""
         name = _check_name(name)
         paths = _check_roots(roots)
         with write_transaction(self.db):
             if self._exists(name):
                 raise ValueError(f"a collection named {name} already exists")
-            self.conn.execute("INSERT INTO collections (name, created) VALUES (?, ?)", (name, utc_timestamp()))
+            self.conn.execute(
+                "INSERT INTO collections (name, created, include_patterns, exclude_patterns) VALUES (?, ?, ?, ?)",
+                (name, utc_timestamp(), _patterns_json(include), _patterns_json(exclude)),
+            )
             self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)", [(name, p) for p in paths])
 
     def add_roots(self, name: str, roots: Sequence[Path]) -> None:
@@ -122,6 +132,27 @@ class DocumentIndex:
         with write_transaction(self.db):
             self.require(name)
             self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)", [(name, p) for p in paths])
+
+    def set_patterns(self, name: str, *, include: Sequence[str] | None, exclude: Sequence[str] | None) -> None:
+        """The collection's include and exclude patterns (None: the defaults); the next run walks
+        with them."""
+        with write_transaction(self.db):
+            self.require(name)
+            self.conn.execute(
+                "UPDATE collections SET include_patterns = ?, exclude_patterns = ? WHERE name = ?",
+                (_patterns_json(include), _patterns_json(exclude), name),
+            )
+
+    def set_left_out(self, name: str, left_out: Sequence[FileProblem]) -> None:
+        """The files the walk just left out unread, with why (replacing the last walk's)."""
+        with write_transaction(self.db):
+            self.conn.execute("DELETE FROM left_out WHERE collection = ?", (name,))
+            rows = [(name, f.path, f.sentence) for f in left_out]
+            self.conn.executemany("INSERT OR REPLACE INTO left_out (collection, path, reason) VALUES (?, ?, ?)", rows)
+
+    def left_out(self, name: str) -> tuple[FileProblem, ...]:
+        rows = self.conn.execute("SELECT path, reason FROM left_out WHERE collection = ? ORDER BY path", (name,))
+        return tuple(FileProblem(str(p), str(r)) for p, r in rows)
 
     def remove(self, name: str) -> None:
         """The collection, its files' rows, chunks, vectors and full-text rows, then VACUUM so
@@ -133,6 +164,7 @@ class DocumentIndex:
             self.conn.execute(f"DELETE FROM chunks WHERE file_id IN ({file_ids})", (name,))
             self.conn.execute("DELETE FROM files WHERE collection = ?", (name,))
             self.conn.execute("DELETE FROM roots WHERE collection = ?", (name,))
+            self.conn.execute("DELETE FROM left_out WHERE collection = ?", (name,))
             self.conn.execute("DELETE FROM collections WHERE name = ?", (name,))
             self.bump_generation()
             self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
@@ -143,10 +175,19 @@ class DocumentIndex:
         return [str(r[0]) for r in self.conn.execute("SELECT name FROM collections ORDER BY name COLLATE NOCASE, name")]
 
     def collection(self, name: str) -> CollectionInfo | None:
-        row = self.conn.execute("SELECT name, created, embedding_model FROM collections WHERE name = ?", (name,)).fetchone()
+        row = self.conn.execute(
+            "SELECT name, created, embedding_model, include_patterns, exclude_patterns FROM collections WHERE name = ?", (name,)
+        ).fetchone()
         if row is None:
             return None
-        return CollectionInfo(name=row[0], created=row[1], roots=self.roots(name), embedding_model=row[2])
+        return CollectionInfo(
+            name=row[0],
+            created=row[1],
+            roots=self.roots(name),
+            embedding_model=row[2],
+            include=_patterns_of(row[3]),
+            exclude=_patterns_of(row[4]),
+        )
 
     def require(self, name: str) -> CollectionInfo:
         """The collection, or UnknownCollection."""
@@ -188,6 +229,7 @@ class DocumentIndex:
             pending=pending,
             last_indexed=last,
             embedding_model=info.embedding_model,
+            left_out=self.left_out(name),
         )
 
     # ---- for the indexer and search -----------------------------------------------------
@@ -202,6 +244,20 @@ class DocumentIndex:
 
     def _exists(self, name: str) -> bool:
         return self.conn.execute("SELECT 1 FROM collections WHERE name = ?", (name,)).fetchone() is not None
+
+
+def _patterns_json(patterns: Sequence[str] | None) -> str | None:
+    return None if patterns is None else json.dumps(list(patterns))
+
+
+def _patterns_of(stored: str | None) -> tuple[str, ...] | None:
+    if stored is None:
+        return None
+    try:
+        value = json.loads(stored)
+    except ValueError:
+        return None  # unreadable: the defaults
+    return tuple(str(p) for p in value) if isinstance(value, list) else None
 
 
 def _check_name(name: str) -> str:

@@ -123,8 +123,26 @@ def _m0002_raw_paths_and_claims(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE files ADD COLUMN claim TEXT")  # the run writing the file's passages ('reading')
 
 
+def _m0003_patterns_and_left_out(db: sqlite_utils.Database) -> None:
+    # The person's include and exclude patterns (JSON lists of glob patterns); NULL: the defaults.
+    db.execute("ALTER TABLE collections ADD COLUMN include_patterns TEXT")
+    db.execute("ALTER TABLE collections ADD COLUMN exclude_patterns TEXT")
+    # The files the last walk left out without reading them (by pattern or type), with why.
+    db.execute(
+        """
+        CREATE TABLE left_out (
+            collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            PRIMARY KEY (collection, path)
+        )
+        """
+    )
+
+
 # Append-only: never rename, reorder, edit or remove an entry once released.
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_documents", _m0001_documents),
     ("0002_raw_paths_and_claims", _m0002_raw_paths_and_claims),
+    ("0003_patterns_and_left_out", _m0003_patterns_and_left_out),
 )

@@ -1,13 +1,15 @@
-"""Indexing a collection: its roots walked, new and changed files read (readers), cut (chunker),
-embedded when an embedder is given, and written; files that are gone removed; problems recorded.
+"""Indexing a collection: its roots walked, new and changed files read (readers), cut (chunker) and
+written, then embedded when an embedder is given; files that are gone removed; problems recorded.
 
 Invariants:
 - A file's passages are written a batch at a time, each batch a transaction of its own
   (app/docs/file_rows.py), so the index's write lock is never held while a file is read and a
   run stopped or killed part way keeps what it wrote; the next run reads that file again. Files a
-  run found but has not read yet are rows with status 'pending'. New vectors follow in
-  transactions of their own, a batch at a time (the model embeds outside any write lock); chunks
-  a stopped run left without vectors are embedded by the next run.
+  run found but has not read yet are rows with status 'pending'. Vectors are made once every
+  file of the run is written (so the whole collection is searchable by keywords first, and by
+  meaning as its vectors arrive), in transactions of their own, a batch at a time (the model
+  embeds outside any write lock); chunks a stopped run left without vectors are embedded by the
+  next run.
 - Reading one file is bounded (app/docs/readers/limits.py: time, PDF content unpacked, characters);
   a file that reaches a limit is cut there, indexed up to it, and gets a sentence saying where.
 - A file is read again only when its size or mtime changed and then its content's sha256 too (a
@@ -20,6 +22,10 @@ Invariants:
   own priority.
 - The files themselves are only read, never written, moved or copied; each is opened without
   blocking and read only when what was opened is a regular file.
+- The walk keeps only the files the collection's patterns keep (app/docs/patterns.py); what it left
+  out, with why, replaces the last walk's list in the index (`left_out`) before any file is read,
+  and a file indexed before that a pattern now leaves out is removed like a deleted one.
+- Progress goes out at each file, and within a PDF at most every PAGE_REPORT_S (its page of pages).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from app.docs.embedding import Embedder
 from app.docs.file_names import shown_path
 from app.docs.file_rows import ClaimLost, FileRows, Known
 from app.docs.index_db import DocumentIndex
+from app.docs.patterns import Patterns
 from app.docs.readers import NotRegular, NotTheSame, Unreadable, is_supported, read_sections, too_large
 from app.docs.readers._base import open_checked
 from app.docs.readers.limits import AT_START, DEFAULT_LIMITS, Budget, Cut, Limits
@@ -51,6 +58,7 @@ from models.transactions import write_transaction
 EMBED_BATCH = 16
 WRITE_BATCH = 128  # chunks held in memory at a time while a file is written or embedded
 HOLD_POLL_S = 0.1
+PAGE_REPORT_S = 0.25  # a PDF's page is reported at most this often
 _NICE = 10
 CHANGED_KIND = "is no longer a regular file (it became a pipe, device, socket or folder while Cove was indexing), so it is skipped"
 REPLACED = "was replaced by another file or a link while Cove was indexing, so it is skipped"
@@ -97,7 +105,8 @@ class _Run:
         self.rows = FileRows(index, name, embedder.model_name if embedder is not None else None)
         self.progress = Progress(collection=name, files_done=0, files_total=0)
         self.problems: dict[str, str] = {}  # the collection's problems as of now, by shown path
-        self.left_out: dict[str, str] = {}  # files this run leaves out without a row of their own (SAME_NAME)
+        self.same_name: dict[str, str] = {}  # files this run leaves out without a row of their own (SAME_NAME)
+        self._page_sent = 0.0  # when a page of the file being read was last reported (monotonic)
         self.embed_failure: str | None = None  # after one failure the run stops asking the embedder
         self.failed_ids: set[int] = set()  # files indexed this run without vectors
 
@@ -114,7 +123,11 @@ class _Run:
                 "SELECT path, problem FROM files WHERE collection = ? AND problem IS NOT NULL", (self.name,)
             )
         }
-        found = self._one_per_name(walk_roots(info.roots, is_supported))
+        walked = list(walk_roots(info.roots, is_supported, Patterns.stored(info.include, info.exclude)))
+        left_out = tuple(sorted((FileProblem(shown_path(f.path), f.left_out) for f in walked if f.left_out), key=lambda p: p.path))
+        self.index.set_left_out(self.name, left_out)
+        self.progress = replace(self.progress, left_out=left_out)
+        found = self._one_per_name(f for f in walked if f.left_out is None)
         found_paths = {f.path for f in found}
         todo = [f for f in found if f.problem is None and _changed(known.get(f.path), f)]
         self._walk_problems([f for f in found if f.problem is not None], known)
@@ -124,11 +137,11 @@ class _Run:
             if self._stopping():
                 return self._report(paused=True, current=None)
             shown = shown_path(f.path)
-            self._report(current=shown)
+            self._report(current=shown, page=0, pages=0)
             self.problems.pop(shown, None)
             if not self._index_file(f, self.rows.known_one(f.path)):
                 return self._report(paused=True, current=None)
-            self._report(files_done=self.progress.files_done + 1, bytes_done=self.progress.bytes_done + f.size)
+            self._report(files_done=self.progress.files_done + 1, bytes_done=self.progress.bytes_done + f.size, page=0, pages=0)
         if self.embedder is not None and not self._fill_vectors():
             return self._report(paused=True, current=None)
         gone = [p for p in known if p not in found_paths]
@@ -172,16 +185,14 @@ class _Run:
         file_id, cut = written
         if cut is not None:
             self._problem(shown_path(f.path), cut)
-        if self.embedder is not None:
-            self._embed_file(file_id, shown_path(f.path))
-        return True
+        return True  # its vectors are made once every file is searchable by keywords (_fill_vectors)
 
     def _write_file(self, f: Found, digest: str, budget: Budget) -> tuple[int, str | None] | None:
         """The file's passages, streamed from the reader and written a batch at a time until the
         file ends or `budget` runs out: (its id, the sentence saying where it was cut, or None).
         None: the run was stopped between two batches (what was written is kept)."""
         file_id = self.rows.begin(f, digest)
-        sections = read_sections(Path(f.path), budget, _identity(f))
+        sections = read_sections(Path(f.path), budget, _identity(f), on_page=self._page)
         bounded = _within(sections, budget)
         chunks = chunk_sections(bounded)
         try:
@@ -195,11 +206,10 @@ class _Run:
                     with budget.paused():
                         if self._stopping():
                             return None
-            self.rows.add(file_id, ord_, batch)
         finally:  # the reader's file closed now, also when the run stops part way (they are generators)
             for gen in (chunks, bounded, sections):
                 getattr(gen, "close", lambda: None)()
-        self.rows.finish(file_id, budget.cut)
+        self.rows.finish(file_id, budget.cut, ord_, batch)  # the last batch, and the file done, together
         return file_id, budget.cut
 
     # ---- vectors ----------------------------------------------------------------------------
@@ -245,17 +255,18 @@ class _Run:
         indexed before there was one, with another, or by a run that was stopped). False: stopped."""
         assert self.embedder is not None
         rows = self.index.conn.execute(
-            "SELECT DISTINCT f.id, f.path FROM files f JOIN chunks c ON c.file_id = f.id "
+            "SELECT f.id, f.path, count(*) FROM files f JOIN chunks c ON c.file_id = f.id "
             "LEFT JOIN vectors v ON v.chunk_id = c.id AND v.model = ? "
-            "WHERE f.collection = ? AND f.status = 'indexed' AND v.chunk_id IS NULL ORDER BY f.path",
+            "WHERE f.collection = ? AND f.status = 'indexed' AND v.chunk_id IS NULL GROUP BY f.id ORDER BY f.path",
             (self.embedder.model_name, self.name),
         ).fetchall()
-        for file_id, path in rows:
+        self._report(vectors_done=0, vectors_total=sum(int(n) for _, _, n in rows))
+        for file_id, path, _ in rows:
             if file_id in self.failed_ids:
                 continue
             if self._stopping():
                 return False
-            self._report(current=str(path))
+            self._report(current=str(path), page=0, pages=0)
             self._embed_file(int(file_id), str(path))
         return True
 
@@ -287,6 +298,7 @@ class _Run:
                     return
                 self.rows.insert_vectors([(cid, vectors[h]) for cid, h, _ in rows], model)
                 self.index.bump_generation()
+            self._report(vectors_done=self.progress.vectors_done + len(rows))
         with write_transaction(self.index.db):
             if self.index.conn.execute(
                 "UPDATE files SET problem = NULL WHERE id = ? AND problem LIKE ?", (file_id, EMBED_FAILED + "%")
@@ -316,7 +328,7 @@ class _Run:
         for f in found:
             shown = shown_path(f.path)
             if shown in kept:
-                self.left_out[shown] = SAME_NAME
+                self.same_name[shown] = SAME_NAME
                 continue
             kept[shown] = f
         return list(kept.values())
@@ -338,7 +350,16 @@ class _Run:
         self.progress = replace(self.progress, problems=self._problem_list())
 
     def _problem_list(self) -> tuple[FileProblem, ...]:
-        return tuple(FileProblem(p, s) for p, s in sorted({**self.left_out, **self.problems}.items()))
+        return tuple(FileProblem(p, s) for p, s in sorted({**self.same_name, **self.problems}.items()))
+
+    def _page(self, number: int, count: int) -> None:
+        """The reader is at page `number` of `count` of the file being read: reported at most
+        every PAGE_REPORT_S, and the first page at once."""
+        self.progress = replace(self.progress, page=number, pages=count)
+        now = time.monotonic()
+        if number <= 1 or now - self._page_sent >= PAGE_REPORT_S:
+            self._page_sent = now
+            self._report()
 
     def _report(self, **changes: object) -> Progress:
         self.progress = replace(self.progress, problems=self._problem_list(), **changes)  # type: ignore[arg-type]

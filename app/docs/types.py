@@ -69,8 +69,10 @@ class FileProblem:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where an indexing run is: files done of total, the file being read, bytes done of total
-    (for the time left), and the problems met so far."""
+    """Where an indexing run is: files done of total, the file being read (and its page of its
+    pages, for a PDF), bytes done of total (for the time left), the problems met so far, the
+    files the walk left out unread (by pattern or type), with why, and then, every file searchable
+    by keywords, the passages embedded of those to embed."""
 
     collection: str
     files_done: int
@@ -81,3 +83,8 @@ class Progress:
     problems: tuple[FileProblem, ...] = field(default_factory=tuple)
     finished: bool = False
     paused: bool = False
+    page: int = 0  # the page of `current` being read (PDF), 1-based; 0: not a paged file
+    pages: int = 0  # `current`'s pages (PDF); 0: not a paged file
+    left_out: tuple[FileProblem, ...] = field(default_factory=tuple)
+    vectors_done: int = 0  # passages embedded so far, once every file is searchable by keywords
+    vectors_total: int = 0  # passages this run embeds (0: none, or no embedder)

@@ -2,7 +2,8 @@
 a saved file is indexed again seconds later: `on_change(name)` is called once per burst of changes
 (watchfiles debounces them), from the watcher's thread. Only changes to files a reader reads (or to
 folders) where the walk would find them count: watchfiles also watches the folders a link leads to,
-and a change there, or under a hidden or tool folder, is not the collection's (app/docs/inside.py).
+and a change there, or in a file or folder the collection's patterns leave out (a Sphinx `_sources`
+copy, `.git`), is not the collection's (app/docs/inside.py, app/docs/patterns.py).
 stop() returns promptly: the thread checks its stop event every `step_ms`.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import watchfiles
 
 from app.docs.inside import Roots
+from app.docs.patterns import DEFAULT_PATTERNS, Patterns
 from app.docs.readers import is_supported
 
 DEBOUNCE_MS = 1600
@@ -22,7 +24,8 @@ STEP_MS = 50
 
 
 class Watcher:
-    """Watches `roots` (folders, or files: their folder is watched) for collection `name`."""
+    """Watches `roots` (folders, or files: their folder is watched) for collection `name`, whose
+    `patterns` say which files in them count."""
 
     def __init__(
         self,
@@ -30,12 +33,14 @@ class Watcher:
         roots: Sequence[Path | str],
         on_change: Callable[[str], None],
         *,
+        patterns: Patterns = DEFAULT_PATTERNS,
         debounce_ms: int = DEBOUNCE_MS,
         step_ms: int = STEP_MS,
     ) -> None:
         self.name = name
         self._roots = [Path(r) for r in roots]
         self._on_change = on_change
+        self.patterns = patterns
         self._debounce_ms, self._step_ms = debounce_ms, step_ms
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -63,7 +68,7 @@ class Watcher:
         paths = sorted({str(r.parent if r in files else r) for r in roots})
         if not paths:
             return
-        inside = Roots(roots)
+        inside = Roots(roots, self.patterns)
 
         def counts(_change: watchfiles.Change, path: str) -> bool:
             p = Path(path)

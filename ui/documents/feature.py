@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDialog, QMenu, QToolButton, QVBoxLayout, QWidget
 from app.docs.embedding import Embedder, EngineEmbedder, embedding_model
 from app.docs.for_turn import turn_documents
 from app.docs.index_db import DocumentIndex, DocumentIndexError
+from app.docs.patterns import Patterns
 from app.docs.turn_sources import TurnDocuments
 from app.store.sources import attach_collections, attached_collections
 from models.library import InstalledModel
@@ -138,7 +139,10 @@ class DocumentsFeature(QObject):
     def _watch(self) -> None:
         reader = self.reader()
         if reader is not None and not self._closed:
-            self.worker.watch({name: reader.roots(name) for name in reader.names()})
+            infos = [info for info in map(reader.collection, reader.names()) if info is not None]
+            self.worker.watch(
+                {info.name: info.roots for info in infos}, {info.name: Patterns.stored(info.include, info.exclude) for info in infos}
+            )
 
     def _collections_changed(self) -> None:
         self._watch()

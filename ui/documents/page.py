@@ -1,7 +1,9 @@
 """The Documents page: the person's collections (named sets of folders and files), a new one from a
-folder, folders or files added by dialog or by dropping them on the page, each collection's
-indexing (progress, time left, files left out with their sentence), Pause / Resume, Reindex and
-Remove (which asks first, and says the files themselves are not touched).
+folder, folders or files added by dialog or by dropping them on the page, which of their files are
+indexed (Patterns…: include and exclude patterns, the defaults shown), each collection's indexing
+(progress, page of a PDF, time left, the files left out unread and why, the files with a problem and
+their sentence), Pause / Resume, Reindex and Remove (which asks first, and says the files
+themselves are not touched).
 
 Threads: every write to the index goes to the IndexWorker's thread. The page reads names and
 status here, on the UI thread, with a connection of its own opened only once the index file
@@ -28,6 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.docs.index_db import DocumentIndex, DocumentIndexError, UnknownCollection
+from app.docs.patterns import DEFAULT_EXCLUDES, BadPattern, LeftOutCount, Patterns, person_patterns
+from app.docs.readers import SUFFIXES
 from app.docs.types import Progress
 from ui.documents import dialogs
 from ui.documents.progress_view import ProgressView
@@ -41,6 +45,18 @@ HINT = (
     "this computer, and your files are only read, never changed, moved or copied."
 )
 Confirm = Callable[[str, str], bool]  # (title, question) -> yes?
+AskPatterns = Callable[[str, Patterns], "Patterns | None"]  # (collection, its patterns) -> the new ones, or None
+
+
+def patterns_line(patterns: Patterns) -> str:
+    """'Indexes every file Cove reads, leaving out the default excludes and 2 more patterns.'"""
+    which = "files matching " + ", ".join(patterns.include) if patterns.include else "every file Cove reads"
+    own = [p for p in patterns.exclude if p not in DEFAULT_EXCLUDES]
+    if patterns.default_excludes:
+        left = "the default excludes" + (f" and {', '.join(own)}" if own else "")
+    else:
+        left = ", ".join(patterns.exclude) if patterns.exclude else "nothing"
+    return f"Indexes {which}, leaving out {left}."
 
 
 class DocumentsPage(QWidget):
@@ -56,6 +72,7 @@ class DocumentsPage(QWidget):
         choose_folder: Callable[[], Path | None] | None = None,
         choose_files: Callable[[], list[Path]] | None = None,
         ask_name: Callable[[str], str | None] | None = None,
+        ask_patterns: AskPatterns | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -64,6 +81,7 @@ class DocumentsPage(QWidget):
         self._choose_folder = choose_folder or (lambda: dialogs.choose_folder(self))
         self._choose_files = choose_files or (lambda: dialogs.choose_files(self))
         self._ask_name = ask_name or (lambda default: dialogs.ask_name(self, default))
+        self._ask_patterns = ask_patterns or (lambda name, current: dialogs.ask_patterns(self, name, current))
         self._index: DocumentIndex | None = None
         self.setObjectName("documentsPage")
         self.setAcceptDrops(True)
@@ -87,14 +105,19 @@ class DocumentsPage(QWidget):
         self.roots.setObjectName("documentsRoots")
         self.roots.setWordWrap(True)
         self.roots.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.patterns = QLabel(self)
+        self.patterns.setObjectName("documentsPatternsLine")
+        self.patterns.setWordWrap(True)
         self.add_folder_button = QPushButton("Add folder…", self)
         self.add_files_button = QPushButton("Add files…", self)
+        self.patterns_button = QPushButton("Patterns…", self)
+        self.patterns_button.setToolTip("Which files of the collection are indexed: include and exclude patterns")
         self.pause_button = QPushButton("Pause", self)
         self.reindex_button = QPushButton("Reindex", self)
         self.reindex_button.setToolTip("Read new and changed files again and drop deleted ones")
         self.remove_button = QPushButton("Remove…", self)
         buttons = QHBoxLayout()
-        for button in (self.add_folder_button, self.add_files_button, self.pause_button, self.reindex_button):
+        for button in (self.add_folder_button, self.add_files_button, self.patterns_button, self.pause_button, self.reindex_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         buttons.addWidget(self.remove_button)
@@ -109,6 +132,7 @@ class DocumentsPage(QWidget):
         detail = QVBoxLayout(right)
         detail.addWidget(self.title)
         detail.addWidget(self.roots)
+        detail.addWidget(self.patterns)
         detail.addLayout(buttons)
         detail.addWidget(self.progress, 1)
 
@@ -134,6 +158,7 @@ class DocumentsPage(QWidget):
         self.new_button.clicked.connect(self.new_collection)
         self.add_folder_button.clicked.connect(self.add_folder)
         self.add_files_button.clicked.connect(self.add_files)
+        self.patterns_button.clicked.connect(self.edit_patterns)
         self.pause_button.clicked.connect(self.toggle_pause)
         self.reindex_button.clicked.connect(lambda: self.reindex_selected())
         self.remove_button.clicked.connect(self.remove_selected)
@@ -189,7 +214,9 @@ class DocumentsPage(QWidget):
                 status = None
             if status is None:
                 return name
-            state = f"{status.files_indexed} files" + (f" · {len(status.problems)} left out" if status.problems else "")
+            left = LeftOutCount.of(status.left_out).files
+            state = f"{status.files_indexed} files" + (f" · {len(status.problems)} with a note" if status.problems else "")
+            state += f" · {left} left out" if left else ""
         return f"{name}\n{state}"
 
     def selected(self) -> str | None:
@@ -215,6 +242,7 @@ class DocumentsPage(QWidget):
             status = None
         self.title.setText(name)
         self.roots.setText("\n".join(status.roots) if status is not None else "")
+        self.patterns.setText(patterns_line(self.patterns_of(name)))
         paused, busy = self.worker.is_paused(name), self.worker.is_busy(name)
         self.pause_button.setText("Resume" if paused else "Pause")
         self.pause_button.setEnabled(paused or busy)
@@ -266,6 +294,34 @@ class DocumentsPage(QWidget):
             return
         self.make_collection(self._free_name(paths[0].name or "Documents"), paths)
 
+    def patterns_of(self, name: str) -> Patterns:
+        """The collection's patterns as stored (the defaults until it is in the index)."""
+        index = self.index()
+        info = index.collection(name) if index is not None else None
+        return Patterns.stored(info.include, info.exclude) if info is not None else Patterns()
+
+    def edit_patterns(self) -> None:
+        """Ask for the selected collection's patterns (the Patterns… button), then use them."""
+        name = self.selected()
+        if name is None:
+            return
+        patterns = self._ask_patterns(name, self.patterns_of(name))
+        if patterns is not None:
+            self.set_patterns(name, patterns.include, patterns.exclude)
+
+    def set_patterns(self, name: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+        """Give `name` these include patterns and exactly these exclude patterns, then index it; a
+        bad pattern gets its sentence and the collection is left as it was. False: it was bad."""
+        try:
+            patterns = person_patterns(include, exclude, default_excludes=False, supported=SUFFIXES)
+        except BadPattern as exc:
+            self.say(str(exc), error=True)
+            return False
+        self.say("")
+        self.worker.set_patterns(name, patterns)
+        self.patterns.setText(patterns_line(patterns))
+        return True
+
     def toggle_pause(self) -> None:
         name = self.selected()
         if name is None:
@@ -295,6 +351,9 @@ class DocumentsPage(QWidget):
             self.say(f"Removing {name}…")
 
     def say(self, text: str, *, error: bool = False) -> None:
+        text = text.strip()
+        if text and error:
+            text = (text[:1].upper() + text[1:]).rstrip(".") + "."
         show_sentence(self.error, text, error, self)
 
     def close_index(self) -> None:

@@ -1,6 +1,7 @@
 """Indexing for the window, off the UI thread: one worker thread runs the document index's writes
-in order (make a collection, add folders or files, index, remove), each job with a DocumentIndex
-connection of its own; and a Watcher per collection asks for a reindex after a save.
+in order (make a collection, add folders or files, change its patterns, index, remove), each job
+with a DocumentIndex connection of its own; and a Watcher per collection asks for a reindex after a
+save to a file its patterns keep.
 
 Threading invariants:
 - The worker thread never touches a widget or the history; the UI thread never waits for it.
@@ -24,22 +25,24 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from app.docs.embedding import Embedder
 from app.docs.index_db import DocumentIndex, DocumentIndexError, UnknownCollection
 from app.docs.indexer import index_collection
+from app.docs.patterns import DEFAULT_PATTERNS, Patterns
 from app.docs.types import Progress
 from app.docs.watcher import Watcher
 from app.errors import describe_error
 
 DRAIN_MS = 100
-CREATE, ADD, INDEX, REMOVE = "create", "add", "index", "remove"
+CREATE, ADD, PATTERNS, INDEX, REMOVE = "create", "add", "patterns", "index", "remove"
 
 
 @dataclass(frozen=True)
 class Job:
-    """One piece of work for the worker thread: `kind` (CREATE, ADD, INDEX, REMOVE) on collection
-    `name`; `roots` for CREATE and ADD (which then index)."""
+    """One piece of work for the worker thread: `kind` (CREATE, ADD, PATTERNS, INDEX, REMOVE) on
+    collection `name`; `roots` for CREATE and ADD, `patterns` for PATTERNS (all three then index)."""
 
     kind: str
     name: str
     roots: tuple[Path, ...] = ()
+    patterns: Patterns | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class IndexWorker(QObject):
         self.current: Job | None = None  # the job the worker thread runs now (read on the UI thread)
         self.latest: dict[str, Progress] = {}  # the last progress of each collection's run, on the UI thread
         self.watchers: dict[str, Watcher] = {}
-        self._watched: dict[str, tuple[str, ...]] = {}  # the roots each watcher watches
+        self._watched: dict[str, tuple[tuple[str, ...], Patterns]] = {}  # the roots each watcher watches, with its patterns
         self._drain = QTimer(self)
         self._drain.setInterval(DRAIN_MS)
         self._drain.timeout.connect(self._take_reports)
@@ -101,6 +104,11 @@ class IndexWorker(QObject):
     def add_roots(self, name: str, roots: Sequence[Path]) -> None:
         """Add folders or files to `name`, then index it."""
         self._put(Job(ADD, name, tuple(Path(r) for r in roots)))
+
+    def set_patterns(self, name: str, patterns: Patterns) -> None:
+        """Give `name` these include and exclude patterns (already checked), then index it: files
+        they now leave out are dropped from the index, files they now keep are read."""
+        self._put(Job(PATTERNS, name, patterns=patterns))
 
     def reindex(self, name: str) -> None:
         """Bring `name` up to date (new, changed and deleted files); nothing while it is paused."""
@@ -138,18 +146,20 @@ class IndexWorker(QObject):
         self._unwatch(name)
         self._put(Job(REMOVE, name))
 
-    def watch(self, roots_by_name: dict[str, Sequence[str]]) -> None:
-        """Watch exactly these collections' roots (a reindex a moment after a save)."""
+    def watch(self, roots_by_name: dict[str, Sequence[str]], patterns: dict[str, Patterns] | None = None) -> None:
+        """Watch exactly these collections' roots (a reindex a moment after a save), each with its
+        patterns (the defaults for a collection not in `patterns`)."""
         if not self._watch:
             return
-        for name in [n for n in self.watchers if tuple(roots_by_name.get(n, ())) != self._watched.get(n)]:
-            self._unwatch(name)  # gone, or its folders changed (watched again below)
-        for name, roots in roots_by_name.items():
+        wanted = {n: (tuple(r), (patterns or {}).get(n, DEFAULT_PATTERNS)) for n, r in roots_by_name.items()}
+        for name in [n for n in self.watchers if wanted.get(n) != self._watched.get(n)]:
+            self._unwatch(name)  # gone, or its folders or patterns changed (watched again below)
+        for name, (roots, kept) in wanted.items():
             if name not in self.watchers and roots:
-                watcher = Watcher(name, list(roots), self.reindex)
+                watcher = Watcher(name, list(roots), self.reindex, patterns=kept)
                 watcher.start()
                 self.watchers[name] = watcher
-                self._watched[name] = tuple(roots)
+                self._watched[name] = (roots, kept)
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Stop the run (between files), the watchers and the thread."""
@@ -203,13 +213,17 @@ class IndexWorker(QObject):
                         self._removing.discard(job.name)
 
     def _do(self, job: Job) -> Progress | None:
-        if job.kind in (CREATE, ADD, REMOVE):
+        if job.kind in (CREATE, ADD, PATTERNS, REMOVE):
             index = DocumentIndex(self.index_path)
             try:
                 if job.kind == CREATE:
                     index.create(job.name, job.roots)
                 elif job.kind == ADD:
                     index.add_roots(job.name, job.roots)
+                elif job.kind == PATTERNS:
+                    assert job.patterns is not None
+                    include, exclude = job.patterns.for_storage()
+                    index.set_patterns(job.name, include=include, exclude=exclude)
                 else:
                     index.remove(job.name)
                     return None

@@ -176,3 +176,56 @@ def test_long_passages_are_fitted_so_the_prompt_stays_within_a_small_context(tmp
         assert metrics["passages_kept"] == len(reply["sources"])  # the sources are what the model was shown
         if ctx == 1024:
             assert reply["sources"], "a passage fits a context of 1024"
+
+
+def test_what_is_left_out_is_counted_listed_and_the_patterns_can_be_changed(tmp_path: Path) -> None:
+    from app.docs.patterns import DEFAULT_EXCLUDES
+    from tests.app.docs.test_walk_patterns import KEPT, LEFT_OUT, SOURCE_ONLY, write_sphinx_tree
+
+    home, root = tmp_path / "home", write_sphinx_tree(tmp_path / "site")
+    added = cove(home, "docs", "add", "site", str(root), "--exclude", "library/sys.html", "--no-embed")
+    assert added.returncode == 0, added.stderr
+    first = added.stdout.splitlines()[0]
+    assert first.startswith("site: 4 files indexed, 23 left out (21 by pattern, 2 not a type Cove reads), ")
+    assert "`cove docs status site --files` lists the files left out, with why" in added.stdout
+
+    listed = cove(home, "docs", "status", "site", "--files")
+    assert listed.returncode == 0, listed.stderr
+    expected = {**LEFT_OUT, "library/sys.html": "is left out by the pattern `library/sys.html`"}
+    for relative, sentence in expected.items():  # every one, with why
+        assert f"    {root / relative}: {sentence}" in listed.stdout.splitlines(), relative
+    status = json.loads(cove(home, "docs", "status", "site", "--json").stdout)
+    assert {Path(p["path"]).relative_to(root).as_posix(): p["sentence"] for p in status["left_out"]} == expected
+    assert status["left_out_files"] == {"total": 23, "by_pattern": 21, "not_read_type": 2}
+    assert status["include"] == [] and status["exclude"] == [*DEFAULT_EXCLUDES, "library/sys.html"]
+
+    # A bad pattern gets a sentence, and the collection is as it was.
+    for bad, fragment in (("/usr/share/doc", "is an absolute path"), ("", "an empty pattern matches nothing")):
+        line = assert_clean_error(cove(home, "docs", "patterns", "site", "--exclude", bad))
+        assert fragment in line, line
+    assert "is an absolute path" in assert_clean_error(cove(home, "docs", "add", "other", str(root), "--exclude", "/etc"))
+    assert "other" not in cove(home, "docs", "list").stdout  # not made
+    assert json.loads(cove(home, "docs", "status", "site", "--json").stdout) == status
+
+    # New patterns: stored (each command is a new process), followed, and what they leave out leaves the index.
+    changed = cove(home, "docs", "patterns", "site", "--include", "*.html", "--no-default-excludes")
+    assert changed.returncode == 0, changed.stderr
+    assert "  include: *.html" in changed.stderr and "  exclude: nothing (the default excludes are dropped)" in changed.stderr
+    shown = cove(home, "docs", "patterns", "site").stdout
+    assert "  include: *.html" in shown
+    status = json.loads(cove(home, "docs", "status", "site", "--json").stdout)
+    assert status["files_indexed"] == 7  # the pages, with Sphinx's indexes now
+    assert status["include"] == ["*.html"] and status["exclude"] == []
+    left = {Path(p["path"]).relative_to(root).as_posix(): p["sentence"] for p in status["left_out"]}
+    assert left["notes/build.md"] == "is left out: it matches none of the include patterns (`*.html`)"
+
+    # The defaults again, and `--no-default-excludes` on add: Sphinx's copies are indexed.
+    assert cove(home, "docs", "patterns", "site", "--defaults").returncode == 0
+    back = json.loads(cove(home, "docs", "status", "site", "--json").stdout)
+    assert back["files_indexed"] == len(KEPT) and back["include"] == [] and back["exclude"] == list(DEFAULT_EXCLUDES)
+    shown = cove(home, "docs", "patterns", "site").stdout
+    assert "  exclude: _sources/  (default: Sphinx's copies of each page's reST source; the page itself is indexed)" in shown
+    everything = cove(home, "docs", "add", "all", str(root), "--no-default-excludes")
+    assert everything.returncode == 0, everything.stderr
+    assert json.loads(cove(home, "docs", "search", "all", SOURCE_ONLY, "--json").stdout)
+    assert json.loads(cove(home, "docs", "search", "site", SOURCE_ONLY, "--json").stdout) == []

@@ -25,7 +25,7 @@ def write_notes(folder: Path, n: int = 6) -> None:
     for i in range(n):
         (folder / f"note{i}.md").write_text(f"# Note {i}\n\nThis note talks about topic{i} at length.\n\n## More\n\nDetail{i} here.\n")
     (folder / "plain.txt").write_text("Plain words about pelicans.\n")
-    (folder / "image.png").write_bytes(b"\x89PNG not read")  # unsupported suffix: skipped silently
+    (folder / "image.png").write_bytes(b"\x89PNG not read")  # unsupported suffix: left out unread, listed
 
 
 def setup(tmp_path: Path, n: int = 6) -> tuple[Path, Path]:
@@ -271,3 +271,69 @@ def test_two_runs_of_one_collection_at_once_leave_it_whole(tmp_path: Path) -> No
             == 0
         )
         assert len(search(index, ["notes"], "ledger line 7")) > 0
+
+
+def _pdf_of(pages: int) -> bytes:
+    from tests.support.docs_corpus import _pdf
+
+    return _pdf([[f"Page {n} of the ledger tells of puffin number {n}."] for n in range(1, pages + 1)])
+
+
+class _Clock:
+    """indexer.time.monotonic, moved by the test: `step` seconds at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 1000.0, step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize(("step", "shown"), [(0.0, [1]), (1.0, [1, 2, 3, 4, 5, 6])])
+def test_a_pdfs_page_of_pages_is_reported_a_few_times_a_second_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: float, shown: list[int]
+) -> None:
+    from app.docs import indexer
+
+    docs, db = tmp_path / "docs", tmp_path / "documents.db"
+    docs.mkdir()
+    (docs / "ledger.pdf").write_bytes(_pdf_of(6))
+    with DocumentIndex(db) as index:
+        index.create("ledger", [docs])
+    clock = _Clock(step)  # a clock that stands still: only the first page goes out; one past the limit: every page
+    monkeypatch.setattr(indexer.time, "monotonic", clock.monotonic)
+    seen: list[Progress] = []
+    done = index_collection(db, "ledger", lower_priority=False, on_progress=seen.append)
+    assert done.finished and done.problems == () and (done.page, done.pages) == (0, 0)
+    pages = [(p.page, p.pages) for p in seen if p.pages]
+    assert pages == [(n, 6) for n in shown]
+    assert all(p.current and p.current.endswith("ledger.pdf") for p in seen if p.pages)
+
+
+def test_indexed_at_is_when_a_file_was_done_not_when_it_was_begun(tmp_path: Path) -> None:
+    from app.docs.file_rows import FileRows
+    from app.docs.types import Chunk
+    from app.docs.walk import Found
+
+    docs, db = setup(tmp_path, n=1)
+    with DocumentIndex(db) as index:
+        rows = FileRows(index, "notes", None)
+        path = str(docs / "plain.txt")
+        found = Found(path, size=1, mtime_ns=1)
+
+        def stamp() -> str | None:
+            return index.conn.execute("SELECT indexed_at FROM files WHERE path = ?", (path,)).fetchone()[0]
+
+        file_id = rows.begin(found, "d1")
+        assert stamp() is None  # begun, not done: no time yet, and "last indexed" does not move
+        assert index.status("notes").last_indexed is None
+        chunk = Chunk(text="pelicans", start=0, end=8, hash="h1")
+        rows.finish(file_id, None, 0, [chunk])
+        first = stamp()
+        assert first is not None and index.status("notes").last_indexed == first
+        assert index.conn.execute("SELECT count(*) FROM chunks WHERE file_id = ?", (file_id,)).fetchone()[0] == 1
+        rows.begin(found, "d2")  # read again: it keeps the time it was last done until it is done again
+        assert stamp() == first
+        rows.finish(file_id, None, 0, [chunk])
+        assert stamp() is not None and stamp() >= first

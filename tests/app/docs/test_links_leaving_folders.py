@@ -1,5 +1,6 @@
 """Links in a collection's folders, run through the real `cove docs add`, `reindex` and `search`: a
-link to a file or folder outside the folders, or into a hidden folder, is left out with a sentence
+link to a file or folder outside the folders, or into a folder a pattern leaves out (a hidden one by
+default), is left out with a sentence
 and its content is never searchable; a link inside to a file inside gives that file once; naming a
 link's target as a folder or file of the collection includes it. And the walk itself: a folder
 swapped for a link while it is being walked is not walked through."""
@@ -66,8 +67,8 @@ def test_links_that_leave_the_folder_or_enter_a_hidden_one_are_left_out_with_a_s
     notes = line_for(added.stdout, docs / "notes.txt")
     assert outside_file in notes and str(outside / "secret.txt") in notes and "left out" in notes
     assert "is a link to a folder outside the collection's folders" in line_for(added.stdout, docs / "keys")
-    assert "is a link to a hidden folder" in line_for(added.stdout, docs / "x")
-    assert "hidden or tool folder .secret" in line_for(added.stdout, docs / "dot.txt")
+    assert "is a link to a folder that the pattern `.*` leaves out" in line_for(added.stdout, docs / "x")
+    assert "is a link into the folder .secret, which the pattern `.*` leaves out" in line_for(added.stdout, docs / "dot.txt")
     if hostname.is_file():
         assert outside_file in line_for(added.stdout, docs / "host.txt")
         word = re.findall(r"\w+", hostname.read_text(errors="replace"))
@@ -80,6 +81,7 @@ def test_links_that_leave_the_folder_or_enter_a_hidden_one_are_left_out_with_a_s
     assert paths_found(home, "papers", "harbourlight") == [str(docs / "sub" / "real.md")]  # once, at its own path
     status = json.loads(cove(home, "docs", "status", "papers", "--json").stdout)
     assert status["files_indexed"] == 1
+    assert status["left_out"] == [{"path": str(docs / ".secret"), "sentence": "is a folder left out by the pattern `.*` (1 file in it)"}]
 
 
 def test_reindex_drops_a_link_that_now_leads_outside(tmp_path: Path) -> None:

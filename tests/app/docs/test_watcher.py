@@ -1,5 +1,6 @@
 """The watcher: a file written in a watched folder calls on_change(name) from the watcher's thread;
-files Cove does not read do not; stop() ends the thread promptly."""
+files Cove does not read do not, nor files the collection's patterns leave out (a Sphinx `_sources`
+copy, `searchindex.js`, a file the include patterns do not keep); stop() ends the thread promptly."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.docs.patterns import Patterns, person_patterns
 from app.docs.watcher import Watcher
 
 pytestmark = pytest.mark.timeout(60)
@@ -88,6 +90,37 @@ def test_changes_the_walk_would_not_find_do_not_count_and_a_new_link_does(tmp_pa
             time.sleep(0.2)
         assert not changed.wait(2)
         (docs / "new.txt").symlink_to(tmp_path / "outside" / "elsewhere.txt")  # a reindex says it is left out
+        assert changed.wait(30)
+    finally:
+        watcher.stop(timeout_s=10)
+    assert not watcher.running and watcher.problem is None
+
+
+@pytest.mark.parametrize("patterns", [Patterns(), person_patterns(["*.html"], ["old/"])])
+def test_changes_the_patterns_leave_out_do_not_count(tmp_path: Path, patterns: Patterns) -> None:
+    docs = tmp_path / "site"
+    for folder in ("_sources", "_static", "old", "notes"):
+        (docs / folder).mkdir(parents=True)
+    changed = threading.Event()
+    watcher = Watcher("site", [docs], lambda _name: changed.set(), patterns=patterns, debounce_ms=200)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 30  # the watch is live once a real change is seen
+        while not changed.wait(0.5) and time.monotonic() < deadline:
+            (docs / "index.html").write_text(f"<p>{time.monotonic()}</p>")
+        assert changed.is_set()
+        time.sleep(1)  # the burst's last events (not asserted)
+        changed.clear()
+        for i in range(6):
+            (docs / "_sources" / f"page{i}.rst.txt").write_text("a copy")
+            (docs / "_static" / f"script{i}.js").write_text("var x;")
+            (docs / "searchindex.js").write_text(f"Search.setIndex({i})")
+            if patterns.include:  # old/ and files not *.html are left out too
+                (docs / "old" / f"page{i}.html").write_text("<p>old</p>")
+                (docs / "notes" / f"n{i}.md").write_text("# not *.html")
+            time.sleep(0.2)
+        assert not changed.wait(2)
+        (docs / ("notes" if patterns.include else "old") / "page.html").write_text("<p>kept</p>")  # a file the patterns keep
         assert changed.wait(30)
     finally:
         watcher.stop(timeout_s=10)

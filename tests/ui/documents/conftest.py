@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.docs.patterns import Patterns
 from tests.support.docs_corpus import Corpus, write_corpus
 from ui.documents.page import DocumentsPage
 from ui.documents.worker import IndexWorker
@@ -18,7 +19,8 @@ WAIT_MS = 60_000
 
 
 class Answers:
-    """The page's dialogs: the folder and files chosen, the name given, yes or no to a question."""
+    """The page's dialogs: the folder and files chosen, the name given, the patterns given (None:
+    Cancel), yes or no to a question."""
 
     def __init__(self) -> None:
         self.folder: Path | None = None
@@ -26,6 +28,12 @@ class Answers:
         self.name: str | None = None
         self.yes = False
         self.asked: list[tuple[str, str]] = []
+        self.patterns: Patterns | None = None
+        self.shown_patterns: list[tuple[str, Patterns]] = []  # what the patterns dialog was shown
+
+    def ask_patterns(self, name: str, current: Patterns) -> Patterns | None:
+        self.shown_patterns.append((name, current))
+        return self.patterns
 
     def confirm(self, title: str, question: str) -> bool:
         self.asked.append((title, question))
@@ -59,6 +67,7 @@ def page(qtbot, worker: IndexWorker, answers: Answers) -> Iterator[DocumentsPage
         choose_folder=lambda: answers.folder,
         choose_files=lambda: list(answers.files),
         ask_name=lambda default: answers.name or default,
+        ask_patterns=answers.ask_patterns,
     )
     qtbot.addWidget(made)
     made.resize(900, 600)

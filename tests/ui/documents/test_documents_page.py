@@ -1,7 +1,8 @@
 """The Documents page on a real index and the real corpus: a folder added by the dialog is indexed
 with its progress shown and its bad files listed with their sentences; pause and resume; remove
 asks first and leaves the files alone; a folder dropped on the page becomes a collection, and one
-dropped on a collection is added to it."""
+dropped on a collection is added to it; the files left out unread are counted and listed, and the
+patterns are changed in their dialog, a bad one told in a sentence with nothing changed."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
 from app.docs.index_db import DocumentIndex
+from app.docs.patterns import DEFAULT_EXCLUDES, Patterns, person_patterns
+from app.docs.types import Progress
 from tests.support.docs_corpus import Corpus
 from tests.ui.documents.conftest import WAIT_MS, Answers
+from ui.documents.dialogs import PatternsDialog
 from ui.documents.page import DocumentsPage
+from ui.documents.progress_view import progress_line
 from ui.documents.worker import IndexWorker
 
 
@@ -65,9 +70,9 @@ def test_a_folder_added_by_dialog_is_indexed_with_progress_and_problems(
     texts = _problem_texts(page)
     for relative, fragment in corpus.bad.items():
         assert any(Path(relative).name in t and fragment in t for t in texts), (relative, texts)
-    assert page.progress.problems_title.text().endswith("left out:")
+    assert page.progress.problems_title.text() == f"{len(corpus.bad)} files with a note:"
     assert page.roots.text() == str(corpus.root)
-    assert page.collections.item(0).text() == f"Papers\n{_readable(corpus)} files · {len(corpus.bad)} left out"
+    assert page.collections.item(0).text() == f"Papers\n{_readable(corpus)} files · {len(corpus.bad)} with a note"
 
     # Add files… adds single files to the collection shown, and indexes them.
     extra = corpus.root.parent / "letter.txt"
@@ -208,3 +213,71 @@ def test_remove_while_indexing_stops_the_run_first(
     with DocumentIndex(worker.index_path) as index:
         assert index.names() == []
         assert index.conn.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+
+
+def test_the_files_left_out_are_counted_listed_and_the_patterns_changed(
+    qtbot, page: DocumentsPage, answers: Answers, tmp_path: Path, worker: IndexWorker
+) -> None:
+    from tests.app.docs.test_walk_patterns import KEPT, LEFT_OUT, write_sphinx_tree
+
+    root = write_sphinx_tree(tmp_path / "site")
+    page.add_paths([root], None)
+    qtbot.waitUntil(
+        lambda: page.selected() == "site" and not worker.is_busy("site") and "passages" in page.progress.summary.text(), timeout=WAIT_MS
+    )
+    view = page.progress
+    assert view.left_out_line.text() == "22 files left out unread (20 by pattern, 2 not a type Cove reads)."
+    assert page.collections.item(0).text() == f"site\n{len(KEPT)} files · 22 left out"
+    assert page.patterns.text() == "Indexes every file Cove reads, leaving out the default excludes."
+    assert not view.left_out.isVisible()
+    view.left_out_button.click()  # Show: each file or folder with why
+    assert view.left_out.isVisible() and view.left_out_button.text() == "Hide"
+    shown = {view.left_out.item(row).text() for row in range(view.left_out.count())}
+    assert shown == {f"{Path(relative).name} {sentence}." for relative, sentence in LEFT_OUT.items()}
+
+    answers.patterns = None  # Cancel: nothing changes
+    page.patterns_button.click()
+    assert answers.shown_patterns == [("site", Patterns())] and not worker.is_busy("site")
+
+    # A bad pattern gets a sentence, and the collection keeps its patterns.
+    assert not page.set_patterns("site", [], [*DEFAULT_EXCLUDES, "/usr/share/doc"])
+    assert page.error.isVisible() and "is an absolute path, so it can never match" in page.error.text()
+    assert page.error.text().startswith("The pattern") and not worker.is_busy("site")
+    assert page.patterns_of("site") == Patterns()
+
+    answers.patterns = person_patterns(["*.html"], ["library/"])
+    page.patterns_button.click()
+    qtbot.waitUntil(lambda: not worker.is_busy("site") and _status(worker, "site").files_indexed == 2, timeout=WAIT_MS)
+    assert page.patterns_of("site") == answers.patterns  # stored with the collection
+    assert page.patterns.text() == "Indexes files matching *.html, leaving out the default excludes and library/."
+    folder = "library is a folder left out by the pattern `library/` (2 files in it)."
+    qtbot.waitUntil(lambda: folder in _left_out_texts(page), timeout=WAIT_MS)
+    assert "build.md is left out: it matches none of the include patterns (`*.html`)." in _left_out_texts(page)
+
+
+def _left_out_texts(page: DocumentsPage) -> list[str]:
+    return [page.progress.left_out.item(row).text() for row in range(page.progress.left_out.count())]
+
+
+def test_the_patterns_dialog_shows_the_defaults_and_keeps_a_bad_pattern_from_closing_it(qtbot) -> None:
+    dialog = PatternsDialog("site", Patterns())
+    qtbot.addWidget(dialog)
+    assert dialog.include.toPlainText() == "" and dialog.exclude.toPlainText().splitlines() == list(DEFAULT_EXCLUDES)
+    dialog.exclude.setPlainText("_sources/\n../elsewhere\n")
+    dialog.show()
+    dialog.ok_button.click()
+    assert dialog.isVisible() and dialog.patterns is None  # still open, with the sentence
+    assert dialog.error.isVisible() and "leads out of the collection's folders" in dialog.error.text()
+    dialog.include.setPlainText("*.html\n\n")
+    dialog.restore_button.click()
+    assert dialog.include.toPlainText() == "" and dialog.exclude.toPlainText().splitlines() == list(DEFAULT_EXCLUDES)
+    dialog.include.setPlainText("*.html\n")
+    dialog.exclude.setPlainText("_sources/\nold/")
+    dialog.ok_button.click()
+    assert not dialog.isVisible() and dialog.patterns == Patterns(include=("*.html",), exclude=("_sources/", "old/"))
+
+
+def test_the_progress_line_names_the_page_of_a_pdf() -> None:
+    reading = Progress("site", files_done=2, files_total=9, current="/docs/report.pdf", page=3, pages=1200)
+    assert "reading report.pdf, page 3 of 1,200" in progress_line(reading, 0.0)
+    assert progress_line(Progress("site", 2, 9, current="/docs/notes.md"), 0.0) == "2 of 9 files · reading notes.md"  # no pages
