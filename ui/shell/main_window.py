@@ -14,6 +14,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QPushButton, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
+from app.docs.embedding import chat_models
 from app.statuses import MessageStatus
 from app.turn.backend import installed_model, ready_without_load
 from ui.chat.composer import Composer
@@ -310,7 +311,8 @@ class MainWindow(QMainWindow):
 
     def refresh_models(self) -> None:
         model = self.controller.model
-        self.picker.set_models(self.core.library.list(), model.name if model else None, remote=self.controller.remote.models())
+        chat = chat_models(self.core.library.list())  # the embedder documents use is not a chat model
+        self.picker.set_models(chat, model.name if model else None, remote=self.controller.remote.models())
         self.models.set_current()
 
     def _send(self, text: str) -> None:

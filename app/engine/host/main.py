@@ -278,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="app.engine.host.main", description=__doc__.splitlines()[0])
     parser.add_argument("--in-fd", type=int, required=True, help="pipe to read requests from")
     parser.add_argument("--out-fd", type=int, required=True, help="pipe to write events to")
+    parser.add_argument("--nice", type=int, default=0, help="lower the host's priority by this much (work that yields)")
     args = parser.parse_args(argv)
+    if args.nice > 0 and hasattr(os, "nice"):
+        os.nice(args.nice)  # before llama.cpp starts a thread: every one it starts inherits it
     # Ctrl-C in a terminal reaches the whole process group; the parent decides what a
     # Ctrl-C means (usually: cancel the reply), so the host must not die of it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

