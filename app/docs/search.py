@@ -1,6 +1,8 @@
 """Searching collections: BM25 over the full-text index (always), exact cosine over the stored
 vectors with numpy (when the collection has vectors of the embedder's model), the two lists fused
-by reciprocal rank fusion (k = 60).
+by reciprocal rank fusion (k = 60). A result holds one passage of each text (a page copied into two
+files, or a paragraph repeated, is given once) and at most two of one file while other files'
+passages can take the place, so five results name more than one page.
 
 The person's words never reach MATCH as syntax: the query is split into words and each word is
 quoted, the words joined with OR (BM25 ranks passages that have more of them, and rarer ones,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 RRF_K = 60
 MIN_CANDIDATES = 50  # each list's length before fusion: max(this, 10 * limit)
+PER_FILE = 2  # passages of one file in a result while other files' are there to take the place
 MAX_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -125,8 +128,43 @@ def fuse(*ranked: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def diverse(candidates: Sequence[tuple[int, str, str]], limit: int, per_file: int = PER_FILE) -> list[int]:
+    """The first `limit` of `candidates` ((chunk id, file key, text hash), best first), a passage
+    whose text an earlier one has left out, and at most `per_file` of one file while others are
+    there to take the place: when the others run out, the file's next passages fill up to `limit`."""
+    seen: set[str] = set()
+    per: dict[str, int] = {}
+    chosen: list[int] = []
+    spare: list[int] = []
+    for cid, key, digest in candidates:
+        if digest in seen:
+            continue
+        seen.add(digest)
+        if per.get(key, 0) >= per_file:
+            spare.append(cid)
+            continue
+        per[key] = per.get(key, 0) + 1
+        chosen.append(cid)
+        if len(chosen) == limit:
+            return chosen
+    return chosen + spare[: limit - len(chosen)]
+
+
 def _passages(index: DocumentIndex, fused: list[tuple[int, float]], limit: int, bm25: list[int], vector: list[int]) -> list[Passage]:
-    top = fused[:limit]
+    pool = fused[: max(limit, MIN_CANDIDATES)]
+    if not pool:
+        return []
+    marks = ",".join("?" * len(pool))
+    about = {
+        int(r[0]): (f"{r[1]}\0{r[2]}", str(r[3]))
+        for r in index.conn.execute(
+            f"SELECT c.id, f.collection, f.path, c.hash FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})",
+            [cid for cid, _ in pool],
+        )
+    }
+    scores = dict(pool)
+    picked = diverse([(cid, *about[cid]) for cid, _ in pool if cid in about], limit)
+    top = [(cid, scores[cid]) for cid in picked]
     if not top:
         return []
     rank_b = {cid: r for r, cid in enumerate(bm25, start=1)}
