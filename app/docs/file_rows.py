@@ -48,6 +48,7 @@ class FileRows:
     def __init__(self, index: DocumentIndex, collection: str, model: str | None) -> None:
         self.index, self.collection, self.model = index, collection, model
         self.claim = secrets.token_hex(8)
+        self.text_id = index.text_id(collection)  # a passage's row names its collection's text table
 
     # ---- reading the rows -----------------------------------------------------------------
 
@@ -163,8 +164,8 @@ class FileRows:
         ids: list[tuple[int, str]] = []
         for ord_, c in enumerate(chunks, first):
             cur = self.index.conn.execute(
-                'INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-                (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash),
+                'INSERT INTO chunks (file_id, ord, text, start, "end", page, heading, hash, text_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                (file_id, ord_, c.text, c.start, c.end, c.page, c.heading, c.hash, self.text_id),
             )
             assert cur.lastrowid is not None
             ids.append((cur.lastrowid, c.hash))

@@ -17,6 +17,7 @@ from pathlib import Path
 import sqlite_utils
 
 from app.docs.index_schema import MIGRATIONS
+from app.docs.text_tables import create_text_table, drop_text_table, text_table
 from app.docs.types import FileProblem
 from app.set_aside import move_database_aside
 from app.store.migrations import MigrationError, apply_migrations
@@ -121,10 +122,12 @@ class DocumentIndex:
         with write_transaction(self.db):
             if self._exists(name):
                 raise ValueError(f"a collection named {name} already exists")
+            text_id = int(self.conn.execute("SELECT coalesce(max(text_id), 0) + 1 FROM collections").fetchone()[0])
             self.conn.execute(
-                "INSERT INTO collections (name, created, include_patterns, exclude_patterns) VALUES (?, ?, ?, ?)",
-                (name, utc_timestamp(), _patterns_json(include), _patterns_json(exclude)),
+                "INSERT INTO collections (name, created, include_patterns, exclude_patterns, text_id) VALUES (?, ?, ?, ?, ?)",
+                (name, utc_timestamp(), _patterns_json(include), _patterns_json(exclude), text_id),
             )
+            create_text_table(self.conn, text_id)
             self.conn.executemany("INSERT OR IGNORE INTO roots (collection, path) VALUES (?, ?)", [(name, p) for p in paths])
 
     def add_roots(self, name: str, roots: Sequence[Path]) -> None:
@@ -159,6 +162,7 @@ class DocumentIndex:
         their text is gone from the file too. The files themselves are not touched."""
         with write_transaction(self.db):
             self.require(name)
+            drop_text_table(self.conn, self.text_id(name))
             file_ids = "SELECT id FROM files WHERE collection = ?"
             self.conn.execute(f"DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE file_id IN ({file_ids}))", (name,))
             self.conn.execute(f"DELETE FROM chunks WHERE file_id IN ({file_ids})", (name,))
@@ -167,9 +171,19 @@ class DocumentIndex:
             self.conn.execute("DELETE FROM left_out WHERE collection = ?", (name,))
             self.conn.execute("DELETE FROM collections WHERE name = ?", (name,))
             self.bump_generation()
-            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
         self.conn.execute("VACUUM")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def text_id(self, name: str) -> int:
+        """The number of the collection's full-text table (app/docs/text_tables.py); UnknownCollection."""
+        row = self.conn.execute("SELECT text_id FROM collections WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise UnknownCollection(name)
+        return int(row[0])
+
+    def text_table(self, name: str) -> str:
+        """The collection's full-text table, e.g. for `MATCH`."""
+        return text_table(self.text_id(name))
 
     def names(self) -> list[str]:
         return [str(r[0]) for r in self.conn.execute("SELECT name FROM collections ORDER BY name COLLATE NOCASE, name")]

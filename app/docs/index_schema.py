@@ -2,8 +2,10 @@
 applied by app.store.migrations.apply_migrations like the history's.
 
 Disk-format invariants: chunks is an ordinary rowid table whose `id INTEGER PRIMARY KEY` keys the
-external-content FTS5 table chunks_fts, kept in step by triggers (they also fire on the foreign
-keys' cascading deletes). Vectors are float32 little-endian BLOBs of `dim` values, one per chunk
+external-content FTS5 table of its collection (`text_c<text_id>`, app/docs/text_tables.py; from
+0004, before it one `chunks_fts` for every collection), kept in step by triggers that fire on the
+rows whose `chunks.text_id` is the collection's `collections.text_id` (also on the foreign keys'
+cascading deletes: the row carries its collection). Vectors are float32 little-endian BLOBs of `dim` values, one per chunk
 and model. `index_state.generation` grows with every write that changes chunks or vectors, so a
 reader can tell that a matrix it loaded earlier is still current.
 
@@ -140,9 +142,32 @@ def _m0003_patterns_and_left_out(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m0004_a_text_table_per_collection(db: sqlite_utils.Database) -> None:
+    # Each collection's passages get a full-text table of their own (app/docs/text_tables.py), so
+    # BM25's statistics are the collection's; the one table over every collection goes.
+    from app.docs.text_tables import create_text_table
+
+    db.execute("ALTER TABLE collections ADD COLUMN text_id INTEGER")
+    db.execute("ALTER TABLE chunks ADD COLUMN text_id INTEGER")  # the collection's text_id
+    db.execute("CREATE INDEX chunks_text ON chunks(text_id)")
+    names = [str(r[0]) for r in db.execute("SELECT name FROM collections ORDER BY created, name").fetchall()]
+    for text_id, name in enumerate(names, start=1):
+        db.execute("UPDATE collections SET text_id = ? WHERE name = ?", (text_id, name))
+    db.execute(
+        "UPDATE chunks SET text_id = "
+        "(SELECT c.text_id FROM files f JOIN collections c ON c.name = f.collection WHERE f.id = chunks.file_id)"
+    )
+    for trigger in ("chunks_ai", "chunks_ad", "chunks_au"):
+        db.execute(f"DROP TRIGGER {trigger}")
+    db.execute("DROP TABLE chunks_fts")
+    for text_id in range(1, len(names) + 1):
+        create_text_table(db.conn, text_id)
+
+
 # Append-only: never rename, reorder, edit or remove an entry once released.
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_documents", _m0001_documents),
     ("0002_raw_paths_and_claims", _m0002_raw_paths_and_claims),
     ("0003_patterns_and_left_out", _m0003_patterns_and_left_out),
+    ("0004_a_text_table_per_collection", _m0004_a_text_table_per_collection),
 )

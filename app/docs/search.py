@@ -77,19 +77,16 @@ def search(index: DocumentIndex, names: Sequence[str], query: str, *, limit: int
 
 
 def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) -> list[int]:
-    """Chunk ids of `names` matching `match`, best BM25 first, at most `n`. Searching every
-    collection of the index (the usual case) needs no join: FTS5 ranks on its own, about 1.5x
-    faster (docs/decisions/documents-bench.md)."""
-    if set(names) >= set(index.names()):
-        rows = index.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?", (match, n)).fetchall()
-        return [int(r[0]) for r in rows]
-    marks = ",".join("?" * len(names))
-    rows = index.conn.execute(
-        "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
-        f"WHERE chunks_fts MATCH ? AND f.collection IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT ?",
-        (match, *names, n),
-    ).fetchall()
-    return [int(r[0]) for r in rows]
+    """Chunk ids of `names` matching `match`, best BM25 first, at most `n`. Each collection is
+    ranked in its own full-text table, with its own statistics (app/docs/text_tables.py); the
+    collections' lists are merged by score."""
+    scored: list[tuple[float, int]] = []
+    for name in names:
+        table = index.text_table(name)
+        rows = index.conn.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?", (match, n))
+        scored.extend((float(score), int(rowid)) for rowid, score in rows)
+    scored.sort()  # bm25() is lower for a better match
+    return [rowid for _, rowid in scored[:n]]
 
 
 def vector_ranked(index: DocumentIndex, names: Sequence[str], embedder: Embedder, query: str, n: int) -> list[int]:

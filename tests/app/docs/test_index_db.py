@@ -9,6 +9,7 @@ import pytest
 
 from app.docs.index_db import CollectionInfo, DocumentIndex, UnknownCollection
 from app.docs.indexer import index_collection
+from tests.support.docs_text import texts_in_step
 
 
 def test_create_list_info_and_sentences(tmp_path: Path) -> None:
@@ -73,9 +74,11 @@ def test_remove_deletes_chunks_vectors_and_text_and_vacuums(tmp_path: Path) -> N
         assert q("SELECT count(*) FROM files").fetchone()[0] == 1
         n = q("SELECT count(*) FROM chunks").fetchone()[0]
         assert n == index.status("keep").chunks
-        assert q("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'ultramarine'").fetchone()[0] == n
-        assert q("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'ultramarinesecretword'").fetchone()[0] == 0
-        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        table = index.text_table("keep")
+        assert q(f"SELECT count(*) FROM {table} WHERE {table} MATCH 'ultramarine'").fetchone()[0] == n
+        assert q(f"SELECT count(*) FROM {table} WHERE {table} MATCH 'ultramarinesecretword'").fetchone()[0] == 0
+        texts_in_step(index)
+        assert not q("SELECT name FROM sqlite_master WHERE name LIKE 'text_c%' AND name NOT LIKE ?", (table + "%",)).fetchall()
         with pytest.raises(UnknownCollection):
             index.remove("gone")
     assert path.stat().st_size < before / 3  # VACUUMed: the removed text is not left in free pages

@@ -16,6 +16,7 @@ from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
 from app.docs.search import search
 from app.docs.types import Progress
+from tests.support.docs_text import text_rows, texts_in_step
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,9 +57,7 @@ def read_counts(db: Path) -> dict[str, int]:
 
 def fts_in_step(db: Path) -> None:
     with DocumentIndex(db) as index:
-        index.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-        n = index.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        assert index.conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0] == n
+        texts_in_step(index)
 
 
 def test_first_run_then_incremental_edit_touch_rename_delete(tmp_path: Path) -> None:
@@ -263,7 +262,7 @@ def test_two_runs_of_one_collection_at_once_leave_it_whole(tmp_path: Path) -> No
     with DocumentIndex(path) as index:
         status = index.status("notes")
         assert (status.files_indexed, status.pending) == (40, 0)
-        assert index.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0] == status.chunks
+        assert text_rows(index, "notes") == status.chunks
         assert (
             index.conn.execute(
                 "SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY file_id, ord HAVING count(*) > 1)"

@@ -17,6 +17,7 @@ import pytest
 from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
 from app.docs.search import search
+from tests.support.docs_text import text_rows, texts_in_step
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -81,7 +82,7 @@ def test_kill_9_loses_nothing_indexed_and_the_next_run_resumes(tmp_path: Path) -
     with DocumentIndex(db) as index:
         q = index.conn.execute
         assert q("PRAGMA integrity_check").fetchone()[0] == "ok"
-        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        texts_in_step(index)
         done_before = {str(p): int(i) for p, i in q("SELECT path, id FROM files WHERE status = 'indexed'")}
         assert reported <= len(done_before) < n_files  # everything reported done survived; not everything was done
         chunk_ids_before = {int(r[0]) for r in q("SELECT id FROM chunks")}
@@ -93,7 +94,7 @@ def test_kill_9_loses_nothing_indexed_and_the_next_run_resumes(tmp_path: Path) -
 
     with DocumentIndex(db) as index:
         q = index.conn.execute
-        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        texts_in_step(index)
         assert index.status("big").files_indexed == n_files and index.status("big").pending == 0
         # The files done before the kill were not read again (their chunks kept their ids) ...
         assert chunk_ids_before <= {int(r[0]) for r in q("SELECT id FROM chunks")}
@@ -101,7 +102,7 @@ def test_kill_9_loses_nothing_indexed_and_the_next_run_resumes(tmp_path: Path) -
         assert q("SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY file_id, ord HAVING count(*) > 1)").fetchone()[0] == 0
         assert q("SELECT count(*) FROM (SELECT file_id, hash, start FROM chunks GROUP BY 1, 2, 3 HAVING count(*) > 1)").fetchone()[0] == 0
         n = q("SELECT count(*) FROM chunks").fetchone()[0]
-        assert q("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0] == n
+        assert text_rows(index, "big") == n
         per_file = {int(c) for (c,) in q("SELECT count(*) FROM chunks GROUP BY file_id")}
         assert len(per_file) == 1  # every file (all alike in shape) cut into the same number of chunks
         for i in (0, n_files // 2, n_files - 1):
@@ -143,7 +144,7 @@ def test_kill_9_part_way_through_one_large_file_keeps_its_batches_and_the_next_r
     with DocumentIndex(db) as index:
         q = index.conn.execute
         assert q("PRAGMA integrity_check").fetchone()[0] == "ok"
-        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        texts_in_step(index)
         status, kept = q("SELECT f.status, count(c.id) FROM files f LEFT JOIN chunks c ON c.file_id = f.id GROUP BY f.id").fetchone()
         assert status == "reading" and kept >= 3 * 128  # what was written before the kill is there
         assert search(index, ["ledger"], "Marigold7")  # and searchable
@@ -152,7 +153,7 @@ def test_kill_9_part_way_through_one_large_file_keeps_its_batches_and_the_next_r
     assert resumed.finished and resumed.files_total == 1
     with DocumentIndex(db) as index:
         q = index.conn.execute
-        q("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        texts_in_step(index)
         assert index.status("ledger").files_indexed == 1 and index.status("ledger").pending == 0
         assert q("SELECT count(*) FROM (SELECT file_id, ord FROM chunks GROUP BY 1, 2 HAVING count(*) > 1)").fetchone()[0] == 0
         assert q("SELECT max(ord) + 1, count(*) FROM chunks").fetchone()[0] == q("SELECT count(*) FROM chunks").fetchone()[0]
