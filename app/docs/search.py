@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from app.docs.embedding import Embedder
 from app.docs.index_db import DocumentIndex
+from app.docs.text_tables import HEADING_WEIGHT
 from app.docs.types import Passage
 
 if TYPE_CHECKING:
@@ -83,7 +84,8 @@ def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) 
     scored: list[tuple[float, int]] = []
     for name in names:
         table = index.text_table(name)
-        rows = index.conn.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?", (match, n))
+        score = f"bm25({table}, 1.0, {HEADING_WEIGHT})"
+        rows = index.conn.execute(f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? ORDER BY {score} LIMIT ?", (match, n))
         scored.extend((float(score), int(rowid)) for rowid, score in rows)
     scored.sort()  # bm25() is lower for a better match
     return [rowid for _, rowid in scored[:n]]

@@ -77,3 +77,21 @@ def test_an_index_with_one_table_for_every_collection_is_brought_over(tmp_path: 
         assert [p.path for p in search(index, ["a"], "harbour")] == ["/x/1.txt"]
         assert search(index, ["a"], "kettle") == [] and [p.path for p in search(index, ["b"], "kettle")] == ["/x/2.txt"]
         assert not index.conn.execute("SELECT name FROM sqlite_master WHERE name = 'chunks_fts'").fetchall()
+
+
+def test_a_heading_that_names_the_question_counts_above_a_passing_mention(tmp_path: Path) -> None:
+    folder = _folder(
+        tmp_path / "guide",
+        {
+            "tally.md": "# Counting words\n\nThe tally class keeps a number for each thing it is given.\n",
+            "notes.txt": "Notes: counting words by hand is slow; counting words twice is slower.",
+        },
+    )
+    db = tmp_path / "documents.db"
+    with DocumentIndex(db) as index:
+        index.create("guide", [folder])
+    index_collection(db, "guide", lower_priority=False)
+    with DocumentIndex(db) as index:
+        found = search(index, ["guide"], "counting words")
+    assert [Path(p.path).name for p in found] == ["tally.md", "notes.txt"]
+    assert found[0].heading == "Counting words"
