@@ -178,6 +178,12 @@ def run_reindex(core: Core, args: argparse.Namespace) -> int:
     return _reindex(core, args.name, embed=not args.no_embed)
 
 
+NO_EMBEDDER = (
+    "no embedding model is installed, so {name} is searched by keywords only; "
+    "`cove setup` gets all-MiniLM-L6-v2 (83 MB), which finds passages by meaning too"
+)
+
+
 def _reindex(core: Core, name: str, *, embed: bool, files: bool = False) -> int:
     from app.docs.embedder_choice import EmbedderChoice, choose_embedder
     from app.docs.indexer import index_collection
@@ -187,6 +193,8 @@ def _reindex(core: Core, name: str, *, embed: bool, files: bool = False) -> int:
     choice = choose_embedder(core.library, core.settings, info) if embed else EmbedderChoice(None)
     if choice.note:
         say(f"cove: {choice.note}", sys.stderr)
+    elif embed and choice.embedder is None and not info.embedding_model:
+        say(f"cove: {NO_EMBEDDER.format(name=name)}", sys.stderr)
     shown = _ProgressLine()
     try:
         progress = index_collection(core.paths.documents_database, name, embedder=choice.embedder, on_progress=shown, lower_priority=False)

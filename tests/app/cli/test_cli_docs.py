@@ -35,6 +35,7 @@ def test_a_collection_is_made_indexed_searched_and_removed_without_touching_the_
     added = cove(home, "docs", "add", "papers", str(corpus.root))
     assert added.returncode == 0, added.stderr
     assert "Traceback" not in added.stderr and "files with a note (left out, not readable or cut)" in added.stdout
+    assert "no embedding model is installed, so papers is searched by keywords only; `cove setup` gets" in added.stderr
     for relative, fragment in corpus.bad.items():  # every bad case is listed with its sentence
         line = next(line for line in added.stdout.splitlines() if line.strip().startswith(str(corpus.root / relative)))
         assert fragment in line, (relative, line)
