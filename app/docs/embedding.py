@@ -131,9 +131,18 @@ def embeds(model: InstalledModel) -> bool:
     return _CACHE[key]
 
 
+# Architectures that only encode (llama.cpp's BERT family, T5's encoder): never a chat model.
+ENCODER_ARCHITECTURES = frozenset(
+    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "t5encoder"}
+)
+
+
 def chat_models(models: Sequence[InstalledModel]) -> list[InstalledModel]:
-    """The models a person chats with: every one but the embedding models."""
-    return [m for m in models if not embeds(m)]
+    """The models a person chats with: every one but the embedding models. Decided without
+    reading a file (the model picker is filled at start-up, and reading a large vocabulary's
+    header takes a quarter of a second): by the architecture the library keeps, or by a header
+    `embeds` already read."""
+    return [m for m in models if not _CACHE.get((m.path, m.size, m.mtime), (m.architecture or "") in ENCODER_ARCHITECTURES)]
 
 
 def embedding_model(library: ModelLibrary, settings: Any = None) -> InstalledModel | None:
