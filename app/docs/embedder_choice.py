@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.docs.embedding import EngineEmbedder, embedding_model
+from app.docs.embedding import EMBED_NICE, QUERY_NICE, EngineEmbedder, embedding_model
 from app.docs.index_db import CollectionInfo
 from models.library import ModelLibrary, ModelNotFound
 
@@ -25,10 +25,12 @@ class EmbedderChoice:
 
 def choose_embedder(library: ModelLibrary, settings: Any, info: CollectionInfo | None, *, allow_new: bool = True) -> EmbedderChoice:
     """The embedder for `info` (None: a collection about to be made). `allow_new`: a collection
-    without vectors may take the installed embedding model (indexing); searching never starts one."""
+    without vectors may take the installed embedding model (indexing, in a niced host); searching
+    (`allow_new` False) never starts one, and embeds the question at normal priority."""
+    nice = EMBED_NICE if allow_new else QUERY_NICE
     if info is not None and info.embedding_model:
         try:
-            return EmbedderChoice(EngineEmbedder(library.get(info.embedding_model)))
+            return EmbedderChoice(EngineEmbedder(library.get(info.embedding_model), nice=nice))
         except ModelNotFound:
             return EmbedderChoice(
                 None,
@@ -38,4 +40,4 @@ def choose_embedder(library: ModelLibrary, settings: Any, info: CollectionInfo |
     if not allow_new:
         return EmbedderChoice(None)
     model = embedding_model(library, settings)
-    return EmbedderChoice(EngineEmbedder(model) if model is not None else None)
+    return EmbedderChoice(EngineEmbedder(model, nice=nice) if model is not None else None)

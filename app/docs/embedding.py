@@ -3,7 +3,9 @@
 which installed model is the embedding model.
 
 Thread invariant: an EngineEmbedder may be called from any thread (EngineClient is thread-safe and
-takes one request at a time); the window and the indexer may share one.
+takes one request at a time). Indexing and searching use two: the indexer's host runs niced and
+embeds batches of passages that take seconds, so a person's question is embedded by a host of its
+own at normal priority (QUERY_NICE) and never waits behind a batch.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
 
 BATCH = 16  # texts per embed call
 EMBED_CTX = 2048  # the embedding host's context: the most tokens of one text (or the model's own, if smaller)
-EMBED_NICE = 10  # the embedding host's niceness: below the window and the chat engine
+EMBED_NICE = 10  # the indexing embedder's niceness: below the window and the chat engine
+QUERY_NICE = 0  # the searching embedder's: a question is a few tokens, embedded while the person waits
 _TOO_LONG = re.compile(r"text (\d+) is (\d+) tokens; .* at most (\d+)")
 
 
@@ -48,11 +51,19 @@ class EngineEmbedder:
     use. A text longer than the model takes is cut for embedding (what is indexed stays whole)."""
 
     def __init__(
-        self, model: InstalledModel, *, n_threads: int | None = None, n_gpu_layers: int | None = 0, client: EngineClient | None = None
+        self,
+        model: InstalledModel,
+        *,
+        n_threads: int | None = None,
+        n_gpu_layers: int | None = 0,
+        client: EngineClient | None = None,
+        nice: int = EMBED_NICE,
     ) -> None:
+        """`nice`: the host's niceness, EMBED_NICE for indexing, QUERY_NICE for searching."""
         self._model = model
-        # Every core: the host runs niced (EMBED_NICE), so the window and a reply's engine come
-        # first, and the indexer stops asking between batches while a reply streams.
+        self._nice = nice
+        # Every core: an indexing host runs niced (EMBED_NICE), so the window and a reply's engine
+        # come first, and the indexer stops asking between batches while a reply streams.
         self._n_threads = n_threads if n_threads is not None else max(1, os.cpu_count() or 1)
         self._n_gpu_layers = n_gpu_layers
         self._client = client
@@ -72,6 +83,12 @@ class EngineEmbedder:
                 out += self._embed_batch(client, [t[: self.max_chars] or " " for t in texts[i : i + BATCH]])
         return out
 
+    @property
+    def host_pid(self) -> int | None:
+        """The engine host's process id once the model is loaded (diagnostics, tests)."""
+        client = self._client
+        return client.host_pid if client is not None else None
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None and self._own_client:
@@ -82,7 +99,7 @@ class EngineEmbedder:
         from app.engine.client import EngineClient, EngineError  # imported when a model is first loaded
 
         if self._client is None:
-            self._client = EngineClient(nice=EMBED_NICE)
+            self._client = EngineClient(nice=self._nice)
         n_ctx = min(EMBED_CTX, self._model.context_length or EMBED_CTX)
         try:
             self._client.load(self._model.path, n_ctx=n_ctx, n_threads=self._n_threads, n_gpu_layers=self._n_gpu_layers, state_cache_mb=0)

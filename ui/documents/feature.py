@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QDialog, QMenu, QToolButton, QVBoxLayout, QWidget
 
-from app.docs.embedding import Embedder, EngineEmbedder, embedding_model
+from app.docs.embedding import QUERY_NICE, Embedder, EngineEmbedder, embedding_model
 from app.docs.for_turn import turn_documents
 from app.docs.index_db import DocumentIndex, DocumentIndexError
 from app.docs.patterns import Patterns
@@ -60,7 +60,8 @@ class DocumentsFeature(QObject):
         self._notice = notice or (lambda text: None)
         self._confirm = confirm
         self._streaming = threading.Event()  # set while a reply streams: indexing steps aside
-        self._embedder: EngineEmbedder | None = None
+        self._embedder: EngineEmbedder | None = None  # indexing: a niced host
+        self._query_embedder: EngineEmbedder | None = None  # a turn's question: a host at normal priority
         self._embedder_path: str | None = None
         self.worker = worker or IndexWorker(
             self._core.paths.documents_database, embedder=self._index_embedder, hold=self._streaming.is_set, parent=self
@@ -213,7 +214,7 @@ class DocumentsFeature(QObject):
             names,
             context_length=model.context_length if isinstance(model, InstalledModel) else None,
             params=self._controller.params(),
-            embedder=self._index_embedder,
+            embedder=self._search_embedder,
         )
 
     def _resolve_embedder(self) -> None:
@@ -223,13 +224,19 @@ class DocumentsFeature(QObject):
         except Exception:  # noqa: BLE001 - no embeddings: keywords only
             model = None
         if model is None or model.path != self._embedder_path:
-            old, self._embedder = self._embedder, EngineEmbedder(model) if model is not None else None
+            old = (self._embedder, self._query_embedder)
+            self._embedder = EngineEmbedder(model) if model is not None else None
+            self._query_embedder = EngineEmbedder(model, nice=QUERY_NICE) if model is not None else None
             self._embedder_path = model.path if model is not None else None
-            if old is not None:
-                threading.Thread(target=old.close, name="cove-embedder-close", daemon=True).start()
+            for embedder in old:
+                if embedder is not None:
+                    threading.Thread(target=embedder.close, name="cove-embedder-close", daemon=True).start()
 
     def _index_embedder(self) -> Embedder | None:
-        return self._embedder  # read on the worker's or the turn's thread; made on the UI thread
+        return self._embedder  # read on the worker's thread; made on the UI thread
+
+    def _search_embedder(self) -> Embedder | None:
+        return self._query_embedder  # read on the turn's thread; its host starts on the first question
 
     # ---- the page ----------------------------------------------------------------------------
 
@@ -268,6 +275,7 @@ class DocumentsFeature(QObject):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        embedder, self._embedder = self._embedder, None
-        if embedder is not None:
-            embedder.close()
+        embedders, self._embedder, self._query_embedder = (self._embedder, self._query_embedder), None, None
+        for embedder in embedders:
+            if embedder is not None:
+                embedder.close()

@@ -4,6 +4,7 @@ searches a collection of real documents."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +61,35 @@ def test_a_collection_is_indexed_and_searched_with_a_bert_model(tmp_path: Path) 
         embedder.close()
         db.close()
     assert LIGHTHOUSE in found[0].text and found[0].rank_bm25 == 1 and any(p.rank_vector for p in found)
+
+
+def test_a_question_is_embedded_at_normal_priority_and_passages_below_it(tmp_path: Path) -> None:
+    """Indexing's host is niced (a reply and the window come first); a search's host is not, so a
+    person's question never waits behind the indexer's niced threads (app/docs/embedder_choice.py)."""
+    from app.docs.embedder_choice import choose_embedder
+    from app.docs.embedding import EMBED_NICE
+
+    db = sqlite_utils.Database(tmp_path / "cove.db")
+    create_models_table(db)
+    library = ModelLibrary(db, tmp_path / "store")
+    library.import_file(write_tiny_bert(tmp_path / "tiny-bert.gguf"), name="tiny-bert")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    indexing = choose_embedder(library, None, None)
+    searching = choose_embedder(library, None, None, allow_new=False)
+    assert searching.embedder is None  # a search never starts embedding a collection without vectors
+    with DocumentIndex(tmp_path / "documents.db") as index:
+        index.create("papers", [write_corpus(tmp_path / "papers", bad=False).root])
+        index.conn.execute("UPDATE collections SET embedding_model = 'tiny-bert' WHERE name = 'papers'")
+        info = index.collection("papers")
+    searching = choose_embedder(library, None, info, allow_new=False)
+    try:
+        assert indexing.embedder is not None and searching.embedder is not None
+        indexing.embedder.embed(["the tide"])
+        searching.embedder.embed(["the tide"])
+        index_pid, search_pid = indexing.embedder.host_pid, searching.embedder.host_pid
+        assert index_pid is not None and search_pid is not None and index_pid != search_pid
+        assert os.getpriority(os.PRIO_PROCESS, index_pid) == min(19, base + EMBED_NICE)
+        assert os.getpriority(os.PRIO_PROCESS, search_pid) == base
+    finally:
+        indexing.close()
+        searching.close()
