@@ -1,4 +1,5 @@
-"""Cove's small settings file (JSON in the data dir): last used model and default sampling.
+"""Cove's small settings file (JSON in the data dir): last used model, default sampling, where
+models load, tool limits and which embedding model new document collections use.
 
 The settings file is written atomically (temp file + rename) so a crash never leaves a
 half-written file; an unreadable file is moved aside under a name of its own
@@ -153,6 +154,9 @@ class Settings:
     # While the API server shares the engine: the window's reply gets its token every step (True), or
     # every reply is treated alike (False); the window's turn asks generate() for priority "window".
     window_first: bool = True
+    # The embedding model new document collections are embedded with, by name (app/docs/embedding.py
+    # embedding_model); None: the person has not chosen (the default embedder, else the first by name).
+    embedding_model: str | None = None
 
     def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
@@ -198,8 +202,14 @@ def read_settings(path: Path) -> LoadedSettings:
             tool_timeout_s=_whole(raw.get("tool_timeout_s"), TOOL_TIMEOUT_S) or TOOL_TIMEOUT_S,
             tool_result_chars=_whole(raw.get("tool_result_chars"), TOOL_RESULT_CHARS) or TOOL_RESULT_CHARS,
             window_first=raw.get("window_first") is not False,
+            embedding_model=_name(raw.get("embedding_model")),
         )
     )
+
+
+def _name(value: object) -> str | None:
+    """`value` as a model's name (stripped) when it is text with something in it, else None."""
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _whole(value: object, default: int) -> int:
@@ -238,5 +248,6 @@ def save_settings(path: Path, settings: Settings) -> None:
         "tool_timeout_s": settings.tool_timeout_s,
         "tool_result_chars": settings.tool_result_chars,
         "window_first": settings.window_first,
+        "embedding_model": settings.embedding_model,
     }
     write_text_whole(path, json.dumps(data, indent=2))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.terminal_text import say
-from app.docs.embedder_choice import choose_embedder
+from app.docs.embedder_choice import choose_search_embedder
 from app.docs.for_turn import turn_documents
 from app.docs.index_db import DocumentIndex
 from app.docs.turn_sources import TurnDocuments
@@ -45,7 +45,7 @@ def chat_documents(
     with DocumentIndex(core.paths.documents_database) as index:
         present = [name for name in names if index.collection(name) is not None]
         gone = [name for name in names if name not in present]
-        info = index.collection(present[0]) if present else None
+        infos = [info for info in (index.collection(name) for name in present) if info is not None]
     if gone:
         say(
             f"cove: the collection{'s' if len(gone) > 1 else ''} {', '.join(gone)} attached to this conversation "
@@ -55,7 +55,7 @@ def chat_documents(
     if not present:
         yield None
         return
-    choice = choose_embedder(core.library, core.settings, info, allow_new=False)
+    choice = choose_search_embedder(core.library, infos)
     if choice.note:
         say(f"cove: {choice.note}", sys.stderr)
     try:

@@ -1,6 +1,7 @@
 """`cove docs`: the person's document collections from the terminal: add folders or files (and
 index them), which files are indexed (include and exclude patterns), list, status (with every file
-left out and why), reindex, remove, and search (the passages a chat would be given).
+left out and why), reindex (and move to another embedding model), remove, search (the passages a
+chat would be given), and which embedding model new collections use (app/cli/docs_embedder.py).
 Nothing here changes, moves or copies a document; the index is documents.db beside the history.
 What a document holds (its path, headings, text) reaches the terminal through the terminal-text
 rule (app/cli/terminal_text.py), its JSON included."""
@@ -14,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli import docs_embedder
 from app.cli.output import positive_int
 from app.cli.terminal_text import for_terminal, print_json_for, say
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from app.docs.index_db import CollectionInfo, CollectionStatus, DocumentIndex
     from app.docs.patterns import Patterns
     from app.docs.types import Progress
+    from models.library import InstalledModel
 
 EXCERPT_CHARS = 300
 PATTERN_HELP = (
@@ -53,7 +56,7 @@ def _pattern_arguments(parser: argparse.ArgumentParser, note: str) -> None:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "docs",
-        help="your document collections: add, list, status, reindex, remove, search",
+        help="your document collections: add, list, status, reindex, remove, search, embedder",
         description="A collection is a named set of folders and files. Cove reads them (text, Markdown, "
         "HTML, PDF, DOCX, source code) into an index beside the history and never changes them.",
     )
@@ -86,9 +89,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="print one JSON object (every file left out included)")
     status.add_argument("--files", action="store_true", help="list every file left out, with why")
     status.set_defaults(docs_run=run_status)
-    reindex = dsub.add_parser("reindex", help="read new and changed files again, drop deleted ones")
+    reindex = dsub.add_parser("reindex", help="read new and changed files again, drop deleted ones (--embedder: move to another model)")
     reindex.add_argument("name")
     reindex.add_argument("--no-embed", action="store_true", help="do not embed passages this run")
+    reindex.add_argument(
+        "--embedder",
+        metavar="MODEL",
+        help="move the collection to this embedding model: its vectors are dropped and its passages embedded again "
+        "(it is searched by keywords meanwhile)",
+    )
     reindex.set_defaults(docs_run=run_reindex)
     remove = dsub.add_parser("remove", help="remove a collection from the index (your files are not touched)")
     remove.add_argument("name")
@@ -99,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     find.add_argument("--limit", type=positive_int, default=5, help="how many passages (default 5)")
     find.add_argument("--json", action="store_true", help="print the passages as JSON")
     find.set_defaults(docs_run=run_search)
+    docs_embedder.add_parser(dsub, docs_embedder.run_embedder)
     p.set_defaults(run=run)
 
 
@@ -173,9 +183,23 @@ def _print_patterns(info: CollectionInfo, out: Any) -> None:
 
 
 def run_reindex(core: Core, args: argparse.Namespace) -> int:
+    from app.docs.embedder_choice import find_embedding_model
+
+    if args.embedder is not None and args.no_embed:
+        say("cove: --embedder moves the collection to a model and --no-embed embeds nothing; give one of them.", sys.stderr)
+        return 1
     with _index(core) as index:
-        index.require(args.name)
-    return _reindex(core, args.name, embed=not args.no_embed)
+        info = index.require(args.name)
+    if args.embedder is None:
+        return _reindex(core, args.name, embed=not args.no_embed)
+    model = find_embedding_model(core.library, args.embedder)  # NotAnEmbeddingModel: one sentence
+    if info.embedding_model and info.embedding_model != model.name:
+        say(
+            f"Moving {args.name} from {info.embedding_model} to {model.name}: its passages are embedded again, "
+            "and it is searched by keywords meanwhile.",
+            sys.stderr,
+        )
+    return _reindex(core, args.name, embed=True, move_to=model)
 
 
 NO_EMBEDDER = (
@@ -184,13 +208,15 @@ NO_EMBEDDER = (
 )
 
 
-def _reindex(core: Core, name: str, *, embed: bool, files: bool = False) -> int:
+def _reindex(core: Core, name: str, *, embed: bool, files: bool = False, move_to: InstalledModel | None = None) -> int:
+    """Index `name` with the embedder the rule gives it (app/docs/embedder_choice.py); `move_to`:
+    the embedding model the person moves it to."""
     from app.docs.embedder_choice import EmbedderChoice, choose_embedder
     from app.docs.indexer import index_collection
 
     with _index(core) as index:
         info = index.require(name)
-    choice = choose_embedder(core.library, core.settings, info) if embed else EmbedderChoice(None)
+    choice = choose_embedder(core.library, core.settings, info, move_to=move_to) if embed else EmbedderChoice(None)
     if choice.note:
         say(f"cove: {choice.note}", sys.stderr)
     elif embed and choice.embedder is None and not info.embedding_model:
@@ -344,13 +370,13 @@ def run_remove(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_search(core: Core, args: argparse.Namespace) -> int:
-    from app.docs.embedder_choice import choose_embedder
+    from app.docs.embedder_choice import choose_search_embedder
     from app.docs.search import search
 
     names = [n.strip() for n in args.name.split(",") if n.strip()]
     with _index(core) as index:
         infos = [index.require(name) for name in names]
-        choice = choose_embedder(core.library, core.settings, infos[0], allow_new=False)
+        choice = choose_search_embedder(core.library, infos)
         if choice.note and not args.json:
             say(f"cove: {choice.note}", sys.stderr)
         try:

@@ -162,16 +162,30 @@ def chat_models(models: Sequence[InstalledModel]) -> list[InstalledModel]:
     return [m for m in models if not _CACHE.get((m.path, m.size, m.mtime), (m.architecture or "") in ENCODER_ARCHITECTURES)]
 
 
-def embedding_model(library: ModelLibrary, settings: Any = None) -> InstalledModel | None:
-    """The installed model documents are embedded with: among the models whose file declares a
-    pooling type, the one named by `settings.embedding_model` if there is such a setting, else
-    the one used last, else the first by name. None: no embedding model is installed."""
-    found = [m for m in library.list() if embeds(m)]
-    wanted = getattr(settings, "embedding_model", None)
-    for model in found:
-        if wanted and model.name == wanted:
-            return model
-    used = [m for m in found if m.last_used_at]
-    if used:
-        return max(used, key=lambda m: m.last_used_at or "")
+# The name the default embedder is installed under: models/default_embedder.MINILM_ZIP.name (not
+# imported here: that module pulls in the converter; tests/app/cli/test_docs_embedder.py keeps
+# the two equal).
+DEFAULT_EMBEDDER = "all-minilm-l6-v2"
+
+
+def embedding_models(library: ModelLibrary) -> list[InstalledModel]:
+    """The installed models whose file declares a pooling type, by name (the library's order)."""
+    return [m for m in library.list() if embeds(m)]
+
+
+def pick_embedding_model(found: Sequence[InstalledModel], wanted: str | None) -> InstalledModel | None:
+    """Among the embedding models `found` (by name): the one named `wanted` (the person's choice,
+    the setting), else the default embedder, else the first. None: `found` is empty."""
+    for name in (wanted, DEFAULT_EMBEDDER):
+        for model in found:
+            if name and model.name == name:
+                return model
     return found[0] if found else None
+
+
+def embedding_model(library: ModelLibrary, settings: Any = None) -> InstalledModel | None:
+    """The installed embedding model new collections are embedded with: the one named by
+    `settings.embedding_model` (app/settings.py) when it is installed, else the default embedder
+    (DEFAULT_EMBEDDER, what `cove setup` installs) when it is installed, else the first by name.
+    A name that is not an embedding model is passed over. None: no embedding model is installed."""
+    return pick_embedding_model(embedding_models(library), getattr(settings, "embedding_model", None))

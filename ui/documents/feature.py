@@ -1,9 +1,10 @@
 """What the main window needs for documents: the Documents entry at the foot of the sidebar (the
 page in a window of its own, built the first time it is opened), the chip above the composer (the
 open conversation's collections: a menu of check boxes), the documents of each turn (provided
-to the ChatController), the sources under replies, and the one IndexWorker with its watchers,
-which keep the collections up to date while the window is open. Indexing waits while a reply
-streams."""
+to the ChatController), the sources under replies, the one IndexWorker with its watchers,
+which keep the collections up to date while the window is open, and the embedders it and the turns
+use (ui/documents/embedders.py: each collection on its own model, app/docs/embedder_choice.py).
+Indexing waits while a reply streams."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QDialog, QMenu, QToolButton, QVBoxLayout, QWidget
 
-from app.docs.embedding import QUERY_NICE, Embedder, EngineEmbedder, embedding_model
+from app.docs.embedding import Embedder
 from app.docs.for_turn import turn_documents
-from app.docs.index_db import DocumentIndex, DocumentIndexError
+from app.docs.index_db import CollectionInfo, DocumentIndex, DocumentIndexError
 from app.docs.patterns import Patterns
 from app.docs.turn_sources import TurnDocuments
 from app.store.sources import attach_collections, attached_collections
 from models.library import InstalledModel
+from ui.documents import dialogs
+from ui.documents.embedder_chooser import EmbedderChoosing
 from ui.documents.embedder_offer import EmbedderOffer
+from ui.documents.embedders import WindowEmbedders
 from ui.documents.page import Confirm, DocumentsPage
 from ui.documents.sources import ReplySources
 from ui.documents.worker import IndexWorker
@@ -60,15 +64,14 @@ class DocumentsFeature(QObject):
         self._notice = notice or (lambda text: None)
         self._confirm = confirm
         self._streaming = threading.Event()  # set while a reply streams: indexing steps aside
-        self._embedder: EngineEmbedder | None = None  # indexing: a niced host
-        self._query_embedder: EngineEmbedder | None = None  # a turn's question: a host at normal priority
-        self._embedder_path: str | None = None
+        self.embedders = WindowEmbedders(self._core.paths.documents_database)
         self.worker = worker or IndexWorker(
             self._core.paths.documents_database, embedder=self._index_embedder, hold=self._streaming.is_set, parent=self
         )
         self._reader: DocumentIndex | None = None
         self.panel: DocumentsPanel | None = None
         self.offer: EmbedderOffer | None = None
+        self.choosing: EmbedderChoosing | None = None  # the page's row and offer of embedding models
         self.sources: ReplySources | None = None
         self._closed = False
 
@@ -139,10 +142,16 @@ class DocumentsFeature(QObject):
         reader = self.reader()
         return reader.names() if reader is not None else []
 
-    def _watch(self) -> None:
+    def infos(self) -> list[CollectionInfo]:
+        """Every collection as the index has it (UI thread)."""
         reader = self.reader()
-        if reader is not None and not self._closed:
-            infos = [info for info in map(reader.collection, reader.names()) if info is not None]
+        if reader is None:
+            return []
+        return [info for info in map(reader.collection, reader.names()) if info is not None]
+
+    def _watch(self) -> None:
+        if self.reader() is not None and not self._closed:
+            infos = self.infos()
             self.worker.watch(
                 {info.name: info.roots for info in infos}, {info.name: Patterns.stored(info.include, info.exclude) for info in infos}
             )
@@ -209,46 +218,63 @@ class DocumentsFeature(QObject):
             return None
         model = self._controller.model
         self._resolve_embedder()
+        reader = self.reader()
+        infos = [info for info in map(reader.collection, names) if info is not None] if reader is not None else []
+        embedder, note = self.embedders.for_search(infos)  # its host starts on the first question, on the turn's thread
+        if note:
+            self._notice(note[:1].upper() + note[1:] + ".")
         return turn_documents(
             self._core.paths.documents_database,
             names,
             context_length=model.context_length if isinstance(model, InstalledModel) else None,
             params=self._controller.params(),
-            embedder=self._search_embedder,
+            embedder=lambda: embedder,
         )
 
     def _resolve_embedder(self) -> None:
-        """The installed embedding model, if any (the library is read here, on the UI thread)."""
+        """Read the installed embedding models and the choice again (the library is read here, on
+        the UI thread); embedders no longer needed are closed."""
         try:
-            model = embedding_model(self._core.library, self._core.settings)
-        except Exception:  # noqa: BLE001 - no embeddings: keywords only
-            model = None
-        if model is None or model.path != self._embedder_path:
-            old = (self._embedder, self._query_embedder)
-            self._embedder = EngineEmbedder(model) if model is not None else None
-            self._query_embedder = EngineEmbedder(model, nice=QUERY_NICE) if model is not None else None
-            self._embedder_path = model.path if model is not None else None
-            for embedder in old:
-                if embedder is not None:
-                    threading.Thread(target=embedder.close, name="cove-embedder-close", daemon=True).start()
+            self.embedders.refresh(self._core.library, self._core.settings, {i.embedding_model for i in self.infos() if i.embedding_model})
+        except Exception:  # noqa: BLE001 - the library could not be read: the embedders stay as they were
+            pass
 
-    def _index_embedder(self) -> Embedder | None:
-        return self._embedder  # read on the worker's thread; made on the UI thread
+    def _index_embedder(self, name: str) -> Embedder | None:
+        """The embedder for collection `name`'s run (called on the worker's thread)."""
+        return self.embedders.for_indexing(name)
 
-    def _search_embedder(self) -> Embedder | None:
-        return self._query_embedder  # read on the turn's thread; its host starts on the first question
+    def move(self, names: list[str], model: str) -> None:
+        """Embed these collections again with `model` (their old vectors dropped; keywords meanwhile)."""
+        for name in names:
+            self.embedders.move(name, model)
+            self.worker.reindex(name)
 
     # ---- the page ----------------------------------------------------------------------------
 
     def open(self) -> DocumentsPanel:
         """Show the Documents page (built on first use)."""
+        self._resolve_embedder()
         if self.panel is None:
-            self._resolve_embedder()
             page = DocumentsPage(self.worker, confirm=self._confirm)
             page.collections_changed.connect(self._collections_changed)
-            self.offer = EmbedderOffer(self._core, lambda: self._embedder is not None, self._embedder_ready, page)
+            self.offer = EmbedderOffer(self._core, lambda: self.embedders.chosen is not None, self._embedder_ready, page)
             page.add_banner(self.offer)
+            confirm = self._confirm or (lambda title, question: dialogs.ask_yes_no(page, title, question))
+            self.choosing = EmbedderChoosing(
+                self._core,
+                self.embedders,
+                refreshed=self._resolve_embedder,
+                collections=self.infos,
+                confirm=confirm,
+                move=self.move,
+                say=lambda text, error: page.say(text, error=error),
+                parent=page,
+            )
+            page.add_banner(self.choosing.banner)  # each banner goes above the one before: the row first, then the offer
+            page.add_banner(self.choosing.row)
             self.panel = DocumentsPanel(page, self._window)
+        if self.choosing is not None:
+            self.choosing.refresh()
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()
@@ -263,6 +289,8 @@ class DocumentsFeature(QObject):
             self.worker.reindex(name)
         if self.offer is not None:
             self.offer.refresh()
+        if self.choosing is not None:
+            self.choosing.refresh()
         self._notice("The embedder is ready: your collections are being embedded, and are searched by keywords meanwhile.")
 
     def shutdown(self) -> None:
@@ -275,7 +303,4 @@ class DocumentsFeature(QObject):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        embedders, self._embedder, self._query_embedder = (self._embedder, self._query_embedder), None, None
-        for embedder in embedders:
-            if embedder is not None:
-                embedder.close()
+        self.embedders.close()

@@ -68,7 +68,7 @@ class IndexWorker(QObject):
         self,
         index_path: Path,
         *,
-        embedder: Callable[[], Embedder | None] | None = None,
+        embedder: Callable[[str], Embedder | None] | None = None,
         hold: Callable[[], bool] | None = None,
         watch: bool = True,
         parent: QObject | None = None,
@@ -235,7 +235,7 @@ class IndexWorker(QObject):
             with self._lock:
                 return name in self._paused or name in self._removing or self._closing.is_set()
 
-        embedder = self._embedder() if self._embedder is not None else None
+        embedder = self._embedder(name) if self._embedder is not None else None
         return index_collection(
             self.index_path,
             name,
