@@ -10,11 +10,16 @@ embedder (all-MiniLM-L6-v2, bench/docs_embed.py's default_model() fetches and co
 ~/.cache/cove/bench). The index is kept in ~/.cache/cove/bench/docs-people/documents.db and reused
 (the indexer is incremental: a later run only checks the files); the first build embeds every
 passage (about 16,600; some 15 minutes on two cores), and how long it took is kept beside it
-(build.json) and reported. `--build-only` builds (or brings up to date) the index and stops.
+(build.json) and reported. `--build-only` builds (or brings up to date) the index and stops; with
+`--index` naming a new file, that build is the whole-docs indexing run: its minutes, the MB/s of the
+files indexed, and the peak RSS of the indexer (this process) and of its embedding host.
 
 The questions: bench/docs_people_questions.json, phrased as a person who does not know the
 module names asks (no name from the answer page, no sentence lifted from it), each with every page
-that answers it (paths relative to the html folder).
+that answers it (paths relative to the html folder). And a held-out set,
+bench/docs_heldout_questions.json (40), written afterwards by someone who had seen neither the
+first set nor a search result: app/docs/search.py's fusion weight was chosen on the first set, and
+this one checks the choice.
 
 Reported, for BM25 (search without an embedder) and hybrid (with it), app/docs/search.search as it is:
 - recall@5: the share of questions with a passage of a right page among the top 5 results
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -52,6 +58,7 @@ from bench.docs import installed, latency, load_avg, query_set, same_page  # noq
 
 PY_DOCS = Path("/usr/share/doc/python3.11/html")
 QUESTIONS = Path(__file__).with_name("docs_people_questions.json")
+HELD_OUT = Path(__file__).with_name("docs_heldout_questions.json")  # checks the fusion weight chosen on QUESTIONS
 CACHE = Path.home() / ".cache" / "cove" / "bench" / "docs-people"
 NAME = "python-docs"
 HEADINGS = 200  # the docs' own headings added to the questions for latency
@@ -116,6 +123,12 @@ def build(db: Path, name: str, root: Path, model_path: Path, log: Any = None) ->
     finally:
         embedder.close()
     c = counts(db, name)
+    # The indexer's process is this one; the embedding host is its child, counted once it has exited.
+    peaks = {
+        "indexer_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "embedding_host_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+    }
+    mb = indexed_mb(db, name)
     if meta["first_build_s"] is None and not meta.get("unknown"):
         meta["runs"].append({"seconds": round(seconds, 1), "finished": done.finished, "vectors": c["vectors"]})
         if done.finished and c["vectors"] == c["passages"]:
@@ -129,7 +142,22 @@ def build(db: Path, name: str, root: Path, model_path: Path, log: Any = None) ->
         "left_out": len(done.left_out),
         "first_build_minutes": round(meta["first_build_s"] / 60, 1) if meta["first_build_s"] is not None else None,
         "index": str(db),
+        "indexed_mb": round(mb, 1),
+        "this_run_mb_s": round(mb / seconds, 3) if seconds > 0 else None,
+        **peaks,
     }
+
+
+def indexed_mb(db: Path, name: str) -> float:
+    """MB of the files the collection holds (as stored on disk: a .gz counts compressed)."""
+    from app.docs.index_db import DocumentIndex
+
+    index = DocumentIndex(db)
+    try:
+        paths = [str(p) for (p,) in index.conn.execute("SELECT path FROM files WHERE collection = ? AND status = 'indexed'", (name,))]
+    finally:
+        index.close()
+    return sum(os.stat(p).st_size for p in paths if os.path.exists(p)) / 1e6
 
 
 # ---- retrieval quality ------------------------------------------------------------------------------
@@ -214,14 +242,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["corpus"] = str(root)
         if args.build_only:
             return result
+        sets = {"people": questions}
         if work is None:
             questions = json.loads(QUESTIONS.read_text())["questions"]
+            sets = {"people": questions, "held_out": json.loads(HELD_OUT.read_text())["questions"]}
         embedder = EngineEmbedder(installed(model_path))
         try:
             embedder.embed(["probe"])  # loaded before anything is timed
             result["embedding_model"] = {"name": embedder.model_name, "path": str(model_path)}
             result["bm25"] = quality(db, NAME, root, questions, None)
             result["hybrid"] = quality(db, NAME, root, questions, embedder)
+            if "held_out" in sets:
+                result["held_out"] = {
+                    "bm25": quality(db, NAME, root, sets["held_out"], None),
+                    "hybrid": quality(db, NAME, root, sets["held_out"], embedder),
+                }
             queries = query_set(db, NAME, questions, len(questions) + HEADINGS)
             result["latency"] = latency(db, NAME, queries, embedder, runs)
         finally:
@@ -240,7 +275,9 @@ def table(r: dict[str, Any]) -> str:
         f"machine: {r['machine']['cpus']} cpus; start: {r['machine']['load_at_start']}",
         f"         end: {r['machine'].get('load_at_end', '?')}",
         f"index: {r['corpus']} (default excludes), {ix['files']} files, {ix['passages']} passages, {ix['vectors']} vectors; "
-        f"first build {ix['first_build_minutes']} min, this run's check {ix['this_run_s']} s ({ix['index']})",
+        f"first build {ix['first_build_minutes']} min, this run {ix['this_run_s']} s ({ix['index']})",
+        f"this run: {ix['indexed_mb']} MB of files at {ix['this_run_mb_s']} MB/s; peak RSS: indexer "
+        f"{ix['indexer_peak_rss_mb']} MB, embedding host {ix['embedding_host_peak_rss_mb']} MB",
     ]
     if "bm25" not in r:
         return "\n".join(out)
@@ -252,6 +289,13 @@ def table(r: dict[str, Any]) -> str:
     for key, label in (("bm25", "BM25"), ("hybrid", "hybrid")):
         x = r[key]
         out.append(f"{label:8} {x['recall_at_5']:5.2f} ({x['hits_at_5']:2}/{n:2}) {x['mrr_at_10']:7.3f}")
+    if "held_out" in r:
+        h = r["held_out"]
+        m = h["bm25"]["questions"]
+        out.append(f"held-out set ({m} questions, bench/docs_heldout_questions.json):")
+        for key, label in (("bm25", "BM25"), ("hybrid", "hybrid")):
+            x = h[key]
+            out.append(f"{label:8} {x['recall_at_5']:5.2f} ({x['hits_at_5']:2}/{m:2}) {x['mrr_at_10']:7.3f}")
     lat = r["latency"]
     out.append(
         f"latency over {lat['queries']} queries (questions + headings), limit 5, medians of {len(lat['runs'])} run(s): "
@@ -259,8 +303,11 @@ def table(r: dict[str, Any]) -> str:
         f"p99 {lat['hybrid_p99']:.1f} ms; first hybrid (cold) {lat['hybrid_cold_ms']:.0f} ms; "
         f"query embedding {lat['query_embed_ms']:.1f} ms"
     )
-    for key, label in (("bm25", "BM25"), ("hybrid", "hybrid")):
-        misses = r[key]["misses"]
+    misses_of = [("BM25", r["bm25"]), ("hybrid", r["hybrid"])]
+    if "held_out" in r:
+        misses_of.append(("held-out hybrid", r["held_out"]["hybrid"]))
+    for label, x in misses_of:
+        misses = x["misses"]
         out.append(f"missed by {label} ({len(misses)}):")
         for m in misses:
             rank = f"; first right page at {m['rank_in_10']} of 10" if m["rank_in_10"] else ""

@@ -1,6 +1,10 @@
 """Searching collections: BM25 over the full-text index (always), exact cosine over the stored
 vectors with numpy (when the collection has vectors of the embedder's model), the two lists fused
-by reciprocal rank fusion (k = 60). A result holds one passage of each text (a page copied into two
+by their scores (`fuse`: each list's scores scaled to 0..1 over its own candidates, then
+VECTOR_WEIGHT of the cosine's and the rest of BM25's; a passage missing from a list gets 0 there).
+Meaning weighs more because people ask in their own words: on questions phrased so, over the
+Python docs, the vectors alone found more right pages than an even fusion (figures and the weights
+tried: docs/decisions/documents-bench.md). A result holds one passage of each text (a page copied into two
 files, or a paragraph repeated, is given once) and at most two of one file while other files'
 passages can take the place, so five results name more than one page.
 
@@ -30,7 +34,7 @@ from app.docs.types import Passage
 if TYPE_CHECKING:
     import numpy as np
 
-RRF_K = 60
+VECTOR_WEIGHT = 0.7  # the cosine's share of a fused score; BM25 has the rest
 MIN_CANDIDATES = 50  # each list's length before fusion: max(this, 10 * limit)
 PER_FILE = 2  # passages of one file in a result while other files' are there to take the place
 MAX_TERMS = 64
@@ -69,18 +73,18 @@ def search(index: DocumentIndex, names: Sequence[str], query: str, *, limit: int
         return []
     n = max(MIN_CANDIDATES, 10 * limit)
     bm25 = bm25_ranked(index, names, match, n)
-    vector: list[int] = []
+    vector: list[tuple[int, float]] = []
     if embedder is not None:
         with_vectors = [name for name in names if models[name] == embedder.model_name]
         if with_vectors:
             vector = vector_ranked(index, with_vectors, embedder, query, n)
-    return _passages(index, fuse(bm25, vector), limit, bm25, vector)
+    return _passages(index, fuse(bm25, vector), limit, [cid for cid, _ in bm25], [cid for cid, _ in vector])
 
 
-def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) -> list[int]:
-    """Chunk ids of `names` matching `match`, best BM25 first, at most `n`. Each collection is
-    ranked in its own full-text table, with its own statistics (app/docs/text_tables.py); the
-    collections' lists are merged by score."""
+def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) -> list[tuple[int, float]]:
+    """(chunk id, score) of `names` matching `match`, best BM25 first, at most `n`; the score is
+    -bm25() (higher is better). Each collection is ranked in its own full-text table, with its own
+    statistics (app/docs/text_tables.py); the collections' lists are merged by score."""
     scored: list[tuple[float, int]] = []
     for name in names:
         table = index.text_table(name)
@@ -88,12 +92,12 @@ def bm25_ranked(index: DocumentIndex, names: Sequence[str], match: str, n: int) 
         rows = index.conn.execute(f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? ORDER BY {score} LIMIT ?", (match, n))
         scored.extend((float(score), int(rowid)) for rowid, score in rows)
     scored.sort()  # bm25() is lower for a better match
-    return [rowid for _, rowid in scored[:n]]
+    return [(rowid, -score) for score, rowid in scored[:n]]
 
 
-def vector_ranked(index: DocumentIndex, names: Sequence[str], embedder: Embedder, query: str, n: int) -> list[int]:
-    """Chunk ids of `names` nearest to the query's embedding (exact cosine), at most `n`. Empty
-    when the query cannot be embedded (keywords still search)."""
+def vector_ranked(index: DocumentIndex, names: Sequence[str], embedder: Embedder, query: str, n: int) -> list[tuple[int, float]]:
+    """(chunk id, cosine) of `names` nearest to the query's embedding (exact cosine), at most `n`,
+    nearest first. Empty when the query cannot be embedded (keywords still search)."""
     import numpy as np  # imported here: a keyword-only search never needs it
 
     matrices = [m for m in (_matrix(index, name, embedder.model_name) for name in names) if m.ids.size]
@@ -115,15 +119,24 @@ def vector_ranked(index: DocumentIndex, names: Sequence[str], embedder: Embedder
     ids = np.concatenate([s[0] for s in scored])
     scores = np.concatenate([s[1] for s in scored])
     order = np.lexsort((ids, -scores))[:n]
-    return [int(i) for i in ids[order]]
+    return [(int(i), float(s)) for i, s in zip(ids[order], scores[order], strict=True)]
 
 
-def fuse(*ranked: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion: each id scored sum(1 / (k + rank)), best first (ties by id)."""
+def fuse(bm25: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]], weight: float = VECTOR_WEIGHT) -> list[tuple[int, float]]:
+    """Score fusion of the two lists of (id, score), best first (ties by id): each list's scores
+    scaled to 0..1 over its own candidates (its best 1, its last 0; all 1 when they are equal),
+    then `weight` of the vector's and 1 - `weight` of BM25's, 0 for a list an id is not in. With
+    one list empty, the other's order is kept. Reciprocal rank fusion, which this replaced, throws
+    away how far apart the scores are: a passage only BM25 liked, for the question's commonest
+    words, ranked as high as one the meaning found."""
     score: dict[int, float] = {}
-    for ids in ranked:
-        for rank, cid in enumerate(ids, start=1):
-            score[cid] = score.get(cid, 0.0) + 1.0 / (k + rank)
+    for scored, share in ((bm25, 1.0 - weight), (vector, weight)):
+        if not scored:
+            continue
+        values = [s for _, s in scored]
+        low, span = min(values), max(values) - min(values)
+        for cid, s in scored:
+            score[cid] = score.get(cid, 0.0) + share * ((s - low) / span if span > 0 else 1.0)
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
 
 

@@ -196,7 +196,9 @@ def test_cove_docs_embedder_chooses_for_new_collections_and_reindex_moves_one(tm
     status = _status(home, "notes")
     assert status["embedding_model"] == "bert-b" and status["vectors"] == status["chunks"] > 0
     found = json.loads(cove(home, "docs", "search", "notes", "kettle warranty", "--json").stdout)
-    assert found[0]["path"].endswith("kettle.md") and found[0]["rank_bm25"] == 1 and any(p["rank_vector"] for p in found)
+    # The tiny BERT's weights are random, so its order means nothing: the keywords' best is found, and vectors are used.
+    kettle = [p for p in found if p["path"].endswith("kettle.md")]
+    assert kettle and kettle[0]["rank_bm25"] == 1 and any(p["rank_vector"] for p in found)
 
     # bert-b removed: keywords only, said; the next run embeds the collections with bert-a again.
     assert cove(home, "models", "remove", "bert-b").returncode == 0

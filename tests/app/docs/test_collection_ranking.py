@@ -34,11 +34,9 @@ def _folder(root: Path, files: dict[str, str]) -> Path:
 def _ranking(index: DocumentIndex, query: str) -> list[tuple[str, float]]:
     match = fts_query(query)
     assert match is not None
-    ids = bm25_ranked(index, ["harbour"], match, 20)
-    table = index.text_table("harbour")
-    scores = dict(index.conn.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?", (match,)).fetchall())
+    ranked = bm25_ranked(index, ["harbour"], match, 20)
     paths = dict(index.conn.execute("SELECT c.id, f.path FROM chunks c JOIN files f ON f.id = c.file_id").fetchall())
-    return [(Path(paths[i]).name, scores[i]) for i in ids]
+    return [(Path(paths[i]).name, score) for i, score in ranked]
 
 
 def test_adding_another_collection_moves_nothing_in_this_one(tmp_path: Path) -> None:

@@ -67,8 +67,16 @@ def test_collections_are_kept_apart_and_unknown_names_are_a_sentence(index: Docu
         search(index, ["manuals", "nope"], "bread")
 
 
-def test_reciprocal_rank_fusion() -> None:
-    fused = fuse([1, 2, 3], [3, 4])
-    assert [cid for cid, _ in fused] == [3, 1, 2, 4]
-    assert fused[0][1] == pytest.approx(1 / 63 + 1 / 61)
+def test_score_fusion_scales_each_list_and_weighs_meaning_more() -> None:
+    bm25 = [(1, 12.0), (2, 9.0), (3, 4.0)]  # scaled: 1.0, 0.625, 0.0
+    vector = [(3, 0.80), (4, 0.60), (5, 0.40)]  # scaled: 1.0, 0.5, 0.0
+    fused = dict(fuse(bm25, vector, weight=0.7))
+    assert fused[3] == pytest.approx(0.7)  # the meaning's best, BM25's last
+    assert fused[1] == pytest.approx(0.3)  # BM25's best, not found by meaning
+    assert fused[4] == pytest.approx(0.35) and fused[2] == pytest.approx(0.1875) and fused[5] == pytest.approx(0.0)
+    assert [cid for cid, _ in fuse(bm25, vector, weight=0.7)] == [3, 4, 1, 2, 5]
+    # One list alone keeps its order; equal scores all count as the best.
+    assert [cid for cid, _ in fuse(bm25, [])] == [1, 2, 3]
+    assert [cid for cid, _ in fuse([], vector)] == [3, 4, 5]
+    assert fuse([(7, 2.0), (8, 2.0)], []) == [(7, pytest.approx(0.3)), (8, pytest.approx(0.3))]
     assert fuse([], []) == []
