@@ -56,7 +56,7 @@ def _pattern_arguments(parser: argparse.ArgumentParser, note: str) -> None:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "docs",
-        help="your document collections: add, list, status, reindex, remove, search, embedder",
+        help="your document collections: add, list, status, patterns, reindex, remove, search, embedder",
         description="A collection is a named set of folders and files. Cove reads them (text, Markdown, "
         "HTML, PDF, DOCX, source code) into an index beside the history and never changes them.",
     )

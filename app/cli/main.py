@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("app.cli.record_cmd", "the written record of every request: verify it, export it, its sealing key"),
     "remote": ("app.cli.remote_cmd", "your own servers (llama-server, vLLM, Ollama, another Cove): add, list, their models, remove"),
     "tools": ("app.cli.tools_cmd", "your own tool servers (MCP): add, list their tools, call one, remove"),
-    "docs": ("app.cli.docs_cmd", "your document collections: add, list, status, reindex, remove, search"),
+    "docs": ("app.cli.docs_cmd", "your document collections: add, list, status, patterns, reindex, remove, search, embedder"),
     "setup": ("app.cli.setup_cmd", "fetch the instruct starter model (Qwen2.5-Coder-0.5B-Instruct) and choose it"),
 }
 
