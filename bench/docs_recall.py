@@ -246,7 +246,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if work is None:
             questions = json.loads(QUESTIONS.read_text())["questions"]
             sets = {"people": questions, "held_out": json.loads(HELD_OUT.read_text())["questions"]}
-        embedder = EngineEmbedder(installed(model_path))
+        from app.docs.embedding import QUERY_NICE
+
+        embedder = EngineEmbedder(installed(model_path), nice=QUERY_NICE)  # as a search embeds its question
         try:
             embedder.embed(["probe"])  # loaded before anything is timed
             result["embedding_model"] = {"name": embedder.model_name, "path": str(model_path)}

@@ -126,9 +126,9 @@ def fuse(bm25: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]],
     """Score fusion of the two lists of (id, score), best first (ties by id): each list's scores
     scaled to 0..1 over its own candidates (its best 1, its last 0; all 1 when they are equal),
     then `weight` of the vector's and 1 - `weight` of BM25's, 0 for a list an id is not in. With
-    one list empty, the other's order is kept. Reciprocal rank fusion, which this replaced, throws
-    away how far apart the scores are: a passage only BM25 liked, for the question's commonest
-    words, ranked as high as one the meaning found."""
+    one list empty, the other's order is kept. Scores, not ranks: a rank fusion throws away how far
+    apart the scores are, and ranks a passage only BM25 liked (for the question's commonest words)
+    as high as one the meaning found."""
     score: dict[int, float] = {}
     for scored, share in ((bm25, 1.0 - weight), (vector, weight)):
         if not scored:

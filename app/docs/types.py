@@ -36,7 +36,7 @@ class Chunk:
 class Passage:
     """A chunk a search returned: where it comes from and how it ranked. `rank_bm25` and
     `rank_vector` are 1-based ranks in each list (None: not in that list); `score` is the fused
-    reciprocal-rank score the passages are ordered by."""
+    score the passages are ordered by (app/docs/search.fuse: 0 to 1)."""
 
     chunk_id: int
     collection: str
