@@ -27,6 +27,13 @@ Reported:
   documents do not answer says so (keywords), through app/docs/turn_sources.TurnDocuments.
 Throughput, latency and stall are medians of --runs (3) runs.
 
+Issue 50's measurements are in three scripts beside this one, each minutes long on its own:
+bench/docs_embed.py (Cove's embedding against `llama-server --embeddings`, same GGUF, threads and
+passages, one run), bench/docs_pdf.py (pypdf against PDFium on the R manuals: pages/s, time to the
+first page, the text compared) and bench/docs_recall.py (recall@5 and MRR@10, BM25 and hybrid, on
+questions phrased as people ask, over the whole docs with the default excludes; query p50/p99; with
+a new --index, the whole-docs indexing run: minutes, MB/s, peak memory).
+
 Run:  .venv/bin/python bench/docs.py [--json] [--quick] [--embedding-model PATH] [--runs 3]
 --quick: a tiny generated corpus (tests/support/docs_corpus.py and 2 small PDFs), the tiny
 random-weight embedding model, one run: seconds (tests/bench/test_docs_bench.py).
