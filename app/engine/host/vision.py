@@ -8,9 +8,10 @@ docs/decisions/tiny-vision-model.md records what the low-level API does.
 
 - Prompts are built with mtmd_tokenize_from_parts: a media marker that a person typed stays text and
   never claims an image.
-- Images are decoded by mtmd_helper_bitmap_init_from_buf (stb_image), which ids them with the SHA-256
-  of their bytes; only PNG, JPEG, GIF and BMP bytes are handed to it, and its ffmpeg fallback (for
-  video and WebP) is pointed at a folder that cannot hold ffmpeg, so no bytes reach a subprocess.
+- Images arrive decoded: RGB pixels from app/images/checks.py (Pillow, every limit checked before
+  decoding), handed to mtmd_bitmap_init with their SHA-256 (of the file's bytes) as the chunk's id.
+  libmtmd's own decoder (stb_image, with an audio decoder and an ffmpeg fallback behind it) is
+  never given a file.
 - libmtmd's log goes where llama.cpp's goes in the host: llama-cpp-python's logger, quiet unless a
   model was opened verbose. Its error lines while a projector opens explain a refusal
   (mtmd_init_from_file only returns NULL).
@@ -22,8 +23,6 @@ and its prompts. Close every projector before the text model it was opened for.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,12 +39,7 @@ from models.gguf_validate import InvalidModelFile, read_gguf_header
 
 _GGML_LOG_LEVEL_ERROR = 4  # enum ggml_log_level
 _MISMATCH = re.compile(r"text model \(n_embd = (\d+)\) and mmproj \(n_embd = (\d+)\)")
-# The signatures of the formats Cove sends (stb_image reads them all). Anything else would fall
-# through to libmtmd's audio decoder or its ffmpeg video path.
-_PICTURE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
-# ffmpeg_bin_dir for the helper: "<devnull>/ffprobe" names no file on any system, so the helper's
-# video fallback fails at once instead of running the ffmpeg on PATH.
-_NO_FFMPEG = os.devnull.encode()
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class VisionError(Exception):
@@ -55,18 +49,17 @@ class VisionError(Exception):
 
 @dataclass(frozen=True, repr=False)
 class Image:
-    """An encoded PNG, JPEG, GIF or BMP file's bytes, already checked by the caller for size and
-    pixel count."""
+    """A decoded picture: `rgb` holds width * height * 3 bytes (app/images/checks.CheckedImage gives
+    them); `sha256` is the hex SHA-256 of the file it was decoded from, the chunk's id in libmtmd
+    and the image's identity in a prompt's key."""
 
-    data: bytes
-
-    @property
-    def sha256(self) -> str:
-        """The hex SHA-256 of `data`: the id libmtmd gives the image's chunk."""
-        return hashlib.sha256(self.data).hexdigest()
+    width: int
+    height: int
+    rgb: bytes
+    sha256: str
 
     def __repr__(self) -> str:
-        return f"Image({len(self.data)} bytes, sha256 {self.sha256[:12]})"
+        return f"Image({self.width} x {self.height}, sha256 {self.sha256[:12]})"
 
 
 @dataclass(frozen=True)
@@ -173,7 +166,7 @@ class Projector:
 
     def tokenize(self, parts: Sequence[str | Image], *, add_special: bool = True) -> PromptChunks:
         """The prompt made of `parts` in order: text (special tokens such as <|im_start|> parsed; a
-        media marker stays text) and images (decoded here, their pixels kept by the chunks).
+        media marker stays text) and images (their pixels copied into the chunks).
         `add_special` adds the model's BOS as its text tokenizer would."""
         ctx = self._live()
         bitmaps: list[int] = []
@@ -214,24 +207,15 @@ class Projector:
 
     @staticmethod
     def _bitmap(ctx: Any, image: Image, n: int) -> int:
-        """The decoded bitmap of the `n`th image (from 1), its id the SHA-256 of the bytes."""
-        unreadable = VisionError(f"image {n} could not be read as a picture")
-        data = image.data
-        if not data.startswith(_PICTURE_SIGNATURES):
-            raise unreadable
-        opt = mtmd.mtmd_helper_init_opt_default()
-        opt.video_params.ffmpeg_bin_dir = _NO_FFMPEG
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        made = mtmd.mtmd_helper_bitmap_init_from_buf_wrapper(ctx, buf, len(data), False, opt)
-        bitmap, video = made.bitmap, made.video_ctx
-        if video or (bitmap and mtmd.mtmd_bitmap_is_audio(bitmap)):  # not a still picture: let go of it
-            if bitmap:
-                mtmd.mtmd_bitmap_free(bitmap)
-            if video:
-                mtmd.mtmd_helper_video_free(video)
-            raise unreadable
+        """The bitmap of the `n`th image (from 1), its id the image's SHA-256. mtmd_bitmap_init
+        reads width * height * 3 bytes and takes no length, so the length is checked here."""
+        w, h, rgb = image.width, image.height, image.rgb
+        if w < 1 or h < 1 or len(rgb) != w * h * 3 or not _SHA256.fullmatch(image.sha256):
+            raise VisionError(f"image {n} is not a decoded picture ({w} x {h} pixels, {len(rgb)} bytes of RGB)")
+        bitmap = mtmd.mtmd_bitmap_init(w, h, (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb))
         if not bitmap:
-            raise unreadable
+            raise VisionError(f"libmtmd could not take image {n}")
+        mtmd.mtmd_bitmap_set_id(bitmap, image.sha256.encode())
         return int(bitmap)
 
     def _live(self) -> Any:

@@ -18,6 +18,7 @@ import pytest
 from llama_cpp import Llama
 
 from app.engine.host.vision import Image, ImagePiece, Projector, TextPiece, VisionError, identity
+from app.images.checks import check_image
 from tests.support.tiny_model import N_EMBD
 from tests.support.tiny_vision import IMAGE_SIZE, MEDIA_MARKER, N_IMAGE_TOKENS, write_tiny_mmproj, write_tiny_vision
 
@@ -56,6 +57,12 @@ def _png(seed: int, width: int = IMAGE_SIZE, height: int = IMAGE_SIZE) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
+def _image(seed: int) -> Image:
+    """A picked PNG as Cove hands it to the host: checked and decoded by app/images/checks.py."""
+    checked = check_image(_png(seed))
+    return Image(checked.width, checked.height, checked.rgb, checked.sha256)
+
+
 def _pieces(projector: Projector, parts: list[str | Image]) -> list[TextPiece | ImagePiece]:
     with projector.tokenize(parts) as prompt:
         return prompt.pieces
@@ -70,13 +77,14 @@ def test_the_projector_gives_the_model_vision(tiny: Tiny) -> None:
 
 def test_text_image_text_splits_into_pieces_and_evaluates(tiny: Tiny, capfd: pytest.CaptureFixture[str]) -> None:
     png = _png(1, 48, 40)  # not the model's size: the preprocessor resizes it
-    with tiny.projector.tokenize(["<|im_start|>user\nwhat is in ", Image(png), " this picture?<|im_end|>\n"]) as prompt:
+    checked = check_image(png)
+    picture = Image(checked.width, checked.height, checked.rgb, checked.sha256)
+    with tiny.projector.tokenize(["<|im_start|>user\nwhat is in ", picture, " this picture?<|im_end|>\n"]) as prompt:
         first, image, last = prompt.pieces
         assert isinstance(first, TextPiece) and isinstance(last, TextPiece)
         assert first.tokens == tuple(tiny.llm.tokenize(b"<|im_start|>user\nwhat is in ", add_bos=True, special=True))
         assert last.tokens == tuple(tiny.llm.tokenize(b" this picture?<|im_end|>\n", add_bos=False, special=True))
         assert image == ImagePiece(hashlib.sha256(png).hexdigest(), N_IMAGE_TOKENS, N_IMAGE_TOKENS)
-        assert image.sha256 == Image(png).sha256
         n_text = len(first.tokens) + len(last.tokens)
         assert prompt.n_tokens == prompt.n_pos == n_text + N_IMAGE_TOKENS
 
@@ -101,7 +109,7 @@ def test_a_marker_typed_in_the_text_stays_text(tiny: Tiny) -> None:
 
 
 def test_identity_tells_images_and_their_order_apart(tiny: Tiny) -> None:
-    a, b = Image(_png(1)), Image(_png(2))
+    a, b = _image(1), _image(2)
 
     def key(*images: Image) -> tuple[object, ...]:
         parts: list[str | Image] = ["compare "]
@@ -109,7 +117,7 @@ def test_identity_tells_images_and_their_order_apart(tiny: Tiny) -> None:
             parts += [image, " and "]
         return identity(_pieces(tiny.projector, parts))
 
-    assert key(a) == key(Image(_png(1)))  # the same bytes, another object
+    assert key(a) == key(_image(1))  # the same bytes, another object
     assert key(a) != key(b)
     assert key(a, b) != key(b, a)
     assert key(a, b) == key(a, b)
@@ -118,12 +126,21 @@ def test_identity_tells_images_and_their_order_apart(tiny: Tiny) -> None:
     hash(key(a, b))
 
 
-@pytest.mark.parametrize("data", [b"", b"not a picture at all", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, b"RIFF\x00\x00\x00\x00WAVEfmt "])
-def test_an_unreadable_image_is_refused_and_the_projector_still_works(tiny: Tiny, data: bytes) -> None:
+@pytest.mark.parametrize(
+    ("width", "height", "rgb", "sha256", "said"),
+    [
+        (IMAGE_SIZE, IMAGE_SIZE, b"\x00" * 30, "a" * 64, f"{IMAGE_SIZE} x {IMAGE_SIZE} pixels, 30 bytes of RGB"),  # short: never read past
+        (0, 0, b"", "a" * 64, "0 x 0 pixels, 0 bytes of RGB"),
+        (1, 1, b"\x00\x00\x00", "not a hash", "1 x 1 pixels, 3 bytes of RGB"),
+    ],
+)
+def test_pixels_that_do_not_make_the_picture_are_refused_and_the_projector_still_works(
+    tiny: Tiny, width: int, height: int, rgb: bytes, sha256: str, said: str
+) -> None:
     with pytest.raises(VisionError) as refused:
-        tiny.projector.tokenize(["first ", Image(_png(3)), " then ", Image(data)])
-    assert str(refused.value) == "image 2 could not be read as a picture"
-    pieces = _pieces(tiny.projector, ["again ", Image(_png(3))])
+        tiny.projector.tokenize(["first ", _image(3), " then ", Image(width, height, rgb, sha256)])
+    assert str(refused.value) == f"image 2 is not a decoded picture ({said})"
+    pieces = _pieces(tiny.projector, ["again ", _image(3)])
     assert [type(p) for p in pieces] == [TextPiece, ImagePiece]
 
 
@@ -165,7 +182,7 @@ def test_a_projector_for_another_width_does_not_fit(tiny: Tiny, tmp_path: Path) 
 def test_close_is_idempotent_and_a_closed_projector_says_so(tiny: Tiny) -> None:
     projector = Projector.open(tiny.llm.model, str(tiny.mmproj), n_threads=1, use_gpu=False)
     with projector:
-        prompt = projector.tokenize(["hello ", Image(_png(5))])
+        prompt = projector.tokenize(["hello ", _image(5)])
         prompt.close()
         prompt.close()
         with pytest.raises(VisionError, match="^the prompt is closed$"):
