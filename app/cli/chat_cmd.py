@@ -42,6 +42,7 @@ from app.unreadable_text import from_os
 from models.library import InstalledModel, ModelNotFound
 
 EXIT_INTERRUPTED = 130
+EXIT_USAGE = 2  # input the command cannot take (as argparse's own)
 
 
 class NotSent(RuntimeError):
@@ -61,6 +62,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--conversation", "-c", help="continue this conversation (id or a unique prefix of it)")
     which.add_argument("--new", action="store_true", help="start a new conversation (default: continue the last one)")
     p.add_argument("--system", help="system prompt for this conversation")
+    p.add_argument(
+        "--image",
+        action="append",
+        metavar="FILE",
+        help="send this picture (PNG, JPEG, WebP or GIF) with the message, to a model that can see images; repeatable",
+    )
     p.add_argument("--max-tokens", type=positive_int, help="longest reply in tokens (default 512)")
     p.add_argument("--temperature", type=_non_negative_float, help="sampling temperature (0 = always the likeliest token)")
     p.add_argument("--seed", type=int, help="random seed, for a repeatable reply")
@@ -171,6 +178,11 @@ def run(core: Core, args: argparse.Namespace) -> int:
         raise ValueError("--allow-tools goes with --tools NAME[,NAME]: it allows the calls of those servers")
     if core.read_only:
         raise RuntimeError(core.notice or "the history is open read-only, so a new chat cannot be saved")
+    if args.image:  # before anything is read or written; app/images (Pillow) is imported only here
+        from app.cli.chat_images import image_refusal
+
+        say(f"cove: {image_refusal(args.image, lambda: _resolve(core, args.model))}", sys.stderr)
+        return EXIT_USAGE
     interactive = args.prompt is None and sys.stdin.isatty() and not args.json
     _read_stdin_leniently()
     prompt = _readable(args.prompt, "your message") if args.prompt is not None else None

@@ -3,9 +3,10 @@ benchmark) asks the model for, built once and passed unchanged through the Turn,
 `EngineClient.generate(request)`; `generate_message` is the one function that turns it into the
 engine pipe's message (protocol.Generate).
 
-A message's content is a tuple of typed parts (text now, images next). Messages still arrive as
-the dicts the history and the APIs read (`ChatMessage.from_dict`), and code that reads them as
-dicts asks `ReplyRequest.message_dicts()`.
+A message's content is a tuple of typed parts: text, and images by identity (ImagePart: the
+file's SHA-256, its type and its size in pixels; the pixels are never in a part, nor in any dict
+made of one). Messages still arrive as the dicts the history and the APIs read
+(`ChatMessage.from_dict`), and code that reads them as dicts asks `ReplyRequest.message_dicts()`.
 
 To add a field to every reply's request (say, a per-request seed of its own): add it here, set it
 where each front end builds its request, and write it in `generate_message`.
@@ -27,7 +28,40 @@ class TextPart:
     text: str
 
 
-Part = TextPart  # images join this union (issue 51)
+@dataclass(frozen=True)
+class ImagePart:
+    """An image in a message, by identity: the SHA-256 of its file (hex), its MIME type as its
+    content says (app/images/checks.py), and its width and height in pixels. Its pixels are not
+    here: a part, and every dict made of one, is small enough to keep and to log."""
+
+    sha256: str
+    mime: str
+    width: int
+    height: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The part as a message's content lists it: {"type": "image", "sha256", "mime", "width", "height"}."""
+        return {"type": "image", "sha256": self.sha256, "mime": self.mime, "width": self.width, "height": self.height}
+
+    @classmethod
+    def from_dict(cls, p: Mapping[str, Any]) -> ImagePart:
+        """The part `to_dict` wrote."""
+        return cls(str(p.get("sha256") or ""), str(p.get("mime") or ""), int(p.get("width") or 0), int(p.get("height") or 0))
+
+
+Part = TextPart | ImagePart
+
+
+def sees_images(model: object) -> bool:
+    """Whether `model` (an installed model, or one on a server) can be sent images: a text model
+    with a vision projector (mmproj). The library records no projector for any model yet
+    (docs/decisions/images.md), so none can."""
+    return False
+
+
+def cannot_see_images(name: str) -> str:
+    """The sentence that refuses images for the model `name`, which cannot see them."""
+    return f"{name} cannot see images: it has no vision projector (mmproj); send text only, or use a vision model"
 
 
 @dataclass(frozen=True)
@@ -48,17 +82,23 @@ class ChatMessage:
 
     @property
     def text(self) -> str:
-        """The message's text: its text parts, joined."""
+        """The message's text: its text parts, joined (its images left out)."""
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def images(self) -> tuple[ImagePart, ...]:
+        """The message's image parts, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ImagePart))
 
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> ChatMessage:
         """A message from the dict the history and the APIs read ({"role", "content", ...});
-        content may be a string or a list of {"type": "text", "text"} parts."""
+        content may be a string or a list of {"type": "text", "text"} and {"type": "image", ...}
+        (ImagePart.to_dict) parts; parts of other types are left out."""
         content = m.get("content")
         if isinstance(content, list):
             parts: tuple[Part, ...] = tuple(
-                TextPart(str(p.get("text") or "")) for p in content if isinstance(p, Mapping) and p.get("type", "text") == "text"
+                _part(p) for p in content if isinstance(p, Mapping) and p.get("type", "text") in ("text", "image")
             )
         else:
             text = "" if content is None else str(content)
@@ -76,8 +116,11 @@ class ChatMessage:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The message as the engine pipe carries it: role and text, and the fields it has."""
-        out: dict[str, Any] = {"role": self.role, "content": self.text}
+        """The message as the engine pipe carries it: role and content, and the fields it has. The
+        content is the text, or, in a message with an image, the list of its parts ({"type":
+        "text", "text"} and ImagePart.to_dict: the images' identities, never their pixels)."""
+        content: Any = [_part_dict(p) for p in self.parts] if self.images else self.text
+        out: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls is not None:
             out["tool_calls"] = list(self.tool_calls)
         for key in ("tool_call_id", "name", "passages", "reasoning", "as_written"):
@@ -85,6 +128,14 @@ class ChatMessage:
             if value is not None:
                 out[key] = dict(value) if key == "passages" else value
         return out
+
+
+def _part(p: Mapping[str, Any]) -> Part:
+    return ImagePart.from_dict(p) if p.get("type") == "image" else TextPart(str(p.get("text") or ""))
+
+
+def _part_dict(p: Part) -> dict[str, Any]:
+    return p.to_dict() if isinstance(p, ImagePart) else {"type": "text", "text": p.text}
 
 
 def chat_messages(messages: Iterable[Mapping[str, Any] | ChatMessage]) -> tuple[ChatMessage, ...]:
@@ -166,6 +217,10 @@ class ReplyRequest:
         if "stop" in changes:
             changes["stop"] = tuple(changes["stop"])
         return replace(self, **changes)
+
+    def images(self) -> tuple[ImagePart, ...]:
+        """Every image of the messages, in order."""
+        return tuple(image for m in self.messages for image in m.images)
 
     def message_dicts(self) -> list[dict[str, Any]]:
         """The messages as dicts, as the pipe carries them (for code that reads dicts)."""

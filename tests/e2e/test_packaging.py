@@ -405,11 +405,15 @@ def test_frozen_build_installs_itself_in_the_menu(frozen: Path, tmp_path: Path) 
 @pytest.mark.packaging
 @pytest.mark.timeout(1800)
 def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dict[str, str], tmp_path: Path) -> None:
-    """uvicorn, starlette and anyio load their parts by name; the frozen app has them all."""
+    """uvicorn, starlette and anyio load their parts by name; the frozen app has them all, and
+    Pillow, which reads an image part."""
+    import base64
+    import io
     import socket
     import time
 
     import httpx
+    import PIL.Image
 
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
     imported = subprocess.run(
@@ -436,6 +440,17 @@ def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dic
         )
         assert reply.status_code == 200, reply.text
         assert reply.json()["usage"]["completion_tokens"] >= 1
+        # An image is decoded by Pillow inside the frozen app before the model is asked to see it.
+        picture = io.BytesIO()
+        PIL.Image.new("RGB", (24, 16), (200, 30, 30)).save(picture, "PNG")
+        url = "data:image/png;base64," + base64.b64encode(picture.getvalue()).decode()
+        image = {"type": "image_url", "image_url": {"url": url}}
+        seen = httpx.post(
+            f"{base}/chat/completions",
+            timeout=120,
+            json={"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}]},
+        )
+        assert seen.status_code == 400 and seen.json()["error"]["code"] == "model_not_vision", seen.text
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -153,7 +154,8 @@ class AnthropicApi:
     async def messages(self, request: Request) -> Response:
         try:
             request.scope["cove.client"] = await self.service.client(request)
-            job = await self._job(read_messages_request(await json_body(request, MAX_BODY_BYTES)))
+            body = await json_body(request, MAX_BODY_BYTES)
+            job = await self._job(await anyio.to_thread.run_sync(read_messages_request, body))  # images are decoded: off the loop
         except ApiError as exc:
             return error_response(exc)
         message_id = f"msg_{uuid.uuid4().hex}"

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.engine.grammar import grammar_for
 from app.serve.api.body_check import check_body
+from app.serve.api.image_parts import image_from_url
 from app.serve.api.reasoning_request import chat_reasoning
 from app.serve.api.schema_keywords import refuse_unenforced, refuse_unenforced_tools
 from app.serve.http.errors import ApiError
@@ -32,6 +33,7 @@ class ChatRequest:
     reply_format: dict[str, Any] | None = None  # response_format as given
     tools: ToolSet | None = None  # tools, tool_choice and parallel_tool_calls
     reasoning: str = ""  # the reasoning switch (app/serve/api/reasoning_request.py); "": the template's default
+    messages_param: str = "messages"  # the field a refusal of the messages names
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -45,20 +47,34 @@ def _number(body: dict[str, Any], name: str, low: float, high: float) -> float |
     return float(value)
 
 
-def _text(content: object, index: int) -> str:
-    """A message's content: a string, or a list of text parts (the newer form)."""
+def _content(content: object, index: int, role: str) -> str | list[dict[str, Any]]:
+    """A message's content: a string, or a list of text parts (the newer form), joined. A user
+    message's list may hold image_url parts too (app/serve/api/image_parts.py): its content is
+    then the list of its parts, text and images in order."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise ApiError(400, f"messages[{index}].content: only text parts are supported", param="messages")
-            parts.append(part["text"])
-        return "".join(parts)
+        parts: list[dict[str, Any]] = []
+        for j, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "image_url" and isinstance(part, dict):
+                where = f"messages[{index}].content[{j}]"
+                if role != "user":
+                    raise ApiError(400, f"{where}: an image_url part is allowed only in a user message", param="messages")
+                raw = part.get("image_url")
+                parts.append(image_from_url(raw.get("url") if isinstance(raw, dict) else raw, where=where, param="messages"))
+                continue
+            if not isinstance(part, dict) or kind != "text" or not isinstance(part.get("text"), str):
+                allowed = "text and image_url parts are" if role == "user" else "text parts are"
+                raise ApiError(400, f"messages[{index}].content: only {allowed} supported", param="messages")
+            parts.append({"type": "text", "text": part["text"]})
+        if any(p["type"] == "image" for p in parts):
+            return parts
+        return "".join(p["text"] for p in parts)
     if content is None:
         return ""
-    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts", param="messages")
+    allowed = "text and image_url parts" if role == "user" else "text parts"
+    raise ApiError(400, f"messages[{index}].content must be a string or a list of {allowed}", param="messages")
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -134,7 +150,7 @@ def _messages(raw: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param="messages")
         role = "system" if message["role"] == "developer" else message["role"]
-        item: dict[str, Any] = {"role": role, "content": _text(message.get("content"), i)}
+        item: dict[str, Any] = {"role": role, "content": _content(message.get("content"), i, role)}
         if role == "assistant" and message.get("tool_calls"):
             item["tool_calls"] = _tool_calls(message["tool_calls"], i, calls)
         thought = message.get("reasoning_content") if role == "assistant" else None

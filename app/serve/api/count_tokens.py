@@ -17,7 +17,7 @@ from app.engine.request import ReplyRequest
 from app.serve.api.anthropic_api import error_response
 from app.serve.api.messages_request import read_messages_request
 from app.serve.api.request_turn import api_request
-from app.serve.api.service import Service, failure_error
+from app.serve.api.service import Service, failure_error, refuse_what_it_cannot_see
 from app.serve.http.errors import ApiError
 from app.serve.http.http import MAX_BODY_BYTES, json_body
 from app.statuses import MessageStatus
@@ -35,14 +35,16 @@ class TokenCounter:
             body = await json_body(request, MAX_BODY_BYTES)
             if isinstance(body, dict) and body.get("max_tokens") is None:
                 body = {**body, "max_tokens": 1}  # count_tokens has no max_tokens; the reader requires one
-            req = read_messages_request(body)
+            req = await anyio.to_thread.run_sync(read_messages_request, body)  # images are decoded: off the event loop
             if self.service.stopping:
                 raise ApiError(503, "the server is stopping", "server_error")
             # The person's sampling, one token written; the tools are rendered into the prompt as for
             # a reply (with tool_choice "none" they are not).
             params = replace(self.service.core.settings.sampling, max_tokens=1)
             asked = api_request(req.messages, params, tools=req.tools)
-            count = await self._count(await self.service.model(req.model), asked, client, n_ctx=params.n_ctx)
+            model = await self.service.model(req.model)
+            refuse_what_it_cannot_see(model, asked)
+            count = await self._count(model, asked, client, n_ctx=params.n_ctx)
         except ApiError as exc:
             return error_response(exc)
         return JSONResponse({"input_tokens": count})

@@ -34,6 +34,7 @@ class Job:
     call_id_prefix: str = "call_"  # how the ids of the reply's tool calls begin (Anthropic's: "toolu_")
     reasoning_param: str = "reasoning_effort"  # the field a refused switch is named by (thinking, reasoning)
     reply_format: dict[str, Any] | None = None  # the JSON format the grammar keeps the reply to, as the request gave it
+    messages_param: str = "messages"  # the field a refusal of the messages names (Responses': input)
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -64,6 +65,8 @@ class ChatRead(Protocol):
     def tools(self) -> ToolSet | None: ...
     @property
     def reasoning(self) -> str: ...
+    @property
+    def messages_param(self) -> str: ...
 
 
 def chat_job(
@@ -99,4 +102,5 @@ def chat_job(
         call_id_prefix=call_id_prefix,
         reasoning_param=reasoning_param,
         reply_format=read.reply_format if read.grammar else None,
+        messages_param=read.messages_param,
     )

@@ -1,5 +1,5 @@
 """An Anthropic Messages request, read and checked: the system prompt, the user and assistant
-turns (text blocks, an assistant's tool_use blocks, a user's tool_result blocks), the tools and
+turns (text blocks, an assistant's tool_use blocks, a user's image and tool_result blocks), the tools and
 tool_choice, max_tokens (required there), the sampling settings, stop sequences and streaming;
 anything wrong is an ApiError naming the field. Unknown fields are ignored, as the real API does.
 The turns come out in the shape chat templates take (OpenAI's): a tool_use is a tool call with
@@ -12,6 +12,7 @@ from typing import Any
 
 from app.engine.grammar import grammar_for
 from app.serve.api.chat_request import MAX_TOKENS_LIMIT, read_model
+from app.serve.api.image_parts import image_from_base64, image_from_url, no_file_store
 from app.serve.api.reasoning_request import anthropic_reasoning
 from app.serve.api.schema_keywords import refuse_unenforced, refuse_unenforced_tools
 from app.serve.http.errors import ApiError
@@ -35,6 +36,7 @@ class MessagesRequest:
     reply_format: dict[str, Any] | None = None  # output_config.format as given
     tools: ToolSet | None = None  # tools and tool_choice
     reasoning: str = ""  # the reasoning switch from `thinking` (app/serve/api/reasoning_request.py)
+    messages_param: str = "messages"  # the field a refusal of the messages names
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -75,8 +77,8 @@ def _block_text(block: object, where: str, param: str) -> str:
         what = f"a block of type {kind!r}" if isinstance(kind, str) else "a block without a type"
         raise ApiError(
             400,
-            f"{where}: {what} is not supported here; Cove's models read text blocks, and tool_use "
-            "blocks in an assistant turn, tool_result blocks in a user turn",
+            f"{where}: {what} is not supported here; Cove reads text blocks, and tool_use "
+            "blocks in an assistant turn, image and tool_result blocks in a user turn",
             param=param,
         )
     text = block.get("text")
@@ -169,7 +171,8 @@ def read_messages_request(body: object) -> MessagesRequest:
 
 
 def _turns(raw: list[Any]) -> list[dict[str, Any]]:
-    """The user and assistant turns as chat messages: consecutive turns of one role joined, an
+    """The user and assistant turns as chat messages: consecutive turns of one role joined, a
+    user's image blocks as image parts (the turn's content then a list of parts), an
     assistant's tool_use blocks as its tool_calls, a user's tool_result blocks as "tool" messages
     (before the turn's text), each answering a tool_use of an earlier assistant turn."""
     out: list[dict[str, Any]] = []
@@ -181,7 +184,7 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
             )
         role, content, where = message["role"], message.get("content"), f"messages.{i}.content"
         blocks = content if isinstance(content, list) else None
-        texts: list[str] = []
+        parts: list[dict[str, Any]] = []  # text and image parts, in order
         thoughts: list[str] = []  # an assistant turn's thinking blocks, given back
         tool_calls: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
@@ -195,15 +198,20 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
                 thinking = block.get("thinking") if isinstance(block, dict) else None
                 if isinstance(thinking, str) and thinking:  # redacted thinking is not Cove's to read
                     thoughts.append(thinking)
+            elif kind == "image" and role == "user" and isinstance(block, dict):
+                parts.append(_image(block, f"{where}.{j}"))
             else:
-                texts.append(_block_text(block, f"{where}.{j}", "messages"))
-        text = "".join(texts) if blocks is not None else _text(content, where)
+                parts.append({"type": "text", "text": _block_text(block, f"{where}.{j}", "messages")})
+        text = _joined(parts) if blocks is not None else _text(content, where)
         out += results
         if results and not text:
             continue
         last = out[-1] if out else None
         if last is not None and last["role"] == role:  # consecutive turns of one role are one turn
-            last["content"] = last["content"] + "\n\n" + text if last["content"] and text else last["content"] or text
+            if last["content"] and text:
+                last["content"] = _joined([*_parts(last["content"]), {"type": "text", "text": "\n\n"}, *_parts(text)])
+            else:
+                last["content"] = last["content"] or text
             if tool_calls:
                 last["tool_calls"] = [*last.get("tool_calls", []), *tool_calls]
             if thoughts:
@@ -218,6 +226,33 @@ def _turns(raw: list[Any]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
+    """An image block's ImagePart dict (app/serve/api/image_parts.py): a base64 source; a url
+    source is read as a link (never fetched: only a data: URI is taken), a file source refused."""
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if not isinstance(source, dict) or kind not in ("base64", "url", "file"):
+        raise ApiError(400, f'{where}.source: must be {{"type": "base64", "media_type": "image/png", "data": "..."}}', param="messages")
+    if kind == "file":
+        raise no_file_store(where, "messages", send='as a base64 source ({"type": "base64", "media_type", "data"})')
+    if kind == "url":
+        return image_from_url(source.get("url"), where=where, param="messages")
+    return image_from_base64(source.get("data"), source.get("media_type"), where=where, param="messages")
+
+
+def _parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A turn's content as a list of parts."""
+    return content if isinstance(content, list) else [{"type": "text", "text": content}]
+
+
+def _joined(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A turn's content: its text parts joined, or, with an image among them, the parts as they
+    are (text and images in order)."""
+    if any(p["type"] == "image" for p in parts):
+        return [p for p in parts if p["type"] == "image" or p["text"]]
+    return "".join(p["text"] for p in parts)
 
 
 def _tool_use(block: dict[str, Any], where: str, calls: dict[str, str]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.engine.grammar import grammar_for
 from app.serve.api.chat_request import MAX_TOKENS_LIMIT, read_model, read_sampling
+from app.serve.api.image_parts import image_from_url, no_file_store
 from app.serve.api.reasoning_request import responses_reasoning
 from app.serve.api.schema_keywords import refuse_unenforced, refuse_unenforced_tools
 from app.serve.http.errors import ApiError
@@ -19,6 +20,8 @@ from app.settings import SamplingParams
 from app.tools.spec import MAX_TOOLS, Tool, ToolChoice, ToolError, ToolSet, arguments_object, read_tool
 
 ROLES = ("user", "assistant", "system", "developer")
+# The content parts each role's messages may hold (system and developer: input_text only).
+KINDS = {"user": ("input_text", "input_image"), "assistant": ("input_text", "output_text", "refusal")}
 STATELESS = (
     "Cove serves the Responses API statelessly: it keeps no responses to look up later; send the whole conversation as `input` each time"
 )
@@ -37,6 +40,7 @@ class ResponsesRequest:
     echo: dict[str, Any] | None = None  # the settings a Response object repeats back
     reasoning: str = ""  # the reasoning switch (app/serve/api/reasoning_request.py); "": the template's default
     stop: tuple[str, ...] = ()  # the Responses API has no stop strings
+    messages_param: str = "input"  # the field a refusal of the messages names
 
 
 def _refuse_stateful(body: dict[str, Any]) -> None:
@@ -65,26 +69,46 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
 
 def _text(content: object, where: str, kinds: tuple[str, ...]) -> str:
     """A message's content: a string, or a list of text parts of the given types."""
+    read = _content(content, where, kinds)
+    assert isinstance(read, str), "only _content's input_image kind makes a list"
+    return read
+
+
+def _content(content: object, where: str, kinds: tuple[str, ...]) -> str | list[dict[str, Any]]:
+    """A message's content: a string, or a list of parts of the given types, their text joined.
+    With "input_image" among `kinds` (a user message) the list may hold images
+    (app/serve/api/image_parts.py): the content is then the list of its parts, text and images in
+    order."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise ApiError(400, f"{where}: must be a string or a list of content parts", param="input")
-    parts = []
+    parts: list[dict[str, Any]] = []
     for i, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds:
             what = f"a part of type {kind!r}" if isinstance(kind, str) else "a part without a type"
-            extra = (
-                " (Cove's models read text only: no images, files or audio)" if kind in ("input_image", "input_file", "input_audio") else ""
-            )
+            extra = {
+                "input_image": " (an image goes in a user message)",
+                "input_file": " (Cove reads text and images: no files or audio)",
+                "input_audio": " (Cove reads text and images: no files or audio)",
+            }.get(kind if isinstance(kind, str) else "", "")
             raise ApiError(
                 400, f"{where}[{i}]: {what} is not supported here{extra}; send {' or '.join(repr(k) for k in kinds)} parts", param="input"
             )
+        assert isinstance(part, dict)
+        if kind == "input_image":
+            if part.get("file_id") is not None:
+                raise no_file_store(f"{where}[{i}]", "input")
+            parts.append(image_from_url(part.get("image_url"), where=f"{where}[{i}]", param="input"))
+            continue
         text = part.get("text") if kind != "refusal" else part.get("refusal")
         if not isinstance(text, str):
             raise ApiError(400, f"{where}[{i}].text: must be a string", param="input")
-        parts.append(text)
-    return "".join(parts)
+        parts.append({"type": "text", "text": text})
+    if any(p["type"] == "image" for p in parts):
+        return parts
+    return "".join(p["text"] for p in parts)
 
 
 def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
@@ -110,9 +134,9 @@ def _messages(instructions: str | None, raw: object) -> list[dict[str, Any]]:
             role = item.get("role")
             if role not in ROLES:
                 raise ApiError(400, f"{where}.role: must be one of {', '.join(ROLES)}", param="input")
-            kinds = ("input_text", "output_text", "refusal") if role == "assistant" else ("input_text",)
-            text = _text(item.get("content"), f"{where}.content", kinds)
-            messages.append({"role": "system" if role == "developer" else role, "content": text})
+            kinds = KINDS.get(role, ("input_text",))
+            content = _content(item.get("content"), f"{where}.content", kinds)
+            messages.append({"role": "system" if role == "developer" else role, "content": content})
             if role == "assistant" and thought:
                 messages[-1]["reasoning"] = thought
             thought = ""

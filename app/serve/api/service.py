@@ -21,7 +21,7 @@ from app.core import Core
 from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent
 from app.engine.loaded import Embeddings
-from app.engine.request import ReplyRequest
+from app.engine.request import ReplyRequest, cannot_see_images, sees_images
 from app.load_options import LoadOptions, load_options
 from app.serve.api.job import Job
 from app.serve.api.request_store import Opened, RequestStore, StoreThread
@@ -98,6 +98,13 @@ def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
             param="messages",
             code="context_length_exceeded",
         )
+
+
+def refuse_what_it_cannot_see(model: InstalledModel, request: ReplyRequest, param: str = "messages") -> None:
+    """Refuse, before anything is written or an engine waited for, a request with images for a
+    model that cannot see them (sees_images); `param`: the field that holds the messages."""
+    if request.images() and not sees_images(model):
+        raise ApiError(400, cannot_see_images(model.name), param=param, code="model_not_vision")
 
 
 class Service:
@@ -236,7 +243,9 @@ class Service:
         giving its events, its text checkpointed as it streams. However it ends (finished, failed,
         the client gone), the engine is given back and the request is closed in the record and
         the history once, with the status the Turn wrote. Raises ApiError before the reply starts
-        (entered as an error)."""
+        (entered as an error); a request refused by what the model cannot see or fit is refused
+        before it is entered, and reaches no engine."""
+        refuse_what_it_cannot_see(job.model, job.request, job.messages_param)
         refuse_what_cannot_fit(job, self.pool.n_ctx)
         client = request.scope.get("cove.client", CLIENT)
         live_id = next(self._ids)

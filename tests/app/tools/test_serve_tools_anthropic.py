@@ -220,13 +220,15 @@ CALLED = [
         (
             {
                 "messages": [
+                    *HI,
                     {
-                        "role": "user",
+                        "role": "assistant",
                         "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}],
-                    }
+                    },
+                    *HI,
                 ]
             },
-            "messages.0.content.0",
+            "messages.1.content.0",
         ),
         (
             {

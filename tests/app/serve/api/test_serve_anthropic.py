@@ -142,7 +142,7 @@ HI = [{"role": "user", "content": "hi"}]
                 ],
             },
             anthropic.BadRequestError,
-            "'image' is not supported",
+            "messages.0.content.1 is damaged or cut short",  # a PNG's first 8 bytes alone
         ),
         (
             {
