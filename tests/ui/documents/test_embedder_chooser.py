@@ -14,9 +14,8 @@ from app.docs.embedding import EngineEmbedder
 from app.docs.index_db import DocumentIndex
 from app.docs.indexer import index_collection
 from tests.support.tiny_bert import write_tiny_bert
-from ui.chat.controller import ChatController
+from tests.ui.documents.main_window import open_window
 from ui.documents import dialogs
-from ui.shell.main_window import MainWindow
 
 WAIT_MS = 60_000
 pytestmark = pytest.mark.timeout(240)
@@ -61,16 +60,6 @@ def notes(cove_core, tmp_path: Path) -> Path:
     return folder
 
 
-def _window(qtbot, core, engine) -> MainWindow:
-    window = MainWindow(
-        ChatController(core, engine), state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json"
-    )
-    qtbot.addWidget(window)
-    window.show()
-    window.start()
-    return window
-
-
 def _embedded_with(core, name: str) -> tuple[str | None, int, int]:
     with DocumentIndex(core.paths.documents_database) as index:
         status = index.status(name)
@@ -94,7 +83,7 @@ def _pick(combo, name: str) -> None:
 def test_choosing_a_model_keeps_it_and_after_yes_embeds_the_collection_again(
     qtbot, cove_core, fake_engine, notes: Path, asked: Asked
 ) -> None:
-    window = _window(qtbot, cove_core, fake_engine)
+    window = open_window(qtbot, cove_core, fake_engine)
     try:
         page = window.documents.open().page
         choosing = window.documents.choosing
@@ -122,7 +111,7 @@ def test_saying_no_keeps_the_collection_on_its_model_and_new_ones_take_the_choic
     qtbot, cove_core, fake_engine, notes: Path, asked: Asked, tmp_path: Path
 ) -> None:
     asked.answer = False
-    window = _window(qtbot, cove_core, fake_engine)
+    window = open_window(qtbot, cove_core, fake_engine)
     try:
         page = window.documents.open().page
         choosing = window.documents.choosing
@@ -147,7 +136,7 @@ def test_saying_no_keeps_the_collection_on_its_model_and_new_ones_take_the_choic
 
 
 def test_the_other_installed_model_is_offered_until_the_person_keeps_one(qtbot, cove_core, fake_engine, notes: Path, asked: Asked) -> None:
-    window = _window(qtbot, cove_core, fake_engine)
+    window = open_window(qtbot, cove_core, fake_engine)
     try:
         window.documents.open()
         choosing = window.documents.choosing
@@ -164,7 +153,7 @@ def test_the_other_installed_model_is_offered_until_the_person_keeps_one(qtbot, 
         assert _embedded_with(cove_core, "notes")[0] == "bert-a"
     finally:
         window.close()
-    again = _window(qtbot, cove_core, fake_engine)  # a new window: the offer stays gone
+    again = open_window(qtbot, cove_core, fake_engine)  # a new window: the offer stays gone
     try:
         again.documents.open()
         assert again.documents.choosing is not None and not again.documents.choosing.banner.isVisible()
@@ -175,7 +164,7 @@ def test_the_other_installed_model_is_offered_until_the_person_keeps_one(qtbot, 
 
 def test_use_it_chooses_the_offered_model(qtbot, cove_core, fake_engine, notes: Path, asked: Asked) -> None:
     asked.answer = False
-    window = _window(qtbot, cove_core, fake_engine)
+    window = open_window(qtbot, cove_core, fake_engine)
     try:
         window.documents.open()
         choosing = window.documents.choosing

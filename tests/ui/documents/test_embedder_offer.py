@@ -15,9 +15,8 @@ from app.docs.indexer import index_collection
 from tests.support.docs_corpus import write_corpus
 from tests.support.fake_wheels import fake_index, publish_model
 from tests.support.tiny_bert import tiny_bert_zip
-from ui.chat.controller import ChatController
+from tests.ui.documents.main_window import open_window
 from ui.documents import embedder_offer
-from ui.shell.main_window import MainWindow
 
 WAIT_MS = 60_000
 
@@ -25,16 +24,6 @@ WAIT_MS = 60_000
 @pytest.fixture
 def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return fake_index(monkeypatch, tmp_path)
-
-
-def _window(qtbot, core, engine) -> MainWindow:
-    window = MainWindow(
-        ChatController(core, engine), state_file=core.paths.data_dir / "window.ini", presets_file=core.paths.data_dir / "presets.json"
-    )
-    qtbot.addWidget(window)
-    window.show()
-    window.start()
-    return window
 
 
 def _stand_in(index: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
@@ -51,7 +40,7 @@ def test_get_installs_the_embedder_and_the_collections_are_embedded(
     with DocumentIndex(db) as documents:
         documents.create("papers", [corpus.root])
     index_collection(db, "papers", lower_priority=False)
-    window = _window(qtbot, cove_core, fake_engine)
+    window = open_window(qtbot, cove_core, fake_engine)
     try:
         window.documents.open()
         offer = window.documents.offer
@@ -77,7 +66,7 @@ def test_a_wheel_that_is_not_there_is_one_sentence_and_the_offer_stays(
     _stand_in(index, monkeypatch, tiny_bert_zip())
     for wheel in index.iterdir():
         wheel.unlink()
-    window = _window(qtbot, cove_core, fake_engine)
+    window = open_window(qtbot, cove_core, fake_engine)
     try:
         window.documents.open()
         offer = window.documents.offer
