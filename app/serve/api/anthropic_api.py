@@ -11,7 +11,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -155,7 +154,7 @@ class AnthropicApi:
         try:
             request.scope["cove.client"] = await self.service.client(request)
             body = await json_body(request, MAX_BODY_BYTES)
-            job = await self._job(await anyio.to_thread.run_sync(read_messages_request, body))  # images are decoded: off the loop
+            job = await self._job(await self.service.read(read_messages_request, body))
         except ApiError as exc:
             return error_response(exc)
         message_id = f"msg_{uuid.uuid4().hex}"

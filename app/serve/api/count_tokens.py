@@ -35,7 +35,7 @@ class TokenCounter:
             body = await json_body(request, MAX_BODY_BYTES)
             if isinstance(body, dict) and body.get("max_tokens") is None:
                 body = {**body, "max_tokens": 1}  # count_tokens has no max_tokens; the reader requires one
-            req = await anyio.to_thread.run_sync(read_messages_request, body)  # images are decoded: off the event loop
+            req = await self.service.read(read_messages_request, body)
             if self.service.stopping:
                 raise ApiError(503, "the server is stopping", "server_error")
             # The person's sampling, one token written; the tools are rendered into the prompt as for

@@ -57,7 +57,7 @@ class OpenAIApi:
     async def chat_completions(self, request: Request) -> Response:
         try:
             request.scope["cove.client"] = await self.service.client(request)
-            chat = await anyio.to_thread.run_sync(read_chat_request, await json_body(request, MAX_BODY_BYTES))  # images: off the loop
+            chat = await self.service.read(read_chat_request, await json_body(request, MAX_BODY_BYTES))
             job = await self._job(chat, request)
         except ApiError as exc:
             return exc.response()

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -144,7 +143,7 @@ class ResponsesApi:
     async def responses(self, request: Request) -> Response:
         try:
             request.scope["cove.client"] = await self.service.client(request)
-            req = await anyio.to_thread.run_sync(read_responses_request, await json_body(request, MAX_BODY_BYTES))  # images: off the loop
+            req = await self.service.read(read_responses_request, await json_body(request, MAX_BODY_BYTES))
             job = await self._job(req, request)
         except ApiError as exc:
             return exc.response()

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from starlette.requests import Request
@@ -40,6 +40,8 @@ from app.turn.status import StopCause
 from app.turn.turn import Turn
 from models.library import InstalledModel, ModelNotFound
 
+T = TypeVar("T")
+READERS = 4  # request bodies read (their images decoded) at once, in threads of their own
 CLIENT = "local API"  # the record's client for a loopback request while no key is made
 
 
@@ -115,6 +117,7 @@ class Service:
         self._options: dict[str, LoadOptions] = {}  # model path -> its load settings, read on the store's thread
         pool.read_options_with(self.options_of)
         self._ids = itertools.count(1)
+        self._readers: anyio.CapacityLimiter | None = None  # made on the event loop, at the first request
         self._live: dict[int, tuple[LiveRequest, Turn | None, Running | None]] = {}
         self._live_lock = threading.Lock()  # the window reads the list from its own thread
         self.stopping = False
@@ -170,6 +173,14 @@ class Service:
                 401, "a valid API key is needed (cove serve keys add NAME makes one)", "authentication_error", code="invalid_api_key"
             )
         return name
+
+    async def read(self, reader: Callable[[Any], T], body: Any) -> T:
+        """`reader(body)` in a worker thread, READERS at a time: an image is decoded there, never on
+        the event loop, and the threads a waiting reply holds (anyio's default pool) never keep
+        another request from being read."""
+        if self._readers is None:
+            self._readers = anyio.CapacityLimiter(READERS)
+        return await anyio.to_thread.run_sync(reader, body, limiter=self._readers)
 
     async def models(self) -> list[InstalledModel]:
         """The installed models (read on the store's thread)."""
