@@ -34,6 +34,11 @@ class Paths:
         return self.data_dir / "documents.db"
 
     @property
+    def images_dir(self) -> Path:
+        """The conversations' images (app/images/store.py), one file per SHA-256."""
+        return self.data_dir / "images"
+
+    @property
     def settings_file(self) -> Path:
         return self.data_dir / "settings.json"
 

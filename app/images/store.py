@@ -1,0 +1,110 @@
+"""Images kept by content: one file per image in a private folder, named by the SHA-256 of its bytes,
+so an image sent twice is kept once. The history's images live in `Paths.images_dir`; the API's
+images, which nothing keeps, pass through a folder of their own for as long as their reply runs
+(`passing_store`).
+
+A file is written whole (a temporary name, fsync, rename) and read back only when its bytes still
+hash to its name, so a file swapped or cut short under Cove is never sent to a model as the image
+it claims to be. The folder is 0700 and its files 0600 (app/private_files.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class ImageMissing(Exception):
+    """An image the store should hold is gone or no longer holds its bytes; one sentence."""
+
+
+@dataclass(frozen=True)
+class ImageStore:
+    folder: Path
+
+    def put(self, data: bytes, sha256: str | None = None) -> Path:
+        """Keep `data` (an image file's bytes) and return its file. `sha256`, when given, must be
+        the bytes' digest (app/images/checks.CheckedImage.sha256): it is checked, not trusted."""
+        digest = hashlib.sha256(data).hexdigest()
+        if sha256 is not None and sha256 != digest:
+            raise ValueError(f"the image's bytes hash to {digest[:12]}…, not {sha256[:12]}…")
+        path = self.folder / digest
+        if path.is_file() and path.stat().st_size == len(data):
+            return path
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=self.folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def path(self, sha256: str) -> Path | None:
+        """The file of the image `sha256`, or None when the store does not hold it."""
+        if not _SHA256.fullmatch(sha256):
+            return None
+        path = self.folder / sha256
+        return path if path.is_file() else None
+
+    def holds(self) -> set[str]:
+        """The SHA-256 of every image the store holds."""
+        try:
+            return {p.name for p in self.folder.iterdir() if _SHA256.fullmatch(p.name)}
+        except FileNotFoundError:
+            return set()
+
+    def remove(self, sha256: str) -> bool:
+        """Delete the image `sha256`; False when it was not there."""
+        path = self.path(sha256)
+        if path is None:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+
+
+def read_image(path: str | Path, sha256: str, *, max_bytes: int) -> bytes:
+    """The bytes of the image file `path`, which must hash to `sha256` and hold at most
+    `max_bytes`; ImageMissing says why not."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise ImageMissing(f"the image {sha256[:12]}… cannot be read ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise ImageMissing(f"the image {sha256[:12]}… is larger than it was when it was checked")
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ImageMissing(f"the image {sha256[:12]}… was changed on disk since it was sent")
+    return data
+
+
+def passing_store() -> ImageStore:
+    """A private folder of this process's own for images no one keeps (the API's), removed when the
+    process ends (`remove_passing`)."""
+    global _passing
+    if _passing is None:
+        _passing = ImageStore(Path(tempfile.mkdtemp(prefix="cove-images-")))
+    return _passing
+
+
+def remove_passing() -> None:
+    """Delete the passing folder and what is in it."""
+    global _passing
+    if _passing is not None:
+        shutil.rmtree(_passing.folder, ignore_errors=True)
+        _passing = None
+
+
+_passing: ImageStore | None = None
