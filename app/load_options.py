@@ -9,7 +9,7 @@ history database; the LoadOptions it returns is frozen and may go to any thread.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
 from app.settings import ModelPlacement
@@ -27,6 +27,7 @@ class LoadArguments(TypedDict):
     flash_attn: bool | None
     draft_model_path: str | None
     parallel: int
+    mmproj_path: str | None
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class LoadOptions:
     draft_model_path: str | None = None  # the draft model's file, when one is set and installed
     notice: str = ""  # a sentence for the person when the set draft model was left out
     parallel: int = 1  # the engine's slots (replies at once): more only while the API shares the window's engine
+    mmproj_path: str | None = None  # the model's vision projector (InstalledModel.mmproj_path)
 
     @property
     def speculative(self) -> str:
@@ -53,12 +55,19 @@ class LoadOptions:
             flash_attn=p.flash_attn,
             draft_model_path=self.draft_model_path,
             parallel=self.parallel,
+            mmproj_path=self.mmproj_path,
         )
 
 
 def load_options(library: ModelLibrary | None, model: InstalledModel, placement: ModelPlacement) -> LoadOptions:
-    """`placement` of `model` with its draft model's file found in `library`. Drafting off
-    needs no draft model, so none is loaded then."""
+    """`placement` of `model` with its draft model's file found in `library`, and its vision
+    projector. Drafting off needs no draft model, so none is loaded then."""
+    options = _load_options(library, model, placement)
+    mmproj = getattr(model, "mmproj_path", None)
+    return replace(options, mmproj_path=mmproj) if mmproj else options
+
+
+def _load_options(library: ModelLibrary | None, model: InstalledModel, placement: ModelPlacement) -> LoadOptions:
     name = placement.draft_model
     if not name or placement.speculative == "off" or library is None:
         return LoadOptions(placement)

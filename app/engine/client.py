@@ -150,13 +150,15 @@ class EngineClient:
         type_v: str = "f16",
         draft_model_path: str | os.PathLike[str] | None = None,
         parallel: int = 1,
+        mmproj_path: str | os.PathLike[str] | None = None,
     ) -> LoadedModel:
         """Load a model (blocking). Returns at once if it is already loaded with these settings.
         `n_gpu_layers` None: as many as fit on the GPU (-1: all); `kv_on_gpu` None: with its layers;
         `state_cache_mb`: RAM the host keeps earlier conversations' KV state in (0: none);
         `type_k`/`type_v`: the KV cache's types (protocol.KV_CACHE_CHOICES); `draft_model_path`: a
         small model with the same vocabulary that drafts tokens for the loaded one; `parallel`: the
-        slots, replies the engine decodes together (each with a context of `n_ctx`)."""
+        slots, replies the engine decodes together (each with a context of `n_ctx`); `mmproj_path`:
+        the model's vision projector, opened with it so that replies may hold images."""
         path = os.path.abspath(os.fspath(model_path))
         draft = os.path.abspath(os.fspath(draft_model_path)) if draft_model_path is not None else None
         settings = LoadSettings(
@@ -171,6 +173,7 @@ class EngineClient:
             type_v,
             draft,
             max(1, int(parallel)),
+            os.path.abspath(os.fspath(mmproj_path)) if mmproj_path is not None else None,
             file_stamp(path),
         )
         with self._op_lock:
@@ -360,6 +363,7 @@ class EngineClient:
                 state_disk_mb=self._state_disk_mb if self._state_dir else 0,
                 draft_model_path=s.draft_model_path,
                 parallel=s.parallel,
+                mmproj_path=s.mmproj_path,
             )
             reply = self._request(proc, req, self._load_timeout_s)
             if isinstance(reply, Loaded):

@@ -37,6 +37,8 @@ class LoadedModel:
     compute_bytes: int = 0
     draft_model: str = ""  # the draft model's file name; "" for none
     draft_note: str = ""  # why the draft model asked for is not used
+    vision: bool = False  # a vision projector is loaded with the model: replies may hold images
+    projector: str = ""  # its file name
     slots: int = 1  # replies the engine runs at once, each with n_ctx of its own
 
 
@@ -64,6 +66,8 @@ def loaded_model(path: str, reply: Loaded) -> LoadedModel:
         compute_bytes=reply.compute_bytes,
         draft_model=reply.draft_model,
         draft_note=reply.draft_note,
+        vision=reply.vision,
+        projector=reply.projector,
         slots=reply.slots,
     )
 
@@ -81,6 +85,7 @@ class LoadSettings:
     type_v: str = "f16"
     draft_model_path: str | None = None
     parallel: int = 1
+    mmproj_path: str | None = None
     # The file as it was at load(): a file replaced or rewritten since is loaded again, so the
     # engine never runs other bytes than the ones the reply records.
     file_stamp: tuple[int, int, int] | None = None

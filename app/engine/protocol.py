@@ -44,6 +44,7 @@ class Load:
     state_disk_mb: int = 0  # the most those files may take together (least recently used out first)
     draft_model_path: str | None = None  # a small model with the same vocabulary that drafts tokens
     parallel: int = 1  # slots: sequences decoded together in one batch, each with its own n_ctx of KV cache
+    mmproj_path: str | None = None  # the model's vision projector: replies may then hold images
 
 
 # The KV cache types a person may pick (llama.cpp's names).
@@ -101,6 +102,9 @@ class Generate:
     # The reasoning switch (app/reasoning/switch.py ASKS): "" the template's default, "none", "on",
     # "low" | "medium" | "high"; what the template cannot do is Failed(kind="reasoning").
     reasoning: str = ""
+    # The files of the messages' images, by SHA-256 (app/images/store.py): the host reads each one,
+    # checks it still hashes to its name, and decodes it with the same limits as the front ends.
+    images: dict[str, str] = field(default_factory=dict)
 
 
 # How a reply shares the engine's batch with others (app/engine/host/scheduler.py).
@@ -174,6 +178,8 @@ class Loaded:
     draft_model: str = ""  # the draft model's file name; "" for none
     draft_note: str = ""  # why the draft model asked for is not used ("" when it is, or none was asked for)
     slots: int = 1  # sequences the engine decodes together (n_ctx is each one's)
+    vision: bool = False  # a projector is open: replies may hold images
+    projector: str = ""  # the projector's file name ("" for none)
 
 
 @dataclass(frozen=True)
@@ -237,7 +243,9 @@ class Finished:
 class Failed:
     request_id: str
     message: str  # one readable sentence, never a traceback
-    kind: str  # "load" | "generate" | "template" | "context" | "grammar" | "reasoning" | "embed" | "protocol" | "busy" | "internal"
+    kind: (
+        str  # "load" | "generate" | "template" | "context" | "grammar" | "reasoning" | "image" | "embed" | "protocol" | "busy" | "internal"
+    )
     # kind "context": the prompt's tokens (a lower bound when at_least), the context, the reply's reserve
     prompt_tokens: int | None = None
     n_ctx: int | None = None

@@ -54,9 +54,8 @@ Part = TextPart | ImagePart
 
 def sees_images(model: object) -> bool:
     """Whether `model` (an installed model, or one on a server) can be sent images: a text model
-    with a vision projector (mmproj). The library records no projector for any model yet
-    (docs/decisions/images.md), so none can."""
-    return False
+    with a vision projector (mmproj) paired with it in the library."""
+    return bool(getattr(model, "mmproj_path", None))
 
 
 def cannot_see_images(name: str) -> str:
@@ -184,7 +183,8 @@ class ReplyRequest:
     `no_cache`: clear the KV cache first (benchmarks). `speculative`: "auto" drafts where it pays,
     "off" never (protocol.SPECULATIVE_MODES). `priority`: "window" for the window's own reply,
     served first while API replies share the engine (protocol.PRIORITIES). `reasoning`: the
-    reasoning switch (app/reasoning/switch.py ASKS; "" the template's default)."""
+    reasoning switch (app/reasoning/switch.py ASKS; "" the template's default). `image_files`:
+    (SHA-256, file) of every image the messages hold (app/images/store.py), for the host to read."""
 
     messages: tuple[ChatMessage, ...] = ()
     sampling: Sampling = field(default_factory=Sampling)
@@ -200,6 +200,7 @@ class ReplyRequest:
     speculative: str = "auto"
     priority: str = "normal"
     reasoning: str = ""
+    image_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def chat(cls, messages: Iterable[Mapping[str, Any] | ChatMessage], **fields: Any) -> ReplyRequest:
@@ -208,6 +209,8 @@ class ReplyRequest:
             fields["stop"] = tuple(fields["stop"])
         if fields.get("prompt_tokens") is not None:
             fields["prompt_tokens"] = tuple(int(t) for t in fields["prompt_tokens"])
+        if isinstance(fields.get("image_files"), Mapping):
+            fields["image_files"] = tuple(sorted(fields["image_files"].items()))
         return cls(messages=chat_messages(messages), **fields)
 
     def but(self, **changes: Any) -> ReplyRequest:
@@ -216,6 +219,8 @@ class ReplyRequest:
             changes["messages"] = chat_messages(changes["messages"])
         if "stop" in changes:
             changes["stop"] = tuple(changes["stop"])
+        if isinstance(changes.get("image_files"), Mapping):
+            changes["image_files"] = tuple(sorted(changes["image_files"].items()))
         return replace(self, **changes)
 
     def images(self) -> tuple[ImagePart, ...]:
@@ -259,4 +264,5 @@ def generate_message(request: ReplyRequest, request_id: str) -> protocol.Generat
         parallel_tool_calls=True if offer is None else offer.parallel,
         priority=request.priority,
         reasoning=request.reasoning,
+        images=dict(request.image_files),
     )

@@ -105,6 +105,11 @@ def check_image(data: bytes, *, label: str = "the image") -> CheckedImage:
 def check_image_file(path: Path) -> CheckedImage:
     """check_image on the file at `path`, labelled with its name; its size is checked (stat, then
     reading at most MAX_BYTES + 1 bytes) before it is read whole."""
+    return read_image_file(path)[1]
+
+
+def read_image_file(path: Path) -> tuple[bytes, CheckedImage]:
+    """The file's bytes and check_image's picture of them (as check_image_file)."""
     name = printable(path.name or str(path))
     try:
         st = os.stat(path)
@@ -118,7 +123,7 @@ def check_image_file(path: Path) -> CheckedImage:
         raise ImageRefused(f"{name} could not be read: {printable(exc.strerror or str(exc))}") from None
     if len(data) > MAX_BYTES:
         raise ImageRefused(f"{name} is more than {amount(MAX_BYTES)}; an image may be at most {amount(MAX_BYTES)}")
-    return check_image(data, label=name)
+    return data, check_image(data, label=name)
 
 
 def _open(data: bytes, name: str) -> ImageFile.ImageFile:

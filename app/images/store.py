@@ -1,7 +1,7 @@
 """Images kept by content: one file per image in a private folder, named by the SHA-256 of its bytes,
 so an image sent twice is kept once. The history's images live in `Paths.images_dir`; the API's
-images, which nothing keeps, pass through a folder of their own for as long as their reply runs
-(`passing_store`).
+images, which nothing keeps, pass through a folder of this process's own for as long as their
+reply runs (`PassingImages`).
 
 A file is written whole (a temporary name, fsync, rename) and read back only when its bytes still
 hash to its name, so a file swapped or cut short under Cove is never sent to a model as the image
@@ -10,11 +10,15 @@ it claims to be. The folder is 0700 and its files 0600 (app/private_files.py).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
 import shutil
 import tempfile
+import threading
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +63,15 @@ class ImageStore:
         path = self.folder / sha256
         return path if path.is_file() else None
 
+    def files(self, shas: Iterable[str]) -> dict[str, str]:
+        """The files of the images `shas` the store holds (SHA-256 -> path); those it lacks are left out."""
+        out: dict[str, str] = {}
+        for sha in shas:
+            path = self.path(sha)
+            if path is not None:
+                out[sha] = str(path)
+        return out
+
     def holds(self) -> set[str]:
         """The SHA-256 of every image the store holds."""
         try:
@@ -90,21 +103,68 @@ def read_image(path: str | Path, sha256: str, *, max_bytes: int) -> bytes:
     return data
 
 
-def passing_store() -> ImageStore:
-    """A private folder of this process's own for images no one keeps (the API's), removed when the
-    process ends (`remove_passing`)."""
+class PassingImages:
+    """The API's images: kept in a private folder of this process's own while a request that sent
+    them is read and answered, then deleted. A reply holds its images (`hold`, `release`); an image
+    no reply holds is deleted once it is older than KEEP_S (a request refused after it was read
+    holds nothing, and its images go at the next release). Thread-safe."""
+
+    KEEP_S = 600.0
+
+    def __init__(self, folder: Path) -> None:
+        self.store = ImageStore(folder)
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def put(self, data: bytes, sha256: str) -> Path:
+        """Keep `data` (checked to hash to `sha256`) for a request being read."""
+        with self._lock:
+            path = self.store.put(data, sha256)
+            os.utime(path)  # its age counts from the newest request that sent it
+            return path
+
+    def files(self, shas: Iterable[str]) -> dict[str, str]:
+        """The files of the images `shas` (SHA-256 -> path), those the folder holds."""
+        return self.store.files(shas)
+
+    def hold(self, shas: Iterable[str]) -> None:
+        with self._lock:
+            for sha in shas:
+                self._held[sha] = self._held.get(sha, 0) + 1
+
+    def release(self, shas: Iterable[str]) -> None:
+        """Let go of images `hold` took; then delete every image no reply holds that is older than KEEP_S."""
+        with self._lock:
+            for sha in shas:
+                n = self._held.get(sha, 0) - 1
+                if n > 0:
+                    self._held[sha] = n
+                else:
+                    self._held.pop(sha, None)
+            now = time.time()
+            for sha in self.store.holds() - set(self._held):
+                path = self.store.folder / sha
+                try:
+                    if now - path.stat().st_mtime > self.KEEP_S:
+                        path.unlink()
+                except FileNotFoundError:
+                    pass
+
+    def held(self) -> set[str]:
+        with self._lock:
+            return set(self._held)
+
+
+def passing_images() -> PassingImages:
+    """This process's PassingImages, in a private folder removed when the process ends."""
     global _passing
-    if _passing is None:
-        _passing = ImageStore(Path(tempfile.mkdtemp(prefix="cove-images-")))
-    return _passing
+    with _passing_lock:
+        if _passing is None:
+            folder = Path(tempfile.mkdtemp(prefix="cove-images-"))  # 0700, as mkdtemp makes it
+            _passing = PassingImages(folder)
+            atexit.register(shutil.rmtree, folder, True)
+        return _passing
 
 
-def remove_passing() -> None:
-    """Delete the passing folder and what is in it."""
-    global _passing
-    if _passing is not None:
-        shutil.rmtree(_passing.folder, ignore_errors=True)
-        _passing = None
-
-
-_passing: ImageStore | None = None
+_passing: PassingImages | None = None
+_passing_lock = threading.Lock()

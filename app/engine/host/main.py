@@ -255,6 +255,8 @@ class Host:
                 draft_model=session.draft_model_name,
                 draft_note=session.draft_note,
                 slots=session.n_slots,
+                vision=session.images is not None,
+                projector=session.images.projector.name if session.images is not None else "",
             )
         )
 

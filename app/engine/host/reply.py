@@ -20,12 +20,14 @@ from app.engine.grammar import GrammarError
 from app.engine.host import window_checkpoints
 from app.engine.host.detok import IncrementalDetokenizer, StopMatcher
 from app.engine.host.grammar_check import check_grammar
+from app.engine.host.image_prompt import snap, with_images
 from app.engine.host.prompt_plan import plan_turn
 from app.engine.host.reply_metrics import reply_metrics
 from app.engine.host.slots import Slot
 from app.engine.host.speculative import MAX_DRAFT
 from app.engine.host.token_pick import Pick, make_pick, sampler_chain
 from app.engine.host.transcript import STATELESS, Transcript, common_prefix, kept_reply
+from app.engine.host.vision import VisionError
 from app.engine.protocol import Finished, Generate, Started, encode, token_line, token_line_prefix
 from app.reasoning.style import MODE_THINK, MODE_THINK_OPEN
 from app.tools.constraint import AfterThinking, ToolConstraint, tool_constraint
@@ -56,9 +58,13 @@ class Reply:
             )
         tok = s.tokenizer if self.tools is None else replace(s.tokenizer, chat_format=s.format.for_tools(self.tools.tools))
         tok = replace(tok, chat_format=tok.chat_format.for_reasoning(req.reasoning))  # may raise ReasoningRefused
-        self.plan = plan_turn(req, tok, s.n_ctx, transcript)
+        planned, tok = with_images(s, req, tok)  # may raise ImageRefusal or VisionError
+        self.plan = plan_turn(planned, tok, s.n_ctx, transcript)
         self.reasoning_mode = tok.chat_format.reasoning_mode(self.plan.rendered)  # app/reasoning/style.py MODES
         self.tokens = self.plan.tokens
+        self.places = s.images.places(self.tokens) if planned is not req and s.images is not None else []
+        self.image_tokens = 0  # image embeddings this reply read (not those its cached prefix held)
+        self.image_encode_ms = 0.0
 
     # ---- a slot ---------------------------------------------------------------------------
 
@@ -75,7 +81,7 @@ class Reply:
             s.state.before_reply(slot, tokens, req.conversation_id)
             self.restored = s.state.restored_from
         self.state_metrics = s.state.metrics()
-        self.cached = s.reusable(slot, tokens)
+        self.cached = snap(self.places, s.reusable(slot, tokens))  # never inside an image
         if not slot.cut(self.cached):
             self.cached = 0
         self.pending = self.cached  # the next prompt token to evaluate
@@ -106,7 +112,8 @@ class Reply:
         self.last: int | None = None  # the token picked and not yet evaluated
         self._plain_next = False
         self.pick = self._make_pick()
-        self.drafter, self.policy = s.drafting.for_reply(req.speculative)
+        # Drafts rest on token ids, and an image's places are not tokens a model can draft.
+        self.drafter, self.policy = s.drafting.for_reply("off" if self.places else req.speculative)
 
     def _make_pick(self) -> Pick:
         s, req, llm = self.session, self.req, self.session.llm
@@ -153,12 +160,32 @@ class Reply:
     def prefilling(self) -> bool:
         return self.pending < len(self.tokens)
 
+    def read_images(self) -> None:
+        """Encode and read into the slot each image the prompt has reached (its text before it
+        is evaluated): libmtmd decodes an image's embeddings in a batch of their own."""
+        assert self.slot is not None
+        s = self.session
+        for place in self.places:
+            if place.start != self.pending:
+                continue
+            chunk = s.images.chunk(place.sha256)
+            n_past, encode_ms = chunk.eval(s.llm.ctx, n_past=self.pending, seq_id=self.slot.seq, n_batch=s.n_batch)
+            if n_past != place.start + place.n_pos:
+                raise VisionError(f"the image took {n_past - place.start} positions, not {place.n_pos}")
+            self.slot.evaluated(self.tokens[place.start : n_past], place.start)
+            self.pending = n_past
+            self.image_tokens += chunk.n_tokens
+            self.image_encode_ms += encode_ms
+
     def add_prompt(self, batch: Any, budget: int) -> tuple[int, int | None]:
-        """Up to `budget` prompt tokens into `batch`; returns how many, and the row of the last
-        prompt token's logits when the prompt is now complete."""
+        """Up to `budget` prompt tokens into `batch`, up to the next image; returns how many, and
+        the row of the last prompt token's logits when the prompt is now complete."""
         assert self.slot is not None
         start, end = self.pending, min(len(self.tokens), self.pending + budget)
+        end = min([end, *(p.start for p in self.places if p.start > start)])
         mark = window_checkpoints.point(self.cached, len(self.tokens)) if self.session.n_swa > 0 else None
+        if mark is not None and snap(self.places, mark) != mark:
+            mark = None  # (never a checkpoint inside an image)
         if mark is not None:  # a sliding-window model: a checkpoint to come back to
             if start == mark == self.slot.n_tokens:
                 self.session.checkpoint_before(self.slot, start)
@@ -383,6 +410,10 @@ class Reply:
         }
         if self.tools is not None:
             m["tool_format"] = self.tools.family.name
+        if self.places:
+            m["images"] = len(self.places)
+            m["image_tokens"] = self.image_tokens
+            m["image_encode_ms"] = round(self.image_encode_ms, 3)
         return Finished(self.rid, final, self.stop_reason, m)
 
     def shares_prefix(self, tokens: Any) -> int:

@@ -23,8 +23,10 @@ import llama_cpp
 
 from app.context_policy import ContextOverflow
 from app.engine.grammar import GrammarError
+from app.engine.host.image_prompt import ImageRefusal
 from app.engine.host.reply import Reply
 from app.engine.host.templates import TemplateHung
+from app.engine.host.vision import VisionError
 from app.engine.protocol import Failed, Finished, Generate, Serving, encode
 from app.reasoning.switch import ReasoningRefused
 
@@ -182,6 +184,8 @@ class Scheduler:
         for r in prefilling:
             if batch.room <= 0:
                 break
+            if r.places and not self._guarded([r], r.read_images):
+                continue  # (ended: its Failed is sent)
             chunk = batch.room if len(self.active) == 1 else min(batch.room, SHARED_CHUNK)
             _, row = r.add_prompt(batch, chunk)
             read.append(r)
@@ -325,6 +329,8 @@ class Scheduler:
             self._end(Failed(req.request_id, str(exc), "grammar"))
         except ReasoningRefused as exc:  # the template cannot do what the reasoning switch asks
             self._end(Failed(req.request_id, str(exc), "reasoning"))
+        except (ImageRefusal, VisionError) as exc:  # an image gone, changed or refused; a model that cannot see
+            self._end(Failed(req.request_id, str(exc), "image"))
         except ValueError as exc:
             self._end(Failed(req.request_id, f"llama.cpp failed while generating: {exc}", "generate"))
         except TemplateHung:

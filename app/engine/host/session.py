@@ -26,6 +26,7 @@ from app.engine.host.backends import NoBackend, backend_dirs, devices, load_back
 from app.engine.host.cpu_quirks import extra_buffers
 from app.engine.host.embeddings import Embedder, EmbedError
 from app.engine.host.grammar_sampler import GrammarSlot
+from app.engine.host.image_prompt import ImagePrompts, ImageRefusal
 from app.engine.host.llama_log import BufferReport, llama_buffer_report
 from app.engine.host.llama_open import LoadError, default_threads, kv_types, llama_init_patches
 from app.engine.host.placement_run import (
@@ -46,6 +47,7 @@ from app.engine.host.state_cache import StateKeeper
 from app.engine.host.state_key import disk_tier
 from app.engine.host.templates import ChatFormat, build_chat_format
 from app.engine.host.transcript import common_prefix
+from app.engine.host.vision import Image, Projector, VisionError
 from app.engine.host.vulkan_probe import no_gpu_reason, ships_vulkan
 from app.engine.host.vulkan_probe import probe as vulkan_probe
 from app.engine.pooling import declared_pooling, not_an_embedding_model
@@ -95,6 +97,7 @@ class ModelSession:
         self._build_chat_format(req, path)
         self._set_up_decoding(req)
         self._warm_up_or_close(path)
+        self.images = self._open_projector(req)
         self.load_ms = (time.perf_counter() - t0) * 1000.0
 
     # ---- loading, step by step (in this order) ------------------------------------------------
@@ -274,6 +277,18 @@ class ModelSession:
             self.n_vocab,
         )
 
+    def _open_projector(self, req: Load) -> ImagePrompts | None:
+        """The vision projector the load names, opened against the model (on the GPU when layers
+        are there); a projector that cannot be opened fails the load with its sentence."""
+        if not req.mmproj_path:
+            return None
+        try:
+            projector = Projector.open(self.llm.model, req.mmproj_path, n_threads=self.n_threads, use_gpu=self.n_gpu_layers > 0)
+        except VisionError as exc:
+            self.close()
+            raise LoadError(str(exc)) from None
+        return ImagePrompts(projector, read_pixels)
+
     def _warm_up_or_close(self, path: Path) -> None:
         """_warm_up; a model that cannot run is closed and fails the load with a sentence."""
         try:
@@ -316,9 +331,13 @@ class ModelSession:
         """`text` tokenized with special tokens parsed (vocab_tokenize.py; TokenizeError is a RuntimeError)."""
         return vocab_tokenize.tokenize(self.vocab, text, add_special=add_bos, parse_special=True)
 
+    def adds_bos(self, text: str) -> bool:
+        """Whether a prompt `text` is given the tokenizer's BOS: exactly one BOS, the template's
+        own, or the tokenizer's when the template has none."""
+        return self.add_bos and not (self.bos_text and text.startswith(self.bos_text))
+
     def tokenize_prompt(self, text: str) -> list[int]:
-        # Exactly one BOS: the template's own, or the tokenizer's when the template has none.
-        return self.tokenize(text, add_bos=self.add_bos and not (self.bos_text and text.startswith(self.bos_text)))
+        return self.tokenize(text, add_bos=self.adds_bos(text))
 
     def piece(self, token: int, special: bool = False) -> bytes:
         """The bytes of one token as shown to the person (control tokens give b"", or their text
@@ -331,6 +350,9 @@ class ModelSession:
         return ctypes.string_at(big, max(n, 0))
 
     def close(self) -> None:
+        images, self.images = getattr(self, "images", None), None
+        if images is not None:
+            images.close()  # a projector goes before its model
         self.batch.close()
         self.drafting.close()
         if self._embedder is not None:
@@ -406,3 +428,16 @@ class ModelSession:
     def special_piece(self, token: int) -> bytes:
         """A token's bytes with control tokens shown (a tool-call opener may be one)."""
         return self.piece(token, True)
+
+
+def read_pixels(sha256: str, path: str) -> Image:
+    """The image file `path`, checked to hash to `sha256` and decoded with the front ends' limits
+    (app/images/checks.py): the host never trusts that a file is still what was sent."""
+    from app.images.checks import MAX_BYTES, ImageRefused, check_image
+    from app.images.store import ImageMissing, read_image
+
+    try:
+        checked = check_image(read_image(path, sha256, max_bytes=MAX_BYTES), label=f"the image {sha256[:12]}…")
+    except (ImageMissing, ImageRefused) as exc:
+        raise ImageRefusal(str(exc)) from None
+    return Image(checked.width, checked.height, checked.rgb, sha256)

@@ -1,6 +1,7 @@
 """The engine host's image encoder: a vision projector ("mmproj") opened with llama.cpp's multimodal
 library (libmtmd) against the loaded text model, prompts of text and images tokenized into chunks,
-and those chunks evaluated into the text model's context. Not yet called from the reply path.
+and those chunks evaluated into the text model's context; each image can also be kept alone
+(`ImageChunk`) and read into a sequence when a reply reaches its place (app/engine/host/image_prompt.py).
 
 Owns the mtmd context (`Projector`) and the tokenized prompts (`PromptChunks`), and the key of a
 prompt for prefix caching (`identity`): its text tokens with each image's SHA-256 in its place.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -285,3 +287,60 @@ def _piece(chunk: Any) -> Piece:
             chunk_id.decode("ascii", "replace"), int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)), int(mtmd.mtmd_input_chunk_get_n_pos(chunk))
         )
     raise VisionError(f"libmtmd made a prompt chunk of a kind Cove does not handle ({kind})")
+
+
+class ImageChunk:
+    """One image of a tokenized prompt, copied out of it (mtmd_input_chunk_copy) so that it outlives
+    the prompt: its preprocessed pixels, ready to encode and decode into a sequence whenever the
+    reply reaches its place."""
+
+    def __init__(self, projector: Projector, chunk: Any) -> None:
+        self._projector = projector
+        self._chunk: Any = chunk  # an owned mtmd_input_chunk *, None once closed
+        piece = _piece(chunk)
+        assert isinstance(piece, ImagePiece)
+        self.sha256, self.n_tokens, self.n_pos = piece.sha256, piece.n_tokens, piece.n_pos
+
+    def eval(self, llama_ctx: Any, *, n_past: int, seq_id: int, n_batch: int) -> tuple[int, float]:
+        """Encode the image (the projector's work) and decode its embeddings into sequence `seq_id`
+        of `llama_ctx` from position `n_past`, in batches of `n_batch`; the new n_past and the
+        encoding's milliseconds. No logits are kept: a prompt never ends with an image."""
+        if not self._chunk:
+            raise VisionError("the image is closed")
+        ctx = self._projector._live()
+        t0 = time.perf_counter()
+        if mtmd.mtmd_encode_chunk(ctx, self._chunk) != 0:
+            raise VisionError(f"the projector could not encode the image {self.sha256[:12]}…")
+        encode_ms = (time.perf_counter() - t0) * 1000.0
+        embd = mtmd.mtmd_get_output_embd(ctx)
+        new_n_past = llama_cpp.llama_pos(0)
+        code = mtmd.mtmd_helper_decode_image_chunk(
+            ctx, llama_ctx, self._chunk, embd, n_past, seq_id, n_batch, ctypes.byref(new_n_past), _NO_CALLBACK, None
+        )
+        if code != 0:
+            raise VisionError(f"the image {self.sha256[:12]}… could not be read into the context (libmtmd returned {code})")
+        return int(new_n_past.value), encode_ms
+
+    def close(self) -> None:
+        chunk, self._chunk = self._chunk, None
+        if chunk:
+            mtmd.mtmd_input_chunk_free(chunk)
+
+
+def image_chunks(prompt: PromptChunks) -> list[ImageChunk]:
+    """Copies of the image chunks of `prompt`, in order (each owned by the caller: close it)."""
+    chunks = prompt._chunks
+    if not chunks:
+        raise VisionError("the prompt is closed")
+    out: list[ImageChunk] = []
+    for i in range(mtmd.mtmd_input_chunks_size(chunks)):
+        chunk = mtmd.mtmd_input_chunks_get(chunks, i)
+        if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+            copy = mtmd.mtmd_input_chunk_copy(chunk)
+            if not copy:
+                raise VisionError("libmtmd could not keep an image of the prompt")
+            out.append(ImageChunk(prompt._projector, copy))
+    return out
+
+
+_NO_CALLBACK = mtmd.mtmd_helper_post_decode_callback()  # NULL: no callback

@@ -122,6 +122,7 @@ def test_every_field_of_the_request_reaches_the_host(tmp_path: Path) -> None:
         speculative="off",
         priority="window",
         reasoning="low",
+        image_files={"a" * 64: "/images/a"},
     )
     with fake("echo") as engine:
         engine.load(tmp_path / "m.gguf")
@@ -132,6 +133,7 @@ def test_every_field_of_the_request_reaches_the_host(tmp_path: Path) -> None:
     assert (got["max_tokens"], got["temperature"], got["top_k"], got["seed"], got["logit_bias"]) == (9, 0.3, 7, 42, [[5, -1.5], [7, 2.0]])
     assert (got["tools"], got["tool_choice"], got["tool_name"], got["parallel_tool_calls"]) == ([tool], "required", "get_weather", False)
     assert (got["stop"], got["prompt_tokens"], got["priority"], got["reasoning"]) == (["END"], [1, 2, 3], "window", "low")
+    assert got["images"] == {"a" * 64: "/images/a"}
     # Every field differs from the message's default, so none was left out on the way.
     default = dataclasses.asdict(protocol.Generate(gen.request_id, None, []))
     assert [k for k in default if k != "request_id" and got[k] == default[k]] == []

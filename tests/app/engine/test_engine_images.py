@@ -1,0 +1,114 @@
+"""Images through the real engine: the tiny vision model (tests/support/tiny_vision.py) loaded with its
+projector, a reply to a message with an image, the image tokens libmtmd gives, the prefix cache
+reused with the same image at the same place and not with another, and the refusals: a model
+loaded without a projector, an image file changed under Cove, an image not sent with the request."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image as PILImage
+
+from app.engine.client import EngineClient
+from app.engine.request import ReplyRequest, Sampling
+from app.images.checks import check_image
+from app.images.store import ImageStore
+from tests.support.tiny_vision import N_IMAGE_TOKENS, write_tiny_vision
+
+pytestmark = pytest.mark.timeout(120)
+
+T = 1
+
+
+def png(color: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> bytes:
+    out = io.BytesIO()
+    PILImage.new("RGB", size, color).save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def vision_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_tiny_vision(tmp_path_factory.mktemp("vision"))
+
+
+@pytest.fixture(scope="module")
+def engine(vision_pair: tuple[Path, Path]) -> Iterator[EngineClient]:
+    text, mmproj = vision_pair
+    with EngineClient() as client:
+        loaded = client.load(text, n_ctx=512, n_threads=T, mmproj_path=mmproj)
+        assert loaded.vision and loaded.projector == mmproj.name
+        yield client
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ImageStore:
+    return ImageStore(tmp_path / "images")
+
+
+def ask(store: ImageStore, data: bytes, text: str = "What is this?", *, conversation: str | None = None, **fields: object) -> ReplyRequest:
+    image = check_image(data)
+    path = store.put(data, image.sha256)
+    part = {"type": "image", "sha256": image.sha256, "mime": image.mime, "width": image.width, "height": image.height}
+    messages = [{"role": "user", "content": [part, {"type": "text", "text": text}]}]
+    return ReplyRequest.chat(
+        messages,
+        sampling=Sampling(max_tokens=4, temperature=0.0),
+        ignore_eos=True,
+        conversation_id=conversation,
+        image_files={image.sha256: str(path)},
+        **fields,
+    )
+
+
+def test_a_reply_reads_the_image_and_counts_its_tokens(engine: EngineClient, store: ImageStore) -> None:
+    fin = engine.generate(ask(store, png((200, 30, 30)), no_cache=True)).wait()
+    assert fin.status == "length" and fin.failure is None, fin.error
+    m = fin.metrics
+    assert m["images"] == 1 and m["image_tokens"] == N_IMAGE_TOKENS  # what libmtmd's tokenizer gives the mlp projector
+    assert m["image_encode_ms"] > 0
+    assert m["prompt_tokens"] > N_IMAGE_TOKENS and m["gen_tokens"] == 4
+
+
+def test_the_same_image_reuses_the_cache_and_another_does_not(engine: EngineClient, store: ImageStore) -> None:
+    red, blue = png((220, 10, 10)), png((10, 10, 220))
+    first = engine.generate(ask(store, red, conversation="c-img")).wait()
+    assert first.failure is None, first.error
+    again = engine.generate(ask(store, red, conversation="c-img")).wait()
+    # The whole image and the text up to the reply were kept: nothing of the image read again.
+    assert again.metrics["cached_tokens"] >= again.metrics["prompt_tokens"] - 1
+    assert "image_tokens" in again.metrics and again.metrics["image_tokens"] == 0
+    other = engine.generate(ask(store, blue, conversation="c-img")).wait()
+    assert other.failure is None, other.error
+    assert other.metrics["image_tokens"] == N_IMAGE_TOKENS  # read afresh
+    assert other.metrics["cached_tokens"] < other.metrics["prompt_tokens"] - N_IMAGE_TOKENS
+
+
+def test_a_text_reply_after_an_image_turn_still_works(engine: EngineClient) -> None:
+    fin = engine.generate(ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=Sampling(max_tokens=3), ignore_eos=True)).wait()
+    assert fin.status == "length" and "images" not in fin.metrics
+
+
+def test_an_image_changed_on_disk_is_refused_with_a_sentence(engine: EngineClient, store: ImageStore) -> None:
+    request = ask(store, png((1, 2, 3)), no_cache=True)
+    (_sha, path), = request.image_files
+    Path(path).write_bytes(png((3, 2, 1)))
+    fin = engine.generate(request).wait()
+    assert fin.status == "error" and fin.error_kind == "image"
+    assert "changed on disk" in (fin.error or "")
+
+
+def test_an_image_the_request_did_not_carry_is_refused(engine: EngineClient, store: ImageStore) -> None:
+    request = ask(store, png((9, 9, 9)), no_cache=True).but(image_files={})
+    fin = engine.generate(request).wait()
+    assert fin.status == "error" and fin.error_kind == "image" and "was not sent with it" in (fin.error or "")
+
+
+def test_a_model_without_its_projector_says_it_cannot_see(vision_pair: tuple[Path, Path], store: ImageStore) -> None:
+    text, _ = vision_pair
+    with EngineClient() as client:
+        assert not client.load(text, n_ctx=256, n_threads=T).vision
+        fin = client.generate(ask(store, png((5, 5, 5)))).wait()
+    assert fin.status == "error" and fin.error_kind == "image" and "cannot see images" in (fin.error or "")
