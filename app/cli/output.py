@@ -48,6 +48,9 @@ def metrics_line(model_name: str, status: str, metrics: dict) -> str:
         cached = metrics.get("cached_tokens") or 0
         pp = num("prompt_tps", "{:.1f} tok/s")
         parts.append(f"prompt {metrics['prompt_tokens']} tok ({cached} cached)" + (f" at {pp}" if pp else ""))
+    images = image_figures(metrics)
+    if images:
+        parts.append(images)
     if isinstance(metrics.get("gen_tokens"), int):
         tg = num("gen_tps", "{:.1f} tok/s")
         parts.append(f"reply {metrics['gen_tokens']} tok" + (f" at {tg}" if tg else ""))
@@ -59,6 +62,18 @@ def metrics_line(model_name: str, status: str, metrics: dict) -> str:
     if isinstance(metrics.get("engine_uss_bytes"), int):
         parts.append(f"engine {human_size(metrics['engine_uss_bytes'])} private")
     return " · ".join(parts)
+
+
+def image_figures(metrics: dict) -> str | None:
+    """ "2 images (32 tok, encoded in 4 ms)", "1 image (reused)" when the cache held it; None without images."""
+    n = metrics.get("images")
+    if not isinstance(n, int) or not n:
+        return None
+    tokens, ms = metrics.get("image_tokens") or 0, metrics.get("image_encode_ms")
+    head = f"{n} image{'s' if n != 1 else ''}"
+    if not tokens:
+        return f"{head} (reused)"
+    return f"{head} ({tokens} tok" + (f", encoded in {ms:.0f} ms)" if isinstance(ms, (int, float)) else ")")
 
 
 def positive_int(text: str) -> int:

@@ -85,18 +85,32 @@ def drafting_text(metrics: dict[str, Any], kv: LoadedKV | None) -> str:
 
 def prompt_text(metrics: dict[str, Any]) -> str:
     """E.g. "26 read at 590 tok/s · 3,177 from the saved state": the prompt tokens the engine read
-    for the last reply, and where the rest came from (the engine's cache or the saved state on disk)."""
+    for the last reply, and where the rest came from (the engine's cache or the saved state on disk);
+    with images, what encoding them took ("1 image: 256 tokens, encoded in 840 ms")."""
     rate, total, cached = (_count(metrics.get(k)) for k in ("prompt_tps", "prompt_tokens", "cached_tokens"))
     rate_text = format_rate(rate) if rate is not None else "–"
     if not total:
         return rate_text
     cached = int(cached or 0)
     text = f"{format_int(int(total) - cached)} read" + (f" at {rate_text}" if rate is not None else "")
-    if cached <= 0:
-        return text
-    state = metrics.get("state_cache")
-    from_disk = isinstance(state, dict) and state.get("disk_hit") is True
-    return text + f" · {format_int(cached)} " + ("from the saved state" if from_disk else "reused")
+    if cached > 0:
+        state = metrics.get("state_cache")
+        from_disk = isinstance(state, dict) and state.get("disk_hit") is True
+        text += f" · {format_int(cached)} " + ("from the saved state" if from_disk else "reused")
+    return text + (f" · {images}" if (images := image_text(metrics)) else "")
+
+
+def image_text(metrics: dict[str, Any]) -> str:
+    """E.g. "2 images: 512 tokens, encoded in 1,680 ms", or "1 image, reused" when the engine's
+    cache held it; "" for a reply without images."""
+    n = _count(metrics.get("images"))
+    if not n:
+        return ""
+    head = f"{int(n)} image" + ("s" if n != 1 else "")
+    tokens, ms = _count(metrics.get("image_tokens")), _count(metrics.get("image_encode_ms"))
+    if not tokens:
+        return f"{head}, reused"
+    return f"{head}: {format_int(int(tokens))} tokens" + (f", encoded in {format_int(round(ms))} ms" if ms is not None else "")
 
 
 def _count(value: Any) -> float | None:

@@ -55,9 +55,12 @@ def image_tokens(sha256: str, n_pos: int) -> list[int]:
 class ImagePrompts:
     """The host's images for one loaded model and its projector."""
 
-    def __init__(self, projector: Projector, read_pixels: Callable[[str, str], Image]) -> None:
-        """`read_pixels(sha256, path)`: the image at `path`, decoded (ImageRefusal otherwise)."""
+    def __init__(self, projector: Projector, read_pixels: Callable[[str, str], Image], *, n_ubatch: int) -> None:
+        """`read_pixels(sha256, path)`: the image at `path`, decoded (ImageRefusal otherwise);
+        `n_ubatch`: the context's micro-batch, which must hold a whole image of a projector that
+        decodes with causal attention off (Gemma 3's)."""
         self.projector = projector
+        self._n_ubatch = n_ubatch
         self._read_pixels = read_pixels
         self._nonce = secrets.token_hex(8)
         self._marker = re.compile(rf"<cove-image {self._nonce} ([0-9a-f]{{64}})>")
@@ -66,6 +69,7 @@ class ImagePrompts:
         self._chunks: OrderedDict[str, ImageChunk] = OrderedDict()
         self._starts: dict[int, str] = {}  # an image's first token id -> its SHA-256
         self._n_pos: dict[str, int] = {}  # an image's positions in the context
+        self._sizes: dict[str, tuple[int, int]] = {}  # a decoded image's width and height
 
     def marker(self, sha256: str) -> str:
         return f"<cove-image {self._nonce} {sha256}>"
@@ -103,23 +107,37 @@ class ImagePrompts:
     def tokenize(self, text: str, *, add_special: bool) -> list[int]:
         """`text` (with markers) as the token list: text tokens, and each image's own entries."""
         parts: list[str | Image] = []
+        counted: set[str] = set()  # the images given as placeholders
         at = 0
         for match in self._marker.finditer(text):
             parts.append(text[at : match.start()])
-            parts.append(self._image(match.group(1)))
+            sha = match.group(1)
+            size = self._sizes.get(sha)
+            # An image whose chunk is kept is counted from its size alone: its pixels are not
+            # copied and preprocessed again each time a turn's prompt is tokenized.
+            if size is not None and sha in self._chunks:
+                parts.append(Image.placeholder(*size, sha))
+                counted.add(sha)
+            else:
+                parts.append(self._image(sha))
             at = match.end()
         parts.append(text[at:])
         with self.projector.tokenize([p for p in parts if p != ""], add_special=add_special) as prompt:
             pieces = prompt.pieces
             if any(isinstance(p, ImagePiece) and p.sha256 not in self._chunks for p in pieces):
                 for chunk in image_chunks(prompt):
-                    if chunk.sha256 in self._chunks:
-                        chunk.close()
+                    if chunk.sha256 in counted or chunk.sha256 in self._chunks:
+                        chunk.close()  # (a placeholder's, or an image given twice)
                     else:
                         self._keep(self._chunks, chunk.sha256, chunk)
         tokens: list[int] = []
         for piece in pieces:
             if isinstance(piece, ImagePiece):
+                if self.projector.non_causal and piece.n_tokens > self._n_ubatch:
+                    raise ImageRefusal(
+                        f"an image takes {piece.n_tokens} tokens and this model reads each image whole, but the engine's batch "
+                        f"holds {self._n_ubatch}; load the model with a larger context"
+                    )
                 run = image_tokens(piece.sha256, piece.n_pos)
                 self._starts[run[0]] = piece.sha256
                 self._n_pos[piece.sha256] = piece.n_pos
@@ -165,6 +183,7 @@ class ImagePrompts:
             raise ImageRefusal(f"the image {sha[:12]}… of the conversation was not sent with it")
         image = self._read_pixels(sha, path)
         self._keep(self._pixels, sha, image)
+        self._sizes[sha] = (image.width, image.height)
         return image
 
     @staticmethod

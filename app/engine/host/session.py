@@ -287,7 +287,7 @@ class ModelSession:
         except VisionError as exc:
             self.close()
             raise LoadError(str(exc)) from None
-        return ImagePrompts(projector, read_pixels)
+        return ImagePrompts(projector, read_pixels, n_ubatch=self.n_ubatch)
 
     def _warm_up_or_close(self, path: Path) -> None:
         """_warm_up; a model that cannot run is closed and fails the load with a sentence."""

@@ -63,6 +63,12 @@ class Image:
     def __repr__(self) -> str:
         return f"Image({self.width} x {self.height}, sha256 {self.sha256[:12]})"
 
+    @classmethod
+    def placeholder(cls, width: int, height: int, sha256: str) -> Image:
+        """An image of this size without its pixels: libmtmd counts its tokens and positions
+        without preprocessing anything, and its chunk must never be evaluated."""
+        return cls(width, height, b"", sha256)
+
 
 @dataclass(frozen=True)
 class TextPiece:
@@ -212,9 +218,10 @@ class Projector:
         """The bitmap of the `n`th image (from 1), its id the image's SHA-256. mtmd_bitmap_init
         reads width * height * 3 bytes and takes no length, so the length is checked here."""
         w, h, rgb = image.width, image.height, image.rgb
-        if w < 1 or h < 1 or len(rgb) != w * h * 3 or not _SHA256.fullmatch(image.sha256):
+        if w < 1 or h < 1 or len(rgb) not in (0, w * h * 3) or not _SHA256.fullmatch(image.sha256):
             raise VisionError(f"image {n} is not a decoded picture ({w} x {h} pixels, {len(rgb)} bytes of RGB)")
-        bitmap = mtmd.mtmd_bitmap_init(w, h, (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb))
+        pixels = (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb) if rgb else None  # None: a placeholder
+        bitmap = mtmd.mtmd_bitmap_init(w, h, pixels)
         if not bitmap:
             raise VisionError(f"libmtmd could not take image {n}")
         mtmd.mtmd_bitmap_set_id(bitmap, image.sha256.encode())

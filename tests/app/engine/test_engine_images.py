@@ -87,13 +87,15 @@ def test_the_same_image_reuses_the_cache_and_another_does_not(engine: EngineClie
 
 
 def test_a_text_reply_after_an_image_turn_still_works(engine: EngineClient) -> None:
-    fin = engine.generate(ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=Sampling(max_tokens=3), ignore_eos=True)).wait()
+    fin = engine.generate(
+        ReplyRequest.chat([{"role": "user", "content": "hello"}], sampling=Sampling(max_tokens=3), ignore_eos=True)
+    ).wait()
     assert fin.status == "length" and "images" not in fin.metrics
 
 
 def test_an_image_changed_on_disk_is_refused_with_a_sentence(engine: EngineClient, store: ImageStore) -> None:
     request = ask(store, png((1, 2, 3)), no_cache=True)
-    (_sha, path), = request.image_files
+    ((_sha, path),) = request.image_files
     Path(path).write_bytes(png((3, 2, 1)))
     fin = engine.generate(request).wait()
     assert fin.status == "error" and fin.error_kind == "image"
@@ -112,3 +114,39 @@ def test_a_model_without_its_projector_says_it_cannot_see(vision_pair: tuple[Pat
         assert not client.load(text, n_ctx=256, n_threads=T).vision
         fin = client.generate(ask(store, png((5, 5, 5)))).wait()
     assert fin.status == "error" and fin.error_kind == "image" and "cannot see images" in (fin.error or "")
+
+
+def test_more_images_than_the_engine_keeps_are_all_read_in_order(engine: EngineClient, store: ImageStore) -> None:
+    from app.engine.host.image_prompt import KEEP_IMAGES
+
+    parts: list[dict] = []
+    files: dict[str, str] = {}
+    for i in range(KEEP_IMAGES + 3):
+        data = png((i * 20, 255 - i * 20, 7), (20 + i, 20))
+        image = check_image(data)
+        files[image.sha256] = str(store.put(data, image.sha256))
+        parts += [
+            {"type": "text", "text": f"picture {i}: "},
+            {"type": "image", "sha256": image.sha256, "mime": image.mime, "width": image.width, "height": image.height},
+        ]
+    messages = [{"role": "user", "content": parts}]
+    request = ReplyRequest.chat(
+        messages, sampling=Sampling(max_tokens=2, temperature=0.0), ignore_eos=True, conversation_id="many", image_files=files
+    )
+    first = engine.generate(request).wait()
+    assert first.failure is None, first.error
+    assert first.metrics["images"] == KEEP_IMAGES + 3 and first.metrics["image_tokens"] == N_IMAGE_TOKENS * (KEEP_IMAGES + 3)
+    # Again, after the engine let the first images go: the cache still holds every one of them.
+    again = engine.generate(request).wait()
+    assert again.failure is None and again.metrics["image_tokens"] == 0
+    assert again.metrics["cached_tokens"] >= again.metrics["prompt_tokens"] - 1
+
+
+def test_image_places_and_the_cut_that_never_splits_an_image() -> None:
+    from app.engine.host.image_prompt import ImagePlace, image_tokens, snap
+
+    a, b = "a" * 64, "b" * 64
+    assert image_tokens(a, 4) != image_tokens(b, 4) and all(t < 0 for t in image_tokens(a, 4))
+    assert len(set(image_tokens(a, 16))) == 16
+    places = [ImagePlace(5, 16, a), ImagePlace(30, 16, b)]
+    assert [snap(places, n) for n in (0, 5, 6, 20, 21, 22, 31, 46, 50)] == [0, 5, 5, 5, 21, 22, 30, 46, 50]

@@ -63,3 +63,12 @@ def test_long_figures_wrap_instead_of_widening_the_panel(qtbot, panel: PerfPanel
     assert "41.1 tok/s" in panel.header.text()
     # The header's rate does not set the panel's width: only "Performance" and the figures do.
     assert panel.minimumSizeHint().width() <= max(narrowest, panel.body.minimumSizeHint().width())
+
+
+def test_a_reply_with_images_says_what_encoding_them_took(qtbot, panel: PerfPanel) -> None:
+    metrics = {"prompt_tps": 300.0, "prompt_tokens": 290, "cached_tokens": 0, "images": 1, "image_tokens": 256, "image_encode_ms": 1843.6}
+    assert prompt_text(metrics) == "290 read at 300 tok/s · 1 image: 256 tokens, encoded in 1,844 ms"
+    panel.set_turn_metrics(metrics)
+    qtbot.waitUntil(lambda: "image" in panel.label_text("prompt"), timeout=2000)
+    again = {"prompt_tokens": 300, "cached_tokens": 290, "images": 2, "image_tokens": 0, "image_encode_ms": 0.0}
+    assert prompt_text(again) == "10 read · 290 reused · 2 images, reused"
