@@ -18,6 +18,7 @@ with ordinary causal attention.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gguf import GGUFWriter, LlamaFileType
@@ -48,25 +49,53 @@ CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
 
 
 def write_tiny_mmproj(path: str | Path, *, n_embd_text: int = N_EMBD, seed: int = 0) -> Path:
-    """Write the projector to `path`: deterministic for a given seed."""
-    path = Path(path)
+    """Write the "mlp" projector to `path`: deterministic for a given seed."""
+    w, rand = _vit_writer(path, "mlp", IMAGE_SIZE, PATCH_SIZE, n_embd_text, seed)
+    w.add_bool("clip.use_gelu", True)  # else the ViT's FFN uses quick-GELU
+    # mm.2 is optional to llama.cpp's loader but not to clip_n_mmproj_embd, which reads its shape.
+    w.add_tensor("mm.0.weight", rand(MM_HIDDEN, V_EMBD))
+    w.add_tensor("mm.0.bias", rand(MM_HIDDEN))
+    w.add_tensor("mm.2.weight", rand(n_embd_text, MM_HIDDEN))
+    w.add_tensor("mm.2.bias", rand(n_embd_text))
+    return _finish(w, path)
+
+
+def write_tiny_gemma3_mmproj(path: str | Path, *, image_size: int = 32, patch_size: int = 4, merge: int = 2, seed: int = 0) -> Path:
+    """Write a "gemma3" projector to `path`: the ViT, an average pool of `merge` x `merge` patches,
+    an RMS norm and one projection. An image is (image_size / patch_size / merge)² tokens, wrapped
+    in <start_of_image> ... <end_of_image> (the text model must hold both) and decoded with
+    causal attention off, so a whole image must fit one micro-batch."""
+    w, rand = _vit_writer(path, "gemma3", image_size, patch_size, N_EMBD, seed)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.projector.scale_factor", merge)  # Gemma 3's is 4
+    # ggml's shapes: input_projection is [n_embd_text, V_EMBD] (numpy's reversed), the norm [V_EMBD].
+    w.add_tensor("mm.input_projection.weight", rand(V_EMBD, N_EMBD))
+    w.add_tensor("mm.soft_emb_norm.weight", np.ones(V_EMBD, np.float32))
+    return _finish(w, path)
+
+
+def gemma3_image_tokens(image_size: int = 32, patch_size: int = 4, merge: int = 2) -> int:
+    return (image_size // patch_size // merge) ** 2
+
+
+def _vit_writer(path: str | Path, kind: str, image_size: int, patch_size: int, n_embd_text: int, seed: int) -> tuple[GGUFWriter, Any]:
+    """A projector file's writer with the keys and the ViT's tensors both kinds share."""
     rng = np.random.default_rng(seed)
 
     def rand(*shape: int, scale: float = 0.05) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
     w = GGUFWriter(str(path), arch="clip")
-    w.add_name("tiny-random-llava-mmproj")
+    w.add_name(f"tiny-random-{kind}-mmproj")
     w.add_file_type(LlamaFileType.ALL_F32)
-    w.add_string("clip.projector_type", "mlp")
+    w.add_string("clip.projector_type", kind)
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
-    w.add_bool("clip.use_gelu", True)  # else the ViT's FFN uses quick-GELU
-    w.add_uint32("clip.vision.image_size", IMAGE_SIZE)
-    w.add_uint32("clip.vision.patch_size", PATCH_SIZE)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
     w.add_uint32("clip.vision.embedding_length", V_EMBD)
     w.add_uint32("clip.vision.feed_forward_length", V_FF)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)  # required key; the output width is mm.2's
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)  # required key; the output width is the projection's
     w.add_uint32("clip.vision.block_count", V_LAYER)
     w.add_uint32("clip.vision.attention.head_count", V_HEAD)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
@@ -74,8 +103,8 @@ def write_tiny_mmproj(path: str | Path, *, n_embd_text: int = N_EMBD, seed: int 
     w.add_array("clip.vision.image_std", list(IMAGE_STD))
 
     # numpy shapes are PyTorch's (out, in); gguf stores them reversed, as ggml's ne.
-    n_patches = (IMAGE_SIZE // PATCH_SIZE) ** 2
-    w.add_tensor("v.patch_embd.weight", rand(V_EMBD, 3, PATCH_SIZE, PATCH_SIZE))  # a conv2d kernel
+    n_patches = (image_size // patch_size) ** 2
+    w.add_tensor("v.patch_embd.weight", rand(V_EMBD, 3, patch_size, patch_size))  # a conv2d kernel
     w.add_tensor("v.patch_embd.bias", rand(V_EMBD))
     w.add_tensor("v.position_embd.weight", rand(n_patches, V_EMBD))
     for i in range(V_LAYER):
@@ -90,16 +119,15 @@ def write_tiny_mmproj(path: str | Path, *, n_embd_text: int = N_EMBD, seed: int 
         w.add_tensor(p + "ffn_up.bias", rand(V_FF))
         w.add_tensor(p + "ffn_down.weight", rand(V_EMBD, V_FF))
         w.add_tensor(p + "ffn_down.bias", rand(V_EMBD))
-    # mm.2 is optional to llama.cpp's loader but not to clip_n_mmproj_embd, which reads its shape.
-    w.add_tensor("mm.0.weight", rand(MM_HIDDEN, V_EMBD))
-    w.add_tensor("mm.0.bias", rand(MM_HIDDEN))
-    w.add_tensor("mm.2.weight", rand(n_embd_text, MM_HIDDEN))
-    w.add_tensor("mm.2.bias", rand(n_embd_text))
+    return w, rand
+
+
+def _finish(w: GGUFWriter, path: str | Path) -> Path:
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    return path
+    return Path(path)
 
 
 def write_tiny_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -114,3 +142,22 @@ def write_tiny_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
         seed=seed,
     )
     return text, write_tiny_mmproj(folder / "mmproj.gguf", seed=seed)
+
+
+GEMMA3_TOKENS = ("<start_of_image>", "<end_of_image>")
+
+
+def write_tiny_gemma3_vision(folder: Path, *, n_ctx_train: int = 512, seed: int = 0, **projector: int) -> tuple[Path, Path]:
+    """(text model, "gemma3" projector) written into `folder`: the tiny llama with Gemma 3's image
+    tokens, and write_tiny_gemma3_mmproj's projector (`projector`: its sizes)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_tiny_gguf(
+        folder / "gemma3_text.gguf",
+        chat_template=CHAT_TEMPLATE,
+        extra_tokens=(*CHAT_TOKENS, *GEMMA3_TOKENS),
+        name="tiny-random-gemma3-vision",
+        n_ctx_train=n_ctx_train,
+        seed=seed,
+    )
+    return text, write_tiny_gemma3_mmproj(folder / "mmproj-gemma3.gguf", seed=seed, **projector)

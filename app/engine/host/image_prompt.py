@@ -135,8 +135,8 @@ class ImagePrompts:
             if isinstance(piece, ImagePiece):
                 if self.projector.non_causal and piece.n_tokens > self._n_ubatch:
                     raise ImageRefusal(
-                        f"an image takes {piece.n_tokens} tokens and this model reads each image whole, but the engine's batch "
-                        f"holds {self._n_ubatch}; load the model with a larger context"
+                        f"this model's projector makes {piece.n_tokens} tokens of an image and reads them in one batch, but the "
+                        f"engine's batch holds {self._n_ubatch}, so this model cannot be shown images in Cove"
                     )
                 run = image_tokens(piece.sha256, piece.n_pos)
                 self._starts[run[0]] = piece.sha256
