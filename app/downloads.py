@@ -125,16 +125,12 @@ class DownloadManager:
             return list(self._handles)
 
     def register(self, finished: Finished) -> InstalledModel:
-        """Put a finished download in the library (hash already verified, so not read again).
-        Call on the thread that owns the library's database connection."""
-        return self.library.import_file(
-            finished.path,
-            source="download",
-            sha256=finished.sha256,
-            repo=finished.repo,
-            file=finished.filenames[0],
-            revision=finished.commit,
-        )
+        """Put a finished download in the library (hash already verified, so not read again), with
+        its projector when it brought one. Call on the thread that owns the library's database
+        connection."""
+        from models.download.register import register_finished
+
+        return register_finished(self.library, finished)
 
     def find_installed(
         self, repo_id: str, filename: str, revision: str | None = None, *, sha256: str | None = None

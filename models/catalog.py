@@ -2,9 +2,11 @@
 
 `machine_fit` rule (documented here and in `cove models search`):
 
-    need   = weights (the GGUF's size) + f16 KV cache at n_ctx + overhead
+    need   = weights (the GGUF's size) + f16 KV cache at n_ctx + overhead (+ projector)
     KV     = 2 (K and V) x n_layer x n_head_kv x head_dim x 2 bytes x n_ctx
     overhead = 512 MB + 10% of the weights (llama.cpp compute buffers, the engine process)
+    projector = a vision model's mmproj file + the compute buffer to encode one image
+                (models/projector.py: COMPUTE_WITHOUT_HEADER, as only its size is known here)
     budget = total RAM + VRAM (layers that go to a GPU leave RAM free)
 
     "fits"       need <= 70% of budget (the rest stays for the system and other programs)
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.projector import cost_from_size, is_projector_name
 from models.quant import quant_from_filename
 
 CATALOG_FILE = Path(__file__).resolve().with_name("catalog.json")
@@ -53,6 +56,19 @@ class CatalogEntry:
     head_dim: int  # key/value length per head
     notes: str | None = None  # e.g. sliding-window layers that make the KV estimate an upper bound
     approximate: tuple[str, ...] = ("size_bytes", "parameters")  # which numbers are rounded
+    mmproj: str | None = None  # a vision model's projector file in the same repository
+    mmproj_size_bytes: int = 0  # its approximate size
+
+    @property
+    def vision(self) -> bool:
+        return self.mmproj is not None
+
+    def projector_bytes(self) -> int:
+        """The projector's weights and image-encoding compute buffer (0 for a text model)."""
+        if not self.vision:
+            return 0
+        cost = cost_from_size(self.mmproj_size_bytes)
+        return cost.weights + cost.compute
 
     def kv_bytes_per_token(self) -> int:
         return 2 * self.n_layer * self.n_head_kv * self.head_dim * KV_BYTES_PER_VALUE
@@ -64,11 +80,12 @@ class CatalogEntry:
     def memory_needed(self, n_ctx: int = 4096) -> int:
         """Weights + KV cache + overhead, the figure `machine_fit` compares with the budget."""
         overhead = OVERHEAD_FIXED + int(self.size_bytes * OVERHEAD_SHARE)
-        return self.size_bytes + self.kv_cache_bytes(n_ctx) + overhead
+        return self.size_bytes + self.kv_cache_bytes(n_ctx) + overhead + self.projector_bytes()
 
     def matches(self, query: str) -> bool:
         """Every word of `query` appears in the name, repo, file name, licence or description."""
-        haystack = " ".join((self.name, self.repo_id, self.filename, self.license, self.description)).lower()
+        words = (self.name, self.repo_id, self.filename, self.license, self.description, "vision" if self.vision else "")
+        haystack = " ".join(words).lower()
         return all(word in haystack for word in query.lower().split())
 
 
@@ -140,7 +157,15 @@ def _entry(item: Any, index: int, path: Path, approximate: tuple[str, ...]) -> C
     if notes is not None and not isinstance(notes, str):
         raise CatalogError(f'{where} ({values["repo_id"]}) has "notes" that are not text.')
     values["quant"] = values["quant"].upper()
-    return CatalogEntry(**values, notes=notes or None, approximate=approximate)
+    mmproj, mmproj_size = item.get("mmproj"), item.get("mmproj_size_bytes")
+    if mmproj is not None:
+        if not isinstance(mmproj, str) or not is_projector_name(mmproj) or not mmproj.lower().endswith(".gguf"):
+            raise CatalogError(f'{where} ({values["repo_id"]}) has an "mmproj" that is not a projector file name (mmproj….gguf).')
+        if not isinstance(mmproj_size, int) or isinstance(mmproj_size, bool) or mmproj_size <= 0:
+            raise CatalogError(f'{where} ({values["repo_id"]}) needs "mmproj_size_bytes" as a positive int beside its "mmproj".')
+    elif mmproj_size is not None:
+        raise CatalogError(f'{where} ({values["repo_id"]}) has "mmproj_size_bytes" but no "mmproj".')
+    return CatalogEntry(**values, notes=notes or None, approximate=approximate, mmproj=mmproj, mmproj_size_bytes=mmproj_size or 0)
 
 
 def machine_fit(entry: CatalogEntry, total_ram_bytes: int, vram_bytes: int = 0, n_ctx: int = 4096) -> str:

@@ -9,19 +9,24 @@ File names come from the repository's owner and are untrusted: only a plain rela
 (see `repo_path_problem`) is offered or downloaded, because a name such as
 `../../escape.gguf` would be collapsed into the download URL and leave the pinned
 `resolve/<commit>/` path. The listing leaves such files out and names them in `refused`.
+
+A vision projector (`mmproj*.gguf`) is not a model of its own: it is the `projector` of the model
+files beside it (in its folder, or below it), the preferred precision when there are several
+(models/projector.py), so a repo with one mmproj pairs it with every quant.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
 from models.hub_errors import HubError, describe_hub_error
 from models.hub_search import hub_api
 from models.network import NetworkGate, hub_endpoint
+from models.projector import is_projector_name, preferred_projector
 from models.quant import quant_from_filename
 
 # llama.cpp's gguf-split naming: "%s-%05d-of-%05d.gguf" (part numbers start at 1).
@@ -83,6 +88,20 @@ class GGUFEntry:
     total_size: int
     parts: tuple[RemoteFile, ...]  # in part order; one part if not split
     complete: bool  # False when a split set is missing parts
+    projector: RemoteFile | None = None  # the vision projector downloaded with it (None: text only)
+
+    @property
+    def vision(self) -> bool:
+        return self.projector is not None
+
+    @property
+    def filenames(self) -> tuple[str, ...]:
+        """What a download of this entry fetches: every part, then the projector."""
+        return tuple(p.filename for p in self.parts) + ((self.projector.filename,) if self.projector else ())
+
+    @property
+    def download_size(self) -> int:
+        return self.total_size + (self.projector.size if self.projector else 0)
 
     @property
     def first_file(self) -> RemoteFile:
@@ -106,6 +125,7 @@ class RepoListing:
     commit: str | None  # the commit hash every listed file was read at
     entries: tuple[GGUFEntry, ...]  # smallest first
     refused: tuple[str, ...] = ()  # GGUF names left out: not plain paths (see repo_path_problem)
+    projectors: tuple[RemoteFile, ...] = ()  # every mmproj file, paired with entries or not
 
 
 def list_gguf_files(gate: NetworkGate, repo_id: str, token: str | None = None, revision: str | None = None) -> RepoListing:
@@ -127,7 +147,8 @@ def list_gguf_files(gate: NetworkGate, repo_id: str, token: str | None = None, r
     ggufs = [item for item in tree if _is_gguf_file(item)]
     refused = tuple(str(item.path) for item in ggufs if repo_path_problem(str(item.path)) is not None)
     files = [_remote_file(item) for item in ggufs if repo_path_problem(str(item.path)) is None]
-    return RepoListing(repo_id=repo_id, commit=commit, entries=group_gguf_files(files), refused=refused)
+    projectors = tuple(f for f in files if is_projector_name(f.filename))
+    return RepoListing(repo_id=repo_id, commit=commit, entries=group_gguf_files(files), refused=refused, projectors=projectors)
 
 
 def normalize_repo_id(text: str) -> str:
@@ -144,11 +165,16 @@ def normalize_repo_id(text: str) -> str:
 
 
 def group_gguf_files(files: list[RemoteFile]) -> tuple[GGUFEntry, ...]:
-    """One entry per single GGUF and per split set (keyed by folder, stem and part count)."""
+    """One entry per single GGUF and per split set (keyed by folder, stem and part count), each
+    with its projector when one is near (see the module docstring)."""
     singles: list[GGUFEntry] = []
     sets: dict[tuple[str, str, int], dict[int, RemoteFile]] = defaultdict(dict)
+    projectors: dict[str, list[RemoteFile]] = defaultdict(list)
     for f in files:
         path = PurePosixPath(f.filename)
+        if is_projector_name(path.name):
+            projectors[str(path.parent)].append(f)
+            continue
         match = _SPLIT.match(path.name)
         if match is None:
             singles.append(GGUFEntry(f.filename, _quant(path), f.size, (f,), True))
@@ -160,8 +186,20 @@ def group_gguf_files(files: list[RemoteFile]) -> tuple[GGUFEntry, ...]:
         name = str(PurePosixPath(folder) / f"{stem}.gguf") if folder != "." else f"{stem}.gguf"
         complete = total > 0 and sorted(by_index) == list(range(1, total + 1))
         entries.append(GGUFEntry(name, _quant(PurePosixPath(name)), sum(p.size for p in parts), parts, complete))
+    entries = [replace(e, projector=_projector_for(e, projectors)) for e in entries]
     entries.sort(key=lambda e: (e.total_size, e.name.lower()))
     return tuple(entries)
+
+
+def _projector_for(entry: GGUFEntry, projectors: dict[str, list[RemoteFile]]) -> RemoteFile | None:
+    """The preferred projector in the entry's folder, else in the nearest folder above it."""
+    folder = PurePosixPath(entry.parts[0].filename).parent
+    for where in (folder, *folder.parents):
+        near = {f.filename: f for f in projectors.get(str(where), [])}
+        best = preferred_projector(list(near))
+        if best is not None:
+            return near[best]
+    return None
 
 
 def _quant(path: PurePosixPath) -> str | None:

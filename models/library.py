@@ -5,11 +5,13 @@ caller opens and hands in). A file is validated, described and hashed once when 
 imported; before each load `recheck_file` compares what the file's stat says with what was
 checked (size and mtime, and what no one can set back: the inode's change time and number) and
 hashes the file again when they differ, and `record_recheck` brings the entry up to date.
+
+A vision model is one entry: the text GGUF plus its projector (`mmproj_*` columns; checking and
+placing the projector file: models/projector_files.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from models.download.split import part_names, split_name
+from models.file_copy import _abspath, _check_still, _copy_with_sha256, _free_path, _stat, sha256_file
 from models.gguf_errors import InvalidModelFile
 from models.timestamps import parse_utc_timestamp, utc_timestamp
 from models.transactions import write_transaction
@@ -30,7 +33,6 @@ if TYPE_CHECKING:
 
 TABLE = "models"
 SOURCES = ("imported", "copied", "starter", "download")
-_COPY_CHUNK = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,15 @@ class InstalledModel:
     # another). None for an entry an older Cove checked: its size and mtime are trusted once.
     ctime_ns: int | None = None
     inode: int | None = None
+    # The vision projector (an mmproj GGUF, general.architecture "clip") that lets the model see
+    # images: its absolute path, sha256 and size. None for a text-only model.
+    mmproj_path: str | None = None
+    mmproj_sha256: str | None = None
+    mmproj_size: int | None = None
+
+    @property
+    def vision(self) -> bool:
+        return bool(self.mmproj_path)
 
 
 @dataclass(frozen=True)
@@ -79,14 +90,6 @@ class FileRecheck:
             f"the file {self.path} changed since it was imported; its new checksum is {self.sha256[:12]}… "
             f"(it was {self.previous_sha256[:12]}…), and replies from now on record the new one"
         )
-
-
-def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
-    """Hex sha256 of the file's bytes (models/gguf_info.py's, imported when a file is hashed: the
-    `gguf` package it sits beside imports numpy)."""
-    from models.gguf_info import sha256_file as file_sha256
-
-    return file_sha256(path, chunk_size)
 
 
 def recheck_file(model: InstalledModel) -> FileRecheck | None:
@@ -146,6 +149,9 @@ def create_models_table(db: sqlite_utils.Database) -> None:
                 "last_used_at": str,
                 "ctime_ns": int,
                 "inode": int,
+                "mmproj_path": str,
+                "mmproj_sha256": str,
+                "mmproj_size": int,
             },
             pk="name",
             not_null=["path", "sha256", "size", "mtime", "has_chat_template", "source", "added_at"],
@@ -153,6 +159,7 @@ def create_models_table(db: sqlite_utils.Database) -> None:
         )
         db.table(TABLE).create_index(["path"], unique=True, if_not_exists=True)
     add_stat_columns(db)
+    add_projector_columns(db)
 
 
 def add_stat_columns(db: sqlite_utils.Database) -> None:
@@ -173,10 +180,22 @@ def add_stat_columns(db: sqlite_utils.Database) -> None:
                 db.execute(f"UPDATE [{TABLE}] SET ctime_ns = ?, inode = ? WHERE name = ?", [st.st_ctime_ns, st.st_ino, row["name"]])
 
 
+def add_projector_columns(db: sqlite_utils.Database) -> None:
+    """Give a `models` table an older Cove made the projector's columns (NULL: text only).
+    Disk format: the app's migration list calls this once."""
+    with write_transaction(db):
+        have = {c.name for c in db.table(TABLE).columns}
+        for column, kind in (("mmproj_path", "TEXT"), ("mmproj_sha256", "TEXT"), ("mmproj_size", "INTEGER")):
+            if column not in have:
+                db.execute(f"ALTER TABLE [{TABLE}] ADD COLUMN {column} {kind}")
+
+
 _Models = list[InstalledModel]  # spelled once here: inside the class, `list` is the method
 
 
 class ModelLibrary:
+    table = TABLE  # (read by models/projector_files.py, which does not import this module)
+
     def __init__(self, db: sqlite_utils.Database, models_dir: Path) -> None:
         self.db = db
         self.models_dir = Path(models_dir)
@@ -192,6 +211,8 @@ class ModelLibrary:
         repo: str | None = None,
         file: str | None = None,
         revision: str | None = None,
+        mmproj: str | Path | None = None,
+        mmproj_sha256: str | None = None,
     ) -> InstalledModel:
         """Validate, describe, hash and register a GGUF file; with copy=True, into models_dir first.
 
@@ -199,21 +220,58 @@ class ModelLibrary:
         a download checked against its etag), so the file is not read twice. Re-importing a
         registered path returns its entry, refreshed if the file changed. Raises InvalidModelFile
         with nothing registered and no copy left behind.
+
+        `mmproj`: the model's vision projector, checked, hashed (unless `mmproj_sha256` is given)
+        and copied or kept in place as the model is, then recorded with the model (replacing any
+        projector it had).
         """
-        from models.gguf_info import info_from_header
-        from models.gguf_validate import read_gguf_header
+        from models.projector_files import discard_projector, prepare_projector
 
         src = _abspath(path)
         if source is not None and source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
-        extra = {"repo": repo, "file": file, "revision": revision}
+        if mmproj is None:
+            return self._import_model(src, copy, source, name, sha256, {"repo": repo, "file": file, "revision": revision})
+        _refuse_projector(src)
+        projector = prepare_projector(self, mmproj, copy=copy and not self._owns(src), sha256=mmproj_sha256)
+        try:
+            model = self._import_model(src, copy, source, name, sha256, {"repo": repo, "file": file, "revision": revision})
+        except BaseException:
+            discard_projector(self, projector)
+            raise
+        return self._record_projector(model.name, projector.columns())
+
+    def set_projector(self, name: str, path: str | Path | None, *, copy: bool = False, sha256: str | None = None) -> InstalledModel:
+        """Pair an installed model with a vision projector (checked, and hashed unless `sha256` is
+        given; with copy=True copied into models_dir), or with None unpair it. The file is kept."""
+        from models.projector_files import prepare_projector
+
+        model = self.get(name)
+        if path is None:
+            return self._record_projector(model.name, {"mmproj_path": None, "mmproj_sha256": None, "mmproj_size": None})
+        projector = prepare_projector(self, path, copy=copy, sha256=sha256)
+        return self._record_projector(model.name, projector.columns())
+
+    def _record_projector(self, name: str, columns: dict[str, Any]) -> InstalledModel:
+        with write_transaction(self.db):
+            self.db.table(TABLE).update(name, columns)
+        return self.get(name)
+
+    def _import_model(
+        self, src: Path, copy: bool, source: str | None, name: str | None, sha256: str | None, extra: dict[str, str | None]
+    ) -> InstalledModel:
+        from models.gguf_info import info_from_header
+        from models.gguf_validate import read_gguf_header
+
         if copy and not self._owns(src):
             return self._import_copy(src, source or "copied", name, extra)
         existing = self._find("path = ?", [str(src)])
         before = _stat(src)
         if existing is not None and unchanged(existing, before):
             return existing
-        info = info_from_header(read_gguf_header(src))
+        header = read_gguf_header(src)
+        _refuse_projector_header(header, src)
+        info = info_from_header(header)
         digest = sha256 or sha256_file(src)
         _check_still(src, before)
         if existing is not None:
@@ -245,7 +303,10 @@ class ModelLibrary:
         """Forget a model. delete_file=True also deletes its file (every part of a split model),
         but only a file inside the models folder or one Cove copied or downloaded; for any
         other file it raises FileNotOwned and changes nothing, because that file belongs to
-        the person, not to Cove."""
+        the person, not to Cove. Its projector goes too when Cove placed it (inside the models
+        folder, or downloaded beside the model) and no other model uses it."""
+        from models.projector_files import owned_projector
+
         model = self.get(name)
         if delete_file and not (self._owns(Path(model.path)) or model.source in ("copied", "download")):
             raise FileNotOwned(
@@ -258,6 +319,9 @@ class ModelLibrary:
                 # Inside the transaction: if a delete fails, the entry stays.
                 for part in model_files(model.path):
                     part.unlink(missing_ok=True)
+                projector = owned_projector(self, model)
+                if projector is not None:
+                    projector.unlink(missing_ok=True)
         if delete_file:
             _remove_own_folder(Path(model.path))
         return model
@@ -308,7 +372,7 @@ class ModelLibrary:
         from models.gguf_info import info_from_header
         from models.gguf_validate import read_gguf_header
 
-        read_gguf_header(src)  # fail before copying gigabytes
+        _refuse_projector_header(read_gguf_header(src), src)  # fail before copying gigabytes
         self.models_dir.mkdir(parents=True, exist_ok=True)
         dest = _free_path(self.models_dir, src.name)
         part = dest.with_name(dest.name + ".part")
@@ -382,6 +446,18 @@ class ModelLibrary:
         return found[0] if found else None
 
 
+def _refuse_projector(src: Path) -> None:
+    from models.gguf_validate import read_gguf_header
+
+    _refuse_projector_header(read_gguf_header(src), src)
+
+
+def _refuse_projector_header(header: Any, src: Path) -> None:
+    from models.projector import refuse_projector_as_model
+
+    refuse_projector_as_model(header, src)
+
+
 def model_files(path: str | Path) -> list[Path]:
     """The files a model is made of: the file itself, or for part 1 of a split GGUF every
     part (llama.cpp finds parts 2..N beside part 1 by name, so the name is the record)."""
@@ -421,49 +497,5 @@ def _info_columns(info: GGUFInfo, digest: str, st: os.stat_result | None) -> dic
     }
 
 
-def _abspath(path: str | Path) -> Path:
-    return Path(os.path.abspath(Path(path).expanduser()))
-
-
 def _stem(path: Path) -> str:
     return path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.stem or path.name
-
-
-def _stat(path: Path) -> os.stat_result:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        raise InvalidModelFile(f"no such file: {path}") from None
-    except OSError as exc:
-        raise InvalidModelFile(f"cannot read the file {path}: {exc.strerror or exc}") from None
-
-
-def _check_still(path: Path, before: os.stat_result) -> None:
-    after = _stat(path)
-    if (after.st_size, after.st_mtime, after.st_ctime_ns, after.st_ino) != (
-        before.st_size,
-        before.st_mtime,
-        before.st_ctime_ns,
-        before.st_ino,
-    ):
-        raise InvalidModelFile(f"the file changed while it was being checked; try again when it is complete ({path})")
-
-
-def _free_path(folder: Path, filename: str) -> Path:
-    stem, suffix = (filename[:-5], filename[-5:]) if filename.lower().endswith(".gguf") else (filename, "")
-    candidate, i = folder / filename, 1
-    while candidate.exists():
-        i += 1
-        candidate = folder / f"{stem}-{i}{suffix}"
-    return candidate
-
-
-def _copy_with_sha256(src: Path, dest: Path) -> str:
-    digest = hashlib.sha256()
-    with src.open("rb") as fin, dest.open("wb") as fout:
-        while chunk := fin.read(_COPY_CHUNK):
-            digest.update(chunk)
-            fout.write(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())  # the bytes are on disk before the rename and the database row
-    return digest.hexdigest()

@@ -13,6 +13,7 @@ from models.memory_estimate import compute_parts, estimate_memory
 from models.memory_records import MachineMemory, MemoryEstimate
 from models.model_facts import facts_from_header
 from models.placement import choose_layers
+from models.projector import ProjectorCost
 from models.slots import default_parallel
 
 
@@ -37,11 +38,13 @@ def estimate_load(
     flash_attn: bool | None = None,
     gpu_layers: int | None = None,
     slots: int | None = 1,
+    projector: ProjectorCost | None = None,
 ) -> LoadEstimate:
     """The estimate for these settings. `flash_attn` None (llama.cpp's auto) counts as on, as it
     turns out on the CPU and on CUDA/Metal; `gpu_layers` None is the number Cove would choose for
     the machine's free VRAM (for one slot); `slots` None is models.slots.default_parallel for the
-    rest. Raises ValueError for a quantized V with flash attention off."""
+    rest. `projector`: a vision model's projector, counted as memory_estimate says. Raises ValueError
+    for a quantized V with flash attention off."""
     facts = facts_from_header(header)
     fa = flash_attn is not False
     context = cove_context(n_ctx, facts.n_ctx_train)
@@ -52,6 +55,8 @@ def estimate_load(
         layers = gpu_layers if vram else 0
     if slots is None:
         slots = default_parallel(facts, file_size, context, machine, n_gpu_layers=layers, kv_type=type_k, type_v=type_v, flash_attn=fa)
-    estimate = estimate_memory(header, file_size, context, layers, type_k, machine, flash_attn=fa, type_v=type_v, slots=slots)
-    f16 = compute_parts(facts, file_size, estimate.n_ctx, estimate.n_gpu_layers, "f16", flash_attn=fa, slots=slots)
+    estimate = estimate_memory(
+        header, file_size, context, layers, type_k, machine, flash_attn=fa, type_v=type_v, slots=slots, projector=projector
+    )
+    f16 = compute_parts(facts, file_size, estimate.n_ctx, estimate.n_gpu_layers, "f16", flash_attn=fa, slots=slots, projector=projector)
     return LoadEstimate(estimate, f16.kv_ram + f16.kv_vram)

@@ -11,6 +11,10 @@ llama.cpp's non-unified KV cache (n_seq_max = slots, one stream of `n_ctx` cells
 KV cache is `slots` times one conversation's; the compute buffer is not: llama.cpp reserves it
 for one micro-batch whose tokens are spread over the streams, each attending to its own `n_ctx`
 cells, so the masks and activations are those of one slot (docs/decisions/memory-estimates.md, "With slots").
+
+`projector`: a vision model's projector (models/projector.py). Its weights are counted with the
+weights and its image-encoding compute buffer with the compute, both on the GPU when any layer is
+(llama.cpp's clip runs on the GPU backend then), with a tenth of the buffer on the CPU beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from models.gguf_validate import GGUFHeader
 from models.memory_advice import judge
 from models.memory_records import MachineMemory, MemoryEstimate
 from models.model_facts import ModelFacts, facts_from_header, facts_from_info
+from models.projector import CPU_SHARE_WITH_GPU, ProjectorCost
 
 MiB = 1 << 20
 
@@ -112,6 +117,7 @@ def estimate_memory(
     machine_name: str | None = None,
     type_v: str | None = None,
     slots: int = 1,
+    projector: ProjectorCost | None = None,
 ) -> MemoryEstimate:
     """Estimate, and judge against `machine` (None: this machine, read now).
 
@@ -138,6 +144,7 @@ def estimate_memory(
         machine_name=machine_name,
         type_v=type_v,
         slots=slots,
+        projector=projector,
     )
 
     def recompute(n_ctx: int, ngl: int, kv: str | None, n_slots: int = slots) -> MemoryEstimate:
@@ -153,6 +160,7 @@ def estimate_memory(
             machine_name=machine_name,
             type_v=type_v if kv is None else kv,
             slots=n_slots,
+            projector=projector,
         )
 
     judged = judge(parts, facts, machine, recompute, flash_attn=flash_attn)
@@ -174,6 +182,7 @@ def compute_parts(
     machine_name: str | None = None,
     type_v: str | None = None,
     slots: int = 1,
+    projector: ProjectorCost | None = None,
 ) -> MemoryEstimate:
     """The arithmetic alone (verdict "" and no advice): see the module docstring. `kv_type` is
     the K cache's type, and the V cache's too unless `type_v` is given; `n_ctx` is one slot's."""
@@ -213,6 +222,16 @@ def compute_parts(
     else:  # only the token embedding (input) runs on the CPU
         compute_ram = short_ram = n_ubatch * 4 * facts.n_embd + 4 * facts.n_vocab
         compute_vram = peak
+    if projector is not None:  # see the module docstring
+        if ngl > 0:
+            w_vram += projector.weights
+            compute_vram += projector.compute
+            compute_ram += int(projector.compute * CPU_SHARE_WITH_GPU)
+            short_ram += int(projector.compute * CPU_SHARE_WITH_GPU)
+        else:
+            w_ram += projector.weights
+            compute_ram += projector.compute
+            short_ram += projector.compute
     n_caches = 2 if any(facts.swa_layers) else 1
     context_python = n_ctx * CONTEXT_TOKEN_PYTHON * slots
     # A slot keeps one checkpoint of its window layers' cells, in the engine's RAM wherever the cache

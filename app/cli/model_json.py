@@ -25,4 +25,8 @@ def model_dict(model: InstalledModel, last: str | None) -> dict[str, Any]:
         "added_at": model.added_at,
         "last_used_at": model.last_used_at,
         "last_used": model.name == last,
+        "vision": model.vision,  # paired with a projector: it can read images
+        "mmproj_path": model.mmproj_path,
+        "mmproj_size": model.mmproj_size,
+        "mmproj_sha256": model.mmproj_sha256,
     }

@@ -17,6 +17,8 @@ from app.core import Core
 from models.gguf_info import read_gguf_info
 from models.starter import STARTER_NAME, starter_available
 
+VISION_MARK = " · vision"  # after a model that has a projector: it can read images
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list, inspect, import and remove local models")
@@ -34,6 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp = msub.add_parser("import", help="register a .gguf file (in place, or --copy into Cove's models folder)")
     imp.add_argument("path")
     imp.add_argument("--copy", action="store_true", help="copy the file into Cove's models folder")
+    imp.add_argument(
+        "--mmproj",
+        metavar="FILE",
+        default=None,
+        help="the model's vision projector (mmproj-*.gguf), so it can read images; kept in place or copied as the model is",
+    )
     imp.add_argument("--json", action="store_true")
     imp.set_defaults(run=run_import)
 
@@ -63,7 +71,7 @@ def run_list(core: Core, args: argparse.Namespace) -> int:
         mark = "*" if m.name == last else " "
         say(
             f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} "
-            f"ctx {m.context_length or '?'}  {m.source}",
+            f"ctx {m.context_length or '?'}  {m.source}{VISION_MARK if m.vision else ''}",
             sys.stdout,
         )
     return 0
@@ -94,18 +102,21 @@ def run_info(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_import(core: Core, args: argparse.Namespace) -> int:
-    model = core.library.import_file(args.path, copy=args.copy)
+    model = core.library.import_file(args.path, copy=args.copy, mmproj=args.mmproj)
     if args.json:
         print_json_for(model_dict(model, core.settings.last_model), sys.stdout)
     else:
         where = "copied into the models folder" if args.copy else "registered in place"
-        say(f"Imported {model.name} ({model.quant or '?'}, {human_size(model.size)}), {where}.", sys.stdout)
+        sees = f", with its vision projector ({human_size(model.mmproj_size or 0)})" if model.vision else ""
+        say(f"Imported {model.name} ({model.quant or '?'}, {human_size(model.size)}){sees}, {where}.", sys.stdout)
     return 0
 
 
 def run_remove(core: Core, args: argparse.Namespace) -> int:
     model = core.library.remove(args.name, delete_file=args.delete_file)
     tail = " and deleted its file" if args.delete_file else f"; the file stays at {model.path}"
+    if model.vision and not args.delete_file:
+        tail += f" and its projector at {model.mmproj_path}"
     say(f"Removed {model.name}{tail}.", sys.stdout)
     if model.source == "starter" and not args.delete_file:
         print(f"(The starter model {STARTER_NAME} is added back the next time no other model is chosen.)")

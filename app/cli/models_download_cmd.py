@@ -1,5 +1,5 @@
-"""`cove models download REPO FILE`: fetch a GGUF (every part of a split one) from the Hub
-into the models folder, verified, and add it to the library.
+"""`cove models download REPO FILE`: fetch a GGUF (every part of a split one, and a vision
+model's projector) from the Hub into the models folder, verified, and add it to the library.
 
 Progress goes to stderr; Ctrl-C pauses (the partial file stays, and running the same
 command again continues from it); `--json` prints the installed model on stdout.
@@ -21,6 +21,7 @@ from app.cli.terminal_text import print_json_for, say
 from app.core import Core
 from app.downloads import DownloadManager
 from models.download.protocol import Cancelled, DownloadEvent, Failed, Finished, Paused, Progress, Retrying, Started
+from models.download.register import register_finished
 from models.hub_errors import HubError
 from models.hub_files import GGUFEntry, RepoListing, check_repo_path, list_gguf_files
 from models.units import format_duration
@@ -46,15 +47,17 @@ def run_download(core: Core, args: argparse.Namespace) -> int:
     token = hub_token.load_token()
     listing = list_gguf_files(core.network, args.repo, token=token, revision=args.revision)
     entry = find_entry(listing, args.file)
-    filenames = [p.filename for p in entry.parts]
+    filenames = list(entry.filenames)  # every part, then the projector of a vision model
     manager = DownloadManager.for_core(core)
     model = manager.find_installed(listing.repo_id, filenames[0], listing.commit, sha256=entry.parts[0].sha256)
-    if model is None:
-        finished = _download(manager, listing, filenames, token, sys.stderr)
+    if model is None or (entry.projector is not None and not model.vision):
+        wanted = filenames if model is None else [filenames[-1]]  # installed without its projector: that alone
+        finished = _download(manager, listing, wanted, token, sys.stderr)
         if finished is None:
             return EXIT_PAUSED
-        model = manager.register(finished)
-        done = f"Downloaded {model.name} ({model.quant or '?'}, {human_size(model.size)}) to {model.path}."
+        model = register_finished(core.library, finished, model)
+        sees = f", with its vision projector ({human_size(model.mmproj_size or 0)})" if model.vision else ""
+        done = f"Downloaded {model.name} ({model.quant or '?'}, {human_size(model.size)}){sees} to {model.path}."
     else:
         done = f"{model.name} is already installed ({model.path})."
     if args.json:

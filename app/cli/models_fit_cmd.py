@@ -5,13 +5,16 @@ file on the Hub: only its header is fetched (ranged reads through the NetworkGat
 answer comes before any download. The figures follow Cove's own engine settings; see
 docs/decisions/memory-estimates.md for what each one counts. `--parallel N` counts N
 slots (conversations held at once, each with the whole context); the output also says how many
-slots Cove would give the model here by default (models/slots.py).
+slots Cove would give the model here by default (models/slots.py). A vision model's projector
+counts too (its weights and the compute buffer for one image, models/projector.py): an installed
+model's own, `--mmproj FILE` beside a path, and on the Hub the projector its listing pairs with FILE.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from models.gguf_info import GGUFInfo, info_from_header
 from models.gguf_validate import GGUFHeader, read_gguf_header
 from models.library import ModelNotFound
 from models.memory_estimate import KV_TYPES, MachineMemory, MemoryEstimate, estimate_memory, machine_memory
+from models.projector import ProjectorCost, installed_projector_cost, projector_cost, read_projector_header, refuse_projector_as_model
 from models.slots import default_parallel
 
 
@@ -69,6 +73,7 @@ def add_subcommands(msub: argparse._SubParsersAction) -> None:
         help="slots: conversations held at once, each with the whole context (default 1)",
     )
     p.add_argument("--revision", default=None, help="with REPO: branch, tag or commit (default: the main branch)")
+    p.add_argument("--mmproj", metavar="FILE", default=None, help="with a .gguf path: the vision projector to count with it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_fit)
 
@@ -78,7 +83,7 @@ def run_fit(core: Core, args: argparse.Namespace) -> int:
     flash_attn = FLASH_ATTN[args.flash_attn] is not False
     if type_v != "f16" and not flash_attn:
         raise ValueError(f"a {type_v} V cache needs flash attention: use --flash-attn auto or on, or an f16 V cache")
-    source, header, info, file_size = _read_header(core, args)
+    source, header, info, file_size, projector = _read_header(core, args)
     machine = with_engine_gpu(machine_memory())
     est = estimate_memory(
         header,
@@ -90,6 +95,7 @@ def run_fit(core: Core, args: argparse.Namespace) -> int:
         machine=machine,
         flash_attn=flash_attn,
         slots=args.parallel,
+        projector=projector,
     )
     default = default_parallel(
         header, file_size, est.n_ctx, machine, n_gpu_layers=est.n_gpu_layers, kv_type=type_k, type_v=type_v, flash_attn=flash_attn
@@ -105,6 +111,8 @@ def run_fit(core: Core, args: argparse.Namespace) -> int:
                     "file_size": file_size,
                     "parameter_count": info.parameter_count,
                     "context_length": info.context_length,
+                    "vision": projector is not None,
+                    "projector": None if projector is None else {**source.get("projector", {}), **asdict(projector)},
                 },
                 "machine": _machine_dict(machine),
                 "estimate": est,
@@ -113,46 +121,68 @@ def run_fit(core: Core, args: argparse.Namespace) -> int:
         )
         return 0
     _print(source, info, file_size, est)
+    if projector is not None:
+        print(
+            f"  (with the vision projector: {human_size(projector.weights)} of weights and a {human_size(projector.compute)} "
+            "buffer to encode an image, in the weights and compute above)"
+        )
     held = "one conversation at a time" if default == 1 else f"{default} conversations at once"
     print(f"By default Cove would give it {_slots(default)} here ({held} at this context; --parallel {default}).")
     return 0
 
 
-def _read_header(core: Core, args: argparse.Namespace) -> tuple[dict[str, Any], GGUFHeader, GGUFInfo, int]:
+Read = tuple[dict[str, Any], GGUFHeader, GGUFInfo, int, ProjectorCost | None]
+
+
+def _read_header(core: Core, args: argparse.Namespace) -> Read:
     if args.file is None:  # an installed model, or a path: no network
+        projector, mmproj_path = None, None
         try:
             model = core.library.get(args.target)
             path, name = Path(model.path), model.name
+            projector, mmproj_path = installed_projector_cost(model), model.mmproj_path
         except ModelNotFound:
             path = Path(args.target).expanduser()
             if not path.is_file():
                 raise
             name = path.name
         header = read_gguf_header(path)
-        return {"source": "local", "name": name, "path": str(path)}, header, info_from_header(header), header.file_size
+        refuse_projector_as_model(header, path)
+        if args.mmproj:
+            mmproj_path = str(Path(args.mmproj).expanduser().absolute())
+            projector = projector_cost(read_projector_header(mmproj_path))
+        source: dict[str, Any] = {"source": "local", "name": name, "path": str(path)}
+        if mmproj_path:
+            source["projector"] = {"path": mmproj_path}
+        return source, header, info_from_header(header), header.file_size, projector
+    from models.hub_files import list_gguf_files
     from models.remote_header import read_remote_header
 
-    remote = read_remote_header(core.network, args.target, args.file, token=hub_token.load_token(), revision=args.revision)
-    file_size = remote.file_size
-    if _split_count(remote.header) > 1:  # the other parts' weights count too
-        file_size = _split_total(core, args, remote.file_size)
-    source = {"source": "hub", "repo": args.target, "file": args.file, "commit": remote.commit, "bytes_fetched": remote.bytes_fetched}
-    return source, remote.header, remote.info, file_size
+    token = hub_token.load_token()
+    remote = read_remote_header(core.network, args.target, args.file, token=token, revision=args.revision)
+    refuse_projector_as_model(remote.header, args.file)
+    file_size, projector, extra = remote.file_size, None, dict[str, Any]()
+    listing = list_gguf_files(core.network, args.target, token=token, revision=remote.commit or args.revision)
+    entry = next((e for e in listing.entries if any(part.filename == args.file for part in e.parts)), None)
+    if entry is not None and _split_count(remote.header) > 1:  # the other parts' weights count too
+        file_size = entry.total_size
+    if entry is not None and entry.projector is not None:
+        mmproj = read_remote_header(core.network, args.target, entry.projector.filename, token=token, revision=remote.commit)
+        projector = projector_cost(mmproj.header)
+        extra = {"projector": {"file": entry.projector.filename, "bytes_fetched": mmproj.bytes_fetched}}
+    hub: dict[str, Any] = {
+        "source": "hub",
+        "repo": args.target,
+        "file": args.file,
+        "commit": remote.commit,
+        "bytes_fetched": remote.bytes_fetched,
+    }
+    return {**hub, **extra}, remote.header, remote.info, file_size, projector
 
 
 def _split_count(header: GGUFHeader) -> int:
     value = header.metadata.get("split.count")
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
-
-
-def _split_total(core: Core, args: argparse.Namespace, first_size: int) -> int:
-    from models.hub_files import list_gguf_files
-
-    listing = list_gguf_files(core.network, args.target, token=hub_token.load_token(), revision=args.revision)
-    for entry in listing.entries:
-        if any(part.filename == args.file for part in entry.parts):
-            return entry.total_size
-    return first_size
 
 
 def _print(source: dict[str, Any], info: GGUFInfo, file_size: int, e: MemoryEstimate) -> None:

@@ -18,7 +18,7 @@ from app.cli.output import human_size, positive_int
 from app.cli.terminal_text import print_json_for, say
 from app.core import Core
 from models.catalog import CatalogEntry, load_catalog, machine_fit, machine_ram
-from models.hub_files import GGUFEntry, RepoListing, list_gguf_files
+from models.hub_files import GGUFEntry, RemoteFile, RepoListing, list_gguf_files
 from models.hub_search import SORTS, HubModel, search_models
 
 FIT_CONTEXT = 4096  # context size the fit marks assume (Cove's default chat context)
@@ -102,6 +102,8 @@ def _print_catalog(catalog: list[CatalogEntry], ram: int, query: str) -> None:
         fit = machine_fit(e, ram, n_ctx=FIT_CONTEXT)
         print(f"  {fit:<9}  {e.name:<{name_w}}  {e.quant:<6} ~{human_size(e.size_bytes):>8}  {e.repo_id} {e.filename}")
         print(f"  {'':<9}  {e.description} ({_params(e.parameters)} parameters, {e.context_length:,}-token context, {e.license})")
+        if e.mmproj:
+            print(f"  {'':<9}  · vision: reads images with {e.mmproj} (~{human_size(e.mmproj_size_bytes)}), downloaded with it")
 
 
 def _print_hub(hub: list[HubModel], query: str, sort: str) -> None:
@@ -126,9 +128,10 @@ def _entry_note(e: GGUFEntry) -> str:
     notes = []
     if len(e.parts) > 1 or e.expected_parts > 1:
         notes.append(f"{len(e.parts)} parts" if e.complete else f"INCOMPLETE: {len(e.parts)} of {e.expected_parts} parts")
-    if e.name.rsplit("/", 1)[-1].lower().startswith("mmproj"):
-        notes.append("vision projector, not a chat model")
-    return f"  ({'; '.join(notes)})" if notes else ""
+    if e.projector is not None:
+        notes.append(f"with the projector {e.projector.filename}, {human_size(e.projector.size)}")
+    vision = " · vision" if e.projector is not None else ""
+    return f"{vision}  ({'; '.join(notes)})" if notes else vision
 
 
 def _count(n: int) -> str:
@@ -161,6 +164,9 @@ def _catalog_dict(e: CatalogEntry, ram: int) -> dict[str, Any]:
         "n_head_kv": e.n_head_kv,
         "head_dim": e.head_dim,
         "notes": e.notes,
+        "vision": e.vision,
+        "mmproj": e.mmproj,
+        "mmproj_size_bytes": e.mmproj_size_bytes or None,
         "approximate": list(e.approximate),
         "fit": machine_fit(e, ram, n_ctx=FIT_CONTEXT),
         "memory_needed_bytes": e.memory_needed(FIT_CONTEXT),
@@ -191,12 +197,20 @@ def _listing_dict(listing: RepoListing) -> dict[str, Any]:
                 "part_count": len(e.parts),
                 "expected_parts": e.expected_parts,
                 "complete": e.complete,
-                "parts": [{"filename": p.filename, "size": p.size, "sha256": p.sha256} for p in e.parts],
+                "parts": [_file_dict(p) for p in e.parts],
+                "vision": e.vision,
+                "projector": _file_dict(e.projector) if e.projector else None,
+                "download_size": e.download_size,
             }
             for e in listing.entries
         ],
+        "projectors": [_file_dict(p) for p in listing.projectors],  # every mmproj file in the repo
         "refused": list(listing.refused),  # names that are not plain paths inside the repo
     }
+
+
+def _file_dict(f: RemoteFile) -> dict[str, Any]:
+    return {"filename": f.filename, "size": f.size, "sha256": f.sha256}
 
 
 def _iso(when: datetime | None) -> str | None:

@@ -20,6 +20,7 @@ from models.gguf_validate import InvalidModelFile, read_gguf_header
 from models.library import InstalledModel, ModelNotFound
 from models.load_estimate import LoadEstimate, estimate_load
 from models.memory_estimate import machine_memory
+from models.projector import installed_projector_cost
 from models.vocab_match import same_vocabulary
 
 FLASH_ATTN = {"auto": None, "on": True, "off": False}
@@ -195,6 +196,7 @@ def _estimate(model: InstalledModel, placement: ModelPlacement, n_ctx: int | Non
             type_v=placement.type_v,
             flash_attn=placement.flash_attn,
             gpu_layers=placement.gpu_layers,
+            projector=installed_projector_cost(model),
         )
     except (InvalidModelFile, ValueError) as exc:
         return str(exc)

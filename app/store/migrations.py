@@ -258,6 +258,27 @@ def _m0017_tool_rule_files(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE tool_rules ADD COLUMN what_runs TEXT")
 
 
+def _m0018_message_images(db: sqlite_utils.Database) -> None:
+    # A person's images in their messages (app/store/message_images.py): each by the SHA-256 of its
+    # file (its name in the images folder, app/images/store.py), in order, with its type, its size
+    # in pixels and in bytes. The file goes when the last row naming its hash does, after the commit.
+    db.table("message_images").create(
+        {"message_id": str, "position": int, "sha256": str, "mime": str, "width": int, "height": int, "bytes": int},
+        pk=("message_id", "position"),
+        not_null={"sha256", "mime", "width", "height", "bytes"},
+        foreign_keys=[ForeignKey("message_images", "message_id", "messages", "id", on_delete="CASCADE")],
+    )
+    db.table("message_images").create_index(["sha256"])
+
+
+def _m0019_model_projector(db: sqlite_utils.Database) -> None:
+    # A vision model's projector file (models/library.py): its path, sha256 and size beside the
+    # model's own; NULL for a text-only model.
+    from models.library import add_projector_columns
+
+    add_projector_columns(db)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -276,6 +297,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0015_documents", _m0015_documents),
     ("0016_reasoning", _m0016_reasoning),
     ("0017_tool_rule_files", _m0017_tool_rule_files),
+    ("0018_message_images", _m0018_message_images),
+    ("0019_model_projector", _m0019_model_projector),
 )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path, PurePath
 
 from models.download.split import split_name
 from models.gguf_info import sha256_file
+from models.projector import is_projector_name
 
 INCOMING_SUFFIX = ".cove-incoming"  # a cross-disk copy in progress; cleanup deletes leftovers
 
@@ -38,9 +39,14 @@ def destinations(dest_dir: Path, filenames: Sequence[str], sizes: Sequence[int],
     A path already holding the very same bytes is reused (a download finished before but
     was never registered); a path holding something else is never overwritten: a single
     file gets `name-2.gguf`, and a split set, whose parts must keep their names, moves to
-    its own folder `stem`, `stem-2`, ...
+    its own folder `stem`, `stem-2`, ... A vision model's projector (the last name, mmproj…) goes
+    beside its model, under its own name or `name-2.gguf`.
     """
     names = [PurePath(f).name for f in filenames]
+    if len(names) > 1 and is_projector_name(names[-1]):  # a vision model's projector goes beside it
+        model = destinations(dest_dir, filenames[:-1], sizes[:-1], sha256s[:-1])
+        beside = next(p for p in _candidates(model[0].parent, names[-1]) if _free(p, sizes[-1], sha256s[-1]))
+        return [*model, beside]
     if len(names) == 1:
         return [next(p for p in _candidates(dest_dir, names[0]) if _free(p, sizes[0], sha256s[0]))]
     info = split_name(names[0])

@@ -75,6 +75,9 @@ def test_table_schema(db: sqlite_utils.Database) -> None:
         "last_used_at",
         "ctime_ns",
         "inode",
+        "mmproj_path",
+        "mmproj_sha256",
+        "mmproj_size",
     ]
     assert any(ix.unique and ix.columns == ["path"] for ix in table.indexes)
 

@@ -1,5 +1,6 @@
-"""The top-bar model picker: installed models with quant and size (marked "tools" when their chat
-template knows tools, found by reading the files' headers on a worker thread), then each
+"""The top-bar model picker: installed models with quant and size (marked "vision" when they have a
+projector to read images with, and "tools" when their chat template knows tools, found by reading
+the files' headers on a worker thread), then each
 connection's models (the person's own servers) under the connection's name, marked with its
 host; which one is in use, load progress with a Cancel button, and the last load error."""
 
@@ -21,6 +22,7 @@ from ui.tools.tool_models import ToolModel, tool_capable
 NAME_ROLE = Qt.ItemDataRole.UserRole
 THIS_COMPUTER = "This computer"
 TOOLS_MARK = " · tools"  # after the label of a model that can call tools
+VISION_MARK = " · vision"  # in the label of a model with a vision projector: it reads images
 BASE_MODEL_NOTE = (
     "A small base model: it continues text rather than following instructions, so its answers "
     "are short and often wrong. An instruct model from the catalog answers better."
@@ -43,12 +45,12 @@ def _remote_tooltip(model: Any) -> str:
 
 
 def model_label(model: InstalledModel) -> str:
-    """'gemma-3-270m-q4_k_m · Q4_K_M · 253 MB'."""
+    """'gemma-3-270m-q4_k_m · Q4_K_M · 253 MB' (and ' · vision' for a model that reads images)."""
     parts = [model.name]
     if model.quant:
         parts.append(model.quant)
     parts.append(format_bytes(model.size))
-    return " · ".join(parts)
+    return " · ".join(parts) + (VISION_MARK if getattr(model, "mmproj_path", None) else "")
 
 
 def _model_tooltip(model: InstalledModel) -> str:
@@ -61,6 +63,8 @@ def _model_tooltip(model: InstalledModel) -> str:
         lines.append(f"Trained context: {format_int(model.context_length)} tokens")
     if model.repo:
         lines.append(f"From: {model.repo}")
+    if getattr(model, "mmproj_path", None):
+        lines.append(f"Reads images with its vision projector: {model.mmproj_path}")
     if installed_is_base(model):
         lines.append("No chat template in the file: it is given the conversation as a transcript to continue.")
         lines.append(BASE_MODEL_NOTE)

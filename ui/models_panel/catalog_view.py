@@ -16,6 +16,7 @@ from ui.theme import format_bytes
 ENTRY_ROLE = Qt.ItemDataRole.UserRole
 COLUMNS = ("Model", "Size", "Quant", "This machine", "Licence")
 FIT_COLUMN = 3
+VISION_MARK = " · vision"  # after a model that reads images (it comes with a vision projector)
 
 
 class CatalogView(QWidget):
@@ -45,20 +46,22 @@ class CatalogView(QWidget):
         for entry, fit in zip(self._entries, self._fits):
             item = QTreeWidgetItem(
                 [
-                    entry.name,
-                    f"≈{format_bytes(entry.size_bytes)}",
+                    entry.name + (VISION_MARK if entry.vision else ""),
+                    f"≈{format_bytes(entry.size_bytes + entry.mmproj_size_bytes)}",
                     entry.quant,
                     FIT_WORDS.get(fit, fit),
                     entry.license,
                 ]
             )
             item.setData(0, ENTRY_ROLE, entry)
-            item.setToolTip(0, f"{entry.description}\n{entry.repo_id} · {entry.filename}" + (f"\n{entry.notes}" if entry.notes else ""))
+            files = f"{entry.filename} + {entry.mmproj}" if entry.mmproj else entry.filename
+            item.setToolTip(0, f"{entry.description}\n{entry.repo_id} · {files}" + (f"\n{entry.notes}" if entry.notes else ""))
             item.setToolTip(FIT_COLUMN, FIT_HINTS.get(fit, ""))
             item.setData(
                 0,
                 Qt.ItemDataRole.AccessibleTextRole,
-                f"{entry.name}, {format_bytes(entry.size_bytes)}, {entry.quant}, {FIT_WORDS.get(fit, fit)} on this machine",
+                f"{entry.name}, {format_bytes(entry.size_bytes)}, {entry.quant}, {FIT_WORDS.get(fit, fit)} on this machine"
+                + (", reads images" if entry.vision else ""),
             )
             self.tree.addTopLevelItem(item)
         self._paint_marks()

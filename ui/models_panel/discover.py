@@ -155,7 +155,13 @@ class DiscoverPage(QWidget):
             return
         first = entry.first_file.filename
         request = FitRequest(
-            listing.repo_id, first, entry.total_size, listing.commit, self.files_view.n_ctx(), self.files_view.n_gpu_layers()
+            listing.repo_id,
+            first,
+            entry.total_size,
+            listing.commit,
+            self.files_view.n_ctx(),
+            self.files_view.n_gpu_layers(),
+            projector_size=entry.projector.size if entry.projector else 0,
         )
         header = self._headers.get((listing.repo_id, first, listing.commit))
         if header is None:

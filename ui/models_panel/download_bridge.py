@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 from app.downloads import DownloadHandle, DownloadManager, discard, resumable
 from models.download import partial
 from models.download.protocol import Cancelled, DownloadEvent, Failed, Finished, Paused, Planned, Progress, Retrying, Started
+from models.download.register import register_finished
 from models.library import InstalledModel
 
 # Row states the view shows (a superset of DownloadHandle.state: "retrying" is "running").
@@ -179,7 +180,7 @@ class DownloadBridge(QObject):
 
     def _register(self, key: int, finished: Finished) -> None:
         try:
-            model: InstalledModel = self.manager.register(finished)
+            model: InstalledModel = register_finished(self.manager.library, finished)  # with a vision model's projector
         except Exception as exc:  # noqa: BLE001 - the file stays where it is; say why it is not listed
             reason = str(exc).rstrip(".")
             self._update(

@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from models.download.partial import ResumableDownload
+from models.projector import is_projector_name
 from models.units import format_duration
 from ui.models_panel.download_bridge import ACTIVE_STATES, DownloadRow
 from ui.models_panel.formatting import format_speed
@@ -148,7 +149,7 @@ class DownloadsView(QWidget):
         self._left = []
         for item in left:
             widget = _RowWidget(self)
-            name = item.filenames[0] + (f" (+{len(item.filenames) - 1} parts)" if len(item.filenames) > 1 else "")
+            name = _left_name(item.filenames)
             widget.title.setText(f"{name} — {item.repo}")
             fraction = item.bytes_done / item.total if item.total else 0.0
             widget.bar.setValue(int(1000 * fraction))
@@ -229,3 +230,11 @@ class DownloadsView(QWidget):
 
     def _update_empty(self) -> None:
         self.empty.setVisible(not self._rows and not self._left)
+
+
+def _left_name(filenames: Sequence[str]) -> str:
+    """'model.gguf (+2 parts)', with ' + its vision projector' when the last file is one."""
+    names = list(filenames)
+    projector = len(names) > 1 and is_projector_name(names[-1])
+    parts = len(names) - 1 - int(projector)
+    return names[0] + (f" (+{parts} parts)" if parts else "") + (" + its vision projector" if projector else "")

@@ -1,6 +1,7 @@
 """One Hub repository's GGUF files in the Models panel (name, quant, size; a split model is one
-row), the chosen file's fit estimate for this machine (verdict, figures, what to change), and
-the Download button. It only shows; the panel lists, estimates and downloads."""
+row, and a vision model's projector is part of its row, marked "· vision"), the chosen file's fit
+estimate for this machine (verdict, figures, what to change), and the Download button. It only
+shows; the panel lists, estimates and downloads."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ ENTRY_ROLE = Qt.ItemDataRole.UserRole
 COLUMNS = ("File", "Quant", "Size", "")
 CONTEXT_SIZES = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DEFAULT_CONTEXT = 4096
+VISION_MARK = " · vision"  # after a file that comes with a vision projector
 
 
 class FilesView(QWidget):
@@ -132,11 +134,22 @@ class FilesView(QWidget):
             name = entry.name + ("" if entry.complete else f" (only {len(entry.parts)} of {entry.expected_parts} parts)")
             if entry.is_split:
                 name += f" · {len(entry.parts)} parts"
-            item = QTreeWidgetItem([name, entry.quant or "–", format_bytes(entry.total_size), self._state_of(entry)])
+            if entry.projector is not None:
+                name += VISION_MARK
+            item = QTreeWidgetItem([name, entry.quant or "–", format_bytes(entry.download_size), self._state_of(entry)])
             item.setData(0, ENTRY_ROLE, entry)
+            sees = f", reads images with {entry.projector.filename}" if entry.projector else ""
             item.setData(
-                0, Qt.ItemDataRole.AccessibleTextRole, f"{entry.name}, {entry.quant or 'unknown quant'}, {format_bytes(entry.total_size)}"
+                0,
+                Qt.ItemDataRole.AccessibleTextRole,
+                f"{entry.name}, {entry.quant or 'unknown quant'}, {format_bytes(entry.download_size)}{sees}",
             )
+            if entry.projector is not None:
+                item.setToolTip(
+                    0,
+                    f"Reads images: downloaded with its vision projector {entry.projector.filename} "
+                    f"({format_bytes(entry.projector.size)}, counted in the size)",
+                )
             self.tree.addTopLevelItem(item)
             if prefer and (entry.name == prefer or any(p.filename == prefer for p in entry.parts)):
                 chosen = item
@@ -250,7 +263,8 @@ class FilesView(QWidget):
         elif not self._network_allowed:
             tip = "Cove is offline; turn offline mode off in Settings to download"
         else:
-            tip = f"Download {entry.name} ({format_bytes(entry.total_size)})" if entry else "Choose a file first"
+            sees = " with its vision projector" if entry and entry.vision else ""
+            tip = f"Download {entry.name}{sees} ({format_bytes(entry.download_size)})" if entry else "Choose a file first"
         self.download_button.setToolTip(tip)
 
     def _on_download(self) -> None:

@@ -51,6 +51,7 @@ class FitRequest:
     revision: str | None
     n_ctx: int
     n_gpu_layers: int = 0
+    projector_size: int = 0  # a vision model's projector, downloaded with it (0: text only)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class MeasureRequest:
     type_k: str = "f16"  # the KV cache types and flash attention the model loads with (its ModelPlacement)
     type_v: str = "f16"
     flash_attn: bool | None = None  # None: llama.cpp's auto, estimated as on
+    mmproj_path: str | None = None  # the loaded model's projector, counted in the estimate
 
 
 @dataclass(frozen=True)
@@ -197,13 +199,18 @@ class HubWorker(QObject):
 
     def _fit(self, request: FitRequest, header: Any | None) -> FitResult:
         from models.memory_estimate import estimate_memory
+        from models.projector import cost_from_size
         from models.remote_header import read_remote_header
 
         if header is None:
             header = read_remote_header(self.gate, request.repo_id, request.filename, token=self._token(), revision=request.revision)
         size = max(int(request.file_size), int(getattr(header, "file_size", 0) or 0))
         # The parsed header (with its tensor table) gives the exact estimate; its GGUFInfo only an even spread.
-        estimate = estimate_memory(header.header, size, request.n_ctx, n_gpu_layers=request.n_gpu_layers, machine=self._machine_memory())
+        # A projector is known here by its size only: its compute buffer is the typical one (models/projector.py).
+        projector = cost_from_size(request.projector_size) if request.projector_size else None
+        estimate = estimate_memory(
+            header.header, size, request.n_ctx, n_gpu_layers=request.n_gpu_layers, machine=self._machine_memory(), projector=projector
+        )
         return FitResult(request, header, estimate)
 
     def _measure(self, request: MeasureRequest) -> MeasureResult:
@@ -217,6 +224,7 @@ class HubWorker(QObject):
             from models.memory_estimate import estimate_memory
 
             size = sum(os.path.getsize(p) for p in model_files(request.path) if os.path.exists(p))
+            projector = _projector(request.mmproj_path)
             estimate = estimate_memory(
                 read_gguf_header(request.path),
                 size,
@@ -226,6 +234,7 @@ class HubWorker(QObject):
                 type_v=request.type_v,
                 flash_attn=request.flash_attn is not False,
                 machine=self._machine_memory(),
+                projector=projector,
             )
         except ImportError:
             estimate = None
@@ -237,3 +246,16 @@ class HubWorker(QObject):
             except Exception:  # noqa: BLE001 - the engine is gone or unreadable: nothing measured
                 measured = None
         return MeasureResult(request, estimate, measured)
+
+
+def _projector(path: str | None) -> Any:
+    """The cost of the projector at `path` (models/projector.py), None without one or when it cannot be read."""
+    if not path:
+        return None
+    from models.gguf_errors import InvalidModelFile
+    from models.projector import projector_cost, read_projector_header
+
+    try:
+        return projector_cost(read_projector_header(path))
+    except InvalidModelFile:
+        return None

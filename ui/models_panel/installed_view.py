@@ -1,5 +1,5 @@
-"""Installed models in the Models panel: name, quant, size, architecture, context length,
-source and last use; Use / Import… / Delete… buttons; dropping .gguf files imports them; and
+"""Installed models in the Models panel: name, quant, size, architecture (marked "· vision" for a
+model with a projector), context length, source and last use; Use / Import… / Delete… buttons; dropping .gguf files imports them; and
 the loaded model's estimated memory beside what its engine was measured to hold."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ui.theme import blank_icon, dot_icon, format_bytes, format_int
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 COLUMNS = ("Name", "Quant", "Size", "Architecture", "Context", "Source", "Last used")
+VISION_MARK = " · vision"  # after the architecture of a model that has a projector: it reads images
 SOURCE_WORDS = {"imported": "Imported", "copied": "Imported (copy)", "starter": "Starter", "download": "Downloaded"}
 
 
@@ -148,7 +149,7 @@ class InstalledView(QWidget):
                     model.name,
                     model.quant or "–",
                     format_bytes(model.size),
-                    model.architecture or "–",
+                    (model.architecture or "–") + (VISION_MARK if model.vision else ""),
                     format_int(model.context_length) if model.context_length else "–",
                     source_text(model),
                     format_age(model.last_used_at) if model.last_used_at else "never",
@@ -158,9 +159,14 @@ class InstalledView(QWidget):
             item.setToolTip(0, model.path)
             item.setToolTip(5, source_text(model))
             state = " (loaded)" if model.name == loaded else " (next turn)" if model.name == current else ""
+            sees = ", reads images" if model.vision else ""
             item.setData(
-                0, Qt.ItemDataRole.AccessibleTextRole, f"{model.name}{state}, {model.quant or 'unknown quant'}, {format_bytes(model.size)}"
+                0,
+                Qt.ItemDataRole.AccessibleTextRole,
+                f"{model.name}{state}, {model.quant or 'unknown quant'}, {format_bytes(model.size)}{sees}",
             )
+            if model.vision:
+                item.setToolTip(3, f"Reads images with its vision projector {model.mmproj_path} ({format_bytes(model.mmproj_size)})")
             self.tree.addTopLevelItem(item)
             if model.name == selected:
                 self.tree.setCurrentItem(item)

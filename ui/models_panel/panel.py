@@ -164,9 +164,10 @@ class ModelsPanel(QDialog):
         if not entry.complete:
             self.show_message(f"{entry.name} is missing parts on the Hub, so it cannot be downloaded.", error=True)
             return
-        names = [p.filename for p in entry.parts]
+        names = list(entry.filenames)  # every part, then a vision model's projector
         if self._guard(lambda: self.downloads.start(listing.repo_id, names, listing.commit, label=entry.name)):
-            self.show_message(f"Downloading {entry.name} ({format_bytes(entry.total_size)}); progress is under Downloads.")
+            sees = " with its vision projector" if entry.vision else ""
+            self.show_message(f"Downloading {entry.name}{sees} ({format_bytes(entry.download_size)}); progress is under Downloads.")
         self.discover.refresh_states()
 
     def resume_left(self, left: ResumableDownload) -> None:
@@ -276,7 +277,16 @@ class ModelsPanel(QDialog):
             model, pid, n_ctx, gpu = self._loaded
             chosen = self.core.settings.placement_for(model.name)  # the KV types and flash attention it loads with
             self.worker.measure(
-                MeasureRequest(model.path, pid, n_ctx, gpu, type_k=chosen.type_k, type_v=chosen.type_v, flash_attn=chosen.flash_attn)
+                MeasureRequest(
+                    model.path,
+                    pid,
+                    n_ctx,
+                    gpu,
+                    type_k=chosen.type_k,
+                    type_v=chosen.type_v,
+                    flash_attn=chosen.flash_attn,
+                    mmproj_path=model.mmproj_path,
+                )
             )
 
     def _on_measured(self, reply: HubReply) -> None:
@@ -318,7 +328,8 @@ class ModelsPanel(QDialog):
         if self.downloads.is_downloading(listing.repo_id, first):
             return "Downloading"
         # The same bytes installed from anywhere count (the listing knows each file's sha256).
-        if self.downloads.manager.find_installed(listing.repo_id, first, sha256=entry.first_file.sha256) is not None:
+        installed = self.downloads.manager.find_installed(listing.repo_id, first, sha256=entry.first_file.sha256)
+        if installed is not None and (installed.vision or not entry.vision):  # without its projector: offered again
             return "Installed"
         return ""
 

@@ -38,6 +38,7 @@ class ModelFacts:
     header: Any  # models.gguf_validate.GGUFHeader
     machine: Any  # models.memory_records.MachineMemory
     drafts: tuple[str, ...]  # installed models that may draft for this one
+    projector: Any = None  # models.projector.ProjectorCost of a vision model's projector, else None
 
 
 class PlacementDialog(QDialog):
@@ -186,6 +187,7 @@ class PlacementDialog(QDialog):
                 flash_attn=chosen.flash_attn,
                 gpu_layers=chosen.gpu_layers,
                 slots=self._slots,
+                projector=facts.projector,
             )
         except ValueError as exc:
             self.memory.setText(f"No estimate: {exc}.")
@@ -206,10 +208,12 @@ class PlacementDialog(QDialog):
         def work() -> ModelFacts:
             from models.gguf_validate import read_gguf_header
             from models.memory_estimate import machine_memory
+            from models.projector import installed_projector_cost
             from models.vocab_match import drafts_for
 
             header = read_gguf_header(model.path)
-            return ModelFacts(header, (machine or machine_memory)(), tuple(drafts_for(model.path, candidates)))
+            drafts = tuple(drafts_for(model.path, candidates))
+            return ModelFacts(header, (machine or machine_memory)(), drafts, installed_projector_cost(model))
 
         run_in_background(self, work, on_done=self._on_read, on_failed=self._on_read_failed, name="cove-placement")
 

@@ -27,6 +27,7 @@ def estimated_footprint(model: InstalledModel, n_ctx: int | None, placement: Mod
     what copies share and what each adds."""
     from models.gguf_validate import read_gguf_header
     from models.memory_estimate import estimate_memory
+    from models.projector import installed_projector_cost
 
     p = placement or ModelPlacement()
     est = estimate_memory(
@@ -37,6 +38,7 @@ def estimated_footprint(model: InstalledModel, n_ctx: int | None, placement: Mod
         type_v=p.type_v,
         flash_attn=p.flash_attn is not False,
         slots=slots,
+        projector=installed_projector_cost(model),  # the projector's weights and compute buffer
     )
     return Footprint(weights=est.weights_ram, per_engine=max(0, est.total_ram - est.weights_ram))
 
@@ -50,6 +52,7 @@ def default_slots(
     from models.gguf_validate import read_gguf_header
     from models.load_estimate import estimate_load
     from models.memory_estimate import machine_memory
+    from models.projector import installed_projector_cost
 
     p = placement or ModelPlacement()
     load = estimate_load(
@@ -62,6 +65,7 @@ def default_slots(
         flash_attn=p.flash_attn,
         gpu_layers=p.gpu_layers,
         slots=None,
+        projector=installed_projector_cost(model),
     )
     return load.estimate.slots
 
