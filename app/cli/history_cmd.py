@@ -3,6 +3,7 @@
 Stored text is untrusted (a model's reply, a pasted prompt): on a terminal its control
 characters are shown as escapes (app/cli/terminal_text.py); pipes, files and JSON get it exact.
 A reply that ran on one of the person's own servers is marked "on HOST", and so is its conversation.
+An export to a file writes the conversation's images beside it (app/store/export_images.py).
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def run_show(core: Core, args: argparse.Namespace) -> int:
             say(m.content, out)
             continue
         say(f"{m.role}:", out)
+        for image in m.images:
+            say(f"[image: {image.describe()} · sha256 {image.sha256}]", out)
         say(m.content, out)
         if m.role == "assistant":
             extra = f" — {m.error}" if m.error else ""
@@ -142,17 +145,31 @@ def run_search(core: Core, args: argparse.Namespace) -> int:
 
 
 def run_export(core: Core, args: argparse.Namespace) -> int:
+    from app.images.store import ImageStore
     from app.store.export import export_conversation
+    from app.store.export_images import export_to_file
 
     conversation = core.history.get_conversation(args.id)
-    text = export_conversation(core.history, conversation.id, args.format)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"Wrote {args.output}.", file=sys.stderr)
+        written = export_to_file(core.history, conversation.id, args.format, Path(args.output), ImageStore(core.paths.images_dir))
+        also = f", and {_images(written.images_written)} in {written.images_folder}" if written.images_folder else ""
+        print(f"Wrote {args.output}{also}.", file=sys.stderr)
+        if written.images_missing == 1:
+            print("cove: 1 image is no longer in Cove's images folder; the export says so where it was.", file=sys.stderr)
+        elif written.images_missing:
+            print(
+                f"cove: {written.images_missing} images are no longer in Cove's images folder; the export says so where they were.",
+                file=sys.stderr,
+            )
     else:  # a terminal gets escapes; a pipe gets exactly what the file would hold
+        text = export_conversation(core.history, conversation.id, args.format)
         shown = json_for_terminal(text, sys.stdout) if args.format == "json" else for_terminal(text, sys.stdout)
         sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
     return 0
+
+
+def _images(n: int) -> str:
+    return "1 image" if n == 1 else f"{n} images"
 
 
 def run_delete(core: Core, args: argparse.Namespace) -> int:

@@ -12,8 +12,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from app.images.store import passing_images
 from app.statuses import MessageStatus
 from app.store.history import History
+from app.store.message_images import KeptImage, write_images
 from app.store.records import to_json
 from app.store.writer import this_writer
 from models.library import InstalledModel
@@ -39,9 +41,10 @@ def open_exchange(
 ) -> OpenExchange:
     """Store a request as it is accepted: the client's messages, and its reply's row, 'streaming'
     (named as this process's, so start-up repair marks it interrupted if the process dies)."""
-    system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system") or None
+    system = "\n\n".join(_text(m.get("content")) for m in messages if m.get("role") == "system") or None
     turns = [m for m in messages if m.get("role") in ("user", "assistant")]
     db = history.db
+    pictures = {id(turn): _keep_images(history, turn.get("content")) for turn in turns}  # files first, then the rows naming them
     with write_transaction(db):
         found = (
             db.execute(
@@ -61,10 +64,11 @@ def open_exchange(
             new_turns, parent_id = turns, None
         # The history's own insert (next seq, the conversation bumped, the search index by trigger).
         for turn in new_turns:
-            fields: dict[str, Any] = {"role": turn["role"], "content": turn.get("content") or "", "status": "complete"}
+            fields: dict[str, Any] = {"role": turn["role"], "content": _text(turn.get("content")), "status": "complete"}
             if turn["role"] == "assistant":  # an earlier reply, as the client sent it back
                 fields.update(model_name=model.name, params=to_json({"sent_by_client": True}))
             parent_id = history.insert_message(conversation_id, parent_id, fields, _title(history, conversation_id, turn))
+            write_images(db, parent_id, pictures[id(turn)])
         me = this_writer()
         message_id = history.insert_message(
             conversation_id,
@@ -119,4 +123,32 @@ def _title(history: History, conversation_id: str, turn: dict[str, Any]) -> dict
     if turn["role"] != "user":
         return {}
     row = history.db.execute("SELECT title FROM conversations WHERE id = ?", [conversation_id]).fetchone()
-    return {"title": history.title_from(turn.get("content") or "")} if row and row[0] is None else {}
+    return {"title": history.title_from(_text(turn.get("content")))} if row and row[0] is None else {}
+
+
+def _text(content: Any) -> str:
+    """A message's text: its content, or the text parts of a content list (images left out)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return content or ""
+
+
+def _keep_images(history: History, content: Any) -> list[KeptImage]:
+    """The image parts of a message's content, their files copied from the request's passing folder
+    (app/images/store.py) into the history's images folder, as the history keeps them. An image
+    whose file is not there (or a history without an images folder) is left out."""
+    if not isinstance(content, list) or history.images is None:
+        return []
+    passing = passing_images().store
+    out: list[KeptImage] = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "image":
+            continue
+        sha = str(part.get("sha256") or "")
+        source = passing.path(sha)
+        if source is None:
+            continue
+        data = source.read_bytes()
+        history.images.put(data, sha)
+        out.append(KeptImage(sha, str(part.get("mime") or ""), int(part.get("width") or 0), int(part.get("height") or 0), len(data)))
+    return out

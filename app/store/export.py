@@ -1,21 +1,27 @@
 """Exporting one conversation as Markdown or JSON: the current branch, with each reply's
-model, status and metrics, so the file is a record of what was asked and answered."""
+model, status and metrics, so the file is a record of what was asked and answered. A message's
+images are linked where the export wrote them (app/store/export_images.py), or named by their
+identity where it did not."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
 from app.statuses import MessageStatus
 from app.store.history import History, Message
+from app.store.message_images import KeptImage
 from app.store.sources import Source, sources_for
 
 FORMATS = ("md", "json")
 
 
-def export_conversation(history: History, conversation_id: str, fmt: str) -> str:
-    """The conversation as text in `fmt` ('md' or 'json')."""
+def export_conversation(history: History, conversation_id: str, fmt: str, *, image_links: Mapping[str, str | None] | None = None) -> str:
+    """The conversation as text in `fmt` ('md' or 'json'). `image_links`: for each image (by
+    SHA-256) the relative path the export wrote it to, or None where the images folder no longer
+    has it; without them (standard output) each image is named, not linked."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format '{fmt}'; use md or json")
     conversation = history.get_conversation(conversation_id)
@@ -26,7 +32,11 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
             {
                 "conversation": asdict(conversation),
                 "messages": [
-                    {**asdict(message), **({"sources": [asdict(s) for s in sources[message.id]]} if message.id in sources else {})}
+                    {
+                        **asdict(message),
+                        **({"images": _image_entries(message.images, image_links)} if message.images else {}),
+                        **({"sources": [asdict(s) for s in sources[message.id]]} if message.id in sources else {}),
+                    }
                     for message in messages
                 ],
             },
@@ -45,7 +55,9 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
             lines += _tool_lines(message)
             continue
         lines += [_heading(message), ""]
-        lines += [message.content if message.content else "*(no text)*", ""]
+        lines += _image_lines(message.images, image_links)
+        if message.content or not message.images:
+            lines += [message.content if message.content else "*(no text)*", ""]
         if message.error:
             lines += [f"> Error: {message.error}", ""]
         if message.metrics:
@@ -53,6 +65,28 @@ def export_conversation(history: History, conversation_id: str, fmt: str) -> str
         if message.id in sources:
             lines += _source_lines(sources[message.id])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _image_entries(images: tuple[KeptImage, ...], links: Mapping[str, str | None] | None) -> list[dict[str, Any]]:
+    """The images of a message for the JSON export: their identity, and the file each was written
+    to (None: not in the images folder any more) when the export wrote them."""
+    return [{**asdict(i), **({"file": links.get(i.sha256)} if links is not None else {})} for i in images]
+
+
+def _image_lines(images: tuple[KeptImage, ...], links: Mapping[str, str | None] | None) -> list[str]:
+    """Each image as a Markdown image beside the export, or a sentence where it cannot be one."""
+    lines: list[str] = []
+    for n, image in enumerate(images, 1):
+        about = f"{image.describe()}, sha256 {image.sha256}"
+        link = links.get(image.sha256) if links is not None else None
+        if link:
+            lines.append(f"![image {n}: {image.describe()}]({link})")
+        elif links is not None:
+            lines.append(f"*(Image {n} ({about}) is no longer in Cove's images folder, so this export does not have it.)*")
+        else:
+            lines.append(f"*(Image {n}: {about}. Export to a file with -o to write it beside the Markdown.)*")
+        lines.append("")
+    return lines
 
 
 def _source_lines(sources: list[Source]) -> list[str]:

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 import sqlite_utils
 
+from app.images.store import ImageStore
 from app.statuses import FINAL_STATUSES, MessageStatus
+from app.store import message_images as images_
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.records import (
@@ -80,12 +82,15 @@ class History:
         *,
         now: Callable[[], datetime] | None = None,
         forget: Callable[[str], None] | None = None,
+        images: ImageStore | None = None,
     ) -> None:
         """`forget(conversation_id)`: called after a conversation is deleted, for what is kept of it
-        outside the database (its saved KV state: app/engine/state_folders.py)."""
+        outside the database (its saved KV state: app/engine/state_folders.py). `images`: where the
+        messages' image files are (default: the `images` folder beside the database file)."""
         self.db = db
         self._now = now
         self._forget = forget
+        self.images: ImageStore = images if images is not None else images_.images_beside(db)
 
     # -- conversations ---------------------------------------------------------------
 
@@ -161,9 +166,11 @@ class History:
         return self._update_conversation(conversation_id, changes)
 
     def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation; its messages (and their search entries) and its saved KV state go with it."""
+        """Delete a conversation; its messages (and their search entries), its saved KV state and,
+        once this commits, the image files no other message refers to go with it."""
         full_id = self._conversation_row(conversation_id)["id"]
         with write_transaction(self.db):
+            images_.remove_after_commit(self.db, self.images, images_.conversation_image_hashes(self.db, full_id))
             # messages go by ON DELETE CASCADE; the messages_ad trigger clears messages_fts.
             self.db.execute("DELETE FROM conversations WHERE id = ?", [full_id])
             # Its entries in the written record lose their text and stay as marked gaps, and the
@@ -187,7 +194,7 @@ class History:
         """Every message of a conversation, all branches, by seq: one query, tuples straight
         into records (10,000 messages are read when a long chat opens)."""
         cursor = self.db.conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq", [full_id])
-        return [message_from_tuple(row) for row in cursor]
+        return images_.with_images([message_from_tuple(row) for row in cursor], images_.images_of_conversation(self.db, full_id))
 
     def siblings(self, message_id: str) -> list[Message]:
         """Every version of a message (same parent, same role), oldest first; itself included."""
@@ -196,7 +203,7 @@ class History:
             "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? ORDER BY seq",
             [message.conversation_id, message.parent_id, message.role],
         )
-        return [message_from_row(row) for row in rows]
+        return images_.read_with_images(self.db, [message_from_row(row) for row in rows])
 
     def branch_outline(self, conversation_id: str) -> list[tuple[str, str, int, int]]:
         """The current branch as (id, role, version number, version count), oldest first, from
@@ -227,7 +234,7 @@ class History:
             for row in self.db.conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})", chunk):
                 message = message_from_tuple(row)
                 found[message.id] = message
-        return [found[i] for i in ids if i in found]
+        return images_.read_with_images(self.db, [found[i] for i in ids if i in found])
 
     def select_branch(self, message_id: str) -> list[Message]:
         """Show the version of the conversation that goes through this message; returns it."""
@@ -241,15 +248,25 @@ class History:
         rows = list(self.db.query("SELECT * FROM messages WHERE id = ?", [message_id]))
         if not rows:
             raise MessageNotFound(f"no message '{message_id}'")
-        return message_from_row(rows[0])
+        return images_.read_with_images(self.db, [message_from_row(rows[0])])[0]
 
-    def add_user_message(self, conversation_id: str, content: str, *, parent_id: str | None | _Unset = UNSET) -> Message:
+    def add_user_message(
+        self,
+        conversation_id: str,
+        content: str,
+        *,
+        images: Sequence[images_.ImageLike] = (),
+        parent_id: str | None | _Unset = UNSET,
+    ) -> Message:
         """Store the person's message, committed before this returns.
 
         With no parent_id it follows the last message of the current branch; an explicit
         None makes it a new root (an edit of the first message). The first user message
-        names an untitled conversation.
+        names an untitled conversation. `images` (KeptImage, or checks.CheckedImage), in order,
+        are linked to it in the same transaction; their files must be in the images folder
+        already (ImageStore.put, just before this). An image that is not one is a ValueError.
         """
+        kept = images_.kept_all(images)
         with write_transaction(self.db):
             conversation = self._conversation_row(conversation_id)
             untitled = conversation["title"] is None
@@ -259,6 +276,7 @@ class History:
                 {"role": "user", "content": content, "status": MessageStatus.COMPLETE},
                 {"title": _title_from(content)} if untitled else {},
             )
+            images_.write_images(self.db, message_id, kept)
         return self.get_message(message_id)
 
     def start_assistant_message(

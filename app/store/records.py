@@ -1,13 +1,17 @@
 """The history's records (Conversation, Message) and how rows of the database become them.
 
-Disk-format invariant: Message fields are named exactly as the columns of `messages`.
+Disk-format invariant: Message fields are named exactly as the columns of `messages`, except
+`images`, which is read from `message_images` (app/store/message_images.py).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from app.store.kept_image import KeptImage
 
 
 class ConversationNotFound(Exception):
@@ -50,6 +54,7 @@ class Message:
     metrics: dict[str, Any]
     seq: int
     reasoning: str = ""  # the reply's reasoning, kept apart from its text (app/reasoning); "" when none
+    images: tuple[KeptImage, ...] = ()  # a person's images, in order (app/store/message_images.py); not a column
 
 
 class BranchNode(NamedTuple):  # a tuple, not a dataclass: built 10,000 times when a long chat opens
@@ -78,7 +83,7 @@ def conversation_from_row(row: dict[str, Any]) -> Conversation:
     return Conversation(**values)
 
 
-MESSAGE_FIELDS: Final = tuple(f.name for f in fields(Message))
+MESSAGE_FIELDS: Final = tuple(f.name for f in fields(Message) if f.name != "images")
 # Record fields are named exactly as the columns; extra columns a later migration adds are
 # not selected until the record grows a field for them.
 MESSAGE_COLUMNS: Final = ", ".join(MESSAGE_FIELDS)
@@ -100,4 +105,5 @@ def message_from_tuple(values: tuple[Any, ...]) -> Message:
     # the same immutable record (frozen only guards attribute assignment) in a fraction of that.
     message = object.__new__(Message)
     message.__dict__.update(zip(MESSAGE_FIELDS, out))
+    message.__dict__["images"] = ()
     return message

@@ -5,7 +5,8 @@ in the database and that evolves, so `verify` finds entries changed, deleted any
 ones too), appended without a seal, and a chain re-hashed without the key. The person can erase
 an entry's text: the entry stays as a marked gap, and the erasure is an entry of its own, sealed
 like the rest, so an erasure nobody made is found too. A turn sent to one of the person's own
-servers says where it ran (`ran_on`); an entry without one ran on this machine.
+servers says where it ran (`ran_on`); an entry without one ran on this machine. An image in a
+request is written as its identity (app/store/record_images.py), never its pixels.
 docs/record.md says what the record proves and what it cannot.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import sqlite_utils
 
+from app.store.record_images import recorded_messages
 from app.store.record_seals import Sealer
 from app.store.record_series import KEY_CHANGE, SeriesReport, change_notice, change_params, check_chain
 from app.store.seal_keys import SealKeyError, SealKeys, SealState
@@ -266,7 +268,7 @@ class RequestLog:
         """Insert one entry, chained to the last, and seal it with `state` (None: unsealed)."""
         last = next(self.db.query("SELECT seq, hash FROM record_entries ORDER BY seq DESC LIMIT 1"), None)
         seq = max(last["seq"] if last else 0, state.last_seq if state else 0) + 1
-        messages_json = _json(messages)
+        messages_json = _json(recorded_messages(self.db, messages))  # images by identity only
         row: dict[str, Any] = {
             "v": VERSION,
             "seq": seq,
