@@ -13,6 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.models_place_cmd import gpu_layers
@@ -178,19 +179,30 @@ def run(core: Core, args: argparse.Namespace) -> int:
         raise ValueError("--allow-tools goes with --tools NAME[,NAME]: it allows the calls of those servers")
     if core.read_only:
         raise RuntimeError(core.notice or "the history is open read-only, so a new chat cannot be saved")
+    pictures: list[Any] = []  # (bytes, CheckedImage) of each --image
     if args.image:  # before anything is read or written; app/images (Pillow) is imported only here
-        from app.cli.chat_images import image_refusal
+        from app.cli.chat_images import ImagesRefused, read_images, refuse_unseeing
 
-        say(f"cove: {image_refusal(args.image, lambda: _resolve(core, args.model))}", sys.stderr)
-        return EXIT_USAGE
+        try:
+            pictures = read_images(args.image)
+            refuse_unseeing(_resolve(core, args.model))
+        except ImagesRefused as exc:
+            say(f"cove: {exc}", sys.stderr)
+            return EXIT_USAGE
     interactive = args.prompt is None and sys.stdin.isatty() and not args.json
+    if interactive and pictures:
+        say(
+            'cove: --image sends the picture with one message; give the message too, as in: cove chat --image receipt.png "total?"',
+            sys.stderr,
+        )
+        return EXIT_USAGE
     _read_stdin_leniently()
     prompt = _readable(args.prompt, "your message") if args.prompt is not None else None
     if args.system is not None:
         args.system = _readable(args.system, "the system prompt")
     if prompt is None and not interactive:
         prompt = _readable(sys.stdin.read(), "your message on standard input", _stdin_encoding())
-    if prompt is not None and not prompt.strip():
+    if prompt is not None and not prompt.strip() and not pictures:
         raise ValueError("the message is empty; type something to send")
 
     model = _resolve(core, args.model)
@@ -247,6 +259,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
             on_tool=None if args.json else say_tool,
             docs=docs,
             on_reasoning=thinking,
+            images=_kept_images(core, pictures),
         )
     sources = sources_of(core.db, result.assistant_message.id)
     if args.json:
@@ -255,6 +268,15 @@ def run(core: Core, args: argparse.Namespace) -> int:
         _print_footer(model.name, result)
         print_sources(sources, docs)
     return _exit_code(result)
+
+
+def _kept_images(core: Core, pictures: list[Any]) -> list[Any]:
+    """The --image pictures put in the history's images folder, as the message keeps them."""
+    if not pictures:
+        return []
+    from app.cli.chat_images import keep_images
+
+    return keep_images(core.history.images, pictures)
 
 
 def _resolve(core: Core, name: str | None) -> InstalledModel | RemoteModel:

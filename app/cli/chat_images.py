@@ -1,27 +1,43 @@
 """`cove chat --image FILE`: each file checked (app/images/checks.py: its size, its type by content,
-its pixels) before anything is read or written, then the model asked whether it can see images.
-No model can yet (app/engine/request.py sees_images), and a turn carries no images, so a run
-with images ends here with a sentence: the first file the checks refuse, or the model's.
+its pixels) before anything is read or written, the model asked whether it can see images, and the
+files kept in the history's images folder for the message that carries them.
 
 app/images imports Pillow: this module is imported only when a run has images."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from app.engine.request import cannot_see_images
-from app.images.checks import ImageRefused, check_image_file
+from app.engine.request import cannot_see_images, sees_images
+from app.images.checks import CheckedImage, ImageRefused, read_image_file
+from app.images.store import ImageStore
 from app.remote.remote_model import RemoteModel
 from models.library import InstalledModel
 
 
-def image_refusal(paths: Sequence[str], resolve: Callable[[], InstalledModel | RemoteModel]) -> str:
-    """The sentence that refuses this run's images: the first of `paths` the checks refuse, else
-    that the model (`resolve`, called once the files passed) cannot see them."""
-    for path in paths:
-        try:
-            check_image_file(Path(path))
-        except ImageRefused as exc:
-            return str(exc)
-    return cannot_see_images(resolve().name)
+class ImagesRefused(ValueError):
+    """The run's images cannot be sent; str(exc) is the sentence."""
+
+
+def read_images(paths: Sequence[str]) -> list[tuple[bytes, CheckedImage]]:
+    """Each file's bytes and its checked picture, in order; ImagesRefused names the first file
+    that cannot be read or that the checks refuse."""
+    try:
+        return [read_image_file(Path(path)) for path in paths]
+    except ImageRefused as exc:
+        raise ImagesRefused(str(exc)) from None
+
+
+def refuse_unseeing(model: InstalledModel | RemoteModel) -> None:
+    """ImagesRefused when `model` cannot see images."""
+    if not sees_images(model):
+        raise ImagesRefused(cannot_see_images(model.name))
+
+
+def keep_images(store: ImageStore, images: Sequence[tuple[bytes, CheckedImage]]) -> list[CheckedImage]:
+    """The images' files put in `store` (the history's images folder), and the images as the
+    message keeps them."""
+    for data, checked in images:
+        store.put(data, checked.sha256)
+    return [checked for _, checked in images]

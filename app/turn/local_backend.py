@@ -12,6 +12,7 @@ from app.engine.request import ReplyRequest
 from app.load_options import LoadOptions
 from models.gguf_validate import InvalidModelFile
 from models.library import FileRecheck, InstalledModel, recheck_file
+from models.projector_files import check_projector_unchanged
 
 
 class LocalBackend:
@@ -56,6 +57,8 @@ class LocalBackend:
         assert engine is not None, "a model of this machine needs the engine client"
         try:
             recheck = recheck_file(model)
+            if request.images():  # a projector gone or replaced is said, not loaded as nothing
+                check_projector_unchanged(model)
         except InvalidModelFile as exc:
             raise EngineError(str(exc)) from None
         if recheck is not None and on_recheck is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.statuses import MessageStatus
 from app.store.history import History, Message
+from app.store.message_images import request_content
 
 # Earlier replies that still belong in the prompt. Error rows carry no model text worth resending.
 _RESENDABLE = {MessageStatus.COMPLETE, MessageStatus.CANCELLED, MessageStatus.LENGTH, MessageStatus.INTERRUPTED}
@@ -32,7 +33,7 @@ def build_prompt_messages(history: History, conversation_id: str, system_prompt:
                 out.append(owner)
         elif m.role == "user" and not _refused_as_too_long(branch[i + 1] if i + 1 < len(branch) else None):
             owner = None
-            out.append({"role": "user", "content": m.content})
+            out.append({"role": "user", "content": request_content(m)})  # with its images, when it has any
         elif m.role == "tool_call":
             if owner is None:  # a reply that was only calls
                 owner = {"role": "assistant", "content": ""}

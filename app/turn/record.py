@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
 from app.store.history import History, Message
+from app.store.message_images import KeptImage, request_content
 from app.store.request_log import RequestLog, timings, usage
 from app.store.save_errors import ReplyNotSaved
 from app.store.sources import Source, write_sources
@@ -69,19 +71,21 @@ class TurnRecord:
         params: SamplingParams,
         edit_of: str | None = None,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
+        images: Sequence[KeptImage] = (),
     ) -> TurnRecord:
         """Commit the person's message, then the empty `streaming` reply. With `edit_of` the
-        message becomes a new version beside that earlier one (the old one is kept).
+        message becomes a new version beside that earlier one (the old one is kept). `images`:
+        the message's pictures, in order, their files already in the history's images folder.
         Invariant: the user's words are on disk before anything else can fail."""
-        if not text.strip():
+        if not text.strip() and not images:
             raise ValueError("the message is empty; type something to send")
         if edit_of is None:
-            user = history.add_user_message(conversation_id, text)
+            user = history.add_user_message(conversation_id, text, images=images)
         else:
             original = history.get_message(edit_of)
             if original.role != "user" or original.conversation_id != conversation_id:
                 raise ValueError("only one of your own messages in this conversation can be edited")
-            user = history.add_user_message(conversation_id, text, parent_id=original.parent_id)
+            user = history.add_user_message(conversation_id, text, images=images, parent_id=original.parent_id)
         return cls._with_reply(history, conversation_id, user, model, params, checkpoint_interval_s)
 
     @classmethod
@@ -187,7 +191,7 @@ class TurnRecord:
                 model_sha256=reply.model_sha256,
                 quant=reply.model_quant,
                 params=self._record_params(reply),
-                messages=_as_recorded(self.sent) or [{"role": "user", "content": self.user.content}],
+                messages=_as_recorded(self.sent) or [{"role": "user", "content": request_content(self.user)}],
                 reply=self._step_record["raw"] if self._step_record else reply.content,
                 status=reply.status,
                 conversation_id=self.conversation_id,

@@ -4,7 +4,7 @@ and ends it cancelled or interrupted on Ctrl-C or a terminating signal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,6 +15,7 @@ from app.remote.remote_model import RemoteModel
 from app.settings import SamplingParams
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S
 from app.store.history import History, Message
+from app.store.message_images import KeptImage
 from app.termination import Terminated
 from app.turn.backend import Backend, backend_for, on_server
 from app.turn.events import ConsentEvent, LoadedEvent, ReasoningEvent, RecheckedEvent, TextEvent, ToolCallEvent, ToolResultEvent
@@ -84,14 +85,18 @@ class ChatService:
         on_tool: Callable[[ToolCallEvent | ToolResultEvent], None] | None = None,
         docs: TurnDocuments | None = None,
         on_reasoning: TextSink | None = None,
+        images: Sequence[KeptImage] = (),
     ) -> TurnResult:
         """`tools`: the tools the model may call this turn, each call asked first (app/turn/tools.py);
         `on_tool` is told of each call and its result. `docs`: the conversation's documents, whose
         passages for this message go into the prompt (app/docs/turn_sources.py). `on_reasoning`: the
-        reply's reasoning as it arrives (app/reasoning), apart from its text."""
+        reply's reasoning as it arrives (app/reasoning), apart from its text. `images`: the message's
+        pictures (their files already in the history's images folder)."""
         if self._library is not None and not on_server(model):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
-        record = TurnRecord.begin(self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval)
+        record = TurnRecord.begin(
+            self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval, images=images
+        )
         record.client = self.client
         record.docs = docs
         self._signal = None
@@ -101,7 +106,7 @@ class ChatService:
             return docs.apply(messages) if docs is not None else messages
 
         asked = ReplyRequest(sampling=params.sampling(), conversation_id=conversation_id)  # its messages: `prompt`, on the turn's thread
-        turn = Turn(record, asked, messages=prompt, library=self._library, tools=tools)
+        turn = Turn(record, asked, messages=prompt, library=self._library, tools=tools, images=self._history.images)
 
         def backend() -> Backend:  # after the prompt is built; a connection that is gone ends the turn with a sentence
             return backend_for(model, engine=self._engine, remote_engine=self._remote_engine, options=options, n_ctx=params.n_ctx)

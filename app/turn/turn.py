@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from app.engine.client import EngineError, FinishedEvent, Generation
 from app.engine.generation import Failure, StartedInfo
 from app.engine.request import ReplyRequest
+from app.images.store import ImageStore
 from app.remote.connections import ConnectionProblem
 from app.remote.errors import RemoteProblem
 from app.remote.privacy import ConsentNeeded
@@ -73,7 +74,8 @@ class Turn:
     lender, for a model of this machine. `library`: where a changed model file is recorded.
     `tools`: the tool loop, or a callable that builds it on the start thread (the window lists
     its servers' tools there); None, or a callable returning None: no tools. A front end may set
-    `request` again before a `launch` (the window reads the person's settings at each one)."""
+    `request` again before a `launch` (the window reads the person's settings at each one).
+    `images`: where the conversation's images are kept (app/images/store.py), for the engine to read."""
 
     def __init__(
         self,
@@ -84,8 +86,10 @@ class Turn:
         gate: EngineLender | None = None,
         library: ModelLibrary | None = None,
         tools: ToolLoop | Callable[[], ToolLoop | None] | None = None,
+        images: ImageStore | None = None,
     ) -> None:
         self.writer = writer
+        self._images = images
         self.request = request
         self.backend: Backend | None = None
         self.sent: list[dict[str, Any]] | None = None  # the prompt as sent (for the record), once built
@@ -147,6 +151,11 @@ class Turn:
         else:
             messages = self.request.message_dicts()
         self.sent = messages
+        if self.request.images():
+            missing = self._with_image_files()
+            if missing:
+                self._early.append(_Failed(missing))
+                return
         build, self._build_tools = self._build_tools, None
         if build is not None:  # before any event: the driver's thread reads `tools` only after one
             self.tools = build()
@@ -174,6 +183,22 @@ class Turn:
         self._generation = generation
         if self._cancel.is_set():
             generation.cancel()
+
+    def _with_image_files(self) -> str:
+        """The request's images given their files; "" when every one is there, else the sentence
+        that ends the turn: a picture gone from Cove's images folder is not sent as nothing."""
+        files = dict(self.request.image_files)  # (an API request's come with it)
+        shas = [image.sha256 for image in self.request.images()]
+        if self._images is not None:
+            files.update(self._images.files(sha for sha in shas if sha not in files))
+        gone = [sha for sha in shas if sha not in files]
+        if gone:
+            return (
+                f"the image {gone[0][:12]}… of this conversation is no longer in Cove's images folder, so it cannot be "
+                "sent; remove it from the message or send the picture again"
+            )
+        self.request = self.request.but(image_files=files)
+        return ""
 
     def _on_recheck(self, recheck: Any) -> None:
         # Inline, the driver's thread writes it now (a failure is raised, ending the turn);

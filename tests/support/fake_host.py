@@ -56,6 +56,13 @@ MARKDOWN_REPLY = (
 )
 
 
+def _text(content: object) -> str:
+    """A message's text: its content, or the text parts of a list of parts (images left out)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--in-fd", type=int, required=True)
@@ -109,7 +116,7 @@ def main() -> int:
         elif isinstance(req, Unload):
             send(Unloaded(req.request_id))
         elif isinstance(req, Generate):
-            last = next((m["content"] for m in reversed(req.messages) if m["role"] == "user"), "")
+            last = next((_text(m["content"]) for m in reversed(req.messages) if m["role"] == "user"), "")
             if "#hang" in last:
                 time.sleep(3600)
             words = MARKDOWN_REPLY.split(" ") if "#markdown" in last else None
@@ -118,7 +125,7 @@ def main() -> int:
             n = len(pieces) if pieces else len(words) if words else int(os.environ.get("FAKE_HOST_WORDS", "40"))
             if req.max_tokens:
                 n = min(n, req.max_tokens)
-            prompt_tokens = sum(len(m["content"].split()) + 4 for m in req.messages)
+            prompt_tokens = sum(len(_text(m["content"]).split()) + 4 for m in req.messages)
             keep = int(os.environ.get("FAKE_HOST_KEEP_TURNS", "0") or 0)
             user_turns = sum(1 for m in req.messages if m["role"] == "user")
             dropped = max(0, user_turns - keep) if keep else 0

@@ -87,7 +87,8 @@ def encode_prefix(meta: bytes, data: np.ndarray) -> bytes:
 
 
 def _int_list(value: Any) -> list[int]:
-    if not isinstance(value, list) or not all(type(t) is int and 0 <= t < 2**31 for t in value):
+    # Negative ids stand for an image's places (app/engine/host/image_prompt.py image_tokens).
+    if not isinstance(value, list) or not all(type(t) is int and -(2**31) <= t < 2**31 for t in value):
         raise BadStateFile("its tokens are not a list of token ids")
     return value
 

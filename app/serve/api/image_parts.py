@@ -1,8 +1,8 @@
 """An image part of an API request, read the same way for the three chat endpoints: its data (a
 data: URI, or base64 with a media type: app/images/data_uri.py) checked and its first frame decoded
 (app/images/checks.py), and kept in the message as ImagePart's dict (app/engine/request.py): the
-file's SHA-256, its type and its size in pixels, never its bytes. The decoded pixels are dropped
-here: no model Cove runs can see them yet (docs/decisions/images.md).
+file's SHA-256, its type and its size in pixels, never its bytes. The file's bytes go to this
+process's passing images (app/images/store.py), where the engine reads them while the reply runs.
 
 Anything refused (a link, which is never fetched; bad base64; a damaged, oversized or other
 picture; a file id, as Cove has no file store) is an ApiError 400 with one sentence naming where
@@ -62,4 +62,7 @@ def _checked(data: bytes, where: str, param: str) -> dict[str, Any]:
         image = check_image(data, label=where)
     except ImageRefused as exc:
         raise ApiError(400, str(exc), param=param) from None
+    from app.images.store import passing_images
+
+    passing_images().put(data, image.sha256)  # for the engine to read (Job.request's image_files)
     return ImagePart(image.sha256, image.mime, image.width, image.height).to_dict()

@@ -57,8 +57,9 @@ def api_request(
     """The reply's request for an API request: what the client asked (its sampling, stop strings,
     grammar, a raw prompt for a text completion, its tools, whose calls the client runs, and its
     reasoning switch, app/reasoning/switch.py ASKS), with every turn kept: an API client sends the
-    conversation it wants answered, and nothing is dropped to fit."""
-    return ReplyRequest.chat(
+    conversation it wants answered, and nothing is dropped to fit. Its images are the files the
+    reader kept for them (app/serve/api/image_parts.py)."""
+    request = ReplyRequest.chat(
         messages,
         sampling=params.sampling(),
         stop=stop,
@@ -68,6 +69,12 @@ def api_request(
         keep_all_turns=True,
         reasoning=reasoning,
     )
+    images = request.images()
+    if not images:
+        return request
+    from app.images.store import passing_images
+
+    return request.but(image_files=passing_images().files(image.sha256 for image in images))
 
 
 class RequestBackend:

@@ -102,6 +102,24 @@ def refuse_what_cannot_fit(job: Job, n_ctx: int | None) -> None:
         )
 
 
+@asynccontextmanager
+async def held_images(request: ReplyRequest) -> AsyncIterator[None]:
+    """The request's images kept in the passing folder while its reply runs (app/images/store.py)."""
+    shas = [sha for sha, _ in request.image_files]
+    if not shas:
+        yield
+        return
+    from app.images.store import passing_images
+
+    passing = passing_images()
+    passing.hold(shas)
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(passing.release, shas)  # (it deletes old files)
+
+
 def refuse_what_it_cannot_see(model: InstalledModel, request: ReplyRequest, param: str = "messages") -> None:
     """Refuse, before anything is written or an engine waited for, a request with images for a
     model that cannot see them (sees_images); `param`: the field that holds the messages."""
@@ -221,7 +239,7 @@ class Service:
     def options_of(self, model: InstalledModel) -> LoadOptions:
         """The pool's source of load settings: those read last for `model` (no SQLite here, on
         the event loop), or its placement alone before any were read."""
-        return self._options.get(model.path) or LoadOptions(self.core.settings.placement_for(model.name))
+        return self._options.get(model.path) or LoadOptions(self.core.settings.placement_for(model.name), mmproj_path=model.mmproj_path)
 
     async def open_reply(self, request: Request, job: Job) -> tuple[Running, Callable[[], Awaitable[None]]]:
         """`reply` entered by hand, for a response that outlives the endpoint's call (a stream):
@@ -258,6 +276,11 @@ class Service:
         before it is entered, and reaches no engine."""
         refuse_what_it_cannot_see(job.model, job.request, job.messages_param)
         refuse_what_cannot_fit(job, self.pool.n_ctx)
+        async with held_images(job.request), self._reply(request, job) as running:
+            yield running
+
+    @asynccontextmanager
+    async def _reply(self, request: Request, job: Job) -> AsyncIterator[Running]:
         client = request.scope.get("cove.client", CLIENT)
         live_id = next(self._ids)
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())

@@ -1,11 +1,13 @@
 """`cove chat --image FILE`: each file is checked before anything runs, a bad one refused with its
-sentence; a good one reaches the model's refusal, as no model Cove runs can see images yet. Every
-refusal is exit status 2 and one line, and leaves the history without a conversation."""
+sentence, and a model without a vision projector refuses a good one. Every refusal is exit status 2
+and one line, and leaves the history without a conversation. A vision model (the tiny pair,
+imported with --mmproj) answers, and the history and the images folder keep the picture."""
 
 from __future__ import annotations
 
 import io
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,52 @@ def test_a_chat_without_images_still_runs(home: Path) -> None:
     done = cove(home, "chat", "--model", "tiny-llama", "--max-tokens", "2", "hi")
     assert done.returncode == 0, done.stderr
     assert _history(home) == (1, 2)
+
+
+@pytest.fixture
+def vision_home(tmp_path: Path) -> Path:
+    from tests.support.tiny_vision import write_tiny_vision
+
+    text, mmproj = write_tiny_vision(tmp_path / "pair")
+    home = tmp_path / "vhome"
+    done = cove(home, "models", "import", str(text), "--mmproj", str(mmproj))
+    assert done.returncode == 0, done.stderr
+    assert "vision projector" in done.stdout
+    return home
+
+
+def see(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return cove(home, "chat", "--model", "text_model", "--json", *args, stdin=stdin)
+
+
+def test_a_vision_model_answers_and_the_history_keeps_the_picture(vision_home: Path, picture: Path) -> None:
+    import hashlib
+    import json
+
+    done = see(vision_home, "--max-tokens", "3", "--image", str(picture), "--image", str(picture), "total?")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["status"] in ("complete", "length"), out
+    assert out["metrics"]["images"] == 2 and out["metrics"]["image_tokens"] == 32  # 16 per image, the projector's
+    sha = hashlib.sha256(picture.read_bytes()).hexdigest()
+    kept = vision_home / "data" / "images" / sha
+    assert kept.read_bytes() == picture.read_bytes()
+    assert (kept.stat().st_mode & 0o777) == 0o600
+    con = sqlite3.connect(vision_home / "data" / "cove.db")
+    try:
+        rows = con.execute("SELECT sha256, mime, width, height FROM message_images ORDER BY position").fetchall()
+    finally:
+        con.close()
+    assert rows == [(sha, "image/png", 8, 6), (sha, "image/png", 8, 6)]
+    # The next turn of the conversation sends the picture again (from the images folder), from the cache.
+    again = see(vision_home, "--max-tokens", "2", "and the date?")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["metrics"]["images"] == 2
+
+
+def test_a_picture_may_go_without_words(vision_home: Path, picture: Path) -> None:
+    import json
+
+    done = see(vision_home, "--max-tokens", "2", "--image", str(picture), stdin="")  # the message: empty standard input
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metrics"]["images"] == 1

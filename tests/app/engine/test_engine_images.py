@@ -150,3 +150,25 @@ def test_image_places_and_the_cut_that_never_splits_an_image() -> None:
     assert len(set(image_tokens(a, 16))) == 16
     places = [ImagePlace(5, 16, a), ImagePlace(30, 16, b)]
     assert [snap(places, n) for n in (0, 5, 6, 20, 21, 22, 31, 46, 50)] == [0, 5, 5, 5, 21, 22, 30, 46, 50]
+
+
+def test_a_conversation_with_an_image_continues_from_its_saved_state_after_a_restart(
+    vision_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    text, mmproj = vision_pair
+    store = ImageStore(tmp_path / "images")
+    states = tmp_path / "states"
+    first_ask = ask(store, png((30, 160, 90)), "What is in this picture? " + "describe every part of it " * 6, conversation="kept")
+    with EngineClient(state_dir=states, state_disk_mb=64) as client:
+        client.load(text, n_ctx=512, n_threads=T, mmproj_path=mmproj)
+        first = client.generate(first_ask.but(sampling=Sampling(max_tokens=8, temperature=0.0), speculative="off")).wait()
+        assert first.failure is None, first.error
+    assert list(states.rglob("*")), "the conversation's state was saved"
+    messages = [*first_ask.message_dicts(), {"role": "assistant", "content": first.text}, {"role": "user", "content": "and the colours?"}]
+    with EngineClient(state_dir=states, state_disk_mb=64) as client:  # a new host: nothing in memory
+        client.load(text, n_ctx=512, n_threads=T, mmproj_path=mmproj)
+        later = client.generate(first_ask.but(messages=messages, speculative="off")).wait()
+    assert later.failure is None, later.error
+    m = later.metrics
+    assert m["state_cache"]["disk_hit"] is True, m["state_cache"]
+    assert m["image_tokens"] == 0 and m["cached_tokens"] > N_IMAGE_TOKENS  # the image came back with the saved cells

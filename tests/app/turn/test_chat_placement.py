@@ -60,6 +60,7 @@ DEFAULTS = {
     "flash_attn": None,
     "draft_model_path": None,
     "parallel": 1,
+    "mmproj_path": None,
 }
 
 
@@ -80,6 +81,7 @@ def test_the_models_settings_reach_the_engines_load_and_the_reply(cove_core) -> 
             "flash_attn": True,
             "draft_model_path": None,
             "parallel": 1,
+            "mmproj_path": None,
         },
         {"path": model.path, "n_ctx": None, **DEFAULTS},  # never set: Cove chooses
     ]
@@ -121,3 +123,14 @@ def test_a_draft_model_that_is_gone_is_left_out_with_a_sentence(cove_core, tmp_p
     engine = RecordingEngine()
     _start(engine, model, gone)
     assert engine.loads[0]["draft_model_path"] is None and engine.generates  # the turn went on
+
+
+def test_a_vision_model_loads_with_its_projector(cove_core) -> None:
+    from dataclasses import replace
+
+    from app.load_options import load_options
+
+    model = replace(cove_core.library.list()[0], mmproj_path="/models/mmproj-x.gguf")
+    options = load_options(cove_core.library, model, ModelPlacement())
+    assert options.load_arguments()["mmproj_path"] == "/models/mmproj-x.gguf"
+    assert load_options(cove_core.library, cove_core.library.list()[0], ModelPlacement()).mmproj_path is None
