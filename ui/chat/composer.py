@@ -1,16 +1,25 @@
 """The message composer: a multi-line input where Enter sends and Shift+Enter breaks the line,
-a Send button that turns into Stop while a reply streams, and the context-window meter.
+a Send button that turns into Stop while a reply streams, the context-window meter, and the
+images attached to the message (an Attach button, a drop or a paste; ui/chat/attachment_draft.py
+holds them, ui/chat/attachment_strip.py shows them above the box).
 
 The composer never clears itself on send: the owner calls `clear()` once the message is
-saved, so a failure never loses what the person typed.
+saved, so a failure never loses what the person typed or attached.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QPainter, QPaintEvent, QPalette, QTextCursor
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from PySide6.QtCore import QEvent, QMimeData, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent, QPalette, QTextCursor
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+
+from ui.chat.attachment_draft import AttachmentDraft
+from ui.chat.attachment_strip import AttachmentStrip
+from ui.chat.attachments import FILE_FILTER, Attachment, Source, images_in, mime_has_images
+from ui.chat.context_meter import MeterBar
 from ui.theme import format_int, warning_color
 
 WARN_FRACTION = 0.9  # the meter turns warning-colored above this share of the window
@@ -19,9 +28,20 @@ MAX_LINES = 10
 
 
 class _InputEdit(QPlainTextEdit):
-    """Plain text input: Enter submits, Shift+Enter inserts a line break, Esc goes to the parent."""
+    """Plain text input: Enter submits, Shift+Enter inserts a line break, Esc goes to the parent;
+    a paste or a drop that carries images or files goes to the composer as `images_offered`."""
 
     submitted = Signal()
+    images_offered = Signal(QMimeData)  # delivered at once (a direct connection): the data lives only during the call
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
+        return mime_has_images(source) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
+        if mime_has_images(source):
+            self.images_offered.emit(source)
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
         key = event.key()
@@ -38,49 +58,18 @@ class _InputEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
-class _MeterBar(QWidget):
-    """A thin bar painted from the palette: the share of the context window in use."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._fraction = 0.0
-        self._warning = False
-        self.setFixedHeight(4)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-
-    def set_fraction(self, fraction: float, warning: bool) -> None:
-        fraction = min(1.0, max(0.0, fraction))
-        if fraction != self._fraction or warning != self._warning:
-            self._fraction, self._warning = fraction, warning
-            self.update()
-
-    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        return QSize(120, 4)
-
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
-        palette = self.palette()
-        painter = QPainter(self)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.setPen(Qt.PenStyle.NoPen)
-        rect = QRectF(self.rect())
-        radius = rect.height() / 2
-        painter.setBrush(palette.color(QPalette.ColorRole.Mid))
-        painter.drawRoundedRect(rect, radius, radius)
-        if self._fraction > 0:
-            fill = warning_color(palette) if self._warning else palette.color(QPalette.ColorRole.Highlight)
-            painter.setBrush(fill)
-            painter.drawRoundedRect(QRectF(rect.x(), rect.y(), rect.width() * self._fraction, rect.height()), radius, radius)
-        painter.end()
-
-
 class Composer(QWidget):
-    """Where the person writes. Emits `send_requested(text)` and `stop_requested()`."""
+    """Where the person writes. Emits `send_requested(text)` and `stop_requested()`; the images
+    attached to the message are `attachments()`."""
 
     send_requested = Signal(str)
     stop_requested = Signal()
+    attachments_changed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # How the Attach button asks for files (a test puts its own here): the chosen paths.
+        self.choose_files: Callable[[QWidget], Sequence[str]] = _ask_for_images
         self._busy = False
         self._send_enabled = True
         self._send_disabled_reason = ""
@@ -92,6 +81,7 @@ class Composer(QWidget):
         self._input.setPlaceholderText("Message the model…  (Enter to send, Shift+Enter for a new line)")
         self._input.setTabChangesFocus(True)
         self._input.submitted.connect(self._submit)
+        self._input.images_offered.connect(self.attach_mime)
         self._input.document().documentLayout().documentSizeChanged.connect(self._fit_height)
 
         self._button = QPushButton("Send", self)
@@ -102,8 +92,19 @@ class Composer(QWidget):
 
         self._meter_label = QLabel(self)
         self._meter_label.setAccessibleName("Context used")
-        self._meter_bar = _MeterBar(self)
+        self._meter_bar = MeterBar(self)
         self._meter_bar.setAccessibleName("Context used bar")
+
+        self._draft = AttachmentDraft(self)
+        self._draft.changed.connect(self._show_attachments)
+        self._strip = AttachmentStrip(self)
+        self._strip.remove_requested.connect(self._draft.remove)
+        self._attach_button = QToolButton(self)
+        self._attach_button.setText("Attach image…")
+        self._attach_button.setAccessibleName("Attach image")
+        self._attach_button.setToolTip("Attach a PNG, JPEG, WebP or GIF image (or drop or paste one into the box)")
+        self._attach_button.clicked.connect(self._choose_and_attach)
+        self.setAcceptDrops(True)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -113,6 +114,7 @@ class Composer(QWidget):
         self._meter_bar.setFixedWidth(120)
         meter = self._meter_row = QHBoxLayout()
         meter.setContentsMargins(0, 0, 0, 0)
+        meter.addWidget(self._attach_button, 0)
         meter.addStretch(1)
         meter.addWidget(self._meter_label, 0)
         meter.addWidget(self._meter_bar, 0, Qt.AlignmentFlag.AlignVCenter)
@@ -120,6 +122,7 @@ class Composer(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 8)
         layout.setSpacing(4)
+        layout.addWidget(self._strip)
         layout.addLayout(row)
         layout.addLayout(meter)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
@@ -139,6 +142,16 @@ class Composer(QWidget):
     def send_button(self) -> QPushButton:
         """The button beside the box: Send, or Stop while a reply streams."""
         return self._button
+
+    @property
+    def attach_button(self) -> QToolButton:
+        """The button under the box that opens a file dialog for images."""
+        return self._attach_button
+
+    @property
+    def attachment_strip(self) -> AttachmentStrip:
+        """The thumbnails of the attached images, and the line that says what was refused."""
+        return self._strip
 
     @property
     def context_label(self) -> QLabel:
@@ -161,8 +174,45 @@ class Composer(QWidget):
         self._input.moveCursor(QTextCursor.MoveOperation.End)
 
     def clear(self) -> None:
-        """Empty the input; the owner calls this once the sent message is safely stored."""
+        """Empty the input and drop the attached images; the owner calls this once the sent
+        message is safely stored."""
         self._input.clear()
+        self._draft.clear()
+
+    def attachments(self) -> list[Attachment]:
+        """The images attached to the message, in the order they were attached."""
+        return self._draft.attachments()
+
+    def set_attachments(self, attachments: Sequence[Attachment]) -> None:
+        """Replace the attached images (e.g. with an earlier message's, to edit it)."""
+        self._draft.set_attachments(attachments)
+
+    def is_checking_images(self) -> bool:
+        """An attached image is still being checked (sending waits for it)."""
+        return self._draft.is_checking()
+
+    def attach_files(self, paths: Sequence[str | Path], labels: Sequence[str] = ()) -> None:
+        """Attach image files: each is checked off the UI thread; a refused one is said in the
+        strip and not attached. `labels`: what to call them (default: their file names)."""
+        names = list(labels) or [Path(p).name or str(p) for p in paths]
+        self._draft.attach(Source(name, path=Path(p)) for p, name in zip(paths, names))
+
+    def attach_data(self, data: bytes, label: str = "the pasted image") -> None:
+        """Attach an image from its file's bytes (checked like a file)."""
+        self._draft.attach([Source(label, data=data)])
+
+    def attach_mime(self, mime: QMimeData) -> bool:
+        """Attach the images a drop or a paste carries (image bytes, a picture, files); False
+        when it carries none (its text is then the box's to paste)."""
+        sources, refused = images_in(mime)
+        if not sources and not refused:
+            return False
+        self._draft.attach(sources, refused)
+        return True
+
+    def say_about_images(self, sentence: str) -> None:
+        """A sentence about the attached images, shown above the box (e.g. why a send was refused)."""
+        self._draft.say(sentence)
 
     def focus_input(self) -> None:
         self._input.setFocus(Qt.FocusReason.OtherFocusReason)
@@ -234,11 +284,37 @@ class Composer(QWidget):
             self._set_context_warning(self._context_warning, force=True)
         super().changeEvent(event)
 
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
+        if mime_has_images(event.mimeData()):
+            event.acceptProposedAction()
+            return
+        super().dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
+        if self.attach_mime(event.mimeData()):
+            event.acceptProposedAction()
+            return
+        super().dropEvent(event)
+
+    def _choose_and_attach(self) -> None:
+        paths = list(self.choose_files(self))
+        if paths:
+            self.attach_files(paths)
+
+    def _show_attachments(self) -> None:
+        self._strip.set_attachments(self._draft.attachments())
+        text, warning = self._draft.note()
+        self._strip.set_note(text, warning=warning)
+        self.attachments_changed.emit()
+
     def _submit(self) -> None:
         if self._busy or not self._send_enabled:
             return
         text = self.text()
-        if not text.strip():
+        if not text.strip() and not self._draft.attachments():
+            return
+        if self._draft.is_checking():
+            self._draft.say("An image is still being checked; send again in a moment.", warning=False)
             return
         self.send_requested.emit(text)
 
@@ -275,3 +351,9 @@ class Composer(QWidget):
             + margins.bottom()  # the frame: QFrame reports it as contents margins
         )
         self._input.setFixedHeight(height)
+
+
+def _ask_for_images(parent: QWidget) -> list[str]:
+    """The files the person picks in a file dialog (none when they cancel)."""
+    paths, _filter = QFileDialog.getOpenFileNames(parent, "Attach images", "", FILE_FILTER)
+    return paths

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
@@ -26,6 +26,8 @@ from app.turn.record import TurnRecord
 from app.turn.tools import ToolLoop
 from models.library import InstalledModel
 from ui.background import run_in_background
+from ui.chat.attachments import Attachment
+from ui.chat.image_send import ImagesNotKept, image_refusal, keep_images
 from ui.chat.remote_models import AskConsent, RemoteModels
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
 from ui.chat.starter_preparer import StarterPreparer, starter_file_needed
@@ -277,21 +279,26 @@ class ChatController(QObject):
 
     # ---- turns -------------------------------------------------------------------------
 
-    def send(self, text: str) -> bool:
-        """Start a turn with the person's text. False (and a sentence) if it cannot start;
-        True once the message is safely in the history (the composer may clear then)."""
-        if not text.strip() or self.busy:
+    def send(self, text: str, images: Sequence[Attachment] = ()) -> bool:
+        """Start a turn with the person's text and images. False (and a sentence) if it cannot
+        start, a model that cannot see the images included (before anything is written); True
+        once the message is safely in the history (the composer may clear then)."""
+        if (not text.strip() and not images) or self.busy:
             return False
         model = self._model_or_report()
-        if model is None:
+        if model is None or self._refused_images(model, images):
             return False
         self.unsaved.retry()  # a reply the disk could not take before goes first
         try:
+            kept = keep_images(self.core.history.images, images)  # the files first: the row names them
             if self.conversation_id is None:
                 conversation = self.core.history.create_conversation(model=model.name, params=None)
                 self.conversation_id = conversation.id
                 self.conversation_opened.emit(conversation.id)
-            record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params())
+            record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params(), images=kept)
+        except ImagesNotKept as exc:
+            self.error_reported.emit(str(exc))
+            return False
         except sqlite3.Error as exc:
             self.error_reported.emit(
                 f"Your message could not be saved: {write_failure(exc)}. It stays in the box below; send it again when there is space."
@@ -315,18 +322,25 @@ class ChatController(QObject):
             if parent.role == "user":
                 break
             parent_id = parent.parent_id
-        if parent_id is None:
+        if parent_id is None or self._refused_images(model, ()):
             return
         self._start(TurnRecord.regenerate(self.core.history, parent_id, model=model, params=self.params()))
 
-    def edit_and_resend(self, user_message_id: str, text: str) -> bool:
-        """The edited message becomes a new version beside the original, then gets a reply."""
-        if self.busy or not text.strip() or self.conversation_id is None:
+    def edit_and_resend(self, user_message_id: str, text: str, images: Sequence[Attachment] = ()) -> bool:
+        """The edited message (with `images`) becomes a new version beside the original, then gets a reply."""
+        if self.busy or (not text.strip() and not images) or self.conversation_id is None:
             return False
         model = self._model_or_report()
-        if model is None:
+        if model is None or self._refused_images(model, images):
             return False
-        record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params(), edit_of=user_message_id)
+        try:
+            kept = keep_images(self.core.history.images, images)
+        except ImagesNotKept as exc:
+            self.error_reported.emit(str(exc))
+            return False
+        record = TurnRecord.begin(
+            self.core.history, self.conversation_id, text, model=model, params=self.params(), edit_of=user_message_id, images=kept
+        )
         self._start(record)
         return True
 
@@ -416,6 +430,14 @@ class ChatController(QObject):
                 self.error_reported.emit(str(exc))
                 return None
         return self.model
+
+    def _refused_images(self, model: InstalledModel | RemoteModel, images: Sequence[Attachment]) -> bool:
+        """Say so, and True, when the turn has images (the message's, or the conversation's) the
+        model cannot see (ui/chat/image_send.py)."""
+        sentence = image_refusal(model, model.name, images, self.core.history, self.conversation_id)
+        if sentence:
+            self.error_reported.emit(sentence)
+        return bool(sentence)
 
     def _start(self, record: TurnRecord, *, appended: bool = False) -> None:
         """`appended`: a plain new turn at the end, shown by adding two rows (cheap in a long

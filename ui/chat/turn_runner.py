@@ -135,7 +135,12 @@ class TurnRunner(QObject):
             self.error_reported.emit(f"The conversation's tools could not be prepared ({exc}); this reply has none.")
             tools = None
         self.turn = Turn(
-            record, self._request(conversation_id, self.inputs.params()), messages=prompt_messages, library=self.core.library, tools=tools
+            record,
+            self._request(conversation_id, self.inputs.params()),
+            messages=prompt_messages,
+            library=self.core.library,
+            tools=tools,
+            images=self.core.history.images,  # where the engine reads the conversation's image files
         )
         self.backend = None
         self._first_shown = False

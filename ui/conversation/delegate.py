@@ -1,4 +1,4 @@
-"""Paints one message row (speaker, rendered text, status, metrics footer, action links) and hit-tests it.
+"""Paints one message row (speaker, images, rendered text, status, metrics footer, action links) and hit-tests it.
 
 The delegate never renders a row that is not painted. Row heights live in the model
 (Qt.SizeHintRole, written here): an estimate until the row is first painted, then the exact
@@ -17,6 +17,8 @@ from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
 from app.statuses import MessageStatus
+from ui.conversation.image_rows import IMAGE, image_hit, paint_images
+from ui.conversation.image_rows import tooltip as image_tooltip
 from ui.conversation.item_model import ConversationModel, MessageItem
 from ui.conversation.reasoning_rows import REASONING, ReasoningDocs, paint_reasoning, reasoning_hit
 from ui.conversation.reasoning_rows import text_width as reasoning_width
@@ -27,6 +29,7 @@ from ui.conversation.streaming.reply import Damage
 from ui.conversation.text.document_paint import anchor_areas, paint_document
 from ui.conversation.text.markdown_render import COPY_SCHEME, LINK_SCHEME
 from ui.conversation.text.safe_document import SafeTextDocument
+from ui.conversation.thumbnails import ThumbnailCache
 from ui.theme import is_dark
 
 _HIT_SLOP = 3
@@ -37,7 +40,7 @@ class Hit:
     """What a click at a point of a row means: an action, a link (its real URL) or a code copy."""
 
     kind: str  # copy | retry | regenerate | edit | version_prev | version_next | link | copy_code | source | open_source
-    #            | reasoning (open or close the reply's thinking) | copy_reasoning
+    #            | reasoning (open or close the reply's thinking) | copy_reasoning | image (value: its place in the message)
     message_id: str
     value: str = ""
 
@@ -69,6 +72,8 @@ class MessageDelegate(QStyledItemDelegate):
         self.layouter = Layouter(view.font())
         self.docs.font = view.font()
         self.reasoning_docs = ReasoningDocs()  # replies' open reasoning, as plain text
+        # The messages' images, scaled, by image and size; a picture that arrives repaints the rows.
+        self.thumbnails = ThumbnailCache(self, on_loaded=lambda: view.viewport().update())
         self._layouts: dict[str, RowLayout] = {}
         self._laid: dict[str, int] = {}  # message id -> height written to the model
         self._dirty: set[str] = set()  # painted rows whose exact height is not written yet
@@ -322,6 +327,10 @@ class MessageDelegate(QStyledItemDelegate):
                 blend(text, base, 0.8),
                 visible,
             )
+        if lay.images is not None and lay.images.area.intersects(shown):
+            frame, dpr = blend(text, base, 0.8), self._view.devicePixelRatioF()
+            painter.setFont(self.layouter.small)
+            paint_images(painter, lay.images, item.images, self.thumbnails, dpr, self.layouter.fm_small, frame, muted, shown)
         if lay.doc is not None:
             self._paint_text(painter, item, lay, lay.doc, option.rect, text, visible)
         if lay.notice is not None and lay.notice_rect.intersects(shown):
@@ -444,6 +453,9 @@ class MessageDelegate(QStyledItemDelegate):
         thinking = reasoning_hit(lay.reasoning, pos - rect.topLeft(), _HIT_SLOP)
         if thinking is not None:
             return Hit(thinking, item.id)
+        image = image_hit(lay.images, pos - rect.topLeft(), 0)
+        if image is not None:
+            return Hit(IMAGE, item.id, str(image))
         if lay.doc is None or lay.rendered is None:
             return None
         local = QPointF(pos - rect.topLeft() - QPoint(lay.doc_left, lay.doc_top))
@@ -477,6 +489,9 @@ class MessageDelegate(QStyledItemDelegate):
             tip = tooltip(line) if line is not None else ""
         elif hit is not None and hit.kind == REASONING and item is not None and item.reasoning is not None:
             tip = reasoning_tooltip(item.reasoning)
+        elif hit is not None and hit.kind == IMAGE and item is not None:
+            image = item.images[int(hit.value)]
+            tip = image_tooltip(image, self.thumbnails.problem(image.sha256))
         elif item is not None:
             lay = self.layout_for(item)
             if lay.metrics_text and lay.metrics_rect.translated(option.rect.topLeft()).contains(event.pos()):

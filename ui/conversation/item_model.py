@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from app.statuses import MessageStatus
+from app.store.message_images import KeptImage
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class MessageItem:
     tool: Any = None  # a tool call's row: its ui.conversation.tool_rows.ToolShown (line, details, expanded)
     sources: Any = None  # a reply given document passages: its ui.conversation.source_rows.SourcesShown
     reasoning: Any = None  # a reply that thought first: its ui.conversation.reasoning_rows.ReasoningShown
+    images: tuple[KeptImage, ...] = ()  # the person's images, in order (ui/conversation/image_rows.py)
 
 
 class MessageRole(IntEnum):
@@ -165,6 +167,9 @@ def _accessible_text(item: MessageItem) -> str:
     status = "" if item.status == MessageStatus.COMPLETE else f" ({item.status})"
     if item.reasoning is not None:  # ui/conversation/reasoning_rows.py's ReasoningShown: named, never read as the answer
         text = f"[{item.reasoning.label}, {'shown' if item.reasoning.expanded else 'collapsed'}] {text}"
+    if item.images:
+        n = len(item.images)
+        text = f"[{n} image{'s' if n != 1 else ''}: " + "; ".join(i.describe() for i in item.images) + "] " + text
     if item.sources is not None:  # ui/conversation/source_rows.py's SourcesShown
         text += f" {item.sources.title}: " + "; ".join(line.text for line in item.sources.lines)
     return f"{speaker(item)}{status}: {text}"

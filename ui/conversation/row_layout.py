@@ -19,6 +19,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 
 from app.draft_metrics import draft_figures
 from app.turn.backend import remote_host
+from ui.conversation.image_rows import ImagesLayout, layout_images
 from ui.conversation.item_model import MessageItem, speaker
 from ui.conversation.reasoning_rows import ReasoningLayout, estimate_text_height, layout_reasoning
 from ui.conversation.source_rows import SourcesLayout, layout_sources, sources_bottom
@@ -164,6 +165,7 @@ class RowLayout:
     doc_room: int = 0  # the height a streaming row keeps for its text (whole steps of lines)
     sources: SourcesLayout | None = None  # the reply's sources (ui/conversation/source_rows.py)
     reasoning: ReasoningLayout | None = None  # the reply's reasoning line (ui/conversation/reasoning_rows.py)
+    images: ImagesLayout | None = None  # the message's images, above its text (ui/conversation/image_rows.py)
 
 
 class DocumentStore:
@@ -274,6 +276,7 @@ class Layouter:
             notice[0] if notice else None,
             (item.sources.title, len(item.sources.lines)) if item.sources is not None else None,
             item.reasoning.expanded if item.reasoning is not None else None,
+            tuple((i.width, i.height) for i in item.images),
         )
         chrome = self._chrome.get(shape)
         if chrome is None:
@@ -326,6 +329,10 @@ class Layouter:
             text_height = round(reasoning_doc.size().height()) if reasoning_doc is not None else 0
             reasoning = layout_reasoning(item.reasoning, reasoning_doc, self.fm, self.fm_small, inner_left, inner_width, y, text_height)
             y = reasoning.bottom + 1 + GAP + (GAP if item.reasoning.expanded else 0)
+        images = None
+        if item.images:  # between the speaker and the text, sized from the history alone
+            images = layout_images(item.images, inner_left, inner_width, y)
+            y = images.bottom + 1 + GAP
         # While it thinks, its line says so ("Thinking… 14 s"): no "writing…" beside the speaker.
         thinking = reasoning is not None and item.reasoning.live and item.status == "streaming"
         status_label = "" if thinking else STATUS_LABELS.get(item.status, "")
@@ -343,6 +350,7 @@ class Layouter:
             doc_top=y,
             doc_height=doc_height,
             reasoning=reasoning,
+            images=images,
         )
         if item.status == "streaming":
             lay.doc_room = self.stream_room(doc_height)

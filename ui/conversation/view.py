@@ -7,6 +7,8 @@ grows. The view follows new text only while the person
 is at the bottom, and keeps the row under the top edge still when rows above change height.
 Links never open without the person confirming the full address (ui/conversation/link_policy.py).
 A reply's reasoning is a collapsed line above its answer (ui/conversation/reasoning_rows.py).
+A message's images are thumbnails above its text (ui/conversation/image_rows.py), read from the
+images folder `set_image_store` names; a click opens one larger (ui/conversation/image_viewer.py).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, Q
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPaintEvent, QRegion, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QFrame, QListView, QToolTip, QWidget
 
+from app.images.store import ImageStore
 from app.statuses import MessageStatus
 from ui.conversation.delegate import Hit, MessageDelegate
+from ui.conversation.image_rows import IMAGE
+from ui.conversation.image_viewer import ImageViewer
 from ui.conversation.item_model import ConversationModel
 from ui.conversation.link_dialog import confirm_with_dialog
 from ui.conversation.link_policy import classify_url
@@ -46,6 +51,7 @@ class ConversationView(QListView):
     link_refused = Signal(str)  # a link the policy never opens (file:, javascript:, …)
     top_reached = Signal()  # the person scrolled to the very top (the owner may show earlier messages)
     source_activated = Signal(str, str, int)  # message id, "source" (show the passage) or "open_source", its [n]
+    image_opened = Signal(object)  # the ImageViewer just opened (a message's image, larger)
 
     def __init__(
         self, parent: QWidget | None = None, *, model: ConversationModel | None = None, confirm_open: Callable[[str], bool] | None = None
@@ -124,6 +130,23 @@ class ConversationView(QListView):
         self._delegate.write_heights(new_cells=True)
         self._stick_to_bottom = True
         self._pending_anchor = None
+
+    def set_image_store(self, store: ImageStore | None) -> None:
+        """Where the messages' images are read from (the history's images folder)."""
+        self._delegate.thumbnails.set_store(store)
+        self.viewport().update()
+
+    def open_image(self, message_id: str, index: int) -> ImageViewer | None:
+        """Show the message's image `index` larger, in a dialog Esc closes."""
+        row = self.conversation_model().row_of(message_id)
+        images = self.conversation_model().item(row).images if row >= 0 else ()
+        if not 0 <= index < len(images):
+            return None
+        viewer = ImageViewer(self._delegate.thumbnails.store, images[index], self.window())
+        viewer.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        viewer.open()
+        self.image_opened.emit(viewer)
+        return viewer
 
     def scroll_to_message(self, message_id: str) -> None:
         row = self.conversation_model().row_of(message_id)
@@ -483,6 +506,8 @@ class ConversationView(QListView):
             thinking = self.conversation_model().item(row).reasoning if row >= 0 else None
             if thinking is not None:
                 self._copy(thinking.text)
+        elif hit.kind == IMAGE:
+            self.open_image(hit.message_id, int(hit.value))
         elif hit.kind in ("source", "open_source"):  # the owner shows the passage or asks before opening the file
             self.source_activated.emit(hit.message_id, hit.kind, int(hit.value))
 

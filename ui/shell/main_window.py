@@ -62,6 +62,7 @@ def to_item(shown: ShownMessage) -> MessageItem:
         version_count=shown.version_count,
         seen_by_model=shown.seen_by_model,
         reasoning=reasoning_of(m),
+        images=m.images,
     )
 
 
@@ -93,6 +94,7 @@ class MainWindow(QMainWindow):
         self.sidebar = Sidebar()
         self.view = ConversationView()
         self.composer = Composer()
+        self.view.set_image_store(self.core.history.images)  # the messages' thumbnails
         self.perf = PerfPanel()
         self.picker = ModelPicker()
         self.notices = NoticeArea()  # kept start-up notices, then the passing line
@@ -319,7 +321,8 @@ class MainWindow(QMainWindow):
         self.show_notice("")
         editing, self._editing = self._editing, None
         try:
-            ok = self.controller.edit_and_resend(editing, text) if editing else self.controller.send(text)
+            images = self.composer.attachments()
+            ok = self.controller.edit_and_resend(editing, text, images) if editing else self.controller.send(text, images)
         except Exception as exc:  # noqa: BLE001 - the typed text stays in the composer
             self.show_notice(f"Could not send: {exc}")
             return
@@ -332,6 +335,10 @@ class MainWindow(QMainWindow):
         message = self.core.history.get_message(message_id)
         self._editing = message.id
         self.composer.set_text(message.content)
+        self.composer.set_attachments([])
+        store = self.core.history.images
+        kept = [(n, store.path(image.sha256)) for n, image in enumerate(message.images, 1)] if store is not None else []
+        self.composer.attach_files([path for _n, path in kept if path], [f"image {n}" for n, path in kept if path])
         self.composer.focus_input()
         self.statusBar().showMessage("Editing: sending makes a new version; the original is kept.", 4000)
 

@@ -145,7 +145,8 @@ def test_input_grows_with_lines_up_to_a_limit(composer: Composer) -> None:
 
 def test_every_control_has_an_accessible_name(composer: Composer) -> None:
     controls = composer.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
-    assert {composer.text_box, composer.send_button, composer.context_label} < set(controls)  # and the meter's bar
-    assert len(controls) == 4
+    named = {composer.text_box, composer.send_button, composer.context_label, composer.attach_button, composer.attachment_strip}
+    assert named < set(controls)  # and the meter's bar
+    assert len(controls) == 6
     for widget in controls:
         assert widget.accessibleName()

@@ -57,6 +57,7 @@ def test_the_preload_and_each_turn_load_with_the_models_settings(qtbot, recorded
         "flash_attn": False,
         "draft_model_path": None,
         "parallel": 1,
+        "mmproj_path": None,
     }
     with qtbot.waitSignal(controller.reply_finished, timeout=15000):
         assert controller.send("hello")
