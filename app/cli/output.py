@@ -73,7 +73,9 @@ def image_figures(metrics: dict) -> str | None:
     head = f"{n} image{'s' if n != 1 else ''}"
     if not tokens:
         return f"{head} (reused)"
-    return f"{head} ({tokens} tok" + (f", encoded in {ms:.0f} ms)" if isinstance(ms, (int, float)) else ")")
+    if not isinstance(ms, (int, float)):
+        return f"{head} ({tokens} tok)"
+    return f"{head} ({tokens} tok, encoded in {ms:.1f} ms)" if ms < 10 else f"{head} ({tokens} tok, encoded in {ms:.0f} ms)"
 
 
 def positive_int(text: str) -> int:

@@ -110,7 +110,10 @@ def image_text(metrics: dict[str, Any]) -> str:
     tokens, ms = _count(metrics.get("image_tokens")), _count(metrics.get("image_encode_ms"))
     if not tokens:
         return f"{head}, reused"
-    return f"{head}: {format_int(int(tokens))} tokens" + (f", encoded in {format_int(round(ms))} ms" if ms is not None else "")
+    if ms is None:
+        return f"{head}: {format_int(int(tokens))} tokens"
+    took = f"{ms:.1f}" if ms < 10 else format_int(round(ms))  # (a small projector's take under a millisecond)
+    return f"{head}: {format_int(int(tokens))} tokens, encoded in {took} ms"
 
 
 def _count(value: Any) -> float | None:

@@ -20,7 +20,7 @@ from app.serve.api.openai_api import ClosingStream
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import MAX_CHARS_PER_TOKEN, Service, failure_error
 from app.serve.http.errors import ApiError
-from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
+from app.serve.http.http import CHAT_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
 from app.store.request_log import timings
 from app.tools.anthropic import BlockStream, content_blocks, usable
@@ -153,7 +153,7 @@ class AnthropicApi:
     async def messages(self, request: Request) -> Response:
         try:
             request.scope["cove.client"] = await self.service.client(request)
-            body = await json_body(request, MAX_BODY_BYTES)
+            body = await json_body(request, CHAT_BODY_BYTES)
             job = await self._job(await self.service.read(read_messages_request, body))
         except ApiError as exc:
             return error_response(exc)

@@ -19,7 +19,7 @@ from app.serve.api.messages_request import read_messages_request
 from app.serve.api.request_turn import api_request
 from app.serve.api.service import Service, failure_error, refuse_what_it_cannot_see
 from app.serve.http.errors import ApiError
-from app.serve.http.http import MAX_BODY_BYTES, json_body
+from app.serve.http.http import CHAT_BODY_BYTES, json_body
 from app.statuses import MessageStatus
 from app.turn.backend import backend_for
 from models.library import InstalledModel
@@ -32,7 +32,7 @@ class TokenCounter:
     async def count_tokens(self, request: Request) -> Response:
         try:
             client = await self.service.client(request)
-            body = await json_body(request, MAX_BODY_BYTES)
+            body = await json_body(request, CHAT_BODY_BYTES)
             if isinstance(body, dict) and body.get("max_tokens") is None:
                 body = {**body, "max_tokens": 1}  # count_tokens has no max_tokens; the reader requires one
             req = await self.service.read(read_messages_request, body)

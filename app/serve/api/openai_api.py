@@ -20,7 +20,7 @@ from app.serve.api.job import Job, chat_job
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
-from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
+from app.serve.http.http import CHAT_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
 from app.store.request_log import timings, usage
 from app.tools.parsers import Call
@@ -57,7 +57,7 @@ class OpenAIApi:
     async def chat_completions(self, request: Request) -> Response:
         try:
             request.scope["cove.client"] = await self.service.client(request)
-            chat = await self.service.read(read_chat_request, await json_body(request, MAX_BODY_BYTES))
+            chat = await self.service.read(read_chat_request, await json_body(request, CHAT_BODY_BYTES))
             job = await self._job(chat, request)
         except ApiError as exc:
             return exc.response()

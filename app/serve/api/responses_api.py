@@ -24,7 +24,7 @@ from app.serve.api.responses_request import ResponsesRequest, read_responses_req
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
-from app.serve.http.http import MAX_BODY_BYTES, json_body, sse
+from app.serve.http.http import CHAT_BODY_BYTES, json_body, sse
 from app.statuses import MessageStatus
 from app.store.request_log import timings
 from app.tools.parsers import Call
@@ -143,7 +143,7 @@ class ResponsesApi:
     async def responses(self, request: Request) -> Response:
         try:
             request.scope["cove.client"] = await self.service.client(request)
-            req = await self.service.read(read_responses_request, await json_body(request, MAX_BODY_BYTES))
+            req = await self.service.read(read_responses_request, await json_body(request, CHAT_BODY_BYTES))
             job = await self._job(req, request)
         except ApiError as exc:
             return exc.response()

@@ -15,6 +15,9 @@ from app.serve.http.connections import BODY_TIMEOUT_S
 from app.serve.http.errors import ApiError, error_response
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+# The chat endpoints take images inline: one at the 20 MB limit (app/images/checks.py) is 27 MB of
+# base64, and this leaves room for the conversation's text beside it.
+CHAT_BODY_BYTES = 32 * 1024 * 1024
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 

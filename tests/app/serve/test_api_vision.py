@@ -115,3 +115,17 @@ def test_two_image_requests_at_once_on_two_slots(served: Served) -> None:
         t.join(180)
     assert len(results) == 2 and all(not isinstance(r, Exception) for r in results), results
     assert all(r.usage.prompt_tokens > N_IMAGE_TOKENS for r in results)
+
+
+def test_a_photo_of_several_megabytes_fits_the_request_body(served: Served) -> None:
+    import numpy as np
+
+    noise = np.random.default_rng(5).integers(0, 256, (1400, 1500, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(noise).save(out, "PNG")
+    data = out.getvalue()
+    assert len(data) > 5_000_000  # 8 MB of base64: twice the other endpoints' 4 MiB body limit
+    reply = openai_client(served).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": [image_url(data), {"type": "text", "text": "what is it?"}]}], max_tokens=2
+    )  # type: ignore[list-item]
+    assert reply.usage is not None and reply.usage.prompt_tokens > N_IMAGE_TOKENS

@@ -72,3 +72,5 @@ def test_a_reply_with_images_says_what_encoding_them_took(qtbot, panel: PerfPane
     qtbot.waitUntil(lambda: "image" in panel.label_text("prompt"), timeout=2000)
     again = {"prompt_tokens": 300, "cached_tokens": 290, "images": 2, "image_tokens": 0, "image_encode_ms": 0.0}
     assert prompt_text(again) == "10 read · 290 reused · 2 images, reused"
+    small = {"prompt_tokens": 53, "cached_tokens": 0, "images": 1, "image_tokens": 16, "image_encode_ms": 0.31}
+    assert prompt_text(small) == "53 read · 1 image: 16 tokens, encoded in 0.3 ms"
