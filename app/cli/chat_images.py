@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.engine.request import cannot_see_images, sees_images
-from app.images.checks import CheckedImage, ImageRefused, read_image_file
+from app.images.checks import CheckedImage, ImageBudget, ImageRefused, read_image_file
 from app.images.store import ImageStore
 from app.remote.remote_model import RemoteModel
 from models.library import InstalledModel
@@ -23,8 +23,9 @@ class ImagesRefused(ValueError):
 def read_images(paths: Sequence[str]) -> list[tuple[bytes, CheckedImage]]:
     """Each file's bytes and its checked picture, in order; ImagesRefused names the first file
     that cannot be read or that the checks refuse."""
+    budget = ImageBudget()
     try:
-        return [read_image_file(Path(path)) for path in paths]
+        return [read_image_file(Path(path), budget=budget) for path in paths]
     except ImageRefused as exc:
         raise ImagesRefused(str(exc)) from None
 

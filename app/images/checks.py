@@ -24,6 +24,10 @@ MAX_BYTES = 20_000_000
 MAX_PIXELS = 40_000_000
 # The longest side; a 16384 x 16 strip is allowed, a 20000 x 10 one is not.
 MAX_SIDE = 16384
+# One request's images together (ImageBudget): a conversation of screenshots fits; a request of
+# hundreds of small files that decode to large pictures does not.
+MAX_IMAGES = 32
+MAX_REQUEST_PIXELS = 200_000_000
 
 # Cove tests width x height against MAX_PIXELS and MAX_SIDE itself, from the header, before any
 # pixel is decoded (_open). Pillow's own decompression-bomb test (a warning above 89 megapixels
@@ -78,13 +82,44 @@ def too_large(label: str, size: int) -> str:
     return f"{printable(label)} is {amount(size)}; an image may be at most {amount(MAX_BYTES)}"
 
 
-def check_image(data: bytes, *, label: str = "the image") -> CheckedImage:
+@dataclass
+class ImageBudget:
+    """What one request's images may take together, counted as they are checked (before each is
+    decoded): at most `max_images` images and `max_pixels` pixels. A request of many small files
+    that decode to large pictures would otherwise keep the decoder busy for minutes."""
+
+    max_images: int = MAX_IMAGES
+    max_pixels: int = MAX_REQUEST_PIXELS
+    images: int = 0
+    pixels: int = 0
+
+    def take(self, name: str, pixels: int) -> None:
+        """Count one more image of `pixels`; ImageRefused when the request would go past a limit."""
+        if self.images + 1 > self.max_images:
+            raise ImageRefused(f"{name} is one image too many: a request may carry at most {self.max_images} images")
+        if self.pixels + pixels > self.max_pixels:
+            raise ImageRefused(
+                f"{name} would bring the request's images to {(self.pixels + pixels) / 1e6:.0f} megapixels; "
+                f"a request's images may have at most {self.max_pixels // 1_000_000} megapixels together"
+            )
+        self.images += 1
+        self.pixels += pixels
+
+
+def check_image(data: bytes, *, label: str = "the image", budget: ImageBudget | None = None) -> CheckedImage:
     """Check `data` and decode its first frame; ImageRefused (one sentence naming `label`) if it
-    is too large, not a PNG, JPEG, WebP or GIF picture, too many pixels, or damaged."""
+    is too large, not a PNG, JPEG, WebP or GIF picture, too many pixels, or damaged, or when it
+    would take the request past its `budget`."""
     name = printable(label)
     if len(data) > MAX_BYTES:
         raise ImageRefused(too_large(name, len(data)))
     im = _open(data, name)
+    if budget is not None:
+        try:
+            budget.take(name, im.size[0] * im.size[1])
+        except ImageRefused:
+            im.close()
+            raise
     try:
         frames = _frames(im, name)
         rgb_image = _decode(im, name)
@@ -108,8 +143,8 @@ def check_image_file(path: Path) -> CheckedImage:
     return read_image_file(path)[1]
 
 
-def read_image_file(path: Path) -> tuple[bytes, CheckedImage]:
-    """The file's bytes and check_image's picture of them (as check_image_file)."""
+def read_image_file(path: Path, *, budget: ImageBudget | None = None) -> tuple[bytes, CheckedImage]:
+    """The file's bytes and check_image's picture of them (as check_image_file), counted in `budget`."""
     name = printable(path.name or str(path))
     try:
         st = os.stat(path)
@@ -123,7 +158,7 @@ def read_image_file(path: Path) -> tuple[bytes, CheckedImage]:
         raise ImageRefused(f"{name} could not be read: {printable(exc.strerror or str(exc))}") from None
     if len(data) > MAX_BYTES:
         raise ImageRefused(f"{name} is more than {amount(MAX_BYTES)}; an image may be at most {amount(MAX_BYTES)}")
-    return data, check_image(data, label=name)
+    return data, check_image(data, label=name, budget=budget)
 
 
 def _open(data: bytes, name: str) -> ImageFile.ImageFile:

@@ -13,10 +13,15 @@ app/images imports Pillow; it is imported here only when a request has an image.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from app.engine.request import ImagePart
 from app.serve.http.errors import ApiError
+
+T = TypeVar("T")
+_BUDGET: ContextVar[Any] = ContextVar("image_budget", default=None)  # the request's ImageBudget, while it is read
 
 
 def image_from_url(url: object, *, where: str, param: str) -> dict[str, Any]:
@@ -55,11 +60,23 @@ def no_file_store(where: str, param: str, *, send: str = "as a base64 data: URI"
     return ApiError(400, f"{where} names an uploaded file, but Cove has no file store; send the image itself, {send}", param=param)
 
 
+def with_image_budget(reader: Callable[[Any], T], body: Any) -> T:
+    """`reader(body)` with a fresh ImageBudget for the images it reads (app/images/checks.py):
+    one request's images are counted together. Runs in the reader's worker thread."""
+    from app.images.checks import ImageBudget
+
+    token = _BUDGET.set(ImageBudget())
+    try:
+        return reader(body)
+    finally:
+        _BUDGET.reset(token)
+
+
 def _checked(data: bytes, where: str, param: str) -> dict[str, Any]:
     from app.images.checks import ImageRefused, check_image
 
     try:
-        image = check_image(data, label=where)
+        image = check_image(data, label=where, budget=_BUDGET.get())
     except ImageRefused as exc:
         raise ApiError(400, str(exc), param=param) from None
     from app.images.store import passing_images

@@ -23,6 +23,7 @@ from app.engine.generation import FinishedEvent
 from app.engine.loaded import Embeddings
 from app.engine.request import ReplyRequest, cannot_see_images, sees_images
 from app.load_options import LoadOptions, load_options
+from app.serve.api.image_parts import with_image_budget
 from app.serve.api.job import Job
 from app.serve.api.request_store import Opened, RequestStore, StoreThread
 from app.serve.api.request_turn import RequestBackend, RequestWriter
@@ -198,7 +199,7 @@ class Service:
         another request from being read."""
         if self._readers is None:
             self._readers = anyio.CapacityLimiter(READERS)
-        return await anyio.to_thread.run_sync(reader, body, limiter=self._readers)
+        return await anyio.to_thread.run_sync(with_image_budget, reader, body, limiter=self._readers)
 
     async def models(self) -> list[InstalledModel]:
         """The installed models (read on the store's thread)."""

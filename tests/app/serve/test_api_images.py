@@ -248,3 +248,10 @@ def test_a_text_reply_still_runs_after_the_refusals(served: Served) -> None:
         model="tiny", messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], max_tokens=2
     )
     assert reply.choices[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_a_request_of_more_than_32_images_is_refused_at_the_33rd(served: Served) -> None:
+    parts = [{"type": "image_url", "image_url": {"url": data_uri(png(2 + i % 5, 3))}} for i in range(33)]
+    error = refused_chat(served, [{"role": "user", "content": parts}])
+    assert error["message"] == "messages[0].content[32] is one image too many: a request may carry at most 32 images"
