@@ -19,6 +19,7 @@ from app.private_files import make_private
 from app.settings import ModelPlacement, SamplingParams, Settings, load_settings, read_settings, save_settings
 from app.store.database import DatabaseError, close_database, open_database
 from app.store.history import History
+from app.store.message_images import sweep_images
 from app.store.record_requests import close_interrupted
 from app.store.request_log import RequestLog
 from models.gguf_errors import InvalidModelFile
@@ -230,6 +231,8 @@ def open_core(paths: Paths | None = None) -> Core:
     if not opened.read_only:
         # States of conversations deleted while a reply was still saving, or by an older Cove.
         prune_state_folders(paths.kv_states_dir, history.conversation_ids)
+        if history.images is not None:  # pictures a crash left after their last message was deleted
+            sweep_images(opened.db, history.images)
     loaded = read_settings(paths.settings_file)  # the one read that may move a bad file aside and say so
     return Core(
         paths=paths,

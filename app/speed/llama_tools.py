@@ -1,4 +1,4 @@
-"""Build llama.cpp's own programs (llama-bench, llama-server, llama-cli) from the sources vendored
+"""Build llama.cpp's own programs (llama-bench, llama-server, llama-cli, llama-mtmd-cli) from the sources vendored
 in the pinned llama-cpp-python sdist, in one configure and one build, into Cove's tools cache.
 
 The build configures the sdist's own top-level CMakeLists.txt (the very project pip built the
@@ -54,9 +54,9 @@ class ToolSpec:
 # server's own library, and llama-bench the common library they all share.
 LLAMA_TOOLS = ToolSpec(
     "llama-tools",
-    ("llama-bench", "llama-server", "llama-cli"),
+    ("llama-bench", "llama-server", "llama-cli", "llama-mtmd-cli"),
     ("-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF"),
-    ("tools/llama-bench", "tools/server", "tools/cli"),
+    ("tools/llama-bench", "tools/server", "tools/cli", "tools/mtmd"),
 )
 
 

@@ -148,7 +148,7 @@ def test_merge_runs_pools_samples_and_takes_new_medians() -> None:
 def test_ensure_llama_bench_returns_a_finished_build_without_rebuilding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dest = lb.tool_dir(tmp_path, "9.9.9")
     dest.mkdir(parents=True)
-    for name in ("llama-bench", "llama-server", "llama-cli"):  # the one build of llama.cpp's tools
+    for name in ("llama-bench", "llama-server", "llama-cli", "llama-mtmd-cli"):  # the one build of llama.cpp's tools
         (dest / name).write_text("")
     (dest / "build-info.json").write_text(json.dumps({"cpu": cpu_signature()}))
     monkeypatch.setattr(lb.subprocess, "run", lambda *a, **k: pytest.fail("must not download"))
