@@ -35,7 +35,12 @@ from typing import Any, Self
 
 import llama_cpp
 from llama_cpp import _logger
-from llama_cpp import mtmd_cpp as mtmd
+
+try:  # a build of llama.cpp without its multimodal library still runs text models
+    from llama_cpp import mtmd_cpp as mtmd
+except (OSError, RuntimeError, FileNotFoundError) as exc:  # load_shared_library's refusals
+    mtmd = None  # type: ignore[assignment]
+    _NO_MTMD = f"this build of llama.cpp has no multimodal library (libmtmd: {exc}), so no projector can be opened"
 
 from models.gguf_validate import InvalidModelFile, read_gguf_header
 
@@ -141,6 +146,8 @@ class Projector:
         """Open the projector at `mmproj_path` for `model` (a llama_model pointer, as `Llama.model`
         gives). The file is checked as a GGUF before libmtmd reads it; VisionError says why a file
         is refused."""
+        if mtmd is None:
+            raise VisionError(_NO_MTMD)
         if not model:
             raise VisionError("the projector cannot be opened: no text model is loaded")
         if n_threads < 1:
@@ -350,4 +357,4 @@ def image_chunks(prompt: PromptChunks) -> list[ImageChunk]:
     return out
 
 
-_NO_CALLBACK = mtmd.mtmd_helper_post_decode_callback()  # NULL: no callback
+_NO_CALLBACK = mtmd.mtmd_helper_post_decode_callback() if mtmd is not None else None  # NULL: no callback
