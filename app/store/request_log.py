@@ -85,7 +85,7 @@ def usage(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def timings(metrics: dict[str, Any]) -> dict[str, Any]:
     """Cove's own clocks for the reply (the engine's, not the client's); how long it reasoned
-    (`reasoning_ms`) when it did."""
+    (`reasoning_ms`) when it did; its images' tokens and encoding time when it had images."""
     out = {
         "prompt_ms": metrics.get("prefill_ms"),
         "ttft_ms": metrics.get("ttft_ms"),
@@ -94,6 +94,8 @@ def timings(metrics: dict[str, Any]) -> dict[str, Any]:
     }
     if metrics.get("reasoning_ms") is not None:
         out["reasoning_ms"] = metrics["reasoning_ms"]
+    if metrics.get("images"):  # the images read for the reply: tokens and encoding (0 when the cache held them)
+        out.update(images=metrics["images"], image_tokens=metrics.get("image_tokens"), image_encode_ms=metrics.get("image_encode_ms"))
     return out
 
 

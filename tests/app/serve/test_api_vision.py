@@ -59,6 +59,8 @@ def test_the_openai_client_gets_an_answer_about_a_base64_image(served: Served) -
     )
     assert reply.choices[0].finish_reason in ("length", "stop") and reply.usage is not None
     assert reply.usage.prompt_tokens > N_IMAGE_TOKENS  # the image's 16 places and the text's tokens
+    timings = (reply.model_extra or {})["timings"]  # Cove's own clocks, as llama-server gives them
+    assert timings["images"] == 1 and timings["image_tokens"] == N_IMAGE_TOKENS and timings["image_encode_ms"] > 0
     sha = hashlib.sha256(data).hexdigest()
     entries = [e for e in served.record() if sha in json.dumps(e)]
     assert entries, "the record names the image by its hash"
