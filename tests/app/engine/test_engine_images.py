@@ -172,3 +172,28 @@ def test_a_conversation_with_an_image_continues_from_its_saved_state_after_a_res
     m = later.metrics
     assert m["state_cache"]["disk_hit"] is True, m["state_cache"]
     assert m["image_tokens"] == 0 and m["cached_tokens"] > N_IMAGE_TOKENS  # the image came back with the saved cells
+
+
+def test_the_engines_image_tokens_are_what_libmtmd_gives_for_the_same_image(
+    engine: EngineClient, store: ImageStore, vision_pair: tuple[Path, Path]
+) -> None:
+    from llama_cpp import Llama
+
+    from app.engine.host.vision import Image as Pixels
+    from app.engine.host.vision import ImagePiece, Projector
+
+    data = png((90, 60, 30), (300, 200))
+    checked = check_image(data)
+    text, mmproj = vision_pair
+    llm = Llama(str(text), n_ctx=256, verbose=False)
+    try:
+        pixels = Pixels(checked.width, checked.height, checked.rgb, checked.sha256)
+        with (
+            Projector.open(llm.model, str(mmproj), n_threads=1, use_gpu=False) as projector,
+            projector.tokenize([pixels], add_special=False) as prompt,
+        ):
+            own = sum(p.n_tokens for p in prompt.pieces if isinstance(p, ImagePiece))
+    finally:
+        llm.close()
+    fin = engine.generate(ask(store, data, no_cache=True)).wait()
+    assert fin.failure is None and fin.metrics["image_tokens"] == own > 0
