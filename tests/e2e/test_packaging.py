@@ -29,6 +29,7 @@ from app.child_command import CHILD_FLAG, CHILD_MODULES, child_command
 from tests.support.lock_file import LLAMA_LOCK, LOCK, applies, read_lock
 from tests.support.paths import REPO_ROOT
 from tests.support.tiny_model import write_tiny_gguf
+from tests.support.tiny_vision import N_IMAGE_TOKENS, write_tiny_vision
 
 ROOT = REPO_ROOT
 
@@ -406,7 +407,7 @@ def test_frozen_build_installs_itself_in_the_menu(frozen: Path, tmp_path: Path) 
 @pytest.mark.timeout(1800)
 def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dict[str, str], tmp_path: Path) -> None:
     """uvicorn, starlette and anyio load their parts by name; the frozen app has them all, and
-    Pillow, which reads an image part."""
+    Pillow, which reads an image part, and libmtmd, which opens a vision model's projector."""
     import base64
     import io
     import socket
@@ -451,6 +452,27 @@ def test_frozen_serve_answers_an_openai_request(frozen: Path, no_python_env: dic
             json={"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}]},
         )
         assert seen.status_code == 400 and seen.json()["error"]["code"] == "model_not_vision", seen.text
+        # A vision model: libmtmd opens its projector in the frozen engine, and the image is read.
+        text, mmproj = write_tiny_vision(tmp_path / "vision")
+        paired = subprocess.run(
+            [frozen / "cove", "models", "import", str(text), "--mmproj", str(mmproj)],
+            capture_output=True,
+            text=True,
+            env=no_python_env,
+            timeout=120,
+        )
+        assert paired.returncode == 0, paired.stderr
+        answered = httpx.post(
+            f"{base}/chat/completions",
+            timeout=120,
+            json={
+                "model": "text_model",
+                "max_tokens": 2,
+                "messages": [{"role": "user", "content": [image, {"type": "text", "text": "What?"}]}],
+            },
+        )
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["timings"]["image_tokens"] == N_IMAGE_TOKENS
     finally:
         server.terminate()
         server.wait(timeout=60)
