@@ -39,6 +39,11 @@ class Paths:
         return self.data_dir / "images"
 
     @property
+    def passing_images_dir(self) -> Path:
+        """The API's images while their replies run (app/images/store.py PassingImages), one folder per server process."""
+        return self.cache_dir / "passing-images"
+
+    @property
     def settings_file(self) -> Path:
         return self.data_dir / "settings.json"
 

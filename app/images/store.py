@@ -155,15 +155,35 @@ class PassingImages:
             return set(self._held)
 
 
-def passing_images() -> PassingImages:
-    """This process's PassingImages, in a private folder removed when the process ends."""
+def passing_images(root: Path | None = None) -> PassingImages:
+    """This process's PassingImages, in a private folder removed when the process ends. The first
+    call decides where: `root`/<pid> (Cove's cache folder, where the folders of processes that
+    died, killed before they could remove theirs, are removed now), else a new temporary folder."""
     global _passing
     with _passing_lock:
         if _passing is None:
-            folder = Path(tempfile.mkdtemp(prefix="cove-images-"))  # 0700, as mkdtemp makes it
+            if root is not None:
+                _remove_dead(root)
+                folder = root / str(os.getpid())
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            else:
+                folder = Path(tempfile.mkdtemp(prefix="cove-images-"))  # 0700, as mkdtemp makes it
             _passing = PassingImages(folder)
             atexit.register(shutil.rmtree, folder, True)
         return _passing
+
+
+def _remove_dead(root: Path) -> None:
+    """Remove the passing folders under `root` whose process is gone."""
+    import psutil
+
+    try:
+        folders = [p for p in root.iterdir() if p.is_dir() and p.name.isdigit()]
+    except FileNotFoundError:
+        return
+    for folder in folders:
+        if int(folder.name) != os.getpid() and not psutil.pid_exists(int(folder.name)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 _passing: PassingImages | None = None

@@ -22,6 +22,7 @@ from app.engine.client import EngineError
 from app.engine.generation import FinishedEvent
 from app.engine.loaded import Embeddings
 from app.engine.request import ReplyRequest, cannot_see_images, sees_images
+from app.images.store import passing_images
 from app.load_options import LoadOptions, load_options
 from app.serve.api.image_parts import with_image_budget
 from app.serve.api.job import Job
@@ -110,8 +111,6 @@ async def held_images(request: ReplyRequest) -> AsyncIterator[None]:
     if not shas:
         yield
         return
-    from app.images.store import passing_images
-
     passing = passing_images()
     passing.hold(shas)
     try:
@@ -131,6 +130,7 @@ def refuse_what_it_cannot_see(model: InstalledModel, request: ReplyRequest, para
 class Service:
     def __init__(self, core: Core, pool: ModelPool) -> None:
         self.core, self.pool = core, pool
+        passing_images(core.paths.passing_images_dir)  # the API's images go under Cove's own cache folder
         # Every write about a request runs on the store's own thread and connection, off the event loop.
         self.store = RequestStore(StoreThread(core.paths.database, core.paths.models_dir, core.paths.kv_states_dir))
         self._options: dict[str, LoadOptions] = {}  # model path -> its load settings, read on the store's thread
