@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
+from app.cli.chat_remote import agree_to_send, isatty, resolve_chat_model
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
@@ -29,9 +30,6 @@ from app.mcp.approval import DENY, Approver, ToolRequest, allow_without_asking
 from app.mcp.failures import ToolServerError
 from app.mcp.host import McpHost
 from app.mcp.store import ToolServerStore
-from app.remote.connections import Connection, ConnectionProblem
-from app.remote.privacy import is_private_host, strip_port
-from app.remote.remote_model import RemoteModel, remote_models, split_remote_name
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.sources import sources_of
@@ -40,14 +38,9 @@ from app.turn.backend import installed_model, remote_host, server_connection, se
 from app.turn.service import ChatService, TurnResult
 from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offer
 from app.unreadable_text import from_os
-from models.library import InstalledModel, ModelNotFound
 
 EXIT_INTERRUPTED = 130
 EXIT_USAGE = 2  # input the command cannot take (as argparse's own)
-
-
-class NotSent(RuntimeError):
-    """The person did not agree (or could not be asked) to send messages to a connection's host."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -185,7 +178,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
 
         try:
             pictures = read_images(args.image)
-            refuse_unseeing(_resolve(core, args.model))
+            refuse_unseeing(resolve_chat_model(core, args.model))
         except ImagesRefused as exc:
             say(f"cove: {exc}", sys.stderr)
             return EXIT_USAGE
@@ -205,13 +198,13 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if prompt is not None and not prompt.strip() and not pictures:
         raise ValueError("the message is empty; type something to send")
 
-    model = _resolve(core, args.model)
+    model = resolve_chat_model(core, args.model)
     params = _params(core, args)
     options = None
     local = installed_model(model)
     connection = server_connection(model)
     if connection is not None:  # a server's model, before anything is saved: may refuse, or ask
-        _agree_to_send(core, core.connections.get(connection), args.allow_host)
+        agree_to_send(core, core.connections.get(connection), args.allow_host)
     elif local is not None:
         placement = core.settings.placement_for(local.name)
         if hasattr(args, "gpu_layers"):
@@ -277,66 +270,6 @@ def _kept_images(core: Core, pictures: list[Any]) -> list[Any]:
     from app.cli.chat_images import keep_images
 
     return keep_images(core.history.images, pictures)
-
-
-def _resolve(core: Core, name: str | None) -> InstalledModel | RemoteModel:
-    """MODEL_ID@CONNECTION when CONNECTION is one of the person's connections; else a local model."""
-    split = split_remote_name(name) if name else None
-    if split is None:
-        return core.resolve_model(name)
-    model_id, connection_name = split
-    try:
-        connection = core.connections.get(connection_name)
-    except ConnectionProblem:
-        try:
-            return core.resolve_model(name)
-        except ModelNotFound:
-            raise ModelNotFound(
-                f"no model named '{name}' here, and no connection named '{connection_name}' (`cove remote list` shows your connections)"
-            ) from None
-    listed = remote_models(connection)
-    for model in listed:
-        if model.model_id == model_id:
-            return model
-    if listed:
-        raise ModelNotFound(
-            f"{connection.name} ({connection.host}) listed no model '{model_id}' when last asked; "
-            f"`cove remote models {connection.name}` asks it again"
-        )
-    kind = connection.server.get("kind") if connection.server else None  # never reached yet: try it
-    return RemoteModel(connection=connection.name, model_id=model_id, host=connection.host, kind=kind if isinstance(kind, str) else None)
-
-
-def _agree_to_send(core: Core, connection: Connection, allow_host: str | None) -> None:
-    """Refuse offline (the gate's sentence); before messages first go to a host outside this
-    machine and the person's network, ask once on a terminal or take `--allow-host HOST`."""
-    core.network.check("remote")
-    if connection.public_ok or is_private_host(connection.host):
-        return
-    host = connection.host
-    if allow_host is not None:
-        if allow_host.strip().lower() not in {host.lower(), strip_port(host).lower()}:
-            raise ValueError(f"--allow-host {allow_host} does not name {connection.name}'s server, {host}; nothing was sent")
-        core.connections.confirm_public(connection.name)
-        return
-    if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
-        raise NotSent(
-            f"your messages would be sent to {host}, outside this machine and your private network, "
-            f"and there is no terminal to ask whether that is all right; nothing was sent. "
-            f"Run again with --allow-host {host} to agree once (it is remembered for {connection.name})"
-        )
-    print(f"Your messages will be sent to {host}. Send them? [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline().strip().lower()
-    if answer not in {"y", "yes"}:
-        raise NotSent(f"nothing was sent to {host}")
-    core.connections.confirm_public(connection.name)
-
-
-def _isatty(stream: object) -> bool:
-    try:
-        return bool(stream is not None and stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError):
-        return False
 
 
 def _exit_code(result: TurnResult) -> int:
@@ -462,7 +395,7 @@ def chat_tools(core: Core, names: list[str], args: argparse.Namespace) -> Iterat
     approver: Approver
     if args.allow_tools:
         approver, who = allow_without_asking, "the person (--allow-tools)"
-    elif _isatty(sys.stdin) and _isatty(sys.stderr):
+    elif isatty(sys.stdin) and isatty(sys.stderr):
         approver, who = ask_on_terminal, "the person"
     else:
         approver, who = _no_terminal, "the person"

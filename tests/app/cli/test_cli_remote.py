@@ -279,7 +279,7 @@ def test_a_public_host_is_refused_without_a_terminal(tmp_path: Path) -> None:
 
 @pytest.fixture
 def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: RemoteServer):
-    import app.cli.chat_cmd as chat_cmd
+    import app.cli.chat_remote as chat_remote
     from app.cli.main import main
     from app.log_redact import uninstall_redaction
 
@@ -291,11 +291,11 @@ def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: RemoteSe
         asked.append(host)
         return False
 
-    monkeypatch.setattr(chat_cmd, "is_private_host", not_private)
+    monkeypatch.setattr(chat_remote, "is_private_host", not_private)
 
     def run(*args: str, stdin: str = "", terminal: bool = False) -> int:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        monkeypatch.setattr(chat_cmd, "_isatty", lambda stream: terminal)
+        monkeypatch.setattr(chat_remote, "isatty", lambda stream: terminal)
         try:
             return main(list(args))
         except SystemExit as exc:
