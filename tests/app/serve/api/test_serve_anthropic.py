@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.serve.api.anthropic_api import error_type, stop_of
+from app.serve.http.http import CHAT_BODY_BYTES
 from app.statuses import MessageStatus
 from app.store.history import Message
 from app.turn.events import EndEvent
@@ -206,7 +207,7 @@ def test_malformed_json_and_an_oversized_body_are_refused_in_anthropics_shape(se
     assert bad.status_code == 400 and bad.json()["type"] == "error" and bad.json()["error"]["type"] == "invalid_request_error"
     huge = httpx.post(
         url,
-        content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+        content=b'{"model": "tiny", "x": "' + b"a" * (CHAT_BODY_BYTES + 1) + b'"}',  # (a chat body may hold images)
         headers={"content-type": "application/json"},
         timeout=60,
     )

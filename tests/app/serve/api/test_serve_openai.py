@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from app.serve.http.http import CHAT_BODY_BYTES
 from tests.support.serve_fixture import Served, cove_serve, free_port, requests_of
 
 _SERVED: list[Served] = []  # the module's server, for the command line against its home
@@ -111,7 +112,7 @@ def test_malformed_json_an_oversized_body_and_a_foreign_host_are_refused(server:
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
     huge = httpx.post(
         url,
-        content=b'{"model": "tiny", "x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+        content=b'{"model": "tiny", "x": "' + b"a" * (CHAT_BODY_BYTES + 1) + b'"}',  # (a chat body may hold images)
         headers={"content-type": "application/json"},
         timeout=60,
     )
