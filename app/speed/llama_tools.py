@@ -1,12 +1,13 @@
-"""Build llama.cpp's own programs (llama-bench, llama-server, llama-cli, llama-mtmd-cli) from the sources vendored
-in the pinned llama-cpp-python sdist, in one configure and one build, into Cove's tools cache.
+"""Build llama.cpp's own programs (llama-bench, llama-server, llama-cli, llama-mtmd-cli) from the
+sources vendored in the pinned llama-cpp-python sdist, in one configure and one build, into Cove's
+tools cache.
 
 The build configures the sdist's own top-level CMakeLists.txt (the very project pip built the
 wheel from) with scikit-build-core's defaults, so ggml gets the same flags as the engine:
 Release, shared libraries, GGML_NATIVE=ON, OpenMP, no curl, plus `$CMAKE_ARGS` exactly as
-llama-cpp-python's build honours it. The three tools share every library and flag, so they
-are one build: `cove bench --compare-llama-bench`, the levers benchmark and the remote tests
-all take their binaries from the one folder `llama-tools-<version>`.
+llama-cpp-python's build honours it. The four tools share every library and flag, so they
+are one build: `cove bench --compare-llama-bench`, the levers benchmark, the remote tests and
+bench/vision.py all take their binaries from the one folder `llama-tools-<version>`.
 
 The sources come from PyPI through pip, or, where `$COVE_LLAMA_SDIST` names a local
 `llama_cpp_python-<version>.tar.gz`, from that file (a machine without network access:

@@ -41,8 +41,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             reporter.flush()
 
     log(
-        f"{len(needing)} tests use llama-bench, llama-server or llama-cli; building them once, before the tests run "
-        f"(leave them out with -m 'not slow_build')"
+        f"{len(needing)} tests use llama.cpp's own tools (llama-bench, llama-server, llama-cli, llama-mtmd-cli); "
+        "building them once, before the tests run (leave them out with -m 'not slow_build')"
     )
     try:
         llama_tools.ensure_tools(tools, log=log)

@@ -22,8 +22,8 @@ def _finished(tools_dir: Path, version: str, targets: tuple[str, ...] | None = N
     return dest
 
 
-def test_one_configure_builds_all_three_tools_with_the_server_on_and_no_ui_download(tmp_path: Path) -> None:
-    assert set(lt.LLAMA_TOOLS.targets) == {"llama-bench", "llama-server", "llama-cli"}
+def test_one_configure_builds_all_four_tools_with_the_server_on_and_no_ui_download(tmp_path: Path) -> None:
+    assert set(lt.LLAMA_TOOLS.targets) == {"llama-bench", "llama-server", "llama-cli", "llama-mtmd-cli"}
     args = lt.cmake_args(tmp_path / "src", tmp_path / "build", lt.LLAMA_TOOLS, {"CMAKE_ARGS": "-DGGML_NATIVE=OFF"})
     assert "-DLLAMA_BUILD_TOOLS=ON" in args and "-DLLAMA_BUILD_SERVER=ON" in args
     # the web UI is neither built with npm nor fetched from a bucket during the build
@@ -73,13 +73,13 @@ def test_a_finished_build_is_returned_without_building(tmp_path: Path, monkeypat
 
 
 def test_a_folder_missing_one_of_the_binaries_is_not_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _finished(tmp_path, "9.9.9", targets=("llama-server", "llama-bench"))  # no llama-cli
+    _finished(tmp_path, "9.9.9", targets=("llama-server", "llama-bench", "llama-mtmd-cli"))  # no llama-cli
     assert not lt.is_built(tmp_path, version="9.9.9")
     monkeypatch.setattr(lt.shutil, "which", lambda name: None)
     with pytest.raises(
         lt.LlamaToolError,
         match=r"cmake is not installed, so llama.cpp's tools \(llama-bench, llama-server, "
-        r"llama-cli\) cannot be built",
+        r"llama-cli, llama-mtmd-cli\) cannot be built",
     ):
         lt.ensure_tool(tmp_path, "llama-server", "9.9.9", log=lambda m: None)
 

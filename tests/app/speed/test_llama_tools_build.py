@@ -94,7 +94,7 @@ def test_the_tools_are_built_once_before_the_tests_outside_their_timeout(
     result.assert_outcomes(passed=3)
     assert _calls(tmp_path) == [str(tmp_path / "tools")]  # one build for both tests
     out = result.stdout.str()
-    assert "llama.cpp tools: 2 tests use llama-bench, llama-server or llama-cli; building them once" in out
+    assert "llama.cpp tools: 2 tests use llama.cpp's own tools (llama-bench, llama-server, llama-cli, llama-mtmd-cli); building" in out
     assert "llama.cpp tools:   120/300 steps (40%) after 4 min" in out  # the build's progress, not captured away
     assert out.index("llama.cpp tools: 2 tests use") < out.index("test_inner.py")  # before the first test
 
