@@ -2,7 +2,8 @@
 the time to first token of a turn with one image against the same turn's text alone, and Cove's
 encode time against llama.cpp's own `llama-mtmd-cli` (built from the same pinned llama.cpp, in the
 one build of llama.cpp's tools: app/speed/llama_tools.py) on the same model, image and threads.
-Each figure is the median of --runs, the two programs alternating.
+Each figure is the median of --runs, the two programs alternating; each run's pictures are new to
+the engine (its time to first token includes reading, checking and decoding the file).
 
 Cove's encode time is the reply's `image_encode_ms` (mtmd_encode_chunk, the projector's work);
 llama-mtmd-cli's is the time between the "encoding mtmd batch" and "mtmd batch encoding done" lines
@@ -42,8 +43,14 @@ _BEGIN = re.compile(_STAMP + r"encoding mtmd batch")
 _DONE = re.compile(_STAMP + r"mtmd batch encoding done in (\d+) ms")
 
 
-def picture(width: int, height: int) -> bytes:
-    """A PNG with a gradient and a few shapes (not one colour: compression and resizing do real work)."""
+def ttft(metrics: dict[str, Any]) -> float:
+    """The reply's time to first token as the client saw it (the engine's prefill when it is missing)."""
+    return float(metrics.get("ttft_ms") or metrics["prefill_ms"])
+
+
+def picture(width: int, height: int, mark: int = 0) -> bytes:
+    """A PNG with a gradient and a few shapes (not one colour: compression and resizing do real
+    work); `mark` changes a corner, so each run's picture is new to the engine."""
     from PIL import Image, ImageDraw
 
     image = Image.new("RGB", (width, height))
@@ -51,6 +58,7 @@ def picture(width: int, height: int) -> bytes:
     draw = ImageDraw.Draw(image)
     draw.rectangle((width // 8, height // 8, width // 3, height // 3), fill=(250, 250, 250))
     draw.ellipse((width // 2, height // 2, width - 10, height - 10), outline=(0, 0, 0), width=5)
+    draw.rectangle((0, 0, 7, 7), fill=(mark % 256, mark // 256 % 256, 77))
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
@@ -103,6 +111,7 @@ def _mtmd_cli_run(binary: Path, model: Path, mmproj: Path, image: Path, threads:
         + ["--temp", "0", "-c", "4096"],
         capture_output=True,
         text=True,
+        errors="replace",  # a random-weight model writes bytes that are not UTF-8
         timeout=600,
         env={**os.environ, "LLAMA_ARG_N_GPU_LAYERS": "0"},
     )
@@ -151,24 +160,23 @@ def main() -> int:
             log=lambda s: print(s, file=sys.stderr),
         )
         store = ImageStore(tmp / "images")
-        pictures = {f"{w}x{h}": picture(w, h) for w, h in SIZES}
-        files = {}
-        for size, data in pictures.items():
-            files[size] = tmp / f"{size}.png"
-            files[size].write_bytes(data)
-        rows: dict[str, dict[str, list[float]]] = {size: {"cove_ms": [], "cli_ms": [], "tokens": [], "ttft_ms": []} for size in pictures}
+        rows: dict[str, dict[str, list[float]]] = {f"{w}x{h}": {"cove_ms": [], "cli_ms": [], "tokens": [], "ttft_ms": []} for w, h in SIZES}
         text_ttft: list[float] = []
         with EngineClient() as engine:
             engine.load(model, n_threads=args.threads, n_ctx=4096, mmproj_path=mmproj)
-            cove_turn(engine, store, pictures[next(iter(pictures))], args.threads)  # warm-up: the projector's first graph
-            for _ in range(args.runs):
-                text_ttft.append(cove_turn(engine, store, None, args.threads)["prefill_ms"])
-                for size, data in pictures.items():
+            cove_turn(engine, store, picture(*SIZES[0], mark=0), args.threads)  # warm-up: the projector's first graph
+            for run in range(1, args.runs + 1):
+                text_ttft.append(ttft(cove_turn(engine, store, None, args.threads)))
+                for w, h in SIZES:
+                    data = picture(w, h, mark=run)  # a picture the engine has not seen: read, decoded and encoded afresh
+                    file = tmp / f"{w}x{h}-{run}.png"
+                    file.write_bytes(data)
                     m = cove_turn(engine, store, data, args.threads)
-                    rows[size]["cove_ms"].append(m["image_encode_ms"])
-                    rows[size]["tokens"].append(m["image_tokens"])
-                    rows[size]["ttft_ms"].append(m["prefill_ms"])
-                    rows[size]["cli_ms"].append(mtmd_cli_encode_ms(cli, model, mmproj, files[size], args.threads))
+                    row = rows[f"{w}x{h}"]
+                    row["cove_ms"].append(m["image_encode_ms"])
+                    row["tokens"].append(m["image_tokens"])
+                    row["ttft_ms"].append(ttft(m))
+                    row["cli_ms"].append(mtmd_cli_encode_ms(cli, model, mmproj, file, args.threads))
 
     med = statistics.median
     report: dict[str, Any] = {
