@@ -44,6 +44,11 @@ class Paths:
         return self.cache_dir / "passing-images"
 
     @property
+    def tls_dir(self) -> Path:
+        """This machine's certificate and its key for `cove serve` off loopback (app/serve/http/tls.py)."""
+        return self.data_dir / "tls"
+
+    @property
     def settings_file(self) -> Path:
         return self.data_dir / "settings.json"
 

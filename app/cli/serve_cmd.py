@@ -1,5 +1,5 @@
 """`cove serve`: the OpenAI-compatible API of Cove's engines on this computer (loopback only
-unless told otherwise, and then only with keys)."""
+unless told otherwise, and then only with keys, over HTTPS with this machine's certificate)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from app.cli.output import positive_int
 from app.core import Core
 
 if TYPE_CHECKING:
+    import ssl
+
     from app.serve.pool.pool import ModelPool
 
 DEFAULT_PORT = 8642
@@ -38,7 +40,16 @@ def _minutes(text: str) -> float:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the installed models over the OpenAI API on 127.0.0.1")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs keys)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; any other but ::1 and localhost needs keys and is served over HTTPS)",
+    )
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="off loopback, serve plain HTTP instead of HTTPS: the keys and every prompt cross the network readable",
+    )
     p.add_argument(
         "--parallel",
         type=positive_int,
@@ -114,6 +125,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
     loopback = args.host in LOOPBACK_NAMES
     if not loopback and not ApiKeys(core.db).names():
         raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
+    tls, banner = _tls(core, args, loopback)
     try:
         sock = listen_socket(args.host, args.port)
     except ListenError as exc:
@@ -124,8 +136,11 @@ def run(core: Core, args: argparse.Namespace) -> int:
         service = Service(core, pool)
         # Another address answers to any Host name (requests need a key there); loopback only to its own.
         app = create_app(core, pool, host_names=LOOPBACK_NAMES if loopback else None, service=service)
-        server = make_server(app, service.stop_all)
-        print(f"cove serve: http://{url_host(args.host)}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
+        server = make_server(app, service.stop_all, tls=tls)
+        scheme = "https" if tls is not None else "http"
+        print(f"cove serve: {scheme}://{url_host(args.host)}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
+        for line in banner:
+            print(f"cove serve: {line}", file=sys.stderr, flush=True)
         # One process, the event loop on this thread; every read and write of the history runs on the
         # service's store thread (app/serve/api/request_store.py), never on the loop. A signal stops the
         # replies in progress, keeping what they wrote (app/serve/http/serving.py), and is raised again
@@ -134,3 +149,26 @@ def run(core: Core, args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+def _tls(core: Core, args: argparse.Namespace, loopback: bool) -> tuple[ssl.SSLContext | None, list[str]]:
+    """The TLS context to serve with (None: plain HTTP) and the lines that follow the address:
+    off loopback, this machine's certificate (made or renewed as needed, app/serve/http/tls.py) and
+    its fingerprint, unless --insecure-http; a certificate that cannot be had refuses the start."""
+    from app.serve.http.tls import TlsUnavailable, machine_certificate, server_context
+
+    if loopback:
+        return None, []
+    if args.insecure_http:
+        return None, [f"plain HTTP on {args.host} (--insecure-http): the keys and every prompt cross the network readable."]
+    try:
+        cert = machine_certificate(core.paths.tls_dir, args.host)
+        context = server_context(cert)
+    except TlsUnavailable as exc:
+        raise ValueError(
+            f"cannot serve HTTPS on {args.host}: {exc}. Plain HTTP there would send the keys and every prompt readable "
+            "across the network; make that folder writable, or pass --insecure-http to serve plain HTTP anyway."
+        ) from None
+    lines = [*cert.notices, f"the certificate's SHA-256 fingerprint: {cert.fingerprint}"]
+    lines.append(f"the certificate, for clients to trust (cove remote add … --ca-file): {cert.cert_file}")
+    return context, lines

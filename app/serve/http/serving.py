@@ -1,5 +1,6 @@
 """How uvicorn runs the API server, for `cove serve` and the window's Server switch: the listening
-socket (a taken port is a sentence), the connections' bounds (app/serve/http/connections.py), and
+socket (a taken port is a sentence), HTTPS when given a TLS context (off loopback,
+app/serve/http/tls.py), the connections' bounds (app/serve/http/connections.py), and
 stopping: the first SIGINT/SIGTERM/SIGHUP, or `should_exit`, cancels the replies in progress
 (Service.stop_all: each ends within a token, recorded with what it wrote, its client told), so
 the server is gone within STOP_GRACE_S plus the engines' own stop, not when the longest reply
@@ -10,6 +11,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+import ssl
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -63,9 +65,11 @@ class CoveServer(uvicorn.Server):
     """uvicorn's server with the connection guard running, and a stop that does not wait for
     replies to end on their own."""
 
-    def __init__(self, config: uvicorn.Config, guard: ConnectionGuard, stop_replies: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, guard: ConnectionGuard, stop_replies: Callable[[], None], tls: ssl.SSLContext | None = None
+    ) -> None:
         super().__init__(config)
-        self.guard, self._stop_replies, self._stopped_replies = guard, stop_replies, False
+        self.guard, self._stop_replies, self._stopped_replies, self.tls = guard, stop_replies, False, tls
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Runs in the signal handler: only flags here. A second signal changes nothing: the stop
@@ -85,6 +89,12 @@ class CoveServer(uvicorn.Server):
         import asyncio
 
         self.guard.start(asyncio.get_running_loop())
+        if self.tls is not None:
+            # Cove's own context (app/serve/http/tls.py: its certificate, TLS 1.2 at least) in place
+            # of one uvicorn would make from files; uvicorn wraps every accepted connection in it.
+            if not self.config.loaded:
+                self.config.load()
+            self.config.ssl = self.tls
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -104,8 +114,10 @@ def make_server(
     max_connections: int | None = None,
     header_timeout_s: float = HEADER_TIMEOUT_S,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> CoveServer:
-    """The server for `app`, its open-file limit raised and its connections capped to fit."""
+    """The server for `app`, its open-file limit raised and its connections capped to fit; with
+    `tls`, it speaks HTTPS only."""
     cap = connection_cap(raise_open_file_limit()) if max_connections is None else max_connections
     guard = ConnectionGuard(cap, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s)
     # proxy_headers off: the record's client address is the socket's peer, never a header's claim
@@ -120,4 +132,4 @@ def make_server(
         timeout_graceful_shutdown=STOP_GRACE_S,
         backlog=BACKLOG,
     )
-    return CoveServer(config, guard, stop_replies)
+    return CoveServer(config, guard, stop_replies, tls)
