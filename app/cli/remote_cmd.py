@@ -1,4 +1,4 @@
-"""`cove remote add|list|models|remove`: the person's own servers (app/remote/) from the terminal.
+"""`cove remote add|pair|list|models|remove`: the person's own servers (app/remote/) from the terminal.
 
 A key is never taken from the command line (argv is visible to every user through `ps` and
 /proc and ends up in shell history): `cove remote add` asks for it with a hidden prompt on a
@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `cove remote`."""
     p = sub.add_parser(
         "remote",
-        help="your own servers (llama-server, vLLM, Ollama, another Cove): add, list, their models, remove",
+        help="your own servers (llama-server, vLLM, Ollama, another Cove): add, pair, list, their models, remove",
         description="Connections to OpenAI-compatible servers of your own. Chat with one of their models "
         "with `cove chat --model MODEL_ID@NAME`; its key is kept in the OS keyring.",
     )
@@ -71,6 +71,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     key.add_argument("--no-key", action="store_true", help="the server needs no key")
     add.add_argument("--json", action="store_true")
     add.set_defaults(run=run_add)
+
+    pair = rsub.add_parser(
+        "pair",
+        help="pair with another Cove with the code `cove serve pair` showed there: no key to copy, its certificate pinned",
+        description="Pair with another Cove: it checks that the machine at URL shows the certificate the code "
+        "names before it sends anything, receives a key of its own (kept in the OS keyring), and trusts that "
+        "certificate alone for this connection from then on. The code works once, for 10 minutes.",
+    )
+    pair.add_argument("name", help="what to call that machine here: letters, digits, '.', '_' or '-' (e.g. desktop)")
+    pair.add_argument("url", help="that Cove's address, e.g. https://desktop.local:8642")
+    pair.add_argument("code", nargs="?", help="the code `cove serve pair` showed (asked for when left out)")
+    pair.add_argument("--json", action="store_true")
+    pair.set_defaults(run=run_pair)
 
     ls = rsub.add_parser("list", help="your connections (never their keys)")
     ls.add_argument("--json", action="store_true")
@@ -141,6 +154,46 @@ def run_add(core: Core, args: argparse.Namespace) -> int:
             f"`cove remote models {connection.name}` asks again.",
             sys.stderr,
         )
+        return 0
+    _print_found(connection)
+    return 0
+
+
+def run_pair(core: Core, args: argparse.Namespace) -> int:
+    """Pair (app/remote/pairing.py), then ask the server what it serves, as `add` does."""
+    from app.remote.pairing import pair
+
+    if core.read_only:
+        raise RuntimeError(core.notice or "the history is open read-only, so a connection cannot be saved")
+    code = args.code
+    if code is None:
+        if not _isatty(sys.stdin):
+            code = sys.stdin.readline(_MAX_LINE) if sys.stdin is not None else ""
+        else:
+            try:
+                code = input("Pairing code (from `cove serve pair` on the other machine): ")
+            except EOFError:
+                code = ""
+    paired = pair(core.connections, core.network, args.name, args.url, code)
+    connection = paired.connection
+    if paired.notice is not None:
+        say(f"cove: {paired.notice} For a command that means it is gone when the command exits: pair again from the window.", sys.stderr)
+    problem: str | None = None
+    try:
+        connection = core.connections.record_probe(connection.name, probe(connection, core.connections.key(connection.name), core.network))
+    except (RemoteProblem, NetworkRefused) as exc:
+        problem = str(exc)
+    if args.json:
+        shown = {**_connection_json(core, connection), "key_name": paired.key_name, "fingerprint": paired.fingerprint}
+        print_json_for({**shown, "probe_error": problem}, sys.stdout)
+        return 0
+    say(
+        f"Paired with {connection.host} as {connection.name}: its certificate (SHA-256 {paired.fingerprint}) is pinned, "
+        f"and the key it made for this machine ({paired.key_name!r} there) is kept in the keyring.",
+        sys.stdout,
+    )
+    if problem is not None:
+        say(f"cove: its models could not be listed yet: {problem} `cove remote models {connection.name}` asks again.", sys.stderr)
         return 0
     _print_found(connection)
     return 0
@@ -229,5 +282,6 @@ def run_remove(core: Core, args: argparse.Namespace) -> int:
     if core.connections.last_notice is not None:  # the keyring would not forget the key
         say(f"cove: removed {connection.name}, but: {core.connections.last_notice}", sys.stderr)
         return 1
-    say(f"Removed {connection.name} ({connection.base_url}){' and its key' if had_key else ''}.", sys.stdout)
+    pinned = " and its pinned certificate" if core.connections.is_pinned(connection) else ""
+    say(f"Removed {connection.name} ({connection.base_url}){' and its key' if had_key else ''}{pinned}.", sys.stdout)
     return 0

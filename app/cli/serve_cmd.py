@@ -75,11 +75,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"unload a model idle this long (default {DEFAULT_TTL_MINUTES:g})",
     )
     p.set_defaults(run=run)
-    ssub = p.add_subparsers(dest="serve_command", metavar="keys")
+    ssub = p.add_subparsers(dest="serve_command", metavar="{keys,pair}")
     keys = ssub.add_parser("keys", help="the clients' API keys: add NAME (shown once), list, remove NAME")
     keys.add_argument("action", choices=("add", "list", "remove"))
     keys.add_argument("name", nargs="?")
     keys.set_defaults(run=run_keys)
+    pair = ssub.add_parser(
+        "pair",
+        help="a one-time code (10 minutes, one use) with which another Cove pairs with this one: cove remote pair NAME URL CODE",
+    )
+    pair.add_argument(
+        "--host",
+        dest="pair_host",
+        default=None,
+        metavar="ADDRESS",
+        help="the address `cove serve --host` listens on, when this machine's certificate must first be made for it",
+    )
+    pair.add_argument("--port", dest="pair_port", type=positive_int, default=DEFAULT_PORT, help="the port it listens on, for the hint")
+    pair.set_defaults(run=run_pair)
 
 
 def run_keys(core: Core, args: argparse.Namespace) -> int:
@@ -103,6 +116,43 @@ def run_keys(core: Core, args: argparse.Namespace) -> int:
         raise ValueError(str(exc)) from None
     print(f"The key for {args.name!r} (shown this once; Cove keeps only its hash):", file=sys.stderr)
     print(key)
+    return 0
+
+
+def run_pair(core: Core, args: argparse.Namespace) -> int:
+    """Make a pairing code for this machine's certificate (app/serve/http/pairing_codes.py) and
+    print it on stdout, with what to type on the other machine on stderr."""
+    from app.serve.http.pairing_codes import VALID, PairingCodes, served_certificate
+    from app.serve.http.serving import url_host
+    from app.serve.http.tls import TlsUnavailable
+
+    if core.read_only:
+        raise RuntimeError(core.notice or "the history is open read-only, so a pairing code cannot be kept")
+    try:
+        cert, der = served_certificate(core.paths.tls_dir, args.pair_host)
+    except TlsUnavailable as exc:
+        raise ValueError(f"cannot make a pairing code without this machine's certificate: {exc}") from None
+    code, ends = PairingCodes(core.db).make(der)
+    for notice in cert.notices:
+        renewed = " A `cove serve` running now still serves the old one: restart it." if "new certificate" in notice else ""
+        print(f"cove serve pair: {notice}{renewed}", file=sys.stderr)
+    minutes = int(VALID.total_seconds() // 60)
+    print(
+        f"A pairing code for one machine, valid for {minutes} minutes (until {ends.astimezone():%H:%M}) and once:",
+        file=sys.stderr,
+        flush=True,
+    )
+    print(code, flush=True)
+    address = args.pair_host if args.pair_host not in (None, "0.0.0.0", "::") else "THIS-MACHINE"
+    names = ", ".join([*cert.dns_names, *cert.ip_addresses])
+    print(
+        f"With `cove serve --host ADDRESS --port {args.pair_port}` running here, type on the other machine:\n"
+        f"  cove remote pair NAME https://{url_host(address)}:{args.pair_port} {code}\n"
+        f"NAME is what that machine will call this one; the address must be one the certificate names: {names}.\n"
+        f"This machine's certificate has the SHA-256 fingerprint {cert.fingerprint}; the code carries its start, so the "
+        "other machine sends its secret to this certificate only.",
+        file=sys.stderr,
+    )
     return 0
 
 

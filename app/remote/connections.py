@@ -24,6 +24,9 @@ from models.transactions import write_transaction
 # Disk-format invariant: a connection's name; it ends every remote model's name in the history.
 CONNECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 TABLE = "connections"
+# Beside the history file: the certificates `cove remote pair` saved, one per paired connection,
+# each that connection's CA file (app/remote/pairing.py); removing the connection deletes it.
+PINNED_FOLDER = "paired"
 API_ROOT = "/v1"  # added to a URL that has no path
 # Paths a person may paste by mistake after the API root; they are cut off.
 _ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
@@ -195,11 +198,27 @@ class Connections:
             raise ConnectionProblem(f"There is no connection named {name}{hint}.")
         return _from_row(row)
 
+    @property
+    def pinned_dir(self) -> Path | None:
+        """The folder of the certificates pairing saved (PINNED_FOLDER beside the history file);
+        None for a database without a file."""
+        rows = self._db.conn.execute("PRAGMA database_list").fetchall()
+        main = next((row[2] for row in rows if row[1] == "main"), "")
+        return Path(main).parent / PINNED_FOLDER if main else None
+
+    def is_pinned(self, connection: Connection) -> bool:
+        """Whether the connection's CA file is a certificate Cove saved when it paired."""
+        folder = self.pinned_dir
+        return bool(connection.ca_file and folder is not None and Path(connection.ca_file).resolve().parent == folder.resolve())
+
     def remove(self, name: str) -> None:
-        """Forget the connection and its key; `last_notice` says when the keyring kept the key."""
+        """Forget the connection, its key, and the certificate pairing saved for it (a CA file the
+        person gave stays); `last_notice` says when the keyring kept the key."""
         connection = self.get(name)
         with write_transaction(self._db):
             self._db.execute(f"DELETE FROM {TABLE} WHERE name = ?", [connection.name])
+        if self.is_pinned(connection) and connection.ca_file:
+            Path(connection.ca_file).unlink(missing_ok=True)
         self.keys.delete(connection.name)
         self.last_notice = self.keys.last_notice
 
@@ -242,3 +261,12 @@ class Connections:
     def key(self, name: str) -> str | None:
         """The connection's key for this run (keyring, or this run's memory), or None."""
         return self.keys.get(self.get(name).name)
+
+
+def pinned_file(ca_file: str | None) -> bool:
+    """Whether `ca_file` is a certificate pairing saved (in PINNED_FOLDER beside a history file):
+    such a connection trusts that certificate alone (app/remote/http_client.py ssl_context)."""
+    if not ca_file:
+        return False
+    folder = Path(ca_file).parent
+    return folder.name == PINNED_FOLDER and (folder.parent / "cove.db").is_file()

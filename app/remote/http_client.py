@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from app.remote.checked_connect import CheckedBackend, CheckedTransport
-from app.remote.connections import Connection
+from app.remote.connections import Connection, pinned_file
 from app.remote.errors import RemoteProblem, scrub
 from models.network import NetworkGate
 
@@ -49,15 +49,20 @@ class Reply:
             return None
 
 
-def ssl_context(ca_file: str | None) -> ssl.SSLContext:
-    """Verification against the system's CAs and certifi's, plus `ca_file` when given."""
-    context = ssl.create_default_context()
-    try:
-        import certifi
+def ssl_context(ca_file: str | None, *, pinned: bool = False) -> ssl.SSLContext:
+    """Verification against the system's CAs and certifi's, plus `ca_file` when given; `pinned`:
+    against `ca_file` alone (a paired machine's certificate: no other, however issued, is taken)."""
+    if pinned:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname checked, certificate required
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+    else:
+        context = ssl.create_default_context()
+        try:
+            import certifi
 
-        context.load_verify_locations(cafile=certifi.where())
-    except (ImportError, OSError, ssl.SSLError):
-        pass  # the system's store alone
+            context.load_verify_locations(cafile=certifi.where())
+        except (ImportError, OSError, ssl.SSLError):
+            pass  # the system's store alone
     if ca_file:
         try:
             context.load_verify_locations(cafile=ca_file)
@@ -181,7 +186,7 @@ class RemoteHttp:
         timeout = httpx.Timeout(
             connect=self.connect_timeout_s, read=self.read_timeout_s, write=self.read_timeout_s, pool=self.connect_timeout_s
         )
-        context = ssl_context(self.connection.ca_file)
+        context = ssl_context(self.connection.ca_file, pinned=pinned_file(self.connection.ca_file))
         transport = CheckedTransport(context, CheckedBackend(lambda: self.connection.public_ok, self.connection.name)) if checked else None
         client = httpx.Client(
             verify=context,

@@ -279,6 +279,26 @@ def _m0019_model_projector(db: sqlite_utils.Database) -> None:
     add_projector_columns(db)
 
 
+def _m0020_pairing(db: sqlite_utils.Database) -> None:
+    # Pairing codes of `cove serve pair` (app/serve/http/pairing_codes.py): the SHA-256 of each
+    # code's secret (never the secret), when it ends and was used, the key it made, and the wrong
+    # secrets tried while it was open.
+    db.table("pairing_codes").create(
+        {
+            "id": int,
+            "secret_sha256": str,
+            "created_at": str,
+            "expires_at": str,
+            "used_at": str,
+            "key_name": str,
+            "failures": int,
+        },
+        pk="id",
+        not_null={"secret_sha256", "created_at", "expires_at", "failures"},
+        defaults={"failures": 0},
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -299,6 +319,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0017_tool_rule_files", _m0017_tool_rule_files),
     ("0018_message_images", _m0018_message_images),
     ("0019_model_projector", _m0019_model_projector),
+    ("0020_pairing", _m0020_pairing),
 )
 
 

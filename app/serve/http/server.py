@@ -27,6 +27,8 @@ from app.serve.api.service import Service
 from app.serve.http.browser_guard import BrowserGuard
 from app.serve.http.errors import error_response
 from app.serve.http.http import LOOPBACK_NAMES, HostCheck
+from app.serve.http.pairing import PATH as PAIR_PATH
+from app.serve.http.pairing import PairingApi
 from app.serve.pool.pool import ModelPool
 
 __all__ = ["LOOPBACK_NAMES", "create_app"]
@@ -51,6 +53,8 @@ def create_app(
     embeddings = EmbeddingsApi(service).embeddings
     completions = CompletionsApi(service).completions
     responses = ResponsesApi(service).responses
+    store = service.store.thread
+    pair = PairingApi(store.run, lambda: store.history.db).pair  # the database is read on the store's thread
     app = Starlette(
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
@@ -70,6 +74,8 @@ def create_app(
             Route("/embeddings", embeddings, methods=["POST"]),
             Route("/completions", completions, methods=["POST"]),
             Route("/responses", responses, methods=["POST"]),
+            # Another Cove redeems a pairing code here (app/serve/http/pairing.py); HTTPS only.
+            Route(PAIR_PATH, pair, methods=["POST"]),
         ],
     )
     guarded = BrowserGuard(app)
