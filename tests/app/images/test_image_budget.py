@@ -33,7 +33,9 @@ def test_the_pixels_together_are_bounded_before_decoding() -> None:
     check_image(png(800, 1000), label="first", budget=budget)  # 0.8 megapixels
     with pytest.raises(ImageRefused) as refused:
         check_image(png(500, 500), label="second", budget=budget)
-    assert str(refused.value) == "second would bring the request's images to 1 megapixels; a request's images may have at most 1 megapixels together"
+    assert str(refused.value) == (
+        "second would bring the request's images to 1 megapixels; a request's images may have at most 1 megapixels together"
+    )
     assert budget.pixels == 800_000  # the refused one was not counted
 
 
