@@ -83,9 +83,9 @@ def _history(served: Served) -> tuple[int, int]:
         con.close()
 
 
-def _children(served: Served) -> list[int]:
+def _children(served: Served) -> list[str]:
     assert served.process is not None
-    return [child.pid for child in psutil.Process(served.process.pid).children(recursive=True)]
+    return [" ".join(child.cmdline()[:4]) for child in psutil.Process(served.process.pid).children(recursive=True)]
 
 
 @pytest.fixture
@@ -243,15 +243,15 @@ def test_a_responses_input_image_is_refused_because_the_model_cannot_see_it(serv
     assert link["message"].startswith("input[0].content[1] is a link (https://example.com/…)")
 
 
-def test_a_text_reply_still_runs_after_the_refusals(served: Served) -> None:
-    reply = openai_client(served).chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], max_tokens=2
-    )
-    assert reply.choices[0].finish_reason in ("stop", "length")
-
-
 @pytest.mark.usefixtures("unchanged")
 def test_a_request_of_more_than_32_images_is_refused_at_the_33rd(served: Served) -> None:
     parts = [{"type": "image_url", "image_url": {"url": data_uri(png(2 + i % 5, 3))}} for i in range(33)]
     error = refused_chat(served, [{"role": "user", "content": parts}])
     assert error["message"] == "messages[0].content[32] is one image too many: a request may carry at most 32 images"
+
+
+def test_a_text_reply_still_runs_after_the_refusals(served: Served) -> None:
+    reply = openai_client(served).chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], max_tokens=2
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length")
