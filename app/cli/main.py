@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "auth": ("app.cli.auth_cmd", "sign in to the Hugging Face Hub for gated models (the token goes to the OS keyring)"),
     "serve": ("app.cli.serve_cmd", "serve the installed models over the OpenAI API on 127.0.0.1"),
     "record": ("app.cli.record_cmd", "the written record of every request: verify it, export it, its sealing key"),
-    "remote": ("app.cli.remote_cmd", "your own servers (llama-server, vLLM, Ollama, another Cove): add, list, their models, remove"),
+    "remote": ("app.cli.remote_cmd", "your own servers (llama-server, vLLM, Ollama, another Cove): add, pair, list, their models, remove"),
     "tools": ("app.cli.tools_cmd", "your own tool servers (MCP): add, list their tools, call one, remove"),
     "docs": ("app.cli.docs_cmd", "your document collections: add, list, status, patterns, reindex, remove, search, embedder"),
     "setup": ("app.cli.setup_cmd", "fetch the instruct starter model (Qwen2.5-Coder-0.5B-Instruct) and choose it"),
