@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.atomic_file import write_bytes_whole
+
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -43,17 +45,7 @@ class ImageStore:
         if path.is_file() and path.stat().st_size == len(data):
             return path
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=self.folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_bytes_whole(path, data)  # 0600, whole or not at all
         return path
 
     def path(self, sha256: str) -> Path | None:

@@ -25,11 +25,12 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from app.atomic_file import locked
 
 DEFAULT_VERSION = "0.3.36"
 BUILD_INFO = "build-info.json"
@@ -158,7 +159,7 @@ def ensure_tools(tools_dir: Path, version: str = DEFAULT_VERSION, log: Callable[
             f"cmake is not installed, so llama.cpp's tools ({', '.join(spec.targets)}) cannot be built (install cmake and a C++ compiler)"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(dest.parent / f".{spec.name}-{version}.lock"):
+    with locked(dest.parent / f".{spec.name}-{version}.lock"):
         if is_built(tools_dir, spec, version):
             return dest
         _build(dest, spec, version, log)
@@ -207,22 +208,6 @@ def _build(dest: Path, spec: ToolSpec, version: str, log: Callable[[str], None])
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-
-
-@contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` held while the block runs (POSIX; elsewhere no lock)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def local_sdist(version: str, environ: dict[str, str] | None = None) -> Path | None:

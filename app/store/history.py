@@ -10,9 +10,9 @@ from typing import Any, Final
 
 import sqlite_utils
 
+import app.store.message_images as images_
 from app.images.store import ImageStore
 from app.statuses import FINAL_STATUSES, MessageStatus
-from app.store import message_images as images_
 from app.store.branches import branch_path, deepest_newest_descendant
 from app.store.checkpoint import Checkpointer
 from app.store.records import (

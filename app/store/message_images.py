@@ -209,7 +209,7 @@ def sweep_images(db: sqlite_utils.Database, store: ImageStore, *, min_age_s: flo
             path = store.path(sha256)
             if path is not None and _made_between(path, began, cutoff) and not _in_use(db, sha256) and store.remove(sha256):
                 removed += 1
-        for stale in store.folder.glob(".incoming-*"):
+        for stale in store.folder.glob(".*"):  # a write that never finished (app/atomic_file.py)
             if _made_between(stale, began, cutoff):
                 stale.unlink(missing_ok=True)
     except OSError:

@@ -13,9 +13,6 @@ import ipaddress
 import os
 import socket
 import ssl
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from app.atomic_file import locked, write_bytes_whole
 from app.private_files import make_private
 from app.serve.http.http import LOOPBACK_NAMES
 from app.set_aside import aside_name, utc_stamp
@@ -82,7 +80,7 @@ def machine_certificate(folder: Path, host: str, *, now: datetime | None = None,
     now = now or datetime.now(UTC)
     try:
         make_private((folder,))
-        with _locked(folder / ".lock"):
+        with locked(folder / ".lock"):
             return _certificate(folder, host, now, valid_days)
     except OSError as exc:
         raise TlsUnavailable(f"the certificate could not be stored in {folder}: {exc.strerror or exc}") from None
@@ -112,7 +110,7 @@ def _certificate(folder: Path, host: str, now: datetime, valid_days: int) -> Mac
     if key is None:
         key = ec.generate_private_key(ec.SECP256R1())
         pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        _write_whole(key_path, pem)
+        write_bytes_whole(key_path, pem)
     # The old certificate's names are kept, so serving on one address and then another does not
     # make a new certificate (and a new fingerprint) each time.
     dns, ips = _names(host)
@@ -120,7 +118,7 @@ def _certificate(folder: Path, host: str, now: datetime, valid_days: int) -> Mac
         old_dns, old_ips = _sans(cert)
         dns, ips = _union(dns, old_dns), _union(ips, old_ips)
     made = _make_cert(key, dns, ips, now, valid_days)
-    _write_whole(cert_path, made.public_bytes(serialization.Encoding.PEM))
+    write_bytes_whole(cert_path, made.public_bytes(serialization.Encoding.PEM))
     until = f"{made.not_valid_after_utc:%Y-%m-%d}"
     if cert is None and not notices:
         notices.append(f"Made this machine's certificate for HTTPS (valid until {until}), in {folder}.")
@@ -312,34 +310,3 @@ def _ip(host: str) -> IPAddress | None:
 
 def _union(first: list[str], second: list[str]) -> list[str]:
     return list(dict.fromkeys([*first, *second]))
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (mode 0600): a temporary file in the same folder, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mkstemp makes it 0600
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` while the block runs (POSIX; elsewhere none): two servers
-    starting at once make one certificate, not a key of one and a certificate of the other."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -138,7 +138,7 @@ def test_the_sweep_leaves_the_images_of_a_history_before_this_one(tmp_path: Path
 
 def test_the_sweep_removes_unfinished_writes_and_reads_nothing_else(db: sqlite_utils.Database, store: ImageStore) -> None:
     keep(store, picture((5, 5, 5)))
-    unfinished = store.folder / ".incoming-abc123"
+    unfinished = store.folder / ("." + "a" * 64 + ".abc123")  # write_bytes_whole's temporary name
     unfinished.write_bytes(b"half an image")
     other = store.folder / "notes.txt"
     other.write_text("not an image of the store", encoding="utf-8")
