@@ -173,9 +173,12 @@ def run(core: Core, args: argparse.Namespace) -> int:
     from app.serve.http.serving import ListenError, listen_socket, make_server, url_host
 
     loopback = args.host in LOOPBACK_NAMES
-    if not loopback and not ApiKeys(core.db).names():
-        raise ValueError(f"listening on {args.host} lets other machines in: make a key first (cove serve keys add NAME)")
     tls, banner = _tls(core, args, loopback)
+    if not loopback and not ApiKeys(core.db).names():
+        banner.append(
+            "No API key yet: other machines can only pair (`cove serve pair` makes a code) until one exists; "
+            "every other request from them is refused."
+        )
     try:
         sock = listen_socket(args.host, args.port)
     except ListenError as exc:
@@ -205,15 +208,14 @@ def _tls(core: Core, args: argparse.Namespace, loopback: bool) -> tuple[ssl.SSLC
     """The TLS context to serve with (None: plain HTTP) and the lines that follow the address:
     off loopback, this machine's certificate (made or renewed as needed, app/serve/http/tls.py) and
     its fingerprint, unless --insecure-http; a certificate that cannot be had refuses the start."""
-    from app.serve.http.tls import TlsUnavailable, machine_certificate, server_context
+    from app.serve.http.tls import TlsUnavailable, serving_context
 
     if loopback:
         return None, []
     if args.insecure_http:
         return None, [f"plain HTTP on {args.host} (--insecure-http): the keys and every prompt cross the network readable."]
     try:
-        cert = machine_certificate(core.paths.tls_dir, args.host)
-        context = server_context(cert)
+        context, cert = serving_context(core.paths.tls_dir, args.host)
     except TlsUnavailable as exc:
         raise ValueError(
             f"cannot serve HTTPS on {args.host}: {exc}. Plain HTTP there would send the keys and every prompt readable "

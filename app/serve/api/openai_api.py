@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.serve.api.chat_request import ChatRequest, read_chat_request
 from app.serve.api.job import Job, chat_job
+from app.serve.api.model_listing import listing, model_entry, served_headers
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
@@ -39,8 +40,8 @@ class OpenAIApi:
             await self.service.client(request)
         except ApiError as exc:
             return exc.response()
-        data = [_model_entry(m.name) for m in await self.service.models()]
-        return JSONResponse({"object": "list", "data": data})
+        pool = self.service.pool
+        return JSONResponse(listing(await self.service.models(), pool.loaded(), pool.waiting()))
 
     async def model(self, request: Request) -> JSONResponse:
         """One installed model, by any name `Service.model` knows it by; 404 in OpenAI's shape if none."""
@@ -49,7 +50,7 @@ class OpenAIApi:
             found = await self.service.model(request.path_params["model"])
         except ApiError as exc:
             return exc.response()
-        return JSONResponse(_model_entry(found.name))
+        return JSONResponse(model_entry(found, self.service.pool.loaded()))
 
     async def _job(self, chat: ChatRequest, request: Request) -> Job:
         return chat_job(request.url.path, await self.service.model(chat.model), chat, format_field="response_format")
@@ -93,7 +94,8 @@ class OpenAIApi:
                 "usage": usage_of(written.metrics),
                 "timings": timings(written.metrics),
                 **({"warning": running.not_saved} if running.not_saved else {}),
-            }
+            },
+            headers=served_headers(job.model),
         )
 
     async def _start_stream(self, request: Request, job: Job, reply_id: str, created: int, include_usage: bool) -> Response:
@@ -107,7 +109,7 @@ class OpenAIApi:
             self._stream(job, running, first, reply_id, created, include_usage),
             close,
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache"},
+            headers={"Cache-Control": "no-cache", **served_headers(job.model)},
         )
 
     async def _stream(
@@ -196,10 +198,6 @@ def usage_of(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def _call_entry(call: Call) -> dict[str, Any]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-
-
-def _model_entry(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "cove"}
 
 
 class ClosingStream(StreamingResponse):

@@ -30,7 +30,7 @@ from app.serve.api.request_store import Opened, RequestStore, StoreThread
 from app.serve.api.request_turn import RequestBackend, RequestWriter
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.http.errors import ApiError
-from app.serve.http.peer_owner import is_this_account
+from app.serve.http.peer_owner import without_keys
 from app.serve.pool.engines import Lease
 from app.serve.pool.live_request import LiveRequest
 from app.serve.pool.pool import ModelPool
@@ -172,20 +172,16 @@ class Service:
     async def client(self, request: Request) -> str:
         """Who is asking: the name of the key the request carries (Authorization: Bearer, or
         x-api-key). Without any key made, a request from a program of the person's own account
-        is the "local API", and one from another account on this computer is refused."""
+        is the "local API"; one from another account on this computer, or from another machine
+        (which can only pair then), is refused."""
         auth = request.headers.get("authorization", "")
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "").strip()
         keys = self.store.thread.keys
         any_key, name = await self.store.thread.run(lambda: (bool(keys.names()), keys.name_of(key) if key else None))
         if not any_key:
-            if is_this_account(request.scope.get("client"), request.scope.get("server")) is False:
-                raise ApiError(
-                    403,
-                    "this server answers only the programs of the account that runs Cove; "
-                    "for another account, make it a key (cove serve keys add NAME)",
-                    "permission_error",
-                    code="another_account",
-                )
+            refused = without_keys(request.scope.get("client"), request.scope.get("server"))
+            if refused is not None:
+                raise refused
             return CLIENT
         if name is None:
             raise ApiError(

@@ -8,6 +8,9 @@ kernel from its socket hash table rather than by a scan of the machine's sockets
 wraps this lookup (psutil's net_connections scans every process's file descriptors and needs
 privileges for other accounts' sockets), hence the few structs below, as linux/inet_diag.h
 lays them out. Elsewhere the owner is unknown (None).
+
+`without_keys` says who is refused before any API key exists: another account, and another
+machine (a peer whose owner is unknown and that is not loopback), which may only pair then.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 import socket
 import struct
 import sys
+
+from app.serve.http.errors import ApiError
 
 _NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20
@@ -82,3 +87,34 @@ def is_this_account(client: tuple[str, int] | None, server: tuple[str, int] | No
         return None
     owner = socket_owner(client, server)
     return None if owner is None else owner == os.getuid()
+
+
+def without_keys(client: tuple[str, int] | None, server: tuple[str, int] | None) -> ApiError | None:
+    """Before any API key exists, who is refused: a program of another account on this computer
+    (403), and another machine (401), which may only pair then (POST /cove/pair takes no key).
+    None for a program of the person's own account, or a loopback peer whose owner cannot be told."""
+    mine = is_this_account(client, server)
+    if mine is False:
+        return ApiError(
+            403,
+            "this server answers only the programs of the account that runs Cove; "
+            "for another account, make it a key (cove serve keys add NAME)",
+            "permission_error",
+            code="another_account",
+        )
+    if mine is None and not _loopback(client[0] if client else None):
+        return ApiError(
+            401,
+            "this server needs a key from other machines: pair this one (`cove serve pair` on the server, "
+            "then `cove remote pair` here), or make a key (cove serve keys add NAME)",
+            "authentication_error",
+            code="invalid_api_key",
+        )
+    return None
+
+
+def _loopback(host: str | None) -> bool:
+    try:
+        return isinstance(host, str) and ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False

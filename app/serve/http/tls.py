@@ -97,6 +97,30 @@ def server_context(cert: MachineCertificate) -> ssl.SSLContext:
     return context
 
 
+def serving_context(folder: Path, host: str) -> tuple[ssl.SSLContext, MachineCertificate]:
+    """What a server listening on `host` off loopback serves with, as `cove serve --host` and the
+    window's "other machines" switch do: the machine's certificate for `host` (made or renewed as
+    needed) and its TLS context. TlsUnavailable with a sentence."""
+    cert = machine_certificate(folder, host)
+    return server_context(cert), cert
+
+
+def hosts_for_others(cert: MachineCertificate) -> list[str]:
+    """What another machine types to reach a server on every address with `cert`: this machine's
+    network IPv4 addresses now, then its name (NAME.local where the certificate names it), each
+    only when the certificate names it (a client checks that it does)."""
+    hosts = [a for a in _interface_addresses() if "." in a and not _is_loopback_ip(a)]
+    machine = _machine_name()
+    if machine:
+        hosts += [f"{machine}.local", machine] if "." not in machine else [machine]
+    return [h for h in _union(hosts, []) if cert.covers(h)]
+
+
+def _is_loopback_ip(address: str) -> bool:
+    ip = _ip(address)
+    return ip is not None and ip.is_loopback
+
+
 def _certificate(folder: Path, host: str, now: datetime, valid_days: int) -> MachineCertificate:
     cert_path, key_path = folder / CERT_FILE, folder / KEY_FILE
     notices: list[str] = []

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from app.serve.http.http import CHAT_BODY_BYTES
-from tests.support.serve_fixture import Served, cove_serve, free_port, requests_of
+from tests.support.serve_fixture import Served, cove_serve, requests_of
 
 _SERVED: list[Served] = []  # the module's server, for the command line against its home
 
@@ -197,11 +197,6 @@ def test_with_keys_made_a_request_needs_one_and_the_record_names_it(server: str)
     finally:
         assert cove("serve", "keys", "remove", "editor").returncode == 0
     assert [m.id for m in client(server).models.list()] == ["tiny"]  # no keys left: loopback is open again
-
-
-def test_listening_beyond_loopback_without_a_key_is_refused_in_a_sentence(server: str) -> None:
-    refused = cove("serve", "--host", "0.0.0.0", "--port", str(free_port()))
-    assert refused.returncode != 0 and "make a key first" in refused.stderr and "Traceback" not in refused.stderr
 
 
 SCHEMA = {

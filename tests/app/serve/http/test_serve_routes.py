@@ -45,14 +45,30 @@ def test_unknown_routes_under_messages_answer_in_anthropic_shape(served, method,
 
 def test_a_model_by_its_id(served) -> None:
     for prefix in ("/v1", ""):
-        assert httpx.get(f"{served.url}{prefix}/models/tiny", timeout=10).json() == {
-            "id": "tiny",
-            "object": "model",
-            "created": 0,
-            "owned_by": "cove",
-        }
+        entry = httpx.get(f"{served.url}{prefix}/models/tiny", timeout=10).json()
+        cove = entry.pop("cove")
+        assert entry == {"id": "tiny", "object": "model", "created": 0, "owned_by": "cove"}
+        # Cove's own object: what another of the person's Coves reads to place a conversation.
+        assert len(cove["sha256"]) == 64 and cove["vision"] is False
+        assert set(cove) == {"sha256", "context_length", "vision", "loaded", "loading", "slots", "free_slots"}
     missing = httpx.get(f"{served.url}/v1/models/no-such-model", timeout=10)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
+
+
+def test_a_reply_names_its_machine_and_model_file_and_the_listing_shows_it_loaded(served) -> None:
+    sha = httpx.get(f"{served.url}/v1/models/tiny", timeout=10).json()["cove"]["sha256"]
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}
+    whole = httpx.post(f"{served.url}/v1/chat/completions", timeout=60, json=body)
+    assert whole.status_code == 200
+    assert whole.headers["cove-model-sha256"] == sha and whole.headers["cove-machine"]
+    with httpx.stream("POST", f"{served.url}/v1/chat/completions", timeout=60, json={**body, "stream": True}) as streamed:
+        assert streamed.headers["cove-model-sha256"] == sha
+        streamed.read()
+    listing = httpx.get(f"{served.url}/v1/models", timeout=10).json()
+    assert listing["cove"]["machine"] == whole.headers["cove-machine"] and listing["cove"]["waiting"] == 0
+    (entry,) = listing["data"]
+    # The engine stays loaded after the reply (the idle TTL is minutes), its slots all free again.
+    assert entry["cove"]["loaded"] is True and entry["cove"]["free_slots"] == entry["cove"]["slots"] >= 1
 
 
 def test_routes_without_v1_as_llama_server_answers_them(served) -> None:
