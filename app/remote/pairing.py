@@ -7,7 +7,10 @@ that comes back goes to the keyring, the certificate to Cove's folder of pinned 
 
 The TLS handshake itself proves the server holds the certificate's private key (its signature
 over the handshake is checked whatever the verification mode), so a machine in the middle would
-need a certificate whose SHA-256 starts with the code's 95 bits."""
+need a certificate whose SHA-256 starts with the code's 95 bits.
+
+`pair` is three steps, which the window runs on two threads: `check_unused` and `save` on the
+thread that owns the history, `exchange` (the network, no database) on any other."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from app.pairing.code import parse_code
+from app.pairing.code import PairingCode, parse_code
 from app.private_files import make_private
 from app.remote.connections import Connection, ConnectionProblem, Connections, check_name, normalise_url
 from app.remote.errors import server_message
@@ -51,15 +54,28 @@ class Paired:
     notice: str | None  # when the key could be kept in this run's memory only
 
 
-def pair(connections: Connections, gate: NetworkGate, name: str, url: str, code_text: str, machine_name: str | None = None) -> Paired:
-    """Pair with the Cove at `url` as connection `name`. Raises PairingRefused, PairingCodeError
-    or ConnectionProblem (each a sentence), NetworkRefused when offline."""
-    code = parse_code(code_text)
-    name = check_name(name)
+@dataclass(frozen=True)
+class Learned:
+    """What the network step learned from the other Cove: its certificate and the key it made."""
+
+    base_url: str
+    der: bytes  # the certificate the server showed, which the code named
+    key: str
+    key_name: str
+
+
+def https_url(url: str) -> str:
+    """The other Cove's base URL (…/v1), or PairingRefused when it is not https://."""
     base_url = normalise_url(url)
     scheme, host, port = origin(base_url)
     if scheme != "https":
         raise PairingRefused(f"pairing needs the other Cove's https:// address (https://{_netloc(host, port)}); nothing was sent.")
+    return base_url
+
+
+def check_unused(connections: Connections, name: str) -> Path:
+    """Before anything is sent (the history's thread): `name` is free, and the folder its
+    certificate goes in; ConnectionProblem or PairingRefused otherwise."""
     try:
         existing = connections.get(name)
     except ConnectionProblem:
@@ -69,19 +85,43 @@ def pair(connections: Connections, gate: NetworkGate, name: str, url: str, code_
     folder = connections.pinned_dir
     if folder is None:
         raise PairingRefused("this history has no folder to keep the other machine's certificate in.")
+    return folder
+
+
+def exchange(gate: NetworkGate, base_url: str, code: PairingCode, machine_name: str | None = None) -> Learned:
+    """The network step (any thread; it reads no database): check the certificate at `base_url`
+    against `code`, then redeem its secret. PairingRefused, or NetworkRefused when offline."""
+    _scheme, host, port = origin(base_url)
     with gate.use("remote-models", base_url):
-        der, answer = _exchange(host, port, code.names, code.secret, machine_name or socket.gethostname())
-    key, key_name = answer
-    pem = x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+        der, (key, key_name) = _exchange(host, port, code.names, code.secret, machine_name or socket.gethostname())
+    return Learned(base_url, der, key, key_name)
+
+
+def save(connections: Connections, name: str, learned: Learned) -> Paired:
+    """The saving step (the history's thread): pin the certificate and add the connection with
+    the key. ConnectionProblem when the connection cannot be added (the pinned file is removed)."""
+    folder = check_unused(connections, name)
+    cert = x509.load_der_x509_certificate(learned.der)
     make_private((folder,))
     path = folder / f"{name}.pem"
-    _write_private(path, pem)
+    _write_private(path, cert.public_bytes(serialization.Encoding.PEM))
     try:
-        connection = connections.add(name, base_url, key=key, ca_file=str(path))
+        connection = connections.add(name, learned.base_url, key=learned.key, ca_file=str(path))
     except ConnectionProblem:
         path.unlink(missing_ok=True)
         raise
-    return Paired(connection, key_name, fingerprint(x509.load_der_x509_certificate(der)), connections.last_notice)
+    return Paired(connection, learned.key_name, fingerprint(cert), connections.last_notice)
+
+
+def pair(connections: Connections, gate: NetworkGate, name: str, url: str, code_text: str, machine_name: str | None = None) -> Paired:
+    """Pair with the Cove at `url` as connection `name`: the checks, `exchange` and `save` in turn.
+    Raises PairingRefused, PairingCodeError or ConnectionProblem (each a sentence), NetworkRefused
+    when offline."""
+    code = parse_code(code_text)
+    name = check_name(name)
+    base_url = https_url(url)
+    check_unused(connections, name)
+    return save(connections, name, exchange(gate, base_url, code, machine_name))
 
 
 def _exchange(host: str, port: int, names: Callable[[bytes], bool], secret: str, machine_name: str) -> tuple[bytes, tuple[str, str]]:

@@ -1,6 +1,7 @@
 """The Connections tab of the Models panel: the person's own servers with their address, what
-kind of server each is, how many models it listed and whether it has a key; each server's
-models under it. Add… (the dialog), Refresh models, Use for next turn and Remove… (asked first).
+kind of server each is, how many models it listed and whether it has a key ("paired": a key and
+the certificate pinned when it paired); each server's models under it. Add… (the dialog), Pair
+with a Cove… (pair_dialog.py), Refresh models, Use for next turn and Remove… (asked first).
 
 Runs on the UI thread with the window's Connections (the history's connection); probes go
 to the ProbeWorker, which reads nothing but the frozen Connection and key it is handed.
@@ -25,9 +26,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.remote.connections import Connection, ConnectionProblem, Connections
+from app.remote.pairing import Paired
 from app.remote.remote_model import remote_models
 from models.network import NetworkGate
 from ui.connections.add_dialog import AddConnectionDialog
+from ui.connections.pair_dialog import PairWithCoveDialog
 from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary, server_words
 from ui.models_panel.list_tree import setup_list_tree, top_items
 from ui.theme import format_int, show_sentence
@@ -68,6 +71,7 @@ class ConnectionsPage(QWidget):
         self._confirm = confirm or self._ask
         self._ask_key = ask_key or self._ask_for_key
         self.dialog: AddConnectionDialog | None = None
+        self.pair_dialog: PairWithCoveDialog | None = None
         self._current: str | None = None  # the model the next turn uses
 
         about = QLabel(ABOUT, self)
@@ -91,6 +95,10 @@ class ConnectionsPage(QWidget):
         self.add_button = QPushButton("Add…", self)
         self.add_button.setAccessibleName("Add a connection")
         self.add_button.clicked.connect(lambda: self.open_add_dialog())
+        self.pair_button = QPushButton("Pair with a Cove…", self)
+        self.pair_button.setAccessibleName("Pair with another Cove")
+        self.pair_button.setToolTip("Connect to another Cove with the one-time code its Server panel shows: no key to copy")
+        self.pair_button.clicked.connect(lambda: self.open_pair_dialog())
         self.refresh_button = QPushButton("Refresh models", self)
         self.refresh_button.setAccessibleName("Refresh the selected connection's models")
         self.refresh_button.setToolTip("Ask the server again which models it has")
@@ -107,6 +115,7 @@ class ConnectionsPage(QWidget):
         self.remove_button.clicked.connect(self.remove_selected)
         buttons = QHBoxLayout()
         buttons.addWidget(self.add_button)
+        buttons.addWidget(self.pair_button)
         buttons.addWidget(self.refresh_button)
         buttons.addWidget(self.use_button)
         buttons.addWidget(self.key_button)
@@ -164,6 +173,29 @@ class ConnectionsPage(QWidget):
         self.dialog.show_result("", error=False)
         self.dialog.open()
         return self.dialog
+
+    def open_pair_dialog(self) -> PairWithCoveDialog:
+        """Show the Pair dialog (window-modal); a pairing saved is listed and probed as an added connection."""
+        if self.pair_dialog is None:
+            self.pair_dialog = PairWithCoveDialog(self.connections, self.gate, self)
+            self.pair_dialog.paired.connect(self._on_paired)
+        if not self.pair_dialog.pairing():
+            self.pair_dialog.fill("", "", "")
+            self.pair_dialog.show_result("", error=False)
+        self.pair_dialog.open()
+        return self.pair_dialog
+
+    def _on_paired(self, paired: Paired) -> None:
+        connection = paired.connection
+        notice = f" {paired.notice}" if paired.notice else ""
+        self.show_message(
+            f"Paired with {connection.host} as {connection.name} (its certificate, SHA-256 {paired.fingerprint}, is pinned); "
+            f"asking it for its models…{notice}"
+        )
+        self.worker.probe(connection, self.connections.key(connection.name), "add")
+        self.refresh()
+        self._reselect(connection.name)
+        self.connections_changed.emit()
 
     def add(self, name: str, url: str, key: str | None, ca_file: str | None) -> Connection | None:
         """Store a connection and ask its server for its models; a refusal stays in the dialog."""
@@ -266,15 +298,20 @@ class ConnectionsPage(QWidget):
         else:
             kind, count = "not reached yet", "–"
         has_key = self.connections.key(connection.name) is not None
-        item = QTreeWidgetItem([connection.name, connection.host, kind, count, "yes" if has_key else "no"])
+        pinned = self.connections.is_pinned(connection)  # paired: it trusts the certificate pinned then, alone
+        item = QTreeWidgetItem([connection.name, connection.host, kind, count, ("paired" if pinned else "yes") if has_key else "no"])
         item.setData(0, CONNECTION_ROLE, connection.name)
-        tip = connection.base_url + (f"\nTrusts {connection.ca_file}" if connection.ca_file else "")
+        if pinned:
+            tip = f"{connection.base_url}\nPaired: trusts only the certificate pinned when it paired ({connection.ca_file})"
+        else:
+            tip = connection.base_url + (f"\nTrusts {connection.ca_file}" if connection.ca_file else "")
         item.setToolTip(0, tip)
         item.setToolTip(1, tip)
         item.setData(
             0,
             Qt.ItemDataRole.AccessibleTextRole,
-            f"{connection.name}, {connection.host}, {kind}, {count} models, {'a key' if has_key else 'no key'}",
+            f"{connection.name}, {connection.host}, {kind}, {count} models, {'a key' if has_key else 'no key'}"
+            + (", paired" if pinned else ""),
         )
         for model in models:
             context = f"{format_int(model.context_length)} tokens of context" if model.context_length else ""

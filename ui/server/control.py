@@ -1,12 +1,12 @@
 """Turning the window's API server on and off: a new server (from the factory the composition
 root passes in) each time it is turned on, started and stopped off the UI thread so the window
 never waits for a port, a model being unloaded or a reply being cancelled. Nothing is
-remembered: the server is off at every start of the window."""
+remembered: the server is off at every start of the window. Turned on `others`, the factory makes
+a server that other machines reach (every address, HTTPS, app/serve/http/runner.py)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal
@@ -15,6 +15,7 @@ from ui.background import run_in_background
 
 if TYPE_CHECKING:
     from app.serve.http.runner import LoadedEngine
+    from app.serve.http.tls import MachineCertificate
     from app.serve.pool.live_request import LiveRequest
 
 OFF, STARTING, ON, STOPPING = "off", "starting", "on", "stopping"
@@ -26,6 +27,8 @@ class Server(Protocol):
     """What the window needs of app.serve.http.runner.ServerThread."""
 
     error: str | None
+    certificate: MachineCertificate | None  # what it serves other machines with (None: this computer only)
+    certificate_der: bytes | None
 
     @property
     def address(self) -> str: ...
@@ -36,9 +39,14 @@ class Server(Protocol):
     def live(self) -> list[LiveRequest]: ...
     def loaded(self) -> list[LoadedEngine]: ...
     def events(self) -> list[str]: ...
+    def others_urls(self) -> list[str]: ...
 
 
-ServerFactory = Callable[[int], Server]  # port -> a server not started yet
+class ServerFactory(Protocol):
+    """(port) -> a server for this computer only, not started yet; (port, True) -> one that
+    other machines reach too."""
+
+    def __call__(self, port: int, others: bool = ..., /) -> Server: ...
 
 
 def sentence(text: str) -> str:
@@ -55,6 +63,7 @@ class ServerControl(QObject):
         super().__init__(parent)
         self._factory = factory
         self.server: Server | None = None
+        self.others = False  # whether the server on (or starting) lets other machines in
         self.state = OFF
         self.why = ""
         # Threading: set by the start and stop threads; the UI thread (and the quit) waits on them.
@@ -68,10 +77,11 @@ class ServerControl(QObject):
     def address(self) -> str | None:
         return self.server.address if self.server is not None and self.state == ON else None
 
-    def turn_on(self, port: int) -> None:
+    def turn_on(self, port: int, others: bool = False) -> None:
         if self.state != OFF or self._quitting:
             return
-        server = self.server = self._factory(port)
+        server = self.server = self._factory(port, True) if others else self._factory(port)
+        self.others = others
         done = self._start_done = threading.Event()
         self._set(STARTING, "")
 

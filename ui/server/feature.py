@@ -1,21 +1,23 @@
 """What the main window needs for its Server switch: the on/off control, the compact entry
 at the foot of the sidebar that says whether the server is on and opens the panel, and the
-panel itself (built the first time it is opened). While the server is on it tells the window
-when a request was answered (its conversation is in the history now). At quit it begins
-stopping the server."""
+panel itself (built the first time it is opened), with its "other machines" row and the Pair
+dialog (pair_dialog.py: the code is made here, on the window's own connection). While the server
+is on it tells the window when a request was answered (its conversation is in the history now).
+At quit it begins stopping the server."""
 
 from __future__ import annotations
 
 import sqlite_utils
 from PySide6.QtCore import QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
-from PySide6.QtWidgets import QToolButton, QWidget
+from PySide6.QtWidgets import QDialog, QToolButton, QWidget
 
 from app.cli.serve_cmd import DEFAULT_PORT
 from app.core import Core
 from app.serve.http.keys import ApiKeys
 from ui.server.control import OFF, ON, STARTING, ServerControl, ServerFactory
 from ui.server.keys_section import KeysSection
+from ui.server.others_section import OthersSection
 from ui.server.priority_row import PriorityRow
 from ui.server.record_key_section import RecordKeySection
 from ui.server.server_panel import ServerPanel
@@ -40,7 +42,8 @@ def dot_icon(color: QColor, size: int = 10) -> QIcon:
 class ServerFeature(QObject):
     """`button` goes in the window; `open()` shows the panel; `shutdown()` on quit, then
     `wait_stopped(timeout)` once the window is gone. `conversations_changed` follows requests
-    the server finished answering. `core`: where the panel's priority choice is kept (none without)."""
+    the server finished answering. `core`: where the panel's priority choice is kept and where the
+    certificate a pairing code names lives (without it, neither shows)."""
 
     conversations_changed = Signal()
 
@@ -72,11 +75,34 @@ class ServerFeature(QObject):
             keys = KeysSection(ApiKeys(self._db))  # the window's own connection, on the UI thread
             record = RecordKeySection(self._db)
             priority = PriorityRow(self._core) if self._core is not None else None
-            self.panel = ServerPanel(self.control, keys, port=self.port, record=record, priority=priority, parent=self._window)
+            others = OthersSection(self.control, self.pair if self._core is not None else None)
+            self.panel = ServerPanel(
+                self.control, keys, port=self.port, record=record, priority=priority, others=others, parent=self._window
+            )
         self.panel.show()
         self.panel.raise_()
         self.panel.activateWindow()
         return self.panel
+
+    def pair(self) -> QDialog | None:
+        """Show a new pairing code (Pair a machine…); None without the panel or the core."""
+        from ui.server.pair_dialog import open_pair_dialog
+
+        panel, core = self.panel, self._core
+        if panel is None or panel.others is None or core is None:
+            return None
+        dialog = open_pair_dialog(
+            self._db,
+            core.paths.tls_dir,
+            self.control.server,
+            panel.others.serving(),
+            panel.port.value(),
+            read_only=core.read_only,
+            notice=core.notice,
+            parent=panel,
+        )
+        dialog.finished.connect(lambda _result: panel.keys.refresh())  # a machine that paired has a key now
+        return dialog
 
     def shutdown(self) -> None:
         self._answered.stop()  # the window's connection closes after the window
@@ -104,7 +130,8 @@ class ServerFeature(QObject):
             self._answered.stop()
             self._check_answered()  # what it answered last
         if state == ON:
-            text = f"Server on · {(self.control.address or '').removeprefix('http://').removesuffix('/v1')}"
+            where = (self.control.address or "").removeprefix("https://").removeprefix("http://").removesuffix("/v1")
+            text = f"Server on · {where}" + (" · other machines too" if self.control.others else "")
         elif state == OFF:
             text = "Server off" + (": could not start" if why else "")
         else:

@@ -1,7 +1,8 @@
 """The Server panel: the switch and port of the window's API server, its address with a Copy
-button, who goes first while the server is busy, the requests it is answering, the models it has loaded, the pool's recent events, and
-the API keys. While it is visible and the server is on it reads the server's snapshots every
-250 ms; it never calls into the server from another thread."""
+button, whether the person's other machines may connect (others_section.py), who goes first
+while the server is busy, the requests it is answering, the models it has loaded, the pool's
+recent events, and the API keys. While it is visible and the server is on it reads the server's
+snapshots every 250 ms; it never calls into the server from another thread."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from ui.server.control import OFF, ON, STARTING, STOPPING, ServerControl
 from ui.server.keys_section import KeysSection
+from ui.server.others_section import OthersSection
 from ui.server.switch import Switch
 from ui.theme import error_color, muted_color
 
@@ -39,6 +41,9 @@ REFRESH_MS = 250
 EVENTS_SHOWN = 40
 COLUMNS = ("Client", "Model", "Endpoint", "Status", "Tokens")
 STATE_TEXT = {OFF: "Off", STARTING: "Starting…", ON: "On: answering on this computer only", STOPPING: "Stopping…"}
+ON_FOR_OTHERS = "On: answering this computer and your other machines (HTTPS, with a key)"
+HINT = "OpenAI and Anthropic APIs: give a client this base URL (Anthropic clients: without /v1)."
+FOR_OTHERS_HINT = " This machine's programs reach it there too, with a key, trusting its certificate."
 
 
 def address_for(port: int) -> str:
@@ -65,11 +70,13 @@ class ServerPanel(QDialog):
         port: int,
         record: QWidget | None = None,
         priority: QWidget | None = None,
+        others: OthersSection | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.control = control
         self.keys = keys
+        self.others = others
         self.setWindowTitle("Server")
         self.setAccessibleName("Server")
         self.setObjectName("serverPanel")
@@ -100,9 +107,7 @@ class ServerPanel(QDialog):
         self._copied.setSingleShot(True)
         self._copied.setInterval(1500)
         self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
-        hint = QLabel(
-            "OpenAI and Anthropic APIs: give a client this base URL (Anthropic clients: without /v1). Other machines cannot reach it.", self
-        )
+        self.hint = hint = QLabel(self)
         hint.setWordWrap(True)
         hint.setStyleSheet(f"color: {muted_color(self.palette()).name()}")
 
@@ -155,6 +160,8 @@ class ServerPanel(QDialog):
         layout.addLayout(top)
         layout.addLayout(address_row)
         layout.addWidget(hint)
+        if others is not None:  # let my other machines connect; Pair a machine… (others_section.py)
+            layout.addWidget(others)
         if priority is not None:  # the window's reply first, or all alike (priority_row.py)
             layout.addWidget(priority)
         layout.addLayout(columns, 1)
@@ -174,7 +181,7 @@ class ServerPanel(QDialog):
 
     def _on_switch(self, checked: bool) -> None:
         if checked:
-            self.control.turn_on(self.port.value())
+            self.control.turn_on(self.port.value(), others=self.others is not None and self.others.wanted())
         else:
             self.control.turn_off()
 
@@ -182,7 +189,9 @@ class ServerPanel(QDialog):
         self.switch.setChecked(state in (ON, STARTING))
         self.switch.setEnabled(state in (ON, OFF))
         self.port.setEnabled(state == OFF)
-        self.state.setText(why or STATE_TEXT[state])
+        for_others = state == ON and self.control.others
+        self.state.setText(why or (ON_FOR_OTHERS if for_others else STATE_TEXT[state]))
+        self.hint.setText(HINT + (FOR_OTHERS_HINT if for_others else " Other machines cannot reach it."))
         self.state.setStyleSheet(f"color: {error_color(self.palette()).name()}" if why else "")
         self.copy_button.setEnabled(state == ON)
         self._show_address()

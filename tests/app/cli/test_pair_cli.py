@@ -8,16 +8,13 @@ wrong secrets are slowed to 5 a minute; removing the connection deletes its pinn
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import sqlite3
 import ssl
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -26,55 +23,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from app.pairing.code import ALPHABET, new_code
-from app.paths import resolve_paths
 from app.serve.http.tls import machine_certificate
-from tests.support.paths import REPO_ROOT
-from tests.support.processes import stop_process
-from tests.support.serve_fixture import CLI, free_port
-from tests.support.tiny_model import write_tiny_gguf
-
-HOST = "127.0.0.2"
-
-
-@dataclass(frozen=True)
-class Home:
-    root: Path
-
-    @property
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("COVE_OFFLINE", "API_KEY")}
-        env.update(
-            COVE_HOME=str(self.root / "cove"),
-            HOME=str(self.root),
-            PYTHONPATH=str(REPO_ROOT),
-            PYTHON_KEYRING_BACKEND="tests.support.keyrings.FileKeyring",
-            COVE_TEST_KEYRING_FILE=str(self.root / "keyring.json"),
-        )
-        return env
-
-    @property
-    def paths(self):  # noqa: ANN201 - app.paths.Paths
-        return resolve_paths({"COVE_HOME": str(self.root / "cove")})
-
-    def cove(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-        return subprocess.run([*CLI, *args], cwd=REPO_ROOT, env=self.env, input=stdin, capture_output=True, text=True, timeout=120)
-
-
-@dataclass(frozen=True)
-class Server:
-    home: Home
-    port: int
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"https://{HOST}:{self.port}"
-
-    def code(self) -> str:
-        made = self.home.cove("serve", "pair", "--host", HOST, "--port", str(self.port))
-        assert made.returncode == 0, made.stderr
-        assert f"cove remote pair NAME https://{HOST}:{self.port} " in made.stderr and "Traceback" not in made.stderr
-        return made.stdout.strip()
+from tests.support.pairing_homes import HOST, Home, Server, serving
+from tests.support.pairing_homes import desk_home as make_desk_home
+from tests.support.serve_fixture import free_port
 
 
 def one_sentence(done: subprocess.CompletedProcess) -> str:
@@ -85,35 +37,14 @@ def one_sentence(done: subprocess.CompletedProcess) -> str:
     return lines[-1]
 
 
-def _serving(home: Home) -> Iterator[Server]:
-    port = free_port()
-    log = home.root / f"serve-{port}.log"
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen([*CLI, "serve", "--host", HOST, "--port", str(port)], cwd=REPO_ROOT, env=home.env, stderr=stderr)
-    deadline = time.monotonic() + 60
-    try:
-        while f"https://{HOST}:{port}/v1" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"cove serve did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
-        yield Server(home, port, log)
-    finally:
-        stop_process(proc, 30)
-
-
 @pytest.fixture(scope="module")
 def desk_home(tmp_path_factory: pytest.TempPathFactory) -> Home:
-    home = Home(tmp_path_factory.mktemp("desk"))
-    tiny = write_tiny_gguf(home.root / "tiny.gguf")
-    assert home.cove("models", "import", str(tiny)).returncode == 0
-    added = home.cove("serve", "keys", "add", "editor")  # off loopback `cove serve` starts only once a key exists
-    assert added.returncode == 0, added.stderr
-    return home
+    return make_desk_home(tmp_path_factory.mktemp("desk"))
 
 
 @pytest.fixture(scope="module")
 def desk(desk_home: Home) -> Iterator[Server]:
-    yield from _serving(desk_home)
+    yield from serving(desk_home)
 
 
 def _der(pem_file: Path) -> bytes:
@@ -228,7 +159,7 @@ def test_a_machine_in_the_middle_with_another_certificate_receives_nothing(desk:
 
 
 def test_wrong_secrets_are_slowed_to_five_a_minute(desk_home: Home) -> None:
-    for server in _serving(desk_home):  # a server of its own, so the other tests' tries do not count
+    for server in serving(desk_home):  # a server of its own, so the other tests' tries do not count
         trusting = ssl.create_default_context(cafile=str(desk_home.paths.tls_dir / "cert.pem"))
         with httpx.Client(verify=trusting, timeout=30) as client:
             for _ in range(5):
