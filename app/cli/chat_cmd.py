@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
-from app.cli.chat_remote import agree_to_send, isatty, resolve_chat_model
+from app.cli.chat_remote import agree_to_send, isatty, placed, resolve_chat_model
 from app.cli.models_place_cmd import gpu_layers
 from app.cli.output import metrics_line, positive_int
 from app.cli.terminal_text import for_terminal, say
@@ -220,10 +220,9 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if args.system is not None and args.system != conversation.system_prompt:
         core.history.update_conversation(conversation.id, system_prompt=args.system)
     system_prompt = args.system if args.system is not None else conversation.system_prompt
+    model = placed(core, model, conversation.id)  # the same model file on another of the person's machines
 
     tool_names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
-    if tool_names and local is None:
-        raise ValueError(f"{model.name} runs on a server; --tools works with models of this machine for now")
 
     # A server needs no engine here; this machine's saves conversations' KV state beside the window's.
     wanted_docs = [n.strip() for n in (args.docs or "").split(",") if n.strip()]

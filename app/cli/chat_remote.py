@@ -46,6 +46,17 @@ def resolve_chat_model(core: Core, name: str | None) -> InstalledModel | RemoteM
     return RemoteModel(connection=connection.name, model_id=model_id, host=connection.host, kind=kind if isinstance(kind, str) else None)
 
 
+def placed(core: Core, model: InstalledModel | RemoteModel, conversation_id: str) -> InstalledModel | RemoteModel:
+    """The machine a server's model runs on for this reply: the chosen one, or another of the
+    person's machines with the same model file that holds the conversation or would answer first
+    (app/placement/); the figures line says which and why."""
+    if not isinstance(model, RemoteModel):
+        return model
+    from app.placement.gather import place_now
+
+    return place_now(core.connections, core.history, core.network, model, conversation_id).model
+
+
 def agree_to_send(core: Core, connection: Connection, allow_host: str | None) -> None:
     """Refuse offline (the gate's sentence); before messages first go to a host outside this
     machine and the person's network, ask once on a terminal or take `--allow-host HOST`."""

@@ -24,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list, inspect, import and remove local models")
     msub = p.add_subparsers(dest="models_command", metavar="COMMAND", required=True)
 
-    ls = msub.add_parser("list", help="installed models")
+    ls = msub.add_parser("list", help="installed models, then those of your servers and paired machines (asked now)")
     ls.add_argument("--json", action="store_true")
+    ls.add_argument("--here", action="store_true", help="only this machine's models (nothing is asked of your servers)")
     ls.set_defaults(run=run_list)
 
     info = msub.add_parser("info", help="everything Cove knows about one model")
@@ -57,23 +58,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(core: Core, args: argparse.Namespace) -> int:
+    from app.cli.models_servers import print_server_models, server_entries, server_models
+
     models = core.library.list()
     last = core.settings.last_model
+    servers = [] if args.here else server_models(core)
     if args.json:
-        print_json_for([model_dict(m, last) for m in models], sys.stdout)
+        print_json_for([model_dict(m, last) for m in models] + server_entries(servers), sys.stdout)
         return 0
     if not models:
         hint = " (the starter model is installed and will be added on first `cove chat`)" if starter_available() else ""
         print(f"No models yet{hint}. Add one with `cove models import PATH`.")
-        return 0
-    width = max(len(m.name) for m in models)
-    for m in models:
-        mark = "*" if m.name == last else " "
-        say(
-            f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} "
-            f"ctx {m.context_length or '?'}  {m.source}{VISION_MARK if m.vision else ''}",
-            sys.stdout,
-        )
+    else:
+        width = max(len(m.name) for m in models)
+        for m in models:
+            mark = "*" if m.name == last else " "
+            say(
+                f"{mark} {m.name:<{width}}  {m.quant or '?':<8} {human_size(m.size):>9}  {m.architecture or '?':<10} "
+                f"ctx {m.context_length or '?'}  {m.source}{VISION_MARK if m.vision else ''}",
+                sys.stdout,
+            )
+    print_server_models(servers)
     return 0
 
 

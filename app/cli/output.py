@@ -9,6 +9,7 @@ import sys
 from typing import Any, TextIO
 
 from app.draft_metrics import draft_figures
+from app.placement.line import chosen_line
 from models.units import format_size
 
 
@@ -41,6 +42,9 @@ def metrics_line(model_name: str, status: str, metrics: dict) -> str:
         return fmt.format(value) if isinstance(value, (int, float)) else None
 
     parts = [model_name, status]
+    where = chosen_line(metrics)
+    if where is not None:  # Cove chose the machine: say which and why
+        parts.append(where)
     ttft = num("ttft_ms", "TTFT {:.0f} ms")
     if ttft:
         parts.append(ttft)

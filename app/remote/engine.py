@@ -31,6 +31,8 @@ from app.remote.errors import RemoteProblem, problem_from_status, scrub, server_
 from app.remote.http_client import RemoteHttp, abort
 from app.remote.privacy import ConsentNeeded, is_private_host, private_without_lookup
 from app.remote.remote_model import RemoteModel
+from app.remote.remote_tools import CALL_FAMILY, ToolCallPieces, served_by
+from app.remote.request_body import chat_body
 from app.remote.sse import DONE, SseEvent, SseReader, StreamTooLarge, json_payloads, storable, storable_json
 from app.statuses import MessageStatus
 from models.network import NetworkGate, NetworkRefused
@@ -99,6 +101,8 @@ class _Stream:
         self.in_a_row = 0
         self.thinking = False
         self.replaced = 0  # characters that could not be stored, replaced by U+FFFD
+        self.calls = ToolCallPieces()  # the reply's tool calls, as the server streams them
+        self.served: dict[str, str] = {}  # which machine and model file served it (another Cove says)
 
     # ---- from the stream thread ---------------------------------------------------------
 
@@ -122,6 +126,8 @@ class _Stream:
         a local model that thinks writes it. The first chunk, which only names the role, is not
         a piece of the reply."""
         content, reasoning = delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(delta.get("tool_calls"), list):
+            self.calls.add(delta["tool_calls"])
         if isinstance(reasoning, str) and reasoning:
             if not self.thinking:
                 self.text("<think>\n", counted=False)
@@ -170,7 +176,13 @@ class _Stream:
             "fingerprint": self.model.fingerprint,
             "server_usage": self.usage,
             "server_timings": self.timings,
+            **({"sha256": self.model.file_sha256} if self.model.file_sha256 else {}),
+            **self.served,
         }
+        if self.model.placement:
+            remote["placement"] = self.model.placement
+        if self.calls:
+            metrics["tool_format"] = CALL_FAMILY
         if fault is not None:
             remote["fault"] = fault
         if self.unreadable:
@@ -183,6 +195,8 @@ class _Stream:
 
     def complete(self) -> None:
         self.close_thinking()
+        if self.calls:  # written as the family the turn's tool loop reads (and the window hides)
+            self.text(self.calls.as_text(), counted=False)
         status = MessageStatus.LENGTH if self.finish_reason == "length" else MessageStatus.COMPLETE
         self.gen.end(None, status, self.metrics("length" if status == MessageStatus.LENGTH else "stop"), None)
 
@@ -252,28 +266,12 @@ class RemoteEngine:
 
     def generate(self, request: ReplyRequest, *, model: RemoteModel) -> Generation:
         """Start the reply `request` asks for and return at once; iterate the Generation for its
-        events. The server is sent the messages, `max_tokens`, `stop` and the sampler's settings
-        (not its presence and frequency penalties or logit bias)."""
+        events. The server is sent the messages, the tools offered, `max_tokens`, `stop` and the
+        sampler's settings (app/remote/request_body.py). The tools run here: a call the server
+        streams ends the reply, written as CALL_FAMILY's markup for the turn's tool loop
+        (app/turn/turn.py), which asks the person and sends the results."""
         self.check()
-        s = request.sampling
-        # A message's `passages` is for this machine's engine (app/engine/passage_fit.py); its content has them all.
-        sent = [{k: v for k, v in m.items() if k != "passages"} for m in request.message_dicts()]
-        body: dict[str, Any] = {"model": model.model_id, "messages": sent, "stream": True, "stream_options": {"include_usage": True}}
-        if s.max_tokens is not None:
-            body["max_tokens"] = s.max_tokens
-        if request.stop:
-            body["stop"] = list(request.stop)
-        penalty = "repetition_penalty" if model.kind == "vllm" else "repeat_penalty"
-        for name, value in (
-            ("temperature", s.temperature),
-            ("top_p", s.top_p),
-            ("top_k", s.top_k),
-            ("min_p", s.min_p),
-            (penalty, s.repeat_penalty),
-            ("seed", s.seed),
-        ):
-            if value is not None:
-                body[name] = value
+        body = chat_body(request, model)
         stream: _Stream | None = None
 
         def on_cancel(_gen: Generation) -> None:
@@ -344,6 +342,7 @@ class RemoteEngine:
             if stream.cancelled:
                 abort(response)
                 return
+            stream.served = served_by(response.headers)
             if response.status_code >= 400:
                 raw = _read_capped(response, ERROR_BODY_BYTES)
                 headers = {k.lower(): v for k, v in response.headers.items()}

@@ -26,6 +26,7 @@ import httpx
 from app.remote.checked_connect import CheckedBackend, CheckedTransport
 from app.remote.connections import Connection, pinned_file
 from app.remote.errors import RemoteProblem, scrub
+from app.remote.pin_renewal import changed_sentence, is_verification_failure, renew_pin
 from models.network import NetworkGate
 
 MAX_REDIRECTS = 3
@@ -165,6 +166,7 @@ class RemoteHttp:
         self._key = key
         self._client: httpx.Client | None = None
         self._checked: httpx.Client | None = None  # for conversations: app/remote/checked_connect.py
+        self._retired: list[httpx.Client] = []  # clients that trusted a certificate since renewed
 
     def __repr__(self) -> str:  # never the key
         return f"<RemoteHttp {self.connection.name} {self.connection.host} key={'yes' if self._key else 'no'}>"
@@ -203,10 +205,11 @@ class RemoteHttp:
         return client
 
     def close(self) -> None:
-        for client in (self._client, self._checked):
+        for client in (self._client, self._checked, *self._retired):
             if client is not None:
                 client.close()
         self._client = self._checked = None
+        self._retired = []
 
     def api_url(self, path: str) -> str:
         return self.connection.base_url + path
@@ -243,9 +246,13 @@ class RemoteHttp:
             try:
                 response = client.send(request, stream=True)
             except httpx.TransportError as exc:
-                raise transport_problem(
-                    exc, host, connect_timeout_s=self.connect_timeout_s, key=self._key, tls=self.connection.tls
-                ) from None
+                if not self._pin_renewed(exc):
+                    raise self._problem(exc) from None
+                client = self.client(checked)  # the renewed certificate, pinned; the request is made again
+                try:
+                    response = client.send(client.build_request(method, url, **kwargs), stream=True)
+                except httpx.TransportError as again:
+                    raise self._problem(again) from None
             if response.status_code not in _REDIRECTS or "location" not in response.headers:
                 return response
             location = response.headers["location"]
@@ -270,6 +277,29 @@ class RemoteHttp:
                 method, json_body = "GET", None
             url = target
         raise AssertionError("unreachable")
+
+    def _problem(self, exc: httpx.TransportError) -> RemoteProblem:
+        """The sentence of a request that failed below HTTP; for a paired connection whose server
+        shows another certificate, that it changed (nothing was sent)."""
+        if pinned_file(self.connection.ca_file) and is_verification_failure(exc):
+            return RemoteProblem(changed_sentence(self.connection), "tls")
+        host = self.connection.host
+        return transport_problem(exc, host, connect_timeout_s=self.connect_timeout_s, key=self._key, tls=self.connection.tls)
+
+    def _pin_renewed(self, exc: httpx.TransportError) -> bool:
+        """Whether a paired server's certificate failed only because it was renewed with the same
+        key (app/remote/pin_renewal.py): then the pinned file holds the new one, and the clients
+        are made again to trust it."""
+        if not pinned_file(self.connection.ca_file) or not is_verification_failure(exc):
+            return False
+        _, host, port = origin(self.connection.base_url)
+        if not renew_pin(self.connection, host, port, timeout_s=self.connect_timeout_s):
+            return False
+        # New clients read the new file; the old ones are closed with this object (one may be
+        # carrying another reply now).
+        self._retired.extend(c for c in (self._client, self._checked) if c is not None)
+        self._client = self._checked = None
+        return True
 
     def get(self, url: str, *, kind: str = "remote-models", read_timeout_s: float | None = None, max_bytes: int = 8 << 20) -> Reply:
         """A GET whose body is read (at most `max_bytes`); any status. Raises RemoteProblem

@@ -38,6 +38,10 @@ def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == 0
+
+
 def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
@@ -95,7 +99,7 @@ def probe(connection: Connection, key: str | None, gate: NetworkGate, *, connect
 def _identify(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found:
     owners = {str(e.get("owned_by") or "") for e in entries}
     if entries and owners == {"cove"}:
-        return "cove", None, [_model(e) for e in entries]
+        return "cove", None, [_cove_model(e) for e in entries]
     if entries and owners == {"vllm"} and all("root" in e for e in entries):
         version = _side_json(http, http.root_url("/version"))
         models = [_model(e, context_length=_positive_int(e.get("max_model_len")), root=_text(e.get("root"))) for e in entries]
@@ -113,6 +117,18 @@ def _identify(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found:
         if found is not None:
             return found
     return "openai-compatible", None, [_model(e) for e in entries]
+
+
+def _cove_model(entry: dict[str, Any]) -> dict[str, Any]:
+    """Another Cove's model: its `cove` object (app/serve/api/model_listing.py) gives the model
+    file's SHA-256 (kept as the fingerprint), its context, and whether it is loaded with a free slot."""
+    said = entry.get("cove")
+    said = said if isinstance(said, dict) else {}
+    sha = _text(said.get("sha256"))
+    sha = sha.lower() if sha is not None and len(sha) == 64 and all(c in "0123456789abcdefABCDEF" for c in sha) else None
+    state = {name: said[name] for name in ("loaded", "vision") if isinstance(said.get(name), bool)}
+    slots = {name: said[name] for name in ("slots", "free_slots") if _positive_int(said.get(name)) is not None or _is_zero(said.get(name))}
+    return _model(entry, fingerprint=sha, sha256=sha, context_length=_positive_int(said.get("context_length")), **state, **slots)
 
 
 def _llama_server(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found | None:

@@ -16,6 +16,14 @@ class RemoteModel:
     kind: str | None  # the server's kind at the last probe (see app/remote/probe.py)
     fingerprint: str | None = None  # what the server offers to identify the weights (Ollama's digest)
     context_length: int | None = None  # the model's context, when the server says
+    # Another Cove says more (app/serve/api/model_listing.py): the model file's SHA-256 (the same
+    # file on two machines is the same model) and, when it was asked, whether it was loaded and
+    # how many of its slots were free.
+    file_sha256: str | None = None
+    loaded: bool | None = None
+    free_slots: int | None = None
+    # Why a reply runs on this connection when the same file is on several (app/placement/choose.py).
+    placement: str | None = None
 
     # Like an InstalledModel, for code that writes a reply row: no local file, no quant.
     sha256 = None
@@ -44,6 +52,7 @@ def remote_models(connection: Connection) -> list[RemoteModel]:
             continue
         context = entry.get("context_length")
         fingerprint = entry.get("fingerprint")
+        sha, loaded, free = entry.get("sha256"), entry.get("loaded"), entry.get("free_slots")
         found.append(
             RemoteModel(
                 connection=connection.name,
@@ -52,6 +61,9 @@ def remote_models(connection: Connection) -> list[RemoteModel]:
                 kind=kind if isinstance(kind, str) else None,
                 fingerprint=fingerprint if isinstance(fingerprint, str) and fingerprint else None,
                 context_length=context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None,
+                file_sha256=sha if isinstance(sha, str) and len(sha) == 64 else None,
+                loaded=loaded if isinstance(loaded, bool) else None,
+                free_slots=free if isinstance(free, int) and not isinstance(free, bool) and free >= 0 else None,
             )
         )
     return found

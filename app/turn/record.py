@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from app.remote.remote_model import RemoteModel
+from app.remote.remote_tools import SERVED_BY
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.checkpoint import CHECKPOINT_INTERVAL_S, Checkpointer
@@ -224,7 +225,10 @@ class TurnRecord:
             return None
         seen = reply.metrics.get("remote")
         said: dict[str, Any] = seen if isinstance(seen, dict) else {}
-        return {key: said.get(key) or value for key, value in self.ran_on.items()}
+        where = {key: said.get(key) or value for key, value in self.ran_on.items()}
+        # Another Cove names the machine and the model file that served it (app/remote/remote_tools.py served_by).
+        where.update({key: said[key] for key in SERVED_BY if isinstance(said.get(key), str) and said[key]})
+        return where
 
     # -- a turn with tools (app/turn/tools.py): replies, calls and results as rows of their own ---
 

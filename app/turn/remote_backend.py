@@ -23,6 +23,8 @@ def where(model: RemoteModel) -> dict[str, Any]:
         "kind": model.kind,
         "model_id": model.model_id,
         "fingerprint": model.fingerprint,
+        # Another Cove's model file, and why Cove chose that machine (app/placement/), when known.
+        **{key: value for key, value in (("sha256", model.file_sha256), ("placement", model.placement)) if value},
     }
 
 
@@ -51,11 +53,9 @@ class RemoteBackend:
         "error" or, after some text, "interrupted" with the reason). Raises ConsentNeeded when
         the host is not private and the person has not agreed to send it messages,
         NetworkRefused when Cove is offline. Touches neither the database nor Qt. What of the
-        request a server is sent is the RemoteEngine's to say; tools are refused here, they are
-        offered to models of this machine only. `on_loaded` and `on_recheck` are never called:
+        request a server is sent is the RemoteEngine's to say; the tools offered go with it and
+        their calls come back to run here. `on_loaded` and `on_recheck` are never called:
         there is no file here and nothing to load."""
         if self.remote is None:
             raise EngineError(f"{self.model.name} runs on a server, and no connection to it was given")
-        if request.tools is not None and request.tools.tools:
-            raise EngineError(f"{self.model.name} runs on a server; tools are offered to models of this machine only")
         return self.remote.generate(request, model=self.model)

@@ -269,12 +269,6 @@ class ChatController(QObject):
         if self._tools is None:
             return None
         conversation = self.core.history.get_conversation(conversation_id)
-        if on_server(self.model) and self.tool_servers():  # the engine offers tools to this machine's models only
-            self._tools.notes.append(
-                f"{self.model.name if self.model else 'The model'} runs on a server; tools are "
-                "offered to models of this machine only, so this reply has none."
-            )
-            return None
         return self._tools.loop_for(conversation)
 
     # ---- turns -------------------------------------------------------------------------

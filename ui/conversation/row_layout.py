@@ -18,7 +18,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 
 from app.draft_metrics import draft_figures
-from app.turn.backend import remote_host
+from app.placement.line import where_line
 from ui.conversation.image_rows import ImagesLayout, layout_images
 from ui.conversation.item_model import MessageItem, speaker
 from ui.conversation.reasoning_rows import ReasoningLayout, estimate_text_height, layout_reasoning
@@ -67,9 +67,9 @@ def metrics_line(metrics: dict) -> str:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     parts: list[str] = []
-    host = remote_host(metrics)
-    if host is not None:
-        parts.append(f"on {host}")
+    where = where_line(metrics)
+    if where is not None:
+        parts.append(where)
     ttft = num("ttft_ms")
     if ttft is not None:
         parts.append(f"TTFT {ttft:,.0f} ms")

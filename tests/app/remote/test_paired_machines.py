@@ -1,0 +1,124 @@
+"""Two Coves on this machine, paired over real TLS (tests/support/pairing_homes.py): the desk serves
+on 127.0.0.2 with a tiny model written with Qwen 2.5's template, the laptop pairs with a code and
+then uses the desk's model as a person would: `cove models list` shows it under the desk's name
+with whether the desk answers; a reply streams from there and both records name each other (the
+laptop's: which machine and model file served it; the desk's: which paired machine asked); a tool
+call the desk's model writes is asked and run on the laptop; a desk that is stopped is said to be
+unreachable, and answers again once restarted. Subprocesses, as a person runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.app.mcp.conftest import FAULT_SERVER
+from tests.support.pairing_homes import HOST, Home, Server, serving
+from tests.support.tiny_model import write_tiny_gguf
+from tests.support.tool_turns import QUOTE_TOKEN, QWEN_TEMPLATE
+
+MODEL = "qwentools"
+
+
+def _desk_home(root: Path) -> Home:
+    root.mkdir(parents=True, exist_ok=True)
+    home = Home(root)
+    tiny = write_tiny_gguf(root / f"{MODEL}.gguf", chat_template=QWEN_TEMPLATE.read_text(), n_ctx_train=4096)
+    assert home.cove("models", "import", str(tiny)).returncode == 0
+    assert home.cove("serve", "keys", "add", "editor").returncode == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serving(_desk_home(tmp_path_factory.mktemp("desk")))
+
+
+@pytest.fixture(scope="module")
+def laptop(desk: Server, tmp_path_factory: pytest.TempPathFactory) -> Home:
+    home = Home(tmp_path_factory.mktemp("laptop"))
+    paired = home.cove("remote", "pair", "desk", desk.url, desk.code())
+    assert paired.returncode == 0, paired.stderr
+    # The suite's way to make the tiny model end a forced string argument at once (its '"' token).
+    home.paths.settings_file.parent.mkdir(parents=True, exist_ok=True)
+    home.paths.settings_file.write_text(json.dumps({"sampling": {"logit_bias": [[QUOTE_TOKEN, 10.0]]}}))
+    return home
+
+
+def _desk_sha(desk: Server) -> str:
+    (model,) = json.loads(desk.home.cove("models", "list", "--json", "--here").stdout)
+    return model["sha256"]
+
+
+def _record(home: Home) -> list[dict]:
+    done = home.cove("record", "export")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_models_list_shows_the_paired_machines_models_and_whether_it_answers(desk: Server, laptop: Home) -> None:
+    listed = laptop.cove("models", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"On desk ({HOST}:{desk.port}, paired), answers now" in listed.stdout
+    assert re.search(rf"^  {MODEL}@desk  ctx 4096 · .*sha256 {_desk_sha(desk)[:12]}$", listed.stdout, re.M), listed.stdout
+    (entry,) = json.loads(laptop.cove("models", "list", "--json").stdout)
+    assert entry["name"] == f"{MODEL}@desk" and entry["paired"] is True and entry["reachable"] is True
+    assert entry["sha256"] == _desk_sha(desk)
+    # --here asks nothing of the desk.
+    assert json.loads(laptop.cove("models", "list", "--json", "--here").stdout) == []
+
+
+def test_a_reply_streams_from_the_desk_and_each_record_names_the_other(desk: Server, laptop: Home) -> None:
+    done = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "8", "--temperature", "0", "Hello desk")
+    assert done.returncode == 0, done.stderr
+    assert f"{MODEL}@desk" in done.stderr + done.stdout
+    here = [e for e in _record(laptop) if e["endpoint"] == "chat"][-1]
+    ran_on = json.loads(here["ran_on"]) if isinstance(here["ran_on"], str) else here["ran_on"]
+    assert ran_on["connection"] == "desk" and ran_on["sha256"] == _desk_sha(desk) and ran_on["machine"]
+    there = _record(desk.home)[-1]
+    keys = desk.home.cove("serve", "keys", "list").stdout
+    (paired_key,) = re.findall(r"^paired-\S+$", keys, re.M)
+    assert there["client"] == paired_key  # the desk's record: which paired machine asked
+    assert laptop.cove("record", "verify").returncode == 0 and desk.home.cove("record", "verify").returncode == 0
+
+
+def test_a_tool_call_written_on_the_desk_is_asked_and_run_on_the_laptop(desk: Server, laptop: Home) -> None:
+    calls_file = laptop.root / "calls.txt"
+    added = laptop.cove("tools", "add", "fault", "--", sys.executable, str(FAULT_SERVER), str(calls_file))
+    assert added.returncode == 0, added.stderr
+    chat = ("chat", "--new", "--model", f"{MODEL}@desk", "--temperature", "0", "--tool-choice", "required", "--max-tokens", "128")
+    done = laptop.cove(*chat, "--tools", "fault", "--allow-tools", "Say hi through the tool")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"\[tool call: fault/\w+ \{.*\}\]", done.stderr), done.stderr
+    assert calls_file.exists() and calls_file.read_text().split()  # the tool ran here, on the laptop
+    entries = [e for e in _record(laptop) if e["conversation_id"] == _record(laptop)[-1]["conversation_id"]]
+    assert [e["endpoint"].split("/")[0] for e in entries] == ["chat", "tool:fault", "chat"]
+    # The desk wrote both replies, and never ran a tool.
+    assert [e["endpoint"] for e in _record(desk.home)[-2:]] == ["/v1/chat/completions"] * 2
+
+
+def test_a_stopped_desk_is_unreachable_and_answers_again_after_a_restart(tmp_path: Path) -> None:
+    home = _desk_home(tmp_path / "desk")
+    laptop = Home(tmp_path / "laptop")
+    servers = serving(home)
+    desk = next(servers)
+    assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+    port = desk.port
+    servers.close()  # stops it
+    listed = laptop.cove("models", "list")
+    assert listed.returncode == 0 and "On desk" in listed.stdout and "not reachable now:" in listed.stdout, listed.stdout
+    assert "as listed when last asked" in listed.stdout
+    refused = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "4", "hi")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert f"{HOST}:{port} refused the connection" in refused.stderr
+    again = serving(home, port=port)
+    next(again)
+    try:
+        done = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "4", "hi again")
+        assert done.returncode == 0, done.stderr
+    finally:
+        again.close()
