@@ -53,6 +53,7 @@ class Server:
     home: Home
     port: int
     log: Path
+    pid: int = 0  # the `cove serve` process
 
     @property
     def url(self) -> str:
@@ -77,7 +78,7 @@ def serving(home: Home, port: int | None = None) -> Iterator[Server]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"cove serve did not start: {log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
-        yield Server(home, port, log)
+        yield Server(home, port, log, proc.pid)
     finally:
         stop_process(proc, 30)
 

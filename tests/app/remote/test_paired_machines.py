@@ -9,12 +9,15 @@ unreachable, and answers again once restarted. Subprocesses, as a person runs th
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 
 from tests.app.mcp.conftest import FAULT_SERVER
 from tests.support.pairing_homes import HOST, Home, Server, serving
@@ -121,4 +124,121 @@ def test_a_stopped_desk_is_unreachable_and_answers_again_after_a_restart(tmp_pat
         done = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "4", "hi again")
         assert done.returncode == 0, done.stderr
     finally:
+        again.close()
+
+
+def _chat(laptop: Home, *args: str) -> str:
+    done = laptop.cove("chat", "--max-tokens", "4", "--temperature", "0", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_the_same_model_file_on_two_machines_the_conversation_stays_where_its_state_is(tmp_path: Path) -> None:
+    """desk and nas hold the same file; the laptop chose nas, yet each reply goes where the
+    conversation's KV state is, or to the machine that would answer first, and says so."""
+    desk_home, nas_home = _desk_home(tmp_path / "desk"), _desk_home(tmp_path / "nas")
+    laptop = Home(tmp_path / "laptop")
+    desk_servers, nas_servers = serving(desk_home), serving(nas_home)
+    desk, nas = next(desk_servers), next(nas_servers)
+    try:
+        assert _desk_sha(desk) == _desk_sha(nas)
+        assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+        assert laptop.cove("remote", "pair", "nas", nas.url, nas.code()).returncode == 0
+        # Neither has the model loaded: the one chosen.
+        assert "on nas: the one you chose" in _chat(laptop, "--new", "--model", f"{MODEL}@nas", "first")
+        # The conversation's state is on nas now, whichever of the two is named.
+        assert "on nas: holds this conversation" in _chat(laptop, "--model", f"{MODEL}@desk", "second")
+        # A new conversation: nas has the model loaded with a slot free, desk has not loaded it.
+        assert "on nas: loaded, with a slot free" in _chat(laptop, "--new", "--model", f"{MODEL}@desk", "third")
+        nas_servers.close()
+        # nas is away: the conversation goes on on desk, and the line says why.
+        assert "on desk: nas cannot be reached now" in _chat(laptop, "--model", f"{MODEL}@nas", "fourth")
+        entries = [e for e in _record(laptop) if e["endpoint"] == "chat"]
+        assert [json.loads(e["ran_on"])["connection"] for e in entries] == ["nas", "nas", "nas", "desk"]
+    finally:
+        desk_servers.close()
+        nas_servers.close()
+
+
+def test_a_renewed_certificate_is_pinned_again_and_another_key_is_refused_before_sending(tmp_path: Path) -> None:
+    home = _desk_home(tmp_path / "desk")
+    laptop = Home(tmp_path / "laptop")
+    servers = serving(home)
+    desk = next(servers)
+    assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+    port, pinned = desk.port, laptop.paths.data_dir / "paired" / "desk.pem"
+    servers.close()
+    tls = home.paths.tls_dir
+    (tls / "cert.pem").unlink()  # made again at the next start, with the same key (as a renewal is)
+    servers = serving(home, port=port)
+    next(servers)
+    try:
+        listed = laptop.cove("remote", "models", "desk")
+        assert listed.returncode == 0, listed.stderr
+        assert pinned.read_bytes() == (tls / "cert.pem").read_bytes()  # the renewed one, pinned now
+    finally:
+        servers.close()
+    (tls / "cert.pem").unlink()
+    (tls / "key.pem").unlink()  # another key: another machine, as far as the laptop can tell
+    servers = serving(home, port=port)
+    next(servers)
+    try:
+        before = len(_record(home))
+        refused = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "4", "secret words")
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        assert "showed a certificate other than the one this Cove paired with as desk, so nothing was sent" in refused.stderr
+        assert len(_record(home)) == before  # the desk never saw the request
+        assert pinned.read_bytes() != (tls / "cert.pem").read_bytes()  # the pin stays until the person pairs again
+    finally:
+        servers.close()
+
+
+def test_a_desk_killed_mid_reply_keeps_the_text_so_far_and_answers_again_after_a_restart(tmp_path: Path) -> None:
+    """The laptop's engine on the paired (pinned) connection, in this process: kill -9 of the
+    desk's Cove while it streams ends the reply as interrupted with its text; a restart answers."""
+    from app.engine.client import TokenEvent
+    from app.engine.request import ReplyRequest, Sampling
+    from app.remote.connections import Connections
+    from app.remote.engine import RemoteEngine
+    from app.remote.remote_model import remote_models
+    from app.statuses import MessageStatus
+    from models.network import NetworkGate
+
+    home = _desk_home(tmp_path / "desk")
+    laptop = Home(tmp_path / "laptop")
+    servers = serving(home)
+    desk = next(servers)
+    try:
+        assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+        db = sqlite_utils.Database(laptop.paths.database)
+        connection = Connections(db, keys=None).get("desk")  # type: ignore[arg-type]
+        key = json.loads((laptop.root / "keyring.json").read_text())["cove/remote:desk"]
+        (model,) = remote_models(connection)
+        engine = RemoteEngine(connection, key, NetworkGate(environ={}))
+        request = ReplyRequest.chat(
+            [{"role": "user", "content": "tell a long story"}], sampling=Sampling(max_tokens=3000, temperature=1.0, seed=7)
+        )
+        gen = engine.generate(request, model=model)
+        pieces = 0
+        for event in gen:
+            if isinstance(event, TokenEvent):
+                pieces += 1
+                if pieces == 5:
+                    os.kill(desk.pid, signal.SIGKILL)
+            else:
+                final = event
+                break
+        assert final.status == MessageStatus.INTERRUPTED, (final.status, final.error)
+        assert final.text and final.error and final.error.endswith("the text so far is kept.")
+    finally:
+        servers.close()
+    again = serving(home, port=desk.port)
+    next(again)
+    try:
+        answer = engine.generate(ReplyRequest.chat([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)), model=model).wait(
+            60
+        )
+        assert answer.status in (MessageStatus.COMPLETE, MessageStatus.LENGTH) and answer.text
+    finally:
+        engine.close()
         again.close()
