@@ -22,6 +22,7 @@ from ui.tools.tool_models import ToolModel, tool_capable
 NAME_ROLE = Qt.ItemDataRole.UserRole
 THIS_COMPUTER = "This computer"
 TOOLS_MARK = " · tools"  # after the label of a model that can call tools
+NOT_REACHABLE = " · not reachable now"  # after a server's heading and models when it did not answer
 VISION_MARK = " · vision"  # in the label of a model with a vision projector: it reads images
 BASE_MODEL_NOTE = (
     "A small base model: it continues text rather than following instructions, so its answers "
@@ -148,9 +149,13 @@ class ModelPicker(QWidget):
 
     # ---- commands ----------------------------------------------------------------------
 
-    def set_models(self, models: Sequence[InstalledModel], current: str | None, remote: Sequence[Any] = ()) -> None:
+    def set_models(
+        self, models: Sequence[InstalledModel], current: str | None, remote: Sequence[Any] = (), away: Mapping[str, str] | None = None
+    ) -> None:
         """Replace the list; `current` is the model in use (None when nothing is loaded).
-        `remote`: RemoteModel entries, listed after the installed ones under their connection's name."""
+        `remote`: RemoteModel entries, listed after the installed ones under their connection's name;
+        `away`: {connection: why it did not answer when last asked}, marked on its heading and models."""
+        away = away or {}
         self._loaded = current
         self._names = []
         self._remote = {m.name for m in remote}
@@ -167,8 +172,10 @@ class ModelPicker(QWidget):
         for model in remote:
             if model.connection != connection:
                 connection = model.connection
-                self._add_heading(f"{connection} · {model.host}")
-            self._add_item(model.name, remote_label(model), _remote_tooltip(model))
+                self._add_heading(f"{connection} · {model.host}" + (NOT_REACHABLE if connection in away else ""))
+            why = away.get(model.connection)
+            label = remote_label(model) + (NOT_REACHABLE if why else "")
+            self._add_item(model.name, label, _remote_tooltip(model) + (f"\nNot reachable now: {why}" if why else ""))
         self._combo.setEnabled(self._choosable() and self._loading is None)
         self._combo.blockSignals(False)
         self._refresh_marks()

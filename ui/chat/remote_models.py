@@ -50,6 +50,9 @@ class RemoteModels:
     def __init__(self, core: Any, ask_consent: AskConsent | None = None) -> None:
         self.core = core
         self.ask_consent: AskConsent = ask_consent or _ask_with_dialog
+        # {connection name: why it did not answer when last asked}: the window's Reachability
+        # (ui/chat/reachability.py) keeps it; empty until it has asked.
+        self.away: dict[str, str] = {}
 
     def models(self) -> list[RemoteModel]:
         """Every connection's models from its last probe, connection by connection."""
@@ -96,6 +99,19 @@ class RemoteModels:
         """Use `model` again at the next start (the settings' last model)."""
         if not self.core.read_only:
             save_settings(self.core.paths.settings_file, self.core.settings.with_last_model(model.name))
+
+    def place(self, model: RemoteModel, conversation_id: str) -> RemoteModel:
+        """Where a reply of `model` runs: another of the person's machines with the same model
+        file when it holds the conversation or would answer first (app/placement/), from what
+        each said when last asked; the returned model's `placement` says why. No network here."""
+        if not model.file_sha256:
+            return model
+        from app.placement.gather import decide, reply_metrics
+
+        try:
+            return decide(self.core.connections, model, set(self.away), reply_metrics(self.core.history, conversation_id)).model
+        except ConnectionProblem:
+            return model
 
     def engine_for(self, model: RemoteModel) -> Any:
         """A RemoteEngine for one turn: the connection as stored now (a consent given since is

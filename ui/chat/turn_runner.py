@@ -151,6 +151,8 @@ class TurnRunner(QObject):
         turn = self.turn
         assert turn is not None
         params = self.inputs.params()
+        if isinstance(model, RemoteModel):  # the same model file may be on another of the person's machines
+            model = self.remote.place(model, conversation_id)
         try:  # a server's connection and key, or a model's load settings, are read here, on the history's thread
             backend = backend_for(
                 model, engine=self.engine, remote_engine=self.remote.engine_for, options=self.inputs.options, n_ctx=params.n_ctx

@@ -24,6 +24,7 @@ from ui.chat.model_picker import (
     _ElidedLabel,  # noqa: PLC2701 - the picker's one-line elided label, reused for the title
 )
 from ui.chat.presets import PresetStore
+from ui.chat.reachability import Reachability
 from ui.chat.remote_models import context_figures
 from ui.chat.settings_dialog import ConversationSettingsDialog
 from ui.conversation.item_model import MessageItem
@@ -148,8 +149,12 @@ class MainWindow(QMainWindow):
         self.poller.start()
         self.gc_pacer = GcPacer(self)  # no full garbage collection mid-reply
         self.controller.busy_changed.connect(self.gc_pacer.set_busy)
+        self.reach = Reachability(self.core, self)  # whether each of the person's servers answers now
+        self.controller.remote.away = self.reach.away
+        self.reach.changed.connect(self._on_reach)
         self.refresh_models()
         self._restore_state()
+        self.reach.start()
 
     # ---- layout ------------------------------------------------------------------------
 
@@ -314,8 +319,12 @@ class MainWindow(QMainWindow):
     def refresh_models(self) -> None:
         model = self.controller.model
         chat = chat_models(self.core.library.list())  # the embedder documents use is not a chat model
-        self.picker.set_models(chat, model.name if model else None, remote=self.controller.remote.models())
+        self.picker.set_models(chat, model.name if model else None, remote=self.controller.remote.models(), away=self.reach.away)
         self.models.set_current()
+
+    def _on_reach(self) -> None:
+        self.controller.remote.away = self.reach.away
+        self.refresh_models()
 
     def _send(self, text: str) -> None:
         self.show_notice("")
@@ -467,6 +476,7 @@ class MainWindow(QMainWindow):
             self._closing = True
             self.save_state()
             self.poller.stop()
+            self.reach.stop()
             self.gc_pacer.stop()
             self.network_indicator.detach()
             self.models.shutdown()  # running downloads stop within ~3 s; their partial files stay resumable
