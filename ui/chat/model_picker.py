@@ -103,6 +103,7 @@ class ModelPicker(QWidget):
     and `load_cancel_requested()` from the Cancel button shown while loading."""
 
     model_chosen = Signal(str)
+    opened = Signal()  # the person opened the list (the window asks its servers whether they answer)
     load_cancel_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -115,7 +116,8 @@ class ModelPicker(QWidget):
         self._tool_models: dict[str, str] = {}  # name -> tool-call format, of models that can call tools
         self._tools_job: BackgroundJob | None = None
 
-        self._combo = QComboBox(self)
+        self._combo = _Combo(self)
+        self._combo.opening.connect(self.opened)
         self._combo.setAccessibleName("Model")
         self._combo.setPlaceholderText("Choose a model…")
         self._combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -366,3 +368,13 @@ class ModelPicker(QWidget):
         status_palette = self._status.palette()
         status_palette.setColor(QPalette.ColorRole.WindowText, color)
         self._status.setPalette(status_palette)
+
+
+class _Combo(QComboBox):
+    """The picker's list; `opening` just before it shows."""
+
+    opening = Signal()
+
+    def showPopup(self) -> None:  # noqa: N802 (Qt name)
+        self.opening.emit()
+        super().showPopup()

@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
         self.reach = Reachability(self.core, self)  # whether each of the person's servers answers now
         self.controller.remote.away = self.reach.away
         self.reach.changed.connect(self._on_reach)
+        self.picker.opened.connect(self.reach.check)  # at most once per MIN_GAP_S
         self.refresh_models()
         self._restore_state()
         self.reach.start()

@@ -54,8 +54,10 @@ def test_a_paired_desks_model_streams_in_the_window_and_its_absence_is_marked(
     assert ran_on["sha256"] == listed["sha256"] and ran_on["machine"] == remote["machine"]
 
     desk_serving.close()  # the desk's Cove stops
+    window.reach._last = 0.0  # as if the last check were long ago
     with qtbot.waitSignal(window.reach.changed, timeout=WAIT_MS):
-        window.reach.check(force=True)
+        window.picker.combo.showPopup()  # the person opens the list: the servers are asked again
+    window.picker.combo.hidePopup()
     assert "desk" in window.reach.away and "refused the connection" in window.reach.away["desk"]
     index = window.picker.combo.findData("tiny@desk")
     assert window.picker.combo.itemText(index).endswith(NOT_REACHABLE)
