@@ -26,7 +26,7 @@ import httpx
 
 from app.engine.generation import Failure, Generation
 from app.engine.request import ReplyRequest
-from app.remote.connections import Connection
+from app.remote.connections import Connection, pinned_file
 from app.remote.errors import RemoteProblem, problem_from_status, scrub, server_message
 from app.remote.http_client import RemoteHttp, abort
 from app.remote.privacy import ConsentNeeded, is_private_host, private_without_lookup
@@ -347,7 +347,13 @@ class RemoteEngine:
                 raw = _read_capped(response, ERROR_BODY_BYTES)
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 raise problem_from_status(
-                    response.status_code, headers, raw, host=self.connection.host, key=self._http.key, model_id=stream.model.model_id
+                    response.status_code,
+                    headers,
+                    raw,
+                    host=self.connection.host,
+                    key=self._http.key,
+                    model_id=stream.model.model_id,
+                    paired=self.connection.name if pinned_file(self.connection.ca_file) else None,
                 )
             if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
                 self._whole(stream, _read_capped(response, WHOLE_REPLY_BYTES))

@@ -98,13 +98,20 @@ def problem_from_status(
     key: str | None,
     model_id: str | None = None,
     has_key: bool | None = None,
+    paired: str | None = None,
 ) -> RemoteProblem:
-    """The sentence for an HTTP error reply from `host` (status >= 400)."""
+    """The sentence for an HTTP error reply from `host` (status >= 400); `paired`: the connection's
+    name when it is one pairing made (its key came from that machine, not from the person)."""
     said = server_message(body, key)
     quoted = f" (it said: {said})" if said else ""
     with_key = key is not None if has_key is None else has_key
     if status in (401, 403):
-        if with_key:
+        if paired is not None:
+            text = (
+                f"{host} no longer takes the key it gave this machine when you paired as {paired} (HTTP {status}){quoted}; "
+                "it may have been unpaired there; pair again to use it."
+            )
+        elif with_key:
             text = f"{host} refused the key for this connection (HTTP {status}){quoted}; check the key and save it again."
         else:
             text = f"{host} asks for a key (HTTP {status}){quoted}; add the key to this connection."

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.remote.connections import Connection
+from app.remote.connections import Connection, pinned_file
 from app.remote.errors import RemoteProblem, problem_from_status
 from app.remote.http_client import RemoteHttp, Reply
 from app.remote.privacy import is_private_host
@@ -60,7 +60,8 @@ def _listing(http: RemoteHttp) -> list[dict[str, Any]]:
     host = http.connection.host
     reply: Reply = http.get(url, read_timeout_s=PROBE_READ_TIMEOUT_S)
     if reply.status >= 400:
-        raise problem_from_status(reply.status, reply.headers, reply.body, host=host, key=http.key)
+        paired = http.connection.name if pinned_file(http.connection.ca_file) else None
+        raise problem_from_status(reply.status, reply.headers, reply.body, host=host, key=http.key, paired=paired)
     data = reply.json()
     entries = data.get("data") if isinstance(data, dict) else None
     if reply.status != 200 or not isinstance(entries, list):

@@ -242,3 +242,20 @@ def test_a_desk_killed_mid_reply_keeps_the_text_so_far_and_answers_again_after_a
     finally:
         engine.close()
         again.close()
+
+
+def test_unpaired_on_the_desk_the_laptop_is_told_to_pair_again(tmp_path: Path) -> None:
+    home = _desk_home(tmp_path / "desk")
+    laptop = Home(tmp_path / "laptop")
+    servers = serving(home)
+    desk = next(servers)
+    try:
+        assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+        (paired_key,) = re.findall(r"^paired-\S+$", home.cove("serve", "keys", "list").stdout, re.M)
+        assert home.cove("serve", "keys", "remove", paired_key).returncode == 0  # unpaired there
+        refused = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "4", "hi")
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        assert "no longer takes the key it gave this machine when you paired as desk" in refused.stderr
+        assert "pair again" in refused.stderr
+    finally:
+        servers.close()
