@@ -109,8 +109,9 @@ class RequestBackend:
 
 
 class RequestWriter:
-    """The history side of an API request's Turn. The reply's row and the record's entry were
-    opened when the request was accepted (RequestStore.open); text is checkpointed into the row as
+    """The history side of an API request's Turn. The reply's row and the record's entry are
+    opened as the request is accepted (RequestStore.open, while the engine reads the prompt;
+    `opened_as` gives them to the writer before the reply's first event); text is checkpointed into the row as
     it arrives (written in order on the store's thread, not awaited); `finish` keeps the end, and
     `close` writes it, awaited by the event loop once the engine went back to the pool. With
     `tools` (the request's), `finish` reads the reply's calls once, for the record and the
@@ -126,15 +127,16 @@ class RequestWriter:
     def __init__(
         self,
         store: RequestStore,
-        opened: Opened,
+        opened: Opened | None,
         *,
         tools: ToolSet | None = None,
         call_id_prefix: str = "call_",
         reply_format: dict[str, Any] | None = None,
     ) -> None:
-        self.store, self.opened = store, opened
-        self.model = opened.model  # the file that runs: the new bytes when a recheck found it changed
-        self.assistant = _reply_row(opened)
+        self.store = store
+        self.entered = False  # whether the store has entered the request (`opened_as`): before, there is no row to write
+        if opened is not None:
+            self.opened_as(opened)
         self.ended: Message | None = None  # the end `finish` kept, for `close`
         self.tool_reply: ToolReply | None = None  # the reply's calls, read by `finish` (with tools)
         self.not_saved: str | None = None  # set by `close`: what a client is told when the file did not take it
@@ -142,6 +144,13 @@ class RequestWriter:
         self._schema = format_schema(reply_format)
         self._tools, self._prefix = tools, call_id_prefix
         self._parts: list[str] = []
+
+    def opened_as(self, opened: Opened) -> None:
+        """The request as the store entered it: its record entry and reply row."""
+        self.opened: Opened = opened
+        self.entered = True
+        self.model = opened.model  # the file that runs: the new bytes when a recheck found it changed
+        self.assistant = _reply_row(opened)
 
     @property
     def text(self) -> str:

@@ -6,6 +6,7 @@ every SQLite read and write runs on the store's own thread."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -282,8 +283,11 @@ class Service:
         live_id = next(self._ids)
         waiting = LiveRequest(live_id, client, job.model.name, job.endpoint, "waiting", 0, time.time())
         self._set_live(live_id, waiting)
-        opened = await self._open(request, job, conversation=True)
-        writer = RequestWriter(self.store, opened, tools=job.tools, call_id_prefix=job.call_id_prefix, reply_format=job.reply_format)
+        # The request is entered in the record and the history (a commit that waits for the disk)
+        # while the engine is lent and reads the prompt; the reply's first event is taken only
+        # once it is entered, so every text checkpoint has its row.
+        opening = asyncio.ensure_future(self._open(request, job, conversation=True))
+        writer = RequestWriter(self.store, None, tools=job.tools, call_id_prefix=job.call_id_prefix, reply_format=job.reply_format)
         turn = Turn(writer, job.request)
         self._set_live(live_id, waiting, turn)
         lease: Lease | None = None
@@ -297,6 +301,7 @@ class Service:
                     raise ApiError(503, "the server is stopping", "server_error")
                 backend = self._backend(lease, job, options)
                 await anyio.to_thread.run_sync(turn.start, backend)  # loads the model if need be
+                await _entered(writer, opening)
                 first = turn.poll()
                 for event in first:
                     if isinstance(event, RecheckedEvent):  # the file changed under the server: the record names the one that runs
@@ -306,6 +311,7 @@ class Service:
                 if failed is not None:  # the engine could not start the reply
                     raise ApiError(500, failed.message.error or "the engine stopped without a reply", "server_error")
             except ApiError as exc:
+                await _entered(writer, opening)
                 if turn.ended is None:
                     turn.fail(exc.message)
                 raise
@@ -315,6 +321,17 @@ class Service:
             yield running
         finally:
             generation = backend.generation if backend is not None else None
+            try:
+                await _entered(writer, opening)
+            except BaseException:  # the request could not be entered: the engine stops and goes back
+                if generation is not None:
+                    generation.cancel()
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(generation.wait)
+                if lease is not None:
+                    self.pool.release(lease)
+                self._set_live(live_id, None)
+                raise
             if turn.ended is None and generation is not None:
                 # The client went away mid-reply: stop the engine, let it finish first.
                 turn.cancel(StopCause.PERSON)
@@ -412,3 +429,11 @@ class Service:
             params=params,
             conversation=conversation,
         )
+
+
+async def _entered(writer: RequestWriter, opening: asyncio.Future[Opened]) -> None:
+    """Wait (whatever cancels the caller) until the store has entered the request, and give the
+    writer its entry and row; raises what the store raised."""
+    if not writer.entered:
+        with anyio.CancelScope(shield=True):
+            writer.opened_as(await opening)
