@@ -11,10 +11,25 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
-from app.serve.pool.engines import Engine
 from models.library import InstalledModel
+
+
+class Engine(Protocol):
+    """What the listing reads of one of the pool's engines (app/serve/pool/engines.py Engine)."""
+
+    @property
+    def model(self) -> InstalledModel: ...
+    @property
+    def loading(self) -> bool: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def leases(self) -> int: ...
+    @property
+    def exclusive(self) -> bool: ...
+
 
 OWNER = "cove"
 # Response headers of a chat completion: which machine and which model file served it, so the

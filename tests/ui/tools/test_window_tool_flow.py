@@ -386,12 +386,14 @@ def test_a_host_that_cannot_be_made_is_one_sentence_and_the_reply_goes_on(qtbot,
     assert _rows(window)[-1].content == "Plain answer." and _calls(calls_file) == []
 
 
-def test_a_model_on_a_server_gets_no_tools_and_says_why(qtbot, cove_core, fake_engine, hosts, calls_file) -> None:
+def test_a_model_on_a_server_is_offered_the_tools_which_run_here(qtbot, cove_core, fake_engine, hosts, calls_file) -> None:
+    """The tools go with a server's model's request and its calls run here (app/remote/remote_tools.py;
+    end to end in tests/app/remote/test_paired_machines.py), as for a model of this machine."""
     from app.remote.remote_model import RemoteModel
 
     window = _window(qtbot, cove_core, fake_engine, hosts, calls_file)
     _turn_on(window, "fault")
     controller = window.controller
     controller.model = RemoteModel("box", "m1", "127.0.0.1:9", None)
-    assert controller.turns.inputs.tools_for(controller.conversation_id) is None  # what a turn would get
-    assert "m1@box runs on a server" in window.tools.chat.notes[-1] and hosts.made == []  # nothing started
+    assert controller.turns.inputs.tools_for(controller.conversation_id) is not None  # what a turn would get
+    assert not window.tools.chat.notes  # no refusal
