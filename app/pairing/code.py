@@ -22,6 +22,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+# Where the person reads the code, said in each refusal (the window's Pair dialog or `cove serve pair`).
+SHOWN = "the other machine showed (Pair a machine…, or `cove serve pair`)"
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: no I, L, O, U
 FINGERPRINT_CHARS = 19  # 95 bits of the certificate's SHA-256
 SECRET_CHARS = 16  # 80 random bits
@@ -78,18 +80,18 @@ def parse_code(text: str) -> PairingCode:
             shown = ch if ch.isprintable() else repr(ch)
             raise PairingCodeError(
                 f"'{shown}' is not in a pairing code: it has only the digits and the letters A to Z but I, L, O and U; "
-                "check the code `cove serve pair` showed."
+                f"check it against the code {SHOWN}."
             )
     if len(chars) != CODE_CHARS:
         raise PairingCodeError(
             f"a pairing code has {CODE_CHARS} characters (nine groups of four); this one has {len(chars)}: check it against "
-            "the one `cove serve pair` showed."
+            f"the code {SHOWN}."
         )
     canonical = "".join(ALPHABET[_VALUE[ch]] for ch in chars)
     body, check = canonical[:-1], canonical[-1]
     if ALPHABET[_check(body)] != check:
         raise PairingCodeError(
-            "the pairing code has a typo (its last character does not match the rest): check it against the one `cove serve pair` showed."
+            f"the pairing code has a typo (its last character does not match the rest): check it against the code {SHOWN}."
         )
     return PairingCode(body[:FINGERPRINT_CHARS], body[FINGERPRINT_CHARS:])
 
