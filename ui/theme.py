@@ -29,14 +29,18 @@ def error_color(palette: QPalette) -> QColor:
     return QColor("#ff7b72") if is_dark(palette) else QColor("#c62828")
 
 
-def show_sentence(label: QLabel, text: str, error: bool, palette_of: QWidget) -> None:
-    """Show `text` in `label` (hidden when empty), red when it is an error, in the colours of
-    `palette_of`'s palette."""
+def show_sentence(label: QLabel, text: str, error: bool, palette_of: QWidget, *, muted: bool = False) -> None:
+    """Show `text` in `label` (hidden when empty), red when it is an error, grey when `muted` (a
+    step under way), in the colours of `palette_of`'s palette; the label's `isError` property says
+    which (tests read it)."""
     palette = QPalette(palette_of.palette())
     if error:
         palette.setColor(QPalette.ColorRole.WindowText, error_color(palette_of.palette()))
+    elif muted:
+        palette.setColor(QPalette.ColorRole.WindowText, muted_color(palette_of.palette()))
     label.setPalette(palette)
     label.setText(text)
+    label.setProperty("isError", error)
     label.setVisible(bool(text))
 
 

@@ -10,13 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
 from app.remote.connections import Connection, ConnectionProblem, check_ca_file, check_name, host_of, normalise_url
 from app.remote.keys import InvalidKey, validate_key
 from ui.connections.probe_worker import ProbeReply, ProbeWorker, probe_summary
-from ui.theme import error_color, muted_color
+from ui.theme import show_sentence
 
 URL_HINT = "http://gpu-box.lan:8000/v1"
 ABOUT = (
@@ -136,15 +135,7 @@ class AddConnectionDialog(QDialog):
         self.show_result(sentence, error=True)
 
     def show_result(self, text: str, *, error: bool, muted: bool = False) -> None:
-        palette = QPalette(self.palette())
-        if error:
-            palette.setColor(QPalette.ColorRole.WindowText, error_color(self.palette()))
-        elif muted:
-            palette.setColor(QPalette.ColorRole.WindowText, muted_color(self.palette()))
-        self.result_label.setPalette(palette)
-        self.result_label.setText(text)
-        self.result_label.setProperty("isError", error)
-        self.result_label.setVisible(bool(text))
+        show_sentence(self.result_label, text, error, self, muted=muted)
 
     def result_text(self) -> str:
         return self.result_label.text() if not self.result_label.isHidden() else ""

@@ -8,7 +8,7 @@ which owns the history's connection. A refusal is one sentence in the dialog; th
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QPalette
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QWidget
 
 from app.errors import describe_error
@@ -17,7 +17,7 @@ from app.remote.connections import ConnectionProblem, Connections, check_name
 from app.remote.pairing import Learned, PairingRefused, check_unused, exchange, https_url, save
 from models.network import NetworkGate, NetworkRefused
 from ui.background import BackgroundJob, run_in_background
-from ui.theme import error_color, muted_color
+from ui.theme import show_sentence
 
 ABOUT = (
     "Pair with another Cove: on that machine, open Server, tick “Let my other machines connect”, turn the server on "
@@ -122,15 +122,7 @@ class PairWithCoveDialog(QDialog):
         return self._job is not None
 
     def show_result(self, text: str, *, error: bool, muted: bool = False) -> None:
-        palette = QPalette(self.palette())
-        if error:
-            palette.setColor(QPalette.ColorRole.WindowText, error_color(self.palette()))
-        elif muted:
-            palette.setColor(QPalette.ColorRole.WindowText, muted_color(self.palette()))
-        self.result_label.setPalette(palette)
-        self.result_label.setText(text)
-        self.result_label.setProperty("isError", error)
-        self.result_label.setVisible(bool(text))
+        show_sentence(self.result_label, text, error, self, muted=muted)
 
     def result_text(self) -> str:
         return self.result_label.text() if not self.result_label.isHidden() else ""
