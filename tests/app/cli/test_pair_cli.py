@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import sqlite3
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +21,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from app.pairing.code import ALPHABET, new_code
-from app.serve.http.tls import machine_certificate
 from tests.support.pairing_homes import HOST, Home, Server, serving
 from tests.support.pairing_homes import desk_home as make_desk_home
+from tests.support.recording_tls import RecordingTls
 from tests.support.serve_fixture import free_port
 
 
@@ -105,45 +103,9 @@ def test_a_typo_is_told_here_before_anything_is_sent(desk: Server, tmp_path: Pat
     assert Home(tmp_path).cove("remote", "pair", "desk", desk.url, stdin=code + "\n").returncode == 0
 
 
-class _Impostor:
-    """A TLS server on 127.0.0.2 with another certificate (same names, another key), keeping every
-    byte a client sends it after the handshake."""
-
-    def __init__(self, folder: Path) -> None:
-        cert = machine_certificate(folder, HOST)
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(cert.cert_file, cert.key_file)
-        self.sock = socket.create_server((HOST, 0))
-        self.port = self.sock.getsockname()[1]
-        self.received = b""
-        self.handshakes = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(30)
-        try:
-            conn, _ = self.sock.accept()
-        except OSError:
-            return
-        with conn:
-            try:
-                with self.context.wrap_socket(conn, server_side=True) as tls:
-                    self.handshakes += 1
-                    tls.settimeout(10)
-                    while chunk := tls.recv(4096):
-                        self.received += chunk
-            except (OSError, ssl.SSLError):
-                pass
-
-    def close(self) -> None:
-        self.sock.close()
-        self.thread.join(15)
-
-
 def test_a_machine_in_the_middle_with_another_certificate_receives_nothing(desk: Server, tmp_path: Path) -> None:
     code = desk.code()
-    impostor = _Impostor(tmp_path / "impostor-tls")
+    impostor = RecordingTls(tmp_path / "impostor-tls", HOST)  # same names, another key
     try:
         laptop = Home(tmp_path / "laptop")
         refused = one_sentence(laptop.cove("remote", "pair", "desk", f"https://{HOST}:{impostor.port}", code))

@@ -36,6 +36,19 @@ def _desk_home(root: Path) -> Home:
     return home
 
 
+def _paired_desk(tmp_path: Path) -> tuple[Home, Home, Iterator[Server], Server]:
+    """(desk home, laptop, its `serving` generator to close, the server): a desk of its own,
+    serving, and a laptop paired with it as "desk"."""
+    home, laptop = _desk_home(tmp_path / "desk"), Home(tmp_path / "laptop")
+    servers = serving(home)
+    desk = next(servers)
+    paired = laptop.cove("remote", "pair", "desk", desk.url, desk.code())
+    if paired.returncode != 0:
+        servers.close()
+        pytest.fail(f"pairing failed: {paired.stderr}")
+    return home, laptop, servers, desk
+
+
 @pytest.fixture(scope="module")
 def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield from serving(_desk_home(tmp_path_factory.mktemp("desk")))
@@ -105,11 +118,7 @@ def test_a_tool_call_written_on_the_desk_is_asked_and_run_on_the_laptop(desk: Se
 
 
 def test_a_stopped_desk_is_unreachable_and_answers_again_after_a_restart(tmp_path: Path) -> None:
-    home = _desk_home(tmp_path / "desk")
-    laptop = Home(tmp_path / "laptop")
-    servers = serving(home)
-    desk = next(servers)
-    assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+    home, laptop, servers, desk = _paired_desk(tmp_path)
     port = desk.port
     servers.close()  # stops it
     listed = laptop.cove("models", "list")
@@ -161,11 +170,7 @@ def test_the_same_model_file_on_two_machines_the_conversation_stays_where_its_st
 
 
 def test_a_renewed_certificate_is_pinned_again_and_another_key_is_refused_before_sending(tmp_path: Path) -> None:
-    home = _desk_home(tmp_path / "desk")
-    laptop = Home(tmp_path / "laptop")
-    servers = serving(home)
-    desk = next(servers)
-    assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+    home, laptop, servers, desk = _paired_desk(tmp_path)
     port, pinned = desk.port, laptop.paths.data_dir / "paired" / "desk.pem"
     servers.close()
     tls = home.paths.tls_dir
@@ -204,12 +209,8 @@ def test_a_desk_killed_mid_reply_keeps_the_text_so_far_and_answers_again_after_a
     from app.statuses import MessageStatus
     from models.network import NetworkGate
 
-    home = _desk_home(tmp_path / "desk")
-    laptop = Home(tmp_path / "laptop")
-    servers = serving(home)
-    desk = next(servers)
+    home, laptop, servers, desk = _paired_desk(tmp_path)
     try:
-        assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
         db = sqlite_utils.Database(laptop.paths.database)
         connection = Connections(db, keys=None).get("desk")  # type: ignore[arg-type]
         key = json.loads((laptop.root / "keyring.json").read_text())["cove/remote:desk"]
@@ -245,12 +246,8 @@ def test_a_desk_killed_mid_reply_keeps_the_text_so_far_and_answers_again_after_a
 
 
 def test_unpaired_on_the_desk_the_laptop_is_told_to_pair_again(tmp_path: Path) -> None:
-    home = _desk_home(tmp_path / "desk")
-    laptop = Home(tmp_path / "laptop")
-    servers = serving(home)
-    desk = next(servers)
+    home, laptop, servers, desk = _paired_desk(tmp_path)
     try:
-        assert laptop.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
         (paired_key,) = re.findall(r"^paired-\S+$", home.cove("serve", "keys", "list").stdout, re.M)
         assert home.cove("serve", "keys", "remove", paired_key).returncode == 0  # unpaired there
         refused = laptop.cove("chat", "--new", "--model", f"{MODEL}@desk", "--max-tokens", "4", "hi")

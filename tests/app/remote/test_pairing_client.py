@@ -6,53 +6,19 @@ in every case the server receives no byte after the handshake and nothing is sav
 from __future__ import annotations
 
 import socket
-import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from app.pairing.code import new_code
 from app.remote.connections import ConnectionProblem, Connections
 from app.remote.keys import ConnectionKeys
 from app.remote.pairing import PairingRefused, pair
-from app.serve.http.tls import machine_certificate
 from app.store.database import open_database
 from models.network import NetworkGate
 from tests.support.keyrings import InMemoryKeyring
-
-
-class _TlsServer:
-    """Accepts one TLS connection on `host` and keeps what the client sends after the handshake."""
-
-    def __init__(self, cert_dir: Path, host: str, named: str) -> None:
-        cert = machine_certificate(cert_dir, named)
-        self.der = x509.load_pem_x509_certificate(cert.cert_file.read_bytes()).public_bytes(serialization.Encoding.DER)
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(cert.cert_file, cert.key_file)
-        self.sock = socket.create_server((host, 0))
-        self.port = self.sock.getsockname()[1]
-        self.received = b""
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(30)
-        try:
-            conn, _ = self.sock.accept()
-            with conn, self.context.wrap_socket(conn, server_side=True) as tls:
-                tls.settimeout(10)
-                while chunk := tls.recv(4096):
-                    self.received += chunk
-        except (OSError, ssl.SSLError):
-            pass
-
-    def close(self) -> None:
-        self.sock.close()
-        self.thread.join(15)
+from tests.support.recording_tls import RecordingTls
 
 
 @pytest.fixture
@@ -63,7 +29,7 @@ def connections(tmp_path: Path) -> Iterator[Connections]:
 
 
 def test_an_address_the_certificate_does_not_name_is_refused_before_sending(connections: Connections, tmp_path: Path) -> None:
-    server = _TlsServer(tmp_path / "tls", "127.0.0.3", named="127.0.0.2")
+    server = RecordingTls(tmp_path / "tls", "127.0.0.3", named="127.0.0.2")
     try:
         with pytest.raises(PairingRefused) as refused:
             pair(connections, NetworkGate(), "desk", f"https://127.0.0.3:{server.port}", str(new_code(server.der)), "laptop")
@@ -76,7 +42,7 @@ def test_an_address_the_certificate_does_not_name_is_refused_before_sending(conn
 
 
 def test_another_certificate_than_the_codes_is_refused_before_sending(connections: Connections, tmp_path: Path) -> None:
-    server = _TlsServer(tmp_path / "tls", "127.0.0.2", named="127.0.0.2")
+    server = RecordingTls(tmp_path / "tls", "127.0.0.2", named="127.0.0.2")
     try:
         with pytest.raises(PairingRefused, match="presented another certificate than the code names; nothing was sent"):
             pair(connections, NetworkGate(), "desk", f"https://127.0.0.2:{server.port}", str(new_code(b"another")), "laptop")
