@@ -368,12 +368,12 @@ class RemoteEngine:
                 self._count_unreadable(stream, reader.skipped - skipped)
                 for event in events:
                     if self._event(stream, event):
-                        stream.complete()
                         _drain(chunks)
+                        self._done(stream)
                         return
             for event in reader.end():
                 if self._event(stream, event):
-                    stream.complete()
+                    self._done(stream)
                     return
             if stream.cancelled:
                 return
@@ -381,6 +381,17 @@ class RemoteEngine:
                 stream.complete()  # a server that ends without [DONE]
                 return
             raise RemoteProblem(f"{self.connection.host} ended the stream before the reply finished.", "protocol")
+
+    def _done(self, stream: _Stream) -> None:
+        """[DONE] came. Every OpenAI-style server says why a reply ended (finish_reason) before it;
+        llama-cpp-python's server sends [DONE] alone when it stops a reply for another request."""
+        if stream.finish_reason is None and not stream.cancelled:
+            raise RemoteProblem(
+                f"{self.connection.host} ended the reply without saying it was finished (a server may stop a reply "
+                "when another request reaches it).",
+                "protocol",
+            )
+        stream.complete()
 
     def _count_unreadable(self, stream: _Stream, count: int) -> None:
         if count <= 0:

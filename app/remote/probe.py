@@ -163,9 +163,15 @@ def _ollama(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found | None:
     return "ollama", _text(version.get("version")), models
 
 
-def _llama_cpp_python(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found | None:
-    spec = _side_json(http, http.root_url("/openapi.json"))
+def llama_cpp_python_info(spec: Any) -> dict[str, Any] | None:
+    """The "info" of llama-cpp-python's OpenAPI document (GET /openapi.json; its title names the
+    server), or None when `spec` is not that. Asking for it takes no lock on the server's model."""
     info = spec.get("info") if isinstance(spec, dict) else None
-    if not (isinstance(info, dict) and "llama.cpp python" in str(info.get("title") or "").lower()):
+    return info if isinstance(info, dict) and "llama.cpp python" in str(info.get("title") or "").lower() else None
+
+
+def _llama_cpp_python(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found | None:
+    info = llama_cpp_python_info(_side_json(http, http.root_url("/openapi.json")))
+    if info is None:
         return None
     return "llama-cpp-python", _text(info.get("version")), [_model(e) for e in entries]

@@ -4,17 +4,22 @@ in the Authorization header and a refused one is a sentence."""
 
 from __future__ import annotations
 
+import threading
+
+import httpx
 import llama_cpp
 import pytest
 
 from app.engine.generation import FinishedEvent, TokenEvent
 from app.engine.request import ReplyRequest, Sampling
 from app.remote.errors import RemoteProblem
-from app.remote.probe import probe
+from app.remote.probe import ServerInfo, probe
+from app.remote.reachability import probe_many
 from app.statuses import MessageStatus
 from models.network import NetworkActivity, NetworkGate
 from tests.app.remote.conftest import SERVER_KEY, connection_to, engine_for, wait_idle
 from tests.support.llama_cpp_server import LlamaCppServer
+from tests.support.tiny_model import EOS_ID
 
 HELLO = [{"role": "user", "content": "hello there"}]
 
@@ -119,4 +124,58 @@ def test_the_key_goes_as_a_bearer_and_a_wrong_or_missing_one_is_a_sentence(keyed
     engine, model = engine_for(keyed_server.url, gate, key=SERVER_KEY)
     done = engine.generate(ReplyRequest.chat(HELLO, sampling=Sampling(max_tokens=6)), model=model).wait(30)
     assert done.status in (MessageStatus.LENGTH, MessageStatus.COMPLETE) and done.text
+    engine.close()
+
+
+def _long_reply(engine, model):
+    """A reply of 200 tokens (the tiny model's </s> biased away): this server sends the first token
+    at once and the rest seconds later, so the reply still streams after its first piece."""
+    sampling = Sampling(max_tokens=200, temperature=0.0, seed=3, logit_bias=((EOS_ID, -100.0),))
+    return engine.generate(ReplyRequest.chat(HELLO, sampling=sampling), model=model)
+
+
+def test_a_reply_the_server_stops_for_another_request_is_interrupted_not_complete(llama_server: LlamaCppServer, gate: NetworkGate) -> None:
+    """llama-cpp-python's server ends a streaming reply with a bare [DONE] (no finish_reason) when
+    another request waits for its model: here a GET /v1/models from another program."""
+    engine, model = engine_for(llama_server.url, gate)
+    generation = _long_reply(engine, model)
+    listing: list[int] = []
+    asker = threading.Thread(target=lambda: listing.append(httpx.get(f"{llama_server.url}/v1/models", timeout=60).status_code))
+    pieces = 0
+    for event in generation:
+        if isinstance(event, TokenEvent):
+            pieces += 1
+            if pieces == 1:
+                asker.start()
+            continue
+        final = event
+    asker.join(60)
+    assert listing == [200]
+    assert final.status == MessageStatus.INTERRUPTED and final.text, (final.status, final.metrics)
+    assert final.error is not None and "ended the reply without saying it was finished" in final.error
+    assert final.error.endswith("the text so far is kept.")
+    assert final.metrics["gen_tokens"] < 200
+    engine.close()
+
+
+def test_asking_whether_the_server_answers_does_not_stop_its_reply(llama_server: LlamaCppServer, gate: NetworkGate) -> None:
+    """The window's and placement's reachability question (probe_many) asks a server last seen as
+    llama-cpp-python's where it takes no lock, so a reply streaming from it runs to its end."""
+    known = probe(connection_to(llama_server.url), None, gate)
+    connection = connection_to(llama_server.url, server={"kind": known.kind, "version": known.version, "models": known.models})
+    engine, model = engine_for(llama_server.url, gate)
+    generation = _long_reply(engine, model)
+    answers: dict = {}
+    pieces = 0
+    for event in generation:
+        if isinstance(event, TokenEvent):
+            pieces += 1
+            if pieces == 1:
+                answers = probe_many([(connection, None)], gate)
+                assert not generation.done  # asked while the reply streams
+            continue
+        final = event
+    (answer,) = answers.values()
+    assert isinstance(answer, ServerInfo) and answer.kind == "llama-cpp-python" and answer.models == known.models
+    assert final.status == MessageStatus.LENGTH and final.error is None, (final.status, final.error)  # to its limit: the context
     engine.close()

@@ -11,10 +11,11 @@ import pytest
 
 from app.engine.request import ReplyRequest, Sampling
 from app.remote.errors import RemoteProblem
-from app.remote.probe import probe
+from app.remote.probe import ServerInfo, probe
+from app.remote.reachability import probe_many
 from app.statuses import MessageStatus
 from models.network import NetworkGate, NetworkRefused
-from tests.app.remote.conftest import SERVER_KEY, connection_to, engine_for
+from tests.app.remote.conftest import SERVER_KEY, connection_to, engine_for, stand_in
 from tests.support.fault_proxy import Elsewhere
 from tests.support.llama_cpp_server import LlamaCppServer
 
@@ -112,3 +113,16 @@ def test_the_environment_s_proxy_is_not_used(llama_server: LlamaCppServer, gate:
         assert elsewhere.requests == []
     finally:
         elsewhere.stop()
+
+
+def test_a_server_no_longer_llama_cpp_python_is_asked_in_full(gate: NetworkGate) -> None:
+    """A connection last seen as llama-cpp-python's, where another server answers now: the quiet
+    question finds no such server there, so what it lists now is asked and kept."""
+    last = {"kind": "llama-cpp-python", "version": "0.3.1", "models": [{"id": "old", "fingerprint": None, "context_length": None}]}
+    for url in stand_in({"/v1/models": {"object": "list", "data": [{"id": "new-model", "object": "model"}]}}):
+        answers = probe_many(
+            [(connection_to(url, server=last), None), (connection_to("http://127.0.0.1:9/v1", name="gone", server=last), None)], gate
+        )
+    answer = answers["box"]
+    assert isinstance(answer, ServerInfo) and answer.kind == "openai-compatible" and [m["id"] for m in answer.models] == ["new-model"]
+    assert isinstance(answers["gone"], RemoteProblem) and "127.0.0.1:9" in str(answers["gone"])

@@ -117,3 +117,15 @@ def test_a_stream_with_nothing_readable_is_an_error(gate: NetworkGate, body: byt
     for url in served(Response(body, media_type="text/html")):
         final = ask(url, gate)
     assert final.status == MessageStatus.ERROR and "ended the stream before the reply finished" in (final.error or "")
+
+
+def test_a_bare_done_without_a_reason_is_an_interrupted_reply(gate: NetworkGate) -> None:
+    """[DONE] with no finish_reason before it is how llama-cpp-python's server stops a reply for
+    another request: the text is kept and the reply is not called complete."""
+    for url in served(sse(chunk(role="assistant", content=""), chunk("Once "), chunk("upon"), "[DONE]")):
+        final = ask(url, gate)
+    assert final.status == MessageStatus.INTERRUPTED and final.text == "Once upon"
+    assert "ended the reply without saying it was finished" in (final.error or "")
+    for url in served(sse(chunk(role="assistant", content=""), "[DONE]")):
+        empty = ask(url, gate)
+    assert empty.status == MessageStatus.ERROR and "ended the reply without saying it was finished" in (empty.error or "")
