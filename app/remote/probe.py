@@ -100,7 +100,9 @@ def probe(connection: Connection, key: str | None, gate: NetworkGate, *, connect
 def _identify(http: RemoteHttp, entries: list[dict[str, Any]]) -> Found:
     owners = {str(e.get("owned_by") or "") for e in entries}
     if entries and owners == {"cove"}:
-        return "cove", None, [_cove_model(e) for e in entries]
+        # Its "auto" entry is left out: this machine's Auto chooses among the models themselves.
+        models = [e for e in entries if not (isinstance(e.get("cove"), dict) and e["cove"].get("auto") is True)]
+        return "cove", None, [_cove_model(e) for e in models]
     if entries and owners == {"vllm"} and all("root" in e for e in entries):
         version = _side_json(http, http.root_url("/version"))
         models = [_model(e, context_length=_positive_int(e.get("max_model_len")), root=_text(e.get("root"))) for e in entries]

@@ -54,12 +54,14 @@ class TaskKind:
     kind: str  # one of KINDS
     difficulty: float  # 0 (a one-step question) to 1 (long, many steps, much code)
     why: str  # a few words: what in the text said so
+    fix: bool = False  # code pasted in with a bug, an error or a fix asked for
 
 
 def classify(text: str, conversation_chars: int = 0) -> TaskKind:
     """The kind and difficulty of the task `text` (the person's last message) asks for;
     `conversation_chars`: the length of the conversation before it."""
     body = _FORMAT_TAIL.sub("", text or "").strip() or (text or "").strip()
+    fix = False
     numbers = len(_NUMBER.findall(body))
     code_lines = len(_CODE_LINE.findall(body))
     words = len(body.split())
@@ -67,7 +69,8 @@ def classify(text: str, conversation_chars: int = 0) -> TaskKind:
     if len(body) + conversation_chars > LONG_CHARS:
         kind, why = "long", f"a long text ({(len(body) + conversation_chars) // 1000}k characters)"
     elif _FENCE.search(body) or code_lines >= 2:
-        kind, why = "code", "code to read or fix" if re.search(r"\b(bug|fix|wrong|error)\b", body, re.I) else "code in the message"
+        fix = bool(re.search(r"\b(bug|fix|wrong|error)\b", body, re.I))
+        kind, why = "code", "code to fix" if fix else "code in the message"
     elif _CODE_ASK.search(body):
         asked = _CODE_ASK.search(body).group(0).lower()  # type: ignore[union-attr]
         kind, why = "code", "a function to write" if asked.startswith("`") else f"a programming request ({asked})"
@@ -82,4 +85,4 @@ def classify(text: str, conversation_chars: int = 0) -> TaskKind:
     else:
         kind, why = "chat", "no task markers"
     difficulty = min(1.0, words / 150 + numbers / 12 + steps / 8 + code_lines / 20)
-    return TaskKind(kind, round(difficulty, 2), why)
+    return TaskKind(kind, round(difficulty, 2), why, fix=kind == "code" and fix)

@@ -64,17 +64,21 @@ def write_tiny_gguf(
     pooling_type: int | None = None,
     n_head: int = N_HEAD,
     logit_scale: float = 1.0,
+    parameter_count: int | None = None,
 ) -> Path:
     """Write the tiny model to `path` and return it. `pooling_type` (gguf.PoolingType: 1 mean,
     2 cls, 3 last) declares it an embedding model, as embedding models' files do. `n_head` 2
     gives heads of 32 values, which a quantized K cache needs (its blocks are 32 wide).
     `logit_scale` multiplies the output weights: large values give a model sure of its next token
-    (greedy picks with wide margins, and loops that prompt lookup can draft)."""
+    (greedy picks with wide margins, and loops that prompt lookup can draft). `parameter_count`:
+    the general.parameter_count the file declares (Auto reads a model's size from it)."""
     path = Path(path)
     tokens, scores, types = tiny_vocab(extra_tokens)
     n_vocab = len(tokens)
     w = GGUFWriter(str(path), arch="llama")
     w.add_name(name)
+    if parameter_count is not None:
+        w.add_uint64("general.parameter_count", parameter_count)
     w.add_context_length(n_ctx_train)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)

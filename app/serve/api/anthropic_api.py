@@ -14,6 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.serve.api.auto_model import cove_field
 from app.serve.api.job import Job, chat_job
 from app.serve.api.messages_request import MessagesRequest, read_messages_request
 from app.serve.api.openai_api import ClosingStream
@@ -140,10 +141,12 @@ class AnthropicApi:
         self.service = service
 
     async def _job(self, req: MessagesRequest) -> Job:
+        model, auto = await self.service.model_for(req.model, req)
         return chat_job(
             ENDPOINT,
-            await self.service.model(req.model),
+            model,
             req,
+            auto=auto,
             format_field="output_format",
             record={"top_k": req.top_k} if req.top_k is not None else None,
             call_id_prefix="toolu_",
@@ -182,6 +185,7 @@ class AnthropicApi:
                 "stop_sequence": stop_sequence,
                 "usage": _usage(written.metrics),
                 "timings": timings(written.metrics),
+                **cove_field(job),
                 **({"warning": running.not_saved} if running.not_saved else {}),
             }
         )
@@ -220,6 +224,7 @@ class AnthropicApi:
             "stop_reason": None,
             "stop_sequence": None,
             "usage": {"input_tokens": prompt - cached, "output_tokens": 0, "cache_read_input_tokens": cached},
+            **cove_field(job),
         }
         yield event("message_start", message=message)
         tools = job.tools is not None and job.tools.active

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.engine.request import ReplyRequest
+from app.routing.auto import AutoChoice
 from app.serve.api.request_turn import api_request
 from app.settings import SamplingParams
 from app.tools.spec import ToolSet
@@ -35,6 +36,7 @@ class Job:
     reasoning_param: str = "reasoning_effort"  # the field a refused switch is named by (thinking, reasoning)
     reply_format: dict[str, Any] | None = None  # the JSON format the grammar keeps the reply to, as the request gave it
     messages_param: str = "messages"  # the field a refusal of the messages names (Responses': input)
+    auto: AutoChoice | None = None  # Auto's choice of the model, when the request named "auto"
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -78,11 +80,14 @@ def chat_job(
     record: Mapping[str, Any] | None = None,
     call_id_prefix: str = "call_",
     reasoning_param: str = "reasoning_effort",
+    auto: AutoChoice | None = None,
 ) -> Job:
     """The Job of a chat request as `read`: its reply's request (api_request), and the record's
     settings: `record`'s, the JSON format under the API's own name for it (`format_field`), the
-    tools as offered and the reasoning switch."""
+    tools as offered, the reasoning switch and Auto's choice of the model (`auto`)."""
     kept: dict[str, Any] = dict(record or {})
+    if auto is not None:
+        kept["auto"] = auto.record()
     if read.reply_format:
         kept[format_field] = read.reply_format
     if read.tools is not None:
@@ -103,4 +108,5 @@ def chat_job(
         reasoning_param=reasoning_param,
         reply_format=read.reply_format if read.grammar else None,
         messages_param=read.messages_param,
+        auto=auto,
     )

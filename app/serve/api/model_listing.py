@@ -13,6 +13,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from app.routing.auto import AUTO
 from models.library import InstalledModel
 
 
@@ -69,10 +70,21 @@ def model_entry(model: InstalledModel, engines: Iterable[Engine] = ()) -> dict[s
     }
 
 
+def auto_entry(models: Iterable[InstalledModel]) -> dict[str, Any]:
+    """The entry of "auto": a request naming it gets the model Auto chooses among `models`."""
+    return {
+        "id": AUTO,
+        "object": "model",
+        "created": 0,
+        "owned_by": OWNER,
+        OWNER: {"auto": True, "chooses_among": [m.name for m in models]},
+    }
+
+
 def listing(models: Iterable[InstalledModel], engines: Iterable[Engine], waiting: int) -> dict[str, Any]:
-    running = list(engines)
+    running, installed = list(engines), list(models)
     return {
         "object": "list",
-        "data": [model_entry(m, running) for m in models],
+        "data": ([auto_entry(installed)] if installed else []) + [model_entry(m, running) for m in installed],
         OWNER: {"machine": machine_name(), "waiting": waiting},
     }

@@ -15,9 +15,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from app.routing.auto import is_auto
+from app.serve.api.auto_model import cove_field
 from app.serve.api.chat_request import ChatRequest, read_chat_request
 from app.serve.api.job import Job, chat_job
-from app.serve.api.model_listing import listing, model_entry, served_headers
+from app.serve.api.model_listing import auto_entry, listing, model_entry, served_headers
 from app.serve.api.running import ReplyEvent, Running
 from app.serve.api.service import Service, failure_error
 from app.serve.http.errors import ApiError
@@ -47,13 +49,16 @@ class OpenAIApi:
         """One installed model, by any name `Service.model` knows it by; 404 in OpenAI's shape if none."""
         try:
             await self.service.client(request)
+            if is_auto(request.path_params["model"]):
+                return JSONResponse(auto_entry(await self.service.models()))
             found = await self.service.model(request.path_params["model"])
         except ApiError as exc:
             return exc.response()
         return JSONResponse(model_entry(found, self.service.pool.loaded()))
 
     async def _job(self, chat: ChatRequest, request: Request) -> Job:
-        return chat_job(request.url.path, await self.service.model(chat.model), chat, format_field="response_format")
+        model, auto = await self.service.model_for(chat.model, chat)
+        return chat_job(request.url.path, model, chat, format_field="response_format", auto=auto)
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -93,6 +98,7 @@ class OpenAIApi:
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
                 "usage": usage_of(written.metrics),
                 "timings": timings(written.metrics),
+                **cove_field(job),
                 **({"warning": running.not_saved} if running.not_saved else {}),
             },
             headers=served_headers(job.model),
@@ -133,10 +139,10 @@ class OpenAIApi:
                 }
             )
 
-        def delta(content: dict[str, Any], finish: str | None = None) -> bytes:
-            return chunk([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}])
+        def delta(content: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+            return chunk([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}], **extra)
 
-        yield delta({"role": "assistant", "content": ""})
+        yield delta({"role": "assistant", "content": ""}, **cove_field(job))  # Auto's choice, when it chose
         tools = job.tools if job.tools is not None and job.tools.active else None
         gate: ContentGate | None = None
         event = first

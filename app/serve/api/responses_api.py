@@ -18,6 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.serve.api.auto_model import cove_field
 from app.serve.api.job import Job, chat_job
 from app.serve.api.openai_api import ClosingStream
 from app.serve.api.responses_request import ResponsesRequest, read_responses_request
@@ -107,6 +108,7 @@ class Reply:
             "status": status,
             "completed_at": int(time.time()) if status == "completed" else None,
             "model": self.job.model.name,
+            **cove_field(self.job),
             "output": list(self.output),
             "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
@@ -137,8 +139,8 @@ class ResponsesApi:
         self.service = service
 
     async def _job(self, req: ResponsesRequest, request: Request) -> Job:
-        model = await self.service.model(req.model)
-        return chat_job(request.url.path, model, req, format_field="text_format", reasoning_param="reasoning")
+        model, auto = await self.service.model_for(req.model, req)
+        return chat_job(request.url.path, model, req, format_field="text_format", reasoning_param="reasoning", auto=auto)
 
     async def responses(self, request: Request) -> Response:
         try:

@@ -25,8 +25,10 @@ from app.engine.loaded import Embeddings
 from app.engine.request import ReplyRequest, cannot_see_images, sees_images
 from app.images.store import passing_images
 from app.load_options import LoadOptions, load_options
+from app.routing.auto import AutoChoice, is_auto
+from app.serve.api.auto_model import auto_choice
 from app.serve.api.image_parts import with_image_budget
-from app.serve.api.job import Job
+from app.serve.api.job import ChatRead, Job
 from app.serve.api.request_store import Opened, RequestStore, StoreThread
 from app.serve.api.request_turn import RequestBackend, RequestWriter
 from app.serve.api.running import ReplyEvent, Running
@@ -211,6 +213,14 @@ class Service:
                 404, f"the model '{name}' is not installed here (GET /v1/models lists them)", code="model_not_found", param="model"
             )
         return found
+
+    async def model_for(self, name: str, read: ChatRead) -> tuple[InstalledModel, AutoChoice | None]:
+        """The model a chat request names, or the one Auto chooses for it when it names "auto"
+        (app/serve/api/auto_model.py), with that choice."""
+        if not is_auto(name):
+            return await self.model(name), None
+        loaded = {engine.model.path for engine in self.pool.loaded()}
+        return await self.store.thread.run(auto_choice, self.store.thread, read, loaded)
 
     def _model_now(self, name: str) -> InstalledModel | None:
         library = self.store.thread.library

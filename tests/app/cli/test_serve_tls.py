@@ -110,7 +110,7 @@ def test_the_banner_gives_the_https_address_and_the_certificates_fingerprint(hom
 
 def test_the_openai_client_trusting_the_certificate_lists_models_and_chats(home: Home, https: Running) -> None:
     client = _client(home, https, home.cert_file)
-    assert [m.id for m in client.models.list()] == ["tiny"]
+    assert [m.id for m in client.models.list()] == ["auto", "tiny"]
     reply = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4, seed=1)
     assert reply.choices[0].message.content is not None and reply.usage is not None and reply.usage.completion_tokens >= 1
     stream = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4, stream=True)
@@ -145,7 +145,7 @@ def test_a_client_trusting_another_certificate_is_refused_by_the_handshake(home:
 def test_insecure_http_serves_plain_http_and_says_so(home: Home, https: Running) -> None:
     for server in _serving(home, "http", "--insecure-http"):
         answered = httpx.get(f"{server.url}/v1/models", headers={"Authorization": f"Bearer {home.key}"}, timeout=30)
-        assert answered.is_success and [m["id"] for m in answered.json()["data"]] == ["tiny"]
+        assert answered.is_success and [m["id"] for m in answered.json()["data"]] == ["auto", "tiny"]
         assert "plain HTTP on 127.0.0.2 (--insecure-http)" in server.banner() and "fingerprint" not in server.banner()
 
 

@@ -81,7 +81,7 @@ def test_the_switch_starts_the_server_and_the_address_is_copied(qtbot, cove_core
     qtbot.waitUntil(lambda: window.server.control.state == ON, timeout=30000)
     address = f"http://127.0.0.1:{port}/v1"
     models = httpx.get(f"{address}/models", timeout=10).json()
-    assert [m["id"] for m in models["data"]] == ["tiny-llama"]
+    assert [m["id"] for m in models["data"]] == ["auto", "tiny-llama"]
     assert panel.address.text() == address and not panel.port.isEnabled()
     assert window.server.button.text() == f"Server on · 127.0.0.1:{port}"
     assert panel.timer.isActive()  # refreshing while shown and on

@@ -66,13 +66,14 @@ def test_a_reply_names_its_machine_and_model_file_and_the_listing_shows_it_loade
         streamed.read()
     listing = httpx.get(f"{served.url}/v1/models", timeout=10).json()
     assert listing["cove"]["machine"] == whole.headers["cove-machine"] and listing["cove"]["waiting"] == 0
-    (entry,) = listing["data"]
+    auto, entry = listing["data"]
+    assert auto["id"] == "auto"  # first, then the model
     # The engine stays loaded after the reply (the idle TTL is minutes), its slots all free again.
     assert entry["cove"]["loaded"] is True and entry["cove"]["free_slots"] == entry["cove"]["slots"] >= 1
 
 
 def test_routes_without_v1_as_llama_server_answers_them(served) -> None:
-    assert [m["id"] for m in httpx.get(f"{served.url}/models", timeout=10).json()["data"]] == ["tiny"]
+    assert [m["id"] for m in httpx.get(f"{served.url}/models", timeout=10).json()["data"]] == ["auto", "tiny"]
     chat = httpx.post(
         f"{served.url}/chat/completions",
         timeout=60,

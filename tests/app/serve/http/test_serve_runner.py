@@ -24,7 +24,7 @@ def test_the_server_thread_answers_and_stops(cove_core) -> None:
     try:
         assert server.running
         models = httpx.get(f"{server.address}/models", timeout=10).json()
-        assert [m["id"] for m in models["data"]] == ["tiny-llama"]
+        assert [m["id"] for m in models["data"]] == ["auto", "tiny-llama"]
         reply = httpx.post(
             f"{server.address}/chat/completions",
             timeout=60,

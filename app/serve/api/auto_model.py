@@ -1,0 +1,79 @@
+"""`"model": "auto"` in the three chat APIs: the installed model Auto (app/routing/auto.py) chooses
+for the request, read on the store's thread (the library, each model file's chat template, the
+speeds measured in the history), with what is loaded in the pool now. The response's `model` is
+the chosen one; its `cove` object says why (`cove_field`), and the record keeps the choice."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from app.engine.request import ReplyRequest
+from app.routing.auto import AutoChoice, NoModelCan, choose
+from app.routing.candidates import Candidate, Needs, history_speeds, local_candidate
+from app.serve.http.errors import ApiError
+
+if TYPE_CHECKING:
+    from app.serve.api.job import ChatRead, Job
+    from app.serve.api.request_store import StoreThread
+    from models.library import InstalledModel
+
+CHARS_PER_TOKEN = 4  # the prompt's size before it is tokenized: about 4 characters a token (English)
+
+
+def needs_of(read: ChatRead) -> tuple[str, Needs, int]:
+    """(the last user message's text, what the request needs, the characters before that message)."""
+    request = ReplyRequest.chat(read.messages)
+    users = [i for i, m in enumerate(request.messages) if m.role == "user"]
+    last = users[-1] if users else len(request.messages) - 1
+    text = request.messages[last].text if request.messages else ""
+    before = sum(len(m.text) for m in request.messages[:last])
+    total = sum(len(m.text) for m in request.messages)
+    tools = read.tools is not None and read.tools.active
+    needs = Needs(
+        images=bool(request.images()),
+        tools=tools,
+        tokens=total // CHARS_PER_TOKEN + 16 * len(request.messages),
+        reply=read.params.max_tokens or 0,
+        reasoning=read.reasoning not in ("", "none"),
+    )
+    return text, needs, before
+
+
+def candidates_now(thread: StoreThread, loaded: set[str], n_ctx: int | None = None) -> list[Candidate]:
+    """Every installed model as a candidate. On the store's thread: reads the library, the
+    history's measured speeds and each file's chat template and header (for its memory estimate at
+    `n_ctx`). `loaded`: the paths loaded now."""
+    import psutil
+
+    from app.serve.pool.machine import estimated_footprint
+    from models.gguf_info import read_gguf_info
+
+    speeds = history_speeds(thread.history.db)
+    total = int(psutil.virtual_memory().total)  # the pool unloads other models to make room
+    found = []
+    for model in thread.library.list():
+        try:
+            template = read_gguf_info(model.path).chat_template if model.has_chat_template else None
+            footprint = estimated_footprint(model, n_ctx)
+        except Exception:  # noqa: BLE001 - a file moved or damaged since it was added is no candidate
+            continue
+        needed = footprint.weights + footprint.per_engine
+        speed = speeds.get(model.name)
+        found.append(local_candidate(model, template, loaded=model.path in loaded, speed=speed, memory_needed=needed, memory_free=total))
+    return found
+
+
+def auto_choice(thread: StoreThread, read: ChatRead, loaded: set[str]) -> tuple[InstalledModel, AutoChoice]:
+    """The model Auto chooses for `read`, with the choice. On the store's thread. Raises ApiError."""
+    text, needs, before = needs_of(read)
+    try:
+        choice = choose(text, needs, candidates_now(thread, loaded, read.params.n_ctx), conversation_chars=before)
+    except NoModelCan as exc:
+        raise ApiError(400, str(exc), param="model", code="model_not_found") from None
+    return thread.library.get(choice.model), choice
+
+
+def cove_field(job: Job) -> dict[str, Any]:
+    """The response's `cove` object when Auto chose its model: {"auto": {"chosen", "why", "kind",
+    "difficulty", "passed_over"}}; nothing otherwise."""
+    return {"cove": {"auto": job.auto.record()}} if job.auto is not None else {}
