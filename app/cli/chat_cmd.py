@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from app.cli.chat_auto import auto_line, chosen_for_message
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.chat_remote import agree_to_send, isatty, placed, resolve_chat_model
 from app.cli.models_place_cmd import gpu_layers
@@ -30,6 +31,8 @@ from app.mcp.approval import DENY, Approver, ToolRequest, allow_without_asking
 from app.mcp.failures import ToolServerError
 from app.mcp.host import McpHost
 from app.mcp.store import ToolServerStore
+from app.remote.remote_model import RemoteModel
+from app.routing.auto import AutoChoice, is_auto
 from app.settings import SamplingParams
 from app.statuses import MessageStatus
 from app.store.sources import sources_of
@@ -38,6 +41,7 @@ from app.turn.backend import installed_model, remote_host, server_connection, se
 from app.turn.service import ChatService, TurnResult
 from app.turn.tools import DEFAULT_MAX_STEPS, ToolLoop, offer
 from app.unreadable_text import from_os
+from models.library import InstalledModel
 
 EXIT_INTERRUPTED = 130
 EXIT_USAGE = 2  # input the command cannot take (as argparse's own)
@@ -49,8 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         "-m",
-        help="model name from `cove models list`, a path to a .gguf file, or "
-        "MODEL_ID@CONNECTION for a model on one of your servers (`cove remote models NAME`)",
+        help="model name from `cove models list`, a path to a .gguf file, "
+        "MODEL_ID@CONNECTION for a model on one of your servers (`cove remote models NAME`), "
+        "or auto: the installed model that suits the message, said on stderr",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--conversation", "-c", help="continue this conversation (id or a unique prefix of it)")
@@ -178,7 +183,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
 
         try:
             pictures = read_images(args.image)
-            refuse_unseeing(resolve_chat_model(core, args.model))
+            if not is_auto(args.model):  # Auto chooses a model that sees them
+                refuse_unseeing(resolve_chat_model(core, args.model))
         except ImagesRefused as exc:
             say(f"cove: {exc}", sys.stderr)
             return EXIT_USAGE
@@ -198,8 +204,14 @@ def run(core: Core, args: argparse.Namespace) -> int:
     if prompt is not None and not prompt.strip() and not pictures:
         raise ValueError("the message is empty; type something to send")
 
-    model = resolve_chat_model(core, args.model)
     params = _params(core, args)
+    chosen: AutoChoice | None = None
+    model: InstalledModel | RemoteModel
+    if is_auto(args.model):
+        model, chosen = chosen_for_message(core, args, prompt, params, images=bool(pictures))
+        say(auto_line(chosen), sys.stderr)
+    else:
+        model = resolve_chat_model(core, args.model)
     options = None
     local = installed_model(model)
     connection = server_connection(model)
@@ -252,6 +264,7 @@ def run(core: Core, args: argparse.Namespace) -> int:
             docs=docs,
             on_reasoning=thinking,
             images=_kept_images(core, pictures),
+            auto=chosen.record() if chosen is not None else None,
         )
     sources = sources_of(core.db, result.assistant_message.id)
     if args.json:

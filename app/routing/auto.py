@@ -54,6 +54,7 @@ class AutoChoice:
     why: str  # a few words for the reply's line: "maths; qwen-0.5b is faster but weaker at maths"
     passed_over: tuple[tuple[str, str], ...] = field(default=())  # (model, why not) for every other candidate
     expected_s: float = 0.0
+    took_ms: float | None = None  # how long choosing took, reading the candidates included (set by the caller)
 
     def record(self) -> dict[str, Any]:
         """What the history and the record keep of the choice."""
@@ -63,6 +64,7 @@ class AutoChoice:
             "kind": self.task.kind,
             "difficulty": self.task.difficulty,
             "passed_over": [{"model": name, "why": why} for name, why in self.passed_over],
+            **({"took_ms": self.took_ms} if self.took_ms is not None else {}),
         }
 
 
@@ -201,7 +203,9 @@ def _why(chosen: Candidate, able: list[Candidate], kind: str, holds: str | None,
 
 def _why_not_chosen(c: Candidate, chosen: Candidate, kind: str, holds: str | None, waits: Mapping[str, float]) -> str:
     if c.params_b < chosen.params_b:
-        return f"faster but weaker at {KIND_WORDS[kind]}"
+        if waits[c.name] < waits[chosen.name]:
+            return f"faster but weaker at {KIND_WORDS[kind]}"
+        return f"weaker at {KIND_WORDS[kind]}, and not faster here"
     if holds == chosen.name:
         return "would read the whole conversation again"
     return f"about {waits[c.name] / max(waits[chosen.name], 0.01):.1f}× slower here for {KIND_WORDS[kind]}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -73,10 +73,12 @@ class TurnRecord:
         edit_of: str | None = None,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
         images: Sequence[KeptImage] = (),
+        auto: Mapping[str, Any] | None = None,
     ) -> TurnRecord:
         """Commit the person's message, then the empty `streaming` reply. With `edit_of` the
         message becomes a new version beside that earlier one (the old one is kept). `images`:
         the message's pictures, in order, their files already in the history's images folder.
+        `auto`: Auto's choice of the model (AutoChoice.record()), kept in the reply's params.
         Invariant: the user's words are on disk before anything else can fail."""
         if not text.strip() and not images:
             raise ValueError("the message is empty; type something to send")
@@ -87,7 +89,7 @@ class TurnRecord:
             if original.role != "user" or original.conversation_id != conversation_id:
                 raise ValueError("only one of your own messages in this conversation can be edited")
             user = history.add_user_message(conversation_id, text, images=images, parent_id=original.parent_id)
-        return cls._with_reply(history, conversation_id, user, model, params, checkpoint_interval_s)
+        return cls._with_reply(history, conversation_id, user, model, params, checkpoint_interval_s, auto)
 
     @classmethod
     def regenerate(
@@ -114,6 +116,7 @@ class TurnRecord:
         model: InstalledModel | RemoteModel,
         params: SamplingParams,
         interval: float,
+        auto: Mapping[str, Any] | None = None,
     ) -> TurnRecord:
         # start_assistant_message also records the model as the conversation's latest (for a
         # remote one MODEL_ID@CONNECTION, so reopening the conversation picks it again).
@@ -124,7 +127,7 @@ class TurnRecord:
             model_name=model.name,
             model_sha256=sha256,
             model_quant=quant,
-            params=params.to_dict(),
+            params={**params.to_dict(), **({"auto": dict(auto)} if auto else {})},
         )
         record = cls(history, conversation_id, user, assistant, interval)
         record.ran_on = ran_on(model)

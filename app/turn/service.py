@@ -4,7 +4,7 @@ and ends it cancelled or interrupted on Ctrl-C or a terminating signal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -86,8 +86,10 @@ class ChatService:
         docs: TurnDocuments | None = None,
         on_reasoning: TextSink | None = None,
         images: Sequence[KeptImage] = (),
+        auto: Mapping[str, Any] | None = None,
     ) -> TurnResult:
-        """`tools`: the tools the model may call this turn, each call asked first (app/turn/tools.py);
+        """`auto`: Auto's choice of `model` (AutoChoice.record()), kept with the reply. `tools`: the
+        tools the model may call this turn, each call asked first (app/turn/tools.py);
         `on_tool` is told of each call and its result. `docs`: the conversation's documents, whose
         passages for this message go into the prompt (app/docs/turn_sources.py). `on_reasoning`: the
         reply's reasoning as it arrives (app/reasoning), apart from its text. `images`: the message's
@@ -95,7 +97,14 @@ class ChatService:
         if self._library is not None and not on_server(model):  # rechecked by an earlier turn?
             model = self._library.get(model.name)
         record = TurnRecord.begin(
-            self._history, conversation_id, text, model=model, params=params, checkpoint_interval_s=self._interval, images=images
+            self._history,
+            conversation_id,
+            text,
+            model=model,
+            params=params,
+            checkpoint_interval_s=self._interval,
+            images=images,
+            auto=auto,
         )
         record.client = self.client
         record.docs = docs

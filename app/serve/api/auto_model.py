@@ -5,11 +5,14 @@ the chosen one; its `cove` object says why (`cove_field`), and the record keeps 
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from app.engine.request import ReplyRequest
 from app.routing.auto import AutoChoice, NoModelCan, choose
-from app.routing.candidates import Candidate, Needs, history_speeds, local_candidate
+from app.routing.candidates import Needs
+from app.routing.installed import installed_candidates
 from app.serve.http.errors import ApiError
 
 if TYPE_CHECKING:
@@ -39,38 +42,16 @@ def needs_of(read: ChatRead) -> tuple[str, Needs, int]:
     return text, needs, before
 
 
-def candidates_now(thread: StoreThread, loaded: set[str], n_ctx: int | None = None) -> list[Candidate]:
-    """Every installed model as a candidate. On the store's thread: reads the library, the
-    history's measured speeds and each file's chat template and header (for its memory estimate at
-    `n_ctx`). `loaded`: the paths loaded now."""
-    import psutil
-
-    from app.serve.pool.machine import estimated_footprint
-    from models.gguf_info import read_gguf_info
-
-    speeds = history_speeds(thread.history.db)
-    total = int(psutil.virtual_memory().total)  # the pool unloads other models to make room
-    found = []
-    for model in thread.library.list():
-        try:
-            template = read_gguf_info(model.path).chat_template if model.has_chat_template else None
-            footprint = estimated_footprint(model, n_ctx)
-        except Exception:  # noqa: BLE001 - a file moved or damaged since it was added is no candidate
-            continue
-        needed = footprint.weights + footprint.per_engine
-        speed = speeds.get(model.name)
-        found.append(local_candidate(model, template, loaded=model.path in loaded, speed=speed, memory_needed=needed, memory_free=total))
-    return found
-
-
 def auto_choice(thread: StoreThread, read: ChatRead, loaded: set[str]) -> tuple[InstalledModel, AutoChoice]:
     """The model Auto chooses for `read`, with the choice. On the store's thread. Raises ApiError."""
+    started = time.perf_counter()
     text, needs, before = needs_of(read)
     try:
-        choice = choose(text, needs, candidates_now(thread, loaded, read.params.n_ctx), conversation_chars=before)
+        candidates = installed_candidates(thread.library, thread.history.db, loaded, read.params.n_ctx)
+        choice = choose(text, needs, candidates, conversation_chars=before)
     except NoModelCan as exc:
         raise ApiError(400, str(exc), param="model", code="model_not_found") from None
-    return thread.library.get(choice.model), choice
+    return thread.library.get(choice.model), replace(choice, took_ms=round((time.perf_counter() - started) * 1000, 2))
 
 
 def cove_field(job: Job) -> dict[str, Any]:

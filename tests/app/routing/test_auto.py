@@ -150,3 +150,10 @@ def test_measured_speeds_are_medians_of_the_newest_replies() -> None:
         {"model_name": "c", "metrics": "not a dict"},
     ]
     assert measured_speeds(rows) == {"a": Speed(tg=20.0, pp=400.0), "b": Speed(tg=None, pp=500.0)}
+
+
+def test_a_smaller_model_measured_slower_is_said_to_be_so() -> None:
+    slow_small = model("qwen-0.5b", 0.49, speed=Speed(tg=5.0))
+    picked = choose(BUGGY, ASK, [slow_small, LARGE])
+    assert picked.model == "qwen-1.5b" and picked.why == "code to fix; the fastest model for it"
+    assert picked.passed_over == (("qwen-0.5b", "weaker at code to fix, and not faster here"),)
