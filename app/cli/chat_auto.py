@@ -70,5 +70,13 @@ def chosen_for_message(core: Any, args: Any, prompt: str | None, params: Any, *,
     )
 
 
+def for_each_message(core: Any, conversation_id: str, text: str, params: Any, *, tools: bool) -> tuple[InstalledModel, AutoChoice, Any]:
+    """An interactive chat's message on Auto: (the model, the choice, its load settings)."""
+    from app.load_options import load_options
+
+    model, choice = auto_model(core, text, conversation_id=conversation_id, tools=tools, max_tokens=params.max_tokens, n_ctx=params.n_ctx)
+    return model, choice, load_options(core.library, model, core.settings.placement_for(model.name))
+
+
 def auto_line(choice: AutoChoice) -> str:
     return f"cove: auto → {choice.model}: {choice.why}"

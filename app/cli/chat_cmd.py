@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from app.cli.chat_auto import auto_line, chosen_for_message
+from app.cli.chat_auto import auto_line, chosen_for_message, for_each_message
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.chat_remote import agree_to_send, isatty, placed, resolve_chat_model
 from app.cli.models_place_cmd import gpu_layers
@@ -207,7 +207,9 @@ def run(core: Core, args: argparse.Namespace) -> int:
     params = _params(core, args)
     chosen: AutoChoice | None = None
     model: InstalledModel | RemoteModel
-    if is_auto(args.model):
+    if is_auto(args.model) and interactive:
+        model = core.resolve_model(None)  # each message chooses its own (app/cli/chat_auto.py)
+    elif is_auto(args.model):
         model, chosen = chosen_for_message(core, args, prompt, params, images=bool(pictures))
         say(auto_line(chosen), sys.stderr)
     else:
@@ -247,7 +249,8 @@ def run(core: Core, args: argparse.Namespace) -> int:
         if local is not None:  # `cove chat` without --model stays on this machine
             core.remember_model(local)
         if interactive:
-            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options, tools, docs)
+            each = is_auto(args.model)
+            return _interactive(core, service, conversation.id, model, params, system_prompt, _template_notes(), options, tools, docs, each)
         stream, thinking = (None, None) if args.json else reasoning_apart(stream_to_stdout)
         assert prompt is not None  # read from stdin above when not interactive
         result = service.send(
@@ -304,12 +307,14 @@ def _template_notes() -> Callable[[LoadedModel], None]:
     return note
 
 
-def _interactive(core, service, conversation_id, model, params, system_prompt, on_loaded, options, tools=None, docs=None) -> int:
+def _interactive(
+    core, service, conversation_id, model, params, system_prompt, on_loaded, options, tools=None, docs=None, auto=False
+) -> int:
+    """`auto`: Auto chooses the model for each message."""
     host = server_host(model)
     where = f" on {host}" if host else ""
-    print(
-        f"Chatting with {model.name}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr
-    )
+    who = "Auto (each message goes to the model that suits it)" if auto else model.name
+    print(f"Chatting with {who}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr)
     while True:
         try:
             line = input("you> ")
@@ -322,11 +327,16 @@ def _interactive(core, service, conversation_id, model, params, system_prompt, o
         line = _readable(line, "your message", _stdin_encoding())
         if not line.strip():
             continue
+        chosen = None
+        if auto:
+            model, chosen, options = for_each_message(core, conversation_id, line, params, tools=tools is not None)
+            say(auto_line(chosen), sys.stderr)
         shown, thinking = reasoning_apart(stream_to_stdout)
         result = service.send(
             conversation_id,
             line,
             model=model,
+            auto=chosen.record() if chosen is not None else None,
             params=params,
             system_prompt=system_prompt,
             on_text=shown,

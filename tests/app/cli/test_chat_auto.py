@@ -1,6 +1,6 @@
 """`cove chat --model auto`, run as a person runs it, on tiny models that declare the sizes of real
 ones: the line on stderr names the chosen model and why; a short question and a pasted bug go to
-the larger, a function to write to the faster; the history and the record keep the choice; a
+the larger, a function to write to the faster; an interactive chat chooses for each message; the history and the record keep the choice; a
 message no model can serve, and Auto without a message, are sentences."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import assert_clean_error, cove
+from tests.support.on_a_terminal import cove_on_a_terminal
 from tests.support.tiny_model import write_tiny_gguf
 from tests.support.tool_turns import QWEN_TEMPLATE
 
@@ -68,3 +69,16 @@ def test_auto_without_a_message_or_for_images_no_model_sees_is_a_sentence(home: 
     picture.write_bytes(png_bytes())
     refused = cove(home, "chat", "--new", "--model", "auto", "--image", str(picture), "What is this?")
     assert "none of your models can see images: install a vision model" in assert_clean_error(refused)
+
+
+def test_an_interactive_chat_on_auto_chooses_for_each_message(home: Path) -> None:
+    typed = iter([b"What is the capital of Australia?", b"Write a Python function that reverses a list.", b"\x04"])
+    code, shown = cove_on_a_terminal(
+        home, "chat", "--new", "--model", "auto", "--max-tokens", "8", answer=lambda _seen: next(typed), prompt=b"you> "
+    )
+    text = shown.decode("utf-8", errors="replace")
+    assert code == 0, text
+    assert "Chatting with Auto (each message goes to the model that suits it)" in text
+    lines = [line for line in text.splitlines() if line.startswith("cove: auto → ")]
+    assert len(lines) == 2 and lines[0].startswith("cove: auto → coder-1.5b: a short question; "), lines
+    assert lines[1].split(": ")[2].startswith("code;")
