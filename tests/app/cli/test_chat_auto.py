@@ -1,7 +1,8 @@
 """`cove chat --model auto`, run as a person runs it, on tiny models that declare the sizes of real
 ones: the line on stderr names the chosen model and why; a short question and a pasted bug go to
-the larger, a function to write to the faster; an interactive chat chooses for each message; the history and the record keep the choice; a
-message no model can serve, and Auto without a message, are sentences."""
+the larger, a function to write to the faster; an interactive chat chooses for each message; the
+history and the record keep the choice; a message no model can serve, and Auto without a message,
+are sentences."""
 
 from __future__ import annotations
 
