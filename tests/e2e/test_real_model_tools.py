@@ -8,7 +8,8 @@ writes its calls as fenced or bare JSON rather than in <tool_call> tags, at temp
 - Through one `cove serve` (shared by the module): the official openai client's chat completions
   with tool_choice left out, "required" and a named tool, whole and streamed (no fence or call
   JSON leaks into the streamed text), its Responses API, and the anthropic client's Messages API,
-  each returning a get_weather call for Paris; and a json_schema reply from SmolLM2-135M-Instruct.
+  each returning a get_weather call for Paris; the same with "model": "auto", which chooses Qwen over
+  SmolLM2 (whose template does not know tools); and a json_schema reply from SmolLM2-135M-Instruct.
 - `cove chat --tools time` with mcp-server-time: the call allowed up front (--allow-tools) and
   asked on a real terminal (a pty), its result shown, stored, recorded and given to the next reply.
 - The window: the same call asked in the approval dialog, shown as a row, recorded.
@@ -260,6 +261,19 @@ def test_chat_completions_call_get_weather_whole_and_streamed(served: Served, ch
     assert all(c["id"] for c in streamed.values())
     assert not [c for c in contents if any(leak in c for leak in LEAKS)], contents
     assert "".join(contents).strip() == ""
+
+
+def test_auto_with_tools_gets_the_model_whose_template_knows_tools_and_its_call(served: Served) -> None:
+    """ "model": "auto" with tools, among Qwen2.5-Coder-0.5B (its template knows tools) and
+    SmolLM2-135M (its template does not): Qwen answers, with the call, and the cove object says why."""
+    reply = openai_client(served).chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": WEATHER_QUESTION}], tools=TOOLS, temperature=0, max_tokens=48
+    )
+    said = reply.model_extra["cove"]["auto"]
+    assert reply.model == QWEN and said["chosen"] == QWEN
+    assert {"model": SMOLLM2, "why": "its template does not know tools"} in said["passed_over"]
+    calls = reply.choices[0].message.tool_calls or []
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [PARIS]
 
 
 def test_the_responses_api_returns_a_function_call_item(served: Served) -> None:
