@@ -1,53 +1,14 @@
-"""`cove chat --model auto`: the installed model Auto (app/routing/auto.py) chooses for the message,
+"""`cove chat --model auto`: the installed model Auto chooses for the message (app/routing/for_message.py),
 said on stderr before the reply ("cove: auto → NAME: why") and kept with the reply in the history
-and the record. A conversation that continues stays on the model that holds it unless the task
-says otherwise (app/routing/auto.py weighs reading it all again)."""
+and the record."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.routing.auto import AutoChoice, NoModelCan, choose
-from app.routing.candidates import Needs
-from app.routing.installed import installed_candidates
-from app.serve.api.auto_model import CHARS_PER_TOKEN
+from app.routing.auto import AutoChoice
+from app.routing.for_message import auto_model
 from models.library import InstalledModel
-
-
-class AutoRefused(ValueError):
-    """No installed model can serve the message: the sentence says what is missing."""
-
-
-def auto_model(
-    core: Any,
-    text: str,
-    *,
-    conversation_id: str | None,
-    images: bool = False,
-    tools: bool = False,
-    max_tokens: int | None = None,
-    n_ctx: int | None = None,
-) -> tuple[InstalledModel, AutoChoice]:
-    """The installed model for `text` in the conversation `conversation_id` (None: a new one), and
-    the choice. Raises AutoRefused."""
-    before = core.history.messages(conversation_id) if conversation_id else []
-    chars = sum(len(m.content or "") for m in before)
-    replies = [m for m in before if m.role == "assistant" and m.model_name]
-    holds = replies[-1].model_name if replies else None
-    metrics = (replies[-1].metrics or {}) if replies else {}
-    held = int(metrics.get("prompt_tokens") or 0) + int(metrics.get("gen_tokens") or 0)
-    needs = Needs(
-        images=images,
-        tools=tools,
-        tokens=(chars + len(text)) // CHARS_PER_TOKEN + 16 * (len(before) + 1),
-        reply=max_tokens or 0,
-    )
-    candidates = installed_candidates(core.library, core.db, set(), n_ctx)
-    try:
-        choice = choose(text, needs, candidates, holds=holds, conversation_tokens=held, conversation_chars=chars)
-    except NoModelCan as exc:
-        raise AutoRefused(str(exc)) from None
-    return core.library.get(choice.model), choice
 
 
 def chosen_for_message(core: Any, args: Any, prompt: str | None, params: Any, *, images: bool) -> tuple[InstalledModel, AutoChoice]:

@@ -1,7 +1,7 @@
 """The window's side of chat: it owns the open conversation and the part of it shown, the
-chosen model and its background load, and starts each turn (TurnRunner runs it); it writes
-the history (the UI thread is its only writer) and tells the widgets what happened through
-past-tense signals.
+chosen model (on Auto, the one chosen for each message: ui/chat/auto_mode.py) and its background
+load, and starts each turn (TurnRunner runs it); it writes the history (the UI thread is its only
+writer) and tells the widgets what happened through past-tense signals.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from app.core import Core, NoModelError
 from app.engine.client import EngineClient, LoadedModel
 from app.load_options import LoadOptions, load_options
 from app.remote.remote_model import RemoteModel
+from app.routing.auto import AutoChoice, is_auto
 from app.serve.pool.machine import default_slots
 from app.settings import SamplingParams
 from app.store.history import Conversation, Message
@@ -27,6 +28,7 @@ from app.turn.tools import ToolLoop
 from models.library import InstalledModel
 from ui.background import run_in_background
 from ui.chat.attachments import Attachment
+from ui.chat.auto_mode import AutoMode, AutoRefused
 from ui.chat.image_send import ImagesNotKept, image_refusal, keep_images
 from ui.chat.remote_models import AskConsent, RemoteModels
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
@@ -66,6 +68,7 @@ class ChatController(QObject):
         self.conversation_id: str | None = None
         self.model: InstalledModel | RemoteModel | None = None
         self.remote = RemoteModels(core)  # models on the person's own servers (no load, no engine)
+        self.auto = AutoMode(core)  # on Auto, each message's model is chosen for it (self.model: the last chosen)
         self.loaded: LoadedModel | None = None
         self._shown_count = PAGE
         self._has_earlier = False
@@ -180,6 +183,7 @@ class ChatController(QObject):
         """At window start: the last conversation and the last (else the starter) model. On a
         first start the starter model is assembled on a worker thread, so the window stays live."""
         self.model = self.remote.last_model()  # a model on one of the person's servers, chosen last time
+        self.auto.restore()  # Auto chosen last time: the model below is only the one to preload
         if starter_file_needed(self.core):
             self.notice_changed.emit("Preparing the starter model (253 MB, first start only)…")
             self.starter.start()
@@ -279,7 +283,7 @@ class ChatController(QObject):
         once the message is safely in the history (the composer may clear then)."""
         if (not text.strip() and not images) or self.busy:
             return False
-        model = self._model_or_report()
+        model, choice = self._model_for(text, images)
         if model is None or self._refused_images(model, images):
             return False
         self.unsaved.retry()  # a reply the disk could not take before goes first
@@ -289,7 +293,10 @@ class ChatController(QObject):
                 conversation = self.core.history.create_conversation(model=model.name, params=None)
                 self.conversation_id = conversation.id
                 self.conversation_opened.emit(conversation.id)
-            record = TurnRecord.begin(self.core.history, self.conversation_id, text, model=model, params=self.params(), images=kept)
+            auto = choice.record() if choice is not None else None
+            record = TurnRecord.begin(
+                self.core.history, self.conversation_id, text, model=model, params=self.params(), images=kept, auto=auto
+            )
         except ImagesNotKept as exc:
             self.error_reported.emit(str(exc))
             return False
@@ -324,7 +331,7 @@ class ChatController(QObject):
         """The edited message (with `images`) becomes a new version beside the original, then gets a reply."""
         if self.busy or (not text.strip() and not images) or self.conversation_id is None:
             return False
-        model = self._model_or_report()
+        model, choice = self._model_for(text, images)
         if model is None or self._refused_images(model, images):
             return False
         try:
@@ -333,7 +340,14 @@ class ChatController(QObject):
             self.error_reported.emit(str(exc))
             return False
         record = TurnRecord.begin(
-            self.core.history, self.conversation_id, text, model=model, params=self.params(), edit_of=user_message_id, images=kept
+            self.core.history,
+            self.conversation_id,
+            text,
+            model=model,
+            params=self.params(),
+            edit_of=user_message_id,
+            images=kept,
+            auto=choice.record() if choice is not None else None,
         )
         self._start(record)
         return True
@@ -352,7 +366,11 @@ class ChatController(QObject):
 
     def choose_model(self, name: str) -> None:
         """Use this model from the next turn on; it loads in the background now (a model on a
-        server needs no load)."""
+        server needs no load); "auto": Auto chooses the model for each message."""
+        if is_auto(name):
+            self.auto.choose()
+            return
+        self.auto.on = False
         try:
             self.model = self.remote.choose(name)
         except Exception as exc:  # noqa: BLE001
@@ -411,7 +429,8 @@ class ChatController(QObject):
             return
         if self.model is model and previous is not None:
             self.model = previous  # the last model that worked stays in use
-            self.core.remember_model(previous)
+            if not self.auto.on:  # on Auto, Auto stays the remembered choice
+                self.core.remember_model(previous)
         elif self.model is model:
             self.load_error = error  # no model that works: the chosen one is not ready
         self.model_load_failed.emit(error)
@@ -424,6 +443,21 @@ class ChatController(QObject):
                 self.error_reported.emit(str(exc))
                 return None
         return self.model
+
+    def _model_for(self, text: str, images: Sequence[Attachment]) -> tuple[InstalledModel | RemoteModel | None, AutoChoice | None]:
+        """The model for this message: on Auto, Auto's choice (then the model in use, loaded by the
+        turn if it must be) and the choice; else the chosen model. (None, None) once said why not."""
+        if not self.auto.on:
+            return self._model_or_report(), None
+        try:
+            loaded = self.loaded.path if self.loaded is not None else None
+            tools = bool(self.tool_servers())
+            model, choice = self.auto.for_message(text, images, self.conversation_id, self.params(), tools=tools, loaded=loaded)
+        except AutoRefused as exc:
+            self.error_reported.emit(str(exc))
+            return None, None
+        self.model = model
+        return model, choice
 
     def _refused_images(self, model: InstalledModel | RemoteModel, images: Sequence[Attachment]) -> bool:
         """Say so, and True, when the turn has images (the message's, or the conversation's) the

@@ -1,6 +1,7 @@
-"""The top-bar model picker: installed models with quant and size (marked "vision" when they have a
-projector to read images with, and "tools" when their chat template knows tools, found by reading
-the files' headers on a worker thread), then each
+"""The top-bar model picker: first "Auto" (ui/chat/auto_mode.py: the model chosen for each
+message) when the window offers it and a model is installed, then installed models with quant and
+size (marked "vision" when they have a projector to read images with, and "tools" when their chat
+template knows tools, found by reading the files' headers on a worker thread), then each
 connection's models (the person's own servers) under the connection's name, marked with its
 host; which one is in use, load progress with a Cancel button, and the last load error."""
 
@@ -13,6 +14,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QPalette, QResizeEvent, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
 
+from app.routing.auto import AUTO
 from models.library import InstalledModel
 from models.model_facts import installed_is_base
 from ui.background import BackgroundJob, run_in_background
@@ -20,6 +22,12 @@ from ui.theme import blank_icon, dot_icon, error_color, format_bytes, format_int
 from ui.tools.tool_models import ToolModel, tool_capable
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
+AUTO_LABEL = "Auto — picks the model for each message"
+AUTO_TOOLTIP = (
+    "Auto chooses one of your installed models for each message: one that can serve it (images, "
+    "tools, its length), then the fastest that is strong enough for what it asks. The reply's line "
+    "says which model and why."
+)
 THIS_COMPUTER = "This computer"
 TOOLS_MARK = " · tools"  # after the label of a model that can call tools
 NOT_REACHABLE = " · not reachable now"  # after a server's heading and models when it did not answer
@@ -115,6 +123,7 @@ class ModelPicker(QWidget):
         self._base: set[str] = set()  # names of small base models (BASE_MODEL_NOTE)
         self._tool_models: dict[str, str] = {}  # name -> tool-call format, of models that can call tools
         self._tools_job: BackgroundJob | None = None
+        self._auto = False  # the window is on Auto: the Auto row is shown chosen, the loaded model keeps its mark
 
         self._combo = _Combo(self)
         self._combo.opening.connect(self.opened)
@@ -152,11 +161,18 @@ class ModelPicker(QWidget):
     # ---- commands ----------------------------------------------------------------------
 
     def set_models(
-        self, models: Sequence[InstalledModel], current: str | None, remote: Sequence[Any] = (), away: Mapping[str, str] | None = None
+        self,
+        models: Sequence[InstalledModel],
+        current: str | None,
+        remote: Sequence[Any] = (),
+        away: Mapping[str, str] | None = None,
+        *,
+        auto: bool = False,
     ) -> None:
         """Replace the list; `current` is the model in use (None when nothing is loaded).
         `remote`: RemoteModel entries, listed after the installed ones under their connection's name;
-        `away`: {connection: why it did not answer when last asked}, marked on its heading and models."""
+        `away`: {connection: why it did not answer when last asked}, marked on its heading and models;
+        `auto`: offer "Auto" first (listed when at least one model is installed)."""
         away = away or {}
         self._loaded = current
         self._names = []
@@ -166,6 +182,8 @@ class ModelPicker(QWidget):
         self._combo.blockSignals(True)
         self._combo.clear()
         self._combo.setPlaceholderText("Choose a model…" if models or remote else "No models installed")
+        if auto and models:
+            self._add_item(AUTO, AUTO_LABEL, AUTO_TOOLTIP)
         if remote and models:
             self._add_heading(THIS_COMPUTER)
         for model in models:
@@ -185,8 +203,8 @@ class ModelPicker(QWidget):
             self._set_status(self._idle_status(), error=False)
 
     def model_names(self) -> list[str]:
-        """The names of the models listed, in order (headings left out)."""
-        return [name for name in self._names if name is not None]
+        """The names of the models listed, in order (headings and Auto left out)."""
+        return [name for name in self._names if name is not None and name != AUTO]
 
     def _add_heading(self, text: str) -> None:
         """A row that names a group (the computer, or a connection); it cannot be chosen."""
@@ -204,7 +222,7 @@ class ModelPicker(QWidget):
             item.setFont(font)
 
     def _add_item(self, name: str, label: str, tooltip: str) -> None:
-        if name in self._tool_models:  # known from the last reading; read again meanwhile
+        if name in self._tool_models and name != AUTO:  # known from the last reading; read again meanwhile
             label += TOOLS_MARK
         self._combo.addItem(blank_icon(), label, name)
         self._names.append(name)
@@ -223,7 +241,7 @@ class ModelPicker(QWidget):
         self._tools_job = None
         self._tool_models = {m.name: m.family for m in found}
         for index, name in enumerate(self._names):
-            family = self._tool_models.get(name) if name is not None else None
+            family = self._tool_models.get(name) if name is not None and name != AUTO else None
             if family is None:
                 continue
             label = self._combo.itemText(index)
@@ -246,8 +264,18 @@ class ModelPicker(QWidget):
         return any(name is not None for name in self._names)
 
     def names(self) -> list[str]:
-        """The names the person can choose, in the order shown."""
+        """The names the person can choose, in the order shown ("auto" first when Auto is offered)."""
         return [name for name in self._names if name is not None]
+
+    def set_auto(self, on: bool) -> None:
+        """The window is on Auto (or no longer): the Auto row shows as chosen, while the loaded
+        model's row keeps its mark."""
+        self._auto = on
+        if self._loading is None:
+            self._select(self._loaded)
+
+    def auto(self) -> bool:
+        return self._auto
 
     def set_loading(self, name: str, loading: bool) -> None:
         """Show (or hide) the indeterminate progress and the Cancel button for `name`."""
@@ -322,10 +350,14 @@ class ModelPicker(QWidget):
 
     def _on_activated(self, index: int) -> None:
         name = self._combo.itemData(index, NAME_ROLE)
-        if isinstance(name, str) and name != self._loaded and name != self._loading:
-            self.model_chosen.emit(name)
+        if name == AUTO and self._auto:
+            return  # on Auto already
+        if isinstance(name, str) and (name != self._loaded or self._auto) and name != self._loading:
+            self.model_chosen.emit(name)  # a model chosen while on Auto leaves Auto, loaded or not
 
     def _select(self, name: str | None) -> None:
+        if self._auto and AUTO in self._names:
+            name = AUTO
         index = self._names.index(name) if name is not None and name in self._names else -1
         self._combo.blockSignals(True)
         self._combo.setCurrentIndex(index)
@@ -338,7 +370,7 @@ class ModelPicker(QWidget):
             selected_color=palette.color(QPalette.ColorRole.HighlightedText),
         )
         for index, name in enumerate(self._names):
-            if name is None:
+            if name is None or name == AUTO:
                 continue
             loaded = name == self._loaded
             self._combo.setItemIcon(index, mark if loaded else blank_icon())

@@ -37,6 +37,7 @@ class MessageItem:
     sources: Any = None  # a reply given document passages: its ui.conversation.source_rows.SourcesShown
     reasoning: Any = None  # a reply that thought first: its ui.conversation.reasoning_rows.ReasoningShown
     images: tuple[KeptImage, ...] = ()  # the person's images, in order (ui/conversation/image_rows.py)
+    auto: str = ""  # a reply whose model Auto chose: "auto → MODEL: why" (ui/chat/auto_mode.py), first on its line
 
 
 class MessageRole(IntEnum):

@@ -369,7 +369,7 @@ class Layouter:
             lay.not_seen_rect = QRect(inner_left, y + GAP, inner_width, self.fm_small.height())
             y = lay.not_seen_rect.bottom() + 1
         if item.role == "assistant" and item.status != "streaming":
-            lay.metrics_text = metrics_line(item.metrics or {})
+            lay.metrics_text = " · ".join(part for part in (item.auto, metrics_line(item.metrics or {})) if part)
             if lay.metrics_text:
                 lay.metrics_rect = QRect(inner_left, y + GAP, inner_width, self.fm_small.height())
                 y = lay.metrics_rect.bottom() + 1

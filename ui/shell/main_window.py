@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QPushButton, QSplitter, 
 from app.docs.embedding import chat_models
 from app.statuses import MessageStatus
 from app.turn.backend import installed_model, ready_without_load
+from ui.chat.auto_mode import auto_note
 from ui.chat.composer import Composer
 from ui.chat.controller import ChatController, ShownMessage
 from ui.chat.model_picker import (
@@ -64,6 +65,7 @@ def to_item(shown: ShownMessage) -> MessageItem:
         seen_by_model=shown.seen_by_model,
         reasoning=reasoning_of(m),
         images=m.images,
+        auto=auto_note(m.params) if m.role == "assistant" else "",
     )
 
 
@@ -320,7 +322,8 @@ class MainWindow(QMainWindow):
     def refresh_models(self) -> None:
         model = self.controller.model
         chat = chat_models(self.core.library.list())  # the embedder documents use is not a chat model
-        self.picker.set_models(chat, model.name if model else None, remote=self.controller.remote.models(), away=self.reach.away)
+        self.picker.set_models(chat, model.name if model else None, remote=self.controller.remote.models(), away=self.reach.away, auto=True)
+        self.picker.set_auto(self.controller.auto.on)
         self.models.set_current()
 
     def _on_reach(self) -> None:
@@ -354,6 +357,7 @@ class MainWindow(QMainWindow):
 
     def _choose_model(self, name: str) -> None:
         self.controller.choose_model(name)
+        self.picker.set_auto(self.controller.auto.on)
         self.models.set_current()
         self.controller.preload_model()
         model = self.controller.model

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from app.engine.request import ReplyRequest
 from app.routing.auto import AutoChoice, NoModelCan, choose
 from app.routing.candidates import Needs
+from app.routing.for_message import CHARS_PER_TOKEN
 from app.routing.installed import installed_candidates
 from app.serve.http.errors import ApiError
 
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
     from app.serve.api.job import ChatRead, Job
     from app.serve.api.request_store import StoreThread
     from models.library import InstalledModel
-
-CHARS_PER_TOKEN = 4  # the prompt's size before it is tokenized: about 4 characters a token (English)
 
 
 def needs_of(read: ChatRead) -> tuple[str, Needs, int]:
