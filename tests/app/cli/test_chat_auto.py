@@ -11,20 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.routing.test_auto import BUGGY
 from tests.support.cli import assert_clean_error, cove
 from tests.support.on_a_terminal import cove_on_a_terminal
 from tests.support.tiny_model import write_tiny_gguf
 from tests.support.tool_turns import QWEN_TEMPLATE
-
-BUGGY = """This should return the largest number but it has a bug, fix it:
-```python
-def largest(xs):
-    best = 0
-    for x in xs:
-        if x > best:
-            best = x
-    return best
-```"""
 
 
 @pytest.fixture(scope="module")
