@@ -33,7 +33,7 @@ TOOL = {"type": "function", "function": {"name": "tide_table", "parameters": SCH
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, cove_serve(Path(tmp), n_ctx_train=4096) as served:
         client = openai.OpenAI(base_url=served.url + "/v1", api_key="local")
-        model = client.models.list().data[0].id
+        model = next(m.id for m in client.models.list().data if m.id != "auto")  # the model itself, not Auto
         replies: dict[str, list[tuple[str, str]]] = {"response_format": [], "forced call": []}
         for seed in range(6):
             r = client.chat.completions.create(

@@ -1,10 +1,10 @@
 """Auto: the model for one request, among the candidates (app/routing/candidates.py), and why.
 
-First the hard needs: a model that cannot see the request's images, call its tools (a model with
-no chat template), hold its tokens in its context, or fit in the machine's memory is passed over,
-with the sentence why; when every model is, `NoModelCan` says what is missing. A model whose
-template does not know tools (Cove's generic format) or that does not reason when reasoning is
-asked for, or a base model (no chat template), is chosen only when no other can serve the request.
+First the hard needs: a model that cannot see the request's images, hold its tokens in its
+context, or fit in the machine's memory is passed over, with the sentence why; when every model
+is, `NoModelCan` says what is missing. A base model (no chat template), a model whose template
+does not know tools when the request offers them (its calls are written in Cove's generic format),
+or one that does not reason when reasoning is asked for, is chosen only when no other is left.
 
 Then the task (app/routing/task_kind.py): each candidate's cost is the seconds the person would
 wait for the reply (loading it if it is not loaded, reading the prompt, writing a reply of the
@@ -100,7 +100,7 @@ def choose(
     # Ranked lower means after every better one: a chat template, one that knows tools, a model that reasons.
     ranks = (
         (True, lambda c: bool(c.tools), "it is a base model (no chat template)"),
-        (needs.tools, lambda c: c.tools == "native", "its template does not know tools"),
+        (needs.tools, lambda c: c.tools == "native", "its template does not know tools"),  # a base model's neither
         (needs.reasoning, lambda c: c.reasons, "it does not reason"),
     )
     for asked, better, sentence in ranks:
@@ -125,8 +125,6 @@ def choose(
 def _cannot(c: Candidate, needs: Needs) -> str | None:
     if needs.images and not c.vision:
         return "cannot see images"
-    if needs.tools and not c.tools:
-        return "has no chat template, so it cannot call tools"
     if needs.tokens + needs.reply > c.context:
         return f"its context of {c.context:,} tokens is smaller than the {needs.tokens + needs.reply:,} this needs"
     if c.memory_needed is not None and c.memory_free is not None and c.memory_needed > c.memory_free:
@@ -139,8 +137,6 @@ def _none_can(needs: Needs, candidates: Sequence[Candidate], passed: list[tuple[
         return "No model is installed for Auto to choose from; download one from the Models page or with `cove models download`."
     if needs.images and not any(c.vision for c in candidates):
         return "This request has images, and none of your models can see images: install a vision model (one with an mmproj file)."
-    if needs.tools and not any(c.tools for c in candidates):
-        return "This request offers tools, and none of your models has a chat template to call them with: install an instruct model."
     reasons = "; ".join(f"{name} {why}" for name, why in passed)
     return f"None of your models can answer this request: {reasons}."
 

@@ -92,8 +92,8 @@ def test_tools_go_to_a_model_whose_template_knows_tools_streamed_too(server) -> 
     assert first.model == "coder-1.5b" and all(c.model == "coder-1.5b" for c in chunks)
     assert said["why"] == "a short question; coder-0.5b is faster but weaker at a short question"
     assert dict((p["model"], p["why"]) for p in said["passed_over"]) == {
-        "base-7b": "has no chat template, so it cannot call tools",
-        "tiny-llama": "has no chat template, so it cannot call tools",  # the suite's own model
+        "base-7b": "it is a base model (no chat template)",
+        "tiny-llama": "it is a base model (no chat template)",  # the suite's own model
         "chatml-3b": "its template does not know tools",
         "coder-0.5b": "faster but weaker at a short question",
     }

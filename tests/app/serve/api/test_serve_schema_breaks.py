@@ -77,7 +77,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, s
     deadline = time.monotonic() + 60
     while True:
         try:
-            name = httpx.get(f"{url}/v1/models", timeout=2).raise_for_status().json()["data"][0]["id"]
+            listed = httpx.get(f"{url}/v1/models", timeout=2).raise_for_status().json()["data"]
+            name = next(m["id"] for m in listed if m["id"] != "auto")  # the model itself, not Auto
             break
         except httpx.HTTPError:
             assert proc.poll() is None and time.monotonic() < deadline, (home / "serve.log").read_text()[-2000:]
