@@ -1,5 +1,5 @@
-"""The person's installed models as Auto's candidates (`installed_candidates`), for the API server
-and the command line: the library's entries, each file's chat template and memory estimate (read
+"""The person's installed models as Auto's candidates (`installed_candidates`), for the API server,
+the command line and the window: the library's entries, each file's chat template and memory estimate (read
 once per entry), and the speeds measured in the history. Blocking: call it on the thread that owns
 the database."""
 
