@@ -157,6 +157,9 @@ class Settings:
     # The embedding model new document collections are embedded with, by name (app/docs/embedding.py
     # embedding_model); None: the person has not chosen (the default embedder, else the first by name).
     embedding_model: str | None = None
+    # What Auto learned from the person, by kind of task (app/routing/preferences.py): {kind: {"model",
+    # "how", "when"}}; kept as read, so a kind or field this version does not know survives a save.
+    auto_learned: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def with_last_model(self, name: str) -> Settings:
         return replace(self, last_model=name)
@@ -203,6 +206,7 @@ def read_settings(path: Path) -> LoadedSettings:
             tool_result_chars=_whole(raw.get("tool_result_chars"), TOOL_RESULT_CHARS) or TOOL_RESULT_CHARS,
             window_first=raw.get("window_first") is not False,
             embedding_model=_name(raw.get("embedding_model")),
+            auto_learned=_learned(raw.get("auto_learned")),
         )
     )
 
@@ -210,6 +214,17 @@ def read_settings(path: Path) -> LoadedSettings:
 def _name(value: object) -> str | None:
     """`value` as a model's name (stripped) when it is text with something in it, else None."""
     return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _learned(value: object) -> dict[str, dict[str, str]]:
+    """The entries of `value` that are {kind: {"model": name, ...text fields}}; others are dropped."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        kind: {k: v for k, v in entry.items() if isinstance(k, str) and isinstance(v, str)}
+        for kind, entry in value.items()
+        if isinstance(kind, str) and isinstance(entry, dict) and _name(entry.get("model"))
+    }
 
 
 def _whole(value: object, default: int) -> int:
@@ -249,5 +264,6 @@ def save_settings(path: Path, settings: Settings) -> None:
         "tool_result_chars": settings.tool_result_chars,
         "window_first": settings.window_first,
         "embedding_model": settings.embedding_model,
+        "auto_learned": settings.auto_learned,
     }
     write_text_whole(path, json.dumps(data, indent=2))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from app.cli.chat_auto import auto_line, chosen_for_message, for_each_message
+from app.cli.chat_auto import auto_line, chosen_for_message, for_each_message, servers_now
 from app.cli.chat_docs import chat_documents, print_sources, sources_json
 from app.cli.chat_remote import agree_to_send, isatty, placed, resolve_chat_model
 from app.cli.models_place_cmd import gpu_layers
@@ -315,6 +315,7 @@ def _interactive(
     where = f" on {host}" if host else ""
     who = "Auto (each message goes to the model that suits it)" if auto else model.name
     print(f"Chatting with {who}{where} in conversation {conversation_id[:8]}. Ctrl-D to leave, Ctrl-C stops a reply.", file=sys.stderr)
+    servers = servers_now(core) if auto else ([], {})
     while True:
         try:
             line = input("you> ")
@@ -329,7 +330,7 @@ def _interactive(
             continue
         chosen = None
         if auto:
-            model, chosen, options = for_each_message(core, conversation_id, line, params, tools=tools is not None)
+            model, chosen, options = for_each_message(core, conversation_id, line, params, tools=tools is not None, servers=servers)
             say(auto_line(chosen), sys.stderr)
         shown, thinking = reasoning_apart(stream_to_stdout)
         result = service.send(

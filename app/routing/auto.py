@@ -55,15 +55,17 @@ class AutoChoice:
     passed_over: tuple[tuple[str, str], ...] = field(default=())  # (model, why not) for every other candidate
     expected_s: float = 0.0
     took_ms: float | None = None  # how long choosing took, reading the candidates included (set by the caller)
+    able: tuple[str, ...] = field(default=())  # every model that could serve the request, the chosen one included
 
     def record(self) -> dict[str, Any]:
         """What the history and the record keep of the choice."""
         return {
             "chosen": self.model,
             "why": self.why,
-            "kind": self.task.kind,
+            "kind": "fix" if self.task.fix else self.task.kind,
             "difficulty": self.task.difficulty,
             "passed_over": [{"model": name, "why": why} for name, why in self.passed_over],
+            "able": list(self.able),
             **({"took_ms": self.took_ms} if self.took_ms is not None else {}),
         }
 
@@ -97,6 +99,7 @@ def choose(
             passed.append((c.name, why_not))
     if not able:
         raise NoModelCan(_none_can(needs, candidates, passed))
+    could = tuple(c.name for c in able)  # ranked lower or costlier, but able to serve it
     # Ranked lower means after every better one: a chat template, one that knows tools, a model that reasons.
     ranks = (
         (True, lambda c: bool(c.tools), "it is a base model (no chat template)"),
@@ -119,10 +122,12 @@ def choose(
     for c in able:
         if c is not chosen:
             passed.append((c.name, _why_not_chosen(c, chosen, kind, holds, waits)))
-    return AutoChoice(chosen.name, task, why, tuple(passed), round(waits[chosen.name], 1))
+    return AutoChoice(chosen.name, task, why, tuple(passed), round(waits[chosen.name], 1), able=could)
 
 
 def _cannot(c: Candidate, needs: Needs) -> str | None:
+    if c.unreachable:
+        return c.unreachable
     if needs.images and not c.vision:
         return "cannot see images"
     if needs.tokens + needs.reply > c.context:

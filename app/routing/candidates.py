@@ -42,6 +42,7 @@ class Candidate:
     speed: Speed
     memory_needed: int | None = None  # bytes to load it with the conversation's context, when estimated
     memory_free: int | None = None  # bytes the machine can give it (its RAM, less what other programs hold)
+    unreachable: str | None = None  # why it cannot be asked now (a server that did not answer), else None
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,20 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from app.routing.candidates import Candidate, history_speeds, local_candidate
+from app.routing.candidates import Candidate, Speed, history_speeds, local_candidate
 from models.library import InstalledModel
 
 
-def installed_candidates(library: Any, db: Any, loaded: set[str], n_ctx: int | None = None) -> list[Candidate]:
+def installed_candidates(
+    library: Any, db: Any, loaded: set[str], n_ctx: int | None = None, speeds: dict[str, Speed] | None = None
+) -> list[Candidate]:
     """Every installed model of `library` (models.library.ModelLibrary) as a candidate, with the
     speeds measured in the history of `db` (sqlite_utils.Database). `loaded`: the model paths
-    loaded now; `n_ctx`: the context asked for (None: Cove's default), for the memory estimate."""
+    loaded now; `n_ctx`: the context asked for (None: Cove's default), for the memory estimate;
+    `speeds`: history_speeds(db) when the caller has read them already."""
     import psutil
 
-    speeds = history_speeds(db)
+    speeds = history_speeds(db) if speeds is None else speeds
     total = int(psutil.virtual_memory().total)  # the pool unloads other models to make room
     found = []
     for model in library.list():

@@ -100,12 +100,15 @@ class TurnRecord:
         model: InstalledModel | RemoteModel,
         params: SamplingParams,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
+        auto: Mapping[str, Any] | None = None,
     ) -> TurnRecord:
-        """A new reply to an existing user message, beside the old one (nothing is replaced)."""
+        """A new reply to an existing user message, beside the old one (nothing is replaced);
+        `auto` as for `begin` (app/routing/preferences.py `regeneration_params` when the person
+        regenerates an Auto reply with another model)."""
         user = history.get_message(user_message_id)
         if user.role != "user":
             raise ValueError("only a reply to one of your messages can be regenerated")
-        return cls._with_reply(history, user.conversation_id, user, model, params, checkpoint_interval_s)
+        return cls._with_reply(history, user.conversation_id, user, model, params, checkpoint_interval_s, auto)
 
     @classmethod
     def _with_reply(

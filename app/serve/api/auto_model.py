@@ -14,7 +14,9 @@ from app.routing.auto import AutoChoice, NoModelCan, choose
 from app.routing.candidates import Needs
 from app.routing.for_message import CHARS_PER_TOKEN
 from app.routing.installed import installed_candidates
+from app.routing.preferences import preferred
 from app.serve.http.errors import ApiError
+from app.settings import load_settings
 
 if TYPE_CHECKING:
     from app.serve.api.job import ChatRead, Job
@@ -47,10 +49,18 @@ def auto_choice(thread: StoreThread, read: ChatRead, loaded: set[str]) -> tuple[
     text, needs, before = needs_of(read)
     try:
         candidates = installed_candidates(thread.library, thread.history.db, loaded, read.params.n_ctx)
-        choice = choose(text, needs, candidates, conversation_chars=before)
+        choice = choose(text, needs, candidates, conversation_chars=before, preferred=_preferred(thread))
     except NoModelCan as exc:
         raise ApiError(400, str(exc), param="model", code="model_not_found") from None
     return thread.library.get(choice.model), replace(choice, took_ms=round((time.perf_counter() - started) * 1000, 2))
+
+
+def _preferred(thread: StoreThread) -> dict[str, str]:
+    """What Auto learned from the person, read from the settings file each time (the window or
+    `cove chat` may have learned more since this server started)."""
+    if thread.settings_file is None:
+        return {}
+    return preferred(load_settings(thread.settings_file))
 
 
 def cove_field(job: Job) -> dict[str, Any]:

@@ -67,8 +67,9 @@ class StoreThread:
     """One thread that owns the server's connection to the history file (its history, record,
     library and keys), and the functions run on it."""
 
-    def __init__(self, database: Path, models_dir: Path, kv_states_dir: Path) -> None:
+    def __init__(self, database: Path, models_dir: Path, kv_states_dir: Path, settings_file: Path | None = None) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cove-serve-store")
+        self.settings_file = settings_file  # read for what Auto learned from the person (the window may change it)
         self.history: History
         self.record: RequestLog
         self.library: ModelLibrary

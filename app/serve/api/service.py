@@ -135,7 +135,8 @@ class Service:
         self.core, self.pool = core, pool
         passing_images(core.paths.passing_images_dir)  # the API's images go under Cove's own cache folder
         # Every write about a request runs on the store's own thread and connection, off the event loop.
-        self.store = RequestStore(StoreThread(core.paths.database, core.paths.models_dir, core.paths.kv_states_dir))
+        paths = core.paths
+        self.store = RequestStore(StoreThread(paths.database, paths.models_dir, paths.kv_states_dir, paths.settings_file))
         self._options: dict[str, LoadOptions] = {}  # model path -> its load settings, read on the store's thread
         pool.read_options_with(self.options_of)
         self._ids = itertools.count(1)

@@ -117,6 +117,28 @@ def test_a_tool_call_written_on_the_desk_is_asked_and_run_on_the_laptop(desk: Se
     assert [e["endpoint"] for e in _record(desk.home)[-2:]] == ["/v1/chat/completions"] * 2
 
 
+def test_auto_on_the_laptop_sends_a_question_to_the_desks_larger_model_and_says_so(desk: Server, tmp_path: Path) -> None:
+    # A laptop of its own, with a small model of its own (the desk's, unnamed in size, counts as 7B).
+    small = Home(tmp_path / "small-laptop")
+    assert small.cove("remote", "pair", "desk", desk.url, desk.code()).returncode == 0
+    tiny = write_tiny_gguf(
+        tmp_path / "coder-0.5b.gguf", chat_template=QWEN_TEMPLATE.read_text(), n_ctx_train=4096, parameter_count=494_000_000
+    )
+    assert small.cove("models", "import", str(tiny)).returncode == 0
+    asked = small.cove("chat", "--new", "--model", "auto", "--max-tokens", "4", "--temperature", "0", "What is the capital of Australia?")
+    assert asked.returncode == 0, asked.stderr
+    assert f"cove: auto → {MODEL}@desk: a short question; coder-0.5b is faster but weaker at a short question" in asked.stderr
+    (entry,) = [e for e in _record(small) if e["endpoint"] == "chat"]
+    ran_on = json.loads(entry["ran_on"]) if isinstance(entry["ran_on"], str) else entry["ran_on"]
+    assert ran_on["connection"] == "desk" and json.loads(entry["params"])["auto"]["chosen"] == f"{MODEL}@desk"
+    # Code to write goes to the laptop's own faster model; the desk's is named as passed over.
+    code = small.cove(
+        "chat", "--new", "--model", "auto", "--max-tokens", "300", "--temperature", "0", "Write a Python function that reverses a list."
+    )
+    assert code.returncode == 0, code.stderr
+    assert "cove: auto → coder-0.5b: code; " in code.stderr
+
+
 def test_a_stopped_desk_is_unreachable_and_answers_again_after_a_restart(tmp_path: Path) -> None:
     home, laptop, servers, desk = _paired_desk(tmp_path)
     port = desk.port

@@ -126,3 +126,16 @@ def test_a_request_no_model_can_serve_is_a_400_naming_what_is_missing(server) ->
     assert refused.value.body["param"] == "model"
     named = httpx.post(f"{server.address}/chat/completions", json={"model": "no-such", "messages": QUESTION}, timeout=30)
     assert named.status_code == 404  # a model named by name is still that model or a 404
+
+
+def test_what_the_person_taught_auto_in_the_window_counts_in_the_api_too(server, cove_core) -> None:
+    from app.routing.preferences import learn
+
+    client = _client(server)
+    before = client.chat.completions.create(model="auto", messages=QUESTION, max_tokens=2, temperature=0)
+    assert before.model != "coder-0.5b"
+    # Written to the settings file after the server started, as the window would.
+    learn(cove_core.paths.settings_file, cove_core.settings, "fact", "coder-0.5b", "regenerated")
+    after = client.chat.completions.create(model="auto", messages=QUESTION, max_tokens=2, temperature=0)
+    said = after.model_extra["cove"]["auto"]
+    assert after.model == "coder-0.5b" and said["why"] == "a short question; you chose it for a short question before"
