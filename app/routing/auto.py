@@ -56,6 +56,7 @@ class AutoChoice:
     expected_s: float = 0.0
     took_ms: float | None = None  # how long choosing took, reading the candidates included (set by the caller)
     able: tuple[str, ...] = field(default=())  # every model that could serve the request, the chosen one included
+    holds: str | None = None  # the model whose KV state held the conversation, when one did
 
     def record(self) -> dict[str, Any]:
         """What the history and the record keep of the choice."""
@@ -66,6 +67,7 @@ class AutoChoice:
             "difficulty": self.task.difficulty,
             "passed_over": [{"model": name, "why": why} for name, why in self.passed_over],
             "able": list(self.able),
+            **({"holds": self.holds} if self.holds else {}),
             **({"took_ms": self.took_ms} if self.took_ms is not None else {}),
         }
 
@@ -122,7 +124,7 @@ def choose(
     for c in able:
         if c is not chosen:
             passed.append((c.name, _why_not_chosen(c, chosen, kind, holds, waits)))
-    return AutoChoice(chosen.name, task, why, tuple(passed), round(waits[chosen.name], 1), able=could)
+    return AutoChoice(chosen.name, task, why, tuple(passed), round(waits[chosen.name], 1), able=could, holds=holds)
 
 
 def _cannot(c: Candidate, needs: Needs) -> str | None:

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 def needs_of(read: ChatRead) -> tuple[str, Needs, int]:
     """(the last user message's text, what the request needs, the characters before that message)."""
     request = ReplyRequest.chat(read.messages)
+    return _needs(request, read)
+
+
+def _needs(request: ReplyRequest, read: ChatRead) -> tuple[str, Needs, int]:
     users = [i for i, m in enumerate(request.messages) if m.role == "user"]
     last = users[-1] if users else len(request.messages) - 1
     text = request.messages[last].text if request.messages else ""
@@ -46,13 +50,40 @@ def needs_of(read: ChatRead) -> tuple[str, Needs, int]:
 def auto_choice(thread: StoreThread, read: ChatRead, loaded: set[str]) -> tuple[InstalledModel, AutoChoice]:
     """The model Auto chooses for `read`, with the choice. On the store's thread. Raises ApiError."""
     started = time.perf_counter()
-    text, needs, before = needs_of(read)
+    request = ReplyRequest.chat(read.messages)
+    text, needs, before = _needs(request, read)
     try:
         candidates = installed_candidates(thread.library, thread.history.db, loaded, read.params.n_ctx)
-        choice = choose(text, needs, candidates, conversation_chars=before, preferred=_preferred(thread))
+        choice = choose(
+            text,
+            needs,
+            candidates,
+            holds=_holds(thread, request),
+            conversation_tokens=before // CHARS_PER_TOKEN,
+            conversation_chars=before,
+            preferred=_preferred(thread),
+        )
     except NoModelCan as exc:
         raise ApiError(400, str(exc), param="model", code="model_not_found") from None
     return thread.library.get(choice.model), replace(choice, took_ms=round((time.perf_counter() - started) * 1000, 2))
+
+
+RECENT_ENTRIES = 500  # how far back the record is searched for the reply a conversation goes on from
+
+
+def _holds(thread: StoreThread, request: ReplyRequest) -> str | None:
+    """The model that wrote the request's last assistant message, found in the record's recent
+    entries by its text: a client sends the whole conversation each time, and the model that wrote
+    the reply it goes on from keeps the conversation in a slot, so it reads only the new message."""
+    replies = [m.text for m in request.messages if m.role == "assistant" and m.text]
+    if not replies:
+        return None
+    row = thread.history.db.execute(
+        "SELECT model_name FROM record_entries WHERE reply = ? AND seq > (SELECT COALESCE(MAX(seq), 0) FROM record_entries) - ?"
+        " ORDER BY seq DESC LIMIT 1",
+        [replies[-1], RECENT_ENTRIES],
+    ).fetchone()
+    return row[0] if row else None
 
 
 def _preferred(thread: StoreThread) -> dict[str, str]:

@@ -139,3 +139,21 @@ def test_what_the_person_taught_auto_in_the_window_counts_in_the_api_too(server,
     after = client.chat.completions.create(model="auto", messages=QUESTION, max_tokens=2, temperature=0)
     said = after.model_extra["cove"]["auto"]
     assert after.model == "coder-0.5b" and said["why"] == "a short question; you chose it for a short question before"
+
+
+def test_a_conversation_that_goes_on_names_the_model_that_holds_it(server) -> None:
+    client = _client(server)
+    first = client.chat.completions.create(model="auto", messages=CODE, max_tokens=400, temperature=0)
+    assert first.model == "coder-0.5b" and "holds" not in first.model_extra["cove"]["auto"]
+    reply = first.choices[0].message.content
+    assert reply
+    more = [*CODE, {"role": "assistant", "content": reply}, {"role": "user", "content": "Now make it skip empty words."}]
+    again = client.chat.completions.create(model="auto", messages=more, max_tokens=400, temperature=0)
+    assert again.model_extra["cove"]["auto"]["holds"] == "coder-0.5b"
+    # A reply no model here wrote: nothing holds the conversation.
+    other = [
+        *CODE,
+        {"role": "assistant", "content": "def reverse_words(s): ..."},
+        {"role": "user", "content": "Now make it skip empty words."},
+    ]
+    assert "holds" not in client.chat.completions.create(model="auto", messages=other, max_tokens=4).model_extra["cove"]["auto"]
