@@ -101,17 +101,18 @@ def choose(
             passed.append((c.name, why_not))
     if not able:
         raise NoModelCan(_none_can(needs, candidates, passed))
-    could = tuple(c.name for c in able)  # ranked lower or costlier, but able to serve it
     # Ranked lower means after every better one: a chat template, one that knows tools, a model that reasons.
     ranks = (
         (True, lambda c: bool(c.tools), "it is a base model (no chat template)"),
         (needs.tools, lambda c: c.tools == "native", "its template does not know tools"),  # a base model's neither
         (needs.reasoning, lambda c: c.reasons, "it does not reason"),
     )
+    could: tuple[str, ...] = ()  # ranked lower or costlier, but able to serve it (a base model only when no other is)
     for asked, better, sentence in ranks:
         if asked and any(better(c) for c in able):
             passed += [(c.name, sentence) for c in able if not better(c)]
             able = [c for c in able if better(c)]
+        could = could or tuple(c.name for c in able)
     costs = {c.name: _cost(c, kind, task.difficulty, needs, holds, conversation_tokens) for c in able}
     waits = {c.name: _wait(c, kind, needs, holds, conversation_tokens) for c in able}
     wanted = (preferred or {}).get(kind)

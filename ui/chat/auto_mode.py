@@ -1,16 +1,18 @@
 """The window's Auto mode: whether the person chose "Auto" in the model picker (remembered as the
 settings' last model, so the next start reopens on it), and, for each message sent in it, the
-installed model Auto (app/routing/auto.py) chooses and why. The choice reads the library and the
-history, so it runs on the UI thread, which owns the database; a model file's header is read once
-per library entry (app/routing/installed.py)."""
+model Auto (app/routing/auto.py) chooses and why, among the installed models and the models on the
+person's own servers that answer now. The choice reads the library and the history, so it runs on
+the UI thread, which owns the database; a model file's header is read once per library entry
+(app/routing/installed.py)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from app.remote.remote_model import RemoteModel
 from app.routing.auto import AUTO, AutoChoice, is_auto
 from app.routing.for_message import AutoRefused, auto_model
 from app.settings import SamplingParams, save_settings
@@ -53,10 +55,13 @@ class AutoMode:
         *,
         tools: bool,
         loaded: str | None = None,
-    ) -> tuple[InstalledModel, AutoChoice]:
-        """The installed model for this message (with its `images`) in the conversation (None: a
-        new one), with the turn's sampling `params`; `loaded`: the path of the model loaded now.
-        Raises AutoRefused with the sentence."""
+        remote: Sequence[RemoteModel] = (),
+        away: Mapping[str, str] | None = None,
+    ) -> tuple[InstalledModel | RemoteModel, AutoChoice]:
+        """The model for this message (with its `images`) in the conversation (None: a new one),
+        with the turn's sampling `params`; `loaded`: the path of the model loaded now; `remote`: the
+        models on the person's servers, `away`: {connection: why it does not answer now}, whose
+        models Auto passes over. Raises AutoRefused with the sentence."""
         started = time.perf_counter()
         seen = bool(images) or (conversation_id is not None and branch_has_images(self.core.history, conversation_id))
         try:
@@ -69,6 +74,8 @@ class AutoMode:
                 max_tokens=params.max_tokens,
                 n_ctx=params.n_ctx,
                 loaded={loaded} if loaded else set(),
+                remote=remote,
+                away=dict(away or {}),
             )
         except AutoRefused:
             raise

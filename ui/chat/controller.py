@@ -1,7 +1,8 @@
 """The window's side of chat: it owns the open conversation and the part of it shown, the
-chosen model (on Auto, the one chosen for each message: ui/chat/auto_mode.py) and its background
-load, and starts each turn (TurnRunner runs it); it writes the history (the UI thread is its only
-writer) and tells the widgets what happened through past-tense signals.
+chosen model (on Auto, the one chosen for each message: ui/chat/auto_mode.py; what Auto learns from
+the person: ui/chat/auto_learning.py) and its background load, and starts each turn (TurnRunner
+runs it); it writes the history (the UI thread is its only writer) and tells the widgets what
+happened through past-tense signals.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from app.turn.tools import ToolLoop
 from models.library import InstalledModel
 from ui.background import run_in_background
 from ui.chat.attachments import Attachment
+from ui.chat.auto_learning import AutoLearning
 from ui.chat.auto_mode import AutoMode, AutoRefused
+from ui.chat.auto_regenerate import CannotRegenerate, regeneration, replied_to
 from ui.chat.image_send import ImagesNotKept, image_refusal, keep_images
 from ui.chat.remote_models import AskConsent, RemoteModels
 from ui.chat.shown_messages import PAGE, ShownMessage, newest_part
@@ -69,6 +72,10 @@ class ChatController(QObject):
         self.model: InstalledModel | RemoteModel | None = None
         self.remote = RemoteModels(core)  # models on the person's own servers (no load, no engine)
         self.auto = AutoMode(core)  # on Auto, each message's model is chosen for it (self.model: the last chosen)
+        self.learning = AutoLearning(core, self)  # a kept "Regenerate with …", an "Always …": Auto's next choices
+        self.learning.failed.connect(self.error_reported)
+        self.learning.told.connect(self.notice_changed)
+        self.learning.changed.connect(self._on_auto_learned)
         self.loaded: LoadedModel | None = None
         self._shown_count = PAGE
         self._has_earlier = False
@@ -283,6 +290,8 @@ class ChatController(QObject):
         once the message is safely in the history (the composer may clear then)."""
         if (not text.strip() and not images) or self.busy:
             return False
+        if self.conversation_id is not None:
+            self.learning.learn_kept(self.conversation_id)  # before the choice: this message's uses it
         model, choice = self._model_for(text, images)
         if model is None or self._refused_images(model, images):
             return False
@@ -315,17 +324,34 @@ class ChatController(QObject):
         model = self._model_or_report()
         if model is None:
             return
-        reply = self.core.history.get_message(assistant_message_id)
-        # After tool calls a reply's parent is a tool result: replay from the person's message.
-        parent_id = reply.parent_id
-        while parent_id is not None:
-            parent = self.core.history.get_message(parent_id)
-            if parent.role == "user":
-                break
-            parent_id = parent.parent_id
+        parent_id = replied_to(self.core.history, assistant_message_id)
         if parent_id is None or self._refused_images(model, ()):
             return
         self._start(TurnRecord.regenerate(self.core.history, parent_id, model=model, params=self.params()))
+
+    def regenerate_with(self, assistant_message_id: str, name: str) -> None:
+        """A new version of an Auto reply, written by the model `name` instead of Auto's choice
+        (ui/chat/auto_regenerate.py); off Auto, `name` becomes the chosen model, as in the picker."""
+        if self.busy:
+            return
+        try:
+            again = regeneration(self.core, self.remote, assistant_message_id, name)
+        except CannotRegenerate as exc:
+            self.error_reported.emit(str(exc))
+            return
+        if self._refused_images(again.model, ()):
+            return
+        self.model = again.model
+        if not self.auto.on and isinstance(again.model, RemoteModel):
+            self.remote.remember(again.model)
+        elif not self.auto.on and isinstance(again.model, InstalledModel):
+            self.core.remember_model(again.model)
+        record = TurnRecord.regenerate(self.core.history, again.user_message_id, model=again.model, params=self.params(), auto=again.auto)
+        self._start(record)
+
+    def always_use(self, assistant_message_id: str) -> None:
+        """The person chose "Always MODEL for KIND" on an Auto reply: Auto uses its model for its kind of task from now on."""
+        self.learning.learn_asked(assistant_message_id)
 
     def edit_and_resend(self, user_message_id: str, text: str, images: Sequence[Attachment] = ()) -> bool:
         """The edited message (with `images`) becomes a new version beside the original, then gets a reply."""
@@ -452,7 +478,10 @@ class ChatController(QObject):
         try:
             loaded = self.loaded.path if self.loaded is not None else None
             tools = bool(self.tool_servers())
-            model, choice = self.auto.for_message(text, images, self.conversation_id, self.params(), tools=tools, loaded=loaded)
+            remote, away = self.remote.models(), self.remote.away  # the person's servers: Auto's candidates too
+            model, choice = self.auto.for_message(
+                text, images, self.conversation_id, self.params(), tools=tools, loaded=loaded, remote=remote, away=away
+            )
         except AutoRefused as exc:
             self.error_reported.emit(str(exc))
             return None, None
@@ -512,6 +541,10 @@ class ChatController(QObject):
         self.conversations_changed.emit()
         if int(final.metrics.get("dropped_turns") or 0) > 0 or stepped:
             self.reload_messages()  # mark the turns the model no longer saw; show a tool turn's last row
+
+    def _on_auto_learned(self) -> None:
+        if not self.busy:  # the replies' "Always …" follow what Auto uses now (while a reply streams: from the next reload)
+            self.reload_messages()
 
     def _on_unsaved_saved(self, message: Message) -> None:
         self.notice_changed.emit("The reply that could not be saved is saved now.")

@@ -23,7 +23,7 @@ from ui.conversation.item_model import ConversationModel, MessageItem
 from ui.conversation.reasoning_rows import REASONING, ReasoningDocs, paint_reasoning, reasoning_hit
 from ui.conversation.reasoning_rows import text_width as reasoning_width
 from ui.conversation.reasoning_rows import tooltip as reasoning_tooltip
-from ui.conversation.row_layout import NOT_SEEN_NOTE, DocumentStore, Layouter, RowLayout, same_chrome
+from ui.conversation.row_layout import ALWAYS, NOT_SEEN_NOTE, REGENERATE_WITH, DocumentStore, Layouter, RowLayout, same_chrome
 from ui.conversation.source_rows import SOURCE, paint_sources, source_hit, tooltip
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.text.document_paint import anchor_areas, paint_document
@@ -41,6 +41,7 @@ class Hit:
 
     kind: str  # copy | retry | regenerate | edit | version_prev | version_next | link | copy_code | source | open_source
     #            | reasoning (open or close the reply's thinking) | copy_reasoning | image (value: its place in the message)
+    #            | regenerate_with (value: the model's name) | always (an Auto reply's model for its kind of task)
     message_id: str
     value: str = ""
 
@@ -445,7 +446,8 @@ class MessageDelegate(QStyledItemDelegate):
             return None
         for kind, region in self.action_regions(index, rect).items():
             if region.contains(pos):
-                return Hit(kind, item.id)
+                action, _, value = kind.partition(":")  # "regenerate_with:MODEL": the model is the hit's value
+                return Hit(action, item.id, value)
         lay = self.layout_for(item)
         source = source_hit(lay.sources, pos - rect.topLeft(), _HIT_SLOP)
         if source is not None:
@@ -489,6 +491,10 @@ class MessageDelegate(QStyledItemDelegate):
             tip = tooltip(line) if line is not None else ""
         elif hit is not None and hit.kind == REASONING and item is not None and item.reasoning is not None:
             tip = reasoning_tooltip(item.reasoning)
+        elif hit is not None and hit.kind == REGENERATE_WITH:
+            tip = f"A new version of this reply, written by {hit.value}; this one stays as the other version."
+        elif hit is not None and hit.kind == ALWAYS and item is not None and item.always is not None:
+            tip = f"Auto uses {item.always[0]} for {item.always[1]} from now on (Models → Settings can forget it)."
         elif hit is not None and hit.kind == IMAGE and item is not None:
             image = item.images[int(hit.value)]
             tip = image_tooltip(image, self.thumbnails.problem(image.sha256))

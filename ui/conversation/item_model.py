@@ -38,6 +38,8 @@ class MessageItem:
     reasoning: Any = None  # a reply that thought first: its ui.conversation.reasoning_rows.ReasoningShown
     images: tuple[KeptImage, ...] = ()  # the person's images, in order (ui/conversation/image_rows.py)
     auto: str = ""  # a reply whose model Auto chose: "auto → MODEL: why" (ui/chat/auto_mode.py), first on its line
+    regenerate_with: tuple[str, ...] = ()  # an Auto reply: the other models it can be regenerated with (ui/chat/auto_regenerate.py)
+    always: tuple[str, str] | None = None  # an Auto reply: (its model, its kind in words) for "Always …" (ui/chat/auto_learning.py)
 
 
 class MessageRole(IntEnum):

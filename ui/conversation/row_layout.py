@@ -55,6 +55,11 @@ STATUS_LABELS = {
 }
 STOP_REASONS = {"stop": "end of reply", "length": "length limit", "cancelled": "cancelled"}
 NOT_SEEN_NOTE = "Not seen by the model: context full"
+# An Auto reply's actions: "Regenerate with MODEL" (its kind is REGENERATE_WITH + ":" + the model's
+# name, so each has its own place) and "Always MODEL for KIND".
+REGENERATE_WITH = "regenerate_with"
+ALWAYS = "always"
+NAME_CHARS = 28  # a longer model name is shortened in the middle in an action's label
 
 
 def metrics_line(metrics: dict) -> str:
@@ -133,11 +138,24 @@ def actions_for(item: MessageItem) -> list[tuple[str, str]]:
     if item.tool is not None:  # a tool call's row (ui/conversation/tool_rows.py)
         return [("details", "Hide details" if item.tool.expanded else "Show details"), ("copy", "Copy")]
     actions.append(("copy", "Copy"))
-    if item.role == "assistant":
-        actions.append(("regenerate", "Regenerate") if item.status == "complete" else ("retry", "Retry"))
+    if item.role == "assistant" and item.status == "complete":
+        actions.append(("regenerate", "Regenerate"))
+        actions += [(f"{REGENERATE_WITH}:{name}", f"Regenerate with {short_name(name)}") for name in item.regenerate_with]
+        if item.always is not None:
+            actions.append((ALWAYS, f"Always {short_name(item.always[0])} for {item.always[1]}"))
+    elif item.role == "assistant":
+        actions.append(("retry", "Retry"))
     elif item.role == "user":
         actions.append(("edit", "Edit"))
     return actions
+
+
+def short_name(name: str) -> str:
+    """A model's name for an action's label: at most NAME_CHARS characters, shortened in the middle."""
+    if len(name) <= NAME_CHARS:
+        return name
+    keep = NAME_CHARS - 1
+    return name[: keep - keep // 2] + "…" + name[len(name) - keep // 2 :]
 
 
 @dataclass
@@ -277,6 +295,7 @@ class Layouter:
             (item.sources.title, len(item.sources.lines)) if item.sources is not None else None,
             item.reasoning.expanded if item.reasoning is not None else None,
             tuple((i.width, i.height) for i in item.images),
+            (item.regenerate_with, item.always),  # an Auto reply's actions may take a second line
         )
         chrome = self._chrome.get(shape)
         if chrome is None:
@@ -384,6 +403,8 @@ class Layouter:
                 w = self.fm_small.horizontalAdvance(label)
                 if kind in ("version_prev", "version_next"):
                     w = max(w, ARROW_WIDTH)  # a glyph this narrow needs a wider target
+                if x > inner_left and x + w > inner_left + inner_width:  # the next line of actions
+                    x, y = inner_left, y + self.fm_small.lineSpacing() + GAP // 2
                 lay.actions.append((kind, label, QRect(x, y, w, self.fm_small.height())))
                 x += w + (2 if kind.startswith("version") else ACTION_SPACING)
                 if kind == "version_next":

@@ -30,6 +30,7 @@ from ui.conversation.link_dialog import confirm_with_dialog
 from ui.conversation.link_policy import classify_url
 from ui.conversation.reasoning_clock import ThinkingClock
 from ui.conversation.reasoning_rows import COPY_REASONING, REASONING, append_reasoning, end_reasoning, toggle_reasoning
+from ui.conversation.row_layout import ALWAYS, REGENERATE_WITH
 from ui.conversation.streaming.reply import Damage
 from ui.conversation.streaming.reply_surface import ReplySurface
 from ui.conversation.tool_rows import toggle_tool_row
@@ -45,6 +46,8 @@ class ConversationView(QListView):
     text_copied = Signal(str)  # the text put on the clipboard (a message or a code block)
     retry_requested = Signal(str)  # message id of a reply that did not complete
     regenerate_requested = Signal(str)  # message id of a complete reply
+    regenerate_with_requested = Signal(str, str)  # message id of a complete Auto reply, the model to write it instead
+    always_requested = Signal(str)  # message id of an Auto reply: use its model for its kind of task from now on
     edit_requested = Signal(str)  # message id of a user message
     version_requested = Signal(str, int)  # message id, -1 for ‹ and +1 for ›
     link_confirmed = Signal(str)  # the person agreed and the URL was handed to the browser
@@ -491,6 +494,10 @@ class ConversationView(QListView):
             self.retry_requested.emit(hit.message_id)
         elif hit.kind == "regenerate":
             self.regenerate_requested.emit(hit.message_id)
+        elif hit.kind == REGENERATE_WITH:
+            self.regenerate_with_requested.emit(hit.message_id, hit.value)
+        elif hit.kind == ALWAYS:
+            self.always_requested.emit(hit.message_id)
         elif hit.kind == "edit":
             self.edit_requested.emit(hit.message_id)
         elif hit.kind in ("version_prev", "version_next"):

@@ -1,5 +1,6 @@
 """The Hub and storage settings: the Hugging Face token (saved through app.hub_token.TokenStore,
-never shown back), offline mode, and the folder downloads go to.
+never shown back), offline mode, the folder downloads go to, and what Auto learned from the person
+(ui/models_panel/auto_learned.py).
 
 The token field is a password field that is always empty after saving: the stored token is
 never read back into a widget. Where no secure keyring exists, the store keeps the token in
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.hub_token import TOKENS_PAGE, InvalidToken, TokenStore
+from ui.models_panel.auto_learned import AutoLearnedBox
 
 FORCED_OFFLINE = "COVE_OFFLINE is set"
 
@@ -111,17 +113,20 @@ class HubSettingsPage(QWidget):
         folder_layout.addRow(folder_row)
         folder_layout.addRow(self.folder_note)
 
+        self.auto_learned = AutoLearnedBox(core, self)
+
         layout = QVBoxLayout(self)
         layout.addWidget(token_box)
         layout.addWidget(network_box)
         layout.addWidget(folder_box)
+        layout.addWidget(self.auto_learned)
         layout.addStretch(1)
         self.refresh()
 
     # ---- commands ----------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Show the stored state (token status, offline, folder); never the token itself."""
+        """Show the stored state (token status, offline, folder, what Auto learned); never the token itself."""
         self._show_token_status()
         gate = self.core.network
         forced = gate.offline_reason == FORCED_OFFLINE
@@ -134,6 +139,7 @@ class HubSettingsPage(QWidget):
         )
         self.offline_note.setVisible(forced)
         self._show_folder("")
+        self.auto_learned.refresh()
 
     def save_token(self, text: str) -> str:
         """Save `text` as the token; returns (and shows) what happened, in one sentence."""

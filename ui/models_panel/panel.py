@@ -1,7 +1,8 @@
 """The Models panel (Ctrl+M): discover models (curated catalog with fit marks, Hub search, a
 repo's files, the fit estimate before downloading), installed models, downloads, connections
-to the person's own servers (ui/connections), and the Hub settings. It coordinates the views
-with the HubWorker, the DownloadBridge, the importer and the library; the views only show and ask.
+to the person's own servers (ui/connections), and the settings (the Hub, the models folder, what
+Auto learned). It coordinates the views with the HubWorker, the DownloadBridge, the importer and
+the library; the views only show and ask.
 
 Every failure is one sentence in the panel's message line or beside what failed, never a
 dialog with a traceback. While Cove is offline a line says so and the network actions are off.
@@ -37,11 +38,13 @@ TABS = ("Discover", "Installed", "Downloads", "Connections", "Settings")
 
 class ModelsPanel(QDialog):
     """Emits `model_chosen(name)` (use it for the next turn), `models_changed()` (the library
-    or a connection's models changed) and `offline_changed(bool)`."""
+    or a connection's models changed), `offline_changed(bool)` and `auto_learned_changed()` (the
+    person made Auto forget what it learned, in Settings)."""
 
     model_chosen = Signal(str)
     models_changed = Signal()
     offline_changed = Signal(bool)
+    auto_learned_changed = Signal()
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class ModelsPanel(QDialog):
         v.resume_left_requested.connect(self.resume_left)
         v.discard_left_requested.connect(self.discard_left)
         self.settings_page.offline_changed.connect(self._on_offline_changed)
+        self.settings_page.auto_learned.changed.connect(self.auto_learned_changed)
         self.connections_page.connections_changed.connect(self.models_changed)
         self.connections_page.model_chosen.connect(self.model_chosen)
 

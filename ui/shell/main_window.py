@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
@@ -15,9 +16,12 @@ from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, Q
 from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QPushButton, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
 from app.docs.embedding import chat_models
+from app.routing.preferences import preferred
 from app.statuses import MessageStatus
 from app.turn.backend import installed_model, ready_without_load
+from ui.chat.auto_learning import always_offer
 from ui.chat.auto_mode import auto_note
+from ui.chat.auto_regenerate import other_models
 from ui.chat.composer import Composer
 from ui.chat.controller import ChatController, ShownMessage
 from ui.chat.model_picker import (
@@ -50,8 +54,11 @@ from ui.tools.feature import ToolsFeature
 APP_TITLE = "Cove"
 
 
-def to_item(shown: ShownMessage) -> MessageItem:
+def to_item(shown: ShownMessage, learned: Mapping[str, str] | None = None) -> MessageItem:
+    """The view's record of a message; `learned`: the model Auto uses for each kind of task (an Auto
+    reply then offers "Always …" for its model when that is not it; None: no "Always …")."""
     m = shown.message
+    reply = m.role == "assistant"
     return MessageItem(
         id=m.id,
         role=m.role,
@@ -65,7 +72,9 @@ def to_item(shown: ShownMessage) -> MessageItem:
         seen_by_model=shown.seen_by_model,
         reasoning=reasoning_of(m),
         images=m.images,
-        auto=auto_note(m.params) if m.role == "assistant" else "",
+        auto=auto_note(m.params) if reply else "",
+        regenerate_with=other_models(m.params) if reply else (),
+        always=always_offer(m.params, learned) if reply and learned is not None else None,
     )
 
 
@@ -250,6 +259,9 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(c.stop)
         self.view.retry_requested.connect(c.regenerate)
         self.view.regenerate_requested.connect(c.regenerate)
+        self.view.regenerate_with_requested.connect(self._regenerate_with)
+        self.view.always_requested.connect(c.always_use)
+        c.learning.changed.connect(self._on_auto_learned)
         self.view.edit_requested.connect(self._begin_edit)
         self.view.version_requested.connect(c.switch_version)
         self.view.top_reached.connect(c.load_earlier)
@@ -305,7 +317,11 @@ class MainWindow(QMainWindow):
 
     def open_models(self, tab: str | None = None) -> ModelsPanel:
         """Show the Models panel (find, download, import, delete models), on `tab` if given."""
-        return self.models.open(tab)
+        fresh = self.models.panel is None
+        panel = self.models.open(tab)
+        if fresh:  # what Settings makes Auto forget changes the replies' "Always …"
+            panel.auto_learned_changed.connect(self.controller.reload_messages)
+        return panel
 
     @property
     def models_panel(self) -> ModelsPanel | None:
@@ -344,6 +360,20 @@ class MainWindow(QMainWindow):
         elif editing:
             self._editing = editing
 
+    def _regenerate_with(self, message_id: str, name: str) -> None:
+        self.show_notice("")
+        self.controller.regenerate_with(message_id, name)
+        self.refresh_models()  # off Auto, that model is the one chosen now
+
+    def _on_auto_learned(self) -> None:
+        if self.models_panel is not None:
+            self.models_panel.settings_page.auto_learned.refresh()
+
+    def _learned(self) -> dict[str, str] | None:
+        """The model Auto uses for each kind of task, for the replies' "Always …" (none offered
+        while Cove's files are read-only: nothing could be learned)."""
+        return None if self.core.read_only else preferred(self.core.settings)
+
     def _begin_edit(self, message_id: str) -> None:
         message = self.core.history.get_message(message_id)
         self._editing = message.id
@@ -380,15 +410,17 @@ class MainWindow(QMainWindow):
         self.title_label.setToolTip(title)
 
     def _on_messages(self, shown: list[ShownMessage]) -> None:
-        self.view.conversation_model().set_messages(fold_tool_rows(shown, to_item))  # a call and its result: one row
+        items = fold_tool_rows(shown, partial(to_item, learned=self._learned()))  # a call and its result: one row
+        self.view.conversation_model().set_messages(items)
         self.update_title()
         latest = next((s.message for s in reversed(shown) if s.message.role == "assistant" and s.message.metrics), None)
         self.composer.set_context(*context_figures(latest.metrics if latest else {}, self.controller.model, self.controller.loaded), True)
 
     def _on_appended(self, shown: list[ShownMessage]) -> None:
         model = self.view.conversation_model()
+        learned = self._learned()
         for item in shown:
-            model.append_message(to_item(item))
+            model.append_message(to_item(item, learned))
         self.update_title()
 
     def _on_text(self, message_id: str, text: str, n_tokens: int) -> None:

@@ -91,3 +91,11 @@ def test_a_regenerated_reply_counts_only_with_another_model() -> None:
     assert alternatives(again) == ["qwen-1.5b"]  # and back again
     assert kept_regeneration({"auto": regeneration_params(choice, "qwen-1.5b")}) is None
     assert kept_regeneration({"temperature": 0.7}) is None and kept_regeneration(None) is None
+
+
+def test_a_base_model_is_offered_only_when_no_chat_model_could_serve() -> None:
+    base = replace(PAIR[0], name="gemma-base", tools="")
+    choice = choose(SUM, ASK, [*PAIR, base]).record()
+    assert choice["able"] == ["qwen-0.5b", "qwen-1.5b"] and alternatives(choice) == ["qwen-0.5b"]
+    alone = choose(SUM, ASK, [base]).record()
+    assert alone["chosen"] == "gemma-base" and alone["able"] == ["gemma-base"]

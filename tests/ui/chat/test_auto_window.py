@@ -8,47 +8,19 @@ sentence and nothing is written; choosing a model leaves Auto."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 from PIL import Image as PILImage
 
 from app.remote.remote_model import RemoteModel
 from app.routing.auto import AUTO
-from app.settings import SamplingParams
-from tests.support.remote_window import WAIT_MS, choose, make_window, send
-from tests.support.tiny_model import write_tiny_gguf
-from tests.support.tool_turns import QWEN_TEMPLATE
+from tests.support.auto_window import CODE, FACT
+from tests.support.auto_window import finished as _finished
+from tests.support.auto_window import shown_line as _shown_line
+from tests.support.remote_window import choose, make_window, send
 from ui.chat.model_picker import AUTO_LABEL, ModelPicker
 
 pytestmark = pytest.mark.timeout(180)
-
-CODE = "Write a Python function that reverses a list."
-FACT = "What is the capital of Australia?"
-
-
-@pytest.fixture
-def two_sizes(cove_core, tmp_path: Path) -> tuple[str, str]:
-    """The two tiny instruct models (Qwen 2.5's template), one said to be 0.5 B and one 1.5 B, in
-    the test core's library; replies of up to 400 tokens (the fake host writes 40 words)."""
-    template = QWEN_TEMPLATE.read_text()
-    small = write_tiny_gguf(tmp_path / "small-0.5b.gguf", chat_template=template, n_ctx_train=2048, parameter_count=494_000_000)
-    large = write_tiny_gguf(tmp_path / "large-1.5b.gguf", chat_template=template, n_ctx_train=2048, parameter_count=1_540_000_000)
-    names = cove_core.library.import_file(small).name, cove_core.library.import_file(large).name
-    cove_core.save_sampling_defaults(SamplingParams(temperature=0.0, max_tokens=400, seed=1))
-    return names
-
-
-def _finished(qtbot, window, text: str):
-    with qtbot.waitSignal(window.controller.reply_finished, timeout=WAIT_MS) as done:
-        send(qtbot, window, text)
-    return done.args[0]
-
-
-def _shown_line(window, message_id: str) -> str:
-    """The line under the reply as the window lays it out (the auto part, then its figures)."""
-    model = window.view.conversation_model()
-    return window.view.message_delegate().layout_for(model.item(model.row_of(message_id))).metrics_text
 
 
 def test_auto_is_first_and_chooses_per_message(qtbot, cove_core, fake_engine, two_sizes) -> None:
