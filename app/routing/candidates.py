@@ -112,17 +112,20 @@ def measured_speeds(rows: Sequence[Mapping[str, Any]]) -> dict[str, Speed]:
     return {n: Speed(_median(tg.get(n)), _median(pp.get(n))) for n in names}
 
 
-def history_speeds(db: Any, limit: int = 2000) -> dict[str, Speed]:
-    """measured_speeds over the newest `limit` replies in the history (`db`: sqlite_utils.Database)."""
-    import json
+SPEED_FIELDS = ("gen_tps", "prompt_tokens", "prefill_ms", "cached_tokens")  # what measured_speeds reads of a reply's metrics
 
-    rows = []
-    query = "SELECT model_name, metrics FROM messages WHERE role = 'assistant' AND metrics IS NOT NULL ORDER BY created_at DESC LIMIT ?"
-    for name, metrics in db.execute(query, [limit]).fetchall():
-        try:
-            rows.append({"model_name": name, "metrics": json.loads(metrics)})
-        except (TypeError, ValueError):
-            continue
+
+def history_speeds(db: Any, limit: int = 600) -> dict[str, Speed]:
+    """measured_speeds over the newest `limit` replies in the history (`db`: sqlite_utils.Database).
+    SQLite picks the four figures out of each reply's metrics (a reply's metrics that are not JSON
+    give none), and the newest replies come from the (role, created_at) index: a few ms for a
+    history of any length."""
+    picked = ", ".join(f"CASE WHEN json_valid(metrics) THEN json_extract(metrics, '$.{f}') END" for f in SPEED_FIELDS)
+    query = f"SELECT model_name, {picked} FROM messages WHERE role = 'assistant' AND metrics IS NOT NULL ORDER BY created_at DESC LIMIT ?"
+    rows = [
+        {"model_name": name, "metrics": {f: v for f, v in zip(SPEED_FIELDS, values, strict=True) if v is not None}}
+        for name, *values in db.execute(query, [limit]).fetchall()
+    ]
     return measured_speeds(rows)
 
 

@@ -299,6 +299,12 @@ def _m0020_pairing(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m0021_reply_speeds(db: sqlite_utils.Database) -> None:
+    # Auto reads the newest replies' measured speeds before each message it chooses a model for
+    # (app/routing/candidates.py `history_speeds`): the newest assistant rows, without sorting them all.
+    db.table("messages").create_index(["role", "created_at"])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_conversations", _m0001_conversations),
     ("0002_messages", _m0002_messages),
@@ -320,6 +326,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("0018_message_images", _m0018_message_images),
     ("0019_model_projector", _m0019_model_projector),
     ("0020_pairing", _m0020_pairing),
+    ("0021_reply_speeds", _m0021_reply_speeds),
 )
 
 

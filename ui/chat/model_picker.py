@@ -172,7 +172,7 @@ class ModelPicker(QWidget):
         """Replace the list; `current` is the model in use (None when nothing is loaded).
         `remote`: RemoteModel entries, listed after the installed ones under their connection's name;
         `away`: {connection: why it did not answer when last asked}, marked on its heading and models;
-        `auto`: offer "Auto" first (listed when at least one model is installed)."""
+        `auto`: offer "Auto" first (listed when there is a model, here or on a server, for it to choose)."""
         away = away or {}
         self._loaded = current
         self._names = []
@@ -182,7 +182,7 @@ class ModelPicker(QWidget):
         self._combo.blockSignals(True)
         self._combo.clear()
         self._combo.setPlaceholderText("Choose a model…" if models or remote else "No models installed")
-        if auto and models:
+        if auto and (models or remote):
             self._add_item(AUTO, AUTO_LABEL, AUTO_TOOLTIP)
         if remote and models:
             self._add_heading(THIS_COMPUTER)

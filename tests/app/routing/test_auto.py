@@ -157,3 +157,33 @@ def test_a_smaller_model_measured_slower_is_said_to_be_so() -> None:
     picked = choose(BUGGY, ASK, [slow_small, LARGE])
     assert picked.model == "qwen-1.5b" and picked.why == "code to fix; the fastest model for it"
     assert picked.passed_over == (("qwen-0.5b", "weaker at code to fix, and not faster here"),)
+
+
+def test_the_history_gives_each_models_speeds_from_its_newest_replies_and_skips_what_is_not_json(cove_core) -> None:
+    from app.routing.candidates import history_speeds
+
+    history = cove_core.history
+    conversation = history.create_conversation(model="small", params=None)
+    parent = history.add_user_message(conversation.id, "hello")
+    for name, metrics in (
+        ("small", {"gen_tps": 40.0, "prompt_tokens": 120, "prefill_ms": 200.0, "cached_tokens": 20}),
+        ("small", {"gen_tps": 30.0, "prompt_tokens": 10, "prefill_ms": 10.0}),  # too short a prompt to time reading
+        ("large", {"gen_tps": 12.0, "ttft_ms": 90.0}),
+    ):
+        reply = history.start_assistant_message(
+            conversation.id, parent_id=parent.id, model_name=name, model_sha256=None, model_quant=None, params={}
+        )
+        history.finish_assistant(reply.id, "hi", status="complete", metrics=metrics)
+    broken = history.start_assistant_message(
+        conversation.id, parent_id=parent.id, model_name="large", model_sha256=None, model_quant=None, params={}
+    )
+    history.finish_assistant(broken.id, "hi", status="complete", metrics={})
+    cove_core.db.execute("UPDATE messages SET metrics = '{not json' WHERE id = ?", [broken.id])
+    speeds = history_speeds(cove_core.db)
+    assert speeds["small"] == Speed(tg=35.0, pp=500.0)  # (120 - 20) tokens read in 0.2 s
+    assert speeds["large"] == Speed(tg=12.0, pp=None)
+    plan = cove_core.db.execute(
+        "EXPLAIN QUERY PLAN SELECT model_name FROM messages"
+        " WHERE role = 'assistant' AND metrics IS NOT NULL ORDER BY created_at DESC LIMIT 5"
+    ).fetchall()
+    assert "USE TEMP B-TREE" not in " ".join(str(row) for row in plan)  # the newest come from the index, not a sort of all

@@ -82,12 +82,14 @@ def test_an_image_no_model_can_see_is_a_sentence_and_nothing_is_written(qtbot, c
     assert not window.controller.busy and window.controller.auto.on
 
 
-def test_the_picker_offers_auto_only_with_an_installed_model(qtbot, cove_core) -> None:
+def test_the_picker_offers_auto_only_with_a_model_to_choose(qtbot, cove_core) -> None:
     picker = ModelPicker()
     qtbot.addWidget(picker)
     box = RemoteModel(connection="box", model_id="llama3.1:70b", host="box.lan:11434", kind="ollama")
-    picker.set_models([], current=None, remote=[box], auto=True)  # only a server's model: nothing for Auto to choose
+    picker.set_models([], current=None, remote=[], auto=True)  # nothing for Auto to choose
     assert AUTO not in picker.names()
+    picker.set_models([], current=None, remote=[box], auto=True)  # a server's model is one
+    assert picker.names() == [AUTO, box.name]
     installed = cove_core.library.list()
     picker.set_models(installed, current=installed[0].name, remote=[box], auto=True)
     assert picker.names() == [AUTO, installed[0].name, box.name]
