@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
 
 from app.settings import SamplingParams
 from tests.support.remote_window import WAIT_MS, send
 from tests.support.tiny_model import write_tiny_gguf
 from tests.support.tool_turns import QWEN_TEMPLATE
+from tests.support.view_actions import click_action as view_click
 
 CODE = "Write a Python function that reverses a list."
 FACT = "What is the capital of Australia?"
@@ -53,10 +53,4 @@ def shown_actions(window, message_id: str) -> list[tuple[str, str]]:
 
 def click_action(qtbot, window, message_id: str, kind: str) -> None:
     """Click one of a message's actions where the person sees it."""
-    view = window.view
-    index = view.model().index(view.conversation_model().row_of(message_id), 0)
-    view.scrollTo(index)
-    qtbot.wait(20)
-    regions = view.message_delegate().action_regions(index, view.visualRect(index))
-    assert kind in regions, f"{kind} not among {sorted(regions)}"
-    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=regions[kind].center())
+    view_click(qtbot, window.view, message_id, kind)

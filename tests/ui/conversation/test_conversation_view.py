@@ -6,6 +6,7 @@ import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QGuiApplication, QRegion
 
+from tests.support.view_actions import click_action
 from ui.conversation.item_model import ConversationModel, MessageItem, MessageRole
 from ui.conversation.row_layout import actions_for, metrics_line, status_notice
 from ui.conversation.view import ConversationView
@@ -54,15 +55,6 @@ def make_view(qtbot: object, items: list[MessageItem], height: int = 600) -> Con
 
 def index_of(view: ConversationView, message_id: str):  # noqa: ANN201
     return view.model().index(view.conversation_model().row_of(message_id), 0)
-
-
-def click_action(qtbot: object, view: ConversationView, message_id: str, kind: str) -> None:
-    index = index_of(view, message_id)
-    view.scrollTo(index)
-    qtbot.wait(20)  # type: ignore[attr-defined]
-    regions = view.message_delegate().action_regions(index, view.visualRect(index))
-    assert kind in regions, f"{kind} not among {sorted(regions)}"
-    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=regions[kind].center())  # type: ignore[attr-defined]
 
 
 # --- model -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from app.turn import backend as turn_backend
 from tests.support.modal_answers import answer_question
 from tests.support.remote_window import make_window, send
 from tests.support.tool_turns import CALL, ScriptedBackend, split_text
+from tests.support.view_actions import click_action
 from tests.ui.tools.conftest import WAIT_MS, fault_command
 from ui.conversation.row_layout import status_notice
 
@@ -97,13 +98,7 @@ def _rows(window: Any) -> list[Any]:
 
 def _click_action(qtbot, window: Any, message_id: str, kind: str) -> None:
     """Click one of a row's actions (its "Show details" for kind "details") where the person sees it."""
-    view = window.view
-    index = view.model().index(view.conversation_model().row_of(message_id), 0)
-    view.scrollTo(index)
-    qtbot.wait(20)
-    regions = view.message_delegate().action_regions(index, view.visualRect(index))
-    assert kind in regions, f"{kind} not among {sorted(regions)}"
-    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=regions[kind].center())
+    click_action(qtbot, window.view, message_id, kind)
 
 
 def test_a_call_is_asked_allowed_run_shown_stored_and_recorded(qtbot, cove_core, fake_engine, hosts, calls_file, replies) -> None:
