@@ -10,9 +10,11 @@ from functools import cache
 
 import psutil
 
-# Two start times of one process read through psutil agree to the clock tick; a process
-# that reused the pid started later than this apart.
-_SAME_START_S = 1.0
+# Two start times of one process read through psutil agree to the clock tick, give or take the
+# whole second by which the boot time psutil adds (/proc/stat's `btime`, whole seconds, read each
+# time) moves when the wall clock is slewed across a second; a process that reused the pid started
+# later than this apart.
+_SAME_START_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,9 @@ def writer_alive(pid: int | None, started: float | None) -> bool:
     recorded writer (written before writers were recorded) has none alive."""
     if pid is None or started is None:
         return False
+    me = this_writer()
+    if (pid, started) == (me.pid, me.started):
+        return True  # this process: running, whatever the clock says now
     try:
         return abs(psutil.Process(int(pid)).create_time() - float(started)) < _SAME_START_S
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ValueError, OverflowError):

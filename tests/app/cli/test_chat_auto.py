@@ -38,7 +38,9 @@ def test_each_message_gets_the_model_its_task_needs_and_says_why(home: Path) -> 
     code = cove(home, "chat", "--new", "--model", "auto", "--max-tokens", "300", "Write a Python function that reverses a list.")
     assert _chosen(code).startswith("coder-0.5b: code; coder-1.5b is stronger but about ")
     fact = cove(home, "chat", "--new", "--model", "AUTO", "--max-tokens", "8", "What is the capital of Australia?")
-    assert _chosen(fact) == "coder-1.5b: a short question; coder-0.5b is faster but weaker at a short question"
+    # The 0.5B's speed is now the one measured in the code reply, the 1.5B's still estimated from its
+    # size: on a busy machine the tiny model may measure slower, so the reason may name either.
+    assert _chosen(fact).startswith("coder-1.5b: a short question; ")
     fix = cove(home, "chat", "--new", "--model", "auto", "--max-tokens", "8", BUGGY)
     assert _chosen(fix).startswith("coder-1.5b: code to fix; ")
     exported = cove(home, "record", "export")
