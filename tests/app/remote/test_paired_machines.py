@@ -125,18 +125,20 @@ def test_auto_on_the_laptop_sends_a_question_to_the_desks_larger_model_and_says_
         tmp_path / "coder-0.5b.gguf", chat_template=QWEN_TEMPLATE.read_text(), n_ctx_train=4096, parameter_count=494_000_000
     )
     assert small.cove("models", "import", str(tiny)).returncode == 0
-    asked = small.cove("chat", "--new", "--model", "auto", "--max-tokens", "4", "--temperature", "0", "What is the capital of Australia?")
-    assert asked.returncode == 0, asked.stderr
-    assert f"cove: auto → {MODEL}@desk: a short question; coder-0.5b is faster but weaker at a short question" in asked.stderr
-    (entry,) = [e for e in _record(small) if e["endpoint"] == "chat"]
-    ran_on = json.loads(entry["ran_on"]) if isinstance(entry["ran_on"], str) else entry["ran_on"]
-    assert ran_on["connection"] == "desk" and json.loads(entry["params"])["auto"]["chosen"] == f"{MODEL}@desk"
-    # Code to write goes to the laptop's own faster model; the desk's is named as passed over.
+    # Code to write first, while both speeds are estimated from the sizes: the laptop's own faster model.
+    # (Once the desk's tiny model has replied, its measured speed is far above any real 7B's.)
     code = small.cove(
         "chat", "--new", "--model", "auto", "--max-tokens", "300", "--temperature", "0", "Write a Python function that reverses a list."
     )
     assert code.returncode == 0, code.stderr
     assert "cove: auto → coder-0.5b: code; " in code.stderr
+    # A question goes to the desk's larger model; the laptop's record says where it ran.
+    asked = small.cove("chat", "--new", "--model", "auto", "--max-tokens", "4", "--temperature", "0", "What is the capital of Australia?")
+    assert asked.returncode == 0, asked.stderr
+    assert f"cove: auto → {MODEL}@desk: a short question; coder-0.5b is faster but weaker at a short question" in asked.stderr
+    entry = [e for e in _record(small) if e["endpoint"] == "chat"][-1]
+    ran_on = json.loads(entry["ran_on"]) if isinstance(entry["ran_on"], str) else entry["ran_on"]
+    assert ran_on["connection"] == "desk" and json.loads(entry["params"])["auto"]["chosen"] == f"{MODEL}@desk"
 
 
 def test_a_stopped_desk_is_unreachable_and_answers_again_after_a_restart(tmp_path: Path) -> None:
