@@ -15,7 +15,7 @@ from app.routing.auto import AutoChoice, NoModelCan, choose
 from app.routing.candidates import Needs, history_speeds
 from app.routing.installed import installed_candidates
 from app.routing.preferences import preferred
-from app.routing.remote import remote_candidates, server_models
+from app.routing.remote import away_from, remote_candidates
 from models.library import InstalledModel
 
 CHARS_PER_TOKEN = 4  # the prompt's size before it is tokenized: about 4 characters a token (English)
@@ -57,9 +57,9 @@ def auto_model(
     speeds = history_speeds(core.db)
     candidates = installed_candidates(core.library, core.db, loaded or set(), n_ctx, speeds)
     if remote:
-        connections = [core.connections.get(name) for name in dict.fromkeys(m.connection for m in remote)]
-        _, why_not = server_models(connections, away or {})
-        candidates += remote_candidates(remote, speeds, why_not)
+        connections = {c.name: c for c in core.connections.list()}  # one removed since it was listed is no candidate
+        remote = [m for m in remote if m.connection in connections]
+        candidates += remote_candidates(remote, speeds, away_from(list(connections.values()), away or {}))
     try:
         choice = choose(
             text, needs, candidates, holds=holds, conversation_tokens=held, conversation_chars=chars, preferred=preferred(core.settings)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from app.remote.connections import Connection
 from app.remote.privacy import is_private_host
-from app.remote.remote_model import RemoteModel, remote_models
+from app.remote.remote_model import RemoteModel
 from app.routing.candidates import Candidate, Speed
 
 UNSAID_CONTEXT = 4096  # tokens, when a server does not list a model's context
@@ -35,12 +35,10 @@ def size_from_name(model_id: str) -> float | None:
     return float(number) / (1000 if unit.lower() == "m" else 1)
 
 
-def server_models(connections: Sequence[Connection], unanswered: Mapping[str, str]) -> tuple[list[RemoteModel], dict[str, str]]:
-    """(every model the person's servers listed last, {connection: why Auto may not send there now}):
-    `unanswered` {connection: the sentence why it did not answer when last asked}; a server outside
-    the person's network that they never agreed to send messages to is left out too, since Auto
-    sends nowhere the person was not asked about."""
-    models: list[RemoteModel] = []
+def away_from(connections: Sequence[Connection], unanswered: Mapping[str, str]) -> dict[str, str]:
+    """{connection: why Auto may not send there now}: `unanswered` {connection: the sentence why it
+    did not answer when last asked}; a server outside the person's network that they never agreed
+    to send messages to is left out too, since Auto sends nowhere the person was not asked about."""
     away: dict[str, str] = {}
     for connection in connections:
         problem = unanswered.get(connection.name)
@@ -48,13 +46,12 @@ def server_models(connections: Sequence[Connection], unanswered: Mapping[str, st
             away[connection.name] = f"{connection.name} cannot be reached now ({problem.rstrip('.')})"
         elif not (connection.public_ok or is_private_host(connection.host)):
             away[connection.name] = f"{connection.host} is outside your network and you have not agreed to send messages there"
-        models += remote_models(connection)
-    return models, away
+    return away
 
 
 def remote_candidates(models: Sequence[RemoteModel], speeds: Mapping[str, Speed], away: Mapping[str, str]) -> list[Candidate]:
     """Each server model as a candidate; `speeds`: the measured speeds by model name (its
-    `id@connection`); `away`: {connection: why it cannot be asked now} (`server_models`), whose
+    `id@connection`); `away`: {connection: why it cannot be asked now} (`away_from`), whose
     models cannot serve."""
     found = []
     for model in models:

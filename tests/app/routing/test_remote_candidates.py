@@ -10,7 +10,7 @@ from app.remote.connections import Connection
 from app.remote.remote_model import RemoteModel
 from app.routing.auto import choose
 from app.routing.candidates import Needs, Speed
-from app.routing.remote import UNSAID_PARAMS_B, remote_candidates, server_models, size_from_name
+from app.routing.remote import UNSAID_PARAMS_B, away_from, remote_candidates, size_from_name
 from tests.app.routing.test_auto import SMALL
 
 ASK = Needs(tokens=40, reply=512)
@@ -39,7 +39,7 @@ def test_a_question_goes_to_the_bigger_model_on_the_desk_and_says_where() -> Non
 def test_a_desk_that_does_not_answer_is_passed_over_with_why() -> None:
     desk = _desk("qwen2.5-7b-instruct")
     connection = Connection("desk", "https://192.168.1.20:8642/v1", None, "192.168.1.20:8642")
-    _, away = server_models([connection], {"desk": "the connection was refused."})
+    away = away_from([connection], {"desk": "the connection was refused."})
     assert away == {"desk": "desk cannot be reached now (the connection was refused)"}
     fact = choose("What is the capital of Australia?", ASK, [SMALL, *remote_candidates([desk], {}, away)])
     assert fact.model == "qwen-0.5b"
@@ -48,9 +48,9 @@ def test_a_desk_that_does_not_answer_is_passed_over_with_why() -> None:
 
 def test_a_public_host_the_person_never_agreed_to_is_not_sent_to() -> None:
     public = Connection("cloud", "https://203.0.113.9:8000/v1", None, "203.0.113.9:8000")
-    _, away = server_models([public], {})
+    away = away_from([public], {})
     assert away == {"cloud": "203.0.113.9:8000 is outside your network and you have not agreed to send messages there"}
-    _, agreed = server_models([replace(public, public_ok=True)], {})
+    agreed = away_from([replace(public, public_ok=True)], {})
     assert agreed == {}
 
 
