@@ -172,7 +172,9 @@ def figures(streams: list[Stream], start: float, rss_mib: float) -> dict[str, An
     ttft = sorted((s.stamps[0] - s.sent) * 1000 for s in done)
     return {
         "aggregate_tps": sum(s.tokens for s in done) / max(end - start, 1e-9),
-        "per_stream_tps": statistics.median(rates) if rates else 0.0,
+        # None when every stream came as one chunk (the whole reply ready before its first chunk
+        # went out): its rate is not measured, rather than measured as nought.
+        "per_stream_tps": statistics.median(rates) if rates else None,
         "ttft_p50_ms": statistics.median(ttft) if ttft else None,
         "ttft_p99_ms": percentile(ttft, 0.99),
         "engine_rss_mib": round(rss_mib, 1),
@@ -369,8 +371,9 @@ def print_table(r: dict[str, Any]) -> None:
         for s in r["systems"]:
             f = row[s]
             p50, p99 = (f"{v:.0f}" if v is not None else "-" for v in (f["ttft_p50_ms"], f["ttft_p99_ms"]))
+            rate = f"{f['per_stream_tps']:.1f}" if f["per_stream_tps"] is not None else "-"
             print(
-                f"{n:>3} {s:<13} {f['aggregate_tps']:>10.1f} {f['per_stream_tps']:>10.1f} {p50:>9} {p99:>9} "
+                f"{n:>3} {s:<13} {f['aggregate_tps']:>10.1f} {rate:>10} {p50:>9} {p99:>9} "
                 f"{f['engine_rss_mib']:>8.0f} {f['prompt_tokens']:>6.0f}"
                 + (f"  ({len(f['errors'])} errors)" if f["errors"] else "")
                 + (f"  (a stream gave {f['min_tokens']} tokens)" if f["min_tokens"] < r["gen_tokens"] else "")
